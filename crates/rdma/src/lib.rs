@@ -1,0 +1,15 @@
+//! Reads the RDMA devices of a host from sysfs (`/sys/class/infiniband`) into
+//! plain typed snapshots.
+//!
+//! This crate knows nothing of Prometheus or of rules: it turns kernel files
+//! into [`RdmaSnapshot`] values and says, for every file it could not use,
+//! whether the value is *absent* (the kernel does not provide it here) or an
+//! *error* (it should be there and could not be read). The root is injectable
+//! so that every code path runs on fixture trees.
+
+pub mod types;
+
+pub use types::*;
+pub mod reader;
+
+pub use reader::{DeviceFilter, HwCounterSource, RdmaReader, SysfsOnly};

@@ -1,0 +1,208 @@
+//! The state the HTTP server serves: the latest published snapshot and its
+//! encodings, built at most once per sample and format whatever the number
+//! of scrapers.
+
+use std::io::Write as _;
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+
+use crate::exposition::{self, BuildInfo, Format};
+use crate::snapshot::{Snapshot, SourceState};
+
+/// One published sample and its lazily built encodings.
+pub struct Published {
+    pub snapshot: Arc<Snapshot>,
+    text: OnceLock<Bytes>,
+    openmetrics: OnceLock<Bytes>,
+    text_gzip: OnceLock<Bytes>,
+    openmetrics_gzip: OnceLock<Bytes>,
+}
+
+impl Published {
+    pub fn new(snapshot: Arc<Snapshot>) -> Self {
+        Published {
+            snapshot,
+            text: OnceLock::new(),
+            openmetrics: OnceLock::new(),
+            text_gzip: OnceLock::new(),
+            openmetrics_gzip: OnceLock::new(),
+        }
+    }
+}
+
+/// Shared by every connection; owned by `main` behind an `Arc`.
+pub struct App {
+    current: ArcSwap<Published>,
+    build: BuildInfo,
+}
+
+impl App {
+    pub fn new(build: BuildInfo, first: Arc<Snapshot>) -> Self {
+        App {
+            current: ArcSwap::from_pointee(Published::new(first)),
+            build,
+        }
+    }
+
+    /// Swaps in a new sample; scrapes in flight keep the one they started with.
+    pub fn publish(&self, snapshot: Arc<Snapshot>) {
+        self.current.store(Arc::new(Published::new(snapshot)));
+    }
+
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load().snapshot.clone()
+    }
+
+    pub fn build(&self) -> &BuildInfo {
+        &self.build
+    }
+
+    /// The exposition of the latest sample, gzip-compressed when asked.
+    pub fn metrics(&self, format: Format, gzip: bool) -> Bytes {
+        let published = self.current.load_full();
+        let plain = match format {
+            Format::Text => &published.text,
+            Format::OpenMetrics => &published.openmetrics,
+        };
+        let plain = plain
+            .get_or_init(|| {
+                Bytes::from(exposition::encode(
+                    published.snapshot.clone(),
+                    &self.build,
+                    format,
+                ))
+            })
+            .clone();
+        if !gzip {
+            return plain;
+        }
+        let cell = match format {
+            Format::Text => &published.text_gzip,
+            Format::OpenMetrics => &published.openmetrics_gzip,
+        };
+        cell.get_or_init(|| gzip_bytes(&plain)).clone()
+    }
+
+    /// `/healthz`: healthy once a sample exists and no collector failed in it.
+    pub fn health(&self) -> (bool, String) {
+        let snapshot = self.snapshot();
+        if snapshot.sequence == 0 {
+            return (false, "no sample yet\n".into());
+        }
+        let failed: Vec<String> = snapshot
+            .sources
+            .iter()
+            .filter_map(|s| match &s.state {
+                SourceState::Failed(why) => Some(format!("{}: {why}", s.name)),
+                _ => None,
+            })
+            .collect();
+        // A failing collector is reported but does not make the process
+        // unhealthy: restarting it would not fix the host.
+        let mut body = format!(
+            "ok, sample {} taken {:.0}s ago\n",
+            snapshot.sequence,
+            age_seconds(&snapshot)
+        );
+        for f in failed {
+            body.push_str(&format!("collector failed: {f}\n"));
+        }
+        (true, body)
+    }
+
+    /// `/`: what this is, links, devices seen, last sample and each source.
+    pub fn landing_page(&self) -> String {
+        let s = self.snapshot();
+        let mut html = String::new();
+        html.push_str("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>roce_exporter</title></head><body>\n");
+        html.push_str(&format!(
+            "<h1>roce_exporter {}</h1>\n",
+            escape(self.build.version)
+        ));
+        html.push_str("<p>RDMA fabric exporter: <a href=\"/metrics\">/metrics</a> · <a href=\"/healthz\">/healthz</a></p>\n");
+        html.push_str(&format!(
+            "<h2>Last sample</h2>\n<p>#{} taken {:.1}s ago (every {}s)</p>\n",
+            s.sequence,
+            age_seconds(&s),
+            self.build.sample_interval.as_secs_f64()
+        ));
+        html.push_str("<h2>Sources</h2>\n<table border=\"1\"><tr><th>collector</th><th>state</th><th>duration</th><th>errors (sample / total)</th><th>detail</th></tr>\n");
+        for src in &s.sources {
+            html.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{:.3} ms</td><td>{} / {}</td><td>{}</td></tr>\n",
+                src.name,
+                src.state.label(),
+                src.duration.as_secs_f64() * 1e3,
+                src.errors.len(),
+                src.errors_total,
+                escape(
+                    src.state
+                        .detail()
+                        .or(src.errors.first().map(String::as_str))
+                        .unwrap_or("")
+                )
+            ));
+        }
+        html.push_str("</table>\n<h2>RDMA devices</h2>\n");
+        match s.rdma.as_ref().filter(|r| !r.devices.is_empty()) {
+            None => html.push_str("<p>No RDMA device seen.</p>\n"),
+            Some(rdma) => {
+                html.push_str("<table border=\"1\"><tr><th>device</th><th>driver</th><th>port</th><th>state</th><th>rate</th><th>link layer</th><th>netdev</th><th>GIDs</th></tr>\n");
+                for d in &rdma.devices {
+                    for p in &d.ports {
+                        html.push_str(&format!(
+                            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                            escape(&d.name),
+                            escape(d.driver.as_deref().unwrap_or("")),
+                            p.number,
+                            escape(p.state.as_ref().map(|x| x.name()).unwrap_or("?")),
+                            escape(p.phys_state.as_ref().map(|x| x.name()).unwrap_or("?")),
+                            p.rate_bytes_per_second.map(|r| format!("{} Gb/s", r as f64 * 8.0 / 1e9)).unwrap_or_default(),
+                            escape(p.link_layer.as_ref().map(|l| l.as_str()).unwrap_or("")),
+                            escape(p.netdev.as_deref().unwrap_or("")),
+                            p.gids.len()
+                        ));
+                    }
+                }
+                html.push_str("</table>\n");
+            }
+        }
+        html.push_str("</body></html>\n");
+        html
+    }
+}
+
+fn age_seconds(s: &Snapshot) -> f64 {
+    s.taken_at
+        .and_then(|t| t.elapsed().ok())
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn gzip_bytes(plain: &[u8]) -> Bytes {
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(plain.len() / 4),
+        flate2::Compression::fast(),
+    );
+    // Writing into a Vec cannot fail.
+    let _ = enc.write_all(plain);
+    Bytes::from(enc.finish().unwrap_or_default())
+}
+
+/// Minimal HTML escaping for text from the host (device names, errors).
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}

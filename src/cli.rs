@@ -1,0 +1,173 @@
+//! The command line, in Prometheus exporter conventions (`--path.sysfs`,
+//! `--web.listen-address`, ...). Parsing only: nothing here touches the host.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Default port of roce_exporter.
+pub const DEFAULT_LISTEN_ADDRESS: &str = ":9879";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "roce_exporter",
+    version,
+    about = "Prometheus exporter for RDMA fabrics (RoCEv2 and InfiniBand)",
+    long_about = "Reads RDMA port counters, GID tables and port state (and, as they land, congestion \
+                  counters, GPU-NIC topology and verbs probes) on a fixed interval and serves them \
+                  to Prometheus. Without a subcommand it runs the HTTP server."
+)]
+pub struct Cli {
+    /// YAML configuration file (all keys optional; unknown keys are errors).
+    #[arg(long = "config.file", value_name = "FILE", global = true)]
+    pub config_file: Option<PathBuf>,
+
+    /// Address to listen on, repeatable: ":9879", "0.0.0.0:9879", "[::1]:9879".
+    #[arg(long = "web.listen-address", value_name = "ADDR", default_value = DEFAULT_LISTEN_ADDRESS)]
+    pub listen_addresses: Vec<String>,
+
+    /// Mount point of sysfs.
+    #[arg(
+        long = "path.sysfs",
+        value_name = "DIR",
+        default_value = "/sys",
+        global = true
+    )]
+    pub sysfs: PathBuf,
+
+    /// Mount point of procfs.
+    #[arg(
+        long = "path.procfs",
+        value_name = "DIR",
+        default_value = "/proc",
+        global = true
+    )]
+    pub procfs: PathBuf,
+
+    /// Least severe log level written: error, warn, info, debug, trace.
+    #[arg(
+        long = "log.level",
+        value_name = "LEVEL",
+        default_value = "info",
+        global = true
+    )]
+    pub log_level: LogLevel,
+
+    /// Log line format.
+    #[arg(
+        long = "log.format",
+        value_name = "FORMAT",
+        default_value = "logfmt",
+        global = true
+    )]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Take one sample and print its exposition to stdout, then exit.
+    Once {
+        /// Exposition format.
+        #[arg(long, default_value = "text")]
+        format: OnceFormat,
+    },
+    /// Print generated documentation (the metric reference) to stdout.
+    #[command(hide = true)]
+    Docs {
+        #[arg(value_enum)]
+        what: DocsTopic,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnceFormat {
+    /// Prometheus text 0.0.4.
+    Text,
+    /// OpenMetrics 1.0.
+    Openmetrics,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DocsTopic {
+    /// docs/metrics.md
+    Metrics,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Logfmt,
+    Json,
+}
+
+impl LogLevel {
+    pub fn as_filter(self) -> tracing::level_filters::LevelFilter {
+        use tracing::level_filters::LevelFilter;
+        match self {
+            LogLevel::Error => LevelFilter::ERROR,
+            LogLevel::Warn => LevelFilter::WARN,
+            LogLevel::Info => LevelFilter::INFO,
+            LogLevel::Debug => LevelFilter::DEBUG,
+            LogLevel::Trace => LevelFilter::TRACE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_style_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "roce_exporter",
+            "--web.listen-address=:9999",
+            "--web.listen-address",
+            "[::1]:9999",
+            "--path.sysfs=/tmp/sys",
+            "--log.format=json",
+        ])
+        .unwrap();
+        assert_eq!(cli.listen_addresses, vec![":9999", "[::1]:9999"]);
+        assert_eq!(cli.sysfs, PathBuf::from("/tmp/sys"));
+        assert_eq!(cli.log_format, LogFormat::Json);
+        assert!(cli.command.is_none());
+    }
+
+    #[test]
+    fn once_takes_global_paths() {
+        let cli = Cli::try_parse_from([
+            "roce_exporter",
+            "once",
+            "--path.sysfs",
+            "x",
+            "--format",
+            "openmetrics",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(Command::Once {
+                format: OnceFormat::Openmetrics
+            })
+        ));
+        assert_eq!(cli.sysfs, PathBuf::from("x"));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

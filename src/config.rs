@@ -1,0 +1,359 @@
+//! The YAML configuration file (`--config.file`). Every key is optional and
+//! zero configuration works; unknown keys are errors, reported with line and
+//! column.
+//!
+//! YAML is parsed with `serde-saphyr`: `serde_yaml` is deprecated and
+//! unmaintained, and `serde_yml` carries RUSTSEC-2025-0067/0068; saphyr is
+//! pure Rust, maintained, built to never panic on malformed input, and its
+//! errors carry line, column and a snippet of the offending text.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Time between samples (`5s`).
+    #[serde(deserialize_with = "duration")]
+    pub sample_interval: Duration,
+    /// Which RDMA devices to read; an excluded device is never opened.
+    pub devices: DeviceSelection,
+    /// Netdevs read beside those that back an RDMA port, and raw ethtool
+    /// counters to export.
+    pub netdevs: NetdevSelection,
+    /// Sources that ask the running kernel (netlink, ioctl). `auto` turns
+    /// them on only when `--path.sysfs` is the running kernel's `/sys`.
+    pub sources: SourceToggles,
+    /// Active verbs probes.
+    pub probes: ProbeConfig,
+    /// Facts about the intended fabric, used by the rules.
+    pub expect: Expectations,
+    /// HTTP server limits.
+    pub web: WebLimits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            sample_interval: Duration::from_secs(5),
+            devices: DeviceSelection::default(),
+            netdevs: NetdevSelection::default(),
+            sources: SourceToggles::default(),
+            probes: ProbeConfig::default(),
+            expect: Expectations::default(),
+            web: WebLimits::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeviceSelection {
+    /// Device names or globs (`mlx5_*`); empty means every device.
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetdevSelection {
+    /// Netdevs to read although no RDMA port uses them.
+    pub extra: Vec<String>,
+    /// Raw ethtool counter names exported as
+    /// `roce_netdev_ethtool_stat_total{netdev,stat}`.
+    pub export_raw_ethtool: Vec<String>,
+}
+
+/// `auto`, `true` or `false`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Toggle {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl Toggle {
+    /// Resolves `auto` against whether the paths are the running kernel's.
+    pub fn enabled(self, live: bool) -> bool {
+        match self {
+            Toggle::Auto => live,
+            Toggle::On => true,
+            Toggle::Off => false,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Toggle {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(Toggle::On),
+            Raw::Bool(false) => Ok(Toggle::Off),
+            Raw::Text(s) if s == "auto" => Ok(Toggle::Auto),
+            Raw::Text(s) => Err(serde::de::Error::custom(format!(
+                "expected auto, true or false, found {s:?}"
+            ))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SourceToggles {
+    /// Hardware counters through RDMA netlink (`RDMA_NLDEV_CMD_STAT_GET`);
+    /// when off or failing, `hw_counters/` in sysfs is read instead.
+    pub rdma_netlink: Toggle,
+    /// ethtool statistics through `SIOCETHTOOL` and ethtool netlink.
+    pub ethtool: Toggle,
+    /// PFC and APP configuration through rtnetlink DCB.
+    pub dcb: Toggle,
+    /// Limit for one netlink request.
+    #[serde(deserialize_with = "duration")]
+    pub netlink_timeout: Duration,
+}
+
+impl Default for SourceToggles {
+    fn default() -> Self {
+        SourceToggles {
+            rdma_netlink: Toggle::Auto,
+            ethtool: Toggle::Auto,
+            dcb: Toggle::Auto,
+            netlink_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProbeConfig {
+    pub enabled: Toggle,
+    #[serde(deserialize_with = "duration")]
+    pub interval: Duration,
+    /// `auto` or a GID index.
+    pub gid_index: GidIndex,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig {
+            enabled: Toggle::Auto,
+            interval: Duration::from_secs(10),
+            gid_index: GidIndex::Auto,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GidIndex {
+    /// The RoCE v2 GID NCCL would use: IPv4-mapped first.
+    #[default]
+    Auto,
+    Index(u32),
+}
+
+impl<'de> Deserialize<'de> for GidIndex {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Index(u32),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Index(i) => Ok(GidIndex::Index(i)),
+            Raw::Text(s) if s == "auto" => Ok(GidIndex::Auto),
+            Raw::Text(s) => Err(serde::de::Error::custom(format!(
+                "expected auto or a GID index, found {s:?}"
+            ))),
+        }
+    }
+}
+
+/// What the operator intends the fabric to be. Unset facts are not checked.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Expectations {
+    /// Netdev MTU of every RoCE netdev (e.g. 9000).
+    pub mtu: Option<u32>,
+    /// The priority RoCE traffic uses, with PFC on it (e.g. 3).
+    pub pfc_priority: Option<u8>,
+    /// Link rate of every active port, in Gb/s (e.g. 400).
+    pub link_rate_gbps: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebLimits {
+    /// Most connections served at once; more wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// A client must send its request headers within this time.
+    #[serde(deserialize_with = "duration")]
+    pub header_read_timeout: Duration,
+    /// Largest request (headers) accepted.
+    pub max_request_bytes: usize,
+}
+
+impl Default for WebLimits {
+    fn default() -> Self {
+        WebLimits {
+            max_connections: 64,
+            header_read_timeout: Duration::from_secs(10),
+            max_request_bytes: 16 * 1024,
+        }
+    }
+}
+
+/// `5s`, `500ms`, `1m30s`.
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    let parsed = humantime::parse_duration(s.trim()).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "invalid duration {s:?} ({e}); write e.g. 5s, 500ms, 1m"
+        ))
+    })?;
+    if parsed.is_zero() {
+        return Err(serde::de::Error::custom("duration must be above zero"));
+    }
+    Ok(parsed)
+}
+
+/// A configuration that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Config {
+    /// Parses YAML text. An empty document (or only comments) is the default
+    /// configuration.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let meaningful = text.lines().any(|l| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with('#') && t != "---"
+        });
+        if !meaningful {
+            return Ok(Config::default());
+        }
+        let config: Config = serde_saphyr::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        config.validate().map_err(|message| ConfigError::Invalid {
+            path: origin.to_string(),
+            message,
+        })?;
+        Ok(config)
+    }
+
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.sample_interval < Duration::from_millis(100) {
+            return Err(
+                "sample_interval below 100ms would load the NIC firmware for nothing".into(),
+            );
+        }
+        if let Some(p) = self.expect.pfc_priority {
+            if p > 7 {
+                return Err(format!("expect.pfc_priority must be 0..7, found {p}"));
+            }
+        }
+        if self.web.max_connections == 0 {
+            return Err("web.max_connections must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_comment_only_files_are_the_default() {
+        assert_eq!(Config::parse("", "t").unwrap(), Config::default());
+        assert_eq!(
+            Config::parse("# nothing\n\n", "t").unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn design_skeleton_parses() {
+        let c = Config::parse(
+            "sample_interval: 2s\ndevices: {include: [mlx5_*], exclude: [mlx5_1]}\n\
+             netdevs: {extra: [bond0], export_raw_ethtool: [rx_vport_rdma_unicast_packets]}\n\
+             probes: {enabled: true, interval: 10s, gid_index: auto}\n\
+             expect: {mtu: 9000, pfc_priority: 3, link_rate_gbps: 400}\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.sample_interval, Duration::from_secs(2));
+        assert_eq!(c.devices.exclude, vec!["mlx5_1"]);
+        assert_eq!(c.probes.enabled, Toggle::On);
+        assert_eq!(c.expect.pfc_priority, Some(3));
+        assert_eq!(c.expect.link_rate_gbps, Some(400.0));
+    }
+
+    #[test]
+    fn unknown_key_is_refused_with_line_and_column() {
+        let e =
+            Config::parse("sample_interval: 5s\ndevices:\n  inclde: [x]\n", "cfg.yml").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("line 3 column 3"), "{msg}");
+        assert!(msg.contains("inclde"), "{msg}");
+        assert!(msg.starts_with("cfg.yml:"), "{msg}");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for bad in [
+            "sample_interval: five\n",
+            "sample_interval: 0s\n",
+            "sample_interval: 10ms\n",
+            "expect: {pfc_priority: 9}\n",
+            "probes: {gid_index: first}\n",
+            "sources: {ethtool: maybe}\n",
+            "web: {max_connections: 0}\n",
+            "- a\n- b\n",
+            "devices: {include: [\n",
+        ] {
+            assert!(Config::parse(bad, "t").is_err(), "accepted {bad:?}");
+        }
+    }
+
+    #[test]
+    fn toggles_and_gid_index() {
+        let c = Config::parse(
+            "sources: {rdma_netlink: false, dcb: true}\nprobes: {gid_index: 3}\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.sources.rdma_netlink, Toggle::Off);
+        assert_eq!(c.sources.dcb, Toggle::On);
+        assert_eq!(c.sources.ethtool, Toggle::Auto);
+        assert_eq!(c.probes.gid_index, GidIndex::Index(3));
+        assert!(Toggle::Auto.enabled(true) && !Toggle::Auto.enabled(false));
+    }
+}

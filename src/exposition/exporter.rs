@@ -1,0 +1,99 @@
+//! Families about the exporter itself: build, per-collector success,
+//! duration and errors, and the time of the sample being served.
+
+use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Kind};
+use crate::snapshot::Snapshot;
+
+pub const BUILD_INFO: Family = Family {
+    base: "roce_exporter_build_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["version", "revision", "rustc"],
+    help: "Build of the running roce_exporter (value 1).",
+    source: "build",
+};
+pub const COLLECTOR_SUCCESS: Family = Family {
+    base: "roce_collector_success",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["collector"],
+    help: "1 when the collector ran in the last sample (also when it found nothing to read on this host), 0 when it failed.",
+    source: "sampler",
+};
+pub const COLLECTOR_DURATION: Family = Family {
+    base: "roce_collector_duration",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::Seconds),
+    labels: &["collector"],
+    help: "Time the collector took in the last sample.",
+    source: "sampler",
+};
+pub const COLLECTOR_ERRORS: Family = Family {
+    base: "roce_collector_errors",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["collector"],
+    help: "Single reads (files, netlink requests, ioctls) that failed since start; the values concerned are absent, the rest is exported.",
+    source: "sampler",
+};
+pub const COLLECTOR_STATE: Family = Family {
+    base: "roce_collector_state_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["collector", "state"],
+    help: "State of the collector in the last sample (value 1): ok, unavailable (nothing to read on this host), disabled, failed.",
+    source: "sampler",
+};
+pub const SAMPLE_TIMESTAMP: Family = Family {
+    base: "roce_sample_timestamp",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::Seconds),
+    labels: &[],
+    help: "Unix time at which the served sample was taken.",
+    source: "sampler",
+};
+pub const SAMPLE_INTERVAL: Family = Family {
+    base: "roce_sample_interval",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::Seconds),
+    labels: &[],
+    help: "Configured time between samples.",
+    source: "config",
+};
+
+pub static FAMILIES: &[Family] = &[
+    BUILD_INFO,
+    COLLECTOR_SUCCESS,
+    COLLECTOR_DURATION,
+    COLLECTOR_ERRORS,
+    COLLECTOR_STATE,
+    SAMPLE_TIMESTAMP,
+    SAMPLE_INTERVAL,
+];
+
+pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySamples>) {
+    let mut build_info = FamilySamples::new(&BUILD_INFO);
+    build_info.push(&[build.version, build.revision, build.rustc], 1u64);
+    out.push(build_info);
+
+    let mut success = FamilySamples::new(&COLLECTOR_SUCCESS);
+    let mut duration = FamilySamples::new(&COLLECTOR_DURATION);
+    let mut errors = FamilySamples::new(&COLLECTOR_ERRORS);
+    let mut state = FamilySamples::new(&COLLECTOR_STATE);
+    for s in &snapshot.sources {
+        success.push(&[s.name], s.state.success());
+        duration.push(&[s.name], s.duration.as_secs_f64());
+        errors.push(&[s.name], s.errors_total);
+        state.push(&[s.name, s.state.label()], 1u64);
+    }
+    out.extend([success, duration, errors, state]);
+
+    if snapshot.taken_at.is_some() {
+        let mut ts = FamilySamples::new(&SAMPLE_TIMESTAMP);
+        ts.push(&[], snapshot.timestamp_seconds());
+        out.push(ts);
+    }
+    let mut interval = FamilySamples::new(&SAMPLE_INTERVAL);
+    interval.push(&[], build.sample_interval.as_secs_f64());
+    out.push(interval);
+}

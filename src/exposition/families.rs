@@ -1,0 +1,83 @@
+//! The list of every family the exporter can expose, and the metric
+//! reference (`docs/metrics.md`) generated from it.
+
+use super::{Family, Kind};
+
+/// Every family table, in the order the reference lists them.
+pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
+    vec![
+        ("Exporter", super::exporter::FAMILIES.iter().collect()),
+        (
+            "RDMA devices, ports and GIDs",
+            super::rdma::FAMILIES.iter().collect(),
+        ),
+        (
+            "RDMA port counters (`counters/`)",
+            super::rdma::port_counter_families().collect(),
+        ),
+        (
+            "RDMA hardware counters with known meaning",
+            super::hw_counters::FAMILIES.iter().collect(),
+        ),
+        (
+            "Congestion and lossless Ethernet (netdevs)",
+            super::netdev::FAMILIES.iter().collect(),
+        ),
+        (
+            "GPU-NIC topology",
+            super::topology::FAMILIES.iter().collect(),
+        ),
+    ]
+}
+
+/// The family whose exposed name is `name`.
+pub fn find(name: &str) -> Option<&'static Family> {
+    all()
+        .into_iter()
+        .flat_map(|(_, t)| t.into_iter())
+        .find(|f| f.exposed_name() == name)
+}
+
+/// Markdown metric reference, generated from the family tables.
+pub fn reference_markdown() -> String {
+    let mut out = String::new();
+    out.push_str("# Metric reference\n\n");
+    out.push_str(
+        "Generated from the family tables in `src/exposition/` by \
+         `cargo run -- docs metrics > docs/metrics.md`; a test fails when this file is stale.\n\
+         Every value is sampled every `sample_interval` (default 5 s); a scrape only encodes the latest sample.\n\n",
+    );
+    for (section, families) in all() {
+        if families.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("## {section}\n\n"));
+        out.push_str(
+            "| name | type | labels | unit | source | help |\n|---|---|---|---|---|---|\n",
+        );
+        for f in &families {
+            let kind = match f.kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Histogram => "histogram",
+            };
+            let unit = f.unit.map(|u| u.as_str()).unwrap_or("");
+            let labels = f.labels.join(", ");
+            out.push_str(&format!(
+                "| `{}` | {} | {} | {} | {} | {} |\n",
+                f.exposed_name(),
+                kind,
+                labels,
+                unit,
+                f.source.replace('|', "\\|"),
+                f.help.replace('|', "\\|")
+            ));
+        }
+        out.push('\n');
+        if section.starts_with("RDMA hardware counters") {
+            out.push_str(&super::hw_counters::reference_markdown());
+            out.push('\n');
+        }
+    }
+    out
+}

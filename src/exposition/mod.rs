@@ -1,0 +1,334 @@
+//! Exposition: the only place that names metrics. It turns the latest
+//! [`Snapshot`] into Prometheus text 0.0.4 or OpenMetrics 1.0, through
+//! `prometheus-client`'s collector interface.
+//!
+//! Every family is declared once, in a [`Family`] row of a per-source table
+//! (`families::ALL`); the metric reference `docs/metrics.md` is generated from
+//! those rows and a test keeps it in step. A family's labels come from its
+//! row, so a sample cannot carry a label the reference does not name.
+
+use std::fmt::Write as _;
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::snapshot::Snapshot;
+
+pub mod exporter;
+pub mod families;
+pub mod hw_counters;
+pub mod netdev;
+pub mod rdma;
+pub mod topology;
+
+/// Wire format of an exposition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Prometheus text format 0.0.4 (the default).
+    Text,
+    /// OpenMetrics 1.0 text.
+    OpenMetrics,
+}
+
+impl Format {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+/// Facts about the running exporter that the exposition reports beside the
+/// snapshot.
+#[derive(Debug, Clone)]
+pub struct BuildInfo {
+    pub version: &'static str,
+    pub revision: &'static str,
+    pub rustc: &'static str,
+    /// Sampling interval, quoted in HELP texts.
+    pub sample_interval: std::time::Duration,
+}
+
+impl BuildInfo {
+    pub fn current(sample_interval: std::time::Duration) -> BuildInfo {
+        BuildInfo {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: option_env!("ROCE_EXPORTER_REVISION").unwrap_or("unknown"),
+            rustc: option_env!("ROCE_EXPORTER_RUSTC").unwrap_or("unknown"),
+            sample_interval,
+        }
+    }
+}
+
+/// Metric type of a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric family: the single declaration of its name, type, unit,
+/// labels, help and source.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    /// Base name as registered with prometheus-client: without the unit
+    /// suffix and without `_total` (both are appended by the encoder).
+    pub base: &'static str,
+    pub kind: Kind,
+    pub unit: Option<FamilyUnit>,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+    /// Where the value comes from (kernel file, netlink message, ...).
+    pub source: &'static str,
+}
+
+/// Units this project uses (base units only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyUnit {
+    Bytes,
+    Seconds,
+    Ratio,
+    BytesPerSecond,
+    TransfersPerSecond,
+    Lanes,
+}
+
+impl FamilyUnit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FamilyUnit::Bytes => "bytes",
+            FamilyUnit::Seconds => "seconds",
+            FamilyUnit::Ratio => "ratio",
+            FamilyUnit::BytesPerSecond => "bytes_per_second",
+            FamilyUnit::TransfersPerSecond => "transfers_per_second",
+            FamilyUnit::Lanes => "lanes",
+        }
+    }
+
+    fn to_unit(self) -> Unit {
+        match self {
+            FamilyUnit::Bytes => Unit::Bytes,
+            FamilyUnit::Seconds => Unit::Seconds,
+            FamilyUnit::Ratio => Unit::Ratios,
+            other => Unit::Other(other.as_str().to_string()),
+        }
+    }
+}
+
+impl Family {
+    /// The name as it appears in the exposition (unit and `_total` added).
+    pub fn exposed_name(&self) -> String {
+        let mut name = self.base.to_string();
+        if let Some(unit) = self.unit {
+            name.push('_');
+            name.push_str(unit.as_str());
+        }
+        if self.kind == Kind::Counter {
+            name.push_str("_total");
+        }
+        name
+    }
+
+    fn metric_type(&self) -> MetricType {
+        match self.kind {
+            Kind::Counter => MetricType::Counter,
+            Kind::Gauge => MetricType::Gauge,
+            Kind::Histogram => MetricType::Histogram,
+        }
+    }
+}
+
+/// A sample value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    U64(u64),
+    F64(f64),
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Self {
+        Value::U64(v)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::F64(v)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::U64(u64::from(v))
+    }
+}
+
+/// Label values of one sample, in the order of the family's `labels`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Labels {
+    names: &'static [&'static str],
+    values: Vec<String>,
+}
+
+impl EncodeLabelSet for Labels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        for (name, value) in self.names.iter().zip(&self.values) {
+            let mut label = encoder.encode_label();
+            let mut key = label.encode_label_key()?;
+            key.write_str(name)?;
+            let mut val = key.encode_label_value()?;
+            val.write_str(value)?;
+            val.finish()?;
+        }
+        Ok(())
+    }
+}
+
+/// Histogram data of one sample: cumulative bucket counts by upper bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramValue {
+    pub sum: f64,
+    pub count: u64,
+    /// (upper bound, cumulative count), the last bound being +Inf.
+    pub buckets: Vec<(f64, u64)>,
+}
+
+/// The samples of one family, collected before anything is written so that a
+/// family without samples is left out entirely.
+#[derive(Debug)]
+pub struct FamilySamples {
+    family: &'static Family,
+    samples: Vec<(Labels, Value)>,
+    histograms: Vec<(Labels, HistogramValue)>,
+}
+
+impl FamilySamples {
+    pub fn new(family: &'static Family) -> Self {
+        FamilySamples {
+            family,
+            samples: Vec::new(),
+            histograms: Vec::new(),
+        }
+    }
+
+    /// Adds a sample; `values` are the label values in the family's order.
+    pub fn push<V: Into<Value>>(&mut self, values: &[&str], value: V) {
+        debug_assert_eq!(
+            values.len(),
+            self.family.labels.len(),
+            "labels of {}",
+            self.family.base
+        );
+        debug_assert!(self.family.kind != Kind::Histogram);
+        self.samples.push((self.labels(values), value.into()));
+    }
+
+    /// Adds a histogram sample.
+    pub fn push_histogram(&mut self, values: &[&str], histogram: HistogramValue) {
+        debug_assert_eq!(
+            values.len(),
+            self.family.labels.len(),
+            "labels of {}",
+            self.family.base
+        );
+        debug_assert!(self.family.kind == Kind::Histogram);
+        self.histograms.push((self.labels(values), histogram));
+    }
+
+    fn labels(&self, values: &[&str]) -> Labels {
+        Labels {
+            names: self.family.labels,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty() && self.histograms.is_empty()
+    }
+
+    /// Writes the family (descriptor and samples) unless it is empty.
+    pub fn encode(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let unit = self.family.unit.map(FamilyUnit::to_unit);
+        let mut metric = encoder.encode_descriptor(
+            self.family.base,
+            self.family.help,
+            unit.as_ref(),
+            self.family.metric_type(),
+        )?;
+        for (labels, value) in &self.samples {
+            let mut m = metric.encode_family(labels)?;
+            match (self.family.kind, value) {
+                (Kind::Counter, Value::U64(v)) => {
+                    m.encode_counter::<Labels, _, u64>(v, None)?;
+                }
+                (Kind::Counter, Value::F64(v)) => {
+                    m.encode_counter::<Labels, _, f64>(v, None)?;
+                }
+                (_, Value::U64(v)) => {
+                    // Gauges are encoded as i64 or f64 by prometheus-client;
+                    // values above i64::MAX only occur for garbage input.
+                    let v = i64::try_from(*v).unwrap_or(i64::MAX);
+                    m.encode_gauge(&v)?;
+                }
+                (_, Value::F64(v)) => m.encode_gauge(v)?,
+            }
+        }
+        for (labels, h) in &self.histograms {
+            let mut m = metric.encode_family(labels)?;
+            m.encode_histogram::<Labels>(h.sum, h.count, &h.buckets, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything a scrape needs to write one exposition.
+#[derive(Debug)]
+struct SnapshotCollector {
+    snapshot: std::sync::Arc<Snapshot>,
+    build: BuildInfo,
+}
+
+impl prometheus_client::collector::Collector for SnapshotCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for family in collect(&self.snapshot, &self.build) {
+            family.encode(&mut encoder)?;
+        }
+        Ok(())
+    }
+}
+
+/// The samples of every family for one snapshot, in exposition order.
+pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
+    let mut out = Vec::new();
+    exporter::collect(snapshot, build, &mut out);
+    rdma::collect(snapshot, &mut out);
+    netdev::collect(snapshot, &mut out);
+    topology::collect(snapshot, &mut out);
+    out
+}
+
+/// Encodes one snapshot.
+pub fn encode(snapshot: std::sync::Arc<Snapshot>, build: &BuildInfo, format: Format) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(SnapshotCollector {
+        snapshot,
+        build: build.clone(),
+    }));
+    let mut out = String::with_capacity(64 * 1024);
+    // Writing into a String cannot fail; an error here would be a bug in a
+    // label value encoder, and an empty exposition is the safe answer.
+    let result = match format {
+        Format::Text => prometheus_client::encoding::prometheus_text::encode(&mut out, &registry),
+        Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, &registry),
+    };
+    if result.is_err() {
+        out.clear();
+    }
+    out
+}

@@ -1,0 +1,432 @@
+//! Families of the RDMA sysfs source: devices, ports, `counters/`, GIDs and
+//! the hardware counters without a semantic mapping (those with one are in
+//! [`super::hw_counters`]).
+
+use roce_rdma::{Device, Port};
+
+use super::{hw_counters, Family, FamilySamples, FamilyUnit, Kind};
+use crate::snapshot::Snapshot;
+
+const PORT: &[&str] = &["device", "port"];
+
+pub const DEVICE_INFO: Family = Family {
+    base: "roce_device_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["device", "driver", "fw_version", "board_id", "hca_type", "node_guid", "pci_address", "numa_node"],
+    help: "RDMA device (value 1). driver is the kernel driver of the backing PCI function, or rxe/siw for software devices.",
+    source: "/sys/class/infiniband/<device>/{fw_ver,board_id,hca_type,node_guid}, device/driver, device/numa_node",
+};
+pub const PORT_INFO: Family = Family {
+    base: "roce_port_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["device", "port", "link_layer", "netdev", "pci_address"],
+    help: "RDMA port (value 1) with its link layer and the netdev behind it.",
+    source: "ports/<port>/link_layer, gid_attrs/ndevs, device/net, rxe parent",
+};
+pub const PORT_STATE: Family = Family {
+    base: "roce_port_state_id",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: PORT,
+    help: "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.",
+    source: "ports/<port>/state",
+};
+pub const PORT_PHYS_STATE: Family = Family {
+    base: "roce_port_physical_state_id",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: PORT,
+    help: "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
+    source: "ports/<port>/phys_state",
+};
+pub const PORT_UP: Family = Family {
+    base: "roce_port_up",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: PORT,
+    help: "1 when the port is ACTIVE and LinkUp, else 0.",
+    source: "ports/<port>/{state,phys_state}",
+};
+pub const PORT_RATE: Family = Family {
+    base: "roce_port_rate",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::BytesPerSecond),
+    labels: PORT,
+    help: "Port data rate as the kernel reports it (\"100 Gb/sec (4X EDR)\" = 12.5e9).",
+    source: "ports/<port>/rate",
+};
+pub const PORT_LID: Family = Family {
+    base: "roce_port_lid",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: PORT,
+    help: "Local identifier of an InfiniBand port (0 on Ethernet).",
+    source: "ports/<port>/lid",
+};
+pub const GID_INFO: Family = Family {
+    base: "roce_gid_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["device", "port", "index", "gid", "type", "netdev", "family"],
+    help: "Populated GID table slot (value 1): type is \"IB/RoCE v1\" or \"RoCE v2\"; family is ipv4_mapped, ipv6_link_local or ipv6_global.",
+    source: "ports/<port>/gids/<index>, gid_attrs/{types,ndevs}/<index>",
+};
+pub const HW_COUNTER_PATH: Family = Family {
+    base: "roce_port_hw_counters_path_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["device", "port", "path"],
+    help: "Where the port's hardware counters were read (value 1): netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter).",
+    source: "sampler",
+};
+pub const HW_STAT: Family = Family {
+    base: "roce_port_hw_stat",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["device", "port", "stat"],
+    help: "Hardware counter without a semantic mapping, under its kernel name.",
+    source: "RDMA netlink RDMA_NLDEV_CMD_STAT_GET, or ports/<port>/hw_counters/<stat>",
+};
+pub const PORT_STAT: Family = Family {
+    base: "roce_port_stat",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["device", "port", "stat"],
+    help: "counters/ entry without a semantic mapping, under its kernel name.",
+    source: "ports/<port>/counters/<stat>",
+};
+
+/// `counters/` file → family, with the multiplier to base units.
+pub struct PortCounter {
+    pub file: &'static str,
+    pub family: Family,
+    pub scale: u64,
+}
+
+macro_rules! port_counter {
+    ($file:literal, $base:literal, $unit:expr, $scale:literal, $help:literal) => {
+        PortCounter {
+            file: $file,
+            scale: $scale,
+            family: Family {
+                base: $base,
+                kind: Kind::Counter,
+                unit: $unit,
+                labels: PORT,
+                help: $help,
+                source: concat!("ports/<port>/counters/", $file),
+            },
+        }
+    };
+}
+
+/// The IB PMA counters of `counters/` (`drivers/infiniband/core/sysfs.c`,
+/// `pma_counter` attributes) under node_exporter-style names.
+pub const PORT_COUNTERS: &[PortCounter] = &[
+    port_counter!(
+        "port_rcv_data",
+        "roce_port_data_received",
+        Some(FamilyUnit::Bytes),
+        4,
+        "Data octets received (the kernel counts octets / 4; multiplied back here)."
+    ),
+    port_counter!(
+        "port_xmit_data",
+        "roce_port_data_transmitted",
+        Some(FamilyUnit::Bytes),
+        4,
+        "Data octets transmitted (the kernel counts octets / 4; multiplied back here)."
+    ),
+    port_counter!(
+        "port_rcv_packets",
+        "roce_port_packets_received",
+        None,
+        1,
+        "Packets received."
+    ),
+    port_counter!(
+        "port_xmit_packets",
+        "roce_port_packets_transmitted",
+        None,
+        1,
+        "Packets transmitted."
+    ),
+    port_counter!(
+        "unicast_rcv_packets",
+        "roce_port_unicast_packets_received",
+        None,
+        1,
+        "Unicast packets received."
+    ),
+    port_counter!(
+        "unicast_xmit_packets",
+        "roce_port_unicast_packets_transmitted",
+        None,
+        1,
+        "Unicast packets transmitted."
+    ),
+    port_counter!(
+        "multicast_rcv_packets",
+        "roce_port_multicast_packets_received",
+        None,
+        1,
+        "Multicast packets received."
+    ),
+    port_counter!(
+        "multicast_xmit_packets",
+        "roce_port_multicast_packets_transmitted",
+        None,
+        1,
+        "Multicast packets transmitted."
+    ),
+    port_counter!(
+        "symbol_error",
+        "roce_port_symbol_errors",
+        None,
+        1,
+        "Minor link errors detected on one or more physical lanes."
+    ),
+    port_counter!(
+        "link_error_recovery",
+        "roce_port_link_error_recovery",
+        None,
+        1,
+        "Successful link error recovery processes."
+    ),
+    port_counter!(
+        "link_downed",
+        "roce_port_link_downed",
+        None,
+        1,
+        "Times the link failed to recover and went down (link flaps)."
+    ),
+    port_counter!(
+        "port_rcv_errors",
+        "roce_port_receive_errors",
+        None,
+        1,
+        "Received packets with errors."
+    ),
+    port_counter!(
+        "port_rcv_remote_physical_errors",
+        "roce_port_receive_remote_physical_errors",
+        None,
+        1,
+        "Received packets marked with the EBP delimiter."
+    ),
+    port_counter!(
+        "port_rcv_switch_relay_errors",
+        "roce_port_receive_switch_relay_errors",
+        None,
+        1,
+        "Received packets discarded because they could not be forwarded."
+    ),
+    port_counter!(
+        "port_xmit_discards",
+        "roce_port_transmit_discards",
+        None,
+        1,
+        "Outbound packets discarded because the port was down or congested."
+    ),
+    port_counter!(
+        "port_xmit_constraint_errors",
+        "roce_port_transmit_constraint_errors",
+        None,
+        1,
+        "Packets not transmitted because of outbound raw filtering."
+    ),
+    port_counter!(
+        "port_rcv_constraint_errors",
+        "roce_port_receive_constraint_errors",
+        None,
+        1,
+        "Packets discarded because of inbound raw filtering."
+    ),
+    port_counter!(
+        "local_link_integrity_errors",
+        "roce_port_local_link_integrity_errors",
+        None,
+        1,
+        "Times local physical errors exceeded the threshold."
+    ),
+    port_counter!(
+        "excessive_buffer_overrun_errors",
+        "roce_port_excessive_buffer_overrun_errors",
+        None,
+        1,
+        "Times consecutive flow-control update periods had buffer overrun."
+    ),
+    port_counter!(
+        "VL15_dropped",
+        "roce_port_vl15_dropped",
+        None,
+        1,
+        "Incoming VL15 (subnet management) packets dropped."
+    ),
+    port_counter!(
+        "port_xmit_wait",
+        "roce_port_transmit_wait",
+        None,
+        1,
+        "Ticks during which the port had data to send but no flow-control credits."
+    ),
+];
+
+pub const FAMILIES: &[Family] = &[
+    DEVICE_INFO,
+    PORT_INFO,
+    PORT_STATE,
+    PORT_PHYS_STATE,
+    PORT_UP,
+    PORT_RATE,
+    PORT_LID,
+    GID_INFO,
+    HW_COUNTER_PATH,
+    HW_STAT,
+    PORT_STAT,
+];
+
+/// Families of `counters/` in table order (for the reference).
+pub fn port_counter_families() -> impl Iterator<Item = &'static Family> {
+    PORT_COUNTERS.iter().map(|c| &c.family)
+}
+
+fn opt(s: &Option<String>) -> &str {
+    s.as_deref().unwrap_or("")
+}
+
+pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
+    let Some(rdma) = &snapshot.rdma else { return };
+
+    let mut device_info = FamilySamples::new(&DEVICE_INFO);
+    let mut port_info = FamilySamples::new(&PORT_INFO);
+    let mut state = FamilySamples::new(&PORT_STATE);
+    let mut phys = FamilySamples::new(&PORT_PHYS_STATE);
+    let mut up = FamilySamples::new(&PORT_UP);
+    let mut rate = FamilySamples::new(&PORT_RATE);
+    let mut lid = FamilySamples::new(&PORT_LID);
+    let mut gids = FamilySamples::new(&GID_INFO);
+    let mut hw_path = FamilySamples::new(&HW_COUNTER_PATH);
+    let mut port_counters: Vec<FamilySamples> = PORT_COUNTERS
+        .iter()
+        .map(|c| FamilySamples::new(&c.family))
+        .collect();
+    let mut port_stat = FamilySamples::new(&PORT_STAT);
+    let mut hw = hw_counters::Collector::new();
+
+    for device in &rdma.devices {
+        let numa = device.numa_node.map(|n| n.to_string()).unwrap_or_default();
+        device_info.push(
+            &[
+                &device.name,
+                opt(&device.driver),
+                opt(&device.fw_version),
+                opt(&device.board_id),
+                opt(&device.hca_type),
+                opt(&device.node_guid),
+                opt(&device.pci_address),
+                &numa,
+            ],
+            1u64,
+        );
+        for port in &device.ports {
+            let p = port.number.to_string();
+            let labels = [device.name.as_str(), p.as_str()];
+            collect_port(
+                device,
+                port,
+                &labels,
+                &mut port_info,
+                &mut state,
+                &mut phys,
+                &mut up,
+                &mut rate,
+                &mut lid,
+            );
+            for gid in &port.gids {
+                let index = gid.index.to_string();
+                gids.push(
+                    &[
+                        &device.name,
+                        &p,
+                        &index,
+                        &gid.kernel_text(),
+                        gid.gid_type.as_str(),
+                        opt(&gid.netdev),
+                        gid.family().as_str(),
+                    ],
+                    1u64,
+                );
+            }
+            for counter in &port.counters {
+                match PORT_COUNTERS.iter().position(|c| c.file == counter.name) {
+                    Some(i) => {
+                        let scale = PORT_COUNTERS[i].scale;
+                        port_counters[i].push(&labels, counter.value.saturating_mul(scale));
+                    }
+                    None => port_stat.push(&[&device.name, &p, &counter.name], counter.value),
+                }
+            }
+            if port.hw_counter_path != roce_rdma::HwCounterPath::None {
+                hw_path.push(&[&device.name, &p, port.hw_counter_path.as_str()], 1u64);
+            }
+            hw.add_port(device, port);
+        }
+    }
+    out.extend([
+        device_info,
+        port_info,
+        state,
+        phys,
+        up,
+        rate,
+        lid,
+        gids,
+        hw_path,
+    ]);
+    out.extend(port_counters);
+    out.push(port_stat);
+    hw.finish(out);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn collect_port(
+    device: &Device,
+    port: &Port,
+    labels: &[&str; 2],
+    port_info: &mut FamilySamples,
+    state: &mut FamilySamples,
+    phys: &mut FamilySamples,
+    up: &mut FamilySamples,
+    rate: &mut FamilySamples,
+    lid: &mut FamilySamples,
+) {
+    let link_layer = port.link_layer.as_ref().map(|l| l.as_str()).unwrap_or("");
+    port_info.push(
+        &[
+            labels[0],
+            labels[1],
+            link_layer,
+            opt(&port.netdev),
+            opt(&device.pci_address),
+        ],
+        1u64,
+    );
+    if let Some(s) = &port.state {
+        state.push(labels, u64::from(s.id()));
+    }
+    if let Some(s) = &port.phys_state {
+        phys.push(labels, u64::from(s.id()));
+    }
+    if port.state.is_some() || port.phys_state.is_some() {
+        up.push(labels, port.is_up());
+    }
+    if let Some(r) = port.rate_bytes_per_second {
+        rate.push(labels, r);
+    }
+    if let Some(l) = port.lid {
+        lid.push(labels, u64::from(l));
+    }
+}

@@ -1,0 +1,8 @@
+//! Families of the topology source (skeleton: lands with its issue).
+
+use super::{Family, FamilySamples};
+use crate::snapshot::Snapshot;
+
+pub const FAMILIES: &[Family] = &[];
+
+pub fn collect(_snapshot: &Snapshot, _out: &mut Vec<FamilySamples>) {}

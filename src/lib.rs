@@ -1,0 +1,17 @@
+//! roce_exporter: a Prometheus exporter for RDMA fabrics.
+//!
+//! Data flows one way: [`sources`] read the host into a [`snapshot::Snapshot`]
+//! (plain data, no Prometheus), the [`sampler`] runs them on an interval and
+//! publishes the result into the [`app::App`], [`exposition`] is the only
+//! place that names metrics, and the [`server`] only serves.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod exposition;
+pub mod host;
+pub mod logging;
+pub mod sampler;
+pub mod server;
+pub mod snapshot;
+pub mod sources;

@@ -1,0 +1,132 @@
+//! roce_exporter's entry point: parse, load, wire, serve. Nothing else.
+
+use std::process::ExitCode;
+use std::sync::{mpsc, Arc};
+
+use clap::Parser;
+
+use roce_exporter::app::App;
+use roce_exporter::cli::{Cli, Command, DocsTopic, OnceFormat};
+use roce_exporter::config::Config;
+use roce_exporter::exposition::{self, BuildInfo, Format};
+use roce_exporter::host::HostPaths;
+use roce_exporter::sampler::Sampler;
+use roce_exporter::{logging, server, sources};
+
+/// Exit status for a configuration or usage error.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_level, cli.log_format);
+
+    let config = match &cli.config_file {
+        None => Config::default(),
+        Some(path) => match Config::load(path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("roce_exporter: invalid configuration: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+    };
+    let paths = HostPaths {
+        sysfs: cli.sysfs.clone(),
+        procfs: cli.procfs.clone(),
+    };
+    let build = BuildInfo::current(config.sample_interval);
+
+    match cli.command {
+        Some(Command::Docs {
+            what: DocsTopic::Metrics,
+        }) => {
+            print!("{}", exposition::families::reference_markdown());
+            ExitCode::SUCCESS
+        }
+        Some(Command::Once { format }) => {
+            let mut sampler = Sampler::new(sources::all(&config, &paths), 1);
+            let snapshot = sampler.sample();
+            let format = match format {
+                OnceFormat::Text => Format::Text,
+                OnceFormat::Openmetrics => Format::OpenMetrics,
+            };
+            print!("{}", exposition::encode(snapshot, &build, format));
+            ExitCode::SUCCESS
+        }
+        None => run_server(&cli, config, paths, build),
+    }
+}
+
+fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("roce_exporter: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let listeners = match server::bind(&cli.listen_addresses).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        };
+
+        // The first sample is taken before serving, so that the first scrape
+        // already has data.
+        let mut sampler = Sampler::new(sources::all(&config, &paths), 64);
+        let first = sampler.sample();
+        let app = Arc::new(App::new(build, first));
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let publisher = app.clone();
+        let interval = config.sample_interval;
+        let sampler_thread = std::thread::Builder::new().name("roce-sampler".into()).spawn(move || {
+            sampler.run(interval, stop_rx, |_, snapshot| publisher.publish(snapshot));
+        });
+        let sampler_thread = match sampler_thread {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the sampler thread");
+                return ExitCode::FAILURE;
+            }
+        };
+        tracing::info!(version = app.build().version, listen = ?cli.listen_addresses, sysfs = %paths.sysfs.display(), "roce_exporter started");
+
+        let result = server::serve(listeners, app, config.web.clone(), shutdown_signal()).await;
+        drop(stop_tx);
+        let _ = sampler_thread.join();
+        match result {
+            Ok(()) => {
+                tracing::info!("stopped");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "server failed");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGTERM; stopping on SIGINT only");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
+    }
+}

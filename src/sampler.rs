@@ -1,0 +1,211 @@
+//! The sampler: runs every source once per interval on its own thread,
+//! times each one, records its state and errors, and publishes an immutable
+//! snapshot with a short history. Scrapes never touch the host.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::snapshot::{Snapshot, SourceState, SourceStatus};
+use crate::sources::Source;
+
+/// Runs the sources and keeps the history.
+pub struct Sampler {
+    sources: Vec<Box<dyn Source>>,
+    sequence: u64,
+    errors_total: HashMap<&'static str, u64>,
+    /// Last state per source, to log a change once instead of every sample.
+    last_state: HashMap<&'static str, SourceState>,
+    history: VecDeque<Arc<Snapshot>>,
+    history_len: usize,
+}
+
+impl Sampler {
+    /// `history_len` snapshots are kept (at least 1).
+    pub fn new(sources: Vec<Box<dyn Source>>, history_len: usize) -> Self {
+        Sampler {
+            sources,
+            sequence: 0,
+            errors_total: HashMap::new(),
+            last_state: HashMap::new(),
+            history: VecDeque::new(),
+            history_len: history_len.max(1),
+        }
+    }
+
+    /// Takes one sample: every source, in order. A panicking source is
+    /// caught and reported as failed; the others still run.
+    pub fn sample(&mut self) -> Arc<Snapshot> {
+        self.sequence += 1;
+        let mut snapshot = Snapshot {
+            sequence: self.sequence,
+            taken_at: Some(SystemTime::now()),
+            ..Snapshot::default()
+        };
+        for source in &mut self.sources {
+            let name = source.name();
+            let started = Instant::now();
+            let mut errors = Vec::new();
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                source.sample(&mut snapshot, &mut errors)
+            }));
+            let state = outcome.unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                SourceState::Failed(format!("collector panicked: {what}"))
+            });
+            let duration = started.elapsed();
+            let total = self.errors_total.entry(name).or_insert(0);
+            *total += errors.len() as u64;
+            log_change(name, self.last_state.get(name), &state, &errors);
+            self.last_state.insert(name, state.clone());
+            snapshot.sources.push(SourceStatus {
+                name,
+                state,
+                duration,
+                errors,
+                errors_total: *total,
+            });
+        }
+        let snapshot = Arc::new(snapshot);
+        if self.history.len() == self.history_len {
+            self.history.pop_front();
+        }
+        self.history.push_back(snapshot.clone());
+        snapshot
+    }
+
+    /// Oldest first, the latest last.
+    pub fn history(&self) -> &VecDeque<Arc<Snapshot>> {
+        &self.history
+    }
+
+    /// Samples every `interval` until `stop` receives or is dropped; calls
+    /// `publish` after each sample. The schedule is kept against drift: a
+    /// slow sample delays the next one, it does not shift all later ones.
+    pub fn run(
+        mut self,
+        interval: Duration,
+        stop: mpsc::Receiver<()>,
+        mut publish: impl FnMut(&Sampler, Arc<Snapshot>),
+    ) {
+        let mut next = Instant::now();
+        loop {
+            let snapshot = self.sample();
+            publish(&self, snapshot);
+            next += interval;
+            let now = Instant::now();
+            if next < now {
+                // Missed ticks are skipped, not run back to back.
+                next = now + interval;
+            }
+            match stop.recv_timeout(next - now) {
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+}
+
+fn log_change(name: &str, previous: Option<&SourceState>, state: &SourceState, errors: &[String]) {
+    let changed =
+        previous.map(|p| std::mem::discriminant(p) != std::mem::discriminant(state) || p != state);
+    if changed == Some(false) {
+        if !errors.is_empty() {
+            tracing::debug!(collector = name, errors = errors.len(), first = %errors[0], "read errors");
+        }
+        return;
+    }
+    match state {
+        SourceState::Ok => {
+            if errors.is_empty() {
+                tracing::info!(collector = name, "collector ok");
+            } else {
+                tracing::warn!(collector = name, errors = errors.len(), first = %errors[0], "collector ok with read errors");
+            }
+        }
+        SourceState::Unavailable(why) => {
+            tracing::info!(collector = name, reason = %why, "collector has nothing to read")
+        }
+        SourceState::Disabled(why) => {
+            tracing::info!(collector = name, reason = %why, "collector disabled")
+        }
+        SourceState::Failed(why) => {
+            tracing::error!(collector = name, error = %why, "collector failed")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fake {
+        name: &'static str,
+        script: Vec<Result<usize, &'static str>>,
+        step: usize,
+    }
+
+    impl Source for Fake {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+        fn sample(&mut self, _s: &mut Snapshot, errors: &mut Vec<String>) -> SourceState {
+            let step = self.script[self.step.min(self.script.len() - 1)];
+            self.step += 1;
+            match step {
+                Ok(n) => {
+                    errors.extend((0..n).map(|i| format!("file {i}: Input/output error")));
+                    SourceState::Ok
+                }
+                Err("panic") => panic!("boom"),
+                Err(msg) => SourceState::Failed(msg.into()),
+            }
+        }
+    }
+
+    #[test]
+    fn failing_and_panicking_sources_do_not_stop_the_others() {
+        let sources: Vec<Box<dyn Source>> = vec![
+            Box::new(Fake {
+                name: "a",
+                script: vec![Err("panic")],
+                step: 0,
+            }),
+            Box::new(Fake {
+                name: "b",
+                script: vec![Err("no socket")],
+                step: 0,
+            }),
+            Box::new(Fake {
+                name: "c",
+                script: vec![Ok(2), Ok(1)],
+                step: 0,
+            }),
+        ];
+        let mut sampler = Sampler::new(sources, 3);
+        let s1 = sampler.sample();
+        assert_eq!(s1.sources.len(), 3);
+        assert!(matches!(&s1.sources[0].state, SourceState::Failed(m) if m.contains("boom")));
+        assert_eq!(s1.sources[1].state, SourceState::Failed("no socket".into()));
+        assert_eq!(s1.sources[2].state, SourceState::Ok);
+        assert_eq!(s1.sources[2].errors_total, 2);
+        let s2 = sampler.sample();
+        assert_eq!(s2.sources[2].errors_total, 3, "errors accumulate");
+        assert_eq!(s2.sequence, 2);
+    }
+
+    #[test]
+    fn history_is_bounded() {
+        let mut sampler = Sampler::new(vec![], 2);
+        for _ in 0..5 {
+            sampler.sample();
+        }
+        let seq: Vec<u64> = sampler.history().iter().map(|s| s.sequence).collect();
+        assert_eq!(seq, vec![4, 5]);
+    }
+}

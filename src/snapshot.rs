@@ -1,0 +1,91 @@
+//! The immutable result of one sample: what every source read, and how each
+//! source fared. Plain data; rules and exposition only read it.
+
+use std::time::{Duration, SystemTime};
+
+/// One sample of the host.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Increases by one per sample, from 1.
+    pub sequence: u64,
+    /// When the sample started.
+    pub taken_at: Option<SystemTime>,
+    /// One entry per source that ran, in the order they ran.
+    pub sources: Vec<SourceStatus>,
+    /// RDMA devices, ports, counters and GIDs (`/sys/class/infiniband`).
+    pub rdma: Option<roce_rdma::RdmaSnapshot>,
+    /// Netdevs behind RDMA ports: ethtool statistics with meaning, DCB, ECN,
+    /// MTU (`roce-netdev`).
+    pub netdev: Option<roce_netdev::NetdevSnapshot>,
+    /// GPU-NIC PCIe topology and GPUDirect readiness (`roce-topology`).
+    pub topology: Option<roce_topology::TopologySnapshot>,
+}
+
+impl Snapshot {
+    pub fn source(&self, name: &str) -> Option<&SourceStatus> {
+        self.sources.iter().find(|s| s.name == name)
+    }
+
+    /// Seconds since the epoch of `taken_at`, 0 when unknown.
+    pub fn timestamp_seconds(&self) -> f64 {
+        self.taken_at
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+    }
+}
+
+/// How one source fared in one sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceStatus {
+    /// The collector name (`rdma`, `netdev`, ...), the `collector` label.
+    pub name: &'static str,
+    pub state: SourceState,
+    pub duration: Duration,
+    /// Read errors in this sample (files, requests) that did not stop the
+    /// source: the values concerned are absent, the rest was exported.
+    pub errors: Vec<String>,
+    /// Read errors since the exporter started (the counter behind
+    /// `roce_collector_errors_total`).
+    pub errors_total: u64,
+}
+
+/// The outcome of a source in one sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceState {
+    /// Read everything it looked for (`errors` may still list single files).
+    Ok,
+    /// Nothing to read on this host (no RDMA device, no GPU, no NVML): not a
+    /// failure, and said once, not per sample.
+    Unavailable(String),
+    /// Turned off by configuration or because the paths are not the running
+    /// kernel's.
+    Disabled(String),
+    /// Could not run at all this sample.
+    Failed(String),
+}
+
+impl SourceState {
+    /// `roce_collector_success`: 0 only when the source failed.
+    pub fn success(&self) -> bool {
+        !matches!(self, SourceState::Failed(_))
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            SourceState::Ok => "ok",
+            SourceState::Unavailable(_) => "unavailable",
+            SourceState::Disabled(_) => "disabled",
+            SourceState::Failed(_) => "failed",
+        }
+    }
+
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            SourceState::Ok => None,
+            SourceState::Unavailable(s) | SourceState::Disabled(s) | SourceState::Failed(s) => {
+                Some(s)
+            }
+        }
+    }
+}
