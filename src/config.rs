@@ -357,3 +357,22 @@ mod tests {
         assert!(Toggle::Auto.enabled(true) && !Toggle::Auto.enabled(false));
     }
 }
+
+#[cfg(test)]
+mod example_file {
+    use super::*;
+
+    /// The documented example must stay valid and describe the defaults.
+    #[test]
+    fn example_config_parses_and_shows_the_defaults() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/roce_exporter.yml");
+        let c = Config::load(Path::new(path)).unwrap();
+        let d = Config::default();
+        assert_eq!(c.sample_interval, d.sample_interval);
+        assert_eq!(c.devices, d.devices);
+        assert_eq!(c.sources, d.sources);
+        assert_eq!(c.probes, d.probes);
+        assert_eq!(c.web, d.web);
+        assert_eq!(c.expect.mtu, Some(9000));
+    }
+}

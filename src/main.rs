@@ -10,7 +10,7 @@ use roce_exporter::cli::{Cli, Command, DocsTopic, OnceFormat};
 use roce_exporter::config::Config;
 use roce_exporter::exposition::{self, BuildInfo, Format};
 use roce_exporter::host::HostPaths;
-use roce_exporter::sampler::Sampler;
+use roce_exporter::sampler::{Control, Sampler};
 use roce_exporter::{logging, server, sources};
 
 /// Exit status for a configuration or usage error.
@@ -83,11 +83,11 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
         let mut sampler = Sampler::new(sources::all(&config, &paths), 64);
         let first = sampler.sample();
         let app = Arc::new(App::new(build, first));
-        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let (control_tx, control_rx) = mpsc::channel::<Control>();
         let publisher = app.clone();
         let interval = config.sample_interval;
         let sampler_thread = std::thread::Builder::new().name("roce-sampler".into()).spawn(move || {
-            sampler.run(interval, stop_rx, |_, snapshot| publisher.publish(snapshot));
+            sampler.run(interval, control_rx, |_, snapshot| publisher.publish(snapshot));
         });
         let sampler_thread = match sampler_thread {
             Ok(t) => t,
@@ -98,8 +98,12 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
         };
         tracing::info!(version = app.build().version, listen = ?cli.listen_addresses, sysfs = %paths.sysfs.display(), "roce_exporter started");
 
+        let reload = tokio::spawn(reload_on_sighup(cli.config_file.clone(), paths.clone(), control_tx));
         let result = server::serve(listeners, app, config.web.clone(), shutdown_signal()).await;
-        drop(stop_tx);
+        // Dropping the reload task drops the control sender, which stops the
+        // sampler after its current sample.
+        reload.abort();
+        let _ = reload.await;
         let _ = sampler_thread.join();
         match result {
             Ok(()) => {
@@ -112,6 +116,45 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
             }
         }
     })
+}
+
+/// Re-reads the configuration on SIGHUP. A configuration that does not
+/// parse is refused and the running one kept. Listen addresses and web
+/// limits are not reloaded (they need a restart).
+async fn reload_on_sighup(
+    file: Option<std::path::PathBuf>,
+    paths: HostPaths,
+    control: mpsc::Sender<Control>,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot watch SIGHUP; configuration reload disabled");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let Some(path) = &file else {
+            tracing::info!("SIGHUP: no --config.file, nothing to reload");
+            continue;
+        };
+        match Config::load(path) {
+            Ok(config) => {
+                let sources = sources::all(&config, &paths);
+                if control
+                    .send(Control::Reload {
+                        sources,
+                        interval: config.sample_interval,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                tracing::info!(file = %path.display(), "configuration reloaded");
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "configuration reload refused; keeping the running configuration")
+            }
+        }
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

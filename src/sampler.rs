@@ -10,6 +10,15 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::snapshot::{Snapshot, SourceState, SourceStatus};
 use crate::sources::Source;
 
+/// A message to a running sampler. Dropping the sender stops it.
+pub enum Control {
+    /// New sources and interval from a reloaded configuration.
+    Reload {
+        sources: Vec<Box<dyn Source>>,
+        interval: Duration,
+    },
+}
+
 /// Runs the sources and keeps the history.
 pub struct Sampler {
     sources: Vec<Box<dyn Source>>,
@@ -84,13 +93,19 @@ impl Sampler {
         &self.history
     }
 
-    /// Samples every `interval` until `stop` receives or is dropped; calls
-    /// `publish` after each sample. The schedule is kept against drift: a
-    /// slow sample delays the next one, it does not shift all later ones.
+    /// Replaces the sources (after a configuration reload). Error totals and
+    /// the history are kept: the collectors keep their names.
+    pub fn replace_sources(&mut self, sources: Vec<Box<dyn Source>>) {
+        self.sources = sources;
+    }
+
+    /// Samples every `interval` until `control` is dropped; calls `publish`
+    /// after each sample. The schedule is kept against drift: a slow sample
+    /// delays the next one, it does not shift all later ones.
     pub fn run(
         mut self,
-        interval: Duration,
-        stop: mpsc::Receiver<()>,
+        mut interval: Duration,
+        control: mpsc::Receiver<Control>,
         mut publish: impl FnMut(&Sampler, Arc<Snapshot>),
     ) {
         let mut next = Instant::now();
@@ -103,9 +118,21 @@ impl Sampler {
                 // Missed ticks are skipped, not run back to back.
                 next = now + interval;
             }
-            match stop.recv_timeout(next - now) {
-                Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            loop {
+                let wait = next.saturating_duration_since(Instant::now());
+                match control.recv_timeout(wait) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => break,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    Ok(Control::Reload {
+                        sources,
+                        interval: new_interval,
+                    }) => {
+                        self.replace_sources(sources);
+                        interval = new_interval;
+                        // Sample at once with the new configuration.
+                        next = Instant::now();
+                    }
+                }
             }
         }
     }
