@@ -31,6 +31,8 @@ pub struct Config {
     pub probes: ProbeConfig,
     /// Facts about the intended fabric, used by the rules.
     pub expect: Expectations,
+    /// Rule thresholds and windows.
+    pub rules: RulesConfig,
     /// HTTP server limits.
     pub web: WebLimits,
 }
@@ -44,6 +46,7 @@ impl Default for Config {
             sources: SourceToggles::default(),
             probes: ProbeConfig::default(),
             expect: Expectations::default(),
+            rules: RulesConfig::default(),
             web: WebLimits::default(),
         }
     }
@@ -65,6 +68,10 @@ pub struct NetdevSelection {
     /// Raw ethtool counter names exported as
     /// `roce_netdev_ethtool_stat_total{netdev,stat}`.
     pub export_raw_ethtool: Vec<String>,
+    /// Folder of recorded `ethtool -S` output (`<netdev>.txt`) and DCB
+    /// settings (`<netdev>.dcb`), replayed when the ethtool or DCB source is
+    /// off because the paths are not the running kernel's (demo trees).
+    pub replay: Option<std::path::PathBuf>,
 }
 
 /// `auto`, `true` or `false`.
@@ -116,6 +123,9 @@ pub struct SourceToggles {
     pub ethtool: Toggle,
     /// PFC and APP configuration through rtnetlink DCB.
     pub dcb: Toggle,
+    /// GPU names and UUIDs from NVML (`libnvidia-ml.so.1`, loaded at run
+    /// time); GPUs and their placement come from sysfs either way.
+    pub nvml: Toggle,
     /// Limit for one netlink request.
     #[serde(deserialize_with = "duration")]
     pub netlink_timeout: Duration,
@@ -127,6 +137,7 @@ impl Default for SourceToggles {
             rdma_netlink: Toggle::Auto,
             ethtool: Toggle::Auto,
             dcb: Toggle::Auto,
+            nvml: Toggle::Auto,
             netlink_timeout: Duration::from_secs(1),
         }
     }
@@ -188,6 +199,113 @@ pub struct Expectations {
     pub pfc_priority: Option<u8>,
     /// Link rate of every active port, in Gb/s (e.g. 400).
     pub link_rate_gbps: Option<f64>,
+}
+
+/// Thresholds of the rules. Every rule has a default; a window is how much
+/// history a rate rule looks at.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RulesConfig {
+    /// A finding clears only after its condition stayed false this long.
+    #[serde(deserialize_with = "duration")]
+    pub hold: Duration,
+    /// Rule ids to turn off.
+    pub disabled: Vec<String>,
+    /// `link_downed` increments within the window.
+    pub link_flap: WindowRule,
+    /// Symbol errors above this bit error rate over the window.
+    pub symbol_errors: BerRule,
+    /// Retransmissions and ACK timeouts per second.
+    pub retransmissions: RateRule,
+    /// Out-of-sequence and sequence-error NAKs per second.
+    pub sequence_errors: RateRule,
+    /// Receive drops for lack of buffers or WQEs per second.
+    pub out_of_buffer: RateRule,
+    /// Congestion notification packets (sent + handled) per second.
+    pub cnp_spike: RateRule,
+    /// ECN-marked RoCE packets received per second.
+    pub ecn_spike: RateRule,
+}
+
+impl Default for RulesConfig {
+    fn default() -> Self {
+        let minute = Duration::from_secs(60);
+        RulesConfig {
+            hold: Duration::from_secs(60),
+            disabled: Vec::new(),
+            link_flap: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            symbol_errors: BerRule {
+                window: Duration::from_secs(300),
+                max_ber: 1e-12,
+            },
+            retransmissions: RateRule {
+                window: minute,
+                per_second: 10.0,
+            },
+            sequence_errors: RateRule {
+                window: minute,
+                per_second: 10.0,
+            },
+            out_of_buffer: RateRule {
+                window: minute,
+                per_second: 1.0,
+            },
+            cnp_spike: RateRule {
+                window: minute,
+                per_second: 10_000.0,
+            },
+            ecn_spike: RateRule {
+                window: minute,
+                per_second: 10_000.0,
+            },
+        }
+    }
+}
+
+impl RulesConfig {
+    /// The longest window any rule looks at: how much history to keep.
+    pub fn longest_window(&self) -> Duration {
+        [
+            self.link_flap.window,
+            self.symbol_errors.window,
+            self.retransmissions.window,
+            self.sequence_errors.window,
+            self.out_of_buffer.window,
+            self.cnp_spike.window,
+            self.ecn_spike.window,
+            self.hold,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(Duration::from_secs(60))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowRule {
+    #[serde(deserialize_with = "duration")]
+    pub window: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateRule {
+    #[serde(deserialize_with = "duration")]
+    pub window: Duration,
+    /// Events per second above which the rule fires.
+    pub per_second: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BerRule {
+    #[serde(deserialize_with = "duration")]
+    pub window: Duration,
+    /// Bit error rate above which the rule fires (1e-12: IBTA's floor).
+    pub max_ber: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -277,6 +395,48 @@ impl Config {
         if let Some(p) = self.expect.pfc_priority {
             if p > 7 {
                 return Err(format!("expect.pfc_priority must be 0..7, found {p}"));
+            }
+        }
+        let known: Vec<&str> = crate::rules::all().iter().map(|r| r.id).collect();
+        if let Some(bad) = self
+            .rules
+            .disabled
+            .iter()
+            .find(|d| !known.contains(&d.as_str()))
+        {
+            return Err(format!(
+                "rules.disabled: unknown rule {bad:?} (known: {})",
+                known.join(", ")
+            ));
+        }
+        for (name, value) in [
+            (
+                "rules.retransmissions.per_second",
+                self.rules.retransmissions.per_second,
+            ),
+            (
+                "rules.sequence_errors.per_second",
+                self.rules.sequence_errors.per_second,
+            ),
+            (
+                "rules.out_of_buffer.per_second",
+                self.rules.out_of_buffer.per_second,
+            ),
+            (
+                "rules.cnp_spike.per_second",
+                self.rules.cnp_spike.per_second,
+            ),
+            (
+                "rules.ecn_spike.per_second",
+                self.rules.ecn_spike.per_second,
+            ),
+            (
+                "rules.symbol_errors.max_ber",
+                self.rules.symbol_errors.max_ber,
+            ),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(format!("{name} must be a number >= 0, found {value}"));
             }
         }
         if self.web.max_connections == 0 {

@@ -11,6 +11,8 @@ pub mod config;
 pub mod exposition;
 pub mod host;
 pub mod logging;
+pub mod meaning;
+pub mod rules;
 pub mod sampler;
 pub mod server;
 pub mod snapshot;

@@ -44,7 +44,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Command::Once { format }) => {
-            let mut sampler = Sampler::new(sources::all(&config, &paths), 1);
+            let mut sampler = Sampler::new(sources::all(&config, &paths), &config);
             let snapshot = sampler.sample();
             let format = match format {
                 OnceFormat::Text => Format::Text,
@@ -80,7 +80,7 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
 
         // The first sample is taken before serving, so that the first scrape
         // already has data.
-        let mut sampler = Sampler::new(sources::all(&config, &paths), 64);
+        let mut sampler = Sampler::new(sources::all(&config, &paths), &config);
         let first = sampler.sample();
         let app = Arc::new(App::new(build, first));
         let (control_tx, control_rx) = mpsc::channel::<Control>();
@@ -142,7 +142,7 @@ async fn reload_on_sighup(
                 if control
                     .send(Control::Reload {
                         sources,
-                        interval: config.sample_interval,
+                        config: Box::new(config),
                     })
                     .is_err()
                 {

@@ -7,15 +7,17 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::config::{Config, Expectations, RulesConfig};
+use crate::rules;
 use crate::snapshot::{Snapshot, SourceState, SourceStatus};
 use crate::sources::Source;
 
 /// A message to a running sampler. Dropping the sender stops it.
 pub enum Control {
-    /// New sources and interval from a reloaded configuration.
+    /// New sources and settings from a reloaded configuration.
     Reload {
         sources: Vec<Box<dyn Source>>,
-        interval: Duration,
+        config: Box<Config>,
     },
 }
 
@@ -28,18 +30,24 @@ pub struct Sampler {
     last_state: HashMap<&'static str, SourceState>,
     history: VecDeque<Arc<Snapshot>>,
     history_len: usize,
+    rules: RulesConfig,
+    expect: Expectations,
+    engine: rules::Engine,
 }
 
 impl Sampler {
-    /// `history_len` snapshots are kept (at least 1).
-    pub fn new(sources: Vec<Box<dyn Source>>, history_len: usize) -> Self {
+    /// Enough history is kept for the longest rule window.
+    pub fn new(sources: Vec<Box<dyn Source>>, config: &Config) -> Self {
         Sampler {
             sources,
             sequence: 0,
             errors_total: HashMap::new(),
             last_state: HashMap::new(),
             history: VecDeque::new(),
-            history_len: history_len.max(1),
+            history_len: history_len(config),
+            rules: config.rules.clone(),
+            expect: config.expect.clone(),
+            engine: rules::Engine::new(),
         }
     }
 
@@ -80,8 +88,21 @@ impl Sampler {
                 errors_total: *total,
             });
         }
+        // Rules see the history with this sample last; the findings then
+        // ride on the sample itself.
+        let mut history: Vec<Arc<Snapshot>> = self.history.iter().cloned().collect();
+        history.push(Arc::new(snapshot));
+        let findings = self.engine.evaluate(&history, &self.rules, &self.expect);
+        let latest = history.pop();
+        drop(history);
+        let mut snapshot = match latest.map(Arc::try_unwrap) {
+            Some(Ok(s)) => s,
+            Some(Err(shared)) => (*shared).clone(),
+            None => Snapshot::default(),
+        };
+        snapshot.findings = findings;
         let snapshot = Arc::new(snapshot);
-        if self.history.len() == self.history_len {
+        if self.history.len() >= self.history_len {
             self.history.pop_front();
         }
         self.history.push_back(snapshot.clone());
@@ -93,10 +114,16 @@ impl Sampler {
         &self.history
     }
 
-    /// Replaces the sources (after a configuration reload). Error totals and
-    /// the history are kept: the collectors keep their names.
-    pub fn replace_sources(&mut self, sources: Vec<Box<dyn Source>>) {
+    /// Applies a reloaded configuration. Error totals, the history and the
+    /// active findings are kept: the collectors keep their names.
+    pub fn reconfigure(&mut self, sources: Vec<Box<dyn Source>>, config: &Config) {
         self.sources = sources;
+        self.history_len = history_len(config);
+        while self.history.len() > self.history_len {
+            self.history.pop_front();
+        }
+        self.rules = config.rules.clone();
+        self.expect = config.expect.clone();
     }
 
     /// Samples every `interval` until `control` is dropped; calls `publish`
@@ -123,12 +150,9 @@ impl Sampler {
                 match control.recv_timeout(wait) {
                     Err(mpsc::RecvTimeoutError::Timeout) => break,
                     Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                    Ok(Control::Reload {
-                        sources,
-                        interval: new_interval,
-                    }) => {
-                        self.replace_sources(sources);
-                        interval = new_interval;
+                    Ok(Control::Reload { sources, config }) => {
+                        self.reconfigure(sources, &config);
+                        interval = config.sample_interval;
                         // Sample at once with the new configuration.
                         next = Instant::now();
                     }
@@ -136,6 +160,14 @@ impl Sampler {
             }
         }
     }
+}
+
+/// Samples needed to cover the longest rule window, plus the sample before
+/// it; bounded so a huge window with a tiny interval cannot eat memory.
+fn history_len(config: &Config) -> usize {
+    let interval = config.sample_interval.as_secs_f64().max(0.001);
+    let needed = (config.rules.longest_window().as_secs_f64() / interval).ceil() as usize + 2;
+    needed.clamp(2, 4096)
 }
 
 fn log_change(name: &str, previous: Option<&SourceState>, state: &SourceState, errors: &[String]) {
@@ -214,7 +246,7 @@ mod tests {
                 step: 0,
             }),
         ];
-        let mut sampler = Sampler::new(sources, 3);
+        let mut sampler = Sampler::new(sources, &Config::default());
         let s1 = sampler.sample();
         assert_eq!(s1.sources.len(), 3);
         assert!(matches!(&s1.sources[0].state, SourceState::Failed(m) if m.contains("boom")));
@@ -227,12 +259,32 @@ mod tests {
     }
 
     #[test]
-    fn history_is_bounded() {
-        let mut sampler = Sampler::new(vec![], 2);
-        for _ in 0..5 {
+    fn history_covers_the_longest_rule_window_and_is_bounded() {
+        let mut config = Config {
+            sample_interval: Duration::from_secs(5),
+            ..Config::default()
+        };
+        config.rules.link_flap.window = Duration::from_secs(20);
+        config.rules.symbol_errors.window = Duration::from_secs(20);
+        config.rules.hold = Duration::from_secs(10);
+        for r in [
+            &mut config.rules.retransmissions,
+            &mut config.rules.sequence_errors,
+            &mut config.rules.out_of_buffer,
+            &mut config.rules.cnp_spike,
+            &mut config.rules.ecn_spike,
+        ] {
+            r.window = Duration::from_secs(10);
+        }
+        assert_eq!(history_len(&config), 6);
+        let mut sampler = Sampler::new(vec![], &config);
+        for _ in 0..9 {
             sampler.sample();
         }
         let seq: Vec<u64> = sampler.history().iter().map(|s| s.sequence).collect();
-        assert_eq!(seq, vec![4, 5]);
+        assert_eq!(seq, vec![4, 5, 6, 7, 8, 9]);
+        config.sample_interval = Duration::from_millis(100);
+        config.rules.link_flap.window = Duration::from_secs(100_000);
+        assert_eq!(history_len(&config), 4096);
     }
 }

@@ -19,6 +19,9 @@ pub struct Snapshot {
     pub netdev: Option<roce_netdev::NetdevSnapshot>,
     /// GPU-NIC PCIe topology and GPUDirect readiness (`roce-topology`).
     pub topology: Option<roce_topology::TopologySnapshot>,
+    /// Active findings after this sample (rules over the history, with the
+    /// hold time applied).
+    pub findings: Vec<crate::rules::Finding>,
 }
 
 impl Snapshot {

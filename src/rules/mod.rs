@@ -1,0 +1,233 @@
+//! Rules: pure functions from the snapshot history to findings. Each rule
+//! reads only snapshots and the configuration (no clock, no I/O), stays
+//! silent when its inputs are absent on this host, and says what is wrong,
+//! the evidence, the fix and a command that verifies it.
+//!
+//! The [`Engine`] is the only stateful part: it keeps a finding active until
+//! its condition has stayed false for the hold time, so findings do not flap.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::config::{Expectations, RulesConfig};
+use crate::snapshot::Snapshot;
+
+pub mod exporter;
+pub mod ports;
+pub mod rates;
+pub mod window;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Critical,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// What a finding is about. Fields that do not apply are `None` (and empty
+/// labels on `roce_finding`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Subject {
+    pub device: Option<String>,
+    pub port: Option<u32>,
+    pub netdev: Option<String>,
+    pub gpu: Option<u32>,
+}
+
+impl Subject {
+    pub fn port(device: &str, port: u32, netdev: Option<&str>) -> Subject {
+        Subject {
+            device: Some(device.into()),
+            port: Some(port),
+            netdev: netdev.map(Into::into),
+            gpu: None,
+        }
+    }
+
+    /// `mlx5_0 port 1 (ens1f0np0)`, for finding texts.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(g) = self.gpu {
+            parts.push(format!("GPU {g}"));
+        }
+        match (&self.device, self.port) {
+            (Some(d), Some(p)) => parts.push(format!("{d} port {p}")),
+            (Some(d), None) => parts.push(d.clone()),
+            _ => {}
+        }
+        if let Some(n) = &self.netdev {
+            if parts.is_empty() {
+                parts.push(n.clone());
+            } else {
+                parts.push(format!("({n})"));
+            }
+        }
+        if parts.is_empty() {
+            "this host".into()
+        } else {
+            parts.join(" ")
+        }
+    }
+}
+
+/// One finding. The JSON form is the `/findings` schema (docs/findings.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Stable rule id (`port_down`, `pfc_storm`, ...).
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub subject: Subject,
+    /// One line: what is wrong.
+    pub finding: String,
+    /// Measured values and what was expected.
+    pub evidence: String,
+    /// What to change.
+    pub fix: String,
+    /// A command that shows whether it is fixed.
+    pub verify: String,
+}
+
+/// What a rule reads.
+pub struct Context<'a> {
+    /// Oldest first; the last one is the sample being evaluated.
+    pub history: &'a [Arc<Snapshot>],
+    pub rules: &'a RulesConfig,
+    pub expect: &'a Expectations,
+}
+
+impl Context<'_> {
+    pub fn latest(&self) -> Option<&Snapshot> {
+        self.history.last().map(|s| s.as_ref())
+    }
+}
+
+/// A rule: its id, what it checks, and the pure function.
+pub struct Rule {
+    pub id: &'static str,
+    pub checks: &'static str,
+    pub evaluate: fn(&Context) -> Vec<Finding>,
+}
+
+/// Every rule, in the order findings are listed.
+pub fn all() -> Vec<&'static Rule> {
+    let mut rules: Vec<&'static Rule> = Vec::new();
+    rules.extend(ports::RULES);
+    rules.extend(rates::RULES);
+    rules.extend(exporter::RULES);
+    rules
+}
+
+/// Runs every enabled rule once over `history` (no hold time).
+pub fn evaluate(
+    history: &[Arc<Snapshot>],
+    rules: &RulesConfig,
+    expect: &Expectations,
+) -> Vec<Finding> {
+    let ctx = Context {
+        history,
+        rules,
+        expect,
+    };
+    let mut out = Vec::new();
+    for rule in all() {
+        if rules.disabled.iter().any(|d| d == rule.id) {
+            continue;
+        }
+        out.extend((rule.evaluate)(&ctx));
+    }
+    sort(&mut out);
+    out
+}
+
+fn sort(findings: &mut [Finding]) {
+    findings
+        .sort_by(|a, b| (a.severity, &a.subject, a.rule).cmp(&(b.severity, &b.subject, b.rule)));
+}
+
+/// Keeps findings active for the hold time after their condition cleared.
+#[derive(Debug, Default)]
+pub struct Engine {
+    active: BTreeMap<(&'static str, Subject), Held>,
+}
+
+#[derive(Debug)]
+struct Held {
+    finding: Finding,
+    last_true: SystemTime,
+}
+
+impl Engine {
+    pub fn new() -> Self {
+        Engine::default()
+    }
+
+    /// Evaluates the rules on the latest sample of `history` and returns the
+    /// active findings: those true now, and those true within `hold` before
+    /// the latest sample (with the evidence they last had).
+    pub fn evaluate(
+        &mut self,
+        history: &[Arc<Snapshot>],
+        rules: &RulesConfig,
+        expect: &Expectations,
+    ) -> Vec<Finding> {
+        let now = history
+            .last()
+            .and_then(|s| s.taken_at)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        for finding in evaluate(history, rules, expect) {
+            let key = (finding.rule, finding.subject.clone());
+            self.active.insert(
+                key,
+                Held {
+                    finding,
+                    last_true: now,
+                },
+            );
+        }
+        let hold = rules.hold;
+        self.active.retain(|_, held| {
+            now.duration_since(held.last_true).unwrap_or(Duration::ZERO) < hold
+                || held.last_true == now
+        });
+        let mut out: Vec<Finding> = self.active.values().map(|h| h.finding.clone()).collect();
+        sort(&mut out);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subject_descriptions() {
+        assert_eq!(
+            Subject::port("mlx5_0", 1, Some("ens1np0")).describe(),
+            "mlx5_0 port 1 (ens1np0)"
+        );
+        assert_eq!(
+            Subject {
+                netdev: Some("eth0".into()),
+                ..Subject::default()
+            }
+            .describe(),
+            "eth0"
+        );
+        assert_eq!(Subject::default().describe(), "this host");
+    }
+}

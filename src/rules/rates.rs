@@ -1,0 +1,269 @@
+//! Rules on counter growth over a window: link flaps, symbol errors above a
+//! bit error rate, retransmissions, sequence errors, receive-buffer drops,
+//! congestion notification and ECN spikes. All use reset-aware increases
+//! ([`super::window`]) and stay silent on the first sample.
+
+use roce_rdma::{Device, Port};
+
+use super::ports::{find_port, fmt_num, ports, subject};
+use super::window::{increase, Increase};
+use super::{Context, Finding, Rule, Severity};
+use crate::config::RateRule;
+use crate::meaning::{port_hw_value, HwMeaning};
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "link_flap",
+        checks: "no link_downed increments within the window",
+        evaluate: link_flap,
+    },
+    Rule {
+        id: "symbol_errors",
+        checks: "symbol errors stay below the bit error rate limit",
+        evaluate: symbol_errors,
+    },
+    Rule {
+        id: "retransmissions",
+        checks: "transport retransmissions and ACK timeouts stay below the limit",
+        evaluate: retransmissions,
+    },
+    Rule {
+        id: "sequence_errors",
+        checks: "out-of-sequence packets and sequence-error NAKs stay below the limit",
+        evaluate: sequence_errors,
+    },
+    Rule {
+        id: "out_of_buffer",
+        checks: "no receive drops for lack of buffers above the limit",
+        evaluate: out_of_buffer,
+    },
+    Rule {
+        id: "cnp_spike",
+        checks: "congestion notification packets stay below the limit",
+        evaluate: cnp_spike,
+    },
+    Rule {
+        id: "ecn_spike",
+        checks: "ECN-marked RoCE packets stay below the limit",
+        evaluate: ecn_spike,
+    },
+];
+
+/// Increase of one port's value over the window.
+fn port_increase(
+    ctx: &Context,
+    d: &Device,
+    p: &Port,
+    window: std::time::Duration,
+    read: impl Fn(&Device, &Port) -> Option<u64>,
+) -> Option<Increase> {
+    increase(ctx.history, window, |s| {
+        let (d2, p2) = find_port(s, &d.name, p.number)?;
+        read(d2, p2)
+    })
+}
+
+fn link_downed(_d: &Device, p: &Port) -> Option<u64> {
+    // IB PMA counter on real HCAs; rxe counts it among its hw counters.
+    p.counter("link_downed")
+        .or_else(|| p.hw_counter("link_downed"))
+}
+
+fn link_flap(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let window = ctx.rules.link_flap.window;
+    let mut out = Vec::new();
+    for (d, p) in ports(s) {
+        let Some(inc) = port_increase(ctx, d, p, window, link_downed) else {
+            continue;
+        };
+        if inc.amount == 0 {
+            continue;
+        }
+        let subject = subject(d, p);
+        out.push(Finding {
+            rule: "link_flap",
+            severity: Severity::Warning,
+            finding: format!("{} went down {} time(s) in the last {}", subject.describe(), inc.amount, span(inc.seconds)),
+            evidence: format!("link_downed +{} over {}; expected 0", inc.amount, span(inc.seconds)),
+            fix: "Reseat or replace the cable/transceiver and check the switch port's error log; repeated flaps \
+                  with symbol errors point at the physical link"
+                .into(),
+            verify: format!("cat /sys/class/infiniband/{}/ports/{}/counters/link_downed  # must stop increasing", d.name, p.number),
+            subject,
+        });
+    }
+    out
+}
+
+fn symbol_errors(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let cfg = &ctx.rules.symbol_errors;
+    let mut out = Vec::new();
+    for (d, p) in ports(s) {
+        let Some(rate) = p.rate_bytes_per_second else {
+            continue;
+        };
+        let Some(inc) = port_increase(ctx, d, p, cfg.window, |_, p| p.counter("symbol_error"))
+        else {
+            continue;
+        };
+        let bits = rate as f64 * 8.0 * inc.seconds;
+        if inc.amount == 0 || bits <= 0.0 {
+            continue;
+        }
+        let ber = inc.amount as f64 / bits;
+        if ber <= cfg.max_ber {
+            continue;
+        }
+        let subject = subject(d, p);
+        out.push(Finding {
+            rule: "symbol_errors",
+            severity: Severity::Warning,
+            finding: format!("{} has a bit error rate of {ber:.1e}, above {:.0e}", subject.describe(), cfg.max_ber),
+            evidence: format!(
+                "symbol_error +{} over {} at {} Gb/s = BER {ber:.2e}; expected <= {:.0e}",
+                inc.amount,
+                span(inc.seconds),
+                fmt_num(rate as f64 * 8.0 / 1e9),
+                cfg.max_ber
+            ),
+            fix: "Clean or replace the cable/transceiver (check optics power with mlxlink or ethtool -m); errors \
+                  this high cause retransmissions and link flaps"
+                .into(),
+            verify: format!("cat /sys/class/infiniband/{}/ports/{}/counters/symbol_error  # must stop increasing", d.name, p.number),
+            subject,
+        });
+    }
+    out
+}
+
+/// A rate rule over the sum of hardware counters with the given meanings.
+struct HwRate {
+    rule: &'static str,
+    meanings: &'static [HwMeaning],
+    what: &'static str,
+    fix: &'static str,
+}
+
+fn hw_rate(ctx: &Context, cfg: &RateRule, spec: &HwRate) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let mut out = Vec::new();
+    for (d, p) in ports(s) {
+        let sum = |d: &Device, p: &Port| {
+            spec.meanings
+                .iter()
+                .filter_map(|m| port_hw_value(d, p, *m))
+                .reduce(u64::saturating_add)
+        };
+        let Some(inc) = port_increase(ctx, d, p, cfg.window, sum) else {
+            continue;
+        };
+        let rate = inc.per_second();
+        if inc.amount == 0 || rate <= cfg.per_second {
+            continue;
+        }
+        let subject = subject(d, p);
+        out.push(Finding {
+            rule: spec.rule,
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: {} at {}/s, above {}/s",
+                subject.describe(),
+                spec.what,
+                fmt_num(rate),
+                fmt_num(cfg.per_second)
+            ),
+            evidence: format!(
+                "+{} over {} = {}/s; expected <= {}/s (rules.{}.per_second)",
+                inc.amount,
+                span(inc.seconds),
+                fmt_num(rate),
+                fmt_num(cfg.per_second),
+                spec.rule
+            ),
+            fix: spec.fix.into(),
+            verify: format!(
+                "rdma statistic show link {}/{}  # twice, a few seconds apart",
+                d.name, p.number
+            ),
+            subject,
+        });
+    }
+    out
+}
+
+fn retransmissions(ctx: &Context) -> Vec<Finding> {
+    hw_rate(
+        ctx,
+        &ctx.rules.retransmissions,
+        &HwRate {
+            rule: "retransmissions",
+            meanings: &[HwMeaning::Retransmissions, HwMeaning::LocalAckTimeout],
+            what: "transport retransmissions",
+            fix: "Find where packets are lost: check PFC/ECN on the RoCE priority end to end, the switch's drop \
+                  counters and the link error counters; loss on RoCE costs whole go-back-N windows",
+        },
+    )
+}
+
+fn sequence_errors(ctx: &Context) -> Vec<Finding> {
+    hw_rate(
+        ctx,
+        &ctx.rules.sequence_errors,
+        &HwRate {
+            rule: "sequence_errors",
+            meanings: &[HwMeaning::OutOfSequence, HwMeaning::PacketSequenceErrors, HwMeaning::ImpliedNakSequenceErrors],
+            what: "packet sequence errors",
+            fix: "Packets are lost or reordered on the path: make the RoCE priority lossless (PFC) or congestion \
+                  controlled (ECN/DCQCN) on every hop, and check for drops on the switches",
+        },
+    )
+}
+
+fn out_of_buffer(ctx: &Context) -> Vec<Finding> {
+    hw_rate(
+        ctx,
+        &ctx.rules.out_of_buffer,
+        &HwRate {
+            rule: "out_of_buffer",
+            meanings: &[HwMeaning::OutOfBuffer],
+            what: "receive drops for lack of posted buffers",
+            fix: "The receiving application does not post receive WQEs fast enough, or the NIC's receive buffer is \
+                  exhausted: check the application's receive queue depth and the host's CPU/PCIe load",
+        },
+    )
+}
+
+fn cnp_spike(ctx: &Context) -> Vec<Finding> {
+    hw_rate(
+        ctx,
+        &ctx.rules.cnp_spike,
+        &HwRate {
+            rule: "cnp_spike",
+            meanings: &[HwMeaning::CnpSent, HwMeaning::CnpHandled],
+            what: "congestion notification packets",
+            fix: "The fabric is congested on this port's path: look for incast (many senders to one receiver), \
+                  oversubscribed uplinks or a slow receiver; check the switch ECN thresholds",
+        },
+    )
+}
+
+fn ecn_spike(ctx: &Context) -> Vec<Finding> {
+    hw_rate(
+        ctx,
+        &ctx.rules.ecn_spike,
+        &HwRate {
+            rule: "ecn_spike",
+            meanings: &[HwMeaning::EcnMarked],
+            what: "ECN-marked RoCE packets",
+            fix: "Switches mark this traffic as congested: look for incast or oversubscribed links on the path, \
+                  and check that DCQCN reacts (rp_cnp_handled grows on the senders)",
+        },
+    )
+}
+
+/// "1m30s"-style span of a window.
+fn span(seconds: f64) -> String {
+    humantime::format_duration(std::time::Duration::from_secs(seconds.round() as u64)).to_string()
+}
