@@ -44,14 +44,10 @@ pub struct Cli {
     )]
     pub procfs: PathBuf,
 
-    /// Least severe log level written: error, warn, info, debug, trace.
-    #[arg(
-        long = "log.level",
-        value_name = "LEVEL",
-        default_value = "info",
-        global = true
-    )]
-    pub log_level: LogLevel,
+    /// Least severe log level written: error, warn, info, debug, trace
+    /// [default: info for the server, warn for once and check].
+    #[arg(long = "log.level", value_name = "LEVEL", global = true)]
+    pub log_level: Option<LogLevel>,
 
     /// Log line format.
     #[arg(
@@ -74,6 +70,18 @@ pub enum Command {
         #[arg(long, default_value = "text")]
         format: OnceFormat,
     },
+    /// One-shot fabric checklist: sample twice over --window, run the rules,
+    /// print findings with Fix and Verify lines and the NCCL settings this
+    /// host needs. Exit status 0 (no critical finding), 1 (critical
+    /// findings), 2 (could not run).
+    Check {
+        /// Time between the two samples (counter growth is measured over it).
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        window: std::time::Duration,
+        /// Output format.
+        #[arg(long, default_value = "text")]
+        format: CheckFormat,
+    },
     /// Print generated documentation (the metric reference) to stdout.
     #[command(hide = true)]
     Docs {
@@ -88,6 +96,16 @@ pub enum OnceFormat {
     Text,
     /// OpenMetrics 1.0.
     Openmetrics,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    Text,
+    Json,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 10s, 1m)"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -109,6 +127,17 @@ pub enum LogLevel {
 pub enum LogFormat {
     Logfmt,
     Json,
+}
+
+impl Cli {
+    /// The log level: as given, else info for the server and warn for the
+    /// one-shot commands (their output is the point, not the log).
+    pub fn effective_log_level(&self) -> LogLevel {
+        self.log_level.unwrap_or(match self.command {
+            None => LogLevel::Info,
+            Some(_) => LogLevel::Warn,
+        })
+    }
 }
 
 impl LogLevel {

@@ -6,6 +6,7 @@
 //! place that names metrics, and the [`server`] only serves.
 
 pub mod app;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod exposition;

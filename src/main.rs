@@ -6,19 +6,19 @@ use std::sync::{mpsc, Arc};
 use clap::Parser;
 
 use roce_exporter::app::App;
-use roce_exporter::cli::{Cli, Command, DocsTopic, OnceFormat};
+use roce_exporter::cli::{CheckFormat, Cli, Command, DocsTopic, OnceFormat};
 use roce_exporter::config::Config;
 use roce_exporter::exposition::{self, BuildInfo, Format};
 use roce_exporter::host::HostPaths;
 use roce_exporter::sampler::{Control, Sampler};
-use roce_exporter::{logging, server, sources};
+use roce_exporter::{check, logging, server, sources};
 
 /// Exit status for a configuration or usage error.
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.log_level, cli.log_format);
+    logging::init(cli.effective_log_level(), cli.log_format);
 
     let config = match &cli.config_file {
         None => Config::default(),
@@ -52,6 +52,27 @@ fn main() -> ExitCode {
             };
             print!("{}", exposition::encode(snapshot, &build, format));
             ExitCode::SUCCESS
+        }
+        Some(Command::Check { window, format }) => {
+            match check::run(&config, &paths, window, true) {
+                Ok(report) => {
+                    match format {
+                        CheckFormat::Text => print!("{}", check::render_text(&report)),
+                        CheckFormat::Json => match serde_json::to_string_pretty(&report) {
+                            Ok(json) => println!("{json}"),
+                            Err(e) => {
+                                eprintln!("roce_exporter: cannot encode the report: {e}");
+                                return ExitCode::from(EXIT_USAGE);
+                            }
+                        },
+                    }
+                    ExitCode::from(report.exit_code())
+                }
+                Err(e) => {
+                    eprintln!("roce_exporter check: could not run: {e}");
+                    ExitCode::from(EXIT_USAGE)
+                }
+            }
         }
         None => run_server(&cli, config, paths, build),
     }

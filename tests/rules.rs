@@ -441,7 +441,7 @@ fn collector_failing() {
     });
     s.sources.push(SourceStatus {
         name: "rdma",
-        state: SourceState::Unavailable("no device".into()),
+        state: SourceState::Ok,
         duration: Duration::ZERO,
         errors: vec![],
         errors_total: 0,
@@ -504,4 +504,33 @@ fn findings_are_held_until_the_condition_stays_false() {
         })
         .collect();
     assert_eq!(active, vec![0, 1, 1, 1, 0]);
+}
+
+#[test]
+fn rdma_device_missing_only_when_the_source_ran_empty() {
+    let status = |state| SourceStatus {
+        name: "rdma",
+        state,
+        duration: Duration::ZERO,
+        errors: vec![],
+        errors_total: 0,
+    };
+    let mut s = Snapshot {
+        sequence: 1,
+        rdma: Some(RdmaSnapshot::default()),
+        ..Snapshot::default()
+    };
+    s.sources.push(status(SourceState::Unavailable(
+        "no RDMA device in /sys/class/infiniband".into(),
+    )));
+    let f = run(&[Arc::new(s.clone())]);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].rule, "rdma_device_missing");
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert_eq!(
+        f[0].finding,
+        "No RDMA device on this host: NCCL falls back to NET/Socket (TCP)"
+    );
+    s.sources[0] = status(SourceState::Disabled("off".into()));
+    assert_eq!(run(&[Arc::new(s)]), vec![]);
 }

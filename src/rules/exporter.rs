@@ -3,11 +3,40 @@
 use super::{Context, Finding, Rule, Severity, Subject};
 use crate::snapshot::SourceState;
 
-pub const RULES: &[Rule] = &[Rule {
-    id: "collector_failing",
-    checks: "every collector runs (a failing one hides its part of the fabric)",
-    evaluate: collector_failing,
-}];
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "rdma_device_missing",
+        checks: "the host has at least one RDMA device",
+        evaluate: rdma_device_missing,
+    },
+    Rule {
+        id: "collector_failing",
+        checks: "every collector runs (a failing one hides its part of the fabric)",
+        evaluate: collector_failing,
+    },
+];
+
+fn rdma_device_missing(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    // Only when the RDMA source ran and found nothing: a failed source is
+    // collector_failing's business, a disabled one says nothing.
+    let ran_empty = matches!(
+        s.source("rdma").map(|x| &x.state),
+        Some(SourceState::Unavailable(_))
+    ) && s.rdma.as_ref().is_none_or(|r| r.devices.is_empty());
+    if !ran_empty {
+        return vec![];
+    }
+    vec![Finding {
+        rule: "rdma_device_missing",
+        severity: Severity::Critical,
+        subject: Subject::default(),
+        finding: "No RDMA device on this host: NCCL falls back to NET/Socket (TCP)".into(),
+        evidence: "/sys/class/infiniband is empty or absent; expected at least one device".into(),
+        fix: "Load the NIC's RDMA driver (mlx5_ib, bnxt_re, irdma, ...) and check dmesg for firmware or driver errors".into(),
+        verify: "ls /sys/class/infiniband; ibv_devinfo -l".into(),
+    }]
+}
 
 fn collector_failing(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
