@@ -4,12 +4,17 @@
 //! This crate knows nothing of Prometheus or of rules: it turns kernel files
 //! into [`RdmaSnapshot`] values and says, for every file it could not use,
 //! whether the value is *absent* (the kernel does not provide it here) or an
-//! *error* (it should be there and could not be read). The root is injectable
-//! so that every code path runs on fixture trees.
+//! *error* (it should be there and could not be read). The root and the file
+//! layer ([`fs::SysFs`]) are injectable so that every code path runs on
+//! fixture trees, including the errnos only a kernel produces.
 
+#![deny(unsafe_code)]
+
+pub mod fs;
+pub mod parse;
+pub mod reader;
 pub mod types;
 
-pub use types::*;
-pub mod reader;
-
+pub use fs::{StdFs, SysFile, SysFs};
 pub use reader::{DeviceFilter, HwCounterSource, RdmaReader, SysfsOnly};
+pub use types::*;

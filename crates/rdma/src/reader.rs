@@ -1,10 +1,26 @@
-//! The sysfs reader: walks `<sysfs>/class/infiniband`, keeps counter files
-//! open and reads them with `pread`, and classifies every failure as absent
-//! or error. (Skeleton: the implementation lands with the fixtures.)
+//! The sysfs reader: walks `<sysfs>/class/infiniband`, keeps attribute files
+//! open between samples and reads them with `pread`, and classifies every
+//! failure as absent (the kernel does not provide the value here) or error
+//! (it should be there and could not be read).
+//!
+//! Listings (ports, counter names, GID slot counts) are taken once per device
+//! appearance and kept; the device list itself is re-read every sample (one
+//! `read_dir`), so a device that vanishes (driver reload, hot-unplug) loses
+//! its handles and one that (re)appears is scanned afresh. A kept handle that
+//! fails with ENODEV/ENOENT/ESTALE is reopened once and the device is
+//! rescanned on the next sample.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io;
+use std::net::Ipv6Addr;
+use std::path::{Component, Path, PathBuf};
 
-use crate::types::{Counter, RdmaSnapshot};
+use crate::fs::{StdFs, SysFile, SysFs};
+use crate::parse::{self, CounterText};
+use crate::types::{
+    Counter, Device, Gid, HwCounterPath, Port, RdmaSnapshot, ReadError, ReadErrorKind,
+};
 
 /// Which devices to read. Names or globs (`*`, `?`). A device that does not
 /// pass is never opened.
@@ -13,6 +29,15 @@ pub struct DeviceFilter {
     /// Empty: every device.
     pub include: Vec<String>,
     pub exclude: Vec<String>,
+}
+
+impl DeviceFilter {
+    /// Whether the device named `name` is read.
+    pub fn allows(&self, name: &str) -> bool {
+        let included =
+            self.include.is_empty() || self.include.iter().any(|p| parse::glob_match(p, name));
+        included && !self.exclude.iter().any(|p| parse::glob_match(p, name))
+    }
 }
 
 /// Hardware counters from somewhere other than sysfs (RDMA netlink). The
@@ -33,21 +58,849 @@ impl HwCounterSource for SysfsOnly {
 
 /// Reads RDMA devices below a sysfs root, keeping file handles between
 /// samples.
-#[derive(Debug)]
 pub struct RdmaReader {
     sysfs: PathBuf,
     filter: DeviceFilter,
+    fs: Box<dyn SysFs>,
+    devices: BTreeMap<String, DeviceState>,
+    max_open: usize,
+}
+
+impl std::fmt::Debug for RdmaReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmaReader")
+            .field("sysfs", &self.sysfs)
+            .field("filter", &self.filter)
+            .field("devices", &self.devices.keys().collect::<Vec<_>>())
+            .field("open_files", &self.open_files())
+            .field("max_open", &self.max_open)
+            .finish()
+    }
 }
 
 impl RdmaReader {
     /// `sysfs` is the sysfs mount (`/sys`), not `/sys/class/infiniband`.
     pub fn new(sysfs: PathBuf, filter: DeviceFilter) -> Self {
-        RdmaReader { sysfs, filter }
+        Self::with_fs(sysfs, filter, Box::new(StdFs))
+    }
+
+    /// Like [`RdmaReader::new`] over another file layer (tests inject
+    /// errnos through it).
+    pub fn with_fs(sysfs: PathBuf, filter: DeviceFilter, fs: Box<dyn SysFs>) -> Self {
+        RdmaReader {
+            sysfs,
+            filter,
+            fs,
+            devices: BTreeMap::new(),
+            max_open: crate::fs::default_max_open(),
+        }
+    }
+
+    /// Caps the handles kept open between samples; files beyond it are
+    /// opened, read and closed each sample. The default is half the soft
+    /// `RLIMIT_NOFILE` (a GID table alone is 256–1024 files per port, and
+    /// systemd's default soft limit is 1024).
+    pub fn set_max_open_files(&mut self, max: usize) {
+        self.max_open = max;
+    }
+
+    /// Number of files held open between samples.
+    pub fn open_files(&self) -> usize {
+        self.devices.values().map(DeviceState::open_files).sum()
     }
 
     /// Reads every device that passes the filter.
     pub fn read(&mut self, hw: &mut dyn HwCounterSource) -> RdmaSnapshot {
-        let _ = (&self.sysfs, &self.filter, hw);
-        RdmaSnapshot::default()
+        let mut snap = RdmaSnapshot::default();
+        let class = self.sysfs.join("class/infiniband");
+        let names = match self.fs.read_dir(&class) {
+            Ok(names) => names,
+            Err(e) => {
+                if !is_absent(&e) {
+                    push_io(&mut snap.errors, &class, &e);
+                }
+                // No RDMA stack loaded: nothing to keep.
+                self.devices.clear();
+                return snap;
+            }
+        };
+        let mut present: Vec<String> = names
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
+            .filter(|n| self.filter.allows(n))
+            .collect();
+        present.sort();
+        present.dedup();
+        self.devices
+            .retain(|name, _| present.binary_search(name).is_ok());
+
+        let open = self.open_files();
+        let mut ctx = Ctx {
+            fs: self.fs.as_ref(),
+            sysfs: &self.sysfs,
+            errors: &mut snap.errors,
+            open,
+            max_open: self.max_open,
+        };
+        for name in present {
+            let state = self
+                .devices
+                .entry(name.clone())
+                .or_insert_with(|| DeviceState::new(class.join(&name)));
+            if let Some(device) = state.read(&name, &mut ctx, hw) {
+                snap.devices.push(device);
+            }
+        }
+        snap
+    }
+}
+
+/// What one sample needs besides the device's own state.
+struct Ctx<'a> {
+    fs: &'a dyn SysFs,
+    sysfs: &'a Path,
+    errors: &'a mut Vec<ReadError>,
+    /// Handles held now, and the cap.
+    open: usize,
+    max_open: usize,
+}
+
+/// One attribute file and, while the budget allows, its open handle.
+struct Attr {
+    path: PathBuf,
+    file: Option<Box<dyn SysFile>>,
+}
+
+impl Attr {
+    fn new(path: PathBuf) -> Self {
+        Attr { path, file: None }
+    }
+}
+
+/// Per-device state kept between samples.
+struct DeviceState {
+    dir: PathBuf,
+    layout: Option<Layout>,
+    /// A kept handle went stale or a listing failed: take the listings
+    /// again next sample.
+    rescan: bool,
+}
+
+/// What a device looked like when it was scanned, with its handles.
+struct Layout {
+    fw_ver: Attr,
+    board_id: Attr,
+    hca_type: Attr,
+    node_guid: Attr,
+    node_type: Attr,
+    /// Software devices (rxe) name their netdev here.
+    parent: Attr,
+    /// The `parent` content the backing below was resolved for.
+    parent_seen: Option<String>,
+    backing: Backing,
+    ports: Vec<PortLayout>,
+}
+
+/// Resolved once per scan: a PCI device's driver and function do not change
+/// while the RDMA device exists (unbinding removes it).
+#[derive(Default)]
+struct Backing {
+    /// Whether the device has a `device` link (hardware).
+    hardware: bool,
+    driver: Option<String>,
+    pci_address: Option<String>,
+    numa: Option<Attr>,
+}
+
+struct PortLayout {
+    number: u32,
+    state: Attr,
+    phys_state: Attr,
+    rate: Attr,
+    link_layer: Attr,
+    lid: Attr,
+    /// (reported name, file), sorted by name.
+    counters: Vec<(String, Attr)>,
+    hw_counters: Vec<(String, Attr)>,
+    gids: Vec<GidSlot>,
+}
+
+struct GidSlot {
+    gid: Attr,
+    types: Attr,
+    ndevs: Attr,
+}
+
+/// Result of reading one attribute file into a buffer.
+enum Got {
+    /// This many bytes.
+    Len(usize),
+    /// Not provided here; not an error.
+    Absent,
+    /// Recorded in the errors.
+    Failed,
+}
+
+/// How EINVAL is classified for a file: the GID attributes of an empty slot
+/// fail with EINVAL (`_show_port_gid_attr` in core/sysfs.c), which means
+/// "no value", elsewhere it is an error.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Einval {
+    Absent,
+    Error,
+}
+
+/// sysfs attributes are at most a page.
+const READ_BUF: usize = 4096;
+type Buf = [u8; READ_BUF];
+
+/// The text of a kernel GID slot that holds nothing (`%pI6` of zeros).
+const ZERO_GID_TEXT: &[u8] = b"0000:0000:0000:0000:0000:0000:0000:0000";
+
+impl DeviceState {
+    fn new(dir: PathBuf) -> Self {
+        DeviceState {
+            dir,
+            layout: None,
+            rescan: false,
+        }
+    }
+
+    fn open_files(&self) -> usize {
+        self.layout.as_ref().map_or(0, Layout::open_files)
+    }
+
+    fn read(
+        &mut self,
+        name: &str,
+        ctx: &mut Ctx<'_>,
+        hw: &mut dyn HwCounterSource,
+    ) -> Option<Device> {
+        if self.rescan || self.layout.is_none() {
+            ctx.open = ctx.open.saturating_sub(self.open_files());
+            self.layout = None;
+            let before = ctx.errors.len();
+            self.layout = Some(scan(&self.dir, ctx)?);
+            // A listing that failed (EACCES on `counters/`, say) is retried
+            // next sample rather than reported once and then forgotten.
+            self.rescan = ctx.errors.len() > before;
+        }
+        let layout = self.layout.as_mut()?;
+        let mut stale = false;
+        let device = read_device(name, layout, ctx, hw, &mut stale);
+        if stale {
+            self.rescan = true;
+            // If the whole device went away since it was listed, it is not
+            // reported half-empty.
+            if let Err(e) = ctx.fs.read_dir(&self.dir) {
+                if is_absent(&e) {
+                    return None;
+                }
+            }
+        }
+        Some(device)
+    }
+}
+
+impl Layout {
+    fn open_files(&self) -> usize {
+        let one = |a: &Attr| usize::from(a.file.is_some());
+        let mut n = one(&self.fw_ver)
+            + one(&self.board_id)
+            + one(&self.hca_type)
+            + one(&self.node_guid)
+            + one(&self.node_type)
+            + one(&self.parent)
+            + self.backing.numa.as_ref().map_or(0, one);
+        for p in &self.ports {
+            n += one(&p.state) + one(&p.phys_state) + one(&p.rate) + one(&p.link_layer);
+            n += one(&p.lid);
+            n += p.counters.iter().map(|(_, a)| one(a)).sum::<usize>();
+            n += p.hw_counters.iter().map(|(_, a)| one(a)).sum::<usize>();
+            n += p
+                .gids
+                .iter()
+                .map(|g| one(&g.gid) + one(&g.types) + one(&g.ndevs))
+                .sum::<usize>();
+        }
+        n
+    }
+}
+
+/// Takes the listings. `None` when the device vanished since it was listed.
+fn scan(dir: &Path, ctx: &mut Ctx<'_>) -> Option<Layout> {
+    let fs = ctx.fs;
+    // The device folder itself: gone means gone, not an error.
+    if let Err(e) = fs.read_dir(dir) {
+        if !is_absent(&e) {
+            push_io(ctx.errors, dir, &e);
+        }
+        return None;
+    }
+    let backing = resolve_backing(dir, ctx);
+    let ports_dir = dir.join("ports");
+    let mut numbers: Vec<u32> = list(fs, &ports_dir, ctx.errors)
+        .iter()
+        .filter_map(|n| n.to_str()?.parse().ok())
+        .collect();
+    numbers.sort_unstable();
+    let ports = numbers
+        .into_iter()
+        .map(|number| scan_port(fs, ports_dir.join(number.to_string()), number, ctx))
+        .collect();
+    Some(Layout {
+        fw_ver: Attr::new(dir.join("fw_ver")),
+        board_id: Attr::new(dir.join("board_id")),
+        hca_type: Attr::new(dir.join("hca_type")),
+        node_guid: Attr::new(dir.join("node_guid")),
+        node_type: Attr::new(dir.join("node_type")),
+        parent: Attr::new(dir.join("parent")),
+        parent_seen: None,
+        backing,
+        ports,
+    })
+}
+
+/// Driver, PCI function and NUMA node of a device with a `device` link.
+fn resolve_backing(dir: &Path, ctx: &mut Ctx<'_>) -> Backing {
+    let link = dir.join("device");
+    let real = match ctx.fs.canonicalize(&link) {
+        Ok(p) => p,
+        Err(e) => {
+            if !is_absent(&e) {
+                push_io(ctx.errors, &link, &e);
+            }
+            return Backing::default();
+        }
+    };
+    let driver_link = link.join("driver");
+    let driver = match ctx.fs.read_link(&driver_link) {
+        Ok(target) => base_name(&target),
+        Err(e) => {
+            if !is_absent(&e) {
+                push_io(ctx.errors, &driver_link, &e);
+            }
+            None
+        }
+    };
+    let (pci_address, pci_dir) = pci_function_of(&real);
+    Backing {
+        hardware: true,
+        driver,
+        pci_address,
+        numa: pci_dir.map(|d| Attr::new(d.join("numa_node"))),
+    }
+}
+
+/// The PCI function (and its NUMA node file) of a software device's parent
+/// netdev: `<sysfs>/class/net/<parent>/device`.
+fn resolve_parent(parent: &str, ctx: &mut Ctx<'_>) -> Backing {
+    let link = ctx.sysfs.join("class/net").join(parent).join("device");
+    match ctx.fs.canonicalize(&link) {
+        Ok(real) => {
+            let (pci_address, pci_dir) = pci_function_of(&real);
+            Backing {
+                hardware: false,
+                driver: None,
+                pci_address,
+                numa: pci_dir.map(|d| Attr::new(d.join("numa_node"))),
+            }
+        }
+        Err(e) => {
+            if !is_absent(&e) {
+                push_io(ctx.errors, &link, &e);
+            }
+            Backing::default()
+        }
+    }
+}
+
+fn read_device(
+    name: &str,
+    layout: &mut Layout,
+    ctx: &mut Ctx<'_>,
+    hw: &mut dyn HwCounterSource,
+    stale: &mut bool,
+) -> Device {
+    let mut buf: Buf = [0; READ_BUF];
+    let mut dev = Device {
+        name: name.to_string(),
+        fw_version: text_attr(&mut layout.fw_ver, &mut buf, ctx, stale),
+        board_id: text_attr(&mut layout.board_id, &mut buf, ctx, stale),
+        hca_type: text_attr(&mut layout.hca_type, &mut buf, ctx, stale),
+        node_guid: text_attr(&mut layout.node_guid, &mut buf, ctx, stale),
+        ..Device::default()
+    };
+    dev.node_type = parsed_attr(
+        &mut layout.node_type,
+        &mut buf,
+        ctx,
+        stale,
+        parse::node_type,
+    );
+
+    if !layout.backing.hardware {
+        // Software devices: rxe names its netdev in `parent`
+        // (drivers/infiniband/sw/rxe/rxe_verbs.c `parent_show`); the netdev
+        // (and so its PCI function) can change while the device lives.
+        dev.parent_netdev = text_attr(&mut layout.parent, &mut buf, ctx, stale);
+        if dev.parent_netdev != layout.parent_seen {
+            ctx.open = ctx.open.saturating_sub(
+                layout
+                    .backing
+                    .numa
+                    .as_ref()
+                    .map_or(0, |a| usize::from(a.file.is_some())),
+            );
+            layout.backing = match &dev.parent_netdev {
+                Some(parent) => resolve_parent(parent, ctx),
+                None => Backing::default(),
+            };
+            layout.parent_seen = dev.parent_netdev.clone();
+        }
+        dev.driver = if dev.parent_netdev.is_some() {
+            Some("rxe".to_string())
+        } else if name.starts_with("siw") {
+            Some("siw".to_string())
+        } else {
+            None
+        };
+    } else {
+        dev.driver = layout.backing.driver.clone();
+    }
+    dev.pci_address = layout.backing.pci_address.clone();
+    if let Some(numa) = layout.backing.numa.as_mut() {
+        dev.numa_node = parsed_attr(numa, &mut buf, ctx, stale, parse::numa_node).flatten();
+    }
+
+    for pl in &mut layout.ports {
+        let port = read_port(&dev, pl, &mut buf, ctx, hw, stale);
+        dev.ports.push(port);
+    }
+    dev
+}
+
+fn read_port(
+    dev: &Device,
+    pl: &mut PortLayout,
+    buf: &mut Buf,
+    ctx: &mut Ctx<'_>,
+    hw: &mut dyn HwCounterSource,
+    stale: &mut bool,
+) -> Port {
+    let mut port = Port {
+        number: pl.number,
+        state: parsed_attr(&mut pl.state, buf, ctx, stale, parse::port_state),
+        phys_state: parsed_attr(&mut pl.phys_state, buf, ctx, stale, parse::phys_state),
+        rate_bytes_per_second: parsed_attr(
+            &mut pl.rate,
+            buf,
+            ctx,
+            stale,
+            parse::rate_bytes_per_second,
+        ),
+        link_layer: parsed_attr(&mut pl.link_layer, buf, ctx, stale, |t| {
+            Ok(parse::link_layer(t))
+        }),
+        lid: parsed_attr(&mut pl.lid, buf, ctx, stale, parse::hex_u32),
+        ..Port::default()
+    };
+
+    port.counters = read_counters(&mut pl.counters, buf, ctx, stale);
+    match hw.port_counters(&dev.name, pl.number) {
+        Some(mut counters) => {
+            counters.retain(|c| c.name != "lifespan");
+            counters.sort_by(|a, b| a.name.cmp(&b.name));
+            port.hw_counters = counters;
+            port.hw_counter_path = HwCounterPath::Netlink;
+        }
+        None if !pl.hw_counters.is_empty() => {
+            port.hw_counters = read_counters(&mut pl.hw_counters, buf, ctx, stale);
+            port.hw_counter_path = HwCounterPath::Sysfs;
+        }
+        None => {}
+    }
+
+    port.gids = read_gids(&mut pl.gids, buf, ctx, stale);
+    port.netdev = port.gids.iter().find_map(|g| g.netdev.clone());
+    if port.netdev.is_none() {
+        port.netdev = device_netdev(&pl.state.path, ctx);
+    }
+    if port.netdev.is_none() {
+        port.netdev = dev.parent_netdev.clone();
+    }
+    port
+}
+
+fn read_counters(
+    files: &mut [(String, Attr)],
+    buf: &mut Buf,
+    ctx: &mut Ctx<'_>,
+    stale: &mut bool,
+) -> Vec<Counter> {
+    let mut out = Vec::with_capacity(files.len());
+    for (name, attr) in files.iter_mut() {
+        let Got::Len(n) = read_attr(attr, buf, Einval::Error, ctx, stale) else {
+            continue;
+        };
+        match parse::counter(&text_of(buf, n)) {
+            Ok(CounterText::Value(value)) => out.push(Counter {
+                name: name.clone(),
+                value,
+            }),
+            Ok(CounterText::NotAvailable) => {}
+            Err(msg) => push_parse(ctx.errors, &attr.path, msg),
+        }
+    }
+    out
+}
+
+/// Populated slots only: a slot whose GID is all zeros is empty and its
+/// attributes are not read at all.
+fn read_gids(
+    slots: &mut [GidSlot],
+    buf: &mut Buf,
+    ctx: &mut Ctx<'_>,
+    stale: &mut bool,
+) -> Vec<Gid> {
+    let mut out = Vec::new();
+    for (index, slot) in (0u32..).zip(slots.iter_mut()) {
+        let Got::Len(n) = read_attr(&mut slot.gid, buf, Einval::Absent, ctx, stale) else {
+            continue;
+        };
+        let raw = buf.get(..n).unwrap_or_default();
+        if raw.trim_ascii() == ZERO_GID_TEXT {
+            continue;
+        }
+        let gid = match parse::gid(&text_of(buf, n)) {
+            Ok(g) => g,
+            Err(msg) => {
+                push_parse(ctx.errors, &slot.gid.path, msg);
+                continue;
+            }
+        };
+        if gid == Ipv6Addr::UNSPECIFIED {
+            continue;
+        }
+        let gid_type = match read_attr(&mut slot.types, buf, Einval::Absent, ctx, stale) {
+            Got::Len(n) => parse::gid_type(&text_of(buf, n)),
+            // The slot emptied between the two reads.
+            Got::Absent | Got::Failed => continue,
+        };
+        let netdev = match read_attr(&mut slot.ndevs, buf, Einval::Absent, ctx, stale) {
+            Got::Len(n) => parse::text(&text_of(buf, n)),
+            Got::Absent | Got::Failed => None,
+        };
+        out.push(Gid {
+            index,
+            gid,
+            gid_type,
+            netdev,
+        });
+    }
+    out
+}
+
+/// The first netdev in the backing function's `net/` folder. Listed every
+/// time it is needed: a rename changes the folder's entries. `state_path` is
+/// `<dev>/ports/N/state`.
+fn device_netdev(state_path: &Path, ctx: &mut Ctx<'_>) -> Option<String> {
+    let dev_dir = state_path.parent()?.parent()?.parent()?;
+    let net = dev_dir.join("device/net");
+    let mut names: Vec<String> = match ctx.fs.read_dir(&net) {
+        Ok(n) => n.into_iter().filter_map(|n| n.into_string().ok()).collect(),
+        Err(e) => {
+            if !is_absent(&e) {
+                push_io(ctx.errors, &net, &e);
+            }
+            return None;
+        }
+    };
+    names.sort();
+    names.into_iter().next()
+}
+
+fn text_of(buf: &Buf, n: usize) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(buf.get(..n).unwrap_or_default())
+}
+
+fn text_attr(
+    attr: &mut Attr,
+    buf: &mut Buf,
+    ctx: &mut Ctx<'_>,
+    stale: &mut bool,
+) -> Option<String> {
+    match read_attr(attr, buf, Einval::Error, ctx, stale) {
+        Got::Len(n) => parse::text(&text_of(buf, n)),
+        Got::Absent | Got::Failed => None,
+    }
+}
+
+fn parsed_attr<T>(
+    attr: &mut Attr,
+    buf: &mut Buf,
+    ctx: &mut Ctx<'_>,
+    stale: &mut bool,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Option<T> {
+    let Got::Len(n) = read_attr(attr, buf, Einval::Error, ctx, stale) else {
+        return None;
+    };
+    match parse(&text_of(buf, n)) {
+        Ok(v) => Some(v),
+        Err(msg) => {
+            push_parse(ctx.errors, &attr.path, msg);
+            None
+        }
+    }
+}
+
+/// Reads one attribute (one `pread` at offset 0: sysfs hands out the whole
+/// value at once) through its kept handle, reopening once when the handle
+/// went stale. Handles are kept while the open-file budget allows.
+fn read_attr(
+    attr: &mut Attr,
+    buf: &mut Buf,
+    einval: Einval,
+    ctx: &mut Ctx<'_>,
+    stale: &mut bool,
+) -> Got {
+    let mut reopened = false;
+    if let Some(file) = attr.file.as_ref() {
+        match file.read_at(buf, 0) {
+            Ok(n) => return Got::Len(n),
+            Err(e) if is_stale(&e) => {
+                attr.file = None;
+                ctx.open = ctx.open.saturating_sub(1);
+                *stale = true;
+                reopened = true;
+            }
+            Err(e) => return classify(ctx.errors, &attr.path, &e, einval),
+        }
+    }
+    let file = match ctx.fs.open(&attr.path) {
+        Ok(f) => f,
+        Err(e) => {
+            if reopened && is_stale(&e) {
+                return Got::Absent;
+            }
+            return classify(ctx.errors, &attr.path, &e, einval);
+        }
+    };
+    let result = file.read_at(buf, 0);
+    // Keep the handle (also when this read failed with EIO or similar: the
+    // value may come back), unless it is stale or over the budget.
+    let keep = match &result {
+        Ok(_) => true,
+        Err(e) => !is_stale(e),
+    };
+    if keep && ctx.open < ctx.max_open {
+        attr.file = Some(file);
+        ctx.open += 1;
+    }
+    match result {
+        Ok(n) => Got::Len(n),
+        Err(e) => classify(ctx.errors, &attr.path, &e, einval),
+    }
+}
+
+fn scan_port(fs: &dyn SysFs, dir: PathBuf, number: u32, ctx: &mut Ctx<'_>) -> PortLayout {
+    let mut counters = counter_files(fs, &dir.join("counters"), ctx.errors, |n| {
+        Some(n.to_string())
+    });
+    // Old kernels (and some OFED builds) put the 64-bit PMA counters in
+    // `counters_ext/` under other names; current kernels have them in
+    // `counters/` (pma_attrs_ext in drivers/infiniband/core/sysfs.c). Use
+    // them under the standard name where `counters/` lacks it.
+    let ext = counter_files(fs, &dir.join("counters_ext"), ctx.errors, ext_standard_name);
+    for (name, attr) in ext {
+        if !counters.iter().any(|(n, _)| *n == name) {
+            counters.push((name, attr));
+        }
+    }
+    counters.sort_by(|a, b| a.0.cmp(&b.0));
+    // `lifespan` is the cache setting of the hw_counters group
+    // (set_stats_lifespan in core/sysfs.c), not a counter.
+    let hw_counters = counter_files(fs, &dir.join("hw_counters"), ctx.errors, |n| {
+        (n != "lifespan").then(|| n.to_string())
+    });
+    let gid_slots = list(fs, &dir.join("gids"), ctx.errors)
+        .iter()
+        .filter_map(|n| n.to_str()?.parse::<u32>().ok())
+        .map(|i| i.saturating_add(1))
+        .max()
+        .unwrap_or(0);
+    let gids = (0..gid_slots)
+        .map(|i| GidSlot {
+            gid: Attr::new(dir.join(format!("gids/{i}"))),
+            types: Attr::new(dir.join(format!("gid_attrs/types/{i}"))),
+            ndevs: Attr::new(dir.join(format!("gid_attrs/ndevs/{i}"))),
+        })
+        .collect();
+    PortLayout {
+        number,
+        state: Attr::new(dir.join("state")),
+        phys_state: Attr::new(dir.join("phys_state")),
+        rate: Attr::new(dir.join("rate")),
+        link_layer: Attr::new(dir.join("link_layer")),
+        lid: Attr::new(dir.join("lid")),
+        counters,
+        hw_counters,
+        gids,
+    }
+}
+
+/// `counters_ext/` names to the `counters/` names of current kernels.
+fn ext_standard_name(name: &str) -> Option<String> {
+    let n = name.strip_suffix("_64").unwrap_or(name);
+    let n = match n.strip_prefix("port_") {
+        Some(rest) if rest.starts_with("unicast_") || rest.starts_with("multicast_") => rest,
+        _ => n,
+    };
+    Some(n.to_string())
+}
+
+fn counter_files(
+    fs: &dyn SysFs,
+    dir: &Path,
+    errors: &mut Vec<ReadError>,
+    rename: impl Fn(&str) -> Option<String>,
+) -> Vec<(String, Attr)> {
+    let mut out: Vec<(String, Attr)> = list(fs, dir, errors)
+        .into_iter()
+        .filter_map(|n| {
+            let s = n.to_str()?;
+            Some((rename(s)?, Attr::new(dir.join(s))))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Entries of a folder; a missing folder (rxe and bnxt_re have no
+/// `counters/`) is empty, not an error.
+fn list(fs: &dyn SysFs, dir: &Path, errors: &mut Vec<ReadError>) -> Vec<OsString> {
+    match fs.read_dir(dir) {
+        Ok(n) => n,
+        Err(e) => {
+            if !is_absent(&e) {
+                push_io(errors, dir, &e);
+            }
+            Vec::new()
+        }
+    }
+}
+
+/// The last PCI-function component of a resolved device path, and the folder
+/// it names. Walking up handles functions' children (`virtio0` under the
+/// virtio PCI function, mlx5 sub-functions on the auxiliary bus).
+fn pci_function_of(real: &Path) -> (Option<String>, Option<PathBuf>) {
+    let mut dir = real.to_path_buf();
+    loop {
+        if let Some(name) = dir.file_name().and_then(|n| n.to_str()) {
+            if parse::is_pci_address(name) {
+                return (Some(name.to_string()), Some(dir));
+            }
+        }
+        if !dir.pop() || dir.components().next_back() == Some(Component::RootDir) {
+            return (None, None);
+        }
+    }
+}
+
+fn base_name(p: &Path) -> Option<String> {
+    p.file_name().and_then(|n| n.to_str()).map(str::to_string)
+}
+
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// The file or folder does not exist (here, or any more).
+fn is_absent(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+        || matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV))
+}
+
+/// A kept handle whose kernel object went away.
+fn is_stale(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENODEV | libc::ENOENT | libc::ESTALE)
+    ) || e.kind() == io::ErrorKind::NotFound
+}
+
+fn classify(errors: &mut Vec<ReadError>, path: &Path, e: &io::Error, einval: Einval) -> Got {
+    let code = errno(e);
+    let absent = is_absent(e)
+        || code == libc::ESTALE
+        || code == libc::EOPNOTSUPP
+        || (code == libc::EINVAL && einval == Einval::Absent);
+    if absent {
+        Got::Absent
+    } else {
+        push_io(errors, path, e);
+        Got::Failed
+    }
+}
+
+fn push_io(errors: &mut Vec<ReadError>, path: &Path, e: &io::Error) {
+    errors.push(ReadError {
+        path: path.to_path_buf(),
+        kind: ReadErrorKind::Io(errno(e)),
+    });
+}
+
+fn push_parse(errors: &mut Vec<ReadError>, path: &Path, msg: String) {
+    errors.push(ReadError {
+        path: path.to_path_buf(),
+        kind: ReadErrorKind::Parse(msg),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ext_names() {
+        for (ext, std) in [
+            ("port_xmit_data_64", "port_xmit_data"),
+            ("port_rcv_data_64", "port_rcv_data"),
+            ("port_xmit_packets_64", "port_xmit_packets"),
+            ("port_rcv_packets_64", "port_rcv_packets"),
+            ("port_unicast_xmit_packets", "unicast_xmit_packets"),
+            ("port_unicast_rcv_packets", "unicast_rcv_packets"),
+            ("port_multicast_xmit_packets", "multicast_xmit_packets"),
+            ("port_multicast_rcv_packets", "multicast_rcv_packets"),
+        ] {
+            assert_eq!(ext_standard_name(ext).as_deref(), Some(std));
+        }
+    }
+
+    #[test]
+    fn pci_function_walks_up() {
+        let (a, d) = pci_function_of(Path::new("/sys/devices/pci0000:00/0000:00:01.0/virtio0"));
+        assert_eq!(a.as_deref(), Some("0000:00:01.0"));
+        assert_eq!(
+            d,
+            Some(PathBuf::from("/sys/devices/pci0000:00/0000:00:01.0"))
+        );
+        assert_eq!(
+            pci_function_of(Path::new("/sys/devices/virtual/net/lo")),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn filter() {
+        let f = DeviceFilter {
+            include: vec!["mlx5_*".into()],
+            exclude: vec!["mlx5_1".into()],
+        };
+        assert!(f.allows("mlx5_0"));
+        assert!(!f.allows("mlx5_1"));
+        assert!(!f.allows("rxe0"));
+        assert!(DeviceFilter::default().allows("rxe0"));
     }
 }
