@@ -1,27 +1,245 @@
-//! The HTTP server (hyper 1 on tokio): `/metrics`, `/healthz` and `/`. It
-//! only serves what the [`App`] holds; it never touches the host.
-//! (Skeleton: the accept loop with limits lands with its tests.)
+//! The HTTP server: `/metrics`, `/healthz` and `/` over HTTP/1.1 (hyper 1 on
+//! tokio), with its own accept loop so that every limit is enforced here
+//! rather than left to a framework default. It only serves what the [`App`]
+//! holds; it never touches the host.
+//!
+//! Limits, all from [`WebLimits`] and [`ServeOptions`]:
+//! - at most `max_connections` connections are served at once; the accept
+//!   loop takes a slot before it calls `accept`, so excess connections wait
+//!   in the kernel's listen backlog (they are not accepted and dropped);
+//! - a client must send its request headers within `header_read_timeout`
+//!   (hyper's timer, which also bounds how long a keep-alive connection may
+//!   sit idle between requests);
+//! - request headers above `max_request_bytes` get `431` and the connection
+//!   is closed; a request with a body gets `413` and the connection is closed;
+//! - a connection older than [`ServeOptions::max_connection_age`] is told to
+//!   close after its current response and is cut [`ServeOptions::close_grace`]
+//!   later, so a client that reads its response very slowly cannot hold a
+//!   slot forever;
+//! - on shutdown, accepting stops, connections finish their current request
+//!   and close, and whatever is still open after `close_grace` is cut.
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::net::TcpListener;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::app::App;
 use crate::config::WebLimits;
+use crate::exposition::Format;
+
+/// Kernel listen backlog: where connections above `max_connections` wait.
+const LISTEN_BACKLOG: i32 = 1024;
+/// hyper refuses a read buffer smaller than this (`MINIMUM_MAX_BUFFER_SIZE`
+/// in hyper's `proto/h1/io.rs`) and panics when asked for less.
+const HYPER_MIN_BUF_SIZE: usize = 8192;
+/// Above this the semaphore arithmetic would overflow; no host serves that
+/// many Prometheus scrapers.
+const MAX_CONNECTIONS_CAP: usize = 1 << 20;
+/// Pause after an accept error that is not about one connection (out of file
+/// descriptors, out of memory), so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Slack on top of `close_grace` for the last connection tasks to notice
+/// their deadline and release their slot.
+const DRAIN_SLACK: Duration = Duration::from_millis(500);
+
+const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
+const TEXT_HTML: &str = "text/html; charset=utf-8";
+const ALLOWED_METHODS: &str = "GET, HEAD";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error("invalid listen address {0:?}: {1}")]
     Address(String, String),
+    #[error("no listen address given")]
+    NoAddress,
+    #[error("cannot resolve listen address {0:?}: {1}")]
+    Resolve(String, std::io::Error),
     #[error("cannot listen on {0}: {1}")]
     Bind(String, std::io::Error),
 }
 
-/// Binds every listen address (`:9879`, `0.0.0.0:9879`, `[::1]:9879`).
+/// Everything [`serve_with`] needs besides the listeners and the state.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub limits: WebLimits,
+    /// A connection older than this closes after its current response
+    /// (keep-alive clients simply reconnect).
+    pub max_connection_age: Duration,
+    /// How long a connection told to close (shutdown or age) may take to
+    /// finish its response before it is cut; also bounds the shutdown drain.
+    pub close_grace: Duration,
+}
+
+impl ServeOptions {
+    pub fn new(limits: WebLimits) -> Self {
+        ServeOptions {
+            limits,
+            max_connection_age: Duration::from_secs(60),
+            close_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One parsed `--web.listen-address`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ListenSpec {
+    /// `:PORT`: every interface, IPv6 dual-stack when the host has IPv6.
+    AllInterfaces(u16),
+    /// An IP literal: `0.0.0.0:9879`, `127.0.0.1:9879`, `[::1]:9879`.
+    Socket(SocketAddr),
+    /// A host name (`localhost:9879`), resolved at bind time.
+    Host(String, u16),
+}
+
+/// Parses a listen address the way Prometheus exporters spell them
+/// (Go's `host:port`, IPv6 in brackets, empty host for every interface).
+fn parse_listen_address(text: &str) -> Result<ListenSpec, ServerError> {
+    let invalid = |why: &str| ServerError::Address(text.to_string(), why.to_string());
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(ListenSpec::Socket(addr));
+    }
+    if text.starts_with('[') {
+        return Err(invalid(
+            "expected [IPv6]:PORT with an IPv6 address and a port, e.g. [::1]:9879",
+        ));
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(invalid(
+            "missing port; write HOST:PORT or :PORT, e.g. :9879",
+        ));
+    };
+    if host.contains(':') {
+        return Err(invalid(
+            "an IPv6 address must be in brackets, e.g. [::1]:9879",
+        ));
+    }
+    let port: u16 = port
+        .parse()
+        .map_err(|_| invalid("the port must be a number from 0 to 65535"))?;
+    if host.is_empty() {
+        return Ok(ListenSpec::AllInterfaces(port));
+    }
+    if let Ok(ip) = host.parse::<Ipv4Addr>() {
+        return Ok(ListenSpec::Socket(SocketAddr::new(IpAddr::V4(ip), port)));
+    }
+    let valid_name = host
+        .split('.')
+        .all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    if !valid_name {
+        return Err(invalid("the host is neither an IP address nor a host name"));
+    }
+    Ok(ListenSpec::Host(host.to_string(), port))
+}
+
+/// Binds every listen address (`:9879`, `0.0.0.0:9879`, `[::1]:9879`,
+/// `localhost:9879`). All addresses are checked before any is bound, so a
+/// typo is reported before anything listens. The bound addresses (port 0
+/// gives a free port) are each listener's `local_addr()`.
 pub async fn bind(addresses: &[String]) -> Result<Vec<TcpListener>, ServerError> {
-    let _ = addresses;
-    Ok(Vec::new())
+    if addresses.is_empty() {
+        return Err(ServerError::NoAddress);
+    }
+    let specs = addresses
+        .iter()
+        .map(|a| parse_listen_address(a).map(|s| (a.as_str(), s)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut listeners = Vec::new();
+    for (text, spec) in specs {
+        match spec {
+            ListenSpec::AllInterfaces(port) => {
+                let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port);
+                let listener = match bind_one(v6) {
+                    Ok(l) => l,
+                    Err(e) if no_such_family(&e) => {
+                        let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+                        tracing::debug!(error = %e, "no IPv6 here; listening on IPv4 only");
+                        bind_one(v4).map_err(|e| ServerError::Bind(format!("{text} ({v4})"), e))?
+                    }
+                    Err(e) => return Err(ServerError::Bind(format!("{text} ({v6})"), e)),
+                };
+                listeners.push(listener);
+            }
+            ListenSpec::Socket(addr) => {
+                let listener =
+                    bind_one(addr).map_err(|e| ServerError::Bind(text.to_string(), e))?;
+                listeners.push(listener);
+            }
+            ListenSpec::Host(host, port) => {
+                let mut resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+                    .await
+                    .map_err(|e| ServerError::Resolve(text.to_string(), e))?
+                    .collect();
+                resolved.sort();
+                resolved.dedup();
+                // `localhost` often resolves to ::1 too; a host without IPv6
+                // still listens on what it has.
+                let mut bound = 0;
+                let mut last_error = None;
+                for addr in resolved {
+                    match bind_one(addr) {
+                        Ok(l) => {
+                            listeners.push(l);
+                            bound += 1;
+                        }
+                        Err(e) if no_such_family(&e) => {
+                            tracing::debug!(%addr, error = %e, "skipping an address this host cannot use");
+                            last_error = Some((addr, e));
+                        }
+                        Err(e) => return Err(ServerError::Bind(format!("{text} ({addr})"), e)),
+                    }
+                }
+                if bound == 0 {
+                    return Err(match last_error {
+                        Some((addr, e)) => ServerError::Bind(format!("{text} ({addr})"), e),
+                        None => ServerError::Address(
+                            text.to_string(),
+                            "the host name resolves to no address".into(),
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    Ok(listeners)
+}
+
+/// An address family or address this host does not have (IPv6 disabled,
+/// `::1` absent).
+fn no_such_family(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL | libc::EPROTONOSUPPORT)
+    )
+}
+
+fn bind_one(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if addr.is_ipv6() {
+        // `[::]` serves IPv4 too (as Go's listeners do), whatever the
+        // `net.ipv6.bindv6only` sysctl says; a specific address is unaffected.
+        socket.set_only_v6(!addr.ip().is_unspecified())?;
+    }
+    // A restart must not fail on connections of the previous process still
+    // in TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&SockAddr::from(addr))?;
+    socket.listen(LISTEN_BACKLOG)?;
+    TcpListener::from_std(socket.into())
 }
 
 /// Serves until `shutdown` resolves, then drains open connections.
@@ -31,7 +249,511 @@ pub async fn serve(
     limits: WebLimits,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
-    let _ = (listeners, app, limits);
+    serve_with(listeners, app, ServeOptions::new(limits), shutdown).await
+}
+
+/// [`serve`] with every limit explicit (tests shorten the timeouts).
+pub async fn serve_with(
+    listeners: Vec<TcpListener>,
+    app: Arc<App>,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServerError> {
+    let slots_total = options.limits.max_connections.clamp(1, MAX_CONNECTIONS_CAP);
+    let slots = Arc::new(Semaphore::new(slots_total));
+    let http = Arc::new(http1_builder(&options.limits));
+    let timing = ConnectionTiming {
+        max_age: options.max_connection_age,
+        grace: options.close_grace,
+    };
+    // `true` once shutting down; a dropped sender (serve cancelled) also
+    // stops everything.
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    let mut acceptors = Vec::with_capacity(listeners.len());
+    for listener in listeners {
+        match listener.local_addr() {
+            Ok(addr) => tracing::info!(address = %addr, "listening"),
+            Err(e) => tracing::debug!(error = %e, "listening (address unknown)"),
+        }
+        acceptors.push(tokio::spawn(accept_loop(
+            listener,
+            app.clone(),
+            http.clone(),
+            slots.clone(),
+            timing,
+            stop_rx.clone(),
+        )));
+    }
+    drop(stop_rx);
+
     shutdown.await;
+    stop_tx.send_replace(true);
+    for acceptor in acceptors {
+        if let Err(e) = acceptor.await {
+            tracing::warn!(error = %e, "an accept loop ended abnormally");
+        }
+    }
+    // The listeners are closed now. Every connection holds one slot, so
+    // getting every slot back means every connection has closed.
+    let all = u32::try_from(slots_total).unwrap_or(u32::MAX);
+    match tokio::time::timeout(timing.grace + DRAIN_SLACK, slots.acquire_many(all)).await {
+        Ok(_) => tracing::debug!("all connections closed"),
+        Err(_) => {
+            tracing::warn!("some connections were still open after the shutdown grace period")
+        }
+    }
     Ok(())
+}
+
+fn http1_builder(limits: &WebLimits) -> http1::Builder {
+    let mut b = http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_header_size(limits.max_request_bytes)
+        .max_buf_size(limits.max_request_bytes.max(HYPER_MIN_BUF_SIZE))
+        .keep_alive(true);
+    b
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ConnectionTiming {
+    max_age: Duration,
+    grace: Duration,
+}
+
+/// Resolves once shutdown has begun (or the server is gone).
+async fn stopping(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    app: Arc<App>,
+    http: Arc<http1::Builder>,
+    slots: Arc<Semaphore>,
+    timing: ConnectionTiming,
+    mut stop: watch::Receiver<bool>,
+) {
+    // Said once per episode of resource exhaustion, not per failed accept.
+    let mut exhausted = false;
+    loop {
+        // A slot first, then accept: above the cap, connections wait in the
+        // kernel's backlog instead of being accepted and dropped.
+        let permit = tokio::select! {
+            biased;
+            _ = stopping(&mut stop) => return,
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => return, // the semaphore is never closed
+            },
+        };
+        let accepted = tokio::select! {
+            biased;
+            _ = stopping(&mut stop) => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                exhausted = false;
+                // Responses are written whole; Nagle would only delay them.
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(serve_connection(
+                    stream,
+                    peer,
+                    app.clone(),
+                    http.clone(),
+                    timing,
+                    stop.clone(),
+                    permit,
+                ));
+            }
+            Err(e) if is_connection_error(&e) => {
+                tracing::debug!(error = %e, "accept failed for one connection");
+            }
+            Err(e) => {
+                if !exhausted {
+                    tracing::warn!(error = %e, "cannot accept connections; retrying");
+                    exhausted = true;
+                }
+                drop(permit);
+                tokio::select! {
+                    _ = stopping(&mut stop) => return,
+                    _ = tokio::time::sleep(ACCEPT_BACKOFF) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Errors that concern one connection only (the peer went away before we
+/// accepted it).
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    app: Arc<App>,
+    http: Arc<http1::Builder>,
+    timing: ConnectionTiming,
+    mut stop: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let service = service_fn(move |req: Request<Incoming>| {
+        let has_body = !req.body().is_end_stream();
+        std::future::ready(Ok::<_, Infallible>(respond(
+            &app,
+            req.method(),
+            req.uri().path(),
+            req.headers(),
+            has_body,
+        )))
+    });
+    let conn = http.serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    let finished = tokio::select! {
+        result = conn.as_mut() => Some(result),
+        _ = stopping(&mut stop) => None,
+        _ = tokio::time::sleep(timing.max_age) => None,
+    };
+    let result = match finished {
+        Some(result) => result,
+        None => {
+            // Finish the request in progress (if any), then close.
+            conn.as_mut().graceful_shutdown();
+            match tokio::time::timeout(timing.grace, conn.as_mut()).await {
+                Ok(result) => result,
+                Err(_) => {
+                    tracing::debug!(%peer, "connection did not finish in time; closing it");
+                    Ok(())
+                }
+            }
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Metrics,
+    Health,
+    Landing,
+}
+
+/// The whole routing table. Pure: the request's parts in, a response out.
+fn respond(
+    app: &App,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    has_body: bool,
+) -> Response<Full<Bytes>> {
+    let mut response = route_request(app, method, path, headers, has_body);
+    if has_body {
+        // The body was not read; the connection cannot carry another request.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+fn route_request(
+    app: &App,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    has_body: bool,
+) -> Response<Full<Bytes>> {
+    let route = match path {
+        "/metrics" => Route::Metrics,
+        "/healthz" => Route::Health,
+        "/" => Route::Landing,
+        _ => return simple(StatusCode::NOT_FOUND, "not found\n"),
+    };
+    let head = match *method {
+        Method::GET => false,
+        Method::HEAD => true,
+        _ => {
+            let mut r = simple(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(ALLOWED_METHODS));
+            return r;
+        }
+    };
+    if has_body {
+        return simple(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "requests with a body are not accepted\n",
+        );
+    }
+    let (status, content_type, body, metrics_headers) = match route {
+        Route::Metrics => {
+            let format = negotiate_format(headers);
+            let gzip = accepts_gzip(headers);
+            (
+                StatusCode::OK,
+                format.content_type(),
+                app.metrics(format, gzip),
+                Some(gzip),
+            )
+        }
+        Route::Health => {
+            let (healthy, text) = app.health();
+            let status = if healthy {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            (status, TEXT_PLAIN, Bytes::from(text), None)
+        }
+        Route::Landing => (
+            StatusCode::OK,
+            TEXT_HTML,
+            Bytes::from(app.landing_page()),
+            None,
+        ),
+    };
+    let length = body.len();
+    let mut response = Response::new(Full::new(if head { Bytes::new() } else { body }));
+    *response.status_mut() = status;
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if head {
+        // What GET would have sent; hyper keeps an explicit length on HEAD.
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    if let Some(gzip) = metrics_headers {
+        // The representation depends on both request headers.
+        h.insert(
+            header::VARY,
+            HeaderValue::from_static("Accept, Accept-Encoding"),
+        );
+        if gzip {
+            h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+    }
+    response
+}
+
+fn simple(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_PLAIN));
+    r
+}
+
+/// One element of an `Accept` or `Accept-Encoding` list: the lowercased
+/// token, its parameters (lowercased names, unquoted values) and its q-value
+/// (1 when absent, `None` when malformed, which drops the element).
+struct ListItem {
+    token: String,
+    params: Vec<(String, String)>,
+    q: Option<f32>,
+}
+
+fn list_items<'a>(
+    headers: &'a HeaderMap,
+    name: header::HeaderName,
+) -> impl Iterator<Item = ListItem> + 'a {
+    headers
+        .get_all(name)
+        .into_iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|item| {
+            let mut parts = item.split(';');
+            let token = parts.next()?.trim().to_ascii_lowercase();
+            if token.is_empty() {
+                return None;
+            }
+            let mut q = Some(1.0_f32);
+            let mut params = Vec::new();
+            for p in parts {
+                let Some((k, v)) = p.split_once('=') else {
+                    continue;
+                };
+                let k = k.trim().to_ascii_lowercase();
+                let v = v.trim().trim_matches('"').to_string();
+                if k == "q" {
+                    q = v.parse::<f32>().ok().filter(|q| (0.0..=1.0).contains(q));
+                } else {
+                    params.push((k, v));
+                }
+            }
+            Some(ListItem { token, params, q })
+        })
+}
+
+/// OpenMetrics when the client prefers it (q-values honoured; ties go to
+/// OpenMetrics, which the client named explicitly), the Prometheus text
+/// format otherwise, including for unknown or missing `Accept` headers.
+/// OpenMetrics versions 1.0.0 and 0.0.1 (or none) are served as 1.0.0, as
+/// client_golang does; text/plain of any version gets 0.0.4.
+fn negotiate_format(headers: &HeaderMap) -> Format {
+    let mut openmetrics = 0.0_f32;
+    let mut text = 0.0_f32;
+    for item in list_items(headers, header::ACCEPT) {
+        let Some(q) = item.q else { continue };
+        let version = item
+            .params
+            .iter()
+            .find(|(k, _)| k == "version")
+            .map(|(_, v)| v.as_str());
+        match item.token.as_str() {
+            "application/openmetrics-text" => {
+                if matches!(version, None | Some("1.0.0") | Some("0.0.1")) {
+                    openmetrics = openmetrics.max(q);
+                }
+            }
+            "text/plain" | "text/*" | "*/*" => text = text.max(q),
+            _ => {}
+        }
+    }
+    if openmetrics > 0.0 && openmetrics >= text {
+        Format::OpenMetrics
+    } else {
+        Format::Text
+    }
+}
+
+/// Whether `Accept-Encoding` allows gzip (`gzip`, `x-gzip` or `*` with a
+/// q-value above zero, unless gzip itself is refused with `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let mut gzip: Option<f32> = None;
+    let mut any: Option<f32> = None;
+    for item in list_items(headers, header::ACCEPT_ENCODING) {
+        let Some(q) = item.q else { continue };
+        match item.token.as_str() {
+            "gzip" | "x-gzip" => gzip = Some(gzip.map_or(q, |g| g.max(q))),
+            "*" => any = Some(any.map_or(q, |a| a.max(q))),
+            _ => {}
+        }
+    }
+    gzip.or(any).is_some_and(|q| q > 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    fn format_for(accept: &str) -> Format {
+        negotiate_format(&headers(&[("accept", accept)]))
+    }
+
+    #[test]
+    fn prometheus_server_accept_headers_get_openmetrics() {
+        // Prometheus 2.x default scrape Accept header.
+        assert_eq!(
+            format_for("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
+            Format::OpenMetrics
+        );
+        // Prometheus 3.x, with escaping parameters.
+        assert_eq!(
+            format_for("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"),
+            Format::OpenMetrics
+        );
+        assert_eq!(
+            format_for("application/openmetrics-text"),
+            Format::OpenMetrics
+        );
+    }
+
+    #[test]
+    fn text_is_the_default_and_q_values_decide() {
+        assert_eq!(negotiate_format(&HeaderMap::new()), Format::Text);
+        assert_eq!(format_for("*/*"), Format::Text);
+        assert_eq!(format_for("application/json"), Format::Text);
+        assert_eq!(format_for("text/plain;version=0.0.4"), Format::Text);
+        assert_eq!(
+            format_for("text/plain;version=0.0.4, application/openmetrics-text;q=0.5"),
+            Format::Text
+        );
+        assert_eq!(format_for("application/openmetrics-text;q=0"), Format::Text);
+        assert_eq!(
+            format_for("application/openmetrics-text;version=2.0.0"),
+            Format::Text
+        );
+        assert_eq!(
+            format_for("application/openmetrics-text;q=bogus"),
+            Format::Text
+        );
+        assert_eq!(
+            format_for("Application/OpenMetrics-Text; Version=\"1.0.0\"; Q=0.9, text/plain;q=0.8"),
+            Format::OpenMetrics
+        );
+    }
+
+    #[test]
+    fn gzip_negotiation() {
+        let gz = |v: &str| accepts_gzip(&headers(&[("accept-encoding", v)]));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+        assert!(gz("gzip"));
+        assert!(gz("deflate, gzip;q=0.5"));
+        assert!(gz("x-gzip"));
+        assert!(gz("*"));
+        assert!(gz("GZIP"));
+        assert!(!gz("gzip;q=0"));
+        assert!(!gz("gzip;q=0, *"));
+        assert!(!gz("identity"));
+        assert!(!gz("br, deflate"));
+    }
+
+    #[test]
+    fn listen_addresses() {
+        use ListenSpec::*;
+        let ok = |s: &str| parse_listen_address(s).unwrap();
+        assert_eq!(ok(":9879"), AllInterfaces(9879));
+        assert_eq!(ok(":0"), AllInterfaces(0));
+        assert_eq!(ok("0.0.0.0:9879"), Socket("0.0.0.0:9879".parse().unwrap()));
+        assert_eq!(ok("127.0.0.1:1"), Socket("127.0.0.1:1".parse().unwrap()));
+        assert_eq!(ok("[::1]:9879"), Socket("[::1]:9879".parse().unwrap()));
+        assert_eq!(ok("[::]:9879"), Socket("[::]:9879".parse().unwrap()));
+        assert_eq!(ok("localhost:9879"), Host("localhost".into(), 9879));
+        assert_eq!(
+            ok("node-1.example.org:80"),
+            Host("node-1.example.org".into(), 80)
+        );
+        for bad in [
+            "",
+            "9879",
+            ":",
+            ":99999",
+            ":-1",
+            ":http",
+            "::1:9879",
+            "[::1]",
+            "[::1",
+            "[::1]:",
+            "[localhost]:9879",
+            "local host:9879",
+            "a..b:9879",
+            "127.0.0.1:9879 ",
+        ] {
+            assert!(
+                matches!(parse_listen_address(bad), Err(ServerError::Address(..))),
+                "{bad:?} should be refused"
+            );
+        }
+    }
 }

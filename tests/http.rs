@@ -1,0 +1,756 @@
+//! The HTTP server against real sockets: routes, content negotiation, gzip,
+//! limits (header timeout, header size, connection cap, connection age),
+//! graceful shutdown and listen addresses. The client is a plain
+//! `std::net::TcpStream`, so every byte on the wire is the test's choice.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use roce_exporter::app::App;
+use roce_exporter::config::WebLimits;
+use roce_exporter::exposition::BuildInfo;
+use roce_exporter::server::{self, ServeOptions, ServerError};
+use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The generous bound for "eventually": nothing here should come near it.
+const EVENTUALLY: Duration = Duration::from_secs(10);
+
+const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// What a Prometheus 2.x server sends when it scrapes.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+fn app(sequence: u64) -> Arc<App> {
+    let snapshot = Snapshot {
+        sequence,
+        taken_at: (sequence > 0).then(SystemTime::now),
+        sources: vec![
+            SourceStatus {
+                name: "rdma",
+                state: SourceState::Ok,
+                duration: Duration::from_micros(1500),
+                errors: Vec::new(),
+                errors_total: 0,
+            },
+            SourceStatus {
+                name: "netdev",
+                state: SourceState::Unavailable("no netdev <script>".into()),
+                duration: Duration::ZERO,
+                errors: Vec::new(),
+                errors_total: 0,
+            },
+        ],
+        ..Default::default()
+    };
+    Arc::new(App::new(
+        BuildInfo::current(Duration::from_secs(5)),
+        Arc::new(snapshot),
+    ))
+}
+
+fn options() -> ServeOptions {
+    ServeOptions::new(WebLimits::default())
+}
+
+struct Running {
+    addrs: Vec<SocketAddr>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), ServerError>>,
+}
+
+impl Running {
+    fn addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    /// Signals shutdown and waits for `serve` to return.
+    async fn stop(self) -> Result<(), ServerError> {
+        let _ = self.stop.send(());
+        tokio::time::timeout(EVENTUALLY, self.task)
+            .await
+            .expect("serve returns after shutdown")
+            .expect("serve does not panic")
+    }
+}
+
+async fn start(addresses: &[&str], app: Arc<App>, options: ServeOptions) -> Running {
+    let addresses: Vec<String> = addresses.iter().map(|a| a.to_string()).collect();
+    let listeners = server::bind(&addresses).await.expect("bind");
+    let addrs = listeners
+        .iter()
+        .map(|l| l.local_addr().expect("local_addr"))
+        .collect();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(server::serve_with(listeners, app, options, async move {
+        let _ = stopped.await;
+    }));
+    Running { addrs, stop, task }
+}
+
+async fn start_local(app: Arc<App>, options: ServeOptions) -> Running {
+    start(&["127.0.0.1:0"], app, options).await
+}
+
+/// One parsed HTTP/1.1 response.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8(self.body.clone()).expect("UTF-8 body")
+    }
+}
+
+fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&addr, EVENTUALLY)?;
+    s.set_read_timeout(Some(EVENTUALLY))?;
+    s.set_write_timeout(Some(EVENTUALLY))?;
+    Ok(s)
+}
+
+fn request(method: &str, path: &str, headers: &[(&str, &str)], close: bool) -> Vec<u8> {
+    let mut r = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
+    for (k, v) in headers {
+        r.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if close {
+        r.push_str("Connection: close\r\n");
+    }
+    r.push_str("\r\n");
+    r.into_bytes()
+}
+
+/// Reads exactly one response (by Content-Length; HEAD responses have no
+/// body whatever it says).
+fn read_response(s: &mut TcpStream, head_request: bool) -> std::io::Result<Reply> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let header_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                ErrorKind::UnexpectedEof,
+                format!("closed after {} bytes", buf.len()),
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8(buf[..header_end].to_vec()).expect("ASCII head");
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    assert!(status_line.starts_with("HTTP/1.1 "), "{status_line:?}");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = if head_request {
+        0
+    } else {
+        headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .map(|(_, v)| v.parse().expect("numeric content-length"))
+            .expect("content-length")
+    };
+    let mut body = buf[header_end + 4..].to_vec();
+    while body.len() < length {
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::Error::new(ErrorKind::UnexpectedEof, "short body"));
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    assert_eq!(body.len(), length, "no bytes beyond the announced length");
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// One request on a fresh connection that asks to close afterwards; also
+/// checks that the server does close it.
+fn exchange_blocking(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let mut s = connect(addr).expect("connect");
+    s.write_all(&request(method, path, headers, true))
+        .expect("send request");
+    let reply = read_response(&mut s, method == "HEAD").expect("response");
+    assert!(closed(&mut s), "the server closes after Connection: close");
+    reply
+}
+
+async fn exchange(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let method = method.to_string();
+    let path = path.to_string();
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        let h: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        exchange_blocking(addr, &method, &path, &h)
+    })
+    .await
+    .expect("client thread")
+}
+
+async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Reply {
+    exchange(addr, "GET", path, headers).await
+}
+
+/// True when the peer closed the connection (EOF or reset) before
+/// [`EVENTUALLY`], false when it stayed open that long or sent data.
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1024];
+    match s.read(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => matches!(
+            e.kind(),
+            ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe
+        ),
+    }
+}
+
+fn gunzip(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(data)
+        .read_to_end(&mut out)
+        .expect("valid gzip");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_default_to_the_prometheus_text_format() {
+    let server = start_local(app(1), options()).await;
+    for headers in [
+        vec![],
+        vec![("Accept", "*/*")],
+        vec![("Accept", "text/plain;version=0.0.4")],
+        vec![("Accept", "application/json")],
+        vec![(
+            "Accept",
+            "application/openmetrics-text;q=0.2, text/plain;version=0.0.4",
+        )],
+    ] {
+        let r = get(server.addr(), "/metrics", &headers).await;
+        assert_eq!(r.status, 200, "{headers:?}");
+        assert_eq!(
+            r.header("content-type"),
+            Some(TEXT_CONTENT_TYPE),
+            "{headers:?}"
+        );
+        assert_eq!(r.header("content-encoding"), None);
+        assert_eq!(r.header("vary"), Some("Accept, Accept-Encoding"));
+        let body = r.text();
+        assert!(
+            body.contains("# TYPE roce_exporter_build_info gauge\n"),
+            "{body}"
+        );
+        assert!(!body.contains("# EOF"), "{body}");
+    }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_serve_openmetrics_when_asked() {
+    let server = start_local(app(1), options()).await;
+    for accept in [
+        PROMETHEUS_ACCEPT,
+        "application/openmetrics-text",
+        "application/openmetrics-text; version=1.0.0",
+        "text/plain;q=0.5, application/openmetrics-text;version=0.0.1;q=0.6",
+    ] {
+        let r = get(server.addr(), "/metrics", &[("Accept", accept)]).await;
+        assert_eq!(r.status, 200, "{accept}");
+        assert_eq!(
+            r.header("content-type"),
+            Some(OPENMETRICS_CONTENT_TYPE),
+            "{accept}"
+        );
+        let body = r.text();
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        assert!(body.contains("roce_exporter_build_info"), "{body}");
+    }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gzip_round_trips_to_the_plain_body() {
+    let server = start_local(app(1), options()).await;
+    for accept in ["text/plain", PROMETHEUS_ACCEPT] {
+        let plain = get(server.addr(), "/metrics", &[("Accept", accept)]).await;
+        assert_eq!(plain.header("content-encoding"), None);
+        for encoding in ["gzip", "gzip, deflate, br", "deflate;q=1, gzip;q=0.5", "*"] {
+            let gz = get(
+                server.addr(),
+                "/metrics",
+                &[("Accept", accept), ("Accept-Encoding", encoding)],
+            )
+            .await;
+            assert_eq!(gz.status, 200);
+            assert_eq!(gz.header("content-encoding"), Some("gzip"), "{encoding}");
+            assert_eq!(gz.header("vary"), Some("Accept, Accept-Encoding"));
+            assert_eq!(gz.header("content-type"), plain.header("content-type"));
+            assert_eq!(gunzip(&gz.body), plain.body, "{accept} / {encoding}");
+        }
+        let refused = get(
+            server.addr(),
+            "/metrics",
+            &[
+                ("Accept", accept),
+                ("Accept-Encoding", "gzip;q=0, identity"),
+            ],
+        )
+        .await;
+        assert_eq!(refused.header("content-encoding"), None);
+        assert_eq!(refused.body, plain.body);
+    }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_sends_the_headers_of_get_without_a_body() {
+    let server = start_local(app(1), options()).await;
+    for (path, headers) in [
+        ("/metrics", vec![]),
+        ("/metrics", vec![("Accept-Encoding", "gzip")]),
+        ("/metrics", vec![("Accept", PROMETHEUS_ACCEPT)]),
+        ("/healthz", vec![]),
+        ("/", vec![]),
+    ] {
+        let full = get(server.addr(), path, &headers).await;
+        let head = exchange(server.addr(), "HEAD", path, &headers).await;
+        assert_eq!(head.status, full.status, "{path}");
+        assert!(head.body.is_empty());
+        assert_eq!(
+            head.header("content-length"),
+            Some(full.body.len().to_string().as_str()),
+            "{path} {headers:?}"
+        );
+        assert_eq!(head.header("content-type"), full.header("content-type"));
+        assert_eq!(
+            head.header("content-encoding"),
+            full.header("content-encoding")
+        );
+    }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_paths_and_methods() {
+    let server = start_local(app(1), options()).await;
+    for path in ["/nope", "/metrics/", "/metricsx", "/index.html"] {
+        let r = get(server.addr(), path, &[]).await;
+        assert_eq!(r.status, 404, "{path}");
+        assert_eq!(r.text(), "not found\n");
+    }
+    for (method, path) in [
+        ("POST", "/metrics"),
+        ("PUT", "/healthz"),
+        ("DELETE", "/"),
+        ("OPTIONS", "/metrics"),
+    ] {
+        let r = exchange(server.addr(), method, path, &[("Content-Length", "0")]).await;
+        assert_eq!(r.status, 405, "{method} {path}");
+        assert_eq!(r.header("allow"), Some("GET, HEAD"));
+    }
+    // The query string does not change the route.
+    let r = get(server.addr(), "/metrics?collect[]=x", &[]).await;
+    assert_eq!(r.status, 200);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_a_body_is_refused_and_the_connection_closed() {
+    let server = start_local(app(1), options()).await;
+    let addr = server.addr();
+    let reply = tokio::task::spawn_blocking(move || {
+        let mut s = connect(addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
+            .unwrap();
+        let r = read_response(&mut s, false).unwrap();
+        assert!(closed(&mut s));
+        r
+    })
+    .await
+    .unwrap();
+    assert_eq!(reply.status, 413);
+    assert_eq!(reply.header("connection"), Some("close"));
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_is_200_with_a_sample_and_503_before_the_first() {
+    let healthy = start_local(app(3), options()).await;
+    let r = get(healthy.addr(), "/healthz", &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert!(r.text().starts_with("ok, sample 3 taken "), "{}", r.text());
+    healthy.stop().await.unwrap();
+
+    let waiting = start_local(app(0), options()).await;
+    let r = get(waiting.addr(), "/healthz", &[]).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.text(), "no sample yet\n");
+    waiting.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn landing_page_shows_version_and_sources_escaped() {
+    let server = start_local(app(1), options()).await;
+    let r = get(server.addr(), "/", &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    let html = r.text();
+    assert!(
+        html.contains(&format!(
+            "<h1>roce_exporter {}</h1>",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{html}"
+    );
+    assert!(html.contains("<td>rdma</td><td>ok</td>"), "{html}");
+    assert!(
+        html.contains("<td>netdev</td><td>unavailable</td>"),
+        "{html}"
+    );
+    assert!(html.contains("no netdev &lt;script&gt;"), "{html}");
+    assert!(!html.contains("<script>"), "{html}");
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_scrapes_get_the_same_body() {
+    let server = start_local(app(1), options()).await;
+    let addr = server.addr();
+    let clients: Vec<_> = (0..50)
+        .map(|i| {
+            tokio::task::spawn_blocking(move || {
+                let accept = if i % 2 == 0 {
+                    "text/plain"
+                } else {
+                    PROMETHEUS_ACCEPT
+                };
+                exchange_blocking(addr, "GET", "/metrics", &[("Accept", accept)])
+            })
+        })
+        .collect();
+    let mut bodies = (None, None);
+    for (i, c) in clients.into_iter().enumerate() {
+        let r = c.await.expect("client");
+        assert_eq!(r.status, 200);
+        let slot = if i % 2 == 0 {
+            &mut bodies.0
+        } else {
+            &mut bodies.1
+        };
+        match slot {
+            None => *slot = Some(r.body),
+            Some(first) => assert_eq!(*first, r.body, "client {i}"),
+        }
+    }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_works_and_is_bounded_by_connection_age() {
+    let mut opts = options();
+    opts.limits.header_read_timeout = Duration::from_secs(30);
+    opts.max_connection_age = Duration::from_secs(1);
+    opts.close_grace = Duration::from_secs(1);
+    let server = start_local(app(1), opts).await;
+    let addr = server.addr();
+    tokio::task::spawn_blocking(move || {
+        let mut s = connect(addr).unwrap();
+        for _ in 0..3 {
+            s.write_all(&request("GET", "/healthz", &[], false))
+                .unwrap();
+            assert_eq!(read_response(&mut s, false).unwrap().status, 200);
+        }
+        assert!(
+            closed(&mut s),
+            "an idle connection is closed at its age limit"
+        );
+    })
+    .await
+    .unwrap();
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_stalling_in_its_headers_is_cut_off() {
+    let mut opts = options();
+    opts.limits.header_read_timeout = Duration::from_millis(300);
+    let server = start_local(app(1), opts).await;
+    let addr = server.addr();
+    tokio::task::spawn_blocking(move || {
+        let mut s = connect(addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")
+            .unwrap();
+        assert!(closed(&mut s), "closed at the header read timeout");
+        // Also a connection that never sends a byte.
+        let mut silent = connect(addr).unwrap();
+        assert!(closed(&mut silent));
+        // And a keep-alive connection idle after its response: the timer
+        // restarts for the next request's headers.
+        let mut idle = connect(addr).unwrap();
+        idle.write_all(&request("GET", "/healthz", &[], false))
+            .unwrap();
+        assert_eq!(read_response(&mut idle, false).unwrap().status, 200);
+        assert!(closed(&mut idle), "an idle keep-alive connection is closed");
+    })
+    .await
+    .unwrap();
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn others_are_served_while_a_client_stalls() {
+    let mut opts = options();
+    opts.limits.header_read_timeout = Duration::from_secs(30);
+    let server = start_local(app(1), opts).await;
+    let addr = server.addr();
+    let mut stalled = tokio::task::spawn_blocking(move || {
+        let mut s = connect(addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+            .unwrap();
+        s
+    })
+    .await
+    .unwrap();
+    let r = get(addr, "/metrics", &[]).await;
+    assert_eq!(r.status, 200);
+    // The stalled request still completes once its headers arrive.
+    let r = tokio::task::spawn_blocking(move || {
+        stalled
+            .write_all(b"1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        read_response(&mut stalled, false).unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn above_the_connection_cap_clients_wait_for_a_free_slot() {
+    let mut opts = options();
+    opts.limits.max_connections = 1;
+    opts.limits.header_read_timeout = Duration::from_millis(300);
+    let server = start_local(app(1), opts).await;
+    let addr = server.addr();
+    tokio::task::spawn_blocking(move || {
+        // Holds the only slot until the header timeout cuts it.
+        let mut stalled = connect(addr).unwrap();
+        stalled.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        // Waits in the backlog, then is served.
+        let r = exchange_blocking(addr, "GET", "/healthz", &[]);
+        assert_eq!(r.status, 200);
+        // The server closed the stalled connection before it took the
+        // second one, so its end-of-stream is already here (loopback
+        // delivers in order of sending; this is not a timing bound).
+        stalled.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 16];
+        assert!(
+            matches!(stalled.read(&mut b), Ok(0)),
+            "the second client was served only after the first one's slot was freed"
+        );
+    })
+    .await
+    .unwrap();
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_headers_are_refused() {
+    let mut opts = options();
+    opts.limits.max_request_bytes = 8192;
+    let server = start_local(app(1), opts).await;
+    let addr = server.addr();
+    tokio::task::spawn_blocking(move || {
+        let mut s = connect(addr).unwrap();
+        let mut req = b"GET /metrics HTTP/1.1\r\nHost: t\r\nX-Filler: ".to_vec();
+        req.extend(std::iter::repeat_n(b'a', 64 * 1024));
+        req.extend_from_slice(b"\r\n\r\n");
+        // The server may close while we still write: that is a refusal too.
+        let _ = s.write_all(&req);
+        let mut answer = Vec::new();
+        match s.read_to_end(&mut answer) {
+            Ok(_) => {
+                if !answer.is_empty() {
+                    assert!(
+                        answer.starts_with(b"HTTP/1.1 431 "),
+                        "{}",
+                        String::from_utf8_lossy(&answer)
+                    );
+                }
+            }
+            Err(e) => assert!(
+                matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe),
+                "{e}"
+            ),
+        }
+    })
+    .await
+    .unwrap();
+    // Headers within the limit are fine.
+    let filler = "b".repeat(4000);
+    let r = get(addr, "/healthz", &[("X-Filler", filler.as_str())]).await;
+    assert_eq!(r.status, 200);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_completes_the_request_in_flight() {
+    let mut opts = options();
+    opts.limits.header_read_timeout = Duration::from_secs(30);
+    opts.close_grace = Duration::from_secs(5);
+    let server = start_local(app(1), opts).await;
+    let addr = server.addr();
+    let expected = get(addr, "/metrics", &[]).await.body;
+
+    // A request half sent when shutdown starts. The listen queue is FIFO:
+    // once a later connection has been served, this one was accepted.
+    let mut in_flight = tokio::task::spawn_blocking(move || {
+        let mut s = connect(addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")
+            .unwrap();
+        s
+    })
+    .await
+    .unwrap();
+    assert_eq!(get(addr, "/healthz", &[]).await.status, 200);
+
+    let Running { stop, task, .. } = server;
+    stop.send(()).unwrap();
+    let reply = tokio::task::spawn_blocking(move || {
+        in_flight.write_all(b"\r\n").unwrap();
+        let r = read_response(&mut in_flight, false).unwrap();
+        assert!(closed(&mut in_flight), "closed after the last response");
+        r
+    })
+    .await
+    .unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, expected);
+    tokio::time::timeout(EVENTUALLY, task)
+        .await
+        .expect("serve returns")
+        .expect("no panic")
+        .expect("no error");
+    assert!(
+        TcpStream::connect_timeout(&addr, EVENTUALLY).is_err(),
+        "nothing listens after shutdown"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cuts_connections_that_do_not_finish() {
+    let mut opts = options();
+    opts.limits.header_read_timeout = Duration::from_secs(30);
+    opts.close_grace = Duration::from_millis(300);
+    let server = start_local(app(1), opts).await;
+    let addr = server.addr();
+    let mut stuck = tokio::task::spawn_blocking(move || {
+        let mut s = connect(addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+        s
+    })
+    .await
+    .unwrap();
+    assert_eq!(get(addr, "/healthz", &[]).await.status, 200);
+    server.stop().await.unwrap();
+    assert!(tokio::task::spawn_blocking(move || closed(&mut stuck))
+        .await
+        .unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_loopback() {
+    let listeners = match server::bind(&["[::1]:0".to_string()]).await {
+        Ok(l) => l,
+        Err(ServerError::Bind(_, e)) => {
+            eprintln!("skipped: no IPv6 loopback here ({e})");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let addr = listeners[0].local_addr().unwrap();
+    assert!(addr.is_ipv6());
+    drop(listeners);
+    let server = start(&[&addr.to_string()], app(1), options()).await;
+    let r = get(server.addr(), "/healthz", &[]).await;
+    assert_eq!(r.status, 200);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_interfaces_and_host_names() {
+    let server = start(&[":0", "localhost:0"], app(1), options()).await;
+    assert!(server.addrs.len() >= 2, "{:?}", server.addrs);
+    assert!(server.addrs[0].ip().is_unspecified());
+    let port = server.addrs[0].port();
+    // `:PORT` takes IPv4 clients whether it bound [::] or 0.0.0.0.
+    let r = get(SocketAddr::from(([127, 0, 0, 1], port)), "/healthz", &[]).await;
+    assert_eq!(r.status, 200);
+    for addr in &server.addrs[1..] {
+        assert!(addr.ip().is_loopback(), "{addr}");
+        assert_eq!(get(*addr, "/healthz", &[]).await.status, 200);
+    }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_listen_addresses_are_refused_before_binding() {
+    for bad in ["9879", "::1:9879", "[::1]", ":99999", "127.0.0.1:port", ""] {
+        let err = server::bind(&["127.0.0.1:0".to_string(), bad.to_string()])
+            .await
+            .expect_err(bad);
+        assert!(matches!(err, ServerError::Address(..)), "{bad}: {err}");
+        assert!(err.to_string().contains("invalid listen address"), "{err}");
+    }
+    assert!(matches!(
+        server::bind(&[]).await,
+        Err(ServerError::NoAddress)
+    ));
+    // Taken port: a clear bind error.
+    let first = server::bind(&["127.0.0.1:0".to_string()]).await.unwrap();
+    let taken = first[0].local_addr().unwrap().to_string();
+    let err = server::bind(std::slice::from_ref(&taken))
+        .await
+        .expect_err("port in use");
+    assert!(matches!(err, ServerError::Bind(..)), "{err}");
+}
