@@ -7,6 +7,7 @@ use crate::snapshot::{Snapshot, SourceState};
 
 pub mod netdev;
 pub mod rdma;
+pub mod rdma_netlink;
 pub mod topology;
 
 /// One part of the host, read once per sample.

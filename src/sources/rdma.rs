@@ -3,6 +3,7 @@
 
 use roce_rdma::{DeviceFilter, RdmaReader, SysfsOnly};
 
+use super::rdma_netlink::NetlinkHwCounters;
 use super::Source;
 use crate::config::Config;
 use crate::host::HostPaths;
@@ -10,6 +11,9 @@ use crate::snapshot::{Snapshot, SourceState};
 
 pub struct RdmaSource {
     reader: RdmaReader,
+    /// `None`: sysfs `hw_counters/` only (`sources.rdma_netlink` off, or
+    /// the paths are not the running kernel's).
+    netlink: Option<NetlinkHwCounters>,
 }
 
 impl RdmaSource {
@@ -18,9 +22,21 @@ impl RdmaSource {
             include: config.devices.include.clone(),
             exclude: config.devices.exclude.clone(),
         };
+        let netlink = config
+            .sources
+            .rdma_netlink
+            .enabled(paths.is_live())
+            .then(|| NetlinkHwCounters::new(config.sources.netlink_timeout));
         RdmaSource {
             reader: RdmaReader::new(paths.sysfs.clone(), filter),
+            netlink,
         }
+    }
+
+    /// Netlink requests made during the last sample (0 when netlink is
+    /// off): one per port once the device list is cached.
+    pub fn netlink_requests(&self) -> u64 {
+        self.netlink.as_ref().map_or(0, |n| n.requests)
     }
 }
 
@@ -30,7 +46,15 @@ impl Source for RdmaSource {
     }
 
     fn sample(&mut self, snapshot: &mut Snapshot, errors: &mut Vec<String>) -> SourceState {
-        let rdma = self.reader.read(&mut SysfsOnly);
+        let rdma = match &mut self.netlink {
+            Some(netlink) => {
+                netlink.begin_sample();
+                let rdma = self.reader.read(netlink);
+                errors.extend(netlink.take_errors());
+                rdma
+            }
+            None => self.reader.read(&mut SysfsOnly),
+        };
         errors.extend(rdma.errors.iter().map(|e| e.to_string()));
         let state = if rdma.devices.is_empty() {
             SourceState::Unavailable("no RDMA device in /sys/class/infiniband".into())
