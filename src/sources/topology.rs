@@ -1,16 +1,62 @@
-//! The topology source (skeleton: lands with its issue).
+//! The topology source: GPU-NIC PCIe placement, link training, ACS and
+//! GPUDirect readiness (`roce-topology`), for the RDMA devices the RDMA
+//! source found (it runs first). NVML is asked only when
+//! `sources.nvml` allows it (`auto`: when `--path.sysfs` is this host's);
+//! its absence is logged once per change of state, never per sample.
+
+use std::path::PathBuf;
+
+use roce_topology::nvml::{GpuLibrary, NoNvml, Nvml, NvmlState};
+use roce_topology::{NicRef, TopologyReader, DEFAULT_LIBRARY_DIRS};
 
 use super::Source;
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
 
-pub struct TopologySource {}
+pub struct TopologySource {
+    reader: TopologyReader,
+    /// The NVML state last logged (its label), to log changes only.
+    nvml_logged: Option<&'static str>,
+}
 
 impl TopologySource {
-    pub fn new(_config: &Config, _paths: &HostPaths) -> Self {
-        TopologySource {}
+    pub fn new(config: &Config, paths: &HostPaths) -> Self {
+        let live = paths.is_live();
+        let nvml: Box<dyn GpuLibrary> = if config.sources.nvml.enabled(live) {
+            Box::new(Nvml::new())
+        } else {
+            Box::new(NoNvml)
+        };
+        TopologySource {
+            reader: TopologyReader::new(
+                paths.sysfs.clone(),
+                paths.procfs.clone(),
+                library_dirs(paths, live),
+                nvml,
+            ),
+            nvml_logged: None,
+        }
     }
+}
+
+/// Where libibverbs is looked for: the host's library directories, or, for
+/// a tree of another host (`--path.sysfs` not `/sys`), the same directories
+/// under the tree's root (the parent of its `sys`), so that a recorded tree
+/// carries its own rdma-core.
+fn library_dirs(paths: &HostPaths, live: bool) -> Vec<PathBuf> {
+    let root = if live {
+        PathBuf::from("/")
+    } else {
+        match paths.sysfs.parent() {
+            Some(p) => p.to_path_buf(),
+            None => return Vec::new(),
+        }
+    };
+    DEFAULT_LIBRARY_DIRS
+        .iter()
+        .map(|d| root.join(d.trim_start_matches('/')))
+        .collect()
 }
 
 impl Source for TopologySource {
@@ -18,7 +64,38 @@ impl Source for TopologySource {
         "topology"
     }
 
-    fn sample(&mut self, _snapshot: &mut Snapshot, _errors: &mut Vec<String>) -> SourceState {
-        SourceState::Disabled("not implemented yet".into())
+    fn sample(&mut self, snapshot: &mut Snapshot, errors: &mut Vec<String>) -> SourceState {
+        let nics: Vec<NicRef> = snapshot
+            .rdma
+            .iter()
+            .flat_map(|r| r.devices.iter())
+            .filter_map(|d| {
+                Some(NicRef {
+                    name: d.name.clone(),
+                    pci_address: d.pci_address.clone()?,
+                })
+            })
+            .collect();
+        let topo = self.reader.read(&nics);
+        errors.extend(topo.errors.iter().map(|e| e.to_string()));
+        let label = topo.nvml.as_str();
+        if self.nvml_logged != Some(label) {
+            match &topo.nvml {
+                NvmlState::Absent(why) => {
+                    tracing::info!(reason = %why, "NVML absent: GPUs are reported from sysfs only")
+                }
+                NvmlState::Failed(why) => tracing::warn!(error = %why, "NVML query failed"),
+                NvmlState::Present(n) => tracing::info!(gpus = n, "NVML present"),
+                NvmlState::NotUsed => {}
+            }
+            self.nvml_logged = Some(label);
+        }
+        let state = if topo.gpus.is_empty() && topo.nics.is_empty() {
+            SourceState::Unavailable("no GPU and no RDMA device in the PCI tree".into())
+        } else {
+            SourceState::Ok
+        };
+        snapshot.topology = Some(topo);
+        state
     }
 }

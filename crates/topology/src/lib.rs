@@ -1,8 +1,20 @@
 //! GPU-NIC topology from the sysfs PCI tree: the path class of every
-//! GPU-NIC pair, NUMA nodes, PCIe link speed and width against their maximum,
-//! ACS on the path, and whether GPUDirect RDMA can work. (Skeleton: the
-//! readers land with issue 4.)
+//! GPU-NIC pair (as `nvidia-smi topo -m` names them), NUMA nodes, PCIe link
+//! speed and width against what both ends of each link support, ACS P2P
+//! request redirect on the bridges between a GPU and its nearest NIC,
+//! whether GPUDirect RDMA can work, and NVML's name and UUID of each GPU.
+//!
+//! The crate reads files only (and NVML through [`nvml::GpuLibrary`]); it
+//! knows nothing of Prometheus. The RDMA devices come from the caller (the
+//! RDMA source ran first and knows their PCI functions).
 
-/// Everything read about the PCI topology in one sample.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TopologySnapshot {}
+pub mod acs;
+pub mod gpudirect;
+pub mod nvml;
+pub mod path;
+pub mod pci;
+mod reader;
+mod types;
+
+pub use reader::{TopologyReader, DEFAULT_LIBRARY_DIRS};
+pub use types::*;
