@@ -1,8 +1,377 @@
-//! Families of the netdev source (skeleton: lands with its issue).
+//! Families of the netdev source: PFC and link pause, pause storms,
+//! discards, ECN marks (ethtool statistics mapped by
+//! `roce_netdev::mapping::RULES`), raw ethtool counters chosen in the
+//! config, and the configuration read back (MTU, speed, operstate, PFC and
+//! ECN enable, trust, DSCP map). Every series carries `netdev`, and
+//! `device`/`port` of the RDMA port the netdev backs (empty for
+//! `netdevs.extra` ones).
 
-use super::{Family, FamilySamples};
+use roce_netdev::mapping::{Kind as RuleKind, Scale, RULES};
+use roce_netdev::{DcbOutcome, Meaning, Netdev, StatValue};
+
+use super::{Family, FamilySamples, FamilyUnit, Kind};
 use crate::snapshot::Snapshot;
 
-pub const FAMILIES: &[Family] = &[];
+const ETHTOOL_SOURCE: &str = "ethtool statistics (SIOCETHTOOL ETHTOOL_GSTATS), mapped per driver";
 
-pub fn collect(_snapshot: &Snapshot, _out: &mut Vec<FamilySamples>) {}
+pub const PFC_PAUSE_FRAMES: Family = Family {
+    base: "roce_pfc_pause_frames",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "priority", "direction"],
+    help: "PFC pause frames (XOFF and XON) of one priority, received (rx: the peer paused us) or sent (tx: we paused the peer).",
+    source: ETHTOOL_SOURCE,
+};
+pub const PFC_PAUSE_DURATION: Family = Family {
+    base: "roce_pfc_pause_duration",
+    kind: Kind::Counter,
+    unit: Some(FamilyUnit::Seconds),
+    labels: &["netdev", "device", "port", "priority", "direction"],
+    help:
+        "Time one priority spent paused by PFC (drivers count microseconds; converted to seconds).",
+    source: ETHTOOL_SOURCE,
+};
+pub const PFC_PAUSE_TRANSITIONS: Family = Family {
+    base: "roce_pfc_pause_transitions",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "priority", "direction"],
+    help: "Transitions of one priority between paused and not paused.",
+    source: ETHTOOL_SOURCE,
+};
+pub const LINK_PAUSE_FRAMES: Family = Family {
+    base: "roce_link_pause_frames",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "direction"],
+    help: "IEEE 802.3x global pause frames (XOFF and XON). Standard pause statistics (ethtool netlink) where the driver has them, else the driver's ethtool counters.",
+    source: "ethtool netlink ETHTOOL_MSG_PAUSE_GET with ETHTOOL_FLAG_STATS; ethtool statistics mapped per driver",
+};
+pub const PAUSE_STORM_EVENTS: Family = Family {
+    base: "roce_pause_storm_events",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "severity"],
+    help: "Pause storm detections: mlx5 warning/error (the NIC stalled sending pause), bnxt_en continuous/continuous_roce pause events.",
+    source: ETHTOOL_SOURCE,
+};
+pub const DISCARDS: Family = Family {
+    base: "roce_netdev_discards",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "reason", "priority"],
+    help: "Packets the NIC dropped, by reason (rx_port, tx_port, rx_no_buffer, rx_congestion, rx_out_of_buffer, rx_ring, tx_ring, rx_missed, tx_link_down); priority is set for per-priority counters.",
+    source: ETHTOOL_SOURCE,
+};
+pub const ECN_MARKED: Family = Family {
+    base: "roce_netdev_ecn_marked_packets",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "priority"],
+    help: "Packets of one priority received with the ECN congestion-experienced mark (all traffic of the port, RoCE included).",
+    source: ETHTOOL_SOURCE,
+};
+pub const ETHTOOL_STAT: Family = Family {
+    base: "roce_netdev_ethtool_stat",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "stat"],
+    help: "An ethtool counter without a mapped meaning, exported under its driver name because netdevs.export_raw_ethtool lists it.",
+    source: "ethtool statistics (SIOCETHTOOL ETHTOOL_GSTATS)",
+};
+pub const MTU: Family = Family {
+    base: "roce_netdev_mtu",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::Bytes),
+    labels: &["netdev", "device", "port"],
+    help: "Netdev MTU.",
+    source: "/sys/class/net/<netdev>/mtu",
+};
+pub const SPEED: Family = Family {
+    base: "roce_netdev_speed",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::BytesPerSecond),
+    labels: &["netdev", "device", "port"],
+    help: "Netdev link speed in bytes per second (absent when the kernel does not know it).",
+    source: "/sys/class/net/<netdev>/speed (Mb/s)",
+};
+pub const INFO: Family = Family {
+    base: "roce_netdev_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "driver", "operstate"],
+    help: "Netdev behind an RDMA port (value 1) with its driver and operational state.",
+    source: "/sys/class/net/<netdev>/{operstate,device/driver}",
+};
+pub const PFC_ENABLED: Family = Family {
+    base: "roce_pfc_enabled",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "priority"],
+    help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0.",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_PFC",
+};
+pub const ECN_ENABLED: Family = Family {
+    base: "roce_ecn_enabled",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "priority", "role"],
+    help: "1 when RoCE ECN (DCQCN) is enabled on the priority for the notification point (role=np) or reaction point (role=rp). mlx5 only.",
+    source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/enable/<priority>",
+};
+pub const QOS_TRUST: Family = Family {
+    base: "roce_qos_trust_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "trust"],
+    help: "Packet field the port classifies priority by (value 1): from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp.",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE",
+};
+pub const DSCP_PRIORITY: Family = Family {
+    base: "roce_qos_dscp_priority",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "dscp"],
+    help: "Priority a DSCP value maps to (DCB APP table, selector DSCP).",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_APP_TABLE",
+};
+pub const DCB_SUPPORTED: Family = Family {
+    base: "roce_netdev_dcb_supported",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port"],
+    help: "1 when the netdev answers DCB queries, 0 when it has no DCB support (not an error).",
+    source: "rtnetlink RTM_GETDCB (EOPNOTSUPP = unsupported)",
+};
+
+pub const FAMILIES: &[Family] = &[
+    PFC_PAUSE_FRAMES,
+    PFC_PAUSE_DURATION,
+    PFC_PAUSE_TRANSITIONS,
+    LINK_PAUSE_FRAMES,
+    PAUSE_STORM_EVENTS,
+    DISCARDS,
+    ECN_MARKED,
+    ETHTOOL_STAT,
+    MTU,
+    SPEED,
+    INFO,
+    PFC_ENABLED,
+    ECN_ENABLED,
+    QOS_TRUST,
+    DSCP_PRIORITY,
+    DCB_SUPPORTED,
+];
+
+/// Index of a family in [`FAMILIES`] (the order `collect` fills them).
+fn idx(f: &Family) -> usize {
+    FAMILIES.iter().position(|g| g.base == f.base).unwrap_or(0)
+}
+
+/// Mapping of driver ethtool names to these families, for the metric
+/// reference.
+pub fn reference_markdown() -> String {
+    let mut out = String::from(
+        "Mapping of driver ethtool counter names to these families (`N` is the priority, 0-7; \
+         counters with the same family and labels on one netdev are summed, e.g. XON + XOFF). \
+         Names not listed are not exported unless `netdevs.export_raw_ethtool` names them.\n\n\
+         | driver | ethtool counter | family | labels | unit |\n|---|---|---|---|---|\n",
+    );
+    for rule in RULES {
+        let (family, labels) = match rule.kind {
+            RuleKind::PfcPauseFrames(d) => (
+                &PFC_PAUSE_FRAMES,
+                format!("priority=N, direction={}", d.as_str()),
+            ),
+            RuleKind::PfcPauseDuration(d) => (
+                &PFC_PAUSE_DURATION,
+                format!("priority=N, direction={}", d.as_str()),
+            ),
+            RuleKind::PfcPauseTransitions(d) => (
+                &PFC_PAUSE_TRANSITIONS,
+                format!("priority=N, direction={}", d.as_str()),
+            ),
+            RuleKind::LinkPauseFrames(d) => {
+                (&LINK_PAUSE_FRAMES, format!("direction={}", d.as_str()))
+            }
+            RuleKind::PauseStormEvents(s) => (&PAUSE_STORM_EVENTS, format!("severity={s}")),
+            RuleKind::Discards(r) if rule.pattern.contains("{p}") => {
+                (&DISCARDS, format!("reason={r}, priority=N"))
+            }
+            RuleKind::Discards(r) => (&DISCARDS, format!("reason={r}")),
+            RuleKind::EcnMarked => (&ECN_MARKED, "priority=N".to_string()),
+        };
+        let unit = match rule.scale {
+            Scale::Count => "count",
+            Scale::Micros => "µs → s",
+        };
+        out.push_str(&format!(
+            "| {} | `{}` | `{}` | {} | {} |\n",
+            rule.driver,
+            rule.pattern.replace("{p}", "N"),
+            family.exposed_name(),
+            labels,
+            unit
+        ));
+    }
+    out
+}
+
+fn push_stat(out: &mut [FamilySamples], base: [&str; 3], meaning: &Meaning, value: StatValue) {
+    let [n, d, p] = base;
+    let push = |out: &mut [FamilySamples], f: &Family, labels: &[&str]| {
+        if let Some(s) = out.get_mut(idx(f)) {
+            match value {
+                StatValue::Count(v) => s.push(labels, v),
+                StatValue::Seconds(v) => s.push(labels, v),
+            }
+        }
+    };
+    match *meaning {
+        Meaning::PfcPauseFrames {
+            priority,
+            direction,
+        } => {
+            let pr = priority.to_string();
+            push(out, &PFC_PAUSE_FRAMES, &[n, d, p, &pr, direction.as_str()]);
+        }
+        Meaning::PfcPauseDuration {
+            priority,
+            direction,
+        } => {
+            let pr = priority.to_string();
+            push(
+                out,
+                &PFC_PAUSE_DURATION,
+                &[n, d, p, &pr, direction.as_str()],
+            );
+        }
+        Meaning::PfcPauseTransitions {
+            priority,
+            direction,
+        } => {
+            let pr = priority.to_string();
+            push(
+                out,
+                &PFC_PAUSE_TRANSITIONS,
+                &[n, d, p, &pr, direction.as_str()],
+            );
+        }
+        Meaning::LinkPauseFrames { direction } => {
+            push(out, &LINK_PAUSE_FRAMES, &[n, d, p, direction.as_str()]);
+        }
+        Meaning::PauseStormEvents { severity } => {
+            push(out, &PAUSE_STORM_EVENTS, &[n, d, p, severity]);
+        }
+        Meaning::Discards { reason, priority } => {
+            let pr = priority.map(|v| v.to_string()).unwrap_or_default();
+            push(out, &DISCARDS, &[n, d, p, reason, &pr]);
+        }
+        Meaning::EcnMarked { priority } => {
+            let pr = priority.to_string();
+            push(out, &ECN_MARKED, &[n, d, p, &pr]);
+        }
+    }
+}
+
+fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
+    let port = netdev
+        .rdma
+        .as_ref()
+        .map(|r| r.port.to_string())
+        .unwrap_or_default();
+    let device = netdev
+        .rdma
+        .as_ref()
+        .map(|r| r.device.as_str())
+        .unwrap_or("");
+    let n = netdev.name.as_str();
+    let base = [n, device, port.as_str()];
+    let at = |out: &mut [FamilySamples], f: &Family| -> Option<usize> {
+        let i = idx(f);
+        (i < out.len()).then_some(i)
+    };
+
+    // Standard pause statistics win over the driver's own link pause
+    // counters: they are the same frames, and one series must not double.
+    let standard_pause = netdev
+        .pause
+        .filter(|p| p.rx_frames.is_some() || p.tx_frames.is_some());
+    for stat in &netdev.stats {
+        if standard_pause.is_some() && matches!(stat.meaning, Meaning::LinkPauseFrames { .. }) {
+            continue;
+        }
+        push_stat(out, base, &stat.meaning, stat.value);
+    }
+    if let (Some(pause), Some(i)) = (standard_pause, at(out, &LINK_PAUSE_FRAMES)) {
+        if let Some(v) = pause.rx_frames {
+            out[i].push(&[n, device, &port, "rx"], v);
+        }
+        if let Some(v) = pause.tx_frames {
+            out[i].push(&[n, device, &port, "tx"], v);
+        }
+    }
+    if let Some(i) = at(out, &ETHTOOL_STAT) {
+        for raw in &netdev.raw {
+            out[i].push(&[n, device, &port, &raw.name], raw.value);
+        }
+    }
+    if let (Some(mtu), Some(i)) = (netdev.mtu, at(out, &MTU)) {
+        out[i].push(&base, mtu);
+    }
+    if let (Some(speed), Some(i)) = (netdev.speed_mbps, at(out, &SPEED)) {
+        out[i].push(&base, speed.saturating_mul(125_000));
+    }
+    if let Some(i) = at(out, &INFO) {
+        let driver = netdev.driver.as_deref().unwrap_or("");
+        let oper = netdev.operstate.as_deref().unwrap_or("");
+        out[i].push(&[n, device, &port, driver, oper], 1u64);
+    }
+    if let (Some(ecn), Some(i)) = (&netdev.ecn, at(out, &ECN_ENABLED)) {
+        for (role, list) in [("np", &ecn.np), ("rp", &ecn.rp)] {
+            for (priority, on) in list {
+                let pr = priority.to_string();
+                out[i].push(&[n, device, &port, &pr, role], *on);
+            }
+        }
+    }
+    match &netdev.dcb {
+        DcbOutcome::Ok(config) => {
+            if let Some(i) = at(out, &DCB_SUPPORTED) {
+                out[i].push(&base, 1u64);
+            }
+            if let (Some(bits), Some(i)) = (config.pfc_enabled, at(out, &PFC_ENABLED)) {
+                for priority in 0u8..8 {
+                    let pr = priority.to_string();
+                    out[i].push(&[n, device, &port, &pr], bits & (1 << priority) != 0);
+                }
+            }
+            if let Some(i) = at(out, &QOS_TRUST) {
+                out[i].push(&[n, device, &port, config.trust().as_str()], 1u64);
+            }
+            if let Some(i) = at(out, &DSCP_PRIORITY) {
+                for (dscp, priority) in config.dscp_map() {
+                    let ds = dscp.to_string();
+                    out[i].push(&[n, device, &port, &ds], u64::from(priority));
+                }
+            }
+        }
+        DcbOutcome::Unsupported => {
+            if let Some(i) = at(out, &DCB_SUPPORTED) {
+                out[i].push(&base, 0u64);
+            }
+        }
+        DcbOutcome::Disabled | DcbOutcome::Failed(_) => {}
+    }
+}
+
+pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
+    let Some(netdevs) = &snapshot.netdev else {
+        return;
+    };
+    let mut families: Vec<FamilySamples> = FAMILIES.iter().map(FamilySamples::new).collect();
+    for netdev in &netdevs.netdevs {
+        collect_netdev(netdev, &mut families);
+    }
+    out.extend(families);
+}

@@ -1,16 +1,103 @@
-//! The netdev source (skeleton: lands with its issue).
+//! The netdev source: the netdevs behind RDMA ports (read from what the RDMA
+//! source put in the snapshot) plus `netdevs.extra`, through `roce-netdev`:
+//! sysfs configuration always; ethtool statistics (`SIOCETHTOOL`) and DCB
+//! (rtnetlink) only when `sources.ethtool` / `sources.dcb` resolve to on
+//! (by default: the paths are the running kernel's). On a fixture tree the
+//! recorded data under `netdevs.replay` stands in for the kernel.
+
+use roce_netdev::ethtool::{Ioctl, Replay};
+use roce_netdev::live::{EthtoolPause, NetlinkDcb};
+use roce_netdev::reader::{DcbReplay, ReaderOptions};
+use roce_netdev::{NetdevReader, RdmaPortRef, Target};
 
 use super::Source;
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
 
-pub struct NetdevSource {}
+pub struct NetdevSource {
+    reader: NetdevReader,
+    extra: Vec<String>,
+    /// Set when a kernel interface could not be opened at start.
+    open_error: Option<String>,
+}
 
 impl NetdevSource {
-    pub fn new(_config: &Config, _paths: &HostPaths) -> Self {
-        NetdevSource {}
+    pub fn new(config: &Config, paths: &HostPaths) -> Self {
+        let live = paths.is_live();
+        let options = ReaderOptions {
+            sysfs: paths.sysfs.clone(),
+            raw_ethtool: config.netdevs.export_raw_ethtool.clone(),
+        };
+        let mut reader = NetdevReader::new(options);
+        let mut open_error = None;
+        let replay = config.netdevs.replay.clone();
+        if config.sources.ethtool.enabled(live) {
+            match Ioctl::open() {
+                Ok(io) => reader = reader.with_ethtool(Box::new(io)),
+                Err(e) => open_error = Some(format!("ethtool socket: {e}")),
+            }
+            if let Some(pause) = live_pause(config) {
+                reader = reader.with_pause(pause);
+            }
+        } else if let Some(dir) = &replay {
+            reader = reader.with_ethtool(Box::new(Replay::new(dir.clone())));
+        }
+        if config.sources.dcb.enabled(live) {
+            if let Some(dcb) = live_dcb(config) {
+                reader = reader.with_dcb(dcb);
+            }
+        } else if let Some(dir) = &replay {
+            reader = reader.with_dcb(Box::new(DcbReplay::new(dir.clone())));
+        }
+        NetdevSource {
+            reader,
+            extra: config.netdevs.extra.clone(),
+            open_error,
+        }
     }
+}
+
+/// Standard pause statistics over ethtool generic netlink.
+fn live_pause(config: &Config) -> Option<Box<dyn roce_netdev::reader::PauseRead>> {
+    Some(Box::new(EthtoolPause::new(config.sources.netlink_timeout)))
+}
+
+/// DCB over rtnetlink.
+fn live_dcb(config: &Config) -> Option<Box<dyn roce_netdev::reader::DcbRead>> {
+    Some(Box::new(NetlinkDcb::new(config.sources.netlink_timeout)))
+}
+
+/// The netdevs to read: one per netdev behind an RDMA port (the first port
+/// names it), then the extra ones not already listed.
+pub fn targets(snapshot: &Snapshot, extra: &[String]) -> Vec<Target> {
+    let mut out: Vec<Target> = Vec::new();
+    if let Some(rdma) = &snapshot.rdma {
+        for device in &rdma.devices {
+            for port in &device.ports {
+                let Some(netdev) = &port.netdev else { continue };
+                if out.iter().any(|t| &t.name == netdev) {
+                    continue;
+                }
+                out.push(Target {
+                    name: netdev.clone(),
+                    rdma: Some(RdmaPortRef {
+                        device: device.name.clone(),
+                        port: port.number,
+                    }),
+                });
+            }
+        }
+    }
+    for name in extra {
+        if !out.iter().any(|t| &t.name == name) {
+            out.push(Target {
+                name: name.clone(),
+                rdma: None,
+            });
+        }
+    }
+    out
 }
 
 impl Source for NetdevSource {
@@ -18,7 +105,17 @@ impl Source for NetdevSource {
         "netdev"
     }
 
-    fn sample(&mut self, _snapshot: &mut Snapshot, _errors: &mut Vec<String>) -> SourceState {
-        SourceState::Disabled("not implemented yet".into())
+    fn sample(&mut self, snapshot: &mut Snapshot, errors: &mut Vec<String>) -> SourceState {
+        if let Some(e) = &self.open_error {
+            errors.push(e.clone());
+        }
+        let targets = targets(snapshot, &self.extra);
+        if targets.is_empty() {
+            snapshot.netdev = Some(Default::default());
+            return SourceState::Unavailable("no netdev behind an RDMA port".into());
+        }
+        let netdevs = self.reader.read(&targets, errors);
+        snapshot.netdev = Some(netdevs);
+        SourceState::Ok
     }
 }

@@ -1,8 +1,138 @@
 //! Congestion and lossless-Ethernet state of the netdevs behind RDMA ports:
 //! ethtool statistics mapped to meanings (PFC pause per priority, pause
 //! storms, discards, ...), DCB configuration (PFC, trust, APP), ECN enable,
-//! MTU and link state. (Skeleton: the readers land with issue 3.)
+//! MTU and link state. Plain data out, no Prometheus names: the exposition
+//! names the families.
+//!
+//! Layers:
+//! - [`ethtool`]: the `SIOCETHTOOL` string-set/statistics ioctl behind the
+//!   [`ethtool::EthtoolIo`] trait (a fake and a replay of recorded
+//!   `ethtool -S` text implement it too), and the per-netdev name cache.
+//! - [`mapping`]: the one table from driver counter names to meanings.
+//! - [`dcb`]: rtnetlink DCB (`RTM_GETDCB`/`DCB_CMD_IEEE_GET`) request bytes
+//!   and the pure decoder of the reply.
+//! - [`sysfs`]: MTU, operstate, speed and mlx5's ECN enable files.
+//! - [`live`]: DCB and standard pause statistics over netlink
+//!   (`roce-netlink`).
+//! - [`reader`]: reads one sample of every selected netdev.
+
+#![deny(unsafe_code)]
+
+pub mod dcb;
+pub mod ethtool;
+pub mod live;
+pub mod mapping;
+pub mod reader;
+pub mod sysfs;
+
+pub use dcb::{DcbConfig, DcbError, Trust};
+pub use ethtool::{EthtoolError, EthtoolIo};
+pub use mapping::{Direction, Meaning};
+pub use reader::{NetdevReader, ReaderOptions, Target};
 
 /// Everything read about netdevs in one sample.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct NetdevSnapshot {}
+pub struct NetdevSnapshot {
+    /// One entry per selected netdev, in selection order.
+    pub netdevs: Vec<Netdev>,
+}
+
+/// The RDMA port a netdev backs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RdmaPortRef {
+    pub device: String,
+    pub port: u32,
+}
+
+/// One netdev in one sample.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Netdev {
+    pub name: String,
+    /// The RDMA port this netdev backs (`None` for `netdevs.extra` ones).
+    pub rdma: Option<RdmaPortRef>,
+    /// `/sys/class/net/<if>/mtu`.
+    pub mtu: Option<u64>,
+    /// `/sys/class/net/<if>/operstate` ("up", "down", ...).
+    pub operstate: Option<String>,
+    /// `/sys/class/net/<if>/speed` in Mb/s; `None` when unknown (-1, EINVAL
+    /// on a link that is down).
+    pub speed_mbps: Option<u64>,
+    /// Kernel driver of the netdev (`device/driver` link), e.g. `mlx5_core`.
+    pub driver: Option<String>,
+    /// ECN enable per priority from mlx5's `ecn/roce_{np,rp}/enable/N`;
+    /// `None` when the netdev has no such folder (every other driver).
+    pub ecn: Option<EcnConfig>,
+    /// ethtool statistics with a known meaning, summed per meaning.
+    pub stats: Vec<MappedStat>,
+    /// Raw ethtool counters named in `netdevs.export_raw_ethtool`.
+    pub raw: Vec<RawStat>,
+    /// How reading ethtool statistics went.
+    pub ethtool: Outcome,
+    /// Standard pause statistics (ethtool netlink `ETHTOOL_A_PAUSE_STATS`).
+    pub pause: Option<PauseStats>,
+    /// DCB configuration (PFC, APP, trust).
+    pub dcb: DcbOutcome,
+}
+
+/// The result of one kind of read on one netdev.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Outcome {
+    /// Read.
+    Ok,
+    /// Not attempted (turned off, or the paths are not the running kernel's).
+    #[default]
+    Disabled,
+    /// The netdev or driver does not offer it (EOPNOTSUPP, ...): not a failure.
+    Unsupported,
+    /// Failed, with the reason.
+    Failed(String),
+}
+
+/// DCB read back for one netdev.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum DcbOutcome {
+    #[default]
+    Disabled,
+    /// No DCB on this netdev (no `dcbnl_ops`: EOPNOTSUPP).
+    Unsupported,
+    Ok(DcbConfig),
+    Failed(String),
+}
+
+/// One ethtool statistic with a meaning, in base units (seconds for
+/// durations).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MappedStat {
+    pub meaning: Meaning,
+    pub value: StatValue,
+}
+
+/// A counter value: integer counts, or seconds converted from µs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StatValue {
+    Count(u64),
+    Seconds(f64),
+}
+
+/// A raw ethtool counter exported under its driver name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawStat {
+    pub name: String,
+    pub value: u64,
+}
+
+/// IEEE 802.3 pause frame counts (`struct ethtool_pause_stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PauseStats {
+    pub tx_frames: Option<u64>,
+    pub rx_frames: Option<u64>,
+}
+
+/// ECN enable per priority (0..=7) for the notification point (`roce_np`)
+/// and the reaction point (`roce_rp`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EcnConfig {
+    /// (priority, enabled) in priority order; only files that exist.
+    pub np: Vec<(u8, bool)>,
+    pub rp: Vec<(u8, bool)>,
+}

@@ -1,0 +1,185 @@
+//! The kernel parts that go over netlink (`roce-netlink`): DCB through
+//! rtnetlink (`RTM_GETDCB`, see [`crate::dcb`]) and the standard pause
+//! statistics through ethtool generic netlink (`ETHTOOL_MSG_PAUSE_GET` with
+//! `ETHTOOL_FLAG_STATS`). Sockets open lazily and are reopened by
+//! `roce-netlink` after a broken exchange.
+//!
+//! Numbers from `include/uapi/linux/genetlink.h` (`GENL_ID_CTRL`,
+//! `CTRL_CMD_GETFAMILY`, `CTRL_ATTR_FAMILY_{ID,NAME}`) and
+//! `include/uapi/linux/ethtool_netlink.h` (`ETHTOOL_GENL_NAME` "ethtool",
+//! `ETHTOOL_GENL_VERSION` 1, `ETHTOOL_MSG_PAUSE_GET` 21,
+//! `ETHTOOL_A_PAUSE_HEADER` 1, `ETHTOOL_A_PAUSE_STATS` 5,
+//! `ETHTOOL_A_HEADER_DEV_NAME` 2, `ETHTOOL_A_HEADER_FLAGS` 3,
+//! `ETHTOOL_FLAG_STATS` 1 << 2, `ETHTOOL_A_PAUSE_STAT_{TX,RX}_FRAMES` 2, 3).
+
+use std::time::Duration;
+
+use roce_netlink::{attrs, MessageBuilder, NlError, Protocol, Socket};
+
+use crate::dcb::{DcbConfig, DcbError, RTM_GETDCB};
+use crate::reader::{DcbRead, PauseRead};
+use crate::PauseStats;
+
+const GENL_ID_CTRL: u16 = 0x10;
+const CTRL_CMD_GETFAMILY: u8 = 3;
+const CTRL_ATTR_FAMILY_ID: u16 = 1;
+const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const GENL_HDRLEN: usize = 4;
+const ETHTOOL_GENL_VERSION: u8 = 1;
+const ETHTOOL_MSG_PAUSE_GET: u8 = 21;
+const ETHTOOL_A_PAUSE_HEADER: u16 = 1;
+const ETHTOOL_A_PAUSE_STATS: u16 = 5;
+const ETHTOOL_A_HEADER_DEV_NAME: u16 = 2;
+const ETHTOOL_A_HEADER_FLAGS: u16 = 3;
+const ETHTOOL_FLAG_STATS: u32 = 1 << 2;
+const ETHTOOL_A_PAUSE_STAT_TX_FRAMES: u16 = 2;
+const ETHTOOL_A_PAUSE_STAT_RX_FRAMES: u16 = 3;
+
+fn open(
+    slot: &mut Option<Socket>,
+    protocol: Protocol,
+    timeout: Duration,
+) -> Result<&mut Socket, NlError> {
+    if slot.is_none() {
+        *slot = Some(Socket::open(protocol, timeout)?);
+    }
+    slot.as_mut().ok_or(NlError::Timeout)
+}
+
+/// DCB over a `NETLINK_ROUTE` socket.
+pub struct NetlinkDcb {
+    socket: Option<Socket>,
+    timeout: Duration,
+}
+
+impl NetlinkDcb {
+    pub fn new(timeout: Duration) -> Self {
+        NetlinkDcb {
+            socket: None,
+            timeout,
+        }
+    }
+}
+
+fn dcb_error(e: NlError) -> DcbError {
+    match e {
+        NlError::Kernel { errno, .. } => DcbError::from_errno(errno),
+        other => DcbError::Transport(other.to_string()),
+    }
+}
+
+impl DcbRead for NetlinkDcb {
+    fn read_dcb(&mut self, netdev: &str) -> Result<DcbConfig, DcbError> {
+        let socket = open(&mut self.socket, Protocol::Route, self.timeout).map_err(dcb_error)?;
+        let replies = socket
+            .request(crate::dcb::request(netdev, 0))
+            .map_err(dcb_error)?;
+        let reply = replies
+            .iter()
+            .find(|m| m.kind == RTM_GETDCB)
+            .ok_or(DcbError::Malformed {
+                what: "no RTM_GETDCB reply",
+            })?;
+        crate::dcb::decode_payload(&reply.payload)
+    }
+}
+
+/// Standard pause statistics over ethtool generic netlink.
+pub struct EthtoolPause {
+    socket: Option<Socket>,
+    timeout: Duration,
+    /// The ethtool family id; `Some(None)` once the kernel said it has no
+    /// ethtool netlink (before 5.6): asked once.
+    family: Option<Option<u16>>,
+}
+
+impl EthtoolPause {
+    pub fn new(timeout: Duration) -> Self {
+        EthtoolPause {
+            socket: None,
+            timeout,
+            family: None,
+        }
+    }
+
+    fn family(&mut self) -> Result<Option<u16>, NlError> {
+        if let Some(f) = self.family {
+            return Ok(f);
+        }
+        let socket = open(&mut self.socket, Protocol::Generic, self.timeout)?;
+        let mut b = MessageBuilder::new(GENL_ID_CTRL, 0);
+        b.header(&[CTRL_CMD_GETFAMILY, 1, 0, 0])
+            .attr_str(CTRL_ATTR_FAMILY_NAME, "ethtool");
+        let found = match socket.request(b.finish()?) {
+            Ok(replies) => {
+                let mut id = None;
+                for m in &replies {
+                    if let Some(a) = m.attrs(GENL_HDRLEN)?.find(CTRL_ATTR_FAMILY_ID)? {
+                        id = Some(a.as_u16()?);
+                    }
+                }
+                id
+            }
+            Err(NlError::Kernel { errno, .. }) if errno == libc::ENOENT => None,
+            Err(e) => return Err(e),
+        };
+        self.family = Some(found);
+        Ok(found)
+    }
+}
+
+/// Parses an `ETHTOOL_MSG_PAUSE_GET_REPLY` payload (after the `nlmsghdr`):
+/// `Ok(None)` when the driver reports no pause statistics (the kernel
+/// leaves out counters the driver did not set).
+pub fn parse_pause_reply(payload: &[u8]) -> Result<Option<PauseStats>, NlError> {
+    let Some(body) = payload.get(GENL_HDRLEN..) else {
+        return Err(NlError::Truncated {
+            what: "genlmsghdr",
+            need: GENL_HDRLEN,
+            have: payload.len(),
+        });
+    };
+    let Some(stats) = attrs(body).find(ETHTOOL_A_PAUSE_STATS)? else {
+        return Ok(None);
+    };
+    let mut out = PauseStats::default();
+    for a in stats.nested() {
+        let a = a?;
+        match a.kind {
+            ETHTOOL_A_PAUSE_STAT_TX_FRAMES => out.tx_frames = Some(a.as_u64()?),
+            ETHTOOL_A_PAUSE_STAT_RX_FRAMES => out.rx_frames = Some(a.as_u64()?),
+            _ => {}
+        }
+    }
+    Ok((out.tx_frames.is_some() || out.rx_frames.is_some()).then_some(out))
+}
+
+impl PauseRead for EthtoolPause {
+    fn read_pause(&mut self, netdev: &str) -> Result<Option<PauseStats>, String> {
+        let Some(family) = self.family().map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let socket =
+            open(&mut self.socket, Protocol::Generic, self.timeout).map_err(|e| e.to_string())?;
+        let mut b = MessageBuilder::new(family, 0);
+        b.header(&[ETHTOOL_MSG_PAUSE_GET, ETHTOOL_GENL_VERSION, 0, 0]);
+        let nest = b.nest_begin(ETHTOOL_A_PAUSE_HEADER);
+        b.attr_str(ETHTOOL_A_HEADER_DEV_NAME, netdev)
+            .attr_u32(ETHTOOL_A_HEADER_FLAGS, ETHTOOL_FLAG_STATS);
+        b.nest_end(nest);
+        let msg = b.finish().map_err(|e| e.to_string())?;
+        match socket.request(msg) {
+            Ok(replies) => {
+                for m in &replies {
+                    if m.kind == family {
+                        return parse_pause_reply(&m.payload).map_err(|e| e.to_string());
+                    }
+                }
+                Ok(None)
+            }
+            // A driver without pause support answers EOPNOTSUPP.
+            Err(NlError::Kernel { errno, .. }) if errno == libc::EOPNOTSUPP => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! One sample of every selected netdev: sysfs configuration, ethtool
+//! statistics with meaning, standard pause statistics and DCB. Each part is
+//! optional (turned off on fixture trees) and each netdev is read on its
+//! own: a failing netdev or part never hides the others.
+
+use std::path::{Path, PathBuf};
+
+use crate::dcb::{DcbApp, DcbConfig, DcbError};
+use crate::ethtool::{EthtoolError, EthtoolIo, StatsCache};
+use crate::{DcbOutcome, Netdev, NetdevSnapshot, Outcome, PauseStats, RdmaPortRef};
+
+/// A netdev to read, and the RDMA port it backs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub name: String,
+    pub rdma: Option<RdmaPortRef>,
+}
+
+/// Reader settings that do not change between samples.
+#[derive(Debug, Clone, Default)]
+pub struct ReaderOptions {
+    /// `--path.sysfs`.
+    pub sysfs: PathBuf,
+    /// `netdevs.export_raw_ethtool`.
+    pub raw_ethtool: Vec<String>,
+}
+
+/// Reads the DCB configuration of one netdev.
+pub trait DcbRead: Send {
+    fn read_dcb(&mut self, netdev: &str) -> Result<DcbConfig, DcbError>;
+}
+
+/// Reads the standard pause statistics of one netdev; `Ok(None)` when the
+/// driver has none.
+pub trait PauseRead: Send {
+    fn read_pause(&mut self, netdev: &str) -> Result<Option<PauseStats>, String>;
+}
+
+/// Replays recorded DCB settings from `<dir>/<netdev>.dcb`, a small text
+/// format written for demo trees (a missing file means no DCB support):
+/// ```text
+/// pfc: 3            # priorities with PFC on, comma separated ("" = none)
+/// trust: dscp       # optional: pcp, dscp (as `dcb apptrust` shows it)
+/// app: dscp 26 3    # dscp <value> <priority>; repeatable
+/// ```
+#[derive(Debug, Clone)]
+pub struct DcbReplay {
+    dir: PathBuf,
+}
+
+impl DcbReplay {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        DcbReplay { dir: dir.into() }
+    }
+}
+
+/// Parses the replay format of [`DcbReplay`].
+pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, String> {
+    let mut config = DcbConfig::default();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |what: &str| format!("line {}: {what}: {line:?}", n + 1);
+        let (key, value) = line
+            .split_once(':')
+            .ok_or_else(|| bad("expected key: value"))?;
+        let value = value.trim();
+        match key.trim() {
+            "pfc" => {
+                let mut bits = 0u8;
+                for p in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                    let p: u8 = p.parse().map_err(|_| bad("bad priority"))?;
+                    if p > 7 {
+                        return Err(bad("priority above 7"));
+                    }
+                    bits |= 1 << p;
+                }
+                config.pfc_cap = Some(8);
+                config.pfc_enabled = Some(bits);
+            }
+            "trust" => {
+                let order = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| match s {
+                        "dscp" => Ok(crate::dcb::IEEE_8021QAZ_APP_SEL_DSCP),
+                        "pcp" => Ok(crate::dcb::DCB_APP_SEL_PCP),
+                        _ => Err(bad("trust is pcp or dscp")),
+                    })
+                    .collect::<Result<Vec<u8>, String>>()?;
+                config.trust_order = Some(order);
+            }
+            "app" => {
+                let parts: Vec<&str> = value.split_whitespace().collect();
+                let [sel, dscp, prio] = parts.as_slice() else {
+                    return Err(bad("expected: app: dscp <value> <priority>"));
+                };
+                if *sel != "dscp" {
+                    return Err(bad("only dscp APP entries are replayed"));
+                }
+                let dscp: u16 = dscp.parse().map_err(|_| bad("bad dscp"))?;
+                let priority: u8 = prio.parse().map_err(|_| bad("bad priority"))?;
+                if dscp > 63 || priority > 7 {
+                    return Err(bad("dscp above 63 or priority above 7"));
+                }
+                config.apps.push(DcbApp {
+                    selector: crate::dcb::IEEE_8021QAZ_APP_SEL_DSCP,
+                    priority,
+                    protocol: dscp,
+                });
+            }
+            _ => return Err(bad("unknown key")),
+        }
+    }
+    Ok(config)
+}
+
+impl DcbRead for DcbReplay {
+    fn read_dcb(&mut self, netdev: &str) -> Result<DcbConfig, DcbError> {
+        if netdev.contains('/') || netdev.starts_with('.') {
+            return Err(DcbError::NoDevice);
+        }
+        let path = self.dir.join(format!("{netdev}.dcb"));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => parse_dcb_replay(&text)
+                .map_err(|e| DcbError::Transport(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(DcbError::Unsupported),
+            Err(e) => Err(DcbError::Transport(format!("{}: {e}", path.display()))),
+        }
+    }
+}
+
+/// Reads netdevs sample after sample, keeping the ethtool name cache.
+pub struct NetdevReader {
+    options: ReaderOptions,
+    ethtool: Option<Box<dyn EthtoolIo>>,
+    pause: Option<Box<dyn PauseRead>>,
+    dcb: Option<Box<dyn DcbRead>>,
+    cache: StatsCache,
+}
+
+impl NetdevReader {
+    /// A reader with only the sysfs part; add the kernel parts with the
+    /// `with_*` methods.
+    pub fn new(options: ReaderOptions) -> Self {
+        let cache = StatsCache::new(options.raw_ethtool.clone());
+        NetdevReader {
+            options,
+            ethtool: None,
+            pause: None,
+            dcb: None,
+            cache,
+        }
+    }
+
+    pub fn with_ethtool(mut self, io: Box<dyn EthtoolIo>) -> Self {
+        self.ethtool = Some(io);
+        self
+    }
+
+    pub fn with_pause(mut self, pause: Box<dyn PauseRead>) -> Self {
+        self.pause = Some(pause);
+        self
+    }
+
+    pub fn with_dcb(mut self, dcb: Box<dyn DcbRead>) -> Self {
+        self.dcb = Some(dcb);
+        self
+    }
+
+    pub fn sysfs(&self) -> &Path {
+        &self.options.sysfs
+    }
+
+    /// Reads every target. Per-netdev problems are appended to `errors`
+    /// (one line each) and recorded in the netdev's outcome.
+    pub fn read(&mut self, targets: &[Target], errors: &mut Vec<String>) -> NetdevSnapshot {
+        let mut snapshot = NetdevSnapshot::default();
+        for target in targets {
+            snapshot.netdevs.push(self.read_one(target, errors));
+        }
+        let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+        self.cache.retain(&names);
+        snapshot
+    }
+
+    fn read_one(&mut self, target: &Target, errors: &mut Vec<String>) -> Netdev {
+        let mut sys_errors = Vec::new();
+        let sys = crate::sysfs::read_netdev(&self.options.sysfs, &target.name, &mut sys_errors);
+        errors.extend(sys_errors.iter().map(|e| e.to_string()));
+        let mut netdev = Netdev {
+            name: target.name.clone(),
+            rdma: target.rdma.clone(),
+            mtu: sys.mtu,
+            operstate: sys.operstate,
+            speed_mbps: sys.speed_mbps,
+            driver: sys.driver,
+            ecn: sys.ecn,
+            ..Netdev::default()
+        };
+        if let Some(io) = self.ethtool.as_deref_mut() {
+            netdev.ethtool = match self.cache.sample(io, &target.name) {
+                Ok((stats, raw)) => {
+                    netdev.stats = stats;
+                    netdev.raw = raw;
+                    Outcome::Ok
+                }
+                Err(EthtoolError::Unsupported { .. }) => Outcome::Unsupported,
+                Err(e) => {
+                    errors.push(format!("ethtool: {e}"));
+                    Outcome::Failed(e.to_string())
+                }
+            };
+        }
+        if let Some(pause) = self.pause.as_deref_mut() {
+            match pause.read_pause(&target.name) {
+                Ok(p) => netdev.pause = p,
+                Err(e) => errors.push(format!("{}: pause statistics: {e}", target.name)),
+            }
+        }
+        if let Some(dcb) = self.dcb.as_deref_mut() {
+            netdev.dcb = match dcb.read_dcb(&target.name) {
+                Ok(c) => DcbOutcome::Ok(c),
+                Err(DcbError::Unsupported) => DcbOutcome::Unsupported,
+                Err(e) => {
+                    errors.push(format!("{}: DCB: {e}", target.name));
+                    DcbOutcome::Failed(e.to_string())
+                }
+            };
+        }
+        netdev
+    }
+}

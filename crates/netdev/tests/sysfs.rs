@@ -1,0 +1,88 @@
+//! Netdev configuration from a sysfs fixture (`tests/fixtures/netdev-mlx5`):
+//! mlx5's ECN enable files with mixed priorities, MTU, operstate, speed.
+
+use std::path::PathBuf;
+
+use roce_netdev::reader::{ReaderOptions, Target};
+use roce_netdev::{EcnConfig, NetdevReader, Outcome, RdmaPortRef};
+
+fn sysfs() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/netdev-mlx5/sys")
+}
+
+#[test]
+fn ecn_mixed_priorities_mtu_and_state() {
+    let mut reader = NetdevReader::new(ReaderOptions {
+        sysfs: sysfs(),
+        raw_ethtool: vec![],
+    });
+    let targets = [
+        Target {
+            name: "ens1f0np0".into(),
+            rdma: Some(RdmaPortRef {
+                device: "mlx5_0".into(),
+                port: 1,
+            }),
+        },
+        Target {
+            name: "eth9".into(),
+            rdma: None,
+        },
+    ];
+    let mut errors = Vec::new();
+    let snap = reader.read(&targets, &mut errors);
+    assert!(errors.is_empty(), "{errors:?}");
+    let mlx = &snap.netdevs[0];
+    assert_eq!(mlx.mtu, Some(9000));
+    assert_eq!(mlx.operstate.as_deref(), Some("up"));
+    assert_eq!(mlx.speed_mbps, Some(400_000));
+    let all = |on: &[u8]| (0u8..8).map(|p| (p, on.contains(&p))).collect::<Vec<_>>();
+    assert_eq!(
+        mlx.ecn,
+        Some(EcnConfig {
+            np: all(&[3, 5]),
+            rp: all(&[3])
+        })
+    );
+    // ethtool and DCB were not asked for: disabled, not failed
+    assert_eq!(mlx.ethtool, Outcome::Disabled);
+
+    let plain = &snap.netdevs[1];
+    assert_eq!(plain.mtu, Some(1500));
+    assert_eq!(plain.operstate.as_deref(), Some("down"));
+    assert_eq!(plain.speed_mbps, None); // -1: unknown
+    assert_eq!(plain.ecn, None); // no ecn folder: not mlx5, not an error
+}
+
+#[test]
+fn a_bad_ecn_file_is_reported_and_the_rest_kept() {
+    let dir = std::env::temp_dir().join(format!("roce-netdev-ecn-{}", std::process::id()));
+    let ecn = dir.join("class/net/x0/ecn/roce_np/enable");
+    std::fs::create_dir_all(&ecn).unwrap();
+    std::fs::write(dir.join("class/net/x0/mtu"), "4200\n").unwrap();
+    std::fs::write(ecn.join("0"), "1\n").unwrap();
+    std::fs::write(ecn.join("1"), "yes\n").unwrap();
+    let mut reader = NetdevReader::new(ReaderOptions {
+        sysfs: dir.clone(),
+        raw_ethtool: vec![],
+    });
+    let mut errors = Vec::new();
+    let snap = reader.read(
+        &[Target {
+            name: "x0".into(),
+            rdma: None,
+        }],
+        &mut errors,
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("enable/1"), "{}", errors[0]);
+    assert_eq!(snap.netdevs[0].mtu, Some(4200));
+    assert_eq!(
+        snap.netdevs[0].ecn,
+        Some(EcnConfig {
+            np: vec![(0, true)],
+            rp: vec![]
+        })
+    );
+}

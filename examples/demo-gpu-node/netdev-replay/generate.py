@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Recorded ethtool statistics and DCB settings for the demo node's eight
+ConnectX-7 netdevs (ens1np0..ens8np0), replayed by roce_exporter when the
+config points `netdevs.replay` here (the demo tree is not the running
+kernel, so the ethtool ioctl and DCB netlink are off; see
+crates/netdev/src/reader.rs `DcbReplay` and `ethtool::Replay`).
+
+Not captured from a real host: the counter names and order are mlx5's
+(tests/fixtures/ethtool/generate.py, from en_stats.c), the values are made
+up so that the demo shows every family: ens6np0 receives a pause storm on
+priority 3, ens8np0 has PFC on priority 4 instead of 3 (a misconfiguration
+the rules flag), the others are healthy. Regenerate:
+    python3 examples/demo-gpu-node/netdev-replay/generate.py
+"""
+import importlib.util
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location(
+    "gen", os.path.join(HERE, "../../../tests/fixtures/ethtool/generate.py"))
+gen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen)
+
+for i in range(8):
+    name = f"ens{i + 1}np0"
+    pfc = 4 if i == 7 else 3
+    pairs = []
+    for k, v in gen.mlx5():
+        if k.startswith(("rx_prio", "tx_prio")) and ("_pause" in k):
+            prio = int(k[7])
+            if prio != pfc:
+                continue  # mlx5 lists PFC counters only for PFC-enabled priorities
+            if k.endswith("_pause"):
+                v = 1200 * (i + 1) * (40 if i == 5 and k.startswith("rx") else 1)
+            elif k.endswith("_pause_duration"):
+                v = 800 * (i + 1) * (5000 if i == 5 and k.startswith("rx") else 1)
+            else:
+                v = 30 * (i + 1)
+        elif k in ("tx_pause_storm_warning_events", "tx_pause_storm_error_events"):
+            v = 3 if i == 5 and "warning" in k else 0
+        elif k.startswith("rx_prio") and k.endswith(("_buf_discard", "_cong_discard")):
+            v = 0
+        elif k == "rx_discards_phy":
+            v = 17 * i
+        elif k == "rx_out_of_buffer":
+            v = 4242 if i == 5 else 0
+        pairs.append((k, v))
+    with open(os.path.join(HERE, f"{name}.txt"), "w") as f:
+        f.write("NIC statistics:\n")
+        for k, v in pairs:
+            f.write(f"     {k}: {v}\n")
+    with open(os.path.join(HERE, f"{name}.dcb"), "w") as f:
+        f.write(f"# recorded DCB settings of {name} (demo)\n")
+        f.write(f"pfc: {pfc}\ntrust: dscp\napp: dscp 26 3\napp: dscp 48 6\n")

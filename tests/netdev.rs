@@ -1,0 +1,288 @@
+//! The netdev source end to end on a fixture tree: sysfs from
+//! `tests/fixtures/netdev-mlx5/sys`, ethtool statistics and DCB replayed
+//! from `tests/fixtures/netdev-mlx5/replay` (the documented replay path for
+//! trees that are not the running kernel), through the exposition. Exact
+//! lines of the Prometheus text.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use roce_exporter::config::{Config, Toggle};
+use roce_exporter::exposition::{encode, BuildInfo, Format};
+use roce_exporter::host::HostPaths;
+use roce_exporter::snapshot::{Snapshot, SourceState};
+use roce_exporter::sources::netdev::NetdevSource;
+use roce_exporter::sources::Source;
+
+fn fixture(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+fn rdma_with_netdev(netdev: &str) -> roce_rdma::RdmaSnapshot {
+    roce_rdma::RdmaSnapshot {
+        devices: vec![roce_rdma::Device {
+            name: "mlx5_0".into(),
+            ports: vec![roce_rdma::Port {
+                number: 1,
+                netdev: Some(netdev.into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        errors: vec![],
+    }
+}
+
+fn run(config: &Config) -> (SourceState, Vec<String>, String) {
+    let paths = HostPaths {
+        sysfs: fixture("netdev-mlx5/sys"),
+        procfs: PathBuf::from("/proc"),
+    };
+    let mut source = NetdevSource::new(config, &paths);
+    let mut snapshot = Snapshot {
+        rdma: Some(rdma_with_netdev("ens1f0np0")),
+        ..Default::default()
+    };
+    let mut errors = Vec::new();
+    let state = source.sample(&mut snapshot, &mut errors);
+    let text = encode(
+        Arc::new(snapshot),
+        &BuildInfo::current(Duration::from_secs(5)),
+        Format::Text,
+    );
+    (state, errors, text)
+}
+
+fn has(text: &str, line: &str) {
+    assert!(
+        text.lines().any(|l| l == line),
+        "missing {line:?} in:\n{text}"
+    );
+}
+
+#[test]
+fn replayed_mlx5_netdev_exposes_every_family() {
+    let mut config = Config::default();
+    config.netdevs.replay = Some(fixture("netdev-mlx5/replay"));
+    config.netdevs.export_raw_ethtool = vec!["rx_vport_rdma_unicast_packets".into()];
+    let (state, errors, text) = run(&config);
+    assert_eq!(state, SourceState::Ok);
+    assert!(errors.is_empty(), "{errors:?}");
+    let l = r#"netdev="ens1f0np0",device="mlx5_0",port="1""#;
+    has(
+        &text,
+        &format!(r#"roce_pfc_pause_frames_total{{{l},priority="3",direction="rx"}} 1003"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_pfc_pause_frames_total{{{l},priority="3",direction="tx"}} 2003"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_pfc_pause_duration_seconds_total{{{l},priority="3",direction="rx"}} 6.0"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_pfc_pause_transitions_total{{{l},priority="0",direction="rx"}} 300"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_link_pause_frames_total{{{l},direction="rx"}} 11"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_pause_storm_events_total{{{l},severity="error"}} 1"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_port",priority=""}} 77"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_no_buffer",priority="7"}} 47"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_out_of_buffer",priority=""}} 4242"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_netdev_ecn_marked_packets_total{{{l},priority="2"}} 60002"#),
+    );
+    let raw = raw_value("rx_vport_rdma_unicast_packets");
+    has(
+        &text,
+        &format!(
+            r#"roce_netdev_ethtool_stat_total{{{l},stat="rx_vport_rdma_unicast_packets"}} {raw}"#
+        ),
+    );
+    has(&text, &format!(r#"roce_netdev_mtu_bytes{{{l}}} 9000"#));
+    has(
+        &text,
+        &format!(r#"roce_netdev_speed_bytes_per_second{{{l}}} 50000000000"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_netdev_info{{{l},driver="",operstate="up"}} 1"#),
+    );
+    has(&text, &format!(r#"roce_pfc_enabled{{{l},priority="3"}} 1"#));
+    has(&text, &format!(r#"roce_pfc_enabled{{{l},priority="4"}} 0"#));
+    has(
+        &text,
+        &format!(r#"roce_ecn_enabled{{{l},priority="3",role="np"}} 1"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_ecn_enabled{{{l},priority="5",role="rp"}} 0"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_qos_trust_info{{{l},trust="dscp"}} 1"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_qos_dscp_priority{{{l},dscp="26"}} 3"#),
+    );
+    has(&text, &format!(r#"roce_netdev_dcb_supported{{{l}}} 1"#));
+    // unknown counters are not exported
+    assert!(!text.contains("rx_global_pause"));
+    assert!(!text.contains("tx0_packets"));
+    promtool_check(&text);
+}
+
+/// `promtool check metrics` on the exposition when promtool is installed
+/// (Debian's `prometheus` package; CI installs it).
+fn promtool_check(text: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let Ok(mut child) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("promtool not installed: lint skipped");
+        return;
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(text.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn raw_value(name: &str) -> u64 {
+    let text = std::fs::read_to_string(fixture("netdev-mlx5/replay/ens1f0np0.txt")).unwrap();
+    text.lines()
+        .filter_map(|l| l.trim().split_once(": "))
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn fixture_tree_without_replay_reads_sysfs_only() {
+    let (state, errors, text) = run(&Config::default());
+    assert_eq!(state, SourceState::Ok);
+    assert!(errors.is_empty(), "{errors:?}");
+    has(
+        &text,
+        r#"roce_netdev_mtu_bytes{netdev="ens1f0np0",device="mlx5_0",port="1"} 9000"#,
+    );
+    // ethtool and DCB ask the running kernel: off on a fixture tree
+    assert!(!text.contains("roce_pfc_pause_frames_total"));
+    assert!(!text.contains("roce_netdev_dcb_supported"));
+}
+
+#[test]
+fn extra_netdevs_have_empty_device_and_port() {
+    let mut config = Config::default();
+    config.netdevs.extra = vec!["eth9".into()];
+    config.sources.ethtool = Toggle::Off;
+    let (_, errors, text) = run(&config);
+    assert!(errors.is_empty(), "{errors:?}");
+    has(
+        &text,
+        r#"roce_netdev_mtu_bytes{netdev="eth9",device="",port=""} 1500"#,
+    );
+    has(
+        &text,
+        r#"roce_netdev_info{netdev="eth9",device="",port="",driver="",operstate="down"} 1"#,
+    );
+}
+
+#[test]
+fn no_netdev_behind_rdma_is_unavailable() {
+    let paths = HostPaths {
+        sysfs: fixture("netdev-mlx5/sys"),
+        procfs: PathBuf::from("/proc"),
+    };
+    let mut source = NetdevSource::new(&Config::default(), &paths);
+    let mut snapshot = Snapshot::default();
+    let mut errors = Vec::new();
+    assert!(matches!(
+        source.sample(&mut snapshot, &mut errors),
+        SourceState::Unavailable(_)
+    ));
+}
+
+#[test]
+fn standard_pause_statistics_win_over_driver_counters() {
+    use roce_netdev::{
+        Direction, MappedStat, Meaning, Netdev, NetdevSnapshot, PauseStats, StatValue,
+    };
+    let link = |direction, v| MappedStat {
+        meaning: Meaning::LinkPauseFrames { direction },
+        value: StatValue::Count(v),
+    };
+    let netdev = |pause| Netdev {
+        name: "eth0".into(),
+        stats: vec![link(Direction::Rx, 5), link(Direction::Tx, 6)],
+        pause,
+        ..Default::default()
+    };
+    let text_of = |n: Netdev| {
+        let snapshot = Snapshot {
+            netdev: Some(NetdevSnapshot { netdevs: vec![n] }),
+            ..Default::default()
+        };
+        encode(
+            Arc::new(snapshot),
+            &BuildInfo::current(Duration::from_secs(5)),
+            Format::Text,
+        )
+    };
+    let l = r#"netdev="eth0",device="",port="""#;
+    let text = text_of(netdev(Some(PauseStats {
+        tx_frames: Some(41),
+        rx_frames: Some(42),
+    })));
+    has(
+        &text,
+        &format!(r#"roce_link_pause_frames_total{{{l},direction="rx"}} 42"#),
+    );
+    has(
+        &text,
+        &format!(r#"roce_link_pause_frames_total{{{l},direction="tx"}} 41"#),
+    );
+    assert_eq!(
+        text.matches("roce_link_pause_frames_total{").count(),
+        2,
+        "{text}"
+    );
+    // without standard statistics the driver's counters are the source
+    let text = text_of(netdev(None));
+    has(
+        &text,
+        &format!(r#"roce_link_pause_frames_total{{{l},direction="rx"}} 5"#),
+    );
+}
