@@ -27,6 +27,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
             "GPU-NIC topology",
             super::topology::FAMILIES.iter().collect(),
         ),
+        (
+            "Findings (rules; details at /findings)",
+            super::findings::FAMILIES.iter().collect(),
+        ),
     ]
 }
 
@@ -76,6 +80,10 @@ pub fn reference_markdown() -> String {
         out.push('\n');
         if section.starts_with("RDMA hardware counters") {
             out.push_str(&super::hw_counters::reference_markdown());
+            out.push('\n');
+        }
+        if section.starts_with("Congestion and lossless Ethernet") {
+            out.push_str(&super::netdev::reference_markdown());
             out.push('\n');
         }
     }

@@ -17,6 +17,7 @@ use crate::snapshot::Snapshot;
 
 pub mod exporter;
 pub mod families;
+pub mod findings;
 pub mod hw_counters;
 pub mod netdev;
 pub mod rdma;
@@ -112,7 +113,8 @@ impl FamilyUnit {
         match self {
             FamilyUnit::Bytes => Unit::Bytes,
             FamilyUnit::Seconds => Unit::Seconds,
-            FamilyUnit::Ratio => Unit::Ratios,
+            // Not `Unit::Ratios`: prometheus-client spells that "ratios",
+            // and the contract (and `exposed_name`) says `_ratio`.
             other => Unit::Other(other.as_str().to_string()),
         }
     }
@@ -130,6 +132,28 @@ impl Family {
             name.push_str("_total");
         }
         name
+    }
+
+    /// The HELP text as exposed: the row's help, its source and, for values
+    /// read from the host, the sampling interval. Characters that
+    /// prometheus-client writes unescaped into an OpenMetrics HELP line (`"`,
+    /// `\\`, newline) are replaced, so no row can break the format.
+    pub fn help_line(&self, sample_interval: std::time::Duration) -> String {
+        let mut line = format!("{} Source: {}", self.help, self.source);
+        match self.source {
+            "build" | "config" => line.push('.'),
+            _ => {
+                let _ = write!(
+                    line,
+                    "; sampled every {}.",
+                    humantime::format_duration(sample_interval)
+                );
+            }
+        }
+        if line.contains(['"', '\\', '\n']) {
+            line = line.replace('"', "'").replace('\\', "/").replace('\n', " ");
+        }
+        line
     }
 
     fn metric_type(&self) -> MetricType {
@@ -166,16 +190,24 @@ impl From<bool> for Value {
     }
 }
 
-/// Label values of one sample, in the order of the family's `labels`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Labels {
+/// The label values of one sample, borrowed from its [`FamilySamples`]:
+/// values sit back to back in one buffer per family, so that adding a
+/// sample costs no allocation of its own.
+struct LabelsRef<'a> {
     names: &'static [&'static str],
-    values: Vec<String>,
+    buf: &'a str,
+    /// End offset in `buf` of each of this sample's values.
+    ends: &'a [usize],
+    /// Offset in `buf` where this sample's first value starts.
+    start: usize,
 }
 
-impl EncodeLabelSet for Labels {
+impl EncodeLabelSet for LabelsRef<'_> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        for (name, value) in self.names.iter().zip(&self.values) {
+        let mut start = self.start;
+        for (name, &end) in self.names.iter().zip(self.ends) {
+            let value = self.buf.get(start..end).unwrap_or("");
+            start = end;
             let mut label = encoder.encode_label();
             let mut key = label.encode_label_key()?;
             key.write_str(name)?;
@@ -196,92 +228,134 @@ pub struct HistogramValue {
     pub buckets: Vec<(f64, u64)>,
 }
 
+#[derive(Debug)]
+enum Sample {
+    Value(Value),
+    Histogram(HistogramValue),
+}
+
 /// The samples of one family, collected before anything is written so that a
 /// family without samples is left out entirely.
 #[derive(Debug)]
 pub struct FamilySamples {
     family: &'static Family,
-    samples: Vec<(Labels, Value)>,
-    histograms: Vec<(Labels, HistogramValue)>,
+    /// Every label value of every sample, back to back.
+    label_buf: String,
+    /// End offset in `label_buf` of each value: sample `i` owns entries
+    /// `i * n .. (i + 1) * n`, `n` being the family's label count.
+    label_ends: Vec<usize>,
+    samples: Vec<Sample>,
 }
 
 impl FamilySamples {
     pub fn new(family: &'static Family) -> Self {
         FamilySamples {
             family,
+            label_buf: String::new(),
+            label_ends: Vec::new(),
             samples: Vec::new(),
-            histograms: Vec::new(),
         }
+    }
+
+    /// The family these samples belong to.
+    pub fn family(&self) -> &'static Family {
+        self.family
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.samples.len()
     }
 
     /// Adds a sample; `values` are the label values in the family's order.
     pub fn push<V: Into<Value>>(&mut self, values: &[&str], value: V) {
-        debug_assert_eq!(
-            values.len(),
-            self.family.labels.len(),
-            "labels of {}",
-            self.family.base
-        );
         debug_assert!(self.family.kind != Kind::Histogram);
-        self.samples.push((self.labels(values), value.into()));
+        self.push_labels(values);
+        self.samples.push(Sample::Value(value.into()));
     }
 
     /// Adds a histogram sample.
     pub fn push_histogram(&mut self, values: &[&str], histogram: HistogramValue) {
+        debug_assert!(self.family.kind == Kind::Histogram);
+        self.push_labels(values);
+        self.samples.push(Sample::Histogram(histogram));
+    }
+
+    /// Appends exactly one value per label of the family (missing ones
+    /// empty, extra ones dropped), so that sample `i` always owns the same
+    /// slots of `label_ends`.
+    fn push_labels(&mut self, values: &[&str]) {
         debug_assert_eq!(
             values.len(),
             self.family.labels.len(),
             "labels of {}",
             self.family.base
         );
-        debug_assert!(self.family.kind == Kind::Histogram);
-        self.histograms.push((self.labels(values), histogram));
+        for i in 0..self.family.labels.len() {
+            self.label_buf
+                .push_str(values.get(i).copied().unwrap_or(""));
+            self.label_ends.push(self.label_buf.len());
+        }
     }
 
-    fn labels(&self, values: &[&str]) -> Labels {
-        Labels {
+    fn labels_of(&self, sample: usize) -> LabelsRef<'_> {
+        let n = self.family.labels.len();
+        let first = sample * n;
+        let ends = self.label_ends.get(first..first + n).unwrap_or(&[]);
+        let start = match first.checked_sub(1) {
+            Some(prev) => self.label_ends.get(prev).copied().unwrap_or(0),
+            None => 0,
+        };
+        LabelsRef {
             names: self.family.labels,
-            values: values.iter().map(|v| v.to_string()).collect(),
+            buf: &self.label_buf,
+            ends,
+            start,
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.samples.is_empty() && self.histograms.is_empty()
+        self.samples.is_empty()
     }
 
     /// Writes the family (descriptor and samples) unless it is empty.
-    pub fn encode(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    pub fn encode(
+        &self,
+        encoder: &mut DescriptorEncoder,
+        sample_interval: std::time::Duration,
+    ) -> Result<(), std::fmt::Error> {
         if self.is_empty() {
             return Ok(());
         }
         let unit = self.family.unit.map(FamilyUnit::to_unit);
+        let help = self.family.help_line(sample_interval);
         let mut metric = encoder.encode_descriptor(
             self.family.base,
-            self.family.help,
+            &help,
             unit.as_ref(),
             self.family.metric_type(),
         )?;
-        for (labels, value) in &self.samples {
-            let mut m = metric.encode_family(labels)?;
-            match (self.family.kind, value) {
-                (Kind::Counter, Value::U64(v)) => {
-                    m.encode_counter::<Labels, _, u64>(v, None)?;
+        for (i, sample) in self.samples.iter().enumerate() {
+            let labels = self.labels_of(i);
+            let mut m = metric.encode_family(&labels)?;
+            match (self.family.kind, sample) {
+                (_, Sample::Histogram(h)) => {
+                    m.encode_histogram::<LabelsRef>(h.sum, h.count, &h.buckets, None)?;
                 }
-                (Kind::Counter, Value::F64(v)) => {
-                    m.encode_counter::<Labels, _, f64>(v, None)?;
+                (Kind::Counter, Sample::Value(Value::U64(v))) => {
+                    m.encode_counter::<LabelsRef, _, u64>(v, None)?;
                 }
-                (_, Value::U64(v)) => {
+                (Kind::Counter, Sample::Value(Value::F64(v))) => {
+                    m.encode_counter::<LabelsRef, _, f64>(v, None)?;
+                }
+                (_, Sample::Value(Value::U64(v))) => {
                     // Gauges are encoded as i64 or f64 by prometheus-client;
                     // values above i64::MAX only occur for garbage input.
                     let v = i64::try_from(*v).unwrap_or(i64::MAX);
                     m.encode_gauge(&v)?;
                 }
-                (_, Value::F64(v)) => m.encode_gauge(v)?,
+                (_, Sample::Value(Value::F64(v))) => m.encode_gauge(v)?,
             }
-        }
-        for (labels, h) in &self.histograms {
-            let mut m = metric.encode_family(labels)?;
-            m.encode_histogram::<Labels>(h.sum, h.count, &h.buckets, None)?;
         }
         Ok(())
     }
@@ -297,7 +371,7 @@ struct SnapshotCollector {
 impl prometheus_client::collector::Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for family in collect(&self.snapshot, &self.build) {
-            family.encode(&mut encoder)?;
+            family.encode(&mut encoder, self.build.sample_interval)?;
         }
         Ok(())
     }
@@ -310,6 +384,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     rdma::collect(snapshot, &mut out);
     netdev::collect(snapshot, &mut out);
     topology::collect(snapshot, &mut out);
+    findings::collect(snapshot, &mut out);
     out
 }
 

@@ -54,7 +54,7 @@ pub const PORT_RATE: Family = Family {
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
     labels: PORT,
-    help: "Port data rate as the kernel reports it (\"100 Gb/sec (4X EDR)\" = 12.5e9).",
+    help: "Port data rate as the kernel reports it, in bytes per second (100 Gb/sec (4X EDR) is 12.5e9).",
     source: "ports/<port>/rate",
 };
 pub const PORT_LID: Family = Family {
@@ -65,12 +65,17 @@ pub const PORT_LID: Family = Family {
     help: "Local identifier of an InfiniBand port (0 on Ethernet).",
     source: "ports/<port>/lid",
 };
+/// `family` is a label DESIGN §4 does not name. It is kept: it is a pure
+/// function of `gid` (no extra cardinality), and it lets PromQL tell an
+/// IPv4-mapped RoCE v2 GID (what NCCL and most RoCE stacks select) from a
+/// link-local one without a regular expression over the GID text, which the
+/// fleet-wide GID rules need.
 pub const GID_INFO: Family = Family {
     base: "roce_gid_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["device", "port", "index", "gid", "type", "netdev", "family"],
-    help: "Populated GID table slot (value 1): type is \"IB/RoCE v1\" or \"RoCE v2\"; family is ipv4_mapped, ipv6_link_local or ipv6_global.",
+    help: "Populated GID table slot (value 1): type is IB/RoCE v1 or RoCE v2 as the kernel prints it; family (derived from gid) is ipv4_mapped, ipv6_link_local or ipv6_global, the distinction NCCL-style GID selection needs.",
     source: "ports/<port>/gids/<index>, gid_attrs/{types,ndevs}/<index>",
 };
 pub const HW_COUNTER_PATH: Family = Family {
@@ -79,7 +84,7 @@ pub const HW_COUNTER_PATH: Family = Family {
     unit: None,
     labels: &["device", "port", "path"],
     help: "Where the port's hardware counters were read (value 1): netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter).",
-    source: "sampler",
+    source: "RDMA reader",
 };
 pub const HW_STAT: Family = Family {
     base: "roce_port_hw_stat",
@@ -372,7 +377,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             if port.hw_counter_path != roce_rdma::HwCounterPath::None {
                 hw_path.push(&[&device.name, &p, port.hw_counter_path.as_str()], 1u64);
             }
-            hw.add_port(device, port);
+            hw.add_port(device, &p, port);
         }
     }
     out.extend([
