@@ -16,5 +16,8 @@ pub mod reader;
 pub mod types;
 
 pub use fs::{StdFs, SysFile, SysFs};
-pub use reader::{DeviceFilter, HwCounterSource, RdmaReader, SysfsOnly};
+pub use reader::{
+    DeviceFilter, HwCounterSource, RdmaReader, SysfsOnly, DEFAULT_GID_FULL_SCAN_INTERVAL,
+    GID_EMPTY_PROBES,
+};
 pub use types::*;

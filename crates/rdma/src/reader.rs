@@ -9,18 +9,69 @@
 //! its handles and one that (re)appears is scanned afresh. A kept handle that
 //! fails with ENODEV/ENOENT/ESTALE is reopened once and the device is
 //! rescanned on the next sample.
+//!
+//! # GID tables: a full scan now and then, the known slots every sample
+//!
+//! A port's GID table has 256 slots on mlx5 (1024 on rxe), nearly all empty,
+//! and reading every `gids/N` each sample would be most of the reader's cost
+//! (node_exporter's infiniband collector reads no GIDs at all). The kernel's
+//! GID cache keeps tables compact (`drivers/infiniband/core/cache.c`):
+//! `__ib_cache_gid_add` asks `find_gid` for a free slot, and `find_gid`
+//! returns the *lowest* free slot (`is_gid_entry_free`) outside the slots
+//! reserved for default GIDs (`gid_table_reserve_default` reserves the first
+//! one per supported GID type; only default GIDs go there). `del_gid` frees a
+//! slot in place, nothing moves; an entry still referenced stays
+//! `GID_TABLE_ENTRY_PENDING_DEL` (not free) until its last user drops it,
+//! while sysfs already shows it as zeros (`show_port_gid` in core/sysfs.c
+//! prints the zero GID when `rdma_get_gid_attr` fails, and its attributes
+//! fail with EINVAL). So a new GID lands in the lowest slot that looks empty,
+//! or a few past it when some of those are reserved or pending deletion.
+//!
+//! Hence, per port, between full scans the reader reads only the slots that
+//! were populated (or unreadable) when last read, plus the lowest
+//! [`GID_EMPTY_PROBES`] slots that looked empty: 4 populated slots on an mlx5
+//! RoCE port cost 4×3 + 4 = 16 reads instead of 256 + 4×2. It reads the whole
+//! table on the port's first sample, every `gid_full_scan_interval`
+//! ([`RdmaReader::set_gid_full_scan_interval`], default 60 s, measured on the
+//! monotonic clock passed to [`RdmaReader::read_at`]), when the port's state
+//! changed since the last sample (link flaps add and remove GIDs), and at once
+//! in the same sample when a known slot reads differently (emptied, another
+//! GID or type: the table is churning, entries may have landed anywhere). A
+//! netdev rename changes only `gid_attrs/ndevs/N`, which is read for every
+//! populated slot anyway. What a partial pass can miss is a GID added past
+//! the probes (a slot beyond several pending deletions); the next full scan
+//! finds it. InfiniBand ports differ only in where slots come from:
+//! `config_non_roce_gid_cache` copies the HCA's own table index for index
+//! (usually slot 0 alone), and `del_gid` frees a non-RoCE slot at once; the
+//! same watch list and full scans cover them.
+//!
+//! Handles of empty slots outside the probes are closed after each pass, so
+//! an 8-port host's 2048 empty slots do not eat the open-file budget that the
+//! counters read every sample need.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io;
 use std::net::Ipv6Addr;
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::fs::{StdFs, SysFile, SysFs};
 use crate::parse::{self, CounterText};
 use crate::types::{
-    Counter, Device, Gid, HwCounterPath, Port, RdmaSnapshot, ReadError, ReadErrorKind,
+    Counter, Device, Gid, GidType, HwCounterPath, Port, PortState, RdmaSnapshot, ReadError,
+    ReadErrorKind,
 };
+
+/// How often a port's whole GID table is read even when nothing hints at a
+/// change.
+pub const DEFAULT_GID_FULL_SCAN_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Empty GID slots read every sample besides the populated ones, lowest
+/// first: where the kernel puts the next GID. More than one because the
+/// lowest empty-looking slots can be reserved for default GIDs (one per GID
+/// type, two on RoCE) or pending deletion (see the module doc).
+pub const GID_EMPTY_PROBES: usize = 4;
 
 /// Which devices to read. Names or globs (`*`, `?`). A device that does not
 /// pass is never opened.
@@ -64,6 +115,8 @@ pub struct RdmaReader {
     fs: Box<dyn SysFs>,
     devices: BTreeMap<String, DeviceState>,
     max_open: usize,
+    gid_full_scan_interval: Duration,
+    reads_last_sample: usize,
 }
 
 impl std::fmt::Debug for RdmaReader {
@@ -74,6 +127,8 @@ impl std::fmt::Debug for RdmaReader {
             .field("devices", &self.devices.keys().collect::<Vec<_>>())
             .field("open_files", &self.open_files())
             .field("max_open", &self.max_open)
+            .field("gid_full_scan_interval", &self.gid_full_scan_interval)
+            .field("reads_last_sample", &self.reads_last_sample)
             .finish()
     }
 }
@@ -93,13 +148,30 @@ impl RdmaReader {
             fs,
             devices: BTreeMap::new(),
             max_open: crate::fs::default_max_open(),
+            gid_full_scan_interval: DEFAULT_GID_FULL_SCAN_INTERVAL,
+            reads_last_sample: 0,
         }
+    }
+
+    /// How often each port's whole GID table is read; in between, only its
+    /// populated slots and the lowest few empty ones are (see the module
+    /// doc). Zero reads every slot every sample. Default
+    /// [`DEFAULT_GID_FULL_SCAN_INTERVAL`].
+    pub fn set_gid_full_scan_interval(&mut self, interval: Duration) {
+        self.gid_full_scan_interval = interval;
+    }
+
+    /// Attribute reads (`pread` calls, including failed ones) the last sample
+    /// made; listings and link lookups are not counted. For benchmarks.
+    pub fn reads_last_sample(&self) -> usize {
+        self.reads_last_sample
     }
 
     /// Caps the handles kept open between samples; files beyond it are
     /// opened, read and closed each sample. The default is half the soft
-    /// `RLIMIT_NOFILE` (a GID table alone is 256–1024 files per port, and
-    /// systemd's default soft limit is 1024).
+    /// `RLIMIT_NOFILE` (systemd's default soft limit is 1024; a full GID
+    /// scan alone opens 256–1024 files per port, though only the watched
+    /// slots' handles are kept after it).
     pub fn set_max_open_files(&mut self, max: usize) {
         self.max_open = max;
     }
@@ -111,6 +183,14 @@ impl RdmaReader {
 
     /// Reads every device that passes the filter.
     pub fn read(&mut self, hw: &mut dyn HwCounterSource) -> RdmaSnapshot {
+        self.read_at(hw, Instant::now())
+    }
+
+    /// [`RdmaReader::read`] with the monotonic time of the sample given:
+    /// the GID full-scan interval is measured on it, so tests can step time
+    /// without sleeping.
+    pub fn read_at(&mut self, hw: &mut dyn HwCounterSource, now: Instant) -> RdmaSnapshot {
+        self.reads_last_sample = 0;
         let mut snap = RdmaSnapshot::default();
         let class = self.sysfs.join("class/infiniband");
         let names = match self.fs.read_dir(&class) {
@@ -141,6 +221,9 @@ impl RdmaReader {
             errors: &mut snap.errors,
             open,
             max_open: self.max_open,
+            now,
+            gid_full_scan_interval: self.gid_full_scan_interval,
+            reads: 0,
         };
         for name in present {
             let state = self
@@ -151,6 +234,7 @@ impl RdmaReader {
                 snap.devices.push(device);
             }
         }
+        self.reads_last_sample = ctx.reads;
         snap
     }
 }
@@ -163,6 +247,11 @@ struct Ctx<'a> {
     /// Handles held now, and the cap.
     open: usize,
     max_open: usize,
+    /// When this sample is taken, and how often GID tables are read whole.
+    now: Instant,
+    gid_full_scan_interval: Duration,
+    /// `pread` calls so far this sample.
+    reads: usize,
 }
 
 /// One attribute file and, while the budget allows, its open handle.
@@ -223,12 +312,43 @@ struct PortLayout {
     counters: Vec<(String, Attr)>,
     hw_counters: Vec<(String, Attr)>,
     gids: Vec<GidSlot>,
+    /// When the whole GID table was last read; `None` before the first
+    /// sample.
+    gids_scanned_at: Option<Instant>,
+    /// The port state read in the previous sample (a change triggers a full
+    /// GID scan).
+    state_seen: Option<Option<PortState>>,
 }
 
 struct GidSlot {
     gid: Attr,
     types: Attr,
     ndevs: Attr,
+    /// What the slot held when last read.
+    seen: Seen,
+}
+
+/// What a GID slot held when last read. A partial pass compares the slots it
+/// knows to be non-empty against this; the netdev is not compared (a rename
+/// moves no entry, and `ndevs/N` is read for every populated slot anyway).
+#[derive(Clone, Default, PartialEq, Eq)]
+enum Seen {
+    /// Zeros, or absent: where a new GID can land.
+    #[default]
+    Empty,
+    Entry(Ipv6Addr, GidType),
+    /// Not empty but not usable (read error, garbage, attributes failing):
+    /// still read every sample so its error keeps being reported.
+    Unusable,
+}
+
+/// Which GID slots a pass reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GidPass {
+    /// Every slot.
+    Full,
+    /// Slots not seen empty, and the lowest [`GID_EMPTY_PROBES`] seen empty.
+    Watched,
 }
 
 /// Result of reading one attribute file into a buffer.
@@ -521,7 +641,7 @@ fn read_port(
         None => {}
     }
 
-    port.gids = read_gids(&mut pl.gids, buf, ctx, stale);
+    port.gids = read_gid_table(pl, &port.state, buf, ctx, stale);
     port.netdev = port.gids.iter().find_map(|g| g.netdev.clone());
     if port.netdev.is_none() {
         port.netdev = device_netdev(&pl.state.path, ctx);
@@ -555,50 +675,145 @@ fn read_counters(
     out
 }
 
-/// Populated slots only: a slot whose GID is all zeros is empty and its
-/// attributes are not read at all.
-fn read_gids(
-    slots: &mut [GidSlot],
+/// The port's GIDs: a watched pass when nothing calls for a full scan, and a
+/// full pass (in the same sample) when one is due or the watched pass found a
+/// known slot changed. Afterwards, handles of slots the next watched pass
+/// will not read are closed.
+fn read_gid_table(
+    pl: &mut PortLayout,
+    state: &Option<PortState>,
     buf: &mut Buf,
     ctx: &mut Ctx<'_>,
     stale: &mut bool,
 ) -> Vec<Gid> {
-    let mut out = Vec::new();
-    for (index, slot) in (0u32..).zip(slots.iter_mut()) {
-        let Got::Len(n) = read_attr(&mut slot.gid, buf, Einval::Absent, ctx, stale) else {
-            continue;
-        };
-        let raw = buf.get(..n).unwrap_or_default();
-        if raw.trim_ascii() == ZERO_GID_TEXT {
-            continue;
+    let due = pl
+        .gids_scanned_at
+        .is_none_or(|at| ctx.now.saturating_duration_since(at) >= ctx.gid_full_scan_interval);
+    let state_changed = pl.state_seen.as_ref() != Some(state);
+    pl.state_seen = Some(state.clone());
+    let mut pass = if due || state_changed {
+        GidPass::Full
+    } else {
+        GidPass::Watched
+    };
+    let mark = ctx.errors.len();
+    let gids = loop {
+        match read_gids(&mut pl.gids, pass, buf, ctx, stale) {
+            Some(gids) => break gids,
+            None => {
+                // A known slot changed: the table is churning. Start over
+                // with every slot; errors of the abandoned pass would repeat.
+                ctx.errors.truncate(mark);
+                pass = GidPass::Full;
+            }
         }
-        let gid = match parse::gid(&text_of(buf, n)) {
-            Ok(g) => g,
-            Err(msg) => {
-                push_parse(ctx.errors, &slot.gid.path, msg);
+    };
+    if pass == GidPass::Full {
+        pl.gids_scanned_at = Some(ctx.now);
+    }
+    release_unwatched(&mut pl.gids, ctx);
+    gids
+}
+
+/// Reads the slots `pass` selects, in index order. Populated slots only are
+/// returned: a slot whose GID is all zeros is empty and its attributes are
+/// not read at all. `None` when a watched pass found a slot that was not
+/// empty reading differently.
+fn read_gids(
+    slots: &mut [GidSlot],
+    pass: GidPass,
+    buf: &mut Buf,
+    ctx: &mut Ctx<'_>,
+    stale: &mut bool,
+) -> Option<Vec<Gid>> {
+    let mut out = Vec::new();
+    let mut probes = GID_EMPTY_PROBES;
+    for (index, slot) in (0u32..).zip(slots.iter_mut()) {
+        if pass == GidPass::Watched && slot.seen == Seen::Empty {
+            if probes == 0 {
                 continue;
             }
-        };
-        if gid == Ipv6Addr::UNSPECIFIED {
+            probes -= 1;
+        }
+        let (seen, gid) = read_gid_slot(index, slot, buf, ctx, stale);
+        if pass == GidPass::Watched && slot.seen != Seen::Empty && seen != slot.seen {
+            return None;
+        }
+        slot.seen = seen;
+        out.extend(gid);
+    }
+    Some(out)
+}
+
+/// One slot: what it holds, and the GID when it is usable.
+fn read_gid_slot(
+    index: u32,
+    slot: &mut GidSlot,
+    buf: &mut Buf,
+    ctx: &mut Ctx<'_>,
+    stale: &mut bool,
+) -> (Seen, Option<Gid>) {
+    let n = match read_attr(&mut slot.gid, buf, Einval::Absent, ctx, stale) {
+        Got::Len(n) => n,
+        Got::Absent => return (Seen::Empty, None),
+        Got::Failed => return (Seen::Unusable, None),
+    };
+    let raw = buf.get(..n).unwrap_or_default();
+    if raw.trim_ascii() == ZERO_GID_TEXT {
+        return (Seen::Empty, None);
+    }
+    let gid = match parse::gid(&text_of(buf, n)) {
+        Ok(g) => g,
+        Err(msg) => {
+            push_parse(ctx.errors, &slot.gid.path, msg);
+            return (Seen::Unusable, None);
+        }
+    };
+    if gid == Ipv6Addr::UNSPECIFIED {
+        return (Seen::Empty, None);
+    }
+    let gid_type = match read_attr(&mut slot.types, buf, Einval::Absent, ctx, stale) {
+        Got::Len(n) => parse::gid_type(&text_of(buf, n)),
+        // The slot emptied between the two reads.
+        Got::Absent | Got::Failed => return (Seen::Unusable, None),
+    };
+    let netdev = match read_attr(&mut slot.ndevs, buf, Einval::Absent, ctx, stale) {
+        Got::Len(n) => parse::text(&text_of(buf, n)),
+        Got::Absent | Got::Failed => None,
+    };
+    let seen = Seen::Entry(gid, gid_type.clone());
+    let gid = Gid {
+        index,
+        gid,
+        gid_type,
+        netdev,
+    };
+    (seen, Some(gid))
+}
+
+/// Closes the handles a watched pass will not use: `gids/N` of empty slots
+/// past the probes, and the attributes of every empty slot. Otherwise the
+/// hundreds of empty slots per port would hold the open-file budget that
+/// the counters, read every sample, should get.
+fn release_unwatched(slots: &mut [GidSlot], ctx: &mut Ctx<'_>) {
+    let mut close = |a: &mut Attr| {
+        if a.file.take().is_some() {
+            ctx.open = ctx.open.saturating_sub(1);
+        }
+    };
+    let mut probes = GID_EMPTY_PROBES;
+    for slot in slots.iter_mut() {
+        if slot.seen != Seen::Empty {
             continue;
         }
-        let gid_type = match read_attr(&mut slot.types, buf, Einval::Absent, ctx, stale) {
-            Got::Len(n) => parse::gid_type(&text_of(buf, n)),
-            // The slot emptied between the two reads.
-            Got::Absent | Got::Failed => continue,
-        };
-        let netdev = match read_attr(&mut slot.ndevs, buf, Einval::Absent, ctx, stale) {
-            Got::Len(n) => parse::text(&text_of(buf, n)),
-            Got::Absent | Got::Failed => None,
-        };
-        out.push(Gid {
-            index,
-            gid,
-            gid_type,
-            netdev,
-        });
+        close(&mut slot.types);
+        close(&mut slot.ndevs);
+        if probes > 0 {
+            probes -= 1;
+        } else {
+            close(&mut slot.gid);
+        }
     }
-    out
 }
 
 /// The first netdev in the backing function's `net/` folder. Listed every
@@ -667,6 +882,7 @@ fn read_attr(
 ) -> Got {
     let mut reopened = false;
     if let Some(file) = attr.file.as_ref() {
+        ctx.reads += 1;
         match file.read_at(buf, 0) {
             Ok(n) => return Got::Len(n),
             Err(e) if is_stale(&e) => {
@@ -687,6 +903,7 @@ fn read_attr(
             return classify(ctx.errors, &attr.path, &e, einval);
         }
     };
+    ctx.reads += 1;
     let result = file.read_at(buf, 0);
     // Keep the handle (also when this read failed with EIO or similar: the
     // value may come back), unless it is stale or over the budget.
@@ -735,6 +952,7 @@ fn scan_port(fs: &dyn SysFs, dir: PathBuf, number: u32, ctx: &mut Ctx<'_>) -> Po
             gid: Attr::new(dir.join(format!("gids/{i}"))),
             types: Attr::new(dir.join(format!("gid_attrs/types/{i}"))),
             ndevs: Attr::new(dir.join(format!("gid_attrs/ndevs/{i}"))),
+            seen: Seen::Empty,
         })
         .collect();
     PortLayout {
@@ -747,6 +965,8 @@ fn scan_port(fs: &dyn SysFs, dir: PathBuf, number: u32, ctx: &mut Ctx<'_>) -> Po
         counters,
         hw_counters,
         gids,
+        gids_scanned_at: None,
+        state_seen: None,
     }
 }
 

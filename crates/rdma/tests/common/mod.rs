@@ -1,7 +1,8 @@
 //! Test support: the fixture trees, a file layer that wraps a real tree and
 //! injects the errnos only a kernel produces (per path, changeable between
-//! samples), records every path the reader touched, and a temp-dir copy of a
-//! fixture for tests that change the tree.
+//! samples), records every path the reader touched (opened or listed) and
+//! every read of an open file, and a temp-dir copy of a fixture for tests
+//! that change the tree.
 
 #![allow(dead_code)]
 
@@ -36,6 +37,8 @@ pub struct FaultFs {
     pub faults: Faults,
     pub log: Log,
     pub stale_once: StaleOnce,
+    /// The path of every `read_at` call, in order (kept handles included).
+    pub reads: Log,
 }
 
 impl FaultFs {
@@ -58,7 +61,24 @@ impl FaultFs {
             faults: Arc::new(Mutex::new(map)),
             log: Arc::new(Mutex::new(Vec::new())),
             stale_once: Arc::new(Mutex::new(Default::default())),
+            reads: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    /// Another handle on the same faults and logs (the reader owns the
+    /// first).
+    pub fn share(&self) -> FaultFs {
+        FaultFs {
+            faults: self.faults.clone(),
+            log: self.log.clone(),
+            stale_once: self.stale_once.clone(),
+            reads: self.reads.clone(),
+        }
+    }
+
+    /// Takes the reads logged so far, leaving the log empty.
+    pub fn take_reads(&self) -> Vec<PathBuf> {
+        std::mem::take(&mut *self.reads.lock().unwrap())
     }
 
     fn fault(&self, path: &Path) -> Option<i32> {
@@ -87,10 +107,12 @@ struct FaultFile {
     path: PathBuf,
     faults: Faults,
     stale_once: StaleOnce,
+    reads: Log,
 }
 
 impl SysFile for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.reads.lock().unwrap().push(self.path.clone());
         if self.stale_once.lock().unwrap().remove(&self.path) {
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
         }
@@ -118,6 +140,7 @@ impl SysFs for FaultFs {
             path: path.to_path_buf(),
             faults: self.faults.clone(),
             stale_once: self.stale_once.clone(),
+            reads: self.reads.clone(),
         }))
     }
 
