@@ -112,6 +112,15 @@ impl App {
         (true, body)
     }
 
+    /// `/findings`: the active findings as a JSON list (schema:
+    /// `docs/findings.schema.json`).
+    pub fn findings_json(&self) -> String {
+        let snapshot = self.snapshot();
+        let mut json = serde_json::to_string_pretty(&snapshot.findings).unwrap_or_else(|_| "[]".into());
+        json.push('\n');
+        json
+    }
+
     /// `/`: what this is, links, devices seen, last sample and each source.
     pub fn landing_page(&self) -> String {
         let s = self.snapshot();
@@ -121,7 +130,7 @@ impl App {
             "<h1>roce_exporter {}</h1>\n",
             escape(self.build.version)
         ));
-        html.push_str("<p>RDMA fabric exporter: <a href=\"/metrics\">/metrics</a> · <a href=\"/healthz\">/healthz</a></p>\n");
+        html.push_str("<p>RDMA fabric exporter: <a href=\"/metrics\">/metrics</a> · <a href=\"/findings\">/findings</a> · <a href=\"/healthz\">/healthz</a></p>\n");
         html.push_str(&format!(
             "<h2>Last sample</h2>\n<p>#{} taken {:.1}s ago (every {}s)</p>\n",
             s.sequence,
@@ -145,7 +154,27 @@ impl App {
                 )
             ));
         }
-        html.push_str("</table>\n<h2>RDMA devices</h2>\n");
+        html.push_str("</table>\n");
+        html.push_str(&format!("<h2>Findings ({})</h2>\n", s.findings.len()));
+        if s.findings.is_empty() {
+            html.push_str("<p>No active finding.</p>\n");
+        } else {
+            html.push_str("<table border=\"1\"><tr><th>severity</th><th>rule</th><th>subject</th><th>finding</th><th>evidence</th><th>fix</th><th>verify</th></tr>\n");
+            for f in &s.findings {
+                html.push_str(&format!(
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>\n",
+                    f.severity.as_str(),
+                    f.rule,
+                    escape(&f.subject.describe()),
+                    escape(&f.finding),
+                    escape(&f.evidence),
+                    escape(&f.fix),
+                    escape(&f.verify)
+                ));
+            }
+            html.push_str("</table>\n");
+        }
+        html.push_str("<h2>RDMA devices</h2>\n");
         match s.rdma.as_ref().filter(|r| !r.devices.is_empty()) {
             None => html.push_str("<p>No RDMA device seen.</p>\n"),
             Some(rdma) => {

@@ -5,6 +5,8 @@
 //! publishes the result into the [`app::App`], [`exposition`] is the only
 //! place that names metrics, and the [`server`] only serves.
 
+#![deny(unsafe_code)]
+
 pub mod app;
 pub mod check;
 pub mod cli;

@@ -30,6 +30,7 @@ fn main() -> ExitCode {
             }
         },
     };
+    roce_exporter::host::raise_open_file_limit();
     let paths = HostPaths {
         sysfs: cli.sysfs.clone(),
         procfs: cli.procfs.clone(),

@@ -56,6 +56,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 const DRAIN_SLACK: Duration = Duration::from_millis(500);
 
 const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
+const APPLICATION_JSON: &str = "application/json";
 const TEXT_HTML: &str = "text/html; charset=utf-8";
 const ALLOWED_METHODS: &str = "GET, HEAD";
 
@@ -446,6 +447,7 @@ enum Route {
     Metrics,
     Health,
     Landing,
+    Findings,
 }
 
 /// The whole routing table. Pure: the request's parts in, a response out.
@@ -477,6 +479,7 @@ fn route_request(
         "/metrics" => Route::Metrics,
         "/healthz" => Route::Health,
         "/" => Route::Landing,
+        "/findings" => Route::Findings,
         _ => return simple(StatusCode::NOT_FOUND, "not found\n"),
     };
     let head = match *method {
@@ -519,6 +522,12 @@ fn route_request(
             StatusCode::OK,
             TEXT_HTML,
             Bytes::from(app.landing_page()),
+            None,
+        ),
+        Route::Findings => (
+            StatusCode::OK,
+            APPLICATION_JSON,
+            Bytes::from(app.findings_json()),
             None,
         ),
     };

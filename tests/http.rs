@@ -754,3 +754,53 @@ async fn invalid_listen_addresses_are_refused_before_binding() {
         .expect_err("port in use");
     assert!(matches!(err, ServerError::Bind(..)), "{err}");
 }
+
+/// `/findings` serves the snapshot's findings as JSON valid against the
+/// documented schema, and the landing page lists them escaped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn findings_are_served_as_json_valid_against_the_schema() {
+    use roce_exporter::rules::{Finding, Severity, Subject};
+    let findings = vec![
+        Finding {
+            rule: "port_down",
+            severity: Severity::Critical,
+            subject: Subject::port("mlx5_0", 1, Some("ens1np0")),
+            finding: "mlx5_0 port 1 (ens1np0) is down (DOWN, Polling)".into(),
+            evidence: "state 1: DOWN, phys_state 2: Polling; expected 4: ACTIVE, 5: LinkUp".into(),
+            fix: "Check the cable".into(),
+            verify: "cat /sys/class/infiniband/mlx5_0/ports/1/state".into(),
+        },
+        Finding {
+            rule: "collector_failing",
+            severity: Severity::Warning,
+            subject: Subject::default(),
+            finding: "The <netdev> collector failed".into(),
+            evidence: "x".into(),
+            fix: "y".into(),
+            verify: "z".into(),
+        },
+    ];
+    let snapshot = Snapshot { sequence: 3, taken_at: Some(SystemTime::now()), findings, ..Default::default() };
+    let app = Arc::new(App::new(BuildInfo::current(Duration::from_secs(5)), Arc::new(snapshot)));
+    let server = start_local(app, options()).await;
+    let reply = get(server.addr(), "/findings", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let json: serde_json::Value = serde_json::from_slice(&reply.body).expect("JSON body");
+    let schema_text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/findings.schema.json"))
+        .expect("schema file");
+    let schema: serde_json::Value = serde_json::from_str(&schema_text).expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&json).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(json[0]["rule"], "port_down");
+    assert_eq!(json[0]["subject"]["port"], 1);
+    assert_eq!(json[1]["subject"]["device"], serde_json::Value::Null);
+    // The schema rejects what the contract forbids.
+    let bad = serde_json::json!([{"rule": "x", "severity": "fatal", "subject": {"device": null, "port": null, "netdev": null, "gpu": null}, "finding": "a", "evidence": "b", "fix": "c", "verify": "d"}]);
+    assert!(!validator.is_valid(&bad));
+    let landing = get(server.addr(), "/", &[]).await.text();
+    assert!(landing.contains("Findings (2)"), "{landing}");
+    assert!(landing.contains("The &lt;netdev&gt; collector failed"), "{landing}");
+    server.stop().await.expect("clean stop");
+}
