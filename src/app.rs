@@ -116,7 +116,8 @@ impl App {
     /// `docs/findings.schema.json`).
     pub fn findings_json(&self) -> String {
         let snapshot = self.snapshot();
-        let mut json = serde_json::to_string_pretty(&snapshot.findings).unwrap_or_else(|_| "[]".into());
+        let mut json =
+            serde_json::to_string_pretty(&snapshot.findings).unwrap_or_else(|_| "[]".into());
         json.push('\n');
         json
     }

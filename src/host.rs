@@ -53,13 +53,19 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// limit, or `None` when it could not be read.
 #[allow(unsafe_code)]
 pub fn raise_open_file_limit() -> Option<u64> {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit/setrlimit only read and write the struct we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
         return None;
     }
     if limit.rlim_cur < limit.rlim_max {
-        let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
         // SAFETY: as above.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
             return Some(raised.rlim_cur);

@@ -780,18 +780,32 @@ async fn findings_are_served_as_json_valid_against_the_schema() {
             verify: "z".into(),
         },
     ];
-    let snapshot = Snapshot { sequence: 3, taken_at: Some(SystemTime::now()), findings, ..Default::default() };
-    let app = Arc::new(App::new(BuildInfo::current(Duration::from_secs(5)), Arc::new(snapshot)));
+    let snapshot = Snapshot {
+        sequence: 3,
+        taken_at: Some(SystemTime::now()),
+        findings,
+        ..Default::default()
+    };
+    let app = Arc::new(App::new(
+        BuildInfo::current(Duration::from_secs(5)),
+        Arc::new(snapshot),
+    ));
     let server = start_local(app, options()).await;
     let reply = get(server.addr(), "/findings", &[]).await;
     assert_eq!(reply.status, 200);
     assert_eq!(reply.header("content-type"), Some("application/json"));
     let json: serde_json::Value = serde_json::from_slice(&reply.body).expect("JSON body");
-    let schema_text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/findings.schema.json"))
-        .expect("schema file");
+    let schema_text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/findings.schema.json"
+    ))
+    .expect("schema file");
     let schema: serde_json::Value = serde_json::from_str(&schema_text).expect("schema is JSON");
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator.iter_errors(&json).map(|e| e.to_string()).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(&json)
+        .map(|e| e.to_string())
+        .collect();
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(json[0]["rule"], "port_down");
     assert_eq!(json[0]["subject"]["port"], 1);
@@ -801,6 +815,9 @@ async fn findings_are_served_as_json_valid_against_the_schema() {
     assert!(!validator.is_valid(&bad));
     let landing = get(server.addr(), "/", &[]).await.text();
     assert!(landing.contains("Findings (2)"), "{landing}");
-    assert!(landing.contains("The &lt;netdev&gt; collector failed"), "{landing}");
+    assert!(
+        landing.contains("The &lt;netdev&gt; collector failed"),
+        "{landing}"
+    );
     server.stop().await.expect("clean stop");
 }
