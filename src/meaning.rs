@@ -4,21 +4,54 @@
 
 use roce_rdma::{Device, Port};
 
-/// A meaning shared by hardware counters of several drivers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A meaning shared by hardware counters of several drivers; one variant per
+/// semantic family of the exposition (`exposition::hw_counters::FAMILIES`,
+/// same order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HwMeaning {
     CnpSent,
+    CnpReceived,
     CnpHandled,
     CnpIgnored,
     EcnMarked,
     OutOfBuffer,
     OutOfSequence,
-    PacketSequenceErrors,
+    PacketSeqErr,
+    ImpliedNakSeqErr,
     LocalAckTimeout,
     Retransmissions,
     DuplicateRequests,
-    RnrNakRetryErrors,
-    ImpliedNakSequenceErrors,
+    RnrNaksReceived,
+    RnrRetriesExceeded,
+    TransportRetriesExceeded,
+    IcrcErrors,
+}
+
+impl HwMeaning {
+    /// Every variant, in the exposition's family order.
+    pub const ALL: [HwMeaning; 16] = [
+        HwMeaning::CnpSent,
+        HwMeaning::CnpReceived,
+        HwMeaning::CnpHandled,
+        HwMeaning::CnpIgnored,
+        HwMeaning::EcnMarked,
+        HwMeaning::OutOfBuffer,
+        HwMeaning::OutOfSequence,
+        HwMeaning::PacketSeqErr,
+        HwMeaning::ImpliedNakSeqErr,
+        HwMeaning::LocalAckTimeout,
+        HwMeaning::Retransmissions,
+        HwMeaning::DuplicateRequests,
+        HwMeaning::RnrNaksReceived,
+        HwMeaning::RnrRetriesExceeded,
+        HwMeaning::TransportRetriesExceeded,
+        HwMeaning::IcrcErrors,
+    ];
+
+    /// Position in [`FAMILIES`] and in [`HwMeaning::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// RDMA provider families whose counter names the table knows.
@@ -33,25 +66,41 @@ pub enum Provider {
 }
 
 impl Provider {
-    /// Provider of a device, from its driver or its name.
+    pub const ALL: [Provider; 6] = [
+        Provider::Mlx5,
+        Provider::Rxe,
+        Provider::BnxtRe,
+        Provider::Irdma,
+        Provider::Efa,
+        Provider::Ionic,
+    ];
+
+    /// Provider of a device, from the driver of its PCI function (stable
+    /// whatever udev named the device, e.g. `rocep23s0f0`) or, failing that,
+    /// from the kernel's default device name.
     pub fn of(device: &Device) -> Option<Provider> {
         let driver = device.driver.as_deref().unwrap_or("");
-        let name = device.name.as_str();
-        if driver.starts_with("mlx5") || name.starts_with("mlx5") {
-            Some(Provider::Mlx5)
-        } else if driver == "rxe" || name.starts_with("rxe") {
-            Some(Provider::Rxe)
-        } else if driver == "bnxt_en" || name.starts_with("bnxt_re") {
-            Some(Provider::BnxtRe)
-        } else if name.starts_with("irdma") || driver == "ice" || driver == "i40e" {
-            Some(Provider::Irdma)
-        } else if driver == "efa" || name.starts_with("efa") {
-            Some(Provider::Efa)
-        } else if driver.starts_with("ionic") || name.starts_with("ionic") {
-            Some(Provider::Ionic)
-        } else {
-            None
+        match driver {
+            "mlx5_core" => return Some(Provider::Mlx5),
+            "rxe" | "rdma_rxe" => return Some(Provider::Rxe),
+            "bnxt_en" => return Some(Provider::BnxtRe),
+            "ice" | "i40e" | "idpf" => return Some(Provider::Irdma),
+            "efa" => return Some(Provider::Efa),
+            "ionic" => return Some(Provider::Ionic),
+            _ => {}
         }
+        let name = device.name.as_str();
+        [
+            ("mlx5_", Provider::Mlx5),
+            ("rxe", Provider::Rxe),
+            ("bnxt_re", Provider::BnxtRe),
+            ("irdma", Provider::Irdma),
+            ("efa_", Provider::Efa),
+            ("ionic_", Provider::Ionic),
+        ]
+        .into_iter()
+        .find(|(prefix, _)| name.starts_with(prefix))
+        .map(|(_, p)| p)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -64,83 +113,110 @@ impl Provider {
             Provider::Ionic => "ionic",
         }
     }
+
+    /// Where the provider's counter names come from (cited in the reference).
+    pub fn kernel_source(self) -> &'static str {
+        match self {
+            Provider::Mlx5 => "drivers/infiniband/hw/mlx5/counters.c",
+            Provider::Rxe => "drivers/infiniband/sw/rxe/rxe_hw_counters.c",
+            Provider::BnxtRe => "drivers/infiniband/hw/bnxt_re/hw_counters.c",
+            Provider::Irdma => "drivers/infiniband/hw/irdma/verbs.c",
+            Provider::Efa => "drivers/infiniband/hw/efa/efa_verbs.c",
+            Provider::Ionic => "drivers/infiniband/hw/ionic/ionic_hw_stats.c",
+        }
+    }
 }
 
-/// One row: this provider's counter `name` means `meaning`.
+/// One row of the mapping: this provider's counter `name` means `meaning`.
 #[derive(Debug, Clone, Copy)]
 pub struct HwMapping {
     pub provider: Provider,
     pub name: &'static str,
     pub meaning: HwMeaning,
+    /// What the kernel source says, where the name alone does not.
+    pub note: &'static str,
 }
 
-const fn row(provider: Provider, name: &'static str, meaning: HwMeaning) -> HwMapping {
+const fn m(
+    provider: Provider,
+    name: &'static str,
+    meaning: HwMeaning,
+    note: &'static str,
+) -> HwMapping {
     HwMapping {
         provider,
         name,
         meaning,
+        note,
     }
 }
 
-/// The table. Sources:
-/// - mlx5: `drivers/infiniband/hw/mlx5/counters.c`.
-/// - rxe: `drivers/infiniband/sw/rxe/rxe_hw_counters.c`.
-pub const HW_MAPPINGS: &[HwMapping] = &[
-    row(Provider::Mlx5, "np_cnp_sent", HwMeaning::CnpSent),
-    row(Provider::Mlx5, "rp_cnp_handled", HwMeaning::CnpHandled),
-    row(Provider::Mlx5, "rp_cnp_ignored", HwMeaning::CnpIgnored),
-    row(
-        Provider::Mlx5,
-        "np_ecn_marked_roce_packets",
-        HwMeaning::EcnMarked,
-    ),
-    row(Provider::Mlx5, "out_of_buffer", HwMeaning::OutOfBuffer),
-    row(Provider::Mlx5, "out_of_sequence", HwMeaning::OutOfSequence),
-    row(
-        Provider::Mlx5,
-        "packet_seq_err",
-        HwMeaning::PacketSequenceErrors,
-    ),
-    row(
-        Provider::Mlx5,
-        "local_ack_timeout_err",
-        HwMeaning::LocalAckTimeout,
-    ),
-    row(
-        Provider::Mlx5,
-        "duplicate_request",
-        HwMeaning::DuplicateRequests,
-    ),
-    row(
-        Provider::Mlx5,
-        "rnr_nak_retry_err",
-        HwMeaning::RnrNakRetryErrors,
-    ),
-    row(
-        Provider::Mlx5,
-        "implied_nak_seq_err",
-        HwMeaning::ImpliedNakSequenceErrors,
-    ),
-    row(
-        Provider::Rxe,
-        "out_of_seq_request",
-        HwMeaning::OutOfSequence,
-    ),
-    row(
-        Provider::Rxe,
-        "rcvd_seq_err",
-        HwMeaning::PacketSequenceErrors,
-    ),
-    row(
-        Provider::Rxe,
-        "duplicate_request",
-        HwMeaning::DuplicateRequests,
-    ),
-    row(
-        Provider::Rxe,
-        "completer_retry_err",
-        HwMeaning::Retransmissions,
-    ),
+use HwMeaning::*;
+use Provider::{BnxtRe, Efa, Irdma, Mlx5, Rxe};
+
+/// The mapping table.
+///
+/// - mlx5 (`drivers/infiniband/hw/mlx5/counters.c`): `basic_q_cnts`,
+///   `out_of_seq_q_cnts`, `retrans_q_cnts`, `extended_err_cnts`, `cong_cnts`,
+///   `ext_ppcnt_cnts`, and the optional `rdmarx_cnp_op_cnts`. Left unmapped:
+///   `rnr_nak_retry_err` (the source does not say whether it counts RNR NAKs
+///   or exhausted retries), `roce_adp_retrans*`/`roce_slow_restart*` (adaptive
+///   retransmission internals), the optional `cc_rx_ce_pkts`/`cc_tx_cnp_pkts`
+///   (they would give a second series of families `np_ecn_marked_roce_packets`
+///   and `np_cnp_sent` already feed), and the `vport_` copies that switchdev
+///   representor ports carry.
+/// - rxe (`drivers/infiniband/sw/rxe/rxe_hw_counters.c`; where each is
+///   counted: `rxe_comp.c`, `rxe_resp.c`).
+/// - bnxt_re (`drivers/infiniband/hw/bnxt_re/hw_counters.c`,
+///   `bnxt_re_stat_descs`).
+/// - irdma (`drivers/infiniband/hw/irdma/verbs.c`, `irdma_hw_stat_names`,
+///   gen2 names).
+/// - efa (`drivers/infiniband/hw/efa/efa_verbs.c`, `EFA_DEFINE_PORT_STATS`).
+/// - ionic: none; its counter names come from the device firmware at run
+///   time (`ionic_hw_stats.c`), not from the kernel, so none is certain.
+pub static HW_MAPPINGS: &[HwMapping] = &[
+    // mlx5
+    m(Mlx5, "np_cnp_sent", CnpSent, "cong_cnts"),
+    m(Mlx5, "cc_rx_cnp_pkts", CnpReceived, "optional (IB_STAT_FLAG_OPTIONAL): present once enabled, via netlink only"),
+    m(Mlx5, "rp_cnp_handled", CnpHandled, "cong_cnts"),
+    m(Mlx5, "rp_cnp_ignored", CnpIgnored, "cong_cnts"),
+    m(Mlx5, "np_ecn_marked_roce_packets", EcnMarked, "cong_cnts"),
+    m(Mlx5, "out_of_buffer", OutOfBuffer, "basic_q_cnts"),
+    m(Mlx5, "out_of_sequence", OutOfSequence, "out_of_seq_q_cnts"),
+    m(Mlx5, "packet_seq_err", PacketSeqErr, "retrans_q_cnts"),
+    m(Mlx5, "implied_nak_seq_err", ImpliedNakSeqErr, "retrans_q_cnts"),
+    m(Mlx5, "local_ack_timeout_err", LocalAckTimeout, "retrans_q_cnts"),
+    m(Mlx5, "duplicate_request", DuplicateRequests, "retrans_q_cnts"),
+    m(Mlx5, "req_rnr_retries_exceeded", RnrRetriesExceeded, "extended_err_cnts"),
+    m(Mlx5, "req_transport_retries_exceeded", TransportRetriesExceeded, "extended_err_cnts"),
+    m(Mlx5, "rx_icrc_encapsulated", IcrcErrors, "ext_ppcnt_cnts (PPCNT extended group)"),
+    // rxe
+    m(Rxe, "out_of_seq_request", OutOfSequence, "RXE_CNT_OUT_OF_SEQ_REQ"),
+    m(Rxe, "rcvd_seq_err", PacketSeqErr, "RXE_CNT_RCV_SEQ_ERR: NAK with AETH_NAK_PSN_SEQ_ERROR received (rxe_comp.c)"),
+    m(Rxe, "completer_retry_err", Retransmissions, "RXE_CNT_COMP_RETRY: one per retry sequence the completer starts, not per packet (rxe_comp.c)"),
+    m(Rxe, "duplicate_request", DuplicateRequests, "RXE_CNT_DUP_REQ"),
+    m(Rxe, "rcvd_rnr_err", RnrNaksReceived, "RXE_CNT_RCV_RNR: AETH_RNR_NAK received"),
+    m(Rxe, "retry_rnr_exceeded_err", RnrRetriesExceeded, "RXE_CNT_RNR_RETRY_EXCEEDED"),
+    m(Rxe, "retry_exceeded_err", TransportRetriesExceeded, "RXE_CNT_RETRY_EXCEEDED"),
+    // bnxt_re
+    m(BnxtRe, "tx_cnp_pkts", CnpSent, "BNXT_RE_TX_CNP (extended stats)"),
+    m(BnxtRe, "rx_cnp_pkts", CnpReceived, "BNXT_RE_RX_CNP (extended stats)"),
+    m(BnxtRe, "rx_ecn_marked_pkts", EcnMarked, "BNXT_RE_RX_ECN (extended stats)"),
+    m(BnxtRe, "rx_out_of_buffer", OutOfBuffer, "BNXT_RE_OOB (extended stats)"),
+    m(BnxtRe, "oos_drop_count", OutOfSequence, "BNXT_RE_OUT_OF_SEQ_ERR: out-of-sequence packets received and dropped"),
+    m(BnxtRe, "seq_err_naks_rcvd", PacketSeqErr, "BNXT_RE_SEQ_ERR_NAKS_RCVD"),
+    m(BnxtRe, "to_retransmits", LocalAckTimeout, "BNXT_RE_TO_RETRANSMITS: retransmissions on timeout"),
+    m(BnxtRe, "dup_req", DuplicateRequests, "BNXT_RE_DUP_REQ"),
+    m(BnxtRe, "rnr_naks_rcvd", RnrNaksReceived, "BNXT_RE_RNR_NAKS_RCVD"),
+    m(BnxtRe, "max_retry_exceeded", TransportRetriesExceeded, "BNXT_RE_MAX_RETRY_EXCEEDED"),
+    // irdma
+    m(Irdma, "cnpSent", CnpSent, "IRDMA_HW_STAT_INDEX_TXNPCNPSENT (gen2)"),
+    m(Irdma, "cnpHandled", CnpHandled, "IRDMA_HW_STAT_INDEX_RXRPCNPHANDLED (gen2)"),
+    m(Irdma, "cnpIgnored", CnpIgnored, "IRDMA_HW_STAT_INDEX_RXRPCNPIGNORED (gen2)"),
+    m(Irdma, "RxECNMrkd", EcnMarked, "IRDMA_HW_STAT_INDEX_RXNPECNMARKEDPKTS (gen2)"),
+    // efa (SRD transport)
+    m(Efa, "retrans_pkts", Retransmissions, "EFA_RETRANS_PKTS: packets"),
+    m(Efa, "retrans_timeout_events", LocalAckTimeout, "EFA_RETRANS_TIMEOUT_EVENS"),
 ];
 
 /// The meaning of a provider's counter, if the table knows it.
@@ -161,4 +237,61 @@ pub fn port_hw_value(device: &Device, port: &Port, meaning: HwMeaning) -> Option
         .filter(|c| hw_meaning(provider, &c.name) == Some(meaning))
         .map(|c| c.value)
         .reduce(u64::saturating_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kernel_name_and_family_at_most_once_per_provider() {
+        for (i, a) in HW_MAPPINGS.iter().enumerate() {
+            for b in &HW_MAPPINGS[i + 1..] {
+                if a.provider != b.provider {
+                    continue;
+                }
+                assert_ne!(a.name, b.name, "{:?} maps {} twice", a.provider, a.name);
+                assert_ne!(
+                    a.meaning, b.meaning,
+                    "{:?}: {} and {} both map to {:?}",
+                    a.provider, a.name, b.name, a.meaning
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn provider_from_driver_beats_name() {
+        let dev = |name: &str, driver: Option<&str>| Device {
+            name: name.into(),
+            driver: driver.map(Into::into),
+            ..Device::default()
+        };
+        assert_eq!(
+            Provider::of(&dev("rocep23s0f0", Some("mlx5_core"))),
+            Some(Provider::Mlx5)
+        );
+        assert_eq!(
+            Provider::of(&dev("rocep1s0", Some("bnxt_en"))),
+            Some(Provider::BnxtRe)
+        );
+        assert_eq!(Provider::of(&dev("rxe0", None)), Some(Provider::Rxe));
+        assert_eq!(Provider::of(&dev("mlx5_0", None)), Some(Provider::Mlx5));
+        assert_eq!(Provider::of(&dev("mlx4_0", Some("mlx4_core"))), None);
+        assert_eq!(Provider::of(&dev("siw0", Some("siw"))), None);
+    }
+
+    #[test]
+    fn lookup_is_per_provider() {
+        assert_eq!(
+            hw_meaning(Some(Provider::Rxe), "duplicate_request"),
+            Some(DuplicateRequests)
+        );
+        assert_eq!(
+            hw_meaning(Some(Provider::BnxtRe), "duplicate_request"),
+            None
+        );
+        assert_eq!(hw_meaning(None, "np_cnp_sent"), None);
+        assert_eq!(hw_meaning(Some(Provider::Mlx5), "rnr_nak_retry_err"), None);
+    }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use roce_exporter::exposition::{self, families, hw_counters, BuildInfo, Format, Kind};
 use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
+use roce_exporter::meaning;
 use roce_rdma::{
     Counter, Device, Gid, GidType, HwCounterPath, LinkLayer, PhysState, Port, PortState,
     RdmaSnapshot,
@@ -765,14 +766,14 @@ fn exact_values_from_a_snapshot() {
 
 #[test]
 fn every_mapping_reaches_its_family() {
-    for m in hw_counters::MAPPINGS {
+    for m in meaning::HW_MAPPINGS {
         let driver = match m.provider {
-            hw_counters::Provider::Mlx5 => "mlx5_core",
-            hw_counters::Provider::Rxe => "rxe",
-            hw_counters::Provider::BnxtRe => "bnxt_en",
-            hw_counters::Provider::Irdma => "ice",
-            hw_counters::Provider::Efa => "efa",
-            hw_counters::Provider::Ionic => "ionic",
+            meaning::Provider::Mlx5 => "mlx5_core",
+            meaning::Provider::Rxe => "rxe",
+            meaning::Provider::BnxtRe => "bnxt_en",
+            meaning::Provider::Irdma => "ice",
+            meaning::Provider::Efa => "efa",
+            meaning::Provider::Ionic => "ionic",
         };
         let rdma = RdmaSnapshot {
             devices: vec![Device {
@@ -788,7 +789,7 @@ fn every_mapping_reaches_its_family() {
             errors: Vec::new(),
         };
         let p = parse(&encode_text(rdma));
-        let family = m.family.family().exposed_name();
+        let family = hw_counters::family(m.meaning).exposed_name();
         assert_eq!(
             p.value(&family, &[("device", "dev0"), ("port", "1")])
                 .as_deref(),
@@ -876,9 +877,9 @@ fn encode_cost() {
                 value: i,
             })
             .collect();
-        port.hw_counters = hw_counters::MAPPINGS
+        port.hw_counters = meaning::HW_MAPPINGS
             .iter()
-            .filter(|m| m.provider == hw_counters::Provider::Mlx5)
+            .filter(|m| m.provider == meaning::Provider::Mlx5)
             .map(|m| Counter {
                 name: m.name.into(),
                 value: 1,

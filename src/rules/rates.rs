@@ -213,7 +213,7 @@ fn sequence_errors(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.sequence_errors,
         &HwRate {
             rule: "sequence_errors",
-            meanings: &[HwMeaning::OutOfSequence, HwMeaning::PacketSequenceErrors, HwMeaning::ImpliedNakSequenceErrors],
+            meanings: &[HwMeaning::OutOfSequence, HwMeaning::PacketSeqErr, HwMeaning::ImpliedNakSeqErr],
             what: "packet sequence errors",
             fix: "Packets are lost or reordered on the path: make the RoCE priority lossless (PFC) or congestion \
                   controlled (ECN/DCQCN) on every hop, and check for drops on the switches",
