@@ -202,9 +202,10 @@ pub struct Expectations {
 }
 
 /// Thresholds of the rules. Every rule has a default; a window is how much
-/// history a rate rule looks at.
+/// history a rate rule looks at. Any key may be given alone: `rules:
+/// {retransmissions: {per_second: 50}}` keeps that rule's default window.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(try_from = "RawRules")]
 pub struct RulesConfig {
     /// A finding clears only after its condition stayed false this long.
     #[serde(deserialize_with = "duration")]
@@ -283,29 +284,121 @@ impl RulesConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WindowRule {
-    #[serde(deserialize_with = "duration")]
     pub window: Duration,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RateRule {
-    #[serde(deserialize_with = "duration")]
     pub window: Duration,
     /// Events per second above which the rule fires.
     pub per_second: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BerRule {
-    #[serde(deserialize_with = "duration")]
     pub window: Duration,
     /// Bit error rate above which the rule fires (1e-12: IBTA's floor).
     pub max_ber: f64,
+}
+
+/// `rules:` as written: every key optional, merged over the defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RawRules {
+    #[serde(deserialize_with = "opt_duration")]
+    hold: Option<Duration>,
+    disabled: Option<Vec<String>>,
+    link_flap: Option<RawRule>,
+    symbol_errors: Option<RawRule>,
+    retransmissions: Option<RawRule>,
+    sequence_errors: Option<RawRule>,
+    out_of_buffer: Option<RawRule>,
+    cnp_spike: Option<RawRule>,
+    ecn_spike: Option<RawRule>,
+}
+
+/// One rule's overrides. Which keys a rule takes is checked when merging.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RawRule {
+    #[serde(deserialize_with = "opt_duration")]
+    window: Option<Duration>,
+    per_second: Option<f64>,
+    max_ber: Option<f64>,
+}
+
+impl TryFrom<RawRules> for RulesConfig {
+    type Error = String;
+
+    fn try_from(raw: RawRules) -> Result<Self, String> {
+        let mut c = RulesConfig::default();
+        if let Some(h) = raw.hold {
+            c.hold = h;
+        }
+        if let Some(d) = raw.disabled {
+            c.disabled = d;
+        }
+        let window = |rule: &Option<RawRule>, into: &mut Duration| {
+            if let Some(w) = rule.as_ref().and_then(|r| r.window) {
+                *into = w;
+            }
+        };
+        window(&raw.link_flap, &mut c.link_flap.window);
+        window(&raw.symbol_errors, &mut c.symbol_errors.window);
+        if let Some(b) = raw.symbol_errors.as_ref().and_then(|r| r.max_ber) {
+            c.symbol_errors.max_ber = b;
+        }
+        for (rule, into) in [
+            (&raw.retransmissions, &mut c.retransmissions),
+            (&raw.sequence_errors, &mut c.sequence_errors),
+            (&raw.out_of_buffer, &mut c.out_of_buffer),
+            (&raw.cnp_spike, &mut c.cnp_spike),
+            (&raw.ecn_spike, &mut c.ecn_spike),
+        ] {
+            window(rule, &mut into.window);
+            if let Some(p) = rule.as_ref().and_then(|r| r.per_second) {
+                into.per_second = p;
+            }
+        }
+        // A key a rule does not take is an error, not silently ignored.
+        let misplaced = [
+            ("link_flap", &raw.link_flap, true, true),
+            ("symbol_errors", &raw.symbol_errors, true, false),
+            ("retransmissions", &raw.retransmissions, false, true),
+            ("sequence_errors", &raw.sequence_errors, false, true),
+            ("out_of_buffer", &raw.out_of_buffer, false, true),
+            ("cnp_spike", &raw.cnp_spike, false, true),
+            ("ecn_spike", &raw.ecn_spike, false, true),
+        ]
+        .into_iter()
+        .filter_map(|(name, rule, no_rate, no_ber)| {
+            let r = rule.as_ref()?;
+            if no_rate && r.per_second.is_some() {
+                Some(format!(
+                    "rules.{name}.per_second is not a setting of this rule (it takes: window{})",
+                    if no_ber { "" } else { ", max_ber" }
+                ))
+            } else if no_ber && r.max_ber.is_some() {
+                Some(format!(
+                    "rules.{name}.max_ber is not a setting of this rule (it takes: window{})",
+                    if no_rate { "" } else { ", per_second" }
+                ))
+            } else {
+                None
+            }
+        })
+        .next();
+        match misplaced {
+            Some(e) => Err(e),
+            None => Ok(c),
+        }
+    }
+}
+
+fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -501,6 +594,41 @@ mod tests {
         ] {
             assert!(Config::parse(bad, "t").is_err(), "accepted {bad:?}");
         }
+    }
+
+    #[test]
+    fn a_rule_key_given_alone_keeps_the_other_defaults() {
+        let c = Config::parse(
+            "rules: {retransmissions: {per_second: 50}, link_flap: {window: 1m}}\n",
+            "t",
+        )
+        .unwrap();
+        let d = RulesConfig::default();
+        assert_eq!(c.rules.retransmissions.per_second, 50.0);
+        assert_eq!(c.rules.retransmissions.window, d.retransmissions.window);
+        assert_eq!(c.rules.link_flap.window, Duration::from_secs(60));
+        assert_eq!(c.rules.symbol_errors, d.symbol_errors);
+        let c = Config::parse("rules: {symbol_errors: {max_ber: 1e-10}}\n", "t").unwrap();
+        assert_eq!(c.rules.symbol_errors.max_ber, 1e-10);
+        assert_eq!(c.rules.symbol_errors.window, d.symbol_errors.window);
+        let e = Config::parse("rules: {link_flap: {per_second: 3}}\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rules.link_flap.per_second is not a setting"),
+            "{e}"
+        );
+        let e = Config::parse("rules:\n  retransmissions: {windw: 1m}\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2") && e.contains("windw"), "{e}");
+        let e = Config::parse("rules:\n  hold: soon\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 2") && e.contains("invalid duration"),
+            "{e}"
+        );
     }
 
     #[test]
