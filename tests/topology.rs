@@ -4,12 +4,18 @@
 //! machine shape, downtrained links, ACS, GPUDirect readiness, NVML
 //! matching, and the binary on a host without NVML.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use roce_topology::attr::AttrFiles;
 use roce_topology::nvml::{FakeNvml, GpuLibrary, NoNvml, Nvml, NvmlError, NvmlGpu, NvmlState};
 use roce_topology::{
     AcsState, LinkSpeed, NicRef, PciAddress, PortType, TopologyReader, TopologySnapshot,
+    DEFAULT_RESCAN,
 };
 
 fn fixtures() -> PathBuf {
@@ -47,6 +53,9 @@ fn read_with(tree: &str, gpudirect: &str, nvml: Box<dyn GpuLibrary>) -> Topology
     );
     let snap = reader.read(&nics(&sys));
     assert_eq!(snap.errors, vec![], "read errors in {tree}");
+    // The next sample comes from the cache and says the same.
+    assert_eq!(reader.read(&nics(&sys)), snap, "cached sample of {tree}");
+    assert_eq!(reader.rebuilds(), 1);
     snap
 }
 
@@ -438,4 +447,212 @@ fn binary_reports_gpus_from_sysfs_without_nvml() {
     // Said once, not per sample: one line at most about NVML.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.matches("NVML").count() <= 1, "{stderr}");
+}
+
+/// Counts the per-sample file calls, and behaves as sysfs does when a node
+/// is removed under an open descriptor (ENODEV), which a fixture file on
+/// disk does not.
+#[derive(Clone, Default)]
+struct CountingFiles {
+    opens: Arc<AtomicUsize>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl AttrFiles for CountingFiles {
+    fn open(&self, path: &Path) -> std::io::Result<File> {
+        self.opens.fetch_add(1, Ordering::Relaxed);
+        File::open(path)
+    }
+
+    fn read_at(&self, file: &File, path: &Path, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        if !path.exists() {
+            return Err(std::io::Error::from_raw_os_error(libc::ENODEV));
+        }
+        std::os::unix::fs::FileExt::read_at(file, buf, 0)
+    }
+}
+
+/// A writable copy of a fixture tree (symbolic links kept), removed on drop.
+struct TreeCopy(PathBuf);
+
+impl TreeCopy {
+    fn new(tree: &str, test: &str) -> TreeCopy {
+        let dir = std::env::temp_dir().join(format!("roce-topo-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(fixtures().join(tree).join("sys"))
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        TreeCopy(dir)
+    }
+
+    fn sys(&self) -> PathBuf {
+        self.0.join("sys")
+    }
+
+    fn reader(&self, files: &CountingFiles) -> TopologyReader {
+        let gd = fixtures().join("pci-gpudirect/none");
+        TopologyReader::new(
+            self.sys(),
+            gd.join("proc"),
+            vec![gd.join("usr/lib/x86_64-linux-gnu")],
+            Box::new(NoNvml),
+        )
+        .with_files(Box::new(files.clone()))
+    }
+
+    /// The function's directory under `devices/`.
+    fn dir(&self, address: &str) -> PathBuf {
+        std::fs::canonicalize(self.sys().join("bus/pci/devices").join(address)).unwrap()
+    }
+}
+
+impl Drop for TreeCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn steady_state_samples_only_pread_the_link_attributes() {
+    let tree = TreeCopy::new("pci-dgx-h100", "steady");
+    let files = CountingFiles::default();
+    let mut reader = tree.reader(&files);
+    let nics = nics(&tree.sys());
+    let t0 = Instant::now();
+    let first = reader.read_at(&nics, t0);
+    let functions = first.functions.len();
+    assert_eq!(functions, 40);
+    // The walk opens both link attributes of every function once.
+    assert_eq!(files.opens.load(Ordering::Relaxed), 2 * functions);
+    assert_eq!(files.reads.load(Ordering::Relaxed), 0);
+    for i in 1..=10 {
+        let snap = reader.read_at(&nics, t0 + Duration::from_secs(i));
+        assert_eq!(snap, first);
+    }
+    // Ten samples: two preads per function each, no open, no walk.
+    assert_eq!(files.opens.load(Ordering::Relaxed), 2 * functions);
+    assert_eq!(files.reads.load(Ordering::Relaxed), 10 * 2 * functions);
+    assert_eq!(reader.rebuilds(), 1);
+}
+
+#[test]
+fn a_link_that_downtrains_is_seen_on_the_next_sample() {
+    let tree = TreeCopy::new("pci-dgx-h100", "downtrain");
+    let files = CountingFiles::default();
+    let mut reader = tree.reader(&files);
+    let nics = nics(&tree.sys());
+    let t0 = Instant::now();
+    let nic = addr("0000:19:00.0");
+    let before = reader.read_at(&nics, t0);
+    let link = before.links.iter().find(|l| l.downstream == nic).unwrap();
+    assert_eq!(link.speed_downtrained(), Some(false));
+    // Written in place (same inode), as sysfs changes under a kept
+    // descriptor.
+    let dir = tree.dir("0000:19:00.0");
+    std::fs::write(dir.join("current_link_speed"), "16.0 GT/s PCIe\n").unwrap();
+    std::fs::write(dir.join("current_link_width"), "8\n").unwrap();
+    let after = reader.read_at(&nics, t0 + Duration::from_secs(1));
+    assert_eq!(reader.rebuilds(), 1);
+    let link = after.links.iter().find(|l| l.downstream == nic).unwrap();
+    assert_eq!(
+        (link.current_speed, link.current_width),
+        (Some(LinkSpeed(16000)), Some(8))
+    );
+    assert_eq!(link.capable_speed, Some(LinkSpeed(32000)));
+    assert_eq!(link.speed_downtrained(), Some(true));
+    assert_eq!(link.width_downtrained(), Some(true));
+    let f = after.function(&nic).unwrap();
+    assert_eq!(
+        (f.current_speed, f.current_width),
+        (Some(LinkSpeed(16000)), Some(8))
+    );
+    assert_eq!(after.errors, vec![]);
+    // A value that does not parse is an error of this sample, and the
+    // link is unknown, as on a first read.
+    std::fs::write(dir.join("current_link_width"), "x8\n").unwrap();
+    let bad = reader.read_at(&nics, t0 + Duration::from_secs(2));
+    assert_eq!(bad.errors.len(), 1);
+    assert_eq!(bad.errors[0].path, dir.join("current_link_width"));
+    let link = bad.links.iter().find(|l| l.downstream == nic).unwrap();
+    assert_eq!(link.current_width, None);
+    assert_eq!(reader.rebuilds(), 1);
+}
+
+#[test]
+fn a_gpu_added_to_the_tree_is_seen_after_the_rescan_interval() {
+    let tree = TreeCopy::new("pci-dgx-h100", "hotadd");
+    let files = CountingFiles::default();
+    let mut reader = tree.reader(&files);
+    let nics = nics(&tree.sys());
+    // GPU7 (0000:bf:00.0) is not there when the exporter starts.
+    let gpu = tree.dir("0000:bf:00.0");
+    let link = tree.sys().join("bus/pci/devices/0000:bf:00.0");
+    let target = std::fs::read_link(&link).unwrap();
+    let stash = tree.0.join("stash");
+    std::fs::rename(&gpu, &stash).unwrap();
+    std::fs::remove_file(&link).unwrap();
+    let t0 = Instant::now();
+    assert_eq!(reader.read_at(&nics, t0).gpus.len(), 7);
+    // Hot-added.
+    std::fs::rename(&stash, &gpu).unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let soon = reader.read_at(&nics, t0 + DEFAULT_RESCAN - Duration::from_secs(1));
+    assert_eq!(soon.gpus.len(), 7);
+    assert_eq!(reader.rebuilds(), 1);
+    let later = reader.read_at(&nics, t0 + DEFAULT_RESCAN);
+    assert_eq!(reader.rebuilds(), 2);
+    assert_eq!(later.gpus.len(), 8);
+    assert_eq!(later.path(7, "mlx5_7").map(|c| c.as_str()), Some("PIX"));
+    assert_eq!(later, read("pci-dgx-h100"));
+}
+
+#[test]
+fn a_changed_set_of_rdma_devices_rebuilds() {
+    let tree = TreeCopy::new("pci-dgx-h100", "nicset");
+    let files = CountingFiles::default();
+    let mut reader = tree.reader(&files);
+    let mut nics = nics(&tree.sys());
+    let t0 = Instant::now();
+    assert_eq!(reader.read_at(&nics, t0).nics.len(), 8);
+    nics.pop();
+    let snap = reader.read_at(&nics, t0 + Duration::from_secs(1));
+    assert_eq!(reader.rebuilds(), 2);
+    assert_eq!(snap.nics.len(), 7);
+    assert_eq!(snap.path(0, "mlx5_7"), None);
+}
+
+#[test]
+fn a_vanished_bridge_rebuilds_without_errors() {
+    let tree = TreeCopy::new("pci-dgx-h100", "unplug");
+    let files = CountingFiles::default();
+    let mut reader = tree.reader(&files);
+    let nics = nics(&tree.sys());
+    let t0 = Instant::now();
+    let before = reader.read_at(&nics, t0);
+    assert_eq!(before.gpus.len(), 8);
+    // The switch downstream port above GPU7 is removed, and GPU7 with it
+    // (a surprise removal takes the whole subtree).
+    let gpu = tree.dir("0000:bf:00.0");
+    let bridge = gpu.parent().unwrap().to_path_buf();
+    assert!(before
+        .function(&addr(bridge.file_name().unwrap().to_str().unwrap()))
+        .is_some());
+    std::fs::remove_dir_all(&bridge).unwrap();
+    let after = reader.read_at(&nics, t0 + Duration::from_secs(1));
+    assert_eq!(reader.rebuilds(), 2);
+    assert_eq!(after.errors, vec![]);
+    assert_eq!(after.gpus.len(), 7);
+    assert!(after
+        .function(&addr(bridge.file_name().unwrap().to_str().unwrap()))
+        .is_none());
+    // And the rebuilt cache is steady again.
+    let next = reader.read_at(&nics, t0 + Duration::from_secs(2));
+    assert_eq!(next, after);
+    assert_eq!(reader.rebuilds(), 2);
 }

@@ -3,6 +3,9 @@
 //! source found (it runs first). NVML is asked only when
 //! `sources.nvml` allows it (`auto`: when `--path.sysfs` is this host's);
 //! its absence is logged once per change of state, never per sample.
+//! The reader caches the PCI tree and re-reads only link training per
+//! sample; NVML and the GPUDirect evidence are asked again at each rebuild
+//! (RDMA device set changed, a cached path vanished, or every 5 minutes).
 
 use std::path::PathBuf;
 

@@ -9,6 +9,7 @@
 //! RDMA source ran first and knows their PCI functions).
 
 pub mod acs;
+pub mod attr;
 pub mod gpudirect;
 pub mod nvml;
 pub mod path;
@@ -16,5 +17,5 @@ pub mod pci;
 mod reader;
 mod types;
 
-pub use reader::{TopologyReader, DEFAULT_LIBRARY_DIRS};
+pub use reader::{TopologyReader, DEFAULT_LIBRARY_DIRS, DEFAULT_RESCAN};
 pub use types::*;

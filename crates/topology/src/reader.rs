@@ -3,6 +3,15 @@
 //! the link attributes and config space on the way, and asks `<procfs>`,
 //! the library directories and NVML about GPUDirect and GPU names.
 //!
+//! The walk (a rebuild) is cached: between rebuilds a sample re-reads only
+//! `current_link_speed` and `current_link_width` of the cached functions,
+//! through kept descriptors ([`crate::attr`]). A rebuild happens when the
+//! set of RDMA devices changes, when a cached attribute vanishes
+//! (hot-unplug), and every rescan interval ([`DEFAULT_RESCAN`]): a
+//! hot-added GPU or NIC, a changed NUMA node, ACS setting, a module loaded
+//! for GPUDirect (`nvidia_peermem`) or a driver started for NVML is seen
+//! at most one rescan interval late.
+//!
 //! ENOENT is absence (a function without link attributes, no NVIDIA driver);
 //! any other failure is a [`ReadError`] in the snapshot and the rest is
 //! still read.
@@ -10,8 +19,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::acs::{acs_state, port_type, AcsState, PortType};
+use crate::attr::{AttrFiles, Fresh, KeptAttr, SysAttrFiles};
 use crate::gpudirect::{Evidence, GpuDirect};
 use crate::nvml::{GpuLibrary, NvmlError, NvmlState};
 use crate::path::{classify, Placement};
@@ -30,6 +41,9 @@ pub const DEFAULT_LIBRARY_DIRS: &[&str] = &[
     "/lib64",
 ];
 
+/// How often the tree is walked again when nothing forced it earlier.
+pub const DEFAULT_RESCAN: Duration = Duration::from_secs(300);
+
 /// Reads the topology of one host.
 pub struct TopologyReader {
     sysfs: PathBuf,
@@ -39,6 +53,32 @@ pub struct TopologyReader {
     /// Port type per bridge: fixed for the life of the device, so config
     /// space is read for it once, not per sample.
     port_types: HashMap<PciAddress, Option<PortType>>,
+    files: Box<dyn AttrFiles>,
+    rescan: Duration,
+    cache: Option<Cache>,
+    rebuilds: u64,
+}
+
+/// The last walk and what a sample re-reads of it.
+struct Cache {
+    /// The RDMA devices it was built for.
+    nics: Vec<NicRef>,
+    built: Instant,
+    snap: TopologySnapshot,
+    /// The walk's errors except those of the re-read files: they stay true
+    /// until the next walk, so every sample repeats them (as each walk
+    /// did before the cache).
+    static_errors: Vec<ReadError>,
+    kept: Vec<KeptLink>,
+    /// For each of `snap.links`, its lower end's index in `snap.functions`.
+    link_functions: Vec<Option<usize>>,
+}
+
+/// The run-time link attributes of one function.
+struct KeptLink {
+    function: usize,
+    speed: KeptAttr,
+    width: KeptAttr,
 }
 
 impl std::fmt::Debug for TopologyReader {
@@ -74,20 +114,108 @@ impl TopologyReader {
             library_dirs,
             nvml,
             port_types: HashMap::new(),
+            files: Box::new(SysAttrFiles),
+            rescan: DEFAULT_RESCAN,
+            cache: None,
+            rebuilds: 0,
         }
     }
 
-    /// Reads the tree; `nics` are the RDMA devices and their PCI functions.
+    /// The file layer for the per-sample reads (tests count them).
+    pub fn with_files(mut self, files: Box<dyn AttrFiles>) -> TopologyReader {
+        self.files = files;
+        self.cache = None;
+        self
+    }
+
+    /// How often the tree is walked again ([`DEFAULT_RESCAN`]).
+    pub fn with_rescan_interval(mut self, rescan: Duration) -> TopologyReader {
+        self.rescan = rescan;
+        self
+    }
+
+    /// How many times the tree was walked.
+    pub fn rebuilds(&self) -> u64 {
+        self.rebuilds
+    }
+
+    /// Reads the topology now; `nics` are the RDMA devices and their PCI
+    /// functions.
     pub fn read(&mut self, nics: &[NicRef]) -> TopologySnapshot {
+        self.read_at(nics, Instant::now())
+    }
+
+    /// [`TopologyReader::read`] with the clock given, for tests.
+    pub fn read_at(&mut self, nics: &[NicRef], now: Instant) -> TopologySnapshot {
+        if let Some(cache) = &mut self.cache {
+            let due = cache.nics.as_slice() != nics
+                || now.saturating_duration_since(cache.built) >= self.rescan;
+            if !due {
+                if let Some(snap) = cache.refresh(self.files.as_ref()) {
+                    return snap;
+                }
+            }
+        }
+        self.rebuild(nics, now)
+    }
+
+    fn rebuild(&mut self, nics: &[NicRef], now: Instant) -> TopologySnapshot {
+        self.cache = None;
+        self.rebuilds += 1;
+        let (snap, dirs) = self.walk(nics);
+        let mut kept = Vec::new();
+        for (function, f) in snap.functions.iter().enumerate() {
+            let Some(dir) = dirs.get(&f.address) else {
+                continue;
+            };
+            let files = self.files.as_ref();
+            kept.push(KeptLink {
+                function,
+                speed: KeptAttr::open(files, dir.join("current_link_speed")),
+                width: KeptAttr::open(files, dir.join("current_link_width")),
+            });
+        }
+        let static_errors = snap
+            .errors
+            .iter()
+            .filter(|e| {
+                !kept
+                    .iter()
+                    .any(|k| k.speed.path == e.path || k.width.path == e.path)
+            })
+            .cloned()
+            .collect();
+        let link_functions = snap
+            .links
+            .iter()
+            .map(|l| {
+                snap.functions
+                    .iter()
+                    .position(|f| f.address == l.downstream)
+            })
+            .collect();
+        self.cache = Some(Cache {
+            nics: nics.to_vec(),
+            built: now,
+            snap: snap.clone(),
+            static_errors,
+            kept,
+            link_functions,
+        });
+        snap
+    }
+
+    /// Walks the tree; also gives the directory of every function found.
+    fn walk(&mut self, nics: &[NicRef]) -> (TopologySnapshot, BTreeMap<PciAddress, PathBuf>) {
         let mut snap = TopologySnapshot::default();
         let mut errors = Vec::new();
         let bus = self.sysfs.join("bus/pci/devices");
         let entries = match std::fs::read_dir(&bus) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return snap,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (snap, BTreeMap::new()),
             Err(e) => {
                 snap.errors.push(io_error(&bus, &e));
-                return snap;
+                return (snap, BTreeMap::new());
             }
         };
         let devices_root = std::fs::canonicalize(self.sysfs.join("devices")).ok();
@@ -262,7 +390,7 @@ impl TopologyReader {
         }
         snap.functions = functions.into_values().collect();
         snap.errors = errors;
-        snap
+        (snap, dirs)
     }
 
     /// The function's directory under `devices/`, its host bridge and the
@@ -413,6 +541,66 @@ impl TopologyReader {
             osrelease: read_text(&self.procfs.join("sys/kernel/osrelease"), errors),
             nvidia_version: read_text(&self.procfs.join("driver/nvidia/version"), errors),
             library_files,
+        }
+    }
+}
+
+impl Cache {
+    /// The cached snapshot with the link attributes read now; `None` when
+    /// one of them vanished (the tree changed: walk again).
+    fn refresh(&mut self, files: &dyn AttrFiles) -> Option<TopologySnapshot> {
+        let mut errors = self.static_errors.clone();
+        for k in &mut self.kept {
+            let speed = match k.speed.read(files) {
+                Fresh::Vanished => return None,
+                fresh => fresh_parsed(fresh, &k.speed.path, pci::parse_link_speed, &mut errors),
+            };
+            let width = match k.width.read(files) {
+                Fresh::Vanished => return None,
+                fresh => fresh_parsed(fresh, &k.width.path, pci::parse_link_width, &mut errors),
+            };
+            if let Some(f) = self.snap.functions.get_mut(k.function) {
+                f.current_speed = match speed {
+                    Some(SpeedText::Speed(s)) => Some(s),
+                    Some(SpeedText::Unknown) | None => None,
+                };
+                f.current_width = width.flatten();
+            }
+        }
+        for (link, index) in self.snap.links.iter_mut().zip(&self.link_functions) {
+            if let Some(f) = index.and_then(|i| self.snap.functions.get(i)) {
+                link.current_speed = f.current_speed;
+                link.current_width = f.current_width;
+            }
+        }
+        let mut snap = self.snap.clone();
+        snap.errors = errors;
+        Some(snap)
+    }
+}
+
+/// A re-read attribute's value, with the same errors as a first read.
+fn fresh_parsed<T>(
+    fresh: Fresh,
+    path: &Path,
+    parse: impl Fn(&str) -> Result<T, String>,
+    errors: &mut Vec<ReadError>,
+) -> Option<T> {
+    match fresh {
+        Fresh::Text(text) => match parse(&text) {
+            Ok(v) => Some(v),
+            Err(msg) => {
+                errors.push(ReadError {
+                    path: path.to_path_buf(),
+                    kind: ReadErrorKind::Parse(msg),
+                });
+                None
+            }
+        },
+        Fresh::Absent | Fresh::Vanished => None,
+        Fresh::Error(e) => {
+            errors.push(io_error(path, &e));
+            None
         }
     }
 }
