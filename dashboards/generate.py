@@ -1,0 +1,438 @@
+#!/usr/bin/env python3
+"""Generates the Grafana dashboards of roce_exporter (python3, stdlib only).
+
+The monitoring-mixin way without jsonnet: every panel is written once here,
+with the selector of the exporter's series as a parameter. The committed
+`dashboards/*.json` are this script's output with the default parameters
+(importable as they are: the data source is a variable, `instance` and
+`device` are template variables, every panel has a unit);
+`tests/monitoring/run.py static` fails when they differ.
+
+    python3 dashboards/generate.py                   # rewrite dashboards/*.json
+    python3 dashboards/generate.py --selector 'job="rdma"' --out /var/lib/grafana/dashboards
+
+Metric names and labels: docs/metrics.md (generated from src/exposition/).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+DEFAULTS = {
+    "selector": 'job="roce_exporter"',
+    "tags": ["roce_exporter", "rdma"],
+    "refresh": "30s",
+}
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+
+class Ctx:
+    """Selectors of one generation run."""
+
+    def __init__(self, selector):
+        self.base = selector
+        # Node level series (no device label).
+        self.n = f'{selector}, instance=~"$instance"'
+        # Series with a device label.
+        self.d = f'{self.n}, device=~"$device"'
+
+
+def target(expr, legend="", ref="A", fmt=None, instant=False):
+    t = {"datasource": DS, "refId": ref, "expr": expr, "legendFormat": legend or "__auto"}
+    if fmt:
+        t["format"] = fmt
+    if instant:
+        t["instant"] = True
+        t["range"] = False
+    else:
+        t["range"] = True
+    return t
+
+
+def panel(kind, title, description, unit, targets, w=12, h=8, **extra):
+    p = {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [dict(t, refId=chr(ord("A") + i)) for i, t in enumerate(targets)],
+        "_w": w,
+        "_h": h,
+    }
+    p.update(extra)
+    return p
+
+
+def ts(title, description, unit, targets, w=12, h=8, stack=False):
+    custom = {"drawStyle": "line", "fillOpacity": 10, "lineWidth": 1, "showPoints": "never"}
+    if stack:
+        custom["stacking"] = {"mode": "normal", "group": "A"}
+    p = panel("timeseries", title, description, unit, targets, w, h,
+              options={"legend": {"displayMode": "table", "placement": "bottom",
+                                  "calcs": ["max", "lastNotNull"]},
+                       "tooltip": {"mode": "multi", "sort": "desc"}})
+    p["fieldConfig"]["defaults"]["custom"] = custom
+    return p
+
+
+def stat(title, description, unit, expr, w=4, h=4, thresholds=None):
+    p = panel("stat", title, description, unit, [target(expr, instant=True)], w, h,
+              options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                       "colorMode": "background", "graphMode": "none", "textMode": "value"})
+    steps = [{"color": "green", "value": None}]
+    for value, color in thresholds or []:
+        steps.append({"color": color, "value": value})
+    p["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": steps}
+    return p
+
+
+def table(title, description, unit, expr, hide=(), w=24, h=8, rename=None):
+    excluded = {"Time": True, "__name__": True, "job": True}
+    excluded.update({k: True for k in hide})
+    return panel("table", title, description, unit,
+                 [target(expr, fmt="table", instant=True)], w, h,
+                 options={"showHeader": True, "cellHeight": "sm"},
+                 transformations=[{"id": "organize", "options": {
+                     "excludeByName": excluded, "renameByName": rename or {}}}])
+
+
+def layout(panels):
+    """Grid positions left to right, top to bottom, and panel ids."""
+    x = y = row_h = 0
+    for i, p in enumerate(panels, start=1):
+        w, h = p.pop("_w"), p.pop("_h")
+        if x + w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        p["id"] = i
+        p["gridPos"] = {"x": x, "y": y, "w": w, "h": h}
+        x += w
+        row_h = max(row_h, h)
+    return panels
+
+
+def variables(c):
+    def query_var(name, label, query):
+        return {
+            "name": name, "label": label, "type": "query", "datasource": DS,
+            "definition": query,
+            "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+            "refresh": 2, "sort": 1, "multi": True, "includeAll": True, "allValue": ".+",
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+            "options": [], "hide": 0, "regex": "",
+        }
+
+    return [
+        {"name": "datasource", "label": "Data source", "type": "datasource",
+         "query": "prometheus", "current": {}, "hide": 0, "refresh": 1, "regex": "",
+         "options": []},
+        query_var("instance", "Instance",
+                  f"label_values(roce_exporter_build_info{{{c.base}}}, instance)"),
+        query_var("device", "RDMA device",
+                  f"label_values(roce_port_info{{{c.n}}}, device)"),
+    ]
+
+
+def dashboard(c, uid, title, description, panels, params):
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": params["tags"],
+        "editable": True,
+        "graphTooltip": 1,
+        "timezone": "",
+        "refresh": params["refresh"],
+        "schemaVersion": 39,
+        "version": 1,
+        "time": {"from": "now-6h", "to": "now"},
+        "timepicker": {},
+        "annotations": {"list": []},
+        "links": [{"title": "roce_exporter dashboards", "type": "dashboards",
+                   "tags": params["tags"][:1], "asDropdown": True, "includeVars": True,
+                   "keepTime": True}],
+        "templating": {"list": variables(c)},
+        "panels": layout(panels),
+    }
+
+
+RI = "$__rate_interval"
+
+
+def overview(c, params):
+    d = c.d
+    panels = [
+        stat("Ports up", "RDMA ports that are ACTIVE and LinkUp.", "none",
+             f"count(roce_port_up{{{d}}} == 1) or vector(0)"),
+        stat("Ports not up", "RDMA ports that are not ACTIVE and LinkUp.", "none",
+             f"count(roce_port_up{{{d}}} == 0) or vector(0)", thresholds=[(1, "red")]),
+        stat("Critical findings", "Active critical findings of the exporter's rules.", "none",
+             f'sum(roce_findings_active{{{c.n}, severity="critical"}})', thresholds=[(1, "red")]),
+        stat("Warning findings", "Active warning findings of the exporter's rules.", "none",
+             f'sum(roce_findings_active{{{c.n}, severity="warning"}})',
+             thresholds=[(1, "orange")]),
+        stat("Failing collectors", "Collectors whose last sample failed.", "none",
+             f"count(roce_collector_success{{{c.n}}} == 0) or vector(0)",
+             thresholds=[(1, "red")]),
+        stat("Oldest sample", "Age of the oldest sample served by the selected exporters.", "s",
+             f"max(time() - roce_sample_timestamp_seconds{{{c.n}}})",
+             thresholds=[(30, "orange"), (120, "red")]),
+        table("Active findings", "Findings of the exporter's rules (details at /findings on "
+              "each exporter, or `roce_exporter check`).", "none",
+              f"roce_finding{{{c.n}}}", hide=["Value"]),
+        table("Ports", "RDMA ports: link layer, netdev, state (1 up) and rate.", "none",
+              f"roce_port_info{{{d}}} * on (instance, device, port) group_left () "
+              f"roce_port_up{{{d}}}",
+              rename={"Value": "up"}, h=8),
+        ts("Port rate", "Data rate of each port as the kernel reports it.", "Bps",
+           [target(f"roce_port_rate_bytes_per_second{{{d}}}", "{{instance}} {{device}}/{{port}}")]),
+        ts("Netdev speed", "Link speed of the netdevs behind RDMA ports.", "Bps",
+           [target(f"roce_netdev_speed_bytes_per_second{{{d}}}", "{{instance}} {{netdev}}")]),
+        ts("Receive throughput", "RDMA port data received (counters/port_rcv_data × 4).", "Bps",
+           [target(f"rate(roce_port_data_received_bytes_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}}")]),
+        ts("Transmit throughput", "RDMA port data transmitted (counters/port_xmit_data × 4).",
+           "Bps",
+           [target(f"rate(roce_port_data_transmitted_bytes_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}}")]),
+        ts("Packets", "RDMA port packets received and transmitted.", "pps",
+           [target(f"rate(roce_port_packets_received_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}} rx"),
+            target(f"rate(roce_port_packets_transmitted_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}} tx")]),
+        ts("Findings by severity", "Active findings over time.", "none",
+           [target(f"sum by (severity) (roce_findings_active{{{c.n}}})", "{{severity}}")],
+           stack=True),
+        table("Collectors", "State of each collector in the last sample.", "none",
+              f"roce_collector_state_info{{{c.n}}} == 1", hide=["Value"], w=12),
+        ts("Collector duration", "Time each collector took in the last sample.", "s",
+           [target(f"roce_collector_duration_seconds{{{c.n}}}",
+                   "{{instance}} {{collector}}")]),
+        table("Devices", "RDMA devices: driver, firmware, board, PCI address, NUMA node.",
+              "none", f"roce_device_info{{{d}}}", hide=["Value"]),
+    ]
+    return dashboard(c, "roce-overview", "RoCE / Fabric overview",
+                     "Ports, rates, throughput and findings of roce_exporter.", panels, params)
+
+
+def congestion(c, params):
+    d = c.d
+    panels = [
+        ts("PFC pause time ratio", "Fraction of time a priority was paused by PFC (tx: this "
+           "NIC paused its peer; rx: the peer paused this NIC). Above 0.2 is a storm "
+           "(RocePfcStorm).", "percentunit",
+           [target(f"rate(roce_pfc_pause_duration_seconds_total{{{d}}}[{RI}])",
+                   "{{instance}} {{netdev}} prio {{priority}} {{direction}}")]),
+        ts("PFC pause frames", "PFC pause frames (XOFF and XON) per priority and direction.",
+           "pps",
+           [target(f"rate(roce_pfc_pause_frames_total{{{d}}}[{RI}])",
+                   "{{instance}} {{netdev}} prio {{priority}} {{direction}}")]),
+        ts("PFC pause transitions", "Transitions between paused and not paused per priority.",
+           "cps",
+           [target(f"rate(roce_pfc_pause_transitions_total{{{d}}}[{RI}])",
+                   "{{instance}} {{netdev}} prio {{priority}} {{direction}}")]),
+        ts("Pause storm detections", "NIC pause storm detector events (mlx5 warning/error, "
+           "bnxt_en continuous).", "short",
+           [target(f"increase(roce_pause_storm_events_total{{{d}}}[{RI}])",
+                   "{{instance}} {{netdev}} {{severity}}")]),
+        ts("Global pause frames", "IEEE 802.3x link-level pause frames.", "pps",
+           [target(f"rate(roce_link_pause_frames_total{{{d}}}[{RI}])",
+                   "{{instance}} {{netdev}} {{direction}}")]),
+        ts("CNPs", "Congestion notification packets sent (notification point) and handled "
+           "or ignored (reaction point).", "pps",
+           [target(f"rate(roce_cnp_sent_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}} sent"),
+            target(f"rate(roce_cnp_handled_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}} handled"),
+            target(f"rate(roce_cnp_ignored_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}} ignored")]),
+        ts("ECN-marked RoCE packets", "RoCE packets received with the CE mark.", "pps",
+           [target(f"rate(roce_ecn_marked_packets_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}}")]),
+        ts("ECN-marked packets per priority", "All packets of a priority received with the "
+           "CE mark (netdev counters).", "pps",
+           [target(f"sum by (instance, netdev, priority) "
+                   f"(rate(roce_netdev_ecn_marked_packets_total{{{d}}}[{RI}]))",
+                   "{{instance}} {{netdev}} prio {{priority}}")]),
+        ts("NIC discards by reason", "Packets the NIC dropped, by reason.", "pps",
+           [target(f"sum by (instance, netdev, reason) "
+                   f"(rate(roce_netdev_discards_total{{{d}}}[{RI}]))",
+                   "{{instance}} {{netdev}} {{reason}}")]),
+        ts("RDMA out_of_buffer drops", "Packets dropped for lack of receive WQEs or buffers.",
+           "pps",
+           [target(f"rate(roce_out_of_buffer_drops_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}}")]),
+        table("PFC enabled priorities", "Priorities with PFC on (DCB), per netdev.", "none",
+              f"roce_pfc_enabled{{{d}}} == 1", hide=["Value"], w=12),
+        table("ECN enabled priorities", "Priorities with RoCE ECN (DCQCN) on, per role "
+              "(mlx5).", "none", f"roce_ecn_enabled{{{d}}} == 1", hide=["Value"], w=12),
+        table("QoS trust and MTU", "Packet field the port classifies priority by, and the "
+              "netdev MTU.", "bytes",
+              f"roce_netdev_mtu_bytes{{{d}}} * on (instance, netdev) group_left (trust) "
+              f"roce_qos_trust_info{{{d}}}", rename={"Value": "mtu"}),
+    ]
+    return dashboard(c, "roce-congestion", "RoCE / Congestion",
+                     "PFC per priority, pause time, CNP/ECN and discards.", panels, params)
+
+
+def errors(c, params):
+    d = c.d
+
+    def port_rate(title, description, metric, unit="cps"):
+        return ts(title, description, unit,
+                  [target(f"rate({metric}{{{d}}}[{RI}])", "{{instance}} {{device}}/{{port}}")])
+
+    panels = [
+        ts("Bit error rate", "Symbol errors per bit at the port's rate. Above 1e-12 is "
+           "RoceSymbolErrors.", "sci",
+           [target(f"rate(roce_port_symbol_errors_total{{{d}}}[{RI}])\n"
+                   f"  / (8 * roce_port_rate_bytes_per_second{{{d}}} > 0)",
+                   "{{instance}} {{device}}/{{port}}")]),
+        port_rate("Symbol errors", "Minor link errors on the physical lanes.",
+                  "roce_port_symbol_errors_total"),
+        ts("Link flaps", "Times the link went down (link_downed) and recovered from errors.",
+           "short",
+           [target(f"increase(roce_port_link_downed_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}} down"),
+            target(f"increase(roce_port_link_error_recovery_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}} recovery")]),
+        ts("Retransmissions and ACK timeouts", "Requester ACK timer expirations (each one "
+           "retransmits) and retransmissions where the driver counts them (rxe, efa).", "cps",
+           [target(f"rate(roce_local_ack_timeout_errors_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}} ACK timeouts"),
+            target(f"rate(roce_retransmissions_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}} retransmissions")]),
+        port_rate("RNR NAKs", "Receiver-not-ready NAKs received: the remote side had no "
+                  "receive WQE posted.", "roce_rnr_naks_received_total"),
+        port_rate("Out-of-sequence packets", "Packets the responder received beyond the "
+                  "expected PSN.", "roce_out_of_sequence_packets_total"),
+        port_rate("Sequence error NAKs", "NAKs with a PSN sequence error received.",
+                  "roce_packet_sequence_errors_total"),
+        port_rate("Duplicate requests", "Requests the responder had already executed.",
+                  "roce_duplicate_requests_total"),
+        port_rate("Retry exceeded", "Work requests failed after the transport retry count.",
+                  "roce_transport_retries_exceeded_errors_total"),
+        port_rate("Receive errors", "Received packets with errors.",
+                  "roce_port_receive_errors_total"),
+        port_rate("Transmit discards", "Outbound packets discarded (port down or congested).",
+                  "roce_port_transmit_discards_total"),
+        port_rate("ICRC errors", "RoCE packets received with an invalid ICRC.",
+                  "roce_icrc_errors_total"),
+        port_rate("Collector read errors", "Single reads (files, netlink, ioctls) that "
+                  "failed.", "roce_collector_errors_total"),
+    ]
+    # the last panel is per collector, not per port
+    panels[-1]["targets"][0]["expr"] = f"rate(roce_collector_errors_total{{{c.n}}}[{RI}])"
+    panels[-1]["targets"][0]["legendFormat"] = "{{instance}} {{collector}}"
+    return dashboard(c, "roce-errors", "RoCE / Errors",
+                     "Symbol errors and BER, retransmissions, sequence errors, link flaps.",
+                     panels, params)
+
+
+def topology(c, params):
+    d = c.d
+    panels = [
+        table("GPU to NIC paths", "PCIe path class between every GPU and RDMA device, as "
+              "nvidia-smi topo -m names it (PIX best, SYS worst).", "none",
+              f"roce_gpu_nic_path_info{{{d}}}", hide=["Value"], w=12),
+        table("Nearest NIC per GPU", "The RDMA device(s) with the best path class from each "
+              "GPU.", "none", f"roce_gpu_nearest_nic_info{{{d}}}", hide=["Value"], w=12),
+        table("GPUs", "GPUs in PCI bus order, with NUMA node.", "none",
+              f"roce_gpu_info{{{c.n}}}", hide=["Value"], w=12),
+        table("RDMA devices", "NUMA node and PCI address of each RDMA device.", "none",
+              f"roce_device_info{{{d}}}", hide=["Value"], w=12),
+        ts("PCIe link speed", "Per-lane speed of the functions on the way to the root port "
+           "(current and max).", "suffix: T/s",
+           [target(f"roce_pcie_link_speed_transfers_per_second{{{c.n}}}",
+                   "{{instance}} {{pci_address}} {{device}} {{bound}}")]),
+        ts("PCIe link width", "Lanes of the functions on the way to the root port.",
+           "suffix: lanes",
+           [target(f"roce_pcie_link_width_lanes{{{c.n}}}",
+                   "{{instance}} {{pci_address}} {{device}} {{bound}}")]),
+        table("PCIe downtrained links", "1 when a link runs below what both ends support.",
+              "bool_yes_no", f"roce_pcie_link_downtrained{{{c.n}}}",
+              rename={"Value": "downtrained"}),
+        table("ACS request redirect", "ACS P2P Request Redirect on bridges between a GPU and "
+              "its NIC (enabled sends peer-to-peer traffic through the root complex).", "none",
+              f"roce_pcie_acs_request_redirect{{{c.n}}} == 1", hide=["Value"], w=12),
+        table("GPUDirect RDMA", "Whether GPUDirect RDMA can work, per mechanism.",
+              "bool_yes_no", f"roce_gpudirect_rdma_ready{{{c.n}}}",
+              rename={"Value": "ready"}, w=12),
+        table("GPUDirect prerequisites", "Prerequisites of each GPUDirect mechanism.",
+              "bool_yes_no", f"roce_gpudirect_rdma_prerequisite{{{c.n}}}",
+              rename={"Value": "met"}),
+    ]
+    return dashboard(c, "roce-topology", "RoCE / GPU-NIC topology",
+                     "GPU × NIC path classes, NUMA, PCIe link state and GPUDirect.",
+                     panels, params)
+
+
+def probes(c, params):
+    d = c.d
+    bucket = f"roce_probe_rtt_seconds_bucket{{{d}}}"
+    panels = [
+        panel("heatmap", "Probe RTT", "Distribution of loopback probe round trip times.", "s",
+              [target(f"sum by (le) (increase({bucket}[{RI}]))", "{{le}}", fmt="heatmap")],
+              w=24, h=9,
+              options={"calculate": False, "yAxis": {"unit": "s"},
+                       "cellGap": 1, "color": {"mode": "scheme", "scheme": "Spectral"}}),
+        ts("Probe RTT p50 / p99", "Quantiles of the probe RTT per port and operation.", "s",
+           [target(f"histogram_quantile(0.5, sum by (instance, device, port, op, le) "
+                   f"(rate({bucket}[{RI}])))", "{{instance}} {{device}}/{{port}} {{op}} p50"),
+            target(f"histogram_quantile(0.99, sum by (instance, device, port, op, le) "
+                   f"(rate({bucket}[{RI}])))", "{{instance}} {{device}}/{{port}} {{op}} p99")]),
+        ts("Probe failures by reason", "Failed probes per second, by reason.", "cps",
+           [target(f"sum by (instance, device, port, reason) "
+                   f"(rate(roce_probe_failures_total{{{d}}}[{RI}]))",
+                   "{{instance}} {{device}}/{{port}} {{reason}}")]),
+        ts("Probe requests", "Probes sent per second.", "cps",
+           [target(f"rate(roce_probe_requests_total{{{d}}}[{RI}])",
+                   "{{instance}} {{device}}/{{port}}")]),
+        ts("Time since last successful probe", "Age of each port's last successful probe.",
+           "s",
+           [target(f"time() - roce_probe_last_success_timestamp_seconds{{{d}}}",
+                   "{{instance}} {{device}}/{{port}}")]),
+        ts("Probe failure ratio", "Failed probes over probes sent.", "percentunit",
+           [target(f"sum by (instance, device, port) "
+                   f"(rate(roce_probe_failures_total{{{d}}}[{RI}]))\n"
+                   f"  / sum by (instance, device, port) "
+                   f"(rate(roce_probe_requests_total{{{d}}}[{RI}]))",
+                   "{{instance}} {{device}}/{{port}}")]),
+    ]
+    return dashboard(c, "roce-probes", "RoCE / Probes",
+                     "Loopback probe RTT and failures by reason.", panels, params)
+
+
+BUILDERS = [
+    ("roce-overview.json", overview),
+    ("roce-congestion.json", congestion),
+    ("roce-errors.json", errors),
+    ("roce-topology.json", topology),
+    ("roce-probes.json", probes),
+]
+
+
+def render(params):
+    c = Ctx(params["selector"])
+    return {name: json.dumps(build(c, params), indent=2, ensure_ascii=False) + "\n"
+            for name, build in BUILDERS}
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=HERE)
+    p.add_argument("--selector", default=DEFAULTS["selector"])
+    args = p.parse_args(argv)
+    params = dict(DEFAULTS, selector=args.selector)
+    os.makedirs(args.out, exist_ok=True)
+    for name, text in render(params).items():
+        with open(os.path.join(args.out, name), "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,690 @@
+#!/usr/bin/env python3
+"""Checks roce_exporter's alerts and dashboards with the real Prometheus tools
+(python3, stdlib only; driven by tests/monitoring.rs, or by hand).
+
+    python3 tests/monitoring/run.py static
+        generated files up to date; `promtool check rules` on every rule
+        file; `promtool test rules`; dashboard structure (data source
+        variable, instance/device variables, a unit on every panel); every
+        PromQL expression of the dashboards parses (as recording rules under
+        `promtool check rules`); every metric named by a rule or a dashboard
+        exists in docs/metrics.md (or in pending-metrics.txt, with a reason);
+        a runbook section per alert.
+    python3 tests/monitoring/run.py e2e --exporter target/debug/roce_exporter
+        the exporter on a copy of examples/demo-gpu-node (1 s samples, replayed
+        ethtool statistics), Debian's prometheus (1 s scrapes and rule
+        evaluation, the project's rules with `for: 0s`) and
+        prometheus-alertmanager with a webhook receiver served here, all on
+        127.0.0.1; every dashboard query must return data (except those in
+        e2e-no-data.txt, with a reason); then the replayed PFC counters of
+        ens1np0 grow like a storm and RocePfcStorm must reach the receiver
+        with the right labels. Bounded to DEADLINE seconds; every process is
+        stopped and the temporary directory removed, also on failure.
+
+Exit status: 0 pass, 1 fail, 3 a required tool is missing (the Rust test
+turns that into a skip outside CI).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "alerts"))
+sys.path.insert(0, HERE)
+import generate as alerts_gen  # noqa: E402  (alerts/generate.py)
+
+DEADLINE = 150  # seconds for the whole end-to-end run
+ALERTMANAGER = "prometheus-alertmanager"  # Debian's name of the binary
+
+# Grafana variables, replaced by values a plain Prometheus accepts.
+SUBSTITUTIONS = [
+    ("$__rate_interval", "1m"),
+    ("$__interval", "15s"),
+    ("$__range", "1h"),
+    ('"$instance"', '".+"'),
+    ('"$device"', '".+"'),
+]
+
+PROMQL_KEYWORDS = {
+    "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
+    "unless", "offset", "bool", "inf", "nan",
+}
+BUILTIN_METRICS = {"up"}
+
+
+class Failure(Exception):
+    pass
+
+
+class MissingTool(Exception):
+    pass
+
+
+def load_dashboard_generator():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "dashboards_generate", os.path.join(ROOT, "dashboards", "generate.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+dash_gen = load_dashboard_generator()
+
+
+def tool(name):
+    path = shutil.which(name)
+    if not path:
+        raise MissingTool(f"{name} not found: install Debian's "
+                          f"{'prometheus-alertmanager' if 'alertmanager' in name else 'prometheus'}")
+    return path
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=120, **kw)
+
+
+# ---------------------------------------------------------------- reference
+
+def reference_metrics():
+    """{name: type} from docs/metrics.md."""
+    out = {}
+    with open(os.path.join(ROOT, "docs", "metrics.md"), encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"^\| `(roce_[a-z0-9_]+)` \| (\w+) \|", line)
+            if m:
+                out[m.group(1)] = m.group(2)
+    if not out:
+        raise Failure("docs/metrics.md: no metric rows found")
+    return out
+
+
+def listed(path):
+    """{key: reason} from a `key  # reason` file; a reason is mandatory."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            key, sep, reason = line.partition("#")
+            if not sep or not reason.strip():
+                raise Failure(f"{path}:{n}: every entry needs `# reason`")
+            out[key.strip()] = reason.strip()
+    return out
+
+
+def substitute(expr):
+    for a, b in SUBSTITUTIONS:
+        expr = expr.replace(a, b)
+    if "$" in expr:
+        raise Failure(f"unknown Grafana variable in: {expr}")
+    return expr
+
+
+def metric_names(expr):
+    """Metric names a PromQL expression selects (no full parser: strings,
+    label matchers, ranges and grouping clauses are removed first; the
+    expression itself was parsed by promtool)."""
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    e = re.sub(r"\{[^}]*\}", "", e)
+    e = re.sub(r"\[[^\]]*\]", "", e)
+    e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", e)
+    names = set()
+    for m in re.finditer(r"(?<![\w.])([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\(?)", e):
+        word, call = m.group(1), m.group(2)
+        if call or word.lower() in PROMQL_KEYWORDS:
+            continue
+        names.add(word)
+    return names
+
+
+def check_names(where, names, reference, pending, recorded):
+    errors = []
+    for name in sorted(names):
+        if name in BUILTIN_METRICS or name in recorded or name in reference:
+            continue
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        if base != name and reference.get(base) == "histogram":
+            continue
+        if name in pending or base in pending:
+            continue
+        errors.append(f"{where}: {name} is not in docs/metrics.md")
+    return errors
+
+
+# ------------------------------------------------------------------- static
+
+def dashboards():
+    out = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "dashboards"))):
+        if name.endswith(".json"):
+            with open(os.path.join(ROOT, "dashboards", name), encoding="utf-8") as f:
+                out.append((name, json.load(f)))
+    return out
+
+
+def dashboard_queries():
+    """[(where, expr as written)] of every target and query variable."""
+    out = []
+    for name, d in dashboards():
+        for v in d["templating"]["list"]:
+            if v["type"] == "query":
+                q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
+                m = re.fullmatch(r"label_values\((.*),\s*\w+\)", q, re.S)
+                if not m:
+                    raise Failure(f"{name}: variable {v['name']}: unexpected query {q}")
+                out.append((f"{d['uid']}/${v['name']}", m.group(1)))
+        for p in d["panels"]:
+            for t in p.get("targets", []):
+                out.append((f"{d['uid']}/{p['title']}/{t['refId']}", t["expr"]))
+    return out
+
+
+def check_generated():
+    errors = []
+    params = dict(alerts_gen.DEFAULTS, for_override=None)
+    for name, text in alerts_gen.render(params).items():
+        errors += compare(os.path.join(ROOT, "alerts", name), text, "alerts/generate.py")
+    for name, text in dash_gen.render(dict(dash_gen.DEFAULTS)).items():
+        errors += compare(os.path.join(ROOT, "dashboards", name), text, "dashboards/generate.py")
+    import gen_rule_tests
+    errors += compare(os.path.join(HERE, "rules.test.yml"), gen_rule_tests.build(),
+                      "tests/monitoring/gen_rule_tests.py")
+    committed = {n for n in os.listdir(os.path.join(ROOT, "alerts")) if n.endswith(".yml")}
+    if committed != set(alerts_gen.render(params)):
+        errors.append(f"alerts/: rule files {sorted(committed)} are not the generator's")
+    committed = {n for n, _ in dashboards()}
+    if committed != {n for n, _ in dash_gen.BUILDERS}:
+        errors.append(f"dashboards/: {sorted(committed)} are not the generator's")
+    return errors
+
+
+def compare(path, text, generator):
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == text:
+                return []
+    except FileNotFoundError:
+        pass
+    rel = os.path.relpath(path, ROOT)
+    return [f"{rel} differs from what {generator} writes: run `python3 {generator}`"]
+
+
+def check_dashboard_structure():
+    errors = []
+    for name, d in dashboards():
+        names = {v["name"]: v for v in d["templating"]["list"]}
+        for var in ("datasource", "instance", "device"):
+            if var not in names:
+                errors.append(f"{name}: no `{var}` template variable")
+        if names.get("datasource", {}).get("type") != "datasource":
+            errors.append(f"{name}: `datasource` is not a data source variable")
+        if "__inputs" in d or "__requires" in d:
+            errors.append(f"{name}: export with a fixed data source (__inputs)")
+        for p in d["panels"]:
+            title = f"{name}: panel {p.get('title')!r}"
+            unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit")
+            if not unit:
+                errors.append(f"{title}: no unit")
+            if p.get("datasource") != dash_gen.DS:
+                errors.append(f"{title}: data source is not ${{datasource}}")
+            if not p.get("targets"):
+                errors.append(f"{title}: no query")
+            for t in p.get("targets", []):
+                if t.get("datasource") != dash_gen.DS:
+                    errors.append(f"{title}: query {t['refId']} data source is not ${{datasource}}")
+                if '$instance' not in t["expr"]:
+                    errors.append(f"{title}: query {t['refId']} ignores $instance")
+    return errors
+
+
+def promtool_parse(exprs, tmp):
+    """Parses every expression with promtool, one recording rule each."""
+    path = os.path.join(tmp, "dashboard-queries.rules.yml")
+    rules = [{"record": f"dashboard_query_{i}", "expr": substitute(e)}
+             for i, (_, e) in enumerate(exprs)]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(alerts_gen.yaml_dump({"groups": [{"name": "dashboards", "rules": rules}]}) + "\n")
+    r = run([tool("promtool"), "check", "rules", path])
+    if r.returncode == 0:
+        return []
+    errors = [f"promtool check rules (dashboard queries): {r.stdout.strip()}"]
+    # name the failing ones
+    for i, (where, e) in enumerate(exprs):
+        one = os.path.join(tmp, f"q{i}.yml")
+        with open(one, "w", encoding="utf-8") as f:
+            f.write(alerts_gen.yaml_dump({"groups": [{"name": "q", "rules": [rules[i]]}]}) + "\n")
+        if run([tool("promtool"), "check", "rules", one]).returncode != 0:
+            errors.append(f"{where}: does not parse: {e}")
+    return errors
+
+
+def check_runbook():
+    with open(os.path.join(ROOT, "docs", "runbook.md"), encoding="utf-8") as f:
+        text = f.read()
+    sections = set(re.findall(r"^## (\w+)\s*$", text, re.M))
+    errors = []
+    for name in alerts_gen.alert_names():
+        if name not in sections:
+            errors.append(f"docs/runbook.md: no `## {name}` section")
+            continue
+        body = text.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
+        for part in ("Meaning", "Confirm", "Fix"):
+            if f"**{part}" not in body:
+                errors.append(f"docs/runbook.md: {name} has no **{part}** part")
+    for extra in sorted(sections - set(alerts_gen.alert_names())):
+        errors.append(f"docs/runbook.md: section {extra} has no alert")
+    return errors
+
+
+def static():
+    promtool = tool("promtool")
+    errors = check_generated()
+    rule_files = sorted(os.path.join(ROOT, "alerts", n)
+                        for n in os.listdir(os.path.join(ROOT, "alerts")) if n.endswith(".yml"))
+    r = run([promtool, "check", "rules", *rule_files])
+    print(r.stdout.strip())
+    if r.returncode != 0:
+        errors.append("promtool check rules failed on alerts/")
+    r = run([promtool, "test", "rules", os.path.join(HERE, "rules.test.yml")])
+    print(r.stdout.strip())
+    if r.returncode != 0:
+        errors.append("promtool test rules failed")
+    errors += check_dashboard_structure()
+    reference = reference_metrics()
+    pending = listed(os.path.join(HERE, "pending-metrics.txt"))
+    for name in pending:
+        if name in reference:
+            errors.append(f"tests/monitoring/pending-metrics.txt: {name} is in docs/metrics.md "
+                          "now: remove it from the list")
+    params = dict(alerts_gen.DEFAULTS, for_override=None)
+    recorded = set()
+    rules = []
+    for _, groups in alerts_gen.groups(params):
+        for g in groups:
+            for rule in g["rules"]:
+                rules.append(rule)
+                if "record" in rule:
+                    recorded.add(rule["record"])
+    for rule in rules:
+        where = f"alerts: {rule.get('alert') or rule.get('record')}"
+        errors += check_names(where, metric_names(rule["expr"]), reference, pending, recorded)
+    exprs = dashboard_queries()
+    with tempfile.TemporaryDirectory(prefix="roce-monitoring-") as tmp:
+        errors += promtool_parse(exprs, tmp)
+    for where, e in exprs:
+        errors += check_names(where, metric_names(substitute(e)), reference, pending, set())
+    errors += check_runbook()
+    print(f"{len(rules)} rules, {len(exprs)} dashboard queries checked")
+    return errors
+
+
+# ---------------------------------------------------------------------- e2e
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=2):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+try:  # looked up here: a forked child must not import (another thread may hold the lock)
+    import ctypes
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (ImportError, OSError, AttributeError):
+    _PRCTL = None
+
+
+def die_with_parent():
+    """In the child: SIGKILL when this script dies without cleaning up
+    (killed by a test harness timeout). Linux prctl(PR_SET_PDEATHSIG = 1)."""
+    if _PRCTL is not None:
+        _PRCTL(1, int(signal.SIGKILL))
+
+
+class Stack:
+    """The processes and files of one end-to-end run."""
+
+    def __init__(self, exporter, deadline):
+        self.exporter = exporter
+        self.deadline = deadline
+        self.procs = []
+        self.tmp = tempfile.mkdtemp(prefix="roce-monitoring-e2e-")
+        self.received = []
+        self.lock = threading.Lock()
+        self.server = None
+        self.stop = threading.Event()
+
+    def left(self):
+        return self.deadline - time.monotonic()
+
+    def start(self, name, cmd):
+        log = open(os.path.join(self.tmp, f"{name}.log"), "w")
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp,
+                             start_new_session=True, preexec_fn=die_with_parent)
+        self.procs.append((name, p, log))
+        return p
+
+    def log_tail(self, name, n=30):
+        try:
+            with open(os.path.join(self.tmp, f"{name}.log"), encoding="utf-8",
+                      errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def wait_for(self, what, probe, timeout):
+        end = min(time.monotonic() + timeout, self.deadline)
+        last = None
+        while time.monotonic() < end:
+            for name, p, _ in self.procs:
+                if p.poll() is not None:
+                    raise Failure(f"{name} exited ({p.returncode}) while waiting for {what}:\n"
+                                  + self.log_tail(name))
+            try:
+                value = probe()
+                if value:
+                    return value
+            except Exception as e:  # noqa: BLE001 (a probe of a starting process)
+                last = e
+            time.sleep(0.25)
+        raise Failure(f"timed out waiting for {what} (last error: {last})")
+
+    def close(self):
+        self.stop.set()
+        for name, p, log in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for name, p, log in reversed(self.procs):
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+            log.close()
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+        if os.environ.get("ROCE_MONITORING_KEEP"):
+            print(f"kept {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def webhook(self, port):
+        stack = self
+
+        class Hook(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                try:
+                    payload = json.loads(body)
+                except ValueError:
+                    payload = {"unparsable": body.decode(errors="replace")}
+                with stack.lock:
+                    stack.received.append(payload)
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Hook)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def alerts_received(self, name):
+        with self.lock:
+            return [a for payload in self.received for a in payload.get("alerts", [])
+                    if a.get("labels", {}).get("alertname") == name]
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def bump(text, counter, by):
+    pattern = re.compile(r"^(\s*" + re.escape(counter) + r": )(\d+)$", re.M)
+    m = pattern.search(text)
+    if not m:
+        raise Failure(f"replay file has no {counter}")
+    return pattern.sub(lambda m: m.group(1) + str(int(m.group(2)) + by), text, count=1)
+
+
+def query(prom, expr):
+    url = f"http://{prom}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    answer = json.loads(http_get(url, timeout=5))
+    if answer.get("status") != "success":
+        raise Failure(f"query failed: {expr}: {answer}")
+    return answer["data"]["result"]
+
+
+def e2e(exporter):
+    prometheus = tool("prometheus")
+    alertmanager = tool(ALERTMANAGER)
+    if not os.access(exporter, os.X_OK):
+        raise Failure(f"exporter binary {exporter} is not executable: build it first")
+    demo = os.path.join(ROOT, "examples", "demo-gpu-node")
+    stack = Stack(exporter, time.monotonic() + DEADLINE)
+
+    def terminated(signum, _frame):
+        raise Failure(f"terminated by signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        return e2e_run(stack, demo, prometheus, alertmanager)
+    finally:
+        stack.close()
+
+
+def e2e_run(stack, demo, prometheus, alertmanager):
+    t = stack.tmp
+    for part in ("sys", "proc"):
+        shutil.copytree(os.path.join(demo, part), os.path.join(t, part), symlinks=True)
+    shutil.copytree(os.path.join(demo, "netdev-replay"), os.path.join(t, "replay"))
+    # One port down: a critical finding (port_down) and RocePortDown exist,
+    # so the findings queries have data.
+    port7 = os.path.join(t, "sys", "class", "infiniband", "mlx5_7", "ports", "1")
+    write_atomic(os.path.join(port7, "state"), "1: DOWN\n")
+    write_atomic(os.path.join(port7, "phys_state"), "3: Disabled\n")
+
+    # mlx5 RoCE ECN switches (the demo tree has none): on for priority 3.
+    for role in ("roce_np", "roce_rp"):
+        enable = os.path.join(t, "sys", "class", "net", "ens1np0", "ecn", role, "enable")
+        os.makedirs(enable)
+        for prio in range(8):
+            write_atomic(os.path.join(enable, str(prio)), "1\n" if prio == 3 else "0\n")
+
+    p_exp, p_prom, p_am, p_hook = free_port(), free_port(), free_port(), free_port()
+    exp_addr, prom, am = f"127.0.0.1:{p_exp}", f"127.0.0.1:{p_prom}", f"127.0.0.1:{p_am}"
+
+    with open(os.path.join(t, "roce.yml"), "w") as f:
+        f.write(f"sample_interval: 1s\nnetdevs:\n  replay: {os.path.join(t, 'replay')}\n")
+    rules_dir = os.path.join(t, "rules")
+    r = run([sys.executable, os.path.join(ROOT, "alerts", "generate.py"),
+             "--for-override", "0s", "--out", rules_dir])
+    if r.returncode != 0:
+        raise Failure(f"alerts/generate.py failed: {r.stdout}")
+    with open(os.path.join(t, "prometheus.yml"), "w") as f:
+        f.write(f"""global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: ["{rules_dir}/*.yml"]
+alerting:
+  alertmanagers:
+    - static_configs: [{{targets: ["{am}"]}}]
+scrape_configs:
+  - job_name: roce_exporter
+    static_configs: [{{targets: ["{exp_addr}"]}}]
+""")
+    with open(os.path.join(t, "alertmanager.yml"), "w") as f:
+        f.write(f"""route:
+  receiver: test
+  group_by: [alertname, instance, netdev, priority, direction]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: test
+    webhook_configs: [{{url: "http://127.0.0.1:{p_hook}/hook", send_resolved: false}}]
+""")
+    stack.webhook(p_hook)
+    stack.start("exporter", [stack.exporter, "--config.file", os.path.join(t, "roce.yml"),
+                             "--path.sysfs", os.path.join(t, "sys"),
+                             "--path.procfs", os.path.join(t, "proc"),
+                             "--web.listen-address", exp_addr])
+    stack.start("alertmanager", [alertmanager, "--config.file", os.path.join(t, "alertmanager.yml"),
+                                 "--storage.path", os.path.join(t, "am"),
+                                 "--web.listen-address", am, "--cluster.listen-address="])
+    stack.start("prometheus", [prometheus, "--config.file", os.path.join(t, "prometheus.yml"),
+                               "--storage.tsdb.path", os.path.join(t, "prom"),
+                               "--web.listen-address", prom,
+                               "--rules.alert.resend-delay=1s"])
+    stack.wait_for("the exporter", lambda: "roce_port_up" in http_get(f"http://{exp_addr}/metrics"),
+                   30)
+    stack.wait_for("alertmanager", lambda: http_get(f"http://{am}/-/ready"), 30)
+    stack.wait_for("prometheus", lambda: http_get(f"http://{prom}/-/ready"), 30)
+    stack.wait_for("the first scrape", lambda: query(prom, 'up{job="roce_exporter"} == 1'), 30)
+    print(f"stack up after {DEADLINE - stack.left():.0f} s")
+
+    # Every dashboard query returns data (rates need two scrapes: retry).
+    no_data = listed(os.path.join(HERE, "e2e-no-data.txt"))
+    pending = {}
+    for where, e in dashboard_queries():
+        pending[where] = substitute(e)
+    missing = {}
+    end = time.monotonic() + 20
+    while pending and time.monotonic() < end:
+        for where, e in list(pending.items()):
+            if query(prom, e):
+                del pending[where]
+        if pending:
+            time.sleep(1)
+    errors = []
+    for where, e in pending.items():
+        if where in no_data:
+            missing[where] = no_data[where]
+        else:
+            errors.append(f"dashboard query without data: {where}: {e}")
+    for where in no_data:
+        if where not in pending:
+            errors.append(f"e2e-no-data.txt: {where} returns data now: remove it from the list")
+    answered = len(dashboard_queries()) - len(pending)
+    print(f"dashboard queries with data: {answered}; without, as listed: {len(pending)}")
+
+    # Quiet before the storm.
+    if stack.alerts_received("RocePfcStorm") or query(prom, 'ALERTS{alertname="RocePfcStorm"}'):
+        errors.append("RocePfcStorm fired before the storm")
+
+    # The storm: ens1np0 (mlx5_0 port 1) pauses its peer on priority 3 for
+    # 0.9 s of every second, and its storm detector counts once.
+    replay = os.path.join(t, "replay", "ens1np0.txt")
+
+    def storm():
+        first = True
+        while not stack.stop.is_set():
+            with open(replay, encoding="utf-8") as f:
+                text = f.read()
+            text = bump(text, "tx_prio3_pause_duration", 450000)
+            text = bump(text, "tx_prio3_pause", 20000)
+            if first:
+                text = bump(text, "tx_pause_storm_error_events", 1)
+                first = False
+            write_atomic(replay, text)
+            stack.stop.wait(0.5)
+
+    storm_thread = threading.Thread(target=storm, daemon=True)
+    storm_thread.start()
+    began = time.monotonic()
+    alerts = stack.wait_for("RocePfcStorm at the webhook receiver",
+                            lambda: stack.alerts_received("RocePfcStorm"),
+                            max(5, stack.left() - 10))
+    print(f"RocePfcStorm received {time.monotonic() - began:.0f} s after the storm began")
+    expected = {
+        "alertname": "RocePfcStorm", "severity": "critical", "job": "roce_exporter",
+        "instance": exp_addr, "netdev": "ens1np0", "device": "mlx5_0", "port": "1",
+        "priority": "3", "direction": "tx",
+    }
+    got = [a["labels"] for a in alerts]
+    if expected not in got:
+        errors.append(f"RocePfcStorm labels: expected {expected}, got {got}")
+    for a in alerts:
+        if a.get("status") != "firing":
+            errors.append(f"RocePfcStorm status {a.get('status')}")
+        ann = a.get("annotations", {})
+        if "ens1np0" not in ann.get("summary", "") or "%" not in ann.get("description", ""):
+            errors.append(f"RocePfcStorm annotations do not name the netdev and value: {ann}")
+        if not ann.get("runbook_url", "").endswith("#rocepfcstorm"):
+            errors.append(f"RocePfcStorm runbook_url: {ann.get('runbook_url')}")
+    storms = stack.wait_for("RocePauseStormDetected at the webhook receiver",
+                            lambda: stack.alerts_received("RocePauseStormDetected"), 15)
+    expected = {
+        "alertname": "RocePauseStormDetected", "severity": "critical", "job": "roce_exporter",
+        "instance": exp_addr, "netdev": "ens1np0", "device": "mlx5_0", "port": "1",
+        "storm_severity": "error",
+    }
+    if [a["labels"] for a in storms] != [expected]:
+        errors.append(f"RocePauseStormDetected: expected {[expected]}, "
+                      f"got {[a['labels'] for a in storms]}")
+    others = stack.wait_for("RocePortDown at the webhook receiver",
+                            lambda: stack.alerts_received("RocePortDown"), 15)
+    if not any(a["labels"].get("device") == "mlx5_7" for a in others):
+        errors.append(f"RocePortDown: expected device mlx5_7, got {[a['labels'] for a in others]}")
+    if any(a["labels"].get("device") != "mlx5_7" for a in others):
+        errors.append(f"RocePortDown for an up port: {[a['labels'] for a in others]}")
+    stack.stop.set()
+    storm_thread.join(timeout=5)
+    for name in sorted({a["labels"]["alertname"] for p in stack.received
+                        for a in p.get("alerts", [])}):
+        print(f"received: {name}")
+    for where, reason in sorted(missing.items()):
+        print(f"no data (listed): {where}: {reason}")
+    print(f"e2e took {DEADLINE - stack.left():.0f} s")
+    return errors
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("static")
+    e = sub.add_parser("e2e")
+    e.add_argument("--exporter", default=os.environ.get(
+        "ROCE_EXPORTER", os.path.join(ROOT, "target", "debug", "roce_exporter")))
+    args = p.parse_args(argv)
+    try:
+        errors = static() if args.cmd == "static" else e2e(args.exporter)
+    except MissingTool as err:
+        print(f"SKIP: {err}")
+        return 3
+    except Failure as err:
+        errors = [str(err)]
+    for err in errors:
+        print(f"FAIL: {err}")
+    if not errors:
+        print("PASS")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
