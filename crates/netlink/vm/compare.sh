@@ -1,13 +1,13 @@
 #!/bin/sh
-# Guest script for the Soft-RoCE VM (/work/shared/softroce-vm): prints, before
+# Guest script for the Soft-RoCE VM (tests/vm): prints, before
 # and after ibv_rc_pingpong loopback traffic, `rdma statistic show` (rdma-core)
 # next to roce-netlink's example `rdma_stat`, whose port lines use the same
 # layout, plus the sysfs hw_counters; then `rdma_stat --probe` (kernel refusals,
 # socket reuse, cost of one STAT_GET). Run from the workspace root:
 #   cargo build --release -p roce-netlink --example rdma_stat
-#   /work/shared/softroce-vm/build.sh /tmp/softroce-netlink          # once, as root
-#   /work/shared/softroce-vm/run.sh -a target/release/examples/rdma_stat \
-#       /tmp/softroce-netlink crates/netlink/vm/compare.sh
+#   bash tests/vm/build.sh /tmp/roce-exporter-vm          # once, as root
+#   bash tests/vm/run.sh -a target/release/examples/rdma_stat \
+#       /tmp/roce-exporter-vm crates/netlink/vm/compare.sh
 # The two `link rxe0/1 ...` lines of each phase must be identical.
 dump() {
   echo "=== [$1] rdma dev show"; rdma dev show
