@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roce_exporter::exposition::{self, families, hw_counters, BuildInfo, Format, Kind};
-use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
 use roce_exporter::meaning;
+use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
 use roce_rdma::{
     Counter, Device, Gid, GidType, HwCounterPath, LinkLayer, PhysState, Port, PortState,
     RdmaSnapshot,
@@ -516,7 +516,7 @@ fn family_table_is_consistent() {
 fn counters(list: &[(&str, u64)]) -> Vec<Counter> {
     list.iter()
         .map(|(n, v)| Counter {
-            name: (*n).to_string(),
+            name: (*n).into(),
             value: *v,
         })
         .collect()
@@ -873,7 +873,7 @@ fn encode_cost() {
         let mut port = dev.ports[0].clone();
         port.counters = (0..21)
             .map(|i| Counter {
-                name: format!("c{i}"),
+                name: format!("c{i}").into(),
                 value: i,
             })
             .collect();
@@ -885,7 +885,7 @@ fn encode_cost() {
                 value: 1,
             })
             .chain((0..20).map(|i| Counter {
-                name: format!("h{i}"),
+                name: format!("h{i}").into(),
                 value: i,
             }))
             .collect();
