@@ -366,7 +366,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                 );
             }
             for counter in &port.counters {
-                match PORT_COUNTERS.iter().position(|c| c.file == counter.name) {
+                match PORT_COUNTERS.iter().position(|c| c.file == &*counter.name) {
                     Some(i) => {
                         let scale = PORT_COUNTERS[i].scale;
                         port_counters[i].push(&labels, counter.value.saturating_mul(scale));

@@ -277,7 +277,7 @@ impl<N: Nldev> HwCounterSource for NetlinkHwCounters<N> {
             counters
                 .into_iter()
                 .map(|c| Counter {
-                    name: c.name,
+                    name: c.name.into(),
                     value: c.value,
                 })
                 .collect(),

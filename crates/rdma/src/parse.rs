@@ -28,6 +28,29 @@ pub fn counter(text: &str) -> Result<CounterText, String> {
         .map_err(|_| format!("not an unsigned counter: {:?}", shorten(t)))
 }
 
+/// [`counter`] on the raw bytes of the file: the plain decimal every counter
+/// file holds is parsed in place (no text conversion, no allocation); any
+/// other content goes through [`counter`], so the results are the same.
+pub fn counter_bytes(raw: &[u8]) -> Result<CounterText, String> {
+    let digits = raw.trim_ascii();
+    // Up to 19 digits cannot overflow a u64; 20-digit values (above 10^19)
+    // take the checked path below.
+    if (1..=19).contains(&digits.len()) {
+        let mut value: u64 = 0;
+        let mut plain = true;
+        for &d in digits {
+            let v = d.wrapping_sub(b'0');
+            plain &= v < 10;
+            // Garbage when not `plain`, and then discarded.
+            value = value.wrapping_mul(10).wrapping_add(u64::from(v));
+        }
+        if plain {
+            return Ok(CounterText::Value(value));
+        }
+    }
+    counter(&String::from_utf8_lossy(raw))
+}
+
 /// Splits the "N: NAME" form of `state_show`, `phys_state_show` and
 /// `node_type_show` (drivers/infiniband/core/sysfs.c).
 fn id_and_name(text: &str) -> Result<(u32, &str), String> {
@@ -143,6 +166,38 @@ pub fn gid(text: &str) -> Result<Ipv6Addr, String> {
     let t = text.trim();
     t.parse::<Ipv6Addr>()
         .map_err(|_| format!("not a GID: {:?}", shorten(t)))
+}
+
+/// [`gid`] on the raw bytes of the file. The kernel's form (eight groups of
+/// four hex digits, 39 bytes) is parsed in place; anything else goes through
+/// [`gid`], so the results are the same.
+pub fn gid_bytes(raw: &[u8]) -> Result<Ipv6Addr, String> {
+    let t = raw.trim_ascii();
+    if t.len() == 39 {
+        let mut groups = [0u16; 8];
+        let mut ok = true;
+        for (g, chunk) in groups.iter_mut().zip(t.chunks(5)) {
+            let (hex, sep) = chunk.split_at(4.min(chunk.len()));
+            ok &= sep.is_empty() || sep == b":";
+            for &h in hex {
+                let v = match h {
+                    b'0'..=b'9' => h - b'0',
+                    b'a'..=b'f' => h - b'a' + 10,
+                    b'A'..=b'F' => h - b'A' + 10,
+                    _ => {
+                        ok = false;
+                        0
+                    }
+                };
+                *g = (*g << 4) | u16::from(v);
+            }
+        }
+        if ok {
+            let [a, b, c, d, e, f, g, h] = groups;
+            return Ok(Ipv6Addr::new(a, b, c, d, e, f, g, h));
+        }
+    }
+    gid(&String::from_utf8_lossy(raw))
 }
 
 /// `gid_attrs/types/N`: `ib_cache_gid_type_str` (core/cache.c) prints
@@ -319,6 +374,64 @@ mod tests {
     }
 
     #[test]
+    fn gids_from_bytes_match_text() {
+        assert_eq!(
+            gid_bytes(b"fe80:0000:0000:0000:ba3f:d2ff:fe00:0001\n"),
+            "fe80::ba3f:d2ff:fe00:1"
+                .parse::<Ipv6Addr>()
+                .map_err(|e| e.to_string())
+        );
+        assert_eq!(
+            gid_bytes(b"0000:0000:0000:0000:0000:ffff:0a00:020f\n"),
+            Ok(Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0x0a00, 0x020f))
+        );
+        for t in [
+            "FE80:0000:0000:0000:BA3F:D2FF:FE00:0001",
+            "fe80:0000:0000:0000:ba3f:d2ff:fe00:000g",
+            "fe80:0000:0000:0000:ba3f:d2ff:fe00-0001",
+            "fe80:0000:0000:0000:ba3f:d2ff:fe00:00001",
+            "fe80:0000:0000:0000:ba3f:d2ff:fe0::0001",
+            "fe80::1",
+            "",
+            "garbage",
+        ] {
+            assert_eq!(gid_bytes(t.as_bytes()), gid(t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn counters_from_bytes_match_text() {
+        assert_eq!(counter_bytes(b"12345\n"), Ok(CounterText::Value(12345)));
+        assert_eq!(counter_bytes(b"0\n"), Ok(CounterText::Value(0)));
+        assert_eq!(
+            counter_bytes(b"18446744073709551615\n"),
+            Ok(CounterText::Value(u64::MAX))
+        );
+        assert_eq!(
+            counter_bytes(b"N/A (no PMA)\n"),
+            Ok(CounterText::NotAvailable)
+        );
+        for t in [
+            "18446744073709551616\n",
+            "99999999999999999999999\n",
+            "12abc",
+            "",
+            "\n",
+            "-1",
+            "+7\n",
+            " 42 \n",
+            "4\u{a0}2",
+            "\u{a0}42",
+        ] {
+            assert_eq!(counter_bytes(t.as_bytes()), counter(t), "{t:?}");
+        }
+        assert_eq!(
+            counter_bytes(b"\xff1"),
+            counter(&String::from_utf8_lossy(b"\xff1"))
+        );
+    }
+
+    #[test]
     fn small_values() {
         assert_eq!(hex_u32("0x0\n"), Ok(0));
         assert_eq!(hex_u32("0x1a"), Ok(26));
@@ -379,7 +492,8 @@ mod tests {
             inputs.push(t);
         }
         for t in &inputs {
-            let _ = counter(t);
+            assert_eq!(counter_bytes(t.as_bytes()), counter(t), "{t:?}");
+            assert_eq!(gid_bytes(t.as_bytes()), gid(t), "{t:?}");
             let _ = port_state(t);
             let _ = phys_state(t);
             let _ = node_type(t);

@@ -54,6 +54,7 @@ use std::ffi::OsString;
 use std::io;
 use std::net::Ipv6Addr;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::fs::{StdFs, SysFile, SysFs};
@@ -115,8 +116,13 @@ pub struct RdmaReader {
     fs: Box<dyn SysFs>,
     devices: BTreeMap<String, DeviceState>,
     max_open: usize,
+    /// Handles held now: kept up to date as handles are opened and closed
+    /// (summing them per sample would walk every GID slot of every port).
+    open: usize,
     gid_full_scan_interval: Duration,
     reads_last_sample: usize,
+    /// Where attribute values are read to, reused by every sample.
+    buf: ReadBuf,
 }
 
 impl std::fmt::Debug for RdmaReader {
@@ -148,8 +154,10 @@ impl RdmaReader {
             fs,
             devices: BTreeMap::new(),
             max_open: crate::fs::default_max_open(),
+            open: 0,
             gid_full_scan_interval: DEFAULT_GID_FULL_SCAN_INTERVAL,
             reads_last_sample: 0,
+            buf: ReadBuf::new(),
         }
     }
 
@@ -201,6 +209,7 @@ impl RdmaReader {
                 }
                 // No RDMA stack loaded: nothing to keep.
                 self.devices.clear();
+                self.open = 0;
                 return snap;
             }
         };
@@ -211,15 +220,21 @@ impl RdmaReader {
             .collect();
         present.sort();
         present.dedup();
-        self.devices
-            .retain(|name, _| present.binary_search(name).is_ok());
+        let mut released = 0;
+        self.devices.retain(|name, state| {
+            let keep = present.binary_search(name).is_ok();
+            if !keep {
+                released += state.open_files();
+            }
+            keep
+        });
 
-        let open = self.open_files();
         let mut ctx = Ctx {
             fs: self.fs.as_ref(),
             sysfs: &self.sysfs,
             errors: &mut snap.errors,
-            open,
+            buf: &mut self.buf,
+            open: self.open.saturating_sub(released),
             max_open: self.max_open,
             now,
             gid_full_scan_interval: self.gid_full_scan_interval,
@@ -235,6 +250,8 @@ impl RdmaReader {
             }
         }
         self.reads_last_sample = ctx.reads;
+        self.open = ctx.open;
+        debug_assert_eq!(self.open, self.open_files(), "open-file count drifted");
         snap
     }
 }
@@ -244,6 +261,7 @@ struct Ctx<'a> {
     fs: &'a dyn SysFs,
     sysfs: &'a Path,
     errors: &'a mut Vec<ReadError>,
+    buf: &'a mut ReadBuf,
     /// Handles held now, and the cap.
     open: usize,
     max_open: usize,
@@ -308,9 +326,10 @@ struct PortLayout {
     rate: Attr,
     link_layer: Attr,
     lid: Attr,
-    /// (reported name, file), sorted by name.
-    counters: Vec<(String, Attr)>,
-    hw_counters: Vec<(String, Attr)>,
+    /// (reported name, file), sorted by name. The name is shared with
+    /// every `Counter` read from the file.
+    counters: Vec<(Arc<str>, Attr)>,
+    hw_counters: Vec<(Arc<str>, Attr)>,
     gids: Vec<GidSlot>,
     /// When the whole GID table was last read; `None` before the first
     /// sample.
@@ -370,9 +389,63 @@ enum Einval {
     Error,
 }
 
-/// sysfs attributes are at most a page.
-const READ_BUF: usize = 4096;
-type Buf = [u8; READ_BUF];
+/// First read size: counters, states and GIDs are a few dozen bytes, so
+/// nearly every attribute fits and no page-sized buffer is touched.
+const SHORT_READ: usize = 256;
+/// sysfs attributes are at most a page (`sysfs_emit`).
+const LONG_READ: usize = 4096;
+
+/// The read buffer, kept by the reader across samples: a short one for
+/// nearly every file, and a page, allocated on first need, for the rare
+/// value that fills the short one.
+struct ReadBuf {
+    short: [u8; SHORT_READ],
+    long: Vec<u8>,
+    /// Whether the last read went to `long`.
+    in_long: bool,
+}
+
+impl ReadBuf {
+    fn new() -> Self {
+        ReadBuf {
+            short: [0; SHORT_READ],
+            long: Vec::new(),
+            in_long: false,
+        }
+    }
+
+    /// One `pread` at offset 0 (sysfs hands out the whole value at once),
+    /// and a second, page-sized one when the value filled the short buffer.
+    fn read(&mut self, file: &dyn SysFile, reads: &mut usize) -> io::Result<usize> {
+        self.in_long = false;
+        *reads += 1;
+        let n = file.read_at(&mut self.short, 0)?;
+        if n < SHORT_READ {
+            return Ok(n);
+        }
+        if self.long.len() < LONG_READ {
+            self.long.resize(LONG_READ, 0);
+        }
+        *reads += 1;
+        let n = file.read_at(&mut self.long, 0)?;
+        self.in_long = true;
+        Ok(n)
+    }
+
+    /// The first `n` bytes of the last read.
+    fn bytes(&self, n: usize) -> &[u8] {
+        let data: &[u8] = if self.in_long {
+            &self.long
+        } else {
+            &self.short
+        };
+        data.get(..n).unwrap_or(data)
+    }
+
+    fn text(&self, n: usize) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.bytes(n))
+    }
+}
 
 /// The text of a kernel GID slot that holds nothing (`%pI6` of zeros).
 const ZERO_GID_TEXT: &[u8] = b"0000:0000:0000:0000:0000:0000:0000:0000";
@@ -542,28 +615,21 @@ fn read_device(
     hw: &mut dyn HwCounterSource,
     stale: &mut bool,
 ) -> Device {
-    let mut buf: Buf = [0; READ_BUF];
     let mut dev = Device {
         name: name.to_string(),
-        fw_version: text_attr(&mut layout.fw_ver, &mut buf, ctx, stale),
-        board_id: text_attr(&mut layout.board_id, &mut buf, ctx, stale),
-        hca_type: text_attr(&mut layout.hca_type, &mut buf, ctx, stale),
-        node_guid: text_attr(&mut layout.node_guid, &mut buf, ctx, stale),
+        fw_version: text_attr(&mut layout.fw_ver, ctx, stale),
+        board_id: text_attr(&mut layout.board_id, ctx, stale),
+        hca_type: text_attr(&mut layout.hca_type, ctx, stale),
+        node_guid: text_attr(&mut layout.node_guid, ctx, stale),
         ..Device::default()
     };
-    dev.node_type = parsed_attr(
-        &mut layout.node_type,
-        &mut buf,
-        ctx,
-        stale,
-        parse::node_type,
-    );
+    dev.node_type = parsed_attr(&mut layout.node_type, ctx, stale, parse::node_type);
 
     if !layout.backing.hardware {
         // Software devices: rxe names its netdev in `parent`
         // (drivers/infiniband/sw/rxe/rxe_verbs.c `parent_show`); the netdev
         // (and so its PCI function) can change while the device lives.
-        dev.parent_netdev = text_attr(&mut layout.parent, &mut buf, ctx, stale);
+        dev.parent_netdev = text_attr(&mut layout.parent, ctx, stale);
         if dev.parent_netdev != layout.parent_seen {
             ctx.open = ctx.open.saturating_sub(
                 layout
@@ -590,11 +656,11 @@ fn read_device(
     }
     dev.pci_address = layout.backing.pci_address.clone();
     if let Some(numa) = layout.backing.numa.as_mut() {
-        dev.numa_node = parsed_attr(numa, &mut buf, ctx, stale, parse::numa_node).flatten();
+        dev.numa_node = parsed_attr(numa, ctx, stale, parse::numa_node).flatten();
     }
 
     for pl in &mut layout.ports {
-        let port = read_port(&dev, pl, &mut buf, ctx, hw, stale);
+        let port = read_port(&dev, pl, ctx, hw, stale);
         dev.ports.push(port);
     }
     dev
@@ -603,45 +669,36 @@ fn read_device(
 fn read_port(
     dev: &Device,
     pl: &mut PortLayout,
-    buf: &mut Buf,
     ctx: &mut Ctx<'_>,
     hw: &mut dyn HwCounterSource,
     stale: &mut bool,
 ) -> Port {
     let mut port = Port {
         number: pl.number,
-        state: parsed_attr(&mut pl.state, buf, ctx, stale, parse::port_state),
-        phys_state: parsed_attr(&mut pl.phys_state, buf, ctx, stale, parse::phys_state),
-        rate_bytes_per_second: parsed_attr(
-            &mut pl.rate,
-            buf,
-            ctx,
-            stale,
-            parse::rate_bytes_per_second,
-        ),
-        link_layer: parsed_attr(&mut pl.link_layer, buf, ctx, stale, |t| {
-            Ok(parse::link_layer(t))
-        }),
-        lid: parsed_attr(&mut pl.lid, buf, ctx, stale, parse::hex_u32),
+        state: parsed_attr(&mut pl.state, ctx, stale, parse::port_state),
+        phys_state: parsed_attr(&mut pl.phys_state, ctx, stale, parse::phys_state),
+        rate_bytes_per_second: parsed_attr(&mut pl.rate, ctx, stale, parse::rate_bytes_per_second),
+        link_layer: parsed_attr(&mut pl.link_layer, ctx, stale, |t| Ok(parse::link_layer(t))),
+        lid: parsed_attr(&mut pl.lid, ctx, stale, parse::hex_u32),
         ..Port::default()
     };
 
-    port.counters = read_counters(&mut pl.counters, buf, ctx, stale);
+    port.counters = read_counters(&mut pl.counters, ctx, stale);
     match hw.port_counters(&dev.name, pl.number) {
         Some(mut counters) => {
-            counters.retain(|c| c.name != "lifespan");
+            counters.retain(|c| &*c.name != "lifespan");
             counters.sort_by(|a, b| a.name.cmp(&b.name));
             port.hw_counters = counters;
             port.hw_counter_path = HwCounterPath::Netlink;
         }
         None if !pl.hw_counters.is_empty() => {
-            port.hw_counters = read_counters(&mut pl.hw_counters, buf, ctx, stale);
+            port.hw_counters = read_counters(&mut pl.hw_counters, ctx, stale);
             port.hw_counter_path = HwCounterPath::Sysfs;
         }
         None => {}
     }
 
-    port.gids = read_gid_table(pl, &port.state, buf, ctx, stale);
+    port.gids = read_gid_table(pl, &port.state, ctx, stale);
     port.netdev = port.gids.iter().find_map(|g| g.netdev.clone());
     if port.netdev.is_none() {
         port.netdev = device_netdev(&pl.state.path, ctx);
@@ -653,19 +710,18 @@ fn read_port(
 }
 
 fn read_counters(
-    files: &mut [(String, Attr)],
-    buf: &mut Buf,
+    files: &mut [(Arc<str>, Attr)],
     ctx: &mut Ctx<'_>,
     stale: &mut bool,
 ) -> Vec<Counter> {
     let mut out = Vec::with_capacity(files.len());
     for (name, attr) in files.iter_mut() {
-        let Got::Len(n) = read_attr(attr, buf, Einval::Error, ctx, stale) else {
+        let Got::Len(n) = read_attr(attr, Einval::Error, ctx, stale) else {
             continue;
         };
-        match parse::counter(&text_of(buf, n)) {
+        match parse::counter_bytes(ctx.buf.bytes(n)) {
             Ok(CounterText::Value(value)) => out.push(Counter {
-                name: name.clone(),
+                name: Arc::clone(name),
                 value,
             }),
             Ok(CounterText::NotAvailable) => {}
@@ -682,7 +738,6 @@ fn read_counters(
 fn read_gid_table(
     pl: &mut PortLayout,
     state: &Option<PortState>,
-    buf: &mut Buf,
     ctx: &mut Ctx<'_>,
     stale: &mut bool,
 ) -> Vec<Gid> {
@@ -698,7 +753,7 @@ fn read_gid_table(
     };
     let mark = ctx.errors.len();
     let gids = loop {
-        match read_gids(&mut pl.gids, pass, buf, ctx, stale) {
+        match read_gids(&mut pl.gids, pass, ctx, stale) {
             Some(gids) => break gids,
             None => {
                 // A known slot changed: the table is churning. Start over
@@ -722,7 +777,6 @@ fn read_gid_table(
 fn read_gids(
     slots: &mut [GidSlot],
     pass: GidPass,
-    buf: &mut Buf,
     ctx: &mut Ctx<'_>,
     stale: &mut bool,
 ) -> Option<Vec<Gid>> {
@@ -735,7 +789,7 @@ fn read_gids(
             }
             probes -= 1;
         }
-        let (seen, gid) = read_gid_slot(index, slot, buf, ctx, stale);
+        let (seen, gid) = read_gid_slot(index, slot, ctx, stale);
         if pass == GidPass::Watched && slot.seen != Seen::Empty && seen != slot.seen {
             return None;
         }
@@ -749,20 +803,19 @@ fn read_gids(
 fn read_gid_slot(
     index: u32,
     slot: &mut GidSlot,
-    buf: &mut Buf,
     ctx: &mut Ctx<'_>,
     stale: &mut bool,
 ) -> (Seen, Option<Gid>) {
-    let n = match read_attr(&mut slot.gid, buf, Einval::Absent, ctx, stale) {
+    let n = match read_attr(&mut slot.gid, Einval::Absent, ctx, stale) {
         Got::Len(n) => n,
         Got::Absent => return (Seen::Empty, None),
         Got::Failed => return (Seen::Unusable, None),
     };
-    let raw = buf.get(..n).unwrap_or_default();
+    let raw = ctx.buf.bytes(n);
     if raw.trim_ascii() == ZERO_GID_TEXT {
         return (Seen::Empty, None);
     }
-    let gid = match parse::gid(&text_of(buf, n)) {
+    let gid = match parse::gid_bytes(ctx.buf.bytes(n)) {
         Ok(g) => g,
         Err(msg) => {
             push_parse(ctx.errors, &slot.gid.path, msg);
@@ -772,13 +825,13 @@ fn read_gid_slot(
     if gid == Ipv6Addr::UNSPECIFIED {
         return (Seen::Empty, None);
     }
-    let gid_type = match read_attr(&mut slot.types, buf, Einval::Absent, ctx, stale) {
-        Got::Len(n) => parse::gid_type(&text_of(buf, n)),
+    let gid_type = match read_attr(&mut slot.types, Einval::Absent, ctx, stale) {
+        Got::Len(n) => parse::gid_type(&ctx.buf.text(n)),
         // The slot emptied between the two reads.
         Got::Absent | Got::Failed => return (Seen::Unusable, None),
     };
-    let netdev = match read_attr(&mut slot.ndevs, buf, Einval::Absent, ctx, stale) {
-        Got::Len(n) => parse::text(&text_of(buf, n)),
+    let netdev = match read_attr(&mut slot.ndevs, Einval::Absent, ctx, stale) {
+        Got::Len(n) => parse::text(&ctx.buf.text(n)),
         Got::Absent | Got::Failed => None,
     };
     let seen = Seen::Entry(gid, gid_type.clone());
@@ -835,33 +888,23 @@ fn device_netdev(state_path: &Path, ctx: &mut Ctx<'_>) -> Option<String> {
     names.into_iter().next()
 }
 
-fn text_of(buf: &Buf, n: usize) -> std::borrow::Cow<'_, str> {
-    String::from_utf8_lossy(buf.get(..n).unwrap_or_default())
-}
-
-fn text_attr(
-    attr: &mut Attr,
-    buf: &mut Buf,
-    ctx: &mut Ctx<'_>,
-    stale: &mut bool,
-) -> Option<String> {
-    match read_attr(attr, buf, Einval::Error, ctx, stale) {
-        Got::Len(n) => parse::text(&text_of(buf, n)),
+fn text_attr(attr: &mut Attr, ctx: &mut Ctx<'_>, stale: &mut bool) -> Option<String> {
+    match read_attr(attr, Einval::Error, ctx, stale) {
+        Got::Len(n) => parse::text(&ctx.buf.text(n)),
         Got::Absent | Got::Failed => None,
     }
 }
 
 fn parsed_attr<T>(
     attr: &mut Attr,
-    buf: &mut Buf,
     ctx: &mut Ctx<'_>,
     stale: &mut bool,
     parse: impl Fn(&str) -> Result<T, String>,
 ) -> Option<T> {
-    let Got::Len(n) = read_attr(attr, buf, Einval::Error, ctx, stale) else {
+    let Got::Len(n) = read_attr(attr, Einval::Error, ctx, stale) else {
         return None;
     };
-    match parse(&text_of(buf, n)) {
+    match parse(&ctx.buf.text(n)) {
         Ok(v) => Some(v),
         Err(msg) => {
             push_parse(ctx.errors, &attr.path, msg);
@@ -873,17 +916,10 @@ fn parsed_attr<T>(
 /// Reads one attribute (one `pread` at offset 0: sysfs hands out the whole
 /// value at once) through its kept handle, reopening once when the handle
 /// went stale. Handles are kept while the open-file budget allows.
-fn read_attr(
-    attr: &mut Attr,
-    buf: &mut Buf,
-    einval: Einval,
-    ctx: &mut Ctx<'_>,
-    stale: &mut bool,
-) -> Got {
+fn read_attr(attr: &mut Attr, einval: Einval, ctx: &mut Ctx<'_>, stale: &mut bool) -> Got {
     let mut reopened = false;
-    if let Some(file) = attr.file.as_ref() {
-        ctx.reads += 1;
-        match file.read_at(buf, 0) {
+    if let Some(file) = attr.file.as_deref() {
+        match ctx.buf.read(file, &mut ctx.reads) {
             Ok(n) => return Got::Len(n),
             Err(e) if is_stale(&e) => {
                 attr.file = None;
@@ -903,8 +939,7 @@ fn read_attr(
             return classify(ctx.errors, &attr.path, &e, einval);
         }
     };
-    ctx.reads += 1;
-    let result = file.read_at(buf, 0);
+    let result = ctx.buf.read(file.as_ref(), &mut ctx.reads);
     // Keep the handle (also when this read failed with EIO or similar: the
     // value may come back), unless it is stale or over the budget.
     let keep = match &result {
@@ -985,12 +1020,12 @@ fn counter_files(
     dir: &Path,
     errors: &mut Vec<ReadError>,
     rename: impl Fn(&str) -> Option<String>,
-) -> Vec<(String, Attr)> {
-    let mut out: Vec<(String, Attr)> = list(fs, dir, errors)
+) -> Vec<(Arc<str>, Attr)> {
+    let mut out: Vec<(Arc<str>, Attr)> = list(fs, dir, errors)
         .into_iter()
         .filter_map(|n| {
             let s = n.to_str()?;
-            Some((rename(s)?, Attr::new(dir.join(s))))
+            Some((Arc::from(rename(s)?), Attr::new(dir.join(s))))
         })
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));

@@ -2,6 +2,7 @@
 
 use std::net::Ipv6Addr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Everything read from `/sys/class/infiniband` in one sample.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -94,10 +95,23 @@ pub struct Port {
 }
 
 /// A named counter value as read from the kernel.
+///
+/// The name is shared: the reader interns it once per counter file, so a
+/// sample (and every snapshot the history keeps) carries a reference count
+/// instead of a fresh allocation per counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counter {
-    pub name: String,
+    pub name: Arc<str>,
     pub value: u64,
+}
+
+impl Counter {
+    pub fn new(name: impl Into<Arc<str>>, value: u64) -> Self {
+        Counter {
+            name: name.into(),
+            value,
+        }
+    }
 }
 
 impl Port {
@@ -105,14 +119,14 @@ impl Port {
     pub fn counter(&self, name: &str) -> Option<u64> {
         self.counters
             .iter()
-            .find(|c| c.name == name)
+            .find(|c| &*c.name == name)
             .map(|c| c.value)
     }
     /// Value of a hardware counter by its kernel name.
     pub fn hw_counter(&self, name: &str) -> Option<u64> {
         self.hw_counters
             .iter()
-            .find(|c| c.name == name)
+            .find(|c| &*c.name == name)
             .map(|c| c.value)
     }
     /// `port_rcv_data` × 4: the kernel counts octets divided by 4.

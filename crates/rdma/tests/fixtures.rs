@@ -87,7 +87,7 @@ fn numbered(names: &[&str], base: u64, overrides: &[(&str, u64)]) -> Vec<Counter
         .iter()
         .enumerate()
         .map(|(i, n)| Counter {
-            name: n.to_string(),
+            name: (*n).into(),
             value: overrides
                 .iter()
                 .find(|(o, _)| o == n)
@@ -365,11 +365,7 @@ fn rxe_matches_the_capture() {
     assert_eq!(p.netdev.as_deref(), Some("eth0"));
     assert_eq!(p.counters, vec![]);
     assert_eq!(p.hw_counter_path, HwCounterPath::Sysfs);
-    let hw: Vec<(&str, u64)> = p
-        .hw_counters
-        .iter()
-        .map(|c| (c.name.as_str(), c.value))
-        .collect();
+    let hw: Vec<(&str, u64)> = p.hw_counters.iter().map(|c| (&*c.name, c.value)).collect();
     assert_eq!(
         hw,
         vec![
