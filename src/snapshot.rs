@@ -19,6 +19,8 @@ pub struct Snapshot {
     pub netdev: Option<roce_netdev::NetdevSnapshot>,
     /// GPU-NIC PCIe topology and GPUDirect readiness (`roce-topology`).
     pub topology: Option<roce_topology::TopologySnapshot>,
+    /// Latest results of the verbs probes (their own thread; `roce-probe`).
+    pub probes: Option<roce_probe::ProbeResults>,
     /// Active findings after this sample (rules over the history, with the
     /// hold time applied).
     pub findings: Vec<crate::rules::Finding>,

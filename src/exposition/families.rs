@@ -27,6 +27,7 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
             "GPU-NIC topology",
             super::topology::FAMILIES.iter().collect(),
         ),
+        ("Verbs probes", super::probes::FAMILIES.iter().collect()),
         (
             "Findings (rules; details at /findings)",
             super::findings::FAMILIES.iter().collect(),

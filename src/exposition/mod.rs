@@ -20,6 +20,7 @@ pub mod families;
 pub mod findings;
 pub mod hw_counters;
 pub mod netdev;
+pub mod probes;
 pub mod rdma;
 pub mod topology;
 
@@ -219,12 +220,13 @@ impl EncodeLabelSet for LabelsRef<'_> {
     }
 }
 
-/// Histogram data of one sample: cumulative bucket counts by upper bound.
+/// Histogram data of one sample: the count of each bucket by upper bound
+/// (not cumulative: prometheus-client's encoder adds them up itself).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistogramValue {
     pub sum: f64,
     pub count: u64,
-    /// (upper bound, cumulative count), the last bound being +Inf.
+    /// (upper bound, count in this bucket only), the last bound being +Inf.
     pub buckets: Vec<(f64, u64)>,
 }
 
@@ -384,6 +386,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     rdma::collect(snapshot, &mut out);
     netdev::collect(snapshot, &mut out);
     topology::collect(snapshot, &mut out);
+    probes::collect(snapshot, &mut out);
     findings::collect(snapshot, &mut out);
     out
 }

@@ -6,6 +6,7 @@
 use crate::snapshot::{Snapshot, SourceState};
 
 pub mod netdev;
+pub mod probe;
 pub mod rdma;
 pub mod rdma_netlink;
 pub mod topology;
@@ -28,5 +29,6 @@ pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Ve
         Box::new(rdma::RdmaSource::new(config, paths)),
         Box::new(netdev::NetdevSource::new(config, paths)),
         Box::new(topology::TopologySource::new(config, paths)),
+        Box::new(probe::ProbeSource::new(config, paths)),
     ]
 }

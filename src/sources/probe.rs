@@ -1,0 +1,166 @@
+//! The probe source: chooses the probe targets from what the RDMA source
+//! just read (every active port, with the configured GID index or, for
+//! `auto`, the RoCE v2 GID NCCL would pick) and copies the probe thread's
+//! latest results into the snapshot. The rounds themselves run on the
+//! probe's own thread (`roce_probe::runner`), so a sample never waits on a
+//! device; a new configuration replaces the source and with it the thread.
+
+use std::collections::BTreeMap;
+
+use roce_probe::runner::Runner;
+use roce_probe::{ProbeState, Target};
+use roce_rdma::{GidFamily, GidType, LinkLayer, Port, RdmaSnapshot};
+
+use super::Source;
+use crate::config::{Config, GidIndex};
+use crate::host::HostPaths;
+use crate::snapshot::{Snapshot, SourceState};
+
+pub struct ProbeSource {
+    runner: Result<Runner, String>,
+    chooser: TargetChooser,
+    /// Targets given to the runner last (kept when the RDMA source has
+    /// nothing this sample, so a transient read failure neither frees the
+    /// probe's resources nor resets its counters).
+    targets: Vec<Target>,
+    /// Last failure reason logged per target (`None`: healthy), to log
+    /// changes, not rounds.
+    logged: BTreeMap<Target, Option<&'static str>>,
+}
+
+impl ProbeSource {
+    pub fn new(config: &Config, paths: &HostPaths) -> Self {
+        let runner = if !config.probes.enabled.enabled(paths.is_live()) {
+            Err("probes are off (probes.enabled, or --path.sysfs is not this host's /sys)".into())
+        } else {
+            spawn(config)
+        };
+        ProbeSource {
+            runner,
+            chooser: TargetChooser::new(config.probes.gid_index),
+            targets: Vec::new(),
+            logged: BTreeMap::new(),
+        }
+    }
+}
+
+/// Chooses what to probe from the RDMA source's reading: every active
+/// port, with the configured GID index or the `auto` choice. A port keeps
+/// its target when it goes down (the probe then reports `port_down`
+/// instead of falling silent) and loses it when it disappears.
+#[derive(Debug, Clone)]
+pub struct TargetChooser {
+    gid_index: GidIndex,
+    /// GID index chosen per (device, port) while the port was active.
+    chosen: BTreeMap<(String, u8), u32>,
+}
+
+impl TargetChooser {
+    pub fn new(gid_index: GidIndex) -> Self {
+        TargetChooser {
+            gid_index,
+            chosen: BTreeMap::new(),
+        }
+    }
+
+    pub fn choose(&mut self, rdma: &RdmaSnapshot) -> Vec<Target> {
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        for dev in &rdma.devices {
+            for port in &dev.ports {
+                let Ok(number) = u8::try_from(port.number) else {
+                    continue;
+                };
+                let key = (dev.name.clone(), number);
+                if port.is_up() {
+                    let gid = match self.gid_index {
+                        GidIndex::Index(i) => Some(i),
+                        GidIndex::Auto => auto_gid(port),
+                    };
+                    if let Some(g) = gid {
+                        self.chosen.insert(key.clone(), g);
+                    }
+                }
+                if let Some(g) = self.chosen.get(&key) {
+                    out.push(Target::loopback(dev.name.clone(), number, *g));
+                    seen.push(key);
+                }
+            }
+        }
+        self.chosen.retain(|k, _| seen.contains(k));
+        out
+    }
+}
+
+#[cfg(feature = "probes")]
+fn spawn(config: &Config) -> Result<Runner, String> {
+    Runner::spawn(
+        roce_probe::ibverbs::IbVerbs::new(),
+        config.probes.interval,
+        roce_probe::engine::Settings::default(),
+    )
+    .map_err(|e| format!("cannot start the probe thread: {e}"))
+}
+
+#[cfg(not(feature = "probes"))]
+fn spawn(_config: &Config) -> Result<Runner, String> {
+    Err("built without verbs probes (feature `probes`)".into())
+}
+
+/// The GID a probe uses when `gid_index` is `auto`: on RoCE, the RoCE v2
+/// GID NCCL would pick (IPv4-mapped first, then global IPv6), the same
+/// choice as `check`'s NCCL_IB_GID_INDEX; on InfiniBand, index 0.
+fn auto_gid(port: &Port) -> Option<u32> {
+    match port.link_layer {
+        Some(LinkLayer::Ethernet) => {
+            let v2 = || port.gids.iter().filter(|g| g.gid_type == GidType::RoceV2);
+            v2().find(|g| g.family() == GidFamily::Ipv4Mapped)
+                .or_else(|| v2().find(|g| g.family() == GidFamily::Ipv6Global))
+                .map(|g| g.index)
+        }
+        Some(LinkLayer::InfiniBand) => Some(0),
+        _ => None,
+    }
+}
+
+impl Source for ProbeSource {
+    fn name(&self) -> &'static str {
+        "probe"
+    }
+
+    fn sample(&mut self, snapshot: &mut Snapshot, _errors: &mut Vec<String>) -> SourceState {
+        let runner = match &self.runner {
+            Ok(r) => r,
+            Err(why) => return SourceState::Disabled(why.clone()),
+        };
+        if let Some(rdma) = &snapshot.rdma {
+            self.targets = self.chooser.choose(rdma);
+            runner.set_targets(self.targets.clone());
+        }
+        let results = runner.results();
+        let state = match &results.state {
+            ProbeState::Unavailable(why) => SourceState::Unavailable(why.clone()),
+            _ if self.targets.is_empty() => {
+                SourceState::Unavailable("no active RDMA port to probe".into())
+            }
+            _ => SourceState::Ok,
+        };
+        for (target, stats) in &results.targets {
+            let now = stats.last_failure.as_ref().map(|f| f.reason.as_str());
+            let before = self.logged.insert(target.clone(), now);
+            if before == Some(now) {
+                continue;
+            }
+            match &stats.last_failure {
+                Some(f) => {
+                    tracing::warn!(target_port = %target, reason = f.reason.as_str(), "probe failing: {}", f.message)
+                }
+                None => tracing::info!(target_port = %target, "probe succeeding"),
+            }
+        }
+        self.logged
+            .retain(|t, _| results.targets.iter().any(|(r, _)| r == t));
+        snapshot.probes = Some(results);
+        state
+    }
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# e2e-probe.sh [-t SEC]  --  the exporter's verbs probes against a real kernel.
+#
+# Boots the Soft-RoCE VM (tests/vm/README.md), runs guest/e2e-probe.sh in it
+# (probes of rxe0 for >= 30 s, a GID index that does not exist, eth0 taken
+# down and up, a CPU/RSS window with probes off and on, ib_send_lat and
+# ibv_rc_pingpong as the latency baseline), then tests/vm/check_probe.py.
+#
+# Options:
+#   -t, --timeout SEC   limit for the VM run (default 480)
+# Environment:
+#   ROCE_VM_DIR=DIR         image cache (default /tmp/roce-exporter-vm)
+#   ROCE_EXPORTER_BIN=FILE  use this binary instead of `cargo build --release`
+#   E2E_OUT=DIR             where the guest's files go (default target/vm-e2e-probe)
+# Exit status: 0 when every check passed; 1 when a check failed; 2 on usage or
+# build errors.  The last line printed is "N passed, M failed".
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+log() { printf '[e2e-probe] %s\n' "$*" >&2; }
+
+TIMEOUT=480
+while (($#)); do
+  case $1 in
+    -t|--timeout) TIMEOUT=${2:?}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'; exit 0 ;;
+    *) log "unknown argument $1"; exit 2 ;;
+  esac
+done
+
+VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
+OUT=${E2E_OUT:-$ROOT/target/vm-e2e-probe}
+want=$(cat "$HERE/build.sh" "$HERE/lib.sh" "$HERE/guest-init.sh" | cksum)
+if [[ -f $VM/vmlinuz && -f $VM/initramfs.img && "$(cat "$VM/stamp" 2>/dev/null)" == "$want" ]]; then
+  log "VM image: $VM (cached)"
+else
+  log "building the VM image into $VM"
+  bash "$HERE/build.sh" "$VM" || { log "build.sh failed"; exit 2; }
+fi
+if [[ -n ${ROCE_EXPORTER_BIN:-} ]]; then
+  BIN=$ROCE_EXPORTER_BIN
+else
+  log "cargo build --release"
+  (cd "$ROOT" && cargo build --release --quiet) || { log "cargo build failed"; exit 2; }
+  BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/roce_exporter
+fi
+[[ -x $BIN ]] || { log "no exporter binary at $BIN"; exit 2; }
+
+rm -rf "$OUT"; mkdir -p "$OUT/guest"
+log "guest run (limit ${TIMEOUT}s)"
+set +e
+bash "$HERE/run.sh" -t "$TIMEOUT" --share "$OUT/guest" -l "$OUT/console.log" \
+  -a "$BIN:/guest/roce_exporter" "$VM" "$HERE/guest/e2e-probe.sh"
+vm_rc=$?
+python3 "$HERE/check_probe.py" --dir "$OUT/guest" --vm-rc "$vm_rc"
+exit $?
