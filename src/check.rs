@@ -7,10 +7,11 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use roce_netdev::{DcbOutcome, Direction, Meaning, Trust};
 use roce_rdma::{GidFamily, GidType, LinkLayer};
 use serde::Serialize;
 
-use crate::config::Config;
+use crate::config::{Config, Expectations};
 use crate::host::HostPaths;
 use crate::rules::{self, Finding, Severity};
 use crate::sampler::Sampler;
@@ -97,7 +98,7 @@ pub fn run(
     let second = sampler.sample();
     let history = vec![first, second.clone()];
     let findings = rules::evaluate(&history, &config.rules, &config.expect);
-    Ok(build_report(&history, findings, window))
+    Ok(build_report(&history, findings, window, &config.expect))
 }
 
 fn wait(window: Duration, show: bool) {
@@ -123,14 +124,23 @@ fn wait(window: Duration, show: bool) {
 
 /// The report over a history (first and last sample). Pure: tests build
 /// histories in code.
-pub fn build_report(history: &[Arc<Snapshot>], findings: Vec<Finding>, window: Duration) -> Report {
+pub fn build_report(
+    history: &[Arc<Snapshot>],
+    findings: Vec<Finding>,
+    window: Duration,
+    expect: &Expectations,
+) -> Report {
     let mut checklist = Vec::new();
     let latest = history.last().map(|s| s.as_ref());
     if let Some(s) = latest {
         transport(s, &findings, &mut checklist);
+        gpudirect(s, &mut checklist);
+        roce_config(s, &findings, &mut checklist);
+        congestion(history, s, &findings, &mut checklist);
+        topology(s, &findings, &mut checklist);
         collectors(s, &mut checklist);
     }
-    let nccl = latest.map(nccl_settings).unwrap_or_default();
+    let nccl = latest.map(|s| nccl_settings(s, expect)).unwrap_or_default();
     Report {
         window_seconds: window.as_secs_f64(),
         checklist,
@@ -170,9 +180,9 @@ fn transport(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             p.state.as_ref().map(|x| x.name()).unwrap_or("?"),
             p.phys_state.as_ref().map(|x| x.name()).unwrap_or("?")
         );
-        let has_finding = findings.iter().any(|f| {
+        let port_status = status_of(findings.iter().filter(|f| {
             f.subject.device.as_deref() == Some(d.name.as_str()) && f.subject.port == Some(p.number)
-        });
+        }));
         let mut text = format!(
             "{} port {}: {state}, {kind}{rate}{netdev}",
             d.name, p.number
@@ -185,10 +195,8 @@ fn transport(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
         }
         let status = if !p.is_up() {
             Status::Fail
-        } else if has_finding {
-            Status::Warn
         } else {
-            Status::Ok
+            port_status
         };
         out.push(Item {
             section,
@@ -234,8 +242,13 @@ fn nccl_gid(p: &roce_rdma::Port) -> Option<&roce_rdma::Gid> {
         .or_else(|| v2().find(|g| g.family() == GidFamily::Ipv6Global))
 }
 
-fn nccl_settings(s: &Snapshot) -> Vec<NcclSetting> {
+/// The NCCL settings the data justifies. `NCCL_IB_SL` is never printed:
+/// on InfiniBand the service level that maps to a lossless or prioritised
+/// virtual lane is the subnet manager's QoS policy (SL2VL tables), which
+/// the host's sysfs does not show, so no value read here justifies one.
+fn nccl_settings(s: &Snapshot, expect: &Expectations) -> Vec<NcclSetting> {
     let mut out = Vec::new();
+    out.extend(nccl_ib_hca(s));
     let roce: Vec<_> = rules::ports::ports(s)
         .filter(|(_, p)| p.is_up() && matches!(p.link_layer, Some(LinkLayer::Ethernet)))
         .collect();
@@ -260,7 +273,635 @@ fn nccl_settings(s: &Snapshot) -> Vec<NcclSetting> {
             });
         }
     }
+    out.extend(nccl_ib_tc(s, expect));
     out
+}
+
+fn item(section: &'static str, status: Status, text: String) -> Item {
+    Item {
+        section,
+        status,
+        text,
+    }
+}
+
+/// The worst severity of the findings that match, as a checklist status.
+fn status_of<'a>(findings: impl Iterator<Item = &'a Finding>) -> Status {
+    findings
+        .map(|f| match f.severity {
+            Severity::Critical => Status::Fail,
+            Severity::Warning | Severity::Info => Status::Warn,
+        })
+        .min_by_key(|s| match s {
+            Status::Fail => 0,
+            Status::Warn => 1,
+            _ => 2,
+        })
+        .unwrap_or(Status::Ok)
+}
+
+fn gpudirect(s: &Snapshot, out: &mut Vec<Item>) {
+    let section = "GPUDirect RDMA";
+    let Some(t) = &s.topology else {
+        out.push(item(
+            section,
+            Status::Unknown,
+            "not checked: the topology collector did not run".into(),
+        ));
+        return;
+    };
+    if t.gpus.is_empty() {
+        out.push(item(
+            section,
+            Status::Unknown,
+            "no GPU on this host: GPUDirect RDMA does not apply".into(),
+        ));
+        return;
+    }
+    let Some(g) = &t.gpudirect else {
+        out.push(item(
+            section,
+            Status::Unknown,
+            "not judged: no GPUDirect evidence was read".into(),
+        ));
+        return;
+    };
+    out.push(if g.peermem_ready() {
+        item(section, Status::Ok, "nvidia_peermem: loaded".into())
+    } else {
+        item(
+            section,
+            Status::Unknown,
+            "nvidia_peermem: not loaded".into(),
+        )
+    });
+    let kernel = g
+        .kernel
+        .map(|(a, b)| format!("kernel {a}.{b}"))
+        .unwrap_or_else(|| "kernel unknown".into());
+    use roce_topology::gpudirect::NvidiaModule;
+    let driver = match (g.nvidia_module, g.amdgpu_loaded) {
+        (_, true) => "amdgpu",
+        (NvidiaModule::Open, _) => "NVIDIA open kernel module",
+        (NvidiaModule::Proprietary, _) => "proprietary NVIDIA kernel module",
+        (NvidiaModule::Absent, _) => "no NVIDIA driver",
+    };
+    let verbs = g
+        .libibverbs
+        .as_ref()
+        .map(|l| l.file.clone())
+        .unwrap_or_else(|| "no libibverbs".into());
+    let facts = format!("{kernel}, {driver}, {verbs}");
+    out.push(if g.dmabuf_ready() {
+        item(section, Status::Ok, format!("dma-buf: ready ({facts})"))
+    } else {
+        let mut unmet = Vec::new();
+        if !g.kernel_supports_dmabuf() {
+            unmet.push("kernel >= 5.12");
+        }
+        if !g.driver_exports_dmabuf() {
+            unmet.push("the NVIDIA open kernel module or amdgpu");
+        }
+        if !g.rdma_core_supports_dmabuf() {
+            unmet.push("libibverbs ABI >= 1.12 (rdma-core >= 34)");
+        }
+        item(
+            section,
+            Status::Unknown,
+            format!("dma-buf: not usable ({facts}; needs {})", unmet.join(", ")),
+        )
+    });
+    let mechanisms: Vec<&str> = [
+        ("nvidia_peermem", g.peermem_ready()),
+        ("dma-buf", g.dmabuf_ready()),
+    ]
+    .into_iter()
+    .filter_map(|(m, ok)| ok.then_some(m))
+    .collect();
+    out.push(if mechanisms.is_empty() {
+        item(
+            section,
+            Status::Fail,
+            "verdict: unavailable: NCCL stages GPU data through host memory".into(),
+        )
+    } else {
+        item(
+            section,
+            Status::Ok,
+            format!("verdict: ready ({})", mechanisms.join(", ")),
+        )
+    });
+}
+
+/// Increase of a value over the whole history (first sample to last).
+fn moved(history: &[Arc<Snapshot>], read: impl Fn(&Snapshot) -> Option<u64>) -> Option<u64> {
+    rules::window::increase(history, Duration::MAX, read).map(|i| i.amount)
+}
+
+fn sum_opt(values: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {
+    values.into_iter().flatten().reduce(u64::saturating_add)
+}
+
+const CONGESTION_RULES: [&str; 5] = [
+    "pfc_storm",
+    "discards_growing",
+    "cnp_spike",
+    "ecn_spike",
+    "out_of_buffer",
+];
+
+const CONFIG_RULES: [&str; 3] = [
+    "pfc_without_ecn",
+    "pfc_priority_mismatch",
+    "mtu_below_jumbo",
+];
+
+/// The lossless-Ethernet configuration of each RoCE netdev: MTU, PFC,
+/// trust and DSCP map, ECN on the PFC priorities.
+fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
+    use rules::fabric::{list, pfc_priorities, roce_mtu, roce_netdevs};
+    let section = "RoCE netdev configuration";
+    let netdevs = roce_netdevs(s);
+    if netdevs.is_empty() {
+        out.push(item(
+            section,
+            Status::Unknown,
+            "no netdev of a RoCE port was read".into(),
+        ));
+        return;
+    }
+    for (n, subject) in netdevs {
+        let mut parts = Vec::new();
+        if let Some(mtu) = n.mtu {
+            parts.push(format!("MTU {mtu} (RoCE MTU {})", roce_mtu(mtu)));
+        }
+        let mut pfc = Vec::new();
+        match &n.dcb {
+            DcbOutcome::Ok(c) => {
+                if let Some(bits) = c.pfc_enabled {
+                    pfc = pfc_priorities(bits);
+                    parts.push(format!("PFC on priority {}", list(&pfc)));
+                }
+                let map = c.dscp_map();
+                let trust = c.trust().as_str();
+                if map.is_empty() {
+                    parts.push(format!("trust {trust}"));
+                } else {
+                    parts.push(format!(
+                        "trust {trust} (DSCP {})",
+                        map.iter()
+                            .map(|(d, p)| format!("{d}->{p}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+            DcbOutcome::Unsupported => parts.push("no DCB support".into()),
+            DcbOutcome::Disabled => parts.push("DCB not read".into()),
+            DcbOutcome::Failed(why) => parts.push(format!("DCB read failed ({why})")),
+        }
+        match &n.ecn {
+            Some(e) if !pfc.is_empty() => {
+                let role =
+                    |entries: &[(u8, bool)], p: u8| match entries.iter().find(|(q, _)| *q == p) {
+                        Some((_, true)) => "on",
+                        Some((_, false)) => "off",
+                        None => "absent",
+                    };
+                parts.push(
+                    pfc.iter()
+                        .map(|p| {
+                            format!(
+                                "ECN priority {p} np {} rp {}",
+                                role(&e.np, *p),
+                                role(&e.rp, *p)
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                );
+            }
+            Some(_) => {}
+            None => parts.push("ECN not readable here (no ecn/ folder)".into()),
+        }
+        let status = status_of(findings.iter().filter(|f| {
+            CONFIG_RULES.contains(&f.rule)
+                && f.subject.device == subject.device
+                && f.subject.port == subject.port
+        }));
+        // Nothing wrong found is not the same as checked: without DCB the
+        // PFC and DSCP settings are unknown.
+        let status = if status == Status::Ok && !matches!(n.dcb, DcbOutcome::Ok(_)) {
+            Status::Unknown
+        } else {
+            status
+        };
+        out.push(item(
+            section,
+            status,
+            format!("{}: {}", subject.describe(), parts.join(", ")),
+        ));
+    }
+}
+
+fn congestion(history: &[Arc<Snapshot>], s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
+    use crate::meaning::{port_hw_value, HwMeaning};
+    use rules::fabric::{find_netdev, stat_value};
+    let section = "Congestion counters over the window";
+    let ports: Vec<_> = rules::ports::ports(s)
+        .filter(|(_, p)| matches!(p.link_layer, Some(LinkLayer::Ethernet)))
+        .collect();
+    if ports.is_empty() {
+        out.push(item(
+            section,
+            Status::Unknown,
+            "no RoCE port: nothing to check".into(),
+        ));
+        return;
+    }
+    for (d, p) in ports {
+        let (dn, pn) = (d.name.as_str(), p.number);
+        let port =
+            |s: &Snapshot| rules::ports::find_port(s, dn, pn).map(|(d, p)| (d.clone(), p.clone()));
+        let hw = |m: HwMeaning| {
+            moved(history, |s| {
+                port(s).and_then(|(d, p)| port_hw_value(&d, &p, m))
+            })
+        };
+        // Traffic: PMA data counters (units of 4 octets) or rxe's packet
+        // counters.
+        let traffic = sum_opt([
+            moved(history, |s| port(s)?.1.counter("port_xmit_data")),
+            moved(history, |s| port(s)?.1.counter("port_rcv_data")),
+        ])
+        .map(|words| format!("{} bytes", words.saturating_mul(4)))
+        .or_else(|| {
+            sum_opt([
+                moved(history, |s| port(s)?.1.hw_counter("sent_pkts")),
+                moved(history, |s| port(s)?.1.hw_counter("rcvd_pkts")),
+            ])
+            .map(|n| format!("{n} packets"))
+        });
+        let traffic_moved = traffic.as_deref().is_some_and(|t| !t.starts_with("0 "));
+        let mut parts = Vec::new();
+        let mut grew_total = 0u64;
+        let netdev = p.netdev.as_deref().and_then(|n| find_netdev(s, n));
+        if let Some(n) = netdev {
+            let name = n.name.as_str();
+            let nd = |m: Meaning| moved(history, |s| stat_value(find_netdev(s, name)?, m));
+            let pfc: Vec<u8> = match &n.dcb {
+                DcbOutcome::Ok(c) => c
+                    .pfc_enabled
+                    .map(rules::fabric::pfc_priorities)
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            for prio in 0..8u8 {
+                let frames = |direction| {
+                    nd(Meaning::PfcPauseFrames {
+                        priority: prio,
+                        direction,
+                    })
+                };
+                let (rx, tx) = (frames(Direction::Rx), frames(Direction::Tx));
+                if rx.is_none() && tx.is_none() {
+                    continue;
+                }
+                let grew = rx.unwrap_or(0).saturating_add(tx.unwrap_or(0)) > 0;
+                if !pfc.contains(&prio) && !grew {
+                    continue;
+                }
+                let paused = sum_opt([
+                    nd(Meaning::PfcPauseDuration {
+                        priority: prio,
+                        direction: Direction::Rx,
+                    }),
+                    nd(Meaning::PfcPauseDuration {
+                        priority: prio,
+                        direction: Direction::Tx,
+                    }),
+                ])
+                .inspect(|us| grew_total = grew_total.saturating_add(*us))
+                .map(|us| format!(", {}s paused", rules::ports::fmt_num(us as f64 / 1e6)))
+                .unwrap_or_default();
+                grew_total = grew_total
+                    .saturating_add(rx.unwrap_or(0))
+                    .saturating_add(tx.unwrap_or(0));
+                parts.push(format!(
+                    "PFC pause priority {prio} rx +{} tx +{}{paused}",
+                    rx.unwrap_or(0),
+                    tx.unwrap_or(0)
+                ));
+            }
+            let storms = sum_opt(n.stats.iter().filter_map(|st| match st.meaning {
+                m @ Meaning::PauseStormEvents { .. } => Some(nd(m)),
+                _ => None,
+            }));
+            if let Some(v) = storms {
+                grew_total = grew_total.saturating_add(v);
+                parts.push(format!("storm events +{v}"));
+            }
+            let discards = sum_opt(n.stats.iter().filter_map(|st| match st.meaning {
+                m @ Meaning::Discards { priority: None, .. } => Some(nd(m)),
+                _ => None,
+            }));
+            if let Some(v) = discards {
+                grew_total = grew_total.saturating_add(v);
+                parts.push(format!("discards +{v}"));
+            }
+            let marked = sum_opt(n.stats.iter().filter_map(|st| match st.meaning {
+                m @ Meaning::EcnMarked { .. } => Some(nd(m)),
+                _ => None,
+            }));
+            if let Some(v) = marked {
+                grew_total = grew_total.saturating_add(v);
+                parts.push(format!("ECN-marked (netdev) +{v}"));
+            }
+        }
+        if let Some(v) = hw(HwMeaning::EcnMarked) {
+            grew_total = grew_total.saturating_add(v);
+            parts.push(format!("ECN-marked RoCE +{v}"));
+        }
+        let (sent, handled) = (hw(HwMeaning::CnpSent), hw(HwMeaning::CnpHandled));
+        if sent.is_some() || handled.is_some() {
+            grew_total = grew_total
+                .saturating_add(sent.unwrap_or(0))
+                .saturating_add(handled.unwrap_or(0));
+            parts.push(format!(
+                "CNP sent +{} handled +{}",
+                sent.unwrap_or(0),
+                handled.unwrap_or(0)
+            ));
+        }
+        if let Some(v) = hw(HwMeaning::OutOfBuffer) {
+            grew_total = grew_total.saturating_add(v);
+            parts.push(format!("out_of_buffer +{v}"));
+        }
+        let subject = format!(
+            "{dn} port {pn}{}",
+            p.netdev
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        );
+        if parts.is_empty() {
+            out.push(item(
+                section,
+                Status::Unknown,
+                format!("{subject}: no congestion counters were read (ethtool, DCB and hw counters absent or off)"),
+            ));
+            continue;
+        }
+        let related = findings.iter().filter(|f| {
+            CONGESTION_RULES.contains(&f.rule)
+                && f.subject.device.as_deref() == Some(dn)
+                && f.subject.port == Some(pn)
+        });
+        let status = status_of(related);
+        let load = match (&traffic, traffic_moved) {
+            (Some(t), true) => format!("under load: traffic {t}"),
+            (Some(_), false) => "no RoCE traffic in the window: not a test under load (rerun while a job runs, or with a longer --window)".into(),
+            (None, _) => "traffic unknown (no data counters): not known to be under load".into(),
+        };
+        let quiet = if grew_total == 0 {
+            "counters did not move; "
+        } else {
+            ""
+        };
+        let status = if status == Status::Ok && !traffic_moved {
+            Status::Unknown
+        } else {
+            status
+        };
+        out.push(item(
+            section,
+            status,
+            format!("{subject}: {}; {quiet}{load}", parts.join(", ")),
+        ));
+    }
+}
+
+fn topology(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
+    use roce_topology::AcsState;
+    let section = "Topology";
+    let Some(t) = &s.topology else {
+        out.push(item(
+            section,
+            Status::Unknown,
+            "not checked: the topology collector did not run".into(),
+        ));
+        return;
+    };
+    if t.gpus.is_empty() {
+        out.push(item(
+            section,
+            Status::Unknown,
+            "no GPU on this host: no GPU-NIC placement to check".into(),
+        ));
+        return;
+    }
+    for gpu in &t.gpus {
+        let nearest = t.nearest_nics(gpu.index);
+        let Some(first) = nearest.first() else {
+            out.push(item(
+                section,
+                Status::Unknown,
+                format!(
+                    "GPU {} ({}): no RDMA NIC with a PCI function",
+                    gpu.index, gpu.address
+                ),
+            ));
+            continue;
+        };
+        let nics = nearest
+            .iter()
+            .map(|p| p.nic.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let gpu_id = u32::try_from(gpu.index).ok();
+        let status = status_of(findings.iter().filter(|f| {
+            matches!(f.rule, "gpu_nic_path_far" | "acs_on_gpu_nic_path") && f.subject.gpu == gpu_id
+        }));
+        out.push(item(
+            section,
+            status,
+            format!(
+                "GPU {} ({}) -> nearest NIC {nics}: {}",
+                gpu.index,
+                gpu.address,
+                first.class.as_str()
+            ),
+        ));
+    }
+    if !t.acs.is_empty() {
+        let count = |st: AcsState| t.acs.iter().filter(|a| a.state == st).count();
+        let (on, off, none, unknown) = (
+            count(AcsState::RedirectEnabled),
+            count(AcsState::RedirectDisabled),
+            count(AcsState::NoAcs),
+            count(AcsState::Unknown),
+        );
+        let text = format!(
+            "ACS P2P redirect on the {} bridge(s) between GPUs and their nearest NICs: {on} enabled, {off} disabled, {none} without ACS, {unknown} unknown{}",
+            t.acs.len(),
+            if unknown > 0 { " (config space beyond 64 bytes needs root)" } else { "" }
+        );
+        let status = if on > 0 {
+            Status::Fail
+        } else if unknown > 0 {
+            Status::Unknown
+        } else {
+            Status::Ok
+        };
+        out.push(item(section, status, text));
+    }
+    if !t.links.is_empty() {
+        let down = findings
+            .iter()
+            .filter(|f| f.rule == "pcie_downtrained")
+            .count();
+        out.push(item(
+            section,
+            if down > 0 { Status::Warn } else { Status::Ok },
+            format!(
+                "PCIe links of GPUs and NICs: {} checked, {down} below what both ends support",
+                t.links.len()
+            ),
+        ));
+    }
+}
+
+/// `NCCL_IB_HCA`: the NICs nearest to some GPU, in GPU order, with their
+/// active ports.
+fn nccl_ib_hca(s: &Snapshot) -> Option<NcclSetting> {
+    let t = s.topology.as_ref()?;
+    let mut nics: Vec<&str> = Vec::new();
+    let mut pairs = Vec::new();
+    for gpu in &t.gpus {
+        let nearest = t.nearest_nics(gpu.index);
+        if let Some(first) = nearest.first() {
+            pairs.push(format!(
+                "GPU {} -> {} {}",
+                gpu.index,
+                nearest
+                    .iter()
+                    .map(|p| p.nic.as_str())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+                first.class.as_str()
+            ));
+        }
+        for p in nearest {
+            if !nics.contains(&p.nic.as_str()) {
+                nics.push(&p.nic);
+            }
+        }
+    }
+    let mut entries = Vec::new();
+    for nic in &nics {
+        for (d, p) in rules::ports::ports(s) {
+            if d.name == *nic && p.is_up() {
+                entries.push(format!("{}:{}", d.name, p.number));
+            }
+        }
+    }
+    if entries.is_empty() {
+        return None;
+    }
+    let all: Vec<&str> = rules::ports::ports(s)
+        .map(|(d, _)| d.name.as_str())
+        .collect();
+    let others: Vec<&str> = {
+        let mut o: Vec<&str> = all.iter().copied().filter(|n| !nics.contains(n)).collect();
+        o.dedup();
+        o
+    };
+    // NCCL matches NCCL_IB_HCA entries as name prefixes unless the list
+    // starts with '=' (NCCL's environment variable documentation).
+    let prefix_clash = nics
+        .iter()
+        .any(|n| all.iter().any(|a| a != n && a.starts_with(n)));
+    let mut reason = format!(
+        "the RDMA NICs nearest to each GPU, in GPU order ({})",
+        pairs.join(", ")
+    );
+    if !others.is_empty() {
+        reason.push_str(&format!("; not nearest to any GPU: {}", others.join(", ")));
+    }
+    if prefix_clash {
+        reason.push_str("; '=' makes NCCL match the names exactly, not as prefixes");
+    }
+    Some(NcclSetting {
+        name: "NCCL_IB_HCA",
+        value: format!(
+            "{}{}",
+            if prefix_clash { "=" } else { "" },
+            entries.join(",")
+        ),
+        reason,
+    })
+}
+
+/// `NCCL_IB_TC`: the IP traffic class NCCL puts in RoCE packets. With DSCP
+/// trust, the switch and NIC map its DSCP (the upper 6 bits) to a
+/// priority; the value is justified only when one DSCP maps to the RoCE
+/// priority on every RoCE netdev.
+fn nccl_ib_tc(s: &Snapshot, expect: &Expectations) -> Option<NcclSetting> {
+    let netdevs = rules::fabric::roce_netdevs(s);
+    if netdevs.is_empty() {
+        return None;
+    }
+    let mut chosen: Option<(u8, u8)> = None;
+    let mut names = Vec::new();
+    for (n, _) in &netdevs {
+        let DcbOutcome::Ok(dcb) = &n.dcb else {
+            return None;
+        };
+        if dcb.trust() != Trust::Dscp {
+            return None;
+        }
+        let pfc = dcb
+            .pfc_enabled
+            .map(rules::fabric::pfc_priorities)
+            .unwrap_or_default();
+        // The RoCE priority: the expected one, else the single PFC priority.
+        let priority = match (expect.pfc_priority, pfc.as_slice()) {
+            (Some(e), _) => e,
+            (None, [only]) => *only,
+            _ => return None,
+        };
+        let dscps: Vec<u8> = dcb
+            .dscp_map()
+            .into_iter()
+            .filter(|(_, p)| *p == priority)
+            .map(|(d, _)| d)
+            .collect();
+        let [dscp] = dscps.as_slice() else {
+            return None;
+        };
+        match chosen {
+            None => chosen = Some((*dscp, priority)),
+            Some(c) if c == (*dscp, priority) => {}
+            Some(_) => return None,
+        }
+        names.push(n.name.as_str());
+    }
+    let (dscp, priority) = chosen?;
+    let source = if expect.pfc_priority.is_some() {
+        "expect.pfc_priority"
+    } else {
+        "the only PFC-enabled priority"
+    };
+    Some(NcclSetting {
+        name: "NCCL_IB_TC",
+        value: (u16::from(dscp) << 2).to_string(),
+        reason: format!(
+            "DSCP {dscp} is the one DSCP mapped to the RoCE priority {priority} ({source}) on every RoCE netdev with DSCP trust ({}); \
+             NCCL_IB_TC is the whole IP traffic class byte, DSCP << 2 with the ECN bits 0: {dscp} << 2 = {}",
+            names.join(", "),
+            u16::from(dscp) << 2
+        ),
+    })
 }
 
 /// The human-readable checklist.

@@ -226,6 +226,16 @@ pub struct RulesConfig {
     pub cnp_spike: RateRule,
     /// ECN-marked RoCE packets received per second.
     pub ecn_spike: RateRule,
+    /// Smallest netdev MTU of a RoCE netdev when `expect.mtu` is not set.
+    pub mtu_below_jumbo: MtuRule,
+    /// Share of the window a priority may spend paused, and storm events.
+    pub pfc_storm: PfcStormRule,
+    /// Netdev discards (all reasons) per second.
+    pub discards_growing: RateRule,
+    /// Share of failed probe rounds over the window.
+    pub probe_failures: ProbeFailureRule,
+    /// Mean probe RTT over the window against the mean before it.
+    pub probe_latency_regression: ProbeLatencyRule,
 }
 
 impl Default for RulesConfig {
@@ -261,9 +271,40 @@ impl Default for RulesConfig {
                 window: minute,
                 per_second: 10_000.0,
             },
+            mtu_below_jumbo: MtuRule {
+                min_mtu: ROCE_4096_MIN_NETDEV_MTU,
+            },
+            pfc_storm: PfcStormRule {
+                window: Duration::from_secs(30),
+                pause_ratio: 0.2,
+            },
+            discards_growing: RateRule {
+                window: minute,
+                per_second: 1.0,
+            },
+            probe_failures: ProbeFailureRule {
+                window: minute,
+                max_ratio: 0.2,
+            },
+            probe_latency_regression: ProbeLatencyRule {
+                window: Duration::from_secs(300),
+                factor: 3.0,
+            },
         }
     }
 }
+
+/// The smallest netdev MTU whose RoCE path MTU is 4096: the kernel derives
+/// the RoCE MTU from the netdev MTU minus 96 header bytes (`iboe_get_mtu()`
+/// in include/rdma/ib_addr.h: GRH 40 + UDP 8 + BTH 12 + XRC 4 +
+/// AtomicETH 28 + ICRC 4, sizes from include/rdma/ib_pack.h), then rounds
+/// down to 4096, 2048, 1024, ... So 4096 + 96 = 4192; the usual 1500 gives
+/// RoCE MTU 1024.
+pub const ROCE_4096_MIN_NETDEV_MTU: u64 = 4192;
+
+/// Header bytes the kernel takes off the netdev MTU for RoCE
+/// (`iboe_get_mtu()`, see [`ROCE_4096_MIN_NETDEV_MTU`]).
+pub const ROCE_HEADER_BYTES: u64 = 96;
 
 impl RulesConfig {
     /// The longest window any rule looks at: how much history to keep.
@@ -276,6 +317,12 @@ impl RulesConfig {
             self.out_of_buffer.window,
             self.cnp_spike.window,
             self.ecn_spike.window,
+            self.pfc_storm.window,
+            self.discards_growing.window,
+            self.probe_failures.window,
+            // The latency baseline is the probe's own cumulative mean, so
+            // its window needs no more history than itself.
+            self.probe_latency_regression.window,
             self.hold,
         ]
         .into_iter()
@@ -294,6 +341,34 @@ pub struct RateRule {
     pub window: Duration,
     /// Events per second above which the rule fires.
     pub per_second: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MtuRule {
+    /// Netdev MTU below which the rule fires (4192: RoCE MTU 4096).
+    pub min_mtu: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PfcStormRule {
+    pub window: Duration,
+    /// Share of the window (0..1) one priority may be paused in one
+    /// direction before the rule fires.
+    pub pause_ratio: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeFailureRule {
+    pub window: Duration,
+    /// Share of probe rounds (0..1) that may fail within the window.
+    pub max_ratio: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeLatencyRule {
+    pub window: Duration,
+    /// How many times the earlier mean RTT the window's mean may reach.
+    pub factor: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -317,6 +392,11 @@ struct RawRules {
     out_of_buffer: Option<RawRule>,
     cnp_spike: Option<RawRule>,
     ecn_spike: Option<RawRule>,
+    mtu_below_jumbo: Option<RawRule>,
+    pfc_storm: Option<RawRule>,
+    discards_growing: Option<RawRule>,
+    probe_failures: Option<RawRule>,
+    probe_latency_regression: Option<RawRule>,
 }
 
 /// One rule's overrides. Which keys a rule takes is checked when merging.
@@ -327,6 +407,39 @@ struct RawRule {
     window: Option<Duration>,
     per_second: Option<f64>,
     max_ber: Option<f64>,
+    min_mtu: Option<u64>,
+    pause_ratio: Option<f64>,
+    max_ratio: Option<f64>,
+    factor: Option<f64>,
+}
+
+impl RawRule {
+    /// The keys given, by name.
+    fn given(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        if self.window.is_some() {
+            keys.push("window");
+        }
+        if self.per_second.is_some() {
+            keys.push("per_second");
+        }
+        if self.max_ber.is_some() {
+            keys.push("max_ber");
+        }
+        if self.min_mtu.is_some() {
+            keys.push("min_mtu");
+        }
+        if self.pause_ratio.is_some() {
+            keys.push("pause_ratio");
+        }
+        if self.max_ratio.is_some() {
+            keys.push("max_ratio");
+        }
+        if self.factor.is_some() {
+            keys.push("factor");
+        }
+        keys
+    }
 }
 
 impl TryFrom<RawRules> for RulesConfig {
@@ -356,40 +469,71 @@ impl TryFrom<RawRules> for RulesConfig {
             (&raw.out_of_buffer, &mut c.out_of_buffer),
             (&raw.cnp_spike, &mut c.cnp_spike),
             (&raw.ecn_spike, &mut c.ecn_spike),
+            (&raw.discards_growing, &mut c.discards_growing),
         ] {
             window(rule, &mut into.window);
             if let Some(p) = rule.as_ref().and_then(|r| r.per_second) {
                 into.per_second = p;
             }
         }
+        window(&raw.pfc_storm, &mut c.pfc_storm.window);
+        if let Some(r) = raw.pfc_storm.as_ref().and_then(|r| r.pause_ratio) {
+            c.pfc_storm.pause_ratio = r;
+        }
+        window(&raw.probe_failures, &mut c.probe_failures.window);
+        if let Some(r) = raw.probe_failures.as_ref().and_then(|r| r.max_ratio) {
+            c.probe_failures.max_ratio = r;
+        }
+        window(
+            &raw.probe_latency_regression,
+            &mut c.probe_latency_regression.window,
+        );
+        if let Some(f) = raw.probe_latency_regression.as_ref().and_then(|r| r.factor) {
+            c.probe_latency_regression.factor = f;
+        }
+        if let Some(m) = raw.mtu_below_jumbo.as_ref().and_then(|r| r.min_mtu) {
+            c.mtu_below_jumbo.min_mtu = m;
+        }
         // A key a rule does not take is an error, not silently ignored.
+        let rate: &[&str] = &["window", "per_second"];
         let misplaced = [
-            ("link_flap", &raw.link_flap, true, true),
-            ("symbol_errors", &raw.symbol_errors, true, false),
-            ("retransmissions", &raw.retransmissions, false, true),
-            ("sequence_errors", &raw.sequence_errors, false, true),
-            ("out_of_buffer", &raw.out_of_buffer, false, true),
-            ("cnp_spike", &raw.cnp_spike, false, true),
-            ("ecn_spike", &raw.ecn_spike, false, true),
+            ("link_flap", &raw.link_flap, &["window"][..]),
+            (
+                "symbol_errors",
+                &raw.symbol_errors,
+                &["window", "max_ber"][..],
+            ),
+            ("retransmissions", &raw.retransmissions, rate),
+            ("sequence_errors", &raw.sequence_errors, rate),
+            ("out_of_buffer", &raw.out_of_buffer, rate),
+            ("cnp_spike", &raw.cnp_spike, rate),
+            ("ecn_spike", &raw.ecn_spike, rate),
+            ("mtu_below_jumbo", &raw.mtu_below_jumbo, &["min_mtu"][..]),
+            ("pfc_storm", &raw.pfc_storm, &["window", "pause_ratio"][..]),
+            ("discards_growing", &raw.discards_growing, rate),
+            (
+                "probe_failures",
+                &raw.probe_failures,
+                &["window", "max_ratio"][..],
+            ),
+            (
+                "probe_latency_regression",
+                &raw.probe_latency_regression,
+                &["window", "factor"][..],
+            ),
         ]
         .into_iter()
-        .filter_map(|(name, rule, no_rate, no_ber)| {
-            let r = rule.as_ref()?;
-            if no_rate && r.per_second.is_some() {
-                Some(format!(
-                    "rules.{name}.per_second is not a setting of this rule (it takes: window{})",
-                    if no_ber { "" } else { ", max_ber" }
-                ))
-            } else if no_ber && r.max_ber.is_some() {
-                Some(format!(
-                    "rules.{name}.max_ber is not a setting of this rule (it takes: window{})",
-                    if no_rate { "" } else { ", per_second" }
-                ))
-            } else {
-                None
-            }
-        })
-        .next();
+        .find_map(|(name, rule, takes)| {
+            let bad = rule
+                .as_ref()?
+                .given()
+                .into_iter()
+                .find(|k| !takes.contains(k))?;
+            Some(format!(
+                "rules.{name}.{bad} is not a setting of this rule (it takes: {})",
+                takes.join(", ")
+            ))
+        });
         match misplaced {
             Some(e) => Err(e),
             None => Ok(c),
@@ -527,10 +671,32 @@ impl Config {
                 "rules.symbol_errors.max_ber",
                 self.rules.symbol_errors.max_ber,
             ),
+            (
+                "rules.discards_growing.per_second",
+                self.rules.discards_growing.per_second,
+            ),
         ] {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(format!("{name} must be a number >= 0, found {value}"));
             }
+        }
+        let ratio = self.rules.probe_failures.max_ratio;
+        if !(ratio.is_finite() && (0.0..=1.0).contains(&ratio)) {
+            return Err(format!(
+                "rules.probe_failures.max_ratio must be between 0 and 1, found {ratio}"
+            ));
+        }
+        let factor = self.rules.probe_latency_regression.factor;
+        if !(factor.is_finite() && factor >= 1.0) {
+            return Err(format!(
+                "rules.probe_latency_regression.factor must be a number >= 1, found {factor}"
+            ));
+        }
+        let ratio = self.rules.pfc_storm.pause_ratio;
+        if !(ratio.is_finite() && (0.0..=1.0).contains(&ratio)) {
+            return Err(format!(
+                "rules.pfc_storm.pause_ratio must be between 0 and 1, found {ratio}"
+            ));
         }
         if self.web.max_connections == 0 {
             return Err("web.max_connections must be at least 1".into());
@@ -661,6 +827,7 @@ mod example_file {
         assert_eq!(c.sources, d.sources);
         assert_eq!(c.probes, d.probes);
         assert_eq!(c.web, d.web);
+        assert_eq!(c.rules, d.rules);
         assert_eq!(c.expect.mtu, Some(9000));
     }
 }

@@ -534,3 +534,946 @@ fn rdma_device_missing_only_when_the_source_ran_empty() {
     s.sources[0] = status(SourceState::Disabled("off".into()));
     assert_eq!(run(&[Arc::new(s)]), vec![]);
 }
+
+// ---------------------------------------------------------------------------
+// Netdev rules: PFC, ECN, MTU, PFC storms, discards.
+
+mod netdev_rules {
+    use super::*;
+    use roce_netdev::{
+        DcbConfig, DcbOutcome, Direction, EcnConfig, MappedStat, Meaning, Netdev, NetdevSnapshot,
+        RdmaPortRef, StatValue,
+    };
+
+    /// mlx5 RoCE netdev: MTU 9000, PFC on 3, ECN on for 3 in both roles.
+    pub fn healthy() -> Netdev {
+        Netdev {
+            name: "ens1np0".into(),
+            rdma: Some(RdmaPortRef {
+                device: "mlx5_0".into(),
+                port: 1,
+            }),
+            mtu: Some(9000),
+            operstate: Some("up".into()),
+            driver: Some("mlx5_core".into()),
+            ecn: Some(EcnConfig {
+                np: (0..8).map(|p| (p, p == 3)).collect(),
+                rp: (0..8).map(|p| (p, p == 3)).collect(),
+            }),
+            dcb: DcbOutcome::Ok(pfc(&[3])),
+            ..Netdev::default()
+        }
+    }
+
+    pub fn pfc(priorities: &[u8]) -> DcbConfig {
+        DcbConfig {
+            pfc_cap: Some(8),
+            pfc_enabled: Some(priorities.iter().fold(0u8, |b, p| b | (1 << p))),
+            ..DcbConfig::default()
+        }
+    }
+
+    pub fn with_stat(mut n: Netdev, meaning: Meaning, value: StatValue) -> Netdev {
+        n.stats.push(MappedStat { meaning, value });
+        n
+    }
+
+    /// Snapshots 10 s apart with the healthy RoCE port and one netdev each.
+    pub fn history_nd(netdevs: Vec<Netdev>) -> Vec<Arc<Snapshot>> {
+        let ports = netdevs.iter().map(|_| roce_port()).collect();
+        history(ports)
+            .into_iter()
+            .zip(netdevs)
+            .map(|(s, n)| {
+                let mut s = (*s).clone();
+                s.netdev = Some(NetdevSnapshot { netdevs: vec![n] });
+                Arc::new(s)
+            })
+            .collect()
+    }
+
+    fn expect_pfc(p: u8) -> Expectations {
+        Expectations {
+            pfc_priority: Some(p),
+            ..Expectations::default()
+        }
+    }
+
+    fn eval(h: &[Arc<Snapshot>], expect: &Expectations, rule: &str) -> Vec<Finding> {
+        only(rules::evaluate(h, &RulesConfig::default(), expect), rule)
+    }
+
+    #[test]
+    fn a_healthy_netdev_has_no_finding() {
+        let h = history_nd(vec![healthy(), healthy()]);
+        assert_eq!(
+            rules::evaluate(&h, &RulesConfig::default(), &expect_pfc(3)),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn pfc_without_ecn() {
+        let mut n = healthy();
+        if let Some(e) = n.ecn.as_mut() {
+            e.np[3].1 = false;
+        }
+        let f = eval(
+            &history_nd(vec![n]),
+            &Expectations::default(),
+            "pfc_without_ecn",
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): PFC is on without ECN (priority 3: roce_np off): congestion is handled by pausing alone, which spreads it (head-of-line blocking, pause storms)"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "PFC on priority 3; ecn/roce_np/enable/3 0; expected 1 for roce_np and roce_rp on every PFC priority"
+        );
+        assert_eq!(
+            f[0].fix,
+            "Turn DCQCN on for the PFC priority, both roles: echo 1 > /sys/class/net/ens1np0/ecn/roce_np/enable/3; echo 1 > /sys/class/net/ens1np0/ecn/roce_rp/enable/3; and ECN marking on the switches' RoCE queue, so that senders slow down before PFC has to pause the link"
+        );
+        assert_eq!(
+            f[0].verify,
+            "grep -H . /sys/class/net/ens1np0/ecn/roce_np/enable/3 /sys/class/net/ens1np0/ecn/roce_rp/enable/3  # expect 1"
+        );
+        assert_eq!(f[0].subject.netdev.as_deref(), Some("ens1np0"));
+    }
+
+    #[test]
+    fn pfc_without_ecn_when_the_priority_file_is_absent_but_others_exist() {
+        let mut n = healthy();
+        if let Some(e) = n.ecn.as_mut() {
+            e.rp.retain(|(p, _)| *p != 3);
+        }
+        let f = eval(
+            &history_nd(vec![n]),
+            &Expectations::default(),
+            "pfc_without_ecn",
+        );
+        assert_eq!(
+            f[0].evidence,
+            "PFC on priority 3; ecn/roce_rp/enable/3 absent; expected 1 for roce_np and roce_rp on every PFC priority"
+        );
+    }
+
+    #[test]
+    fn pfc_without_ecn_is_silent_without_its_inputs() {
+        // No ECN folder (not mlx5), no DCB support, PFC off, an empty role.
+        let mut no_ecn = healthy();
+        no_ecn.ecn = None;
+        let mut no_dcb = healthy();
+        no_dcb.ecn.as_mut().unwrap().np[3].1 = false;
+        no_dcb.dcb = DcbOutcome::Unsupported;
+        let mut pfc_off = healthy();
+        pfc_off.ecn.as_mut().unwrap().np[3].1 = false;
+        pfc_off.dcb = DcbOutcome::Ok(pfc(&[]));
+        let mut empty_roles = healthy();
+        empty_roles.ecn = Some(EcnConfig::default());
+        for n in [no_ecn, no_dcb, pfc_off, empty_roles] {
+            let h = history_nd(vec![n.clone()]);
+            assert_eq!(
+                eval(&h, &Expectations::default(), "pfc_without_ecn"),
+                vec![],
+                "{n:?}"
+            );
+        }
+        // An InfiniBand port's netdev (IPoIB) is not a RoCE netdev.
+        let mut n = healthy();
+        n.ecn.as_mut().unwrap().np[3].1 = false;
+        let mut h = (*history_nd(vec![n])[0]).clone();
+        h.rdma.as_mut().unwrap().devices[0].ports[0].link_layer = Some(LinkLayer::InfiniBand);
+        assert_eq!(
+            eval(&[Arc::new(h)], &Expectations::default(), "pfc_without_ecn"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn pfc_priority_mismatch_against_the_expectation() {
+        let mut n = healthy();
+        n.dcb = DcbOutcome::Ok(pfc(&[4]));
+        let f = eval(
+            &history_nd(vec![n]),
+            &expect_pfc(3),
+            "pfc_priority_mismatch",
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): PFC is on priority 4 but not on the expected RoCE priority 3: RoCE traffic is not lossless"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "PFC enabled priorities: 4 (pfc_en 0x10); expected 3 only (expect.pfc_priority)"
+        );
+        assert_eq!(
+            f[0].fix,
+            "Put PFC on the RoCE priority only, as on the switch port: dcb pfc set dev ens1np0 prio-pfc all:off 3:on (or mlnx_qos -i ens1np0 --pfc 0,0,0,1,0,0,0,0), and make the switch's PFC priority the same"
+        );
+        assert_eq!(f[0].verify, "dcb pfc show dev ens1np0; mlnx_qos -i ens1np0");
+
+        let mut n = healthy();
+        n.dcb = DcbOutcome::Ok(pfc(&[]));
+        let f = eval(
+            &history_nd(vec![n]),
+            &expect_pfc(3),
+            "pfc_priority_mismatch",
+        );
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): PFC is off on every priority, but RoCE is expected on priority 3: RoCE traffic is not lossless"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "PFC enabled priorities: none (pfc_en 0x00); expected 3 only (expect.pfc_priority)"
+        );
+
+        let mut n = healthy();
+        n.dcb = DcbOutcome::Ok(pfc(&[3, 4]));
+        let f = eval(
+            &history_nd(vec![n]),
+            &expect_pfc(3),
+            "pfc_priority_mismatch",
+        );
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): PFC is on priorities 3, 4, not only on the expected RoCE priority 3: other traffic can pause the link too"
+        );
+    }
+
+    #[test]
+    fn pfc_priority_mismatch_is_silent_when_matching_or_unknown() {
+        let h = history_nd(vec![healthy()]);
+        assert_eq!(eval(&h, &expect_pfc(3), "pfc_priority_mismatch"), vec![]);
+        let mut n = healthy();
+        n.dcb = DcbOutcome::Failed("netlink: Permission denied".into());
+        assert_eq!(
+            eval(
+                &history_nd(vec![n]),
+                &expect_pfc(3),
+                "pfc_priority_mismatch"
+            ),
+            vec![]
+        );
+        // PFC on 4 without an expectation and without pause data: no guess.
+        let mut n = healthy();
+        n.dcb = DcbOutcome::Ok(pfc(&[4]));
+        assert_eq!(
+            eval(
+                &history_nd(vec![n.clone(), n]),
+                &Expectations::default(),
+                "pfc_priority_mismatch"
+            ),
+            vec![]
+        );
+    }
+
+    fn pause_frames(priority: u8, v: u64) -> Netdev {
+        with_stat(
+            healthy(),
+            Meaning::PfcPauseFrames {
+                priority,
+                direction: Direction::Rx,
+            },
+            StatValue::Count(v),
+        )
+    }
+
+    #[test]
+    fn pfc_priority_mismatch_from_pauses_on_a_priority_without_pfc() {
+        let h = history_nd(vec![pause_frames(5, 100), pause_frames(5, 400)]);
+        let f = eval(&h, &Expectations::default(), "pfc_priority_mismatch");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): pause frames on priority 5 where PFC is off here: the link partner uses another PFC priority"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "PFC enabled priorities: 3; pause frames priority 5 +300 over 10s; expected pauses only on PFC priorities"
+        );
+        // First sample, a reset, and steady counters: silent.
+        for h in [
+            history_nd(vec![pause_frames(5, 100)]),
+            history_nd(vec![pause_frames(5, 900), pause_frames(5, 0)]),
+            history_nd(vec![pause_frames(5, 100), pause_frames(5, 100)]),
+            history_nd(vec![pause_frames(3, 100), pause_frames(3, 900)]),
+        ] {
+            assert_eq!(
+                eval(&h, &Expectations::default(), "pfc_priority_mismatch"),
+                vec![]
+            );
+        }
+    }
+
+    #[test]
+    fn mtu_below_jumbo_critical_below_roce_4096() {
+        let mut n = healthy();
+        n.mtu = Some(1500);
+        let f = eval(
+            &history_nd(vec![n]),
+            &Expectations::default(),
+            "mtu_below_jumbo",
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): netdev MTU 1500 limits RoCE to MTU 1024, below 4096: every message takes 4x the packets"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "mtu 1500: RoCE MTU 1024 (1500 - 96 header bytes, rounded down to 4096/2048/1024/...); expected >= 4192 (rules.mtu_below_jumbo.min_mtu)"
+        );
+        assert_eq!(
+            f[0].fix,
+            "Raise the MTU: ip link set dev ens1np0 mtu 9000, the same on every peer and at least as large on the switch ports; make it persistent in the host's network configuration"
+        );
+        assert_eq!(
+            f[0].verify,
+            "ip -d link show ens1np0 | grep -o 'mtu [0-9]*'; ibv_devinfo -d mlx5_0 -i 1 | grep active_mtu"
+        );
+    }
+
+    #[test]
+    fn mtu_below_the_expected_but_enough_for_4096_is_a_warning() {
+        let mut n = healthy();
+        n.mtu = Some(4200);
+        let expect = Expectations {
+            mtu: Some(9000),
+            ..Expectations::default()
+        };
+        let h = history_nd(vec![n]);
+        let f = eval(&h, &expect, "mtu_below_jumbo");
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): netdev MTU 4200 is below the expected 9000"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "mtu 4200: RoCE MTU 4096 (4200 - 96 header bytes, rounded down to 4096/2048/1024/...); expected >= 9000 (expect.mtu)"
+        );
+        // Without the expectation, 4200 carries RoCE MTU 4096: silent.
+        assert_eq!(
+            eval(&h, &Expectations::default(), "mtu_below_jumbo"),
+            vec![]
+        );
+        // The boundary: 4191 gives RoCE MTU 2048, 4192 gives 4096.
+        for (mtu, fires) in [(4191, true), (4192, false), (9000, false)] {
+            let mut n = healthy();
+            n.mtu = Some(mtu);
+            assert_eq!(
+                eval(
+                    &history_nd(vec![n]),
+                    &Expectations::default(),
+                    "mtu_below_jumbo"
+                )
+                .len(),
+                usize::from(fires),
+                "mtu {mtu}"
+            );
+        }
+        let mut n = healthy();
+        n.mtu = None;
+        assert_eq!(
+            eval(&history_nd(vec![n]), &expect, "mtu_below_jumbo"),
+            vec![]
+        );
+    }
+
+    fn paused(seconds: f64) -> Netdev {
+        with_stat(
+            healthy(),
+            Meaning::PfcPauseDuration {
+                priority: 3,
+                direction: Direction::Rx,
+            },
+            StatValue::Seconds(seconds),
+        )
+    }
+
+    #[test]
+    fn pfc_storm_from_pause_time() {
+        // 4 s paused in 10 s = 40% > 20%.
+        let f = eval(
+            &history_nd(vec![paused(1.0), paused(5.0)]),
+            &Expectations::default(),
+            "pfc_storm",
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): priority 3 was paused 40% of the last 10s (rx, paused by the link partner): a PFC storm"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "rx priority 3 paused 4s of 10s (40%); expected <= 20% paused (rules.pfc_storm.pause_ratio) and no storm events"
+        );
+        assert_eq!(
+            f[0].verify,
+            "ethtool -S ens1np0 | grep -iE 'pause|storm'  # twice, a few seconds apart: the durations must stop growing"
+        );
+        // 1 s of 10 s is 10%; first sample; a reset (driver reload).
+        for h in [
+            history_nd(vec![paused(1.0), paused(2.0)]),
+            history_nd(vec![paused(1.0)]),
+            history_nd(vec![paused(900.0), paused(0.5)]),
+        ] {
+            assert_eq!(eval(&h, &Expectations::default(), "pfc_storm"), vec![]);
+        }
+    }
+
+    #[test]
+    fn pfc_storm_from_storm_events() {
+        let storm = |v| {
+            with_stat(
+                paused(0.0),
+                Meaning::PauseStormEvents { severity: "error" },
+                StatValue::Count(v),
+            )
+        };
+        let f = eval(
+            &history_nd(vec![storm(1), storm(3)]),
+            &Expectations::default(),
+            "pfc_storm",
+        );
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): the NIC detected pause storms (error +2)"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "rx priority 3 paused 0s of 10s (0%); pause storm events error +2 over 10s; expected <= 20% paused (rules.pfc_storm.pause_ratio) and no storm events"
+        );
+        assert_eq!(
+            eval(
+                &history_nd(vec![storm(3), storm(3)]),
+                &Expectations::default(),
+                "pfc_storm"
+            ),
+            vec![]
+        );
+    }
+
+    fn discards(total: u64, prio3: u64) -> Netdev {
+        let n = with_stat(
+            healthy(),
+            Meaning::Discards {
+                reason: "rx_port",
+                priority: None,
+            },
+            StatValue::Count(total),
+        );
+        with_stat(
+            n,
+            Meaning::Discards {
+                reason: "rx_port",
+                priority: Some(3),
+            },
+            StatValue::Count(prio3),
+        )
+    }
+
+    #[test]
+    fn discards_growing() {
+        // The port-wide counter is used, not added to the per-priority one.
+        let f = eval(
+            &history_nd(vec![discards(0, 0), discards(100, 100)]),
+            &Expectations::default(),
+            "discards_growing",
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): the NIC discards packets at 10/s (rx_port)"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "rx_port +100 over 10s = 10/s; expected <= 1/s (rules.discards_growing.per_second)"
+        );
+        assert_eq!(
+            f[0].verify,
+            "ethtool -S ens1np0 | grep -iE 'discard|drop|out_of_buffer'  # twice, a few seconds apart"
+        );
+        for h in [
+            history_nd(vec![discards(0, 0), discards(5, 5)]),
+            history_nd(vec![discards(7, 7)]),
+            history_nd(vec![discards(1000, 1000), discards(3, 3)]),
+        ] {
+            assert_eq!(
+                eval(&h, &Expectations::default(), "discards_growing"),
+                vec![]
+            );
+        }
+    }
+
+    #[test]
+    fn netdev_rule_keys_in_the_config() {
+        let c = Config::parse(
+            "rules: {pfc_storm: {pause_ratio: 0.5}, mtu_below_jumbo: {min_mtu: 9000}, discards_growing: {per_second: 100}}\n",
+            "t",
+        )
+        .unwrap();
+        let d = RulesConfig::default();
+        assert_eq!(c.rules.pfc_storm.pause_ratio, 0.5);
+        assert_eq!(c.rules.pfc_storm.window, d.pfc_storm.window);
+        assert_eq!(c.rules.mtu_below_jumbo.min_mtu, 9000);
+        assert_eq!(c.rules.discards_growing.per_second, 100.0);
+        assert_eq!(c.rules.discards_growing.window, d.discards_growing.window);
+        let e = Config::parse("rules: {mtu_below_jumbo: {window: 1m}}\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "rules.mtu_below_jumbo.window is not a setting of this rule (it takes: min_mtu)"
+            ),
+            "{e}"
+        );
+        assert!(Config::parse("rules: {pfc_storm: {pause_ratio: 1.5}}\n", "t").is_err());
+        // The threshold from the config: 9000 turns 4200 into a finding.
+        let mut n = healthy();
+        n.mtu = Some(4200);
+        let f = only(
+            rules::evaluate(&history_nd(vec![n]), &c.rules, &Expectations::default()),
+            "mtu_below_jumbo",
+        );
+        assert_eq!(f.len(), 1);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Topology rules: GPU-NIC distance, GPUDirect, ACS, PCIe downtraining.
+
+mod topology_rules {
+    use super::*;
+    use roce_topology::gpudirect::{Libibverbs, NvidiaModule};
+    use roce_topology::{
+        AcsState, BridgeAcs, FunctionRole, Gpu, GpuDirect, GpuNicPath, GpuVendor, Link, LinkSpeed,
+        Nic, NvmlState, PathClass, PciAddress, PciFunction, TopologySnapshot,
+    };
+
+    fn addr(s: &str) -> PciAddress {
+        PciAddress::parse(s).unwrap()
+    }
+
+    fn ready() -> GpuDirect {
+        GpuDirect {
+            peermem_loaded: true,
+            kernel: Some((6, 8)),
+            nvidia_module: NvidiaModule::Proprietary,
+            amdgpu_loaded: false,
+            libibverbs: Some(Libibverbs {
+                file: "libibverbs.so.1.14.50.0".into(),
+                abi_minor: 14,
+                rdma_core: Some(50),
+            }),
+        }
+    }
+
+    fn function(a: &str, role: FunctionRole, parents: &[&str]) -> PciFunction {
+        PciFunction {
+            address: addr(a),
+            role,
+            rdma_device: (role == FunctionRole::Nic).then(|| "mlx5_0".to_string()),
+            gpu: (role == FunctionRole::Gpu).then_some(0),
+            host_bridge: "pci0000:00".into(),
+            parents: parents.iter().map(|p| addr(p)).collect(),
+            numa_node: Some(0),
+            port_type: None,
+            current_speed: Some(LinkSpeed(32000)),
+            max_speed: Some(LinkSpeed(32000)),
+            current_width: Some(16),
+            max_width: Some(16),
+        }
+    }
+
+    fn link(down: &str, up: &str, nic: bool, cur: (u32, u32)) -> Link {
+        Link {
+            downstream: addr(down),
+            upstream: Some(addr(up)),
+            rdma_device: nic.then(|| "mlx5_0".to_string()),
+            current_speed: Some(LinkSpeed(cur.0)),
+            current_width: Some(cur.1),
+            capable_speed: Some(LinkSpeed(32000)),
+            capable_width: Some(16),
+        }
+    }
+
+    /// GPU 0 at 0000:03:00.0 and mlx5_0 at 0000:04:00.0 under one switch
+    /// (upstream 0000:01:00.0, downstream ports 0000:02:00.0, 0000:02:01.0).
+    fn topo(class: PathClass) -> TopologySnapshot {
+        TopologySnapshot {
+            gpus: vec![Gpu {
+                index: 0,
+                address: addr("0000:03:00.0"),
+                vendor: GpuVendor::Nvidia,
+                device_id: Some(0x2330),
+                numa_node: Some(0),
+                name: None,
+                uuid: None,
+            }],
+            nics: vec![Nic {
+                name: "mlx5_0".into(),
+                address: addr("0000:04:00.0"),
+                numa_node: Some(0),
+            }],
+            paths: vec![GpuNicPath {
+                gpu: 0,
+                nic: "mlx5_0".into(),
+                class,
+                bridges: vec![
+                    addr("0000:02:00.0"),
+                    addr("0000:01:00.0"),
+                    addr("0000:02:01.0"),
+                ],
+            }],
+            functions: vec![
+                function("0000:01:00.0", FunctionRole::Bridge, &["0000:00:01.0"]),
+                function(
+                    "0000:03:00.0",
+                    FunctionRole::Gpu,
+                    &["0000:00:01.0", "0000:01:00.0", "0000:02:00.0"],
+                ),
+                function(
+                    "0000:04:00.0",
+                    FunctionRole::Nic,
+                    &["0000:00:01.0", "0000:01:00.0", "0000:02:01.0"],
+                ),
+            ],
+            links: vec![
+                link("0000:01:00.0", "0000:00:01.0", false, (32000, 16)),
+                link("0000:03:00.0", "0000:02:00.0", false, (32000, 16)),
+                link("0000:04:00.0", "0000:02:01.0", true, (32000, 16)),
+            ],
+            acs: vec![
+                BridgeAcs {
+                    address: addr("0000:02:00.0"),
+                    state: AcsState::RedirectDisabled,
+                },
+                BridgeAcs {
+                    address: addr("0000:02:01.0"),
+                    state: AcsState::RedirectDisabled,
+                },
+            ],
+            gpudirect: Some(ready()),
+            nvml: NvmlState::default(),
+            errors: vec![],
+        }
+    }
+
+    fn eval(t: TopologySnapshot, rule: &str) -> Vec<Finding> {
+        let s = Snapshot {
+            sequence: 1,
+            taken_at: Some(SystemTime::UNIX_EPOCH),
+            topology: Some(t),
+            ..Snapshot::default()
+        };
+        only(run(&[Arc::new(s)]), rule)
+    }
+
+    #[test]
+    fn a_healthy_gpu_node_has_no_finding() {
+        let s = Snapshot {
+            sequence: 1,
+            topology: Some(topo(PathClass::Pix)),
+            ..Snapshot::default()
+        };
+        assert_eq!(run(&[Arc::new(s)]), vec![]);
+    }
+
+    #[test]
+    fn gpu_nic_path_far() {
+        let f = eval(topo(PathClass::Sys), "gpu_nic_path_far");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(
+            f[0].finding,
+            "GPU 0's nearest RDMA NIC (mlx5_0) is SYS away: every transfer crosses the CPU interconnect (UPI/xGMI) to the other socket, and NCCL does not use GPUDirect RDMA beyond PXB by default"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "GPU 0 (0000:03:00.0) -> mlx5_0 (0000:04:00.0): SYS; expected PIX or PXB (a shared PCIe switch), PHB at worst"
+        );
+        assert_eq!(f[0].verify, "nvidia-smi topo -m");
+        assert_eq!(f[0].subject.gpu, Some(0));
+        assert_eq!(f[0].subject.device.as_deref(), Some("mlx5_0"));
+        let f = eval(topo(PathClass::Node), "gpu_nic_path_far");
+        assert_eq!(f[0].severity, Severity::Warning);
+        for class in [PathClass::Pix, PathClass::Pxb, PathClass::Phb] {
+            assert_eq!(eval(topo(class), "gpu_nic_path_far"), vec![], "{class:?}");
+        }
+        // No GPU, or no NIC with a PCI function: nothing to judge.
+        let mut t = topo(PathClass::Sys);
+        t.paths.clear();
+        assert_eq!(eval(t, "gpu_nic_path_far"), vec![]);
+    }
+
+    #[test]
+    fn gpudirect_unavailable() {
+        let mut t = topo(PathClass::Pix);
+        t.gpudirect = Some(GpuDirect {
+            peermem_loaded: false,
+            kernel: Some((5, 4)),
+            libibverbs: Some(Libibverbs {
+                file: "libibverbs.so.1.8.28.0".into(),
+                abi_minor: 8,
+                rdma_core: Some(28),
+            }),
+            ..ready()
+        });
+        let f = eval(t, "gpudirect_unavailable");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(
+            f[0].finding,
+            "GPUDirect RDMA is unavailable: neither nvidia-peermem nor dma-buf is usable, so NCCL stages GPU data through host memory"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "1 GPU(s), 1 RDMA NIC(s); nvidia_peermem not loaded; dma-buf: kernel 5.4 (needs >= 5.12), proprietary NVIDIA kernel module (exports no dma-buf; needs the open module), libibverbs.so.1.8.28.0 (ABI 1.8; needs >= 1.12, rdma-core >= 34); expected one mechanism ready"
+        );
+        assert_eq!(
+            f[0].verify,
+            "lsmod | grep -E 'nvidia_peermem|nv_peer_mem'; cat /proc/driver/nvidia/version; uname -r"
+        );
+        // dma-buf alone is enough.
+        let mut t = topo(PathClass::Pix);
+        t.gpudirect = Some(GpuDirect {
+            peermem_loaded: false,
+            nvidia_module: NvidiaModule::Open,
+            ..ready()
+        });
+        assert_eq!(eval(t, "gpudirect_unavailable"), vec![]);
+        // No GPU (gpudirect None), or no RDMA NIC: silent.
+        let mut t = topo(PathClass::Pix);
+        t.gpus.clear();
+        t.gpudirect = None;
+        assert_eq!(eval(t, "gpudirect_unavailable"), vec![]);
+        let mut t = topo(PathClass::Pix);
+        t.nics.clear();
+        t.gpudirect = Some(GpuDirect {
+            peermem_loaded: false,
+            ..ready()
+        });
+        assert_eq!(eval(t, "gpudirect_unavailable"), vec![]);
+    }
+
+    #[test]
+    fn acs_on_gpu_nic_path() {
+        let mut t = topo(PathClass::Pix);
+        t.acs[1].state = AcsState::RedirectEnabled;
+        let f = eval(t, "acs_on_gpu_nic_path");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(
+            f[0].finding,
+            "ACS redirects peer-to-peer traffic between GPU 0 and mlx5_0 up to the root complex: GPUDirect RDMA loses bandwidth or hangs"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "ACS P2P Request Redirect enabled on 0000:02:01.0 (between GPU 0 0000:03:00.0 and mlx5_0); expected disabled"
+        );
+        assert_eq!(
+            f[0].fix,
+            "Turn ACS redirect off on bare metal: setpci -s 0000:02:01.0 ECAP_ACS+0x6.w=0000 (until reboot); for good, turn ACS off in the BIOS or boot with pci=disable_acs_redir=0000:02:01.0 (not on hosts that pass devices through to VMs, which need ACS for IOMMU isolation)"
+        );
+        assert_eq!(
+            f[0].verify,
+            "lspci -vvv -s 0000:02:01.0 | grep ACSCtl  # ReqRedir- expected"
+        );
+        // Unknown (config space not readable without root) says nothing.
+        let mut t = topo(PathClass::Pix);
+        t.acs[1].state = AcsState::Unknown;
+        assert_eq!(eval(t, "acs_on_gpu_nic_path"), vec![]);
+    }
+
+    #[test]
+    fn pcie_downtrained() {
+        let mut t = topo(PathClass::Pix);
+        t.links[2] = link("0000:04:00.0", "0000:02:01.0", true, (16000, 8));
+        let f = eval(t, "pcie_downtrained");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0's PCIe link runs at 16.0 GT/s x8, below the 32.0 GT/s x16 both ends support (speed and width)"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "0000:04:00.0: current 16.0 GT/s x8; capable 32.0 GT/s x16 (the lower of both ends' max_link_speed/max_link_width)"
+        );
+        assert_eq!(
+            f[0].verify,
+            "lspci -vvv -s 0000:04:00.0 | grep -E 'LnkCap|LnkSta'"
+        );
+        assert_eq!(f[0].subject.device.as_deref(), Some("mlx5_0"));
+        // A GPU at a lower speed is idle power saving; a narrower GPU link is not.
+        let mut t = topo(PathClass::Pix);
+        t.links[1] = link("0000:03:00.0", "0000:02:00.0", false, (2500, 16));
+        assert_eq!(eval(t, "pcie_downtrained"), vec![]);
+        let mut t = topo(PathClass::Pix);
+        t.links[1] = link("0000:03:00.0", "0000:02:00.0", false, (2500, 8));
+        let f = eval(t, "pcie_downtrained");
+        assert_eq!(
+            f[0].finding,
+            "GPU 0's PCIe link runs at 2.5 GT/s x8, below the 32.0 GT/s x16 both ends support (width)"
+        );
+        // The switch's uplink names what is below it.
+        let mut t = topo(PathClass::Pix);
+        t.links[0] = link("0000:01:00.0", "0000:00:01.0", false, (32000, 4));
+        let f = eval(t, "pcie_downtrained");
+        assert_eq!(
+            f[0].finding,
+            "The PCIe link to switch 0000:01:00.0 (above GPU 0, mlx5_0) runs at 32.0 GT/s x4, below the 32.0 GT/s x16 both ends support (width)"
+        );
+        assert_eq!(f[0].subject.gpu, Some(0));
+        // Unknown speeds say nothing.
+        let mut t = topo(PathClass::Pix);
+        t.links[2].current_speed = None;
+        t.links[2].current_width = None;
+        assert_eq!(eval(t, "pcie_downtrained"), vec![]);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Probe rules: failures and latency regressions.
+
+mod probe_rules {
+    use super::*;
+    use roce_probe::{Failure, Histogram, ProbeResults, ProbeState, Reason, Target, TargetStats};
+
+    /// Cumulative statistics: `requests` rounds, `failed` of them failed,
+    /// `rtt_us` the mean RTT of the successes.
+    fn stats(requests: u64, failed: u64, rtt_us: f64, last_ok: bool) -> TargetStats {
+        let successes = requests - failed;
+        let rtt = Histogram {
+            count: successes,
+            sum_seconds: successes as f64 * rtt_us * 1e-6,
+            ..Histogram::default()
+        };
+        TargetStats {
+            requests,
+            successes,
+            failures: if failed > 0 {
+                [("timeout", failed)].into_iter().collect()
+            } else {
+                Default::default()
+            },
+            rtt,
+            last_ok: Some(last_ok),
+            last_failure: (!last_ok)
+                .then(|| Failure::new(Reason::Timeout, "no completion within 1s")),
+            sessions_opened: 1,
+            ..TargetStats::default()
+        }
+    }
+
+    fn history_probes(samples: Vec<TargetStats>) -> Vec<Arc<Snapshot>> {
+        let ports = samples.iter().map(|_| roce_port()).collect();
+        history(ports)
+            .into_iter()
+            .zip(samples)
+            .map(|(s, st)| {
+                let mut s = (*s).clone();
+                s.probes = Some(ProbeResults {
+                    state: ProbeState::Running,
+                    targets: vec![(Target::loopback("mlx5_0", 1, 3), st)],
+                });
+                Arc::new(s)
+            })
+            .collect()
+    }
+
+    fn eval(h: &[Arc<Snapshot>], rule: &str) -> Vec<Finding> {
+        only(run(h), rule)
+    }
+
+    #[test]
+    fn probe_failures() {
+        // 10 rounds in the window, 3 failed (30% > 20%), the last succeeded.
+        let h = history_probes(vec![stats(100, 0, 5.0, true), stats(110, 3, 5.0, true)]);
+        let f = eval(&h, "probe_failures");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): 30% of RDMA probes failed in the last 10s"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "3 of 10 probe rounds failed (GID index 3); expected <= 20% (rules.probe_failures.max_ratio)"
+        );
+        // Every round failed and the last one too: the port is unusable.
+        let h = history_probes(vec![stats(100, 0, 5.0, true), stats(110, 10, 5.0, false)]);
+        let f = eval(&h, "probe_failures");
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): every RDMA probe in the last 10s failed: the port cannot complete RDMA operations"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "10 of 10 probe rounds failed (GID index 3); last failure timeout: no completion within 1s; expected <= 20% (rules.probe_failures.max_ratio)"
+        );
+        // First sample, old failures only, a restarted probe thread, 1 in 10.
+        for h in [
+            history_probes(vec![stats(110, 10, 5.0, false)]),
+            history_probes(vec![stats(100, 50, 5.0, true), stats(110, 50, 5.0, true)]),
+            history_probes(vec![stats(500, 90, 5.0, true), stats(10, 1, 5.0, true)]),
+            history_probes(vec![stats(100, 0, 5.0, true), stats(110, 1, 5.0, true)]),
+        ] {
+            assert_eq!(eval(&h, "probe_failures"), vec![]);
+        }
+        // No probe results (probes off): silent.
+        assert_eq!(
+            eval(&history(vec![roce_port(), roce_port()]), "probe_failures"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn probe_latency_regression() {
+        // 100 rounds at 5 us, then 10 rounds at 50 us: the window's mean is
+        // 10x the earlier mean.
+        let mut late = stats(110, 0, 5.0, true);
+        late.rtt.sum_seconds = 100.0 * 5e-6 + 10.0 * 50e-6;
+        let h = history_probes(vec![stats(100, 0, 5.0, true), late]);
+        let f = eval(&h, "probe_latency_regression");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0 port 1 (ens1np0): RDMA probe round trips take 10x their earlier average"
+        );
+        assert_eq!(
+            f[0].evidence,
+            "mean RTT 50 us over the last 10s (10 rounds) vs 5 us before (100 rounds); expected <= 3x (rules.probe_latency_regression.factor)"
+        );
+        // 2x is within the factor; too little baseline; a restart; steady.
+        let mut double = stats(110, 0, 5.0, true);
+        double.rtt.sum_seconds = 100.0 * 5e-6 + 10.0 * 10e-6;
+        let mut young = stats(20, 0, 5.0, true);
+        young.rtt.sum_seconds = 10.0 * 5e-6 + 10.0 * 50e-6;
+        for h in [
+            history_probes(vec![stats(100, 0, 5.0, true), double]),
+            history_probes(vec![stats(10, 0, 5.0, true), young]),
+            history_probes(vec![stats(100, 0, 5.0, true), stats(10, 0, 50.0, true)]),
+            history_probes(vec![stats(100, 0, 5.0, true), stats(110, 0, 5.0, true)]),
+            history_probes(vec![stats(100, 0, 5.0, true)]),
+        ] {
+            assert_eq!(eval(&h, "probe_latency_regression"), vec![]);
+        }
+    }
+}

@@ -15,9 +15,13 @@ use serde::Serialize;
 use crate::config::{Expectations, RulesConfig};
 use crate::snapshot::Snapshot;
 
+pub mod congestion;
 pub mod exporter;
+pub mod fabric;
 pub mod ports;
+pub mod probes;
 pub mod rates;
+pub mod topology;
 pub mod window;
 
 /// How bad a finding is.
@@ -127,7 +131,11 @@ pub struct Rule {
 pub fn all() -> Vec<&'static Rule> {
     let mut rules: Vec<&'static Rule> = Vec::new();
     rules.extend(ports::RULES);
+    rules.extend(fabric::RULES);
     rules.extend(rates::RULES);
+    rules.extend(congestion::RULES);
+    rules.extend(topology::RULES);
+    rules.extend(probes::RULES);
     rules.extend(exporter::RULES);
     rules
 }

@@ -264,6 +264,6 @@ fn ecn_spike(ctx: &Context) -> Vec<Finding> {
 }
 
 /// "1m30s"-style span of a window.
-fn span(seconds: f64) -> String {
+pub fn span(seconds: f64) -> String {
     humantime::format_duration(std::time::Duration::from_secs(seconds.round() as u64)).to_string()
 }

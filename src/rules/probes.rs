@@ -1,0 +1,194 @@
+//! Rules on the verbs probes' results: probe rounds failing, and round-trip
+//! times well above their own earlier average. Both read the probe
+//! statistics (cumulative since the probe thread started) over a window,
+//! reset-aware, and stay silent without probe results or history.
+
+use roce_probe::{ProbeResults, TargetStats};
+
+use super::ports::{find_port, fmt_num};
+use super::rates::span;
+use super::window::{increase, within};
+use super::{Context, Finding, Rule, Severity, Subject};
+use crate::snapshot::Snapshot;
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "probe_failures",
+        checks: "probe rounds fail less than rules.probe_failures.max_ratio of the time",
+        evaluate: probe_failures,
+    },
+    Rule {
+        id: "probe_latency_regression",
+        checks: "probe round-trip times stay within rules.probe_latency_regression.factor of their earlier average",
+        evaluate: probe_latency_regression,
+    },
+];
+
+/// Rounds of history before the window needed for a latency baseline: a
+/// few rounds are too noisy to call anything a regression.
+pub const MIN_BASELINE_ROUNDS: u64 = 30;
+
+fn results(s: &Snapshot) -> Option<&ProbeResults> {
+    s.probes.as_ref()
+}
+
+/// The statistics of one target (device, port, GID index) in a snapshot.
+fn stats<'a>(s: &'a Snapshot, device: &str, port: u8, gid: u32) -> Option<&'a TargetStats> {
+    results(s)?
+        .targets
+        .iter()
+        .find(|(t, _)| t.device == device && t.port == port && t.gid_index == gid)
+        .map(|(_, st)| st)
+}
+
+fn subject(s: &Snapshot, device: &str, port: u8) -> Subject {
+    let netdev = find_port(s, device, u32::from(port)).and_then(|(_, p)| p.netdev.clone());
+    Subject::port(device, u32::from(port), netdev.as_deref())
+}
+
+fn probe_failures(ctx: &Context) -> Vec<Finding> {
+    let Some(latest) = ctx.latest() else {
+        return vec![];
+    };
+    let Some(r) = results(latest) else {
+        return vec![];
+    };
+    let cfg = &ctx.rules.probe_failures;
+    let mut out = Vec::new();
+    for (t, last) in &r.targets {
+        let read = |f: fn(&TargetStats) -> u64| {
+            increase(ctx.history, cfg.window, |s| {
+                stats(s, &t.device, t.port, t.gid_index).map(f)
+            })
+        };
+        let (Some(requests), Some(failures), Some(successes)) = (
+            read(|st| st.requests),
+            read(|st| {
+                st.failures
+                    .values()
+                    .copied()
+                    .fold(0u64, u64::saturating_add)
+            }),
+            read(|st| st.successes),
+        ) else {
+            continue;
+        };
+        if requests.amount == 0 || failures.amount == 0 {
+            continue;
+        }
+        let ratio = failures.amount as f64 / requests.amount as f64;
+        if ratio <= cfg.max_ratio {
+            continue;
+        }
+        let down = successes.amount == 0 && last.last_ok == Some(false);
+        let subject = subject(latest, &t.device, t.port);
+        let last_error = last
+            .last_failure
+            .as_ref()
+            .map(|f| format!("; last failure {}: {}", f.reason.as_str(), f.message))
+            .unwrap_or_default();
+        out.push(Finding {
+            rule: "probe_failures",
+            severity: if down { Severity::Critical } else { Severity::Warning },
+            finding: if down {
+                format!(
+                    "{}: every RDMA probe in the last {} failed: the port cannot complete RDMA operations",
+                    subject.describe(),
+                    span(requests.seconds)
+                )
+            } else {
+                format!(
+                    "{}: {}% of RDMA probes failed in the last {}",
+                    subject.describe(),
+                    fmt_num((ratio * 100.0).round()),
+                    span(requests.seconds)
+                )
+            },
+            evidence: format!(
+                "{} of {} probe rounds failed (GID index {}){last_error}; expected <= {}% (rules.probe_failures.max_ratio)",
+                failures.amount,
+                requests.amount,
+                t.gid_index,
+                fmt_num(cfg.max_ratio * 100.0)
+            ),
+            fix: "Read the failure reason: a port or GID problem shows in the other findings; QP or memory registration errors point at the driver or resource limits (ulimit -l, dmesg)".into(),
+            verify: format!(
+                "ibv_rc_pingpong -d {} -i {} -g {}  # and a second shell: ibv_rc_pingpong -d {} -i {} -g {} localhost",
+                t.device, t.port, t.gid_index, t.device, t.port, t.gid_index
+            ),
+            subject,
+        });
+    }
+    out
+}
+
+fn probe_latency_regression(ctx: &Context) -> Vec<Finding> {
+    let Some(latest) = ctx.latest() else {
+        return vec![];
+    };
+    let Some(r) = results(latest) else {
+        return vec![];
+    };
+    let cfg = &ctx.rules.probe_latency_regression;
+    let mut out = Vec::new();
+    for (t, _) in &r.targets {
+        let count = increase(ctx.history, cfg.window, |s| {
+            Some(stats(s, &t.device, t.port, t.gid_index)?.rtt.count)
+        });
+        // Nanoseconds, so that the integer window arithmetic applies.
+        let sum = increase(ctx.history, cfg.window, |s| {
+            Some(
+                (stats(s, &t.device, t.port, t.gid_index)?.rtt.sum_seconds * 1e9)
+                    .round()
+                    .max(0.0) as u64,
+            )
+        });
+        let (Some(count), Some(sum)) = (count, sum) else {
+            continue;
+        };
+        // A restarted probe thread starts its statistics over: no baseline.
+        if count.resets > 0 || sum.resets > 0 || count.amount == 0 {
+            continue;
+        }
+        let Some(first) = within(ctx.history, cfg.window)
+            .iter()
+            .find_map(|s| stats(s, &t.device, t.port, t.gid_index))
+        else {
+            continue;
+        };
+        if first.rtt.count < MIN_BASELINE_ROUNDS {
+            continue;
+        }
+        let baseline = first.rtt.sum_seconds / first.rtt.count as f64;
+        let recent = sum.amount as f64 / 1e9 / count.amount as f64;
+        if baseline <= 0.0 || recent <= baseline * cfg.factor {
+            continue;
+        }
+        let subject = subject(latest, &t.device, t.port);
+        out.push(Finding {
+            rule: "probe_latency_regression",
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: RDMA probe round trips take {}x their earlier average",
+                subject.describe(),
+                fmt_num((recent / baseline * 10.0).round() / 10.0)
+            ),
+            evidence: format!(
+                "mean RTT {} us over the last {} ({} rounds) vs {} us before ({} rounds); expected <= {}x (rules.probe_latency_regression.factor)",
+                fmt_num((recent * 1e7).round() / 10.0),
+                span(count.seconds),
+                count.amount,
+                fmt_num((baseline * 1e7).round() / 10.0),
+                first.rtt.count,
+                fmt_num(cfg.factor)
+            ),
+            fix: "Look for congestion on the port (PFC pauses, CNPs, ECN marks in the other findings), a downtrained PCIe link, or CPU/interrupt load on the host".into(),
+            verify: format!(
+                "ib_send_lat -d {} -i {} -x {}  # against a peer, compare with the fabric's usual latency",
+                t.device, t.port, t.gid_index
+            ),
+            subject,
+        });
+    }
+    out
+}

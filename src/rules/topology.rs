@@ -1,0 +1,324 @@
+//! Rules on the GPU-NIC PCIe topology: a GPU whose nearest NIC is far
+//! (NODE, SYS), GPUDirect RDMA unavailable, ACS redirect on the way between
+//! a GPU and its NIC, and PCIe links trained below what both ends support.
+//! All silent without a GPU or without the topology source.
+
+use roce_topology::{AcsState, FunctionRole, Link, LinkSpeed, PathClass, TopologySnapshot};
+
+use super::{Context, Finding, Rule, Severity, Subject};
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "gpu_nic_path_far",
+        checks: "every GPU has an RDMA NIC within PHB (not NODE or SYS)",
+        evaluate: gpu_nic_path_far,
+    },
+    Rule {
+        id: "gpudirect_unavailable",
+        checks: "with GPUs and RDMA NICs, nvidia-peermem or dma-buf is usable",
+        evaluate: gpudirect_unavailable,
+    },
+    Rule {
+        id: "acs_on_gpu_nic_path",
+        checks: "no ACS P2P request redirect on a bridge between a GPU and its nearest NIC",
+        evaluate: acs_on_gpu_nic_path,
+    },
+    Rule {
+        id: "pcie_downtrained",
+        checks: "PCIe links of GPUs and NICs run at the speed and width both ends support",
+        evaluate: pcie_downtrained,
+    },
+];
+
+fn topology<'a>(ctx: &'a Context) -> Option<&'a TopologySnapshot> {
+    ctx.latest()?.topology.as_ref()
+}
+
+fn gpu_subject(gpu: usize, nic: Option<&str>) -> Subject {
+    Subject {
+        device: nic.map(Into::into),
+        gpu: u32::try_from(gpu).ok(),
+        ..Subject::default()
+    }
+}
+
+fn gpu_nic_path_far(ctx: &Context) -> Vec<Finding> {
+    let Some(t) = topology(ctx) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for gpu in &t.gpus {
+        let nearest = t.nearest_nics(gpu.index);
+        let Some(first) = nearest.first() else {
+            continue;
+        };
+        // NCCL uses GPUDirect RDMA only up to PXB by default (netGdrLevel =
+        // PATH_PXB in ncclTopoCheckGdr, src/graph/paths.cc): beyond, data
+        // is staged in host memory. SYS also crosses the CPU interconnect
+        // on every transfer.
+        let (severity, why) = match first.class {
+            PathClass::Node => (
+                Severity::Warning,
+                "traffic crosses host bridges inside the CPU, and NCCL does not use GPUDirect RDMA beyond PXB by default",
+            ),
+            PathClass::Sys => (
+                Severity::Critical,
+                "every transfer crosses the CPU interconnect (UPI/xGMI) to the other socket, and NCCL does not use GPUDirect RDMA beyond PXB by default",
+            ),
+            _ => continue,
+        };
+        let nics = nearest
+            .iter()
+            .map(|p| p.nic.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let subject = gpu_subject(gpu.index, Some(&first.nic));
+        let nic_address = t
+            .nics
+            .iter()
+            .find(|n| n.name == first.nic)
+            .map(|n| format!(" ({})", n.address))
+            .unwrap_or_default();
+        out.push(Finding {
+            rule: "gpu_nic_path_far",
+            severity,
+            finding: format!(
+                "GPU {}'s nearest RDMA NIC ({nics}) is {} away: {why}",
+                gpu.index,
+                first.class.as_str()
+            ),
+            evidence: format!(
+                "GPU {} ({}) -> {}{nic_address}: {}; expected PIX or PXB (a shared PCIe switch), PHB at worst",
+                gpu.index,
+                gpu.address,
+                first.nic,
+                first.class.as_str()
+            ),
+            fix: "Put a NIC under the same PCIe switch as each GPU (or at least on its socket); where the hardware cannot change, pin each rank to its GPU's socket and nearest NIC (NCCL_IB_HCA), and only force GPUDirect RDMA at this distance (NCCL_NET_GDR_LEVEL) after measuring it".into(),
+            verify: "nvidia-smi topo -m".into(),
+            subject,
+        });
+    }
+    out
+}
+
+fn gpudirect_unavailable(ctx: &Context) -> Vec<Finding> {
+    let Some(t) = topology(ctx) else {
+        return vec![];
+    };
+    let Some(g) = &t.gpudirect else { return vec![] };
+    if t.gpus.is_empty() || t.nics.is_empty() || g.ready() {
+        return vec![];
+    }
+    let kernel = match g.kernel {
+        Some((a, b)) if g.kernel_supports_dmabuf() => format!("kernel {a}.{b} ok"),
+        Some((a, b)) => format!("kernel {a}.{b} (needs >= 5.12)"),
+        None => "kernel version unknown".into(),
+    };
+    use roce_topology::gpudirect::NvidiaModule;
+    let driver = match (g.nvidia_module, g.amdgpu_loaded) {
+        (_, true) => "amdgpu ok".to_string(),
+        (NvidiaModule::Open, _) => "NVIDIA open kernel module ok".into(),
+        (NvidiaModule::Proprietary, _) => {
+            "proprietary NVIDIA kernel module (exports no dma-buf; needs the open module)".into()
+        }
+        (NvidiaModule::Absent, _) => {
+            "no NVIDIA driver loaded (/proc/driver/nvidia/version absent)".into()
+        }
+    };
+    let verbs = match &g.libibverbs {
+        Some(l) if g.rdma_core_supports_dmabuf() => format!("{} ok", l.file),
+        Some(l) => format!(
+            "{} (ABI 1.{}; needs >= 1.12, rdma-core >= 34)",
+            l.file, l.abi_minor
+        ),
+        None => "no libibverbs.so.1.<abi>.<release>.0 found".into(),
+    };
+    vec![Finding {
+        rule: "gpudirect_unavailable",
+        severity: Severity::Critical,
+        subject: Subject::default(),
+        finding: "GPUDirect RDMA is unavailable: neither nvidia-peermem nor dma-buf is usable, so NCCL stages GPU data through host memory".into(),
+        evidence: format!(
+            "{} GPU(s), {} RDMA NIC(s); nvidia_peermem not loaded; dma-buf: {kernel}, {driver}, {verbs}; expected one mechanism ready",
+            t.gpus.len(),
+            t.nics.len()
+        ),
+        fix: "Load the peer-memory module shipped with the NVIDIA driver (modprobe nvidia-peermem, and list it in /etc/modules-load.d/), \
+              or use dma-buf: kernel >= 5.12, the NVIDIA open kernel module and rdma-core >= 34"
+            .into(),
+        verify: "lsmod | grep -E 'nvidia_peermem|nv_peer_mem'; cat /proc/driver/nvidia/version; uname -r".into(),
+    }]
+}
+
+fn acs_on_gpu_nic_path(ctx: &Context) -> Vec<Finding> {
+    let Some(t) = topology(ctx) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for gpu in &t.gpus {
+        let mut bridges = Vec::new();
+        let mut nic = None;
+        for path in t.nearest_nics(gpu.index) {
+            for b in &path.bridges {
+                let enabled = t
+                    .acs
+                    .iter()
+                    .any(|a| a.address == *b && a.state == AcsState::RedirectEnabled);
+                if enabled && !bridges.contains(b) {
+                    bridges.push(*b);
+                    nic.get_or_insert(path.nic.as_str());
+                }
+            }
+        }
+        let Some(nic) = nic else { continue };
+        let list = bridges.iter().map(ToString::to_string).collect::<Vec<_>>();
+        let setpci = list
+            .iter()
+            .map(|b| format!("setpci -s {b} ECAP_ACS+0x6.w=0000"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        out.push(Finding {
+            rule: "acs_on_gpu_nic_path",
+            severity: Severity::Critical,
+            finding: format!(
+                "ACS redirects peer-to-peer traffic between GPU {} and {nic} up to the root complex: GPUDirect RDMA loses bandwidth or hangs",
+                gpu.index
+            ),
+            evidence: format!(
+                "ACS P2P Request Redirect enabled on {} (between GPU {} {} and {nic}); expected disabled",
+                list.join(", "),
+                gpu.index,
+                gpu.address
+            ),
+            fix: format!(
+                "Turn ACS redirect off on bare metal: {setpci} (until reboot); for good, turn ACS off in the BIOS or boot with pci=disable_acs_redir={} (not on hosts that pass devices through to VMs, which need ACS for IOMMU isolation)",
+                list.join(";")
+            ),
+            verify: list
+                .iter()
+                .map(|b| format!("lspci -vvv -s {b} | grep ACSCtl"))
+                .collect::<Vec<_>>()
+                .join("; ")
+                + "  # ReqRedir- expected",
+            subject: gpu_subject(gpu.index, Some(nic)),
+        });
+    }
+    out
+}
+
+fn gts(s: LinkSpeed) -> String {
+    format!("{:.1} GT/s", f64::from(s.0) / 1000.0)
+}
+
+fn opt_speed(s: Option<LinkSpeed>) -> String {
+    s.map(gts).unwrap_or_else(|| "? GT/s".into())
+}
+
+fn opt_width(w: Option<u32>) -> String {
+    w.map(|w| format!("x{w}")).unwrap_or_else(|| "x?".into())
+}
+
+/// Who a link serves: (subject, words).
+fn link_owner(t: &TopologySnapshot, link: &Link) -> Option<(Subject, String)> {
+    let f = t.function(&link.downstream)?;
+    match f.role {
+        FunctionRole::Nic => {
+            let nic = f.rdma_device.as_deref().or(link.rdma_device.as_deref())?;
+            Some((
+                Subject {
+                    device: Some(nic.into()),
+                    ..Subject::default()
+                },
+                format!("{nic}'s PCIe link"),
+            ))
+        }
+        FunctionRole::Gpu => {
+            let gpu = f.gpu?;
+            Some((gpu_subject(gpu, None), format!("GPU {gpu}'s PCIe link")))
+        }
+        FunctionRole::Bridge => {
+            let below = || {
+                t.functions
+                    .iter()
+                    .filter(|g| g.parents.contains(&link.downstream))
+            };
+            let gpu = below().find_map(|g| g.gpu);
+            let nic = below().find_map(|g| g.rdma_device.clone());
+            if gpu.is_none() && nic.is_none() {
+                return None;
+            }
+            let serves = [gpu.map(|g| format!("GPU {g}")), nic.clone()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(", ");
+            Some((
+                Subject {
+                    device: nic,
+                    gpu: gpu.and_then(|g| u32::try_from(g).ok()),
+                    ..Subject::default()
+                },
+                format!(
+                    "The PCIe link to switch {} (above {serves})",
+                    link.downstream
+                ),
+            ))
+        }
+    }
+}
+
+fn pcie_downtrained(ctx: &Context) -> Vec<Finding> {
+    let Some(t) = topology(ctx) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for link in &t.links {
+        let is_gpu = t
+            .function(&link.downstream)
+            .is_some_and(|f| f.role == FunctionRole::Gpu);
+        // GPUs lower their link speed when idle to save power (nvidia-smi
+        // shows "PCIe Generation Current" below "Max" at rest), so a GPU's
+        // own link speed says nothing at rest; its width does.
+        let speed = link.speed_downtrained() == Some(true) && !is_gpu;
+        let width = link.width_downtrained() == Some(true);
+        if !speed && !width {
+            continue;
+        }
+        let Some((subject, what)) = link_owner(t, link) else {
+            continue;
+        };
+        let mut below = Vec::new();
+        if speed {
+            below.push("speed");
+        }
+        if width {
+            below.push("width");
+        }
+        let current = format!(
+            "{} {}",
+            opt_speed(link.current_speed),
+            opt_width(link.current_width)
+        );
+        let capable = format!(
+            "{} {}",
+            opt_speed(link.capable_speed),
+            opt_width(link.capable_width)
+        );
+        out.push(Finding {
+            rule: "pcie_downtrained",
+            severity: Severity::Warning,
+            finding: format!("{what} runs at {current}, below the {capable} both ends support ({})", below.join(" and ")),
+            evidence: format!(
+                "{}: current {current}; capable {capable} (the lower of both ends' max_link_speed/max_link_width)",
+                link.downstream
+            ),
+            fix: "Reseat the card and check the slot, riser or retimer; check the BIOS PCIe settings (a forced lower generation, bifurcation). \
+                  A link that trains down after a reset often has a signal-integrity fault"
+                .into(),
+            verify: format!("lspci -vvv -s {} | grep -E 'LnkCap|LnkSta'", link.downstream),
+            subject,
+        });
+    }
+    out
+}

@@ -1,0 +1,247 @@
+//! `roce_exporter check` end to end: the binary over fixture trees, its
+//! text output against golden files (`UPDATE_GOLDEN=1` rewrites them), its
+//! JSON output against the `/findings` schema, and its exit status
+//! (0 clean, 1 critical findings, 2 could not run).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `check` from the repository root (the demo config names its replay
+/// folder relative to it).
+fn check(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .current_dir(repo())
+        .arg("check")
+        .args(["--window", "1s", "--log.level", "error"])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run roce_exporter check")
+}
+
+fn demo(extra: &[&str]) -> Output {
+    let mut args = vec![
+        "--config.file",
+        "examples/demo-gpu-node/demo.yml",
+        "--path.sysfs",
+        "examples/demo-gpu-node/sys",
+        "--path.procfs",
+        "examples/demo-gpu-node/proc",
+    ];
+    args.extend_from_slice(extra);
+    check(&args)
+}
+
+fn fixture(tree: &str, extra: &[&str]) -> Output {
+    let root = format!("tests/fixtures/{tree}");
+    let proc = format!("{root}/proc");
+    let mut args = vec![
+        "--path.sysfs",
+        root.as_str(),
+        "--path.procfs",
+        proc.as_str(),
+    ];
+    args.extend_from_slice(extra);
+    check(&args)
+}
+
+fn stdout(out: &Output) -> String {
+    // Paths in error texts are the checkout's; the golden files say <repo>.
+    String::from_utf8(out.stdout.clone())
+        .expect("UTF-8 output")
+        .replace(&repo().display().to_string(), "<repo>")
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = repo().join("tests/golden").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let first = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{} differs from the output at line {} (UPDATE_GOLDEN=1 rewrites it):\n--- expected\n{}\n--- actual\n{}",
+            path.display(),
+            first + 1,
+            expected.lines().nth(first).unwrap_or("<end>"),
+            actual.lines().nth(first).unwrap_or("<end>")
+        );
+    }
+}
+
+#[test]
+fn demo_gpu_node_text_matches_golden_and_exits_1() {
+    let out = demo(&[]);
+    let text = stdout(&out);
+    golden("check-demo-gpu-node.txt", &text);
+    // ens8np0 has PFC on priority 4 while the config expects 3: critical.
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("[critical] pfc_priority_mismatch: mlx5_7 port 1 (ens8np0)"),
+        "{text}"
+    );
+    assert!(text.contains("export NCCL_IB_GID_INDEX=3"), "{text}");
+    assert!(text.contains("export NCCL_IB_TC=104"), "{text}");
+    assert!(
+        text.contains("export NCCL_IB_HCA=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("NCCL_IB_SL"),
+        "no InfiniBand: no service level"
+    );
+}
+
+#[test]
+fn mlx5_roce_fixture_text_matches_golden() {
+    let out = fixture("sys-mlx5-roce", &[]);
+    let text = stdout(&out);
+    golden("check-sys-mlx5-roce.txt", &text);
+    let critical = text.contains("[critical]");
+    assert_eq!(out.status.code(), Some(i32::from(critical)), "{text}");
+    // No GPU in this tree: the GPU sections say so and nothing is guessed.
+    assert!(text.contains("no GPU on this host"), "{text}");
+    assert!(!text.contains("NCCL_IB_HCA"), "{text}");
+}
+
+/// PCI topology trees (tests/fixtures/pci-*, written by pci-gen.py): the
+/// topology rules end to end. Both have criticals (no GID, no GPUDirect,
+/// ACS redirect on the GPU-NIC path).
+#[test]
+fn pci_topology_fixtures_text_matches_golden() {
+    for (tree, rules) in [
+        (
+            "pci-acs",
+            &["acs_on_gpu_nic_path", "gpudirect_unavailable"][..],
+        ),
+        ("pci-downtrained", &["pcie_downtrained"][..]),
+    ] {
+        let root = format!("tests/fixtures/{tree}");
+        let sys = format!("{root}/sys");
+        let proc = format!("{root}/proc");
+        let out = check(&["--path.sysfs", sys.as_str(), "--path.procfs", proc.as_str()]);
+        let text = stdout(&out);
+        golden(&format!("check-{tree}.txt"), &text);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        for rule in rules {
+            assert!(
+                text.contains(&format!("] {rule}: ")),
+                "{tree}: {rule} missing:\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn json_output_validates_against_the_findings_schema() {
+    let out = demo(&["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("check --format json is JSON");
+    let schema_text =
+        std::fs::read_to_string(repo().join("docs/findings.schema.json")).expect("schema file");
+    let schema: serde_json::Value = serde_json::from_str(&schema_text).expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let findings = &report["findings"];
+    let errors: Vec<String> = validator
+        .iter_errors(findings)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(findings.as_array().is_some_and(|f| !f.is_empty()));
+    assert_eq!(report["window_seconds"], 1.0);
+    let sections: Vec<&str> = report["checklist"]
+        .as_array()
+        .expect("checklist")
+        .iter()
+        .filter_map(|i| i["section"].as_str())
+        .collect();
+    for s in [
+        "Transport",
+        "GPUDirect RDMA",
+        "Congestion counters over the window",
+        "Topology",
+        "Collectors",
+    ] {
+        assert!(sections.contains(&s), "{s} missing: {sections:?}");
+    }
+    let nccl: Vec<&str> = report["nccl"]
+        .as_array()
+        .expect("nccl")
+        .iter()
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    assert_eq!(nccl, ["NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_TC"]);
+}
+
+#[test]
+fn exit_status_0_without_critical_findings() {
+    // The demo with the expectation that matches ens8np0 removed: only
+    // warnings or nothing remain.
+    let dir = tempdir();
+    let config = dir.join("demo-no-pfc-expectation.yml");
+    std::fs::write(
+        &config,
+        "netdevs: {replay: examples/demo-gpu-node/netdev-replay}\nexpect: {mtu: 9000, link_rate_gbps: 400}\n",
+    )
+    .unwrap();
+    let out = check(&[
+        "--config.file",
+        config.to_str().unwrap(),
+        "--path.sysfs",
+        "examples/demo-gpu-node/sys",
+        "--path.procfs",
+        "examples/demo-gpu-node/proc",
+    ]);
+    let text = stdout(&out);
+    assert!(!text.contains("[critical]"), "{text}");
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    // Without the expectation and with two PFC priorities in use across
+    // the netdevs, no single RoCE priority is known: no NCCL_IB_TC.
+    assert!(!text.contains("NCCL_IB_TC"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn exit_status_2_when_it_cannot_run() {
+    let dir = tempdir();
+    let config = dir.join("bad.yml");
+    std::fs::write(&config, "rules: {mtu_below_jumbo: {window: 1m}}\n").unwrap();
+    let out = check(&["--config.file", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rules.mtu_below_jumbo.window is not a setting"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "roce-check-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::create_dir_all(&dir);
+    assert!(Path::new(&dir).is_dir());
+    dir
+}
