@@ -8,6 +8,7 @@ Output: one PASS/FAIL line per check, then exactly "N passed, M failed".
 Exit status: 0 when nothing failed, else 1.
 """
 
+import json
 import argparse
 import re
 import shutil
@@ -283,6 +284,37 @@ def main():
                   and before <= mid.get(stat, -1))
             r.check(ok, f"{stat} moved by >= {ITERS} with the traffic",
                     f"scrape-1 {before} (kernel then {mid.get(stat)}) -> scrape-2 {after}")
+
+    # ---- the netdev checks the guest ran on the e1000 variant (issue 3): each
+    # "ok"/"FAIL" line of tests/vm/guest/e2e-netdev.sh is one check here
+    if a.nic_model == "e1000":
+        nd = d / "netdev-checks.txt"
+        lines = nd.read_text(errors="replace").splitlines() if nd.exists() else []
+        results = [l for l in lines if l.startswith("ok ") or l.startswith("FAIL ")]
+        r.check(bool(results), "netdev checks ran in the guest", f"{len(results)} results in {nd.name}")
+        for l in results:
+            r.check(l.startswith("ok "), "netdev: " + l.split(None, 1)[1] if " " in l else l)
+
+    # ---- `roce_exporter check` in the guest (issue 6): with jumbo frames the
+    # healthy VM has no critical finding and exits 0; at MTU 1500 it reports
+    # mtu_below_jumbo on eth0 (critical) and exits 1
+    def check_report(name):
+        f = d / f"check-{name}.json"
+        try:
+            return json.loads(f.read_text())
+        except (OSError, ValueError) as e:
+            return {"error": str(e)}
+    rep = check_report("mtu9000")
+    crit = [x["rule"] for x in rep.get("findings", []) if x.get("severity") == "critical"]
+    r.check("mtu 9000 set=1" in steps and "check mtu9000 rc=0" in steps and not crit and "checklist" in rep,
+            "check on the healthy VM (MTU 9000): exit 0, no critical finding",
+            f"critical={crit} findings={[x.get('rule') for x in rep.get('findings', [])]} {rep.get('error', '')}")
+    rep = check_report("mtu1500")
+    mtu = [x for x in rep.get("findings", []) if x.get("rule") == "mtu_below_jumbo"]
+    r.check("check mtu1500 rc=1" in steps and len(mtu) == 1 and mtu[0].get("severity") == "critical"
+            and mtu[0].get("subject", {}).get("netdev") == "eth0" and "1500" in mtu[0].get("evidence", ""),
+            "check at MTU 1500: mtu_below_jumbo on eth0 (critical), exit 1",
+            json.dumps(mtu)[:300] or rep.get("error", ""))
 
     # ---- promtool's own parser and lint, when the host has it (not counted if absent)
     promtool = shutil.which("promtool")

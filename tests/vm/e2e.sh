@@ -73,7 +73,8 @@ rm -rf "$OUT"; mkdir -p "$OUT/guest"
 log "guest run (nic-model $NIC_MODEL, limit ${TIMEOUT}s)"
 set +e
 bash "$HERE/run.sh" -t "$TIMEOUT" --nic-model "$NIC_MODEL" --share "$OUT/guest" \
-  -l "$OUT/console.log" -a "$BIN:/guest/roce_exporter" "$VM" "$HERE/guest/e2e-rdma.sh"
+  -l "$OUT/console.log" -a "$BIN:/guest/roce_exporter" -a "$HERE/guest/e2e-netdev.sh:/guest/e2e-netdev.sh" \
+  "$VM" "$HERE/guest/e2e-rdma.sh"
 vm_rc=$?
 set -e
 T2=$(date +%s)

@@ -141,5 +141,28 @@ else
 fi
 { rdma link show; rdma dev show; ibv_devinfo -v -d rxe0; } > "$O/rdma-info.txt" 2>&1
 for f in "$P"/hw_counters/*; do echo "${f##*/}=$(cat "$f" 2>&1)"; done > "$O/hw_counters-after.txt"
+# ---- the netdev checks (issue 3) on the e1000 variant: e1000 has the
+# classic 802.3x flow-control counters they look for
+if [[ -x /guest/e2e-netdev.sh && $(basename "$(readlink /sys/class/net/eth0/device/driver)") == e1000 ]]; then
+  step "netdev checks"
+  /guest/e2e-netdev.sh > "$O/netdev-checks.txt" 2>&1
+  note "netdev checks rc=$?"
+fi
+# ---- `roce_exporter check` (issue 6): healthy with jumbo frames, then the
+# broken configuration of a 1500-byte MTU must give mtu_below_jumbo and exit 1
+check_run() { # check_run NAME
+  timeout $TMO "$EXP" check --window 2s --format json > "$O/check-$1.json" 2> "$O/check-$1.stderr"
+  note "check $1 rc=$?"
+}
+MTU0=$(cat /sys/class/net/eth0/mtu)
+step "check with MTU 9000"
+ip link set eth0 mtu 9000 && note "mtu 9000 set=1"
+i=0; while ((i < 50)) && ! grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state; do sleep 0.1; i=$((i + 1)); done
+check_run mtu9000
+step "check with MTU 1500"
+ip link set eth0 mtu 1500
+i=0; while ((i < 50)) && ! grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state; do sleep 0.1; i=$((i + 1)); done
+check_run mtu1500
+ip link set eth0 mtu "$MTU0"
 step "done, $fails step(s) failed"
 exit $fails
