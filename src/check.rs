@@ -300,24 +300,38 @@ fn status_of<'a>(findings: impl Iterator<Item = &'a Finding>) -> Status {
         .unwrap_or(Status::Ok)
 }
 
-fn gpudirect(s: &Snapshot, out: &mut Vec<Item>) {
-    let section = "GPUDirect RDMA";
+/// The topology when its collector ran and found GPUs; otherwise the item
+/// that says why the section has nothing to check.
+fn topology_with_gpus<'a>(
+    s: &'a Snapshot,
+    section: &'static str,
+    without_gpu: &str,
+    out: &mut Vec<Item>,
+) -> Option<&'a roce_topology::TopologySnapshot> {
     let Some(t) = &s.topology else {
         out.push(item(
             section,
             Status::Unknown,
             "not checked: the topology collector did not run".into(),
         ));
-        return;
+        return None;
     };
     if t.gpus.is_empty() {
         out.push(item(
             section,
             Status::Unknown,
-            "no GPU on this host: GPUDirect RDMA does not apply".into(),
+            format!("no GPU on this host: {without_gpu}"),
         ));
-        return;
+        return None;
     }
+    Some(t)
+}
+
+fn gpudirect(s: &Snapshot, out: &mut Vec<Item>) {
+    let section = "GPUDirect RDMA";
+    let Some(t) = topology_with_gpus(s, section, "GPUDirect RDMA does not apply", out) else {
+        return;
+    };
     let Some(g) = &t.gpudirect else {
         out.push(item(
             section,
@@ -684,22 +698,9 @@ fn congestion(history: &[Arc<Snapshot>], s: &Snapshot, findings: &[Finding], out
 fn topology(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
     use roce_topology::AcsState;
     let section = "Topology";
-    let Some(t) = &s.topology else {
-        out.push(item(
-            section,
-            Status::Unknown,
-            "not checked: the topology collector did not run".into(),
-        ));
+    let Some(t) = topology_with_gpus(s, section, "no GPU-NIC placement to check", out) else {
         return;
     };
-    if t.gpus.is_empty() {
-        out.push(item(
-            section,
-            Status::Unknown,
-            "no GPU on this host: no GPU-NIC placement to check".into(),
-        ));
-        return;
-    }
     for gpu in &t.gpus {
         let nearest = t.nearest_nics(gpu.index);
         let Some(first) = nearest.first() else {
