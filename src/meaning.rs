@@ -231,11 +231,14 @@ pub fn hw_meaning(provider: Option<Provider>, name: &str) -> Option<HwMeaning> {
 /// Sum of the port's hardware counters that carry `meaning`; `None` when the
 /// port has none (the driver does not count it).
 pub fn port_hw_value(device: &Device, port: &Port, meaning: HwMeaning) -> Option<u64> {
-    let provider = Provider::of(device);
-    port.hw_counters
+    // Rate rules call this for every port of every sample in their window:
+    // walk the few table rows of this provider and meaning, not every
+    // counter against the whole table.
+    let provider = Provider::of(device)?;
+    HW_MAPPINGS
         .iter()
-        .filter(|c| hw_meaning(provider, &c.name) == Some(meaning))
-        .map(|c| c.value)
+        .filter(|m| m.provider == provider && m.meaning == meaning)
+        .filter_map(|m| port.hw_counter(m.name))
         .reduce(u64::saturating_add)
 }
 
