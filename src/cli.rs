@@ -26,6 +26,12 @@ pub struct Cli {
     #[arg(long = "web.listen-address", value_name = "ADDR", default_value = DEFAULT_LISTEN_ADDRESS)]
     pub listen_addresses: Vec<String>,
 
+    /// Web configuration (exporter-toolkit web-config.yml): TLS, mutual TLS,
+    /// basic auth, response headers. Re-read when it or a file it names
+    /// changes.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
+
     /// Mount point of sysfs.
     #[arg(
         long = "path.sysfs",

@@ -20,3 +20,4 @@ pub mod sampler;
 pub mod server;
 pub mod snapshot;
 pub mod sources;
+pub mod webconfig;

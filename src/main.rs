@@ -91,6 +91,18 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
             return ExitCode::FAILURE;
         }
     };
+    // Checked before anything listens, so a bad file never serves in the
+    // clear by accident.
+    let web_config = match &cli.web_config_file {
+        None => None,
+        Some(path) => match roce_exporter::webconfig::WebConfigWatcher::load(path) {
+            Ok(w) => Some(Arc::new(w)),
+            Err(e) => {
+                eprintln!("roce_exporter: invalid web configuration: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+    };
     runtime.block_on(async move {
         let listeners = match server::bind(&cli.listen_addresses).await {
             Ok(l) => l,
@@ -121,7 +133,9 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
         tracing::info!(version = app.build().version, listen = ?cli.listen_addresses, sysfs = %paths.sysfs.display(), "roce_exporter started");
 
         let reload = tokio::spawn(reload_on_sighup(cli.config_file.clone(), paths.clone(), control_tx));
-        let result = server::serve(listeners, app, config.web.clone(), shutdown_signal()).await;
+        let mut options = server::ServeOptions::new(config.web.clone());
+        options.web_config = web_config;
+        let result = server::serve_with(listeners, app, options, shutdown_signal()).await;
         // Dropping the reload task drops the control sender, which stops the
         // sampler after its current sample.
         reload.abort();

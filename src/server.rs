@@ -18,6 +18,11 @@
 //!   slot forever;
 //! - on shutdown, accepting stops, connections finish their current request
 //!   and close, and whatever is still open after `close_grace` is cut.
+//!
+//! With [`ServeOptions::web_config`] (`--web.config.file`): TLS (the
+//! handshake must finish within `header_read_timeout`), basic auth on every
+//! path and extra response headers, from the configuration in force when
+//! the connection was accepted (see [`crate::webconfig`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -39,6 +44,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use crate::app::App;
 use crate::config::WebLimits;
 use crate::exposition::Format;
+use crate::webconfig::{WebConfig, WebConfigWatcher, REALM};
 
 /// Kernel listen backlog: where connections above `max_connections` wait.
 const LISTEN_BACKLOG: i32 = 1024;
@@ -82,6 +88,8 @@ pub struct ServeOptions {
     /// How long a connection told to close (shutdown or age) may take to
     /// finish its response before it is cut; also bounds the shutdown drain.
     pub close_grace: Duration,
+    /// `--web.config.file`: TLS, basic auth, headers. `None`: plain HTTP.
+    pub web_config: Option<Arc<WebConfigWatcher>>,
 }
 
 impl ServeOptions {
@@ -90,6 +98,7 @@ impl ServeOptions {
             limits,
             max_connection_age: Duration::from_secs(60),
             close_grace: Duration::from_secs(5),
+            web_config: None,
         }
     }
 }
@@ -266,6 +275,7 @@ pub async fn serve_with(
     let timing = ConnectionTiming {
         max_age: options.max_connection_age,
         grace: options.close_grace,
+        handshake: options.limits.header_read_timeout,
     };
     // `true` once shutting down; a dropped sender (serve cancelled) also
     // stops everything.
@@ -283,6 +293,7 @@ pub async fn serve_with(
             http.clone(),
             slots.clone(),
             timing,
+            options.web_config.clone(),
             stop_rx.clone(),
         )));
     }
@@ -321,6 +332,8 @@ fn http1_builder(limits: &WebLimits) -> http1::Builder {
 struct ConnectionTiming {
     max_age: Duration,
     grace: Duration,
+    /// Bound on the TLS handshake.
+    handshake: Duration,
 }
 
 /// Resolves once shutdown has begun (or the server is gone).
@@ -334,6 +347,7 @@ async fn accept_loop(
     http: Arc<http1::Builder>,
     slots: Arc<Semaphore>,
     timing: ConnectionTiming,
+    web: Option<Arc<WebConfigWatcher>>,
     mut stop: watch::Receiver<bool>,
 ) {
     // Said once per episode of resource exhaustion, not per failed accept.
@@ -359,12 +373,17 @@ async fn accept_loop(
                 exhausted = false;
                 // Responses are written whole; Nagle would only delay them.
                 let _ = stream.set_nodelay(true);
+                let web = match &web {
+                    Some(w) => w.current(),
+                    None => Arc::new(WebConfig::plain()),
+                };
                 tokio::spawn(serve_connection(
                     stream,
                     peer,
                     app.clone(),
                     http.clone(),
                     timing,
+                    web,
                     stop.clone(),
                     permit,
                 ));
@@ -397,26 +416,76 @@ fn is_connection_error(e: &std::io::Error) -> bool {
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     app: Arc<App>,
     http: Arc<http1::Builder>,
     timing: ConnectionTiming,
-    mut stop: watch::Receiver<bool>,
+    web: Arc<WebConfig>,
+    stop: watch::Receiver<bool>,
     _slot: OwnedSemaphorePermit,
 ) {
+    let Some(tls) = web.tls().cloned() else {
+        return drive_connection(stream, peer, app, http, timing, web, stop).await;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    match tokio::time::timeout(timing.handshake, acceptor.accept(stream)).await {
+        Ok(Ok(tls_stream)) => {
+            drive_connection(tls_stream, peer, app, http, timing, web, stop).await
+        }
+        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+    }
+}
+
+/// Serves HTTP/1.1 on one connection, plain or TLS.
+async fn drive_connection<I>(
+    io: I,
+    peer: SocketAddr,
+    app: Arc<App>,
+    http: Arc<http1::Builder>,
+    timing: ConnectionTiming,
+    web: Arc<WebConfig>,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service = service_fn(move |req: Request<Incoming>| {
-        let has_body = !req.body().is_end_stream();
-        std::future::ready(Ok::<_, Infallible>(respond(
-            &app,
-            req.method(),
-            req.uri().path(),
-            req.headers(),
-            has_body,
-        )))
+        let app = app.clone();
+        let web = web.clone();
+        async move {
+            let has_body = !req.body().is_end_stream();
+            let authorized = if web.requires_auth() {
+                // bcrypt takes tens of milliseconds: not on the async workers.
+                let check = web.clone();
+                let headers = req.headers().clone();
+                tokio::task::spawn_blocking(move || check.authorize(&headers))
+                    .await
+                    .unwrap_or(false)
+            } else {
+                true
+            };
+            let mut response = if authorized {
+                respond(
+                    &app,
+                    req.method(),
+                    req.uri().path(),
+                    req.headers(),
+                    has_body,
+                )
+            } else {
+                unauthorized(has_body)
+            };
+            let h = response.headers_mut();
+            for (name, value) in web.headers() {
+                h.insert(name.clone(), value.clone());
+            }
+            Ok::<_, Infallible>(response)
+        }
     });
-    let conn = http.serve_connection(TokioIo::new(stream), service);
+    let conn = http.serve_connection(TokioIo::new(io), service);
     let mut conn = std::pin::pin!(conn);
     let finished = tokio::select! {
         result = conn.as_mut() => Some(result),
@@ -551,6 +620,20 @@ fn route_request(
         }
     }
     response
+}
+
+/// `401` asking for basic auth.
+fn unauthorized(has_body: bool) -> Response<Full<Bytes>> {
+    let mut r = simple(StatusCode::UNAUTHORIZED, "unauthorized\n");
+    let challenge = format!("Basic realm=\"{REALM}\"");
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    if has_body {
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    r
 }
 
 fn simple(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
