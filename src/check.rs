@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use roce_netdev::{DcbOutcome, Direction, Meaning, Trust};
-use roce_rdma::{GidFamily, GidType, LinkLayer};
+use roce_rdma::LinkLayer;
 use serde::Serialize;
 
 use crate::config::{Config, Expectations};
@@ -188,7 +188,7 @@ fn transport(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             d.name, p.number
         );
         if matches!(p.link_layer, Some(LinkLayer::Ethernet)) {
-            match nccl_gid(p) {
+            match p.routable_roce_v2_gid() {
                 Some(g) => text.push_str(&format!(", RoCE v2 GID {} ({})", g.index, g.gid)),
                 None => text.push_str(", no routable RoCE v2 GID"),
             }
@@ -234,14 +234,6 @@ fn collectors(s: &Snapshot, out: &mut Vec<Item>) {
     }
 }
 
-/// The GID NCCL should use on a RoCE port: RoCE v2, IPv4-mapped first, then
-/// a global IPv6 one (NCCL's own default order).
-fn nccl_gid(p: &roce_rdma::Port) -> Option<&roce_rdma::Gid> {
-    let v2 = || p.gids.iter().filter(|g| g.gid_type == GidType::RoceV2);
-    v2().find(|g| g.family() == GidFamily::Ipv4Mapped)
-        .or_else(|| v2().find(|g| g.family() == GidFamily::Ipv6Global))
-}
-
 /// The NCCL settings the data justifies. `NCCL_IB_SL` is never printed:
 /// on InfiniBand the service level that maps to a lossless or prioritised
 /// virtual lane is the subnet manager's QoS policy (SL2VL tables), which
@@ -254,7 +246,10 @@ fn nccl_settings(s: &Snapshot, expect: &Expectations) -> Vec<NcclSetting> {
         .collect();
     let indexes: Vec<(String, u32)> = roce
         .iter()
-        .filter_map(|(d, p)| nccl_gid(p).map(|g| (format!("{}:{}", d.name, p.number), g.index)))
+        .filter_map(|(d, p)| {
+            p.routable_roce_v2_gid()
+                .map(|g| (format!("{}:{}", d.name, p.number), g.index))
+        })
         .collect();
     if !indexes.is_empty() && indexes.len() == roce.len() {
         let first = indexes[0].1;

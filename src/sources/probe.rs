@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use roce_probe::runner::Runner;
 use roce_probe::{ProbeState, Target};
-use roce_rdma::{GidFamily, GidType, LinkLayer, Port, RdmaSnapshot};
+use roce_rdma::{LinkLayer, Port, RdmaSnapshot};
 
 use super::Source;
 use crate::config::{Config, GidIndex};
@@ -112,12 +112,7 @@ fn spawn(_config: &Config) -> Result<Runner, String> {
 /// choice as `check`'s NCCL_IB_GID_INDEX; on InfiniBand, index 0.
 fn auto_gid(port: &Port) -> Option<u32> {
     match port.link_layer {
-        Some(LinkLayer::Ethernet) => {
-            let v2 = || port.gids.iter().filter(|g| g.gid_type == GidType::RoceV2);
-            v2().find(|g| g.family() == GidFamily::Ipv4Mapped)
-                .or_else(|| v2().find(|g| g.family() == GidFamily::Ipv6Global))
-                .map(|g| g.index)
-        }
+        Some(LinkLayer::Ethernet) => port.routable_roce_v2_gid().map(|g| g.index),
         Some(LinkLayer::InfiniBand) => Some(0),
         _ => None,
     }

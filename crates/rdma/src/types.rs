@@ -137,6 +137,15 @@ impl Port {
     pub fn data_transmitted_bytes(&self) -> Option<u64> {
         self.counter("port_xmit_data").map(|v| v.saturating_mul(4))
     }
+    /// The RoCE v2 GID NCCL picks by default and the probes use: the
+    /// IPv4-mapped one first, then a global IPv6 one (never link-local,
+    /// which cannot be routed).
+    pub fn routable_roce_v2_gid(&self) -> Option<&Gid> {
+        let v2 = || self.gids.iter().filter(|g| g.gid_type == GidType::RoceV2);
+        v2().find(|g| g.family() == GidFamily::Ipv4Mapped)
+            .or_else(|| v2().find(|g| g.family() == GidFamily::Ipv6Global))
+    }
+
     /// ACTIVE and LinkUp.
     pub fn is_up(&self) -> bool {
         matches!(self.state, Some(PortState::Active))
