@@ -355,3 +355,5 @@ impl std::fmt::Display for ReadError {
         }
     }
 }
+
+impl std::error::Error for ReadError {}

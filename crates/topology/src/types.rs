@@ -1,7 +1,5 @@
 //! The snapshot types of the topology reader. Plain data, no I/O.
 
-use std::path::PathBuf;
-
 pub use crate::acs::{AcsState, PortType};
 pub use crate::gpudirect::GpuDirect;
 pub use crate::nvml::NvmlState;
@@ -213,33 +211,7 @@ pub struct BridgeAcs {
     pub state: AcsState,
 }
 
-/// A file that should have been readable and was not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadError {
-    pub path: PathBuf,
-    pub kind: ReadErrorKind,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadErrorKind {
-    /// The read failed with this errno (EACCES, EIO, ...).
-    Io(i32),
-    /// The file was read but its content did not parse.
-    Parse(String),
-}
-
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.kind {
-            ReadErrorKind::Io(errno) => write!(
-                f,
-                "{}: {}",
-                self.path.display(),
-                std::io::Error::from_raw_os_error(*errno)
-            ),
-            ReadErrorKind::Parse(msg) => write!(f, "{}: {}", self.path.display(), msg),
-        }
-    }
-}
-
-impl std::error::Error for ReadError {}
+/// A file that should have been readable and was not: the same type the RDMA
+/// reader reports, so the exporter handles read errors of every sysfs source
+/// alike.
+pub use roce_rdma::{ReadError, ReadErrorKind};
