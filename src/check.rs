@@ -404,7 +404,8 @@ fn gpudirect(s: &Snapshot, out: &mut Vec<Item>) {
 
 /// Increase of a value over the whole history (first sample to last).
 fn moved(history: &[Arc<Snapshot>], read: impl Fn(&Snapshot) -> Option<u64>) -> Option<u64> {
-    rules::window::increase(history, Duration::MAX, read).map(|i| i.amount)
+    rules::window::increase_over(history.iter().filter_map(|s| Some((s.taken_at?, read(s)?))))
+        .map(|i| i.amount)
 }
 
 fn sum_opt(values: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {

@@ -5,10 +5,11 @@
 
 use roce_netdev::{Direction, Meaning, Netdev};
 
-use super::fabric::{all_netdevs, find_netdev, stat_value};
+use super::fabric::all_netdevs;
+use super::history::Value;
 use super::ports::fmt_num;
 use super::rates::span;
-use super::window::{increase, Increase};
+use super::window::Increase;
 use super::{Context, Finding, Rule, Severity};
 
 pub const RULES: &[Rule] = &[
@@ -30,9 +31,9 @@ fn netdev_increase(
     window: std::time::Duration,
     meaning: Meaning,
 ) -> Option<Increase> {
-    increase(ctx.history, window, |s| {
-        stat_value(find_netdev(s, name)?, meaning)
-    })
+    ctx.history
+        .netdev(name)
+        .increase(Value::Stat(meaning), window)
 }
 
 fn direction_words(direction: Direction) -> &'static str {
@@ -159,32 +160,6 @@ fn pfc_storm(ctx: &Context) -> Vec<Finding> {
     out
 }
 
-/// Discard reasons a netdev reports, each read as one value: the
-/// port-wide counter when the driver has one, else the sum of the
-/// per-priority counters (mlx5 has both `rx_discards_phy` and
-/// `rx_prioN_discards`; summing both would count twice).
-fn discard_value(n: &Netdev, reason: &str) -> Option<u64> {
-    let whole = n.stats.iter().find_map(|s| match s.meaning {
-        Meaning::Discards {
-            reason: r,
-            priority: None,
-        } if r == reason => stat_value(n, s.meaning),
-        _ => None,
-    });
-    whole.or_else(|| {
-        n.stats
-            .iter()
-            .filter_map(|s| match s.meaning {
-                Meaning::Discards {
-                    reason: r,
-                    priority: Some(_),
-                } if r == reason => stat_value(n, s.meaning),
-                _ => None,
-            })
-            .reduce(u64::saturating_add)
-    })
-}
-
 fn discard_reasons(n: &Netdev) -> Vec<&'static str> {
     let mut reasons: Vec<&'static str> = n
         .stats
@@ -208,9 +183,11 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
         let mut total = 0u64;
         let mut seconds = 0.0f64;
         for reason in discard_reasons(n) {
-            let Some(inc) = increase(ctx.history, cfg.window, |s| {
-                discard_value(find_netdev(s, &n.name)?, reason)
-            }) else {
+            let Some(inc) = ctx
+                .history
+                .netdev(&n.name)
+                .increase(Value::Discards(reason), cfg.window)
+            else {
                 continue;
             };
             seconds = seconds.max(inc.seconds);

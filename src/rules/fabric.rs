@@ -4,11 +4,11 @@
 //! mlx5's ECN files, sysfs MTU); a netdev without DCB support, without ECN
 //! files or without an RDMA port behind it is left alone.
 
-use roce_netdev::{DcbOutcome, Direction, Meaning, Netdev, StatValue};
+use roce_netdev::{DcbOutcome, Direction, Meaning, Netdev};
 use roce_rdma::LinkLayer;
 
+use super::history::{stat_integer, Value};
 use super::ports::find_port;
-use super::window::increase;
 use super::{Context, Finding, Rule, Severity, Subject};
 use crate::config::{ROCE_4096_MIN_NETDEV_MTU, ROCE_HEADER_BYTES};
 use crate::snapshot::Snapshot;
@@ -70,17 +70,12 @@ pub fn find_netdev<'a>(s: &'a Snapshot, name: &str) -> Option<&'a Netdev> {
     s.netdev.as_ref()?.netdevs.iter().find(|n| n.name == name)
 }
 
-/// The value of one meaning as an integer: counts as they are, durations
-/// in microseconds (the unit drivers count in), so that the reset-aware
-/// integer windows apply.
+/// The value of one meaning as an integer ([`stat_integer`]).
 pub fn stat_value(n: &Netdev, meaning: Meaning) -> Option<u64> {
     n.stats
         .iter()
         .find(|s| s.meaning == meaning)
-        .map(|s| match s.value {
-            StatValue::Count(c) => c,
-            StatValue::Seconds(sec) => (sec * 1e6).round().max(0.0) as u64,
-        })
+        .map(|s| stat_integer(s.value))
 }
 
 /// Priorities with PFC on, from a DCB bitmap.
@@ -242,9 +237,10 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                             priority: p,
                             direction,
                         };
-                        let inc = increase(ctx.history, ctx.rules.pfc_storm.window, |s| {
-                            stat_value(find_netdev(s, name)?, meaning)
-                        });
+                        let inc = ctx
+                            .history
+                            .netdev(name)
+                            .increase(Value::Stat(meaning), ctx.rules.pfc_storm.window);
                         if let Some(inc) = inc {
                             total = total.saturating_add(inc.amount);
                             seconds = seconds.max(inc.seconds);

@@ -3,8 +3,9 @@
 //! silent when its inputs are absent on this host, and says what is wrong,
 //! the evidence, the fix and a command that verifies it.
 //!
-//! The [`Engine`] is the only stateful part: it keeps a finding active until
-//! its condition has stayed false for the hold time, so findings do not flap.
+//! The [`Engine`] is the only stateful part: it keeps the [`History`] of
+//! followed counters, and a finding active until its condition has stayed
+//! false for the hold time, so findings do not flap.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,10 +15,12 @@ use serde::Serialize;
 
 use crate::config::{Expectations, RulesConfig};
 use crate::snapshot::Snapshot;
+pub use history::History;
 
 pub mod congestion;
 pub mod exporter;
 pub mod fabric;
+pub mod history;
 pub mod ports;
 pub mod probes;
 pub mod rates;
@@ -108,15 +111,17 @@ pub struct Finding {
 
 /// What a rule reads.
 pub struct Context<'a> {
-    /// Oldest first; the last one is the sample being evaluated.
-    pub history: &'a [Arc<Snapshot>],
+    /// The sample being evaluated.
+    pub latest: Option<&'a Snapshot>,
+    /// The followed counters of the samples before it, and of it, last.
+    pub history: &'a History,
     pub rules: &'a RulesConfig,
     pub expect: &'a Expectations,
 }
 
 impl Context<'_> {
     pub fn latest(&self) -> Option<&Snapshot> {
-        self.history.last().map(|s| s.as_ref())
+        self.latest
     }
 }
 
@@ -140,13 +145,27 @@ pub fn all() -> Vec<&'static Rule> {
     rules
 }
 
-/// Runs every enabled rule once over `history` (no hold time).
+/// Runs every enabled rule once over `history` (oldest first; no hold
+/// time): for one-shot evaluations.
 pub fn evaluate(
     history: &[Arc<Snapshot>],
     rules: &RulesConfig,
     expect: &Expectations,
 ) -> Vec<Finding> {
+    let followed = History::of(history.iter().map(|s| s.as_ref()));
+    evaluate_with(history.last().map(|s| s.as_ref()), &followed, rules, expect)
+}
+
+/// Runs every enabled rule once on `latest`, with `history` already holding
+/// it last.
+fn evaluate_with(
+    latest: Option<&Snapshot>,
+    history: &History,
+    rules: &RulesConfig,
+    expect: &Expectations,
+) -> Vec<Finding> {
     let ctx = Context {
+        latest,
         history,
         rules,
         expect,
@@ -167,9 +186,11 @@ fn sort(findings: &mut [Finding]) {
         .sort_by(|a, b| (a.severity, &a.subject, a.rule).cmp(&(b.severity, &b.subject, b.rule)));
 }
 
-/// Keeps findings active for the hold time after their condition cleared.
+/// Keeps the history of followed counters, and findings active for the
+/// hold time after their condition cleared.
 #[derive(Debug, Default)]
 pub struct Engine {
+    history: History,
     active: BTreeMap<(&'static str, Subject), Held>,
 }
 
@@ -180,24 +201,42 @@ struct Held {
 }
 
 impl Engine {
+    /// An engine that keeps every sample it is given (up to
+    /// [`history::HISTORY_MAX`]).
     pub fn new() -> Self {
         Engine::default()
     }
 
-    /// Evaluates the rules on the latest sample of `history` and returns the
-    /// active findings: those true now, and those true within `hold` before
-    /// the latest sample (with the evidence they last had).
+    /// An engine that keeps the samples within `retention` of the latest.
+    pub fn with_retention(retention: Duration) -> Self {
+        Engine {
+            history: History::new(retention, history::HISTORY_MAX),
+            active: BTreeMap::new(),
+        }
+    }
+
+    /// Changes how far back the history reaches (a reloaded configuration).
+    pub fn set_retention(&mut self, retention: Duration) {
+        self.history.set_retention(retention);
+    }
+
+    /// The followed counters kept.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Adds `latest` to the history, evaluates the rules on it and returns
+    /// the active findings: those true now, and those true within `hold`
+    /// before it (with the evidence they last had).
     pub fn evaluate(
         &mut self,
-        history: &[Arc<Snapshot>],
+        latest: &Snapshot,
         rules: &RulesConfig,
         expect: &Expectations,
     ) -> Vec<Finding> {
-        let now = history
-            .last()
-            .and_then(|s| s.taken_at)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        for finding in evaluate(history, rules, expect) {
+        self.history.push(latest);
+        let now = latest.taken_at.unwrap_or(SystemTime::UNIX_EPOCH);
+        for finding in evaluate_with(Some(latest), &self.history, rules, expect) {
             let key = (finding.rule, finding.subject.clone());
             self.active.insert(
                 key,

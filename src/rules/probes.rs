@@ -3,11 +3,11 @@
 //! statistics (cumulative since the probe thread started) over a window,
 //! reset-aware, and stay silent without probe results or history.
 
-use roce_probe::{ProbeResults, TargetStats};
+use roce_probe::ProbeResults;
 
+use super::history::Value;
 use super::ports::{find_port, fmt_num};
 use super::rates::span;
-use super::window::{increase, within};
 use super::{Context, Finding, Rule, Severity, Subject};
 use crate::snapshot::Snapshot;
 
@@ -32,15 +32,6 @@ fn results(s: &Snapshot) -> Option<&ProbeResults> {
     s.probes.as_ref()
 }
 
-/// The statistics of one target (device, port, GID index) in a snapshot.
-fn stats<'a>(s: &'a Snapshot, device: &str, port: u8, gid: u32) -> Option<&'a TargetStats> {
-    results(s)?
-        .targets
-        .iter()
-        .find(|(t, _)| t.device == device && t.port == port && t.gid_index == gid)
-        .map(|(_, st)| st)
-}
-
 fn subject(s: &Snapshot, device: &str, port: u8) -> Subject {
     let netdev = find_port(s, device, u32::from(port)).and_then(|(_, p)| p.netdev.clone());
     Subject::port(device, u32::from(port), netdev.as_deref())
@@ -56,20 +47,12 @@ fn probe_failures(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.probe_failures;
     let mut out = Vec::new();
     for (t, last) in &r.targets {
-        let read = |f: fn(&TargetStats) -> u64| {
-            increase(ctx.history, cfg.window, |s| {
-                stats(s, &t.device, t.port, t.gid_index).map(f)
-            })
-        };
+        let series = ctx.history.probe(&t.device, t.port, t.gid_index);
+        let read = |value| series.increase(value, cfg.window);
         let (Some(requests), Some(failures), Some(successes)) = (
-            read(|st| st.requests),
-            read(|st| {
-                st.failures
-                    .values()
-                    .copied()
-                    .fold(0u64, u64::saturating_add)
-            }),
-            read(|st| st.successes),
+            read(Value::ProbeRequests),
+            read(Value::ProbeFailures),
+            read(Value::ProbeSuccesses),
         ) else {
             continue;
         };
@@ -132,17 +115,10 @@ fn probe_latency_regression(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.probe_latency_regression;
     let mut out = Vec::new();
     for (t, _) in &r.targets {
-        let count = increase(ctx.history, cfg.window, |s| {
-            Some(stats(s, &t.device, t.port, t.gid_index)?.rtt.count)
-        });
+        let series = ctx.history.probe(&t.device, t.port, t.gid_index);
+        let count = series.increase(Value::ProbeRttCount, cfg.window);
         // Nanoseconds, so that the integer window arithmetic applies.
-        let sum = increase(ctx.history, cfg.window, |s| {
-            Some(
-                (stats(s, &t.device, t.port, t.gid_index)?.rtt.sum_seconds * 1e9)
-                    .round()
-                    .max(0.0) as u64,
-            )
-        });
+        let sum = series.increase(Value::ProbeRttSumNanos, cfg.window);
         let (Some(count), Some(sum)) = (count, sum) else {
             continue;
         };
@@ -150,16 +126,17 @@ fn probe_latency_regression(ctx: &Context) -> Vec<Finding> {
         if count.resets > 0 || sum.resets > 0 || count.amount == 0 {
             continue;
         }
-        let Some(first) = within(ctx.history, cfg.window)
-            .iter()
-            .find_map(|s| stats(s, &t.device, t.port, t.gid_index))
-        else {
+        // The baseline: the probe's cumulative mean at the window's start.
+        let (Some(first_count), Some(first_sum)) = (
+            series.first_within(Value::ProbeRttCount, cfg.window),
+            series.first_within(Value::ProbeRttSumNanos, cfg.window),
+        ) else {
             continue;
         };
-        if first.rtt.count < MIN_BASELINE_ROUNDS {
+        if first_count < MIN_BASELINE_ROUNDS {
             continue;
         }
-        let baseline = first.rtt.sum_seconds / first.rtt.count as f64;
+        let baseline = first_sum as f64 / 1e9 / first_count as f64;
         let recent = sum.amount as f64 / 1e9 / count.amount as f64;
         if baseline <= 0.0 || recent <= baseline * cfg.factor {
             continue;
@@ -179,7 +156,7 @@ fn probe_latency_regression(ctx: &Context) -> Vec<Finding> {
                 span(count.seconds),
                 count.amount,
                 fmt_num((baseline * 1e7).round() / 10.0),
-                first.rtt.count,
+                first_count,
                 fmt_num(cfg.factor)
             ),
             fix: "Look for congestion on the port (PFC pauses, CNPs, ECN marks in the other findings), a downtrained PCIe link, or CPU/interrupt load on the host".into(),

@@ -3,13 +3,11 @@
 //! congestion notification and ECN spikes. All use reset-aware increases
 //! ([`super::window`]) and stay silent on the first sample.
 
-use roce_rdma::{Device, Port};
-
-use super::ports::{find_port, fmt_num, ports, subject};
-use super::window::{increase, Increase};
+use super::history::Value;
+use super::ports::{fmt_num, ports, subject};
 use super::{Context, Finding, Rule, Severity};
 use crate::config::RateRule;
-use crate::meaning::{port_hw_value, HwMeaning};
+use crate::meaning::HwMeaning;
 
 pub const RULES: &[Rule] = &[
     Rule {
@@ -49,32 +47,16 @@ pub const RULES: &[Rule] = &[
     },
 ];
 
-/// Increase of one port's value over the window.
-fn port_increase(
-    ctx: &Context,
-    d: &Device,
-    p: &Port,
-    window: std::time::Duration,
-    read: impl Fn(&Device, &Port) -> Option<u64>,
-) -> Option<Increase> {
-    increase(ctx.history, window, |s| {
-        let (d2, p2) = find_port(s, &d.name, p.number)?;
-        read(d2, p2)
-    })
-}
-
-fn link_downed(_d: &Device, p: &Port) -> Option<u64> {
-    // IB PMA counter on real HCAs; rxe counts it among its hw counters.
-    p.counter("link_downed")
-        .or_else(|| p.hw_counter("link_downed"))
-}
-
 fn link_flap(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let window = ctx.rules.link_flap.window;
     let mut out = Vec::new();
     for (d, p) in ports(s) {
-        let Some(inc) = port_increase(ctx, d, p, window, link_downed) else {
+        let Some(inc) = ctx
+            .history
+            .port(&d.name, p.number)
+            .increase(Value::LinkDowned, window)
+        else {
             continue;
         };
         if inc.amount == 0 {
@@ -104,7 +86,10 @@ fn symbol_errors(ctx: &Context) -> Vec<Finding> {
         let Some(rate) = p.rate_bytes_per_second else {
             continue;
         };
-        let Some(inc) = port_increase(ctx, d, p, cfg.window, |_, p| p.counter("symbol_error"))
+        let Some(inc) = ctx
+            .history
+            .port(&d.name, p.number)
+            .increase(Value::SymbolErrors, cfg.window)
         else {
             continue;
         };
@@ -141,7 +126,8 @@ fn symbol_errors(ctx: &Context) -> Vec<Finding> {
 /// A rate rule over the sum of hardware counters with the given meanings.
 struct HwRate {
     rule: &'static str,
-    meanings: &'static [HwMeaning],
+    /// Summed per sample before the increase is taken.
+    values: &'static [Value],
     what: &'static str,
     fix: &'static str,
 }
@@ -150,13 +136,11 @@ fn hw_rate(ctx: &Context, cfg: &RateRule, spec: &HwRate) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
     for (d, p) in ports(s) {
-        let sum = |d: &Device, p: &Port| {
-            spec.meanings
-                .iter()
-                .filter_map(|m| port_hw_value(d, p, *m))
-                .reduce(u64::saturating_add)
-        };
-        let Some(inc) = port_increase(ctx, d, p, cfg.window, sum) else {
+        let Some(inc) = ctx
+            .history
+            .port(&d.name, p.number)
+            .increase_of_sum(spec.values, cfg.window)
+        else {
             continue;
         };
         let rate = inc.per_second();
@@ -199,7 +183,7 @@ fn retransmissions(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.retransmissions,
         &HwRate {
             rule: "retransmissions",
-            meanings: &[HwMeaning::Retransmissions, HwMeaning::LocalAckTimeout],
+            values: &[Value::Hw(HwMeaning::Retransmissions), Value::Hw(HwMeaning::LocalAckTimeout)],
             what: "transport retransmissions",
             fix: "Find where packets are lost: check PFC/ECN on the RoCE priority end to end, the switch's drop \
                   counters and the link error counters; loss on RoCE costs whole go-back-N windows",
@@ -213,7 +197,7 @@ fn sequence_errors(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.sequence_errors,
         &HwRate {
             rule: "sequence_errors",
-            meanings: &[HwMeaning::OutOfSequence, HwMeaning::PacketSeqErr, HwMeaning::ImpliedNakSeqErr],
+            values: &[Value::Hw(HwMeaning::OutOfSequence), Value::Hw(HwMeaning::PacketSeqErr), Value::Hw(HwMeaning::ImpliedNakSeqErr)],
             what: "packet sequence errors",
             fix: "Packets are lost or reordered on the path: make the RoCE priority lossless (PFC) or congestion \
                   controlled (ECN/DCQCN) on every hop, and check for drops on the switches",
@@ -227,7 +211,7 @@ fn out_of_buffer(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.out_of_buffer,
         &HwRate {
             rule: "out_of_buffer",
-            meanings: &[HwMeaning::OutOfBuffer],
+            values: &[Value::Hw(HwMeaning::OutOfBuffer)],
             what: "receive drops for lack of posted buffers",
             fix: "The receiving application does not post receive WQEs fast enough, or the NIC's receive buffer is \
                   exhausted: check the application's receive queue depth and the host's CPU/PCIe load",
@@ -241,7 +225,7 @@ fn cnp_spike(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.cnp_spike,
         &HwRate {
             rule: "cnp_spike",
-            meanings: &[HwMeaning::CnpSent, HwMeaning::CnpHandled],
+            values: &[Value::Hw(HwMeaning::CnpSent), Value::Hw(HwMeaning::CnpHandled)],
             what: "congestion notification packets",
             fix: "The fabric is congested on this port's path: look for incast (many senders to one receiver), \
                   oversubscribed uplinks or a slow receiver; check the switch ECN thresholds",
@@ -255,7 +239,7 @@ fn ecn_spike(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.ecn_spike,
         &HwRate {
             rule: "ecn_spike",
-            meanings: &[HwMeaning::EcnMarked],
+            values: &[Value::Hw(HwMeaning::EcnMarked)],
             what: "ECN-marked RoCE packets",
             fix: "Switches mark this traffic as congested: look for incast or oversubscribed links on the path, \
                   and check that DCQCN reacts (rp_cnp_handled grows on the senders)",

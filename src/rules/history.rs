@@ -1,0 +1,568 @@
+//! What the rules remember of earlier samples: the values of the counters
+//! that rate rules follow, per subject, at the sample times kept.
+//!
+//! Rate rules look back over windows of up to ten minutes. Keeping whole
+//! snapshots for that (every counter of every port, dozens of times) cost
+//! most of the sampler's memory, and reading a value back meant finding
+//! the port and the counter by name in every kept snapshot, for every rule,
+//! every sample. Instead, each sample's followed values are taken once, when
+//! the sample is pushed ([`History::push`]), into one column per (subject,
+//! value) beside a shared column of sample times; a rule reads a column.
+//!
+//! Which values are followed is [`Value`]: adding a rate rule over a new
+//! quantity means adding its variant and taking it in [`followed`].
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, SystemTime};
+
+use roce_netdev::{Meaning, Netdev, StatValue};
+use roce_rdma::Port;
+
+use super::window::{age, increase_over, Increase};
+use crate::meaning::{HwMeaning, Provider, HW_MAPPINGS};
+use crate::snapshot::Snapshot;
+
+/// Most samples kept. A 10-minute window at 5 s would be 120 samples;
+/// beyond this count the history is thinned evenly instead, which rate
+/// rules tolerate (an increase over fewer, wider intervals is the same
+/// increase; a reset inside a merged interval is skipped, as any reset).
+pub const HISTORY_MAX: usize = 64;
+
+/// What a column is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SubjectKey {
+    /// An RDMA port: device and port number.
+    Port(String, u32),
+    /// A netdev by name.
+    Netdev(String),
+    /// A probe target: device, port, GID index.
+    Probe(String, u8, u32),
+}
+
+/// A value followed over time. Every one is a cumulative counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// `counters/link_downed` (rxe: its hardware counter of that name).
+    LinkDowned,
+    /// `counters/symbol_error`.
+    SymbolErrors,
+    /// Sum of the port's hardware counters with this meaning.
+    Hw(HwMeaning),
+    /// A netdev statistic with this meaning, as an integer ([`stat_integer`]).
+    Stat(Meaning),
+    /// A netdev's discards for one reason ([`discards`]).
+    Discards(&'static str),
+    ProbeRequests,
+    /// Failed probe rounds, every reason together.
+    ProbeFailures,
+    ProbeSuccesses,
+    /// Round trips in the RTT histogram.
+    ProbeRttCount,
+    /// Sum of the round-trip times, in nanoseconds.
+    ProbeRttSumNanos,
+}
+
+/// One followed value: its samples, aligned with [`History::times`]; `None`
+/// where the subject or the value was absent.
+#[derive(Debug, Clone)]
+struct Column {
+    value: Value,
+    samples: VecDeque<Option<u64>>,
+}
+
+/// The followed values of the samples kept, oldest first.
+#[derive(Debug, Clone)]
+pub struct History {
+    times: VecDeque<SystemTime>,
+    subjects: HashMap<SubjectKey, Vec<Column>>,
+    /// How far back samples are kept (the longest rule window and one
+    /// interval more), and how many at most.
+    retention: Duration,
+    max: usize,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History::new(Duration::MAX, HISTORY_MAX)
+    }
+}
+
+impl History {
+    pub fn new(retention: Duration, max: usize) -> Self {
+        History {
+            times: VecDeque::new(),
+            subjects: HashMap::new(),
+            retention,
+            max: max.max(2),
+        }
+    }
+
+    /// A history of `snapshots` (oldest first) kept whole: for one-shot
+    /// evaluations and tests.
+    pub fn of<'a>(snapshots: impl IntoIterator<Item = &'a Snapshot>) -> Self {
+        let mut history = History::new(Duration::MAX, usize::MAX);
+        for s in snapshots {
+            history.push(s);
+        }
+        history
+    }
+
+    /// Changes how much is kept, from the next push on.
+    pub fn set_retention(&mut self, retention: Duration) {
+        self.retention = retention;
+        self.thin();
+    }
+
+    /// Samples kept.
+    pub fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty()
+    }
+
+    /// Columns kept, every subject together (for tests and benchmarks).
+    pub fn columns(&self) -> usize {
+        self.subjects.values().map(Vec::len).sum()
+    }
+
+    /// Takes the followed values of `s`, then drops what the retention no
+    /// longer covers. A snapshot without a time is not kept: nothing could
+    /// be measured against it.
+    pub fn push(&mut self, s: &Snapshot) {
+        let Some(t) = s.taken_at else { return };
+        self.times.push_back(t);
+        let len = self.times.len();
+        let mut values = Vec::new();
+        followed(s, &mut |subject, value, sample| {
+            values.push((subject, value, sample))
+        });
+        for (subject, value, sample) in values {
+            let columns = self.subjects.entry(subject).or_default();
+            let column = match columns.iter_mut().position(|c| c.value == value) {
+                Some(i) => &mut columns[i],
+                None => {
+                    columns.push(Column {
+                        value,
+                        samples: VecDeque::from(vec![None; len - 1]),
+                    });
+                    let last = columns.len() - 1;
+                    &mut columns[last]
+                }
+            };
+            if column.samples.len() < len {
+                column.samples.push_back(Some(sample));
+            }
+        }
+        // Columns this sample did not carry get a gap; those left with
+        // nothing but gaps (a port that went away) are dropped.
+        for columns in self.subjects.values_mut() {
+            for c in columns.iter_mut() {
+                if c.samples.len() < len {
+                    c.samples.push_back(None);
+                }
+            }
+            columns.retain(|c| c.samples.iter().any(Option::is_some));
+        }
+        self.subjects.retain(|_, columns| !columns.is_empty());
+        self.thin();
+    }
+
+    /// Drops samples older than the retention (keeping two at least), then,
+    /// while more than `max` remain, removes the inner sample whose removal
+    /// merges the shortest pair of intervals, so that the samples stay evenly
+    /// spread over the window. The first and the latest are never removed.
+    fn thin(&mut self) {
+        let Some(&latest) = self.times.back() else {
+            return;
+        };
+        let mut expired = 0;
+        while self.times.len() - expired > 2 && age(latest, self.times[expired]) > self.retention {
+            expired += 1;
+        }
+        if expired > 0 {
+            self.times.drain(..expired);
+            for c in self.subjects.values_mut().flatten() {
+                c.samples.drain(..expired);
+            }
+        }
+        while self.times.len() > self.max {
+            let span = |a: usize, b: usize| age(self.times[b], self.times[a]);
+            let drop = (1..self.times.len() - 1)
+                .min_by_key(|&i| span(i - 1, i + 1))
+                .unwrap_or(1);
+            self.times.remove(drop);
+            for c in self.subjects.values_mut().flatten() {
+                c.samples.remove(drop);
+            }
+        }
+    }
+
+    /// The columns of one RDMA port.
+    pub fn port(&self, device: &str, port: u32) -> Series<'_> {
+        self.series(SubjectKey::Port(device.to_string(), port))
+    }
+
+    /// The columns of one netdev.
+    pub fn netdev(&self, name: &str) -> Series<'_> {
+        self.series(SubjectKey::Netdev(name.to_string()))
+    }
+
+    /// The columns of one probe target.
+    pub fn probe(&self, device: &str, port: u8, gid_index: u32) -> Series<'_> {
+        self.series(SubjectKey::Probe(device.to_string(), port, gid_index))
+    }
+
+    fn series(&self, key: SubjectKey) -> Series<'_> {
+        Series {
+            times: &self.times,
+            columns: self.subjects.get(&key).map_or(&[], Vec::as_slice),
+        }
+    }
+}
+
+/// The followed values of one subject.
+#[derive(Debug, Clone, Copy)]
+pub struct Series<'a> {
+    times: &'a VecDeque<SystemTime>,
+    columns: &'a [Column],
+}
+
+impl Series<'_> {
+    /// Increase of `value` over the samples within `window` of the latest.
+    pub fn increase(&self, value: Value, window: Duration) -> Option<Increase> {
+        self.increase_of_sum(&[value], window)
+    }
+
+    /// Increase of the sum of `values` (each sample: the sum of those
+    /// present, skipped when none is), over the samples within `window`.
+    pub fn increase_of_sum(&self, values: &[Value], window: Duration) -> Option<Increase> {
+        let columns: Vec<&Column> = self
+            .columns
+            .iter()
+            .filter(|c| values.contains(&c.value))
+            .collect();
+        if columns.is_empty() {
+            return None;
+        }
+        let start = self.window_start(window);
+        increase_over((start..self.times.len()).filter_map(|i| {
+            let sum = columns
+                .iter()
+                .filter_map(|c| c.samples.get(i).copied().flatten())
+                .reduce(u64::saturating_add)?;
+            Some((self.times[i], sum))
+        }))
+    }
+
+    /// The first present sample of `value` within `window` of the latest.
+    pub fn first_within(&self, value: Value, window: Duration) -> Option<u64> {
+        let column = self.columns.iter().find(|c| c.value == value)?;
+        let start = self.window_start(window);
+        column.samples.range(start..).find_map(|v| *v)
+    }
+
+    /// Index of the oldest sample within `window` of the latest.
+    fn window_start(&self, window: Duration) -> usize {
+        let Some(&latest) = self.times.back() else {
+            return 0;
+        };
+        self.times
+            .iter()
+            .position(|&t| age(latest, t) <= window)
+            .unwrap_or(self.times.len().saturating_sub(1))
+    }
+}
+
+/// The meanings whose hardware counters rate rules follow.
+const FOLLOWED_HW: [HwMeaning; 9] = [
+    HwMeaning::Retransmissions,
+    HwMeaning::LocalAckTimeout,
+    HwMeaning::OutOfSequence,
+    HwMeaning::PacketSeqErr,
+    HwMeaning::ImpliedNakSeqErr,
+    HwMeaning::OutOfBuffer,
+    HwMeaning::CnpSent,
+    HwMeaning::CnpHandled,
+    HwMeaning::EcnMarked,
+];
+
+/// Calls `take` with every followed value of `s`.
+fn followed(s: &Snapshot, take: &mut dyn FnMut(SubjectKey, Value, u64)) {
+    for d in s.rdma.iter().flat_map(|r| r.devices.iter()) {
+        let provider = Provider::of(d);
+        for p in &d.ports {
+            let key = || SubjectKey::Port(d.name.clone(), p.number);
+            if let Some(v) = link_downed(p) {
+                take(key(), Value::LinkDowned, v);
+            }
+            if let Some(v) = p.counter("symbol_error") {
+                take(key(), Value::SymbolErrors, v);
+            }
+            let mut sums = [None::<u64>; HwMeaning::ALL.len()];
+            for row in HW_MAPPINGS.iter().filter(|m| Some(m.provider) == provider) {
+                if let Some(v) = p.hw_counter(row.name) {
+                    let sum = &mut sums[row.meaning.index()];
+                    *sum = Some(sum.map_or(v, |s| s.saturating_add(v)));
+                }
+            }
+            for m in FOLLOWED_HW {
+                if let Some(v) = sums[m.index()] {
+                    take(key(), Value::Hw(m), v);
+                }
+            }
+        }
+    }
+    for n in s.netdev.iter().flat_map(|nd| nd.netdevs.iter()) {
+        let key = || SubjectKey::Netdev(n.name.clone());
+        let mut reasons: Vec<&'static str> = Vec::new();
+        let mut seen: Vec<Meaning> = Vec::new();
+        for stat in &n.stats {
+            match stat.meaning {
+                Meaning::PfcPauseFrames { .. }
+                | Meaning::PfcPauseDuration { .. }
+                | Meaning::PauseStormEvents { .. } => {
+                    // The first statistic with a meaning is its value (as
+                    // `stat_value` reads it), once.
+                    if !seen.contains(&stat.meaning) {
+                        seen.push(stat.meaning);
+                        take(key(), Value::Stat(stat.meaning), stat_integer(stat.value));
+                    }
+                }
+                Meaning::Discards { reason, .. } => {
+                    if !reasons.contains(&reason) {
+                        reasons.push(reason);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for reason in reasons {
+            if let Some(v) = discards(n, reason) {
+                take(key(), Value::Discards(reason), v);
+            }
+        }
+    }
+    for (t, st) in s.probes.iter().flat_map(|r| r.targets.iter()) {
+        let key = || SubjectKey::Probe(t.device.clone(), t.port, t.gid_index);
+        let failures = st
+            .failures
+            .values()
+            .copied()
+            .fold(0u64, u64::saturating_add);
+        let rtt_nanos = (st.rtt.sum_seconds * 1e9).round().max(0.0) as u64;
+        for (value, v) in [
+            (Value::ProbeRequests, st.requests),
+            (Value::ProbeFailures, failures),
+            (Value::ProbeSuccesses, st.successes),
+            (Value::ProbeRttCount, st.rtt.count),
+            (Value::ProbeRttSumNanos, rtt_nanos),
+        ] {
+            take(key(), value, v);
+        }
+    }
+}
+
+/// A link going down: the IB PMA counter on real HCAs; rxe counts it among
+/// its hardware counters.
+pub fn link_downed(p: &Port) -> Option<u64> {
+    p.counter("link_downed")
+        .or_else(|| p.hw_counter("link_downed"))
+}
+
+/// A statistic as an integer: counts as they are, durations in
+/// microseconds (the unit drivers count in), so that the reset-aware integer
+/// windows apply.
+pub fn stat_integer(value: StatValue) -> u64 {
+    match value {
+        StatValue::Count(c) => c,
+        StatValue::Seconds(sec) => (sec * 1e6).round().max(0.0) as u64,
+    }
+}
+
+/// A netdev's discards for one reason: the port-wide counter when the
+/// driver has one, else the sum of the per-priority counters (mlx5 has both `rx_discards_phy` and
+/// `rx_prioN_discards`; summing both would count twice).
+pub fn discards(n: &Netdev, reason: &str) -> Option<u64> {
+    let value = |m: Meaning| {
+        n.stats
+            .iter()
+            .find(|s| s.meaning == m)
+            .map(|s| stat_integer(s.value))
+    };
+    let whole = n.stats.iter().find_map(|s| match s.meaning {
+        Meaning::Discards {
+            reason: r,
+            priority: None,
+        } if r == reason => value(s.meaning),
+        _ => None,
+    });
+    whole.or_else(|| {
+        n.stats
+            .iter()
+            .filter_map(|s| match s.meaning {
+                Meaning::Discards {
+                    reason: r,
+                    priority: Some(_),
+                } if r == reason => value(s.meaning),
+                _ => None,
+            })
+            .reduce(u64::saturating_add)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_rdma::{Counter, Device, RdmaSnapshot};
+
+    fn port(symbol_error: u64) -> Port {
+        Port {
+            number: 1,
+            counters: vec![Counter::new("symbol_error", symbol_error)],
+            ..Port::default()
+        }
+    }
+
+    fn snapshot(t: u64, ports: Vec<Port>) -> Snapshot {
+        Snapshot {
+            taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + t)),
+            rdma: Some(RdmaSnapshot {
+                devices: vec![Device {
+                    name: "mlx5_0".into(),
+                    driver: Some("mlx5_core".into()),
+                    ports,
+                    ..Device::default()
+                }],
+                errors: vec![],
+            }),
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn retention_keeps_the_window_and_no_more() {
+        let mut h = History::new(Duration::from_secs(30), HISTORY_MAX);
+        for t in (0..=100).step_by(5) {
+            h.push(&snapshot(t, vec![port(t)]));
+        }
+        assert_eq!(h.len(), 7, "70..=100 s");
+        let inc = h
+            .port("mlx5_0", 1)
+            .increase(Value::SymbolErrors, Duration::from_secs(3600))
+            .unwrap();
+        assert_eq!((inc.amount, inc.seconds), (30, 30.0));
+    }
+
+    #[test]
+    fn a_long_window_is_thinned_evenly_to_the_cap() {
+        // 1 s samples, a 600 s window: 601 samples would be needed.
+        let mut h = History::new(Duration::from_secs(601), 64);
+        for t in 0..=2000 {
+            h.push(&snapshot(t, vec![port(t)]));
+        }
+        assert_eq!(h.len(), 64);
+        let times: Vec<u64> = h
+            .times
+            .iter()
+            .map(|t| age(*t, SystemTime::UNIX_EPOCH).as_secs() - 1_000_000)
+            .collect();
+        assert_eq!(times.last(), Some(&2000));
+        assert!(
+            (1399..=1420).contains(&times[0]),
+            "reaches back about the window: {}",
+            times[0]
+        );
+        let widest = times.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        assert!(
+            widest <= 32,
+            "evenly spread: widest gap {widest} s in {times:?}"
+        );
+        // Thinning keeps the increase whole: one per second.
+        let inc = h
+            .port("mlx5_0", 1)
+            .increase(Value::SymbolErrors, Duration::from_secs(600))
+            .unwrap();
+        assert_eq!(inc.amount as f64, inc.seconds);
+    }
+
+    #[test]
+    fn a_vanished_port_loses_its_columns_once_out_of_the_window() {
+        let mut h = History::new(Duration::from_secs(10), HISTORY_MAX);
+        h.push(&snapshot(0, vec![port(1)]));
+        h.push(&snapshot(5, vec![]));
+        assert_eq!(h.columns(), 1, "still within the window");
+        assert_eq!(
+            h.port("mlx5_0", 1)
+                .increase(Value::SymbolErrors, Duration::from_secs(60)),
+            None,
+            "one sample carries it"
+        );
+        for t in [10, 15, 20] {
+            h.push(&snapshot(t, vec![]));
+        }
+        assert_eq!(h.columns(), 0);
+    }
+
+    #[test]
+    fn gaps_are_skipped_and_a_reappearing_port_continues() {
+        let h = History::of(
+            [
+                snapshot(0, vec![port(1)]),
+                snapshot(5, vec![]),
+                snapshot(10, vec![port(4)]),
+            ]
+            .iter(),
+        );
+        let inc = h
+            .port("mlx5_0", 1)
+            .increase(Value::SymbolErrors, Duration::from_secs(60))
+            .unwrap();
+        assert_eq!((inc.amount, inc.seconds), (3, 10.0));
+    }
+
+    #[test]
+    fn hardware_meanings_are_summed_per_sample() {
+        let hw = |oos: u64, seq: u64| Port {
+            number: 1,
+            hw_counters: vec![
+                Counter::new("out_of_sequence", oos),
+                Counter::new("packet_seq_err", seq),
+            ],
+            ..Port::default()
+        };
+        let h = History::of([snapshot(0, vec![hw(0, 10)]), snapshot(10, vec![hw(5, 12)])].iter());
+        let series = h.port("mlx5_0", 1);
+        let both = [
+            Value::Hw(HwMeaning::OutOfSequence),
+            Value::Hw(HwMeaning::PacketSeqErr),
+        ];
+        assert_eq!(
+            series
+                .increase_of_sum(&both, Duration::from_secs(60))
+                .map(|i| i.amount),
+            Some(7)
+        );
+        assert_eq!(
+            series.increase(
+                Value::Hw(HwMeaning::Retransmissions),
+                Duration::from_secs(60)
+            ),
+            None,
+            "mlx5 has no counter of that meaning"
+        );
+        assert_eq!(
+            series.first_within(Value::Hw(HwMeaning::PacketSeqErr), Duration::from_secs(60)),
+            Some(10)
+        );
+    }
+
+    #[test]
+    fn snapshots_without_a_time_are_not_kept() {
+        let mut s = snapshot(0, vec![port(1)]);
+        s.taken_at = None;
+        let h = History::of([s].iter());
+        assert!(h.is_empty());
+    }
+}
