@@ -18,6 +18,6 @@ pub mod types;
 pub use fs::{StdFs, SysFile, SysFs};
 pub use reader::{
     DeviceFilter, HwCounterSource, RdmaReader, SysfsOnly, DEFAULT_GID_FULL_SCAN_INTERVAL,
-    GID_EMPTY_PROBES,
+    DEFAULT_STATIC_REFRESH_INTERVAL, GID_EMPTY_PROBES,
 };
 pub use types::*;

@@ -45,6 +45,18 @@
 //! (usually slot 0 alone), and `del_gid` frees a non-RoCE slot at once; the
 //! same watch list and full scans cover them.
 //!
+//! # Attributes that do not change
+//!
+//! `fw_ver`, `board_id`, `hca_type`, `node_guid`, `node_type`, the PCI
+//! function's NUMA node and each port's `link_layer` belong to the device as
+//! registered: a firmware update, a port type change or a driver reload
+//! unregisters the device and registers it again, which the reader sees as a
+//! vanished device or as stale handles, and scans afresh. They are read at
+//! the scan and every [`DEFAULT_STATIC_REFRESH_INTERVAL`] (a safety net),
+//! not every sample; so is `lid` on Ethernet ports (RoCE has no LIDs). An
+//! error on one of them has them read again next sample, so the error keeps
+//! being reported.
+//!
 //! Handles of empty slots outside the probes are closed after each pass, so
 //! an 8-port host's 2048 empty slots do not eat the open-file budget that the
 //! counters read every sample need.
@@ -60,13 +72,17 @@ use std::time::{Duration, Instant};
 use crate::fs::{StdFs, SysFile, SysFs};
 use crate::parse::{self, CounterText};
 use crate::types::{
-    Counter, Device, Gid, GidType, HwCounterPath, Port, PortState, RdmaSnapshot, ReadError,
-    ReadErrorKind,
+    Counter, Device, Gid, GidType, HwCounterPath, LinkLayer, Port, PortState, RdmaSnapshot,
+    ReadError, ReadErrorKind,
 };
 
 /// How often a port's whole GID table is read even when nothing hints at a
 /// change.
 pub const DEFAULT_GID_FULL_SCAN_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How often attributes that do not change while a device exists are read
+/// again even when nothing hints at a change.
+pub const DEFAULT_STATIC_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Empty GID slots read every sample besides the populated ones, lowest
 /// first: where the kernel puts the next GID. More than one because the
@@ -120,6 +136,7 @@ pub struct RdmaReader {
     /// (summing them per sample would walk every GID slot of every port).
     open: usize,
     gid_full_scan_interval: Duration,
+    static_refresh_interval: Duration,
     reads_last_sample: usize,
     /// Where attribute values are read to, reused by every sample.
     buf: ReadBuf,
@@ -134,6 +151,7 @@ impl std::fmt::Debug for RdmaReader {
             .field("open_files", &self.open_files())
             .field("max_open", &self.max_open)
             .field("gid_full_scan_interval", &self.gid_full_scan_interval)
+            .field("static_refresh_interval", &self.static_refresh_interval)
             .field("reads_last_sample", &self.reads_last_sample)
             .finish()
     }
@@ -156,6 +174,7 @@ impl RdmaReader {
             max_open: crate::fs::default_max_open(),
             open: 0,
             gid_full_scan_interval: DEFAULT_GID_FULL_SCAN_INTERVAL,
+            static_refresh_interval: DEFAULT_STATIC_REFRESH_INTERVAL,
             reads_last_sample: 0,
             buf: ReadBuf::new(),
         }
@@ -167,6 +186,16 @@ impl RdmaReader {
     /// [`DEFAULT_GID_FULL_SCAN_INTERVAL`].
     pub fn set_gid_full_scan_interval(&mut self, interval: Duration) {
         self.gid_full_scan_interval = interval;
+    }
+
+    /// How often the attributes that do not change while a device exists
+    /// (`fw_ver`, `board_id`, `hca_type`, `node_guid`, `node_type`, the
+    /// NUMA node, a port's `link_layer`, and `lid` on Ethernet ports, where
+    /// it is always 0) are read again; in between, the values read at the
+    /// device's scan are reused (see the module doc). Zero reads them every
+    /// sample. Default [`DEFAULT_STATIC_REFRESH_INTERVAL`].
+    pub fn set_static_refresh_interval(&mut self, interval: Duration) {
+        self.static_refresh_interval = interval;
     }
 
     /// Attribute reads (`pread` calls, including failed ones) the last sample
@@ -238,6 +267,7 @@ impl RdmaReader {
             max_open: self.max_open,
             now,
             gid_full_scan_interval: self.gid_full_scan_interval,
+            static_refresh_interval: self.static_refresh_interval,
             reads: 0,
         };
         for name in present {
@@ -268,6 +298,8 @@ struct Ctx<'a> {
     /// When this sample is taken, and how often GID tables are read whole.
     now: Instant,
     gid_full_scan_interval: Duration,
+    /// How often attributes that do not change are read again.
+    static_refresh_interval: Duration,
     /// `pread` calls so far this sample.
     reads: usize,
 }
@@ -306,6 +338,21 @@ struct Layout {
     parent_seen: Option<String>,
     backing: Backing,
     ports: Vec<PortLayout>,
+    /// The attributes that do not change while the device exists, as last
+    /// read, and when; `None` until read, and again when one of them failed
+    /// (so that its error keeps being reported) or the backing changed.
+    statics: Option<(Instant, DeviceStatics)>,
+}
+
+/// Device attributes read at the scan and every static refresh interval.
+#[derive(Clone, Default)]
+struct DeviceStatics {
+    fw_version: Option<String>,
+    board_id: Option<String>,
+    hca_type: Option<String>,
+    node_guid: Option<String>,
+    node_type: Option<String>,
+    numa_node: Option<u32>,
 }
 
 /// Resolved once per scan: a PCI device's driver and function do not change
@@ -337,6 +384,10 @@ struct PortLayout {
     /// The port state read in the previous sample (a change triggers a full
     /// GID scan).
     state_seen: Option<Option<PortState>>,
+    /// `link_layer` and `lid` as last read (on Ethernet ports both are
+    /// read with the device's static attributes only).
+    link_layer_seen: Option<LinkLayer>,
+    lid_seen: Option<u32>,
 }
 
 struct GidSlot {
@@ -551,6 +602,7 @@ fn scan(dir: &Path, ctx: &mut Ctx<'_>) -> Option<Layout> {
         parent_seen: None,
         backing,
         ports,
+        statics: None,
     })
 }
 
@@ -617,14 +669,8 @@ fn read_device(
 ) -> Device {
     let mut dev = Device {
         name: name.to_string(),
-        fw_version: text_attr(&mut layout.fw_ver, ctx, stale),
-        board_id: text_attr(&mut layout.board_id, ctx, stale),
-        hca_type: text_attr(&mut layout.hca_type, ctx, stale),
-        node_guid: text_attr(&mut layout.node_guid, ctx, stale),
         ..Device::default()
     };
-    dev.node_type = parsed_attr(&mut layout.node_type, ctx, stale, parse::node_type);
-
     if !layout.backing.hardware {
         // Software devices: rxe names its netdev in `parent`
         // (drivers/infiniband/sw/rxe/rxe_verbs.c `parent_show`); the netdev
@@ -643,6 +689,8 @@ fn read_device(
                 None => Backing::default(),
             };
             layout.parent_seen = dev.parent_netdev.clone();
+            // Another PCI function: another NUMA node.
+            layout.statics = None;
         }
         dev.driver = if dev.parent_netdev.is_some() {
             Some("rxe".to_string())
@@ -655,20 +703,55 @@ fn read_device(
         dev.driver = layout.backing.driver.clone();
     }
     dev.pci_address = layout.backing.pci_address.clone();
-    if let Some(numa) = layout.backing.numa.as_mut() {
-        dev.numa_node = parsed_attr(numa, ctx, stale, parse::numa_node).flatten();
+
+    let refresh = layout.statics.as_ref().is_none_or(|(at, _)| {
+        ctx.now.saturating_duration_since(*at) >= ctx.static_refresh_interval
+    });
+    let errors_before = ctx.errors.len();
+    if refresh {
+        let statics = DeviceStatics {
+            fw_version: text_attr(&mut layout.fw_ver, ctx, stale),
+            board_id: text_attr(&mut layout.board_id, ctx, stale),
+            hca_type: text_attr(&mut layout.hca_type, ctx, stale),
+            node_guid: text_attr(&mut layout.node_guid, ctx, stale),
+            node_type: parsed_attr(&mut layout.node_type, ctx, stale, parse::node_type),
+            numa_node: layout
+                .backing
+                .numa
+                .as_mut()
+                .and_then(|numa| parsed_attr(numa, ctx, stale, parse::numa_node).flatten()),
+        };
+        layout.statics = Some((ctx.now, statics));
+    }
+    if let Some((_, st)) = &layout.statics {
+        dev.fw_version = st.fw_version.clone();
+        dev.board_id = st.board_id.clone();
+        dev.hca_type = st.hca_type.clone();
+        dev.node_guid = st.node_guid.clone();
+        dev.node_type = st.node_type.clone();
+        dev.numa_node = st.numa_node;
     }
 
+    let mut static_failed = ctx.errors.len() > errors_before;
     for pl in &mut layout.ports {
-        let port = read_port(&dev, pl, ctx, hw, stale);
+        let port = read_port(&dev, pl, refresh, &mut static_failed, ctx, hw, stale);
         dev.ports.push(port);
+    }
+    if static_failed {
+        // An attribute that should be there failed: read the static ones
+        // again next sample rather than reporting the error once.
+        layout.statics = None;
     }
     dev
 }
 
+/// `refresh`: the static attributes are read this sample (a failure among
+/// them sets `static_failed`).
 fn read_port(
     dev: &Device,
     pl: &mut PortLayout,
+    refresh: bool,
+    static_failed: &mut bool,
     ctx: &mut Ctx<'_>,
     hw: &mut dyn HwCounterSource,
     stale: &mut bool,
@@ -678,10 +761,26 @@ fn read_port(
         state: parsed_attr(&mut pl.state, ctx, stale, parse::port_state),
         phys_state: parsed_attr(&mut pl.phys_state, ctx, stale, parse::phys_state),
         rate_bytes_per_second: parsed_attr(&mut pl.rate, ctx, stale, parse::rate_bytes_per_second),
-        link_layer: parsed_attr(&mut pl.link_layer, ctx, stale, |t| Ok(parse::link_layer(t))),
-        lid: parsed_attr(&mut pl.lid, ctx, stale, parse::hex_u32),
         ..Port::default()
     };
+    // A port's link layer is fixed while the device exists (changing a
+    // ConnectX port between IB and Ethernet re-creates the device). LIDs
+    // are InfiniBand addresses the subnet manager assigns, and can change;
+    // RoCE has none and the file reads 0x0 (as rxe's in the VM captures).
+    let errors_before = ctx.errors.len();
+    if refresh {
+        pl.link_layer_seen =
+            parsed_attr(&mut pl.link_layer, ctx, stale, |t| Ok(parse::link_layer(t)));
+    }
+    let lid_static = matches!(pl.link_layer_seen, Some(LinkLayer::Ethernet));
+    if refresh || !lid_static {
+        pl.lid_seen = parsed_attr(&mut pl.lid, ctx, stale, parse::hex_u32);
+    }
+    if refresh && ctx.errors.len() > errors_before {
+        *static_failed = true;
+    }
+    port.link_layer = pl.link_layer_seen.clone();
+    port.lid = pl.lid_seen;
 
     port.counters = read_counters(&mut pl.counters, ctx, stale);
     match hw.port_counters(&dev.name, pl.number) {
@@ -1002,6 +1101,8 @@ fn scan_port(fs: &dyn SysFs, dir: PathBuf, number: u32, ctx: &mut Ctx<'_>) -> Po
         gids,
         gids_scanned_at: None,
         state_seen: None,
+        link_layer_seen: None,
+        lid_seen: None,
     }
 }
 
