@@ -140,6 +140,7 @@ pub struct NetdevReader {
     pause: Option<Box<dyn PauseRead>>,
     dcb: Option<Box<dyn DcbRead>>,
     cache: StatsCache,
+    files: crate::sysfs::SysfsFiles,
 }
 
 impl NetdevReader {
@@ -147,7 +148,9 @@ impl NetdevReader {
     /// `with_*` methods.
     pub fn new(options: ReaderOptions) -> Self {
         let cache = StatsCache::new(options.raw_ethtool.clone());
+        let files = crate::sysfs::SysfsFiles::new(options.sysfs.clone());
         NetdevReader {
+            files,
             options,
             ethtool: None,
             pause: None,
@@ -184,12 +187,13 @@ impl NetdevReader {
         }
         let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
         self.cache.retain(&names);
+        self.files.retain(&names);
         snapshot
     }
 
     fn read_one(&mut self, target: &Target, errors: &mut Vec<String>) -> Netdev {
         let mut sys_errors = Vec::new();
-        let sys = crate::sysfs::read_netdev(&self.options.sysfs, &target.name, &mut sys_errors);
+        let sys = self.files.read(&target.name, &mut sys_errors);
         errors.extend(sys_errors.iter().map(|e| e.to_string()));
         let mut netdev = Netdev {
             name: target.name.clone(),

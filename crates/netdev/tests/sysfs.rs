@@ -86,3 +86,77 @@ fn a_bad_ecn_file_is_reported_and_the_rest_kept() {
         })
     );
 }
+
+/// A scratch sysfs root with one netdev folder, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let root = std::env::temp_dir().join(format!("roce-netdev-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        Scratch(root)
+    }
+    fn netdev(&self, name: &str, mtu: u32, operstate: &str) {
+        let dir = self.0.join("class/net").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("mtu"), format!("{mtu}\n")).unwrap();
+        std::fs::write(dir.join("operstate"), format!("{operstate}\n")).unwrap();
+    }
+    fn reader(&self) -> NetdevReader {
+        NetdevReader::new(ReaderOptions {
+            sysfs: self.0.clone(),
+            raw_ethtool: vec![],
+        })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn target(name: &str) -> Target {
+    Target {
+        name: name.into(),
+        rdma: None,
+    }
+}
+
+#[test]
+fn kept_files_see_every_new_value() {
+    let s = Scratch::new("kept");
+    s.netdev("ens1np0", 1500, "up");
+    let mut reader = s.reader();
+    let mut errors = Vec::new();
+    let first = reader.read(&[target("ens1np0")], &mut errors);
+    assert_eq!(first.netdevs[0].mtu, Some(1500));
+    s.netdev("ens1np0", 9000, "down");
+    let second = reader.read(&[target("ens1np0")], &mut errors);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(second.netdevs[0].mtu, Some(9000));
+    assert_eq!(second.netdevs[0].operstate.as_deref(), Some("down"));
+}
+
+#[test]
+fn a_renamed_netdev_is_read_under_its_new_name_only() {
+    // A kept handle would follow the renamed folder: the old name must read
+    // as gone, not as the renamed netdev's values.
+    let s = Scratch::new("rename");
+    s.netdev("eth0", 9000, "up");
+    let mut reader = s.reader();
+    let mut errors = Vec::new();
+    let first = reader.read(&[target("eth0")], &mut errors);
+    assert_eq!(first.netdevs[0].mtu, Some(9000));
+    let net = s.0.join("class/net");
+    std::fs::rename(net.join("eth0"), net.join("ens1np0")).unwrap();
+    let after = reader.read(&[target("eth0"), target("ens1np0")], &mut errors);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(after.netdevs[0].mtu, None, "eth0 is gone");
+    assert_eq!(after.netdevs[1].mtu, Some(9000));
+    // And a new netdev under the old name is read afresh.
+    s.netdev("eth0", 1500, "down");
+    let again = reader.read(&[target("eth0")], &mut errors);
+    assert_eq!(again.netdevs[0].mtu, Some(1500));
+    assert_eq!(again.netdevs[0].operstate.as_deref(), Some("down"));
+}
