@@ -84,6 +84,7 @@ impl Sampler {
                 duration,
                 errors,
                 errors_total: *total,
+                kernel_requests: source.kernel_requests(),
             });
         }
         // The findings ride on the sample itself.

@@ -53,6 +53,21 @@ pub struct SourceStatus {
     /// Read errors since the exporter started (the counter behind
     /// `roce_collector_errors_total`).
     pub errors_total: u64,
+    /// What the sample asked of the kernel, for the sources that count it.
+    pub kernel_requests: Option<KernelRequests>,
+}
+
+/// Requests one sample of a source made to the kernel: the cost it puts on
+/// the host beside its own CPU time (on mlx5 each `counters/` read and each
+/// netlink statistics request is a firmware command).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelRequests {
+    /// `pread`s of sysfs attribute files (failed ones included).
+    pub file_reads: u64,
+    /// Netlink requests (RDMA statistics, ethtool pause, DCB).
+    pub netlink: u64,
+    /// `SIOCETHTOOL` ioctls.
+    pub ioctls: u64,
 }
 
 /// The outcome of a source in one sample.

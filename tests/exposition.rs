@@ -611,6 +611,7 @@ fn snapshot_of(rdma: RdmaSnapshot) -> Arc<Snapshot> {
             duration: Duration::from_millis(2),
             errors: Vec::new(),
             errors_total: 0,
+            kernel_requests: None,
         }],
         rdma: Some(rdma),
         ..Snapshot::default()

@@ -35,6 +35,7 @@ fn app(sequence: u64) -> Arc<App> {
                 duration: Duration::from_micros(1500),
                 errors: Vec::new(),
                 errors_total: 0,
+                kernel_requests: None,
             },
             SourceStatus {
                 name: "netdev",
@@ -42,6 +43,7 @@ fn app(sequence: u64) -> Arc<App> {
                 duration: Duration::ZERO,
                 errors: Vec::new(),
                 errors_total: 0,
+                kernel_requests: None,
             },
         ],
         ..Default::default()

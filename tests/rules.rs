@@ -438,6 +438,7 @@ fn collector_failing() {
         duration: Duration::ZERO,
         errors: vec![],
         errors_total: 0,
+        kernel_requests: None,
     });
     s.sources.push(SourceStatus {
         name: "rdma",
@@ -445,6 +446,7 @@ fn collector_failing() {
         duration: Duration::ZERO,
         errors: vec![],
         errors_total: 0,
+        kernel_requests: None,
     });
     let f = run(&[Arc::new(s)]);
     assert_eq!(f.len(), 1);
@@ -511,6 +513,7 @@ fn rdma_device_missing_only_when_the_source_ran_empty() {
         duration: Duration::ZERO,
         errors: vec![],
         errors_total: 0,
+        kernel_requests: None,
     };
     let mut s = Snapshot {
         sequence: 1,

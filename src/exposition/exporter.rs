@@ -36,6 +36,14 @@ pub const COLLECTOR_ERRORS: Family = Family {
     help: "Single reads (files, netlink requests, ioctls) that failed since start; the values concerned are absent, the rest is exported.",
     source: "sampler",
 };
+pub const COLLECTOR_KERNEL_REQUESTS: Family = Family {
+    base: "roce_collector_kernel_requests",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["collector", "kind"],
+    help: "Requests the collector's last sample made to the kernel, by kind: file_read (sysfs pread), netlink, ioctl (SIOCETHTOOL). On mlx5 each counters/ read and each netlink statistics request is a firmware command. Only the rdma and netdev collectors count them.",
+    source: "sampler",
+};
 pub const COLLECTOR_STATE: Family = Family {
     base: "roce_collector_state_info",
     kind: Kind::Gauge,
@@ -66,6 +74,7 @@ pub static FAMILIES: &[Family] = &[
     COLLECTOR_SUCCESS,
     COLLECTOR_DURATION,
     COLLECTOR_ERRORS,
+    COLLECTOR_KERNEL_REQUESTS,
     COLLECTOR_STATE,
     SAMPLE_TIMESTAMP,
     SAMPLE_INTERVAL,
@@ -79,14 +88,20 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySampl
     let mut success = FamilySamples::new(&COLLECTOR_SUCCESS);
     let mut duration = FamilySamples::new(&COLLECTOR_DURATION);
     let mut errors = FamilySamples::new(&COLLECTOR_ERRORS);
+    let mut requests = FamilySamples::new(&COLLECTOR_KERNEL_REQUESTS);
     let mut state = FamilySamples::new(&COLLECTOR_STATE);
     for s in &snapshot.sources {
         success.push(&[s.name], s.state.success());
         duration.push(&[s.name], s.duration.as_secs_f64());
         errors.push(&[s.name], s.errors_total);
+        if let Some(k) = s.kernel_requests {
+            requests.push(&[s.name, "file_read"], k.file_reads);
+            requests.push(&[s.name, "netlink"], k.netlink);
+            requests.push(&[s.name, "ioctl"], k.ioctls);
+        }
         state.push(&[s.name, s.state.label()], 1u64);
     }
-    out.extend([success, duration, errors, state]);
+    out.extend([success, duration, errors, requests, state]);
 
     if snapshot.taken_at.is_some() {
         let mut ts = FamilySamples::new(&SAMPLE_TIMESTAMP);

@@ -319,21 +319,19 @@ fn followed(s: &Snapshot, take: &mut dyn FnMut(SubjectKey, Value, u64)) {
         let mut reasons: Vec<&'static str> = Vec::new();
         let mut seen: Vec<Meaning> = Vec::new();
         for stat in &n.stats {
+            // The first statistic with a meaning is its value (as
+            // `stat_value` reads it), taken once.
             match stat.meaning {
                 Meaning::PfcPauseFrames { .. }
                 | Meaning::PfcPauseDuration { .. }
-                | Meaning::PauseStormEvents { .. } => {
-                    // The first statistic with a meaning is its value (as
-                    // `stat_value` reads it), once.
-                    if !seen.contains(&stat.meaning) {
-                        seen.push(stat.meaning);
-                        take(key(), Value::Stat(stat.meaning), stat_integer(stat.value));
-                    }
+                | Meaning::PauseStormEvents { .. }
+                    if !seen.contains(&stat.meaning) =>
+                {
+                    seen.push(stat.meaning);
+                    take(key(), Value::Stat(stat.meaning), stat_integer(stat.value));
                 }
-                Meaning::Discards { reason, .. } => {
-                    if !reasons.contains(&reason) {
-                        reasons.push(reason);
-                    }
+                Meaning::Discards { reason, .. } if !reasons.contains(&reason) => {
+                    reasons.push(reason);
                 }
                 _ => {}
             }

@@ -3,7 +3,7 @@
 //! order, times them and records their [`SourceState`]; a source that fails
 //! never stops the others.
 
-use crate::snapshot::{Snapshot, SourceState};
+use crate::snapshot::{KernelRequests, Snapshot, SourceState};
 
 pub mod netdev;
 pub mod probe;
@@ -20,6 +20,12 @@ pub trait Source: Send {
     /// earlier sources wrote). Single-file problems go into `errors`; the
     /// returned state says whether the source as a whole worked.
     fn sample(&mut self, snapshot: &mut Snapshot, errors: &mut Vec<String>) -> SourceState;
+
+    /// What the last sample asked of the kernel; `None` for sources that
+    /// do not count it.
+    fn kernel_requests(&self) -> Option<KernelRequests> {
+        None
+    }
 }
 
 /// Every source, in the order they run (later ones may read what earlier

@@ -13,10 +13,17 @@ use roce_netdev::{NetdevReader, RdmaPortRef, Target};
 use super::Source;
 use crate::config::Config;
 use crate::host::HostPaths;
-use crate::snapshot::{Snapshot, SourceState};
+use crate::snapshot::{KernelRequests, Snapshot, SourceState};
 
 pub struct NetdevSource {
     reader: NetdevReader,
+    /// Whether the ethtool and DCB parts ask the running kernel (not
+    /// recorded replies): only then are their calls kernel requests. Pause
+    /// statistics are only ever read live.
+    live_ethtool: bool,
+    live_dcb: bool,
+    /// Whether the last sample ran the reader at all.
+    read_last_sample: bool,
     extra: Vec<String>,
     /// Set when a kernel interface could not be opened at start.
     open_error: Option<String>,
@@ -52,6 +59,9 @@ impl NetdevSource {
         }
         NetdevSource {
             reader,
+            live_ethtool: config.sources.ethtool.enabled(live),
+            live_dcb: config.sources.dcb.enabled(live),
+            read_last_sample: false,
             extra: config.netdevs.extra.clone(),
             open_error,
         }
@@ -110,6 +120,7 @@ impl Source for NetdevSource {
             errors.push(e.clone());
         }
         let targets = targets(snapshot, &self.extra);
+        self.read_last_sample = !targets.is_empty();
         if targets.is_empty() {
             snapshot.netdev = Some(Default::default());
             return SourceState::Unavailable("no netdev behind an RDMA port".into());
@@ -117,5 +128,18 @@ impl Source for NetdevSource {
         let netdevs = self.reader.read(&targets, errors);
         snapshot.netdev = Some(netdevs);
         SourceState::Ok
+    }
+
+    fn kernel_requests(&self) -> Option<KernelRequests> {
+        if !self.read_last_sample {
+            return Some(KernelRequests::default());
+        }
+        let calls = self.reader.last_calls();
+        let live = |on: bool, n: u64| if on { n } else { 0 };
+        Some(KernelRequests {
+            file_reads: calls.sysfs_reads,
+            netlink: calls.pause + live(self.live_dcb, calls.dcb),
+            ioctls: live(self.live_ethtool, calls.ethtool),
+        })
     }
 }

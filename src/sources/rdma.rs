@@ -7,7 +7,7 @@ use super::rdma_netlink::NetlinkHwCounters;
 use super::Source;
 use crate::config::Config;
 use crate::host::HostPaths;
-use crate::snapshot::{Snapshot, SourceState};
+use crate::snapshot::{KernelRequests, Snapshot, SourceState};
 
 pub struct RdmaSource {
     reader: RdmaReader,
@@ -63,5 +63,13 @@ impl Source for RdmaSource {
         };
         snapshot.rdma = Some(rdma);
         state
+    }
+
+    fn kernel_requests(&self) -> Option<KernelRequests> {
+        Some(KernelRequests {
+            file_reads: self.reader.reads_last_sample() as u64,
+            netlink: self.netlink_requests(),
+            ioctls: 0,
+        })
     }
 }

@@ -247,6 +247,19 @@ def main():
     r.check(one_value(m, "roce_port_hw_counters_path_info", device=DEV, port=PORT, path="netlink") == 1,
             f'roce_port_hw_counters_path_info{{device="{DEV}",port="{PORT}",path="netlink"}} 1',
             str(select(m, "roce_port_hw_counters_path_info", device=DEV)))
+    # What a sample asks of the kernel: one RDMA netlink request for the
+    # port's hw counters, and no hw_counters/ file. A steady sample reads
+    # parent, state, phys_state, rate and the watched GID slots (populated
+    # ones x 3 files + 4 empty probes); a sample with a full GID scan reads
+    # every one of the 1024 slots on top.
+    nl = one_value(m, "roce_collector_kernel_requests", collector="rdma", kind="netlink")
+    fr = one_value(m, "roce_collector_kernel_requests", collector="rdma", kind="file_read")
+    steady = 4 + 3 * len(select(m, "roce_gid_info", device=DEV)) + 4
+    r.check(nl == 1, "one RDMA netlink request per port per sample (hw counters, not one read per file)",
+            f"netlink={nl}")
+    r.check(fr is not None and (fr == steady or fr >= 1024),
+            f"a steady sample reads {steady} sysfs files (no hw_counters/ file), a full GID scan >= 1024",
+            f"file_read={fr}")
     after = re.search(r"^scrape-2 rc=0 after=(\d+)", steps, re.M)
     stamp = one_value(m, "roce_sample_timestamp_seconds")
     r.check(after is not None and stamp is not None and stamp > int(after.group(1)),

@@ -134,6 +134,40 @@ impl DcbRead for DcbReplay {
 }
 
 /// Reads netdevs sample after sample, keeping the ethtool name cache.
+/// Calls one [`NetdevReader::read`] made to each of its parts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Calls {
+    /// `pread`s of sysfs files.
+    pub sysfs_reads: u64,
+    /// [`EthtoolIo`] calls (each one `SIOCETHTOOL` ioctl on the live one).
+    pub ethtool: u64,
+    /// [`PauseRead`] calls (each one netlink request on the live one).
+    pub pause: u64,
+    /// [`DcbRead`] calls (each one netlink request on the live one).
+    pub dcb: u64,
+}
+
+/// An [`EthtoolIo`] that counts the calls made through it.
+struct Counted<'a> {
+    io: &'a mut dyn EthtoolIo,
+    calls: &'a mut u64,
+}
+
+impl EthtoolIo for Counted<'_> {
+    fn stat_count(&mut self, netdev: &str) -> Result<usize, EthtoolError> {
+        *self.calls += 1;
+        self.io.stat_count(netdev)
+    }
+    fn stat_names(&mut self, netdev: &str, count: usize) -> Result<Vec<String>, EthtoolError> {
+        *self.calls += 1;
+        self.io.stat_names(netdev, count)
+    }
+    fn stat_values(&mut self, netdev: &str, count: usize) -> Result<Vec<u64>, EthtoolError> {
+        *self.calls += 1;
+        self.io.stat_values(netdev, count)
+    }
+}
+
 pub struct NetdevReader {
     options: ReaderOptions,
     ethtool: Option<Box<dyn EthtoolIo>>,
@@ -141,6 +175,7 @@ pub struct NetdevReader {
     dcb: Option<Box<dyn DcbRead>>,
     cache: StatsCache,
     files: crate::sysfs::SysfsFiles,
+    calls: Calls,
 }
 
 impl NetdevReader {
@@ -151,6 +186,7 @@ impl NetdevReader {
         let files = crate::sysfs::SysfsFiles::new(options.sysfs.clone());
         NetdevReader {
             files,
+            calls: Calls::default(),
             options,
             ethtool: None,
             pause: None,
@@ -174,6 +210,11 @@ impl NetdevReader {
         self
     }
 
+    /// What the last [`NetdevReader::read`] called.
+    pub fn last_calls(&self) -> Calls {
+        self.calls
+    }
+
     pub fn sysfs(&self) -> &Path {
         &self.options.sysfs
     }
@@ -181,6 +222,7 @@ impl NetdevReader {
     /// Reads every target. Per-netdev problems are appended to `errors`
     /// (one line each) and recorded in the netdev's outcome.
     pub fn read(&mut self, targets: &[Target], errors: &mut Vec<String>) -> NetdevSnapshot {
+        self.calls = Calls::default();
         let mut snapshot = NetdevSnapshot::default();
         for target in targets {
             snapshot.netdevs.push(self.read_one(target, errors));
@@ -188,6 +230,7 @@ impl NetdevReader {
         let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
         self.cache.retain(&names);
         self.files.retain(&names);
+        self.calls.sysfs_reads = self.files.take_reads();
         snapshot
     }
 
@@ -206,7 +249,11 @@ impl NetdevReader {
             ..Netdev::default()
         };
         if let Some(io) = self.ethtool.as_deref_mut() {
-            netdev.ethtool = match self.cache.sample(io, &target.name) {
+            let mut counted = Counted {
+                io,
+                calls: &mut self.calls.ethtool,
+            };
+            netdev.ethtool = match self.cache.sample(&mut counted, &target.name) {
                 Ok((stats, raw)) => {
                     netdev.stats = stats;
                     netdev.raw = raw;
@@ -220,12 +267,14 @@ impl NetdevReader {
             };
         }
         if let Some(pause) = self.pause.as_deref_mut() {
+            self.calls.pause += 1;
             match pause.read_pause(&target.name) {
                 Ok(p) => netdev.pause = p,
                 Err(e) => errors.push(format!("{}: pause statistics: {e}", target.name)),
             }
         }
         if let Some(dcb) = self.dcb.as_deref_mut() {
+            self.calls.dcb += 1;
             netdev.dcb = match dcb.read_dcb(&target.name) {
                 Ok(c) => DcbOutcome::Ok(c),
                 Err(DcbError::Unsupported) => DcbOutcome::Unsupported,

@@ -72,8 +72,10 @@ impl Kept {
     }
 
     /// Reads the value; `stale` is set when a kept handle had gone stale.
-    fn read(&mut self, stale_seen: &mut bool) -> Read {
+    /// `reads` counts the `pread` calls.
+    fn read(&mut self, stale_seen: &mut bool, reads: &mut u64) -> Read {
         if let Some(file) = &self.file {
+            *reads += 1;
             match pread_text(file) {
                 Ok(text) => return Ok(Some(text)),
                 Err(e) if stale(&e) => {
@@ -89,6 +91,7 @@ impl Kept {
             Err(e) if absent(&e) => return Ok(None),
             Err(e) => return Err(error(&self.path, &e)),
         };
+        *reads += 1;
         let result = pread_text(&file);
         self.file = Some(file);
         match result {
@@ -162,7 +165,12 @@ impl NetdevFiles {
         }
     }
 
-    fn read(&mut self, errors: &mut Vec<SysfsError>, stale: &mut bool) -> NetdevSysfs {
+    fn read(
+        &mut self,
+        errors: &mut Vec<SysfsError>,
+        stale: &mut bool,
+        reads: &mut u64,
+    ) -> NetdevSysfs {
         let mut out = NetdevSysfs {
             exists: true,
             driver: self.driver.clone(),
@@ -170,18 +178,18 @@ impl NetdevFiles {
         };
         match self
             .mtu
-            .read(stale)
+            .read(stale, reads)
             .and_then(|t| parse_u64(&self.mtu.path, t))
         {
             Ok(v) => out.mtu = v,
             Err(e) => errors.push(e),
         }
-        match self.operstate.read(stale) {
+        match self.operstate.read(stale, reads) {
             Ok(v) => out.operstate = v,
             Err(e) => errors.push(e),
         }
         // `speed` is -1 (SPEED_UNKNOWN) on virtual links and EINVAL when down.
-        match self.speed.read(stale) {
+        match self.speed.read(stale, reads) {
             Ok(Some(t)) => match t.parse::<i64>() {
                 Ok(v) if v > 0 => out.speed_mbps = Some(v as u64),
                 Ok(_) => {}
@@ -200,7 +208,7 @@ impl NetdevFiles {
                     Role::Np => &mut config.np,
                     Role::Rp => &mut config.rp,
                 };
-                match file.read(stale) {
+                match file.read(stale, reads) {
                     Ok(Some(t)) => match t.as_str() {
                         "0" => list.push((*priority, false)),
                         "1" => list.push((*priority, true)),
@@ -225,6 +233,8 @@ impl NetdevFiles {
 pub struct SysfsFiles {
     sysfs: PathBuf,
     netdevs: HashMap<String, NetdevFiles>,
+    /// `pread` calls since [`SysfsFiles::take_reads`] last ran.
+    reads: u64,
 }
 
 impl SysfsFiles {
@@ -232,7 +242,13 @@ impl SysfsFiles {
         SysfsFiles {
             sysfs,
             netdevs: HashMap::new(),
+            reads: 0,
         }
+    }
+
+    /// `pread` calls made since the last call, which resets the count.
+    pub fn take_reads(&mut self) -> u64 {
+        std::mem::take(&mut self.reads)
     }
 
     /// Reads one netdev; single-file problems go to `errors`, the rest is
@@ -249,14 +265,14 @@ impl SysfsFiles {
             .or_insert_with(|| NetdevFiles::list(&dir));
         let mut stale = false;
         let mut errs = Vec::new();
-        let out = files.read(&mut errs, &mut stale);
+        let out = files.read(&mut errs, &mut stale, &mut self.reads);
         if !stale {
             errors.extend(errs);
             return out;
         }
         // Removed and created again: list it afresh and read once more.
         let mut files = NetdevFiles::list(&dir);
-        let out = files.read(errors, &mut stale);
+        let out = files.read(errors, &mut stale, &mut self.reads);
         self.netdevs.insert(netdev.to_string(), files);
         out
     }
