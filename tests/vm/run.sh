@@ -88,6 +88,11 @@ for spec in "${ADDS[@]}"; do
     mkdir -p "$ST$dest"; cp -a "$src/." "$ST$dest/"
   else
     mkdir -p "$ST$(dirname "$dest")"; cp -L "$src" "$ST$dest"
+    # A debug build carries ~100 MB of debug info the guest never reads; in
+    # the initramfs (RAM) it would not fit a small VM's rootfs.
+    if is_dynamic_elf "$src" && command -v objcopy >/dev/null; then
+      objcopy --strip-debug "$ST$dest" 2>/dev/null || cp -L "$src" "$ST$dest"
+    fi
     # libraries of a host binary (already in the base image for glibc/libibverbs;
     # the copies are identical, extra ones e.g. libgcc_s are added here)
     is_dynamic_elf "$src" && copy_libs "$src"
