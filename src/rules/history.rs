@@ -134,36 +134,39 @@ impl History {
         let Some(t) = s.taken_at else { return };
         self.times.push_back(t);
         let len = self.times.len();
-        let mut values = Vec::new();
-        followed(s, &mut |subject, value, sample| {
-            values.push((subject, value, sample))
-        });
-        for (subject, value, sample) in values {
-            let columns = self.subjects.entry(subject).or_default();
-            let column = match columns.iter_mut().position(|c| c.value == value) {
-                Some(i) => &mut columns[i],
-                None => {
-                    columns.push(Column {
-                        value,
-                        samples: VecDeque::from(vec![None; len - 1]),
-                    });
-                    let last = columns.len() - 1;
-                    &mut columns[last]
-                }
-            };
-            if column.samples.len() < len {
-                column.samples.push_back(Some(sample));
+        let subjects = &mut self.subjects;
+        followed(s, &mut |subject, values| {
+            if values.is_empty() {
+                return;
             }
-        }
+            let columns = subjects.entry(subject).or_default();
+            for &(value, sample) in values {
+                let column = match columns.iter_mut().position(|c| c.value == value) {
+                    Some(i) => &mut columns[i],
+                    None => {
+                        columns.push(Column {
+                            value,
+                            samples: VecDeque::from(vec![None; len - 1]),
+                        });
+                        let last = columns.len() - 1;
+                        &mut columns[last]
+                    }
+                };
+                if column.samples.len() < len {
+                    column.samples.push_back(Some(sample));
+                }
+            }
+        });
         // Columns this sample did not carry get a gap; those left with
         // nothing but gaps (a port that went away) are dropped.
         for columns in self.subjects.values_mut() {
-            for c in columns.iter_mut() {
-                if c.samples.len() < len {
-                    c.samples.push_back(None);
+            columns.retain_mut(|c| {
+                if c.samples.len() == len {
+                    return true;
                 }
-            }
-            columns.retain(|c| c.samples.iter().any(Option::is_some));
+                c.samples.push_back(None);
+                c.samples.iter().any(Option::is_some)
+            });
         }
         self.subjects.retain(|_, columns| !columns.is_empty());
         self.thin();
@@ -288,17 +291,18 @@ const FOLLOWED_HW: [HwMeaning; 9] = [
     HwMeaning::EcnMarked,
 ];
 
-/// Calls `take` with every followed value of `s`.
-fn followed(s: &Snapshot, take: &mut dyn FnMut(SubjectKey, Value, u64)) {
+/// Calls `take` once per subject of `s` with its followed values.
+fn followed(s: &Snapshot, take: &mut dyn FnMut(SubjectKey, &[(Value, u64)])) {
+    let mut values: Vec<(Value, u64)> = Vec::new();
     for d in s.rdma.iter().flat_map(|r| r.devices.iter()) {
         let provider = Provider::of(d);
         for p in &d.ports {
-            let key = || SubjectKey::Port(d.name.clone(), p.number);
+            values.clear();
             if let Some(v) = link_downed(p) {
-                take(key(), Value::LinkDowned, v);
+                values.push((Value::LinkDowned, v));
             }
             if let Some(v) = p.counter("symbol_error") {
-                take(key(), Value::SymbolErrors, v);
+                values.push((Value::SymbolErrors, v));
             }
             let mut sums = [None::<u64>; HwMeaning::ALL.len()];
             for row in HW_MAPPINGS.iter().filter(|m| Some(m.provider) == provider) {
@@ -309,15 +313,15 @@ fn followed(s: &Snapshot, take: &mut dyn FnMut(SubjectKey, Value, u64)) {
             }
             for m in FOLLOWED_HW {
                 if let Some(v) = sums[m.index()] {
-                    take(key(), Value::Hw(m), v);
+                    values.push((Value::Hw(m), v));
                 }
             }
+            take(SubjectKey::Port(d.name.clone(), p.number), &values);
         }
     }
     for n in s.netdev.iter().flat_map(|nd| nd.netdevs.iter()) {
-        let key = || SubjectKey::Netdev(n.name.clone());
+        values.clear();
         let mut reasons: Vec<&'static str> = Vec::new();
-        let mut seen: Vec<Meaning> = Vec::new();
         for stat in &n.stats {
             // The first statistic with a meaning is its value (as
             // `stat_value` reads it), taken once.
@@ -325,10 +329,9 @@ fn followed(s: &Snapshot, take: &mut dyn FnMut(SubjectKey, Value, u64)) {
                 Meaning::PfcPauseFrames { .. }
                 | Meaning::PfcPauseDuration { .. }
                 | Meaning::PauseStormEvents { .. }
-                    if !seen.contains(&stat.meaning) =>
+                    if !values.iter().any(|(v, _)| *v == Value::Stat(stat.meaning)) =>
                 {
-                    seen.push(stat.meaning);
-                    take(key(), Value::Stat(stat.meaning), stat_integer(stat.value));
+                    values.push((Value::Stat(stat.meaning), stat_integer(stat.value)));
                 }
                 Meaning::Discards { reason, .. } if !reasons.contains(&reason) => {
                     reasons.push(reason);
@@ -338,27 +341,28 @@ fn followed(s: &Snapshot, take: &mut dyn FnMut(SubjectKey, Value, u64)) {
         }
         for reason in reasons {
             if let Some(v) = discards(n, reason) {
-                take(key(), Value::Discards(reason), v);
+                values.push((Value::Discards(reason), v));
             }
         }
+        take(SubjectKey::Netdev(n.name.clone()), &values);
     }
     for (t, st) in s.probes.iter().flat_map(|r| r.targets.iter()) {
-        let key = || SubjectKey::Probe(t.device.clone(), t.port, t.gid_index);
         let failures = st
             .failures
             .values()
             .copied()
             .fold(0u64, u64::saturating_add);
         let rtt_nanos = (st.rtt.sum_seconds * 1e9).round().max(0.0) as u64;
-        for (value, v) in [
-            (Value::ProbeRequests, st.requests),
-            (Value::ProbeFailures, failures),
-            (Value::ProbeSuccesses, st.successes),
-            (Value::ProbeRttCount, st.rtt.count),
-            (Value::ProbeRttSumNanos, rtt_nanos),
-        ] {
-            take(key(), value, v);
-        }
+        take(
+            SubjectKey::Probe(t.device.clone(), t.port, t.gid_index),
+            &[
+                (Value::ProbeRequests, st.requests),
+                (Value::ProbeFailures, failures),
+                (Value::ProbeSuccesses, st.successes),
+                (Value::ProbeRttCount, st.rtt.count),
+                (Value::ProbeRttSumNanos, rtt_nanos),
+            ],
+        );
     }
 }
 
