@@ -135,6 +135,7 @@ impl History {
         self.times.push_back(t);
         let len = self.times.len();
         let subjects = &mut self.subjects;
+        let cap = self.max.saturating_add(1).min(1024).max(len);
         followed(s, &mut |subject, values| {
             if values.is_empty() {
                 return;
@@ -144,10 +145,12 @@ impl History {
                 let column = match columns.iter_mut().position(|c| c.value == value) {
                     Some(i) => &mut columns[i],
                     None => {
-                        columns.push(Column {
-                            value,
-                            samples: VecDeque::from(vec![None; len - 1]),
-                        });
+                        // Room for one sample over the cap: a push comes
+                        // before the thinning, and a full deque would
+                        // double.
+                        let mut samples = VecDeque::with_capacity(cap);
+                        samples.extend(std::iter::repeat_n(None, len - 1));
+                        columns.push(Column { value, samples });
                         let last = columns.len() - 1;
                         &mut columns[last]
                     }
@@ -291,8 +294,11 @@ const FOLLOWED_HW: [HwMeaning; 9] = [
     HwMeaning::EcnMarked,
 ];
 
+/// What [`followed`] hands over per subject.
+type TakeSubject<'a> = dyn FnMut(SubjectKey, &[(Value, u64)]) + 'a;
+
 /// Calls `take` once per subject of `s` with its followed values.
-fn followed(s: &Snapshot, take: &mut dyn FnMut(SubjectKey, &[(Value, u64)])) {
+fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
     let mut values: Vec<(Value, u64)> = Vec::new();
     for d in s.rdma.iter().flat_map(|r| r.devices.iter()) {
         let provider = Provider::of(d);

@@ -377,7 +377,7 @@ struct PortLayout {
     /// every `Counter` read from the file.
     counters: Vec<(Arc<str>, Attr)>,
     hw_counters: Vec<(Arc<str>, Attr)>,
-    gids: Vec<GidSlot>,
+    gids: GidTable,
     /// When the whole GID table was last read; `None` before the first
     /// sample.
     gids_scanned_at: Option<Instant>,
@@ -388,6 +388,40 @@ struct PortLayout {
     /// read with the device's static attributes only).
     link_layer_seen: Option<LinkLayer>,
     lid_seen: Option<u32>,
+}
+
+/// A port's GID table. Only the slots a watched pass reads are kept (with
+/// their paths and handles): those not seen empty, and the lowest
+/// [`GID_EMPTY_PROBES`] seen empty. Every other slot is empty as last read
+/// and costs nothing until the next full pass, which builds its paths on
+/// the fly: 255 slots × 3 paths per port would otherwise be most of the
+/// reader's memory on a host with many ports.
+struct GidTable {
+    /// `ports/N`.
+    dir: PathBuf,
+    /// Number of slots (`gids/` entries).
+    len: u32,
+    /// The kept slots, by index.
+    kept: BTreeMap<u32, GidSlot>,
+}
+
+impl GidTable {
+    fn new(dir: PathBuf, len: u32) -> Self {
+        GidTable {
+            dir,
+            len,
+            kept: BTreeMap::new(),
+        }
+    }
+
+    fn slot(&self, index: u32) -> GidSlot {
+        GidSlot {
+            gid: Attr::new(self.dir.join(format!("gids/{index}"))),
+            types: Attr::new(self.dir.join(format!("gid_attrs/types/{index}"))),
+            ndevs: Attr::new(self.dir.join(format!("gid_attrs/ndevs/{index}"))),
+            seen: Seen::Empty,
+        }
+    }
 }
 
 struct GidSlot {
@@ -563,7 +597,8 @@ impl Layout {
             n += p.hw_counters.iter().map(|(_, a)| one(a)).sum::<usize>();
             n += p
                 .gids
-                .iter()
+                .kept
+                .values()
                 .map(|g| one(&g.gid) + one(&g.types) + one(&g.ndevs))
                 .sum::<usize>();
         }
@@ -874,28 +909,64 @@ fn read_gid_table(
 /// not read at all. `None` when a watched pass found a slot that was not
 /// empty reading differently.
 fn read_gids(
-    slots: &mut [GidSlot],
+    table: &mut GidTable,
     pass: GidPass,
     ctx: &mut Ctx<'_>,
     stale: &mut bool,
 ) -> Option<Vec<Gid>> {
     let mut out = Vec::new();
-    let mut probes = GID_EMPTY_PROBES;
-    for (index, slot) in (0u32..).zip(slots.iter_mut()) {
-        if pass == GidPass::Watched && slot.seen == Seen::Empty {
-            if probes == 0 {
-                continue;
+    match pass {
+        GidPass::Watched => {
+            // The kept slots are exactly the watched ones.
+            for (&index, slot) in table.kept.iter_mut() {
+                let (seen, gid) = read_gid_slot(index, slot, ctx, stale);
+                if slot.seen != Seen::Empty && seen != slot.seen {
+                    return None;
+                }
+                slot.seen = seen;
+                out.extend(gid);
             }
-            probes -= 1;
         }
-        let (seen, gid) = read_gid_slot(index, slot, ctx, stale);
-        if pass == GidPass::Watched && slot.seen != Seen::Empty && seen != slot.seen {
-            return None;
+        GidPass::Full => {
+            for index in 0..table.len {
+                let mut slot = match table.kept.remove(&index) {
+                    Some(slot) => slot,
+                    None => table.slot(index),
+                };
+                let (seen, gid) = read_gid_slot(index, &mut slot, ctx, stale);
+                slot.seen = seen;
+                out.extend(gid);
+                if slot.seen == Seen::Empty && !table_wants(table, index) {
+                    // Most slots: empty, past the probes. Closed at once, so
+                    // a full pass holds no more handles than a watched one.
+                    close_slot(&mut slot, ctx);
+                    continue;
+                }
+                table.kept.insert(index, slot);
+            }
         }
-        slot.seen = seen;
-        out.extend(gid);
     }
     Some(out)
+}
+
+/// Whether the full pass in progress should keep empty slot `index` as a
+/// probe: fewer than [`GID_EMPTY_PROBES`] empty slots are kept so far (the
+/// pass goes in index order, so those are the lowest).
+fn table_wants(table: &GidTable, index: u32) -> bool {
+    table
+        .kept
+        .iter()
+        .filter(|(&i, s)| i < index && s.seen == Seen::Empty)
+        .count()
+        < GID_EMPTY_PROBES
+}
+
+fn close_slot(slot: &mut GidSlot, ctx: &mut Ctx<'_>) {
+    for a in [&mut slot.gid, &mut slot.types, &mut slot.ndevs] {
+        if a.file.take().is_some() {
+            ctx.open = ctx.open.saturating_sub(1);
+        }
+    }
 }
 
 /// One slot: what it holds, and the GID when it is usable.
@@ -943,28 +1014,45 @@ fn read_gid_slot(
     (seen, Some(gid))
 }
 
-/// Closes the handles a watched pass will not use: `gids/N` of empty slots
-/// past the probes, and the attributes of every empty slot. Otherwise the
-/// hundreds of empty slots per port would hold the open-file budget that
-/// the counters, read every sample, should get.
-fn release_unwatched(slots: &mut [GidSlot], ctx: &mut Ctx<'_>) {
+/// After a pass: keeps the slots the next watched pass reads (those not
+/// seen empty, and the lowest [`GID_EMPTY_PROBES`] seen empty, which are
+/// added when a probe filled up) and drops the others with their handles.
+/// Of the kept empty slots only `gids/N` stays open: their attributes fail
+/// (EINVAL) until a GID lands there.
+fn release_unwatched(table: &mut GidTable, ctx: &mut Ctx<'_>) {
+    let mut probes = 0;
+    let mut index = 0;
+    while index < table.len && probes < GID_EMPTY_PROBES {
+        let empty = table.kept.get(&index).is_none_or(|s| s.seen == Seen::Empty);
+        if empty {
+            probes += 1;
+            if !table.kept.contains_key(&index) {
+                let slot = table.slot(index);
+                table.kept.insert(index, slot);
+            }
+        }
+        index += 1;
+    }
+    // `index` is now past the last probe: empty slots from there on go.
+    let beyond: Vec<u32> = table
+        .kept
+        .range(index..)
+        .filter(|(_, s)| s.seen == Seen::Empty)
+        .map(|(&i, _)| i)
+        .collect();
+    for i in beyond {
+        if let Some(mut slot) = table.kept.remove(&i) {
+            close_slot(&mut slot, ctx);
+        }
+    }
     let mut close = |a: &mut Attr| {
         if a.file.take().is_some() {
             ctx.open = ctx.open.saturating_sub(1);
         }
     };
-    let mut probes = GID_EMPTY_PROBES;
-    for slot in slots.iter_mut() {
-        if slot.seen != Seen::Empty {
-            continue;
-        }
+    for slot in table.kept.values_mut().filter(|s| s.seen == Seen::Empty) {
         close(&mut slot.types);
         close(&mut slot.ndevs);
-        if probes > 0 {
-            probes -= 1;
-        } else {
-            close(&mut slot.gid);
-        }
     }
 }
 
@@ -1081,14 +1169,7 @@ fn scan_port(fs: &dyn SysFs, dir: PathBuf, number: u32, ctx: &mut Ctx<'_>) -> Po
         .map(|i| i.saturating_add(1))
         .max()
         .unwrap_or(0);
-    let gids = (0..gid_slots)
-        .map(|i| GidSlot {
-            gid: Attr::new(dir.join(format!("gids/{i}"))),
-            types: Attr::new(dir.join(format!("gid_attrs/types/{i}"))),
-            ndevs: Attr::new(dir.join(format!("gid_attrs/ndevs/{i}"))),
-            seen: Seen::Empty,
-        })
-        .collect();
+    let gids = GidTable::new(dir.clone(), gid_slots);
     PortLayout {
         number,
         state: Attr::new(dir.join("state")),
