@@ -13,9 +13,10 @@ pub const DEFAULT_LISTEN_ADDRESS: &str = ":9879";
     name = "roce_exporter",
     version,
     about = "Prometheus exporter for RDMA fabrics (RoCEv2 and InfiniBand)",
-    long_about = "Reads RDMA port counters, GID tables and port state (and, as they land, congestion \
-                  counters, GPU-NIC topology and verbs probes) on a fixed interval and serves them \
-                  to Prometheus. Without a subcommand it runs the HTTP server."
+    long_about = "Reads RDMA port state, counters and GID tables, the congestion counters and \
+                  lossless-Ethernet settings of the netdevs behind them, the GPU-NIC PCIe topology \
+                  and verbs loopback probes on a fixed interval, turns them into findings and \
+                  serves them to Prometheus. Without a subcommand it runs the HTTP server."
 )]
 pub struct Cli {
     /// YAML configuration file (all keys optional; unknown keys are errors).
@@ -88,7 +89,7 @@ pub enum Command {
         #[arg(long, default_value = "text")]
         format: CheckFormat,
     },
-    /// Print generated documentation (the metric reference) to stdout.
+    /// Print generated documentation (the metric reference, the man page) to stdout.
     #[command(hide = true)]
     Docs {
         #[arg(value_enum)]
@@ -118,6 +119,8 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 pub enum DocsTopic {
     /// docs/metrics.md
     Metrics,
+    /// docs/roce_exporter.1 (the man page)
+    Man,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

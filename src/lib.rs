@@ -14,6 +14,7 @@ pub mod config;
 pub mod exposition;
 pub mod host;
 pub mod logging;
+pub mod manpage;
 pub mod meaning;
 pub mod rules;
 pub mod sampler;

@@ -44,6 +44,18 @@ fn main() -> ExitCode {
             print!("{}", exposition::families::reference_markdown());
             ExitCode::SUCCESS
         }
+        Some(Command::Docs {
+            what: DocsTopic::Man,
+        }) => match roce_exporter::manpage::render() {
+            Ok(page) => {
+                print!("{page}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("roce_exporter: cannot render the man page: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Some(Command::Once { format }) => {
             let mut sampler = Sampler::new(sources::all(&config, &paths), &config);
             let snapshot = sampler.sample();
