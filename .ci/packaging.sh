@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# Packaging checks (issue 8), one step of .ci/run; rerunnable where the tools
+# are already installed. As root on Debian 12:
+#   unit      systemd-analyze security --offline (exposure <= 2.0)
+#   deb       cargo deb of the built binary, lintian without errors, Depends
+#             only libc, installed into a fresh debootstrap root (bookworm,
+#             minbase): --version and `once` on a fixture tree there, as
+#             nobody; systemd-analyze verify of the installed unit in that
+#             root; then the root booted with systemd-nspawn and the packaged,
+#             hardened unit serving /metrics from a network namespace of its
+#             own (ethtool ioctl on a veth pair from inside the sandbox)
+#   rpm       cargo generate-rpm, rpm -qpi/-qpl/-qpc/-qpR
+#   container buildah build of packaging/container/Containerfile on the
+#             debootstrap root imported as the base image; the image run
+#             with buildah's chroot isolation as its own (non-root) user
+#   k8s       packaging/kubernetes/generate.py --check, kubernetes-validate
+#             --strict, ServiceMonitor/PrometheusRule against the
+#             prometheus-operator CRD schemas (@kubernetes-models/prometheus-operator)
+# Environment: ROCE_EXPORTER_BIN (default target/debug/roce_exporter, built if
+# missing), PACKAGING_WORK (default /tmp/roce-exporter-packaging, wiped).
+# The last line is "N passed, M failed"; exit status 1 when a check failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+WORK=${PACKAGING_WORK:-/tmp/roce-exporter-packaging}
+CARGO_DEB_VERSION=3.8.0
+CARGO_RPM_VERSION=0.21.1
+KUBERNETES_VALIDATE_VERSION=1.37.0
+K8S_MODELS_VERSION=6.0.0
+NETNS=roce-pkg-$$
+NSPAWN_PID=
+
+passed=0 failed=0
+log() { printf '[packaging %s] %s\n' "$(date -u +%T)" "$*"; }
+ok() { passed=$((passed + 1)); log "ok   $*"; }
+bad() { failed=$((failed + 1)); log "FAIL $*"; }
+# check NAME CMD...: a check that passes when CMD exits 0
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+die() { log "cannot continue: $*"; printf '%d passed, %d failed\n' "$passed" "$((failed + 1))"; exit 1; }
+
+cleanup() {
+  if [[ -n $NSPAWN_PID ]] && kill -0 "$NSPAWN_PID" 2>/dev/null; then
+    kill -TERM "$NSPAWN_PID" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$NSPAWN_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$NSPAWN_PID" 2>/dev/null
+  fi
+  ip netns del "$NETNS" 2>/dev/null
+  for m in proc; do umount "$WORK/root/$m" 2>/dev/null; done
+  return 0
+}
+trap cleanup EXIT
+
+# ---- tools
+export DEBIAN_FRONTEND=noninteractive
+PKGS=(lintian debootstrap rpm systemd systemd-container buildah iproute2 curl)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "apt-get install ${missing[*]}"
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
+    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; } ||
+    die "apt-get install ${missing[*]}"
+fi
+command -v npm >/dev/null || die "npm missing (Node.js from the machine or Debian's nodejs+npm)"
+# --debug: these tools only copy files and write archives; an optimised
+# build of them would cost CI minutes for seconds saved.
+cargo_tool() { # cargo_tool CRATE VERSION BINARY
+  if [[ "$("$3" --version 2>/dev/null)" == *"$2"* ]]; then return 0; fi
+  log "cargo install $1 $2"
+  cargo install --quiet --locked --debug --version "$2" "$1" || die "cargo install $1"
+}
+cargo_tool cargo-deb "$CARGO_DEB_VERSION" "$HOME/.cargo/bin/cargo-deb"
+cargo_tool cargo-generate-rpm "$CARGO_RPM_VERSION" "$HOME/.cargo/bin/cargo-generate-rpm"
+
+rm -rf "$WORK"
+mkdir -p "$WORK/stage/release" "$WORK/out"
+BIN=${ROCE_EXPORTER_BIN:-${CARGO_TARGET_DIR:-target}/debug/roce_exporter}
+if [[ ! -x $BIN ]]; then
+  log "cargo build --bin roce_exporter"
+  cargo build --quiet --bin roce_exporter || die "cargo build"
+fi
+# cargo-deb and cargo-generate-rpm take the binary from <target>/release;
+# a staging target dir lends them CI's debug build (stripped by cargo-deb,
+# here for the rpm) without a second, optimised build of the workspace.
+cp "$BIN" "$WORK/stage/release/roce_exporter" && strip "$WORK/stage/release/roce_exporter" || die "staging $BIN"
+
+# ---- systemd unit
+UNIT=packaging/systemd/roce_exporter.service
+systemd-analyze security --offline=true --no-pager "$UNIT" > "$WORK/out/security.txt" 2>&1
+score=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' "$WORK/out/security.txt")
+log "systemd-analyze security: exposure ${score:-?}"
+check "unit exposure ${score:-?} <= 2.0" awk -v s="${score:-99}" 'BEGIN { exit !(s <= 2.0) }'
+
+# ---- deb
+CARGO_TARGET_DIR=$WORK/stage cargo deb --no-build --quiet -o "$WORK/out/" > "$WORK/out/cargo-deb.txt" 2>&1 ||
+  { cat "$WORK/out/cargo-deb.txt"; die "cargo deb"; }
+DEB=$(ls "$WORK"/out/roce-exporter_*.deb)
+log "built $DEB"
+# lintian refuses nothing as root but says so; run it as nobody on a copy.
+cp "$DEB" "$WORK/lint.deb" && chmod 644 "$WORK/lint.deb" && chmod 755 "$WORK"
+setpriv --reuid=65534 --regid=65534 --clear-groups lintian --no-tag-display-limit "$WORK/lint.deb" > "$WORK/out/lintian.txt" 2>&1
+cat "$WORK/out/lintian.txt"
+check "lintian: no error" bash -c "! grep -q '^E:' '$WORK/out/lintian.txt'"
+depends=$(dpkg-deb -f "$DEB" Depends)
+log "Depends: $depends"
+check "deb depends only on libc" bash -c "[[ '$depends' =~ ^libc6(\ \([^\)]*\))?$ ]]"
+check "deb ships unit, conffiles, man page, alerts, dashboards" bash -c "
+  dpkg-deb -c '$DEB' | awk '{ print \$6 }' > '$WORK/out/deb-files.txt'
+  for f in ./usr/bin/roce_exporter ./usr/lib/systemd/system/roce_exporter.service \
+           ./etc/roce_exporter/roce_exporter.yml ./etc/default/roce_exporter \
+           ./usr/share/man/man1/roce_exporter.1.gz ./usr/share/roce-exporter/runbook.md \
+           ./usr/share/roce-exporter/alerts/roce_exporter.rules.yml \
+           ./usr/share/roce-exporter/dashboards/roce-overview.json; do
+    grep -qxF \"\$f\" '$WORK/out/deb-files.txt' || { echo \"missing \$f\"; exit 1; }
+  done
+  dpkg-deb --ctrl-tarfile '$DEB' | tar -xO ./conffiles | grep -qx /etc/roce_exporter/roce_exporter.yml"
+
+log "debootstrap bookworm (minbase)"
+debootstrap --variant=minbase bookworm "$WORK/root" http://deb.debian.org/debian > "$WORK/out/debootstrap.txt" 2>&1 ||
+  { tail -20 "$WORK/out/debootstrap.txt"; die "debootstrap"; }
+# the clean root, before anything of ours is in it, is the container base
+tar -C "$WORK/root" -cf "$WORK/base.tar" . || die "tar of the base root"
+cp "$DEB" "$WORK/root/tmp/"
+check "dpkg -i in the fresh root" chroot "$WORK/root" dpkg -i "/tmp/$(basename "$DEB")"
+ver=$(chroot "$WORK/root" /usr/bin/roce_exporter --version 2>&1)
+log "installed: $ver"
+check "installed binary runs (--version)" bash -c "[[ '$ver' == 'roce_exporter '* ]]"
+mkdir -p "$WORK/root/srv/demo" && cp -a examples/demo-gpu-node/. "$WORK/root/srv/demo/"
+chroot "$WORK/root" setpriv --reuid=65534 --regid=65534 --clear-groups \
+  roce_exporter once --config.file=/srv/demo/demo.yml --path.sysfs=/srv/demo/sys --path.procfs=/srv/demo/proc \
+  > "$WORK/out/chroot-once.prom" 2> "$WORK/out/chroot-once.err"
+check "installed binary: once on the demo tree as nobody, every collector ok" bash -c "
+  for c in rdma netdev topology; do
+    grep -qx \"roce_collector_success{collector=\\\"\$c\\\"} 1\" '$WORK/out/chroot-once.prom' || { echo \"collector \$c\"; cat '$WORK/out/chroot-once.err'; exit 1; }
+  done
+  grep -q '^roce_port_up{device=\"mlx5_0\",port=\"1\"} 1' '$WORK/out/chroot-once.prom'"
+
+log "systemd in the root (for verify and the boot)"
+chroot "$WORK/root" apt-get install -y -q --no-install-recommends systemd systemd-sysv dbus procps > "$WORK/out/apt-root.txt" 2>&1 ||
+  { tail -20 "$WORK/out/apt-root.txt"; die "apt-get install systemd in the root"; }
+systemd-analyze verify --root="$WORK/root" --man=no roce_exporter.service > "$WORK/out/verify.txt" 2>&1
+check "systemd-analyze verify of the installed unit is clean" bash -c "cat '$WORK/out/verify.txt'; [[ ! -s '$WORK/out/verify.txt' ]]"
+
+# Boot the root with the packaged unit: the sandbox (DynamicUser, seccomp,
+# PrivateUsers, RestrictAddressFamilies, DevicePolicy, ...) must leave the
+# exporter able to serve and to use netlink and the ethtool ioctl. Its own
+# network namespace holds a veth pair, so port 9879 is private to it.
+ip netns add "$NETNS" && ip -n "$NETNS" link set lo up &&
+  ip -n "$NETNS" link add pk0 type veth peer name pk1 &&
+  ip -n "$NETNS" link set pk0 up && ip -n "$NETNS" link set pk1 up || die "network namespace"
+cat > "$WORK/root/etc/roce_exporter/roce_exporter.yml" <<'EOF'
+sample_interval: 1s
+netdevs: {extra: [pk0], export_raw_ethtool: [peer_ifindex]}
+EOF
+echo 'ARGS="--config.file=/etc/roce_exporter/roce_exporter.yml --web.listen-address=127.0.0.1:9879"' \
+  > "$WORK/root/etc/default/roce_exporter"
+mkdir -p "$WORK/root/var/lib/roce-ci"
+cat > "$WORK/root/usr/local/bin/roce-ci-report" <<'EOF'
+#!/bin/sh
+# what the sandbox gave roce_exporter, for the host to judge
+sleep 3
+p=$(systemctl show -p MainPID --value roce_exporter)
+{
+  systemctl show -p ActiveState -p NRestarts roce_exporter
+  grep -E '^(Uid|Gid|CapEff|CapBnd|NoNewPrivs|Seccomp):' "/proc/$p/status"
+  journalctl -b -u roce_exporter --no-pager
+} > /var/lib/roce-ci/report.tmp 2>&1
+mv /var/lib/roce-ci/report.tmp /var/lib/roce-ci/report.txt
+EOF
+chmod 755 "$WORK/root/usr/local/bin/roce-ci-report"
+cat > "$WORK/root/etc/systemd/system/roce-ci-report.service" <<'EOF'
+[Unit]
+Description=CI: what the sandbox gave roce_exporter
+After=roce_exporter.service
+[Service]
+Type=oneshot
+ExecStart=/usr/local/bin/roce-ci-report
+[Install]
+WantedBy=multi-user.target
+EOF
+chroot "$WORK/root" systemctl enable roce-ci-report.service roce_exporter.service > /dev/null 2>&1
+log "systemd-nspawn --boot"
+# (the default console: --console=passive stalled the boot here)
+systemd-nspawn --keep-unit --register=no --quiet -D "$WORK/root" \
+  --network-namespace-path="/run/netns/$NETNS" --boot < /dev/null > "$WORK/out/nspawn.txt" 2>&1 &
+NSPAWN_PID=$!
+for _ in $(seq 120); do
+  [[ -s $WORK/root/var/lib/roce-ci/report.txt ]] &&
+    ip netns exec "$NETNS" curl -sf --max-time 2 -o "$WORK/out/nspawn.prom" http://127.0.0.1:9879/metrics && break
+  kill -0 "$NSPAWN_PID" 2>/dev/null || break
+  sleep 0.5
+done
+cat "$WORK/root/var/lib/roce-ci/report.txt" 2>/dev/null | head -12
+check "hardened unit: active, dynamic user, no capability, seccomp, no_new_privs" bash -c "
+  r='$WORK/root/var/lib/roce-ci/report.txt'
+  grep -qx ActiveState=active \"\$r\" && grep -qx NRestarts=0 \"\$r\" &&
+  awk '/^Uid:/ { exit !(\$2 >= 61184 && \$2 <= 65519) }' \"\$r\" &&
+  grep -qE '^CapEff:\s+0+$' \"\$r\" && grep -qE '^NoNewPrivs:\s+1$' \"\$r\" && grep -qE '^Seccomp:\s+2$' \"\$r\""
+check "hardened unit serves /metrics; ethtool ioctl and netlink inside the sandbox" bash -c "
+  f='$WORK/out/nspawn.prom'
+  grep -qx 'roce_collector_success{collector=\"netdev\"} 1' \"\$f\" &&
+  grep -qx 'roce_collector_success{collector=\"rdma\"} 1' \"\$f\" &&
+  grep -q '^roce_netdev_ethtool_stat_total{netdev=\"pk0\",.*stat=\"peer_ifindex\"} ' \"\$f\" &&
+  grep -Eq '^roce_collector_kernel_requests\{collector=\"netdev\",kind=\"(ioctl|netlink)\"\} [1-9]' \"\$f\""
+check "hardened unit logged no permission error" bash -c "[[ -s '$WORK/root/var/lib/roce-ci/report.txt' ]] && ! grep -Eiq 'permission denied|operation not permitted|EACCES|EPERM' '$WORK/root/var/lib/roce-ci/report.txt'"
+cleanup; NSPAWN_PID=
+
+# ---- rpm
+cargo generate-rpm --target-dir "$WORK/stage" -o "$WORK/out/" > "$WORK/out/rpm-build.txt" 2>&1 ||
+  { cat "$WORK/out/rpm-build.txt"; die "cargo generate-rpm"; }
+RPM=$(ls "$WORK"/out/roce-exporter-*.rpm)
+rpm -qpi "$RPM" | sed -n '1,4p;/^Summary/p'
+rpm -qpl "$RPM" > "$WORK/out/rpm-files.txt"
+check "rpm ships binary, unit, config, man page, alerts, dashboards" bash -c "
+  for f in /usr/bin/roce_exporter /usr/lib/systemd/system/roce_exporter.service \
+           /etc/roce_exporter/roce_exporter.yml /etc/sysconfig/roce_exporter \
+           /usr/share/man/man1/roce_exporter.1 /usr/share/roce-exporter/alerts/roce_exporter.rules.yml \
+           /usr/share/roce-exporter/dashboards/roce-overview.json; do
+    grep -qxF \"\$f\" '$WORK/out/rpm-files.txt' || { echo \"missing \$f\"; exit 1; }
+  done"
+check "rpm: config files are %config, no rdma-core requirement" bash -c "
+  rpm -qpc '$RPM' | grep -qx /etc/roce_exporter/roce_exporter.yml &&
+  ! rpm -qpR '$RPM' | grep -Eiq 'ibverbs|rdma|nvidia'"
+
+# ---- container
+S=(--storage-driver vfs --root "$WORK/containers" --runroot "$WORK/containers-run")
+mkdir -p "$WORK/ctx/prebuilt" "$WORK/ctx/packaging/config"
+cp "$WORK/stage/release/roce_exporter" "$WORK/ctx/prebuilt/"
+cp packaging/config/roce_exporter.yml "$WORK/ctx/packaging/config/"
+# The base image: the clean debootstrap root as one layer (buildah from
+# scratch; no registry is reachable from CI).
+ctr=$(buildah "${S[@]}" from scratch) && mnt=$(buildah "${S[@]}" mount "$ctr") &&
+  tar -C "$mnt" -xf "$WORK/base.tar" && buildah "${S[@]}" umount "$ctr" >/dev/null &&
+  buildah "${S[@]}" commit --quiet "$ctr" localhost/roce-base:bookworm >/dev/null &&
+  buildah "${S[@]}" rm "$ctr" >/dev/null || die "base image from the debootstrap root"
+buildah "${S[@]}" bud --quiet --isolation chroot --network host \
+  --build-arg BUILD_IMAGE=localhost/roce-base:bookworm --build-arg RUNTIME_IMAGE=localhost/roce-base:bookworm \
+  -f packaging/container/Containerfile -t localhost/roce_exporter:ci "$WORK/ctx" > "$WORK/out/buildah.txt" 2>&1
+check "container image builds (buildah, vfs, chroot isolation)" bash -c "tail -3 '$WORK/out/buildah.txt'; buildah ${S[*]} inspect localhost/roce_exporter:ci >/dev/null"
+user=$(buildah "${S[@]}" inspect --format '{{.OCIv1.Config.User}}' localhost/roce_exporter:ci 2>/dev/null)
+check "image runs as a non-root user ($user)" bash -c "[[ -n '$user' && '$user' != 0* && '$user' != root* ]]"
+ctr=$(buildah "${S[@]}" from localhost/roce_exporter:ci 2>/dev/null)
+mkdir -p "$WORK/demo" && cp -a examples/demo-gpu-node/. "$WORK/demo/"
+buildah "${S[@]}" run --isolation chroot -v "$WORK/demo:/demo:ro" "$ctr" -- sh -c \
+  'id -u; roce_exporter --version; roce_exporter once --config.file=/demo/demo.yml --path.sysfs=/demo/sys --path.procfs=/demo/proc' \
+  > "$WORK/out/container-once.txt" 2>&1
+check "image: non-root, --version and once on the demo tree" bash -c "
+  f='$WORK/out/container-once.txt'
+  [[ \$(head -1 \"\$f\") == 65534 ]] && grep -q '^roce_exporter ' \"\$f\" &&
+  grep -qx 'roce_collector_success{collector=\"topology\"} 1' \"\$f\" || { head -20 \"\$f\"; exit 1; }"
+check "image carries libibverbs for the probes" buildah "${S[@]}" run --isolation chroot "$ctr" -- \
+  sh -c 'ls /usr/lib/x86_64-linux-gnu/libibverbs.so.1 && ls /etc/libibverbs.d | grep -q mlx5'
+buildah "${S[@]}" rm "$ctr" >/dev/null 2>&1
+
+# ---- Kubernetes
+check "prometheusrule.yaml current with alerts/" python3 packaging/kubernetes/generate.py --check
+python3 -m venv "$WORK/venv" && "$WORK/venv/bin/pip" install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" ||
+  die "pip install kubernetes-validate"
+MANIFESTS=(packaging/kubernetes/daemonset.yaml packaging/kubernetes/prometheusrule.yaml)
+check "kubernetes-validate --strict" "$WORK/venv/bin/kubernetes-validate" --strict --quiet "${MANIFESTS[@]}"
+mkdir -p "$WORK/npm" && cp packaging/kubernetes/validate-crds.mjs "$WORK/npm/" &&
+  (cd "$WORK/npm" && npm install --silent --no-audit --no-fund "@kubernetes-models/prometheus-operator@$K8S_MODELS_VERSION" >/dev/null) ||
+  die "npm install @kubernetes-models/prometheus-operator"
+"$WORK/venv/bin/python" -c 'import json, sys, yaml; print(json.dumps([d for f in sys.argv[1:] for d in yaml.safe_load_all(open(f))]))' \
+  "${MANIFESTS[@]}" > "$WORK/npm/docs.json" || die "manifests to JSON"
+check "ServiceMonitor and PrometheusRule against the operator's CRD schemas" bash -c "cd '$WORK/npm' && node validate-crds.mjs < docs.json"
+
+printf '%d passed, %d failed\n' "$passed" "$failed"
+((failed == 0))
