@@ -191,8 +191,10 @@ impl<V: Verbs> Engine<V> {
     }
 }
 
-/// Refines what the verbs layer reported: a memory registration refused
-/// for lack of locked memory says so and how to fix it.
+/// Refines what the verbs layer reported so that a missing permission is
+/// named with its fix: a memory registration refused for lack of locked
+/// memory (with the limit in force), and a device open refused by file
+/// permissions or a device cgroup.
 pub fn classify(f: Failure) -> Failure {
     match (f.reason, f.errno) {
         (Reason::RegMr, Some(libc::ENOMEM | libc::EPERM | libc::EAGAIN)) => Failure {
@@ -200,13 +202,59 @@ pub fn classify(f: Failure) -> Failure {
             errno: f.errno,
             message: format!(
                 "{}; the locked-memory limit (RLIMIT_MEMLOCK) is too low for RDMA memory \
-                 registration: raise it (systemd: LimitMEMLOCK=infinity in the unit; shell: \
-                 ulimit -l unlimited; containers: --ulimit memlock=-1)",
+                 registration{}: raise it (systemd: LimitMEMLOCK=infinity in the unit, or a \
+                 size like the packaged unit's 64M; shell: ulimit -l unlimited; containers: \
+                 --ulimit memlock=-1)",
+                f.message,
+                memlock_limit_text()
+                    .map(|l| format!(" (it is {l} for this process)"))
+                    .unwrap_or_default()
+            ),
+        },
+        (Reason::DeviceOpen, Some(libc::EACCES | libc::EPERM)) => Failure {
+            reason: f.reason,
+            errno: f.errno,
+            message: format!(
+                "{}; the probes need read-write access to the device's \
+                 /dev/infiniband/uverbs* node: {} (systemd: DeviceAllow=char-infiniband_verbs rw \
+                 with DevicePolicy=closed; containers: the device must be allowed and mounted; \
+                 or turn probes off with probes.enabled: false)",
+                f.message,
+                if f.errno == Some(libc::EPERM) {
+                    "the open was refused by a device cgroup or seccomp, not by file modes"
+                } else {
+                    "the node's owner, group or mode does not let this user read and write it"
+                }
+            ),
+        },
+        (Reason::DeviceOpen, Some(libc::ENOENT | libc::ENXIO | libc::ENODEV)) => Failure {
+            reason: f.reason,
+            errno: f.errno,
+            message: format!(
+                "{}; the device's /dev/infiniband/uverbs* node is missing here (containers: \
+                 mount /dev/infiniband; hosts: load ib_uverbs)",
                 f.message
             ),
         },
         _ => f,
     }
+}
+
+/// RLIMIT_MEMLOCK of this process as `ulimit -l` would put it, from
+/// /proc/self/limits (no unsafe getrlimit in this crate's engine).
+fn memlock_limit_text() -> Option<String> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max locked memory"))?;
+    let soft = line
+        .trim_start_matches("Max locked memory")
+        .split_whitespace()
+        .next()?;
+    Some(match soft.parse::<u64>() {
+        Ok(bytes) => format!("{} KiB", bytes / 1024),
+        Err(_) => soft.to_string(),
+    })
 }
 
 /// A payload that differs from round to round (and from zeros).

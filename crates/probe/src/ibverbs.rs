@@ -58,17 +58,31 @@ impl IbVerbs {
     }
 }
 
-/// The errno deepest in an error's source chain.
+/// The errno deepest in an error's source chain. sideway wraps the
+/// `io::Error` in a `#[error(transparent)]` kind enum, whose `source()`
+/// skips the `io::Error` itself, so a level that is no `io::Error` is also
+/// read for the "(os error N)" its transparent Display ends with; without
+/// that, EACCES from ibv_open_device and ENOMEM from ibv_reg_mr were lost
+/// and neither the device_open hint nor the memlock reason could apply.
 fn errno_of(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     let mut found = None;
     while let Some(err) = cur {
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
             found = io.raw_os_error().or(found);
+        } else if let Some(n) = os_error_in(&err.to_string()) {
+            found = Some(n);
         }
         cur = err.source();
     }
     found
+}
+
+/// N of a trailing "(os error N)", as `io::Error`'s Display writes it.
+fn os_error_in(text: &str) -> Option<i32> {
+    let rest = text.trim_end().strip_suffix(')')?;
+    let at = rest.rfind("(os error ")?;
+    rest.get(at + "(os error ".len()..)?.parse().ok()
 }
 
 fn fail<E: std::error::Error + 'static>(reason: Reason, what: &str, e: &E) -> Failure {
@@ -112,13 +126,32 @@ impl Verbs for IbVerbs {
         let ctx = device.open().map_err(|e| {
             fail(
                 Reason::DeviceOpen,
-                &format!("ibv_open_device({})", target.device),
+                &format!(
+                    "ibv_open_device({}{})",
+                    target.device,
+                    uverbs_node(&target.device)
+                        .map(|n| format!(", {n}"))
+                        .unwrap_or_default()
+                ),
                 &e,
             )
         })?;
         drop(list);
         Ok(IbSession::create(ctx, target, buffer_len)?)
     }
+}
+
+/// The character device libibverbs opens for `device`
+/// (`/dev/infiniband/uverbsN`), from the `ibdev` file of each
+/// `/sys/class/infiniband_verbs/uverbsN`, so that a refused open names the
+/// file whose permissions matter. `None` when sysfs does not say.
+fn uverbs_node(device: &str) -> Option<String> {
+    let dir = std::fs::read_dir("/sys/class/infiniband_verbs").ok()?;
+    dir.flatten().find_map(|entry| {
+        let ibdev = std::fs::read_to_string(entry.path().join("ibdev")).ok()?;
+        (ibdev.trim() == device)
+            .then(|| format!("/dev/infiniband/{}", entry.file_name().to_string_lossy()))
+    })
 }
 
 /// The resources of one target. Field order is drop order: QPs before the
@@ -444,5 +477,41 @@ impl Session for IbSession {
             written: self.buf.read(DST, len),
             tag: landed_tag,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_survives_sidewayish_transparent_wrapping() {
+        #[derive(Debug)]
+        struct Kind(std::io::Error);
+        impl std::fmt::Display for Kind {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+        impl std::error::Error for Kind {}
+        #[derive(Debug)]
+        struct Outer(Kind);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("failed to open device")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(Kind(std::io::Error::from_raw_os_error(libc::EACCES)));
+        assert_eq!(errno_of(&e), Some(libc::EACCES));
+        assert_eq!(
+            os_error_in("Cannot allocate memory (os error 12)"),
+            Some(12)
+        );
+        assert_eq!(os_error_in("failed to open device"), None);
     }
 }

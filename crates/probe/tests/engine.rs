@@ -434,3 +434,80 @@ fn the_runner_publishes_results_and_stops_on_drop() {
     let log = log.lock().unwrap();
     assert_eq!(log.opens, log.closes, "every session closed");
 }
+
+#[test]
+fn memlock_failures_give_the_limit_in_force() {
+    let f = classify(Failure::with_errno(
+        Reason::RegMr,
+        Some(libc::EAGAIN),
+        "ibv_reg_mr(4096 bytes)",
+    ));
+    assert_eq!(f.reason, Reason::Memlock);
+    // this process's own soft limit, as /proc/self/limits gives it
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let soft = limits
+        .lines()
+        .find(|l| l.starts_with("Max locked memory"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .unwrap();
+    let want = match soft.parse::<u64>() {
+        Ok(b) => format!("(it is {} KiB for this process)", b / 1024),
+        Err(_) => format!("(it is {soft} for this process)"),
+    };
+    assert!(f.message.contains(&want), "{}", f.message);
+}
+
+#[test]
+fn refused_device_opens_name_the_permission() {
+    let f = classify(Failure::with_errno(
+        Reason::DeviceOpen,
+        Some(libc::EACCES),
+        "ibv_open_device(rxe0, /dev/infiniband/uverbs0)",
+    ));
+    assert_eq!(f.reason, Reason::DeviceOpen);
+    assert!(
+        f.message.starts_with(
+            "ibv_open_device(rxe0, /dev/infiniband/uverbs0): Permission denied (os error 13); \
+             the probes need read-write access to the device's /dev/infiniband/uverbs* node: \
+             the node's owner, group or mode"
+        ),
+        "{}",
+        f.message
+    );
+    assert!(f.message.contains("DeviceAllow=char-infiniband_verbs rw"));
+
+    // a device cgroup (systemd DevicePolicy, a container runtime) says EPERM
+    let f = classify(Failure::with_errno(
+        Reason::DeviceOpen,
+        Some(libc::EPERM),
+        "ibv_open_device(mlx5_0)",
+    ));
+    assert!(
+        f.message.contains("refused by a device cgroup or seccomp"),
+        "{}",
+        f.message
+    );
+
+    let f = classify(Failure::with_errno(
+        Reason::DeviceOpen,
+        Some(libc::ENOENT),
+        "ibv_open_device(mlx5_0)",
+    ));
+    assert!(
+        f.message
+            .contains("node is missing here (containers: mount /dev/infiniband"),
+        "{}",
+        f.message
+    );
+
+    // other errors are left as the verbs layer said them
+    let f = classify(Failure::with_errno(
+        Reason::DeviceOpen,
+        Some(libc::EIO),
+        "ibv_open_device(mlx5_0)",
+    ));
+    assert_eq!(
+        f.message,
+        "ibv_open_device(mlx5_0): Input/output error (os error 5)"
+    );
+}
