@@ -71,8 +71,8 @@ cargo_tool() { # cargo_tool CRATE VERSION BINARY
   log "cargo install $1 $2"
   cargo install --quiet --locked --debug --version "$2" "$1" || die "cargo install $1"
 }
-cargo_tool cargo-deb "$CARGO_DEB_VERSION" "$HOME/.cargo/bin/cargo-deb"
-cargo_tool cargo-generate-rpm "$CARGO_RPM_VERSION" "$HOME/.cargo/bin/cargo-generate-rpm"
+cargo_tool cargo-deb "$CARGO_DEB_VERSION" "${CARGO_HOME:-$HOME/.cargo}/bin/cargo-deb"
+cargo_tool cargo-generate-rpm "$CARGO_RPM_VERSION" "${CARGO_HOME:-$HOME/.cargo}/bin/cargo-generate-rpm"
 
 rm -rf "$WORK"
 mkdir -p "$WORK/stage/release" "$WORK/out"

@@ -124,16 +124,24 @@ impl Verbs for IbVerbs {
                 )
             })?;
         let ctx = device.open().map_err(|e| {
-            fail(
+            let node = uverbs_node(&target.device);
+            // libibverbs reports the errno of its last fallback (ENOENT
+            // even when /dev/infiniband/uverbsN exists but is 0600), so
+            // the node is opened here once to learn the real refusal.
+            let errno = node
+                .as_deref()
+                .and_then(open_refusal)
+                .or_else(|| errno_of(&e));
+            Failure::with_errno(
                 Reason::DeviceOpen,
-                &format!(
-                    "ibv_open_device({}{})",
+                errno,
+                format!(
+                    "ibv_open_device({}{}): {e}",
                     target.device,
-                    uverbs_node(&target.device)
+                    node.as_deref()
                         .map(|n| format!(", {n}"))
                         .unwrap_or_default()
                 ),
-                &e,
             )
         })?;
         drop(list);
@@ -152,6 +160,19 @@ fn uverbs_node(device: &str) -> Option<String> {
         (ibdev.trim() == device)
             .then(|| format!("/dev/infiniband/{}", entry.file_name().to_string_lossy()))
     })
+}
+
+/// The errno of opening `node` read-write, as libibverbs does; `None`
+/// when it opens (the descriptor is closed at once).
+fn open_refusal(node: &str) -> Option<i32> {
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(node)
+    {
+        Ok(_) => None,
+        Err(e) => e.raw_os_error(),
+    }
 }
 
 /// The resources of one target. Field order is drop order: QPs before the
