@@ -1,0 +1,720 @@
+#!/usr/bin/env python3
+"""Load and abuse test of the exporter's HTTP server on loopback.
+
+Runs the real release binary on a sysfs tree (the demo GPU node by default),
+then, in one run:
+  1. baseline: SCRAPERS concurrent scrapers (keep-alive connections, as
+     Prometheus keeps them) scrape /metrics back to back for DURATION s;
+  2. attack: the same scrapers for another DURATION s while abusive clients
+     run beside them:
+       slow_headers  send a request line, then one header byte every 0.5 s,
+                     never finishing the headers;
+       slow_body     send a whole /metrics request on a socket with a tiny
+                     receive buffer and read the answer 16 bytes a second;
+       no_read       send a whole /metrics request and never read;
+       oversized     requests whose headers exceed web.max_request_bytes
+                     (expects 431) and requests with a body (expects 413),
+                     one after the other.
+For each phase it reports the scrapers' latency (p50/p99/max), throughput and
+errors (any non-200 answer, timeout, reset or refused connection), and for
+each abusive kind how long the server let it hold its connection before it
+cut it (a client that does not read learns of the cut by its socket turning
+CLOSE_WAIT in /proc/net/tcp). The exporter's RSS is sampled all along
+(start, peak, end).
+
+Exit status: 0 when the scrapers saw no error in either phase, every
+abusive connection was cut within its bound and RSS stayed under the limits;
+1 otherwise; 2 on setup errors. Python 3 standard library only; every
+connection goes to 127.0.0.1; every loop is bounded by the phase deadline.
+
+Usage: python3 bench/load.py [--duration 60] [--scrapers 200] [--no-build]
+           [--out bench/load-results.md] [--binary target/release/roce_exporter]
+"""
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOST = "127.0.0.1"
+
+# The server's limits, written into the exporter's config (the defaults of
+# the `web` section in src/config.rs, spelled out so that the bounds below
+# follow them), and its fixed connection age (ServeOptions in src/server.rs).
+MAX_CONNECTIONS = 64
+HEADER_READ_TIMEOUT = 10.0
+MAX_REQUEST_BYTES = 16 * 1024
+MAX_CONNECTION_AGE = 60.0
+CLOSE_GRACE = 5.0
+# Scheduling slack on top of a timeout before a cut counts as late.
+SLACK = 3.0
+# A scrape that takes longer than this is an error (Prometheus's default
+# scrape_timeout).
+SCRAPE_TIMEOUT = 10.0
+
+ABUSERS = {"slow_headers": 16, "slow_body": 8, "no_read": 8}
+
+REQUEST = (
+    b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Accept: text/plain;version=0.0.4\r\nUser-Agent: roce-load\r\n\r\n"
+)
+
+
+def log(msg):
+    print(f"[load {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# The exporter
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def fds(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
+def start_exporter(binary, tree, port, workdir):
+    config = os.path.join(workdir, "load.yml")
+    replay = os.path.join(tree, "netdev-replay")
+    with open(config, "w") as f:
+        f.write("sample_interval: 1s\n")
+        if os.path.isdir(replay):
+            f.write(f"netdevs: {{replay: {replay}}}\n")
+        f.write(
+            f"web: {{max_connections: {MAX_CONNECTIONS}, header_read_timeout: "
+            f"{int(HEADER_READ_TIMEOUT)}s, max_request_bytes: {MAX_REQUEST_BYTES}}}\n"
+        )
+    logf = open(os.path.join(workdir, "exporter.log"), "w")
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--web.listen-address={HOST}:{port}",
+            f"--path.sysfs={os.path.join(tree, 'sys')}",
+            f"--path.procfs={os.path.join(tree, 'proc')}",
+            "--log.level=warn",
+        ],
+        stdout=logf,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exporter exited with {proc.returncode}")
+        try:
+            status, body = get_once(port, "/metrics")
+            if status == 200 and b"roce_port_up" in body:
+                return proc, len(body)
+        except OSError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("exporter did not answer /metrics within 30 s")
+
+
+def get_once(port, path):
+    with socket.create_connection((HOST, port), timeout=5) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.1 ") else 0
+    return status, body
+
+
+# ---------------------------------------------------------------------------
+# Scrapers: worker processes, each an asyncio loop of keep-alive clients.
+
+
+async def read_response(reader):
+    """Status, whether the server closes after it, body length."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+        raise ValueError(f"bad status line {lines[0]!r}")
+    status = int(parts[1])
+    length = None
+    close = False
+    chunked = False
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        name = name.strip().lower()
+        value = value.strip().lower()
+        if name == "content-length":
+            length = int(value)
+        elif name == "connection" and "close" in value:
+            close = True
+        elif name == "transfer-encoding" and "chunked" in value:
+            chunked = True
+    if chunked:
+        total = 0
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).strip().split(b";")[0], 16)
+            await reader.readexactly(size + 2)
+            total += size
+            if size == 0:
+                break
+        return status, close, total
+    if length is None:
+        raise ValueError("response without Content-Length")
+    await reader.readexactly(length)
+    return status, close, length
+
+
+async def scraper(port, stop_at, lat, errs):
+    reader = writer = None
+    reused = False
+    while time.monotonic() < stop_at:
+        t0 = time.monotonic()
+        retried = False
+        while True:
+            try:
+                if writer is None:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection(HOST, port), SCRAPE_TIMEOUT
+                    )
+                    reused = False
+                writer.write(REQUEST)
+                left = SCRAPE_TIMEOUT - (time.monotonic() - t0)
+                status, close, _ = await asyncio.wait_for(read_response(reader), max(left, 0.001))
+                break
+            except (asyncio.IncompleteReadError, ConnectionError) as e:
+                # A kept-alive connection the server closed between two
+                # requests (idle or age limit): HTTP clients retry once on a
+                # fresh connection (as Go's net/http does for GET).
+                if writer is not None:
+                    writer.close()
+                writer = None
+                if reused and not retried:
+                    retried = True
+                    continue
+                status, close = f"{type(e).__name__}", True
+                break
+            except asyncio.TimeoutError:
+                if writer is not None:
+                    writer.close()
+                writer = None
+                status, close = "timeout", True
+                break
+            except (OSError, ValueError) as e:
+                if writer is not None:
+                    writer.close()
+                writer = None
+                status, close = f"{type(e).__name__}", True
+                break
+        took = time.monotonic() - t0
+        if status == 200:
+            lat.append(took)
+        else:
+            errs[str(status)] = errs.get(str(status), 0) + 1
+        if close and writer is not None:
+            writer.close()
+            writer = None
+        reused = writer is not None
+    if writer is not None:
+        writer.close()
+
+
+def scraper_process(port, count, start_at, stop_at, out):
+    async def main():
+        while time.monotonic() < start_at:
+            await asyncio.sleep(min(0.05, start_at - time.monotonic()))
+        lat, errs = [], {}
+        await asyncio.gather(*(scraper(port, stop_at, lat, errs) for _ in range(count)))
+        return lat, errs
+
+    out.put(asyncio.run(main()))
+
+
+def run_scrapers(port, total, duration, processes):
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    start_at = time.monotonic() + 0.5
+    stop_at = start_at + duration
+    counts = [total // processes + (1 if i < total % processes else 0) for i in range(processes)]
+    procs = [
+        ctx.Process(target=scraper_process, args=(port, c, start_at, stop_at, queue))
+        for c in counts
+        if c
+    ]
+    for p in procs:
+        p.start()
+    return procs, queue, start_at, stop_at
+
+
+def collect_scrapers(procs, queue, stop_at):
+    lat, errs = [], {}
+    for _ in procs:
+        got = queue.get(timeout=max(stop_at - time.monotonic(), 0) + SCRAPE_TIMEOUT + 30)
+        lat.extend(got[0])
+        for k, v in got[1].items():
+            errs[k] = errs.get(k, 0) + v
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+    return lat, errs
+
+
+# ---------------------------------------------------------------------------
+# Abusive clients: threads with blocking sockets.
+
+
+def tcp_state(local_port):
+    """State (hex) of our socket with this local port in /proc/net/tcp."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if int(fields[1].rsplit(":", 1)[1], 16) == local_port:
+                        return fields[3]
+        except (OSError, StopIteration, IndexError, ValueError):
+            continue
+    return None
+
+
+CLOSE_WAIT = "08"
+
+
+class Abuse:
+    def __init__(self):
+        self.lock = threading.Lock()
+        # kind -> list of seconds each connection was held before the cut
+        self.cuts = {}
+        # kind -> connections still open when the phase ended
+        self.held = {}
+        self.statuses = {}
+        self.errors = {}
+
+    def cut(self, kind, held):
+        with self.lock:
+            self.cuts.setdefault(kind, []).append(held)
+
+    def still_open(self, kind, age):
+        with self.lock:
+            self.held.setdefault(kind, []).append(age)
+
+    def status(self, kind, status):
+        with self.lock:
+            key = (kind, status)
+            self.statuses[key] = self.statuses.get(key, 0) + 1
+
+    def error(self, kind, what):
+        with self.lock:
+            key = (kind, what)
+            self.errors[key] = self.errors.get(key, 0) + 1
+
+
+def server_closed(sock):
+    """True once the server has closed its end (FIN seen, or a reset)."""
+    try:
+        port = sock.getsockname()[1]
+    except OSError:
+        return True
+    state = tcp_state(port)
+    return state is None or state == CLOSE_WAIT
+
+
+def slow_headers(port, stop_at, abuse):
+    while time.monotonic() < stop_at:
+        try:
+            s = socket.create_connection((HOST, port), timeout=SCRAPE_TIMEOUT)
+        except OSError as e:
+            abuse.error("slow_headers", type(e).__name__)
+            time.sleep(0.5)
+            continue
+        t0 = time.monotonic()
+        s.settimeout(0.5)
+        try:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            while time.monotonic() < stop_at:
+                try:
+                    if s.recv(4096) == b"":
+                        abuse.cut("slow_headers", time.monotonic() - t0)
+                        break
+                except socket.timeout:
+                    pass
+                s.sendall(b"a")
+            else:
+                abuse.still_open("slow_headers", time.monotonic() - t0)
+        except OSError:
+            abuse.cut("slow_headers", time.monotonic() - t0)
+        finally:
+            s.close()
+
+
+def slow_reader(port, stop_at, hold_until, abuse, kind, per_second):
+    while time.monotonic() < stop_at:
+        s = socket.socket()
+        # A tiny receive window: the answer stays in the server's buffers.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+        s.settimeout(SCRAPE_TIMEOUT)
+        try:
+            s.connect((HOST, port))
+        except OSError as e:
+            abuse.error(kind, type(e).__name__)
+            s.close()
+            time.sleep(0.5)
+            continue
+        t0 = time.monotonic()
+        try:
+            s.sendall(REQUEST)
+            s.settimeout(0.0)
+            while time.monotonic() < hold_until:
+                if server_closed(s):
+                    abuse.cut(kind, time.monotonic() - t0)
+                    break
+                if per_second:
+                    try:
+                        if s.recv(per_second) == b"" and server_closed(s):
+                            abuse.cut(kind, time.monotonic() - t0)
+                            break
+                    except BlockingIOError:
+                        pass
+                time.sleep(1.0)
+            else:
+                abuse.still_open(kind, time.monotonic() - t0)
+        except OSError:
+            abuse.cut(kind, time.monotonic() - t0)
+        finally:
+            s.close()
+
+
+def oversized(port, stop_at, abuse):
+    big = b"X-Big: " + b"a" * (2 * MAX_REQUEST_BYTES) + b"\r\n"
+    requests = [
+        ("headers_too_large", b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + big + b"\r\n", 431),
+        (
+            "body",
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n" + b"b" * 65536,
+            413,
+        ),
+    ]
+    i = 0
+    while time.monotonic() < stop_at:
+        what, req, want = requests[i % len(requests)]
+        i += 1
+        try:
+            with socket.create_connection((HOST, port), timeout=SCRAPE_TIMEOUT) as s:
+                t0 = time.monotonic()
+                try:
+                    s.sendall(req)
+                except OSError:
+                    pass  # the server may answer and close before all is sent
+                data = b""
+                while True:
+                    try:
+                        chunk = s.recv(65536)
+                    except ConnectionResetError:
+                        break
+                    if not chunk:
+                        break
+                    data += chunk
+                held = time.monotonic() - t0
+                status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else 0
+                abuse.status(what, status)
+                if status != want:
+                    abuse.error(what, f"status {status}, expected {want}")
+                abuse.cut(what, held)
+        except OSError as e:
+            abuse.error(what, type(e).__name__)
+        time.sleep(0.05)
+
+
+def start_abuse(port, stop_at, readers_until, abuse):
+    """Slow headers and oversized requests until `stop_at`; the slow readers
+    keep their connection (without opening new ones after `stop_at`) until
+    it is cut or `readers_until`."""
+    threads = []
+    for _ in range(ABUSERS["slow_headers"]):
+        threads.append(threading.Thread(target=slow_headers, args=(port, stop_at, abuse)))
+    for kind, per_second in (("slow_body", 16), ("no_read", 0)):
+        for _ in range(ABUSERS[kind]):
+            threads.append(threading.Thread(
+                target=slow_reader, args=(port, stop_at, readers_until, abuse, kind, per_second)))
+    threads.append(threading.Thread(target=oversized, args=(port, stop_at, abuse)))
+    for t in threads:
+        t.daemon = True
+        t.start()
+    return threads
+
+
+# ---------------------------------------------------------------------------
+# Reporting
+
+
+def pct(sorted_values, q):
+    if not sorted_values:
+        return float("nan")
+    i = min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))
+    return sorted_values[i]
+
+
+def phase_summary(name, lat, errs, duration):
+    lat = sorted(lat)
+    return {
+        "phase": name,
+        "scrapes": len(lat),
+        "per_second": len(lat) / duration if duration else 0,
+        "p50": pct(lat, 0.50) * 1e3,
+        "p99": pct(lat, 0.99) * 1e3,
+        "max": (lat[-1] * 1e3) if lat else float("nan"),
+        "errors": sum(errs.values()),
+        "error_kinds": errs,
+    }
+
+
+# Longest a connection of each kind may be held before the server cuts it:
+# headers not finished: the header read timeout; an answer not read: it sits
+# in the socket buffers, so the server is done writing and the idle
+# keep-alive connection is cut at the same timeout, or, when the answer is
+# larger than the buffers, at the connection age plus the close grace.
+def bound(kind):
+    if kind == "slow_headers":
+        return HEADER_READ_TIMEOUT + SLACK
+    if kind in ("slow_body", "no_read"):
+        return MAX_CONNECTION_AGE + CLOSE_GRACE + SLACK
+    return SLACK
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--duration", type=float, default=60.0, help="seconds per phase (default 60)")
+    p.add_argument("--scrapers", type=int, default=200, help="concurrent scrapers (default 200)")
+    p.add_argument("--processes", type=int, default=2, help="scraper processes (default 2)")
+    p.add_argument("--tree", default=os.path.join(ROOT, "examples/demo-gpu-node"),
+                   help="folder with sys/ and proc/ (and netdev-replay/)")
+    p.add_argument("--binary", default=os.path.join(ROOT, "target/release/roce_exporter"))
+    p.add_argument("--no-build", action="store_true", help="do not run cargo build --release")
+    p.add_argument("--out", default=os.path.join(ROOT, "bench/load-results.md"),
+                   help="Markdown report to write ('-': none)")
+    p.add_argument("--no-wait-cuts", action="store_true",
+                   help="stop watching the slow readers when the attack phase ends, even when "
+                        "the server has not cut them yet (its bound is the connection age)")
+    p.add_argument("--max-rss-mib", type=float, default=64.0,
+                   help="fail when the exporter's RSS peaks above this (default 64)")
+    p.add_argument("--max-growth-mib", type=float, default=16.0,
+                   help="fail when RSS at the end exceeds RSS at the start by more (default 16)")
+    args = p.parse_args(argv)
+
+    if not args.no_build:
+        log("cargo build --release")
+        rc = subprocess.call(["cargo", "build", "--release", "--quiet", "--bin", "roce_exporter"],
+                             cwd=ROOT)
+        if rc != 0:
+            return 2
+    if not os.access(args.binary, os.X_OK):
+        log(f"no binary at {args.binary}")
+        return 2
+
+    workdir = tempfile.mkdtemp(prefix="roce-load-")
+    port = free_port()
+    started = time.monotonic()
+    try:
+        proc, body_len = start_exporter(args.binary, args.tree, port, workdir)
+    except RuntimeError as e:
+        log(str(e))
+        return 2
+    rss = []  # (t, KiB)
+    fd_peak = [0]
+    stop_sampling = threading.Event()
+
+    def sample():
+        while not stop_sampling.is_set():
+            v = rss_kib(proc.pid)
+            if v is not None:
+                rss.append((time.monotonic(), v))
+            n = fds(proc.pid)
+            if n is not None:
+                fd_peak[0] = max(fd_peak[0], n)
+            stop_sampling.wait(0.25)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    rss_start = rss_kib(proc.pid)
+    fd_start = fds(proc.pid)
+    phases = []
+    abuse = Abuse()
+    try:
+        log(f"baseline: {args.scrapers} scrapers for {args.duration:g} s")
+        procs, queue, _, stop_at = run_scrapers(port, args.scrapers, args.duration, args.processes)
+        lat, errs = collect_scrapers(procs, queue, stop_at)
+        phases.append(phase_summary("baseline", lat, errs, args.duration))
+
+        log(f"attack: {args.scrapers} scrapers for {args.duration:g} s beside "
+            + ", ".join(f"{n} {k}" for k, n in ABUSERS.items()) + ", oversized requests")
+        procs, queue, start_at, stop_at = run_scrapers(
+            port, args.scrapers, args.duration, args.processes)
+        while time.monotonic() < start_at:
+            time.sleep(0.01)
+        # The slow readers may hold their connection up to the connection
+        # age and grace: unless told not to wait, they are watched until
+        # then even when the scrapers are done.
+        abuse_until = stop_at
+        if not args.no_wait_cuts:
+            abuse_until = max(stop_at, start_at + bound("no_read"))
+        threads = start_abuse(port, stop_at, abuse_until, abuse)
+        lat, errs = collect_scrapers(procs, queue, stop_at)
+        if abuse_until > stop_at:
+            log(f"scrapers done; watching the slow readers until they are cut "
+                f"(at most {abuse_until - time.monotonic():.0f} s more)")
+        for t in threads:
+            t.join(timeout=max(abuse_until - time.monotonic(), 0) + SCRAPE_TIMEOUT + 5)
+        phases.append(phase_summary("attack", lat, errs, args.duration))
+        # Let the server close what the phase left open.
+        time.sleep(1.0)
+        rss_end = rss_kib(proc.pid)
+        fd_end = fds(proc.pid)
+    finally:
+        stop_sampling.set()
+        sampler.join()
+        alive = proc.poll() is None
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    elapsed = time.monotonic() - started
+    exit_ok = proc.returncode == 0
+    rss_peak = max(v for _, v in rss) if rss else None
+
+    failures = []
+    for ph in phases:
+        if ph["errors"]:
+            failures.append(f"{ph['phase']}: {ph['errors']} scraper errors {ph['error_kinds']}")
+        if ph["scrapes"] == 0:
+            failures.append(f"{ph['phase']}: no successful scrape")
+    for (kind, what), n in sorted(abuse.errors.items()):
+        failures.append(f"{kind}: {n} x {what}")
+    for kind, cuts in sorted(abuse.cuts.items()):
+        late = [c for c in cuts if c > bound(kind)]
+        if late:
+            failures.append(f"{kind}: {len(late)} connections held longer than {bound(kind):g} s")
+    for kind, ages in sorted(abuse.held.items()):
+        old = [a for a in ages if a > bound(kind)]
+        if old:
+            failures.append(f"{kind}: {len(old)} connections still open after {bound(kind):g} s")
+    if not alive:
+        failures.append("the exporter died during the run")
+    if not exit_ok:
+        failures.append(f"the exporter exited with {proc.returncode} on SIGTERM")
+    mib = lambda k: k / 1024.0  # noqa: E731
+    if rss_peak is not None and mib(rss_peak) > args.max_rss_mib:
+        failures.append(f"RSS peaked at {mib(rss_peak):.1f} MiB (limit {args.max_rss_mib:g})")
+    if rss_start and rss_end and mib(rss_end - rss_start) > args.max_growth_mib:
+        failures.append(
+            f"RSS grew {mib(rss_end - rss_start):.1f} MiB over the run (limit {args.max_growth_mib:g})")
+
+    report = render(args, phases, abuse, body_len, rss_start, rss_peak, rss_end,
+                    fd_start, fd_peak[0], fd_end, elapsed, failures)
+    print(report)
+    if args.out != "-":
+        with open(args.out, "w") as f:
+            f.write(report)
+        log(f"wrote {args.out}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    for f in failures:
+        log("FAIL " + f)
+    return 1 if failures else 0
+
+
+def render(args, phases, abuse, body_len, rss_start, rss_peak, rss_end,
+           fd_start, fd_peak, fd_end, elapsed, failures):
+    mib = lambda k: f"{k / 1024.0:.1f}" if k is not None else "?"  # noqa: E731
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    tree = os.path.relpath(args.tree, ROOT) if args.tree.startswith(ROOT) else args.tree
+    out = []
+    out.append("# Load test: concurrent scrapers, slowloris and oversized requests\n")
+    out.append("Generated by `bench/load.py`; do not edit by hand.\n")
+    out.append(f"- command: `python3 bench/load.py --duration {args.duration:g} "
+               f"--scrapers {args.scrapers}`")
+    out.append(f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: "
+               f"{os.cpu_count()} CPUs ({cpu or platform.machine()}), Linux {platform.release()}, "
+               f"exporter and clients on the same machine, loopback")
+    out.append(f"- tree: `{tree}` (exposition {body_len / 1024:.0f} KiB), sample_interval 1 s; "
+               f"web limits: max_connections {MAX_CONNECTIONS}, header_read_timeout "
+               f"{HEADER_READ_TIMEOUT:g} s, max_request_bytes {MAX_REQUEST_BYTES}; connection age "
+               f"{MAX_CONNECTION_AGE:g} s + {CLOSE_GRACE:g} s grace")
+    out.append(f"- scrapers: {args.scrapers} keep-alive clients in {args.processes} processes, "
+               f"back to back, {SCRAPE_TIMEOUT:g} s timeout; an error is any answer but 200, a "
+               f"timeout, a reset or a refused connection")
+    out.append(f"- whole run: {elapsed:.0f} s\n")
+    out.append("## Scrapers\n")
+    out.append("| phase | scrapes | scrapes/s | p50 ms | p99 ms | max ms | errors |")
+    out.append("|---|---|---|---|---|---|---|")
+    for ph in phases:
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(ph["error_kinds"].items()))
+        out.append(f"| {ph['phase']} | {ph['scrapes']} | {ph['per_second']:.0f} | {ph['p50']:.2f} "
+                   f"| {ph['p99']:.2f} | {ph['max']:.1f} | {ph['errors']}"
+                   + (f" ({kinds})" if kinds else "") + " |")
+    if len(phases) == 2 and phases[0]["p99"] > 0:
+        b, a = phases
+        out.append(f"\nUnder attack: p50 ×{a['p50'] / b['p50']:.2f}, p99 ×{a['p99'] / b['p99']:.2f}, "
+                   f"throughput ×{a['per_second'] / max(b['per_second'], 1e-9):.2f} of the baseline.")
+    out.append("\n## Abusive clients (attack phase)\n")
+    out.append("| kind | clients | connections cut | held before the cut (median / max s) "
+               "| open at the end | bound s | answers |")
+    out.append("|---|---|---|---|---|---|---|")
+    kinds = list(ABUSERS) + ["headers_too_large", "body"]
+    for kind in kinds:
+        cuts = sorted(abuse.cuts.get(kind, []))
+        med = f"{statistics.median(cuts):.1f} / {cuts[-1]:.1f}" if cuts else "-"
+        answers = ", ".join(f"{s}: {n}" for (k, s), n in sorted(abuse.statuses.items()) if k == kind)
+        clients = ABUSERS.get(kind, 1)
+        out.append(f"| {kind} | {clients} | {len(cuts)} | {med} | {len(abuse.held.get(kind, []))} "
+                   f"| {bound(kind):g} | {answers or '-'} |")
+    out.append("\n## Exporter\n")
+    out.append("| | start | peak | end |")
+    out.append("|---|---|---|---|")
+    out.append(f"| RSS MiB | {mib(rss_start)} | {mib(rss_peak)} | {mib(rss_end)} |")
+    out.append(f"| open files | {fd_start} | {fd_peak} | {fd_end} |")
+    out.append(f"\nLimits checked: no scraper error, every abusive connection cut within its bound, "
+               f"RSS peak ≤ {args.max_rss_mib:g} MiB and growth ≤ {args.max_growth_mib:g} MiB.")
+    out.append("\nResult: " + ("PASS" if not failures else "FAIL: " + "; ".join(failures)))
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
