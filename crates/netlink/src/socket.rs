@@ -13,8 +13,10 @@ use crate::msg::{
     NLMSG_OVERRUN, NLM_F_ACK, NLM_F_DUMP_INTR, NLM_F_MULTI, NLM_F_REQUEST,
 };
 
-/// `NETLINK_RDMA` from `include/uapi/linux/netlink.h`.
+/// `NETLINK_RDMA` and `NETLINK_CONNECTOR` from
+/// `include/uapi/linux/netlink.h`.
 const NETLINK_RDMA: i32 = 20;
+const NETLINK_CONNECTOR: i32 = 11;
 /// `SOL_NETLINK` / `NETLINK_EXT_ACK` from `include/linux/socket.h` and
 /// `include/uapi/linux/netlink.h`.
 const SOL_NETLINK: i32 = 270;
@@ -36,6 +38,12 @@ pub enum Protocol {
     Route,
     /// `NETLINK_GENERIC` (16): genetlink families such as ethtool.
     Generic,
+    /// `NETLINK_CONNECTOR` (11): nothing the exporter asks. The kernel
+    /// takes any request on it and never answers one (`cn_rx_skb` in
+    /// drivers/connector/connector.c sends no ack, and drops messages no
+    /// callback is registered for), which makes it the real kernel peer
+    /// that hangs, for the tests of the timeouts.
+    Connector,
 }
 
 impl Protocol {
@@ -44,6 +52,7 @@ impl Protocol {
             Protocol::Rdma => NETLINK_RDMA,
             Protocol::Route => libc::NETLINK_ROUTE,
             Protocol::Generic => libc::NETLINK_GENERIC,
+            Protocol::Connector => NETLINK_CONNECTOR,
         }
     }
 }
