@@ -560,8 +560,14 @@ impl DeviceState {
             let before = ctx.errors.len();
             self.layout = Some(scan(&self.dir, ctx)?);
             // A listing that failed (EACCES on `counters/`, say) is retried
-            // next sample rather than reported once and then forgotten.
-            self.rescan = ctx.errors.len() > before;
+            // next sample rather than reported once and then forgotten. So
+            // is a device without ports: every RDMA device has one, and
+            // none listed means the sample fell between the device folder
+            // and its port kobjects (`ib_register_device` adds them after
+            // `device_add`; unregistration removes them first). Kept, that
+            // empty layout hid the ports for the device's whole life.
+            self.rescan = ctx.errors.len() > before
+                || self.layout.as_ref().is_some_and(|l| l.ports.is_empty());
         }
         let layout = self.layout.as_mut()?;
         let mut stale = false;

@@ -1,8 +1,10 @@
 //! Test support: the fixture trees, a file layer that wraps a real tree and
 //! injects the errnos only a kernel produces (per path, changeable between
 //! samples), records every path the reader touched (opened or listed) and
-//! every read of an open file, and a temp-dir copy of a fixture for tests
-//! that change the tree.
+//! every read of an open file, a temp-dir copy of a fixture for tests that
+//! change the tree, and generated trees of many mlx5 devices built from the
+//! fixture's. Also included by the root crate's fault tests (`#[path]`), so
+//! the fixture folder is found from either crate.
 
 #![allow(dead_code)]
 
@@ -15,9 +17,13 @@ use std::sync::{Arc, Mutex};
 use roce_rdma::{StdFs, SysFile, SysFs};
 
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(name)
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = if here.join("tests/fixtures").is_dir() {
+        here.to_path_buf()
+    } else {
+        here.join("../..")
+    };
+    root.join("tests/fixtures").join(name)
 }
 
 /// Errno by absolute path; shared so a test can change it between samples.
@@ -183,6 +189,113 @@ impl TempTree {
         copy_tree(&fixture(name), &root).unwrap();
         TempTree { root }
     }
+}
+
+impl TempTree {
+    /// A tree of `devices` mlx5 RoCE devices of one port each, every one a
+    /// copy of `mlx5_0` of the `sys-mlx5-roce` fixture (its files as the
+    /// kernel writes them) behind its own PCI function and netdev
+    /// `ens<K>np0`, with the first `gid_slots` slots of its GID table (the
+    /// four populated ones first) instead of 256, so that 1,000 devices
+    /// take seconds to write. Device K differs in `counters/port_rcv_data`
+    /// (1000 + K) and `hw_counters/out_of_buffer` (K). On tmpfs when the
+    /// host has `/dev/shm`.
+    pub fn generated_mlx5(devices: usize, gid_slots: usize) -> TempTree {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let base = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let root = base.join(format!(
+            "roce-rdma-gen-{}-{}-{devices}",
+            std::process::id(),
+            n
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let tree = TempTree { root };
+        let src = fixture("sys-mlx5-roce").join("devices/pci0000:16/0000:16:02.0/0000:17:00.0");
+        let bridge = "devices/pci0000:00/0000:00:01.0";
+        for k in 0..devices {
+            let bdf = format!("0000:{:02x}:{:02x}.0", 0x10 + k / 32, k % 32);
+            let (dev, netdev) = (format!("mlx5_{k}"), format!("ens{k}np0"));
+            let func = tree.root.join(bridge).join(&bdf);
+            copy_filtered(&src, &func, &|rel: &Path| {
+                // GID slots past the first `gid_slots`: left out.
+                let mut parts = rel.iter().rev();
+                let last = parts.next().and_then(|s| s.to_str());
+                let parent = parts.next().and_then(|s| s.to_str());
+                !matches!(
+                    (parent, last.and_then(|l| l.parse::<usize>().ok())),
+                    (Some("gids" | "types" | "ndevs"), Some(i)) if i >= gid_slots
+                )
+            })
+            .unwrap();
+            let ib = func.join("infiniband");
+            std::fs::rename(ib.join("mlx5_0"), ib.join(&dev)).unwrap();
+            let net = func.join("net");
+            std::fs::rename(net.join("ens1f0np0"), net.join(&netdev)).unwrap();
+            let port = ib.join(&dev).join("ports/1");
+            for i in 0..gid_slots.min(4) {
+                std::fs::write(
+                    port.join(format!("gid_attrs/ndevs/{i}")),
+                    format!("{netdev}\n"),
+                )
+                .unwrap();
+            }
+            std::fs::write(
+                port.join("counters/port_rcv_data"),
+                format!("{}\n", 1000 + k),
+            )
+            .unwrap();
+            std::fs::write(port.join("hw_counters/out_of_buffer"), format!("{k}\n")).unwrap();
+            let link = |target: String, at: PathBuf| {
+                std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+                std::os::unix::fs::symlink(target, at).unwrap();
+            };
+            link(
+                format!("../../{bridge}/{bdf}/infiniband/{dev}"),
+                tree.root.join("class/infiniband").join(&dev),
+            );
+            link(
+                format!("../../{bridge}/{bdf}/net/{netdev}"),
+                tree.root.join("class/net").join(&netdev),
+            );
+            link(
+                format!("../../../{bridge}/{bdf}"),
+                tree.root.join("bus/pci/devices").join(&bdf),
+            );
+        }
+        tree
+    }
+}
+
+/// Copies `from` to `to` (symlinks kept), leaving out the paths, relative
+/// to `from`, that `keep` refuses.
+fn copy_filtered(from: &Path, to: &Path, keep: &dyn Fn(&Path) -> bool) -> io::Result<()> {
+    fn walk(base: &Path, from: &Path, to: &Path, keep: &dyn Fn(&Path) -> bool) -> io::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            let path = entry.path();
+            let rel = path.strip_prefix(base).unwrap_or(&path);
+            if !keep(rel) {
+                continue;
+            }
+            let ty = entry.file_type()?;
+            let dst = to.join(entry.file_name());
+            if ty.is_symlink() {
+                std::os::unix::fs::symlink(std::fs::read_link(&path)?, &dst)?;
+            } else if ty.is_dir() {
+                walk(base, &path, &dst, keep)?;
+            } else {
+                std::fs::copy(&path, &dst)?;
+            }
+        }
+        Ok(())
+    }
+    walk(from, from, to, keep)
 }
 
 impl Drop for TempTree {
