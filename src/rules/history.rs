@@ -241,25 +241,31 @@ impl Series<'_> {
         self.increase_of_sum(&[value], window)
     }
 
-    /// Increase of the sum of `values` (each sample: the sum of those
-    /// present, skipped when none is), over the samples within `window`.
+    /// Increase of the sum of `values` over the samples within `window`:
+    /// the sum of each value's own reset-aware increase, a sample without
+    /// the value being a gap in its column as for a single value. (Summing
+    /// the values each sample had instead made one that failed to read for
+    /// a sample, EIO say, count its whole size as growth when it came back:
+    /// a false spike.) The time covered is the longest of theirs.
     pub fn increase_of_sum(&self, values: &[Value], window: Duration) -> Option<Increase> {
-        let columns: Vec<&Column> = self
-            .columns
-            .iter()
-            .filter(|c| values.contains(&c.value))
-            .collect();
-        if columns.is_empty() {
-            return None;
-        }
         let start = self.window_start(window);
-        increase_over((start..self.times.len()).filter_map(|i| {
-            let sum = columns
-                .iter()
-                .filter_map(|c| c.samples.get(i).copied().flatten())
-                .reduce(u64::saturating_add)?;
-            Some((self.times[i], sum))
-        }))
+        let mut total: Option<Increase> = None;
+        for column in self.columns.iter().filter(|c| values.contains(&c.value)) {
+            let samples = (start..self.times.len())
+                .filter_map(|i| Some((self.times[i], column.samples.get(i).copied().flatten()?)));
+            let Some(inc) = increase_over(samples) else {
+                continue;
+            };
+            total = Some(match total {
+                None => inc,
+                Some(t) => Increase {
+                    amount: t.amount.saturating_add(inc.amount),
+                    seconds: t.seconds.max(inc.seconds),
+                    resets: t.resets.saturating_add(inc.resets),
+                },
+            });
+        }
+        total
     }
 
     /// The first present sample of `value` within `window` of the latest.
@@ -564,6 +570,40 @@ mod tests {
             series.first_within(Value::Hw(HwMeaning::PacketSeqErr), Duration::from_secs(60)),
             Some(10)
         );
+    }
+
+    #[test]
+    fn a_summed_value_missing_from_one_sample_is_a_gap_not_a_drop() {
+        let hw = |handled: Option<u64>| Port {
+            number: 1,
+            hw_counters: [
+                Some(("np_cnp_sent", 1_000_000)),
+                handled.map(|v| ("rp_cnp_handled", v)),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|(n, v)| Counter::new(n, v))
+            .collect(),
+            ..Port::default()
+        };
+        // rp_cnp_handled failed to read in the middle sample.
+        let h = History::of(
+            [
+                snapshot(0, vec![hw(Some(9_000_000))]),
+                snapshot(5, vec![hw(None)]),
+                snapshot(10, vec![hw(Some(9_000_004))]),
+            ]
+            .iter(),
+        );
+        let both = [
+            Value::Hw(HwMeaning::CnpSent),
+            Value::Hw(HwMeaning::CnpHandled),
+        ];
+        let inc = h
+            .port("mlx5_0", 1)
+            .increase_of_sum(&both, Duration::from_secs(60))
+            .unwrap();
+        assert_eq!((inc.amount, inc.seconds, inc.resets), (4, 10.0, 0));
     }
 
     #[test]

@@ -3,17 +3,34 @@
 
 use roce_rdma::{DeviceFilter, RdmaReader, SysfsOnly};
 
-use super::rdma_netlink::NetlinkHwCounters;
+use super::rdma_netlink::{KernelNldev, NetlinkHwCounters, Nldev};
 use super::Source;
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{KernelRequests, Snapshot, SourceState};
 
-pub struct RdmaSource {
+/// `N`: how RDMA netlink is asked (the running kernel; tests pass a kernel
+/// that misbehaves).
+pub struct RdmaSource<N: Nldev = KernelNldev> {
     reader: RdmaReader,
     /// `None`: sysfs `hw_counters/` only (`sources.rdma_netlink` off, or
     /// the paths are not the running kernel's).
-    netlink: Option<NetlinkHwCounters>,
+    netlink: Option<NetlinkHwCounters<N>>,
+}
+
+impl<N: Nldev> RdmaSource<N> {
+    /// A source over a reader and netlink made by the caller (a reader over
+    /// an injected file layer, a scripted kernel), for tests of how the
+    /// whole pipeline takes host faults.
+    pub fn with_parts(reader: RdmaReader, netlink: Option<NetlinkHwCounters<N>>) -> Self {
+        RdmaSource { reader, netlink }
+    }
+
+    /// Netlink requests made during the last sample (0 when netlink is
+    /// off): one per port once the device list is cached.
+    pub fn netlink_requests(&self) -> u64 {
+        self.netlink.as_ref().map_or(0, |n| n.requests)
+    }
 }
 
 impl RdmaSource {
@@ -32,15 +49,9 @@ impl RdmaSource {
             netlink,
         }
     }
-
-    /// Netlink requests made during the last sample (0 when netlink is
-    /// off): one per port once the device list is cached.
-    pub fn netlink_requests(&self) -> u64 {
-        self.netlink.as_ref().map_or(0, |n| n.requests)
-    }
 }
 
-impl Source for RdmaSource {
+impl<N: Nldev> Source for RdmaSource<N> {
     fn name(&self) -> &'static str {
         "rdma"
     }

@@ -41,6 +41,15 @@ impl TopologySource {
             nvml_logged: None,
         }
     }
+
+    /// A source over a reader made by the caller (another NVML, injected
+    /// attribute files), for tests.
+    pub fn with_reader(reader: TopologyReader) -> Self {
+        TopologySource {
+            reader,
+            nvml_logged: None,
+        }
+    }
 }
 
 /// Where libibverbs is looked for: the host's library directories, or, for
@@ -81,6 +90,13 @@ impl Source for TopologySource {
             .collect();
         let topo = self.reader.read(&nics);
         errors.extend(topo.errors.iter().map(|e| e.to_string()));
+        // NVML loaded but failing is a failed read like a file's (the GPUs
+        // lose their names and UUIDs), counted every sample it lasts, as
+        // the reader repeats its cached file errors; only its absence (no
+        // driver) is a host property and no error.
+        if let NvmlState::Failed(why) = &topo.nvml {
+            errors.push(format!("NVML: {why}"));
+        }
         let label = topo.nvml.as_str();
         if self.nvml_logged != Some(label) {
             match &topo.nvml {
