@@ -49,11 +49,14 @@ fn grown(channels: usize) -> Vec<(String, u64)> {
 /// What each call of the fake saw, in order.
 type Calls = Arc<Mutex<Vec<(String, &'static str)>>>;
 
+/// (netdev, its listing), changeable while the reader holds the fake.
+type Listings = Arc<Mutex<Vec<(String, Vec<(String, u64)>)>>>;
+
 /// The ioctl steps over fixed listings per netdev: GSSET_INFO gives the
 /// count, GSTRINGS the names, GSTATS as many values as the driver has
 /// (whatever count was asked, as pre-7b07be1ff1cb kernels do).
 struct Fake {
-    listings: Arc<Mutex<Vec<(String, Vec<(String, u64)>)>>>,
+    listings: Listings,
     calls: Calls,
 }
 
