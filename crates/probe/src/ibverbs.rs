@@ -12,6 +12,9 @@
 #![allow(unsafe_code)]
 
 use std::error::Error as _;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -175,13 +178,54 @@ fn open_refusal(node: &str) -> Option<i32> {
     }
 }
 
+/// A verbs resource whose destructor may panic, dropped so that the panic
+/// stays here. sideway's QP and CQ destructors assert that the destroy
+/// succeeded (`assert_eq!(ibv_destroy_qp(..), 0)`), and once the device is
+/// gone (hot-unplug, driver reload: the kernel disassociates the context)
+/// every destroy fails with EIO, which libibverbs passes on unless
+/// RDMAV_ALLOW_DISASSOC_DESTROY is set (`verbs_is_destroy_err`). Dropping a
+/// session would then panic in its first QP and again in the second while
+/// the first panic unwinds: a panic during unwinding aborts the process,
+/// the whole exporter. Each resource's panic is caught on its own (the
+/// resource is leaked by libibverbs, as it is gone with the device), and
+/// the others are still released.
+struct Isolated<T>(ManuallyDrop<T>);
+
+impl<T> Isolated<T> {
+    fn new(value: T) -> Self {
+        Isolated(ManuallyDrop::new(value))
+    }
+}
+
+impl<T> Deref for Isolated<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> DerefMut for Isolated<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+impl<T> Drop for Isolated<T> {
+    fn drop(&mut self) {
+        let inner = &mut self.0;
+        // SAFETY: the value is dropped here, once, and never used again
+        // (this is its wrapper's destructor).
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| unsafe { ManuallyDrop::drop(inner) }));
+    }
+}
+
 /// The resources of one target. Field order is drop order: QPs before the
 /// CQ they use, the MR before the buffer it maps, all before the PD and
 /// the context.
 pub struct IbSession {
-    qp_a: BasicQueuePair,
-    qp_b: BasicQueuePair,
-    cq: Arc<BasicCompletionQueue>,
+    qp_a: Isolated<BasicQueuePair>,
+    qp_b: Isolated<BasicQueuePair>,
+    cq: Isolated<Arc<BasicCompletionQueue>>,
     mr: Arc<MemoryRegion>,
     buf: RegisteredBuffer,
     _pd: Arc<ProtectionDomain>,
@@ -308,23 +352,30 @@ impl IbSession {
         buf.zero(0, buf.len);
         let mut cq_builder = ctx.create_cq_builder();
         cq_builder.setup_cqe(8);
-        let cq = cq_builder
-            .build()
-            .map_err(|e| fail(Reason::CreateCq, "ibv_create_cq", &e))?;
+        // Wrapped as soon as created: an error below drops them too.
+        let cq = Isolated::new(
+            cq_builder
+                .build()
+                .map_err(|e| fail(Reason::CreateCq, "ibv_create_cq", &e))?,
+        );
         let mut qp_builder = pd.create_qp_builder();
         qp_builder
             .setup_max_send_wr(4)
             .setup_max_recv_wr(4)
             .setup_max_send_sge(1)
             .setup_max_recv_sge(1)
-            .setup_send_cq(cq.clone())
-            .setup_recv_cq(cq.clone());
-        let mut qp_a = qp_builder
-            .build()
-            .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (requester)", &e))?;
-        let mut qp_b = qp_builder
-            .build()
-            .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (responder)", &e))?;
+            .setup_send_cq(Arc::clone(&cq))
+            .setup_recv_cq(Arc::clone(&cq));
+        let mut qp_a = Isolated::new(
+            qp_builder
+                .build()
+                .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (requester)", &e))?,
+        );
+        let mut qp_b = Isolated::new(
+            qp_builder
+                .build()
+                .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (responder)", &e))?,
+        );
 
         let mtu = match port_attr.active_mtu() {
             Mtu::Mtu256 => Mtu::Mtu256,
@@ -534,5 +585,41 @@ mod tests {
             Some(12)
         );
         assert_eq!(os_error_in("failed to open device"), None);
+    }
+}
+
+#[cfg(test)]
+mod isolated_tests {
+    use super::Isolated;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A resource whose destroy fails as on a removed device.
+    struct Failing(Arc<AtomicUsize>);
+
+    impl Drop for Failing {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            panic!("assertion `left == right` failed: ibv_destroy_qp returned EIO");
+        }
+    }
+
+    #[test]
+    fn resources_whose_destroy_panics_are_all_dropped_without_aborting() {
+        struct Session {
+            _a: Isolated<Failing>,
+            _b: Isolated<Failing>,
+            _c: Isolated<Arc<Failing>>,
+        }
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let session = Session {
+            _a: Isolated::new(Failing(dropped.clone())),
+            _b: Isolated::new(Failing(dropped.clone())),
+            _c: Isolated::new(Arc::new(Failing(dropped.clone()))),
+        };
+        // Without the wrapper the second panic, during the first one's
+        // unwinding, would abort this test binary.
+        drop(session);
+        assert_eq!(dropped.load(Ordering::SeqCst), 3);
     }
 }
