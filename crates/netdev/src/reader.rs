@@ -236,7 +236,11 @@ impl NetdevReader {
 
     fn read_one(&mut self, target: &Target, errors: &mut Vec<String>) -> Netdev {
         let mut sys_errors = Vec::new();
-        let sys = self.files.read(&target.name, &mut sys_errors);
+        // The name of a netdev behind an RDMA port was read from the kernel
+        // in this sample (GID attributes, the device's `net/` folder).
+        let sys = self
+            .files
+            .read(&target.name, target.rdma.is_some(), &mut sys_errors);
         errors.extend(sys_errors.iter().map(|e| e.to_string()));
         let mut netdev = Netdev {
             name: target.name.clone(),

@@ -7,9 +7,12 @@
 //! [`SysfsFiles`] keeps each netdev's files open between samples and reads
 //! them with `pread` (one system call a value instead of open, read and
 //! close); the folder listings (the `ecn` files, the driver link) are taken
-//! when the netdev is first read. The folder itself is looked up by name
-//! every sample: a kept handle follows a renamed netdev, so only the name
-//! tells that the netdev asked for is still the one read. A handle that
+//! when the netdev is first read. A kept handle follows a renamed netdev,
+//! so only the name tells that the netdev asked for is still the one read:
+//! the folder is looked up by name every sample, unless the caller read the
+//! name from the kernel in the same sample (the netdev behind an RDMA port,
+//! from its GID attributes or the device's `net/` folder), which saves a
+//! path walk per netdev. A handle that
 //! fails with ENODEV or ENOENT (the netdev was removed and created again
 //! under the same name) is reopened once, and the netdev listed afresh.
 
@@ -252,10 +255,17 @@ impl SysfsFiles {
     }
 
     /// Reads one netdev; single-file problems go to `errors`, the rest is
-    /// kept.
-    pub fn read(&mut self, netdev: &str, errors: &mut Vec<SysfsError>) -> NetdevSysfs {
+    /// kept. `name_current`: the name was read from the kernel this sample,
+    /// so a netdev already open under it is the one it names.
+    pub fn read(
+        &mut self,
+        netdev: &str,
+        name_current: bool,
+        errors: &mut Vec<SysfsError>,
+    ) -> NetdevSysfs {
         let dir = self.sysfs.join("class/net").join(netdev);
-        if netdev.contains('/') || netdev.is_empty() || !dir.exists() {
+        let known = name_current && self.netdevs.contains_key(netdev);
+        if netdev.contains('/') || netdev.is_empty() || !(known || dir.exists()) {
             self.netdevs.remove(netdev);
             return NetdevSysfs::default();
         }
@@ -270,7 +280,12 @@ impl SysfsFiles {
             errors.extend(errs);
             return out;
         }
-        // Removed and created again: list it afresh and read once more.
+        // Removed (and maybe created again): list it afresh and read once
+        // more, if it is there.
+        if !dir.exists() {
+            self.netdevs.remove(netdev);
+            return NetdevSysfs::default();
+        }
         let mut files = NetdevFiles::list(&dir);
         let out = files.read(errors, &mut stale, &mut self.reads);
         self.netdevs.insert(netdev.to_string(), files);
@@ -286,5 +301,5 @@ impl SysfsFiles {
 /// Reads one netdev once (no handles kept); single-file problems go to
 /// `errors`, the rest is kept.
 pub fn read_netdev(sysfs: &Path, netdev: &str, errors: &mut Vec<SysfsError>) -> NetdevSysfs {
-    SysfsFiles::new(sysfs.to_path_buf()).read(netdev, errors)
+    SysfsFiles::new(sysfs.to_path_buf()).read(netdev, false, errors)
 }
