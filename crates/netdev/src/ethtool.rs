@@ -294,7 +294,8 @@ impl Ioctl {
     /// grew between two calls inside the buffer, and a reply longer than the
     /// request is treated as a changed set.
     fn headroom(count: usize) -> usize {
-        count + count / 4 + 64
+        // Saturating: the decoders below take any count.
+        count.saturating_add(count / 4).saturating_add(64)
     }
 }
 
@@ -337,18 +338,7 @@ impl EthtoolIo for Ioctl {
         set_u32(&mut buf, 4, sys::ETH_SS_STATS);
         set_u32(&mut buf, 8, count as u32);
         self.call(netdev, "ETHTOOL_GSTRINGS", &mut buf)?;
-        let len = (u32_at(&buf, 8) as usize).min(room);
-        let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
-        let mut names = Vec::with_capacity(len);
-        for i in 0..len {
-            let start = 12 + i * sys::ETH_GSTRING_LEN;
-            let Some(raw) = bytes.get(start..start + sys::ETH_GSTRING_LEN) else {
-                break;
-            };
-            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-            names.push(String::from_utf8_lossy(&raw[..end]).into_owned());
-        }
-        Ok(names)
+        Ok(decode_gstrings(&buf, count))
     }
 
     fn stat_values(&mut self, netdev: &str, count: usize) -> Result<Vec<u64>, EthtoolError> {
@@ -358,9 +348,39 @@ impl EthtoolIo for Ioctl {
         set_u32(&mut buf, 0, sys::ETHTOOL_GSTATS);
         set_u32(&mut buf, 4, count as u32);
         self.call(netdev, "ETHTOOL_GSTATS", &mut buf)?;
-        let n = (u32_at(&buf, 4) as usize).min(room);
-        Ok(buf.get(1..1 + n).map(<[u64]>::to_vec).unwrap_or_default())
+        Ok(decode_gstats(&buf, count))
     }
+}
+
+/// The names in an `ETHTOOL_GSTRINGS` reply buffer (`struct
+/// ethtool_gstrings`: cmd, string_set, len, then `len` NUL-padded 32-byte
+/// names) for a request of `count` names. The kernel's `len` is trusted only
+/// up to the request's headroom and the buffer's end; a name without its
+/// NUL keeps all 32 bytes. Pure, for the ioctl above and for fuzzing.
+pub fn decode_gstrings(buf: &[u64], count: usize) -> Vec<String> {
+    let room = Ioctl::headroom(count);
+    let len = (u32_at(buf, 8) as usize).min(room);
+    let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let mut names = Vec::with_capacity(len.min(bytes.len() / sys::ETH_GSTRING_LEN));
+    for i in 0..len {
+        let start = 12 + i * sys::ETH_GSTRING_LEN;
+        let Some(raw) = bytes.get(start..start + sys::ETH_GSTRING_LEN) else {
+            break;
+        };
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        names.push(String::from_utf8_lossy(&raw[..end]).into_owned());
+    }
+    names
+}
+
+/// The values in an `ETHTOOL_GSTATS` reply buffer (`struct ethtool_stats`:
+/// cmd, n_stats, then `n_stats` u64s) for a request of `count` values; as
+/// with [`decode_gstrings`], `n_stats` is bounded by the headroom; a reply
+/// claiming more values than the buffer holds gives none.
+pub fn decode_gstats(buf: &[u64], count: usize) -> Vec<u64> {
+    let room = Ioctl::headroom(count);
+    let n = (u32_at(buf, 4) as usize).min(room);
+    buf.get(1..1 + n).map(<[u64]>::to_vec).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -377,6 +397,41 @@ mod tests {
                 ("[0]: rx_ucast_packets".to_string(), 7)
             ]
         );
+    }
+
+    #[test]
+    fn reply_decoders_trust_the_kernels_counts_only_as_far_as_the_buffer() {
+        // GSTRINGS: header (cmd, string_set, len = 3), two names, the second
+        // without its NUL.
+        let mut bytes = Vec::new();
+        for v in [0x1bu32, 1, 3] {
+            bytes.extend_from_slice(&v.to_ne_bytes());
+        }
+        let mut a = [0u8; 32];
+        a[..10].copy_from_slice(b"rx_packets");
+        bytes.extend_from_slice(&a);
+        bytes.extend_from_slice(&[b'x'; 32]);
+        bytes.resize(bytes.len().div_ceil(8) * 8, 0);
+        let words: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(
+            decode_gstrings(&words, 2),
+            vec!["rx_packets".to_string(), "x".repeat(32)]
+        );
+        // A len of u32::MAX, an absurd request count: bounded by the buffer.
+        let mut huge = words.clone();
+        set_u32(&mut huge, 8, u32::MAX);
+        assert_eq!(decode_gstrings(&huge, usize::MAX).len(), 2);
+        // GSTATS: n_stats 2 of a 3-word buffer; n_stats past the buffer
+        // gives nothing.
+        let mut stats = vec![0u64, 7, 9];
+        set_u32(&mut stats, 4, 2);
+        assert_eq!(decode_gstats(&stats, 2), vec![7, 9]);
+        set_u32(&mut stats, 4, 5);
+        assert_eq!(decode_gstats(&stats, usize::MAX), Vec::<u64>::new());
+        assert_eq!(decode_gstats(&[], 0), Vec::<u64>::new());
     }
 
     struct Fake {
