@@ -528,6 +528,29 @@ async fn drive_connection<I>(
     }
 }
 
+/// Serves HTTP/1.1 on one already open byte stream, exactly as the accept
+/// loop serves each plain connection it accepts (same hyper settings,
+/// limits, routes, negotiation, auth and headers of `web`), until the peer
+/// closes it or the connection age runs out. For the fuzzer, which feeds
+/// request bytes over an in-memory pipe; not part of the supported API.
+#[doc(hidden)]
+pub async fn serve_stream<I>(io: I, app: Arc<App>, options: &ServeOptions, web: Arc<WebConfig>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let http = Arc::new(http1_builder(&options.limits));
+    let timing = ConnectionTiming {
+        max_age: options.max_connection_age,
+        grace: options.close_grace,
+        handshake: options.limits.header_read_timeout,
+    };
+    // Kept until the connection ends: a dropped sender reads as shutdown.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    drive_connection(io, peer, app, http, timing, web, stop_rx, None).await;
+    drop(stop_tx);
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     Metrics,
