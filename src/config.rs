@@ -567,7 +567,15 @@ impl Default for WebLimits {
     }
 }
 
-/// `5s`, `500ms`, `1m30s`.
+/// The longest duration any setting takes. humantime accepts up to
+/// `u64::MAX` seconds, and the exporter adds its durations to each other and
+/// to the monotonic clock (the sampler's next tick and history retention,
+/// the probe schedule, hyper's header deadline, the netlink deadline): far
+/// beyond this such a sum overflows, which panics. No interval, window or
+/// timeout of the exporter has a use beyond a year.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `5s`, `500ms`, `1m30s`; above zero and at most [`MAX_DURATION`].
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
     let parsed = humantime::parse_duration(s.trim()).map_err(|e| {
@@ -577,6 +585,11 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     })?;
     if parsed.is_zero() {
         return Err(serde::de::Error::custom("duration must be above zero"));
+    }
+    if parsed > MAX_DURATION {
+        return Err(serde::de::Error::custom(format!(
+            "duration {s:?} is above the longest supported, 365d"
+        )));
     }
     Ok(parsed)
 }
@@ -760,6 +773,42 @@ mod tests {
         ] {
             assert!(Config::parse(bad, "t").is_err(), "accepted {bad:?}");
         }
+    }
+
+    /// Found by fuzz/fuzz_targets/config_yaml.rs: these were accepted and
+    /// then panicked on the first tick ("overflow when adding durations" in
+    /// the sampler's history retention, "overflow when adding duration to
+    /// instant" in its schedule, in the probe schedule and in hyper's header
+    /// deadline); `netlink_timeout` is added to the clock the same way by
+    /// every netlink request.
+    #[test]
+    fn durations_too_long_to_add_to_the_clock_are_refused() {
+        for crash in [
+            "sample_interval: 18446744073709551615s\n",
+            "sample_interval: 500000000000y\n",
+            "probes: {interval: 500000000000y}\n",
+            "web: {header_read_timeout: 500000000000y}\n",
+            "sources: {netlink_timeout: 500000000000y}\n",
+            "rules: {hold: 18446744073709551615s}\n",
+            "rules: {link_flap: {window: 18446744073709551615s}}\n",
+        ] {
+            let e = Config::parse(crash, "t").expect_err(crash).to_string();
+            assert!(e.contains("longest supported"), "{crash:?}: {e}");
+        }
+        // The longest accepted everywhere at once still runs.
+        let year = "365d";
+        let c = Config::parse(
+            &format!(
+                "sample_interval: {year}\nprobes: {{interval: {year}}}\n\
+                 web: {{header_read_timeout: {year}}}\nrules: {{hold: {year}, link_flap: {{window: {year}}}}}\n"
+            ),
+            "t",
+        )
+        .unwrap();
+        let sampler = crate::sampler::Sampler::new(Vec::new(), &c);
+        let (tx, rx) = std::sync::mpsc::channel();
+        drop(tx);
+        sampler.run(c.sample_interval, rx, |_, _| {});
     }
 
     #[test]
