@@ -11,6 +11,9 @@
 #             while samples keep coming
 #   portdown  probes succeed, eth0 goes down (failures: port_down), eth0 up
 #             again (probes recover, resources recreated, counts flat)
+#   unpriv    as nobody: uverbs node 0600 (device_open naming the node and
+#             the permission), then memlock limit 0 (memlock); RDMA netlink
+#             statistics and the netdev source work unprivileged
 #   bench     CPU and RSS of the exporter over the same window, probes off
 #             then on; ib_send_lat / ibv_rc_pingpong loopback latency
 set -u
@@ -128,6 +131,35 @@ res res-portdown-up.txt
 stop
 res res-portdown-stopped.txt
 echo "down_success_gauge=$down_ok" >> "$O/steps.txt"
+
+# ---- unpriv: the exporter as nobody (docs/security.md). RDMA netlink
+# statistics and sysfs need no privilege; the probes need rw access to the
+# uverbs node and a memlock limit, and each refusal must name which.
+step "phase unpriv"
+NODE=$(ls /dev/infiniband/uverbs* 2>/dev/null | head -1)
+MODE=$(stat -c %a "$NODE" 2>/dev/null)
+echo "uverbs=$NODE mode=$MODE" >> "$O/steps.txt"
+cp /tmp/good.yml /tmp/unpriv-node.yml; cp /tmp/good.yml /tmp/unpriv-memlock.yml
+chmod 644 /tmp/unpriv-*.yml
+start_nobody() { # start_nobody CONFIG_NAME MEMLOCK_KIB: start(), as uid 65534
+  su -s /bin/sh nobody -c "ulimit -l $2; exec $EXP --config.file=/tmp/$1.yml --web.listen-address=$ADDR --log.level=debug" \
+    > "$O/$1.log" 2>&1 &
+  EPID=$!
+  local deadline=$((SECONDS + TMO))
+  until curl -sS -f --max-time 2 -o /dev/null "http://$ADDR/healthz" 2>/dev/null; do
+    ((SECONDS < deadline)) && kill -0 $EPID 2>/dev/null || { echo "exporter did not start"; return 1; }
+    sleep 0.2
+  done
+}
+chmod 0600 "$NODE"
+start_nobody unpriv-node 8192 || exit 3
+wait_metric '^roce_probe_failures_total.*reason="device_open"' 1 unpriv-node.prom
+stop
+chmod 0666 "$NODE"
+start_nobody unpriv-memlock 0 || exit 3
+wait_metric '^roce_probe_failures_total.*reason="memlock"' 1 unpriv-memlock.prom
+stop
+chmod "${MODE:-666}" "$NODE"
 
 # ---- bench: the same window with probes off, then on
 step "phase bench"
