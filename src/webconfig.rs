@@ -29,6 +29,9 @@ use serde::Deserialize;
 pub const REALM: &str = "roce_exporter";
 /// The files are looked at no more often than this (on new connections).
 const RECHECK_EVERY: Duration = Duration::from_secs(1);
+/// The highest bcrypt cost accepted, htpasswd's own maximum (`-C 4..17`):
+/// one verification at 17 takes seconds already.
+const MAX_BCRYPT_COST: u32 = 17;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
@@ -156,9 +159,19 @@ impl WebConfig {
                     "basic_auth_users: user name {user:?} contains ':', which basic auth cannot carry"
                 )));
             }
-            if hash.parse::<bcrypt::HashParts>().is_err() {
+            let Ok(parts) = hash.parse::<bcrypt::HashParts>() else {
                 return Err(invalid(format!(
                     "basic_auth_users: the password of {user:?} is not a bcrypt hash (expected $2y$..., e.g. from htpasswd -nBC 10)"
+                )));
+            };
+            // Each check of a wrong or uncached password runs bcrypt at the
+            // hash's cost, 2^cost rounds: cost 10 takes ~60 ms, 31 (which
+            // the format allows) about a day and a half, so every scrape
+            // would hang. Above htpasswd's own limit is refused.
+            if parts.get_cost() > MAX_BCRYPT_COST {
+                return Err(invalid(format!(
+                    "basic_auth_users: the bcrypt cost of {user:?} is {}, above {MAX_BCRYPT_COST} (each check would take 15 s or more); use htpasswd -nBC 10",
+                    parts.get_cost()
                 )));
             }
         }
@@ -648,6 +661,24 @@ mod tests {
             parse("http_server_config:\n  headers:\n    X-Frame-Options: deny\n  http2: true\n")
                 .unwrap();
         assert_eq!(ok.headers().len(), 1);
+    }
+
+    /// Found while writing fuzz/fuzz_targets/web_config.rs and confirmed
+    /// with it (a libFuzzer timeout): a hash of cost 31 was accepted, and
+    /// the first request with a wrong password then ran bcrypt with 2^31
+    /// rounds, a scrape blocked for about a day and a half.
+    #[test]
+    fn bcrypt_cost_31_hash_is_refused() {
+        let salt_and_hash = "N9Rv4oZ8QhVJ0xq3s0dKxeqE6A6bCUVo2yD6gG0rX8eO6gO1Hc1bC";
+        let m = message(&format!(
+            "basic_auth_users:\n  u: '$2y$31${salt_and_hash}'\n"
+        ));
+        assert!(m.contains("bcrypt cost"), "{m}");
+        let ok = parse(&format!(
+            "basic_auth_users:\n  u: '$2y$04${salt_and_hash}'\n"
+        ))
+        .unwrap();
+        assert!(ok.requires_auth());
     }
 
     #[test]
