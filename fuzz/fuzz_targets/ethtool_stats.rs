@@ -1,0 +1,259 @@
+//! Fuzz target: ethtool statistics as the ioctl returns them
+//! (`crates/netdev` ethtool.rs: the `ETHTOOL_GSTRINGS` / `ETHTOOL_GSTATS`
+//! reply decoding, the per-netdev name cache that re-reads names when the
+//! count changes), the name→meaning table and its per-set resolution
+//! (mapping.rs), and the netdev reader that combines them with pause
+//! statistics and DCB replies (reader.rs, decoded by live.rs and dcb.rs).
+//! The driver's answers (counts, string sets, value buffers, errors) come
+//! from the input, sample after sample; sysfs is the netdev-mlx5 fixture.
+#![no_main]
+
+use std::collections::VecDeque;
+use std::sync::OnceLock;
+
+use libfuzzer_sys::arbitrary::{Result, Unstructured};
+use libfuzzer_sys::fuzz_target;
+use roce_exporter_fuzz::{repo_root, words};
+use roce_netdev::dcb::{self, DcbConfig, DcbError};
+use roce_netdev::ethtool::{decode_gstats, decode_gstrings, parse_ethtool_s, EthtoolError};
+use roce_netdev::mapping::{self, Resolved};
+use roce_netdev::reader::{DcbRead, PauseRead, ReaderOptions, Target};
+use roce_netdev::{EthtoolIo, NetdevReader, PauseStats};
+
+const ETH_GSTRING_LEN: usize = 32;
+
+/// Real driver statistic names (the ethtool listings of tests/fixtures).
+fn driver_names() -> &'static [String] {
+    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let dir = repo_root().join("tests/fixtures/ethtool");
+        let mut names = Vec::new();
+        for f in ["mlx5-cx7.txt", "bnxt_en.txt", "ice.txt", "e1000.txt"] {
+            let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            names.extend(parse_ethtool_s(&text).into_iter().map(|(n, _)| n));
+        }
+        names.sort();
+        names.dedup();
+        names
+    })
+}
+
+fn name(u: &mut Unstructured<'_>) -> Result<String> {
+    if u.ratio(3, 4)? {
+        Ok(u.choose(driver_names())?.clone())
+    } else {
+        let len = u.int_in_range(0..=40)?;
+        Ok(String::from_utf8_lossy(u.bytes(len.min(u.len()))?).into_owned())
+    }
+}
+
+fn error(u: &mut Unstructured<'_>) -> Result<EthtoolError> {
+    let netdev = "fuzz0".to_string();
+    Ok(match u.int_in_range(0..=2)? {
+        0 => EthtoolError::Unsupported { netdev },
+        1 => EthtoolError::NoDevice { netdev },
+        _ => EthtoolError::Ioctl {
+            netdev,
+            step: "fuzz",
+            errno: libc::EIO,
+        },
+    })
+}
+
+/// An `ETHTOOL_GSTRINGS` reply buffer: mostly well-formed (a header whose
+/// `len` may lie, names padded to 32 bytes), sometimes raw bytes.
+fn gstrings(u: &mut Unstructured<'_>) -> Result<Vec<u64>> {
+    if u.ratio(1, 4)? {
+        let len = u.int_in_range(0..=512)?;
+        return Ok(words(u.bytes(len.min(u.len()))?));
+    }
+    let n = u.int_in_range(0..=24)?;
+    let mut names = Vec::new();
+    for _ in 0..n {
+        names.push(name(u)?);
+    }
+    let claimed: u32 = if u.ratio(1, 4)? {
+        u.arbitrary()?
+    } else {
+        names.len() as u32
+    };
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&0x1bu32.to_ne_bytes());
+    bytes.extend_from_slice(&1u32.to_ne_bytes());
+    bytes.extend_from_slice(&claimed.to_ne_bytes());
+    for n in &names {
+        let mut slot = [0u8; ETH_GSTRING_LEN];
+        let b = n.as_bytes();
+        let k = b.len().min(ETH_GSTRING_LEN);
+        slot[..k].copy_from_slice(&b[..k]);
+        bytes.extend_from_slice(&slot);
+    }
+    Ok(words(&bytes))
+}
+
+/// An `ETHTOOL_GSTATS` reply buffer: cmd, `n_stats` (may lie), values.
+fn gstats(u: &mut Unstructured<'_>) -> Result<Vec<u64>> {
+    let n = u.int_in_range(0..=32)?;
+    let claimed: u32 = if u.ratio(1, 4)? { u.arbitrary()? } else { n };
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&0x1du32.to_ne_bytes());
+    bytes.extend_from_slice(&claimed.to_ne_bytes());
+    for _ in 0..n {
+        bytes.extend_from_slice(&u.arbitrary::<u64>()?.to_ne_bytes());
+    }
+    Ok(words(&bytes))
+}
+
+/// The driver, scripted: each call takes the next answer of its kind.
+struct ScriptedIo {
+    counts: VecDeque<std::result::Result<usize, EthtoolError>>,
+    names: VecDeque<std::result::Result<Vec<u64>, EthtoolError>>,
+    values: VecDeque<std::result::Result<Vec<u64>, EthtoolError>>,
+}
+
+fn out_of_script() -> EthtoolError {
+    EthtoolError::Unsupported {
+        netdev: "script".into(),
+    }
+}
+
+impl EthtoolIo for ScriptedIo {
+    fn stat_count(&mut self, _: &str) -> std::result::Result<usize, EthtoolError> {
+        self.counts
+            .pop_front()
+            .unwrap_or_else(|| Err(out_of_script()))
+    }
+    fn stat_names(
+        &mut self,
+        _: &str,
+        count: usize,
+    ) -> std::result::Result<Vec<String>, EthtoolError> {
+        match self.names.pop_front() {
+            Some(Ok(buf)) => Ok(decode_gstrings(&buf, count)),
+            Some(Err(e)) => Err(e),
+            None => Err(out_of_script()),
+        }
+    }
+    fn stat_values(
+        &mut self,
+        _: &str,
+        count: usize,
+    ) -> std::result::Result<Vec<u64>, EthtoolError> {
+        match self.values.pop_front() {
+            Some(Ok(buf)) => Ok(decode_gstats(&buf, count)),
+            Some(Err(e)) => Err(e),
+            None => Err(out_of_script()),
+        }
+    }
+}
+
+/// Pause statistics and DCB from netlink payloads of the input.
+struct Replies {
+    pause: VecDeque<Vec<u8>>,
+    dcb: VecDeque<Vec<u8>>,
+}
+
+struct Pause(Replies);
+struct Dcb(Replies);
+
+impl PauseRead for Pause {
+    fn read_pause(&mut self, _: &str) -> std::result::Result<Option<PauseStats>, String> {
+        let payload = self.0.pause.pop_front().unwrap_or_default();
+        roce_netdev::live::parse_pause_reply(&payload).map_err(|e| e.to_string())
+    }
+}
+
+impl DcbRead for Dcb {
+    fn read_dcb(&mut self, _: &str) -> std::result::Result<DcbConfig, DcbError> {
+        let datagram = self.0.dcb.pop_front().unwrap_or_default();
+        dcb::decode_reply(&datagram)
+    }
+}
+
+fn run(u: &mut Unstructured<'_>) -> Result<()> {
+    let mut raw_wanted = Vec::new();
+    for _ in 0..u.int_in_range(0..=3)? {
+        raw_wanted.push(name(u)?);
+    }
+
+    // The table on its own: a string set resolved once, applied to values
+    // of any length.
+    let set_names = decode_gstrings(&gstrings(u)?, u.int_in_range(0..=64)?);
+    for n in &set_names {
+        let _ = mapping::lookup(n);
+    }
+    let resolved = Resolved::new(&set_names, &raw_wanted);
+    let values = decode_gstats(&gstats(u)?, set_names.len());
+    let (stats, raw) = resolved.apply(&values);
+    assert!(raw.len() <= values.len());
+    assert!(stats.len() <= set_names.len());
+
+    // The reader, sample after sample, with the driver changing its set.
+    let mut io = ScriptedIo {
+        counts: VecDeque::new(),
+        names: VecDeque::new(),
+        values: VecDeque::new(),
+    };
+    let mut replies = || -> Result<Replies> {
+        let mut r = Replies {
+            pause: VecDeque::new(),
+            dcb: VecDeque::new(),
+        };
+        for _ in 0..u.int_in_range(0..=2)? {
+            let len = u.int_in_range(0..=96)?;
+            r.pause.push_back(u.bytes(len.min(u.len()))?.to_vec());
+            let len = u.int_in_range(0..=96)?;
+            r.dcb.push_back(u.bytes(len.min(u.len()))?.to_vec());
+        }
+        Ok(r)
+    };
+    let (pause, dcb) = (replies()?, replies()?);
+    for _ in 0..u.int_in_range(0..=12)? {
+        io.counts.push_back(if u.ratio(1, 6)? {
+            Err(error(u)?)
+        } else {
+            Ok(u.int_in_range(0..=40)?)
+        });
+        io.names.push_back(if u.ratio(1, 8)? {
+            Err(error(u)?)
+        } else {
+            Ok(gstrings(u)?)
+        });
+        for _ in 0..u.int_in_range(1..=3)? {
+            io.values.push_back(if u.ratio(1, 8)? {
+                Err(error(u)?)
+            } else {
+                Ok(gstats(u)?)
+            });
+        }
+    }
+    let options = ReaderOptions {
+        sysfs: repo_root().join("tests/fixtures/netdev-mlx5/sys"),
+        raw_ethtool: raw_wanted,
+    };
+    let mut reader = NetdevReader::new(options)
+        .with_ethtool(Box::new(io))
+        .with_pause(Box::new(Pause(pause)))
+        .with_dcb(Box::new(Dcb(dcb)));
+    let targets = [
+        Target {
+            name: "ens1f0np0".into(),
+            rdma: None,
+        },
+        Target {
+            name: "eth9".into(),
+            rdma: None,
+        },
+    ];
+    for _ in 0..u.int_in_range(1..=6)? {
+        let k = u.int_in_range(0..=2)?;
+        let mut errors = Vec::new();
+        let snapshot = reader.read(&targets[..k], &mut errors);
+        assert_eq!(snapshot.netdevs.len(), k);
+    }
+    Ok(())
+}
+
+fuzz_target!(|data: &[u8]| {
+    let _ = run(&mut Unstructured::new(data));
+});

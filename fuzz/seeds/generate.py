@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""Regenerates the committed seed corpora under fuzz/seeds/<target>/ from the
+repository's real data: sysfs values of the fixture trees, PCI config spaces,
+ethtool listings and DCB replays, the example configurations, and netlink
+replies laid out from the Soft-RoCE captures (rdma statistic show, ethtool
+pause, DCB). Run from anywhere: python3 fuzz/seeds/generate.py
+
+Every seed is small; each target gets a few dozen files at most. The working
+corpus the fuzzer grows lives in fuzz/corpus/ (git-ignored)."""
+
+import hashlib
+import os
+import random
+import re
+import shutil
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+CAPTURES = os.path.normpath(os.path.join(ROOT, "..", "shared", "softroce-vm", "captures"))
+MAX_PER_TARGET = 40
+
+
+class Seeds:
+    def __init__(self, target):
+        self.dir = os.path.join(HERE, target)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.seen = set()
+
+    def add(self, name, data):
+        if isinstance(data, str):
+            data = data.encode()
+        digest = hashlib.sha1(data).hexdigest()
+        if digest in self.seen or len(self.seen) >= MAX_PER_TARGET:
+            return
+        self.seen.add(digest)
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:60]
+        with open(os.path.join(self.dir, safe), "wb") as f:
+            f.write(data)
+
+
+def files_named(root, names):
+    for dirpath, _, filenames in sorted(os.walk(root)):
+        for n in sorted(filenames):
+            if n in names:
+                yield os.path.join(dirpath, n)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# ---- sysfs_values: one value per kind the kernel prints, from the fixtures
+def sysfs_values():
+    s = Seeds("sysfs_values")
+    # The quirks: counters without a PMA, an empty fw_ver, 20 digits, an
+    # upper-case GID, NVML's PCI address spelling, and a glob/name pair.
+    s.add("counter-no-pma", "N/A (no PMA)\n")
+    s.add("counter-u64-max", "18446744073709551615\n")
+    s.add("counter-overflow", "18446744073709551616\n")
+    s.add("gid-upper", "FE80:0000:0000:0000:BA3F:D2FF:FE00:0001\n")
+    s.add("pci-nvml", "00000000:17:00.0\n")
+    s.add("rate-sdr", "2.5 Gb/sec (1X SDR)\n")
+    s.add("glob", "mlx5_*\0mlx5_10")
+    kinds = ["state", "phys_state", "rate", "link_layer", "node_type", "lid",
+             "numa_node", "current_link_speed", "max_link_width", "vendor",
+             "class", "port_rcv_data", "symbol_error", "1", "0"]
+    per_kind = {}
+    for path in files_named(FIXTURES, set(kinds)):
+        if os.path.islink(path):
+            continue
+        data = read(path)
+        if len(data) > 64:
+            continue
+        kind = os.path.basename(path)
+        if os.path.basename(os.path.dirname(path)) == "gids":
+            kind = "gid"
+        elif os.path.basename(os.path.dirname(path)) == "types":
+            kind = "gid_type"
+        bucket = per_kind.setdefault(kind, [])
+        if data not in bucket and len(bucket) < 2:
+            bucket.append(data)
+    for kind, values in sorted(per_kind.items()):
+        for i, v in enumerate(values):
+            s.add(f"{kind}-{i}", v)
+
+
+# ---- pci_config: config spaces of the PCI fixture trees (64, 256, 4096 bytes)
+def pci_config():
+    s = Seeds("pci_config")
+    by_len = {}
+    for path in files_named(FIXTURES, {"config"}):
+        data = read(path)
+        if len(data) > 4096:
+            continue
+        by_len.setdefault(len(data), []).append((path, data))
+    for length, items in sorted(by_len.items()):
+        for path, data in items:
+            rel = os.path.relpath(path, FIXTURES).split(os.sep)
+            if length == 4096 and len(s.seen) >= 30:
+                continue
+            s.add(f"{rel[0]}-{rel[-2]}-{length}", data)
+
+
+# ---- replay_text: ethtool -S listings and DCB replay files
+def replay_text():
+    s = Seeds("replay_text")
+    for n in sorted(os.listdir(os.path.join(FIXTURES, "ethtool"))):
+        if n.endswith(".txt"):
+            s.add(f"ethtool-{n}", read(os.path.join(FIXTURES, "ethtool", n)))
+    for sub in ["virtio-net", "e1000"]:
+        p = os.path.join(CAPTURES, sub, "ethtool-eth0.txt")
+        if os.path.exists(p):
+            s.add(f"capture-{sub}-ethtool", read(p))
+    for d in [os.path.join(FIXTURES, "netdev-mlx5", "replay"),
+              os.path.join(ROOT, "examples", "demo-gpu-node", "netdev-replay")]:
+        for n in sorted(os.listdir(d)):
+            if n.endswith(".dcb") or (n.endswith(".txt") and "ens1" in n):
+                s.add(f"{os.path.basename(d)}-{n}", read(os.path.join(d, n)))
+    s.add("dcb-pcp-no-app", "pfc: 3,4\ntrust: pcp\n")
+    s.add("dcb-empty-trust", "pfc:\ntrust:\n")
+
+
+# ---- netlink: replies as the kernel lays them out
+NLA_F_NESTED = 1 << 15
+
+
+def nla(kind, payload):
+    b = struct.pack("=HH", 4 + len(payload), kind) + payload
+    return b + b"\0" * (-len(b) % 4)
+
+
+def nlmsg(kind, flags, payload, seq=1, pid=0):
+    return struct.pack("=IHHII", 16 + len(payload), kind, flags, seq, pid) + payload
+
+
+def rdma_counters(path):
+    """(device, port, [(name, value)]) from `rdma statistic show` output."""
+    out = []
+    if not os.path.exists(path):
+        return out
+    for line in open(path, encoding="utf-8", errors="replace"):
+        m = re.match(r"link (\S+)/(\d+) (.*)", line.strip())
+        if not m:
+            continue
+        words = m.group(3).split()
+        pairs = [(words[i], int(words[i + 1])) for i in range(0, len(words) - 1, 2)
+                 if words[i + 1].isdigit()]
+        if pairs:
+            out.append((m.group(1), int(m.group(2)), pairs))
+    return out
+
+
+def stat_reply(dev_index, name, port, counters, pad):
+    entries = b""
+    for i, (n, v) in enumerate(counters):
+        inner = nla(82, n.encode() + b"\0")
+        if pad and i % 2:
+            inner += nla(0, b"")
+        inner += nla(83, struct.pack("=Q", v))
+        entries += nla(81 | NLA_F_NESTED, inner)
+    p = nla(1, struct.pack("=I", dev_index)) + nla(2, name.encode() + b"\0")
+    p += nla(3, struct.pack("=I", port)) + nla(80 | NLA_F_NESTED, entries)
+    return p
+
+
+def netlink():
+    s = Seeds("netlink")
+    stat_get = (5 << 10) + 17
+    nldev_get = (5 << 10) + 1
+    for sub, f in [("virtio-net", "rdma-tool-after.txt"), ("e1000", "rdma-tool-after.txt"),
+                   ("e1000", "rdma-tool-idle.txt")]:
+        for dev, port, counters in rdma_counters(os.path.join(CAPTURES, sub, f))[:1]:
+            payload = stat_reply(0, dev, port, counters, pad=(sub == "e1000"))
+            s.add(f"stat-get-{sub}-{f[:-4]}", nlmsg(stat_get, 0, payload))
+            s.add(f"stat-get-payload-{sub}-{f[:-4]}", payload)
+    # RDMA_NLDEV_CMD_GET dump: two devices, then NLMSG_DONE.
+    dump = b""
+    for i, name in enumerate(["mlx5_0", "rxe0"]):
+        p = nla(1, struct.pack("=I", i)) + nla(2, name.encode() + b"\0") + nla(3, struct.pack("=I", 1))
+        dump += nlmsg(nldev_get, 2, p)
+    dump += nlmsg(3, 2, struct.pack("=i", 0))
+    s.add("nldev-get-dump", dump)
+    # NLMSG_ERROR EINVAL with an extended-ack text (capped request).
+    req = struct.pack("=IHHII", 32, stat_get, 5, 1, 0)
+    s.add("error-einval-extack", nlmsg(2, 0x100 | 0x200,
+                                       struct.pack("=i", -22) + req + nla(1, b"unknown device index\0")))
+    s.add("error-ack", nlmsg(2, 0x100, struct.pack("=i", 0) + req))
+    s.add("done-with-error", nlmsg(3, 0x200, struct.pack("=i", -95) + nla(1, b"no counters\0")))
+    # DCB_CMD_IEEE_GET reply: PFC on priority 3, DSCP 26 -> 3 and 48 -> 6,
+    # trust table dscp then pcp (net/dcb/dcbnl.c dcbnl_ieee_fill).
+    pfc = bytes([8, 1 << 3]) + b"\0" * 134
+    apps = nla(1, struct.pack("=BBH", 5, 3, 26)) + nla(1, struct.pack("=BBH", 5, 6, 48))
+    trust = nla(2, bytes([5])) + nla(2, bytes([255]))
+    ieee = nla(2, pfc) + nla(3, apps) + nla(11, trust)
+    body = bytes([0, 21, 0, 0]) + nla(13 | NLA_F_NESTED, ieee)
+    s.add("dcb-ieee-get", nlmsg(78, 0, body))
+    s.add("dcb-ieee-get-payload", body)
+    s.add("dcb-eopnotsupp", nlmsg(2, 0x100, struct.pack("=i", -95) + req))
+    # ETHTOOL_MSG_PAUSE_GET_REPLY with ETHTOOL_A_PAUSE_STATS (e1000 shape).
+    header = nla(1 | NLA_F_NESTED, nla(1, struct.pack("=I", 2)) + nla(2, b"eth0\0"))
+    stats = nla(5 | NLA_F_NESTED, nla(1, b"\0" * 4) + nla(2, struct.pack("=Q", 12))
+                + nla(3, struct.pack("=Q", 7)))
+    pause = bytes([22, 1, 0, 0]) + header + nla(2, b"\1") + nla(3, b"\1") + stats
+    s.add("pause-reply", nlmsg(0x14, 0, pause))
+    s.add("pause-reply-payload", pause)
+    # genetlink CTRL_CMD_GETFAMILY reply for "ethtool".
+    fam = bytes([1, 2, 0, 0]) + nla(2, b"ethtool\0") + nla(1, struct.pack("=H", 0x15))
+    s.add("genl-family", nlmsg(0x10, 0, fam))
+
+
+# ---- config_yaml and web_config
+def configs():
+    s = Seeds("config_yaml")
+    s.add("example", read(os.path.join(ROOT, "examples", "roce_exporter.yml")))
+    s.add("demo", read(os.path.join(ROOT, "examples", "demo-gpu-node", "demo.yml")))
+    s.add("rules-alone", "rules:\n  retransmissions: {per_second: 50}\n  hold: 2m\n  disabled: [link_flap]\n")
+    s.add("probes-web", "probes:\n  enabled: true\n  interval: 30s\n  gid_index: auto\n"
+                        "web:\n  max_connections: 8\n  header_read_timeout: 500ms\n  max_request_bytes: 8192\n")
+    s.add("sources", "sample_interval: 1m30s\nsources:\n  rdma_netlink: auto\n  ethtool: true\n  dcb: false\n"
+                     "devices:\n  include: ['mlx5_*']\n  exclude: [mlx5_1?]\n")
+    s.add("expect", "expect: {mtu: 9000, pfc_priority: 3, link_rate_gbps: 400}\n")
+    w = Seeds("web_config")
+    hash04 = "$2y$04$N9Rv4oZ8QhVJ0xq3s0dKxeqE6A6bCUVo2yD6gG0rX8eO6gO1Hc1bC"
+    w.add("tls", "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n")
+    w.add("mtls", "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+                  "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n"
+                  "  min_version: TLS12\n  max_version: TLS13\n")
+    w.add("request-cert", "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+                          "  client_auth_type: RequestClientCert\n")
+    w.add("bad-files", "tls_server_config:\n  cert_file: empty.pem\n  key_file: garbage.pem\n")
+    w.add("users-headers", f"basic_auth_users:\n  prometheus: '{hash04}'\n"
+                           "http_server_config:\n  headers:\n    X-Frame-Options: deny\n  http2: false\n"
+                           "\0Basic cHJvbWV0aGV1czpzZWNyZXQ=")
+    w.add("empty", "# nothing\n---\n")
+
+
+# ---- http_request: settings byte, then the request bytes
+def http():
+    s = Seeds("http_request")
+    prom = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+            "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+    reqs = {
+        "prometheus-scrape": f"GET /metrics HTTP/1.1\r\nHost: node:9879\r\nUser-Agent: Prometheus/2.45.0\r\n"
+                             f"Accept: {prom}\r\nAccept-Encoding: gzip\r\nX-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n",
+        "curl-metrics": "GET /metrics HTTP/1.1\r\nHost: localhost:9879\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n",
+        "head-healthz": "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        "landing-1.0": "GET / HTTP/1.0\r\n\r\n",
+        "findings-keepalive": "GET /findings HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "post-body": "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+        "chunked-body": "GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "delete": "DELETE / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "not-found": "GET /metrics/../etc/passwd?x=1 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "auth": "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic cHJvbWV0aGV1czpzZWNyZXQ=\r\n\r\n",
+        "auth-wrong": "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic dXNlcjp3cm9uZw==\r\n\r\n",
+        "q-values": "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: text/plain;q=0.9, application/openmetrics-text;version=2.0.0\r\n"
+                    "Accept: application/openmetrics-text; q=\"1\"\r\nAccept-Encoding: x-gzip;q=0, *;q=0.5\r\n\r\n",
+        "big-header": "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + "a" * 3000 + "\r\n\r\n",
+        "http2-preface": "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        "expect-continue": "GET /metrics HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+        "upgrade": "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    }
+    for i, (name, r) in enumerate(sorted(reqs.items())):
+        settings = i % 16
+        if name.startswith("auth"):
+            settings = (settings & ~3) | 1
+        s.add(name, bytes([settings]) + r.encode())
+
+
+# ---- targets driven by structured bytes: reproducible pseudo-random seeds
+def structured():
+    for target, count, size in [("rdma_reader", 24, 160), ("ethtool_stats", 24, 400)]:
+        s = Seeds(target)
+        rng = random.Random(target)
+        for i in range(count):
+            s.add(f"random-{i:02}", bytes(rng.getrandbits(8) for _ in range(rng.randint(1, size))))
+        # The first byte picks the fixture (rdma_reader) or starts the script:
+        # plain tiny inputs too.
+        for b in range(5):
+            s.add(f"byte-{b}", bytes([b]))
+
+
+def main():
+    sysfs_values()
+    pci_config()
+    replay_text()
+    netlink()
+    configs()
+    http()
+    structured()
+    for t in sorted(os.listdir(HERE)):
+        d = os.path.join(HERE, t)
+        if os.path.isdir(d):
+            n = len(os.listdir(d))
+            size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+            print(f"{t}: {n} seeds, {size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
