@@ -2,11 +2,11 @@
 """Load and abuse test of the exporter's HTTP server on loopback.
 
 Runs the real release binary on a sysfs tree (the demo GPU node by default),
-then, in one run:
+then, in one run, alternating slices of --slice seconds until each phase has
+had DURATION s (so that other work on the machine weighs on both alike):
   1. baseline: SCRAPERS concurrent scrapers (keep-alive connections, as
-     Prometheus keeps them) scrape /metrics back to back for DURATION s;
-  2. attack: the same scrapers for another DURATION s while abusive clients
-     run beside them:
+     Prometheus keeps them) scrape /metrics back to back;
+  2. attack: the same scrapers while abusive clients run beside them:
        slow_headers  send a request line, then one header byte every 0.5 s,
                      never finishing the headers;
        slow_body     send a whole /metrics request on a socket with a tiny
@@ -18,8 +18,9 @@ then, in one run:
 For each phase it reports the scrapers' latency (p50/p99/max), throughput and
 errors (any non-200 answer, timeout, reset or refused connection), and for
 each abusive kind how long the server let it hold its connection before it
-cut it (a client that does not read learns of the cut by its socket turning
-CLOSE_WAIT in /proc/net/tcp). The exporter's RSS is sampled all along
+cut it (for a client that does not read, the server's end of its connection
+is looked up in /proc/net/tcp: the server's FIN waits behind the unread
+answer, so the client itself cannot see the cut). The exporter's RSS is sampled all along
 (start, peak, end).
 
 Exit status: 0 when the scrapers saw no error in either phase, every
@@ -27,7 +28,7 @@ abusive connection was cut within its bound and RSS stayed under the limits;
 1 otherwise; 2 on setup errors. Python 3 standard library only; every
 connection goes to 127.0.0.1; every loop is bounded by the phase deadline.
 
-Usage: python3 bench/load.py [--duration 60] [--scrapers 200] [--no-build]
+Usage: python3 bench/load.py [--duration 60] [--scrapers 200] [--slice 15] [--no-build]
            [--out bench/load-results.md] [--binary target/release/roce_exporter]
 """
 
@@ -76,6 +77,14 @@ def log(msg):
 
 # ---------------------------------------------------------------------------
 # The exporter
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[0]
+    except OSError:
+        return "?"
 
 
 def free_port():
@@ -294,22 +303,50 @@ def collect_scrapers(procs, queue, stop_at):
 # Abusive clients: threads with blocking sockets.
 
 
-def tcp_state(local_port):
-    """State (hex) of our socket with this local port in /proc/net/tcp."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                next(f)
-                for line in f:
-                    fields = line.split()
-                    if int(fields[1].rsplit(":", 1)[1], 16) == local_port:
-                        return fields[3]
-        except (OSError, StopIteration, IndexError, ValueError):
-            continue
-    return None
+class TcpWatch:
+    """(local port, remote port) -> state of the host's TCP sockets that
+    have the server's port at one end, read from /proc/net/tcp{,6} once a
+    second by one thread for every abusive client (with hundreds of
+    thousands of TIME_WAIT entries after a load phase, a read per client
+    would take the exporter's CPU)."""
+
+    def __init__(self, server_port, until):
+        self.needle = f":{server_port:04X} "
+        self.states = {}
+        self.lock = threading.Lock()
+        self.until = until
+        self.refresh()
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def refresh(self):
+        states = {}
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table) as f:
+                    next(f)
+                    for line in f:
+                        if self.needle not in line:
+                            continue
+                        fields = line.split()
+                        local = int(fields[1].rsplit(":", 1)[1], 16)
+                        remote = int(fields[2].rsplit(":", 1)[1], 16)
+                        states[(local, remote)] = fields[3]
+            except (OSError, StopIteration, IndexError, ValueError):
+                continue
+        with self.lock:
+            self.states = states
+
+    def run(self):
+        while time.monotonic() < self.until:
+            time.sleep(1.0)
+            self.refresh()
+
+    def state(self, local, remote):
+        with self.lock:
+            return self.states.get((local, remote))
 
 
-CLOSE_WAIT = "08"
+ESTABLISHED, CLOSE_WAIT = "01", "08"
 
 
 class Abuse:
@@ -317,7 +354,7 @@ class Abuse:
         self.lock = threading.Lock()
         # kind -> list of seconds each connection was held before the cut
         self.cuts = {}
-        # kind -> connections still open when the phase ended
+        # kind -> ages of the connections still open when the phase ended
         self.held = {}
         self.statuses = {}
         self.errors = {}
@@ -341,14 +378,23 @@ class Abuse:
             self.errors[key] = self.errors.get(key, 0) + 1
 
 
-def server_closed(sock):
-    """True once the server has closed its end (FIN seen, or a reset)."""
+def server_closed(sock, server_port, watch, opened_at):
+    """True once the server has closed its end of `sock`'s connection.
+    A client that does not read cannot see that by reading: the server's
+    FIN waits behind the unread answer in the server's send queue. So the
+    server's own socket is looked up: once the exporter closed it, it is no
+    longer ESTABLISHED (FIN_WAIT1 with data still queued, then gone)."""
     try:
         port = sock.getsockname()[1]
     except OSError:
         return True
-    state = tcp_state(port)
-    return state is None or state == CLOSE_WAIT
+    if time.monotonic() - opened_at < 1.0:
+        return False  # not in the watch's table yet
+    ours = watch.state(port, server_port)
+    server = watch.state(server_port, port)
+    if ours is None or ours == CLOSE_WAIT:
+        return True
+    return server not in (ESTABLISHED, CLOSE_WAIT)
 
 
 def slow_headers(port, stop_at, abuse):
@@ -379,7 +425,7 @@ def slow_headers(port, stop_at, abuse):
             s.close()
 
 
-def slow_reader(port, stop_at, hold_until, abuse, kind, per_second):
+def slow_reader(port, stop_at, hold_until, abuse, kind, per_second, watch):
     while time.monotonic() < stop_at:
         s = socket.socket()
         # A tiny receive window: the answer stays in the server's buffers.
@@ -397,12 +443,12 @@ def slow_reader(port, stop_at, hold_until, abuse, kind, per_second):
             s.sendall(REQUEST)
             s.settimeout(0.0)
             while time.monotonic() < hold_until:
-                if server_closed(s):
+                if server_closed(s, port, watch, t0):
                     abuse.cut(kind, time.monotonic() - t0)
                     break
                 if per_second:
                     try:
-                        if s.recv(per_second) == b"" and server_closed(s):
+                        if s.recv(per_second) == b"" and server_closed(s, port, watch, t0):
                             abuse.cut(kind, time.monotonic() - t0)
                             break
                     except BlockingIOError:
@@ -462,12 +508,14 @@ def start_abuse(port, stop_at, readers_until, abuse):
     keep their connection (without opening new ones after `stop_at`) until
     it is cut or `readers_until`."""
     threads = []
+    watch = TcpWatch(port, readers_until + 1)
     for _ in range(ABUSERS["slow_headers"]):
         threads.append(threading.Thread(target=slow_headers, args=(port, stop_at, abuse)))
     for kind, per_second in (("slow_body", 16), ("no_read", 0)):
         for _ in range(ABUSERS[kind]):
             threads.append(threading.Thread(
-                target=slow_reader, args=(port, stop_at, readers_until, abuse, kind, per_second)))
+                target=slow_reader,
+                args=(port, stop_at, readers_until, abuse, kind, per_second, watch)))
     threads.append(threading.Thread(target=oversized, args=(port, stop_at, abuse)))
     for t in threads:
         t.daemon = True
@@ -517,6 +565,8 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--duration", type=float, default=60.0, help="seconds per phase (default 60)")
     p.add_argument("--scrapers", type=int, default=200, help="concurrent scrapers (default 200)")
+    p.add_argument("--slice", type=float, default=15.0,
+                   help="length of the alternating quiet and attack slices (default 15 s)")
     p.add_argument("--processes", type=int, default=2, help="scraper processes (default 2)")
     p.add_argument("--tree", default=os.path.join(ROOT, "examples/demo-gpu-node"),
                    help="folder with sys/ and proc/ (and netdev-replay/)")
@@ -543,6 +593,7 @@ def main(argv):
         log(f"no binary at {args.binary}")
         return 2
 
+    load_before = loadavg()
     workdir = tempfile.mkdtemp(prefix="roce-load-")
     port = free_port()
     started = time.monotonic()
@@ -572,31 +623,40 @@ def main(argv):
     phases = []
     abuse = Abuse()
     try:
-        log(f"baseline: {args.scrapers} scrapers for {args.duration:g} s")
-        procs, queue, _, stop_at = run_scrapers(port, args.scrapers, args.duration, args.processes)
-        lat, errs = collect_scrapers(procs, queue, stop_at)
-        phases.append(phase_summary("baseline", lat, errs, args.duration))
-
-        log(f"attack: {args.scrapers} scrapers for {args.duration:g} s beside "
-            + ", ".join(f"{n} {k}" for k, n in ABUSERS.items()) + ", oversized requests")
-        procs, queue, start_at, stop_at = run_scrapers(
-            port, args.scrapers, args.duration, args.processes)
-        while time.monotonic() < start_at:
-            time.sleep(0.01)
-        # The slow readers may hold their connection up to the connection
-        # age and grace: unless told not to wait, they are watched until
-        # then even when the scrapers are done.
-        abuse_until = stop_at
-        if not args.no_wait_cuts:
-            abuse_until = max(stop_at, start_at + bound("no_read"))
-        threads = start_abuse(port, stop_at, abuse_until, abuse)
-        lat, errs = collect_scrapers(procs, queue, stop_at)
-        if abuse_until > stop_at:
-            log(f"scrapers done; watching the slow readers until they are cut "
-                f"(at most {abuse_until - time.monotonic():.0f} s more)")
-        for t in threads:
-            t.join(timeout=max(abuse_until - time.monotonic(), 0) + SCRAPE_TIMEOUT + 5)
-        phases.append(phase_summary("attack", lat, errs, args.duration))
+        # Quiet and attack slices alternate, so that whatever else the
+        # machine does meanwhile weighs on both alike.
+        slices = max(1, int(round(args.duration / args.slice)))
+        span = args.duration / slices
+        got = {"baseline": ([], {}), "attack": ([], {})}
+        log(f"{slices} x ({span:g} s quiet, {span:g} s attack) with {args.scrapers} scrapers; "
+            "attack: " + ", ".join(f"{n} {k}" for k, n in ABUSERS.items())
+            + ", oversized requests")
+        for i in range(slices):
+            for kind in ("baseline", "attack"):
+                procs, queue, start_at, stop_at = run_scrapers(
+                    port, args.scrapers, span, args.processes)
+                threads = []
+                abuse_until = stop_at
+                if kind == "attack":
+                    while time.monotonic() < start_at:
+                        time.sleep(0.01)
+                    # The slow readers may hold their connection up to the
+                    # connection age and grace: after the last slice, unless
+                    # told not to wait, they are watched until then.
+                    if i == slices - 1 and not args.no_wait_cuts:
+                        abuse_until = max(stop_at, start_at + bound("no_read"))
+                    threads = start_abuse(port, stop_at, abuse_until, abuse)
+                lat, errs = collect_scrapers(procs, queue, stop_at)
+                if abuse_until > stop_at:
+                    log(f"scrapers done; watching the slow readers until they are cut "
+                        f"(at most {abuse_until - time.monotonic():.0f} s more)")
+                for t in threads:
+                    t.join(timeout=max(abuse_until - time.monotonic(), 0) + SCRAPE_TIMEOUT + 5)
+                got[kind][0].extend(lat)
+                for k, v in errs.items():
+                    got[kind][1][k] = got[kind][1].get(k, 0) + v
+        for kind in ("baseline", "attack"):
+            phases.append(phase_summary(kind, got[kind][0], got[kind][1], args.duration))
         # Let the server close what the phase left open.
         time.sleep(1.0)
         rss_end = rss_kib(proc.pid)
@@ -612,6 +672,7 @@ def main(argv):
             proc.kill()
             proc.wait()
     elapsed = time.monotonic() - started
+    args.loadavg = (load_before, loadavg())
     exit_ok = proc.returncode == 0
     rss_peak = max(v for _, v in rss) if rss else None
 
@@ -677,10 +738,15 @@ def render(args, phases, abuse, body_len, rss_start, rss_peak, rss_end,
                f"web limits: max_connections {MAX_CONNECTIONS}, header_read_timeout "
                f"{HEADER_READ_TIMEOUT:g} s, max_request_bytes {MAX_REQUEST_BYTES}; connection age "
                f"{MAX_CONNECTION_AGE:g} s + {CLOSE_GRACE:g} s grace")
+    slices = max(1, int(round(args.duration / args.slice)))
     out.append(f"- scrapers: {args.scrapers} keep-alive clients in {args.processes} processes, "
                f"back to back, {SCRAPE_TIMEOUT:g} s timeout; an error is any answer but 200, a "
-               f"timeout, a reset or a refused connection")
-    out.append(f"- whole run: {elapsed:.0f} s\n")
+               f"timeout, a reset or a refused connection; quiet and attack phases of "
+               f"{args.duration:g} s each, in {slices} alternating slices of "
+               f"{args.duration / slices:g} s")
+    out.append(f"- whole run: {elapsed:.0f} s; host load average (1 min) before / after: "
+               f"{args.loadavg[0]} / {args.loadavg[1]} (other work on the machine shares "
+               f"its {os.cpu_count()} CPUs with the exporter and the clients)\n")
     out.append("## Scrapers\n")
     out.append("| phase | scrapes | scrapes/s | p50 ms | p99 ms | max ms | errors |")
     out.append("|---|---|---|---|---|---|---|")
@@ -695,7 +761,7 @@ def render(args, phases, abuse, body_len, rss_start, rss_peak, rss_end,
                    f"throughput ×{a['per_second'] / max(b['per_second'], 1e-9):.2f} of the baseline.")
     out.append("\n## Abusive clients (attack phase)\n")
     out.append("| kind | clients | connections cut | held before the cut (median / max s) "
-               "| open at the end | bound s | answers |")
+               "| open when a slice ended | bound s | answers |")
     out.append("|---|---|---|---|---|---|---|")
     kinds = list(ABUSERS) + ["headers_too_large", "body"]
     for kind in kinds:
@@ -705,6 +771,13 @@ def render(args, phases, abuse, body_len, rss_start, rss_peak, rss_end,
         clients = ABUSERS.get(kind, 1)
         out.append(f"| {kind} | {clients} | {len(cuts)} | {med} | {len(abuse.held.get(kind, []))} "
                    f"| {bound(kind):g} | {answers or '-'} |")
+    out.append("\nHeld: from connect (backlog wait included) to the server's close. A slow or "
+               "non-reading client's answer (135 KiB here) fits in the socket buffers, so the "
+               "server is done with it at once: while every slot is taken the answer says "
+               "`Connection: close` and the server closes, otherwise the idle connection is cut "
+               "at the header timeout; the bound, connection age plus grace, is for answers "
+               "larger than the buffers. Oversized requests are refused as soon as the limit is "
+               "crossed.")
     out.append("\n## Exporter\n")
     out.append("| | start | peak | end |")
     out.append("|---|---|---|---|")
