@@ -118,11 +118,18 @@ impl Sampler {
         loop {
             let snapshot = self.sample();
             publish(&self, snapshot);
-            next += interval;
+            // The configuration bounds durations (config::MAX_DURATION);
+            // an instant past the clock's range would still be no reason to
+            // panic: then sample again after a second.
+            let later = |from: Instant| {
+                from.checked_add(interval)
+                    .unwrap_or_else(|| from + Duration::from_secs(1))
+            };
+            next = later(next);
             let now = Instant::now();
             if next < now {
                 // Missed ticks are skipped, not run back to back.
-                next = now + interval;
+                next = later(now);
             }
             loop {
                 let wait = next.saturating_duration_since(Instant::now());
@@ -144,7 +151,10 @@ impl Sampler {
 /// How far back the history must reach: the longest rule window and one
 /// interval more, so the window's first sample has a predecessor.
 fn retention(config: &Config) -> Duration {
-    config.rules.longest_window() + config.sample_interval
+    config
+        .rules
+        .longest_window()
+        .saturating_add(config.sample_interval)
 }
 
 fn log_change(name: &str, previous: Option<&SourceState>, state: &SourceState, errors: &[String]) {

@@ -29,9 +29,21 @@ pub enum EthtoolError {
     },
     #[error("{netdev}: invalid interface name")]
     BadName { netdev: String },
+    /// More statistics than any driver has ([`MAX_STATS`]): a count that
+    /// would size buffers of gigabytes is a driver bug, not data.
+    #[error("{netdev}: the driver reports {count} ethtool statistics, more than the {max} read")]
+    TooMany {
+        netdev: String,
+        count: usize,
+        max: usize,
+    },
     #[error("{path}: {msg}")]
     Replay { path: PathBuf, msg: String },
 }
+
+/// Most ethtool statistics read from one netdev. mlx5 has ~1,500 with
+/// every per-priority and per-queue group; the names of this many take 2 MiB.
+pub const MAX_STATS: usize = 1 << 16;
 
 /// The three ethtool statistics steps. Implemented by the ioctl, a replay
 /// of recorded text, and test fakes.
@@ -103,6 +115,13 @@ impl StatsCache {
         if count == 0 {
             return Err(EthtoolError::Unsupported {
                 netdev: netdev.to_string(),
+            });
+        }
+        if count > MAX_STATS {
+            return Err(EthtoolError::TooMany {
+                netdev: netdev.to_string(),
+                count,
+                max: MAX_STATS,
             });
         }
         let names = io.stat_names(netdev, count)?;
@@ -466,5 +485,27 @@ mod tests {
         let (stats, _) = cache.sample(&mut fake, "eth0").unwrap();
         assert_eq!(cache.name_reads, 2);
         assert_eq!(stats.len(), 2);
+    }
+
+    #[test]
+    fn an_absurd_statistics_count_is_refused_before_any_buffer_is_sized() {
+        struct Absurd;
+        impl EthtoolIo for Absurd {
+            fn stat_count(&mut self, _: &str) -> Result<usize, EthtoolError> {
+                Ok(u32::MAX as usize)
+            }
+            fn stat_names(&mut self, _: &str, _: usize) -> Result<Vec<String>, EthtoolError> {
+                panic!("names asked for after an absurd count")
+            }
+            fn stat_values(&mut self, _: &str, _: usize) -> Result<Vec<u64>, EthtoolError> {
+                panic!("values asked for after an absurd count")
+            }
+        }
+        let mut cache = StatsCache::new(vec![]);
+        let err = cache.sample(&mut Absurd, "eth0").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "eth0: the driver reports 4294967295 ethtool statistics, more than the 65536 read"
+        );
     }
 }
