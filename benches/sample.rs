@@ -56,6 +56,8 @@ fn tree() -> PathBuf {
 }
 
 fn main() {
+    // As the exporter does at start: files are kept open between samples.
+    roce_exporter::host::raise_open_file_limit();
     let sysfs = tree();
     let hot = std::env::var_os("ROCE_BENCH_HOT").is_some();
     let rounds: u32 = std::env::var("ROCE_BENCH_ROUNDS")

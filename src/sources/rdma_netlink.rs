@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use roce_netlink::rdma::{HwCounter, RdmaDevice};
 use roce_netlink::{NlError, Protocol, Socket};
-use roce_rdma::{Counter, HwCounterSource};
+use roce_rdma::{Counter, CounterNames, HwCounterSource};
 
 /// The two nldev queries, behind a trait so that tests script the kernel.
 pub trait Nldev: Send {
@@ -97,6 +97,8 @@ pub struct NetlinkHwCounters<N: Nldev = KernelNldev> {
     pub requests: u64,
     /// Netlink requests sent since start.
     pub requests_total: u64,
+    /// One shared name per counter name (the reply carries them as text).
+    names: CounterNames,
 }
 
 impl NetlinkHwCounters<KernelNldev> {
@@ -137,6 +139,7 @@ impl<N: Nldev> NetlinkHwCounters<N> {
             errors: Vec::new(),
             requests: 0,
             requests_total: 0,
+            names: CounterNames::new(),
         }
     }
 
@@ -277,7 +280,7 @@ impl<N: Nldev> HwCounterSource for NetlinkHwCounters<N> {
             counters
                 .into_iter()
                 .map(|c| Counter {
-                    name: c.name.into(),
+                    name: self.names.get(&c.name),
                     value: c.value,
                 })
                 .collect(),

@@ -72,8 +72,8 @@ use std::time::{Duration, Instant};
 use crate::fs::{StdFs, SysFile, SysFs};
 use crate::parse::{self, CounterText};
 use crate::types::{
-    Counter, Device, Gid, GidType, HwCounterPath, LinkLayer, Port, PortState, RdmaSnapshot,
-    ReadError, ReadErrorKind,
+    Counter, CounterNames, Device, Gid, GidType, HwCounterPath, LinkLayer, Port, PortState,
+    RdmaSnapshot, ReadError, ReadErrorKind,
 };
 
 /// How often a port's whole GID table is read even when nothing hints at a
@@ -140,6 +140,7 @@ pub struct RdmaReader {
     reads_last_sample: usize,
     /// Where attribute values are read to, reused by every sample.
     buf: ReadBuf,
+    names: CounterNames,
 }
 
 impl std::fmt::Debug for RdmaReader {
@@ -177,6 +178,7 @@ impl RdmaReader {
             static_refresh_interval: DEFAULT_STATIC_REFRESH_INTERVAL,
             reads_last_sample: 0,
             buf: ReadBuf::new(),
+            names: CounterNames::new(),
         }
     }
 
@@ -263,6 +265,7 @@ impl RdmaReader {
             sysfs: &self.sysfs,
             errors: &mut snap.errors,
             buf: &mut self.buf,
+            names: &mut self.names,
             open: self.open.saturating_sub(released),
             max_open: self.max_open,
             now,
@@ -281,6 +284,9 @@ impl RdmaReader {
         }
         self.reads_last_sample = ctx.reads;
         self.open = ctx.open;
+        if released > 0 {
+            self.names.prune();
+        }
         debug_assert_eq!(self.open, self.open_files(), "open-file count drifted");
         snap
     }
@@ -292,6 +298,7 @@ struct Ctx<'a> {
     sysfs: &'a Path,
     errors: &'a mut Vec<ReadError>,
     buf: &'a mut ReadBuf,
+    names: &'a mut CounterNames,
     /// Handles held now, and the cap.
     open: usize,
     max_open: usize,
@@ -763,6 +770,20 @@ fn read_device(
                 .and_then(|numa| parsed_attr(numa, ctx, stale, parse::numa_node).flatten()),
         };
         layout.statics = Some((ctx.now, statics));
+        // Read once a minute: their handles would only take budget from the
+        // files read every sample.
+        for attr in [
+            &mut layout.fw_ver,
+            &mut layout.board_id,
+            &mut layout.hca_type,
+            &mut layout.node_guid,
+            &mut layout.node_type,
+        ] {
+            close_attr(attr, ctx);
+        }
+        if let Some(numa) = layout.backing.numa.as_mut() {
+            close_attr(numa, ctx);
+        }
     }
     if let Some((_, st)) = &layout.statics {
         dev.fw_version = st.fw_version.clone();
@@ -816,6 +837,12 @@ fn read_port(
     let lid_static = matches!(pl.link_layer_seen, Some(LinkLayer::Ethernet));
     if refresh || !lid_static {
         pl.lid_seen = parsed_attr(&mut pl.lid, ctx, stale, parse::hex_u32);
+    }
+    if refresh {
+        close_attr(&mut pl.link_layer, ctx);
+        if lid_static {
+            close_attr(&mut pl.lid, ctx);
+        }
     }
     if refresh && ctx.errors.len() > errors_before {
         *static_failed = true;
@@ -969,9 +996,14 @@ fn table_wants(table: &GidTable, index: u32) -> bool {
 
 fn close_slot(slot: &mut GidSlot, ctx: &mut Ctx<'_>) {
     for a in [&mut slot.gid, &mut slot.types, &mut slot.ndevs] {
-        if a.file.take().is_some() {
-            ctx.open = ctx.open.saturating_sub(1);
-        }
+        close_attr(a, ctx);
+    }
+}
+
+/// Drops an attribute's kept handle, if it has one.
+fn close_attr(attr: &mut Attr, ctx: &mut Ctx<'_>) {
+    if attr.file.take().is_some() {
+        ctx.open = ctx.open.saturating_sub(1);
     }
 }
 
@@ -1051,14 +1083,9 @@ fn release_unwatched(table: &mut GidTable, ctx: &mut Ctx<'_>) {
             close_slot(&mut slot, ctx);
         }
     }
-    let mut close = |a: &mut Attr| {
-        if a.file.take().is_some() {
-            ctx.open = ctx.open.saturating_sub(1);
-        }
-    };
     for slot in table.kept.values_mut().filter(|s| s.seen == Seen::Empty) {
-        close(&mut slot.types);
-        close(&mut slot.ndevs);
+        close_attr(&mut slot.types, ctx);
+        close_attr(&mut slot.ndevs, ctx);
     }
 }
 
@@ -1150,14 +1177,20 @@ fn read_attr(attr: &mut Attr, einval: Einval, ctx: &mut Ctx<'_>, stale: &mut boo
 }
 
 fn scan_port(fs: &dyn SysFs, dir: PathBuf, number: u32, ctx: &mut Ctx<'_>) -> PortLayout {
-    let mut counters = counter_files(fs, &dir.join("counters"), ctx.errors, |n| {
+    let mut counters = counter_files(fs, &dir.join("counters"), ctx.errors, ctx.names, |n| {
         Some(n.to_string())
     });
     // Old kernels (and some OFED builds) put the 64-bit PMA counters in
     // `counters_ext/` under other names; current kernels have them in
     // `counters/` (pma_attrs_ext in drivers/infiniband/core/sysfs.c). Use
     // them under the standard name where `counters/` lacks it.
-    let ext = counter_files(fs, &dir.join("counters_ext"), ctx.errors, ext_standard_name);
+    let ext = counter_files(
+        fs,
+        &dir.join("counters_ext"),
+        ctx.errors,
+        ctx.names,
+        ext_standard_name,
+    );
     for (name, attr) in ext {
         if !counters.iter().any(|(n, _)| *n == name) {
             counters.push((name, attr));
@@ -1166,7 +1199,7 @@ fn scan_port(fs: &dyn SysFs, dir: PathBuf, number: u32, ctx: &mut Ctx<'_>) -> Po
     counters.sort_by(|a, b| a.0.cmp(&b.0));
     // `lifespan` is the cache setting of the hw_counters group
     // (set_stats_lifespan in core/sysfs.c), not a counter.
-    let hw_counters = counter_files(fs, &dir.join("hw_counters"), ctx.errors, |n| {
+    let hw_counters = counter_files(fs, &dir.join("hw_counters"), ctx.errors, ctx.names, |n| {
         (n != "lifespan").then(|| n.to_string())
     });
     let gid_slots = list(fs, &dir.join("gids"), ctx.errors)
@@ -1207,13 +1240,14 @@ fn counter_files(
     fs: &dyn SysFs,
     dir: &Path,
     errors: &mut Vec<ReadError>,
+    names: &mut CounterNames,
     rename: impl Fn(&str) -> Option<String>,
 ) -> Vec<(Arc<str>, Attr)> {
     let mut out: Vec<(Arc<str>, Attr)> = list(fs, dir, errors)
         .into_iter()
         .filter_map(|n| {
             let s = n.to_str()?;
-            Some((Arc::from(rename(s)?), Attr::new(dir.join(s))))
+            Some((names.get(&rename(s)?), Attr::new(dir.join(s))))
         })
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));

@@ -114,6 +114,37 @@ impl Counter {
     }
 }
 
+/// Counter names shared by every port that has them: mlx5 ports all count
+/// under the same ~50 names, and one `Arc` per name (not per port and name)
+/// keeps a sample's reference counting on a few hot cache lines instead of
+/// one line per counter of every port.
+#[derive(Debug, Default)]
+pub struct CounterNames {
+    names: std::collections::HashSet<Arc<str>>,
+}
+
+impl CounterNames {
+    pub fn new() -> Self {
+        CounterNames::default()
+    }
+
+    /// The shared name equal to `name`, added on first sight.
+    pub fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(known) = self.names.get(name) {
+            return Arc::clone(known);
+        }
+        let new: Arc<str> = Arc::from(name);
+        self.names.insert(Arc::clone(&new));
+        new
+    }
+
+    /// Forgets names no counter holds any more (devices that went away with
+    /// counters of their own).
+    pub fn prune(&mut self) {
+        self.names.retain(|n| Arc::strong_count(n) > 1);
+    }
+}
+
 impl Port {
     /// Value of a `counters/` entry by its kernel name.
     pub fn counter(&self, name: &str) -> Option<u64> {

@@ -891,10 +891,11 @@ fn an_open_file_budget_caps_kept_handles_without_losing_values() {
     let root = fixture("sys-rxe");
     let mut unbounded = RdmaReader::new(root.clone(), DeviceFilter::default());
     let want = unbounded.read(&mut SysfsOnly);
-    // fw_ver, node_guid, node_type, parent and the PCI function's numa_node;
-    // 5 port attributes; 15 counters; 2 GIDs × 3 files; 4 empty probe
-    // slots. Not the other 1018 empty GID slots, read only by full scans.
-    assert_eq!(unbounded.open_files(), 5 + 5 + 15 + 2 * 3 + 4);
+    // parent; state, phys_state and rate; 15 counters; 2 GIDs × 3 files;
+    // 4 empty probe slots. Not the attributes read once a minute (fw_ver,
+    // node_guid, node_type, numa_node, link_layer, the RoCE lid), nor the
+    // other 1018 empty GID slots, read only by full scans.
+    assert_eq!(unbounded.open_files(), 1 + 3 + 15 + 2 * 3 + 4);
 
     let mut reader = RdmaReader::new(root, DeviceFilter::default());
     reader.set_max_open_files(20);
