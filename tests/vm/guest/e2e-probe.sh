@@ -162,6 +162,10 @@ stop
 chmod "${MODE:-666}" "$NODE"
 
 # ---- bench: the same window with probes off, then on
+if [ -f /guest/no-bench ]; then
+  step "done (bench phase skipped)"
+  exit 0
+fi
 step "phase bench"
 for mode in off on; do
   start $mode || exit 3
