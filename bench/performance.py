@@ -23,6 +23,7 @@ and the command. Needs prometheus-node-exporter, strace and rustc.
 import argparse
 import datetime
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,9 +64,12 @@ def main(argv):
         if run(["cargo", "build", "--release", "--bin", "roce_exporter"]).returncode:
             sys.exit("build failed")
     tmp = tempfile.mkdtemp(prefix="roce-perf-")
+    # (the per-script sections land in tmp; removed at the end)
     py = sys.executable
-    cost, scrape, memory, load = (os.path.join(tmp, n) for n in
-                                  ("cost.md", "scrape.md", "memory.md", "load.md"))
+    cost, memory, load = (os.path.join(tmp, n) for n in ("cost.md", "memory.md", "load.md"))
+    # bench.py's own report stays where it always was, for its README.
+    scrape = os.path.join(HERE, "results.md")
+    load_report = os.path.join(HERE, "load-results.md")
     status = {}
     status["sample cost"] = run([py, "bench/sample_cost.py", "--binary", args.binary,
                                  "--out", cost] + (["--idle", "2"] if args.quick else [])).returncode
@@ -75,8 +79,9 @@ def main(argv):
     status["memory"] = run([py, "bench/memory.py", "--binary", args.binary, "--out", memory]
                            + (["--samples", "200"] if args.quick else [])).returncode
     if os.path.exists(os.path.join(HERE, "load.py")):
-        status["load"] = run([py, "bench/load.py", "--binary", args.binary, "--out", load]
+        status["load"] = run([py, "bench/load.py", "--binary", args.binary, "--out", load_report]
                              + (["--duration", "10"] if args.quick else [])).returncode
+        load = load_report
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                          text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
@@ -117,6 +122,7 @@ def main(argv):
     with open(OUT, "w") as f:
         f.write("\n".join(header) + "\n" + "\n".join(body))
     print("wrote " + os.path.relpath(OUT, REPO))
+    shutil.rmtree(tmp, ignore_errors=True)
     sys.exit(1 if any(status.values()) else 0)
 
 
