@@ -275,11 +275,7 @@ pub async fn serve_with(
     let slots_total = options.limits.max_connections.clamp(1, MAX_CONNECTIONS_CAP);
     let slots = Arc::new(Semaphore::new(slots_total));
     let http = Arc::new(http1_builder(&options.limits));
-    let timing = ConnectionTiming {
-        max_age: options.max_connection_age,
-        grace: options.close_grace,
-        handshake: options.limits.header_read_timeout,
-    };
+    let timing = ConnectionTiming::of(&options);
     // `true` once shutting down; a dropped sender (serve cancelled) also
     // stops everything.
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -337,6 +333,16 @@ struct ConnectionTiming {
     grace: Duration,
     /// Bound on the TLS handshake.
     handshake: Duration,
+}
+
+impl ConnectionTiming {
+    fn of(options: &ServeOptions) -> Self {
+        ConnectionTiming {
+            max_age: options.max_connection_age,
+            grace: options.close_grace,
+            handshake: options.limits.header_read_timeout,
+        }
+    }
 }
 
 /// Resolves once shutdown has begun (or the server is gone).
@@ -539,11 +545,7 @@ where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let http = Arc::new(http1_builder(&options.limits));
-    let timing = ConnectionTiming {
-        max_age: options.max_connection_age,
-        grace: options.close_grace,
-        handshake: options.limits.header_read_timeout,
-    };
+    let timing = ConnectionTiming::of(options);
     // Kept until the connection ends: a dropped sender reads as shutdown.
     let (stop_tx, stop_rx) = watch::channel(false);
     let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
