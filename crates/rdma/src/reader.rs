@@ -961,6 +961,9 @@ fn read_gids(
             }
         }
         GidPass::Full => {
+            // Empty slots kept so far in this pass: in index order, so the
+            // lowest ones, which the watched passes probe.
+            let mut probes = 0;
             for index in 0..table.len {
                 let mut slot = match table.kept.remove(&index) {
                     Some(slot) => slot,
@@ -969,29 +972,21 @@ fn read_gids(
                 let (seen, gid) = read_gid_slot(index, &mut slot, ctx, stale);
                 slot.seen = seen;
                 out.extend(gid);
-                if slot.seen == Seen::Empty && !table_wants(table, index) {
-                    // Most slots: empty, past the probes. Closed at once, so
-                    // a full pass holds no more handles than a watched one.
-                    close_slot(&mut slot, ctx);
-                    continue;
+                if slot.seen == Seen::Empty {
+                    if probes == GID_EMPTY_PROBES {
+                        // Most slots: empty, past the probes. Closed at
+                        // once, so a full pass holds no more handles than a
+                        // watched one.
+                        close_slot(&mut slot, ctx);
+                        continue;
+                    }
+                    probes += 1;
                 }
                 table.kept.insert(index, slot);
             }
         }
     }
     Some(out)
-}
-
-/// Whether the full pass in progress should keep empty slot `index` as a
-/// probe: fewer than [`GID_EMPTY_PROBES`] empty slots are kept so far (the
-/// pass goes in index order, so those are the lowest).
-fn table_wants(table: &GidTable, index: u32) -> bool {
-    table
-        .kept
-        .iter()
-        .filter(|(&i, s)| i < index && s.seen == Seen::Empty)
-        .count()
-        < GID_EMPTY_PROBES
 }
 
 fn close_slot(slot: &mut GidSlot, ctx: &mut Ctx<'_>) {
