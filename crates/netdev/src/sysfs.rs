@@ -297,9 +297,3 @@ impl SysfsFiles {
         self.netdevs.retain(|n, _| names.contains(&n.as_str()));
     }
 }
-
-/// Reads one netdev once (no handles kept); single-file problems go to
-/// `errors`, the rest is kept.
-pub fn read_netdev(sysfs: &Path, netdev: &str, errors: &mut Vec<SysfsError>) -> NetdevSysfs {
-    SysfsFiles::new(sysfs.to_path_buf()).read(netdev, false, errors)
-}
