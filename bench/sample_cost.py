@@ -52,14 +52,28 @@ def build_floor(workdir):
     return out
 
 
-def strace_window(pid, seconds, workdir, marker):
-    """Syscalls of the exporter over `seconds`: (pread paths, syscall counts,
-    samples seen). A sample is counted by the marker file's reads."""
+def marker_reads(log, marker):
+    try:
+        with open(log, errors="replace") as f:
+            return sum(1 for line in f if marker + ">" in line and "pread64" in line)
+    except OSError:
+        return 0
+
+
+def strace_window(pid, seconds, workdir, marker, want_markers=4, max_seconds=180.0):
+    """Syscalls of the exporter over at least `seconds`, and until the marker
+    file was read `want_markers` times (strace slows a sample of a large tree
+    past a second: a fixed window would hold only part of one, and the floor
+    would then read fewer files than a sample does): (pread paths, syscall
+    counts, samples seen). A sample is counted by the marker file's reads."""
     log = os.path.join(workdir, "strace-%d.txt" % pid)
     p = subprocess.Popen(["strace", "-f", "-qq", "-y", "-o", log, "-p", str(pid),
                           "-e", "trace=pread64,read,openat,ioctl,sendto,sendmsg,recvfrom,recvmsg"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(seconds)
+    deadline = time.monotonic() + max_seconds
+    while marker_reads(log, marker) < want_markers and time.monotonic() < deadline:
+        time.sleep(0.5)
     p.send_signal(signal.SIGINT)
     p.wait(timeout=10)
     paths, counts = [], {}
@@ -88,9 +102,23 @@ def one_sample(paths, marker):
     starts = [i for i, p_ in enumerate(paths) if p_.endswith(marker)]
     segments = [paths[a:b] for a, b in zip(starts, starts[1:])]
     if not segments:
-        return paths
+        sys.exit("strace saw no complete sample (marker %s read %d times)" % (marker, len(starts)))
     segments.sort(key=len)
     return segments[len(segments) // 2]
+
+
+def node_reads_per_scrape(ne, tree, workdir):
+    """Files node_exporter opened (successfully) under the tree for one scrape."""
+    log = os.path.join(workdir, "strace-node.txt")
+    p = subprocess.Popen(["strace", "-f", "-qq", "-o", log, "-e", "trace=openat", "-p",
+                          str(ne.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    ne.client.get("/metrics")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=10)
+    with open(log, errors="replace") as f:
+        return sum(1 for line in f if tree in line and "= -1" not in line)
 
 
 def floor_ns(floor_bin, sample_paths, workdir, interval, window):
@@ -224,6 +252,11 @@ def measure(args, ports, binary, floor_bin, bench_bin, workdir):
         sample_paths = one_sample(paths, marker)
         r["strace_samples"] = samples
         r["reads_per_sample"] = len(sample_paths)
+        counted = sum(v for (_, kind), v in r["kernel_requests"].items() if kind == "file_read")
+        if len(sample_paths) < counted:
+            # the floor must read at least what the exporter says it read
+            sys.exit("%d ports: strace's sample has %d reads, the exporter counted %d file reads"
+                     % (ports, len(sample_paths), counted))
         r["syscalls_per_sample"] = {k: v / max(1, samples) for k, v in sorted(counts.items())}
         floor = floor_ns(floor_bin, sample_paths, workdir, args.interval, args.idle)
         r["floor_s"] = floor["paced"] / 1e9
@@ -232,6 +265,7 @@ def measure(args, ports, binary, floor_bin, bench_bin, workdir):
         r["node_s"] = paced_scrape_cpu(ne, n, args.interval)
         r["our_scrape_s"] = paced_scrape_cpu(ours, n, args.interval, bench.SAMPLER_THREAD)
         r["node_hot_s"] = hot_scrape_cpu(ne, args.hot_scrapes)
+        r["node_reads"] = node_reads_per_scrape(ne, tree, workdir)
         r["ours_hot_s"], r["our_encode_hot_s"] = in_process(bench_bin, tree, args.hot_samples)
     finally:
         ours.stop()
@@ -295,9 +329,27 @@ def render(results, fits, meta):
             "ours / floor is at worst %.2fx (**%s**)"
             % (mode, os_ / fs, "met" if os_ <= 2 * fs else "NOT met", worst,
                "met" if worst <= 2 else "NOT met"),
-            "- %s: per port, node_exporter costs %.1fx ours (target >= 5x): **%s**"
-            % (mode, ns / os_, "met" if ns >= 5 * os_ else "NOT met"),
+            "- %s: per port, node_exporter costs %.1fx ours (target >= 5x): **%s**; it costs "
+            "%.1fx the floor's per port, so no reader of the files a sample of ours reads, not "
+            "even the bare pread loop, %s"
+            % (mode, ns / os_, "met" if ns >= 5 * os_ else "NOT met", ns / fs,
+               "can reach 5x here" if ns < 5 * fs else "is kept from 5x by the read count"),
         ]
+    big = max(results, key=lambda r: r["ports"])
+    lines += [
+        "",
+        "Files read: at %d ports a sample of ours preads %d files (%.0f per port), a scrape of "
+        "node_exporter opens %d (%.0f per port; each is an openat, a read and a close). Per file "
+        "read, paced, node_exporter spends %.1f µs and ours %.1f µs: %.1fx. On a live kernel "
+        "the 31 `hw_counters/` files of a port come from one RDMA netlink request instead "
+        "(`roce_collector_kernel_requests`, checked in the VM test), which a tree cannot show."
+        % (big["ports"], big["reads_per_sample"], big["reads_per_sample"] / big["ports"],
+           big["node_reads"], big["node_reads"] / big["ports"],
+           big["node_s"] / max(1, big["node_reads"]) * 1e6,
+           big["ours_s"] / max(1, big["reads_per_sample"]) * 1e6,
+           (big["node_s"] / max(1, big["node_reads"]))
+           / (big["ours_s"] / max(1, big["reads_per_sample"]))),
+    ]
     lines += [
         "",
         "What one steady sample asks of the kernel (strace of the running exporter, per "

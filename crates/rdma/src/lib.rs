@@ -15,7 +15,7 @@ pub mod parse;
 pub mod reader;
 pub mod types;
 
-pub use fs::{StdFs, SysFile, SysFs};
+pub use fs::{KeptDir, StdFs, SysFile, SysFs};
 pub use reader::{
     DeviceFilter, HwCounterSource, RdmaReader, SysfsOnly, DEFAULT_GID_FULL_SCAN_INTERVAL,
     DEFAULT_STATIC_REFRESH_INTERVAL, GID_EMPTY_PROBES,

@@ -4,11 +4,15 @@
 //! (it should be there and could not be read).
 //!
 //! Listings (ports, counter names, GID slot counts) are taken once per device
-//! appearance and kept; the device list itself is re-read every sample (one
-//! `read_dir`), so a device that vanishes (driver reload, hot-unplug) loses
-//! its handles and one that (re)appears is scanned afresh. A kept handle that
-//! fails with ENODEV/ENOENT/ESTALE is reopened once and the device is
-//! rescanned on the next sample.
+//! appearance and kept; the device list itself is re-read every sample, so a
+//! device that vanishes (driver reload, hot-unplug) loses its handles and one
+//! that (re)appears is scanned afresh. That listing goes through a kept
+//! handle of `class/infiniband` (a seek and a `getdents64`:
+//! [`crate::fs::KeptDir`]), reopened every
+//! [`DEFAULT_STATIC_REFRESH_INTERVAL`], after a device vanished, and at once
+//! when it fails or lists nothing (a removed folder lists empty). A kept
+//! handle that fails with ENODEV/ENOENT/ESTALE is reopened once and the
+//! device is rescanned on the next sample.
 //!
 //! # GID tables: a full scan now and then, the known slots every sample
 //!
@@ -69,7 +73,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::fs::{StdFs, SysFile, SysFs};
+use crate::fs::{KeptDir, StdFs, SysFile, SysFs};
 use crate::parse::{self, CounterText};
 use crate::types::{
     Counter, CounterNames, Device, Gid, GidType, HwCounterPath, LinkLayer, Port, PortState,
@@ -141,6 +145,12 @@ pub struct RdmaReader {
     /// Where attribute values are read to, reused by every sample.
     buf: ReadBuf,
     names: CounterNames,
+    /// `class/infiniband`, listed every sample through a kept handle.
+    class: PathBuf,
+    class_dir: KeptDir,
+    /// When `class_dir` was opened: it is reopened on the static cadence.
+    class_opened: Option<Instant>,
+    listed: Vec<OsString>,
 }
 
 impl std::fmt::Debug for RdmaReader {
@@ -168,7 +178,6 @@ impl RdmaReader {
     /// errnos through it).
     pub fn with_fs(sysfs: PathBuf, filter: DeviceFilter, fs: Box<dyn SysFs>) -> Self {
         RdmaReader {
-            sysfs,
             filter,
             fs,
             devices: BTreeMap::new(),
@@ -179,6 +188,11 @@ impl RdmaReader {
             reads_last_sample: 0,
             buf: ReadBuf::new(),
             names: CounterNames::new(),
+            class: sysfs.join("class/infiniband"),
+            class_dir: KeptDir::default(),
+            class_opened: None,
+            listed: Vec::new(),
+            sysfs,
         }
     }
 
@@ -220,6 +234,33 @@ impl RdmaReader {
         self.devices.values().map(DeviceState::open_files).sum()
     }
 
+    /// Lists `class/infiniband` into `self.listed` through the kept handle,
+    /// opened afresh on the static cadence, and at once again when the kept
+    /// one fails or shows nothing (the folder it holds may be a removed one).
+    fn list_class(&mut self, now: Instant) -> std::io::Result<()> {
+        let due = self
+            .class_opened
+            .is_none_or(|at| now.saturating_duration_since(at) >= self.static_refresh_interval);
+        if due {
+            self.class_dir.forget();
+        }
+        let was_open = self.class_dir.is_open();
+        if !was_open {
+            self.class_opened = Some(now);
+        }
+        let listed = self
+            .fs
+            .list_kept(&self.class, &mut self.class_dir, &mut self.listed);
+        if was_open && (listed.is_err() || self.listed.is_empty()) {
+            self.class_dir.forget();
+            self.class_opened = Some(now);
+            return self
+                .fs
+                .list_kept(&self.class, &mut self.class_dir, &mut self.listed);
+        }
+        listed
+    }
+
     /// Reads every device that passes the filter.
     pub fn read(&mut self, hw: &mut dyn HwCounterSource) -> RdmaSnapshot {
         self.read_at(hw, Instant::now())
@@ -231,23 +272,22 @@ impl RdmaReader {
     pub fn read_at(&mut self, hw: &mut dyn HwCounterSource, now: Instant) -> RdmaSnapshot {
         self.reads_last_sample = 0;
         let mut snap = RdmaSnapshot::default();
-        let class = self.sysfs.join("class/infiniband");
-        let names = match self.fs.read_dir(&class) {
-            Ok(names) => names,
-            Err(e) => {
-                if !is_absent(&e) {
-                    push_io(&mut snap.errors, &class, &e);
-                }
-                // No RDMA stack loaded: nothing to keep.
-                self.devices.clear();
-                self.open = 0;
-                return snap;
+        if let Err(e) = self.list_class(now) {
+            if !is_absent(&e) {
+                push_io(&mut snap.errors, &self.class, &e);
             }
-        };
-        let mut present: Vec<String> = names
-            .into_iter()
-            .filter_map(|n| n.into_string().ok())
+            // No RDMA stack loaded: nothing to keep.
+            self.devices.clear();
+            self.open = 0;
+            return snap;
+        }
+        let class = &self.class;
+        let mut present: Vec<String> = self
+            .listed
+            .iter()
+            .filter_map(|n| n.to_str())
             .filter(|n| self.filter.allows(n))
+            .map(str::to_owned)
             .collect();
         present.sort();
         present.dedup();
@@ -273,14 +313,24 @@ impl RdmaReader {
             static_refresh_interval: self.static_refresh_interval,
             reads: 0,
         };
+        let mut vanished = false;
         for name in present {
-            let state = self
-                .devices
-                .entry(name.clone())
-                .or_insert_with(|| DeviceState::new(class.join(&name)));
-            if let Some(device) = state.read(&name, &mut ctx, hw) {
-                snap.devices.push(device);
+            let state = match self.devices.get_mut(&name) {
+                Some(state) => state,
+                None => self
+                    .devices
+                    .entry(name.clone())
+                    .or_insert_with(|| DeviceState::new(class.join(&name))),
+            };
+            match state.read(&name, &mut ctx, hw) {
+                Some(device) => snap.devices.push(device),
+                None => vanished = true,
             }
+        }
+        // A device that went away may be the first sign of a removed and
+        // re-created class folder: list it afresh next time.
+        if vanished || released > 0 {
+            self.class_dir.forget();
         }
         self.reads_last_sample = ctx.reads;
         self.open = ctx.open;
