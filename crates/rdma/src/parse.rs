@@ -82,7 +82,7 @@ pub fn port_state(text: &str) -> Result<PortState, String> {
 
 /// `phys_state`: "%u: %s" with `phys_state_to_str` (sysfs.c): Sleep,
 /// Polling, Disabled, PortConfigurationTraining, LinkUp, LinkErrorRecovery,
-/// Phy Test; anything else is "<unknown>".
+/// Phy Test; anything else is `"<unknown>"`.
 pub fn phys_state(text: &str) -> Result<PhysState, String> {
     let (id, name) = id_and_name(text)?;
     Ok(match id {
