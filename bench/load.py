@@ -551,8 +551,10 @@ def phase_summary(name, lat, errs, duration):
 # Longest a connection of each kind may be held before the server cuts it:
 # headers not finished: the header read timeout; an answer not read: it sits
 # in the socket buffers, so the server is done writing and the idle
-# keep-alive connection is cut at the same timeout, or, when the answer is
-# larger than the buffers, at the connection age plus the close grace.
+# keep-alive connection is cut at the same timeout. When the answer is
+# larger than the buffers, a client that takes nothing is cut at
+# web.write_stall_timeout (tests/http.rs), one that keeps reading slowly at
+# the connection age plus the close grace: the bound kept here for both.
 def bound(kind):
     if kind == "slow_headers":
         return HEADER_READ_TIMEOUT + SLACK
@@ -775,9 +777,10 @@ def render(args, phases, abuse, body_len, rss_start, rss_peak, rss_end,
                "non-reading client's answer (135 KiB here) fits in the socket buffers, so the "
                "server is done with it at once: while every slot is taken the answer says "
                "`Connection: close` and the server closes, otherwise the idle connection is cut "
-               "at the header timeout; the bound, connection age plus grace, is for answers "
-               "larger than the buffers. Oversized requests are refused as soon as the limit is "
-               "crossed.")
+               "at the header timeout. For answers larger than the buffers, a client that takes "
+               "no byte is cut at `web.write_stall_timeout` (10 s) and one that keeps reading "
+               "slowly at the connection age plus grace, the bound used here. Oversized requests "
+               "are refused as soon as the limit is crossed.")
     out.append("\n## Exporter\n")
     out.append("| | start | peak | end |")
     out.append("|---|---|---|---|")

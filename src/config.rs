@@ -555,6 +555,11 @@ pub struct WebLimits {
     pub header_read_timeout: Duration,
     /// Largest request (headers) accepted.
     pub max_request_bytes: usize,
+    /// Longest a response may go without the client taking a byte of it
+    /// (its receive window and the socket buffers full); then the
+    /// connection is cut. A slow but reading client is not affected.
+    #[serde(deserialize_with = "duration")]
+    pub write_stall_timeout: Duration,
 }
 
 impl Default for WebLimits {
@@ -563,6 +568,7 @@ impl Default for WebLimits {
             max_connections: 64,
             header_read_timeout: Duration::from_secs(10),
             max_request_bytes: 16 * 1024,
+            write_stall_timeout: Duration::from_secs(10),
         }
     }
 }

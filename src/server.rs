@@ -12,6 +12,10 @@
 //!   sit idle between requests);
 //! - request headers above `max_request_bytes` get `431` and the connection
 //!   is closed; a request with a body gets `413` and the connection is closed;
+//! - a response the client stops reading (its window and the socket buffers
+//!   full, no byte taken) for `write_stall_timeout` has its connection cut;
+//!   the answer of a large node outgrows the buffers, and such a client
+//!   would otherwise hold a slot until the connection age ran out;
 //! - a connection older than [`ServeOptions::max_connection_age`] is told to
 //!   close after its current response and is cut [`ServeOptions::close_grace`]
 //!   later, so a client that reads its response very slowly cannot hold a
@@ -29,8 +33,11 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -41,6 +48,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
@@ -333,6 +341,7 @@ struct ConnectionTiming {
     grace: Duration,
     /// Bound on the TLS handshake.
     handshake: Duration,
+    write_stall: Duration,
 }
 
 impl ConnectionTiming {
@@ -341,7 +350,109 @@ impl ConnectionTiming {
             max_age: options.max_connection_age,
             grace: options.close_grace,
             handshake: options.limits.header_read_timeout,
+            write_stall: options.limits.write_stall_timeout,
         }
+    }
+}
+
+/// A connection's byte stream whose writes fail with `TimedOut` once they
+/// have made no progress for `timeout`. hyper has a timer for reading
+/// request headers but none for writing: a client that stops reading an
+/// answer larger than the socket buffers leaves the write pending, and the
+/// connection's slot held, until the connection age runs out. The deadline
+/// starts when a write, flush or shutdown first returns `Pending` and is
+/// dropped as soon as one completes.
+struct WriteStallGuard<I> {
+    io: I,
+    timeout: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<I> WriteStallGuard<I> {
+    fn new(io: I, timeout: Duration) -> Self {
+        WriteStallGuard {
+            io,
+            timeout,
+            stalled: None,
+        }
+    }
+
+    /// After the stream answered `Pending`: `Pending` again (and woken at
+    /// the deadline) until the stall has lasted `timeout`, then the error.
+    fn stall<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let timeout = self.timeout;
+        let deadline = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took no byte of the response for write_stall_timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn progress<T>(
+        &mut self,
+        polled: Poll<io::Result<T>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<T>> {
+        match polled {
+            Poll::Pending => self.stall(cx),
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for WriteStallGuard<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for WriteStallGuard<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.progress(polled, cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.progress(polled, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_flush(cx);
+        this.progress(polled, cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_shutdown(cx);
+        this.progress(polled, cx)
     }
 }
 
@@ -508,6 +619,7 @@ async fn drive_connection<I>(
             Ok::<_, Infallible>(response)
         }
     });
+    let io = WriteStallGuard::new(io, timing.write_stall);
     let conn = http.serve_connection(TokioIo::new(io), service);
     let mut conn = std::pin::pin!(conn);
     let finished = tokio::select! {

@@ -823,3 +823,102 @@ async fn findings_are_served_as_json_valid_against_the_schema() {
     );
     server.stop().await.expect("clean stop");
 }
+
+/// Serves one in-memory connection (the accept loop's per-connection code,
+/// `server::serve_stream`) whose pipe holds `pipe` bytes each way, so a
+/// client that does not read fills it at once, as a full socket would.
+fn serve_pipe(pipe: usize, options: ServeOptions) -> (tokio::io::DuplexStream, JoinHandle<()>) {
+    let (client, conn) = tokio::io::duplex(pipe);
+    let task = tokio::spawn(async move {
+        let web = Arc::new(roce_exporter::webconfig::WebConfig::plain());
+        server::serve_stream(conn, app(1), &options, web).await;
+    });
+    (client, task)
+}
+
+/// Status line, declared body length and the body bytes that came.
+fn split_response(bytes: &[u8]) -> (String, usize, usize) {
+    let end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let head = String::from_utf8_lossy(&bytes[..end]).to_string();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())
+                .flatten()
+        })
+        .expect("a content-length");
+    let status = head.lines().next().unwrap_or_default().to_string();
+    (status, length, bytes.len() - end - 4)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_its_response_is_cut_at_the_write_stall_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut opts = options();
+    opts.limits.header_read_timeout = Duration::from_secs(30);
+    opts.limits.write_stall_timeout = Duration::from_millis(200);
+    // Without the stall timeout only the connection age would end it.
+    opts.max_connection_age = Duration::from_secs(600);
+    let (mut client, served) = serve_pipe(512, opts);
+    client
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    // The client reads nothing: the server's write fills the pipe and stalls.
+    tokio::time::timeout(EVENTUALLY, served)
+        .await
+        .expect("the stalled connection was cut")
+        .unwrap();
+    let mut got = Vec::new();
+    client.read_to_end(&mut got).await.unwrap();
+    let (status, length, body) = split_response(&got);
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(
+        body < length,
+        "cut before the end: {body} of {length} body bytes came"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_client_that_keeps_reading_gets_the_whole_response() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut opts = options();
+    opts.limits.write_stall_timeout = Duration::from_millis(300);
+    let (mut client, served) = serve_pipe(64, opts);
+    client
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    // 64 bytes every 20 ms: the whole answer takes longer than the stall
+    // timeout, but no single stall comes near it.
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 64];
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let n = tokio::time::timeout(EVENTUALLY, client.read(&mut chunk))
+            .await
+            .expect("the server kept sending")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&chunk[..n]);
+    }
+    let (status, length, body) = split_response(&got);
+    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(body, length, "the whole body came");
+    assert!(
+        started.elapsed() > Duration::from_millis(300),
+        "the test reads for longer than the stall timeout"
+    );
+    tokio::time::timeout(EVENTUALLY, served)
+        .await
+        .unwrap()
+        .unwrap();
+}

@@ -80,6 +80,7 @@ fuzz_target!(|data: &[u8]| {
         max_connections: 4,
         header_read_timeout: Duration::from_secs(5),
         max_request_bytes,
+        ..WebLimits::default()
     });
     options.close_grace = Duration::from_secs(1);
     let app = f.app.clone();
