@@ -741,7 +741,7 @@ fn topology(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
         let text = format!(
             "ACS P2P redirect on the {} bridge(s) between GPUs and their nearest NICs: {on} enabled, {off} disabled, {none} without ACS, {unknown} unknown{}",
             t.acs.len(),
-            if unknown > 0 { " (config space beyond 64 bytes needs root)" } else { "" }
+            if unknown > 0 { " (config space beyond 64 bytes needs CAP_SYS_ADMIN)" } else { "" }
         );
         let status = if on > 0 {
             Status::Fail

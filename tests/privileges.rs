@@ -8,7 +8,7 @@
 //!   (EACCES: "Permission denied"), its values are absent, the rest stays;
 //! - the running kernel really hides PCI config space beyond 64 bytes from
 //!   an unprivileged reader (what makes ACS "unknown" without CAP_SYS_ADMIN),
-//!   and the exporter then reports ACS unknown and says it needs root.
+//!   and the exporter then reports ACS unknown and says it needs CAP_SYS_ADMIN.
 //!
 //! The live sources under the hardened systemd unit (ethtool ioctl, netlink)
 //! run in .ci/packaging.sh; the probes' device-open and memlock refusals as
@@ -309,7 +309,7 @@ fn pci_config_space_beyond_64_bytes_needs_cap_sys_admin() {
     };
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(
-        report.contains("unknown (config space beyond 64 bytes needs root)"),
+        report.contains("unknown (config space beyond 64 bytes needs CAP_SYS_ADMIN)"),
         "{report}"
     );
 }

@@ -63,7 +63,7 @@ pub const ACS_REDIRECT: Family = Family {
     kind: Kind::Gauge,
     unit: None,
     labels: &["pci_address", "state"],
-    help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, as a state set (value 1 for the current state): enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space not readable: needs root).",
+    help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, as a state set (value 1 for the current state): enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN).",
     source: "/sys/bus/pci/devices/<pci_address>/config (extended capability 0x000d, control bit 0x0004)",
 };
 pub const GPUDIRECT_READY: Family = Family {
