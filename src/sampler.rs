@@ -26,6 +26,7 @@ pub enum Control {
 pub struct Sampler {
     sources: Vec<Box<dyn Source>>,
     sequence: u64,
+    ticks_missed: u64,
     errors_total: HashMap<&'static str, u64>,
     /// Last state per source, to log a change once instead of every sample.
     last_state: HashMap<&'static str, SourceState>,
@@ -41,6 +42,7 @@ impl Sampler {
         Sampler {
             sources,
             sequence: 0,
+            ticks_missed: 0,
             errors_total: HashMap::new(),
             last_state: HashMap::new(),
             rules: config.rules.clone(),
@@ -55,6 +57,7 @@ impl Sampler {
         self.sequence += 1;
         let mut snapshot = Snapshot {
             sequence: self.sequence,
+            ticks_missed_total: self.ticks_missed,
             taken_at: Some(SystemTime::now()),
             ..Snapshot::default()
         };
@@ -128,7 +131,11 @@ impl Sampler {
             next = later(next);
             let now = Instant::now();
             if next < now {
-                // Missed ticks are skipped, not run back to back.
+                // Missed ticks are skipped, not run back to back; counted so
+                // that a gap in the series has a visible cause.
+                self.ticks_missed = self
+                    .ticks_missed
+                    .saturating_add(ticks_passed(next, now, interval));
                 next = later(now);
             }
             loop {
@@ -146,6 +153,24 @@ impl Sampler {
             }
         }
     }
+}
+
+/// Scheduled ticks at `next`, `next + interval`, ... that have come by `now`:
+/// the samples a schedule that skips late ticks never takes.
+fn ticks_passed(next: Instant, now: Instant, interval: Duration) -> u64 {
+    let Some(late) = now.checked_duration_since(next) else {
+        return 0;
+    };
+    if late.is_zero() {
+        return 0;
+    }
+    // A zero interval cannot come from the configuration (at least 100 ms);
+    // treated as one tick missed rather than a division by zero.
+    let whole = late
+        .as_nanos()
+        .checked_div(interval.as_nanos())
+        .unwrap_or(0);
+    u64::try_from(whole).unwrap_or(u64::MAX).saturating_add(1)
 }
 
 /// How far back the history must reach: the longest rule window and one
@@ -282,5 +307,64 @@ mod tests {
             .increase(rules::history::Value::LinkDowned, Duration::MAX)
             .map(|i| i.amount);
         assert_eq!(inc, Some(4));
+    }
+
+    #[test]
+    fn ticks_passed_counts_whole_intervals() {
+        let t0 = Instant::now();
+        let i = Duration::from_millis(100);
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(ticks_passed(at(100), at(100), i), 0, "on time");
+        assert_eq!(ticks_passed(at(100), at(50), i), 0, "early");
+        assert_eq!(ticks_passed(at(100), at(101), i), 1);
+        assert_eq!(ticks_passed(at(100), at(199), i), 1);
+        // A sample started at 0 that ends at 350: ticks 100, 200, 300 passed.
+        assert_eq!(ticks_passed(at(100), at(350), i), 3);
+        assert_eq!(ticks_passed(at(100), at(101), Duration::ZERO), 1);
+    }
+
+    #[test]
+    fn run_counts_samples_and_the_ticks_a_slow_sample_skips() {
+        const INTERVAL: Duration = Duration::from_millis(20);
+        struct Slow;
+        impl Source for Slow {
+            fn name(&self) -> &'static str {
+                "slow"
+            }
+            fn sample(&mut self, _s: &mut Snapshot, _e: &mut Vec<String>) -> SourceState {
+                std::thread::sleep(INTERVAL * 3);
+                SourceState::Ok
+            }
+        }
+        let sampler = Sampler::new(vec![Box::new(Slow)], &Config::default());
+        let (control, control_rx) = mpsc::channel();
+        let (published, snapshots) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            sampler.run(INTERVAL, control_rx, |_, s| {
+                let _ = published.send(s);
+            })
+        });
+        let got: Vec<Arc<Snapshot>> = snapshots.iter().take(3).collect();
+        drop(control);
+        thread.join().unwrap();
+        assert_eq!(
+            got.iter().map(|s| s.sequence).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        // Counted after a sample, so the first snapshot cannot carry a miss.
+        // A sample sleeps at least three intervals, so at least three ticks
+        // pass during each (the one it started on is not one of them); more
+        // on a loaded machine, never fewer.
+        assert_eq!(got[0].ticks_missed_total, 0);
+        assert!(
+            got[1].ticks_missed_total >= 3,
+            "{}",
+            got[1].ticks_missed_total
+        );
+        assert!(
+            got[2].ticks_missed_total >= 6,
+            "{}",
+            got[2].ticks_missed_total
+        );
     }
 }

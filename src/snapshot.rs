@@ -6,8 +6,13 @@ use std::time::{Duration, SystemTime};
 /// One sample of the host.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Increases by one per sample, from 1.
+    /// Increases by one per sample, from 1: also the samples taken since
+    /// start (`roce_samples_total`).
     pub sequence: u64,
+    /// Scheduled sample ticks skipped since start because a sample, or the
+    /// host's scheduling of the sampler, overran the interval. Counted after
+    /// each sample, so a miss shows in the snapshot that follows it.
+    pub ticks_missed_total: u64,
     /// When the sample started.
     pub taken_at: Option<SystemTime>,
     /// One entry per source that ran, in the order they ran.

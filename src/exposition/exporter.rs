@@ -1,5 +1,6 @@
 //! Families about the exporter itself: build, per-collector success,
-//! duration and errors, and the time of the sample being served.
+//! duration and errors, the time of the sample being served, and how many
+//! samples were taken and how many scheduled ones were missed.
 
 use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Kind};
 use crate::snapshot::Snapshot;
@@ -60,6 +61,22 @@ pub const SAMPLE_TIMESTAMP: Family = Family {
     help: "Unix time at which the served sample was taken.",
     source: "sampler",
 };
+pub const SAMPLES: Family = Family {
+    base: "roce_samples",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &[],
+    help: "Samples taken since start, the one being served included. Below elapsed time / sample_interval when ticks were missed.",
+    source: "sampler",
+};
+pub const SAMPLE_TICKS_MISSED: Family = Family {
+    base: "roce_sample_ticks_missed",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &[],
+    help: "Scheduled sample ticks skipped since start, in whole intervals, because a sample or the host's scheduling of the sampler overran sample_interval (skipped, not run late). Counted after the sample that overran. Nonzero: the sources are too slow for sample_interval, or the host is overloaded.",
+    source: "sampler",
+};
 pub const SAMPLE_INTERVAL: Family = Family {
     base: "roce_sample_interval",
     kind: Kind::Gauge,
@@ -77,6 +94,8 @@ pub static FAMILIES: &[Family] = &[
     COLLECTOR_KERNEL_REQUESTS,
     COLLECTOR_STATE,
     SAMPLE_TIMESTAMP,
+    SAMPLES,
+    SAMPLE_TICKS_MISSED,
     SAMPLE_INTERVAL,
 ];
 
@@ -108,6 +127,11 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySampl
         ts.push(&[], snapshot.timestamp_seconds());
         out.push(ts);
     }
+    let mut samples = FamilySamples::new(&SAMPLES);
+    samples.push(&[], snapshot.sequence);
+    let mut missed = FamilySamples::new(&SAMPLE_TICKS_MISSED);
+    missed.push(&[], snapshot.ticks_missed_total);
+    out.extend([samples, missed]);
     let mut interval = FamilySamples::new(&SAMPLE_INTERVAL);
     interval.push(&[], build.sample_interval.as_secs_f64());
     out.push(interval);
