@@ -13,23 +13,11 @@ import shutil
 import subprocess
 import sys
 
+sys.dont_write_bytecode = True
+from checks import check, counts, read  # noqa: E402  (this folder's shared checker parts)
+
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append(ok)
-    print(f"{'PASS' if ok else 'FAIL'} {name}" + (f": {detail}" if detail else ""))
-
-
-def read(d, name):
-    try:
-        with open(os.path.join(d, name)) as f:
-            return f.read()
-    except OSError:
-        return None
 
 
 def parse_prom(text):
@@ -251,8 +239,7 @@ def main():
         print(f"BENCH probe RTT (WRITE + SEND, good phase): mean {mean * 1e6:.1f} us over {count:.0f} rounds, "
               f"median bucket <= {p50 and p50 * 1e6:.0f} us" + (f"; bench window mean {bs / bc * 1e6:.1f} us" if bc else ""))
 
-    passed = sum(1 for r in results if r)
-    failed = len(results) - passed
+    passed, failed = counts()
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

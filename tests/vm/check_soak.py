@@ -16,6 +16,9 @@ import re
 import statistics
 import sys
 
+sys.dont_write_bytecode = True
+from checks import check, counts, read, results  # noqa: E402  (this folder's shared parts)
+
 # glibc malloc grows and trims the heap top in steps of about 128 KiB
 # (M_TOP_PAD, M_TRIM_THRESHOLD), so a steady process can sit one step higher
 # at the end than at the start without holding one byte more: two steps are
@@ -31,22 +34,6 @@ PROBE_PKTS_PER_ROUND = 4
 # to listen, connection setup and teardown; at the end, the last < 6 s in
 # which no chunk is started.
 TRAFFIC_GAP_S = 6
-
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append((name, bool(ok), detail))
-    print(f"{'PASS' if ok else 'FAIL'} {name}" + (f": {detail}" if detail else ""))
-
-
-def read(d, name):
-    try:
-        with open(os.path.join(d, name)) as f:
-            return f.read()
-    except OSError:
-        return None
-
 
 def kv(text):
     return dict(l.split("=", 1) for l in (text or "").splitlines() if "=" in l)
@@ -257,8 +244,7 @@ def main():
 
 
 def finish(a, host, env, rows, steady, figures):
-    passed = sum(1 for _, ok, _ in results if ok)
-    failed = len(results) - passed
+    passed, failed = counts()
     table = []
     if figures:
         first, last, rss0, rss1, interval, traffic = figures

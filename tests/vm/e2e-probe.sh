@@ -20,6 +20,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 log() { printf '[e2e-probe] %s\n' "$*" >&2; }
+. "$HERE/host.sh"   # vm_image, exporter_binary
 
 TIMEOUT=480
 BENCH=1
@@ -34,21 +35,8 @@ done
 
 VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
 OUT=${E2E_OUT:-$ROOT/target/vm-e2e-probe}
-want=$(cat "$HERE/build.sh" "$HERE/lib.sh" "$HERE/guest-init.sh" | cksum)
-if [[ -f $VM/vmlinuz && -f $VM/initramfs.img && "$(cat "$VM/stamp" 2>/dev/null)" == "$want" ]]; then
-  log "VM image: $VM (cached)"
-else
-  log "building the VM image into $VM"
-  bash "$HERE/build.sh" "$VM" || { log "build.sh failed"; exit 2; }
-fi
-if [[ -n ${ROCE_EXPORTER_BIN:-} ]]; then
-  BIN=$ROCE_EXPORTER_BIN
-else
-  log "cargo build --release"
-  (cd "$ROOT" && cargo build --release --quiet) || { log "cargo build failed"; exit 2; }
-  BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/roce_exporter
-fi
-[[ -x $BIN ]] || { log "no exporter binary at $BIN"; exit 2; }
+vm_image "$VM"
+exporter_binary
 
 rm -rf "$OUT"; mkdir -p "$OUT/guest"
 EXTRA=()

@@ -22,6 +22,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 log() { printf '[e2e] %s\n' "$*" >&2; }
+. "$HERE/host.sh"   # vm_image, exporter_binary
 
 NIC_MODEL=virtio-net-pci TIMEOUT=180
 while (($#)); do
@@ -40,13 +41,7 @@ VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
 OUT=${E2E_OUT:-$ROOT/target/vm-e2e}
 
 # ---- 1. the VM image, built once per harness version
-want=$(cat "$HERE/build.sh" "$HERE/lib.sh" "$HERE/guest-init.sh" | cksum)
-if [[ -f $VM/vmlinuz && -f $VM/initramfs.img && "$(cat "$VM/stamp" 2>/dev/null)" == "$want" ]]; then
-  log "VM image: $VM (cached, $(cat "$VM/kver"))"
-else
-  log "building the VM image into $VM"
-  bash "$HERE/build.sh" "$VM" || { log "build.sh failed"; exit 2; }
-fi
+vm_image "$VM"
 
 # the host-side check is python3 (stdlib only); a minimal Debian may lack it
 if ! command -v python3 >/dev/null; then
@@ -56,14 +51,7 @@ if ! command -v python3 >/dev/null; then
 fi
 
 # ---- 2. the exporter
-if [[ -n ${ROCE_EXPORTER_BIN:-} ]]; then
-  BIN=$ROCE_EXPORTER_BIN
-else
-  log "cargo build --release"
-  (cd "$ROOT" && cargo build --release --quiet) || { log "cargo build failed"; exit 2; }
-  BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/roce_exporter
-fi
-[[ -x $BIN ]] || { log "no exporter binary at $BIN"; exit 2; }
+exporter_binary
 T1=$(date +%s)
 
 # ---- 3. the guest run

@@ -24,6 +24,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 log() { printf '[soak] %s\n' "$*" >&2; }
+. "$HERE/host.sh"   # vm_image, exporter_binary
 
 DURATION=600
 RECORD=10
@@ -43,21 +44,8 @@ done
   || { log "--duration and --interval take whole seconds"; exit 2; }
 
 VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
-want=$(cat "$HERE/build.sh" "$HERE/lib.sh" "$HERE/guest-init.sh" | cksum)
-if [[ -f $VM/vmlinuz && -f $VM/initramfs.img && "$(cat "$VM/stamp" 2>/dev/null)" == "$want" ]]; then
-  log "VM image: $VM (cached)"
-else
-  log "building the VM image into $VM"
-  bash "$HERE/build.sh" "$VM" || { log "build.sh failed"; exit 2; }
-fi
-if [[ -n ${ROCE_EXPORTER_BIN:-} ]]; then
-  BIN=$(realpath "$ROCE_EXPORTER_BIN")
-else
-  log "cargo build --release"
-  (cd "$ROOT" && cargo build --release --quiet) || { log "cargo build failed"; exit 2; }
-  BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/roce_exporter
-fi
-[[ -x $BIN ]] || { log "no exporter binary at $BIN"; exit 2; }
+vm_image "$VM"
+exporter_binary
 
 rm -rf "$OUT"; mkdir -p "$OUT/guest"
 printf 'DURATION=%s\nRECORD=%s\n' "$DURATION" "$RECORD" > "$OUT/soak.conf"
