@@ -1,7 +1,8 @@
 //! Fuzz target: ethtool statistics as the ioctl returns them
-//! (`crates/netdev` ethtool.rs: the `ETHTOOL_GSTRINGS` / `ETHTOOL_GSTATS`
-//! reply decoding, the per-netdev name cache that re-reads names when the
-//! count changes), the name→meaning table and its per-set resolution
+//! (`crates/netdev` ethtool.rs: the `ETHTOOL_GSSET_INFO` / `ETHTOOL_GSTRINGS`
+//! / `ETHTOOL_GSTATS` reply decoding, the per-netdev name cache that asks
+//! the count before every read and re-reads names when it changes, replies
+//! longer than the caller's buffer cut there with EFAULT), the name→meaning table and its per-set resolution
 //! (mapping.rs), and the netdev reader that combines them with pause
 //! statistics and DCB replies (reader.rs, decoded by live.rs and dcb.rs).
 //! The driver's answers (counts, string sets, value buffers, errors) come
@@ -15,7 +16,10 @@ use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use roce_exporter_fuzz::{repo_root, words};
 use roce_netdev::dcb::{self, DcbConfig, DcbError};
-use roce_netdev::ethtool::{decode_gstats, decode_gstrings, parse_ethtool_s, EthtoolError};
+use roce_netdev::ethtool::{
+    decode_gstats, decode_gstrings, decode_sset_info, parse_ethtool_s, set_u32, u32_at,
+    EthtoolError, ReplyBuf, ETHTOOL_GSSET_INFO, ETHTOOL_GSTATS, ETHTOOL_GSTRINGS, ETH_SS_STATS,
+};
 use roce_netdev::mapping::{self, Resolved};
 use roce_netdev::reader::{DcbRead, PauseRead, ReaderOptions, Target};
 use roce_netdev::{EthtoolIo, NetdevReader, PauseStats};
@@ -117,32 +121,47 @@ fn out_of_script() -> EthtoolError {
     }
 }
 
+/// Copies a scripted reply into the caller's buffer as far as it goes; a
+/// longer reply fails with EFAULT there, as the kernel's copy does at the
+/// buffer's guard page.
+fn copy_reply(reply: &[u64], buf: &mut ReplyBuf) -> std::result::Result<(), EthtoolError> {
+    let words = buf.words_mut();
+    let n = reply.len().min(words.len());
+    words[..n].copy_from_slice(&reply[..n]);
+    if n < reply.len() {
+        return Err(EthtoolError::Ioctl {
+            netdev: "script".into(),
+            step: "fuzz",
+            errno: libc::EFAULT,
+        });
+    }
+    Ok(())
+}
+
 impl EthtoolIo for ScriptedIo {
-    fn stat_count(&mut self, _: &str) -> std::result::Result<usize, EthtoolError> {
-        self.counts
-            .pop_front()
-            .unwrap_or_else(|| Err(out_of_script()))
-    }
-    fn stat_names(
-        &mut self,
-        _: &str,
-        count: usize,
-    ) -> std::result::Result<Vec<String>, EthtoolError> {
-        match self.names.pop_front() {
-            Some(Ok(buf)) => Ok(decode_gstrings(&buf, count)),
-            Some(Err(e)) => Err(e),
-            None => Err(out_of_script()),
-        }
-    }
-    fn stat_values(
-        &mut self,
-        _: &str,
-        count: usize,
-    ) -> std::result::Result<Vec<u64>, EthtoolError> {
-        match self.values.pop_front() {
-            Some(Ok(buf)) => Ok(decode_gstats(&buf, count)),
-            Some(Err(e)) => Err(e),
-            None => Err(out_of_script()),
+    fn ethtool(&mut self, _: &str, buf: &mut ReplyBuf) -> std::result::Result<(), EthtoolError> {
+        match u32_at(buf.words(), 0) {
+            ETHTOOL_GSSET_INFO => {
+                let count = self
+                    .counts
+                    .pop_front()
+                    .unwrap_or_else(|| Err(out_of_script()))?;
+                let words = buf.words_mut();
+                words[1] = 1 << ETH_SS_STATS;
+                set_u32(words, 16, count as u32);
+                Ok(())
+            }
+            ETHTOOL_GSTRINGS => match self.names.pop_front() {
+                Some(Ok(reply)) => copy_reply(&reply, buf),
+                Some(Err(e)) => Err(e),
+                None => Err(out_of_script()),
+            },
+            ETHTOOL_GSTATS => match self.values.pop_front() {
+                Some(Ok(reply)) => copy_reply(&reply, buf),
+                Some(Err(e)) => Err(e),
+                None => Err(out_of_script()),
+            },
+            cmd => panic!("the reader sent ethtool command {cmd:#x}"),
         }
     }
 }
@@ -178,12 +197,13 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
 
     // The table on its own: a string set resolved once, applied to values
     // of any length.
-    let set_names = decode_gstrings(&gstrings(u)?, u.int_in_range(0..=64)?);
+    let set_names = decode_gstrings(&gstrings(u)?).unwrap_or_default();
+    let _ = decode_sset_info(&gstats(u)?);
     for n in &set_names {
         let _ = mapping::lookup(n);
     }
     let resolved = Resolved::new(&set_names, &raw_wanted);
-    let values = decode_gstats(&gstats(u)?, set_names.len());
+    let values = decode_gstats(&gstats(u)?).unwrap_or_default();
     let (stats, raw) = resolved.apply(&values);
     assert!(raw.len() <= values.len());
     assert!(stats.len() <= set_names.len());

@@ -19,31 +19,26 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use roce_netdev::ethtool::{parse_ethtool_s, Ioctl, StatsCache};
+use roce_netdev::ethtool::{
+    answer, parse_ethtool_s, u32_at, Ioctl, ReplyBuf, StatsCache, ETHTOOL_GSTATS,
+};
 use roce_netdev::{EthtoolError, EthtoolIo};
 
 const NETDEVS: usize = 8;
 
 struct Recorded {
-    names: Vec<String>,
-    values: Vec<u64>,
+    listing: Vec<(String, u64)>,
 }
 
 impl EthtoolIo for Recorded {
-    fn stat_count(&mut self, _: &str) -> Result<usize, EthtoolError> {
-        Ok(self.names.len())
-    }
-    fn stat_names(&mut self, _: &str, _: usize) -> Result<Vec<String>, EthtoolError> {
-        Ok(self.names.clone())
-    }
-    fn stat_values(&mut self, _: &str, _: usize) -> Result<Vec<u64>, EthtoolError> {
-        // the kernel copies every value out per call; so does this
-        let mut v = self.values.clone();
-        if let Some(first) = v.first_mut() {
-            *first = first.wrapping_add(1);
+    fn ethtool(&mut self, netdev: &str, buf: &mut ReplyBuf) -> Result<(), EthtoolError> {
+        // the kernel copies every value out per call; so does `answer`
+        if u32_at(buf.words(), 0) == ETHTOOL_GSTATS {
+            if let Some(first) = self.listing.first_mut() {
+                first.1 = first.1.wrapping_add(1);
+            }
         }
-        self.values.clone_from(&v);
-        Ok(v)
+        answer(netdev, buf, &self.listing)
     }
 }
 
@@ -106,8 +101,7 @@ fn main() {
 
     let mut devs: Vec<Recorded> = (0..NETDEVS)
         .map(|_| Recorded {
-            names: pairs.iter().map(|(n, _)| n.clone()).collect(),
-            values: pairs.iter().map(|(_, v)| *v).collect(),
+            listing: pairs.clone(),
         })
         .collect();
     let mut cache = StatsCache::new(vec![]);

@@ -139,7 +139,10 @@ impl DcbRead for DcbReplay {
 pub struct Calls {
     /// `pread`s of sysfs files.
     pub sysfs_reads: u64,
-    /// [`EthtoolIo`] calls (each one `SIOCETHTOOL` ioctl on the live one).
+    /// [`EthtoolIo`] calls (each one `SIOCETHTOOL` ioctl on the live one):
+    /// two per netdev in a steady sample (`ETHTOOL_GSSET_INFO`,
+    /// `ETHTOOL_GSTATS`), one more (`ETHTOOL_GSTRINGS`) when the count
+    /// changed.
     pub ethtool: u64,
     /// [`PauseRead`] calls (each one netlink request on the live one).
     pub pause: u64,
@@ -154,17 +157,13 @@ struct Counted<'a> {
 }
 
 impl EthtoolIo for Counted<'_> {
-    fn stat_count(&mut self, netdev: &str) -> Result<usize, EthtoolError> {
+    fn ethtool(
+        &mut self,
+        netdev: &str,
+        buf: &mut crate::ethtool::ReplyBuf,
+    ) -> Result<(), EthtoolError> {
         *self.calls += 1;
-        self.io.stat_count(netdev)
-    }
-    fn stat_names(&mut self, netdev: &str, count: usize) -> Result<Vec<String>, EthtoolError> {
-        *self.calls += 1;
-        self.io.stat_names(netdev, count)
-    }
-    fn stat_values(&mut self, netdev: &str, count: usize) -> Result<Vec<u64>, EthtoolError> {
-        *self.calls += 1;
-        self.io.stat_values(netdev, count)
+        self.io.ethtool(netdev, buf)
     }
 }
 

@@ -6,8 +6,11 @@
 
 use std::process::Command;
 
-use roce_netdev::ethtool::{parse_ethtool_s, Ioctl};
-use roce_netdev::EthtoolIo;
+use roce_netdev::ethtool::{
+    decode_gstrings, parse_ethtool_s, read_listing, set_u32, Ioctl, ReplyBuf, StatsCache,
+    ETHTOOL_GSTRINGS, ETH_SS_STATS,
+};
+use roce_netdev::{EthtoolError, EthtoolIo};
 
 fn run(args: &[&str]) -> std::process::Output {
     let out = Command::new(args[0])
@@ -56,10 +59,7 @@ fn read_in_netns(ns: &str, netdev: &str) -> (Vec<String>, Vec<u64>) {
         let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
         assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
         let mut io = Ioctl::open().expect("socket");
-        let count = io.stat_count(&netdev).expect("count");
-        let names = io.stat_names(&netdev, count).expect("names");
-        let values = io.stat_values(&netdev, count).expect("values");
-        (names, values)
+        read_listing(&mut io, &netdev).expect("names and values")
     })
     .join()
     .expect("reader thread")
@@ -169,14 +169,134 @@ fn ioctl_matches_ethtool_s_on_a_veth_pair() {
 #[test]
 fn missing_netdev_is_a_clear_error() {
     let mut io = Ioctl::open().expect("socket");
-    let err = io.stat_count("nosuchif0").unwrap_err();
+    let err = read_listing(&mut io, "nosuchif0").unwrap_err();
     assert!(
         matches!(err, roce_netdev::EthtoolError::NoDevice { .. }),
         "{err}"
     );
-    let err = io.stat_count("name-longer-than-ifnamsiz").unwrap_err();
+    let err = read_listing(&mut io, "name-longer-than-ifnamsiz").unwrap_err();
     assert!(
         matches!(err, roce_netdev::EthtoolError::BadName { .. }),
         "{err}"
+    );
+}
+
+/// `ethtool -L` on a real driver: veth has per-queue statistics
+/// (drivers/net/veth.c: "rx_queue_%u_%.18s" and "tx_queue_%u_%.18s" for
+/// every real queue), so going from 1 to 32 channels grows the set from 10
+/// to 289 while the exporter runs. The sample after the change has the
+/// grown set's names and values. Then the guard page against the real
+/// kernel: a request with count 0 (which every kernel answers with the
+/// whole set, as kernels before 7b07be1ff1cb answer any count) in a
+/// one-page buffer too small for 289 names: the kernel's copy stops at the
+/// guard page with EFAULT.
+#[test]
+fn a_set_grown_by_ethtool_l_is_read_whole_and_the_kernel_stops_at_the_guard_page() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CI runs tests as root)");
+        return;
+    }
+    let id = std::process::id();
+    let a = Netns::new(format!("roce-ndg-a-{id}"));
+    let b = Netns::new(format!("roce-ndg-b-{id}"));
+    run(&[
+        "ip",
+        "-n",
+        &a.0,
+        "link",
+        "add",
+        "vethG",
+        "numrxqueues",
+        "32",
+        "numtxqueues",
+        "32",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "vethH",
+        "numrxqueues",
+        "32",
+        "numtxqueues",
+        "32",
+        "netns",
+        &b.0,
+    ]);
+    run(&["ip", "-n", &a.0, "link", "set", "vethG", "up"]);
+    run(&["ip", "-n", &b.0, "link", "set", "vethH", "up"]);
+    let channels = |n: &str| {
+        run(&[
+            "ip", "netns", "exec", &a.0, "ethtool", "-L", "vethG", "rx", n, "tx", n,
+        ]);
+    };
+    let ethtool_s = || {
+        let out = run(&["ip", "netns", "exec", &a.0, "ethtool", "-S", "vethG"]);
+        parse_ethtool_s(&String::from_utf8_lossy(&out.stdout))
+    };
+    channels("1");
+    let small = ethtool_s();
+    assert_eq!(small.len(), 10, "{small:?}");
+
+    let path = format!("/run/netns/{}", a.0);
+    let (cache_tx, cache_rx) = std::sync::mpsc::channel::<()>();
+    let (grown_tx, grown_rx) = std::sync::mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("netns file");
+        // SAFETY: as in read_in_netns.
+        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        let mut io = Ioctl::open().expect("socket");
+        let wanted = ["peer_ifindex", "tx_queue_0_xdp_xmit", "rx_queue_31_drops"];
+        let mut cache = StatsCache::new(wanted.iter().map(|s| s.to_string()).collect());
+        let (_, raw) = cache.sample(&mut io, "vethG").expect("first sample");
+        let first: Vec<String> = raw.into_iter().map(|r| r.name).collect();
+        cache_tx.send(()).unwrap();
+        grown_rx.recv().unwrap();
+        let (_, raw) = cache
+            .sample(&mut io, "vethG")
+            .expect("sample after ethtool -L");
+        let second: Vec<String> = raw.into_iter().map(|r| r.name).collect();
+        let listing = read_listing(&mut io, "vethG").expect("listing");
+
+        // One page for 289 names of 32 bytes, and a count of 0: the kernel
+        // copies all 289, 9,248 bytes.
+        let mut buf = ReplyBuf::new(1).expect("buffer");
+        let words = buf.words_mut();
+        set_u32(words, 0, ETHTOOL_GSTRINGS);
+        set_u32(words, 4, ETH_SS_STATS);
+        set_u32(words, 8, 0);
+        let overrun = io.ethtool("vethG", &mut buf);
+        let header_len = roce_netdev::ethtool::u32_at(buf.words(), 8);
+        let decoded = decode_gstrings(buf.words());
+        (first, second, listing, overrun, header_len, decoded)
+    });
+    cache_rx.recv().unwrap();
+    channels("32");
+    grown_tx.send(()).unwrap();
+    let (first, second, (names, values), overrun, header_len, decoded) =
+        reader.join().expect("reader thread");
+    let grown = ethtool_s();
+    assert_eq!(grown.len(), 289);
+
+    assert_eq!(first, ["peer_ifindex", "tx_queue_0_xdp_xmit"]);
+    assert_eq!(
+        second,
+        ["peer_ifindex", "rx_queue_31_drops", "tx_queue_0_xdp_xmit"]
+    );
+    let ours: Vec<(String, u64)> = names.into_iter().zip(values).collect();
+    assert_eq!(ours, grown);
+
+    assert_eq!(
+        overrun,
+        Err(EthtoolError::Ioctl {
+            netdev: "vethG".into(),
+            step: "ETHTOOL_GSTRINGS",
+            errno: libc::EFAULT
+        })
+    );
+    assert_eq!(header_len, 289, "the header was copied before the names");
+    assert_eq!(
+        decoded, None,
+        "289 names are not taken from a 1-page buffer"
     );
 }
