@@ -24,6 +24,7 @@
 //!
 //! DESIGN.md: pause frames count XOFF and XON alike, so ice's and the
 //! 802.3x drivers' separate xon/xoff counters are summed into one series.
+//! A name listed twice by a driver counts once, at its first occurrence.
 
 /// Direction of a frame relative to this netdev.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -361,10 +362,18 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    /// Resolves `names`; `raw_wanted` are the names to export raw.
+    /// Resolves `names`; `raw_wanted` are the names to export raw. A name
+    /// the driver lists more than once (the kernel does not forbid it) is
+    /// taken at its first occurrence only: later ones would add a second,
+    /// identical series of a raw counter (which Prometheus drops as a
+    /// duplicate) and count a mapped counter twice in its meaning's sum.
     pub fn new(names: &[String], raw_wanted: &[String]) -> Resolved {
         let mut out = Resolved::default();
+        let mut seen = std::collections::HashSet::with_capacity(names.len());
         for (i, name) in names.iter().enumerate() {
+            if !seen.insert(name.as_str()) {
+                continue;
+            }
             if let Some((meaning, scale)) = lookup(name) {
                 let slot = match out.slots.iter().position(|(m, _)| *m == meaning) {
                     Some(s) => s,
@@ -425,6 +434,41 @@ impl Resolved {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 14: a driver listing `rx_prio3_pause` and a raw counter twice
+    /// gave two identical `roce_netdev_ethtool_stat_total` series and a
+    /// pause count of both added up. The first occurrence is kept.
+    #[test]
+    fn a_name_listed_twice_is_taken_once_at_its_first_occurrence() {
+        let names: Vec<String> = [
+            "rx_prio3_pause",
+            "rx_vport_rdma_unicast_packets",
+            "tx_prio3_pause",
+            "rx_prio3_pause",
+            "rx_vport_rdma_unicast_packets",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let raw = vec!["rx_vport_rdma_unicast_packets".to_string()];
+        let r = Resolved::new(&names, &raw);
+        let (stats, raw) = r.apply(&[100, 5_000, 40, 7, 9]);
+        assert_eq!(
+            raw,
+            vec![crate::RawStat {
+                name: "rx_vport_rdma_unicast_packets".into(),
+                value: 5_000
+            }]
+        );
+        let rx3 = Meaning::PfcPauseFrames {
+            priority: 3,
+            direction: Direction::Rx,
+        };
+        let rx: Vec<_> = stats.iter().filter(|s| s.meaning == rx3).collect();
+        assert_eq!(rx.len(), 1);
+        assert_eq!(rx[0].value, crate::StatValue::Count(100));
+        assert_eq!(stats.len(), 2, "rx and tx of priority 3: {stats:?}");
+    }
 
     #[test]
     fn every_rule_is_consistent() {
