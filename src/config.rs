@@ -16,8 +16,8 @@ use serde::{Deserialize, Deserializer};
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Time between samples (`5s`).
-    #[serde(deserialize_with = "duration")]
+    /// Time between samples (`5s`), at least [`MIN_SAMPLE_INTERVAL`].
+    #[serde(deserialize_with = "sample_interval")]
     pub sample_interval: Duration,
     /// Which RDMA devices to read; an excluded device is never opened.
     pub devices: DeviceSelection,
@@ -194,10 +194,13 @@ impl<'de> Deserialize<'de> for GidIndex {
 #[serde(default, deny_unknown_fields)]
 pub struct Expectations {
     /// Netdev MTU of every RoCE netdev (e.g. 9000).
+    #[serde(deserialize_with = "opt_mtu")]
     pub mtu: Option<u32>,
     /// The priority RoCE traffic uses, with PFC on it (e.g. 3).
+    #[serde(deserialize_with = "opt_priority")]
     pub pfc_priority: Option<u8>,
     /// Link rate of every active port, in Gb/s (e.g. 400).
+    #[serde(deserialize_with = "opt_link_rate")]
     pub link_rate_gbps: Option<f64>,
 }
 
@@ -405,11 +408,17 @@ struct RawRules {
 struct RawRule {
     #[serde(deserialize_with = "opt_duration")]
     window: Option<Duration>,
+    #[serde(deserialize_with = "opt_per_second")]
     per_second: Option<f64>,
+    #[serde(deserialize_with = "opt_ber")]
     max_ber: Option<f64>,
+    #[serde(deserialize_with = "opt_min_mtu")]
     min_mtu: Option<u64>,
+    #[serde(deserialize_with = "opt_share")]
     pause_ratio: Option<f64>,
+    #[serde(deserialize_with = "opt_share")]
     max_ratio: Option<f64>,
+    #[serde(deserialize_with = "opt_factor")]
     factor: Option<f64>,
 }
 
@@ -549,11 +558,14 @@ fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::
 #[serde(default, deny_unknown_fields)]
 pub struct WebLimits {
     /// Most connections served at once; more wait in the kernel's backlog.
+    #[serde(deserialize_with = "at_least_one")]
     pub max_connections: usize,
     /// A client must send its request headers within this time.
     #[serde(deserialize_with = "duration")]
     pub header_read_timeout: Duration,
-    /// Largest request (headers) accepted.
+    /// Largest request (headers) accepted, at least
+    /// [`MIN_REQUEST_BYTES`].
+    #[serde(deserialize_with = "request_bytes")]
     pub max_request_bytes: usize,
     /// Longest a response may go without the client taking a byte of it
     /// (its receive window and the socket buffers full); then the
@@ -600,6 +612,133 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     Ok(parsed)
 }
 
+/// Shortest `sample_interval`: below it the exporter would load the NIC
+/// firmware (each hardware counter read is a firmware command on mlx5) for
+/// nothing a scrape can see.
+pub const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Smallest `web.max_request_bytes`. A scrape request (request line, Host,
+/// User-Agent, Accept with Prometheus' list of formats, Accept-Encoding,
+/// X-Prometheus-Scrape-Timeout-Seconds, Authorization) takes a few hundred
+/// bytes; with less every request gets 431.
+pub const MIN_REQUEST_BYTES: usize = 1024;
+
+/// The MTU range of an Ethernet netdev (`ETH_MIN_MTU`, `ETH_MAX_MTU` in
+/// include/uapi/linux/if_ether.h).
+pub const ETH_MTU: std::ops::RangeInclusive<u64> = 68..=65535;
+
+fn sample_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let v = duration(d)?;
+    if v < MIN_SAMPLE_INTERVAL {
+        return Err(serde::de::Error::custom(
+            "sample_interval below 100ms would load the NIC firmware for nothing",
+        ));
+    }
+    Ok(v)
+}
+
+/// Numbers are checked where they are parsed, so that a refused value is
+/// reported with its line and column: `ok` or the error "expected
+/// `expected`, found `value`". An absent or null value is `None`.
+fn opt_number<'de, D, T>(d: D, ok: fn(&T) -> bool, expected: &str) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + std::fmt::Display,
+{
+    match Option::<T>::deserialize(d)? {
+        Some(v) if !ok(&v) => Err(serde::de::Error::custom(format!(
+            "expected {expected}, found {v}"
+        ))),
+        v => Ok(v),
+    }
+}
+
+fn number<'de, D, T>(d: D, ok: fn(&T) -> bool, expected: &str) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + std::fmt::Display,
+{
+    let v = T::deserialize(d)?;
+    if !ok(&v) {
+        return Err(serde::de::Error::custom(format!(
+            "expected {expected}, found {v}"
+        )));
+    }
+    Ok(v)
+}
+
+fn opt_link_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && *v > 0.0,
+        "a link rate in Gb/s above 0 (e.g. 400)",
+    )
+}
+
+fn opt_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    opt_number(
+        d,
+        |v: &u32| ETH_MTU.contains(&u64::from(*v)),
+        "an Ethernet MTU, 68 to 65535 (e.g. 9000)",
+    )
+}
+
+fn opt_min_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    opt_number(
+        d,
+        |v: &u64| ETH_MTU.contains(v),
+        "an Ethernet MTU, 68 to 65535 (to turn the rule off, list it in rules.disabled)",
+    )
+}
+
+fn opt_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    opt_number(d, |v: &u8| *v <= 7, "a priority 0 to 7")
+}
+
+fn opt_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && *v >= 0.0,
+        "a rate per second, a number >= 0",
+    )
+}
+
+fn opt_ber<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && (0.0..=1.0).contains(v),
+        "a bit error rate between 0 and 1 (e.g. 1e-12)",
+    )
+}
+
+fn opt_share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && (0.0..=1.0).contains(v),
+        "a share between 0 and 1 (e.g. 0.2)",
+    )
+}
+
+fn opt_factor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && *v >= 1.0,
+        "a factor, a number >= 1",
+    )
+}
+
+fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    number(d, |v: &usize| *v >= 1, "at least 1")
+}
+
+fn request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    number(
+        d,
+        |v: &usize| *v >= MIN_REQUEST_BYTES,
+        "at least 1024 bytes (a scrape request takes a few hundred; below that every request gets 431)",
+    )
+}
+
 /// A configuration that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -642,17 +781,9 @@ impl Config {
         Config::parse(&text, &path.display().to_string())
     }
 
+    /// Checks across keys; single values are checked where they are parsed
+    /// (with line and column).
     fn validate(&self) -> Result<(), String> {
-        if self.sample_interval < Duration::from_millis(100) {
-            return Err(
-                "sample_interval below 100ms would load the NIC firmware for nothing".into(),
-            );
-        }
-        if let Some(p) = self.expect.pfc_priority {
-            if p > 7 {
-                return Err(format!("expect.pfc_priority must be 0..7, found {p}"));
-            }
-        }
         let known: Vec<&str> = crate::rules::all().iter().map(|r| r.id).collect();
         if let Some(bad) = self
             .rules
@@ -664,61 +795,6 @@ impl Config {
                 "rules.disabled: unknown rule {bad:?} (known: {})",
                 known.join(", ")
             ));
-        }
-        for (name, value) in [
-            (
-                "rules.retransmissions.per_second",
-                self.rules.retransmissions.per_second,
-            ),
-            (
-                "rules.sequence_errors.per_second",
-                self.rules.sequence_errors.per_second,
-            ),
-            (
-                "rules.out_of_buffer.per_second",
-                self.rules.out_of_buffer.per_second,
-            ),
-            (
-                "rules.cnp_spike.per_second",
-                self.rules.cnp_spike.per_second,
-            ),
-            (
-                "rules.ecn_spike.per_second",
-                self.rules.ecn_spike.per_second,
-            ),
-            (
-                "rules.symbol_errors.max_ber",
-                self.rules.symbol_errors.max_ber,
-            ),
-            (
-                "rules.discards_growing.per_second",
-                self.rules.discards_growing.per_second,
-            ),
-        ] {
-            if !(value.is_finite() && value >= 0.0) {
-                return Err(format!("{name} must be a number >= 0, found {value}"));
-            }
-        }
-        let ratio = self.rules.probe_failures.max_ratio;
-        if !(ratio.is_finite() && (0.0..=1.0).contains(&ratio)) {
-            return Err(format!(
-                "rules.probe_failures.max_ratio must be between 0 and 1, found {ratio}"
-            ));
-        }
-        let factor = self.rules.probe_latency_regression.factor;
-        if !(factor.is_finite() && factor >= 1.0) {
-            return Err(format!(
-                "rules.probe_latency_regression.factor must be a number >= 1, found {factor}"
-            ));
-        }
-        let ratio = self.rules.pfc_storm.pause_ratio;
-        if !(ratio.is_finite() && (0.0..=1.0).contains(&ratio)) {
-            return Err(format!(
-                "rules.pfc_storm.pause_ratio must be between 0 and 1, found {ratio}"
-            ));
-        }
-        if self.web.max_connections == 0 {
-            return Err("web.max_connections must be at least 1".into());
         }
         Ok(())
     }
@@ -779,6 +855,102 @@ mod tests {
         ] {
             assert!(Config::parse(bad, "t").is_err(), "accepted {bad:?}");
         }
+    }
+
+    /// Issue 14: `web.max_request_bytes: 0` was accepted and then every
+    /// request got 431; `expect.link_rate_gbps` took `.nan`, `-400` and
+    /// `.inf`. Every numeric key refuses what has no meaning for it, at the
+    /// value's line and column.
+    #[test]
+    fn meaningless_numbers_are_refused_at_their_line_and_column() {
+        let top = |section: &str, key: &str, value: &str| {
+            (
+                format!("# from issue 14\n{section}:\n  {key}: {value}\n"),
+                3,
+                key.len() + 5,
+            )
+        };
+        let rule = |name: &str, key: &str, value: &str| {
+            (
+                format!("# from issue 14\nrules:\n  {name}:\n    {key}: {value}\n"),
+                4,
+                key.len() + 7,
+            )
+        };
+        let mut cases = Vec::new();
+        for v in [".nan", "-400", ".inf", "-.inf", "0"] {
+            cases.push(top("expect", "link_rate_gbps", v));
+        }
+        for v in ["0", "67", "65536"] {
+            cases.push(top("expect", "mtu", v));
+        }
+        cases.push(top("expect", "pfc_priority", "8"));
+        for v in ["0", "1", "1023"] {
+            cases.push(top("web", "max_request_bytes", v));
+        }
+        cases.push(top("web", "max_connections", "0"));
+        for name in [
+            "retransmissions",
+            "sequence_errors",
+            "out_of_buffer",
+            "cnp_spike",
+            "ecn_spike",
+            "discards_growing",
+        ] {
+            for v in [".nan", "-1", ".inf"] {
+                cases.push(rule(name, "per_second", v));
+            }
+        }
+        for v in [".nan", "-1e-12", "2", ".inf"] {
+            cases.push(rule("symbol_errors", "max_ber", v));
+        }
+        for (name, key) in [
+            ("pfc_storm", "pause_ratio"),
+            ("probe_failures", "max_ratio"),
+        ] {
+            for v in [".nan", "-0.1", "1.5", ".inf"] {
+                cases.push(rule(name, key, v));
+            }
+        }
+        for v in [".nan", "0.5", "0", "-3", ".inf"] {
+            cases.push(rule("probe_latency_regression", "factor", v));
+        }
+        for v in ["0", "67", "65536"] {
+            cases.push(rule("mtu_below_jumbo", "min_mtu", v));
+        }
+        for (yaml, line, column) in cases {
+            let e = Config::parse(&yaml, "cfg.yml")
+                .expect_err(&yaml)
+                .to_string();
+            assert!(
+                e.starts_with(&format!(
+                    "cfg.yml: error: line {line} column {column}: expected "
+                )),
+                "{yaml:?}: {e}"
+            );
+        }
+        let e = Config::parse("\nsample_interval: 10ms\n", "cfg.yml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2 column 18"), "{e}");
+
+        // The edges that mean something are kept.
+        let c = Config::parse(
+            "expect: {link_rate_gbps: 2.5, mtu: 68, pfc_priority: 0}\n\
+             web: {max_request_bytes: 1024, max_connections: 1}\n\
+             rules: {retransmissions: {per_second: 0}, symbol_errors: {max_ber: 0},\n\
+             \x20 pfc_storm: {pause_ratio: 1}, probe_failures: {max_ratio: 0},\n\
+             \x20 probe_latency_regression: {factor: 1}, mtu_below_jumbo: {min_mtu: 65535}}\n\
+             sample_interval: 100ms\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.expect.link_rate_gbps, Some(2.5));
+        assert_eq!(c.web.max_request_bytes, 1024);
+        assert_eq!(c.rules.pfc_storm.pause_ratio, 1.0);
+        assert_eq!(c.rules.mtu_below_jumbo.min_mtu, 65535);
+        let c = Config::parse("expect: {link_rate_gbps: ~, mtu: null}\n", "t").unwrap();
+        assert_eq!((c.expect.link_rate_gbps, c.expect.mtu), (None, None));
     }
 
     /// Found by fuzz/fuzz_targets/config_yaml.rs: these were accepted and
