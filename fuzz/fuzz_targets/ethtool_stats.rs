@@ -203,7 +203,8 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         let _ = mapping::lookup(n);
     }
     let resolved = Resolved::new(&set_names, &raw_wanted);
-    let values = decode_gstats(&gstats(u)?).unwrap_or_default();
+    let stats_reply = gstats(u)?;
+    let values = decode_gstats(&stats_reply).unwrap_or_default();
     let (stats, raw) = resolved.apply(&values);
     assert!(raw.len() <= values.len());
     assert!(stats.len() <= set_names.len());

@@ -24,9 +24,10 @@
 //!   buffer holds (the set grew after the count) reaches the guard page and
 //!   fails the call with `EFAULT` (`copy_to_user` stops at the fault)
 //!   instead of writing into other memory;
-//! - a reply whose count is not the one just asked (more on old kernels,
-//!   0 on new ones) or an `EFAULT` means the set changed between the calls:
-//!   count, names and values are read again, a bounded number of times.
+//! - a reply whose count is not the one just asked (the driver's new one on
+//!   old kernels, 0 on new ones) or an `EFAULT` means the set changed
+//!   between the calls: count, names and values are read again, a bounded
+//!   number of times.
 //!
 //! The ioctl and the guarded buffer are the only `unsafe` in this crate.
 
@@ -175,7 +176,7 @@ impl StatsCache {
                 continue;
             };
             if let Some(e) = self.entries.get(netdev) {
-                return Ok(e.resolved.apply(&values));
+                return Ok(e.resolved.apply(values));
             }
         }
         Err(EthtoolError::Unstable {
@@ -205,7 +206,7 @@ pub fn read_listing(
         let Some(values) = read_values(io, netdev, count, &mut buf)? else {
             continue;
         };
-        return Ok((names, values));
+        return Ok((names, values.to_vec()));
     }
     Err(EthtoolError::Unstable {
         netdev: netdev.to_string(),
@@ -301,14 +302,14 @@ fn read_names(
     Ok(decode_gstrings(buf.words()).filter(|names| names.len() == count))
 }
 
-/// `ETHTOOL_GSTATS` for a set of `count` values; `None` when the reply has
-/// another count (the set changed since the count).
-fn read_values(
+/// `ETHTOOL_GSTATS` for a set of `count` values, left in `buf`; `None`
+/// when the reply has another count (the set changed since the count).
+fn read_values<'a>(
     io: &mut dyn EthtoolIo,
     netdev: &str,
     count: usize,
-    buf: &mut Option<ReplyBuf>,
-) -> Result<Option<Vec<u64>>, EthtoolError> {
+    buf: &'a mut Option<ReplyBuf>,
+) -> Result<Option<&'a [u64]>, EthtoolError> {
     // struct ethtool_stats { u32 cmd; u32 n_stats; u64 data[]; }
     let buf = sized(buf, count + 1, netdev)?;
     let words = buf.words_mut();
@@ -742,9 +743,9 @@ pub fn decode_gstrings(buf: &[u64]) -> Option<Vec<String>> {
 /// The values in an `ETHTOOL_GSTATS` reply buffer (`struct ethtool_stats`:
 /// cmd, n_stats, then `n_stats` u64s); `None` when `n_stats` claims more
 /// values than the buffer holds.
-pub fn decode_gstats(buf: &[u64]) -> Option<Vec<u64>> {
+pub fn decode_gstats(buf: &[u64]) -> Option<&[u64]> {
     let n = u32_at(buf, 4) as usize;
-    buf.get(1..n.checked_add(1)?).map(<[u64]>::to_vec)
+    buf.get(1..n.checked_add(1)?)
 }
 
 #[cfg(test)]
@@ -796,7 +797,7 @@ mod tests {
         // gives nothing.
         let mut stats = vec![0u64, 7, 9];
         set_u32(&mut stats, 4, 2);
-        assert_eq!(decode_gstats(&stats), Some(vec![7, 9]));
+        assert_eq!(decode_gstats(&stats), Some(&[7, 9][..]));
         set_u32(&mut stats, 4, 3);
         assert_eq!(decode_gstats(&stats), None);
         set_u32(&mut stats, 4, u32::MAX);
@@ -1021,7 +1022,7 @@ mod tests {
         answer("eth0", &mut big, &listing).unwrap();
         assert_eq!(
             decode_gstats(big.words()),
-            Some((0..600).collect::<Vec<u64>>())
+            Some(&(0..600).collect::<Vec<u64>>()[..])
         );
         set_u32(big.words_mut(), 0, ETHTOOL_GSTRINGS);
         set_u32(big.words_mut(), 4, ETH_SS_STATS);
