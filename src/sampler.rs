@@ -128,23 +128,26 @@ impl Worker {
 
     /// Starts a call, unless the last one has not returned: then the
     /// outcome is already known (still timed out).
-    fn start(&mut self, input: &Input, deadline: Duration) -> Result<Instant, Outcome> {
+    fn start(&mut self, input: &Input, deadline: Duration) -> Result<Instant, Box<Outcome>> {
         self.collect_late();
         if let Some(since) = self.in_flight {
-            return Err(Outcome::failed(timeout_reason(deadline), since.elapsed()));
+            return Err(Box::new(Outcome::failed(
+                timeout_reason(deadline),
+                since.elapsed(),
+            )));
         }
         let Some(jobs) = &self.jobs else {
-            return Err(Outcome::failed(
+            return Err(Box::new(Outcome::failed(
                 "its thread could not be started".into(),
                 Duration::ZERO,
-            ));
+            )));
         };
         let now = Instant::now();
         if jobs.send(Job::Sample(input.clone())).is_err() {
-            return Err(Outcome::failed(
+            return Err(Box::new(Outcome::failed(
                 "its thread has ended".into(),
                 Duration::ZERO,
-            ));
+            )));
         }
         self.in_flight = Some(now);
         Ok(now)
@@ -346,7 +349,7 @@ impl Sampler {
             match outcome.part {
                 Some(Part::Rdma(r)) => snapshot.rdma = Some(r),
                 Some(Part::Netdev(n)) => snapshot.netdev = Some(n),
-                Some(Part::Topology(t)) => snapshot.topology = Some(t),
+                Some(Part::Topology(t)) => snapshot.topology = Some(*t),
                 Some(Part::Probes(p)) => snapshot.probes = Some(p),
                 None => {}
             }
@@ -369,6 +372,12 @@ impl Sampler {
         }
         // The findings ride on the sample itself.
         snapshot.findings = self.engine.evaluate(&snapshot, &self.rules, &self.expect);
+        snapshot.rule_panics_total = self
+            .engine
+            .rule_panics()
+            .iter()
+            .map(|(rule, n)| (*rule, *n))
+            .collect();
         let snapshot = Arc::new(snapshot);
         self.previous = Some(snapshot.clone());
         snapshot
@@ -385,7 +394,7 @@ impl Sampler {
             }
             match worker.start(input, deadline) {
                 Ok(at) => started.push((i, at)),
-                Err(outcome) => outcomes[i] = Some(outcome),
+                Err(outcome) => outcomes[i] = Some(*outcome),
             }
         }
         for (i, at) in started {

@@ -36,6 +36,9 @@ pub struct Snapshot {
     /// Active findings after this sample (rules over the history, with the
     /// hold time applied).
     pub findings: Vec<crate::rules::Finding>,
+    /// Rules that panicked since start, with how many times (a rule that
+    /// panics loses its findings for that sample only).
+    pub rule_panics_total: Vec<(&'static str, u64)>,
 }
 
 impl Snapshot {

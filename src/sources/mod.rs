@@ -34,7 +34,8 @@ pub struct Input {
 pub enum Part {
     Rdma(roce_rdma::RdmaSnapshot),
     Netdev(roce_netdev::NetdevSnapshot),
-    Topology(roce_topology::TopologySnapshot),
+    /// Boxed: by far the largest part.
+    Topology(Box<roce_topology::TopologySnapshot>),
     Probes(roce_probe::ProbeResults),
 }
 

@@ -118,6 +118,6 @@ impl Source for TopologySource {
         } else {
             SourceState::Ok
         };
-        Reading::new(state, Part::Topology(topo))
+        Reading::new(state, Part::Topology(Box::new(topo)))
     }
 }
