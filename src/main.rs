@@ -194,6 +194,16 @@ fn run_server(
         },
     };
     runtime.block_on(async move {
+        // Watched from now on, so that a SIGTERM during the first sample is
+        // bounded like any other.
+        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal(term, int).await;
+            let _ = stop_tx.send(true);
+        });
+        let stopped = async move {
+            let _ = stop_rx.wait_for(|stop| *stop).await;
+        };
         let listeners = match server::bind(&cli.listen_addresses).await {
             Ok(l) => l,
             Err(e) => {
@@ -234,7 +244,7 @@ fn run_server(
         ));
         let mut options = server::ServeOptions::new(config.web.clone());
         options.web_config = web_config;
-        let result = server::serve_with(listeners, app, options, shutdown_signal(term, int)).await;
+        let result = server::serve_with(listeners, app, options, stopped).await;
         // Dropping the reload task drops the control sender, which stops the
         // sampler after its current sample; a sample held up by a source
         // stuck in the kernel is not waited for.

@@ -90,15 +90,28 @@ fn wait_for(log: &mpsc::Receiver<String>, text: &str) -> String {
     }
 }
 
-/// Whether the process has a handler for SIGHUP (`SigCgt` in
+/// Whether the process has a handler for `sig` (`SigCgt` in
 /// /proc/PID/status, bit signum - 1).
-fn catches_sighup(pid: u32) -> bool {
+fn catches(pid: u32, sig: i32) -> bool {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix("SigCgt:"))
         .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .is_some_and(|mask| mask & (1 << (libc::SIGHUP - 1)) != 0)
+        .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
+}
+
+/// Waits until the process handles `sig`.
+fn wait_until_caught(child: &mut Child, sig: i32) {
+    let until = Instant::now() + GUARD;
+    while !catches(child.id(), sig) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ended before watching signal {sig}"
+        );
+        assert!(Instant::now() < until, "never watched signal {sig}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn signal(child: &Child, sig: i32) {
@@ -140,15 +153,7 @@ fn sighup_before_ready_reloads_web_changes_are_named_and_sigterm_ends_a_stuck_pr
 
     // As soon as the process watches SIGHUP: long before it is ready, the
     // first sample waiting 2 s on the stuck read.
-    let until = Instant::now() + GUARD;
-    while !catches_sighup(child.id()) {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "ended before watching SIGHUP"
-        );
-        assert!(Instant::now() < until, "never watched SIGHUP");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until_caught(child, libc::SIGHUP);
     signal(child, libc::SIGHUP);
 
     wait_for(&log, "msg=\"roce_exporter started\"");
@@ -186,4 +191,32 @@ fn sighup_before_ready_reloads_web_changes_are_named_and_sigterm_ends_a_stuck_pr
     let status = wait_exit(child);
     eprintln!("ended {:?} after SIGTERM", stopping.elapsed());
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn sigterm_during_a_first_sample_held_up_by_a_stuck_read_ends_the_process() {
+    let tree = stuck_tree();
+    let config = tree.root.join("roce_exporter.yml");
+    // The first sample waits a minute (one interval) on the stuck read
+    // before the server is ready.
+    std::fs::write(&config, "sample_interval: 1m\n").unwrap();
+    let (mut running, log) = spawn(&tree.root, &config);
+    let child = &mut running.0;
+    wait_until_caught(child, libc::SIGTERM);
+    signal(child, libc::SIGTERM);
+    let status = wait_exit(child);
+    // Cut short by the shutdown limit: not a clean stop.
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    // Every line: the reader ends at the end of the dead process's stderr.
+    let lines: Vec<String> = log.iter().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("msg=\"shutdown did not finish in time; exiting now\"")),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("roce_exporter started")),
+        "{lines:#?}"
+    );
 }
