@@ -206,6 +206,9 @@ fn work(mut source: Box<dyn Source>, jobs: mpsc::Receiver<Job>, done: mpsc::Send
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             source.sample(&input, &mut errors)
         }));
+        // Let go of the input before answering: the sampler then moves the
+        // RDMA part into the snapshot instead of copying it.
+        drop(input);
         let reading = outcome.unwrap_or_else(|panic| {
             Reading::bare(SourceState::Failed(format!(
                 "collector panicked: {}",
