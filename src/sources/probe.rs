@@ -19,9 +19,10 @@ use crate::snapshot::SourceState;
 pub struct ProbeSource {
     runner: Result<Runner, String>,
     chooser: TargetChooser,
-    /// Targets given to the runner last (kept when the RDMA source has
-    /// nothing this sample, so a transient read failure neither frees the
-    /// probe's resources nor resets its counters).
+    /// Targets given to the runner last (kept when no RDMA part is handed
+    /// over; when the RDMA source fails, the sampler hands over its last
+    /// part, so a transient read failure neither frees the probe's
+    /// resources nor resets its counters).
     targets: Vec<Target>,
     /// Last failure reason logged per target (`None`: healthy), to log
     /// changes, not rounds.
