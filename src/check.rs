@@ -404,7 +404,7 @@ fn gpudirect(s: &Snapshot, out: &mut Vec<Item>) {
 
 /// Increase of a value over the whole history (first sample to last).
 fn moved(history: &[Arc<Snapshot>], read: impl Fn(&Snapshot) -> Option<u64>) -> Option<u64> {
-    rules::window::increase_over(history.iter().filter_map(|s| Some((s.taken_at?, read(s)?))))
+    rules::window::increase_over(history.iter().filter_map(|s| Some((s.clock()?, read(s)?))))
         .map(|i| i.amount)
 }
 

@@ -13,7 +13,7 @@
 //! quantity means adding its variant and taking it in [`followed`].
 
 use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use roce_netdev::{Meaning, Netdev, StatValue};
 use roce_rdma::Port;
@@ -73,7 +73,8 @@ struct Column {
 /// The followed values of the samples kept, oldest first.
 #[derive(Debug, Clone)]
 pub struct History {
-    times: VecDeque<SystemTime>,
+    /// Sample times on the monotonic clock ([`Snapshot::clock`]).
+    times: VecDeque<Duration>,
     subjects: HashMap<SubjectKey, Vec<Column>>,
     /// How far back samples are kept (the longest rule window and one
     /// interval more), and how many at most.
@@ -131,7 +132,7 @@ impl History {
     /// longer covers. A snapshot without a time is not kept: nothing could
     /// be measured against it.
     pub fn push(&mut self, s: &Snapshot) {
-        let Some(t) = s.taken_at else { return };
+        let Some(t) = s.clock() else { return };
         self.times.push_back(t);
         let len = self.times.len();
         let subjects = &mut self.subjects;
@@ -231,7 +232,7 @@ impl History {
 /// The followed values of one subject.
 #[derive(Debug, Clone, Copy)]
 pub struct Series<'a> {
-    times: &'a VecDeque<SystemTime>,
+    times: &'a VecDeque<Duration>,
     columns: &'a [Column],
 }
 
@@ -441,7 +442,7 @@ mod tests {
 
     fn snapshot(t: u64, ports: Vec<Port>) -> Snapshot {
         Snapshot {
-            taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + t)),
+            monotonic: Some(Duration::from_secs(1_000_000 + t)),
             rdma: Some(RdmaSnapshot {
                 devices: vec![Device {
                     name: "mlx5_0".into(),
@@ -477,11 +478,7 @@ mod tests {
             h.push(&snapshot(t, vec![port(t)]));
         }
         assert_eq!(h.len(), 64);
-        let times: Vec<u64> = h
-            .times
-            .iter()
-            .map(|t| age(*t, SystemTime::UNIX_EPOCH).as_secs() - 1_000_000)
-            .collect();
+        let times: Vec<u64> = h.times.iter().map(|t| t.as_secs() - 1_000_000).collect();
         assert_eq!(times.last(), Some(&2000));
         assert!(
             (1399..=1420).contains(&times[0]),
@@ -609,7 +606,7 @@ mod tests {
     #[test]
     fn snapshots_without_a_time_are_not_kept() {
         let mut s = snapshot(0, vec![port(1)]);
-        s.taken_at = None;
+        s.monotonic = None;
         let h = History::of([s].iter());
         assert!(h.is_empty());
     }

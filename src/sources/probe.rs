@@ -1,5 +1,5 @@
-//! The probe source: chooses the probe targets from what the RDMA source
-//! just read (every active port, with the configured GID index or, for
+//! The probe source: chooses the probe targets from the RDMA source's part
+//! (handed over by the sampler) (every active port, with the configured GID index or, for
 //! `auto`, the RoCE v2 GID NCCL would pick) and copies the probe thread's
 //! latest results into the snapshot. The rounds themselves run on the
 //! probe's own thread (`roce_probe::runner`), so a sample never waits on a
@@ -11,17 +11,18 @@ use roce_probe::runner::Runner;
 use roce_probe::{ProbeState, Target};
 use roce_rdma::{LinkLayer, Port, RdmaSnapshot};
 
-use super::Source;
+use super::{Input, Part, Reading, Source};
 use crate::config::{Config, GidIndex};
 use crate::host::HostPaths;
-use crate::snapshot::{Snapshot, SourceState};
+use crate::snapshot::SourceState;
 
 pub struct ProbeSource {
     runner: Result<Runner, String>,
     chooser: TargetChooser,
-    /// Targets given to the runner last (kept when the RDMA source has
-    /// nothing this sample, so a transient read failure neither frees the
-    /// probe's resources nor resets its counters).
+    /// Targets given to the runner last (kept when no RDMA part is handed
+    /// over; when the RDMA source fails, the sampler hands over its last
+    /// part, so a transient read failure neither frees the probe's
+    /// resources nor resets its counters).
     targets: Vec<Target>,
     /// Last failure reason logged per target (`None`: healthy), to log
     /// changes, not rounds.
@@ -123,12 +124,16 @@ impl Source for ProbeSource {
         "probe"
     }
 
-    fn sample(&mut self, snapshot: &mut Snapshot, _errors: &mut Vec<String>) -> SourceState {
+    fn needs_rdma(&self) -> bool {
+        true
+    }
+
+    fn sample(&mut self, input: &Input, _errors: &mut Vec<String>) -> Reading {
         let runner = match &self.runner {
             Ok(r) => r,
-            Err(why) => return SourceState::Disabled(why.clone()),
+            Err(why) => return Reading::bare(SourceState::Disabled(why.clone())),
         };
-        if let Some(rdma) = &snapshot.rdma {
+        if let Some(rdma) = &input.rdma {
             self.targets = self.chooser.choose(rdma);
             runner.set_targets(self.targets.clone());
         }
@@ -155,7 +160,6 @@ impl Source for ProbeSource {
         }
         self.logged
             .retain(|t, _| results.targets.iter().any(|(r, _)| r == t));
-        snapshot.probes = Some(results);
-        state
+        Reading::new(state, Part::Probes(results))
     }
 }
