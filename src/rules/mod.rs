@@ -21,6 +21,7 @@ pub mod congestion;
 pub mod exporter;
 pub mod fabric;
 pub mod history;
+pub mod nccl;
 pub mod ports;
 pub mod probes;
 pub mod rates;
