@@ -104,6 +104,9 @@ impl Sampler {
     pub fn reconfigure(&mut self, sources: Vec<Box<dyn Source>>, config: &Config) {
         self.sources = sources;
         self.engine.set_retention(retention(config));
+        // The device selection may have changed: a device now excluded is
+        // not gone (expect.devices still holds what the host must have).
+        self.engine.forget_devices();
         self.rules = config.rules.clone();
         self.expect = config.expect.clone();
     }

@@ -221,6 +221,12 @@ impl Engine {
         self.history.set_retention(retention);
     }
 
+    /// Forgets the RDMA devices and ports seen so far: after a reload that
+    /// changed the device selection, a device now excluded is not gone.
+    pub fn forget_devices(&mut self) {
+        self.history.forget_seen();
+    }
+
     /// The followed counters kept.
     pub fn history(&self) -> &History {
         &self.history
