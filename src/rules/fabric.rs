@@ -184,6 +184,22 @@ pub fn roce_dscp(n: &Netdev, nccl_ib_tc: Option<u8>) -> RoceDscp {
     }
 }
 
+/// The IP traffic class for probe packets on an RDMA port: the RoCE DSCP
+/// of its netdev ([`roce_dscp`]) << 2; on a RoCE port whose netdev was not
+/// read, the configured `NCCL_IB_TC`'s DSCP; 0 on InfiniBand.
+pub fn port_traffic_class(s: &Snapshot, device: &str, port: u32, nccl_ib_tc: Option<u8>) -> u8 {
+    let netdev = s.netdev.iter().flat_map(|n| n.netdevs.iter()).find(|n| {
+        n.rdma
+            .as_ref()
+            .is_some_and(|r| r.device == device && r.port == port)
+    });
+    match (netdev, find_port(s, device, port)) {
+        (_, Some((_, p))) if matches!(p.link_layer, Some(LinkLayer::InfiniBand)) => 0,
+        (Some(n), _) => roce_dscp(n, nccl_ib_tc).traffic_class(),
+        (None, _) => nccl_ib_tc.map_or(0, |tc| tc & !0b11),
+    }
+}
+
 /// The priority a received packet with `dscp` gets on a port that trusts
 /// DSCP: its APP table entry, else the default 3-bit mapping DSCP >> 3
 /// (mlx5's dscp2prio before any is set). `None` when the port does not

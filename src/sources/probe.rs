@@ -1,6 +1,7 @@
 //! The probe source: chooses the probe targets from what the RDMA source
 //! just read (every active port, with the configured GID index or, for
-//! `auto`, the RoCE v2 GID NCCL would pick) and copies the probe thread's
+//! `auto`, the RoCE v2 GID NCCL would pick, and the traffic class of the
+//! port's RoCE DSCP) and copies the probe thread's
 //! latest results into the snapshot. The rounds themselves run on the
 //! probe's own thread (`roce_probe::runner`), so a sample never waits on a
 //! device; a new configuration replaces the source and with it the thread.
@@ -19,6 +20,9 @@ use crate::snapshot::{Snapshot, SourceState};
 pub struct ProbeSource {
     runner: Result<Runner, String>,
     chooser: TargetChooser,
+    /// `expect.nccl_ib_tc`: with the netdev's configuration, the traffic
+    /// class rounds carry (the RoCE priority, not priority 0).
+    nccl_ib_tc: Option<u8>,
     /// Targets given to the runner last (kept when the RDMA source has
     /// nothing this sample, so a transient read failure neither frees the
     /// probe's resources nor resets its counters).
@@ -38,6 +42,7 @@ impl ProbeSource {
         ProbeSource {
             runner,
             chooser: TargetChooser::new(config.probes.gid_index),
+            nccl_ib_tc: config.expect.nccl_ib_tc,
             targets: Vec::new(),
             logged: BTreeMap::new(),
         }
@@ -129,7 +134,21 @@ impl Source for ProbeSource {
             Err(why) => return SourceState::Disabled(why.clone()),
         };
         if let Some(rdma) = &snapshot.rdma {
-            self.targets = self.chooser.choose(rdma);
+            let tc = self.nccl_ib_tc;
+            self.targets = self
+                .chooser
+                .choose(rdma)
+                .into_iter()
+                .map(|t| {
+                    let class = crate::rules::fabric::port_traffic_class(
+                        snapshot,
+                        &t.device,
+                        u32::from(t.port),
+                        tc,
+                    );
+                    t.with_traffic_class(class)
+                })
+                .collect();
             runner.set_targets(self.targets.clone());
         }
         let results = runner.results();

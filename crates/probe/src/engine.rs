@@ -122,10 +122,9 @@ impl<V: Verbs> Engine<V> {
             match self.verbs.open(target, BUFFER_LEN) {
                 Ok(session) => {
                     self.state = ProbeState::Running;
-                    self.stats
-                        .entry(target.clone())
-                        .or_default()
-                        .sessions_opened += 1;
+                    let stats = self.stats.entry(target.clone()).or_default();
+                    stats.sessions_opened += 1;
+                    stats.path = session.path();
                     self.sessions.insert(target.clone(), session);
                 }
                 Err(OpenError::Unavailable(why)) => {
