@@ -440,6 +440,11 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
             .map(u8::to_string)
             .collect::<Vec<_>>()
             .join(",");
+        let verify = if dscp_fix.is_some() {
+            format!("dcb app show dev {name}; dcb pfc show dev {name}; mlnx_qos -i {name}")
+        } else {
+            format!("dcb pfc show dev {name}; mlnx_qos -i {name}")
+        };
         let fix = dscp_fix.unwrap_or_else(|| format!(
             "Put PFC on the RoCE priority only, as on the switch port: dcb pfc set dev {name} prio-pfc all:off {target}:on (or mlnx_qos -i {name} --pfc {vector}), and make the switch's PFC priority the same"
         ));
@@ -449,7 +454,7 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
             finding,
             evidence,
             fix,
-            verify: format!("dcb pfc show dev {name}; dcb app show dev {name}; mlnx_qos -i {name}"),
+            verify,
             subject,
         });
     }
