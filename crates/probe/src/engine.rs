@@ -122,9 +122,10 @@ impl<V: Verbs> Engine<V> {
             match self.verbs.open(target, BUFFER_LEN) {
                 Ok(session) => {
                     self.state = ProbeState::Running;
-                    let stats = self.stats.entry(target.clone()).or_default();
-                    stats.sessions_opened += 1;
-                    stats.path = session.path();
+                    self.stats
+                        .entry(target.clone())
+                        .or_default()
+                        .sessions_opened += 1;
                     self.sessions.insert(target.clone(), session);
                 }
                 Err(OpenError::Unavailable(why)) => {
@@ -187,6 +188,12 @@ impl<V: Verbs> Engine<V> {
     /// Targets holding resources now.
     pub fn open_sessions(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// The path (MTU, traffic class) the open session of `target` was
+    /// connected with, when the verbs layer says.
+    pub fn path(&self, target: &Target) -> Option<crate::verbs::QpPath> {
+        self.sessions.get(target)?.path()
     }
 }
 

@@ -332,9 +332,6 @@ pub struct TargetStats {
     /// How many times resources were (re)created: 1 in a healthy steady
     /// state, growing only after failures.
     pub sessions_opened: u64,
-    /// The path attributes the queue pairs were connected with, from the
-    /// last session opened (`None` before, or when the layer says nothing).
-    pub path: Option<verbs::QpPath>,
 }
 
 /// Whether probing can work on this host at all.

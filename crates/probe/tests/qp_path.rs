@@ -1,7 +1,7 @@
 //! The queue pairs of a probe carry the port's active MTU and the target's
 //! traffic class: a fake verbs layer that connects its queue pairs the way
 //! the libibverbs one does (`qp_path` over the port's active MTU) reports
-//! the path each session was opened with, and the engine keeps it.
+//! the path each session was opened with, and the engine says it.
 
 use std::time::Duration;
 
@@ -56,14 +56,8 @@ fn rounds_run_at_the_roce_dscp_and_the_active_mtu() {
     // DSCP 26, as `roce_dscp` gives for NCCL_IB_TC=106: traffic class 104.
     let target = Target::loopback("mlx5_0", 1, 3).with_traffic_class(26 << 2);
     assert!(matches!(engine.round(&target), Some(Ok(_))));
-    let results = engine.results();
-    let (_, stats) = results
-        .targets
-        .iter()
-        .find(|(t, _)| *t == target)
-        .expect("the target's statistics");
     assert_eq!(
-        stats.path,
+        engine.path(&target),
         Some(QpPath {
             mtu: 4096,
             traffic_class: 104
@@ -86,13 +80,13 @@ fn a_new_traffic_class_is_a_new_session() {
     assert!(matches!(engine.round(&before), Some(Ok(_))));
     engine.retain(std::slice::from_ref(&after));
     assert!(matches!(engine.round(&after), Some(Ok(_))));
-    let results = engine.results();
-    let paths: Vec<Option<QpPath>> = results.targets.iter().map(|(_, s)| s.path).collect();
+    assert_eq!(engine.open_sessions(), 1);
+    assert_eq!(engine.path(&before), None);
     assert_eq!(
-        paths,
-        [Some(QpPath {
+        engine.path(&after),
+        Some(QpPath {
             mtu: 2048,
             traffic_class: 104
-        })]
+        })
     );
 }
