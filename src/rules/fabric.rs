@@ -359,8 +359,18 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                     } else {
                         " (if the jobs set NCCL_IB_TC, give it as expect.nccl_ib_tc)"
                     };
+                    // Which side is wrong depends on the fabric: offer
+                    // PFC where the traffic lands unless a PFC priority is
+                    // expected, then the marking and the map.
+                    let move_pfc = if expected.is_none() {
+                        format!(
+                            "If priority {p} is the fabric's RoCE priority (as on the switch ports), put PFC there: dcb pfc set dev {name} prio-pfc all:off {p}:on. Otherwise m"
+                        )
+                    } else {
+                        "M".to_string()
+                    };
                     dscp_fix = Some(format!(
-                        "Mark RoCE traffic with a DSCP that the switches and this port map to PFC priority {target}: NCCL_IB_TC=<DSCP << 2> in the jobs' environment (and expect.nccl_ib_tc here){assumed}; \
+                        "{move_pfc}ark RoCE traffic with a DSCP that the switches and this port map to PFC priority {target}: NCCL_IB_TC=<DSCP << 2> in the jobs' environment (and expect.nccl_ib_tc here){assumed}; \
                          or map DSCP {d} to priority {target} on the port: dcb app add dev {name} dscp-prio {d}:{target} (or mlnx_qos -i {name} --dscp2prio set,{d},{target}), and the same on the switch"
                     ));
                     (
