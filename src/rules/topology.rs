@@ -159,11 +159,14 @@ fn gpudirect_unavailable(ctx: &Context) -> Vec<Finding> {
 }
 
 /// NCCL's default `NCCL_NET_GDR_LEVEL`: GPUDirect RDMA is used only where
-/// the GPU-NIC path is at most PXB (`int netGdrLevel = PATH_PXB` in
-/// `ncclTopoCheckGdr`, src/graph/paths.cc; src/transport/net.cc in NCCL
-/// 2.4-2.6). Later versions keep that default and refine only special
-/// cases: PXN (2.12) judges the intermediate GPU's distance, and Grace
-/// (C2C) platforms are handled apart (2.23+).
+/// the GPU-NIC path is at most PXB. Current NCCL: `int netGdrLevel =
+/// PATH_PXB` and "disabled if distance > netGdrLevel" in
+/// `ncclTopoCheckGdr` (src/graph/paths.cc). Early NCCL 2.x
+/// (src/transport/net.cc): `NCCL_PARAM(NetGdrLevel, "NET_GDR_LEVEL",
+/// PATH_PHB)` with "disabled if distance >= netGdrLevel": the same default
+/// (PIX and PXB only), but a set level was exclusive there, inclusive now.
+/// Later versions refine special cases only: with PXN the intermediate
+/// GPU's distance counts, and Grace (C2C) platforms are judged apart.
 pub const NCCL_DEFAULT_GDR_LEVEL: PathClass = PathClass::Pxb;
 
 /// GPUDirect RDMA for one GPU, as NCCL decides it by default.
