@@ -11,7 +11,9 @@
 //!   GID itself: RoCE v2 (`NCCL_IB_ROCE_VERSION_NUM`, default 2) with an
 //!   IPv4 address (`NCCL_IB_ADDR_FAMILY`, default `AF_INET`). Before 2.21
 //!   the default was index 0 (a link-local RoCE v1 GID on mlx5).
-//! - `NCCL_IB_TC`: 0, so RoCE packets carry DSCP 0.
+//! - `NCCL_IB_TC`: 0, so RoCE packets carry DSCP 0 (recent releases
+//!   default to -1: the communicator's `trafficClass` when the application
+//!   sets one in its `ncclConfig_t`, else `NCCL_IB_TC_DEFAULT` 0).
 //! - `NCCL_NET_GDR_LEVEL`: PXB ([`super::topology::NCCL_DEFAULT_GDR_LEVEL`]).
 //!
 //! `NCCL_IB_SL` is never advised: on InfiniBand the service level that maps
