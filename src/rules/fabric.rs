@@ -2,9 +2,10 @@
 //! without ECN, PFC on another priority than RoCE uses (from
 //! `expect.pfc_priority`, or from the DSCP the host's RoCE traffic carries
 //! and the port's trust mode), PCP trust under DSCP-marked RoCE, CNPs on
-//! the best-effort priority, and a netdev MTU too small for RoCE MTU 4096. Inputs come from the netdev source (DCB,
-//! mlx5's ECN files, sysfs MTU); a netdev without DCB support, without ECN
-//! files or without an RDMA port behind it is left alone.
+//! the best-effort priority, and a netdev MTU too small for RoCE MTU 4096.
+//! Inputs come from the netdev source (DCB, mlx5's ECN and CNP files, the
+//! rdma_cm default ToS, sysfs MTU); a netdev without DCB support, without
+//! ECN files or without an RDMA port behind it is left alone.
 
 use roce_netdev::{DcbConfig, DcbOutcome, Direction, Meaning, Netdev, Trust};
 use roce_rdma::LinkLayer;
