@@ -339,7 +339,10 @@ impl Sampler {
                 self.stale_rdma.clone()
             }
         };
-        let input = Input { rdma: rdma_input };
+        let input = Input {
+            rdma: rdma_input,
+            previous: self.previous.clone(),
+        };
         self.run_phase(true, &input, &mut outcomes);
         drop(input);
         // The dependent sources have returned their copies of the Arc,
@@ -432,6 +435,9 @@ impl Sampler {
         self.deadline = config.sample_interval;
         self.interval = config.sample_interval;
         self.engine.set_retention(retention(config));
+        // The device selection may have changed: a device now excluded is
+        // not gone (expect.devices still holds what the host must have).
+        self.engine.forget_devices();
         self.rules = config.rules.clone();
         self.expect = config.expect.clone();
     }

@@ -205,7 +205,22 @@ fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports()
             value(&t, r#"roce_port_up{device="mlx5_0",port="1"}"#),
             Some(1.0)
         );
-        assert!(!t.contains(r#"device="mlx5_1""#), "no stale mlx5_1 series");
+        // No stale mlx5_1 series: only the finding that says it is gone.
+        let stale: Vec<&str> = t
+            .lines()
+            .filter(|l| l.contains(r#"device="mlx5_1""#))
+            .filter(|l| {
+                !(l.starts_with("roce_finding{") && l.contains(r#"rule="rdma_device_gone""#))
+            })
+            .collect();
+        assert_eq!(stale, Vec::<&str>::new(), "no stale mlx5_1 series");
+        assert!(
+            t.lines().any(|l| l.starts_with("roce_finding{")
+                && l.contains(r#"rule="rdma_device_gone""#)
+                && l.contains(r#"device="mlx5_1""#)
+                && l.contains(r#"severity="critical""#)),
+            "the device that went away is a critical finding:\n{t}"
+        );
         assert_eq!(
             value(&t, r#"roce_collector_success{collector="rdma"}"#),
             Some(1.0)

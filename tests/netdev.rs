@@ -44,6 +44,7 @@ fn run(config: &Config) -> (SourceState, Vec<String>, String) {
     let mut source = NetdevSource::new(config, &paths);
     let input = Input {
         rdma: Some(Arc::new(rdma_with_netdev("ens1f0np0"))),
+        previous: None,
     };
     let mut errors = Vec::new();
     let reading = source.sample(&input, &mut errors);

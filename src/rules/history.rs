@@ -12,7 +12,7 @@
 //! Which values are followed is [`Value`]: adding a rate rule over a new
 //! quantity means adding its variant and taking it in [`followed`].
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 use roce_netdev::{Meaning, Netdev, StatValue};
@@ -70,12 +70,57 @@ struct Column {
     samples: VecDeque<Option<u64>>,
 }
 
+/// Most RDMA devices, and ports per device, remembered as seen: far above
+/// any host (a few dozen RDMA devices with SR-IOV), so that a host that
+/// creates devices without end cannot grow the memory without end.
+pub const SEEN_MAX_DEVICES: usize = 256;
+pub const SEEN_MAX_PORTS: usize = 64;
+
+/// The RDMA devices and ports seen since start (or the last
+/// [`History::forget_seen`]), by name and number: what a NIC that falls
+/// off the bus leaves behind when its series vanish.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seen {
+    devices: BTreeMap<String, BTreeSet<u32>>,
+}
+
+impl Seen {
+    fn record(&mut self, s: &Snapshot) {
+        for d in s.rdma.iter().flat_map(|r| r.devices.iter()) {
+            if !self.devices.contains_key(&d.name) && self.devices.len() >= SEEN_MAX_DEVICES {
+                continue;
+            }
+            let ports = self.devices.entry(d.name.clone()).or_default();
+            for p in &d.ports {
+                if ports.len() < SEEN_MAX_PORTS || ports.contains(&p.number) {
+                    ports.insert(p.number);
+                }
+            }
+        }
+    }
+
+    /// Devices seen, in name order, with their ports.
+    pub fn devices(&self) -> impl Iterator<Item = (&str, &BTreeSet<u32>)> {
+        self.devices.iter().map(|(d, p)| (d.as_str(), p))
+    }
+
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+}
+
 /// The followed values of the samples kept, oldest first.
 #[derive(Debug, Clone)]
 pub struct History {
     /// Sample times on the monotonic clock ([`Snapshot::clock`]).
     times: VecDeque<Duration>,
     subjects: HashMap<SubjectKey, Vec<Column>>,
+    /// RDMA devices and ports seen, whatever the retention.
+    seen: Seen,
     /// How far back samples are kept (the longest rule window and one
     /// interval more), and how many at most.
     retention: Duration,
@@ -93,6 +138,7 @@ impl History {
         History {
             times: VecDeque::new(),
             subjects: HashMap::new(),
+            seen: Seen::default(),
             retention,
             max: max.max(2),
         }
@@ -132,6 +178,7 @@ impl History {
     /// longer covers. A snapshot without a time is not kept: nothing could
     /// be measured against it.
     pub fn push(&mut self, s: &Snapshot) {
+        self.seen.record(s);
         let Some(t) = s.clock() else { return };
         self.times.push_back(t);
         let len = self.times.len();
@@ -204,6 +251,17 @@ impl History {
                 c.samples.remove(drop);
             }
         }
+    }
+
+    /// The RDMA devices and ports seen since start.
+    pub fn seen(&self) -> &Seen {
+        &self.seen
+    }
+
+    /// Forgets the devices and ports seen (a new device selection: one now
+    /// excluded is not gone).
+    pub fn forget_seen(&mut self) {
+        self.seen = Seen::default();
     }
 
     /// The columns of one RDMA port.

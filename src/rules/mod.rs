@@ -21,6 +21,7 @@ pub mod congestion;
 pub mod exporter;
 pub mod fabric;
 pub mod history;
+pub mod nccl;
 pub mod ports;
 pub mod probes;
 pub mod rates;
@@ -245,6 +246,12 @@ impl Engine {
     /// Changes how far back the history reaches (a reloaded configuration).
     pub fn set_retention(&mut self, retention: Duration) {
         self.history.set_retention(retention);
+    }
+
+    /// Forgets the RDMA devices and ports seen so far: after a reload that
+    /// changed the device selection, a device now excluded is not gone.
+    pub fn forget_devices(&mut self) {
+        self.history.forget_seen();
     }
 
     /// The followed counters kept.

@@ -27,6 +27,10 @@ pub struct Input {
     /// else the last one it returned (`None` before any). Given only to
     /// sources that [`Source::needs_rdma`].
     pub rdma: Option<Arc<roce_rdma::RdmaSnapshot>>,
+    /// The snapshot published by the previous sample (`None` before the
+    /// first): for sources that judge by what other sources read last time
+    /// (the probe takes the RoCE DSCP of each port from the netdev part).
+    pub previous: Option<Arc<crate::snapshot::Snapshot>>,
 }
 
 /// One source's part of a snapshot.
