@@ -548,7 +548,10 @@ fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebLimits {
-    /// Most connections served at once; more wait in the kernel's backlog.
+    /// Most requests answered at once; one more is answered 503 at once.
+    pub max_requests: usize,
+    /// Most connections open at once; at the cap a new connection closes
+    /// the open one that has waited longest for a request.
     pub max_connections: usize,
     /// A client must send its request headers within this time.
     #[serde(deserialize_with = "duration")]
@@ -565,7 +568,8 @@ pub struct WebLimits {
 impl Default for WebLimits {
     fn default() -> Self {
         WebLimits {
-            max_connections: 64,
+            max_requests: 40,
+            max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
             max_request_bytes: 16 * 1024,
             write_stall_timeout: Duration::from_secs(10),
@@ -719,6 +723,9 @@ impl Config {
         }
         if self.web.max_connections == 0 {
             return Err("web.max_connections must be at least 1".into());
+        }
+        if self.web.max_requests == 0 {
+            return Err("web.max_requests must be at least 1".into());
         }
         Ok(())
     }
