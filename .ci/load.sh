@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI's short load test of the HTTP server (bench/load.py): the exporter on
-# the demo tree, 200 keep-alive scrapers for 6 s quiet, then 6 s beside
+# the demo tree, 200 keep-alive scrapers for 5 s quiet, then 5 s beside
 # each attack of 1,000 abusive clients (25x web.max_requests): stalled
 # headers, reconnecting slow headers, slow readers, non-readers, oversized
 # requests, then all of them mixed; all on 127.0.0.1. Fails when a scraper
@@ -25,6 +25,6 @@ trap 'rm -rf "$out"' EXIT
 start=$SECONDS
 # The slow readers' bound is the connection age (65 s), longer than this
 # run: those still open at the end are reported, not waited for.
-timeout 150 python3 bench/load.py --no-build --duration 6 --slice 6 --abusers 1000 \
+timeout 150 python3 bench/load.py --no-build --duration 5 --slice 5 --abusers 1000 \
   --no-wait-cuts --binary "$bin" --out "$out/load-results.md"
 echo "load test: $((SECONDS - start)) s"
