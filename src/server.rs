@@ -73,8 +73,8 @@ const LISTEN_BACKLOG: i32 = 1024;
 /// hyper refuses a read buffer smaller than this (`MINIMUM_MAX_BUFFER_SIZE`
 /// in hyper's `proto/h1/io.rs`) and panics when asked for less.
 const HYPER_MIN_BUF_SIZE: usize = 8192;
-/// Above this the semaphore arithmetic would overflow; no host serves that
-/// many Prometheus scrapers.
+/// Above this the semaphore arithmetic would overflow (`max_requests`); no
+/// host serves that many Prometheus scrapers.
 const MAX_CONNECTIONS_CAP: usize = 1 << 20;
 /// File descriptors kept free of connections for everything else the
 /// exporter opens (sysfs, procfs, netlink, the probes).
@@ -83,7 +83,7 @@ const RESERVED_FDS: u64 = 256;
 /// descriptors, out of memory), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Slack on top of `close_grace` for the last connection tasks to notice
-/// their deadline and release their slot.
+/// their deadline and leave the connection table.
 const DRAIN_SLACK: Duration = Duration::from_millis(500);
 
 const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
@@ -354,13 +354,16 @@ struct Shared {
 
 /// `max_connections`, lowered to what the open files limit allows (after
 /// raising its soft value to the hard one, as `main` already does and Go's
-/// runtime does for every Go exporter).
+/// runtime does for every Go exporter): the RDMA reader may keep half the
+/// limit open (`roce_rdma::fs::default_max_open`), the connections get the
+/// other half less [`RESERVED_FDS`].
 fn connection_cap(configured: usize) -> usize {
     let configured = configured.clamp(1, MAX_CONNECTIONS_CAP);
     let Some(limit) = crate::host::raise_open_file_limit() else {
         return configured;
     };
-    let allowed = usize::try_from(limit.saturating_sub(RESERVED_FDS).max(16)).unwrap_or(usize::MAX);
+    let allowed = (limit / 2).saturating_sub(RESERVED_FDS).max(16);
+    let allowed = usize::try_from(allowed).unwrap_or(usize::MAX);
     if allowed < configured {
         tracing::warn!(
             max_connections = configured,
@@ -474,43 +477,58 @@ impl ConnTable {
         }
     }
 
+    /// Closes the connection that is first to go when the table is full;
+    /// false when every open connection has a request being answered.
+    fn shed_one(&self) -> bool {
+        let Ok(mut open) = self.open.lock() else {
+            return false;
+        };
+        self.shed(&mut open)
+    }
+
+    fn shed(&self, open: &mut TableInner) -> bool {
+        let victim = open
+            .conns
+            .iter()
+            .filter_map(|(id, c)| {
+                // Never a whole request first; then whichever of the idle
+                // and the writing has been so longest.
+                let rank = match c.phase.load(Ordering::Acquire) {
+                    WAITING if !c.served.load(Ordering::Relaxed) => 0,
+                    WAITING | WRITING => 1,
+                    _ => return None,
+                };
+                Some(((rank, c.since.load(Ordering::Relaxed)), *id))
+            })
+            .min()
+            .map(|(_, id)| id);
+        let Some(victim) = victim.and_then(|id| open.conns.remove(&id)) else {
+            return false;
+        };
+        victim.evict.notify_one();
+        open.shed += 1;
+        let due = open
+            .last_report
+            .is_none_or(|t| t.elapsed() >= SHED_REPORT_EVERY);
+        if due {
+            tracing::warn!(
+                max_connections = self.cap,
+                closed = open.shed,
+                "too many open connections: closing those that have waited longest for a request"
+            );
+            open.shed = 0;
+            open.last_report = Some(Instant::now());
+        }
+        true
+    }
+
     /// Adds a new connection, closing another one first when the table is
     /// full; `None` (the new one is refused) when every open connection has
     /// a request being answered.
     fn admit(self: &Arc<Self>) -> Option<Registration> {
         let mut open = self.open.lock().ok()?;
-        if open.conns.len() >= self.cap {
-            let victim = open
-                .conns
-                .iter()
-                .filter_map(|(id, c)| {
-                    // Never a whole request first; then whichever of the
-                    // idle and the writing has been so longest.
-                    let rank = match c.phase.load(Ordering::Acquire) {
-                        WAITING if !c.served.load(Ordering::Relaxed) => 0,
-                        WAITING | WRITING => 1,
-                        _ => return None,
-                    };
-                    Some(((rank, c.since.load(Ordering::Relaxed)), *id))
-                })
-                .min()
-                .map(|(_, id)| id);
-            // None: every open connection has a request being answered.
-            let victim = victim.and_then(|id| open.conns.remove(&id))?;
-            victim.evict.notify_one();
-            open.shed += 1;
-            let due = open
-                .last_report
-                .is_none_or(|t| t.elapsed() >= SHED_REPORT_EVERY);
-            if due {
-                tracing::warn!(
-                    max_connections = self.cap,
-                    closed = open.shed,
-                    "too many open connections: closing those that have waited longest for a request"
-                );
-                open.shed = 0;
-                open.last_report = Some(Instant::now());
-            }
+        if open.conns.len() >= self.cap && !self.shed(&mut open) {
+            return None;
         }
         let id = open.next_id;
         open.next_id += 1;
@@ -571,7 +589,7 @@ impl ConnectionTiming {
 /// have made no progress for `timeout`. hyper has a timer for reading
 /// request headers but none for writing: a client that stops reading an
 /// answer larger than the socket buffers leaves the write pending, and the
-/// connection's slot held, until the connection age runs out. The deadline
+/// connection open, until the connection age runs out. The deadline
 /// starts when a write, flush or shutdown first returns `Pending` and is
 /// dropped as soon as one completes.
 ///
@@ -729,6 +747,11 @@ async fn accept_loop(
                 if !exhausted {
                     tracing::warn!(error = %e, "cannot accept connections; retrying");
                     exhausted = true;
+                }
+                if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    // Out of descriptors all the same (other files open):
+                    // one waiting connection makes room for the next.
+                    table.shed_one();
                 }
                 tokio::select! {
                     _ = stopping(&mut stop) => return,
