@@ -573,7 +573,11 @@ fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebLimits {
-    /// Most connections served at once; more wait in the kernel's backlog.
+    /// Most requests answered at once; one more is answered 503 at once.
+    #[serde(deserialize_with = "at_least_one")]
+    pub max_requests: usize,
+    /// Most connections open at once; at the cap a new connection closes
+    /// the open one that has waited longest for a request.
     #[serde(deserialize_with = "at_least_one")]
     pub max_connections: usize,
     /// A client must send its request headers within this time.
@@ -593,7 +597,8 @@ pub struct WebLimits {
 impl Default for WebLimits {
     fn default() -> Self {
         WebLimits {
-            max_connections: 64,
+            max_requests: 40,
+            max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
             max_request_bytes: 16 * 1024,
             write_stall_timeout: Duration::from_secs(10),

@@ -324,6 +324,9 @@ async fn reload_on_sighup(
 /// file's; `web` alone when they differ in a key not named here.
 fn web_keys_changed(running: &WebLimits, new: &WebLimits) -> Vec<&'static str> {
     let mut keys = Vec::new();
+    if running.max_requests != new.max_requests {
+        keys.push("web.max_requests");
+    }
     if running.max_connections != new.max_connections {
         keys.push("web.max_connections");
     }
