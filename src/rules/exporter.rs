@@ -1,16 +1,16 @@
 //! Rules about the exporter itself: a collector that fails.
 
-use super::{Context, Finding, Rule, Severity, Subject};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::snapshot::SourceState;
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "rdma_device_missing",
+        id: RuleId::RdmaDeviceMissing,
         checks: "the host has at least one RDMA device",
         evaluate: rdma_device_missing,
     },
     Rule {
-        id: "collector_failing",
+        id: RuleId::CollectorFailing,
         checks: "every collector runs (a failing one hides its part of the fabric)",
         evaluate: collector_failing,
     },
@@ -28,7 +28,7 @@ fn rdma_device_missing(ctx: &Context) -> Vec<Finding> {
         return vec![];
     }
     vec![Finding {
-        rule: "rdma_device_missing",
+        rule: RuleId::RdmaDeviceMissing,
         severity: Severity::Critical,
         subject: Subject::default(),
         finding: "No RDMA device on this host: NCCL falls back to NET/Socket (TCP)".into(),
@@ -44,7 +44,7 @@ fn collector_failing(ctx: &Context) -> Vec<Finding> {
         .iter()
         .filter_map(|src| match &src.state {
             SourceState::Failed(why) => Some(Finding {
-                rule: "collector_failing",
+                rule: RuleId::CollectorFailing,
                 severity: Severity::Warning,
                 subject: Subject::default(),
                 finding: format!("The {} collector failed: its metrics are missing", src.name),

@@ -9,23 +9,23 @@ use roce_rdma::LinkLayer;
 
 use super::history::{stat_integer, Value};
 use super::ports::find_port;
-use super::{Context, Finding, Rule, Severity, Subject};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::config::{ROCE_4096_MIN_NETDEV_MTU, ROCE_HEADER_BYTES};
 use crate::snapshot::Snapshot;
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "pfc_without_ecn",
+        id: RuleId::PfcWithoutEcn,
         checks: "every PFC priority of a RoCE netdev has ECN on for both roles (np, rp)",
         evaluate: pfc_without_ecn,
     },
     Rule {
-        id: "pfc_priority_mismatch",
+        id: RuleId::PfcPriorityMismatch,
         checks: "PFC is on the RoCE priority only (expect.pfc_priority), and no pauses arrive on other priorities",
         evaluate: pfc_priority_mismatch,
     },
     Rule {
-        id: "mtu_below_jumbo",
+        id: RuleId::MtuBelowJumbo,
         checks: "RoCE netdevs carry RoCE MTU 4096 (and expect.mtu when set)",
         evaluate: mtu_below_jumbo,
     },
@@ -158,7 +158,7 @@ fn pfc_without_ecn(ctx: &Context) -> Vec<Finding> {
             .collect::<Vec<_>>()
             .join(" ");
         out.push(Finding {
-            rule: "pfc_without_ecn",
+            rule: RuleId::PfcWithoutEcn,
             severity: Severity::Warning,
             finding: format!(
                 "{}: PFC is on without ECN ({}): congestion is handled by pausing alone, which spreads it (head-of-line blocking, pause storms)",
@@ -284,7 +284,7 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
             .collect::<Vec<_>>()
             .join(",");
         out.push(Finding {
-            rule: "pfc_priority_mismatch",
+            rule: RuleId::PfcPriorityMismatch,
             severity,
             finding,
             evidence,
@@ -350,7 +350,7 @@ fn mtu_below_jumbo(ctx: &Context) -> Vec<Finding> {
         let target = ctx.expect.mtu.map(u64::from).unwrap_or(9000);
         let name = &n.name;
         out.push(Finding {
-            rule: "mtu_below_jumbo",
+            rule: RuleId::MtuBelowJumbo,
             severity,
             finding,
             evidence: format!(

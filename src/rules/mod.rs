@@ -24,8 +24,11 @@ pub mod history;
 pub mod ports;
 pub mod probes;
 pub mod rates;
+pub mod table;
 pub mod topology;
 pub mod window;
+
+pub use table::{Area, RuleId};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -95,8 +98,9 @@ impl Subject {
 /// One finding. The JSON form is the `/findings` schema (docs/findings.md).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    /// Stable rule id (`port_down`, `pfc_storm`, ...).
-    pub rule: &'static str,
+    /// Stable rule id (`port_down`, `pfc_storm`, ...; serialised as that
+    /// string).
+    pub rule: RuleId,
     pub severity: Severity,
     pub subject: Subject,
     /// One line: what is wrong.
@@ -125,9 +129,10 @@ impl Context<'_> {
     }
 }
 
-/// A rule: its id, what it checks, and the pure function.
+/// A rule: its id (its row in [`table`]), what it checks, and the pure
+/// function.
 pub struct Rule {
-    pub id: &'static str,
+    pub id: RuleId,
     pub checks: &'static str,
     pub evaluate: fn(&Context) -> Vec<Finding>,
 }
@@ -172,10 +177,19 @@ fn evaluate_with(
     };
     let mut out = Vec::new();
     for rule in all() {
-        if rules.disabled.iter().any(|d| d == rule.id) {
+        if rules.disabled.iter().any(|d| rule.id == d.as_str()) {
             continue;
         }
-        out.extend((rule.evaluate)(&ctx));
+        let found = (rule.evaluate)(&ctx);
+        // The table declares what a rule reports: alerts route on it.
+        debug_assert!(
+            found
+                .iter()
+                .all(|f| f.rule == rule.id && rule.id.spec().severities.contains(&f.severity)),
+            "{}: a finding with another id or a severity the table does not declare: {found:?}",
+            rule.id
+        );
+        out.extend(found);
     }
     sort(&mut out);
     out
@@ -191,7 +205,7 @@ fn sort(findings: &mut [Finding]) {
 #[derive(Debug, Default)]
 pub struct Engine {
     history: History,
-    active: BTreeMap<(&'static str, Subject), Held>,
+    active: BTreeMap<(RuleId, Subject), Held>,
 }
 
 #[derive(Debug)]
