@@ -412,11 +412,17 @@ fn sum_opt(values: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {
     values.into_iter().flatten().reduce(u64::saturating_add)
 }
 
-const CONGESTION_RULES: [&str; 5] = [
+const CONGESTION_RULES: [&str; 11] = [
     "pfc_storm",
+    "pfc_pause_received",
+    "pfc_pause_sent",
+    "lossless_discards",
     "discards_growing",
-    "cnp_spike",
-    "ecn_spike",
+    "host_ring_drops",
+    "receiver_congested",
+    "sender_throttled",
+    "cnp_not_sent",
+    "cnp_ignored",
     "out_of_buffer",
 ];
 
