@@ -403,7 +403,7 @@ fn one_ack_timeout_is_a_warning() {
     );
     assert_eq!(
         f[0].evidence,
-        "local_ack_timeout_err +1 over 10s = 0.1/s; expected 0 (any is a warning), critical above 0.1/s (rules.ack_timeouts.per_second)"
+        "local_ack_timeout_err +1 over 10s = 0.1/s (+0 in the older half of the window, +1 in the newer); expected 0 (any is a warning), critical above 0.1/s in both halves (rules.ack_timeouts.per_second)"
     );
     assert_eq!(only(&history(&[s(8), s(8)]), "ack_timeouts"), vec![]);
     assert_eq!(
@@ -425,8 +425,24 @@ fn sustained_ack_timeouts_are_critical() {
     );
     assert_eq!(
         f[0].evidence,
-        "local_ack_timeout_err +60 over 5m = 0.2/s; expected 0 (any is a warning), critical above 0.1/s (rules.ack_timeouts.per_second)"
+        "local_ack_timeout_err +60 over 5m = 0.2/s (+30 in the older half of the window, +30 in the newer); expected 0 (any is a warning), critical above 0.1/s in both halves (rules.ack_timeouts.per_second)"
     );
+}
+
+#[test]
+fn one_burst_of_ack_timeouts_stays_a_warning() {
+    // A link flap times out 200 QPs at once, then nothing for five minutes:
+    // above the rate over the window, but not sustained.
+    let h = series(31, |i| {
+        Sample::default().hw("local_ack_timeout_err", if i < 2 { 0 } else { 200 })
+    });
+    let f = only(&h, "ack_timeouts");
+    assert_eq!(f[0].severity, Severity::Warning);
+    // Right after the exporter starts, the same burst is no more than that.
+    let h = series(3, |i| {
+        Sample::default().hw("local_ack_timeout_err", if i < 1 { 0 } else { 200 })
+    });
+    assert_eq!(only(&h, "ack_timeouts")[0].severity, Severity::Warning);
 }
 
 // ---------------------------------------------------------------------------
@@ -580,7 +596,7 @@ fn pauses_received_are_a_congested_neighbour_not_a_storm() {
     );
     assert_eq!(
         f[0].evidence,
-        "rx priority 3 paused 24s of 1m (40%); expected <= 20% paused (rules.pfc_pause_received.pause_ratio)"
+        "rx priority 3 paused 24s of 1m (40%); expected <= 20% paused (rules.pfc_pause_received.pause_ratio) and no storm events"
     );
     assert_eq!(only(&h, "pfc_pause_sent"), vec![]);
 }
@@ -612,6 +628,27 @@ fn pauses_sent_mean_this_nics_buffer_is_full() {
         "pause storm events warning +1 over 10s; expected <= 5% paused (rules.pfc_pause_sent.pause_ratio) and no storm events"
     );
     assert_eq!(only(&history(&[w(0), w(1)]), "pfc_storm"), vec![]);
+    assert_eq!(only(&history(&[w(0), w(1)]), "pfc_pause_received"), vec![]);
+}
+
+#[test]
+fn bnxt_continuous_pause_is_pause_received() {
+    // bnxt_en counts continuous_pause_events among its receive statistics.
+    let c = |v| {
+        Sample::default().stat(
+            Meaning::PauseStormEvents {
+                severity: "continuous_roce",
+            },
+            v,
+        )
+    };
+    let f = only(&history(&[c(4), c(6)]), "pfc_pause_received");
+    assert_eq!(
+        f[0].finding,
+        "mlx5_0 port 1 (ens1np0): the NIC saw pause frames arrive without a break (continuous_roce +2)"
+    );
+    assert_eq!(only(&history(&[c(4), c(6)]), "pfc_pause_sent"), vec![]);
+    assert_eq!(only(&history(&[c(4), c(6)]), "pfc_storm"), vec![]);
 }
 
 #[test]

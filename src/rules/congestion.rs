@@ -180,8 +180,22 @@ fn storm_text(storms: &[(&str, u64)]) -> String {
 
 /// The mlx5 detector's error event: it stopped sending pause frames after
 /// pausing for too long ("reaching time out and disabling transmission of
-/// pause frames", mlx5 counters.rst); the others are warnings.
+/// pause frames", mlx5 counters.rst).
 const STORM_ERROR: &str = "error";
+
+/// Which storm detections belong to which pause direction: mlx5's
+/// `tx_pause_storm_warning_events` count this NIC sending pauses for a long
+/// time; bnxt_en's `continuous_pause_events` and
+/// `continuous_roce_pause_events` are receive-side statistics
+/// (`bnxt_port_stats_ext_arr`, `BNXT_RX_STATS_EXT_ENTRY`): pauses arriving
+/// without a break.
+fn storm_direction(kind: &str) -> Option<Direction> {
+    match kind {
+        "warning" => Some(Direction::Tx),
+        k if k.starts_with("continuous") => Some(Direction::Rx),
+        _ => None,
+    }
+}
 
 /// A storm on `n` in `direction`: paused over the storm ratio for the
 /// storm window (the pause rules leave such a priority to `pfc_storm`).
@@ -254,8 +268,7 @@ fn pfc_storm(ctx: &Context) -> Vec<Finding> {
 }
 
 /// A pause rule in one direction: paused over `cfg.pause_ratio` of its
-/// window and not a storm; in the tx direction also the storm detector's
-/// warning events.
+/// window and not a storm, or the storm detections of that direction.
 fn pause_finding(
     ctx: &Context,
     n: &Netdev,
@@ -267,10 +280,9 @@ fn pause_finding(
     let over = worst_paused(ctx, n, direction, cfg.window)
         .filter(|w| w.ratio() > cfg.pause_ratio)
         .filter(|_| !storming(ctx, n, direction));
-    let (warnings, storm_seconds) = match direction {
-        Direction::Tx => storms(ctx, n, cfg.window, |k| k != STORM_ERROR),
-        Direction::Rx => (Vec::new(), 0.0),
-    };
+    let (warnings, storm_seconds) = storms(ctx, n, cfg.window, |k| {
+        storm_direction(k) == Some(direction)
+    });
     if over.is_none() && warnings.is_empty() {
         return None;
     }
@@ -290,8 +302,13 @@ fn pause_finding(
             fmt_num((w.ratio() * 100.0).round()),
             span(w.seconds)
         ),
-        (None, _) => format!(
+        (None, Direction::Tx) => format!(
             "{}: the NIC's pause storm detector saw it sending pause frames for a long time ({})",
+            subject.describe(),
+            storm_text(&warnings)
+        ),
+        (None, Direction::Rx) => format!(
+            "{}: the NIC saw pause frames arrive without a break ({})",
             subject.describe(),
             storm_text(&warnings)
         ),
@@ -325,10 +342,9 @@ fn pause_finding(
         severity: Severity::Warning,
         finding,
         evidence: format!(
-            "{}; expected <= {}% paused (rules.{rule}.pause_ratio){}",
+            "{}; expected <= {}% paused (rules.{rule}.pause_ratio) and no storm events",
             evidence.join("; "),
-            fmt_num(cfg.pause_ratio * 100.0),
-            if direction == Direction::Tx { " and no storm events" } else { "" }
+            fmt_num(cfg.pause_ratio * 100.0)
         ),
         fix,
         verify: format!(

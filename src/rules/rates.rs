@@ -416,18 +416,23 @@ fn ack_timeouts(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.ack_timeouts;
     let mut out = Vec::new();
     for (d, p) in ports(s) {
-        let Some(inc) = ctx
-            .history
-            .port(&d.name, p.number)
-            .increase(Value::Hw(HwMeaning::LocalAckTimeout), cfg.window)
-        else {
+        let series = ctx.history.port(&d.name, p.number);
+        let value = Value::Hw(HwMeaning::LocalAckTimeout);
+        let Some(inc) = series.increase(value, cfg.window) else {
             continue;
         };
         if inc.amount == 0 {
             continue;
         }
         let rate = inc.per_second();
-        let sustained = rate > cfg.per_second;
+        // Sustained: above the rate, and in both halves of the window, so
+        // that one burst (a link flap timing out many QPs at once) or the
+        // first minutes after start stay a warning.
+        let newer = series
+            .increase(value, cfg.window / 2)
+            .map_or(0, |i| i.amount);
+        let older = inc.amount.saturating_sub(newer);
+        let sustained = rate > cfg.per_second && newer > 0 && older > 0;
         let subject = subject(d, p);
         let stall = fmt_num((NCCL_DEFAULT_ACK_TIMEOUT_SECONDS * 10.0).round() / 10.0);
         out.push(Finding {
@@ -449,7 +454,8 @@ fn ack_timeouts(ctx: &Context) -> Vec<Finding> {
                 )
             },
             evidence: format!(
-                "{} +{} over {} = {}/s; expected 0 (any is a warning), critical above {}/s (rules.ack_timeouts.per_second)",
+                "{} +{} over {} = {}/s (+{older} in the older half of the window, +{newer} in the newer); expected 0 (any is a warning), \
+                 critical above {}/s in both halves (rules.ack_timeouts.per_second)",
                 names(d, HwMeaning::LocalAckTimeout, "ACK timeouts"),
                 inc.amount,
                 span(inc.seconds),
