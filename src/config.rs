@@ -220,7 +220,8 @@ pub struct RulesConfig {
     pub retransmissions: RateRule,
     /// ACK timeouts: any within the window is a warning (each one stalls a
     /// QP for the whole timeout, about 4 s at NCCL's default
-    /// NCCL_IB_TIMEOUT=20); above `per_second` over the window, critical.
+    /// NCCL_IB_TIMEOUT=20); above `per_second` over the window and in both
+    /// of its halves, critical.
     pub ack_timeouts: RateRule,
     /// Out-of-sequence and sequence-error NAKs per second.
     pub sequence_errors: RateRule,
