@@ -77,7 +77,8 @@ pub const RULES: &[Rule] = &[
 
 /// The increase of a 64-bit netdev counter of the port's netdev, where the
 /// driver has one: preferred over the narrow PMA counters, which stick at
-/// their maximum.
+/// their maximum. mlx5 is the driver the netdev table maps them for, so
+/// the evidence names its counters.
 fn netdev_wide(
     ctx: &Context,
     p: &Port,
