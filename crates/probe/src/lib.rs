@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime};
 pub mod engine;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
+pub mod peer;
 pub mod runner;
 pub mod schedule;
 pub mod verbs;
