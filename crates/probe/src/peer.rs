@@ -289,7 +289,7 @@ pub struct Plan {
 /// Rotating sample: round r probes `sample` matching peers starting at
 /// offset r·sample, so that every peer is probed once every
 /// ⌈n/sample⌉ rounds and the per-round cost is bounded.
-pub fn rotate<'a>(peers: &'a [Endpoint], sample: usize, round: u64) -> Vec<&'a Endpoint> {
+pub fn rotate(peers: &[Endpoint], sample: usize, round: u64) -> Vec<&Endpoint> {
     let n = peers.len();
     if n == 0 || sample == 0 {
         return Vec::new();
@@ -582,7 +582,7 @@ mod tests {
                 return Outcome::Lost;
             }
             if let Some(n) = self.lossy.get(&to.node) {
-                if probe.seq % n == 0 {
+                if probe.seq.is_multiple_of(*n) {
                     return Outcome::Lost;
                 }
             }
