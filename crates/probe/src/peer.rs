@@ -258,6 +258,48 @@ pub struct PairStats {
     pub last_large_ok: Option<bool>,
     /// Rounds since the pair was last in the sample (0: sampled now).
     pub rounds_since_sampled: u64,
+    /// The last [`Recent::LEN`] outcomes per size class: what the rules
+    /// judge (cumulative counters say nothing about now).
+    pub recent_small: Recent,
+    pub recent_large: Recent,
+}
+
+/// The last up to 16 outcomes of a pair and size class (bit set: answered).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recent {
+    bits: u16,
+    len: u8,
+}
+
+impl Recent {
+    pub const LEN: u8 = 16;
+
+    pub fn push(&mut self, answered: bool) {
+        self.bits = (self.bits << 1) | u16::from(answered);
+        self.len = (self.len + 1).min(Self::LEN);
+    }
+
+    /// Outcomes held (at most [`Recent::LEN`]).
+    pub fn len(&self) -> u32 {
+        u32::from(self.len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn answered(&self) -> u32 {
+        let mask = if self.len >= 16 {
+            u16::MAX
+        } else {
+            (1u16 << self.len) - 1
+        };
+        (self.bits & mask).count_ones()
+    }
+
+    pub fn lost(&self) -> u32 {
+        self.len().saturating_sub(self.answered())
+    }
 }
 
 /// Per local port.
@@ -276,6 +318,23 @@ pub struct PortStats {
     pub peers: BTreeMap<PeerKey, PairStats>,
     /// Matching peers (on the rail) known now.
     pub peers_known: usize,
+}
+
+/// What the peer prober publishes for the sampler.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeerResults {
+    pub state: crate::ProbeState,
+    /// This node's responders (the endpoints route serves these).
+    pub endpoints: Vec<Endpoint>,
+    /// Per local port: its endpoint and statistics.
+    pub ports: Vec<(Endpoint, PortStats)>,
+    /// Peers (exporter addresses) configured and those whose endpoints
+    /// were fetched at the last attempt.
+    pub peers_configured: usize,
+    pub peers_fetched: usize,
+    /// Endpoint fetches that failed, by reason (`connect`, `timeout`,
+    /// `status`, `parse`, `resolve`).
+    pub fetch_errors: BTreeMap<&'static str, u64>,
 }
 
 /// The traffic plan of one round on one port: which peers and when.
@@ -423,17 +482,19 @@ impl<P: PeerPort> PortProber<P> {
                 self.stats.served.unknown_dropped += served.unknown_dropped;
                 let pair = self.stats.peers.entry(key.clone()).or_default();
                 pair.rounds_since_sampled = 0;
-                let (port_sent, pair_sent, last) = if is_large {
+                let (port_sent, pair_sent, last, recent) = if is_large {
                     (
                         &mut self.stats.large,
                         &mut pair.large,
                         &mut pair.last_large_ok,
+                        &mut pair.recent_large,
                     )
                 } else {
                     (
                         &mut self.stats.small,
                         &mut pair.small,
                         &mut pair.last_small_ok,
+                        &mut pair.recent_small,
                     )
                 };
                 match outcome {
@@ -443,6 +504,7 @@ impl<P: PeerPort> PortProber<P> {
                         pair_sent.sent += 1;
                         pair_sent.answered += 1;
                         *last = Some(true);
+                        recent.push(true);
                         self.stats.rtt.observe(rtt);
                         observe_baseline(&mut self.stats, rtt.as_secs_f64());
                     }
@@ -450,6 +512,7 @@ impl<P: PeerPort> PortProber<P> {
                         port_sent.sent += 1;
                         pair_sent.sent += 1;
                         *last = Some(false);
+                        recent.push(false);
                     }
                     Outcome::Failed(f) => {
                         *pair.errors.entry(f.reason.as_str()).or_insert(0) += 1;
@@ -794,5 +857,25 @@ mod tests {
         let (b, r) = (s.baseline_seconds.unwrap(), s.recent_seconds.unwrap());
         assert!(b < 300e-6, "baseline {b}");
         assert!(r > 1e-3, "recent {r}");
+    }
+}
+
+#[cfg(test)]
+mod recent_tests {
+    use super::Recent;
+
+    #[test]
+    fn recent_keeps_the_last_sixteen() {
+        let mut r = Recent::default();
+        assert!(r.is_empty());
+        for _ in 0..20 {
+            r.push(false);
+        }
+        r.push(true);
+        assert_eq!((r.len(), r.answered(), r.lost()), (16, 1, 15));
+        for _ in 0..16 {
+            r.push(true);
+        }
+        assert_eq!(r.lost(), 0);
     }
 }
