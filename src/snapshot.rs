@@ -33,6 +33,8 @@ pub struct Snapshot {
     pub topology: Option<roce_topology::TopologySnapshot>,
     /// Latest results of the verbs probes (their own thread; `roce-probe`).
     pub probes: Option<roce_probe::ProbeResults>,
+    /// Latest results of the probes between hosts (`roce_probe::peer`).
+    pub peer_probes: Option<roce_probe::peer::PeerResults>,
     /// Active findings after this sample (rules over the history, with the
     /// hold time applied).
     pub findings: Vec<crate::rules::Finding>,

@@ -29,6 +29,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
         ),
         ("Verbs probes", super::probes::FAMILIES.iter().collect()),
         (
+            "Probes between hosts (`peer_probes:`)",
+            super::peer_probes::FAMILIES.iter().collect(),
+        ),
+        (
             "Findings (rules; details at /findings)",
             super::findings::FAMILIES.iter().collect(),
         ),

@@ -20,6 +20,7 @@ pub mod families;
 pub mod findings;
 pub mod hw_counters;
 pub mod netdev;
+pub mod peer_probes;
 pub mod probes;
 pub mod rdma;
 pub mod topology;
@@ -387,6 +388,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     netdev::collect(snapshot, &mut out);
     topology::collect(snapshot, &mut out);
     probes::collect(snapshot, &mut out);
+    peer_probes::collect(snapshot, &mut out);
     findings::collect(snapshot, &mut out);
     out
 }

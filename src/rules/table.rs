@@ -41,6 +41,8 @@ pub enum Area {
     GpuDirect,
     /// The loopback verbs probes.
     Probe,
+    /// The probes between hosts (`peer_probes:`).
+    PeerProbe,
     /// The exporter itself (its collectors).
     Exporter,
 }
@@ -140,6 +142,11 @@ rule_table! {
     PcieDowntrained = "pcie_downtrained", [Warning], None, [], PcieLink;
     ProbeFailures = "probe_failures", [Warning, Critical], Some("probe_failures"), [], Probe;
     ProbeLatencyRegression = "probe_latency_regression", [Warning], Some("probe_latency_regression"), [], Probe;
+    PeerProbePortIsolated = "peer_probe_port_isolated", [Critical], None, [], PeerProbe;
+    PeerProbePeerUnreachable = "peer_probe_peer_unreachable", [Warning], None, [], PeerProbe;
+    PeerProbePathLoss = "peer_probe_path_loss", [Warning], None, [], PeerProbe;
+    PeerProbePathMtu = "peer_probe_path_mtu", [Warning], None, [], PeerProbe;
+    PeerProbeRttAboveBaseline = "peer_probe_rtt_above_baseline", [Warning], None, [], PeerProbe;
     RdmaDeviceMissing = "rdma_device_missing", [Critical], None, ["devices"], Port;
     RdmaDeviceGone = "rdma_device_gone", [Critical], None, ["devices"], Port;
     RdmaPortGone = "rdma_port_gone", [Critical], None, [], Port;

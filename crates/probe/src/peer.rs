@@ -563,14 +563,14 @@ fn bound_pairs(pairs: &mut BTreeMap<PeerKey, PairStats>, chosen: &[Endpoint]) {
     pairs.retain(|k, _| now.contains(k) || keep.contains(k));
 }
 
-/// Baseline: tracks a low RTT (moves down fast, up slowly: 1 % per
+/// Baseline: tracks a low RTT (moves down fast, up slowly: 0.1 % per
 /// answer), so that congestion shows as `recent` far above it while a
 /// permanently slower path eventually becomes the new baseline.
 fn observe_baseline(stats: &mut PortStats, rtt: f64) {
     stats.baseline_seconds = Some(match stats.baseline_seconds {
         None => rtt,
         Some(b) if rtt < b => b + 0.5 * (rtt - b),
-        Some(b) => b + 0.01 * (rtt - b),
+        Some(b) => b + 0.001 * (rtt - b),
     });
     stats.recent_seconds = Some(match stats.recent_seconds {
         None => rtt,
@@ -578,46 +578,30 @@ fn observe_baseline(stats: &mut PortStats, rtt: f64) {
     });
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeSet;
+/// A fabric in memory for tests of the prober and the rules: which peer
+/// nodes answer, which paths drop large datagrams or every n-th one, and
+/// datagrams from strangers waiting at the responder.
+pub mod fake {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::net::Ipv6Addr;
+    use std::time::Duration;
 
-    fn ep(node: &str, dev_index: u32, subnet: &str, qpn: u32) -> Endpoint {
-        let octet = subnet
-            .split('.')
-            .nth(2)
-            .and_then(|s| s.parse::<u8>().ok())
-            .unwrap_or(0);
-        let host = node.bytes().last().unwrap_or(1);
-        Endpoint {
-            node: node.into(),
-            device: format!("mlx5_{dev_index}"),
-            device_index: dev_index,
-            port: 1,
-            gid: std::net::Ipv4Addr::new(10, 0, octet, host).to_ipv6_mapped(),
-            gid_index: 3,
-            qpn,
-            qkey: QKEY,
-            mtu: 4096,
-            subnet: Some(subnet.into()),
-        }
-    }
+    use super::{Endpoint, Outcome, PeerPort, Probe, Served};
 
     /// A fabric in memory: which (peer node, size class) answer, with what RTT.
-    #[derive(Default)]
-    struct FakePort {
-        gid: Option<Ipv6Addr>,
+    #[derive(Debug, Default)]
+    pub struct FakePort {
+        pub gid: Option<Ipv6Addr>,
         /// Nodes that answer nothing.
-        dead: BTreeSet<String>,
+        pub dead: BTreeSet<String>,
         /// Nodes whose path drops datagrams larger than this payload.
-        mtu_limit: BTreeMap<String, u32>,
+        pub mtu_limit: BTreeMap<String, u32>,
         /// Every n-th probe to this node is lost.
-        lossy: BTreeMap<String, u32>,
-        rtt: Duration,
+        pub lossy: BTreeMap<String, u32>,
+        pub rtt: Duration,
         /// Unknown datagrams waiting at the responder.
-        strangers: u64,
-        sent: Vec<(String, Probe)>,
+        pub strangers: u64,
+        pub sent: Vec<(String, Probe)>,
     }
 
     impl PeerPort for FakePort {
@@ -662,6 +646,34 @@ mod tests {
                     served.unknown_dropped += 1;
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::FakePort;
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn ep(node: &str, dev_index: u32, subnet: &str, qpn: u32) -> Endpoint {
+        let octet = subnet
+            .split('.')
+            .nth(2)
+            .and_then(|s| s.parse::<u8>().ok())
+            .unwrap_or(0);
+        let host = node.bytes().last().unwrap_or(1);
+        Endpoint {
+            node: node.into(),
+            device: format!("mlx5_{dev_index}"),
+            device_index: dev_index,
+            port: 1,
+            gid: std::net::Ipv4Addr::new(10, 0, octet, host).to_ipv6_mapped(),
+            gid_index: 3,
+            qpn,
+            qkey: QKEY,
+            mtu: 4096,
+            subnet: Some(subnet.into()),
         }
     }
 
