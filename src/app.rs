@@ -70,6 +70,21 @@ impl App {
         &self.build
     }
 
+    /// This node's peer-probe endpoints as the JSON other exporters fetch
+    /// (`roce_probe::peer::Endpoints`); `None` while peer probes are off.
+    pub fn peer_endpoints_json(&self) -> Option<String> {
+        let snapshot = self.snapshot();
+        let results = snapshot.peer_probes.as_ref()?;
+        let doc = roce_probe::peer::Endpoints {
+            version: roce_probe::peer::ENDPOINTS_VERSION,
+            endpoints: results.endpoints.clone(),
+        };
+        serde_json::to_string(&doc).ok().map(|mut s| {
+            s.push('\n');
+            s
+        })
+    }
+
     /// The exposition of the latest sample, gzip-compressed when asked.
     pub fn metrics(&self, format: Format, gzip: bool) -> Bytes {
         let published = self.current.load_full();

@@ -29,6 +29,8 @@ pub struct Config {
     pub sources: SourceToggles,
     /// Active verbs probes.
     pub probes: ProbeConfig,
+    /// Probes between hosts (off by default).
+    pub peer_probes: PeerProbeConfig,
     /// Facts about the intended fabric, used by the rules.
     pub expect: Expectations,
     /// Rule thresholds and windows.
@@ -45,6 +47,7 @@ impl Default for Config {
             netdevs: NetdevSelection::default(),
             sources: SourceToggles::default(),
             probes: ProbeConfig::default(),
+            peer_probes: PeerProbeConfig::default(),
             expect: Expectations::default(),
             rules: RulesConfig::default(),
             web: WebLimits::default(),
@@ -159,6 +162,52 @@ impl Default for ProbeConfig {
             enabled: Toggle::Auto,
             interval: Duration::from_secs(10),
             gid_index: GidIndex::Auto,
+        }
+    }
+}
+
+/// `peer_probes:`: UD probes to other exporters' responders
+/// (`roce_probe::peer`; design in docs/peer-probes.md).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PeerProbeConfig {
+    /// Off by default: on, each active port keeps a responder and
+    /// `/peer-probe/endpoints` publishes it.
+    pub enabled: bool,
+    /// Peer exporters: `host:port` or `http(s)://host:port`.
+    pub peers: Vec<String>,
+    /// A DNS name whose A/AAAA records are the peers (`name:port`).
+    pub dns: Option<String>,
+    /// A file of peer addresses, one per line (`#` comments), re-read when
+    /// its modification time changes.
+    pub file: Option<std::path::PathBuf>,
+    /// Probe every peer port, not only those on the same rail.
+    pub all_to_all: bool,
+    /// Probe packets per second per local port (capped at 50).
+    pub packets_per_second: u32,
+    /// Peers probed per round and port (capped at 16).
+    pub sample: usize,
+    /// How long a probe waits for its echo.
+    #[serde(deserialize_with = "duration")]
+    pub timeout: Duration,
+    /// How often peers' endpoints are fetched again (and at once after a
+    /// peer's probes start failing).
+    #[serde(deserialize_with = "duration")]
+    pub refresh: Duration,
+}
+
+impl Default for PeerProbeConfig {
+    fn default() -> Self {
+        PeerProbeConfig {
+            enabled: false,
+            peers: Vec::new(),
+            dns: None,
+            file: None,
+            all_to_all: false,
+            packets_per_second: 5,
+            sample: 8,
+            timeout: Duration::from_millis(500),
+            refresh: Duration::from_secs(60),
         }
     }
 }
@@ -1185,6 +1234,25 @@ mod tests {
 mod example_file {
     use super::*;
 
+    #[test]
+    fn peer_probes_are_off_by_default_and_take_their_keys() {
+        assert!(!Config::default().peer_probes.enabled);
+        let c = Config::parse(
+            "peer_probes:\n  enabled: true\n  peers: [node-b:9879, https://node-c:9879]\n  \
+             dns: exporters.example:9879\n  file: /etc/peers.txt\n  all_to_all: true\n  \
+             packets_per_second: 10\n  sample: 4\n  timeout: 200ms\n  refresh: 30s\n",
+            "test",
+        )
+        .unwrap();
+        let p = &c.peer_probes;
+        assert!(p.enabled && p.all_to_all);
+        assert_eq!(p.peers, ["node-b:9879", "https://node-c:9879"]);
+        assert_eq!(p.dns.as_deref(), Some("exporters.example:9879"));
+        assert_eq!((p.packets_per_second, p.sample), (10, 4));
+        assert_eq!(p.timeout, Duration::from_millis(200));
+        assert!(Config::parse("peer_probes: {bogus: 1}\n", "test").is_err());
+    }
+
     /// The documented example must stay valid and describe the defaults.
     #[test]
     fn example_config_parses_and_shows_the_defaults() {
@@ -1195,6 +1263,7 @@ mod example_file {
         assert_eq!(c.devices, d.devices);
         assert_eq!(c.sources, d.sources);
         assert_eq!(c.probes, d.probes);
+        assert_eq!(c.peer_probes, d.peer_probes);
         assert_eq!(c.web, d.web);
         assert_eq!(c.rules, d.rules);
         assert_eq!(c.expect.mtu, Some(9000));

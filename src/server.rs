@@ -928,6 +928,8 @@ enum Route {
     Health,
     Landing,
     Findings,
+    /// This node's peer-probe responders (`roce_probe::peer::Endpoints`).
+    PeerEndpoints,
     /// A section of docs/runbook.md (`crate::runbook`).
     Runbook(&'static str),
 }
@@ -962,6 +964,7 @@ fn route_request(
         "/healthz" => Route::Health,
         "/" => Route::Landing,
         "/findings" => Route::Findings,
+        "/peer-probe/endpoints" => Route::PeerEndpoints,
         p if p.starts_with("/runbook") => match crate::runbook::page(p) {
             Some(text) => Route::Runbook(text),
             None => return simple(StatusCode::NOT_FOUND, "not found\n"),
@@ -1016,6 +1019,10 @@ fn route_request(
             Bytes::from(app.findings_json()),
             None,
         ),
+        Route::PeerEndpoints => match app.peer_endpoints_json() {
+            Some(body) => (StatusCode::OK, APPLICATION_JSON, Bytes::from(body), None),
+            None => return simple(StatusCode::NOT_FOUND, "peer probes are off\n"),
+        },
         Route::Runbook(text) => (
             StatusCode::OK,
             TEXT_PLAIN,

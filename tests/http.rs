@@ -992,3 +992,42 @@ async fn a_slow_client_that_keeps_reading_gets_the_whole_response() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_probe_endpoints_are_json_and_absent_while_peer_probes_are_off() {
+    let server = start_local(app(1), options()).await;
+    let off = get(server.addr(), "/peer-probe/endpoints", &[]).await;
+    assert_eq!(off.status, 404);
+
+    let endpoint = roce_probe::peer::Endpoint {
+        node: "node-a".into(),
+        device: "rxe0".into(),
+        device_index: 0,
+        port: 1,
+        gid: "::ffff:10.0.2.15".parse().expect("GID"),
+        gid_index: 1,
+        qpn: 17,
+        qkey: roce_probe::peer::QKEY,
+        mtu: 1024,
+        subnet: Some("10.0.2.0/24".into()),
+    };
+    let snapshot = Snapshot {
+        sequence: 2,
+        taken_at: Some(SystemTime::now()),
+        peer_probes: Some(roce_probe::peer::PeerResults {
+            endpoints: vec![endpoint.clone()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let app = Arc::new(App::new(
+        BuildInfo::current(Duration::from_secs(5)),
+        Arc::new(snapshot),
+    ));
+    let server = start_local(app, options()).await;
+    let reply = get(server.addr(), "/peer-probe/endpoints", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let got = roce_probe::peer::parse_endpoints(&reply.body).expect("endpoints document");
+    assert_eq!(got, vec![endpoint]);
+}

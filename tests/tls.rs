@@ -435,6 +435,9 @@ fn basic_auth() {
         );
         assert_eq!(r.header("x-frame-options").as_deref(), Some("deny"));
     }
+    // The peer-probe endpoints are behind the same credentials.
+    let r = http_get(server.addr, "/peer-probe/endpoints", None);
+    assert_eq!(r.status, 401);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
