@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::snapshot::{KernelRequests, SourceState};
 
 pub mod netdev;
+pub mod peer_list;
 pub mod probe;
 pub mod rdma;
 pub mod rdma_netlink;
