@@ -217,3 +217,79 @@ fn families_are_per_port_and_per_peer_bounded() {
         .filter(|l| l.starts_with("roce_peer_probe_rtt_seconds"))
         .all(|l| !l.contains("peer=")));
 }
+
+/// The figures of docs/performance.md: series per node and the prober's
+/// own CPU and memory with 1,000 configured peers on the fake verbs port
+/// (`cargo test --test peer_probes thousand -- --nocapture` prints them).
+/// The assertions are the series bound only, never a time.
+#[test]
+fn a_thousand_peers_keep_the_series_bounded() {
+    let peers: Vec<Endpoint> = (0..1000u32)
+        .map(|i| {
+            let mut e = ep(&format!("node{i:04}"), 0, (i % 250) as u8 + 2);
+            e.qpn = 1000 + i;
+            e
+        })
+        .collect();
+    let local = ep("me", 0, 1);
+    let mut port = FakePort {
+        rtt: Duration::from_micros(20),
+        ..FakePort::default()
+    };
+    for i in (0..1000).step_by(37) {
+        port.dead.insert(format!("node{i:04}"));
+    }
+    let mut prober = PortProber::new(local.clone(), port, PeerSettings::default(), 7);
+    let rounds = 500;
+    let cpu = |_: ()| {
+        std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| {
+                let f: Vec<&str> = s.rsplit(')').next()?.split_whitespace().collect();
+                Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+            })
+            .unwrap_or(0)
+    };
+    let before = cpu(());
+    let started = std::time::Instant::now();
+    for _ in 0..rounds {
+        prober.round(&peers, &mut || {});
+    }
+    let wall = started.elapsed();
+    let ticks = cpu(()).saturating_sub(before);
+    let r = PeerResults {
+        state: ProbeState::Running,
+        endpoints: vec![local.clone()],
+        ports: vec![(local, prober.stats.clone())],
+        peers_configured: 1000,
+        peers_fetched: 1000,
+        fetch_errors: Default::default(),
+    };
+    let s = Snapshot {
+        sequence: 1,
+        peer_probes: Some(r),
+        ..Snapshot::default()
+    };
+    let text = exposition::encode(
+        Arc::new(s),
+        &BuildInfo::current(Duration::from_secs(5)),
+        Format::Text,
+    );
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("roce_peer_probe_"))
+        .count();
+    let per_peer = text
+        .lines()
+        .filter(|l| l.starts_with("roce_peer_probe_peer_lost"))
+        .count();
+    println!(
+        "1000 peers, one port: {series} series ({per_peer} per-peer), {} pairs kept, \
+         {rounds} rounds in {wall:?} wall, {ticks} CPU ticks, {} bytes of pair state",
+        prober.stats.peers.len(),
+        prober.stats.peers.len() * std::mem::size_of::<roce_probe::peer::PairStats>()
+    );
+    // Per port: the sample (8) and the top failing (8) peers, two sizes.
+    assert!(per_peer <= 2 * (8 + roce_probe::peer::TOP_FAILING));
+    assert!(series < 80, "{series}");
+}
