@@ -79,7 +79,7 @@ pub const FETCH_ERRORS: Family = Family {
     kind: Kind::Counter,
     unit: None,
     labels: &["reason"],
-    help: "Failed fetches of peers' endpoint documents, by reason (resolve, connect, timeout, status, parse).",
+    help: "Failed fetches of peers' endpoint documents, by reason (resolve, connect, timeout, status, parse, unsupported: an https:// peer, which the fetcher cannot reach yet).",
     source: SOURCE,
 };
 pub const CONFIGURED: Family = Family {

@@ -131,9 +131,149 @@ fn resolve(name_port: &str) -> Result<Vec<String>, String> {
     Ok(addrs.take(MAX_PEERS).map(|a| a.to_string()).collect())
 }
 
+/// Largest endpoints document read from a peer (64 endpoints fit).
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+
+/// Why fetching a peer's endpoints failed: the `reason` label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchError {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+fn fetch_error(reason: &'static str, message: impl Into<String>) -> FetchError {
+    FetchError {
+        reason,
+        message: message.into(),
+    }
+}
+
+/// GETs a peer's `/peer-probe/endpoints` over plain HTTP/1.1 with a
+/// deadline on every step and a bounded body. `https://` peers are
+/// refused (`unsupported`): the TLS client is not written yet.
+pub fn fetch_endpoints(
+    peer: &PeerAddress,
+    timeout: std::time::Duration,
+) -> Result<Vec<roce_probe::peer::Endpoint>, FetchError> {
+    use std::io::{Read, Write};
+    let Some(authority) = peer.0.strip_prefix("http://") else {
+        return Err(fetch_error(
+            "unsupported",
+            format!("{}: only http:// peers can be fetched for now", peer.0),
+        ));
+    };
+    let addr = authority
+        .to_socket_addrs()
+        .map_err(|e| fetch_error("resolve", format!("{authority}: {e}")))?
+        .next()
+        .ok_or_else(|| fetch_error("resolve", format!("{authority}: no address")))?;
+    let timeout = timeout.max(std::time::Duration::from_millis(1));
+    let io = |e: std::io::Error| {
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        ) {
+            fetch_error("timeout", format!("{authority}: {e}"))
+        } else {
+            fetch_error("connect", format!("{authority}: {e}"))
+        }
+    };
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
+    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    let request = format!(
+        "GET /peer-probe/endpoints HTTP/1.1\r\nHost: {authority}\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).map_err(io)?;
+    let mut raw = Vec::new();
+    stream
+        .take((MAX_DOCUMENT_BYTES + 4096) as u64)
+        .read_to_end(&mut raw)
+        .map_err(io)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| fetch_error("parse", format!("{authority}: no complete response head")))?;
+    let (head, body) = raw.split_at(split + 4);
+    let head = String::from_utf8_lossy(head);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| fetch_error("parse", format!("{authority}: no status line")))?;
+    if status != 200 {
+        return Err(fetch_error(
+            "status",
+            format!("{authority}: HTTP {status} for /peer-probe/endpoints"),
+        ));
+    }
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Err(fetch_error("parse", format!("{authority}: chunked body")));
+    }
+    if body.len() > MAX_DOCUMENT_BYTES {
+        return Err(fetch_error(
+            "parse",
+            format!("{authority}: document larger than {MAX_DOCUMENT_BYTES} bytes"),
+        ));
+    }
+    roce_probe::peer::parse_endpoints(body)
+        .map_err(|e| fetch_error("parse", format!("{authority}: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Serves one connection with `reply` (or holds it silent) on a local port.
+    fn serve_once(reply: Option<Vec<u8>>) -> (PeerAddress, std::thread::JoinHandle<()>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = std::thread::spawn(move || {
+            if let Ok((mut s, _)) = listener.accept() {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                match reply {
+                    Some(r) => {
+                        let _ = s.write_all(&r);
+                    }
+                    None => std::thread::sleep(std::time::Duration::from_millis(300)),
+                }
+            }
+        });
+        (PeerAddress(format!("http://{addr}")), handle)
+    }
+
+    #[test]
+    fn endpoints_are_fetched_and_bad_answers_are_classified() {
+        let doc = br#"{"version":1,"endpoints":[{"node":"b","device":"rxe0","device_index":0,"port":1,"gid":"::ffff:10.0.2.16","gid_index":1,"qpn":17,"qkey":1380994353,"mtu":1024,"subnet":"10.0.2.0/24"}]}"#;
+        let mut ok = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n".to_vec();
+        ok.extend_from_slice(doc);
+        let t = std::time::Duration::from_secs(5);
+        let (peer, h) = serve_once(Some(ok));
+        let got = fetch_endpoints(&peer, t).unwrap();
+        h.join().unwrap();
+        assert_eq!((got.len(), got[0].qpn, got[0].mtu), (1, 17, 1024));
+
+        let (peer, h) = serve_once(Some(b"HTTP/1.1 401 Unauthorized\r\n\r\n".to_vec()));
+        assert_eq!(fetch_endpoints(&peer, t).unwrap_err().reason, "status");
+        h.join().unwrap();
+        let (peer, h) = serve_once(Some(b"HTTP/1.1 200 OK\r\n\r\n{nope".to_vec()));
+        assert_eq!(fetch_endpoints(&peer, t).unwrap_err().reason, "parse");
+        h.join().unwrap();
+        let (peer, h) = serve_once(None);
+        let e = fetch_endpoints(&peer, std::time::Duration::from_millis(50)).unwrap_err();
+        assert_eq!(e.reason, "timeout", "{e:?}");
+        h.join().unwrap();
+        let https = PeerAddress("https://127.0.0.1:1".into());
+        assert_eq!(
+            fetch_endpoints(&https, t).unwrap_err().reason,
+            "unsupported"
+        );
+    }
 
     #[test]
     fn addresses_take_the_default_scheme_and_refuse_paths_and_odd_schemes() {

@@ -333,7 +333,7 @@ pub struct PeerResults {
     pub peers_configured: usize,
     pub peers_fetched: usize,
     /// Endpoint fetches that failed, by reason (`connect`, `timeout`,
-    /// `status`, `parse`, `resolve`).
+    /// `status`, `parse`, `resolve`, `unsupported`).
     pub fetch_errors: BTreeMap<&'static str, u64>,
 }
 
