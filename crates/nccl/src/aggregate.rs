@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::inspector::{CollRecord, PromSample};
-use crate::log::{Event, LinkLayer, Line, NetDevice, Via};
+use crate::log::{Event, Line, LinkLayer, NetDevice, Via};
 
 #[derive(Debug, Clone)]
 pub struct AggregatorConfig {
@@ -105,7 +105,12 @@ pub enum GdrNote {
     HcaUnsupported { net: String, hca: String },
     /// `GPU Direct RDMA Disabled for GPU g / HCA h (distance d > t)`: the
     /// GPU-NIC path is longer than NCCL_NET_GDR_LEVEL allows.
-    PathTooFar { gpu: String, hca: String, distance: Option<u32>, threshold: Option<u32> },
+    PathTooFar {
+        gpu: String,
+        hca: String,
+        distance: Option<u32>,
+        threshold: Option<u32>,
+    },
 }
 
 /// Bandwidth of large multi-node collectives of one kind in the window.
@@ -134,7 +139,10 @@ pub struct NcclSummary {
 
 impl NcclSummary {
     pub fn has_data(&self) -> bool {
-        !self.connections.is_empty() || !self.versions.is_empty() || !self.busbw.is_empty() || !self.networks.is_empty()
+        !self.connections.is_empty()
+            || !self.versions.is_empty()
+            || !self.busbw.is_empty()
+            || !self.networks.is_empty()
     }
 }
 
@@ -171,7 +179,14 @@ pub struct Aggregator {
 
 /// The collective names NCCL has (`ncclFuncToString`); others are `other`,
 /// so the label set stays bounded.
-const COLLECTIVES: &[&str] = &["AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll"];
+const COLLECTIVES: &[&str] = &[
+    "AllReduce",
+    "AllGather",
+    "ReduceScatter",
+    "Broadcast",
+    "Reduce",
+    "AllToAll",
+];
 
 impl Aggregator {
     pub fn new(cfg: AggregatorConfig) -> Self {
@@ -231,7 +246,10 @@ impl Aggregator {
                     }
                 }
             }
-            Event::Connection { via: Via::Net { net, dev, gdr, .. }, .. } => {
+            Event::Connection {
+                via: Via::Net { net, dev, gdr, .. },
+                ..
+            } => {
                 let net = label_safe(net);
                 let (device, port, transport) = match self.process(&proc_key, now) {
                     Some(p) => resolve(p, &net, *dev),
@@ -253,13 +271,27 @@ impl Aggregator {
                 e.1 = now;
             }
             Event::Connection { .. } => {}
-            Event::GdrHcaSupport { net, hca_name, enabled, .. } => {
+            Event::GdrHcaSupport {
+                net,
+                hca_name,
+                enabled,
+                ..
+            } => {
                 if !enabled {
-                    let note = GdrNote::HcaUnsupported { net: label_safe(net), hca: label_safe(hca_name) };
+                    let note = GdrNote::HcaUnsupported {
+                        net: label_safe(net),
+                        hca: label_safe(hca_name),
+                    };
                     insert_capped(&mut self.notes, note, now, 64);
                 }
             }
-            Event::GdrPath { enabled, gpu, hca, distance, threshold } => {
+            Event::GdrPath {
+                enabled,
+                gpu,
+                hca,
+                distance,
+                threshold,
+            } => {
                 if !enabled {
                     let note = GdrNote::PathTooFar {
                         gpu: label_safe(gpu),
@@ -295,7 +327,13 @@ impl Aggregator {
     /// One Inspector JSON record.
     pub fn inspector_record(&mut self, rec: &CollRecord, now: Instant) {
         bump(&mut self.records, now);
-        self.sample(&rec.coll, rec.msg_size_bytes, rec.nnodes, rec.busbw_gbs, now);
+        self.sample(
+            &rec.coll,
+            rec.msg_size_bytes,
+            rec.nnodes,
+            rec.busbw_gbs,
+            now,
+        );
     }
 
     /// One Inspector Prometheus-mode sample (only `nccl_bus_bandwidth_gbs`
@@ -315,19 +353,34 @@ impl Aggregator {
             }
             self.prom_seen.push_back(key);
         }
-        let (Some(size), Some(nnodes)) = (s.msg_size_bytes, s.n_nodes) else { return };
+        let (Some(size), Some(nnodes)) = (s.msg_size_bytes, s.n_nodes) else {
+            return;
+        };
         self.sample(&s.collective, size, nnodes, s.value, now);
     }
 
     fn sample(&mut self, coll: &str, size: u64, nnodes: u32, busbw_gbs: f64, now: Instant) {
-        if nnodes < 2 || size < self.cfg.busbw_min_bytes || !busbw_gbs.is_finite() || busbw_gbs < 0.0 {
+        if nnodes < 2
+            || size < self.cfg.busbw_min_bytes
+            || !busbw_gbs.is_finite()
+            || busbw_gbs < 0.0
+        {
             return;
         }
-        let collective = COLLECTIVES.iter().find(|c| **c == coll).map_or("other", |c| c).to_string();
+        let collective = COLLECTIVES
+            .iter()
+            .find(|c| **c == coll)
+            .map_or("other", |c| c)
+            .to_string();
         if self.samples.len() >= self.cfg.max_samples {
             self.samples.pop_front();
         }
-        self.samples.push_back(Sample { at: now, collective, busbw_gbs, nnodes });
+        self.samples.push_back(Sample {
+            at: now,
+            collective,
+            busbw_gbs,
+            nnodes,
+        });
     }
 
     /// Drops what is older than the window and returns the summary.
@@ -348,8 +401,14 @@ impl Aggregator {
         while self.records.front().is_some_and(|s| !fresh(s.0)) {
             self.records.pop_front();
         }
-        let mut connections: Vec<ConnRow> =
-            self.conns.iter().map(|(k, v)| ConnRow { key: k.clone(), lines: v.0 }).collect();
+        let mut connections: Vec<ConnRow> = self
+            .conns
+            .iter()
+            .map(|(k, v)| ConnRow {
+                key: k.clone(),
+                lines: v.0,
+            })
+            .collect();
         connections.sort_by(|a, b| a.key.cmp(&b.key));
         let mut versions: Vec<String> = self.versions.keys().cloned().collect();
         versions.sort();
@@ -398,27 +457,48 @@ fn bump(q: &mut VecDeque<(Instant, u64)>, now: Instant) {
     }
 }
 
-fn insert_capped<K: std::hash::Hash + Eq + Clone>(map: &mut HashMap<K, Instant>, key: K, now: Instant, cap: usize) {
+fn insert_capped<K: std::hash::Hash + Eq + Clone>(
+    map: &mut HashMap<K, Instant>,
+    key: K,
+    now: Instant,
+    cap: usize,
+) {
     if map.len() >= cap && !map.contains_key(&key) {
         evict_oldest(map, |t| *t);
     }
     map.insert(key, now);
 }
 
-fn evict_oldest<K: std::hash::Hash + Eq + Clone, V>(map: &mut HashMap<K, V>, at: impl Fn(&V) -> Instant) {
-    if let Some(k) = map.iter().min_by_key(|(_, v)| at(v)).map(|(k, _)| k.clone()) {
+fn evict_oldest<K: std::hash::Hash + Eq + Clone, V>(
+    map: &mut HashMap<K, V>,
+    at: impl Fn(&V) -> Instant,
+) {
+    if let Some(k) = map
+        .iter()
+        .min_by_key(|(_, v)| at(v))
+        .map(|(k, _)| k.clone())
+    {
         map.remove(&k);
     }
 }
 
 fn resolve(p: &Process, net: &str, dev: u32) -> (String, u16, Transport) {
     if net == "Socket" {
-        let name = p.sockets.get(&dev).cloned().unwrap_or_else(|| "unknown".to_string());
+        let name = p
+            .sockets
+            .get(&dev)
+            .cloned()
+            .unwrap_or_else(|| "unknown".to_string());
         return (name, 0, Transport::Socket);
     }
     match p.nets.get(net).and_then(|t| t.get(&dev)) {
         Some(d) => {
-            let device = d.members.iter().map(|m| m.device.as_str()).collect::<Vec<_>>().join("+");
+            let device = d
+                .members
+                .iter()
+                .map(|m| m.device.as_str())
+                .collect::<Vec<_>>()
+                .join("+");
             let port = d.members.first().map_or(0, |m| m.port);
             let link = d.members.first().map(|m| m.link);
             (label_safe(&device), port, transport_of(net, link))
@@ -448,6 +528,12 @@ fn transport_of(net: &str, link: Option<LinkLayer>) -> Transport {
 pub fn label_safe(s: &str) -> String {
     s.chars()
         .take(64)
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+' | ':' | ' ' | '/') { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+' | ':' | ' ' | '/') {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }

@@ -131,7 +131,11 @@ pub fn parse_record(bytes: &[u8]) -> Result<Record, ParseError> {
         coll_sn: perf.coll_sn,
         msg_size_bytes: perf.coll_msg_size_bytes,
         exec_time_us: perf.coll_exec_time_us,
-        algobw_gbs: if perf.coll_algobw_gbs.is_finite() { perf.coll_algobw_gbs } else { 0.0 },
+        algobw_gbs: if perf.coll_algobw_gbs.is_finite() {
+            perf.coll_algobw_gbs
+        } else {
+            0.0
+        },
         busbw_gbs: perf.coll_busbw_gbs,
     }))
 }
@@ -275,11 +279,20 @@ pub fn parse_prom_line(line: &str) -> Option<PromSample> {
         return None;
     }
     let labels = parse_labels(&line[open + 1..close])?;
-    let value: f64 = line[close + 1..].split_ascii_whitespace().next()?.parse().ok()?;
+    let value: f64 = line[close + 1..]
+        .split_ascii_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
     if !value.is_finite() {
         return None;
     }
-    let get = |k: &str| labels.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+    let get = |k: &str| {
+        labels
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.as_str())
+    };
     Some(PromSample {
         metric: metric.to_string(),
         collective: bounded(get("collective").unwrap_or("").to_string()),

@@ -109,13 +109,23 @@ pub enum Direction {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// `NCCL version 2.21.5+cuda12.4`.
-    Version { version: String, cuda: Option<String> },
+    Version {
+        version: String,
+        cuda: Option<String>,
+    },
     /// `Using network IB` (or `Socket`, or a plugin's name).
-    Network { name: String },
+    Network {
+        name: String,
+    },
     /// `NET/IB : Using [0]mlx5_0:1/RoCE ...; OOB eth0:10.0.0.1<0>`.
-    IbDevices { net: String, devices: Vec<NetDevice> },
+    IbDevices {
+        net: String,
+        devices: Vec<NetDevice>,
+    },
     /// `NET/Socket : Using [0]eth0:10.0.0.1<0>`.
-    SocketDevices { ifaces: Vec<SocketIface> },
+    SocketDevices {
+        ifaces: Vec<SocketIface>,
+    },
     /// A channel connection line.
     Connection {
         channel: u32,
@@ -153,7 +163,10 @@ pub struct Line<'a> {
 pub fn parse_line(line: &str) -> Line<'_> {
     let line = line.trim_end_matches(['\r', '\n']);
     if line.len() > MAX_LINE {
-        return Line { prefix: None, event: Event::Other };
+        return Line {
+            prefix: None,
+            event: Event::Other,
+        };
     }
     let (prefix, body) = split_prefix(line);
     let event = match prefix.as_ref().map(|p| p.level) {
@@ -182,9 +195,20 @@ fn split_prefix(line: &str) -> (Option<Prefix<'_>>, &str) {
     // timestamp in front cannot be mistaken for it.
     let tokens: Vec<&str> = head.split_ascii_whitespace().collect();
     for i in (1..tokens.len()).rev() {
-        let Some(dev) = bracketed_int(tokens[i]) else { continue };
+        let Some(dev) = bracketed_int(tokens[i]) else {
+            continue;
+        };
         if let Some((host, pid, tid)) = host_pid_tid(tokens[i - 1]) {
-            return (Some(Prefix { host, pid, tid, cuda_dev: dev, level }), body);
+            return (
+                Some(Prefix {
+                    host,
+                    pid,
+                    tid,
+                    cuda_dev: dev,
+                    level,
+                }),
+                body,
+            );
         }
     }
     (None, body)
@@ -215,7 +239,9 @@ fn parse_body(body: &str) -> Event {
         if name.is_empty() {
             return Event::Other;
         }
-        return Event::Network { name: name.to_string() };
+        return Event::Network {
+            name: name.to_string(),
+        };
     }
     if body.contains("GPU Direct RDMA ") {
         return parse_gdr(body).unwrap_or(Event::Other);
@@ -231,13 +257,18 @@ fn parse_body(body: &str) -> Event {
                 return Event::Other;
             }
             if net == "Socket" {
-                return Event::SocketDevices { ifaces: parse_socket_list(list) };
+                return Event::SocketDevices {
+                    ifaces: parse_socket_list(list),
+                };
             }
             let devices = parse_ib_list(list);
             if devices.is_empty() {
                 return Event::Other;
             }
-            return Event::IbDevices { net: net.to_string(), devices };
+            return Event::IbDevices {
+                net: net.to_string(),
+                devices,
+            };
         }
     }
     Event::Other
@@ -253,7 +284,8 @@ fn parse_version(rest: &str) -> Event {
         !s.is_empty()
             && s.len() <= 32
             && s.starts_with(|c: char| c.is_ascii_digit())
-            && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
     };
     if !plausible(version) || !version.contains('.') {
         return Event::Other;
@@ -295,9 +327,14 @@ fn parse_ib_list(list: &str) -> Vec<NetDevice> {
             }
             rest = &merged[(end + 1).min(merged.len())..];
         } else {
-            let end = rest.find(|c: char| c.is_ascii_whitespace()).unwrap_or(rest.len());
+            let end = rest
+                .find(|c: char| c.is_ascii_whitespace())
+                .unwrap_or(rest.len());
             if let Some(port) = parse_ib_port(&rest[..end]) {
-                out.push(NetDevice { index, members: vec![port] });
+                out.push(NetDevice {
+                    index,
+                    members: vec![port],
+                });
             }
             rest = &rest[end..];
         }
@@ -318,7 +355,11 @@ fn parse_ib_port(s: &str) -> Option<IbPort> {
     if name.is_empty() || name.len() > 64 {
         return None;
     }
-    Some(IbPort { device: name.to_string(), port: port.parse().ok()?, link })
+    Some(IbPort {
+        device: name.to_string(),
+        port: port.parse().ok()?,
+        link,
+    })
 }
 
 /// ` [0]eth0:10.0.0.1<0> [1]ib0:fe80::1%ib0<0>`.
@@ -331,7 +372,10 @@ fn parse_socket_list(list: &str) -> Vec<SocketIface> {
             if name.is_empty() || name.len() > 64 {
                 return None;
             }
-            Some(SocketIface { index: index.parse().ok()?, name: name.to_string() })
+            Some(SocketIface {
+                index: index.parse().ok()?,
+                name: name.to_string(),
+            })
         })
         .collect()
 }
@@ -341,7 +385,7 @@ fn parse_connection(head: &str, via: &str) -> Option<Event> {
     let head = head.trim();
     let channel = head
         .strip_prefix("Channel ")
-        .and_then(|r| r.split(|c: char| c == '/' || c == ' ').next())
+        .and_then(|r| r.split(['/', ' ']).next())
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     if !head.contains("->") {
@@ -365,7 +409,11 @@ fn parse_connection(head: &str, via: &str) -> Option<Event> {
             Via::Local(first.to_string())
         }
     };
-    Some(Event::Connection { channel, direction, via })
+    Some(Event::Connection {
+        channel,
+        direction,
+        via,
+    })
 }
 
 /// `IB/0/GDRDMA`, `IB/1(3)/GDRDMA(PCI)/Shared`, `Socket/0`,
@@ -382,7 +430,10 @@ fn parse_net_via(s: &str) -> Option<Via> {
     let net = parts[..dev_at].join("/");
     let dev_part = parts[dev_at];
     let (dev, proxy_rank) = match dev_part.split_once('(') {
-        Some((d, p)) => (d.parse().ok()?, p.strip_suffix(')').and_then(|p| p.parse().ok())),
+        Some((d, p)) => (
+            d.parse().ok()?,
+            p.strip_suffix(')').and_then(|p| p.parse().ok()),
+        ),
         None => (dev_part.parse().ok()?, None),
     };
     let mut gdr = false;
@@ -397,7 +448,13 @@ fn parse_net_via(s: &str) -> Option<Via> {
     if net.len() > 64 {
         return None;
     }
-    Some(Via::Net { net, dev, proxy_rank, gdr, shared })
+    Some(Via::Net {
+        net,
+        dev,
+        proxy_rank,
+        gdr,
+        shared,
+    })
 }
 
 fn parse_gdr(body: &str) -> Option<Event> {

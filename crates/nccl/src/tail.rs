@@ -125,7 +125,13 @@ struct Candidate {
 
 impl Tailer {
     pub fn new(dir: impl Into<PathBuf>, cfg: TailConfig) -> Self {
-        Tailer { dir: dir.into(), cfg, files: HashMap::new(), cursor: 0, buf: Vec::new() }
+        Tailer {
+            dir: dir.into(),
+            cfg,
+            files: HashMap::new(),
+            cursor: 0,
+            buf: Vec::new(),
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -138,7 +144,11 @@ impl Tailer {
 
     /// Bytes held for unfinished lines, all files together.
     pub fn held_bytes(&self) -> usize {
-        self.files.values().map(|f| f.partial.capacity()).sum::<usize>() + self.buf.capacity()
+        self.files
+            .values()
+            .map(|f| f.partial.capacity())
+            .sum::<usize>()
+            + self.buf.capacity()
     }
 
     /// One pass over the directory. `now` decides which files are idle.
@@ -153,8 +163,14 @@ impl Tailer {
         }
         candidates.sort_by(|a, b| a.path.cmp(&b.path));
         // Forget what is no longer listed.
-        let listed: std::collections::HashSet<&Path> = candidates.iter().map(|c| c.path.as_path()).collect();
-        let gone: Vec<PathBuf> = self.files.keys().filter(|p| !listed.contains(p.as_path())).cloned().collect();
+        let listed: std::collections::HashSet<&Path> =
+            candidates.iter().map(|c| c.path.as_path()).collect();
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| !listed.contains(p.as_path()))
+            .cloned()
+            .collect();
         for path in gone {
             self.files.remove(&path);
             sink(TailEvent::Gone { file: &path });
@@ -179,7 +195,12 @@ impl Tailer {
         stats
     }
 
-    fn list(&mut self, now: SystemTime, stats: &mut PassStats, sink: &mut dyn FnMut(TailEvent<'_>)) -> Vec<Candidate> {
+    fn list(
+        &mut self,
+        now: SystemTime,
+        stats: &mut PassStats,
+        sink: &mut dyn FnMut(TailEvent<'_>),
+    ) -> Vec<Candidate> {
         let mut out = Vec::new();
         let Ok(entries) = fs::read_dir(&self.dir) else {
             stats.errors += 1;
@@ -211,13 +232,25 @@ impl Tailer {
                 }
                 continue;
             }
-            out.push(Candidate { path, dev: meta.dev(), ino: meta.ino(), len: meta.len(), mtime });
+            out.push(Candidate {
+                path,
+                dev: meta.dev(),
+                ino: meta.ino(),
+                len: meta.len(),
+                mtime,
+            });
         }
         out
     }
 
     /// Reads what is new in one file; returns the bytes read.
-    fn read_one(&mut self, c: &Candidate, budget: u64, stats: &mut PassStats, sink: &mut dyn FnMut(TailEvent<'_>)) -> u64 {
+    fn read_one(
+        &mut self,
+        c: &Candidate,
+        budget: u64,
+        stats: &mut PassStats,
+        sink: &mut dyn FnMut(TailEvent<'_>),
+    ) -> u64 {
         let whole = self
             .cfg
             .whole_file_suffix
@@ -244,7 +277,14 @@ impl Tailer {
                 };
                 self.files.insert(
                     c.path.clone(),
-                    FileState { dev: c.dev, ino: c.ino, offset, partial: Vec::new(), discarding, signature: None },
+                    FileState {
+                        dev: c.dev,
+                        ino: c.ino,
+                        offset,
+                        partial: Vec::new(),
+                        discarding,
+                        signature: None,
+                    },
                 );
                 if !whole {
                     sink(TailEvent::Reset { file: &c.path });
@@ -268,7 +308,9 @@ impl Tailer {
         if c.len <= state.offset {
             return 0;
         }
-        let want = (c.len - state.offset).min(self.cfg.max_bytes_per_file).min(budget);
+        let want = (c.len - state.offset)
+            .min(self.cfg.max_bytes_per_file)
+            .min(budget);
         let Ok(mut file) = File::open(&c.path) else {
             stats.errors += 1;
             return 0;
@@ -304,7 +346,10 @@ impl Tailer {
                     continue;
                 }
                 stats.lines += 1;
-                sink(TailEvent::Line { file: &c.path, line: piece });
+                sink(TailEvent::Line {
+                    file: &c.path,
+                    line: piece,
+                });
             } else {
                 if state.partial.len() + piece.len() > max_line {
                     stats.long_lines += 1;
@@ -313,7 +358,10 @@ impl Tailer {
                 }
                 state.partial.extend_from_slice(piece);
                 stats.lines += 1;
-                sink(TailEvent::Line { file: &c.path, line: &state.partial });
+                sink(TailEvent::Line {
+                    file: &c.path,
+                    line: &state.partial,
+                });
                 state.partial.clear();
             }
         }
@@ -329,7 +377,10 @@ impl Tailer {
         // A rewritten file's last line has no newline to wait for.
         if whole && state.offset >= c.len && !state.partial.is_empty() {
             stats.lines += 1;
-            sink(TailEvent::Line { file: &c.path, line: &state.partial });
+            sink(TailEvent::Line {
+                file: &c.path,
+                line: &state.partial,
+            });
             state.partial.clear();
         }
         if state.partial.capacity() > 2 * max_line.max(64) {
