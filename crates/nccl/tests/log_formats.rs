@@ -204,7 +204,7 @@ fn connection_lines_socket_and_plugins() {
         .2,
         net("AWS Libfabric", 0, None, true, false)
     );
-    // intra-node transports are not NET
+    // intra-node transports are not NET (p2p.cc: "Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/%s%s%s", CUMEM + "/read")
     assert_eq!(
         via(&info("Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read")).2,
         Via::Local("P2P".into())
