@@ -430,6 +430,43 @@ async fn healthz_is_200_with_a_sample_and_503_before_the_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_is_503_once_the_newest_sample_is_stale() {
+    // Taken an hour ago at a 5 s interval: far past six intervals. (Made
+    // by hand, so without a monotonic time: its age is read on the wall
+    // clock.)
+    let snapshot = Snapshot {
+        sequence: 12,
+        taken_at: SystemTime::now().checked_sub(Duration::from_secs(3600)),
+        interval: Duration::from_secs(5),
+        ..Default::default()
+    };
+    let app = Arc::new(App::new(
+        BuildInfo::current(Duration::from_secs(5)),
+        Arc::new(snapshot),
+    ));
+    let server = start_local(app.clone(), options()).await;
+    let r = get(server.addr(), "/healthz", &[]).await;
+    assert_eq!(r.status, 503);
+    assert!(
+        r.text()
+            .starts_with("stale: the newest sample (12) started 3600s ago, more than 30s (6 sample intervals of 5s)"),
+        "{}",
+        r.text()
+    );
+    // A fresh sample makes it healthy again.
+    app.publish(Arc::new(Snapshot {
+        sequence: 13,
+        taken_at: Some(SystemTime::now()),
+        interval: Duration::from_secs(5),
+        ..Default::default()
+    }));
+    let r = get(server.addr(), "/healthz", &[]).await;
+    assert_eq!(r.status, 200);
+    assert!(r.text().starts_with("ok, sample 13 taken "), "{}", r.text());
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn landing_page_shows_version_and_sources_escaped() {
     let server = start_local(app(1), options()).await;
     let r = get(server.addr(), "/", &[]).await;
