@@ -22,6 +22,7 @@ pub mod exporter;
 pub mod fabric;
 pub mod history;
 pub mod nccl;
+pub mod nccl_seen;
 pub mod ports;
 pub mod probes;
 pub mod rates;

@@ -44,6 +44,7 @@ pub struct NcclSnapshot {
     /// When the directories were last read.
     pub last_read: Option<SystemTime>,
     /// The configuration the rules judge with.
+    pub window: std::time::Duration,
     pub busbw_min_bytes: u64,
     pub min_line_rate_fraction: f64,
 }
@@ -93,6 +94,7 @@ impl NcclSource {
         let part = NcclSnapshot {
             log_dir: cfg.log_dir.clone(),
             inspector_dir: cfg.inspector_dir.clone(),
+            window: cfg.window,
             busbw_min_bytes: cfg.busbw_min_bytes,
             min_line_rate_fraction: cfg.min_line_rate_fraction,
             ..NcclSnapshot::default()
