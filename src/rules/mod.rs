@@ -143,6 +143,7 @@ pub fn all() -> Vec<&'static Rule> {
     rules.extend(congestion::RULES);
     rules.extend(topology::RULES);
     rules.extend(probes::RULES);
+    rules.extend(nccl_seen::RULES);
     rules.extend(exporter::RULES);
     rules
 }

@@ -18,9 +18,27 @@ use roce_rdma::PortState;
 
 use super::ports::ports;
 use super::topology::gdr_per_gpu;
-use super::{Finding, Severity, Subject};
+use super::{Context, Finding, Rule, Severity, Subject};
 use crate::snapshot::Snapshot;
 use crate::sources::nccl::NcclSnapshot;
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "nccl_socket_transport",
+        checks: "no NCCL job used NET/Socket in the window while an RDMA port is ACTIVE",
+        evaluate: |ctx: &Context| ctx.latest().map(socket_transport).unwrap_or_default(),
+    },
+    Rule {
+        id: "nccl_gdr_not_used",
+        checks: "every NIC NCCL ran NET over verbs on in the window had a connection via GPUDirect RDMA",
+        evaluate: |ctx: &Context| ctx.latest().map(gdr_not_used).unwrap_or_default(),
+    },
+    Rule {
+        id: "nccl_busbw_below_line_rate",
+        checks: "bus bandwidth of large multi-node NCCL collectives is at least nccl.min_line_rate_fraction of the line rate of the NICs used",
+        evaluate: |ctx: &Context| ctx.latest().map(busbw_below_line_rate).unwrap_or_default(),
+    },
+];
 
 fn nccl(s: &Snapshot) -> Option<&NcclSnapshot> {
     s.nccl.as_ref()
