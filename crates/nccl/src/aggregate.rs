@@ -391,7 +391,9 @@ impl Aggregator {
         self.versions.retain(|_, t| fresh(*t));
         self.networks.retain(|_, t| fresh(*t));
         self.notes.retain(|_, t| fresh(*t));
-        self.processes.retain(|_, p| p.last_seen.is_some_and(fresh));
+        // Device tables are logged once, at init: they outlive the window
+        // (a long job's later communicators refer to them) and are bounded
+        // by `max_processes` only.
         while self.samples.front().is_some_and(|s| !fresh(s.at)) {
             self.samples.pop_front();
         }

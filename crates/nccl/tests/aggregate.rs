@@ -210,3 +210,23 @@ fn busbw_of_large_multi_node_collectives_only() {
         ]
     );
 }
+
+#[test]
+fn device_tables_outlive_the_window() {
+    // A long job logs its device table at init; a communicator created an
+    // hour later still resolves its NIC.
+    let now = Instant::now();
+    let cfg = AggregatorConfig { window: Duration::from_secs(60), ..AggregatorConfig::default() };
+    let mut agg = Aggregator::new(cfg);
+    feed(&mut agg, "f", ROCE_JOB, now);
+    let later = now + Duration::from_secs(3600);
+    assert!(!agg.summary(later).has_data());
+    agg.log_line(
+        "f",
+        &parse_line("gpu-a:100:105 [0] NCCL INFO Channel 02/0 : 8[0] -> 0[0] [receive] via NET/IB/1/GDRDMA"),
+        later,
+    );
+    let s = agg.summary(later);
+    assert_eq!(s.connections.len(), 1);
+    assert_eq!(s.connections[0].key.device, "mlx5_1");
+}
