@@ -68,6 +68,12 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Command::Docs {
+            what: DocsTopic::Rules,
+        }) => {
+            print!("{}", roce_exporter::rules::table::render());
+            ExitCode::SUCCESS
+        }
+        Some(Command::Docs {
             what: DocsTopic::Man,
         }) => match roce_exporter::manpage::render() {
             Ok(page) => {
@@ -324,6 +330,9 @@ async fn reload_on_sighup(
 /// file's; `web` alone when they differ in a key not named here.
 fn web_keys_changed(running: &WebLimits, new: &WebLimits) -> Vec<&'static str> {
     let mut keys = Vec::new();
+    if running.max_requests != new.max_requests {
+        keys.push("web.max_requests");
+    }
     if running.max_connections != new.max_connections {
         keys.push("web.max_connections");
     }

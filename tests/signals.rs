@@ -90,6 +90,25 @@ fn wait_for(log: &mpsc::Receiver<String>, text: &str) -> String {
     }
 }
 
+/// Waits for a log line containing each of `texts`, in any order; returns
+/// them in the order of `texts`.
+fn wait_for_all<const N: usize>(log: &mpsc::Receiver<String>, texts: [&str; N]) -> [String; N] {
+    let until = Instant::now() + GUARD;
+    let mut found: [Option<String>; N] = std::array::from_fn(|_| None);
+    while found.iter().any(Option::is_none) {
+        let left = until.saturating_duration_since(Instant::now());
+        match log.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(i) = (0..N).find(|&i| found[i].is_none() && line.contains(texts[i])) {
+                    found[i] = Some(line);
+                }
+            }
+            Err(e) => panic!("no log lines with all of {texts:?}: {e}"),
+        }
+    }
+    found.map(Option::unwrap_or_default)
+}
+
 /// Whether the process has a handler for `sig` (`SigCgt` in
 /// /proc/PID/status, bit signum - 1).
 fn catches(pid: u32, sig: i32) -> bool {
@@ -157,10 +176,10 @@ fn sighup_before_ready_reloads_web_changes_are_named_and_sigterm_ends_a_stuck_pr
     signal(child, libc::SIGHUP);
 
     wait_for(&log, "msg=\"roce_exporter started\"");
-    let listening = wait_for(&log, "msg=listening");
+    // The SIGHUP that came before is handled once serving: its reload may
+    // be logged before or after the listener's line.
+    let [listening, _] = wait_for_all(&log, ["msg=listening", "msg=\"configuration reloaded\""]);
     let port = listening.rsplit(':').next().unwrap().trim().to_string();
-    // The SIGHUP that came before is handled once serving.
-    wait_for(&log, "msg=\"configuration reloaded\"");
     wait_for(&log, "msg=\"new configuration applied; sampling now\"");
     assert!(child.try_wait().unwrap().is_none(), "SIGHUP killed it");
     let reply = healthz(&port);
