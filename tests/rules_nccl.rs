@@ -164,7 +164,10 @@ fn no_nccl_data_is_silent() {
         ..Snapshot::default()
     });
     let all = rules::evaluate(&[s], &RulesConfig::default(), &Expectations::default());
-    assert!(all.iter().all(|f| !f.rule.starts_with("nccl_")), "{all:?}");
+    assert!(
+        all.iter().all(|f| !f.rule.as_str().starts_with("nccl_")),
+        "{all:?}"
+    );
 }
 
 #[test]

@@ -17,6 +17,7 @@ use roce_nccl::aggregate::{GdrNote, NcclSummary, Transport};
 use roce_rdma::PortState;
 
 use super::ports::ports;
+use super::table::RuleId;
 use super::topology::gdr_per_gpu;
 use super::{Context, Finding, Rule, Severity, Subject};
 use crate::snapshot::Snapshot;
@@ -24,17 +25,17 @@ use crate::sources::nccl::NcclSnapshot;
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "nccl_socket_transport",
+        id: RuleId::NcclSocketTransport,
         checks: "no NCCL job used NET/Socket in the window while an RDMA port is ACTIVE",
         evaluate: |ctx: &Context| ctx.latest().map(socket_transport).unwrap_or_default(),
     },
     Rule {
-        id: "nccl_gdr_not_used",
+        id: RuleId::NcclGdrNotUsed,
         checks: "every NIC NCCL ran NET over verbs on in the window had a connection via GPUDirect RDMA",
         evaluate: |ctx: &Context| ctx.latest().map(gdr_not_used).unwrap_or_default(),
     },
     Rule {
-        id: "nccl_busbw_below_line_rate",
+        id: RuleId::NcclBusbwBelowLineRate,
         checks: "bus bandwidth of large multi-node NCCL collectives is at least nccl.min_line_rate_fraction of the line rate of the NICs used",
         evaluate: |ctx: &Context| ctx.latest().map(busbw_below_line_rate).unwrap_or_default(),
     },
@@ -84,7 +85,7 @@ pub fn socket_transport(s: &Snapshot) -> Vec<Finding> {
         )
     };
     vec![Finding {
-        rule: "nccl_socket_transport",
+        rule: RuleId::NcclSocketTransport,
         severity: Severity::Critical,
         subject: Subject {
             netdev: ifaces.iter().next().map(|i| i.to_string()),
@@ -187,7 +188,7 @@ pub fn gdr_not_used(s: &Snapshot) -> Vec<Finding> {
             reasons.join("; ")
         };
         out.push(Finding {
-            rule: "nccl_gdr_not_used",
+            rule: RuleId::NcclGdrNotUsed,
             severity: Severity::Warning,
             subject: Subject {
                 device: Some(members.first().copied().unwrap_or(device).to_string()),
@@ -259,7 +260,7 @@ pub fn busbw_below_line_rate(s: &Snapshot) -> Vec<Finding> {
             continue;
         }
         out.push(Finding {
-            rule: "nccl_busbw_below_line_rate",
+            rule: RuleId::NcclBusbwBelowLineRate,
             severity: Severity::Warning,
             subject: Subject::default(),
             finding: format!(
