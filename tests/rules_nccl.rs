@@ -346,3 +346,69 @@ fn busbw_below_the_line_rate_of_the_nics_used() {
     );
     assert_eq!(findings(s, "nccl_busbw_below_line_rate"), vec![]);
 }
+
+fn check_text(s: Arc<Snapshot>) -> String {
+    let history = vec![s];
+    let findings = rules::evaluate(&history, &RulesConfig::default(), &Expectations::default());
+    let report = roce_exporter::check::build_report(
+        &history,
+        findings,
+        Duration::from_secs(10),
+        &Expectations::default(),
+    );
+    roce_exporter::check::render_text(&report)
+}
+
+#[test]
+fn check_prints_transport_gdr_and_measured_against_expected() {
+    let s = snapshot(
+        &format!("{HEAD}{HEALTHY}"),
+        Some(20.0),
+        PortState::Active,
+        Some(topology(PathClass::Pxb, true)),
+    );
+    let text = check_text(s);
+    assert!(
+        text.contains(
+            "[ok]   Transport seen: RoCEv2 GDR: on (mlx5_0 port 1, mlx5_1 port 1; NCCL 2.20.5)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("[ok]   Transport seen: RoCEv2 GDR: off (mlx5_0 port 1; NCCL 2.20.5)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[warn] Measured: 20.0 GB/s vs expected 50.0 GB/s (line rate of the slowest of the NICs NCCL used: mlx5_0 port 1, mlx5_1 port 1); AllReduce busbw, mean of 4 collective(s) of at least 256 MiB over up to 2 nodes"),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_flags_socket_and_says_where_to_point_nccl_without_data() {
+    let log = "\
+gpu-a:200:201 [1] NCCL INFO Using network Socket
+gpu-a:200:201 [1] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>
+gpu-a:200:209 [1] NCCL INFO Channel 00/0 : 1[1] -> 9[1] [send] via NET/Socket/0
+";
+    let text = check_text(snapshot(log, None, PortState::Active, None));
+    assert!(
+        text.contains("[FAIL] Transport seen: Socket GDR: off (eth0)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Measured: no large multi-node collective in the window"),
+        "{text}"
+    );
+
+    let none = Arc::new(Snapshot {
+        rdma: Some(rdma(PortState::Active)),
+        ..Snapshot::default()
+    });
+    let text = check_text(none);
+    assert!(
+        text.contains("no NCCL data (the nccl source is off): run jobs with NCCL_DEBUG=INFO NCCL_DEBUG_FILE=<dir>/nccl.%h.%p.log"),
+        "{text}"
+    );
+    assert!(text.contains("NCCL_INSPECTOR_ENABLE=1"), "{text}");
+}

@@ -217,39 +217,12 @@ pub fn busbw_below_line_rate(s: &Snapshot) -> Vec<Finding> {
     if sum.busbw.is_empty() {
         return vec![];
     }
-    // Line rate of each port, bytes per second.
-    let rate = |device: &str, port: u16| -> Option<u64> {
-        ports(s)
-            .find(|(d, p)| d.name == device && p.number == u32::from(port))
-            .and_then(|(_, p)| p.rate_bytes_per_second)
-    };
-    // The NICs NCCL used (a merged device: the sum of its members), else
-    // every ACTIVE RDMA port.
-    let mut used: BTreeMap<String, u64> = BTreeMap::new();
-    for r in &sum.connections {
-        if !matches!(r.key.transport, Transport::Ib | Transport::Roce) {
-            continue;
-        }
-        let total: Option<u64> = r.key.device.split('+').map(|m| rate(m, r.key.port)).sum();
-        if let Some(t) = total {
-            used.insert(format!("{} port {}", r.key.device, r.key.port), t);
-        }
-    }
-    let basis = if used.is_empty() {
-        "ACTIVE RDMA ports (no NCCL connection lines seen)"
-    } else {
-        "NICs NCCL used"
-    };
-    if used.is_empty() {
-        for (d, p) in ports(s) {
-            if p.state == Some(PortState::Active) {
-                if let Some(r) = p.rate_bytes_per_second {
-                    used.insert(format!("{} port {}", d.name, p.number), r);
-                }
-            }
-        }
-    }
-    let Some(line_rate) = used.values().copied().min() else {
+    let Some(LineRate {
+        rate: line_rate,
+        basis,
+        nics: used,
+    }) = line_rate(s, sum)
+    else {
         return vec![];
     };
     let floor = n.min_line_rate_fraction * line_rate as f64;
@@ -289,6 +262,49 @@ pub fn busbw_below_line_rate(s: &Snapshot) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// The line rate NCCL's bus bandwidth is judged against.
+pub struct LineRate {
+    /// Bytes per second: the slowest of `nics`.
+    pub rate: u64,
+    /// Which NICs: those NCCL used, or every ACTIVE port.
+    pub basis: &'static str,
+    /// `mlx5_0 port 1` and its rate (a merged device: its members' sum).
+    pub nics: BTreeMap<String, u64>,
+}
+
+/// The line rate of the NICs NCCL used in the window (connection lines over
+/// verbs), else of every ACTIVE RDMA port; `None` without rates.
+pub fn line_rate(s: &Snapshot, sum: &NcclSummary) -> Option<LineRate> {
+    let rate = |device: &str, port: u16| -> Option<u64> {
+        ports(s)
+            .find(|(d, p)| d.name == device && p.number == u32::from(port))
+            .and_then(|(_, p)| p.rate_bytes_per_second)
+    };
+    let mut nics: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &sum.connections {
+        if !matches!(r.key.transport, Transport::Ib | Transport::Roce) {
+            continue;
+        }
+        let total: Option<u64> = r.key.device.split('+').map(|m| rate(m, r.key.port)).sum();
+        if let Some(t) = total {
+            nics.insert(format!("{} port {}", r.key.device, r.key.port), t);
+        }
+    }
+    let mut basis = "NICs NCCL used";
+    if nics.is_empty() {
+        basis = "ACTIVE RDMA ports (no NCCL connection lines seen)";
+        for (d, p) in ports(s) {
+            if p.state == Some(PortState::Active) {
+                if let Some(r) = p.rate_bytes_per_second {
+                    nics.insert(format!("{} port {}", d.name, p.number), r);
+                }
+            }
+        }
+    }
+    let rate = nics.values().copied().min()?;
+    Some(LineRate { rate, basis, nics })
 }
 
 fn window_of(n: &NcclSnapshot) -> std::time::Duration {
