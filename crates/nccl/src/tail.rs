@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -311,10 +311,20 @@ impl Tailer {
         let want = (c.len - state.offset)
             .min(self.cfg.max_bytes_per_file)
             .min(budget);
-        let Ok(mut file) = File::open(&c.path) else {
+        // Not following a link swapped in since the listing, not blocking on
+        // a FIFO, and only the file that was listed.
+        let opened = File::options()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&c.path);
+        let Ok(mut file) = opened else {
             stats.errors += 1;
             return 0;
         };
+        match file.metadata() {
+            Ok(m) if m.is_file() && m.dev() == c.dev && m.ino() == c.ino => {}
+            _ => return 0,
+        }
         if file.seek(SeekFrom::Start(state.offset)).is_err() {
             stats.errors += 1;
             return 0;

@@ -216,14 +216,19 @@ fn device_tables_outlive_the_window() {
     // A long job logs its device table at init; a communicator created an
     // hour later still resolves its NIC.
     let now = Instant::now();
-    let cfg = AggregatorConfig { window: Duration::from_secs(60), ..AggregatorConfig::default() };
+    let cfg = AggregatorConfig {
+        window: Duration::from_secs(60),
+        ..AggregatorConfig::default()
+    };
     let mut agg = Aggregator::new(cfg);
     feed(&mut agg, "f", ROCE_JOB, now);
     let later = now + Duration::from_secs(3600);
     assert!(!agg.summary(later).has_data());
     agg.log_line(
         "f",
-        &parse_line("gpu-a:100:105 [0] NCCL INFO Channel 02/0 : 8[0] -> 0[0] [receive] via NET/IB/1/GDRDMA"),
+        &parse_line(
+            "gpu-a:100:105 [0] NCCL INFO Channel 02/0 : 8[0] -> 0[0] [receive] via NET/IB/1/GDRDMA",
+        ),
         later,
     );
     let s = agg.summary(later);

@@ -281,3 +281,22 @@ fn ten_thousand_files_stay_within_the_caps() {
     let (_, st) = poll(&mut t, now);
     assert_eq!((st.bytes_read, st.files_read), (0, 0));
 }
+
+#[test]
+fn links_fifos_and_hidden_files_are_not_read() {
+    let d = Scratch::new("links");
+    let outside = Scratch::new("links-outside");
+    fs::write(outside.0.join("secret"), "not nccl's\n").expect("write");
+    std::os::unix::fs::symlink(outside.0.join("secret"), d.0.join("nccl.link.log"))
+        .expect("symlink");
+    fs::write(d.0.join(".hidden.log"), "x\n").expect("write");
+    fs::create_dir(d.0.join("subdir.log")).expect("mkdir");
+    let status = std::process::Command::new("mkfifo")
+        .arg(d.0.join("fifo.log"))
+        .status();
+    let mut t = Tailer::new(&d.0, TailConfig::default());
+    let (ev, st) = poll(&mut t, SystemTime::now());
+    assert_eq!(ev, vec![]);
+    assert_eq!(st.files_tracked, 0);
+    assert!(status.is_err() || st.entries_seen >= 3);
+}
