@@ -342,8 +342,10 @@ fn parse_ib_list(list: &str) -> Vec<NetDevice> {
     out
 }
 
-/// `mlx5_0:1/RoCE`.
+/// `mlx5_0:1/RoCE`; the SHARP-capable devices of the nccl-rdma-sharp
+/// plugins print `/SHARP` after it (`" [%d]%s:%d/%s%s"`).
 fn parse_ib_port(s: &str) -> Option<IbPort> {
+    let s = s.strip_suffix("/SHARP").unwrap_or(s);
     let (name_port, ll) = s.rsplit_once('/')?;
     let (name, port) = name_port.rsplit_once(':')?;
     let link = match ll {

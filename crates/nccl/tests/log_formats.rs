@@ -112,6 +112,26 @@ fn ib_device_table_roce_ib_merged_and_relaxed_ordering() {
 }
 
 #[test]
+fn plugin_device_tables() {
+    // nccl-rdma-sharp-plugins (p2p_plugin.c): " [%d]%s:%d/%s%s" with "/SHARP"
+    // on SHARP-capable devices, under the plugin's own net name.
+    let line =
+        info("NET/IBext_v8 : Using [0]mlx5_0:1/IB/SHARP [1]mlx5_1:1/IB ; OOB ib0:10.1.0.1<0>");
+    let Event::IbDevices { net, devices } = parse_line(&line).event else {
+        panic!("not a device table")
+    };
+    assert_eq!(net, "IBext_v8");
+    let names: Vec<(&str, LinkLayer)> = devices
+        .iter()
+        .map(|d| (d.members[0].device.as_str(), d.members[0].link))
+        .collect();
+    assert_eq!(
+        names,
+        vec![("mlx5_0", LinkLayer::Ib), ("mlx5_1", LinkLayer::Ib)]
+    );
+}
+
+#[test]
 fn socket_interfaces() {
     // net_socket.cc: "NET/Socket : Using%s", " [%d]%s:%s" (ncclSocketToString "%s<%s>").
     let line = info("NET/Socket : Using [0]eth0:10.1.2.3<0> [1]ens1f0:fe80::1%ens1f0<0>");
