@@ -13,7 +13,13 @@ use roce_nccl::inspector::{parse_prom_line, parse_record, ObjectSplitter, Record
 use roce_nccl::log::parse_line;
 
 fuzz_target!(|data: &[u8]| {
-    let cfg = AggregatorConfig { max_keys: 8, max_processes: 4, max_samples: 16, busbw_min_bytes: 0, ..AggregatorConfig::default() };
+    let cfg = AggregatorConfig {
+        max_keys: 8,
+        max_processes: 4,
+        max_samples: 16,
+        busbw_min_bytes: 0,
+        ..AggregatorConfig::default()
+    };
     let mut agg = Aggregator::new(cfg);
     let now = Instant::now();
     // The tailer hands over lines as bytes; the source reads them lossily.
@@ -38,7 +44,13 @@ fuzz_target!(|data: &[u8]| {
     let s = agg.summary(now);
     assert!(s.connections.len() <= 8);
     assert!(s.versions.len() <= 16);
-    assert!(s.busbw.iter().all(|b| b.min_gbs <= b.max_gbs && b.samples > 0));
-    assert!(s.connections.iter().all(|r| r.key.device.len() <= 64 * 4 && r.key.net.len() <= 64));
+    assert!(s
+        .busbw
+        .iter()
+        .all(|b| b.min_gbs <= b.max_gbs && b.samples > 0));
+    assert!(s
+        .connections
+        .iter()
+        .all(|r| r.key.device.len() <= 64 * 4 && r.key.net.len() <= 64));
     assert!(!agg.summary(now + Duration::from_secs(86_400)).has_data());
 });
