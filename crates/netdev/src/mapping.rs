@@ -1,6 +1,7 @@
 //! The one table from driver ethtool counter names to meanings (PFC pause
-//! per priority and direction, link pause, pause storms, discards, ECN
-//! marks), with unit conversion. Names not in the table have no meaning
+//! per priority and direction, link pause, pause storms, discards, packets
+//! the NIC ECN-marked, the 64-bit physical symbol error and link-down
+//! counters), with unit conversion. Names not in the table have no meaning
 //! here and are only exported when the config lists them as raw counters.
 //!
 //! Every name comes from the driver's source, cited per block:
@@ -60,8 +61,20 @@ pub enum Meaning {
         reason: &'static str,
         priority: Option<u8>,
     },
-    /// Received packets carrying the ECN congestion-experienced mark.
+    /// Received packets of one priority that the NIC itself ECN-marked
+    /// because of congestion in its own per-host receive buffers (mlx5
+    /// `rx_prio%d_marked`, "The number of packets ecn marked by device due
+    /// to per host congestion", Documentation/networking/device_drivers/
+    /// ethernet/mellanox/mlx5/counters.rst). Not the CE marks switches set
+    /// on the path: those are the RDMA `np_ecn_marked_roce_packets`.
     EcnMarked { priority: u8 },
+    /// Received packets dropped for physical coding (symbol) errors: a
+    /// 64-bit counter, where the IB PMA `symbol_error` is 16-bit and sticks
+    /// at 65535.
+    PhySymbolErrors,
+    /// Times the link went down: a 64-bit counter, where the IB PMA
+    /// `link_downed` is 8-bit and sticks at 255.
+    LinkDownEvents,
 }
 
 /// Which kind of meaning a table row gives (the priority, if any, comes from
@@ -75,6 +88,8 @@ pub enum Kind {
     PauseStormEvents(&'static str),
     Discards(&'static str),
     EcnMarked,
+    PhySymbolErrors,
+    LinkDownEvents,
 }
 
 /// Unit of the driver's counter.
@@ -157,7 +172,8 @@ pub const RULES: &[Rule] = &[
     r("mlx5", "tx_discards_phy", Discards("tx_port"), Count),
     // mlx5 per-priority traffic group (rx_discards of one priority).
     r("mlx5", "rx_prio{p}_discards", Discards("rx_port"), Count),
-    // mlx5 per-TC groups: no_buffer_discard_uc, wred_discard, ecn_marked_tc.
+    // mlx5 per-TC groups: no_buffer_discard_uc, wred_discard, ecn_marked_tc
+    // (the NIC's own marks under per-host buffer congestion).
     r(
         "mlx5",
         "rx_prio{p}_buf_discard",
@@ -171,6 +187,11 @@ pub const RULES: &[Rule] = &[
         Count,
     ),
     r("mlx5", "rx_prio{p}_marked", EcnMarked, Count),
+    // mlx5 physical port counters (pport_phy_statistical / 802.3 groups):
+    // 64-bit, unlike the IB PMA symbol_error (16-bit) and link_downed
+    // (8-bit) under /sys/class/infiniband that stick at their maximum.
+    r("mlx5", "rx_symbol_err_phy", PhySymbolErrors, Count),
+    r("mlx5", "link_down_events_phy", LinkDownEvents, Count),
     // mlx5 q counter: out_of_buffer of the Ethernet receive queues.
     r(
         "mlx5",
@@ -341,6 +362,8 @@ pub fn lookup(name: &str) -> Option<(Meaning, Scale)> {
             (PauseStormEvents(severity), None) => Meaning::PauseStormEvents { severity },
             (Discards(reason), priority) => Meaning::Discards { reason, priority },
             (EcnMarked, Some(priority)) => Meaning::EcnMarked { priority },
+            (PhySymbolErrors, None) => Meaning::PhySymbolErrors,
+            (LinkDownEvents, None) => Meaning::LinkDownEvents,
             // A per-priority kind without {p} (or the reverse) is a table
             // bug; the test over RULES catches it.
             _ => return None,
@@ -481,7 +504,10 @@ mod tests {
             if per_priority {
                 assert!(has_p, "{} lacks {{p}}", rule.pattern);
             }
-            if matches!(rule.kind, LinkPauseFrames(_) | PauseStormEvents(_)) {
+            if matches!(
+                rule.kind,
+                LinkPauseFrames(_) | PauseStormEvents(_) | PhySymbolErrors | LinkDownEvents
+            ) {
                 assert!(!has_p, "{} has {{p}}", rule.pattern);
             }
             let sample = rule.pattern.replace("{p}", "3");

@@ -140,10 +140,15 @@ fn mlx5_connectx7_all_priorities() {
     assert_eq!(count(&stats, port("rx_port")), 77);
     assert_eq!(count(&stats, port("tx_port")), 5);
     assert_eq!(count(&stats, port("rx_out_of_buffer")), 4242);
+    // The 64-bit physical counters that stand in for the IB PMA's 16-bit
+    // symbol_error and 8-bit link_downed.
+    assert_eq!(count(&stats, Meaning::PhySymbolErrors), 752694);
+    assert_eq!(count(&stats, Meaning::LinkDownEvents), 164242);
     // 8 × (pause rx/tx, duration rx/tx, transition rx, 3 per-TC, per-prio
-    // discards) + link rx/tx + 2 storm + 3 port discards; the other ~1,390
-    // counters of the listing have no meaning and are not exported.
-    assert_eq!(stats.len(), 8 * 9 + 2 + 2 + 3);
+    // discards) + link rx/tx + 2 storm + 3 port discards + symbol errors and
+    // link down events; the other ~1,390 counters of the listing have no
+    // meaning and are not exported.
+    assert_eq!(stats.len(), 8 * 9 + 2 + 2 + 3 + 2);
 }
 
 #[test]
