@@ -82,7 +82,7 @@ impl NcclSource {
         // recent records matter: a file first seen starts near its end.
         let inspector = cfg.inspector_dir.as_ref().map(|d| {
             let mut t = tail(Some(".prom"), MAX_INSPECTOR_OBJECT);
-            t.catch_up = Some(cfg.max_bytes_per_read / 4);
+            t.catch_up = Some((cfg.max_bytes_per_read / 4).max(64 << 10));
             Tailer::new(d, t)
         });
         let agg = Aggregator::new(AggregatorConfig {
