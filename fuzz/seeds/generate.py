@@ -284,6 +284,20 @@ def structured():
             s.add(f"byte-{b}", bytes([b]))
 
 
+# ---- nccl_parsers: the NCCL fixtures (logs and Inspector output laid out
+# from NCCL's format strings), whole and line by line
+def nccl():
+    s = Seeds("nccl_parsers")
+    base = os.path.join(FIXTURES, "nccl")
+    for sub in ["logs", "inspector"]:
+        d = os.path.join(base, sub)
+        for n in sorted(os.listdir(d)):
+            data = read(os.path.join(d, n))
+            s.add(f"{sub}-{n}", data)
+            for i, line in enumerate(data.splitlines()):
+                s.add(f"{sub}-{n}-line{i}", line + b"\n")
+
+
 def main():
     sysfs_values()
     pci_config()
@@ -292,6 +306,7 @@ def main():
     configs()
     http()
     structured()
+    nccl()
     for t in sorted(os.listdir(HERE)):
         d = os.path.join(HERE, t)
         if os.path.isdir(d):
