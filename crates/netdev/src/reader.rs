@@ -249,6 +249,7 @@ impl NetdevReader {
             speed_mbps: sys.speed_mbps,
             driver: sys.driver,
             ecn: sys.ecn,
+            carrier: sys.carrier,
             ..Netdev::default()
         };
         if let Some(io) = self.ethtool.as_deref_mut() {
