@@ -85,11 +85,15 @@ def cpu_ticks_seconds(pid):
 
 
 SAMPLER_THREAD = "roce-sampler"
+# Each source runs on a thread of its own, named roce-src-<collector>
+# (truncated to 15 bytes by the kernel): sampling work too.
+SOURCE_THREAD_PREFIX = "roce-src-"
 
 
 def thread_cpu_seconds(pid, comm):
-    """CPU time of the threads of pid named comm (schedstat, ns resolution);
-    None when there is no such thread."""
+    """CPU time of the threads of pid named comm (schedstat, ns resolution),
+    and for SAMPLER_THREAD of the source threads as well; None when there is
+    no such thread."""
     total, found = 0, False
     try:
         tids = os.listdir("/proc/%d/task" % pid)
@@ -98,7 +102,10 @@ def thread_cpu_seconds(pid, comm):
     for tid in tids:
         try:
             with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                if f.read().strip() != comm:
+                name = f.read().strip()
+                ours = name == comm or (
+                    comm == SAMPLER_THREAD and name.startswith(SOURCE_THREAD_PREFIX))
+                if not ours:
                     continue
             with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
                 total += int(f.read().split()[0])

@@ -1,7 +1,8 @@
 //! `cargo bench --bench sample`: the CPU time of one full sample (every
 //! source, then the rules) in process, on a generated mlx5 tree, split into
 //! the sources (their own timing) and the rest (rules, history, snapshot),
-//! with the thread's CPU clock. Samples are taken at an interval, as the
+//! with the process's CPU clock (each source runs on a thread of its own;
+//! nothing else runs in this process meanwhile). Samples are taken at an interval, as the
 //! exporter takes them, so that each starts with caches as cold as in
 //! production; `ROCE_BENCH_HOT=1` takes them back to back.
 //!
@@ -19,7 +20,7 @@ use roce_exporter::host::HostPaths;
 use roce_exporter::sampler::Sampler;
 use roce_exporter::sources;
 
-fn thread_cpu() -> Duration {
+fn process_cpu() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -27,7 +28,7 @@ fn thread_cpu() -> Duration {
     // SAFETY: clock_gettime fills the timespec it is given.
     #[allow(unsafe_code)]
     unsafe {
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts)
+        libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts)
     };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
@@ -80,9 +81,9 @@ fn main() {
         if !hot {
             std::thread::sleep(Duration::from_millis(100));
         }
-        let before = thread_cpu();
+        let before = process_cpu();
         let s = sampler.sample();
-        total += thread_cpu() - before;
+        total += process_cpu() - before;
         for st in &s.sources {
             match by_source.iter_mut().find(|(n, _)| *n == st.name) {
                 Some((_, d)) => *d += st.duration,
@@ -118,9 +119,9 @@ fn main() {
         if !hot {
             std::thread::sleep(Duration::from_millis(100));
         }
-        let before = thread_cpu();
+        let before = process_cpu();
         bytes = exposition::encode(snapshot.clone(), &build, Format::Text).len();
-        spent += thread_cpu() - before;
+        spent += process_cpu() - before;
     }
     println!(
         "encoding the text exposition ({bytes} bytes): {:.1} µs CPU",

@@ -4,12 +4,23 @@
 
 use std::io::Write as _;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 
 use crate::exposition::{self, BuildInfo, Format};
 use crate::snapshot::{Snapshot, SourceState};
+
+/// `/healthz` answers 503 once the newest sample started more than this many
+/// sample intervals ago ([`STALE_AFTER_MIN`] at least). A running sampler
+/// never gets there: a sample takes at most two source deadlines (one
+/// interval each), and after an overrun the next starts one interval later,
+/// so the newest sample is at most five intervals old.
+pub const STALE_AFTER_INTERVALS: u32 = 6;
+/// The least age at which a sample is stale, whatever the interval: a short
+/// interval on a loaded host does not make `/healthz` flap.
+pub const STALE_AFTER_MIN: Duration = Duration::from_secs(10);
 
 /// One published sample and its lazily built encodings.
 pub struct Published {
@@ -85,11 +96,37 @@ impl App {
         cell.get_or_init(|| gzip_bytes(&plain)).clone()
     }
 
-    /// `/healthz`: healthy once a sample exists and no collector failed in it.
+    /// `/healthz`: healthy once a sample exists and while the newest one is
+    /// fresh (see [`STALE_AFTER_INTERVALS`]); a failed collector is listed
+    /// but keeps it healthy.
     pub fn health(&self) -> (bool, String) {
+        self.health_at(crate::snapshot::monotonic_now())
+    }
+
+    /// [`Self::health`] at `now` on the monotonic clock.
+    pub fn health_at(&self, now: Duration) -> (bool, String) {
         let snapshot = self.snapshot();
         if snapshot.sequence == 0 {
             return (false, "no sample yet\n".into());
+        }
+        let age = snapshot.age_at(now).unwrap_or(Duration::ZERO);
+        let interval = if snapshot.interval.is_zero() {
+            self.build.sample_interval
+        } else {
+            snapshot.interval
+        };
+        let limit = stale_after(interval);
+        if age > limit {
+            return (
+                false,
+                format!(
+                    "stale: the newest sample ({}) started {:.0}s ago, more than {:.0}s ({STALE_AFTER_INTERVALS} sample intervals of {:?}): the sampler is not keeping up\n",
+                    snapshot.sequence,
+                    age.as_secs_f64(),
+                    limit.as_secs_f64(),
+                    interval
+                ),
+            );
         }
         let failed: Vec<String> = snapshot
             .sources
@@ -104,7 +141,7 @@ impl App {
         let mut body = format!(
             "ok, sample {} taken {:.0}s ago\n",
             snapshot.sequence,
-            age_seconds(&snapshot)
+            age.as_secs_f64()
         );
         for f in failed {
             body.push_str(&format!("collector failed: {f}\n"));
@@ -205,10 +242,14 @@ impl App {
 }
 
 fn age_seconds(s: &Snapshot) -> f64 {
-    s.taken_at
-        .and_then(|t| t.elapsed().ok())
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    s.age().map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The age past which a sample taken every `interval` is stale.
+pub fn stale_after(interval: Duration) -> Duration {
+    interval
+        .saturating_mul(STALE_AFTER_INTERVALS)
+        .max(STALE_AFTER_MIN)
 }
 
 fn gzip_bytes(plain: &[u8]) -> Bytes {
@@ -235,4 +276,33 @@ pub fn escape(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn healthz_is_503_once_the_newest_sample_is_older_than_six_intervals() {
+        let interval = Duration::from_secs(5);
+        assert_eq!(stale_after(interval), Duration::from_secs(30));
+        assert_eq!(stale_after(Duration::from_millis(100)), STALE_AFTER_MIN);
+        let taken = Duration::from_secs(1000);
+        let snapshot = Snapshot {
+            sequence: 7,
+            monotonic: Some(taken),
+            interval,
+            ..Snapshot::default()
+        };
+        let app = App::new(BuildInfo::current(interval), Arc::new(snapshot));
+        let (ok, body) = app.health_at(taken + Duration::from_secs(29));
+        assert!(ok, "{body}");
+        assert_eq!(body, "ok, sample 7 taken 29s ago\n");
+        let (ok, body) = app.health_at(taken + Duration::from_secs(31));
+        assert!(!ok);
+        assert!(
+            body.starts_with("stale: the newest sample (7) started 31s ago, more than 30s"),
+            "{body}"
+        );
+    }
 }

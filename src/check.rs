@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use roce_netdev::{DcbOutcome, Direction, Meaning, Trust};
+use roce_netdev::{DcbOutcome, Direction, Meaning};
 use roce_rdma::LinkLayer;
 use serde::Serialize;
 
@@ -47,11 +47,15 @@ pub struct Item {
     pub text: String,
 }
 
-/// An NCCL environment setting with the reason it is justified.
+/// An NCCL environment setting: NCCL's default judged on this host.
 #[derive(Debug, Clone, Serialize)]
 pub struct NcclSetting {
     pub name: &'static str,
+    /// What to export, "default is right", or a hint at what to choose.
     pub value: String,
+    /// `export` (the default is wrong here), `default` (it is right) or
+    /// `choose` (wrong or doubtful, and the value is the operator's choice).
+    pub action: &'static str,
     pub reason: String,
 }
 
@@ -234,42 +238,26 @@ fn collectors(s: &Snapshot, out: &mut Vec<Item>) {
     }
 }
 
-/// The NCCL settings the data justifies. `NCCL_IB_SL` is never printed:
-/// on InfiniBand the service level that maps to a lossless or prioritised
-/// virtual lane is the subnet manager's QoS policy (SL2VL tables), which
-/// the host's sysfs does not show, so no value read here justifies one.
+/// The NCCL settings, each with NCCL's default judged on this host
+/// ([`rules::nccl::advice`]).
 fn nccl_settings(s: &Snapshot, expect: &Expectations) -> Vec<NcclSetting> {
-    let mut out = Vec::new();
-    out.extend(nccl_ib_hca(s));
-    let roce: Vec<_> = rules::ports::ports(s)
-        .filter(|(_, p)| p.is_up() && matches!(p.link_layer, Some(LinkLayer::Ethernet)))
-        .collect();
-    let indexes: Vec<(String, u32)> = roce
-        .iter()
-        .filter_map(|(d, p)| {
-            p.routable_roce_v2_gid()
-                .map(|g| (format!("{}:{}", d.name, p.number), g.index))
+    use rules::nccl::NcclValue;
+    rules::nccl::advice(s, expect)
+        .into_iter()
+        .map(|a| {
+            let (action, value) = match a.value {
+                NcclValue::Set(v) => ("export", v),
+                NcclValue::Choose(v) => ("choose", v),
+                NcclValue::DefaultIsRight => ("default", "default is right".into()),
+            };
+            NcclSetting {
+                name: a.name,
+                value,
+                action,
+                reason: a.why,
+            }
         })
-        .collect();
-    if !indexes.is_empty() && indexes.len() == roce.len() {
-        let first = indexes[0].1;
-        if indexes.iter().all(|(_, i)| *i == first) {
-            out.push(NcclSetting {
-                name: "NCCL_IB_GID_INDEX",
-                value: first.to_string(),
-                reason: format!(
-                    "the routable RoCE v2 GID is at index {first} on every active RoCE port ({})",
-                    indexes
-                        .iter()
-                        .map(|(p, _)| p.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            });
-        }
-    }
-    out.extend(nccl_ib_tc(s, expect));
-    out
+        .collect()
 }
 
 fn item(section: &'static str, status: Status, text: String) -> Item {
@@ -387,24 +375,48 @@ fn gpudirect(s: &Snapshot, out: &mut Vec<Item>) {
     .into_iter()
     .filter_map(|(m, ok)| ok.then_some(m))
     .collect();
-    out.push(if mechanisms.is_empty() {
-        item(
+    if mechanisms.is_empty() {
+        out.push(item(
             section,
             Status::Fail,
             "verdict: unavailable: NCCL stages GPU data through host memory".into(),
-        )
-    } else {
-        item(
-            section,
-            Status::Ok,
-            format!("verdict: ready ({})", mechanisms.join(", ")),
-        )
-    });
+        ));
+        return;
+    }
+    // The verdict is per GPU: NCCL uses GPUDirect RDMA only where the
+    // nearest NIC is within its default level too.
+    for g in rules::topology::gdr_per_gpu(t) {
+        let Some(class) = g.class else {
+            out.push(item(
+                section,
+                Status::Unknown,
+                format!("verdict GPU {}: no RDMA NIC with a PCI function", g.gpu),
+            ));
+            continue;
+        };
+        let to = format!("GPU {} -> {} {}", g.gpu, g.nics.join("/"), class.as_str());
+        out.push(if g.path_ok() {
+            item(
+                section,
+                Status::Ok,
+                format!("verdict {to}: ready ({})", mechanisms.join(", ")),
+            )
+        } else {
+            item(
+                section,
+                Status::Warn,
+                format!(
+                    "verdict {to}: not used (NCCL uses GPUDirect RDMA up to {} by default, NCCL_NET_GDR_LEVEL): data staged through host memory",
+                    rules::topology::NCCL_DEFAULT_GDR_LEVEL.as_str()
+                ),
+            )
+        });
+    }
 }
 
 /// Increase of a value over the whole history (first sample to last).
 fn moved(history: &[Arc<Snapshot>], read: impl Fn(&Snapshot) -> Option<u64>) -> Option<u64> {
-    rules::window::increase_over(history.iter().filter_map(|s| Some((s.taken_at?, read(s)?))))
+    rules::window::increase_over(history.iter().filter_map(|s| Some((s.clock()?, read(s)?))))
         .map(|i| i.amount)
 }
 
@@ -420,9 +432,11 @@ const CONGESTION_RULES: [&str; 5] = [
     "out_of_buffer",
 ];
 
-const CONFIG_RULES: [&str; 3] = [
+const CONFIG_RULES: [&str; 5] = [
     "pfc_without_ecn",
     "pfc_priority_mismatch",
+    "roce_trust_pcp",
+    "cnp_priority_best_effort",
     "mtu_below_jumbo",
 ];
 
@@ -717,7 +731,10 @@ fn topology(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             .join(", ");
         let gpu_id = u32::try_from(gpu.index).ok();
         let status = status_of(findings.iter().filter(|f| {
-            matches!(f.rule, "gpu_nic_path_far" | "acs_on_gpu_nic_path") && f.subject.gpu == gpu_id
+            matches!(
+                f.rule,
+                "gpu_nic_path_far" | "gpudirect_not_used" | "acs_on_gpu_nic_path"
+            ) && f.subject.gpu == gpu_id
         }));
         out.push(item(
             section,
@@ -768,139 +785,6 @@ fn topology(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
     }
 }
 
-/// `NCCL_IB_HCA`: the NICs nearest to some GPU, in GPU order, with their
-/// active ports.
-fn nccl_ib_hca(s: &Snapshot) -> Option<NcclSetting> {
-    let t = s.topology.as_ref()?;
-    let mut nics: Vec<&str> = Vec::new();
-    let mut pairs = Vec::new();
-    for gpu in &t.gpus {
-        let nearest = t.nearest_nics(gpu.index);
-        if let Some(first) = nearest.first() {
-            pairs.push(format!(
-                "GPU {} -> {} {}",
-                gpu.index,
-                nearest
-                    .iter()
-                    .map(|p| p.nic.as_str())
-                    .collect::<Vec<_>>()
-                    .join("/"),
-                first.class.as_str()
-            ));
-        }
-        for p in nearest {
-            if !nics.contains(&p.nic.as_str()) {
-                nics.push(&p.nic);
-            }
-        }
-    }
-    let mut entries = Vec::new();
-    for nic in &nics {
-        for (d, p) in rules::ports::ports(s) {
-            if d.name == *nic && p.is_up() {
-                entries.push(format!("{}:{}", d.name, p.number));
-            }
-        }
-    }
-    if entries.is_empty() {
-        return None;
-    }
-    let all: Vec<&str> = rules::ports::ports(s)
-        .map(|(d, _)| d.name.as_str())
-        .collect();
-    let others: Vec<&str> = {
-        let mut o: Vec<&str> = all.iter().copied().filter(|n| !nics.contains(n)).collect();
-        o.dedup();
-        o
-    };
-    // NCCL matches NCCL_IB_HCA entries as name prefixes unless the list
-    // starts with '=' (NCCL's environment variable documentation).
-    let prefix_clash = nics
-        .iter()
-        .any(|n| all.iter().any(|a| a != n && a.starts_with(n)));
-    let mut reason = format!(
-        "the RDMA NICs nearest to each GPU, in GPU order ({})",
-        pairs.join(", ")
-    );
-    if !others.is_empty() {
-        reason.push_str(&format!("; not nearest to any GPU: {}", others.join(", ")));
-    }
-    if prefix_clash {
-        reason.push_str("; '=' makes NCCL match the names exactly, not as prefixes");
-    }
-    Some(NcclSetting {
-        name: "NCCL_IB_HCA",
-        value: format!(
-            "{}{}",
-            if prefix_clash { "=" } else { "" },
-            entries.join(",")
-        ),
-        reason,
-    })
-}
-
-/// `NCCL_IB_TC`: the IP traffic class NCCL puts in RoCE packets. With DSCP
-/// trust, the switch and NIC map its DSCP (the upper 6 bits) to a
-/// priority; the value is justified only when one DSCP maps to the RoCE
-/// priority on every RoCE netdev.
-fn nccl_ib_tc(s: &Snapshot, expect: &Expectations) -> Option<NcclSetting> {
-    let netdevs = rules::fabric::roce_netdevs(s);
-    if netdevs.is_empty() {
-        return None;
-    }
-    let mut chosen: Option<(u8, u8)> = None;
-    let mut names = Vec::new();
-    for (n, _) in &netdevs {
-        let DcbOutcome::Ok(dcb) = &n.dcb else {
-            return None;
-        };
-        if dcb.trust() != Trust::Dscp {
-            return None;
-        }
-        let pfc = dcb
-            .pfc_enabled
-            .map(rules::fabric::pfc_priorities)
-            .unwrap_or_default();
-        // The RoCE priority: the expected one, else the single PFC priority.
-        let priority = match (expect.pfc_priority, pfc.as_slice()) {
-            (Some(e), _) => e,
-            (None, [only]) => *only,
-            _ => return None,
-        };
-        let dscps: Vec<u8> = dcb
-            .dscp_map()
-            .into_iter()
-            .filter(|(_, p)| *p == priority)
-            .map(|(d, _)| d)
-            .collect();
-        let [dscp] = dscps.as_slice() else {
-            return None;
-        };
-        match chosen {
-            None => chosen = Some((*dscp, priority)),
-            Some(c) if c == (*dscp, priority) => {}
-            Some(_) => return None,
-        }
-        names.push(n.name.as_str());
-    }
-    let (dscp, priority) = chosen?;
-    let source = if expect.pfc_priority.is_some() {
-        "expect.pfc_priority"
-    } else {
-        "the only PFC-enabled priority"
-    };
-    Some(NcclSetting {
-        name: "NCCL_IB_TC",
-        value: (u16::from(dscp) << 2).to_string(),
-        reason: format!(
-            "DSCP {dscp} is the one DSCP mapped to the RoCE priority {priority} ({source}) on every RoCE netdev with DSCP trust ({}); \
-             NCCL_IB_TC is the whole IP traffic class byte, DSCP << 2 with the ECN bits 0: {dscp} << 2 = {}",
-            names.join(", "),
-            u16::from(dscp) << 2
-        ),
-    })
-}
-
 /// The human-readable checklist.
 pub fn render_text(report: &Report) -> String {
     let mut out = String::new();
@@ -941,15 +825,17 @@ pub fn render_text(report: &Report) -> String {
         out.push_str(&format!("      Fix:      {}\n", f.fix));
         out.push_str(&format!("      Verify:   {}\n", f.verify));
     }
-    out.push_str("\nNCCL settings this host needs\n");
+    out.push_str("\nNCCL settings (only where NCCL's default is wrong on this host)\n");
     if report.nccl.is_empty() {
-        out.push_str("  none that the data read here can justify (NCCL's defaults apply)\n");
+        out.push_str("  none that the data read here can judge (NCCL's defaults apply)\n");
     }
     for n in &report.nccl {
-        out.push_str(&format!(
-            "  export {}={}    # {}\n",
-            n.name, n.value, n.reason
-        ));
+        let line = match n.action {
+            "export" => format!("export {}={}", n.name, n.value),
+            "choose" => format!("{}={} (choose)", n.name, n.value),
+            _ => format!("{}: {}", n.name, n.value),
+        };
+        out.push_str(&format!("  {line}    # {}\n", n.reason));
     }
     out
 }

@@ -202,6 +202,22 @@ pub struct Expectations {
     /// Link rate of every active port, in Gb/s (e.g. 400).
     #[serde(deserialize_with = "opt_link_rate")]
     pub link_rate_gbps: Option<f64>,
+    /// The `NCCL_IB_TC` the jobs on this host set (the whole IP traffic
+    /// class byte, DSCP << 2, e.g. 106): the DSCP of their RoCE traffic.
+    /// Unset: the rdma_cm default ToS where configfs shows one, else
+    /// NCCL's default 0.
+    pub nccl_ib_tc: Option<u8>,
+    /// The RDMA devices this host should have: a count (`8`) or the names
+    /// (`[mlx5_0, mlx5_1]`). Devices seen since start are expected anyway.
+    pub devices: Option<ExpectedDevices>,
+}
+
+/// `expect.devices`: how many RDMA devices, or which.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum ExpectedDevices {
+    Count(usize),
+    Names(Vec<String>),
 }
 
 /// Thresholds of the rules. Every rule has a default; a window is how much
@@ -557,7 +573,11 @@ fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebLimits {
-    /// Most connections served at once; more wait in the kernel's backlog.
+    /// Most requests answered at once; one more is answered 503 at once.
+    #[serde(deserialize_with = "at_least_one")]
+    pub max_requests: usize,
+    /// Most connections open at once; at the cap a new connection closes
+    /// the open one that has waited longest for a request.
     #[serde(deserialize_with = "at_least_one")]
     pub max_connections: usize,
     /// A client must send its request headers within this time.
@@ -577,7 +597,8 @@ pub struct WebLimits {
 impl Default for WebLimits {
     fn default() -> Self {
         WebLimits {
-            max_connections: 64,
+            max_requests: 40,
+            max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
             max_request_bytes: 16 * 1024,
             write_stall_timeout: Duration::from_secs(10),
@@ -784,6 +805,9 @@ impl Config {
     /// Checks across keys; single values are checked where they are parsed
     /// (with line and column).
     fn validate(&self) -> Result<(), String> {
+        if let Some(ExpectedDevices::Count(0)) = self.expect.devices {
+            return Err("expect.devices must be at least 1 (or a list of device names)".into());
+        }
         let known: Vec<&str> = crate::rules::all().iter().map(|r| r.id).collect();
         if let Some(bad) = self
             .rules

@@ -2,12 +2,13 @@
 
 use std::process::ExitCode;
 use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use clap::Parser;
 
 use roce_exporter::app::App;
 use roce_exporter::cli::{CheckFormat, Cli, Command, DocsTopic, OnceFormat};
-use roce_exporter::config::Config;
+use roce_exporter::config::{Config, WebLimits};
 use roce_exporter::exposition::{self, BuildInfo, Format};
 use roce_exporter::host::HostPaths;
 use roce_exporter::sampler::{Control, Sampler};
@@ -16,9 +17,31 @@ use roce_exporter::{check, logging, server, sources};
 /// Exit status for a configuration or usage error.
 const EXIT_USAGE: u8 = 2;
 
+/// After SIGTERM or SIGINT the process ends within this time, whatever a
+/// source or a connection does: past it, it exits at once (status 1).
+/// Normally it ends sooner: connections get `close_grace` (5 s) to finish,
+/// the sampler [`SAMPLER_STOP_WAIT`].
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
+/// How long a stopping server waits for the sampler to finish its sample;
+/// a sample that takes longer (a source stuck in the kernel) is abandoned.
+const SAMPLER_STOP_WAIT: Duration = Duration::from_secs(1);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.effective_log_level(), cli.log_format);
+    // The server's signal handlers come first, before the configuration is
+    // read: a SIGHUP from `systemctl reload` right after start is a reload
+    // request (handled once serving), not the default action that kills.
+    let server = match cli.command {
+        None => match Server::start() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("roce_exporter: cannot start the runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Some(_) => None,
+    };
 
     let config = match &cli.config_file {
         None => Config::default(),
@@ -87,22 +110,77 @@ fn main() -> ExitCode {
                 }
             }
         }
-        None => run_server(&cli, config, paths, build),
+        None => match server {
+            Some(server) => server.run(&cli, config, paths, build),
+            None => ExitCode::FAILURE,
+        },
     }
 }
 
-fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("roce_exporter: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+/// The server's runtime and its signal streams, set up before anything else.
+struct Server {
+    runtime: tokio::runtime::Runtime,
+    signals: Signals,
+}
+
+/// Signal streams, each registered at start: a signal that arrives before
+/// its stream is polled is kept and seen at the first poll.
+struct Signals {
+    hup: Option<tokio::signal::unix::Signal>,
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Server {
+    fn start() -> std::io::Result<Server> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let signals = {
+            let _entered = runtime.enter();
+            Signals::install()
+        };
+        Ok(Server { runtime, signals })
+    }
+
+    fn run(self, cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> ExitCode {
+        let Server { runtime, signals } = self;
+        let code = run_server(&runtime, signals, cli, config, paths, build);
+        // Blocking tasks still running (a password check) are not waited
+        // for beyond this.
+        runtime.shutdown_timeout(SAMPLER_STOP_WAIT);
+        code
+    }
+}
+
+impl Signals {
+    fn install() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let one = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(signal = name, error = %e, "cannot watch the signal");
+                None
+            }
+        };
+        Signals {
+            hup: one(SignalKind::hangup(), "SIGHUP"),
+            term: one(SignalKind::terminate(), "SIGTERM"),
+            int: one(SignalKind::interrupt(), "SIGINT"),
         }
-    };
+    }
+}
+
+fn run_server(
+    runtime: &tokio::runtime::Runtime,
+    signals: Signals,
+    cli: &Cli,
+    config: Config,
+    paths: HostPaths,
+    build: BuildInfo,
+) -> ExitCode {
+    let Signals { hup, term, int } = signals;
     // Checked before anything listens, so a bad file never serves in the
     // clear by accident.
     let web_config = match &cli.web_config_file {
@@ -116,6 +194,16 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
         },
     };
     runtime.block_on(async move {
+        // Watched from now on, so that a SIGTERM during the first sample is
+        // bounded like any other.
+        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal(term, int).await;
+            let _ = stop_tx.send(true);
+        });
+        let stopped = async move {
+            let _ = stop_rx.wait_for(|stop| *stop).await;
+        };
         let listeners = match server::bind(&cli.listen_addresses).await {
             Ok(l) => l,
             Err(e) => {
@@ -132,7 +220,10 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
         let (control_tx, control_rx) = mpsc::channel::<Control>();
         let publisher = app.clone();
         let interval = config.sample_interval;
+        // Dropped when the sampler thread ends: how main learns it did.
+        let (ended_tx, ended) = mpsc::channel::<()>();
         let sampler_thread = std::thread::Builder::new().name("roce-sampler".into()).spawn(move || {
+            let _ended = ended_tx;
             sampler.run(interval, control_rx, |_, snapshot| publisher.publish(snapshot));
         });
         let sampler_thread = match sampler_thread {
@@ -144,15 +235,29 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
         };
         tracing::info!(version = app.build().version, listen = ?cli.listen_addresses, sysfs = %paths.sysfs.display(), "roce_exporter started");
 
-        let reload = tokio::spawn(reload_on_sighup(cli.config_file.clone(), paths.clone(), control_tx));
+        let reload = tokio::spawn(reload_on_sighup(
+            hup,
+            cli.config_file.clone(),
+            paths.clone(),
+            config.web.clone(),
+            control_tx,
+        ));
         let mut options = server::ServeOptions::new(config.web.clone());
         options.web_config = web_config;
-        let result = server::serve_with(listeners, app, options, shutdown_signal()).await;
+        let result = server::serve_with(listeners, app, options, stopped).await;
         // Dropping the reload task drops the control sender, which stops the
-        // sampler after its current sample.
+        // sampler after its current sample; a sample held up by a source
+        // stuck in the kernel is not waited for.
         reload.abort();
         let _ = reload.await;
-        let _ = sampler_thread.join();
+        match ended.recv_timeout(SAMPLER_STOP_WAIT) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                tracing::warn!(waited = ?SAMPLER_STOP_WAIT, "the sampler is still in a sample; not waiting for it")
+            }
+            _ => {
+                let _ = sampler_thread.join();
+            }
+        }
         match result {
             Ok(()) => {
                 tracing::info!("stopped");
@@ -166,16 +271,18 @@ fn run_server(cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> 
     })
 }
 
-/// Re-reads the configuration on SIGHUP. A configuration that does not
-/// parse is refused and the running one kept. Listen addresses and web
-/// limits are not reloaded (they need a restart).
+/// Re-reads the configuration on SIGHUP (also one received before the
+/// server was ready). A configuration that does not parse is refused and the
+/// running one kept. Listen addresses and web limits are not reloaded (they
+/// need a restart): a change to them is named in a warning.
 async fn reload_on_sighup(
+    hup: Option<tokio::signal::unix::Signal>,
     file: Option<std::path::PathBuf>,
     paths: HostPaths,
+    running_web: WebLimits,
     control: mpsc::Sender<Control>,
 ) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+    let Some(mut hup) = hup else {
         tracing::warn!("cannot watch SIGHUP; configuration reload disabled");
         return;
     };
@@ -186,6 +293,7 @@ async fn reload_on_sighup(
         };
         match Config::load(path) {
             Ok(config) => {
+                let restart = web_keys_changed(&running_web, &config.web);
                 let sources = sources::all(&config, &paths);
                 if control
                     .send(Control::Reload {
@@ -197,6 +305,13 @@ async fn reload_on_sighup(
                     return;
                 }
                 tracing::info!(file = %path.display(), "configuration reloaded");
+                if !restart.is_empty() {
+                    tracing::warn!(
+                        file = %path.display(),
+                        keys = %restart.join(","),
+                        "changed keys need a restart to apply; still running with their values at start"
+                    );
+                }
             }
             Err(e) => {
                 tracing::error!(error = %e, "configuration reload refused; keeping the running configuration")
@@ -205,19 +320,59 @@ async fn reload_on_sighup(
     }
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch SIGTERM; stopping on SIGINT only");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// The `web:` keys that differ between the limits in force and a reloaded
+/// file's; `web` alone when they differ in a key not named here.
+fn web_keys_changed(running: &WebLimits, new: &WebLimits) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    if running.max_requests != new.max_requests {
+        keys.push("web.max_requests");
+    }
+    if running.max_connections != new.max_connections {
+        keys.push("web.max_connections");
+    }
+    if running.header_read_timeout != new.header_read_timeout {
+        keys.push("web.header_read_timeout");
+    }
+    if running.max_request_bytes != new.max_request_bytes {
+        keys.push("web.max_request_bytes");
+    }
+    if running.write_stall_timeout != new.write_stall_timeout {
+        keys.push("web.write_stall_timeout");
+    }
+    if keys.is_empty() && running != new {
+        keys.push("web");
+    }
+    keys
+}
+
+/// Resolves on SIGTERM or SIGINT, and from then on bounds the rest of the
+/// process's life to [`SHUTDOWN_LIMIT`].
+async fn shutdown_signal(
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+) {
+    async fn next(s: Option<tokio::signal::unix::Signal>) {
+        match s {
+            Some(mut s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
         }
-    };
+    }
     tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
+        _ = next(term) => tracing::info!("SIGTERM received, shutting down"),
+        _ = next(int) => tracing::info!("SIGINT received, shutting down"),
+    }
+    // On a thread of its own, so that nothing the runtime or a source does
+    // can hold it up.
+    let watchdog = std::thread::Builder::new()
+        .name("roce-shutdown".into())
+        .spawn(|| {
+            std::thread::sleep(SHUTDOWN_LIMIT);
+            tracing::error!(limit = ?SHUTDOWN_LIMIT, "shutdown did not finish in time; exiting now");
+            std::process::exit(1);
+        });
+    if let Err(e) = watchdog {
+        tracing::warn!(error = %e, "cannot bound the shutdown time");
     }
 }

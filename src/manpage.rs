@@ -29,12 +29,14 @@ Prometheus alert and recording rules (\fIalerts/\fR), Grafana dashboards
 .SH SIGNALS
 .TP
 \fBSIGTERM\fR, \fBSIGINT\fR
-Drain open connections and stop.
+Drain open connections (up to 5 s) and stop. The process ends within 10 s of
+the signal whatever a source does; past that it exits with status 1.
 .TP
 \fBSIGHUP\fR
-Re\-read \fB\-\-config.file\fR; a file that does not parse is refused and the
-running configuration kept. \fB\-\-web.config.file\fR is re\-read on change
-without a signal.
+Re\-read \fB\-\-config.file\fR (also when received before the server is ready);
+a file that does not parse is refused and the running configuration kept.
+Changed \fBweb:\fR limits need a restart and are named in a warning.
+\fB\-\-web.config.file\fR is re\-read on change without a signal.
 .SH PRIVILEGES
 Sysfs reads, RDMA netlink statistics, the ethtool statistics ioctl and DCB
 netlink reads need no privilege. The verbs probes need read\-write access to

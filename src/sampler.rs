@@ -1,17 +1,25 @@
-//! The sampler: runs every source once per interval on its own thread,
-//! times each one, records its state and errors, runs the rules (whose
-//! engine keeps what they need of earlier samples), and publishes an
+//! The sampler: runs every source once per interval, each on its own worker
+//! thread under a deadline, times each one, records its state and errors,
+//! assembles the snapshot from the parts the sources return, runs the rules
+//! (whose engine keeps what they need of earlier samples), and publishes an
 //! immutable snapshot. Scrapes never touch the host.
+//!
+//! Deadlines: a source's call gets one sample interval. A call still running
+//! then is reported failed (timed out) and the sample goes on without it; the
+//! source is not called again until that call has returned (its late reading
+//! is dropped), so a read stuck in the kernel holds one thread, not one per
+//! sample. Sources that read the RDMA source's part start once it returned
+//! or missed its deadline, so one sample takes at most two deadlines.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::{Config, Expectations, RulesConfig};
 use crate::rules;
-use crate::snapshot::{Snapshot, SourceState, SourceStatus};
-use crate::sources::Source;
+use crate::snapshot::{monotonic_now, KernelRequests, Snapshot, SourceState, SourceStatus};
+use crate::sources::{Input, Part, Reading, Source};
 
 /// A message to a running sampler. Dropping the sender stops it.
 pub enum Control {
@@ -22,14 +30,240 @@ pub enum Control {
     },
 }
 
+/// What a worker is asked to do, in order.
+enum Job {
+    Sample(Input),
+    /// Take this source instead (a reloaded configuration): applied after
+    /// the call in flight, if any, has returned.
+    Replace(Box<dyn Source>),
+}
+
+/// What one call returned, measured on the worker.
+struct Done {
+    reading: Reading,
+    errors: Vec<String>,
+    duration: Duration,
+    kernel_requests: Option<KernelRequests>,
+}
+
+/// How one source fared in this sample, before it is counted.
+struct Outcome {
+    state: SourceState,
+    part: Option<Part>,
+    errors: Vec<String>,
+    duration: Duration,
+    kernel_requests: Option<KernelRequests>,
+}
+
+impl Outcome {
+    fn failed(why: String, duration: Duration) -> Self {
+        Outcome {
+            state: SourceState::Failed(why),
+            part: None,
+            errors: Vec::new(),
+            duration,
+            kernel_requests: None,
+        }
+    }
+}
+
+/// One source on its own thread: the thread owns the source and runs its
+/// calls one after the other.
+struct Worker {
+    name: &'static str,
+    needs_rdma: bool,
+    /// `None` when the thread could not be started.
+    jobs: Option<mpsc::Sender<Job>>,
+    done: mpsc::Receiver<Done>,
+    /// When the call whose result has not come back yet started.
+    in_flight: Option<Instant>,
+}
+
+impl Worker {
+    fn spawn(source: Box<dyn Source>) -> Worker {
+        let name = source.name();
+        let needs_rdma = source.needs_rdma();
+        let (jobs, job_rx) = mpsc::channel::<Job>();
+        let (done_tx, done) = mpsc::channel::<Done>();
+        let spawned = std::thread::Builder::new()
+            .name(format!("roce-src-{name}"))
+            .spawn(move || work(source, job_rx, done_tx));
+        let jobs = match spawned {
+            Ok(_) => Some(jobs),
+            Err(e) => {
+                tracing::error!(collector = name, error = %e, "cannot start the collector's thread");
+                None
+            }
+        };
+        Worker {
+            name,
+            needs_rdma,
+            jobs,
+            done,
+            in_flight: None,
+        }
+    }
+
+    /// Hands the worker a new source, applied once its call in flight (if
+    /// any) returns.
+    fn replace(&mut self, source: Box<dyn Source>) {
+        self.needs_rdma = source.needs_rdma();
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.send(Job::Replace(source));
+        }
+    }
+
+    /// Collects a result that came back after its deadline: the reading is
+    /// dropped (a newer call follows at once), the source is free again.
+    fn collect_late(&mut self) {
+        while let Ok(done) = self.done.try_recv() {
+            self.in_flight = None;
+            tracing::info!(
+                collector = self.name,
+                took = ?done.duration,
+                "collector call returned after its deadline; that reading is dropped"
+            );
+        }
+    }
+
+    /// Starts a call, unless the last one has not returned: then the
+    /// outcome is already known (still timed out).
+    fn start(&mut self, input: &Input, deadline: Duration) -> Result<Instant, Box<Outcome>> {
+        self.collect_late();
+        if let Some(since) = self.in_flight {
+            return Err(Box::new(Outcome::failed(
+                timeout_reason(deadline),
+                since.elapsed(),
+            )));
+        }
+        let Some(jobs) = &self.jobs else {
+            return Err(Box::new(Outcome::failed(
+                "its thread could not be started".into(),
+                Duration::ZERO,
+            )));
+        };
+        let now = Instant::now();
+        if jobs.send(Job::Sample(input.clone())).is_err() {
+            return Err(Box::new(Outcome::failed(
+                "its thread has ended".into(),
+                Duration::ZERO,
+            )));
+        }
+        self.in_flight = Some(now);
+        Ok(now)
+    }
+
+    /// Waits for the call started at `started` until `deadline` after it.
+    fn finish(&mut self, started: Instant, deadline: Duration) -> Outcome {
+        let until = started.checked_add(deadline);
+        let wait = until.map_or(Duration::MAX, |u| {
+            u.saturating_duration_since(Instant::now())
+        });
+        match self.done.recv_timeout(wait) {
+            Ok(done) => {
+                self.in_flight = None;
+                Outcome {
+                    state: done.reading.state,
+                    part: done.reading.part,
+                    errors: done.errors,
+                    duration: done.duration,
+                    kernel_requests: done.kernel_requests,
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                Outcome::failed(timeout_reason(deadline), started.elapsed())
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.in_flight = None;
+                self.jobs = None;
+                Outcome::failed("its thread has ended".into(), started.elapsed())
+            }
+        }
+    }
+}
+
+/// Kept the same from the first timed-out sample to the last, so that the
+/// state is logged once.
+fn timeout_reason(deadline: Duration) -> String {
+    format!(
+        "timed out: the call did not return within its deadline of {deadline:?} (one sample interval); not started again until it returns"
+    )
+}
+
+/// A worker thread: runs calls until the sampler lets go of it. A panic in
+/// the source is caught and reported as a failed call.
+fn work(mut source: Box<dyn Source>, jobs: mpsc::Receiver<Job>, done: mpsc::Sender<Done>) {
+    for job in jobs {
+        let input = match job {
+            Job::Replace(s) => {
+                source = s;
+                continue;
+            }
+            Job::Sample(input) => input,
+        };
+        let started = Instant::now();
+        let mut errors = Vec::new();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            source.sample(&input, &mut errors)
+        }));
+        // Let go of the input before answering: the sampler then moves the
+        // RDMA part into the snapshot instead of copying it.
+        drop(input);
+        let reading = outcome.unwrap_or_else(|panic| {
+            Reading::bare(SourceState::Failed(format!(
+                "collector panicked: {}",
+                panic_message(panic.as_ref())
+            )))
+        });
+        let duration = started.elapsed();
+        let kernel_requests =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.kernel_requests()))
+                .unwrap_or(None);
+        let sent = done.send(Done {
+            reading,
+            errors,
+            duration,
+            kernel_requests,
+        });
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// The text of a panic payload.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// What was last logged of a source: its state and its set of read errors.
+#[derive(Debug, Clone, PartialEq)]
+struct Logged {
+    state: SourceState,
+    errors: BTreeSet<String>,
+}
+
 /// Runs the sources and the rules.
 pub struct Sampler {
-    sources: Vec<Box<dyn Source>>,
+    workers: Vec<Worker>,
+    /// How long a source's call may take (the sample interval).
+    deadline: Duration,
+    interval: Duration,
     sequence: u64,
     ticks_missed: u64,
     errors_total: HashMap<&'static str, u64>,
-    /// Last state per source, to log a change once instead of every sample.
-    last_state: HashMap<&'static str, SourceState>,
+    /// What was last logged per source, to log a change once instead of
+    /// every sample.
+    last_logged: HashMap<&'static str, Logged>,
+    /// The RDMA part handed to the sources that read it when the RDMA
+    /// source returned none this sample (failed, timed out): the last one
+    /// it returned. Taken from `previous` when first needed.
+    stale_rdma: Option<Arc<roce_rdma::RdmaSnapshot>>,
+    previous: Option<Arc<Snapshot>>,
     rules: RulesConfig,
     expect: Expectations,
     engine: rules::Engine,
@@ -37,73 +271,173 @@ pub struct Sampler {
 
 impl Sampler {
     /// Enough history is kept for the longest rule window, in at most
-    /// [`rules::history::HISTORY_MAX`] samples.
+    /// [`rules::history::HISTORY_MAX`] samples. Each source gets its
+    /// worker thread here.
     pub fn new(sources: Vec<Box<dyn Source>>, config: &Config) -> Self {
         Sampler {
-            sources,
+            workers: sources.into_iter().map(Worker::spawn).collect(),
+            deadline: config.sample_interval,
+            interval: config.sample_interval,
             sequence: 0,
             ticks_missed: 0,
             errors_total: HashMap::new(),
-            last_state: HashMap::new(),
+            last_logged: HashMap::new(),
+            stale_rdma: None,
+            previous: None,
             rules: config.rules.clone(),
             expect: config.expect.clone(),
             engine: rules::Engine::with_retention(retention(config)),
         }
     }
 
-    /// Takes one sample: every source, in order. A panicking source is
-    /// caught and reported as failed; the others still run.
+    /// How long one call of a source may take before it is reported timed
+    /// out: one sample interval.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// Takes one sample: the sources that need nothing first, in parallel,
+    /// then those that read the RDMA part, in parallel. A source that
+    /// panics, fails or misses its deadline is reported as failed; the
+    /// others still run.
     pub fn sample(&mut self) -> Arc<Snapshot> {
         self.sequence += 1;
         let mut snapshot = Snapshot {
             sequence: self.sequence,
             ticks_missed_total: self.ticks_missed,
             taken_at: Some(SystemTime::now()),
+            monotonic: Some(monotonic_now()),
+            interval: self.interval,
             ..Snapshot::default()
         };
-        for source in &mut self.sources {
-            let name = source.name();
-            let started = Instant::now();
-            let mut errors = Vec::new();
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                source.sample(&mut snapshot, &mut errors)
-            }));
-            let state = outcome.unwrap_or_else(|panic| {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                SourceState::Failed(format!("collector panicked: {what}"))
+        let mut outcomes: Vec<Option<Outcome>> = self.workers.iter().map(|_| None).collect();
+        self.run_phase(false, &Input::default(), &mut outcomes);
+
+        let rdma_now = outcomes
+            .iter_mut()
+            .flatten()
+            .find_map(|o| match o.part.take() {
+                Some(Part::Rdma(r)) => Some(Arc::new(r)),
+                other => {
+                    o.part = other;
+                    None
+                }
             });
-            let duration = started.elapsed();
+        let rdma_input = match &rdma_now {
+            Some(r) => {
+                self.stale_rdma = None;
+                Some(r.clone())
+            }
+            None => {
+                if self.stale_rdma.is_none() {
+                    self.stale_rdma = self
+                        .previous
+                        .as_ref()
+                        .and_then(|p| p.rdma.clone())
+                        .map(Arc::new);
+                }
+                self.stale_rdma.clone()
+            }
+        };
+        let input = Input {
+            rdma: rdma_input,
+            previous: self.previous.clone(),
+        };
+        self.run_phase(true, &input, &mut outcomes);
+        drop(input);
+        // The dependent sources have returned their copies of the Arc,
+        // unless one missed its deadline: then the part is copied.
+        snapshot.rdma = rdma_now.map(|r| Arc::try_unwrap(r).unwrap_or_else(|r| (*r).clone()));
+
+        for (worker, outcome) in self.workers.iter().zip(outcomes) {
+            let Some(outcome) = outcome else { continue };
+            let name = worker.name;
+            match outcome.part {
+                Some(Part::Rdma(r)) => snapshot.rdma = Some(r),
+                Some(Part::Netdev(n)) => snapshot.netdev = Some(n),
+                Some(Part::Topology(t)) => snapshot.topology = Some(*t),
+                Some(Part::Probes(p)) => snapshot.probes = Some(p),
+                None => {}
+            }
             let total = self.errors_total.entry(name).or_insert(0);
-            *total += errors.len() as u64;
-            log_change(name, self.last_state.get(name), &state, &errors);
-            self.last_state.insert(name, state.clone());
+            *total += outcome.errors.len() as u64;
+            let logged = Logged {
+                state: outcome.state.clone(),
+                errors: outcome.errors.iter().cloned().collect(),
+            };
+            log_change(name, self.last_logged.get(name), &logged);
+            self.last_logged.insert(name, logged);
             snapshot.sources.push(SourceStatus {
                 name,
-                state,
-                duration,
-                errors,
+                state: outcome.state,
+                duration: outcome.duration,
+                errors: outcome.errors,
                 errors_total: *total,
-                kernel_requests: source.kernel_requests(),
+                kernel_requests: outcome.kernel_requests,
             });
         }
         // The findings ride on the sample itself.
         snapshot.findings = self.engine.evaluate(&snapshot, &self.rules, &self.expect);
-        Arc::new(snapshot)
+        snapshot.rule_panics_total = self
+            .engine
+            .rule_panics()
+            .iter()
+            .map(|(rule, n)| (*rule, *n))
+            .collect();
+        let snapshot = Arc::new(snapshot);
+        self.previous = Some(snapshot.clone());
+        snapshot
+    }
+
+    /// Starts the workers whose `needs_rdma` is `dependent` with `input`,
+    /// then waits for each until its deadline.
+    fn run_phase(&mut self, dependent: bool, input: &Input, outcomes: &mut [Option<Outcome>]) {
+        let deadline = self.deadline;
+        let mut started = Vec::new();
+        for (i, worker) in self.workers.iter_mut().enumerate() {
+            if worker.needs_rdma != dependent {
+                continue;
+            }
+            match worker.start(input, deadline) {
+                Ok(at) => started.push((i, at)),
+                Err(outcome) => outcomes[i] = Some(*outcome),
+            }
+        }
+        for (i, at) in started {
+            outcomes[i] = Some(self.workers[i].finish(at, deadline));
+        }
     }
 
     /// What the rules keep of earlier samples.
     pub fn history(&self) -> &rules::History {
         self.engine.history()
     }
+
     /// Applies a reloaded configuration. Error totals, the history and the
-    /// active findings are kept: the collectors keep their names.
+    /// active findings are kept: the collectors keep their names. A source
+    /// whose call is still in flight takes its new settings once that call
+    /// returns, so a stuck read is never doubled by a reload.
     pub fn reconfigure(&mut self, sources: Vec<Box<dyn Source>>, config: &Config) {
-        self.sources = sources;
+        let mut old: Vec<Worker> = std::mem::take(&mut self.workers);
+        for source in sources {
+            let name = source.name();
+            match old.iter().position(|w| w.name == name) {
+                Some(i) => {
+                    let mut worker = old.remove(i);
+                    worker.replace(source);
+                    self.workers.push(worker);
+                }
+                None => self.workers.push(Worker::spawn(source)),
+            }
+        }
+        // Workers left in `old` end once their call in flight returns.
+        drop(old);
+        self.deadline = config.sample_interval;
+        self.interval = config.sample_interval;
         self.engine.set_retention(retention(config));
+        // The device selection may have changed: a device now excluded is
+        // not gone (expect.devices still holds what the host must have).
+        self.engine.forget_devices();
         self.rules = config.rules.clone();
         self.expect = config.expect.clone();
     }
@@ -145,6 +479,10 @@ impl Sampler {
                     Err(mpsc::RecvTimeoutError::Disconnected) => return,
                     Ok(Control::Reload { sources, config }) => {
                         self.reconfigure(sources, &config);
+                        tracing::info!(
+                            sample_interval = ?config.sample_interval,
+                            "new configuration applied; sampling now"
+                        );
                         interval = config.sample_interval;
                         // Sample at once with the new configuration.
                         next = Instant::now();
@@ -182,21 +520,50 @@ fn retention(config: &Config) -> Duration {
         .saturating_add(config.sample_interval)
 }
 
-fn log_change(name: &str, previous: Option<&SourceState>, state: &SourceState, errors: &[String]) {
-    let changed =
-        previous.map(|p| std::mem::discriminant(p) != std::mem::discriminant(state) || p != state);
-    if changed == Some(false) {
-        if !errors.is_empty() {
-            tracing::debug!(collector = name, errors = errors.len(), first = %errors[0], "read errors");
+/// Logs a source's state when it changes, and its set of read errors when
+/// that changes (new errors at warn, naming each file and errno; their end
+/// at warn too, so the pair is seen at the level the first was): once per
+/// change, not every sample.
+fn log_change(name: &str, previous: Option<&Logged>, now: &Logged) {
+    const SHOWN: usize = 5;
+    let list = |errors: &mut dyn Iterator<Item = &String>| {
+        let all: Vec<&String> = errors.collect();
+        let mut text = all
+            .iter()
+            .take(SHOWN)
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        if all.len() > SHOWN {
+            text.push_str(&format!("; and {} more", all.len() - SHOWN));
+        }
+        text
+    };
+    let state_changed = previous.is_none_or(|p| p.state != now.state);
+    if !state_changed {
+        let before = previous.map(|p| &p.errors);
+        if before == Some(&now.errors) {
+            if let Some(first) = now.errors.iter().next() {
+                tracing::debug!(collector = name, errors = now.errors.len(), first = %first, "read errors");
+            }
+            return;
+        }
+        let before = before.cloned().unwrap_or_default();
+        if now.errors.is_empty() {
+            tracing::warn!(collector = name, cleared = %list(&mut before.iter()), "collector read errors cleared");
+        } else {
+            let new = list(&mut now.errors.difference(&before));
+            let gone = list(&mut before.difference(&now.errors));
+            tracing::warn!(collector = name, errors = now.errors.len(), new = %new, cleared = %gone, "collector read errors changed");
         }
         return;
     }
-    match state {
+    match &now.state {
         SourceState::Ok => {
-            if errors.is_empty() {
+            if now.errors.is_empty() {
                 tracing::info!(collector = name, "collector ok");
             } else {
-                tracing::warn!(collector = name, errors = errors.len(), first = %errors[0], "collector ok with read errors");
+                tracing::warn!(collector = name, errors = now.errors.len(), new = %list(&mut now.errors.iter()), "collector ok with read errors");
             }
         }
         SourceState::Unavailable(why) => {
@@ -225,17 +592,17 @@ mod tests {
         fn name(&self) -> &'static str {
             self.name
         }
-        fn sample(&mut self, _s: &mut Snapshot, errors: &mut Vec<String>) -> SourceState {
+        fn sample(&mut self, _i: &Input, errors: &mut Vec<String>) -> Reading {
             let step = self.script[self.step.min(self.script.len() - 1)];
             self.step += 1;
-            match step {
+            Reading::bare(match step {
                 Ok(n) => {
                     errors.extend((0..n).map(|i| format!("file {i}: Input/output error")));
                     SourceState::Ok
                 }
                 Err("panic") => panic!("boom"),
                 Err(msg) => SourceState::Failed(msg.into()),
-            }
+            })
         }
     }
 
@@ -277,7 +644,7 @@ mod tests {
             fn name(&self) -> &'static str {
                 "rdma"
             }
-            fn sample(&mut self, s: &mut Snapshot, _e: &mut Vec<String>) -> SourceState {
+            fn sample(&mut self, _i: &Input, _e: &mut Vec<String>) -> Reading {
                 use roce_rdma::{Counter, Device, Port, RdmaSnapshot};
                 self.0 += 2;
                 let port = Port {
@@ -285,15 +652,15 @@ mod tests {
                     counters: vec![Counter::new("link_downed", self.0)],
                     ..Port::default()
                 };
-                s.rdma = Some(RdmaSnapshot {
+                let rdma = RdmaSnapshot {
                     devices: vec![Device {
                         name: "x".into(),
                         ports: vec![port],
                         ..Device::default()
                     }],
                     errors: vec![],
-                });
-                SourceState::Ok
+                };
+                Reading::new(SourceState::Ok, Part::Rdma(rdma))
             }
         }
         let mut sampler = Sampler::new(vec![Box::new(Counting(0))], &Config::default());
@@ -331,9 +698,9 @@ mod tests {
             fn name(&self) -> &'static str {
                 "slow"
             }
-            fn sample(&mut self, _s: &mut Snapshot, _e: &mut Vec<String>) -> SourceState {
+            fn sample(&mut self, _i: &Input, _e: &mut Vec<String>) -> Reading {
                 std::thread::sleep(INTERVAL * 3);
-                SourceState::Ok
+                Reading::bare(SourceState::Ok)
             }
         }
         let sampler = Sampler::new(vec![Box::new(Slow)], &Config::default());
@@ -366,5 +733,154 @@ mod tests {
             "{}",
             got[2].ticks_missed_total
         );
+    }
+
+    /// A source whose calls block until the test lets them go, counting
+    /// the calls started.
+    struct Gate {
+        calls: Arc<std::sync::atomic::AtomicUsize>,
+        release: Arc<std::sync::Mutex<mpsc::Receiver<()>>>,
+    }
+
+    impl Source for Gate {
+        fn name(&self) -> &'static str {
+            "gate"
+        }
+        fn sample(&mut self, _i: &Input, _e: &mut Vec<String>) -> Reading {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = self.release.lock().unwrap().recv();
+            Reading::bare(SourceState::Ok)
+        }
+    }
+
+    fn short_interval() -> Config {
+        Config::parse("sample_interval: 100ms\n", "test").unwrap()
+    }
+
+    #[test]
+    fn a_stuck_source_times_out_once_and_is_not_called_on_top_of_itself() {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (release, gate) = mpsc::channel();
+        let gate = Gate {
+            calls: calls.clone(),
+            release: Arc::new(std::sync::Mutex::new(gate)),
+        };
+        let sources: Vec<Box<dyn Source>> = vec![
+            Box::new(gate),
+            Box::new(Fake {
+                name: "c",
+                script: vec![Ok(0)],
+                step: 0,
+            }),
+        ];
+        let mut sampler = Sampler::new(sources, &short_interval());
+        for n in 1..=4u64 {
+            let s = sampler.sample();
+            assert_eq!(s.sequence, n);
+            let gate = s.source("gate").unwrap();
+            assert!(
+                matches!(&gate.state, SourceState::Failed(m) if m.starts_with("timed out")),
+                "{:?}",
+                gate.state
+            );
+            assert!(!gate.state.success());
+            assert!(gate.duration >= sampler.deadline(), "{:?}", gate.duration);
+            assert_eq!(s.source("c").unwrap().state, SourceState::Ok);
+        }
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Once the call returns, the source is called again.
+        release.send(()).unwrap();
+        release.send(()).unwrap();
+        let mut recovered = false;
+        for _ in 0..200 {
+            if sampler.sample().source("gate").unwrap().state == SourceState::Ok {
+                recovered = true;
+                break;
+            }
+        }
+        assert!(recovered);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_reload_while_a_call_is_stuck_does_not_start_another() {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (release, gate_rx) = mpsc::channel();
+        let gate_rx = Arc::new(std::sync::Mutex::new(gate_rx));
+        let gate = |calls: &Arc<std::sync::atomic::AtomicUsize>| -> Box<dyn Source> {
+            Box::new(Gate {
+                calls: calls.clone(),
+                release: gate_rx.clone(),
+            })
+        };
+        let config = short_interval();
+        let mut sampler = Sampler::new(vec![gate(&calls)], &config);
+        sampler.sample();
+        sampler.reconfigure(vec![gate(&calls)], &config);
+        let s = sampler.sample();
+        assert!(!s.source("gate").unwrap().state.success());
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+        drop(release);
+    }
+
+    #[test]
+    fn dependent_sources_get_this_samples_rdma_part_or_the_last_one() {
+        use roce_rdma::{Device, RdmaSnapshot};
+        struct Rdma(Vec<Option<&'static str>>);
+        impl Source for Rdma {
+            fn name(&self) -> &'static str {
+                "rdma"
+            }
+            fn sample(&mut self, _i: &Input, _e: &mut Vec<String>) -> Reading {
+                match self.0.remove(0) {
+                    Some(name) => Reading::new(
+                        SourceState::Ok,
+                        Part::Rdma(RdmaSnapshot {
+                            devices: vec![Device {
+                                name: name.into(),
+                                ..Device::default()
+                            }],
+                            errors: vec![],
+                        }),
+                    ),
+                    None => Reading::bare(SourceState::Failed("no".into())),
+                }
+            }
+        }
+        struct Seen(mpsc::Sender<Option<String>>);
+        impl Source for Seen {
+            fn name(&self) -> &'static str {
+                "seen"
+            }
+            fn needs_rdma(&self) -> bool {
+                true
+            }
+            fn sample(&mut self, i: &Input, _e: &mut Vec<String>) -> Reading {
+                let name = i.rdma.as_ref().map(|r| r.devices[0].name.clone());
+                let _ = self.0.send(name);
+                Reading::bare(SourceState::Ok)
+            }
+        }
+        let (tx, seen) = mpsc::channel();
+        let sources: Vec<Box<dyn Source>> = vec![
+            Box::new(Seen(tx)),
+            Box::new(Rdma(vec![Some("a"), None, None, Some("b")])),
+        ];
+        let mut sampler = Sampler::new(sources, &Config::default());
+        let mut rdma_parts = Vec::new();
+        for _ in 0..4 {
+            let s = sampler.sample();
+            rdma_parts.push(s.rdma.as_ref().map(|r| r.devices[0].name.clone()));
+            // Listed in the order given, whatever the order they ran in.
+            assert_eq!(
+                s.sources.iter().map(|st| st.name).collect::<Vec<_>>(),
+                ["seen", "rdma"]
+            );
+        }
+        let seen: Vec<Option<String>> = seen.try_iter().collect();
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(seen, [some("a"), some("a"), some("a"), some("b")]);
+        // The snapshot carries only what the RDMA source read this sample.
+        assert_eq!(rdma_parts, [some("a"), None, None, some("b")]);
     }
 }

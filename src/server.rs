@@ -3,10 +3,20 @@
 //! rather than left to a framework default. It only serves what the [`App`]
 //! holds; it never touches the host.
 //!
+//! What is limited is work, not idle connections: a connection that has not
+//! sent a whole request costs a task and a small buffer, so the accept loop
+//! always accepts, and sheds such connections first when there are too many.
 //! Limits, all from [`WebLimits`] and [`ServeOptions`]:
-//! - at most `max_connections` connections are served at once; the accept
-//!   loop takes a slot before it calls `accept`, so excess connections wait
-//!   in the kernel's listen backlog (they are not accepted and dropped);
+//! - at most `max_requests` requests are answered at once; one more is
+//!   answered `503` at once (node_exporter's `--web.max-requests`);
+//! - at most `max_connections` connections are open (less when the file
+//!   descriptor limit is lower); at the cap, a new connection closes the
+//!   one that has waited longest without ever sending a whole request
+//!   (headers incomplete, a TLS handshake), then, if none, the one idle
+//!   between keep-alive requests or writing its answer for longest; a
+//!   connection whose request is being answered is never closed for
+//!   another (kept-alive clients reconnect, as HTTP clients do when an idle
+//!   connection closes);
 //! - a client must send its request headers within `header_read_timeout`
 //!   (hyper's timer, which also bounds how long a keep-alive connection may
 //!   sit idle between requests);
@@ -14,15 +24,13 @@
 //!   is closed; a request with a body gets `413` and the connection is closed;
 //! - a response the client stops reading (its window and the socket buffers
 //!   full, no byte taken) for `write_stall_timeout` has its connection cut;
-//!   the answer of a large node outgrows the buffers, and such a client
-//!   would otherwise hold a slot until the connection age ran out;
 //! - a connection older than [`ServeOptions::max_connection_age`] is told to
 //!   close after its current response and is cut [`ServeOptions::close_grace`]
-//!   later, so a client that reads its response very slowly cannot hold a
-//!   slot forever;
-//! - while every slot is taken, responses carry `Connection: close`, so that
-//!   kept-alive clients hand their slot to the ones waiting in the backlog
-//!   instead of holding it for the whole connection age;
+//!   later, so a client that reads its response very slowly cannot hold it
+//!   forever;
+//! - basic-auth checks run on one bcrypt thread with a bounded queue and
+//!   cached outcomes (see [`crate::webconfig`]); a check that finds the
+//!   queue full is answered `503`;
 //! - on shutdown, accepting stops, connections finish their current request
 //!   and close, and whatever is still open after `close_grace` is cut.
 //!
@@ -31,14 +39,16 @@
 //! path and extra response headers, from the configuration in force when
 //! the connection was accepted (see [`crate::webconfig`]).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -50,26 +60,30 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::app::App;
 use crate::config::WebLimits;
 use crate::exposition::Format;
-use crate::webconfig::{WebConfig, WebConfigWatcher, REALM};
+use crate::webconfig::{AuthOutcome, WebConfig, WebConfigWatcher, REALM};
 
-/// Kernel listen backlog: where connections above `max_connections` wait.
+/// Kernel listen backlog: connections not accepted yet (the accept loop
+/// takes them as fast as it can).
 const LISTEN_BACKLOG: i32 = 1024;
 /// hyper refuses a read buffer smaller than this (`MINIMUM_MAX_BUFFER_SIZE`
 /// in hyper's `proto/h1/io.rs`) and panics when asked for less.
 const HYPER_MIN_BUF_SIZE: usize = 8192;
-/// Above this the semaphore arithmetic would overflow; no host serves that
-/// many Prometheus scrapers.
+/// Above this the semaphore arithmetic would overflow (`max_requests`); no
+/// host serves that many Prometheus scrapers.
 const MAX_CONNECTIONS_CAP: usize = 1 << 20;
+/// File descriptors kept free of connections for everything else the
+/// exporter opens (sysfs, procfs, netlink, the probes).
+const RESERVED_FDS: u64 = 256;
 /// Pause after an accept error that is not about one connection (out of file
 /// descriptors, out of memory), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Slack on top of `close_grace` for the last connection tasks to notice
-/// their deadline and release their slot.
+/// their deadline and leave the connection table.
 const DRAIN_SLACK: Duration = Duration::from_millis(500);
 
 const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
@@ -280,10 +294,17 @@ pub async fn serve_with(
     options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
-    let slots_total = options.limits.max_connections.clamp(1, MAX_CONNECTIONS_CAP);
-    let slots = Arc::new(Semaphore::new(slots_total));
-    let http = Arc::new(http1_builder(&options.limits));
-    let timing = ConnectionTiming::of(&options);
+    let table = Arc::new(ConnTable::new(connection_cap(
+        options.limits.max_connections,
+    )));
+    let shared = Arc::new(Shared {
+        app,
+        http: http1_builder(&options.limits),
+        timing: ConnectionTiming::of(&options),
+        requests: Arc::new(Semaphore::new(
+            options.limits.max_requests.clamp(1, MAX_CONNECTIONS_CAP),
+        )),
+    });
     // `true` once shutting down; a dropped sender (serve cancelled) also
     // stops everything.
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -296,10 +317,8 @@ pub async fn serve_with(
         }
         acceptors.push(tokio::spawn(accept_loop(
             listener,
-            app.clone(),
-            http.clone(),
-            slots.clone(),
-            timing,
+            shared.clone(),
+            table.clone(),
             options.web_config.clone(),
             stop_rx.clone(),
         )));
@@ -313,16 +332,227 @@ pub async fn serve_with(
             tracing::warn!(error = %e, "an accept loop ended abnormally");
         }
     }
-    // The listeners are closed now. Every connection holds one slot, so
-    // getting every slot back means every connection has closed.
-    let all = u32::try_from(slots_total).unwrap_or(u32::MAX);
-    match tokio::time::timeout(timing.grace + DRAIN_SLACK, slots.acquire_many(all)).await {
-        Ok(_) => tracing::debug!("all connections closed"),
+    // The listeners are closed now; wait for the connections to close.
+    let grace = shared.timing.grace + DRAIN_SLACK;
+    match tokio::time::timeout(grace, table.drained()).await {
+        Ok(()) => tracing::debug!("all connections closed"),
         Err(_) => {
             tracing::warn!("some connections were still open after the shutdown grace period")
         }
     }
     Ok(())
+}
+
+/// What every connection of one server shares.
+struct Shared {
+    app: Arc<App>,
+    http: http1::Builder,
+    timing: ConnectionTiming,
+    /// One permit per request being answered (`max_requests`).
+    requests: Arc<Semaphore>,
+}
+
+/// `max_connections`, lowered to what the open files limit allows (after
+/// raising its soft value to the hard one, as `main` already does and Go's
+/// runtime does for every Go exporter): the RDMA reader may keep half the
+/// limit open (`roce_rdma::fs::default_max_open`), the connections get the
+/// other half less [`RESERVED_FDS`].
+fn connection_cap(configured: usize) -> usize {
+    let configured = configured.clamp(1, MAX_CONNECTIONS_CAP);
+    let Some(limit) = crate::host::raise_open_file_limit() else {
+        return configured;
+    };
+    let allowed = (limit / 2).saturating_sub(RESERVED_FDS).max(16);
+    let allowed = usize::try_from(allowed).unwrap_or(usize::MAX);
+    if allowed < configured {
+        tracing::warn!(
+            max_connections = configured,
+            open_files_limit = limit,
+            serving = allowed,
+            "web.max_connections is above what the open files limit allows; raise LimitNOFILE"
+        );
+        return allowed;
+    }
+    configured
+}
+
+/// Where a connection is: what decides which one is closed first when
+/// there are too many.
+const WAITING: u8 = 0;
+const ANSWERING: u8 = 1;
+const WRITING: u8 = 2;
+
+/// One open connection as the table sees it.
+struct ConnState {
+    /// [`WAITING`] (for request headers, a TLS handshake, or the next
+    /// keep-alive request), [`ANSWERING`] (the request is being answered),
+    /// [`WRITING`] (the answer is being written and not all taken yet).
+    phase: AtomicU8,
+    /// When the current phase began, in nanoseconds since the table's epoch.
+    since: AtomicU64,
+    /// Whether a request has been received whole on this connection.
+    served: AtomicBool,
+    epoch: Instant,
+    /// Told when the table closes this connection for another.
+    evict: Notify,
+}
+
+impl ConnState {
+    fn new(epoch: Instant) -> Self {
+        let state = ConnState {
+            phase: AtomicU8::new(WAITING),
+            since: AtomicU64::new(0),
+            served: AtomicBool::new(false),
+            epoch,
+            evict: Notify::new(),
+        };
+        state.enter(WAITING);
+        state
+    }
+
+    fn enter(&self, phase: u8) {
+        if phase == ANSWERING {
+            self.served.store(true, Ordering::Relaxed);
+        }
+        let nanos = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.since.store(nanos, Ordering::Relaxed);
+        self.phase.store(phase, Ordering::Release);
+    }
+
+    /// The answer has been handed to the socket whole: waiting again.
+    fn flushed(&self) {
+        if self.phase.load(Ordering::Acquire) == WRITING {
+            self.enter(WAITING);
+        }
+    }
+}
+
+/// The open connections, for the connection cap and the shutdown drain.
+struct ConnTable {
+    cap: usize,
+    epoch: Instant,
+    open: Mutex<TableInner>,
+    /// Notified when the last connection closes.
+    empty: Notify,
+}
+
+#[derive(Default)]
+struct TableInner {
+    next_id: u64,
+    conns: HashMap<u64, Arc<ConnState>>,
+    /// Connections closed for others since the last log line about it.
+    shed: u64,
+    last_report: Option<Instant>,
+}
+
+/// Removes its connection from the table when the connection's task ends.
+struct Registration {
+    table: Arc<ConnTable>,
+    id: u64,
+    state: Arc<ConnState>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let Ok(mut open) = self.table.open.lock() else {
+            return;
+        };
+        open.conns.remove(&self.id);
+        if open.conns.is_empty() {
+            self.table.empty.notify_waiters();
+        }
+    }
+}
+
+/// How often, at most, shed connections are reported.
+const SHED_REPORT_EVERY: Duration = Duration::from_secs(60);
+
+impl ConnTable {
+    fn new(cap: usize) -> Self {
+        ConnTable {
+            cap: cap.max(1),
+            epoch: Instant::now(),
+            open: Mutex::new(TableInner::default()),
+            empty: Notify::new(),
+        }
+    }
+
+    /// Closes the connection that is first to go when the table is full;
+    /// false when every open connection has a request being answered.
+    fn shed_one(&self) -> bool {
+        let Ok(mut open) = self.open.lock() else {
+            return false;
+        };
+        self.shed(&mut open)
+    }
+
+    fn shed(&self, open: &mut TableInner) -> bool {
+        let victim = open
+            .conns
+            .iter()
+            .filter_map(|(id, c)| {
+                // Never a whole request first; then whichever of the idle
+                // and the writing has been so longest.
+                let rank = match c.phase.load(Ordering::Acquire) {
+                    WAITING if !c.served.load(Ordering::Relaxed) => 0,
+                    WAITING | WRITING => 1,
+                    _ => return None,
+                };
+                Some(((rank, c.since.load(Ordering::Relaxed)), *id))
+            })
+            .min()
+            .map(|(_, id)| id);
+        let Some(victim) = victim.and_then(|id| open.conns.remove(&id)) else {
+            return false;
+        };
+        victim.evict.notify_one();
+        open.shed += 1;
+        let due = open
+            .last_report
+            .is_none_or(|t| t.elapsed() >= SHED_REPORT_EVERY);
+        if due {
+            tracing::warn!(
+                max_connections = self.cap,
+                closed = open.shed,
+                "too many open connections: closing those that have waited longest for a request"
+            );
+            open.shed = 0;
+            open.last_report = Some(Instant::now());
+        }
+        true
+    }
+
+    /// Adds a new connection, closing another one first when the table is
+    /// full; `None` (the new one is refused) when every open connection has
+    /// a request being answered.
+    fn admit(self: &Arc<Self>) -> Option<Registration> {
+        let mut open = self.open.lock().ok()?;
+        if open.conns.len() >= self.cap && !self.shed(&mut open) {
+            return None;
+        }
+        let id = open.next_id;
+        open.next_id += 1;
+        let state = Arc::new(ConnState::new(self.epoch));
+        open.conns.insert(id, state.clone());
+        Some(Registration {
+            table: self.clone(),
+            id,
+            state,
+        })
+    }
+
+    /// Resolves once no connection is open.
+    async fn drained(&self) {
+        loop {
+            let notified = self.empty.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.open.lock().map(|o| o.conns.is_empty()).unwrap_or(true) {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 fn http1_builder(limits: &WebLimits) -> http1::Builder {
@@ -359,21 +589,26 @@ impl ConnectionTiming {
 /// have made no progress for `timeout`. hyper has a timer for reading
 /// request headers but none for writing: a client that stops reading an
 /// answer larger than the socket buffers leaves the write pending, and the
-/// connection's slot held, until the connection age runs out. The deadline
+/// connection open, until the connection age runs out. The deadline
 /// starts when a write, flush or shutdown first returns `Pending` and is
 /// dropped as soon as one completes.
+///
+/// It also tells the connection table when an answer has been flushed
+/// whole, which ends the connection's writing phase.
 struct WriteStallGuard<I> {
     io: I,
     timeout: Duration,
     stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+    state: Arc<ConnState>,
 }
 
 impl<I> WriteStallGuard<I> {
-    fn new(io: I, timeout: Duration) -> Self {
+    fn new(io: I, timeout: Duration, state: Arc<ConnState>) -> Self {
         WriteStallGuard {
             io,
             timeout,
             stalled: None,
+            state,
         }
     }
 
@@ -445,7 +680,11 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for WriteStallGuard<I> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        // hyper flushes the socket once its buffer is written out whole.
         let polled = Pin::new(&mut this.io).poll_flush(cx);
+        if matches!(polled, Poll::Ready(Ok(()))) {
+            this.state.flushed();
+        }
         this.progress(polled, cx)
     }
 
@@ -463,26 +702,14 @@ async fn stopping(stop: &mut watch::Receiver<bool>) {
 
 async fn accept_loop(
     listener: TcpListener,
-    app: Arc<App>,
-    http: Arc<http1::Builder>,
-    slots: Arc<Semaphore>,
-    timing: ConnectionTiming,
+    shared: Arc<Shared>,
+    table: Arc<ConnTable>,
     web: Option<Arc<WebConfigWatcher>>,
     mut stop: watch::Receiver<bool>,
 ) {
     // Said once per episode of resource exhaustion, not per failed accept.
     let mut exhausted = false;
     loop {
-        // A slot first, then accept: above the cap, connections wait in the
-        // kernel's backlog instead of being accepted and dropped.
-        let permit = tokio::select! {
-            biased;
-            _ = stopping(&mut stop) => return,
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => return, // the semaphore is never closed
-            },
-        };
         let accepted = tokio::select! {
             biased;
             _ = stopping(&mut stop) => return,
@@ -491,6 +718,13 @@ async fn accept_loop(
         match accepted {
             Ok((stream, peer)) => {
                 exhausted = false;
+                let Some(registration) = table.admit() else {
+                    // Every connection has a request being answered: the
+                    // newest waits for none of them.
+                    tracing::debug!(%peer, "connection refused: every open connection is busy");
+                    drop(stream);
+                    continue;
+                };
                 // Responses are written whole; Nagle would only delay them.
                 let _ = stream.set_nodelay(true);
                 let web = match &web {
@@ -500,13 +734,10 @@ async fn accept_loop(
                 tokio::spawn(serve_connection(
                     stream,
                     peer,
-                    app.clone(),
-                    http.clone(),
-                    timing,
+                    shared.clone(),
                     web,
                     stop.clone(),
-                    permit,
-                    slots.clone(),
+                    registration,
                 ));
             }
             Err(e) if is_connection_error(&e) => {
@@ -517,7 +748,11 @@ async fn accept_loop(
                     tracing::warn!(error = %e, "cannot accept connections; retrying");
                     exhausted = true;
                 }
-                drop(permit);
+                if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    // Out of descriptors all the same (other files open):
+                    // one waiting connection makes room for the next.
+                    table.shed_one();
+                }
                 tokio::select! {
                     _ = stopping(&mut stop) => return,
                     _ = tokio::time::sleep(ACCEPT_BACKOFF) => {}
@@ -537,113 +772,128 @@ fn is_connection_error(e: &std::io::Error) -> bool {
     )
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    app: Arc<App>,
-    http: Arc<http1::Builder>,
-    timing: ConnectionTiming,
+    shared: Arc<Shared>,
     web: Arc<WebConfig>,
     stop: watch::Receiver<bool>,
-    _slot: OwnedSemaphorePermit,
-    slots: Arc<Semaphore>,
+    registration: Registration,
 ) {
-    let busy = Some(slots);
+    let state = registration.state.clone();
     let Some(tls) = web.tls().cloned() else {
-        return drive_connection(stream, peer, app, http, timing, web, stop, busy).await;
+        return drive_connection(stream, peer, shared, web, stop, state).await;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    match tokio::time::timeout(timing.handshake, acceptor.accept(stream)).await {
-        Ok(Ok(tls_stream)) => {
-            drive_connection(tls_stream, peer, app, http, timing, web, stop, busy).await
+    let handshake = tokio::time::timeout(shared.timing.handshake, acceptor.accept(stream));
+    let handshake = tokio::select! {
+        done = handshake => done,
+        _ = state.evict.notified() => {
+            tracing::debug!(%peer, "closed during its TLS handshake for a newer connection");
+            return;
         }
+    };
+    match handshake {
+        Ok(Ok(tls_stream)) => drive_connection(tls_stream, peer, shared, web, stop, state).await,
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
     }
+    drop(registration);
 }
 
-/// Serves HTTP/1.1 on one connection, plain or TLS. `slots`: the accept
-/// loop's connection slots; while none is free, each response closes its
-/// connection. Without that, up to `max_connections` kept-alive scrapers
-/// held every slot for the whole connection age while the others waited in
-/// the backlog (the load test's 200 scrapers on 64 slots: most got one
-/// answer a minute, after their scrape timeout).
-#[allow(clippy::too_many_arguments)]
+/// Serves HTTP/1.1 on one connection, plain or TLS, keeping `state` (its
+/// entry in the connection table) up to date, until the peer closes it,
+/// the server stops, its age runs out or the table closes it for another.
 async fn drive_connection<I>(
     io: I,
     peer: SocketAddr,
-    app: Arc<App>,
-    http: Arc<http1::Builder>,
-    timing: ConnectionTiming,
+    shared: Arc<Shared>,
     web: Arc<WebConfig>,
     mut stop: watch::Receiver<bool>,
-    slots: Option<Arc<Semaphore>>,
+    state: Arc<ConnState>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req: Request<Incoming>| {
-        let app = app.clone();
-        let web = web.clone();
-        let slots = slots.clone();
-        async move {
-            let has_body = !req.body().is_end_stream();
-            let authorized = if web.requires_auth() {
-                // bcrypt takes tens of milliseconds: not on the async workers.
-                let check = web.clone();
-                let headers = req.headers().clone();
-                tokio::task::spawn_blocking(move || check.authorize(&headers))
-                    .await
-                    .unwrap_or(false)
-            } else {
-                true
-            };
-            let mut response = if authorized {
-                respond(
-                    &app,
-                    req.method(),
-                    req.uri().path(),
-                    req.headers(),
-                    has_body,
-                )
-            } else {
-                unauthorized(has_body)
-            };
-            let h = response.headers_mut();
-            for (name, value) in web.headers() {
-                h.insert(name.clone(), value.clone());
+    let timing = shared.timing;
+    let service = {
+        let shared = shared.clone();
+        let state = state.clone();
+        service_fn(move |req: Request<Incoming>| {
+            let shared = shared.clone();
+            let web = web.clone();
+            let state = state.clone();
+            async move {
+                state.enter(ANSWERING);
+                let mut response = answer(&shared, &web, req).await;
+                let h = response.headers_mut();
+                for (name, value) in web.headers() {
+                    h.insert(name.clone(), value.clone());
+                }
+                state.enter(WRITING);
+                Ok::<_, Infallible>(response)
             }
-            if slots.is_some_and(|s| s.available_permits() == 0) {
-                h.insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
-            Ok::<_, Infallible>(response)
-        }
-    });
-    let io = WriteStallGuard::new(io, timing.write_stall);
-    let conn = http.serve_connection(TokioIo::new(io), service);
+        })
+    };
+    let io = WriteStallGuard::new(io, timing.write_stall, state.clone());
+    let conn = shared.http.serve_connection(TokioIo::new(io), service);
     let mut conn = std::pin::pin!(conn);
     let finished = tokio::select! {
         result = conn.as_mut() => Some(result),
         _ = stopping(&mut stop) => None,
         _ = tokio::time::sleep(timing.max_age) => None,
+        _ = state.evict.notified() => {
+            tracing::debug!(%peer, "closed for a newer connection (too many open)");
+            return;
+        }
     };
     let result = match finished {
         Some(result) => result,
         None => {
             // Finish the request in progress (if any), then close.
             conn.as_mut().graceful_shutdown();
-            match tokio::time::timeout(timing.grace, conn.as_mut()).await {
-                Ok(result) => result,
-                Err(_) => {
-                    tracing::debug!(%peer, "connection did not finish in time; closing it");
-                    Ok(())
-                }
+            let graceful = tokio::time::timeout(timing.grace, conn.as_mut());
+            tokio::select! {
+                done = graceful => match done {
+                    Ok(result) => result,
+                    Err(_) => {
+                        tracing::debug!(%peer, "connection did not finish in time; closing it");
+                        Ok(())
+                    }
+                },
+                _ = state.evict.notified() => Ok(()),
             }
         }
     };
     if let Err(e) = result {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
+}
+
+/// One request's answer: authentication (cached, or on the bcrypt
+/// thread), then, within `max_requests`, the route's response.
+async fn answer(shared: &Shared, web: &WebConfig, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let has_body = !req.body().is_end_stream();
+    match web.check(req.headers()).await {
+        AuthOutcome::Allowed => {}
+        AuthOutcome::Denied => return unauthorized(has_body),
+        AuthOutcome::Busy => {
+            return busy(
+                has_body,
+                "too many credential checks in progress; retry later\n",
+            )
+        }
+    }
+    // Held while the response is built; hyper writes it afterwards.
+    let Ok(_permit) = shared.requests.clone().try_acquire_owned() else {
+        return busy(has_body, "too many requests in progress; retry later\n");
+    };
+    respond(
+        &shared.app,
+        req.method(),
+        req.uri().path(),
+        req.headers(),
+        has_body,
+    )
 }
 
 /// Serves HTTP/1.1 on one already open byte stream, exactly as the accept
@@ -656,12 +906,19 @@ pub async fn serve_stream<I>(io: I, app: Arc<App>, options: &ServeOptions, web: 
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let http = Arc::new(http1_builder(&options.limits));
-    let timing = ConnectionTiming::of(options);
+    let shared = Arc::new(Shared {
+        app,
+        http: http1_builder(&options.limits),
+        timing: ConnectionTiming::of(options),
+        requests: Arc::new(Semaphore::new(
+            options.limits.max_requests.clamp(1, MAX_CONNECTIONS_CAP),
+        )),
+    });
     // Kept until the connection ends: a dropped sender reads as shutdown.
     let (stop_tx, stop_rx) = watch::channel(false);
     let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    drive_connection(io, peer, app, http, timing, web, stop_rx, None).await;
+    let state = Arc::new(ConnState::new(Instant::now()));
+    drive_connection(io, peer, shared, web, stop_rx, state).await;
     drop(stop_tx);
 }
 
@@ -790,6 +1047,18 @@ fn unauthorized(has_body: bool) -> Response<Full<Bytes>> {
     r
 }
 
+/// `503` for a request over a limit; the client may retry at once.
+fn busy(has_body: bool, text: &'static str) -> Response<Full<Bytes>> {
+    let mut r = simple(StatusCode::SERVICE_UNAVAILABLE, text);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    if has_body {
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    r
+}
+
 fn simple(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
     *r.status_mut() = status;
@@ -891,6 +1160,72 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// One connection of a server whose `max_requests` permits are all
+    /// held by the test: what a request gets at the limit, and after it.
+    #[tokio::test]
+    async fn over_max_requests_a_request_gets_503_at_once() {
+        let app = Arc::new(App::new(
+            crate::exposition::BuildInfo::current(Duration::from_secs(5)),
+            Arc::new(crate::snapshot::Snapshot::default()),
+        ));
+        let options = ServeOptions::new(WebLimits {
+            max_requests: 1,
+            ..WebLimits::default()
+        });
+        let shared = Arc::new(Shared {
+            app,
+            http: http1_builder(&options.limits),
+            timing: ConnectionTiming::of(&options),
+            requests: Arc::new(Semaphore::new(1)),
+        });
+        let busy = shared.requests.clone().try_acquire_owned().unwrap();
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        let (_stop_tx, stop_rx) = watch::channel(false);
+        let state = Arc::new(ConnState::new(Instant::now()));
+        let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let conn = tokio::spawn(drive_connection(
+            server,
+            peer,
+            shared.clone(),
+            Arc::new(WebConfig::plain()),
+            stop_rx,
+            state,
+        ));
+        let ask = async |client: &mut tokio::io::DuplexStream| {
+            client
+                .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+                .await
+                .unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = client.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "closed before answering");
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length: "))
+                        .and_then(|v| v.parse().ok())
+                        .unwrap();
+                    if body.len() >= length {
+                        return head.to_string();
+                    }
+                }
+            }
+        };
+        let head = ask(&mut client).await;
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(head.contains("retry-after: 1"), "{head}");
+        drop(busy);
+        let head = ask(&mut client).await;
+        assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+        drop(client);
+        conn.await.unwrap();
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -1,7 +1,8 @@
 //! The immutable result of one sample: what every source read, and how each
 //! source fared. Plain data; rules and exposition only read it.
 
-use std::time::{Duration, SystemTime};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
 
 /// One sample of the host.
 #[derive(Debug, Clone, Default)]
@@ -13,8 +14,14 @@ pub struct Snapshot {
     /// host's scheduling of the sampler, overran the interval. Counted after
     /// each sample, so a miss shows in the snapshot that follows it.
     pub ticks_missed_total: u64,
-    /// When the sample started.
+    /// When the sample started, on the wall clock: for display and
+    /// exposition only (it can step back or jump).
     pub taken_at: Option<SystemTime>,
+    /// When the sample started, on the monotonic clock ([`monotonic_now`]):
+    /// what windows, rates, hold times and staleness are measured on.
+    pub monotonic: Option<Duration>,
+    /// The sample interval in force when it was taken (zero: unknown).
+    pub interval: Duration,
     /// One entry per source that ran, in the order they ran.
     pub sources: Vec<SourceStatus>,
     /// RDMA devices, ports, counters and GIDs (`/sys/class/infiniband`).
@@ -29,11 +36,39 @@ pub struct Snapshot {
     /// Active findings after this sample (rules over the history, with the
     /// hold time applied).
     pub findings: Vec<crate::rules::Finding>,
+    /// Rules that panicked since start, with how many times (a rule that
+    /// panics loses its findings for that sample only).
+    pub rule_panics_total: Vec<(&'static str, u64)>,
 }
 
 impl Snapshot {
     pub fn source(&self, name: &str) -> Option<&SourceStatus> {
         self.sources.iter().find(|s| s.name == name)
+    }
+
+    /// The sample's time for measuring intervals: [`Self::monotonic`], or,
+    /// for a snapshot made without a sampler (tests, fixtures), `taken_at`
+    /// as time since the epoch.
+    pub fn clock(&self) -> Option<Duration> {
+        self.monotonic.or_else(|| {
+            self.taken_at
+                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        })
+    }
+
+    /// How long ago the sample started: on the monotonic clock when it has
+    /// a monotonic time, else on the wall clock (zero when that stepped
+    /// back); `None` without either.
+    pub fn age(&self) -> Option<Duration> {
+        self.age_at(monotonic_now())
+    }
+
+    /// [`Self::age`] at `now` on the monotonic clock.
+    pub fn age_at(&self, now: Duration) -> Option<Duration> {
+        match self.monotonic {
+            Some(m) => Some(now.saturating_sub(m)),
+            None => self.taken_at.map(|t| t.elapsed().unwrap_or(Duration::ZERO)),
+        }
     }
 
     /// Seconds since the epoch of `taken_at`, 0 when unknown.
@@ -43,6 +78,13 @@ impl Snapshot {
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0)
     }
+}
+
+/// Time on the monotonic clock: since a fixed instant taken once per
+/// process, so that every sampler in the process measures on one scale.
+pub fn monotonic_now() -> Duration {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed()
 }
 
 /// How one source fared in one sample.

@@ -5,12 +5,28 @@
 //! (rustls with the `ring` provider: TLS 1.0 and 1.1 are never offered),
 //! basic-auth checks, and reloading when the file or a file it names changes.
 //!
+//! Reloads fail closed: a changed file that is empty, does not parse, or
+//! would lower the protection in force (TLS to none, a required client
+//! certificate to not required, users to none) is refused with an error in
+//! the log and the running configuration stays; lowering it takes a
+//! restart. A refused file's named certificate, key and CA files are
+//! watched too, so one that appears later is picked up.
+//!
+//! Basic auth: bcrypt runs on one dedicated thread with a bounded queue,
+//! and every outcome (success and failure) is cached under a SHA-256 of
+//! the presented credentials and the configured hash, as exporter-toolkit
+//! does since CVE-2022-46146, so clients repeating wrong passwords cannot
+//! take more than that one core and a scraper whose password was checked
+//! once is never queued behind them.
+//!
 //! PEM is parsed with `rustls-pki-types`: `rustls-pemfile` is flagged by
 //! RUSTSEC-2025-0134.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -32,6 +48,15 @@ const RECHECK_EVERY: Duration = Duration::from_secs(1);
 /// The highest bcrypt cost accepted, htpasswd's own maximum (`-C 4..17`):
 /// one verification at 17 takes seconds already.
 const MAX_BCRYPT_COST: u32 = 17;
+/// Verifications waiting for the bcrypt thread; a request beyond them is
+/// answered 503 at once instead of waiting (and holding its connection's
+/// work) behind a queue that takes seconds to drain.
+const BCRYPT_QUEUE: usize = 64;
+/// Outcomes remembered per kind. Successes need a right password, so an
+/// attacker cannot fill their set and push a scraper's entry out; failures
+/// are bounded separately (one entry out, an arbitrary one, per entry in).
+const CACHED_SUCCESSES: usize = 256;
+const CACHED_FAILURES: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
@@ -101,12 +126,146 @@ pub struct WebConfig {
     tls: Option<Arc<rustls::ServerConfig>>,
     users: BTreeMap<String, String>,
     headers: Vec<(HeaderName, HeaderValue)>,
-    /// Passwords already verified against the current hash of each user, so
-    /// that repeated scrapes do not pay a bcrypt verification each (tens of
-    /// milliseconds). A reload builds a new `WebConfig`, emptying it.
-    verified: Mutex<HashMap<String, Vec<u8>>>,
+    /// `client_auth_type` when TLS is on, for the protection comparison.
+    client_auth: Option<ClientAuth>,
+    /// Outcomes of earlier checks. Keyed by the configured hash too, so a
+    /// reload hands it on to the new configuration unchanged.
+    auth: Arc<AuthState>,
     /// The files this configuration was read from, for change detection.
     files: Vec<PathBuf>,
+}
+
+/// A SHA-256 of the presented user and password and the hash they were
+/// checked against: the cache never holds a password.
+type CredentialKey = [u8; 32];
+
+/// Cached outcomes of bcrypt verifications and how many were run.
+#[derive(Default)]
+struct AuthState {
+    cache: Mutex<AuthCache>,
+    verifications: AtomicU64,
+}
+
+#[derive(Default)]
+struct AuthCache {
+    ok: HashSet<CredentialKey>,
+    failed: HashSet<CredentialKey>,
+}
+
+impl AuthState {
+    fn lookup(&self, key: &CredentialKey) -> Option<bool> {
+        let cache = self.cache.lock().ok()?;
+        if cache.ok.contains(key) {
+            Some(true)
+        } else if cache.failed.contains(key) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    fn remember(&self, key: CredentialKey, ok: bool) {
+        let Ok(mut cache) = self.cache.lock() else {
+            return;
+        };
+        let (set, bound) = if ok {
+            (&mut cache.ok, CACHED_SUCCESSES)
+        } else {
+            (&mut cache.failed, CACHED_FAILURES)
+        };
+        if set.len() >= bound {
+            if let Some(old) = set.iter().next().copied() {
+                set.remove(&old);
+            }
+        }
+        set.insert(key);
+    }
+
+    /// The verification itself, counted; `known`: the user exists (an
+    /// unknown one is checked against another user's hash, so that its
+    /// answer takes as long, and always fails).
+    fn verify(&self, password: &[u8], hash: &str, known: bool) -> bool {
+        self.verifications.fetch_add(1, Ordering::Relaxed);
+        // A panic would end the one bcrypt thread: it is a failed check.
+        let verified = std::panic::catch_unwind(|| bcrypt::verify(password, hash));
+        matches!(verified, Ok(Ok(true))) && known
+    }
+}
+
+/// The outcome of [`WebConfig::check`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthOutcome {
+    Allowed,
+    Denied,
+    /// The credentials were not seen before and the bcrypt queue is full:
+    /// not checked (the server answers 503).
+    Busy,
+}
+
+/// One verification for the bcrypt thread.
+struct BcryptJob {
+    password: Vec<u8>,
+    hash: String,
+    known: bool,
+    key: CredentialKey,
+    state: Arc<AuthState>,
+    reply: tokio::sync::oneshot::Sender<bool>,
+}
+
+/// The one thread that runs bcrypt for every connection and configuration,
+/// started on first use; `None` when the thread cannot be started.
+fn bcrypt_queue() -> Option<&'static SyncSender<BcryptJob>> {
+    static QUEUE: OnceLock<Option<SyncSender<BcryptJob>>> = OnceLock::new();
+    QUEUE
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::sync_channel::<BcryptJob>(BCRYPT_QUEUE);
+            let spawned = std::thread::Builder::new()
+                .name("bcrypt".into())
+                .spawn(move || {
+                    for job in rx {
+                        if job.reply.is_closed() {
+                            continue; // the client went away while queued
+                        }
+                        // Identical credentials queued together are
+                        // verified once.
+                        let ok = match job.state.lookup(&job.key) {
+                            Some(ok) => ok,
+                            None => {
+                                let ok = job.state.verify(&job.password, &job.hash, job.known);
+                                job.state.remember(job.key, ok);
+                                ok
+                            }
+                        };
+                        let _ = job.reply.send(ok);
+                    }
+                });
+            match spawned {
+                Ok(_) => Some(tx),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the bcrypt thread; basic auth answers 503 for unchecked credentials");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// `None` when the SHA-256 is unavailable: then nothing is cached.
+fn credential_key(user: &str, password: &str, hash: Option<&str>) -> Option<CredentialKey> {
+    // Lengths first: ("ab", "c") and ("a", "bc") must not share a key.
+    let mut input = Vec::with_capacity(24 + user.len() + password.len() + 64);
+    for part in [
+        user.as_bytes(),
+        password.as_bytes(),
+        hash.unwrap_or("").as_bytes(),
+    ] {
+        input.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        input.extend_from_slice(part);
+    }
+    // rustls's own SHA-256 (ring): no extra dependency for one hash.
+    let suite = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256.tls13()?;
+    let digest = suite.common.hash_provider.hash(&input);
+    CredentialKey::try_from(digest.as_ref()).ok()
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -126,97 +285,21 @@ impl WebConfig {
             tls: None,
             users: BTreeMap::new(),
             headers: Vec::new(),
-            verified: Mutex::new(HashMap::new()),
+            client_auth: None,
+            auth: Arc::default(),
             files: Vec::new(),
         }
     }
 
     /// Parses YAML text; relative file names resolve against `base_dir`.
     pub fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<WebConfig, WebConfigError> {
-        let invalid = |message: String| WebConfigError::Invalid {
-            path: origin.to_string(),
-            message,
-        };
-        let meaningful = text.lines().any(|l| {
-            let t = l.trim();
-            !t.is_empty() && !t.starts_with('#') && t != "---"
-        });
-        let file: WebConfigFile = if meaningful {
-            serde_saphyr::from_str(text).map_err(|e| invalid(e.to_string()))?
-        } else {
-            WebConfigFile::default()
-        };
-        let mut files = Vec::new();
-        let tls = match &file.tls_server_config {
-            Some(t) => Some(Arc::new(
-                build_tls(t, base_dir, &mut files).map_err(invalid)?,
-            )),
-            None => None,
-        };
-        for (user, hash) in &file.basic_auth_users {
-            if user.contains(':') {
-                return Err(invalid(format!(
-                    "basic_auth_users: user name {user:?} contains ':', which basic auth cannot carry"
-                )));
-            }
-            let Ok(parts) = hash.parse::<bcrypt::HashParts>() else {
-                return Err(invalid(format!(
-                    "basic_auth_users: the password of {user:?} is not a bcrypt hash (expected $2y$..., e.g. from htpasswd -nBC 10)"
-                )));
-            };
-            // Each check of a wrong or uncached password runs bcrypt at the
-            // hash's cost, 2^cost rounds: cost 10 takes ~60 ms, 31 (which
-            // the format allows) about a day and a half, so every scrape
-            // would hang. Above htpasswd's own limit is refused.
-            if parts.get_cost() > MAX_BCRYPT_COST {
-                return Err(invalid(format!(
-                    "basic_auth_users: the bcrypt cost of {user:?} is {}, above {MAX_BCRYPT_COST} (each check would take 15 s or more); use htpasswd -nBC 10",
-                    parts.get_cost()
-                )));
-            }
-        }
-        let mut headers = Vec::new();
-        for (name, value) in &file.http_server_config.headers {
-            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                invalid(format!(
-                    "http_server_config.headers: {name:?} is not a valid header name"
-                ))
-            })?;
-            if RESERVED_HEADERS.contains(&n) {
-                return Err(invalid(format!(
-                    "http_server_config.headers: {name:?} is set by the server and cannot be configured"
-                )));
-            }
-            let v = HeaderValue::from_str(value).map_err(|_| {
-                invalid(format!(
-                    "http_server_config.headers: the value of {name:?} is not a valid header value"
-                ))
-            })?;
-            headers.push((n, v));
-        }
-        if file.http_server_config.http2 == Some(true) {
-            tracing::info!(
-                "web config: http2 is accepted for compatibility; only HTTP/1.1 is served"
-            );
-        }
-        Ok(WebConfig {
-            tls,
-            users: file.basic_auth_users,
-            headers,
-            verified: Mutex::new(HashMap::new()),
-            files,
-        })
+        let file = parse_file(text, origin)?;
+        let named = named_files(&file, base_dir);
+        build(file, origin, base_dir, named)
     }
 
     pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| WebConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        let mut config = WebConfig::parse(&text, &path.display().to_string(), base)?;
-        config.files.insert(0, path.to_path_buf());
-        Ok(config)
+        attempt(path, false).result
     }
 
     /// The TLS configuration, when TLS is on.
@@ -234,40 +317,281 @@ impl WebConfig {
         !self.users.is_empty()
     }
 
+    /// bcrypt verifications run for this configuration (and those it was
+    /// reloaded from) so far; cached outcomes are not counted.
+    pub fn bcrypt_verifications(&self) -> u64 {
+        self.auth.verifications.load(Ordering::Relaxed)
+    }
+
+    /// The presented credentials, their cache key, the hash to verify
+    /// against and whether the user exists; `None`: no usable credentials.
+    fn credentials(&self, headers: &HeaderMap) -> Option<Presented> {
+        let (user, password) = basic_credentials(headers)?;
+        let known = self.users.get(&user);
+        // An unknown user is checked against a real hash too, so that the
+        // answer takes as long as for a known user with a wrong password.
+        let hash = known.or_else(|| self.users.values().next())?.clone();
+        let key = credential_key(&user, &password, known.map(String::as_str));
+        Some(Presented {
+            password,
+            hash,
+            known: known.is_some(),
+            key,
+        })
+    }
+
     /// Whether the request's `Authorization` header names a configured user
     /// with the right password (always true without `basic_auth_users`).
-    /// May run a bcrypt verification: call it off the async workers.
+    /// May run a bcrypt verification on the calling thread; the server
+    /// uses [`WebConfig::check`].
     pub fn authorize(&self, headers: &HeaderMap) -> bool {
         if self.users.is_empty() {
             return true;
         }
-        let Some((user, password)) = basic_credentials(headers) else {
+        let Some(p) = self.credentials(headers) else {
             return false;
         };
-        let known = self.users.get(&user);
-        if known.is_some() {
-            if let Ok(cache) = self.verified.lock() {
-                if cache
-                    .get(&user)
-                    .is_some_and(|p| constant_time_eq(p, password.as_bytes()))
-                {
-                    return true;
-                }
-            }
+        if let Some(ok) = p.key.and_then(|k| self.auth.lookup(&k)) {
+            return ok;
         }
-        // An unknown user is checked against a real hash too, so that the
-        // answer takes as long as for a known user with a wrong password.
-        let Some(hash) = known.or_else(|| self.users.values().next()) else {
-            return false;
-        };
-        let ok = bcrypt::verify(password.as_bytes(), hash).unwrap_or(false) && known.is_some();
-        if ok {
-            if let Ok(mut cache) = self.verified.lock() {
-                cache.insert(user, password.into_bytes());
-            }
+        let ok = self.auth.verify(p.password.as_bytes(), &p.hash, p.known);
+        if let Some(k) = p.key {
+            self.auth.remember(k, ok);
         }
         ok
     }
+
+    /// [`WebConfig::authorize`] for the async server: an outcome cached for
+    /// these exact credentials answers at once; otherwise the check waits
+    /// for the one bcrypt thread, or is `Busy` when its queue is full.
+    pub async fn check(&self, headers: &HeaderMap) -> AuthOutcome {
+        let allowed = |ok: bool| {
+            if ok {
+                AuthOutcome::Allowed
+            } else {
+                AuthOutcome::Denied
+            }
+        };
+        if self.users.is_empty() {
+            return AuthOutcome::Allowed;
+        }
+        let Some(p) = self.credentials(headers) else {
+            return AuthOutcome::Denied;
+        };
+        let Some(key) = p.key else {
+            // No SHA-256 to key a cache with: nothing is ever cached, and
+            // every check would queue; refuse rather than burn the thread.
+            return AuthOutcome::Busy;
+        };
+        if let Some(ok) = self.auth.lookup(&key) {
+            return allowed(ok);
+        }
+        let Some(queue) = bcrypt_queue() else {
+            return AuthOutcome::Busy;
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = BcryptJob {
+            password: p.password.into_bytes(),
+            hash: p.hash,
+            known: p.known,
+            key,
+            state: self.auth.clone(),
+            reply,
+        };
+        match queue.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => return AuthOutcome::Busy,
+        }
+        match answer.await {
+            Ok(ok) => allowed(ok),
+            Err(_) => AuthOutcome::Busy,
+        }
+    }
+
+    /// Why `next` would lower the protection this configuration gives, if
+    /// it would: TLS off, a required client certificate no longer required
+    /// (or no longer verified), basic auth off.
+    fn lowered_by(&self, next: &WebConfig) -> Option<String> {
+        let mut why = Vec::new();
+        if self.tls.is_some() && next.tls.is_none() {
+            why.push("it turns TLS off (tls_server_config removed)".to_string());
+        }
+        let rank = |c: Option<ClientAuth>| match c {
+            Some(ClientAuth::RequireAndVerifyClientCert) => 2,
+            Some(ClientAuth::RequireAnyClientCert) => 1,
+            _ => 0,
+        };
+        if next.tls.is_some() && rank(next.client_auth) < rank(self.client_auth) {
+            why.push(format!(
+                "it lowers tls_server_config.client_auth_type from {:?} to {:?}",
+                self.client_auth.unwrap_or_default(),
+                next.client_auth.unwrap_or_default()
+            ));
+        }
+        if !self.users.is_empty() && next.users.is_empty() {
+            why.push("it turns basic auth off (no basic_auth_users)".to_string());
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+}
+
+/// Credentials taken from a request, ready to check.
+struct Presented {
+    password: String,
+    hash: String,
+    known: bool,
+    key: Option<CredentialKey>,
+}
+
+/// Whether a file has any content besides blank lines, comments and a
+/// document marker.
+fn meaningful(text: &str) -> bool {
+    text.lines().any(|l| {
+        let t = l.trim();
+        !t.is_empty() && !t.starts_with('#') && t != "---"
+    })
+}
+
+fn parse_file(text: &str, origin: &str) -> Result<WebConfigFile, WebConfigError> {
+    if !meaningful(text) {
+        return Ok(WebConfigFile::default());
+    }
+    serde_saphyr::from_str(text).map_err(|e| WebConfigError::Invalid {
+        path: origin.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Every file the configuration names, resolved (whether or not it exists).
+fn named_files(file: &WebConfigFile, base: &Path) -> Vec<PathBuf> {
+    let Some(t) = &file.tls_server_config else {
+        return Vec::new();
+    };
+    let mut files = vec![resolve(base, &t.cert_file), resolve(base, &t.key_file)];
+    if let Some(ca) = &t.client_ca_file {
+        files.push(resolve(base, ca));
+    }
+    files
+}
+
+fn build(
+    file: WebConfigFile,
+    origin: &str,
+    base_dir: &Path,
+    files: Vec<PathBuf>,
+) -> Result<WebConfig, WebConfigError> {
+    let invalid = |message: String| WebConfigError::Invalid {
+        path: origin.to_string(),
+        message,
+    };
+    let tls = match &file.tls_server_config {
+        Some(t) => Some(Arc::new(build_tls(t, base_dir).map_err(invalid)?)),
+        None => None,
+    };
+    for (user, hash) in &file.basic_auth_users {
+        if user.contains(':') {
+            return Err(invalid(format!(
+                "basic_auth_users: user name {user:?} contains ':', which basic auth cannot carry"
+            )));
+        }
+        let Ok(parts) = hash.parse::<bcrypt::HashParts>() else {
+            return Err(invalid(format!(
+                "basic_auth_users: the password of {user:?} is not a bcrypt hash (expected $2y$..., e.g. from htpasswd -nBC 10)"
+            )));
+        };
+        // Each check of a wrong or uncached password runs bcrypt at the
+        // hash's cost, 2^cost rounds: cost 10 takes ~60 ms, 31 (which
+        // the format allows) about a day and a half, so every scrape
+        // would hang. Above htpasswd's own limit is refused.
+        if parts.get_cost() > MAX_BCRYPT_COST {
+            return Err(invalid(format!(
+                "basic_auth_users: the bcrypt cost of {user:?} is {}, above {MAX_BCRYPT_COST} (each check would take 15 s or more); use htpasswd -nBC 10",
+                parts.get_cost()
+            )));
+        }
+    }
+    let mut headers = Vec::new();
+    for (name, value) in &file.http_server_config.headers {
+        let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            invalid(format!(
+                "http_server_config.headers: {name:?} is not a valid header name"
+            ))
+        })?;
+        if RESERVED_HEADERS.contains(&n) {
+            return Err(invalid(format!(
+                "http_server_config.headers: {name:?} is set by the server and cannot be configured"
+            )));
+        }
+        let v = HeaderValue::from_str(value).map_err(|_| {
+            invalid(format!(
+                "http_server_config.headers: the value of {name:?} is not a valid header value"
+            ))
+        })?;
+        headers.push((n, v));
+    }
+    if file.http_server_config.http2 == Some(true) {
+        tracing::info!("web config: http2 is accepted for compatibility; only HTTP/1.1 is served");
+    }
+    Ok(WebConfig {
+        client_auth: file.tls_server_config.as_ref().map(|t| t.client_auth_type),
+        tls,
+        users: file.basic_auth_users,
+        headers,
+        auth: Arc::default(),
+        files,
+    })
+}
+
+/// One read of the file: the configuration or why not, and every file it
+/// names with the version of each seen before it was read (so a change
+/// made during the read is seen by the next look).
+struct Attempt {
+    files: Vec<(PathBuf, Stamp)>,
+    result: Result<WebConfig, WebConfigError>,
+}
+
+/// `reload`: an empty file is refused (at start it means plain HTTP, as
+/// for exporter-toolkit; on a running server it is a file being written).
+fn attempt(path: &Path, reload: bool) -> Attempt {
+    let mut files = vec![(path.to_path_buf(), stamp(path))];
+    let origin = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(source) => {
+            return Attempt {
+                files,
+                result: Err(WebConfigError::Read {
+                    path: origin,
+                    source,
+                }),
+            }
+        }
+    };
+    if reload && !meaningful(&text) {
+        return Attempt {
+            files,
+            result: Err(WebConfigError::Invalid {
+                path: origin,
+                message: "the file is empty (or only comments)".into(),
+            }),
+        };
+    }
+    let file = match parse_file(&text, &origin) {
+        Ok(f) => f,
+        Err(e) => {
+            return Attempt {
+                files,
+                result: Err(e),
+            }
+        }
+    };
+    let base = path.parent().unwrap_or(Path::new("."));
+    let named = named_files(&file, base);
+    files.extend(named.iter().map(|f| (f.clone(), stamp(f))));
+    let mut all = vec![path.to_path_buf()];
+    all.extend(named.iter().cloned());
+    let result = build(file, &origin, base, all);
+    Attempt { files, result }
 }
 
 /// Headers the server owns; configuring them would corrupt responses.
@@ -279,17 +603,6 @@ const RESERVED_HEADERS: [HeaderName; 6] = [
     header::CONNECTION,
     header::WWW_AUTHENTICATE,
 ];
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = u8::from(a.len() != b.len());
-    let n = a.len().max(b.len());
-    for i in 0..n {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= x ^ y;
-    }
-    diff == 0
-}
 
 /// `Authorization: Basic base64(user:password)`.
 fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
@@ -318,11 +631,7 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn build_tls(
-    t: &TlsFile,
-    base: &Path,
-    files: &mut Vec<PathBuf>,
-) -> Result<rustls::ServerConfig, String> {
+fn build_tls(t: &TlsFile, base: &Path) -> Result<rustls::ServerConfig, String> {
     let min = t.min_version.unwrap_or(TlsVersion::TLS12);
     let max = t.max_version.unwrap_or(TlsVersion::TLS13);
     for (key, v) in [
@@ -348,8 +657,6 @@ fn build_tls(
 
     let cert_path = resolve(base, &t.cert_file);
     let key_path = resolve(base, &t.key_file);
-    files.push(cert_path.clone());
-    files.push(key_path.clone());
     let certs = CertificateDer::pem_file_iter(&cert_path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| format!("tls_server_config.cert_file {}: {e}", cert_path.display()))?;
@@ -369,7 +676,6 @@ fn build_tls(
     let roots = match &t.client_ca_file {
         Some(ca) => {
             let ca_path = resolve(base, ca);
-            files.push(ca_path.clone());
             let mut roots = RootCertStore::empty();
             let cas = CertificateDer::pem_file_iter(&ca_path)
                 .and_then(|it| it.collect::<Result<Vec<_>, _>>())
@@ -500,31 +806,29 @@ impl ClientCertVerifier for AnyClientCert {
     }
 }
 
-/// What identifies a file's version: a rewrite or a rename changes it.
-type Fingerprint = Vec<Option<(SystemTime, u64, u64)>>;
+/// What identifies a file's version (a rewrite or a rename changes it);
+/// `None` while it does not exist.
+type Stamp = Option<(SystemTime, u64, u64)>;
 
-fn fingerprint(files: &[PathBuf]) -> Fingerprint {
+fn stamp(file: &Path) -> Stamp {
     use std::os::unix::fs::MetadataExt;
-    files
-        .iter()
-        .map(|f| {
-            let m = std::fs::metadata(f).ok()?;
-            Some((m.modified().ok()?, m.len(), m.ino()))
-        })
-        .collect()
+    let m = std::fs::metadata(file).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
 struct WatchState {
     checked: Instant,
-    files: Vec<PathBuf>,
-    seen: Fingerprint,
+    /// Every file watched and its version when last looked at.
+    seen: BTreeMap<PathBuf, Stamp>,
 }
 
 /// The web configuration in force, re-read when its file or a certificate,
 /// key or CA file it names changes (looked at on new connections, at most
 /// once per [`RECHECK_EVERY`]), so certificates rotate without a restart.
-/// A changed file that does not validate is refused with an error in the
-/// log and the last good configuration stays.
+/// A change is refused, with an error in the log, when the file does not
+/// validate, is empty, or would lower the protection in force; the running
+/// configuration stays, and the files the refused one names are watched
+/// along with the running one's.
 pub struct WebConfigWatcher {
     path: PathBuf,
     current: ArcSwap<WebConfig>,
@@ -542,16 +846,14 @@ impl std::fmt::Debug for WebConfigWatcher {
 impl WebConfigWatcher {
     /// Loads the file; an invalid file is an error (the caller exits).
     pub fn load(path: &Path) -> Result<WebConfigWatcher, WebConfigError> {
-        let config = WebConfig::load(path)?;
-        let files = config.files.clone();
-        let seen = fingerprint(&files);
+        let Attempt { files, result } = attempt(path, false);
+        let config = result?;
         Ok(WebConfigWatcher {
             path: path.to_path_buf(),
             current: ArcSwap::from_pointee(config),
             state: Mutex::new(WatchState {
                 checked: Instant::now(),
-                files,
-                seen,
+                seen: files.into_iter().collect(),
             }),
         })
     }
@@ -572,24 +874,46 @@ impl WebConfigWatcher {
             return;
         }
         state.checked = Instant::now();
-        let now = fingerprint(&state.files);
-        if now == state.seen {
+        if state.seen.iter().all(|(f, seen)| stamp(f) == *seen) {
             return;
         }
-        // Remembered even when refused, so a bad file is reported once, not
-        // on every check; the next edit is looked at again.
-        state.seen = now;
-        match WebConfig::load(&self.path) {
-            Ok(config) => {
-                state.files = config.files.clone();
-                state.seen = fingerprint(&state.files);
-                self.current.store(Arc::new(config));
-                tracing::info!(file = %self.path.display(), "web configuration reloaded");
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "web configuration change refused; keeping the running one");
-            }
-        }
+        let Attempt { files, result } = attempt(&self.path, true);
+        let running = self.current.load_full();
+        let refused = match result {
+            Ok(next) => match running.lowered_by(&next) {
+                None => {
+                    let mut next = next;
+                    // Outcomes are keyed by the configured hash: still
+                    // right for whatever users the new file has.
+                    next.auth = running.auth.clone();
+                    self.current.store(Arc::new(next));
+                    state.seen = files.into_iter().collect();
+                    tracing::info!(file = %self.path.display(), "web configuration reloaded");
+                    return;
+                }
+                Some(why) => format!(
+                    "{}: {why}; lowering the protection in force takes a restart",
+                    self.path.display()
+                ),
+            },
+            Err(e) => e.to_string(),
+        };
+        tracing::error!(
+            reason = %refused,
+            "web configuration change refused; keeping the running one"
+        );
+        // Remembered as seen, so a bad file is reported once, not on every
+        // look; the next change to any of them is looked at again. The
+        // running configuration's files stay watched (its certificate may
+        // still rotate), and so does every file the refused one names (one
+        // that did not exist yet may appear).
+        let mut seen: BTreeMap<PathBuf, Stamp> = running
+            .files
+            .iter()
+            .map(|f| (f.clone(), stamp(f)))
+            .collect();
+        seen.extend(files);
+        state.seen = seen;
     }
 }
 
@@ -694,9 +1018,5 @@ mod tests {
         );
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
         assert_eq!(basic_credentials(&h), None);
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
-        assert!(!constant_time_eq(b"", b"a"));
     }
 }

@@ -8,6 +8,11 @@
 //! wrong in its `SourceStatus` and in `roce_collector_*`, and the other
 //! sources and devices keep exporting.
 //!
+//! A read that never returns (a FIFO in place of a counter file: on mlx5 a
+//! counter read is a firmware command and can stall) is the sampler's to
+//! bound: the source misses its deadline and is reported timed out, the
+//! others keep sampling.
+//!
 //! Reader-level cases (the same faults without the pipeline) are in
 //! crates/rdma/tests/faults.rs; the netlink socket's own timeout in
 //! crates/netlink/tests/faults.rs.
@@ -15,6 +20,7 @@
 #[path = "../crates/rdma/tests/common/mod.rs"]
 mod rdma_common;
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -199,7 +205,22 @@ fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports()
             value(&t, r#"roce_port_up{device="mlx5_0",port="1"}"#),
             Some(1.0)
         );
-        assert!(!t.contains(r#"device="mlx5_1""#), "no stale mlx5_1 series");
+        // No stale mlx5_1 series: only the finding that says it is gone.
+        let stale: Vec<&str> = t
+            .lines()
+            .filter(|l| l.contains(r#"device="mlx5_1""#))
+            .filter(|l| {
+                !(l.starts_with("roce_finding{") && l.contains(r#"rule="rdma_device_gone""#))
+            })
+            .collect();
+        assert_eq!(stale, Vec::<&str>::new(), "no stale mlx5_1 series");
+        assert!(
+            t.lines().any(|l| l.starts_with("roce_finding{")
+                && l.contains(r#"rule="rdma_device_gone""#)
+                && l.contains(r#"device="mlx5_1""#)
+                && l.contains(r#"severity="critical""#)),
+            "the device that went away is a critical finding:\n{t}"
+        );
         assert_eq!(
             value(&t, r#"roce_collector_success{collector="rdma"}"#),
             Some(1.0)
@@ -437,13 +458,18 @@ fn a_summed_counter_failing_for_one_sample_raises_no_false_spike() {
 #[test]
 fn a_thousand_ports_export_through_every_source() {
     let tree = TempTree::generated_mlx5(1000, 16);
-    let config = Config::default();
+    // A source's deadline is one interval: a debug build reading 1,000
+    // devices on a loaded machine takes seconds, which is not what this
+    // test is about.
+    let config = config("sample_interval: 1m\n");
     let paths = paths(&tree.root);
     let mut sampler = Sampler::new(sources::all(&config, &paths), &config);
     for round in 0..2 {
         let s = sampler.sample();
         assert_eq!(device_names(&s).len(), 1000);
         for st in &s.sources {
+            // For the record, not asserted.
+            eprintln!("{} ({round}) took {:?}", st.name, st.duration);
             assert!(st.state.success(), "{}: {:?}", st.name, st.state);
             assert_eq!(st.errors, Vec::<String>::new(), "{} ({round})", st.name);
         }
@@ -628,4 +654,221 @@ fn an_nvml_that_panics_fails_the_topology_collector_only() {
         );
         assert!(lines_starting(&t, "roce_port_up{") >= 8);
     }
+}
+
+/// How often each path was opened or listed by the reader.
+fn opens(fs: &FaultFs, path: &Path) -> usize {
+    fs.log.lock().unwrap().iter().filter(|p| *p == path).count()
+}
+
+#[test]
+fn a_counter_read_that_never_returns_times_out_and_sampling_goes_on() {
+    let tree = TempTree::copy_of("sys-mlx5-roce");
+    let counter = tree
+        .root
+        .join("class/infiniband/mlx5_0/ports/1/counters/port_rcv_data");
+    let recorded: u64 = std::fs::read_to_string(&counter)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::remove_file(&counter).unwrap();
+    let c = std::ffi::CString::new(counter.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    // A second name for the FIFO, to open its writing end once the counter
+    // path holds a plain file again.
+    let writer_end = tree.root.join("port_rcv_data.fifo");
+    std::fs::hard_link(&counter, &writer_end).unwrap();
+
+    let config = config("sample_interval: 1s\n");
+    let (rdma, fs) = rdma_over(&tree.root);
+    let mut all = vec![rdma];
+    all.extend(others(&config, &tree.root));
+    let mut sampler = Sampler::new(all, &config);
+    let deadline = sampler.deadline();
+
+    // On a helper thread, waited for a bounded time: a hang fails the test.
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let samples: Vec<Arc<Snapshot>> = (0..4).map(|_| sampler.sample()).collect();
+        let _ = tx.send((sampler, samples));
+    });
+    let (mut sampler, samples) = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("samples go on while a read is stuck");
+    for (n, s) in samples.iter().enumerate() {
+        assert_eq!(s.sequence, n as u64 + 1);
+        let rdma = s.source("rdma").unwrap();
+        assert!(
+            matches!(&rdma.state, SourceState::Failed(m) if m.starts_with("timed out")),
+            "sample {}: {:?}",
+            n + 1,
+            rdma.state
+        );
+        assert!(s.rdma.is_none(), "no RDMA part without a reading");
+        for other in ["netdev", "topology"] {
+            let st = s.source(other).unwrap();
+            assert!(st.state.success(), "{other}: {:?}", st.state);
+        }
+        let t = text(s);
+        assert_eq!(
+            value(&t, r#"roce_collector_success{collector="rdma"}"#),
+            Some(0.0)
+        );
+        assert_eq!(
+            value(
+                &t,
+                r#"roce_collector_state_info{collector="rdma",state="failed"}"#
+            ),
+            Some(1.0)
+        );
+        // The duration is how long the call has been running: at least the
+        // deadline it missed.
+        let took = value(&t, r#"roce_collector_duration_seconds{collector="rdma"}"#).unwrap();
+        assert!(took >= deadline.as_secs_f64(), "{took}");
+        assert_eq!(value(&t, "roce_samples_total"), Some(n as f64 + 1.0));
+    }
+    // One call is stuck in the FIFO's open; none was started on top of it.
+    assert_eq!(opens(&fs, &counter), 1);
+
+    // The read comes back: the counter path holds a plain file again, and
+    // the stuck handle reads as gone (what a re-registered device gives).
+    let fresh = tree.root.join("port_rcv_data.new");
+    std::fs::write(&fresh, format!("{recorded}\n")).unwrap();
+    std::fs::rename(&fresh, &counter).unwrap();
+    fs.stale_once.lock().unwrap().insert(counter.clone());
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&writer_end)
+        .expect("the stuck call holds the FIFO's reading end");
+    drop(writer);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        // Until the stuck call has returned, the source stays timed out.
+        for _ in 0..1200 {
+            let s = sampler.sample();
+            if s.source("rdma").unwrap().state == SourceState::Ok {
+                let _ = tx.send(s);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let back = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the source is called again once its call returned");
+    assert!(back.sequence > 4);
+    let t = text(&back);
+    assert_eq!(
+        value(&t, r#"roce_collector_success{collector="rdma"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &t,
+            r#"roce_port_data_received_bytes_total{device="mlx5_0",port="1"}"#
+        ),
+        Some(recorded as f64 * 4.0)
+    );
+}
+
+/// Log lines written through `tracing` on this thread, formatted as the
+/// `fmt` subscriber writes them (no colours).
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn lines(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn capture<T>(&self, f: impl FnOnce() -> T) -> T {
+        let me = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || me.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, f)
+    }
+}
+
+#[test]
+fn read_errors_that_start_after_startup_are_logged_once_at_warn_and_once_when_they_end() {
+    let root = fixture("sys-mlx5-roce");
+    let (rdma, fs) = rdma_over(&root);
+    let mut sampler = Sampler::new(vec![rdma], &Config::default());
+    let failing = root.join("class/infiniband/mlx5_0/ports/1/counters/symbol_error");
+    let other = root.join("class/infiniband/mlx5_1/ports/1/counters/link_downed");
+    let log = Captured::default();
+    let states = log.capture(|| {
+        let mut states = Vec::new();
+        let mut sample = |sampler: &mut Sampler| {
+            let s = sampler.sample();
+            let rdma = s.source("rdma").unwrap();
+            states.push((rdma.state.clone(), rdma.errors.len()));
+        };
+        sample(&mut sampler);
+        fs.faults.lock().unwrap().insert(failing.clone(), libc::EIO);
+        for _ in 0..3 {
+            sample(&mut sampler);
+        }
+        // A different set: one more file fails.
+        fs.faults.lock().unwrap().insert(other.clone(), libc::EIO);
+        for _ in 0..3 {
+            sample(&mut sampler);
+        }
+        fs.faults.lock().unwrap().clear();
+        for _ in 0..3 {
+            sample(&mut sampler);
+        }
+        states
+    });
+    let errors: Vec<usize> = states.iter().map(|(_, n)| *n).collect();
+    assert_eq!(errors, [0, 1, 1, 1, 2, 2, 2, 0, 0, 0]);
+    assert!(states.iter().all(|(st, _)| *st == SourceState::Ok));
+
+    let lines = log.lines();
+    let warn: Vec<&String> = lines.iter().filter(|l| l.contains(" WARN ")).collect();
+    assert_eq!(warn.len(), 3, "one per change of the error set: {lines:#?}");
+    let eio = |p: &Path| format!("{}: Input/output error (os error 5)", p.display());
+    assert!(
+        warn[0].contains("collector read errors changed"),
+        "{}",
+        warn[0]
+    );
+    assert!(warn[0].contains(r#"collector="rdma""#), "{}", warn[0]);
+    assert!(warn[0].contains(&eio(&failing)), "{}", warn[0]);
+    assert!(
+        warn[1].contains("collector read errors changed"),
+        "{}",
+        warn[1]
+    );
+    assert!(warn[1].contains(&eio(&other)), "{}", warn[1]);
+    assert!(
+        warn[2].contains("collector read errors cleared"),
+        "{}",
+        warn[2]
+    );
+    assert!(warn[2].contains(&eio(&failing)), "{}", warn[2]);
+    // The samples in between say it at debug only.
+    let debug = lines
+        .iter()
+        .filter(|l| l.contains(" DEBUG ") && l.contains("read errors"))
+        .count();
+    assert_eq!(debug, 4, "{lines:#?}");
 }

@@ -13,7 +13,7 @@ use roce_exporter::exposition::{encode, BuildInfo, Format};
 use roce_exporter::host::HostPaths;
 use roce_exporter::snapshot::{Snapshot, SourceState};
 use roce_exporter::sources::netdev::NetdevSource;
-use roce_exporter::sources::Source;
+use roce_exporter::sources::{Input, Part, Source};
 
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -42,12 +42,21 @@ fn run(config: &Config) -> (SourceState, Vec<String>, String) {
         procfs: PathBuf::from("/proc"),
     };
     let mut source = NetdevSource::new(config, &paths);
-    let mut snapshot = Snapshot {
-        rdma: Some(rdma_with_netdev("ens1f0np0")),
-        ..Default::default()
+    let input = Input {
+        rdma: Some(Arc::new(rdma_with_netdev("ens1f0np0"))),
+        previous: None,
     };
     let mut errors = Vec::new();
-    let state = source.sample(&mut snapshot, &mut errors);
+    let reading = source.sample(&input, &mut errors);
+    let Some(Part::Netdev(netdev)) = reading.part else {
+        panic!("no netdev part: {:?}", reading.state)
+    };
+    let state = reading.state;
+    let snapshot = Snapshot {
+        rdma: input.rdma.as_deref().cloned(),
+        netdev: Some(netdev),
+        ..Default::default()
+    };
     let text = encode(
         Arc::new(snapshot),
         &BuildInfo::current(Duration::from_secs(5)),
@@ -227,10 +236,9 @@ fn no_netdev_behind_rdma_is_unavailable() {
         procfs: PathBuf::from("/proc"),
     };
     let mut source = NetdevSource::new(&Config::default(), &paths);
-    let mut snapshot = Snapshot::default();
     let mut errors = Vec::new();
     assert!(matches!(
-        source.sample(&mut snapshot, &mut errors),
+        source.sample(&Input::default(), &mut errors).state,
         SourceState::Unavailable(_)
     ));
 }

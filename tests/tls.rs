@@ -1,7 +1,10 @@
 //! `--web.config.file` against real sockets on 127.0.0.1: TLS served with
 //! the configured certificate, wrong CA refused, mutual TLS, TLS 1.1
-//! refused, basic auth, certificate rotation without restart, an invalid
-//! file at start (exit status 2) and at run time (old one kept).
+//! refused, basic auth (bcrypt run once per distinct credentials),
+//! certificate rotation without restart, an invalid file at start (exit
+//! status 2) and at run time (old one kept), reloads that would lower the
+//! protection refused, and a certificate named before it exists picked up
+//! when it appears.
 //! Certificates are made at test time with rcgen in a fresh directory; no
 //! private key is committed. Clients are blocking rustls clients on the test
 //! thread; the server runs on its own tokio runtime.
@@ -106,6 +109,9 @@ struct Server {
     #[allow(dead_code)]
     runtime: tokio::runtime::Runtime,
     addr: SocketAddr,
+    /// The server's watcher: tests look at the files through it at once
+    /// instead of waiting for a new connection a second later.
+    watcher: Arc<WebConfigWatcher>,
 }
 
 fn start(web_config: &Path) -> Server {
@@ -114,7 +120,7 @@ fn start(web_config: &Path) -> Server {
         .enable_all()
         .build()
         .unwrap();
-    let watcher = WebConfigWatcher::load(web_config).expect("valid web config");
+    let watcher = Arc::new(WebConfigWatcher::load(web_config).expect("valid web config"));
     let listeners = runtime
         .block_on(server::bind(&["127.0.0.1:0".to_string()]))
         .unwrap();
@@ -124,14 +130,18 @@ fn start(web_config: &Path) -> Server {
         Arc::new(Snapshot::default()),
     ));
     let mut options = ServeOptions::new(WebLimits::default());
-    options.web_config = Some(Arc::new(watcher));
+    options.web_config = Some(watcher.clone());
     runtime.spawn(server::serve_with(
         listeners,
         app,
         options,
         std::future::pending(),
     ));
-    Server { runtime, addr }
+    Server {
+        runtime,
+        addr,
+        watcher,
+    }
 }
 
 #[derive(Debug)]
@@ -522,5 +532,291 @@ fn invalid_web_config_at_start_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("tls_server_confg"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn basic(user_pass: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(user_pass)
+    )
+}
+
+/// TLS with a required, verified client certificate and basic auth: the
+/// most protection a file can give. Returns the config path, the server
+/// CA, a client certificate and the user's password.
+fn protected_files(dir: &Path, ca: &Ca) -> (PathBuf, (String, String), &'static str) {
+    let password = "s3cr3t";
+    let hash = bcrypt::hash(password, 4).unwrap();
+    std::fs::write(dir.join("ca.crt"), &ca.pem).unwrap();
+    let config = tls_files(
+        dir,
+        ca,
+        &format!("  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\nbasic_auth_users:\n  alice: {hash}\n"),
+    );
+    (config, ca.leaf("scraper", true), password)
+}
+
+/// HTTPS GET with a client certificate and credentials.
+fn https_get_auth(
+    addr: SocketAddr,
+    ca: &Ca,
+    client: &(String, String),
+    auth: Option<&str>,
+) -> Result<Reply, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca.pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let certs = CertificateDer::pem_slice_iter(client.0.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(client.1.as_bytes()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, connect(addr));
+    tls.write_all(&request_bytes("/metrics", auth))
+        .map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    match tls.read_to_end(&mut buf) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !buf.is_empty() => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    parse_reply(&buf)
+}
+
+/// What a client sees: plain HTTP refused, HTTPS without a client
+/// certificate refused, with one but without the password 401, with both
+/// 200. Panics otherwise.
+fn assert_fully_protected(server: &Server, ca: &Ca, client: &(String, String), password: &str) {
+    let config = server.watcher.current();
+    assert!(config.tls().is_some(), "TLS is still on");
+    assert!(config.requires_auth(), "basic auth is still on");
+    // A plain request to a TLS port gets no HTTP answer.
+    let mut s = connect(server.addr);
+    s.write_all(&request_bytes("/metrics", None)).unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    assert!(
+        !buf.starts_with(b"HTTP/1.1 200"),
+        "plain HTTP answered: {}",
+        String::from_utf8_lossy(&buf)
+    );
+    assert!(
+        https_get(server.addr, &ca.pem, None, "/metrics").is_err(),
+        "served without a client certificate"
+    );
+    assert_eq!(
+        https_get_auth(server.addr, ca, client, None)
+            .unwrap()
+            .status,
+        401
+    );
+    let auth = basic(&format!("alice:{password}"));
+    assert_eq!(
+        https_get_auth(server.addr, ca, client, Some(&auth))
+            .unwrap()
+            .status,
+        200
+    );
+}
+
+/// `: > web.yml` (what a configuration tool does before writing the new
+/// file) used to switch the server to plain HTTP without auth.
+#[test]
+fn an_emptied_or_unparsable_web_config_is_refused() {
+    let dir = temp_dir("emptied");
+    let ca = Ca::new("test CA");
+    let (config, client, password) = protected_files(&dir, &ca);
+    let server = start(&config);
+    assert_fully_protected(&server, &ca, &client, password);
+    for text in [
+        "",
+        "# being rewritten\n",
+        "tls_server_config:\n  cert_file: [\n",
+    ] {
+        std::fs::write(&config, text).unwrap();
+        server.watcher.recheck(true);
+        assert_fully_protected(&server, &ca, &client, password);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Valid files that would lower the protection in force are refused; a
+/// restart is needed for that.
+#[test]
+fn a_reload_that_lowers_protection_is_refused() {
+    let dir = temp_dir("lower");
+    let ca = Ca::new("test CA");
+    let (config, client, password) = protected_files(&dir, &ca);
+    let original = std::fs::read_to_string(&config).unwrap();
+    let server = start(&config);
+    let hash = bcrypt::hash(password, 4).unwrap();
+    let tls = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+    let verified = "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n";
+    let users = format!("basic_auth_users:\n  alice: {hash}\n");
+    for lowered in [
+        // tls_server_config removed.
+        users.clone(),
+        // The client certificate no longer required, or no longer verified.
+        format!("{tls}{users}"),
+        format!(
+            "{tls}  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n{users}"
+        ),
+        format!("{tls}  client_auth_type: RequireAnyClientCert\n{users}"),
+        // The users removed.
+        format!("{tls}{verified}"),
+    ] {
+        std::fs::write(&config, &lowered).unwrap();
+        server.watcher.recheck(true);
+        assert_fully_protected(&server, &ca, &client, password);
+    }
+    // A change that keeps the protection is applied.
+    std::fs::write(
+        &config,
+        format!("{original}http_server_config:\n  headers:\n    X-Gen: two\n"),
+    )
+    .unwrap();
+    server.watcher.recheck(true);
+    let auth = basic(&format!("alice:{password}"));
+    let r = https_get_auth(server.addr, &ca, &client, Some(&auth)).unwrap();
+    assert_eq!(r.header("x-gen").as_deref(), Some("two"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A refused file's certificate and key are watched too: before, a
+/// `cert_file` that did not exist yet was never looked at again, and the
+/// certificate created later was not picked up until web.yml changed.
+#[test]
+fn a_certificate_named_before_it_exists_is_picked_up_when_it_appears() {
+    let dir = temp_dir("later");
+    let old = Ca::new("old CA");
+    let config = tls_files(&dir, &old, "");
+    let server = start(&config);
+    write_atomic(
+        &config,
+        "tls_server_config:\n  cert_file: next.crt\n  key_file: next.key\n",
+    );
+    server.watcher.recheck(true);
+    assert_eq!(
+        https_get(server.addr, &old.pem, None, "/metrics")
+            .unwrap()
+            .status,
+        200,
+        "refused: the old certificate is still served"
+    );
+    let new = Ca::new("new CA");
+    let (cert, key) = new.leaf("localhost", false);
+    std::fs::write(dir.join("next.key"), key).unwrap();
+    std::fs::write(dir.join("next.crt"), cert).unwrap();
+    // web.yml itself has not changed since it was refused.
+    server.watcher.recheck(true);
+    assert_eq!(
+        https_get(server.addr, &new.pem, None, "/metrics")
+            .unwrap()
+            .status,
+        200,
+        "the new certificate is served"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Keep-alive requests on one plain connection: the status of each.
+fn keep_alive_statuses(addr: SocketAddr, auths: &[String]) -> Vec<u16> {
+    let mut s = connect(addr);
+    let mut statuses = Vec::new();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    for auth in auths {
+        s.write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let (end, length) = loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let reply = parse_reply(&buf[..end + 4]).unwrap();
+                let length: usize = reply.header("content-length").unwrap().parse().unwrap();
+                statuses.push(reply.status);
+                break (end + 4, length);
+            }
+            let n = s.read(&mut chunk).unwrap();
+            assert!(n > 0, "closed before answering");
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        while buf.len() < end + length {
+            let n = s.read(&mut chunk).unwrap();
+            assert!(n > 0, "short body");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        buf.drain(..end + length);
+    }
+    statuses
+}
+
+/// 60 keep-alive connections sending wrong passwords used to run bcrypt
+/// for every request, on as many threads: each distinct credential is
+/// now verified once (failures are cached too), and the right password
+/// is answered meanwhile.
+#[test]
+fn bcrypt_runs_once_per_distinct_credentials_under_a_wrong_password_flood() {
+    let dir = temp_dir("bcrypt");
+    let hash = bcrypt::hash("s3cr3t", 4).unwrap();
+    let config = dir.join("web.yml");
+    std::fs::write(&config, format!("basic_auth_users:\n  alice: {hash}\n")).unwrap();
+    let server = start(&config);
+    let addr = server.addr;
+    let right = basic("alice:s3cr3t");
+    assert_eq!(
+        keep_alive_statuses(addr, std::slice::from_ref(&right)),
+        [200]
+    );
+    let attackers: Vec<_> = (0..60)
+        .map(|i| {
+            std::thread::spawn(move || {
+                // Each its own wrong password, and one they all share.
+                let own = basic(&format!("alice:wrong-{i}"));
+                let shared = basic("alice:wrong");
+                let auths: Vec<String> = (0..10)
+                    .map(|j| {
+                        if j % 2 == 0 {
+                            own.clone()
+                        } else {
+                            shared.clone()
+                        }
+                    })
+                    .collect();
+                keep_alive_statuses(addr, &auths)
+            })
+        })
+        .collect();
+    // The right password during the attack, on new and kept-alive
+    // connections.
+    for _ in 0..5 {
+        assert_eq!(
+            keep_alive_statuses(addr, &[right.clone(), right.clone()]),
+            [200, 200]
+        );
+    }
+    for a in attackers {
+        let statuses = a.join().unwrap();
+        // 401, or 503 when the bcrypt queue was full: never let through.
+        assert!(
+            statuses.iter().all(|s| *s == 401 || *s == 503),
+            "{statuses:?}"
+        );
+    }
+    // alice:s3cr3t once, 60 own wrong passwords and the shared one at
+    // most once each (600 requests with a wrong password).
+    let runs = server.watcher.current().bcrypt_verifications();
+    assert!(runs <= 62, "{runs} bcrypt verifications");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -215,6 +215,13 @@ def netdev(fn_rel, ifname, mac):
     write(rel + "/operstate", "up\n")
     write(rel + "/speed", "400000\n")
     write(rel + "/address", mac + "\n")
+    # NVIDIA's mlx5 driver: DCQCN on for every priority in both roles (its
+    # default), CNPs sent with DSCP 48 and 802.1p priority 6 (its default).
+    for role in ("roce_np", "roce_rp"):
+        for prio in range(8):
+            write("%s/ecn/%s/enable/%d" % (rel, role, prio), "1\n")
+    write(rel + "/ecn/roce_np/cnp_dscp", "48\n")
+    write(rel + "/ecn/roce_np/cnp_802p_prio", "6\n")
     link(rel + "/device", fn_rel)
     link("class/net/" + ifname, rel)
 
@@ -255,6 +262,10 @@ def main():
                 mac = "b8:ce:f6:%02x:%02x:%02x" % (0x10 + nic, ep_bus, 0x4A)
                 netdev(fn, ifname, mac)
                 rdma_device(fn, nic, ifname, mac)
+                # rdma_cm's default ToS, set through configfs (mkdir
+                # /sys/kernel/config/rdma_cm/<dev>): DSCP 26, ECT(0).
+                write("kernel/config/rdma_cm/mlx5_%d/ports/1/default_roce_tos" % nic, "106\n")
+                write("kernel/config/rdma_cm/mlx5_%d/ports/1/default_roce_mode" % nic, "RoCE v2\n")
                 nic += 1
     assert gpu == 8 and nic == 8
 

@@ -1,6 +1,7 @@
 //! Families about the exporter itself: build, per-collector success,
-//! duration and errors, the time of the sample being served, and how many
-//! samples were taken and how many scheduled ones were missed.
+//! duration and errors, the time of the sample being served, how many
+//! samples were taken and how many scheduled ones were missed, and rules
+//! that panicked.
 
 use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Kind};
 use crate::snapshot::Snapshot;
@@ -86,6 +87,15 @@ pub const SAMPLE_INTERVAL: Family = Family {
     source: "config",
 };
 
+pub const RULE_PANICS: Family = Family {
+    base: "roce_rule_panics",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["rule"],
+    help: "Evaluations of the rule that panicked since start (a bug; the log has the message). That rule's findings are missing for those samples; the other rules and the sampler go on. Present only for rules that panicked.",
+    source: "sampler",
+};
+
 pub static FAMILIES: &[Family] = &[
     BUILD_INFO,
     COLLECTOR_SUCCESS,
@@ -97,6 +107,7 @@ pub static FAMILIES: &[Family] = &[
     SAMPLES,
     SAMPLE_TICKS_MISSED,
     SAMPLE_INTERVAL,
+    RULE_PANICS,
 ];
 
 pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySamples>) {
@@ -135,4 +146,36 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySampl
     let mut interval = FamilySamples::new(&SAMPLE_INTERVAL);
     interval.push(&[], build.sample_interval.as_secs_f64());
     out.push(interval);
+    let mut panics = FamilySamples::new(&RULE_PANICS);
+    for (rule, n) in &snapshot.rule_panics_total {
+        panics.push(&[rule], *n);
+    }
+    out.push(panics);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::exposition::{encode, Format};
+
+    #[test]
+    fn rule_panics_are_exported_per_rule_and_absent_without_one() {
+        let build = BuildInfo::current(Duration::from_secs(5));
+        let quiet = encode(Arc::new(Snapshot::default()), &build, Format::Text);
+        assert!(!quiet.contains("roce_rule_panics_total"), "{quiet}");
+        let snapshot = Snapshot {
+            sequence: 3,
+            rule_panics_total: vec![("pfc_storm", 2)],
+            ..Snapshot::default()
+        };
+        let text = encode(Arc::new(snapshot), &build, Format::Text);
+        assert!(
+            text.lines()
+                .any(|l| l == r#"roce_rule_panics_total{rule="pfc_storm"} 2"#),
+            "{text}"
+        );
+    }
 }

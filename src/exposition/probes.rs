@@ -4,7 +4,7 @@
 use super::{Family, FamilySamples, FamilyUnit, HistogramValue, Kind};
 use crate::snapshot::Snapshot;
 
-const SOURCE: &str = "ibverbs loopback probe: RDMA WRITE + SEND between two RC QPs of the port, on the probe's own schedule (probes.interval, jittered)";
+const SOURCE: &str = "ibverbs loopback probe: RDMA WRITE + SEND between two RC QPs of the port at its active MTU and the RoCE DSCP's traffic class, on the probe's own schedule (probes.interval, jittered); loopback never leaves the NIC (not the cable, switch or fabric)";
 const PORT: &[&str] = &["device", "port"];
 
 pub const RTT: Family = Family {

@@ -1,13 +1,27 @@
-//! Rules about the exporter itself: a collector that fails.
+//! Rules about what the exporter can see: RDMA devices and ports that went
+//! away since it started (or that `expect.devices` names), no RDMA device
+//! at all, and a collector that fails.
 
 use super::{Context, Finding, Rule, Severity, Subject};
-use crate::snapshot::SourceState;
+use crate::config::ExpectedDevices;
+use crate::snapshot::{Snapshot, SourceState};
 
 pub const RULES: &[Rule] = &[
     Rule {
         id: "rdma_device_missing",
-        checks: "the host has at least one RDMA device",
+        checks: "the host has at least one RDMA device (when none was seen or expected)",
         evaluate: rdma_device_missing,
+    },
+    Rule {
+        id: "rdma_device_gone",
+        checks:
+            "every RDMA device seen since start, or named or counted in expect.devices, is present",
+        evaluate: rdma_device_gone,
+    },
+    Rule {
+        id: "rdma_port_gone",
+        checks: "every port seen since start on a present RDMA device is present",
+        evaluate: rdma_port_gone,
     },
     Rule {
         id: "collector_failing",
@@ -24,7 +38,9 @@ fn rdma_device_missing(ctx: &Context) -> Vec<Finding> {
         s.source("rdma").map(|x| &x.state),
         Some(SourceState::Unavailable(_))
     ) && s.rdma.as_ref().is_none_or(|r| r.devices.is_empty());
-    if !ran_empty {
+    // Devices seen or expected and now absent are rdma_device_gone's, by
+    // name: one finding per condition.
+    if !ran_empty || !ctx.history.seen().is_empty() || ctx.expect.devices.is_some() {
         return vec![];
     }
     vec![Finding {
@@ -55,4 +71,135 @@ fn collector_failing(ctx: &Context) -> Vec<Finding> {
             _ => None,
         })
         .collect()
+}
+
+/// The device names of the latest sample, when the RDMA source ran (a
+/// failed or disabled source says nothing about devices).
+fn present<'a>(ctx: &Context<'a>) -> Option<(&'a Snapshot, Vec<&'a str>)> {
+    let s = ctx.latest?;
+    let ran = matches!(
+        s.source("rdma").map(|x| &x.state),
+        Some(SourceState::Ok | SourceState::Unavailable(_))
+    );
+    if !ran {
+        return None;
+    }
+    let names = s
+        .rdma
+        .iter()
+        .flat_map(|r| r.devices.iter())
+        .map(|d| d.name.as_str())
+        .collect();
+    Some((s, names))
+}
+
+fn rdma_device_gone(ctx: &Context) -> Vec<Finding> {
+    let Some((_, present)) = present(ctx) else {
+        return vec![];
+    };
+    let seen: Vec<&str> = ctx.history.seen().devices().map(|(d, _)| d).collect();
+    let mut gone: Vec<(String, &str)> = Vec::new();
+    for d in &seen {
+        if !present.contains(d) {
+            gone.push((d.to_string(), "seen since the exporter started"));
+        }
+    }
+    if let Some(ExpectedDevices::Names(names)) = &ctx.expect.devices {
+        for d in names {
+            if !present.contains(&d.as_str()) && !gone.iter().any(|(g, _)| g == d) {
+                gone.push((d.clone(), "named in expect.devices"));
+            }
+        }
+    }
+    let mut out: Vec<Finding> = gone
+        .into_iter()
+        .map(|(d, why)| Finding {
+            rule: "rdma_device_gone",
+            severity: Severity::Critical,
+            finding: format!(
+                "RDMA device {d} is gone: its ports and counters are no longer reported (a NIC that fell off the PCIe bus, a driver reset that failed, or a firmware fault)"
+            ),
+            evidence: format!(
+                "/sys/class/infiniband/{d} absent; {why}; {} RDMA device(s) present: {}",
+                present.len(),
+                if present.is_empty() { "none".to_string() } else { present.join(", ") }
+            ),
+            fix: "Check the kernel log for the NIC's PCI function (AER errors, 'mlx5_core ... health', link down on the slot); \
+                  reload the driver or reset the function (echo 1 > /sys/bus/pci/devices/<bdf>/remove; echo 1 > /sys/bus/pci/rescan); \
+                  a NIC that stays gone needs a reboot or a hardware replacement"
+                .into(),
+            verify: format!("ls /sys/class/infiniband; ibv_devinfo -d {d}; dmesg | grep -iE 'mlx5|pcieport|AER' | tail"),
+            subject: Subject {
+                device: Some(d),
+                ..Subject::default()
+            },
+        })
+        .collect();
+    if let Some(ExpectedDevices::Count(expected)) = ctx.expect.devices {
+        // Devices already reported by name are not counted again.
+        let accounted = present.len() + out.len();
+        if accounted < expected {
+            out.push(Finding {
+                rule: "rdma_device_gone",
+                severity: Severity::Critical,
+                finding: format!(
+                    "{} RDMA device(s) present where {expected} are expected, and the missing ones were never seen since the exporter started",
+                    present.len()
+                ),
+                evidence: format!(
+                    "{} present ({}); expected {expected} (expect.devices)",
+                    present.len(),
+                    if present.is_empty() { "none".to_string() } else { present.join(", ") }
+                ),
+                fix: "Check that every NIC is seated, powered and bound to its RDMA driver (lspci -nnk | grep -A3 -i mellanox; modprobe mlx5_ib); \
+                      the kernel log names a NIC that failed to initialise"
+                    .into(),
+                verify: "ls /sys/class/infiniband | wc -l; lspci -d 15b3: | wc -l".into(),
+                subject: Subject::default(),
+            });
+        }
+    }
+    out
+}
+
+fn rdma_port_gone(ctx: &Context) -> Vec<Finding> {
+    let Some((s, present)) = present(ctx) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for (device, ports) in ctx.history.seen().devices() {
+        // A device that is gone is rdma_device_gone's.
+        if !present.contains(&device) {
+            continue;
+        }
+        let now: Vec<u32> = super::ports::ports(s)
+            .filter(|(d, _)| d.name == device)
+            .map(|(_, p)| p.number)
+            .collect();
+        for &port in ports.iter().filter(|p| !now.contains(p)) {
+            out.push(Finding {
+                rule: "rdma_port_gone",
+                severity: Severity::Critical,
+                finding: format!(
+                    "{device} port {port} is gone: the device is still there, its port is no longer reported"
+                ),
+                evidence: format!(
+                    "/sys/class/infiniband/{device}/ports/{port} absent; seen since the exporter started; ports present: {}",
+                    if now.is_empty() {
+                        "none".to_string()
+                    } else {
+                        now.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                    }
+                ),
+                fix: "Check the kernel log for the device (a port removed by a failed reset or a mode change, e.g. a switchdev or link-layer change); reload the driver if the port does not come back".into(),
+                verify: format!("ls /sys/class/infiniband/{device}/ports; dmesg | grep -i {device} | tail"),
+                subject: Subject {
+                    device: Some(device.to_string()),
+                    port: Some(port),
+                    ..Subject::default()
+                },
+            });
+        }
+    }
+    out
 }

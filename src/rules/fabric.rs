@@ -1,10 +1,13 @@
 //! Rules on the lossless-Ethernet configuration of RoCE netdevs: PFC
-//! without ECN, PFC on another priority than RoCE uses, and a netdev MTU
-//! too small for RoCE MTU 4096. Inputs come from the netdev source (DCB,
-//! mlx5's ECN files, sysfs MTU); a netdev without DCB support, without ECN
-//! files or without an RDMA port behind it is left alone.
+//! without ECN, PFC on another priority than RoCE uses (from
+//! `expect.pfc_priority`, or from the DSCP the host's RoCE traffic carries
+//! and the port's trust mode), PCP trust under DSCP-marked RoCE, CNPs on
+//! the best-effort priority, and a netdev MTU too small for RoCE MTU 4096.
+//! Inputs come from the netdev source (DCB, mlx5's ECN and CNP files, the
+//! rdma_cm default ToS, sysfs MTU); a netdev without DCB support, without
+//! ECN files or without an RDMA port behind it is left alone.
 
-use roce_netdev::{DcbOutcome, Direction, Meaning, Netdev};
+use roce_netdev::{DcbConfig, DcbOutcome, Direction, Meaning, Netdev, Trust};
 use roce_rdma::LinkLayer;
 
 use super::history::{stat_integer, Value};
@@ -21,8 +24,18 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: "pfc_priority_mismatch",
-        checks: "PFC is on the RoCE priority only (expect.pfc_priority), and no pauses arrive on other priorities",
+        checks: "PFC is on the RoCE priority only (expect.pfc_priority), the DSCP of the host's RoCE traffic maps to a PFC priority, and no pauses arrive on other priorities",
         evaluate: pfc_priority_mismatch,
+    },
+    Rule {
+        id: "roce_trust_pcp",
+        checks: "a port whose RoCE traffic is DSCP-marked trusts DSCP, not PCP",
+        evaluate: roce_trust_pcp,
+    },
+    Rule {
+        id: "cnp_priority_best_effort",
+        checks: "the CNPs a RoCE port sends (mlx5 ecn/roce_np/cnp_dscp) do not land on priority 0 under DSCP trust",
+        evaluate: cnp_priority_best_effort,
     },
     Rule {
         id: "mtu_below_jumbo",
@@ -104,6 +117,109 @@ fn pfc_of(n: &Netdev) -> Option<(u8, Vec<u8>)> {
     };
     let bits = dcb.pfc_enabled?;
     Some((bits, pfc_priorities(bits)))
+}
+
+/// Where the DSCP of a port's RoCE traffic was learnt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DscpSource {
+    /// `expect.nccl_ib_tc`: the `NCCL_IB_TC` the jobs set.
+    Config,
+    /// rdma_cm's `default_roce_tos` of the port (configfs).
+    RdmaCm,
+    /// Nothing configured: NCCL's default `NCCL_IB_TC` 0.
+    NcclDefault,
+}
+
+/// The DSCP this host's RoCE traffic uses on one port, and where that
+/// was learnt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoceDscp {
+    pub dscp: u8,
+    pub source: DscpSource,
+    /// The traffic class byte it came from (DSCP << 2 | ECN bits).
+    pub tos: u8,
+}
+
+impl RoceDscp {
+    /// The IP traffic class a QP should carry for this DSCP (ECN bits 0:
+    /// the NIC sets ECT itself where ECN is on).
+    pub fn traffic_class(&self) -> u8 {
+        self.dscp << 2
+    }
+
+    /// Whether the host is known to mark its RoCE traffic (not an
+    /// assumption of NCCL's default).
+    pub fn configured(&self) -> bool {
+        self.source != DscpSource::NcclDefault
+    }
+
+    /// "DSCP 26 (expect.nccl_ib_tc 106)", for finding texts.
+    pub fn describe(&self) -> String {
+        let from = match self.source {
+            DscpSource::Config => format!("expect.nccl_ib_tc {}", self.tos),
+            DscpSource::RdmaCm => format!("rdma_cm default_roce_tos {}", self.tos),
+            DscpSource::NcclDefault => {
+                "NCCL's default NCCL_IB_TC 0; expect.nccl_ib_tc unset, no rdma_cm default ToS"
+                    .to_string()
+            }
+        };
+        format!("DSCP {} ({from})", self.dscp)
+    }
+}
+
+/// The DSCP of the RoCE traffic on netdev `n`: the configured
+/// `NCCL_IB_TC` (`expect.nccl_ib_tc`) first, then the rdma_cm default ToS
+/// of its port where configfs shows one, else NCCL's default traffic class
+/// 0. The one answer used by the priority rules, the probes' traffic class
+/// and the NCCL advice.
+pub fn roce_dscp(n: &Netdev, nccl_ib_tc: Option<u8>) -> RoceDscp {
+    let (tos, source) = match (nccl_ib_tc, n.qos.rdma_cm_tos) {
+        (Some(tc), _) => (tc, DscpSource::Config),
+        (None, Some(tos)) => (tos, DscpSource::RdmaCm),
+        (None, None) => (0, DscpSource::NcclDefault),
+    };
+    RoceDscp {
+        dscp: tos >> 2,
+        source,
+        tos,
+    }
+}
+
+/// The IP traffic class for probe packets on an RDMA port: the RoCE DSCP
+/// of its netdev ([`roce_dscp`]) << 2; on a RoCE port whose netdev was not
+/// read, the configured `NCCL_IB_TC`'s DSCP; 0 on InfiniBand.
+pub fn port_traffic_class(s: &Snapshot, device: &str, port: u32, nccl_ib_tc: Option<u8>) -> u8 {
+    let netdev = s.netdev.iter().flat_map(|n| n.netdevs.iter()).find(|n| {
+        n.rdma
+            .as_ref()
+            .is_some_and(|r| r.device == device && r.port == port)
+    });
+    match (netdev, find_port(s, device, port)) {
+        (_, Some((_, p))) if matches!(p.link_layer, Some(LinkLayer::InfiniBand)) => 0,
+        (Some(n), _) => roce_dscp(n, nccl_ib_tc).traffic_class(),
+        (None, _) => nccl_ib_tc.map_or(0, |tc| tc & !0b11),
+    }
+}
+
+/// The priority a received packet with `dscp` gets on a port that trusts
+/// DSCP: its APP table entry, else the default 3-bit mapping DSCP >> 3
+/// (mlx5's dscp2prio before any is set). `None` when the port does not
+/// trust DSCP, so the DSCP does not choose the priority.
+pub fn dscp_priority(dcb: &DcbConfig, dscp: u8) -> Option<(u8, &'static str)> {
+    if dcb.trust() != Trust::Dscp {
+        return None;
+    }
+    match dcb.dscp_map().iter().find(|(d, _)| *d == dscp) {
+        Some((_, p)) => Some((*p, "DSCP APP table")),
+        None => Some((dscp >> 3, "default DSCP >> 3 mapping")),
+    }
+}
+
+fn dcb_of(n: &Netdev) -> Option<&DcbConfig> {
+    match &n.dcb {
+        DcbOutcome::Ok(dcb) => Some(dcb),
+        _ => None,
+    }
 }
 
 fn pfc_without_ecn(ctx: &Context) -> Vec<Finding> {
@@ -188,9 +304,11 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
             continue;
         };
         let name = &n.name;
+        let roce = roce_dscp(n, ctx.expect.nccl_ib_tc);
+        let mapped = dcb_of(n).and_then(|d| dscp_priority(d, roce.dscp));
+        let mut dscp_fix = None;
         let (severity, finding, evidence, target) = match ctx.expect.pfc_priority {
-            Some(e) if pfc == [e] => continue,
-            Some(e) => {
+            Some(e) if pfc != [e] => {
                 let (severity, finding) = if pfc.is_empty() {
                     (
                         Severity::Critical,
@@ -224,41 +342,90 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                 );
                 (severity, finding, evidence, e)
             }
-            None => {
-                // Without an expectation, only a contradiction in the data:
-                // pause frames on a priority that has no PFC here mean the
-                // link partner uses another PFC priority.
-                let mut paused = Vec::new();
-                let mut seconds = 0.0f64;
-                for p in (0..8u8).filter(|p| !pfc.contains(p)) {
-                    let mut total = 0u64;
-                    for direction in [Direction::Rx, Direction::Tx] {
-                        let meaning = Meaning::PfcPauseFrames {
-                            priority: p,
-                            direction,
-                        };
-                        let inc = ctx
-                            .history
-                            .netdev(name)
-                            .increase(Value::Stat(meaning), ctx.rules.pfc_storm.window);
-                        if let Some(inc) = inc {
-                            total = total.saturating_add(inc.amount);
-                            seconds = seconds.max(inc.seconds);
+            expected => match mapped {
+                // PFC is where expected, or nothing is expected: the DSCP
+                // the host's RoCE traffic carries must land on a PFC
+                // priority (mlx5 lists rx/tx_prioN_pause only for PFC
+                // priorities, so pause counters cannot show this).
+                Some((p, how)) if !pfc.is_empty() && !pfc.contains(&p) => {
+                    let target = expected.unwrap_or(pfc[0]);
+                    let severity = if roce.configured() {
+                        Severity::Critical
+                    } else {
+                        Severity::Warning
+                    };
+                    let d = roce.dscp;
+                    let assumed = if roce.configured() {
+                        ""
+                    } else {
+                        " (if the jobs set NCCL_IB_TC, give it as expect.nccl_ib_tc)"
+                    };
+                    // Which side is wrong depends on the fabric: offer
+                    // PFC where the traffic lands unless a PFC priority is
+                    // expected, then the marking and the map.
+                    let move_pfc = if expected.is_none() {
+                        format!(
+                            "If priority {p} is the fabric's RoCE priority (as on the switch ports), put PFC there: dcb pfc set dev {name} prio-pfc all:off {p}:on. Otherwise m"
+                        )
+                    } else {
+                        "M".to_string()
+                    };
+                    dscp_fix = Some(format!(
+                        "{move_pfc}ark RoCE traffic with a DSCP that the switches and this port map to PFC priority {target}: NCCL_IB_TC=<DSCP << 2> in the jobs' environment (and expect.nccl_ib_tc here){assumed}; \
+                         or map DSCP {d} to priority {target} on the port: dcb app add dev {name} dscp-prio {d}:{target} (or mlnx_qos -i {name} --dscp2prio set,{d},{target}), and the same on the switch"
+                    ));
+                    (
+                        severity,
+                        format!(
+                            "{}: RoCE traffic with {} lands on priority {p}, where PFC is off: RoCE traffic is not lossless",
+                            subject.describe(),
+                            roce.describe()
+                        ),
+                        format!(
+                            "trust dscp; DSCP {d} -> priority {p} ({how}); PFC enabled priorities: {} (pfc_en 0x{bits:02x}); expected the RoCE DSCP on a PFC priority{}",
+                            list(&pfc),
+                            expected.map(|e| format!(" ({e}, expect.pfc_priority)")).unwrap_or_default()
+                        ),
+                        target,
+                    )
+                }
+                _ if expected.is_some() => continue,
+                _ => {
+                    // Without an expectation, only a contradiction in the data:
+                    // pause frames on a priority that has no PFC here mean the
+                    // link partner uses another PFC priority (drivers that list
+                    // pause counters for every priority).
+                    let mut paused = Vec::new();
+                    let mut seconds = 0.0f64;
+                    for p in (0..8u8).filter(|p| !pfc.contains(p)) {
+                        let mut total = 0u64;
+                        for direction in [Direction::Rx, Direction::Tx] {
+                            let meaning = Meaning::PfcPauseFrames {
+                                priority: p,
+                                direction,
+                            };
+                            let inc = ctx
+                                .history
+                                .netdev(name)
+                                .increase(Value::Stat(meaning), ctx.rules.pfc_storm.window);
+                            if let Some(inc) = inc {
+                                total = total.saturating_add(inc.amount);
+                                seconds = seconds.max(inc.seconds);
+                            }
+                        }
+                        if total > 0 {
+                            paused.push((p, total));
                         }
                     }
-                    if total > 0 {
-                        paused.push((p, total));
-                    }
-                }
-                let Some(&(first, _)) = paused.first() else {
-                    continue;
-                };
-                let pauses = paused
-                    .iter()
-                    .map(|(p, c)| format!("priority {p} +{c}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                (
+                    let Some(&(first, _)) = paused.first() else {
+                        continue;
+                    };
+                    let pauses = paused
+                        .iter()
+                        .map(|(p, c)| format!("priority {p} +{c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    (
                     Severity::Warning,
                     format!(
                         "{}: pause frames on priority {} where PFC is off here: the link partner uses another PFC priority",
@@ -272,7 +439,8 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                     ),
                     first,
                 )
-            }
+                }
+            },
         };
         let mut pfc_vector = [0u8; 8];
         if let Some(slot) = pfc_vector.get_mut(usize::from(target)) {
@@ -283,15 +451,102 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
             .map(u8::to_string)
             .collect::<Vec<_>>()
             .join(",");
+        let verify = if dscp_fix.is_some() {
+            format!("dcb app show dev {name}; dcb pfc show dev {name}; mlnx_qos -i {name}")
+        } else {
+            format!("dcb pfc show dev {name}; mlnx_qos -i {name}")
+        };
+        let fix = dscp_fix.unwrap_or_else(|| format!(
+            "Put PFC on the RoCE priority only, as on the switch port: dcb pfc set dev {name} prio-pfc all:off {target}:on (or mlnx_qos -i {name} --pfc {vector}), and make the switch's PFC priority the same"
+        ));
         out.push(Finding {
             rule: "pfc_priority_mismatch",
             severity,
             finding,
             evidence,
-            fix: format!(
-                "Put PFC on the RoCE priority only, as on the switch port: dcb pfc set dev {name} prio-pfc all:off {target}:on (or mlnx_qos -i {name} --pfc {vector}), and make the switch's PFC priority the same"
+            fix,
+            verify,
+            subject,
+        });
+    }
+    out
+}
+
+fn roce_trust_pcp(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let mut out = Vec::new();
+    for (n, subject) in roce_netdevs(s) {
+        let (Some(dcb), Some((_, pfc))) = (dcb_of(n), pfc_of(n)) else {
+            continue;
+        };
+        let roce = roce_dscp(n, ctx.expect.nccl_ib_tc);
+        // Unmarked traffic (DSCP 0) loses nothing by PCP trust; a port
+        // without PFC is not meant to be lossless.
+        if dcb.trust() != Trust::Pcp || !roce.configured() || roce.dscp == 0 || pfc.is_empty() {
+            continue;
+        }
+        let name = &n.name;
+        let reported = if dcb.trust_reported() {
+            "trust order reported by the kernel: pcp"
+        } else {
+            "no DSCP APP entry, so the port trusts PCP"
+        };
+        out.push(Finding {
+            rule: "roce_trust_pcp",
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: RoCE traffic is DSCP-marked ({}) but the port trusts PCP: untagged RoCE packets are classified to priority 0, not the PFC priority {}",
+                subject.describe(),
+                roce.describe(),
+                list(&pfc)
             ),
-            verify: format!("dcb pfc show dev {name}; mlnx_qos -i {name}"),
+            evidence: format!(
+                "{reported}; PFC enabled priorities: {}; expected trust dscp for DSCP-marked RoCE",
+                list(&pfc)
+            ),
+            fix: format!(
+                "Trust DSCP on the port: dcb apptrust set dev {name} order dscp (or mlnx_qos -i {name} --trust dscp), as on the switch ports; keep PCP trust only where RoCE runs on a VLAN whose PCP carries the priority"
+            ),
+            verify: format!("dcb apptrust show dev {name}; mlnx_qos -i {name} | grep -i trust"),
+            subject,
+        });
+    }
+    out
+}
+
+fn cnp_priority_best_effort(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let mut out = Vec::new();
+    for (n, subject) in roce_netdevs(s) {
+        let (Some(dcb), Some((_, pfc)), Some(cnp)) = (dcb_of(n), pfc_of(n), n.qos.cnp_dscp) else {
+            continue;
+        };
+        // CNPs need not be lossless (NVIDIA's defaults send them with DSCP
+        // 48, priority 6, a strict-priority queue without PFC); on the
+        // best-effort priority they wait behind bulk traffic exactly when
+        // the sender should slow down.
+        let Some((p, how)) = dscp_priority(dcb, cnp) else {
+            continue;
+        };
+        if p != 0 || pfc.is_empty() || pfc.contains(&0) {
+            continue;
+        }
+        let name = &n.name;
+        out.push(Finding {
+            rule: "cnp_priority_best_effort",
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: the CNPs this port sends (DSCP {cnp}) land on priority 0, the best-effort queue: congestion notifications wait behind bulk traffic and DCQCN reacts late",
+                subject.describe()
+            ),
+            evidence: format!(
+                "ecn/roce_np/cnp_dscp {cnp}; trust dscp; DSCP {cnp} -> priority 0 ({how}); PFC enabled priorities: {}; expected CNPs on a priority of their own (commonly DSCP 48, priority 6, strict priority)",
+                list(&pfc)
+            ),
+            fix: format!(
+                "Send CNPs with a DSCP that maps to a high priority: echo 48 > /sys/class/net/{name}/ecn/roce_np/cnp_dscp (priority 6 with the default mapping), and give that priority strict priority on the switches"
+            ),
+            verify: format!("cat /sys/class/net/{name}/ecn/roce_np/cnp_dscp; dcb app show dev {name}"),
             subject,
         });
     }

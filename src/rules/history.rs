@@ -12,8 +12,8 @@
 //! Which values are followed is [`Value`]: adding a rate rule over a new
 //! quantity means adding its variant and taking it in [`followed`].
 
-use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, SystemTime};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
 
 use roce_netdev::{Meaning, Netdev, StatValue};
 use roce_rdma::Port;
@@ -70,11 +70,57 @@ struct Column {
     samples: VecDeque<Option<u64>>,
 }
 
+/// Most RDMA devices, and ports per device, remembered as seen: far above
+/// any host (a few dozen RDMA devices with SR-IOV), so that a host that
+/// creates devices without end cannot grow the memory without end.
+pub const SEEN_MAX_DEVICES: usize = 256;
+pub const SEEN_MAX_PORTS: usize = 64;
+
+/// The RDMA devices and ports seen since start (or the last
+/// [`History::forget_seen`]), by name and number: what a NIC that falls
+/// off the bus leaves behind when its series vanish.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seen {
+    devices: BTreeMap<String, BTreeSet<u32>>,
+}
+
+impl Seen {
+    fn record(&mut self, s: &Snapshot) {
+        for d in s.rdma.iter().flat_map(|r| r.devices.iter()) {
+            if !self.devices.contains_key(&d.name) && self.devices.len() >= SEEN_MAX_DEVICES {
+                continue;
+            }
+            let ports = self.devices.entry(d.name.clone()).or_default();
+            for p in &d.ports {
+                if ports.len() < SEEN_MAX_PORTS || ports.contains(&p.number) {
+                    ports.insert(p.number);
+                }
+            }
+        }
+    }
+
+    /// Devices seen, in name order, with their ports.
+    pub fn devices(&self) -> impl Iterator<Item = (&str, &BTreeSet<u32>)> {
+        self.devices.iter().map(|(d, p)| (d.as_str(), p))
+    }
+
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+}
+
 /// The followed values of the samples kept, oldest first.
 #[derive(Debug, Clone)]
 pub struct History {
-    times: VecDeque<SystemTime>,
+    /// Sample times on the monotonic clock ([`Snapshot::clock`]).
+    times: VecDeque<Duration>,
     subjects: HashMap<SubjectKey, Vec<Column>>,
+    /// RDMA devices and ports seen, whatever the retention.
+    seen: Seen,
     /// How far back samples are kept (the longest rule window and one
     /// interval more), and how many at most.
     retention: Duration,
@@ -92,6 +138,7 @@ impl History {
         History {
             times: VecDeque::new(),
             subjects: HashMap::new(),
+            seen: Seen::default(),
             retention,
             max: max.max(2),
         }
@@ -131,7 +178,8 @@ impl History {
     /// longer covers. A snapshot without a time is not kept: nothing could
     /// be measured against it.
     pub fn push(&mut self, s: &Snapshot) {
-        let Some(t) = s.taken_at else { return };
+        self.seen.record(s);
+        let Some(t) = s.clock() else { return };
         self.times.push_back(t);
         let len = self.times.len();
         let subjects = &mut self.subjects;
@@ -205,6 +253,17 @@ impl History {
         }
     }
 
+    /// The RDMA devices and ports seen since start.
+    pub fn seen(&self) -> &Seen {
+        &self.seen
+    }
+
+    /// Forgets the devices and ports seen (a new device selection: one now
+    /// excluded is not gone).
+    pub fn forget_seen(&mut self) {
+        self.seen = Seen::default();
+    }
+
     /// The columns of one RDMA port.
     pub fn port(&self, device: &str, port: u32) -> Series<'_> {
         self.series(SubjectKey::Port(device.to_string(), port))
@@ -231,7 +290,7 @@ impl History {
 /// The followed values of one subject.
 #[derive(Debug, Clone, Copy)]
 pub struct Series<'a> {
-    times: &'a VecDeque<SystemTime>,
+    times: &'a VecDeque<Duration>,
     columns: &'a [Column],
 }
 
@@ -441,7 +500,7 @@ mod tests {
 
     fn snapshot(t: u64, ports: Vec<Port>) -> Snapshot {
         Snapshot {
-            taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + t)),
+            monotonic: Some(Duration::from_secs(1_000_000 + t)),
             rdma: Some(RdmaSnapshot {
                 devices: vec![Device {
                     name: "mlx5_0".into(),
@@ -477,11 +536,7 @@ mod tests {
             h.push(&snapshot(t, vec![port(t)]));
         }
         assert_eq!(h.len(), 64);
-        let times: Vec<u64> = h
-            .times
-            .iter()
-            .map(|t| age(*t, SystemTime::UNIX_EPOCH).as_secs() - 1_000_000)
-            .collect();
+        let times: Vec<u64> = h.times.iter().map(|t| t.as_secs() - 1_000_000).collect();
         assert_eq!(times.last(), Some(&2000));
         assert!(
             (1399..=1420).contains(&times[0]),
@@ -609,7 +664,7 @@ mod tests {
     #[test]
     fn snapshots_without_a_time_are_not_kept() {
         let mut s = snapshot(0, vec![port(1)]);
-        s.taken_at = None;
+        s.monotonic = None;
         let h = History::of([s].iter());
         assert!(h.is_empty());
     }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -21,6 +21,7 @@ pub mod congestion;
 pub mod exporter;
 pub mod fabric;
 pub mod history;
+pub mod nccl;
 pub mod ports;
 pub mod probes;
 pub mod rates;
@@ -153,16 +154,23 @@ pub fn evaluate(
     expect: &Expectations,
 ) -> Vec<Finding> {
     let followed = History::of(history.iter().map(|s| s.as_ref()));
-    evaluate_with(history.last().map(|s| s.as_ref()), &followed, rules, expect)
+    evaluate_with(
+        history.last().map(|s| s.as_ref()),
+        &followed,
+        rules,
+        expect,
+        &mut Vec::new(),
+    )
 }
 
 /// Runs every enabled rule once on `latest`, with `history` already holding
-/// it last.
+/// it last; the ids of rules that panicked go to `panicked`.
 fn evaluate_with(
     latest: Option<&Snapshot>,
     history: &History,
     rules: &RulesConfig,
     expect: &Expectations,
+    panicked: &mut Vec<&'static str>,
 ) -> Vec<Finding> {
     let ctx = Context {
         latest,
@@ -175,10 +183,26 @@ fn evaluate_with(
         if rules.disabled.iter().any(|d| d == rule.id) {
             continue;
         }
-        out.extend((rule.evaluate)(&ctx));
+        match run_rule(rule, &ctx) {
+            Ok(findings) => out.extend(findings),
+            Err(_) => panicked.push(rule.id),
+        }
     }
     sort(&mut out);
     out
+}
+
+/// Runs one rule, isolated: a rule that panics (a bug meeting input it did
+/// not expect) loses its own findings for this sample, not the others' nor
+/// the sampler. The panic is logged here; the caller counts it.
+pub fn run_rule(rule: &Rule, ctx: &Context) -> Result<Vec<Finding>, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (rule.evaluate)(ctx))).map_err(
+        |panic| {
+            let why = crate::sampler::panic_message(panic.as_ref());
+            tracing::error!(rule = rule.id, error = %why, "rule panicked; its findings are lost for this sample");
+            why
+        },
+    )
 }
 
 fn sort(findings: &mut [Finding]) {
@@ -192,12 +216,15 @@ fn sort(findings: &mut [Finding]) {
 pub struct Engine {
     history: History,
     active: BTreeMap<(&'static str, Subject), Held>,
+    /// Panics per rule since start.
+    panics: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Debug)]
 struct Held {
     finding: Finding,
-    last_true: SystemTime,
+    /// On the monotonic clock ([`Snapshot::clock`]).
+    last_true: Duration,
 }
 
 impl Engine {
@@ -212,6 +239,7 @@ impl Engine {
         Engine {
             history: History::new(retention, history::HISTORY_MAX),
             active: BTreeMap::new(),
+            panics: BTreeMap::new(),
         }
     }
 
@@ -220,9 +248,20 @@ impl Engine {
         self.history.set_retention(retention);
     }
 
+    /// Forgets the RDMA devices and ports seen so far: after a reload that
+    /// changed the device selection, a device now excluded is not gone.
+    pub fn forget_devices(&mut self) {
+        self.history.forget_seen();
+    }
+
     /// The followed counters kept.
     pub fn history(&self) -> &History {
         &self.history
+    }
+
+    /// How many times each rule that ever panicked has panicked.
+    pub fn rule_panics(&self) -> &BTreeMap<&'static str, u64> {
+        &self.panics
     }
 
     /// Adds `latest` to the history, evaluates the rules on it and returns
@@ -235,8 +274,13 @@ impl Engine {
         expect: &Expectations,
     ) -> Vec<Finding> {
         self.history.push(latest);
-        let now = latest.taken_at.unwrap_or(SystemTime::UNIX_EPOCH);
-        for finding in evaluate_with(Some(latest), &self.history, rules, expect) {
+        let now = latest.clock().unwrap_or(Duration::ZERO);
+        let mut panicked = Vec::new();
+        let findings = evaluate_with(Some(latest), &self.history, rules, expect, &mut panicked);
+        for id in panicked {
+            *self.panics.entry(id).or_insert(0) += 1;
+        }
+        for finding in findings {
             let key = (finding.rule, finding.subject.clone());
             self.active.insert(
                 key,
@@ -247,10 +291,8 @@ impl Engine {
             );
         }
         let hold = rules.hold;
-        self.active.retain(|_, held| {
-            now.duration_since(held.last_true).unwrap_or(Duration::ZERO) < hold
-                || held.last_true == now
-        });
+        self.active
+            .retain(|_, held| now.saturating_sub(held.last_true) < hold || held.last_true == now);
         let mut out: Vec<Finding> = self.active.values().map(|h| h.finding.clone()).collect();
         sort(&mut out);
         out
@@ -276,5 +318,45 @@ mod tests {
             "eth0"
         );
         assert_eq!(Subject::default().describe(), "this host");
+    }
+
+    #[test]
+    fn a_panicking_rule_loses_its_findings_only() {
+        fn panics(_: &Context) -> Vec<Finding> {
+            panic!("index out of bounds: the len is 0 but the index is 0")
+        }
+        fn finds(_: &Context) -> Vec<Finding> {
+            vec![Finding {
+                rule: "finds",
+                severity: Severity::Info,
+                subject: Subject::default(),
+                finding: "x".into(),
+                evidence: String::new(),
+                fix: String::new(),
+                verify: String::new(),
+            }]
+        }
+        let bad = Rule {
+            id: "panics",
+            checks: "",
+            evaluate: panics,
+        };
+        let good = Rule {
+            id: "finds",
+            checks: "",
+            evaluate: finds,
+        };
+        let history = History::default();
+        let config = RulesConfig::default();
+        let expect = Expectations::default();
+        let ctx = Context {
+            latest: None,
+            history: &history,
+            rules: &config,
+            expect: &expect,
+        };
+        let err = run_rule(&bad, &ctx).unwrap_err();
+        assert!(err.contains("index out of bounds"), "{err}");
+        assert_eq!(run_rule(&good, &ctx).map(|f| f.len()), Ok(1));
     }
 }

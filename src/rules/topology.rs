@@ -1,7 +1,9 @@
 //! Rules on the GPU-NIC PCIe topology: a GPU whose nearest NIC is far
-//! (NODE, SYS), GPUDirect RDMA unavailable, ACS redirect on the way between
-//! a GPU and its NIC, and PCIe links trained below what both ends support.
-//! All silent without a GPU or without the topology source.
+//! (NODE, SYS), GPUDirect RDMA unavailable on the host or not used for one
+//! GPU (its nearest NIC beyond NCCL's default GDR level), ACS redirect on
+//! the way between a GPU and its NIC, and PCIe links trained below what
+//! both ends support. All silent without a GPU or without the topology
+//! source.
 
 use roce_topology::{AcsState, FunctionRole, Link, LinkSpeed, PathClass, TopologySnapshot};
 
@@ -17,6 +19,11 @@ pub const RULES: &[Rule] = &[
         id: "gpudirect_unavailable",
         checks: "with GPUs and RDMA NICs, nvidia-peermem or dma-buf is usable",
         evaluate: gpudirect_unavailable,
+    },
+    Rule {
+        id: "gpudirect_not_used",
+        checks: "every GPU's nearest RDMA NIC is within NCCL's default GPUDirect RDMA level, PXB (PHB here; NODE and SYS are gpu_nic_path_far)",
+        evaluate: gpudirect_not_used,
     },
     Rule {
         id: "acs_on_gpu_nic_path",
@@ -149,6 +156,102 @@ fn gpudirect_unavailable(ctx: &Context) -> Vec<Finding> {
             .into(),
         verify: "lsmod | grep -E 'nvidia_peermem|nv_peer_mem'; cat /proc/driver/nvidia/version; uname -r".into(),
     }]
+}
+
+/// NCCL's default `NCCL_NET_GDR_LEVEL`: GPUDirect RDMA is used only where
+/// the GPU-NIC path is at most PXB. Current NCCL: `int netGdrLevel =
+/// PATH_PXB` and "disabled if distance > netGdrLevel" in
+/// `ncclTopoCheckGdr` (src/graph/paths.cc). Early NCCL 2.x
+/// (src/transport/net.cc): `NCCL_PARAM(NetGdrLevel, "NET_GDR_LEVEL",
+/// PATH_PHB)` with "disabled if distance >= netGdrLevel": the same default
+/// (PIX and PXB only), but a set level was exclusive there, inclusive now.
+/// Later versions refine special cases only: with PXN the intermediate
+/// GPU's distance counts, and Grace (C2C) platforms are judged apart.
+pub const NCCL_DEFAULT_GDR_LEVEL: PathClass = PathClass::Pxb;
+
+/// GPUDirect RDMA for one GPU, as NCCL decides it by default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuGdr {
+    pub gpu: usize,
+    /// Its nearest RDMA NICs (equally near), and how far they are.
+    pub nics: Vec<String>,
+    pub class: Option<PathClass>,
+    /// peermem or dma-buf is usable (`None`: not read).
+    pub drivers: Option<bool>,
+}
+
+impl GpuGdr {
+    /// The path is within NCCL's default GDR level.
+    pub fn path_ok(&self) -> bool {
+        self.class.is_some_and(|c| c <= NCCL_DEFAULT_GDR_LEVEL)
+    }
+
+    /// NCCL uses GPUDirect RDMA for this GPU: drivers ready and path near.
+    pub fn used(&self) -> bool {
+        self.drivers == Some(true) && self.path_ok()
+    }
+}
+
+/// The GPUDirect RDMA verdict of every GPU.
+pub fn gdr_per_gpu(t: &TopologySnapshot) -> Vec<GpuGdr> {
+    let drivers = t.gpudirect.as_ref().map(|g| g.ready());
+    t.gpus
+        .iter()
+        .map(|gpu| {
+            let nearest = t.nearest_nics(gpu.index);
+            GpuGdr {
+                gpu: gpu.index,
+                nics: nearest.iter().map(|p| p.nic.clone()).collect(),
+                class: nearest.first().map(|p| p.class),
+                drivers,
+            }
+        })
+        .collect()
+}
+
+fn gpudirect_not_used(ctx: &Context) -> Vec<Finding> {
+    let Some(t) = topology(ctx) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for g in gdr_per_gpu(t) {
+        // NODE and SYS are gpu_nic_path_far's (placement, with the same
+        // consequence named): one finding per condition.
+        if g.class != Some(PathClass::Phb) {
+            continue;
+        }
+        let Some(first) = g.nics.first() else {
+            continue;
+        };
+        let address = t
+            .gpus
+            .iter()
+            .find(|x| x.index == g.gpu)
+            .map(|x| x.address.to_string())
+            .unwrap_or_default();
+        let drivers = match g.drivers {
+            Some(true) => "GPUDirect RDMA drivers ready",
+            Some(false) => "GPUDirect RDMA drivers not ready either (gpudirect_unavailable)",
+            None => "GPUDirect RDMA drivers not read",
+        };
+        out.push(Finding {
+            rule: "gpudirect_not_used",
+            severity: Severity::Warning,
+            finding: format!(
+                "GPU {} runs without GPUDirect RDMA: its nearest RDMA NIC ({}) is PHB away (through the CPU's host bridge), beyond NCCL's default NCCL_NET_GDR_LEVEL PXB, so its network traffic is staged through host memory",
+                g.gpu,
+                g.nics.join(", ")
+            ),
+            evidence: format!(
+                "GPU {} ({address}) -> {first}: PHB; NCCL uses GPUDirect RDMA up to PXB by default; {drivers}",
+                g.gpu
+            ),
+            fix: "Put a NIC under the same PCIe switch as the GPU; where the hardware cannot change, measure with NCCL_NET_GDR_LEVEL=PHB (nccl-tests, NCCL_DEBUG=INFO shows \"GPU Direct RDMA Enabled\") and set it for the jobs only if it is faster on this CPU".into(),
+            verify: "nvidia-smi topo -m; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET,GRAPH all_reduce_perf -g 1 2>&1 | grep 'GPU Direct RDMA'".into(),
+            subject: gpu_subject(g.gpu, Some(first)),
+        });
+    }
+    out
 }
 
 fn acs_on_gpu_nic_path(ctx: &Context) -> Vec<Finding> {

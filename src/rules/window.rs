@@ -1,7 +1,13 @@
 //! Counter arithmetic over a run of samples: the increase of a counter that
 //! survives counter resets, and nothing at all from a single sample.
+//!
+//! Sample times are points on the monotonic clock ([`Snapshot::clock`]), as
+//! a [`Duration`] from its origin: a wall-clock step (NTP, an operator's
+//! `date -s`) moves neither a window nor a rate.
+//!
+//! [`Snapshot::clock`]: crate::snapshot::Snapshot::clock
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// Increase of a counter over (at most) a window of history.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -27,10 +33,10 @@ impl Increase {
     }
 }
 
-/// Increase over `samples` (time, value), oldest first. `None` with fewer
+/// Increase over `samples` (monotonic time, value), oldest first. `None` with fewer
 /// than two samples (first sample, or the counter does not exist on this
 /// host): a rule then stays silent.
-pub fn increase_over(samples: impl IntoIterator<Item = (SystemTime, u64)>) -> Option<Increase> {
+pub fn increase_over(samples: impl IntoIterator<Item = (Duration, u64)>) -> Option<Increase> {
     let mut samples = samples.into_iter();
     let (first, mut previous) = samples.next()?;
     let mut last = first;
@@ -54,10 +60,10 @@ pub fn increase_over(samples: impl IntoIterator<Item = (SystemTime, u64)>) -> Op
     })
 }
 
-/// How long before `latest` the time `t` was; zero when the clock stepped
-/// back between them.
-pub fn age(latest: SystemTime, t: SystemTime) -> Duration {
-    latest.duration_since(t).unwrap_or(Duration::ZERO)
+/// How long before `latest` the time `t` was; zero when `t` is the later
+/// (samples out of order: snapshots made by hand).
+pub fn age(latest: Duration, t: Duration) -> Duration {
+    latest.saturating_sub(t)
 }
 
 #[cfg(test)]
@@ -65,8 +71,8 @@ mod tests {
     use super::*;
 
     /// Samples 5 s apart.
-    fn samples(values: &[u64]) -> Vec<(SystemTime, u64)> {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    fn samples(values: &[u64]) -> Vec<(Duration, u64)> {
+        let t0 = Duration::from_secs(1_000_000);
         values
             .iter()
             .enumerate()
@@ -97,8 +103,8 @@ mod tests {
     }
 
     #[test]
-    fn a_clock_stepping_back_covers_no_time() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    fn samples_out_of_order_cover_no_time() {
+        let t0 = Duration::from_secs(1_000_000);
         let i = increase_over([(t0, 1), (t0 - Duration::from_secs(5), 4)]).unwrap();
         assert_eq!(i.amount, 3);
         assert_eq!(i.seconds, 0.0);

@@ -1,9 +1,18 @@
-//! The sources: each reads one part of the host into its field of the
-//! [`Snapshot`]. They know nothing of Prometheus. The sampler runs them in
-//! order, times them and records their [`SourceState`]; a source that fails
-//! never stops the others.
+//! The sources: each reads one part of the host and hands it back as its
+//! [`Part`]. They know nothing of Prometheus. The sampler runs each on its
+//! own worker thread under a deadline, times it, records its
+//! [`SourceState`] and assembles the [`Snapshot`](crate::snapshot::Snapshot)
+//! from the parts; a source that fails, panics or hangs never stops the
+//! others.
+//!
+//! The contract is explicit: a source reads only what it is handed in
+//! [`Input`] (today: the RDMA source's part, for the sources that say
+//! [`Source::needs_rdma`]) and writes only its own [`Part`]. Nothing is
+//! shared between sources while they run.
 
-use crate::snapshot::{KernelRequests, Snapshot, SourceState};
+use std::sync::Arc;
+
+use crate::snapshot::{KernelRequests, SourceState};
 
 pub mod netdev;
 pub mod probe;
@@ -11,15 +20,69 @@ pub mod rdma;
 pub mod rdma_netlink;
 pub mod topology;
 
-/// One part of the host, read once per sample.
+/// What the sampler hands a source for one sample.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    /// The RDMA source's part: this sample's when it returned in time,
+    /// else the last one it returned (`None` before any). Given only to
+    /// sources that [`Source::needs_rdma`].
+    pub rdma: Option<Arc<roce_rdma::RdmaSnapshot>>,
+    /// The snapshot published by the previous sample (`None` before the
+    /// first): for sources that judge by what other sources read last time
+    /// (the probe takes the RoCE DSCP of each port from the netdev part).
+    pub previous: Option<Arc<crate::snapshot::Snapshot>>,
+}
+
+/// One source's part of a snapshot.
+#[derive(Debug, Clone)]
+pub enum Part {
+    Rdma(roce_rdma::RdmaSnapshot),
+    Netdev(roce_netdev::NetdevSnapshot),
+    /// Boxed: by far the largest part.
+    Topology(Box<roce_topology::TopologySnapshot>),
+    Probes(roce_probe::ProbeResults),
+}
+
+/// What one call of [`Source::sample`] returns.
+#[derive(Debug, Clone)]
+pub struct Reading {
+    /// Whether the source as a whole worked.
+    pub state: SourceState,
+    /// What it read; `None` when it had nothing to hand over.
+    pub part: Option<Part>,
+}
+
+impl Reading {
+    pub fn new(state: SourceState, part: Part) -> Self {
+        Reading {
+            state,
+            part: Some(part),
+        }
+    }
+
+    /// A state and no part (disabled, or nothing read).
+    pub fn bare(state: SourceState) -> Self {
+        Reading { state, part: None }
+    }
+}
+
+/// One part of the host, read once per sample. Runs on a thread of its own:
+/// a call may block (a firmware read that stalls), the sampler then reports
+/// it timed out and does not call it again until the call has returned.
 pub trait Source: Send {
     /// The `collector` label value.
     fn name(&self) -> &'static str;
 
-    /// Reads the host into `snapshot` (its own field only; it may read what
-    /// earlier sources wrote). Single-file problems go into `errors`; the
-    /// returned state says whether the source as a whole worked.
-    fn sample(&mut self, snapshot: &mut Snapshot, errors: &mut Vec<String>) -> SourceState;
+    /// Whether this source reads the RDMA source's part ([`Input::rdma`]):
+    /// such sources run after the RDMA source has returned or missed its
+    /// deadline.
+    fn needs_rdma(&self) -> bool {
+        false
+    }
+
+    /// Reads the host. Single-file problems go into `errors`; the returned
+    /// state says whether the source as a whole worked.
+    fn sample(&mut self, input: &Input, errors: &mut Vec<String>) -> Reading;
 
     /// What the last sample asked of the kernel; `None` for sources that
     /// do not count it.
@@ -28,8 +91,8 @@ pub trait Source: Send {
     }
 }
 
-/// Every source, in the order they run (later ones may read what earlier
-/// ones wrote: the netdev source reads which netdevs back RDMA ports).
+/// Every source, in the order they are listed (the RDMA source first: the
+/// others read which netdevs and devices it found).
 pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Vec<Box<dyn Source>> {
     vec![
         Box::new(rdma::RdmaSource::new(config, paths)),

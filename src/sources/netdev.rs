@@ -1,5 +1,5 @@
-//! The netdev source: the netdevs behind RDMA ports (read from what the RDMA
-//! source put in the snapshot) plus `netdevs.extra`, through `roce-netdev`:
+//! The netdev source: the netdevs behind RDMA ports (from the RDMA source's
+//! part, handed over by the sampler) plus `netdevs.extra`, through `roce-netdev`:
 //! sysfs configuration always; ethtool statistics (`SIOCETHTOOL`) and DCB
 //! (rtnetlink) only when `sources.ethtool` / `sources.dcb` resolve to on
 //! (by default: the paths are the running kernel's). On a fixture tree the
@@ -10,10 +10,10 @@ use roce_netdev::live::{EthtoolPause, NetlinkDcb};
 use roce_netdev::reader::{DcbReplay, ReaderOptions};
 use roce_netdev::{NetdevReader, RdmaPortRef, Target};
 
-use super::Source;
+use super::{Input, Part, Reading, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
-use crate::snapshot::{KernelRequests, Snapshot, SourceState};
+use crate::snapshot::{KernelRequests, SourceState};
 
 pub struct NetdevSource {
     reader: NetdevReader,
@@ -80,9 +80,9 @@ fn live_dcb(config: &Config) -> Option<Box<dyn roce_netdev::reader::DcbRead>> {
 
 /// The netdevs to read: one per netdev behind an RDMA port (the first port
 /// names it), then the extra ones not already listed.
-pub fn targets(snapshot: &Snapshot, extra: &[String]) -> Vec<Target> {
+pub fn targets(rdma: Option<&roce_rdma::RdmaSnapshot>, extra: &[String]) -> Vec<Target> {
     let mut out: Vec<Target> = Vec::new();
-    if let Some(rdma) = &snapshot.rdma {
+    if let Some(rdma) = rdma {
         for device in &rdma.devices {
             for port in &device.ports {
                 let Some(netdev) = &port.netdev else { continue };
@@ -115,19 +115,24 @@ impl Source for NetdevSource {
         "netdev"
     }
 
-    fn sample(&mut self, snapshot: &mut Snapshot, errors: &mut Vec<String>) -> SourceState {
+    fn needs_rdma(&self) -> bool {
+        true
+    }
+
+    fn sample(&mut self, input: &Input, errors: &mut Vec<String>) -> Reading {
         if let Some(e) = &self.open_error {
             errors.push(e.clone());
         }
-        let targets = targets(snapshot, &self.extra);
+        let targets = targets(input.rdma.as_deref(), &self.extra);
         self.read_last_sample = !targets.is_empty();
         if targets.is_empty() {
-            snapshot.netdev = Some(Default::default());
-            return SourceState::Unavailable("no netdev behind an RDMA port".into());
+            return Reading::new(
+                SourceState::Unavailable("no netdev behind an RDMA port".into()),
+                Part::Netdev(Default::default()),
+            );
         }
         let netdevs = self.reader.read(&targets, errors);
-        snapshot.netdev = Some(netdevs);
-        SourceState::Ok
+        Reading::new(SourceState::Ok, Part::Netdev(netdevs))
     }
 
     fn kernel_requests(&self) -> Option<KernelRequests> {

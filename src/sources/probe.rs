@@ -1,6 +1,8 @@
-//! The probe source: chooses the probe targets from what the RDMA source
-//! just read (every active port, with the configured GID index or, for
-//! `auto`, the RoCE v2 GID NCCL would pick) and copies the probe thread's
+//! The probe source: chooses the probe targets from the RDMA source's part
+//! (handed over by the sampler): every active port, with the configured GID
+//! index or, for `auto`, the RoCE v2 GID NCCL would pick, and the traffic
+//! class of the port's RoCE DSCP (from the netdev part of the previous
+//! sample). It copies the probe thread's
 //! latest results into the snapshot. The rounds themselves run on the
 //! probe's own thread (`roce_probe::runner`), so a sample never waits on a
 //! device; a new configuration replaces the source and with it the thread.
@@ -11,7 +13,7 @@ use roce_probe::runner::Runner;
 use roce_probe::{ProbeState, Target};
 use roce_rdma::{LinkLayer, Port, RdmaSnapshot};
 
-use super::Source;
+use super::{Input, Part, Reading, Source};
 use crate::config::{Config, GidIndex};
 use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
@@ -19,9 +21,13 @@ use crate::snapshot::{Snapshot, SourceState};
 pub struct ProbeSource {
     runner: Result<Runner, String>,
     chooser: TargetChooser,
-    /// Targets given to the runner last (kept when the RDMA source has
-    /// nothing this sample, so a transient read failure neither frees the
-    /// probe's resources nor resets its counters).
+    /// `expect.nccl_ib_tc`: with the netdev's configuration, the traffic
+    /// class rounds carry (the RoCE priority, not priority 0).
+    nccl_ib_tc: Option<u8>,
+    /// Targets given to the runner last (kept when no RDMA part is handed
+    /// over; when the RDMA source fails, the sampler hands over its last
+    /// part, so a transient read failure neither frees the probe's
+    /// resources nor resets its counters).
     targets: Vec<Target>,
     /// Last failure reason logged per target (`None`: healthy), to log
     /// changes, not rounds.
@@ -38,6 +44,7 @@ impl ProbeSource {
         ProbeSource {
             runner,
             chooser: TargetChooser::new(config.probes.gid_index),
+            nccl_ib_tc: config.expect.nccl_ib_tc,
             targets: Vec::new(),
             logged: BTreeMap::new(),
         }
@@ -123,13 +130,36 @@ impl Source for ProbeSource {
         "probe"
     }
 
-    fn sample(&mut self, snapshot: &mut Snapshot, _errors: &mut Vec<String>) -> SourceState {
+    fn needs_rdma(&self) -> bool {
+        true
+    }
+
+    fn sample(&mut self, input: &Input, _errors: &mut Vec<String>) -> Reading {
         let runner = match &self.runner {
             Ok(r) => r,
-            Err(why) => return SourceState::Disabled(why.clone()),
+            Err(why) => return Reading::bare(SourceState::Disabled(why.clone())),
         };
-        if let Some(rdma) = &snapshot.rdma {
-            self.targets = self.chooser.choose(rdma);
+        if let Some(rdma) = &input.rdma {
+            // The RoCE DSCP comes from the netdev part, which is read in
+            // the same phase as this source: the previous sample's is the
+            // latest there is.
+            let empty = Snapshot::default();
+            let last = input.previous.as_deref().unwrap_or(&empty);
+            let tc = self.nccl_ib_tc;
+            self.targets = self
+                .chooser
+                .choose(rdma)
+                .into_iter()
+                .map(|t| {
+                    let class = crate::rules::fabric::port_traffic_class(
+                        last,
+                        &t.device,
+                        u32::from(t.port),
+                        tc,
+                    );
+                    t.with_traffic_class(class)
+                })
+                .collect();
             runner.set_targets(self.targets.clone());
         }
         let results = runner.results();
@@ -155,7 +185,6 @@ impl Source for ProbeSource {
         }
         self.logged
             .retain(|t, _| results.targets.iter().any(|(r, _)| r == t));
-        snapshot.probes = Some(results);
-        state
+        Reading::new(state, Part::Probes(results))
     }
 }

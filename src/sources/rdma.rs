@@ -4,10 +4,10 @@
 use roce_rdma::{DeviceFilter, RdmaReader, SysfsOnly};
 
 use super::rdma_netlink::{KernelNldev, NetlinkHwCounters, Nldev};
-use super::Source;
+use super::{Input, Part, Reading, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
-use crate::snapshot::{KernelRequests, Snapshot, SourceState};
+use crate::snapshot::{KernelRequests, SourceState};
 
 /// `N`: how RDMA netlink is asked (the running kernel; tests pass a kernel
 /// that misbehaves).
@@ -56,7 +56,7 @@ impl<N: Nldev> Source for RdmaSource<N> {
         "rdma"
     }
 
-    fn sample(&mut self, snapshot: &mut Snapshot, errors: &mut Vec<String>) -> SourceState {
+    fn sample(&mut self, _input: &Input, errors: &mut Vec<String>) -> Reading {
         let rdma = match &mut self.netlink {
             Some(netlink) => {
                 netlink.begin_sample();
@@ -72,8 +72,7 @@ impl<N: Nldev> Source for RdmaSource<N> {
         } else {
             SourceState::Ok
         };
-        snapshot.rdma = Some(rdma);
-        state
+        Reading::new(state, Part::Rdma(rdma))
     }
 
     fn kernel_requests(&self) -> Option<KernelRequests> {

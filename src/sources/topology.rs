@@ -1,6 +1,6 @@
 //! The topology source: GPU-NIC PCIe placement, link training, ACS and
-//! GPUDirect readiness (`roce-topology`), for the RDMA devices the RDMA
-//! source found (it runs first). NVML is asked only when
+//! GPUDirect readiness (`roce-topology`), for the RDMA devices in the RDMA
+//! source's part (handed over by the sampler). NVML is asked only when
 //! `sources.nvml` allows it (`auto`: when `--path.sysfs` is this host's);
 //! its absence is logged once per change of state, never per sample.
 //! The reader caches the PCI tree and re-reads only link training per
@@ -12,10 +12,10 @@ use std::path::PathBuf;
 use roce_topology::nvml::{GpuLibrary, NoNvml, Nvml, NvmlState};
 use roce_topology::{NicRef, TopologyReader, DEFAULT_LIBRARY_DIRS};
 
-use super::Source;
+use super::{Input, Part, Reading, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
-use crate::snapshot::{Snapshot, SourceState};
+use crate::snapshot::SourceState;
 
 pub struct TopologySource {
     reader: TopologyReader,
@@ -76,8 +76,12 @@ impl Source for TopologySource {
         "topology"
     }
 
-    fn sample(&mut self, snapshot: &mut Snapshot, errors: &mut Vec<String>) -> SourceState {
-        let nics: Vec<NicRef> = snapshot
+    fn needs_rdma(&self) -> bool {
+        true
+    }
+
+    fn sample(&mut self, input: &Input, errors: &mut Vec<String>) -> Reading {
+        let nics: Vec<NicRef> = input
             .rdma
             .iter()
             .flat_map(|r| r.devices.iter())
@@ -114,7 +118,6 @@ impl Source for TopologySource {
         } else {
             SourceState::Ok
         };
-        snapshot.topology = Some(topo);
-        state
+        Reading::new(state, Part::Topology(Box::new(topo)))
     }
 }

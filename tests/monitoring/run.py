@@ -509,10 +509,11 @@ def e2e_run(stack, demo, prometheus, alertmanager):
     write_atomic(os.path.join(port7, "state"), "1: DOWN\n")
     write_atomic(os.path.join(port7, "phys_state"), "3: Disabled\n")
 
-    # mlx5 RoCE ECN switches (the demo tree has none): on for priority 3.
+    # mlx5 RoCE ECN switches (the demo tree has them all on): on for
+    # priority 3 only.
     for role in ("roce_np", "roce_rp"):
         enable = os.path.join(t, "sys", "class", "net", "ens1np0", "ecn", role, "enable")
-        os.makedirs(enable)
+        os.makedirs(enable, exist_ok=True)
         for prio in range(8):
             write_atomic(os.path.join(enable, str(prio)), "1\n" if prio == 3 else "0\n")
 

@@ -12,6 +12,7 @@
 //! - [`dcb`]: rtnetlink DCB (`RTM_GETDCB`/`DCB_CMD_IEEE_GET`) request bytes
 //!   and the pure decoder of the reply.
 //! - [`sysfs`]: MTU, operstate, speed and mlx5's ECN enable files.
+//! - [`qos`]: rdma_cm's default ToS (configfs) and mlx5's CNP DSCP/priority.
 //! - [`live`]: DCB and standard pause statistics over netlink
 //!   (`roce-netlink`).
 //! - [`reader`]: reads one sample of every selected netdev.
@@ -36,6 +37,7 @@ pub mod genl;
 pub mod live;
 pub mod mapping;
 pub mod module;
+pub mod qos;
 pub mod reader;
 pub mod sysfs;
 
@@ -76,6 +78,8 @@ pub struct Netdev {
     /// ECN enable per priority from mlx5's `ecn/roce_{np,rp}/enable/N`;
     /// `None` when the netdev has no such folder (every other driver).
     pub ecn: Option<EcnConfig>,
+    /// What the host marks RoCE packets and CNPs with, where it says.
+    pub qos: qos::RoceQos,
     /// ethtool statistics with a known meaning, summed per meaning.
     pub stats: Vec<MappedStat>,
     /// Raw ethtool counters named in `netdevs.export_raw_ethtool`.

@@ -174,6 +174,8 @@ pub struct NetdevReader {
     dcb: Option<Box<dyn DcbRead>>,
     cache: StatsCache,
     files: crate::sysfs::SysfsFiles,
+    /// Files read by [`crate::qos::read`] this sample.
+    qos_reads: u64,
     calls: Calls,
 }
 
@@ -185,6 +187,7 @@ impl NetdevReader {
         let files = crate::sysfs::SysfsFiles::new(options.sysfs.clone());
         NetdevReader {
             files,
+            qos_reads: 0,
             calls: Calls::default(),
             options,
             ethtool: None,
@@ -229,7 +232,7 @@ impl NetdevReader {
         let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
         self.cache.retain(&names);
         self.files.retain(&names);
-        self.calls.sysfs_reads = self.files.take_reads();
+        self.calls.sysfs_reads = self.files.take_reads() + std::mem::take(&mut self.qos_reads);
         snapshot
     }
 
@@ -252,6 +255,15 @@ impl NetdevReader {
             carrier: sys.carrier,
             ..Netdev::default()
         };
+        if sys.exists {
+            netdev.qos = crate::qos::read(
+                &self.options.sysfs,
+                &target.name,
+                target.rdma.as_ref(),
+                errors,
+                &mut self.qos_reads,
+            );
+        }
         if let Some(io) = self.ethtool.as_deref_mut() {
             let mut counted = Counted {
                 io,

@@ -189,6 +189,12 @@ impl<V: Verbs> Engine<V> {
     pub fn open_sessions(&self) -> usize {
         self.sessions.len()
     }
+
+    /// The path (MTU, traffic class) the open session of `target` was
+    /// connected with, when the verbs layer says.
+    pub fn path(&self, target: &Target) -> Option<crate::verbs::QpPath> {
+        self.sessions.get(target)?.path()
+    }
 }
 
 /// Refines what the verbs layer reported so that a missing permission is

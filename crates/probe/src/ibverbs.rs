@@ -30,7 +30,7 @@ use sideway::ibverbs::queue_pair::{
 };
 use sideway::ibverbs::AccessFlags;
 
-use crate::verbs::{Landed, OpenError, Session, Verbs};
+use crate::verbs::{qp_path, Landed, OpenError, QpPath, Session, Verbs};
 use crate::{Failure, Peer, Reason, Target};
 
 /// Offsets in the registered buffer.
@@ -231,6 +231,7 @@ pub struct IbSession {
     _pd: Arc<ProtectionDomain>,
     ctx: Arc<DeviceContext>,
     port: u8,
+    path: QpPath,
 }
 
 /// Memory the device reads and writes; only touched through its raw
@@ -377,9 +378,13 @@ impl IbSession {
                 .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (responder)", &e))?,
         );
 
-        let mtu = match port_attr.active_mtu() {
-            Mtu::Mtu256 => Mtu::Mtu256,
-            _ => Mtu::Mtu1024,
+        let path = qp_path(target, mtu_bytes(port_attr.active_mtu()));
+        let mtu = match path.mtu {
+            4096 => Mtu::Mtu4096,
+            2048 => Mtu::Mtu2048,
+            1024 => Mtu::Mtu1024,
+            512 => Mtu::Mtu512,
+            _ => Mtu::Mtu256,
         };
         let roce = matches!(port_attr.link_layer(), LinkLayer::Ethernet);
         let lid = port_attr.lid();
@@ -398,11 +403,11 @@ impl IbSession {
             let mut ah = AddressHandleAttribute::new();
             ah.setup_port(port).setup_service_level(0);
             if roce {
-                ah.setup_grh(&gid, 0, sgid_index, 64, 0);
+                ah.setup_grh(&gid, 0, sgid_index, 64, path.traffic_class);
             } else {
                 ah.setup_dest_lid(lid);
                 if target.gid_index != 0 {
-                    ah.setup_grh(&gid, 0, sgid_index, 64, 0);
+                    ah.setup_grh(&gid, 0, sgid_index, 64, path.traffic_class);
                 }
             }
             let mut attr = QueuePairAttribute::new();
@@ -439,11 +444,27 @@ impl IbSession {
             _pd: pd,
             ctx,
             port,
+            path,
         })
     }
 }
 
+/// Bytes of an IB MTU.
+fn mtu_bytes(mtu: Mtu) -> u32 {
+    match mtu {
+        Mtu::Mtu256 => 256,
+        Mtu::Mtu512 => 512,
+        Mtu::Mtu1024 => 1024,
+        Mtu::Mtu2048 => 2048,
+        Mtu::Mtu4096 => 4096,
+    }
+}
+
 impl Session for IbSession {
+    fn path(&self) -> Option<QpPath> {
+        Some(self.path)
+    }
+
     fn port_active(&mut self) -> Result<bool, Failure> {
         let attr = self.ctx.query_port(self.port).map_err(|e| {
             fail(

@@ -1,7 +1,11 @@
-//! Active RDMA probes: for each target (a local port, a GID index and a
-//! peer; loopback for now) a long-lived pair of RC queue pairs carries one
-//! RDMA WRITE and one SEND per round, and the round trip, the outcome and a
-//! precise failure reason are kept per target.
+//! Active RDMA probes: for each target (a local port, a GID index, a
+//! traffic class and a peer; loopback for now) a long-lived pair of RC
+//! queue pairs carries one RDMA WRITE and one SEND per round, and the round
+//! trip, the outcome and a precise failure reason are kept per target.
+//! The queue pairs run at the port's active MTU and the target's traffic
+//! class ([`verbs::qp_path`]). A loopback round never leaves the NIC: it
+//! exercises the device, its firmware, the GID and the QP path settings,
+//! not the cable, the switch or its PFC and ECN configuration.
 //!
 //! Layers, each replaceable:
 //! - [`verbs`]: the [`verbs::Verbs`] / [`verbs::Session`] traits, the only
@@ -38,6 +42,9 @@ pub struct Target {
     pub port: u8,
     /// Source GID index (and, in loopback, the destination GID too).
     pub gid_index: u32,
+    /// IP traffic class of the packets (DSCP << 2 on RoCE), so that a round
+    /// runs on the priority RoCE traffic uses, not priority 0.
+    pub traffic_class: u8,
     pub peer: Peer,
 }
 
@@ -57,8 +64,15 @@ impl Target {
             device: device.into(),
             port,
             gid_index,
+            traffic_class: 0,
             peer: Peer::Loopback,
         }
+    }
+
+    /// The same target with its packets marked with `traffic_class`.
+    pub fn with_traffic_class(mut self, traffic_class: u8) -> Target {
+        self.traffic_class = traffic_class;
+        self
     }
 
     /// The operation a round measures (the `op` label).
@@ -71,8 +85,8 @@ impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}/{} gid {} (loopback)",
-            self.device, self.port, self.gid_index
+            "{}/{} gid {} tc {} (loopback)",
+            self.device, self.port, self.gid_index, self.traffic_class
         )
     }
 }

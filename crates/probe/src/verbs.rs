@@ -33,8 +33,39 @@ impl From<Failure> for OpenError {
     }
 }
 
+/// What the INIT→RTR transition of a probe's queue pairs sets about the
+/// path: the MTU and the traffic class of the packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpPath {
+    /// Path MTU in bytes (256, 512, 1024, 2048 or 4096).
+    pub mtu: u32,
+    /// The GRH traffic class (DSCP << 2 on RoCE).
+    pub traffic_class: u8,
+}
+
+/// The path a target's queue pairs use on a port whose active MTU is
+/// `active_mtu` bytes (`ibv_query_port`): that MTU, so that a round sends
+/// packets as large as the port's traffic does (RoCE: 4096 behind a 9000
+/// netdev MTU), and the target's traffic class. An active MTU that is not
+/// one of the IB MTUs is taken down to the next one (256 at least).
+pub fn qp_path(target: &Target, active_mtu: u32) -> QpPath {
+    let mtu = [4096, 2048, 1024, 512, 256]
+        .into_iter()
+        .find(|m| active_mtu >= *m)
+        .unwrap_or(256);
+    QpPath {
+        mtu,
+        traffic_class: target.traffic_class,
+    }
+}
+
 /// The long-lived resources of one target, reused round after round.
 pub trait Session: Send {
+    /// The path the queue pairs were connected with, when the layer knows.
+    fn path(&self) -> Option<QpPath> {
+        None
+    }
+
     /// Whether the port is ACTIVE now (`ibv_query_port`).
     fn port_active(&mut self) -> Result<bool, Failure>;
 
@@ -53,4 +84,28 @@ pub struct Landed {
     pub written: Vec<u8>,
     /// The tag the SEND delivered to the responder's receive.
     pub tag: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_path_carries_the_active_mtu_and_the_traffic_class() {
+        let t = Target::loopback("mlx5_0", 1, 3).with_traffic_class(26 << 2);
+        assert_eq!(
+            qp_path(&t, 4096),
+            QpPath {
+                mtu: 4096,
+                traffic_class: 104
+            }
+        );
+        assert_eq!(qp_path(&t, 2048).mtu, 2048);
+        assert_eq!(qp_path(&t, 3000).mtu, 2048);
+        assert_eq!(qp_path(&t, 0).mtu, 256);
+        assert_eq!(
+            qp_path(&Target::loopback("rxe0", 1, 1), 1024).traffic_class,
+            0
+        );
+    }
 }

@@ -1,0 +1,241 @@
+//! The server's signals, against the real binary: a SIGHUP as soon as the
+//! process watches it (before it is ready: the first sample is held up by a
+//! counter read that never returns) is a reload request, not death; a reload
+//! that changes `web:` limits names the keys that need a restart; SIGTERM
+//! ends the process although a source is stuck in a read.
+//!
+//! The stuck read is a FIFO in place of `counters/port_rcv_data` in a copy
+//! of a fixture tree (on mlx5 a counter read is a firmware command and can
+//! stall for seconds).
+
+#[path = "../crates/rdma/tests/common/mod.rs"]
+mod rdma_common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rdma_common::TempTree;
+
+const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
+/// The bound on waiting for anything here: a hang fails the test. Not a
+/// timing assertion; the documented bounds are far below it.
+const GUARD: Duration = Duration::from_secs(60);
+
+/// A fixture copy whose `mlx5_0` port 1 `port_rcv_data` is a FIFO nobody
+/// writes: every open of it blocks.
+fn stuck_tree() -> TempTree {
+    let tree = TempTree::copy_of("sys-mlx5-roce");
+    let counter = tree
+        .root
+        .join("class/infiniband/mlx5_0/ports/1/counters/port_rcv_data");
+    std::fs::remove_file(&counter).unwrap();
+    let c = std::ffi::CString::new(counter.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    tree
+}
+
+/// A child killed when the test ends early (a failed assertion).
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// The exporter on `tree` with `config`, its log lines on a channel.
+fn spawn(tree: &Path, config: &Path) -> (Running, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .arg("--web.listen-address=127.0.0.1:0")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--path.sysfs={}", tree.display()))
+        .arg(format!("--path.procfs={}", tree.join("proc").display()))
+        .arg("--log.level=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            eprintln!("exporter: {line}");
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (Running(child), rx)
+}
+
+/// Waits for a log line containing `text`; returns it.
+fn wait_for(log: &mpsc::Receiver<String>, text: &str) -> String {
+    let until = Instant::now() + GUARD;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match log.recv_timeout(left) {
+            Ok(line) if line.contains(text) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("no log line with {text:?}: {e}"),
+        }
+    }
+}
+
+/// Waits for a log line containing each of `texts`, in any order; returns
+/// them in the order of `texts`.
+fn wait_for_all<const N: usize>(log: &mpsc::Receiver<String>, texts: [&str; N]) -> [String; N] {
+    let until = Instant::now() + GUARD;
+    let mut found: [Option<String>; N] = std::array::from_fn(|_| None);
+    while found.iter().any(Option::is_none) {
+        let left = until.saturating_duration_since(Instant::now());
+        match log.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(i) = (0..N).find(|&i| found[i].is_none() && line.contains(texts[i])) {
+                    found[i] = Some(line);
+                }
+            }
+            Err(e) => panic!("no log lines with all of {texts:?}: {e}"),
+        }
+    }
+    found.map(Option::unwrap_or_default)
+}
+
+/// Whether the process has a handler for `sig` (`SigCgt` in
+/// /proc/PID/status, bit signum - 1).
+fn catches(pid: u32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
+}
+
+/// Waits until the process handles `sig`.
+fn wait_until_caught(child: &mut Child, sig: i32) {
+    let until = Instant::now() + GUARD;
+    while !catches(child.id(), sig) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ended before watching signal {sig}"
+        );
+        assert!(Instant::now() < until, "never watched signal {sig}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+fn healthz(port: &str) -> String {
+    let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    s.set_read_timeout(Some(GUARD)).unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    reply
+}
+
+/// Waits for the child to end; its exit status.
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let until = Instant::now() + GUARD;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("the process did not end");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sighup_before_ready_reloads_web_changes_are_named_and_sigterm_ends_a_stuck_process() {
+    let tree = stuck_tree();
+    let config = tree.root.join("roce_exporter.yml");
+    std::fs::write(&config, "sample_interval: 2s\n").unwrap();
+    let (mut running, log) = spawn(&tree.root, &config);
+    let child = &mut running.0;
+
+    // As soon as the process watches SIGHUP: long before it is ready, the
+    // first sample waiting 2 s on the stuck read.
+    wait_until_caught(child, libc::SIGHUP);
+    signal(child, libc::SIGHUP);
+
+    wait_for(&log, "msg=\"roce_exporter started\"");
+    // The SIGHUP that came before is handled once serving: its reload may
+    // be logged before or after the listener's line.
+    let [listening, _] = wait_for_all(&log, ["msg=listening", "msg=\"configuration reloaded\""]);
+    let port = listening.rsplit(':').next().unwrap().trim().to_string();
+    wait_for(&log, "msg=\"new configuration applied; sampling now\"");
+    assert!(child.try_wait().unwrap().is_none(), "SIGHUP killed it");
+    let reply = healthz(&port);
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(
+        reply.contains("collector failed: rdma: timed out"),
+        "{reply}"
+    );
+
+    // A reload that changes web limits: applied for the rest, the limits
+    // named as needing a restart.
+    std::fs::write(
+        &config,
+        "sample_interval: 2s\nweb:\n  max_connections: 8\n  header_read_timeout: 3s\n",
+    )
+    .unwrap();
+    signal(child, libc::SIGHUP);
+    let warn = wait_for(&log, "need a restart");
+    assert!(warn.contains("level=warn"), "{warn}");
+    assert!(
+        warn.contains("keys=web.max_connections,web.header_read_timeout"),
+        "{warn}"
+    );
+
+    // SIGTERM while the RDMA source's read is still stuck.
+    signal(child, libc::SIGTERM);
+    let stopping = Instant::now();
+    let status = wait_exit(child);
+    eprintln!("ended {:?} after SIGTERM", stopping.elapsed());
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn sigterm_during_a_first_sample_held_up_by_a_stuck_read_ends_the_process() {
+    let tree = stuck_tree();
+    let config = tree.root.join("roce_exporter.yml");
+    // The first sample waits a minute (one interval) on the stuck read
+    // before the server is ready.
+    std::fs::write(&config, "sample_interval: 1m\n").unwrap();
+    let (mut running, log) = spawn(&tree.root, &config);
+    let child = &mut running.0;
+    wait_until_caught(child, libc::SIGTERM);
+    signal(child, libc::SIGTERM);
+    let status = wait_exit(child);
+    // Cut short by the shutdown limit: not a clean stop.
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    // Every line: the reader ends at the end of the dead process's stderr.
+    let lines: Vec<String> = log.iter().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("msg=\"shutdown did not finish in time; exiting now\"")),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("roce_exporter started")),
+        "{lines:#?}"
+    );
+}
