@@ -25,6 +25,7 @@
 //! - [`devlink`]: devlink health reporters.
 //! - [`aer`]: PCIe AER counters of a PCI function (NICs and GPUs).
 //! - [`genl`]: generic netlink family lookup and the hex replay format.
+//! - [`phys`]: reads one sample of all of them.
 
 #![deny(unsafe_code)]
 
@@ -37,6 +38,7 @@ pub mod genl;
 pub mod live;
 pub mod mapping;
 pub mod module;
+pub mod phys;
 pub mod qos;
 pub mod reader;
 pub mod sysfs;

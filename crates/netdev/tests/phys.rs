@@ -364,3 +364,109 @@ fn carrier_counters_from_sysfs_and_absent_files() {
     assert_eq!(snap.netdevs[1].carrier, CarrierCounts::default());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A sysfs tree with `ens1np0` on PCI function 0000:17:00.0 (AER files,
+/// as aer.c prints them) and a GPU at 0000:18:00.0 without AER files.
+fn phys_tree(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("roce-phys-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let nic = dir.join("devices/pci0000:16/0000:16:01.0/0000:17:00.0");
+    let gpu = dir.join("devices/pci0000:16/0000:16:02.0/0000:18:00.0");
+    std::fs::create_dir_all(&nic).unwrap();
+    std::fs::create_dir_all(&gpu).unwrap();
+    std::fs::write(
+        nic.join("aer_dev_correctable"),
+        "RxErr 0\nBadTLP 3\nBadDLLP 1\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 4\n",
+    )
+    .unwrap();
+    std::fs::write(nic.join("aer_dev_fatal"), "DLP 0\nTOTAL_ERR_FATAL 0\n").unwrap();
+    let net = dir.join("class/net/ens1np0");
+    std::fs::create_dir_all(&net).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:16/0000:16:01.0/0000:17:00.0",
+        net.join("device"),
+    )
+    .unwrap();
+    let pci = dir.join("bus/pci/devices");
+    std::fs::create_dir_all(&pci).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:16/0000:16:02.0/0000:18:00.0",
+        pci.join("0000:18:00.0"),
+    )
+    .unwrap();
+    dir
+}
+
+fn phys_reader(sysfs: PathBuf) -> roce_netdev::phys::PhysReader {
+    use roce_netdev::phys::{PhysOptions, PhysReader};
+    PhysReader::new(PhysOptions {
+        sysfs,
+        module_interval: std::time::Duration::from_secs(300),
+    })
+    .with_fec(Box::new(FecReplay::new(fixtures())))
+    .with_eeprom(Box::new(EepromReplay::new(fixtures())))
+    .with_health(Box::new(DevlinkReplay::new(fixtures())))
+}
+
+#[test]
+fn phys_reader_joins_every_part_of_a_netdev() {
+    let dir = phys_tree("join");
+    let mut reader = phys_reader(dir.clone());
+    let targets = [Target {
+        name: "ens1np0".into(),
+        rdma: Some(roce_netdev::RdmaPortRef {
+            device: "mlx5_0".into(),
+            port: 1,
+        }),
+    }];
+    let mut errors = Vec::new();
+    let snap = reader.read(
+        &targets,
+        &["0000:18:00.0".to_string()],
+        std::time::Duration::ZERO,
+        &mut errors,
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let n = &snap.netdevs[0];
+    assert_eq!(n.pci.as_deref(), Some("0000:17:00.0"));
+    assert_eq!(n.aer.correctable.as_ref().unwrap().total, Some(4));
+    assert_eq!(n.aer.fatal.as_ref().unwrap().total, Some(0));
+    // No aer_dev_nonfatal file: absent, not 0.
+    assert_eq!(n.aer.nonfatal, None);
+    assert_eq!(n.fec.as_ref().unwrap().active, Some(FecMode::Rs));
+    assert_eq!(n.module.as_ref().unwrap().serial, "MT2031FT04567");
+    // The GPU has no AER capability here: all absent.
+    assert_eq!(snap.gpus.len(), 1);
+    assert!(snap.gpus[0].aer.is_empty());
+    // The four reporters of 0000:17:00.0 belong to ens1np0.
+    let reporters = snap.reporters.unwrap();
+    assert_eq!(reporters.len(), 4);
+    assert!(reporters.iter().all(|r| r.netdev == "ens1np0"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn modules_are_read_on_their_own_cadence() {
+    use std::time::Duration;
+    let dir = phys_tree("cadence");
+    let mut reader = phys_reader(dir.clone());
+    let targets = [Target {
+        name: "ens1np0".into(),
+        rdma: None,
+    }];
+    let mut errors = Vec::new();
+    let at = |s| Duration::from_secs(s);
+    let first = reader.read(&targets, &[], at(0), &mut errors);
+    // Lower page 0, upper page 0, page 03h.
+    assert_eq!(reader.last_calls().eeprom, 3);
+    let again = reader.read(&targets, &[], at(299), &mut errors);
+    assert_eq!(reader.last_calls().eeprom, 0);
+    // Between reads the last reading is kept, not dropped.
+    assert_eq!(again.netdevs[0].module, first.netdevs[0].module);
+    reader.read(&targets, &[], at(300), &mut errors);
+    assert_eq!(reader.last_calls().eeprom, 3);
+    // FEC is read every sample.
+    assert_eq!(reader.last_calls().fec, 1);
+    assert!(errors.is_empty(), "{errors:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
