@@ -60,7 +60,7 @@ pub struct DeviceSelection {
     pub exclude: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetdevSelection {
     /// Netdevs to read although no RDMA port uses them.
@@ -71,7 +71,25 @@ pub struct NetdevSelection {
     /// Folder of recorded `ethtool -S` output (`<netdev>.txt`) and DCB
     /// settings (`<netdev>.dcb`), replayed when the ethtool or DCB source is
     /// off because the paths are not the running kernel's (demo trees).
+    /// The physical-layer sources replay from it too: `<netdev>.fec`,
+    /// `<netdev>.eeprom`, `devlink-health.hex`.
     pub replay: Option<std::path::PathBuf>,
+    /// How often each netdev's pluggable module EEPROM is read: modules are
+    /// slow I2C devices (128 bytes a request at 100-400 kHz, some stretch
+    /// the clock), and their readings change slowly.
+    #[serde(deserialize_with = "duration")]
+    pub module_interval: Duration,
+}
+
+impl Default for NetdevSelection {
+    fn default() -> Self {
+        NetdevSelection {
+            extra: Vec::new(),
+            export_raw_ethtool: Vec::new(),
+            replay: None,
+            module_interval: Duration::from_secs(300),
+        }
+    }
 }
 
 /// `auto`, `true` or `false`.
@@ -123,6 +141,13 @@ pub struct SourceToggles {
     pub ethtool: Toggle,
     /// PFC and APP configuration through rtnetlink DCB.
     pub dcb: Toggle,
+    /// FEC mode and statistics through ethtool netlink (`FEC_GET`).
+    pub fec: Toggle,
+    /// Pluggable module EEPROM through ethtool netlink
+    /// (`MODULE_EEPROM_GET`), every `netdevs.module_interval`.
+    pub module_eeprom: Toggle,
+    /// devlink health reporters of the NICs (devlink generic netlink).
+    pub devlink: Toggle,
     /// GPU names and UUIDs from NVML (`libnvidia-ml.so.1`, loaded at run
     /// time); GPUs and their placement come from sysfs either way.
     pub nvml: Toggle,
@@ -137,6 +162,9 @@ impl Default for SourceToggles {
             rdma_netlink: Toggle::Auto,
             ethtool: Toggle::Auto,
             dcb: Toggle::Auto,
+            fec: Toggle::Auto,
+            module_eeprom: Toggle::Auto,
+            devlink: Toggle::Auto,
             nvml: Toggle::Auto,
             netlink_timeout: Duration::from_secs(1),
         }

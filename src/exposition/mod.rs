@@ -20,6 +20,7 @@ pub mod families;
 pub mod findings;
 pub mod hw_counters;
 pub mod netdev;
+pub mod phys;
 pub mod probes;
 pub mod rdma;
 pub mod topology;
@@ -96,6 +97,10 @@ pub enum FamilyUnit {
     BytesPerSecond,
     TransfersPerSecond,
     Lanes,
+    Celsius,
+    Volts,
+    Amperes,
+    Watts,
 }
 
 impl FamilyUnit {
@@ -107,6 +112,10 @@ impl FamilyUnit {
             FamilyUnit::BytesPerSecond => "bytes_per_second",
             FamilyUnit::TransfersPerSecond => "transfers_per_second",
             FamilyUnit::Lanes => "lanes",
+            FamilyUnit::Celsius => "celsius",
+            FamilyUnit::Volts => "volts",
+            FamilyUnit::Amperes => "amperes",
+            FamilyUnit::Watts => "watts",
         }
     }
 
@@ -385,6 +394,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     exporter::collect(snapshot, build, &mut out);
     rdma::collect(snapshot, &mut out);
     netdev::collect(snapshot, &mut out);
+    phys::collect(snapshot, &mut out);
     topology::collect(snapshot, &mut out);
     probes::collect(snapshot, &mut out);
     findings::collect(snapshot, &mut out);

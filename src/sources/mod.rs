@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::snapshot::{KernelRequests, SourceState};
 
 pub mod netdev;
+pub mod phys;
 pub mod probe;
 pub mod rdma;
 pub mod rdma_netlink;
@@ -41,6 +42,7 @@ pub enum Part {
     /// Boxed: by far the largest part.
     Topology(Box<roce_topology::TopologySnapshot>),
     Probes(roce_probe::ProbeResults),
+    Phys(roce_netdev::phys::PhysSnapshot),
 }
 
 /// What one call of [`Source::sample`] returns.
@@ -99,5 +101,6 @@ pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Ve
         Box::new(netdev::NetdevSource::new(config, paths)),
         Box::new(topology::TopologySource::new(config, paths)),
         Box::new(probe::ProbeSource::new(config, paths)),
+        Box::new(phys::PhysSource::new(config, paths)),
     ]
 }
