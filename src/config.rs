@@ -283,6 +283,23 @@ pub struct RulesConfig {
     pub probe_failures: ProbeFailureRule,
     /// Mean probe RTT over the window against the mean before it.
     pub probe_latency_regression: ProbeLatencyRule,
+    /// Pre-FEC bit error rate (FEC corrected bits over the bits the link
+    /// carried) above `max_ber` over the window.
+    pub fec_ber: BerRule,
+    /// Uncorrectable FEC codewords within the window.
+    pub fec_uncorrectable: WindowRule,
+    /// AER errors on a NIC's or GPU's PCIe link within the window.
+    pub pcie_aer: WindowRule,
+    /// devlink health reporter errors within the window.
+    pub devlink_health: WindowRule,
+    /// A module lane whose Rx power is below its siblings' median divided
+    /// by `factor` (2 = 3 dB).
+    pub module_lane_imbalance: LaneRule,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaneRule {
+    pub factor: f64,
 }
 
 impl Default for RulesConfig {
@@ -325,6 +342,20 @@ impl Default for RulesConfig {
                 window: Duration::from_secs(30),
                 pause_ratio: 0.2,
             },
+            fec_ber: BerRule {
+                window: Duration::from_secs(300),
+                max_ber: 1e-5,
+            },
+            fec_uncorrectable: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            pcie_aer: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            devlink_health: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            module_lane_imbalance: LaneRule { factor: 2.0 },
             discards_growing: RateRule {
                 window: minute,
                 per_second: 1.0,
@@ -444,6 +475,11 @@ struct RawRules {
     discards_growing: Option<RawRule>,
     probe_failures: Option<RawRule>,
     probe_latency_regression: Option<RawRule>,
+    fec_ber: Option<RawRule>,
+    fec_uncorrectable: Option<RawRule>,
+    pcie_aer: Option<RawRule>,
+    devlink_health: Option<RawRule>,
+    module_lane_imbalance: Option<RawRule>,
 }
 
 /// One rule's overrides. Which keys a rule takes is checked when merging.
@@ -544,6 +580,16 @@ impl TryFrom<RawRules> for RulesConfig {
         if let Some(f) = raw.probe_latency_regression.as_ref().and_then(|r| r.factor) {
             c.probe_latency_regression.factor = f;
         }
+        window(&raw.fec_ber, &mut c.fec_ber.window);
+        if let Some(b) = raw.fec_ber.as_ref().and_then(|r| r.max_ber) {
+            c.fec_ber.max_ber = b;
+        }
+        window(&raw.fec_uncorrectable, &mut c.fec_uncorrectable.window);
+        window(&raw.pcie_aer, &mut c.pcie_aer.window);
+        window(&raw.devlink_health, &mut c.devlink_health.window);
+        if let Some(f) = raw.module_lane_imbalance.as_ref().and_then(|r| r.factor) {
+            c.module_lane_imbalance.factor = f;
+        }
         if let Some(m) = raw.mtu_below_jumbo.as_ref().and_then(|r| r.min_mtu) {
             c.mtu_below_jumbo.min_mtu = m;
         }
@@ -573,6 +619,15 @@ impl TryFrom<RawRules> for RulesConfig {
                 "probe_latency_regression",
                 &raw.probe_latency_regression,
                 &["window", "factor"][..],
+            ),
+            ("fec_ber", &raw.fec_ber, &["window", "max_ber"][..]),
+            ("fec_uncorrectable", &raw.fec_uncorrectable, &["window"][..]),
+            ("pcie_aer", &raw.pcie_aer, &["window"][..]),
+            ("devlink_health", &raw.devlink_health, &["window"][..]),
+            (
+                "module_lane_imbalance",
+                &raw.module_lane_imbalance,
+                &["factor"][..],
             ),
         ]
         .into_iter()

@@ -22,6 +22,7 @@ pub mod exporter;
 pub mod fabric;
 pub mod history;
 pub mod nccl;
+pub mod phys;
 pub mod ports;
 pub mod probes;
 pub mod rates;
@@ -141,6 +142,7 @@ pub fn all() -> Vec<&'static Rule> {
     rules.extend(rates::RULES);
     rules.extend(congestion::RULES);
     rules.extend(topology::RULES);
+    rules.extend(phys::RULES);
     rules.extend(probes::RULES);
     rules.extend(exporter::RULES);
     rules

@@ -12,7 +12,7 @@ use crate::meaning::HwMeaning;
 pub const RULES: &[Rule] = &[
     Rule {
         id: "link_flap",
-        checks: "no link_downed increments within the window",
+        checks: "no carrier_down_count (else link_downed) increments within the window",
         evaluate: link_flap,
     },
     Rule {
@@ -52,11 +52,36 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
     let window = ctx.rules.link_flap.window;
     let mut out = Vec::new();
     for (d, p) in ports(s) {
-        let Some(inc) = ctx
-            .history
-            .port(&d.name, p.number)
-            .increase(Value::LinkDowned, window)
-        else {
+        // The netdev's carrier_down_count first: a 32-bit kernel count on
+        // every Ethernet driver, where the PMA link_downed is 8 bits wide
+        // (IBTA PortCounters LinkDownedCounter) and stops at 255.
+        let carrier = p.netdev.as_deref().and_then(|n| {
+            ctx.history
+                .netdev(n)
+                .increase(Value::CarrierDown, window)
+                .map(|inc| {
+                    (
+                        inc,
+                        "carrier_down_count",
+                        format!("cat /sys/class/net/{n}/carrier_down_count"),
+                    )
+                })
+        });
+        let Some((inc, counter, verify)) = carrier.or_else(|| {
+            ctx.history
+                .port(&d.name, p.number)
+                .increase(Value::LinkDowned, window)
+                .map(|inc| {
+                    (
+                        inc,
+                        "link_downed",
+                        format!(
+                            "cat /sys/class/infiniband/{}/ports/{}/counters/link_downed",
+                            d.name, p.number
+                        ),
+                    )
+                })
+        }) else {
             continue;
         };
         if inc.amount == 0 {
@@ -67,11 +92,11 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
             rule: "link_flap",
             severity: Severity::Warning,
             finding: format!("{} went down {} time(s) in the last {}", subject.describe(), inc.amount, span(inc.seconds)),
-            evidence: format!("link_downed +{} over {}; expected 0", inc.amount, span(inc.seconds)),
+            evidence: format!("{counter} +{} over {}; expected 0", inc.amount, span(inc.seconds)),
             fix: "Reseat or replace the cable/transceiver and check the switch port's error log; repeated flaps \
                   with symbol errors point at the physical link"
                 .into(),
-            verify: format!("cat /sys/class/infiniband/{}/ports/{}/counters/link_downed  # must stop increasing", d.name, p.number),
+            verify: format!("{verify}  # must stop increasing"),
             subject,
         });
     }
