@@ -112,6 +112,7 @@ check "deb ships unit, conffiles, man page, alerts, dashboards" bash -c "
            ./etc/roce_exporter/roce_exporter.yml ./etc/default/roce_exporter \
            ./usr/share/man/man1/roce_exporter.1.gz ./usr/share/roce-exporter/runbook.md \
            ./usr/share/roce-exporter/alerts/roce_exporter.rules.yml \
+           ./usr/share/roce-exporter/alerts/alertmanager.inhibit.yml \
            ./usr/share/roce-exporter/dashboards/roce-overview.json; do
     grep -qxF \"\$f\" '$WORK/out/deb-files.txt' || { echo \"missing \$f\"; exit 1; }
   done
@@ -217,6 +218,7 @@ check "rpm ships binary, unit, config, man page, alerts, dashboards" bash -c "
   for f in /usr/bin/roce_exporter /usr/lib/systemd/system/roce_exporter.service \
            /etc/roce_exporter/roce_exporter.yml /etc/sysconfig/roce_exporter \
            /usr/share/man/man1/roce_exporter.1 /usr/share/roce-exporter/alerts/roce_exporter.rules.yml \
+           /usr/share/roce-exporter/alerts/alertmanager.inhibit.yml \
            /usr/share/roce-exporter/dashboards/roce-overview.json; do
     grep -qxF \"\$f\" '$WORK/out/rpm-files.txt' || { echo \"missing \$f\"; exit 1; }
   done"

@@ -25,6 +25,9 @@ DEFAULTS = {
     "selector": 'job="roce_exporter"',
     "tags": ["roce_exporter", "rdma"],
     "refresh": "30s",
+    # Prometheus' scrape interval (seconds): rate()/increase() ranges are 4x
+    # it, so a window always holds at least three samples.
+    "scrape_interval": 60,
 }
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -160,7 +163,15 @@ def dashboard(c, uid, title, description, panels, params):
     }
 
 
-RI = "$__rate_interval"
+# The range of every rate()/increase(), set by render() from the scrape
+# interval (Grafana's $__rate_interval assumes the data source's scrape
+# interval setting, 15 s unless configured, and is one sample wide at 60 s).
+RI = "4m"
+
+
+def rate_range(scrape_interval):
+    seconds = 4 * int(scrape_interval)
+    return f"{seconds // 60}m" if seconds % 60 == 0 else f"{seconds}s"
 
 
 def overview(c, params):
@@ -417,6 +428,8 @@ BUILDERS = [
 
 
 def render(params):
+    global RI
+    RI = rate_range(params.get("scrape_interval", DEFAULTS["scrape_interval"]))
     c = Ctx(params["selector"])
     return {name: json.dumps(build(c, params), indent=2, ensure_ascii=False) + "\n"
             for name, build in BUILDERS}
@@ -426,8 +439,10 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=HERE)
     p.add_argument("--selector", default=DEFAULTS["selector"])
+    p.add_argument("--scrape-interval", type=int, default=DEFAULTS["scrape_interval"],
+                   help="Prometheus' scrape interval in seconds (rate ranges are 4x it)")
     args = p.parse_args(argv)
-    params = dict(DEFAULTS, selector=args.selector)
+    params = dict(DEFAULTS, selector=args.selector, scrape_interval=args.scrape_interval)
     os.makedirs(args.out, exist_ok=True)
     for name, text in render(params).items():
         with open(os.path.join(args.out, name), "w", encoding="utf-8") as f:

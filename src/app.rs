@@ -168,7 +168,7 @@ impl App {
             "<h1>roce_exporter {}</h1>\n",
             escape(self.build.version)
         ));
-        html.push_str("<p>RDMA fabric exporter: <a href=\"/metrics\">/metrics</a> · <a href=\"/findings\">/findings</a> · <a href=\"/healthz\">/healthz</a></p>\n");
+        html.push_str("<p>RDMA fabric exporter: <a href=\"/metrics\">/metrics</a> · <a href=\"/findings\">/findings</a> · <a href=\"/runbook\">/runbook</a> · <a href=\"/healthz\">/healthz</a></p>\n");
         html.push_str(&format!(
             "<h2>Last sample</h2>\n<p>#{} taken {:.1}s ago (every {}s)</p>\n",
             s.sequence,
@@ -200,8 +200,9 @@ impl App {
             html.push_str("<table border=\"1\"><tr><th>severity</th><th>rule</th><th>subject</th><th>finding</th><th>evidence</th><th>fix</th><th>verify</th></tr>\n");
             for f in &s.findings {
                 html.push_str(&format!(
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>\n",
+                    "<tr><td>{}</td><td><a href=\"/runbook/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>\n",
                     f.severity.as_str(),
+                    f.rule,
                     f.rule,
                     escape(&f.subject.describe()),
                     escape(&f.finding),

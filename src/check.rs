@@ -1,19 +1,22 @@
 //! `roce_exporter check`: one-shot fabric checklist. Samples twice over a
-//! window, runs the rules, and prints what is right, what is wrong with Fix
+//! window, runs the rules, and prints what it read, the findings with Fix
 //! and Verify lines, and the NCCL settings this host needs (only those it
-//! can justify from what it read). Same sources and rules as the server.
+//! can justify from what it read). Same sources and rules as the server:
+//! every verdict here is a finding of the rule table (`src/rules/table.rs`),
+//! filed under the checklist line of its area and subject; the checklist
+//! itself only reports.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use roce_netdev::{DcbOutcome, Direction, Meaning};
+use roce_netdev::DcbOutcome;
 use roce_rdma::LinkLayer;
 use serde::Serialize;
 
 use crate::config::{Config, Expectations};
 use crate::host::HostPaths;
-use crate::rules::{self, Finding, Severity};
+use crate::rules::{self, Area, Finding, RuleId, Severity};
 use crate::sampler::Sampler;
 use crate::snapshot::{Snapshot, SourceState};
 use crate::sources;
@@ -138,9 +141,9 @@ pub fn build_report(
     let latest = history.last().map(|s| s.as_ref());
     if let Some(s) = latest {
         transport(s, &findings, &mut checklist);
-        gpudirect(s, &mut checklist);
+        gpudirect(s, &findings, &mut checklist);
         roce_config(s, &findings, &mut checklist);
-        congestion(history, s, &findings, &mut checklist);
+        counters(s, &findings, &mut checklist);
         topology(s, &findings, &mut checklist);
         collectors(s, &mut checklist);
     }
@@ -157,9 +160,19 @@ fn transport(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
     let section = "Transport";
     let ports: Vec<_> = rules::ports::ports(s).collect();
     if ports.is_empty() {
+        // rdma_device_missing (or nothing, when the rdma collector is off).
+        let status = status_of(
+            findings
+                .iter()
+                .filter(|f| area(f) == Area::Port && f.subject.device.is_none()),
+        );
         out.push(Item {
             section,
-            status: Status::Fail,
+            status: if status == Status::Ok {
+                Status::Unknown
+            } else {
+                status
+            },
             text: "no RDMA device: NCCL will fall back to NET/Socket (TCP)".into(),
         });
         return;
@@ -184,9 +197,7 @@ fn transport(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             p.state.as_ref().map(|x| x.name()).unwrap_or("?"),
             p.phys_state.as_ref().map(|x| x.name()).unwrap_or("?")
         );
-        let port_status = status_of(findings.iter().filter(|f| {
-            f.subject.device.as_deref() == Some(d.name.as_str()) && f.subject.port == Some(p.number)
-        }));
+        let status = status_of(on_port(findings, &d.name, p.number));
         let mut text = format!(
             "{} port {}: {state}, {kind}{rate}{netdev}",
             d.name, p.number
@@ -197,17 +208,47 @@ fn transport(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
                 None => text.push_str(", no routable RoCE v2 GID"),
             }
         }
-        let status = if !p.is_up() {
-            Status::Fail
-        } else {
-            port_status
-        };
         out.push(Item {
             section,
             status,
             text,
         });
     }
+}
+
+/// The area of the rule table a finding belongs to.
+fn area(f: &Finding) -> Area {
+    f.rule.spec().area
+}
+
+/// The findings about one port (any area).
+fn on_port<'a>(
+    findings: &'a [Finding],
+    device: &'a str,
+    port: u32,
+) -> impl Iterator<Item = &'a Finding> + 'a {
+    findings.iter().filter(move |f| {
+        f.subject.device.as_deref() == Some(device) && f.subject.port == Some(port)
+    })
+}
+
+/// The findings of the given areas.
+fn in_areas<'a>(
+    findings: &'a [Finding],
+    areas: &'a [Area],
+) -> impl Iterator<Item = &'a Finding> + 'a {
+    findings.iter().filter(move |f| areas.contains(&area(f)))
+}
+
+/// `rule, rule` of some findings, each once.
+fn rule_list<'a>(findings: impl Iterator<Item = &'a Finding>) -> String {
+    let mut ids: Vec<RuleId> = findings.map(|f| f.rule).collect();
+    ids.sort();
+    ids.dedup();
+    ids.iter()
+        .map(|r| r.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn collectors(s: &Snapshot, out: &mut Vec<Item>) {
@@ -310,7 +351,7 @@ fn topology_with_gpus<'a>(
     Some(t)
 }
 
-fn gpudirect(s: &Snapshot, out: &mut Vec<Item>) {
+fn gpudirect(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
     let section = "GPUDirect RDMA";
     let Some(t) = topology_with_gpus(s, section, "GPUDirect RDMA does not apply", out) else {
         return;
@@ -375,16 +416,22 @@ fn gpudirect(s: &Snapshot, out: &mut Vec<Item>) {
     .into_iter()
     .filter_map(|(m, ok)| ok.then_some(m))
     .collect();
-    if mechanisms.is_empty() {
+    let verdicts: Vec<&Finding> = in_areas(findings, &[Area::GpuDirect]).collect();
+    // Host-wide verdicts (drivers) first, then one line per GPU: where its
+    // nearest NIC is, and the findings about it.
+    for f in verdicts.iter().filter(|f| f.subject.gpu.is_none()) {
         out.push(item(
             section,
-            Status::Fail,
-            "verdict: unavailable: NCCL stages GPU data through host memory".into(),
+            status_of(std::iter::once(*f)),
+            format!("verdict: {}", f.finding),
         ));
+    }
+    if mechanisms.is_empty() {
+        if verdicts.is_empty() {
+            out.push(item(section, Status::Ok, "verdict: no finding".into()));
+        }
         return;
     }
-    // The verdict is per GPU: NCCL uses GPUDirect RDMA only where the
-    // nearest NIC is within its default level too.
     for g in rules::topology::gdr_per_gpu(t) {
         let Some(class) = g.class else {
             out.push(item(
@@ -395,50 +442,30 @@ fn gpudirect(s: &Snapshot, out: &mut Vec<Item>) {
             continue;
         };
         let to = format!("GPU {} -> {} {}", g.gpu, g.nics.join("/"), class.as_str());
-        out.push(if g.path_ok() {
-            item(
+        let mine: Vec<&Finding> = verdicts
+            .iter()
+            .copied()
+            .filter(|f| f.subject.gpu.and_then(|x| usize::try_from(x).ok()) == Some(g.gpu))
+            .collect();
+        if mine.is_empty() {
+            out.push(item(
                 section,
                 Status::Ok,
-                format!("verdict {to}: ready ({})", mechanisms.join(", ")),
-            )
-        } else {
-            item(
-                section,
-                Status::Warn,
                 format!(
-                    "verdict {to}: not used (NCCL uses GPUDirect RDMA up to {} by default, NCCL_NET_GDR_LEVEL): data staged through host memory",
-                    rules::topology::NCCL_DEFAULT_GDR_LEVEL.as_str()
+                    "verdict {to}: no finding (usable: {})",
+                    mechanisms.join(", ")
                 ),
-            )
-        });
+            ));
+        }
+        for f in mine {
+            out.push(item(
+                section,
+                status_of(std::iter::once(f)),
+                format!("verdict {to}: {}", f.finding),
+            ));
+        }
     }
 }
-
-/// Increase of a value over the whole history (first sample to last).
-fn moved(history: &[Arc<Snapshot>], read: impl Fn(&Snapshot) -> Option<u64>) -> Option<u64> {
-    rules::window::increase_over(history.iter().filter_map(|s| Some((s.clock()?, read(s)?))))
-        .map(|i| i.amount)
-}
-
-fn sum_opt(values: impl IntoIterator<Item = Option<u64>>) -> Option<u64> {
-    values.into_iter().flatten().reduce(u64::saturating_add)
-}
-
-const CONGESTION_RULES: [&str; 5] = [
-    "pfc_storm",
-    "discards_growing",
-    "cnp_spike",
-    "ecn_spike",
-    "out_of_buffer",
-];
-
-const CONFIG_RULES: [&str; 5] = [
-    "pfc_without_ecn",
-    "pfc_priority_mismatch",
-    "roce_trust_pcp",
-    "cnp_priority_best_effort",
-    "mtu_below_jumbo",
-];
 
 /// The lossless-Ethernet configuration of each RoCE netdev: MTU, PFC,
 /// trust and DSCP map, ECN on the PFC priorities.
@@ -508,11 +535,10 @@ fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             Some(_) => {}
             None => parts.push("ECN not readable here (no ecn/ folder)".into()),
         }
-        let status = status_of(findings.iter().filter(|f| {
-            CONFIG_RULES.contains(&f.rule)
-                && f.subject.device == subject.device
-                && f.subject.port == subject.port
-        }));
+        let status = status_of(
+            in_areas(findings, &[Area::NetdevConfig])
+                .filter(|f| f.subject.device == subject.device && f.subject.port == subject.port),
+        );
         // Nothing wrong found is not the same as checked: without DCB the
         // PFC and DSCP settings are unknown.
         let status = if status == Status::Ok && !matches!(n.dcb, DcbOutcome::Ok(_)) {
@@ -528,180 +554,40 @@ fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
     }
 }
 
-fn congestion(history: &[Arc<Snapshot>], s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
-    use crate::meaning::{port_hw_value, HwMeaning};
-    use rules::fabric::{find_netdev, stat_value};
-    let section = "Congestion counters over the window";
-    let ports: Vec<_> = rules::ports::ports(s)
-        .filter(|(_, p)| matches!(p.link_layer, Some(LinkLayer::Ethernet)))
-        .collect();
+/// The counter rules (link errors, transport, congestion) per port: which
+/// of them found something over the window.
+fn counters(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
+    const AREAS: [Area; 3] = [Area::LinkErrors, Area::Transport, Area::Congestion];
+    let section = "Counter rules over the window";
+    let ports: Vec<_> = rules::ports::ports(s).collect();
     if ports.is_empty() {
         out.push(item(
             section,
             Status::Unknown,
-            "no RoCE port: nothing to check".into(),
+            "no RDMA port: nothing to check".into(),
         ));
         return;
     }
     for (d, p) in ports {
-        let (dn, pn) = (d.name.as_str(), p.number);
-        let port =
-            |s: &Snapshot| rules::ports::find_port(s, dn, pn).map(|(d, p)| (d.clone(), p.clone()));
-        let hw = |m: HwMeaning| {
-            moved(history, |s| {
-                port(s).and_then(|(d, p)| port_hw_value(&d, &p, m))
-            })
-        };
-        // Traffic: PMA data counters (units of 4 octets) or rxe's packet
-        // counters.
-        let traffic = sum_opt([
-            moved(history, |s| port(s)?.1.counter("port_xmit_data")),
-            moved(history, |s| port(s)?.1.counter("port_rcv_data")),
-        ])
-        .map(|words| format!("{} bytes", words.saturating_mul(4)))
-        .or_else(|| {
-            sum_opt([
-                moved(history, |s| port(s)?.1.hw_counter("sent_pkts")),
-                moved(history, |s| port(s)?.1.hw_counter("rcvd_pkts")),
-            ])
-            .map(|n| format!("{n} packets"))
-        });
-        let traffic_moved = traffic.as_deref().is_some_and(|t| !t.starts_with("0 "));
-        let mut parts = Vec::new();
-        let mut grew_total = 0u64;
-        let netdev = p.netdev.as_deref().and_then(|n| find_netdev(s, n));
-        if let Some(n) = netdev {
-            let name = n.name.as_str();
-            let nd = |m: Meaning| moved(history, |s| stat_value(find_netdev(s, name)?, m));
-            let pfc: Vec<u8> = match &n.dcb {
-                DcbOutcome::Ok(c) => c
-                    .pfc_enabled
-                    .map(rules::fabric::pfc_priorities)
-                    .unwrap_or_default(),
-                _ => Vec::new(),
-            };
-            for prio in 0..8u8 {
-                let frames = |direction| {
-                    nd(Meaning::PfcPauseFrames {
-                        priority: prio,
-                        direction,
-                    })
-                };
-                let (rx, tx) = (frames(Direction::Rx), frames(Direction::Tx));
-                if rx.is_none() && tx.is_none() {
-                    continue;
-                }
-                let grew = rx.unwrap_or(0).saturating_add(tx.unwrap_or(0)) > 0;
-                if !pfc.contains(&prio) && !grew {
-                    continue;
-                }
-                let paused = sum_opt([
-                    nd(Meaning::PfcPauseDuration {
-                        priority: prio,
-                        direction: Direction::Rx,
-                    }),
-                    nd(Meaning::PfcPauseDuration {
-                        priority: prio,
-                        direction: Direction::Tx,
-                    }),
-                ])
-                .inspect(|us| grew_total = grew_total.saturating_add(*us))
-                .map(|us| format!(", {}s paused", rules::ports::fmt_num(us as f64 / 1e6)))
-                .unwrap_or_default();
-                grew_total = grew_total
-                    .saturating_add(rx.unwrap_or(0))
-                    .saturating_add(tx.unwrap_or(0));
-                parts.push(format!(
-                    "PFC pause priority {prio} rx +{} tx +{}{paused}",
-                    rx.unwrap_or(0),
-                    tx.unwrap_or(0)
-                ));
-            }
-            let storms = sum_opt(n.stats.iter().filter_map(|st| match st.meaning {
-                m @ Meaning::PauseStormEvents { .. } => Some(nd(m)),
-                _ => None,
-            }));
-            if let Some(v) = storms {
-                grew_total = grew_total.saturating_add(v);
-                parts.push(format!("storm events +{v}"));
-            }
-            let discards = sum_opt(n.stats.iter().filter_map(|st| match st.meaning {
-                m @ Meaning::Discards { priority: None, .. } => Some(nd(m)),
-                _ => None,
-            }));
-            if let Some(v) = discards {
-                grew_total = grew_total.saturating_add(v);
-                parts.push(format!("discards +{v}"));
-            }
-            let marked = sum_opt(n.stats.iter().filter_map(|st| match st.meaning {
-                m @ Meaning::EcnMarked { .. } => Some(nd(m)),
-                _ => None,
-            }));
-            if let Some(v) = marked {
-                grew_total = grew_total.saturating_add(v);
-                parts.push(format!("ECN-marked (netdev) +{v}"));
-            }
-        }
-        if let Some(v) = hw(HwMeaning::EcnMarked) {
-            grew_total = grew_total.saturating_add(v);
-            parts.push(format!("ECN-marked RoCE +{v}"));
-        }
-        let (sent, handled) = (hw(HwMeaning::CnpSent), hw(HwMeaning::CnpHandled));
-        if sent.is_some() || handled.is_some() {
-            grew_total = grew_total
-                .saturating_add(sent.unwrap_or(0))
-                .saturating_add(handled.unwrap_or(0));
-            parts.push(format!(
-                "CNP sent +{} handled +{}",
-                sent.unwrap_or(0),
-                handled.unwrap_or(0)
-            ));
-        }
-        if let Some(v) = hw(HwMeaning::OutOfBuffer) {
-            grew_total = grew_total.saturating_add(v);
-            parts.push(format!("out_of_buffer +{v}"));
-        }
-        let subject = format!(
-            "{dn} port {pn}{}",
-            p.netdev
-                .as_deref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default()
-        );
-        if parts.is_empty() {
-            out.push(item(
-                section,
+        let subject = rules::ports::subject(d, p).describe();
+        let found: Vec<&Finding> = on_port(findings, &d.name, p.number)
+            .filter(|f| AREAS.contains(&area(f)))
+            .collect();
+        // Nothing found is not the same as judged: a port without counters
+        // gave the rules nothing to read.
+        let read = !p.counters.is_empty() || !p.hw_counters.is_empty();
+        let (status, text) = match (found.is_empty(), read) {
+            (true, true) => (Status::Ok, format!("{subject}: no finding")),
+            (true, false) => (
                 Status::Unknown,
-                format!("{subject}: no congestion counters were read (ethtool, DCB and hw counters absent or off)"),
-            ));
-            continue;
-        }
-        let related = findings.iter().filter(|f| {
-            CONGESTION_RULES.contains(&f.rule)
-                && f.subject.device.as_deref() == Some(dn)
-                && f.subject.port == Some(pn)
-        });
-        let status = status_of(related);
-        let load = match (&traffic, traffic_moved) {
-            (Some(t), true) => format!("under load: traffic {t}"),
-            (Some(_), false) => "no RoCE traffic in the window: not a test under load (rerun while a job runs, or with a longer --window)".into(),
-            (None, _) => "traffic unknown (no data counters): not known to be under load".into(),
+                format!("{subject}: no port counters were read"),
+            ),
+            (false, _) => (
+                status_of(found.iter().copied()),
+                format!("{subject}: {} (below)", rule_list(found.iter().copied())),
+            ),
         };
-        let quiet = if grew_total == 0 {
-            "counters did not move; "
-        } else {
-            ""
-        };
-        let status = if status == Status::Ok && !traffic_moved {
-            Status::Unknown
-        } else {
-            status
-        };
-        out.push(item(
-            section,
-            status,
-            format!("{subject}: {}; {quiet}{load}", parts.join(", ")),
-        ));
+        out.push(item(section, status, text));
     }
 }
 
@@ -730,12 +616,10 @@ fn topology(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             .collect::<Vec<_>>()
             .join(", ");
         let gpu_id = u32::try_from(gpu.index).ok();
-        let status = status_of(findings.iter().filter(|f| {
-            matches!(
-                f.rule,
-                "gpu_nic_path_far" | "gpudirect_not_used" | "acs_on_gpu_nic_path"
-            ) && f.subject.gpu == gpu_id
-        }));
+        let status = status_of(
+            in_areas(findings, &[Area::GpuPlacement, Area::Acs])
+                .filter(|f| f.subject.gpu == gpu_id),
+        );
         out.push(item(
             section,
             status,
@@ -760,23 +644,17 @@ fn topology(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             t.acs.len(),
             if unknown > 0 { " (config space beyond 64 bytes needs CAP_SYS_ADMIN)" } else { "" }
         );
-        let status = if on > 0 {
-            Status::Fail
-        } else if unknown > 0 {
-            Status::Unknown
-        } else {
-            Status::Ok
+        let status = match status_of(in_areas(findings, &[Area::Acs])) {
+            Status::Ok if unknown > 0 => Status::Unknown,
+            found => found,
         };
         out.push(item(section, status, text));
     }
     if !t.links.is_empty() {
-        let down = findings
-            .iter()
-            .filter(|f| f.rule == "pcie_downtrained")
-            .count();
+        let down = in_areas(findings, &[Area::PcieLink]).count();
         out.push(item(
             section,
-            if down > 0 { Status::Warn } else { Status::Ok },
+            status_of(in_areas(findings, &[Area::PcieLink])),
             format!(
                 "PCIe links of GPUs and NICs: {} checked, {down} below what both ends support",
                 t.links.len()

@@ -89,7 +89,8 @@ pub enum Command {
         #[arg(long, default_value = "text")]
         format: CheckFormat,
     },
-    /// Print generated documentation (the metric reference, the man page) to stdout.
+    /// Print generated documentation (the metric reference, the man page, the
+    /// rule table) to stdout.
     #[command(hide = true)]
     Docs {
         #[arg(value_enum)]
@@ -121,6 +122,9 @@ pub enum DocsTopic {
     Metrics,
     /// docs/roce_exporter.1 (the man page)
     Man,
+    /// docs/rules.json (the rule table with its default thresholds, windows
+    /// and severities; alerts/generate.py reads it)
+    Rules,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

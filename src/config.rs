@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -251,7 +251,7 @@ pub enum ExpectedDevices {
 /// Thresholds of the rules. Every rule has a default; a window is how much
 /// history a rate rule looks at. Any key may be given alone: `rules:
 /// {retransmissions: {per_second: 50}}` keeps that rule's default window.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(try_from = "RawRules")]
 pub struct RulesConfig {
     /// A finding clears only after its condition stayed false this long.
@@ -297,7 +297,7 @@ pub struct RulesConfig {
     pub module_lane_imbalance: LaneRule,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LaneRule {
     pub factor: f64,
 }
@@ -409,25 +409,25 @@ impl RulesConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowRule {
     pub window: Duration,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RateRule {
     pub window: Duration,
     /// Events per second above which the rule fires.
     pub per_second: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MtuRule {
     /// Netdev MTU below which the rule fires (4192: RoCE MTU 4096).
     pub min_mtu: u64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PfcStormRule {
     pub window: Duration,
     /// Share of the window (0..1) one priority may be paused in one
@@ -435,21 +435,21 @@ pub struct PfcStormRule {
     pub pause_ratio: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProbeFailureRule {
     pub window: Duration,
     /// Share of probe rounds (0..1) that may fail within the window.
     pub max_ratio: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProbeLatencyRule {
     pub window: Duration,
     /// How many times the earlier mean RTT the window's mean may reach.
     pub factor: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BerRule {
     pub window: Duration,
     /// Bit error rate above which the rule fires (1e-12: IBTA's floor).
@@ -891,7 +891,7 @@ impl Config {
         if let Some(ExpectedDevices::Count(0)) = self.expect.devices {
             return Err("expect.devices must be at least 1 (or a list of device names)".into());
         }
-        let known: Vec<&str> = crate::rules::all().iter().map(|r| r.id).collect();
+        let known: Vec<&str> = crate::rules::all().iter().map(|r| r.id.as_str()).collect();
         if let Some(bad) = self
             .rules
             .disabled

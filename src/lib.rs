@@ -17,6 +17,7 @@ pub mod logging;
 pub mod manpage;
 pub mod meaning;
 pub mod rules;
+pub mod runbook;
 pub mod sampler;
 pub mod server;
 pub mod snapshot;

@@ -68,6 +68,12 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Command::Docs {
+            what: DocsTopic::Rules,
+        }) => {
+            print!("{}", roce_exporter::rules::table::render());
+            ExitCode::SUCCESS
+        }
+        Some(Command::Docs {
             what: DocsTopic::Man,
         }) => match roce_exporter::manpage::render() {
             Ok(page) => {

@@ -383,7 +383,7 @@ impl Sampler {
             .engine
             .rule_panics()
             .iter()
-            .map(|(rule, n)| (*rule, *n))
+            .map(|(rule, n)| (rule.as_str(), *n))
             .collect();
         let snapshot = Arc::new(snapshot);
         self.previous = Some(snapshot.clone());

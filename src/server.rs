@@ -928,6 +928,8 @@ enum Route {
     Health,
     Landing,
     Findings,
+    /// A section of docs/runbook.md (`crate::runbook`).
+    Runbook(&'static str),
 }
 
 /// The whole routing table. Pure: the request's parts in, a response out.
@@ -960,6 +962,10 @@ fn route_request(
         "/healthz" => Route::Health,
         "/" => Route::Landing,
         "/findings" => Route::Findings,
+        p if p.starts_with("/runbook") => match crate::runbook::page(p) {
+            Some(text) => Route::Runbook(text),
+            None => return simple(StatusCode::NOT_FOUND, "not found\n"),
+        },
         _ => return simple(StatusCode::NOT_FOUND, "not found\n"),
     };
     let head = match *method {
@@ -1008,6 +1014,12 @@ fn route_request(
             StatusCode::OK,
             APPLICATION_JSON,
             Bytes::from(app.findings_json()),
+            None,
+        ),
+        Route::Runbook(text) => (
+            StatusCode::OK,
+            TEXT_PLAIN,
+            Bytes::from_static(text.as_bytes()),
             None,
         ),
     };

@@ -179,7 +179,7 @@ fn json_output_validates_against_the_findings_schema() {
     for s in [
         "Transport",
         "GPUDirect RDMA",
-        "Congestion counters over the window",
+        "Counter rules over the window",
         "Topology",
         "Collectors",
     ] {
@@ -238,4 +238,80 @@ fn tempdir() -> PathBuf {
     let _ = std::fs::create_dir_all(&dir);
     assert!(Path::new(&dir).is_dir());
     dir
+}
+
+/// `check` judges nothing itself: a rule turned off in `rules.disabled`
+/// takes its verdict out of the checklist too (the checklist used to judge
+/// GPUDirect readiness and ACS on its own).
+#[test]
+fn checklist_verdicts_come_from_the_rules() {
+    let tree = [
+        "--path.sysfs",
+        "tests/fixtures/pci-acs/sys",
+        "--path.procfs",
+        "tests/fixtures/pci-acs/proc",
+    ];
+    let text = stdout(&check(&tree));
+    assert!(
+        text.contains("[FAIL] verdict: GPUDirect RDMA is unavailable"),
+        "{text}"
+    );
+    assert!(text.contains("[FAIL] ACS P2P redirect"), "{text}");
+
+    let dir = tempdir();
+    let config = dir.join("off.yml");
+    std::fs::write(
+        &config,
+        "rules: {disabled: [gpudirect_unavailable, acs_on_gpu_nic_path, rocev2_gid_missing]}\n",
+    )
+    .unwrap();
+    let mut args = tree.to_vec();
+    args.extend(["--config.file", config.to_str().unwrap()]);
+    let out = check(&args);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("[ok]   verdict: no finding"), "{text}");
+    assert!(!text.contains("[FAIL]"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// README's `check` excerpt is what the demo prints: each line of it is a
+/// line of the golden output, in order (`...` elides lines), and it shows the
+/// exit status the demo gives.
+#[test]
+fn readme_check_excerpt_matches_the_demo_output() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let golden = std::fs::read_to_string(repo().join("tests/golden/check-demo-gpu-node.txt"))
+        .expect("golden check output");
+    let start = readme
+        .find("`roce_exporter check` on the same tree")
+        .expect("README: the check excerpt");
+    let block = readme[start..]
+        .split("```")
+        .nth(1)
+        .expect("README: the check excerpt's code block");
+    let mut golden_lines = golden.lines();
+    let mut shown = 0;
+    for line in block
+        .lines()
+        .filter(|l| !l.trim().is_empty() && l.trim() != "...")
+    {
+        assert!(
+            golden_lines.any(|g| g == line),
+            "README's check excerpt line is not in tests/golden/check-demo-gpu-node.txt (in order):\n{line}"
+        );
+        shown += 1;
+    }
+    assert!(shown >= 3, "README's check excerpt is empty");
+    let findings = golden
+        .lines()
+        .find(|l| l.starts_with("Findings: "))
+        .expect("Findings line");
+    assert!(block.contains(findings), "README must show `{findings}`");
+    let out = demo(&[]);
+    let code = out.status.code().expect("exit status");
+    assert!(
+        readme[start..].contains(&format!("exits with status {code}")),
+        "README must say the demo's check exits with status {code}"
+    );
 }

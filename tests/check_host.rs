@@ -44,7 +44,7 @@ fn phb_gpus_are_not_gpudirect_ready() {
     for gpu in [0, 1] {
         assert!(
             t.contains(&format!(
-                "[warn] verdict GPU {gpu} -> mlx5_0 PHB: not used (NCCL uses GPUDirect RDMA up to PXB by default, NCCL_NET_GDR_LEVEL)"
+                "[warn] verdict GPU {gpu} -> mlx5_0 PHB: GPU {gpu} runs without GPUDirect RDMA"
             )),
             "{t}"
         );

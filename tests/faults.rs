@@ -110,7 +110,7 @@ fn lines_starting(text: &str, prefix: &str) -> usize {
 fn rate_findings(s: &Snapshot) -> Vec<String> {
     s.findings
         .iter()
-        .filter(|f| RATE_RULES.contains(&f.rule))
+        .filter(|f| RATE_RULES.contains(&f.rule.as_str()))
         .map(|f| format!("{}: {}", f.rule, f.finding))
         .collect()
 }

@@ -798,7 +798,7 @@ async fn findings_are_served_as_json_valid_against_the_schema() {
     use roce_exporter::rules::{Finding, Severity, Subject};
     let findings = vec![
         Finding {
-            rule: "port_down",
+            rule: roce_exporter::rules::RuleId::PortDown,
             severity: Severity::Critical,
             subject: Subject::port("mlx5_0", 1, Some("ens1np0")),
             finding: "mlx5_0 port 1 (ens1np0) is down (DOWN, Polling)".into(),
@@ -807,7 +807,7 @@ async fn findings_are_served_as_json_valid_against_the_schema() {
             verify: "cat /sys/class/infiniband/mlx5_0/ports/1/state".into(),
         },
         Finding {
-            rule: "collector_failing",
+            rule: roce_exporter::rules::RuleId::CollectorFailing,
             severity: Severity::Warning,
             subject: Subject::default(),
             finding: "The <netdev> collector failed".into(),
@@ -855,6 +855,42 @@ async fn findings_are_served_as_json_valid_against_the_schema() {
         landing.contains("The &lt;netdev&gt; collector failed"),
         "{landing}"
     );
+    assert!(
+        landing.contains("<a href=\"/runbook/port_down\">port_down</a>"),
+        "{landing}"
+    );
+    server.stop().await.expect("clean stop");
+}
+
+/// `/runbook/<rule>` serves that rule's section of docs/runbook.md (where
+/// the generated alerts' runbook_url points), `/runbook` the whole text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runbook_sections_are_served() {
+    let app = Arc::new(App::new(
+        BuildInfo::current(Duration::from_secs(5)),
+        Arc::new(Snapshot::default()),
+    ));
+    let server = start_local(app, options()).await;
+    let reply = get(server.addr(), "/runbook/pfc_storm", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    let text = reply.text();
+    assert!(text.starts_with("## pfc_storm\n"), "{text}");
+    assert!(text.contains("**Fix.**"), "{text}");
+    assert!(!text.contains("\n## "), "one section only: {text}");
+    let whole = get(server.addr(), "/runbook", &[]).await;
+    assert_eq!(whole.status, 200);
+    assert!(whole.text().contains("## RoceExporterDown\n"));
+    for missing in ["/runbook/no_such_rule", "/runbook/../metrics", "/runbooks"] {
+        assert_eq!(
+            get(server.addr(), missing, &[]).await.status,
+            404,
+            "{missing}"
+        );
+    }
     server.stop().await.expect("clean stop");
 }
 

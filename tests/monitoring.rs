@@ -1,12 +1,17 @@
 //! The alerts and dashboards against the real Prometheus tools, through
 //! `tests/monitoring/run.py` (python3, stdlib only): `static` (generated
-//! files current, `promtool check rules`, `promtool test rules`, dashboard
+//! files current, `promtool check rules`, `promtool test rules` at 15 s,
+//! 30 s and 60 s scrape intervals, `amtool check-config` with the inhibit
+//! rules, one alert per rule of docs/rules.json taking the finding's
+//! severity, rate ranges at least 4x the scrape interval, dashboard
 //! structure, every dashboard query parses, every metric named exists in
-//! docs/metrics.md, a runbook section per alert) and `e2e` (this build of the
-//! exporter on a copy of the demo tree, Debian's prometheus and
-//! prometheus-alertmanager on loopback, a simulated PFC storm that must reach
-//! a webhook receiver; bounded to 150 s). Without the tools the tests are
-//! skipped, except under CI where `.ci/run` installs them.
+//! docs/metrics.md, a runbook section per alert and rule) and `e2e` (this
+//! build of the exporter on a copy of the demo tree, Debian's prometheus and
+//! prometheus-alertmanager with the inhibit rules on loopback, a simulated
+//! PFC storm that must reach a webhook receiver with a runbook_url the
+//! exporter serves, a flap on a down port that must be inhibited; bounded to
+//! 150 s). Without the tools the tests are skipped, except under CI where
+//! `.ci/run` installs them.
 
 use std::path::Path;
 use std::process::Command;

@@ -234,7 +234,10 @@ fn gid_rules_ignore_infiniband_and_down_ports() {
     down.gids.clear();
     for p in [ib, down] {
         let f = run(&history(vec![p]));
-        assert!(f.iter().all(|f| !f.rule.starts_with("rocev2_gid")), "{f:?}");
+        assert!(
+            f.iter().all(|f| !f.rule.as_str().starts_with("rocev2_gid")),
+            "{f:?}"
+        );
     }
 }
 
@@ -1476,4 +1479,58 @@ mod probe_rules {
             assert_eq!(eval(&h, "probe_latency_regression"), vec![]);
         }
     }
+}
+
+/// docs/rules.json is the rule table the alert generator reads.
+#[test]
+fn rules_json_is_current() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/rules.json");
+    let got = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        got == rules::table::render(),
+        "docs/rules.json is stale or missing: regenerate it with \
+         `cargo run -- docs rules > docs/rules.json`, then `python3 alerts/generate.py` \
+         and `python3 tests/monitoring/gen_rule_tests.py`"
+    );
+}
+
+/// Every rule has a `## <id>` section in docs/runbook.md with the parts the
+/// exporter's /runbook/<id> serves.
+#[test]
+fn every_rule_has_a_runbook_section() {
+    for id in rules::RuleId::ALL {
+        let section = roce_exporter::runbook::section(id.as_str())
+            .unwrap_or_else(|| panic!("docs/runbook.md: no `## {id}` section"));
+        for part in ["**Meaning", "**Confirm", "**Fix"] {
+            assert!(
+                section.contains(part),
+                "docs/runbook.md: {id} has no {part}** part"
+            );
+        }
+    }
+}
+
+/// Every rule's default thresholds and windows are in the export, equal to
+/// `RulesConfig::default()`.
+#[test]
+fn rules_json_carries_the_config_defaults() {
+    let json = rules::table::export();
+    let defaults = rules::table::defaults_json(&RulesConfig::default());
+    let listed = json["rules"].as_array().expect("rules array");
+    assert_eq!(listed.len(), rules::RuleId::ALL.len());
+    for r in listed {
+        let id: rules::RuleId = r["id"].as_str().unwrap().parse().unwrap();
+        match id.spec().config {
+            Some(section) => {
+                assert_eq!(r["config"]["defaults"], defaults[section], "{id}");
+                assert_eq!(r["config"]["section"], format!("rules.{section}"));
+            }
+            None => assert!(r["config"].is_null(), "{id}"),
+        }
+        assert_eq!(r["severity"], id.spec().severities[0].as_str());
+    }
+    assert_eq!(
+        rules::table::defaults_json(&RulesConfig::default())["retransmissions"]["per_second"],
+        serde_json::json!(10.0)
+    );
 }

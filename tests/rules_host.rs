@@ -456,7 +456,7 @@ fn a_nic_that_falls_off_the_bus_is_critical_until_it_returns() {
     let f = engine.evaluate(&devices_sample(2, vec![]), &rules, &expect);
     let rules_fired: Vec<(&str, Option<&str>)> = f
         .iter()
-        .map(|f| (f.rule, f.subject.device.as_deref()))
+        .map(|f| (f.rule.as_str(), f.subject.device.as_deref()))
         .collect();
     assert_eq!(
         rules_fired,
@@ -562,7 +562,10 @@ fn devices_are_not_judged_when_the_rdma_source_did_not_run() {
     failed.sources = vec![status(SourceState::Failed("EACCES".into()))];
     failed.rdma = None;
     let f = engine.evaluate(&failed, &rules, &expect);
-    assert!(f.iter().all(|f| !f.rule.ends_with("_gone")), "{f:#?}");
+    assert!(
+        f.iter().all(|f| !f.rule.as_str().ends_with("_gone")),
+        "{f:#?}"
+    );
     // A reload forgets what was seen (a device now excluded is not gone).
     engine.forget_devices();
     let f = engine.evaluate(
@@ -767,7 +770,7 @@ mod gdr {
         }
         for class in [PathClass::Node, PathClass::Sys] {
             let f = eval(snap(topo(class)), &Expectations::default());
-            let fired: Vec<&str> = f.iter().map(|f| f.rule).collect();
+            let fired: Vec<&str> = f.iter().map(|f| f.rule.as_str()).collect();
             assert_eq!(
                 fired,
                 ["gpu_nic_path_far"],

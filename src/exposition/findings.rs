@@ -32,7 +32,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         let gpu = f.subject.gpu.map(|g| g.to_string()).unwrap_or_default();
         findings.push(
             &[
-                f.rule,
+                f.rule.as_str(),
                 f.severity.as_str(),
                 f.subject.device.as_deref().unwrap_or(""),
                 &port,

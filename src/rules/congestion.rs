@@ -10,16 +10,16 @@ use super::history::Value;
 use super::ports::fmt_num;
 use super::rates::span;
 use super::window::Increase;
-use super::{Context, Finding, Rule, Severity};
+use super::{Context, Finding, Rule, RuleId, Severity};
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "pfc_storm",
+        id: RuleId::PfcStorm,
         checks: "no priority is paused longer than rules.pfc_storm.pause_ratio of the window, and no pause storm events",
         evaluate: pfc_storm,
     },
     Rule {
-        id: "discards_growing",
+        id: RuleId::DiscardsGrowing,
         checks: "netdev discards stay below rules.discards_growing.per_second",
         evaluate: discards_growing,
     },
@@ -140,7 +140,7 @@ fn pfc_storm(ctx: &Context) -> Vec<Finding> {
         }
         let name = &n.name;
         out.push(Finding {
-            rule: "pfc_storm",
+            rule: RuleId::PfcStorm,
             severity,
             finding,
             evidence: format!(
@@ -205,7 +205,7 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
         }
         let name = &n.name;
         out.push(Finding {
-            rule: "discards_growing",
+            rule: RuleId::DiscardsGrowing,
             severity: Severity::Warning,
             finding: format!(
                 "{}: the NIC discards packets at {}/s ({})",

@@ -2,29 +2,29 @@
 //! away since it started (or that `expect.devices` names), no RDMA device
 //! at all, and a collector that fails.
 
-use super::{Context, Finding, Rule, Severity, Subject};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::config::ExpectedDevices;
 use crate::snapshot::{Snapshot, SourceState};
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "rdma_device_missing",
+        id: RuleId::RdmaDeviceMissing,
         checks: "the host has at least one RDMA device (when none was seen or expected)",
         evaluate: rdma_device_missing,
     },
     Rule {
-        id: "rdma_device_gone",
+        id: RuleId::RdmaDeviceGone,
         checks:
             "every RDMA device seen since start, or named or counted in expect.devices, is present",
         evaluate: rdma_device_gone,
     },
     Rule {
-        id: "rdma_port_gone",
+        id: RuleId::RdmaPortGone,
         checks: "every port seen since start on a present RDMA device is present",
         evaluate: rdma_port_gone,
     },
     Rule {
-        id: "collector_failing",
+        id: RuleId::CollectorFailing,
         checks: "every collector runs (a failing one hides its part of the fabric)",
         evaluate: collector_failing,
     },
@@ -44,7 +44,7 @@ fn rdma_device_missing(ctx: &Context) -> Vec<Finding> {
         return vec![];
     }
     vec![Finding {
-        rule: "rdma_device_missing",
+        rule: RuleId::RdmaDeviceMissing,
         severity: Severity::Critical,
         subject: Subject::default(),
         finding: "No RDMA device on this host: NCCL falls back to NET/Socket (TCP)".into(),
@@ -60,7 +60,7 @@ fn collector_failing(ctx: &Context) -> Vec<Finding> {
         .iter()
         .filter_map(|src| match &src.state {
             SourceState::Failed(why) => Some(Finding {
-                rule: "collector_failing",
+                rule: RuleId::CollectorFailing,
                 severity: Severity::Warning,
                 subject: Subject::default(),
                 finding: format!("The {} collector failed: its metrics are missing", src.name),
@@ -114,7 +114,7 @@ fn rdma_device_gone(ctx: &Context) -> Vec<Finding> {
     let mut out: Vec<Finding> = gone
         .into_iter()
         .map(|(d, why)| Finding {
-            rule: "rdma_device_gone",
+            rule: RuleId::RdmaDeviceGone,
             severity: Severity::Critical,
             finding: format!(
                 "RDMA device {d} is gone: its ports and counters are no longer reported (a NIC that fell off the PCIe bus, a driver reset that failed, or a firmware fault)"
@@ -140,7 +140,7 @@ fn rdma_device_gone(ctx: &Context) -> Vec<Finding> {
         let accounted = present.len() + out.len();
         if accounted < expected {
             out.push(Finding {
-                rule: "rdma_device_gone",
+                rule: RuleId::RdmaDeviceGone,
                 severity: Severity::Critical,
                 finding: format!(
                     "{} RDMA device(s) present where {expected} are expected, and the missing ones were never seen since the exporter started",
@@ -178,7 +178,7 @@ fn rdma_port_gone(ctx: &Context) -> Vec<Finding> {
             .collect();
         for &port in ports.iter().filter(|p| !now.contains(p)) {
             out.push(Finding {
-                rule: "rdma_port_gone",
+                rule: RuleId::RdmaPortGone,
                 severity: Severity::Critical,
                 finding: format!(
                     "{device} port {port} is gone: the device is still there, its port is no longer reported"

@@ -12,33 +12,33 @@ use roce_rdma::LinkLayer;
 
 use super::history::{stat_integer, Value};
 use super::ports::find_port;
-use super::{Context, Finding, Rule, Severity, Subject};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::config::{ROCE_4096_MIN_NETDEV_MTU, ROCE_HEADER_BYTES};
 use crate::snapshot::Snapshot;
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "pfc_without_ecn",
+        id: RuleId::PfcWithoutEcn,
         checks: "every PFC priority of a RoCE netdev has ECN on for both roles (np, rp)",
         evaluate: pfc_without_ecn,
     },
     Rule {
-        id: "pfc_priority_mismatch",
+        id: RuleId::PfcPriorityMismatch,
         checks: "PFC is on the RoCE priority only (expect.pfc_priority), the DSCP of the host's RoCE traffic maps to a PFC priority, and no pauses arrive on other priorities",
         evaluate: pfc_priority_mismatch,
     },
     Rule {
-        id: "roce_trust_pcp",
+        id: RuleId::RoceTrustPcp,
         checks: "a port whose RoCE traffic is DSCP-marked trusts DSCP, not PCP",
         evaluate: roce_trust_pcp,
     },
     Rule {
-        id: "cnp_priority_best_effort",
+        id: RuleId::CnpPriorityBestEffort,
         checks: "the CNPs a RoCE port sends (mlx5 ecn/roce_np/cnp_dscp) do not land on priority 0 under DSCP trust",
         evaluate: cnp_priority_best_effort,
     },
     Rule {
-        id: "mtu_below_jumbo",
+        id: RuleId::MtuBelowJumbo,
         checks: "RoCE netdevs carry RoCE MTU 4096 (and expect.mtu when set)",
         evaluate: mtu_below_jumbo,
     },
@@ -274,7 +274,7 @@ fn pfc_without_ecn(ctx: &Context) -> Vec<Finding> {
             .collect::<Vec<_>>()
             .join(" ");
         out.push(Finding {
-            rule: "pfc_without_ecn",
+            rule: RuleId::PfcWithoutEcn,
             severity: Severity::Warning,
             finding: format!(
                 "{}: PFC is on without ECN ({}): congestion is handled by pausing alone, which spreads it (head-of-line blocking, pause storms)",
@@ -460,7 +460,7 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
             "Put PFC on the RoCE priority only, as on the switch port: dcb pfc set dev {name} prio-pfc all:off {target}:on (or mlnx_qos -i {name} --pfc {vector}), and make the switch's PFC priority the same"
         ));
         out.push(Finding {
-            rule: "pfc_priority_mismatch",
+            rule: RuleId::PfcPriorityMismatch,
             severity,
             finding,
             evidence,
@@ -492,7 +492,7 @@ fn roce_trust_pcp(ctx: &Context) -> Vec<Finding> {
             "no DSCP APP entry, so the port trusts PCP"
         };
         out.push(Finding {
-            rule: "roce_trust_pcp",
+            rule: RuleId::RoceTrustPcp,
             severity: Severity::Warning,
             finding: format!(
                 "{}: RoCE traffic is DSCP-marked ({}) but the port trusts PCP: untagged RoCE packets are classified to priority 0, not the PFC priority {}",
@@ -533,7 +533,7 @@ fn cnp_priority_best_effort(ctx: &Context) -> Vec<Finding> {
         }
         let name = &n.name;
         out.push(Finding {
-            rule: "cnp_priority_best_effort",
+            rule: RuleId::CnpPriorityBestEffort,
             severity: Severity::Warning,
             finding: format!(
                 "{}: the CNPs this port sends (DSCP {cnp}) land on priority 0, the best-effort queue: congestion notifications wait behind bulk traffic and DCQCN reacts late",
@@ -605,7 +605,7 @@ fn mtu_below_jumbo(ctx: &Context) -> Vec<Finding> {
         let target = ctx.expect.mtu.map(u64::from).unwrap_or(9000);
         let name = &n.name;
         out.push(Finding {
-            rule: "mtu_below_jumbo",
+            rule: RuleId::MtuBelowJumbo,
             severity,
             finding,
             evidence: format!(

@@ -26,8 +26,11 @@ pub mod phys;
 pub mod ports;
 pub mod probes;
 pub mod rates;
+pub mod table;
 pub mod topology;
 pub mod window;
+
+pub use table::{Area, RuleId};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -97,8 +100,9 @@ impl Subject {
 /// One finding. The JSON form is the `/findings` schema (docs/findings.md).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    /// Stable rule id (`port_down`, `pfc_storm`, ...).
-    pub rule: &'static str,
+    /// Stable rule id (`port_down`, `pfc_storm`, ...; serialised as that
+    /// string).
+    pub rule: RuleId,
     pub severity: Severity,
     pub subject: Subject,
     /// One line: what is wrong.
@@ -127,9 +131,10 @@ impl Context<'_> {
     }
 }
 
-/// A rule: its id, what it checks, and the pure function.
+/// A rule: its id (its row in [`table`]), what it checks, and the pure
+/// function.
 pub struct Rule {
-    pub id: &'static str,
+    pub id: RuleId,
     pub checks: &'static str,
     pub evaluate: fn(&Context) -> Vec<Finding>,
 }
@@ -172,7 +177,7 @@ fn evaluate_with(
     history: &History,
     rules: &RulesConfig,
     expect: &Expectations,
-    panicked: &mut Vec<&'static str>,
+    panicked: &mut Vec<RuleId>,
 ) -> Vec<Finding> {
     let ctx = Context {
         latest,
@@ -182,11 +187,20 @@ fn evaluate_with(
     };
     let mut out = Vec::new();
     for rule in all() {
-        if rules.disabled.iter().any(|d| d == rule.id) {
+        if rules.disabled.iter().any(|d| rule.id == d.as_str()) {
             continue;
         }
         match run_rule(rule, &ctx) {
-            Ok(findings) => out.extend(findings),
+            Ok(found) => {
+                // The table declares what a rule reports: alerts route on it.
+                debug_assert!(
+                    found.iter().all(|f| f.rule == rule.id
+                        && rule.id.spec().severities.contains(&f.severity)),
+                    "{}: a finding with another id or a severity the table does not declare: {found:?}",
+                    rule.id
+                );
+                out.extend(found)
+            }
             Err(_) => panicked.push(rule.id),
         }
     }
@@ -201,7 +215,7 @@ pub fn run_rule(rule: &Rule, ctx: &Context) -> Result<Vec<Finding>, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (rule.evaluate)(ctx))).map_err(
         |panic| {
             let why = crate::sampler::panic_message(panic.as_ref());
-            tracing::error!(rule = rule.id, error = %why, "rule panicked; its findings are lost for this sample");
+            tracing::error!(rule = rule.id.as_str(), error = %why, "rule panicked; its findings are lost for this sample");
             why
         },
     )
@@ -217,9 +231,9 @@ fn sort(findings: &mut [Finding]) {
 #[derive(Debug, Default)]
 pub struct Engine {
     history: History,
-    active: BTreeMap<(&'static str, Subject), Held>,
+    active: BTreeMap<(RuleId, Subject), Held>,
     /// Panics per rule since start.
-    panics: BTreeMap<&'static str, u64>,
+    panics: BTreeMap<RuleId, u64>,
 }
 
 #[derive(Debug)]
@@ -262,7 +276,7 @@ impl Engine {
     }
 
     /// How many times each rule that ever panicked has panicked.
-    pub fn rule_panics(&self) -> &BTreeMap<&'static str, u64> {
+    pub fn rule_panics(&self) -> &BTreeMap<RuleId, u64> {
         &self.panics
     }
 
@@ -329,8 +343,8 @@ mod tests {
         }
         fn finds(_: &Context) -> Vec<Finding> {
             vec![Finding {
-                rule: "finds",
-                severity: Severity::Info,
+                rule: RuleId::CollectorFailing,
+                severity: Severity::Warning,
                 subject: Subject::default(),
                 finding: "x".into(),
                 evidence: String::new(),
@@ -339,12 +353,12 @@ mod tests {
             }]
         }
         let bad = Rule {
-            id: "panics",
+            id: RuleId::PortDown,
             checks: "",
             evaluate: panics,
         };
         let good = Rule {
-            id: "finds",
+            id: RuleId::CollectorFailing,
             checks: "",
             evaluate: finds,
         };

@@ -13,43 +13,43 @@ use roce_netdev::phys::PhysNetdev;
 
 use super::history::Value;
 use super::rates::span;
-use super::{Context, Finding, Rule, Severity, Subject};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::snapshot::Snapshot;
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "module_rx_power_low",
+        id: RuleId::ModuleRxPowerLow,
         checks:
             "every module lane receives more optical power than the module's low warning threshold",
         evaluate: module_rx_power_low,
     },
     Rule {
-        id: "module_temperature_high",
+        id: RuleId::ModuleTemperatureHigh,
         checks: "every module stays below its own high temperature warning threshold",
         evaluate: module_temperature_high,
     },
     Rule {
-        id: "module_lane_imbalance",
+        id: RuleId::ModuleLaneImbalance,
         checks: "no module lane receives far less optical power than its sibling lanes",
         evaluate: module_lane_imbalance,
     },
     Rule {
-        id: "fec_ber_high",
+        id: RuleId::FecBerHigh,
         checks: "the pre-FEC bit error rate stays below the limit",
         evaluate: fec_ber_high,
     },
     Rule {
-        id: "fec_uncorrectable",
+        id: RuleId::FecUncorrectable,
         checks: "no uncorrectable FEC codewords within the window",
         evaluate: fec_uncorrectable,
     },
     Rule {
-        id: "pcie_aer_errors",
+        id: RuleId::PcieAerErrors,
         checks: "no PCIe AER errors on NIC or GPU links within the window",
         evaluate: pcie_aer_errors,
     },
     Rule {
-        id: "devlink_reporter_error",
+        id: RuleId::DevlinkReporterError,
         checks: "every NIC devlink health reporter is healthy and counts no new errors",
         evaluate: devlink_reporter_error,
     },
@@ -124,7 +124,7 @@ fn module_rx_power_low(ctx: &Context) -> Vec<Finding> {
             .collect();
         let subject = netdev_subject(n);
         out.push(Finding {
-            rule: "module_rx_power_low",
+            rule: RuleId::ModuleRxPowerLow,
             severity: if alarm { Severity::Critical } else { Severity::Warning },
             finding: format!(
                 "{}: the module receives too little light on {} lane(s): a dirty, damaged or bent fiber, or a failing far-end transmitter",
@@ -165,7 +165,7 @@ fn module_temperature_high(ctx: &Context) -> Vec<Finding> {
         }
         let subject = netdev_subject(n);
         out.push(Finding {
-            rule: "module_temperature_high",
+            rule: RuleId::ModuleTemperatureHigh,
             severity: if temp > t.high_alarm {
                 Severity::Critical
             } else {
@@ -251,7 +251,7 @@ fn module_lane_imbalance(ctx: &Context) -> Vec<Finding> {
             .collect();
         let subject = netdev_subject(n);
         out.push(Finding {
-            rule: "module_lane_imbalance",
+            rule: RuleId::ModuleLaneImbalance,
             severity: Severity::Warning,
             finding: format!(
                 "{}: {} lane(s) of the module receive far less light than the others: one fiber of the bundle is dirty or damaged",
@@ -311,7 +311,7 @@ fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
         }
         let subject = netdev_subject(n);
         out.push(Finding {
-            rule: "fec_ber_high",
+            rule: RuleId::FecBerHigh,
             severity: Severity::Warning,
             finding: format!(
                 "{}: pre-FEC bit error rate {ber:.1e}, above {:.0e}: FEC still hides it, but the margin before frames are lost is shrinking",
@@ -352,7 +352,7 @@ fn fec_uncorrectable(ctx: &Context) -> Vec<Finding> {
         }
         let subject = netdev_subject(n);
         out.push(Finding {
-            rule: "fec_uncorrectable",
+            rule: RuleId::FecUncorrectable,
             severity: Severity::Warning,
             finding: format!(
                 "{}: {} FEC codeword(s) could not be corrected in the last {}: frames were lost on the link (RoCE retransmits them)",
@@ -427,7 +427,7 @@ fn pcie_aer_errors(ctx: &Context) -> Vec<Finding> {
         }
         let uncorrectable = nonfatal.is_some() || fatal.is_some();
         out.push(Finding {
-            rule: "pcie_aer_errors",
+            rule: RuleId::PcieAerErrors,
             severity: if uncorrectable {
                 Severity::Critical
             } else {
@@ -486,7 +486,7 @@ fn devlink_reporter_error(ctx: &Context) -> Vec<Finding> {
             .map(|i| format!("errors +{} over {}", i.amount, span(i.seconds)))
             .unwrap_or_else(|| "no new errors in the window".into());
         out.push(Finding {
-            rule: "devlink_reporter_error",
+            rule: RuleId::DevlinkReporterError,
             severity: if in_error {
                 Severity::Critical
             } else {

@@ -3,27 +3,27 @@
 
 use roce_rdma::{Device, GidFamily, GidType, LinkLayer, PhysState, Port, PortState};
 
-use super::{Context, Finding, Rule, Severity, Subject};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::snapshot::Snapshot;
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "port_down",
+        id: RuleId::PortDown,
         checks: "every RDMA port is ACTIVE and LinkUp",
         evaluate: port_down,
     },
     Rule {
-        id: "link_rate_below_expected",
+        id: RuleId::LinkRateBelowExpected,
         checks: "active ports run at expect.link_rate_gbps",
         evaluate: link_rate_below_expected,
     },
     Rule {
-        id: "rocev2_gid_missing",
+        id: RuleId::Rocev2GidMissing,
         checks: "every active RoCE port has a RoCE v2 GID",
         evaluate: rocev2_gid_missing,
     },
     Rule {
-        id: "rocev2_gid_link_local_only",
+        id: RuleId::Rocev2GidLinkLocalOnly,
         checks: "every active RoCE port has a routable (IPv4-mapped or global) RoCE v2 GID",
         evaluate: rocev2_gid_link_local_only,
     },
@@ -79,7 +79,7 @@ fn port_down(ctx: &Context) -> Vec<Finding> {
             )
         };
         out.push(Finding {
-            rule: "port_down",
+            rule: RuleId::PortDown,
             severity: Severity::Critical,
             evidence: format!("state {}: {}, phys_state {}: {}; expected 4: ACTIVE, 5: LinkUp", state.id(), state.name(), phys.id(), phys.name()),
             finding,
@@ -111,7 +111,7 @@ fn link_rate_below_expected(ctx: &Context) -> Vec<Finding> {
         }
         let subject = subject(d, p);
         out.push(Finding {
-            rule: "link_rate_below_expected",
+            rule: RuleId::LinkRateBelowExpected,
             severity: Severity::Warning,
             finding: format!("{} runs at {} Gb/s, below the expected {} Gb/s", subject.describe(), fmt_num(gbps), fmt_num(expected_gbps)),
             evidence: format!("rate {} Gb/s; expected {} Gb/s (expect.link_rate_gbps)", fmt_num(gbps), fmt_num(expected_gbps)),
@@ -156,7 +156,7 @@ fn rocev2_gid_missing(ctx: &Context) -> Vec<Finding> {
             )
         };
         out.push(Finding {
-            rule: "rocev2_gid_missing",
+            rule: RuleId::Rocev2GidMissing,
             severity: Severity::Critical,
             finding,
             evidence: format!("{} populated GIDs: {} RoCE v1, 0 RoCE v2; expected at least one RoCE v2 GID", p.gids.len(), v1),
@@ -183,7 +183,7 @@ fn rocev2_gid_link_local_only(ctx: &Context) -> Vec<Finding> {
         let subject = subject(d, p);
         let netdev = p.netdev.as_deref().unwrap_or("<netdev>");
         out.push(Finding {
-            rule: "rocev2_gid_link_local_only",
+            rule: RuleId::Rocev2GidLinkLocalOnly,
             severity: Severity::Warning,
             finding: format!("{} has only link-local RoCE v2 GIDs: traffic cannot be routed beyond the local subnet", subject.describe()),
             evidence: format!("RoCE v2 GIDs at index {}: all fe80::/10; expected an IPv4-mapped or global GID", v2.iter().map(|g| g.index.to_string()).collect::<Vec<_>>().join(", ")),

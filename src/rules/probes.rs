@@ -8,17 +8,17 @@ use roce_probe::ProbeResults;
 use super::history::Value;
 use super::ports::{find_port, fmt_num};
 use super::rates::span;
-use super::{Context, Finding, Rule, Severity, Subject};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::snapshot::Snapshot;
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "probe_failures",
+        id: RuleId::ProbeFailures,
         checks: "probe rounds fail less than rules.probe_failures.max_ratio of the time",
         evaluate: probe_failures,
     },
     Rule {
-        id: "probe_latency_regression",
+        id: RuleId::ProbeLatencyRegression,
         checks: "probe round-trip times stay within rules.probe_latency_regression.factor of their earlier average",
         evaluate: probe_latency_regression,
     },
@@ -71,7 +71,7 @@ fn probe_failures(ctx: &Context) -> Vec<Finding> {
             .map(|f| format!("; last failure {}: {}", f.reason.as_str(), f.message))
             .unwrap_or_default();
         out.push(Finding {
-            rule: "probe_failures",
+            rule: RuleId::ProbeFailures,
             severity: if down { Severity::Critical } else { Severity::Warning },
             finding: if down {
                 format!(
@@ -143,7 +143,7 @@ fn probe_latency_regression(ctx: &Context) -> Vec<Finding> {
         }
         let subject = subject(latest, &t.device, t.port);
         out.push(Finding {
-            rule: "probe_latency_regression",
+            rule: RuleId::ProbeLatencyRegression,
             severity: Severity::Warning,
             finding: format!(
                 "{}: RDMA probe round trips take {}x their earlier average",

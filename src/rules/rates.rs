@@ -5,43 +5,43 @@
 
 use super::history::Value;
 use super::ports::{fmt_num, ports, subject};
-use super::{Context, Finding, Rule, Severity};
+use super::{Context, Finding, Rule, RuleId, Severity};
 use crate::config::RateRule;
 use crate::meaning::HwMeaning;
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "link_flap",
+        id: RuleId::LinkFlap,
         checks: "no carrier_down_count (else link_downed) increments within the window",
         evaluate: link_flap,
     },
     Rule {
-        id: "symbol_errors",
+        id: RuleId::SymbolErrors,
         checks: "symbol errors stay below the bit error rate limit",
         evaluate: symbol_errors,
     },
     Rule {
-        id: "retransmissions",
+        id: RuleId::Retransmissions,
         checks: "transport retransmissions and ACK timeouts stay below the limit",
         evaluate: retransmissions,
     },
     Rule {
-        id: "sequence_errors",
+        id: RuleId::SequenceErrors,
         checks: "out-of-sequence packets and sequence-error NAKs stay below the limit",
         evaluate: sequence_errors,
     },
     Rule {
-        id: "out_of_buffer",
+        id: RuleId::OutOfBuffer,
         checks: "no receive drops for lack of buffers above the limit",
         evaluate: out_of_buffer,
     },
     Rule {
-        id: "cnp_spike",
+        id: RuleId::CnpSpike,
         checks: "congestion notification packets stay below the limit",
         evaluate: cnp_spike,
     },
     Rule {
-        id: "ecn_spike",
+        id: RuleId::EcnSpike,
         checks: "ECN-marked RoCE packets stay below the limit",
         evaluate: ecn_spike,
     },
@@ -89,7 +89,7 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
         }
         let subject = subject(d, p);
         out.push(Finding {
-            rule: "link_flap",
+            rule: RuleId::LinkFlap,
             severity: Severity::Warning,
             finding: format!("{} went down {} time(s) in the last {}", subject.describe(), inc.amount, span(inc.seconds)),
             evidence: format!("{counter} +{} over {}; expected 0", inc.amount, span(inc.seconds)),
@@ -128,7 +128,7 @@ fn symbol_errors(ctx: &Context) -> Vec<Finding> {
         }
         let subject = subject(d, p);
         out.push(Finding {
-            rule: "symbol_errors",
+            rule: RuleId::SymbolErrors,
             severity: Severity::Warning,
             finding: format!("{} has a bit error rate of {ber:.1e}, above {:.0e}", subject.describe(), cfg.max_ber),
             evidence: format!(
@@ -150,7 +150,7 @@ fn symbol_errors(ctx: &Context) -> Vec<Finding> {
 
 /// A rate rule over the sum of hardware counters with the given meanings.
 struct HwRate {
-    rule: &'static str,
+    rule: RuleId,
     /// Summed per sample before the increase is taken.
     values: &'static [Value],
     what: &'static str,
@@ -207,7 +207,7 @@ fn retransmissions(ctx: &Context) -> Vec<Finding> {
         ctx,
         &ctx.rules.retransmissions,
         &HwRate {
-            rule: "retransmissions",
+            rule: RuleId::Retransmissions,
             values: &[Value::Hw(HwMeaning::Retransmissions), Value::Hw(HwMeaning::LocalAckTimeout)],
             what: "transport retransmissions",
             fix: "Find where packets are lost: check PFC/ECN on the RoCE priority end to end, the switch's drop \
@@ -221,7 +221,7 @@ fn sequence_errors(ctx: &Context) -> Vec<Finding> {
         ctx,
         &ctx.rules.sequence_errors,
         &HwRate {
-            rule: "sequence_errors",
+            rule: RuleId::SequenceErrors,
             values: &[Value::Hw(HwMeaning::OutOfSequence), Value::Hw(HwMeaning::PacketSeqErr), Value::Hw(HwMeaning::ImpliedNakSeqErr)],
             what: "packet sequence errors",
             fix: "Packets are lost or reordered on the path: make the RoCE priority lossless (PFC) or congestion \
@@ -235,7 +235,7 @@ fn out_of_buffer(ctx: &Context) -> Vec<Finding> {
         ctx,
         &ctx.rules.out_of_buffer,
         &HwRate {
-            rule: "out_of_buffer",
+            rule: RuleId::OutOfBuffer,
             values: &[Value::Hw(HwMeaning::OutOfBuffer)],
             what: "receive drops for lack of posted buffers",
             fix: "The receiving application does not post receive WQEs fast enough, or the NIC's receive buffer is \
@@ -249,7 +249,7 @@ fn cnp_spike(ctx: &Context) -> Vec<Finding> {
         ctx,
         &ctx.rules.cnp_spike,
         &HwRate {
-            rule: "cnp_spike",
+            rule: RuleId::CnpSpike,
             values: &[Value::Hw(HwMeaning::CnpSent), Value::Hw(HwMeaning::CnpHandled)],
             what: "congestion notification packets",
             fix: "The fabric is congested on this port's path: look for incast (many senders to one receiver), \
@@ -263,7 +263,7 @@ fn ecn_spike(ctx: &Context) -> Vec<Finding> {
         ctx,
         &ctx.rules.ecn_spike,
         &HwRate {
-            rule: "ecn_spike",
+            rule: RuleId::EcnSpike,
             values: &[Value::Hw(HwMeaning::EcnMarked)],
             what: "ECN-marked RoCE packets",
             fix: "Switches mark this traffic as congested: look for incast or oversubscribed links on the path, \

@@ -7,31 +7,31 @@
 
 use roce_topology::{AcsState, FunctionRole, Link, LinkSpeed, PathClass, TopologySnapshot};
 
-use super::{Context, Finding, Rule, Severity, Subject};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 
 pub const RULES: &[Rule] = &[
     Rule {
-        id: "gpu_nic_path_far",
+        id: RuleId::GpuNicPathFar,
         checks: "every GPU has an RDMA NIC within PHB (not NODE or SYS)",
         evaluate: gpu_nic_path_far,
     },
     Rule {
-        id: "gpudirect_unavailable",
+        id: RuleId::GpudirectUnavailable,
         checks: "with GPUs and RDMA NICs, nvidia-peermem or dma-buf is usable",
         evaluate: gpudirect_unavailable,
     },
     Rule {
-        id: "gpudirect_not_used",
+        id: RuleId::GpudirectNotUsed,
         checks: "every GPU's nearest RDMA NIC is within NCCL's default GPUDirect RDMA level, PXB (PHB here; NODE and SYS are gpu_nic_path_far)",
         evaluate: gpudirect_not_used,
     },
     Rule {
-        id: "acs_on_gpu_nic_path",
+        id: RuleId::AcsOnGpuNicPath,
         checks: "no ACS P2P request redirect on a bridge between a GPU and its nearest NIC",
         evaluate: acs_on_gpu_nic_path,
     },
     Rule {
-        id: "pcie_downtrained",
+        id: RuleId::PcieDowntrained,
         checks: "PCIe links of GPUs and NICs run at the speed and width both ends support",
         evaluate: pcie_downtrained,
     },
@@ -87,7 +87,7 @@ fn gpu_nic_path_far(ctx: &Context) -> Vec<Finding> {
             .map(|n| format!(" ({})", n.address))
             .unwrap_or_default();
         out.push(Finding {
-            rule: "gpu_nic_path_far",
+            rule: RuleId::GpuNicPathFar,
             severity,
             finding: format!(
                 "GPU {}'s nearest RDMA NIC ({nics}) is {} away: {why}",
@@ -142,7 +142,7 @@ fn gpudirect_unavailable(ctx: &Context) -> Vec<Finding> {
         None => "no libibverbs.so.1.<abi>.<release>.0 found".into(),
     };
     vec![Finding {
-        rule: "gpudirect_unavailable",
+        rule: RuleId::GpudirectUnavailable,
         severity: Severity::Critical,
         subject: Subject::default(),
         finding: "GPUDirect RDMA is unavailable: neither nvidia-peermem nor dma-buf is usable, so NCCL stages GPU data through host memory".into(),
@@ -235,7 +235,7 @@ fn gpudirect_not_used(ctx: &Context) -> Vec<Finding> {
             None => "GPUDirect RDMA drivers not read",
         };
         out.push(Finding {
-            rule: "gpudirect_not_used",
+            rule: RuleId::GpudirectNotUsed,
             severity: Severity::Warning,
             finding: format!(
                 "GPU {} runs without GPUDirect RDMA: its nearest RDMA NIC ({}) is PHB away (through the CPU's host bridge), beyond NCCL's default NCCL_NET_GDR_LEVEL PXB, so its network traffic is staged through host memory",
@@ -282,7 +282,7 @@ fn acs_on_gpu_nic_path(ctx: &Context) -> Vec<Finding> {
             .collect::<Vec<_>>()
             .join("; ");
         out.push(Finding {
-            rule: "acs_on_gpu_nic_path",
+            rule: RuleId::AcsOnGpuNicPath,
             severity: Severity::Critical,
             finding: format!(
                 "ACS redirects peer-to-peer traffic between GPU {} and {nic} up to the root complex: GPUDirect RDMA loses bandwidth or hangs",
@@ -409,7 +409,7 @@ fn pcie_downtrained(ctx: &Context) -> Vec<Finding> {
             opt_width(link.capable_width)
         );
         out.push(Finding {
-            rule: "pcie_downtrained",
+            rule: RuleId::PcieDowntrained,
             severity: Severity::Warning,
             finding: format!("{what} runs at {current}, below the {capable} both ends support ({})", below.join(" and ")),
             evidence: format!(

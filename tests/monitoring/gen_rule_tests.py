@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""Writes tests/monitoring/rules.test.yml, the `promtool test rules` cases of
-alerts/*.rules.yml (python3, stdlib only).
+"""Writes the `promtool test rules` cases of alerts/ (python3, stdlib only):
+tests/monitoring/rules.test.yml for the committed rule files (60 s scrape
+interval), and the same cases for the rule files generated at any other
+scrape interval (run.py static runs them at 15 s, 30 s and 60 s).
 
-Each alert gets input series that fire it and series that must not (a
-counter reset among them for every counter-based alert). The expected
-labels and the expected rendering of `$value` are written by hand below;
-summaries and descriptions are the alert's templates with `{{ $labels.x }}`
-and `{{ $value ... }}` replaced by those, so promtool checks that the
-templates name the right labels and the measured value.
+Input series are sampled every scrape interval from t=0; rules are evaluated
+every EVALUATION seconds, which is not a multiple of any tested scrape
+interval, and build() fails when an evaluation that a case checks falls on a
+sample: no case can pass only because samples and evaluations line up.
+
+Every rule of the exporter's table (docs/rules.json) gets a case in which its
+finding fires the alert, an info finding of it does not, and the alert
+resolves once the finding goes stale. The expected labels and `$value`
+renderings are written here; summaries, descriptions and runbook URLs are
+the alert's templates rendered with them, so promtool checks that the
+templates name the right labels.
 
     python3 tests/monitoring/gen_rule_tests.py      # rewrite rules.test.yml
 """
 
+import math
 import os
 import re
 import sys
@@ -22,282 +30,252 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "alerts"))
 import generate  # noqa: E402  (alerts/generate.py)
 
+EVALUATION = 17  # seconds; prime, so evaluations drift across the samples
+SCRAPE_INTERVALS = (15, 30, 60)
+COMMITTED_RULE_FILES = ["../../alerts/roce_exporter.rules.yml",
+                        "../../alerts/roce_exporter.fleet.rules.yml"]
+
 J = 'job="roce_exporter"'
 N1 = J + ', instance="n1:9879"'
 N2 = J + ', instance="n2:9879"'
-P0 = 'device="mlx5_0", port="1"'
-P1 = 'device="mlx5_1", port="1"'
-P2 = 'device="mlx5_2", port="1"'
+N3 = J + ', instance="n3:9879"'
 BASE1 = {"job": "roce_exporter", "instance": "n1:9879"}
 BASE2 = {"job": "roce_exporter", "instance": "n2:9879"}
+BASE3 = {"job": "roce_exporter", "instance": "n3:9879"}
+# The exporter that is up in every group (runbook URLs of alerts without a
+# live instance point at it).
+UP_INSTANCE = "n2:9879"
 
 
 def s(name, labels, values):
     return {"series": f"{name}{{{labels}}}", "values": values}
 
 
-def port(extra=None, base=BASE1, device="mlx5_0"):
-    d = dict(base, device=device, port="1")
-    d.update(extra or {})
-    return d
+class Timeline:
+    """Series values at one scrape interval: `at(m)` is the sample index of
+    minute m."""
+
+    def __init__(self, scrape):
+        self.scrape = scrape
+
+    def n(self, minutes):
+        return int(minutes * 60 // self.scrape)
+
+    def const(self, value, minutes):
+        return f"{value}x{self.n(minutes)}"
+
+    def ramp(self, start, per_minute, minutes):
+        """A counter growing `per_minute`, sampled every scrape."""
+        step = per_minute * self.scrape / 60
+        return f"{start}+{fmt(step)}x{self.n(minutes)}"
+
+    def present(self, value, start, end, total):
+        """Absent before minute `start`, `value` until `end`, then stale."""
+        parts = []
+        if self.n(start):
+            parts.append(f"_x{self.n(start)}")
+        parts.append(f"{value}x{self.n(end) - self.n(start) - 1}")
+        parts.append("stale")
+        rest = self.n(total) - self.n(end)
+        if rest > 0:
+            parts.append(f"_x{rest}")
+        return " ".join(parts)
 
 
-# (eval_time, alertname, [(labels, value text)]): an empty list asserts that
-# nothing fires.
-GROUPS = [
-    {
+def fmt(x):
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
+def evaluated_at(eval_time):
+    """The evaluation promtool compares at eval_time: the last one at or
+    before it."""
+    return (eval_time // EVALUATION) * EVALUATION
+
+
+def seconds(text):
+    total = 0
+    for n, unit in re.findall(r"(\d+)([hms])", text):
+        total += int(n) * {"h": 3600, "m": 60, "s": 1}[unit]
+    return total
+
+
+def humanize_duration(v):
+    """Prometheus' humanizeDuration for v >= 1 s."""
+    v = int(v)
+    d, h, m, sec = v // 86400, v // 3600 % 24, v // 60 % 60, v % 60
+    if d:
+        return f"{d}d {h}h {m}m {sec}s"
+    if h:
+        return f"{h}h {m}m {sec}s"
+    if m:
+        return f"{m}m {sec}s"
+    return f"{sec}s"
+
+
+def groups(scrape):
+    t = Timeline(scrape)
+    rules = generate.load_rules()["rules"]
+    out = []
+
+    # Exporter health. n1 is down from the start; n2 samples every scrape;
+    # n3's sampler hangs at t=0.
+    stale_at = 10 * 60
+    out.append({
         "name": "exporter health",
         "series": [
-            s("up", N1, "0x10"),
-            s("up", N2, "1x10"),
-            s("roce_collector_success", N1 + ', collector="ethtool"', "0x15"),
-            s("roce_collector_success", N1 + ', collector="rdma"', "1x15"),
-            # n1 samples every minute; n2's sampler hangs at t=0.
-            s("roce_sample_timestamp_seconds", N1, "0+60x15"),
-            s("roce_sample_timestamp_seconds", N2, "0x15"),
-            s("roce_sample_interval_seconds", N1, "5x15"),
-            s("roce_sample_interval_seconds", N2, "5x15"),
+            s("up", N1, t.const(0, 20)),
+            s("up", N2, t.const(1, 20)),
+            s("roce_sample_timestamp_seconds", N2, t.ramp(0, 60, 20)),
+            s("roce_sample_timestamp_seconds", N3, t.const(0, 20)),
+            s("roce_sample_interval_seconds", N2, t.const(scrape, 20)),
+            s("roce_sample_interval_seconds", N3, t.const(scrape, 20)),
         ],
         "tests": [
             ("4m", "RoceExporterDown", []),
-            ("6m", "RoceExporterDown", [(BASE1, None)]),
-            ("9m", "RoceCollectorFailing", []),
-            ("11m", "RoceCollectorFailing", [(dict(BASE1, collector="ethtool"), None)]),
+            ("7m", "RoceExporterDown", [(BASE1, None)]),
             ("3m", "RoceSampleStale", []),
-            ("10m", "RoceSampleStale", [(BASE2, "10m 0s")]),
+            ("10m", "RoceSampleStale",
+             [(BASE3, humanize_duration(evaluated_at(stale_at)))]),
         ],
-    },
-    {
-        "name": "pfc storm and pause storm detector",
+    })
+
+    # One finding per rule on n1 from minute 2 to 12, and an info finding
+    # of the same rule on n2 that never notifies.
+    series = []
+    tests = []
+    for r in rules:
+        rid, severity = r["id"], r["severity"]
+        labels = {"rule": rid, "severity": severity, "device": "mlx5_0", "port": "1",
+                  "netdev": "ens1np0", "gpu": ""}
+        text = ", ".join(f'{k}="{v}"' for k, v in labels.items())
+        series.append(s("roce_finding", N1 + ", " + text, t.present(1, 2, 12, 20)))
+        info = text.replace(f'severity="{severity}"', 'severity="info"')
+        series.append(s("roce_finding", N2 + ", " + info, t.const(1, 20)))
+        name = generate.alert_name(rid)
+        tests += [
+            ("1m", name, []),
+            ("8m", name, [(dict(BASE1, **labels), None)]),
+            ("19m", name, []),
+        ]
+    out.append({"name": "findings", "series": series, "tests": tests})
+
+    # n1 loses one of its two devices at minute 10; n3 loses its only one;
+    # n2 keeps its device. The drop is remembered for nic_count_window.
+    window = seconds(generate.DEFAULTS["nic_count_window"]) // 60
+    total = 10 + window + 10
+    out.append({
+        "name": "rdma device count",
         "series": [
-            # 30 s paused per minute: ratio 0.5.
-            s("roce_pfc_pause_duration_seconds_total",
-              N1 + ', netdev="ens1np0", ' + P0 + ', priority="3", direction="tx"', "0+30x10"),
-            # 6 s per minute: ratio 0.1, below 0.2.
-            s("roce_pfc_pause_duration_seconds_total",
-              N1 + ', netdev="ens1np0", ' + P0 + ', priority="4", direction="tx"', "0+6x10"),
-            # driver reload at 6m: the counter restarts from 0; still 0.1.
-            s("roce_pfc_pause_duration_seconds_total",
-              N1 + ', netdev="ens1np0", ' + P0 + ', priority="3", direction="rx"',
-              "100+6x5 0+6x4"),
-            s("roce_pause_storm_events_total",
-              N1 + ', netdev="ens1np0", ' + P0 + ', severity="error"',
-              "0 0 0 1 1 1 1 1 1 1 1 1"),
-            s("roce_pause_storm_events_total",
-              N1 + ', netdev="ens2np0", ' + P1 + ', severity="error"',
-              "5 5 5 0 0 0 0 0 0 0 0 0"),
+            s("up", N1, t.const(1, total)),
+            s("up", N2, t.const(1, total)),
+            s("up", N3, t.const(1, total)),
+            s("roce_device_info", N1 + ', device="mlx5_0", hca_type="MT4129", fw_version="1"',
+              t.const(1, total)),
+            s("roce_device_info", N1 + ', device="mlx5_1", hca_type="MT4129", fw_version="1"',
+              t.present(1, 0, 10, total)),
+            s("roce_device_info", N2 + ', device="mlx5_0", hca_type="MT4129", fw_version="1"',
+              t.const(1, total)),
+            s("roce_device_info", N3 + ', device="mlx5_0", hca_type="MT4129", fw_version="1"',
+              t.present(1, 0, 10, total)),
         ],
         "tests": [
-            ("1m", "RocePfcStorm", []),
-            ("8m", "RocePfcStorm", [
-                (port({"netdev": "ens1np0", "priority": "3", "direction": "tx"}), "50%"),
-            ]),
-            ("2m", "RocePauseStormDetected", []),
-            ("5m", "RocePauseStormDetected", [
-                (port({"netdev": "ens1np0", "storm_severity": "error"}), "1"),
-            ]),
-            ("11m", "RocePauseStormDetected", []),
+            ("8m", "RoceNicCountDropped", []),
+            ("14m", "RoceNicCountDropped", [(BASE1, "1"), (BASE3, "0")]),
+            (f"{10 + window + 5}m", "RoceNicCountDropped", []),
         ],
-    },
-    {
-        "name": "congestion, drops and retransmissions",
+    })
+
+    # Ports compared with the fastest active port of their NIC model: n1's
+    # MT4129 at 200 Gb/s is slow next to n2's 400; n1's MT2910 front-end NIC
+    # at 200 Gb/s has no faster peer; n2's down port is not compared.
+    P0 = 'device="mlx5_0", port="1"'
+    P1 = 'device="mlx5_1", port="1"'
+    out.append({
+        "name": "link rate against peers of the same model",
         "series": [
-            # 20000/s fires, 1000/s does not, a reset of a large counter does not.
-            s("roce_cnp_sent_total", N1 + ", " + P0, "0+1200000x20"),
-            s("roce_cnp_sent_total", N1 + ", " + P1, "0+60000x20"),
-            s("roce_cnp_sent_total", N1 + ", " + P2, "900000000+60000x8 0+60000x11"),
-            s("roce_cnp_handled_total", N1 + ", " + P1, "0+60000x20"),
-            s("roce_ecn_marked_packets_total", N1 + ", " + P0, "0+1200000x20"),
-            s("roce_ecn_marked_packets_total", N1 + ", " + P2, "900000000+60000x8 0+60000x11"),
-            # 2/s fires, 0.5/s does not.
-            s("roce_out_of_buffer_drops_total", N1 + ", " + P0, "0+120x20"),
-            s("roce_out_of_buffer_drops_total", N1 + ", " + P1, "0+30x20"),
-            s("roce_out_of_buffer_drops_total", N1 + ", " + P2, "5000000+30x8 0+30x11"),
-            s("roce_netdev_discards_total",
-              N1 + ', netdev="ens1np0", ' + P0 + ', reason="rx_no_buffer", priority="3"',
-              "0+120x20"),
-            s("roce_netdev_discards_total",
-              N1 + ', netdev="ens1np0", ' + P0 + ', reason="rx_port", priority=""', "0+30x20"),
-            s("roce_netdev_discards_total",
-              N1 + ', netdev="ens2np0", ' + P1 + ', reason="rx_port", priority=""',
-              "5000000+30x8 0+30x11"),
-            # 20/s fires (either counter), 1/s does not.
-            s("roce_retransmissions_total", N1 + ", " + P0, "0+1200x20"),
-            s("roce_local_ack_timeout_errors_total", N1 + ", " + P1, "0+1200x20"),
-            s("roce_retransmissions_total", N1 + ", " + P2, "900000+60x8 0+60x11"),
-            s("roce_local_ack_timeout_errors_total", N1 + ", " + P2, "0+60x20"),
-            s("roce_out_of_sequence_packets_total", N1 + ", " + P0, "0+1200x20"),
-            s("roce_packet_sequence_errors_total", N1 + ", " + P1, "0+1200x20"),
-            s("roce_out_of_sequence_packets_total", N1 + ", " + P2, "900000+60x8 0+60x11"),
+            s("roce_device_info", N1 + ', device="mlx5_0", hca_type="MT4129", fw_version="1"',
+              t.const(1, 30)),
+            s("roce_device_info", N2 + ', device="mlx5_0", hca_type="MT4129", fw_version="1"',
+              t.const(1, 30)),
+            s("roce_device_info", N1 + ', device="mlx5_1", hca_type="MT2910", fw_version="1"',
+              t.const(1, 30)),
+            s("roce_device_info", N2 + ', device="mlx5_1", hca_type="MT4129", fw_version="1"',
+              t.const(1, 30)),
+            s("roce_port_rate_bytes_per_second", N1 + ", " + P0, t.const(25000000000, 30)),
+            s("roce_port_rate_bytes_per_second", N2 + ", " + P0, t.const(50000000000, 30)),
+            s("roce_port_rate_bytes_per_second", N1 + ", " + P1, t.const(25000000000, 30)),
+            s("roce_port_rate_bytes_per_second", N2 + ", " + P1, t.const(100000000000, 30)),
+            s("roce_port_up", N1 + ", " + P0, t.const(1, 30)),
+            s("roce_port_up", N2 + ", " + P0, t.const(1, 30)),
+            s("roce_port_up", N1 + ", " + P1, t.const(1, 30)),
+            s("roce_port_up", N2 + ", " + P1, t.const(0, 30)),
         ],
         "tests": [
-            ("9m", "RoceCnpSpike", []),
-            ("16m", "RoceCnpSpike", [(port(), "20k")]),
-            ("16m", "RoceEcnMarkSpike", [(port(), "20k")]),
-            ("4m", "RoceOutOfBufferDrops", []),
-            ("16m", "RoceOutOfBufferDrops", [(port(), "2")]),
-            ("16m", "RoceNetdevDiscards", [
-                (port({"netdev": "ens1np0", "reason": "rx_no_buffer"}), "2"),
-            ]),
-            ("16m", "RoceRetransmissions", [(port(), "20"), (port(device="mlx5_1"), "20")]),
-            ("16m", "RoceSequenceErrors", [(port(), "20"), (port(device="mlx5_1"), "20")]),
+            ("10m", "RoceLinkRateBelowPeers", []),
+            ("20m", "RoceLinkRateBelowPeers",
+             [(dict(BASE1, device="mlx5_0", port="1", hca_type="MT4129"), "25G")]),
         ],
-    },
-    {
-        "name": "link health",
-        "series": [
-            # 400 Gb/s: 4e11 bit/s; 1 error/s is a BER of 2.5e-12, 0.1/s 2.5e-13.
-            s("roce_port_rate_bytes_per_second", N1 + ", " + P0, "50000000000x20"),
-            s("roce_port_rate_bytes_per_second", N1 + ", " + P1, "25000000000x20"),
-            s("roce_port_rate_bytes_per_second", N1 + ", " + P2, "0x20"),
-            s("roce_port_rate_bytes_per_second", N2 + ", " + P0, "50000000000x20"),
-            s("roce_port_symbol_errors_total", N1 + ", " + P0, "0+60x20"),
-            s("roce_port_symbol_errors_total", N1 + ", " + P1, "0+3x20"),
-            s("roce_port_symbol_errors_total", N1 + ", " + P2, "0+600x20"),
-            s("roce_port_symbol_errors_total", N2 + ", " + P0, "1000000+3x8 0+3x11"),
-            s("roce_port_link_downed_total", N1 + ", " + P0, "0 0 0 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"),
-            s("roce_port_link_downed_total", N1 + ", " + P1, "3 3 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"),
-            s("roce_port_up", N1 + ", " + P0, "1x20"),
-            s("roce_port_up", N1 + ", " + P1, "1x20"),
-            s("roce_port_up", N1 + ", " + P2, "0x20"),
-            s("roce_port_up", N2 + ", " + P0, "1 0 0 1x17"),
-        ],
-        "tests": [
-            ("9m", "RoceSymbolErrors", []),
-            ("16m", "RoceSymbolErrors", [(port(), "2.5e-12")]),
-            ("5m", "RoceLinkFlap", [(port(), "1")]),
-            ("16m", "RoceLinkFlap", []),
-            ("4m", "RocePortDown", []),
-            ("6m", "RocePortDown", [(port(device="mlx5_2"), None)]),
-            ("10m", "RoceLinkRateBelowExpected", []),
-            ("16m", "RoceLinkRateBelowExpected", [(port(device="mlx5_1"), "25G")]),
-        ],
-    },
-    {
-        "name": "topology and findings",
-        "series": [
-            s("roce_pcie_link_downtrained",
-              N1 + ', pci_address="0000:04:00.0", device="mlx5_0", upstream="0000:02:00.0", '
-              'aspect="width"', "1x20"),
-            s("roce_pcie_link_downtrained",
-              N1 + ', pci_address="0000:04:00.0", device="mlx5_0", upstream="0000:02:00.0", '
-              'aspect="speed"', "0x20"),
-            s("roce_gpu_nearest_nic_info", N1 + ', gpu="0", device="mlx5_4", path="SYS"', "1x20"),
-            s("roce_gpu_nearest_nic_info", N1 + ', gpu="1", device="mlx5_1", path="PIX"', "1x20"),
-            s("roce_gpudirect_rdma_available", N1, "0x20"),
-            s("roce_gpudirect_rdma_available", N2, "1x20"),
-            s("roce_finding", N1 + ', rule="port_down", severity="critical", device="mlx5_0", '
-              'port="1", netdev="ens1np0", gpu=""', "1x20"),
-            s("roce_finding", N1 + ', rule="link_flap", severity="warning", device="mlx5_1", '
-              'port="1", netdev="ens2np0", gpu=""', "1x20"),
-        ],
-        "tests": [
-            ("14m", "RocePcieDowntrained", []),
-            ("16m", "RocePcieDowntrained", [(dict(BASE1, pci_address="0000:04:00.0",
-                                                  device="mlx5_0", upstream="0000:02:00.0",
-                                                  aspect="width"), None)]),
-            ("16m", "RoceGpuNicPathSys", [(dict(BASE1, gpu="0", device="mlx5_4", path="SYS"),
-                                           None)]),
-            ("16m", "RoceGpuDirectNotReady", [(BASE1, None)]),
-            ("4m", "RoceCriticalFinding", []),
-            ("6m", "RoceCriticalFinding", [(dict(BASE1, rule="port_down", severity="critical",
-                                                 device="mlx5_0", port="1", netdev="ens1np0",
-                                                 gpu=""), None)]),
-        ],
-    },
-    {
-        "name": "probe failures",
-        "series": [
-            s("roce_probe_requests_total", N1 + ", " + P0, "0+60x30"),
-            s("roce_probe_failures_total", N1 + ", " + P0 + ', reason="timeout"', "0+6x30"),
-            s("roce_probe_requests_total", N1 + ", " + P1, "0+60x30"),
-            s("roce_probe_failures_total", N1 + ", " + P1 + ', reason="timeout"', "0+1x30"),
-            s("roce_probe_requests_total", N1 + ", " + P2, "100000+60x10 0+60x19"),
-            s("roce_probe_failures_total", N1 + ", " + P2 + ', reason="timeout"',
-              "5000+1x10 0+1x19"),
-        ],
-        "tests": [
-            ("9m", "RoceProbeFailing", []),
-            ("25m", "RoceProbeFailing", [(port(), "10%")]),
-        ],
-    },
-    {
-        # 60 probes per 2 minutes; mlx5_0's RTT moves from (0.1 ms, 1 ms] to
-        # (1 ms, 10 ms] after one day, mlx5_1's stays.
-        "name": "probe latency regression",
-        "interval": "2m",
-        "series": [
-            s("roce_probe_rtt_seconds_bucket", N1 + ", " + P0 + ', gid_index="3", op="write", le="0.0001"',
-              "0x780"),
-            s("roce_probe_rtt_seconds_bucket", N1 + ", " + P0 + ', gid_index="3", op="write", le="0.001"',
-              "0+60x720 43200x60"),
-            s("roce_probe_rtt_seconds_bucket", N1 + ", " + P0 + ', gid_index="3", op="write", le="0.01"',
-              "0+60x780"),
-            s("roce_probe_rtt_seconds_bucket", N1 + ", " + P0 + ', gid_index="3", op="write", le="+Inf"',
-              "0+60x780"),
-            s("roce_probe_rtt_seconds_bucket", N1 + ", " + P1 + ', gid_index="3", op="write", le="0.0001"',
-              "0x780"),
-            s("roce_probe_rtt_seconds_bucket", N1 + ", " + P1 + ', gid_index="3", op="write", le="0.001"',
-              "0+60x780"),
-            s("roce_probe_rtt_seconds_bucket", N1 + ", " + P1 + ', gid_index="3", op="write", le="0.01"',
-              "0+60x780"),
-            s("roce_probe_rtt_seconds_bucket", N1 + ", " + P1 + ', gid_index="3", op="write", le="+Inf"',
-              "0+60x780"),
-        ],
-        "tests": [
-            ("23h", "RoceProbeLatencyRegression", []),
-            ("26h", "RoceProbeLatencyRegression", [(port({"op": "write"}), "9.91ms")]),
-        ],
-    },
-    {
+    })
+
+    fleet = 80
+    out.append({
         "name": "fleet inconsistencies",
         "series": [
+            s("up", N2, t.const(1, fleet)),
             s("roce_device_info", N1 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.39.1002"',
-              "1x80"),
+              t.const(1, fleet)),
             s("roce_device_info", N2 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.40.1000"',
-              "1x80"),
+              t.const(1, fleet)),
             s("roce_device_info", N1 + ', device="mlx5_1", hca_type="MT4125", fw_version="22.39.1002"',
-              "1x80"),
+              t.const(1, fleet)),
             s("roce_device_info", N2 + ', device="mlx5_1", hca_type="MT4125", fw_version="22.39.1002"',
-              "1x80"),
-            s("roce_device_info", N1 + ', device="rxe0", hca_type="", fw_version=""', "1x80"),
-            s("roce_netdev_mtu_bytes", N1 + ', netdev="ens1np0", ' + P0, "9000x80"),
-            s("roce_netdev_mtu_bytes", N2 + ', netdev="ens1np0", ' + P0, "4200x80"),
-            s("roce_pfc_enabled", N1 + ', netdev="ens1np0", ' + P0 + ', priority="3"', "1x80"),
-            s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="3"', "0x80"),
-            s("roce_pfc_enabled", N1 + ', netdev="ens1np0", ' + P0 + ', priority="4"', "0x80"),
-            s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="4"', "0x80"),
-            s("roce_gid_info", N1 + ", " + P0 + ', index="3", type="RoCE v2", family="ipv4_mapped", '
-              'gid="::ffff:10.0.0.1", netdev="ens1np0"', "1x80"),
-            s("roce_gid_info", N2 + ", " + P0 + ', index="3", type="IB/RoCE v1", family="ipv4_mapped", '
-              'gid="::ffff:10.0.0.2", netdev="ens1np0"', "1x80"),
+              t.const(1, fleet)),
+            s("roce_device_info", N1 + ', device="rxe0", hca_type="", fw_version=""',
+              t.const(1, fleet)),
+            s("roce_netdev_mtu_bytes", N1 + ', netdev="ens1np0", ' + P0, t.const(9000, fleet)),
+            s("roce_netdev_mtu_bytes", N2 + ', netdev="ens1np0", ' + P0, t.const(4200, fleet)),
+            s("roce_pfc_enabled", N1 + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+              t.const(1, fleet)),
+            s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+              t.const(0, fleet)),
+            s("roce_pfc_enabled", N1 + ', netdev="ens1np0", ' + P0 + ', priority="4"',
+              t.const(0, fleet)),
+            s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="4"',
+              t.const(0, fleet)),
+            s("roce_gid_info", N1 + ", " + P0 + ', index="3", type="RoCE v2", '
+              'family="ipv4_mapped", gid="::ffff:10.0.0.1", netdev="ens1np0"', t.const(1, fleet)),
+            s("roce_gid_info", N2 + ", " + P0 + ', index="3", type="IB/RoCE v1", '
+              'family="ipv4_mapped", gid="::ffff:10.0.0.2", netdev="ens1np0"', t.const(1, fleet)),
             s("roce_gid_info", N1 + ", " + P0 + ', index="0", type="IB/RoCE v1", '
-              'family="ipv6_link_local", gid="fe80::1", netdev="ens1np0"', "1x80"),
+              'family="ipv6_link_local", gid="fe80::1", netdev="ens1np0"', t.const(1, fleet)),
             s("roce_gid_info", N2 + ", " + P0 + ', index="0", type="IB/RoCE v1", '
-              'family="ipv6_link_local", gid="fe80::2", netdev="ens1np0"', "1x80"),
+              'family="ipv6_link_local", gid="fe80::2", netdev="ens1np0"', t.const(1, fleet)),
         ],
         "tests": [
             ("50m", "RoceFirmwareDrift", []),
             ("70m", "RoceFirmwareDrift", [({"job": "roce_exporter", "hca_type": "MT4129"}, "2")]),
             ("70m", "RoceMtuInconsistent", [({"job": "roce_exporter"}, "2")]),
-            ("70m", "RocePfcPriorityInconsistent", [({"job": "roce_exporter", "priority": "3"},
-                                                     "1")]),
+            ("70m", "RocePfcPriorityInconsistent",
+             [({"job": "roce_exporter", "priority": "3"}, "1")]),
             ("70m", "RoceGidTypeInconsistent", [({"job": "roce_exporter", "index": "3"}, "2")]),
         ],
-    },
-    {
+    })
+    out.append({
         "name": "consistent fleet",
         "series": [
-            s("roce_netdev_mtu_bytes", N1 + ', netdev="ens1np0", ' + P0, "9000x80"),
-            s("roce_netdev_mtu_bytes", N2 + ', netdev="ens1np0", ' + P0, "9000x80"),
+            s("roce_netdev_mtu_bytes", N1 + ', netdev="ens1np0", ' + P0, t.const(9000, fleet)),
+            s("roce_netdev_mtu_bytes", N2 + ', netdev="ens1np0", ' + P0, t.const(9000, fleet)),
             # management netdev without an RDMA port: not part of the check.
-            s("roce_netdev_mtu_bytes", N2 + ', netdev="eth0", device="", port=""', "1500x80"),
-            s("roce_pfc_enabled", N1 + ', netdev="ens1np0", ' + P0 + ', priority="3"', "1x80"),
-            s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="3"', "1x80"),
+            s("roce_netdev_mtu_bytes", N2 + ', netdev="eth0", device="", port=""',
+              t.const(1500, fleet)),
+            s("roce_pfc_enabled", N1 + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+              t.const(1, fleet)),
+            s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+              t.const(1, fleet)),
             s("roce_device_info", N1 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.39.1002"',
-              "1x80"),
+              t.const(1, fleet)),
             s("roce_device_info", N2 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.39.1002"',
-              "1x80"),
+              t.const(1, fleet)),
         ],
         "tests": [
             ("70m", "RoceMtuInconsistent", []),
@@ -305,39 +283,71 @@ GROUPS = [
             ("70m", "RoceFirmwareDrift", []),
             ("70m", "RoceGidTypeInconsistent", []),
         ],
-    },
-]
+    })
+    return out
 
 
-def rules_by_name():
-    params = dict(generate.DEFAULTS, for_override=None)
+def rules_by_name(params):
     out = {}
-    for _, groups in generate.groups(params):
-        for g in groups:
+    for _, gs in generate.groups(params):
+        for g in gs:
             for r in g["rules"]:
                 if "alert" in r:
                     out[r["alert"]] = r
     return out
 
 
-VALUE = re.compile(r"\{\{ \$value[^}]*\}\}")
-LABEL = re.compile(r"\{\{ \$labels\.(\w+) \}\}")
+TOKEN = re.compile(r"\{\{(.*?)\}\}")
 
 
 def render(template, labels, value):
-    if VALUE.search(template) and value is None:
-        raise SystemExit(f"a value text is needed for: {template}")
-    text = VALUE.sub(lambda _: value, template)
-    return LABEL.sub(lambda m: labels.get(m.group(1), ""), text)
+    """The alert templates' subset of Go templates: `$labels.x`, `$value`
+    with a pipe, `if $labels.x` ... `end`, and the runbook URL's
+    `with query ...` ... `end` (an exporter that is up)."""
+    out = []
+    stack = []  # True: emitting
+    pos = 0
+    for m in TOKEN.finditer(template):
+        if all(stack):
+            out.append(template[pos:m.start()])
+        pos = m.end()
+        tok = m.group(1).strip()
+        if tok.startswith("if "):
+            stack.append(bool(labels.get(tok[3:].strip().removeprefix("$labels."), "")))
+        elif tok.startswith("with query"):
+            stack.append(True)
+            if all(stack):
+                out.append(UP_INSTANCE)
+            stack[-1] = False  # the body ({{ . | first | label ... }}) is replaced
+        elif tok == "end":
+            stack.pop()
+        elif not all(stack):
+            continue
+        elif tok.startswith("$labels."):
+            out.append(labels.get(tok[len("$labels."):], ""))
+        elif tok.startswith("$value"):
+            if value is None:
+                raise SystemExit(f"a value text is needed for: {template}")
+            out.append(value)
+        else:
+            raise SystemExit(f"unsupported template action {tok!r} in {template}")
+    out.append(template[pos:])
+    return "".join(out)
 
 
-def build():
-    rules = rules_by_name()
+def build(scrape=60, rule_files=None):
+    params = dict(generate.default_params(), scrape_interval=scrape)
+    rules = rules_by_name(params)
     covered = set()
     tests = []
-    for group in GROUPS:
+    for group in groups(scrape):
         cases = []
         for eval_time, name, expected in group["tests"]:
+            at = evaluated_at(seconds(eval_time))
+            if at % scrape == 0:
+                raise SystemExit(f"{group['name']}: {name} at {eval_time} is evaluated at "
+                                 f"{at} s, on a sample of the {scrape} s interval: "
+                                 "move the case")
             rule = rules[name]
             if expected:
                 covered.add(name)
@@ -345,14 +355,13 @@ def build():
             for labels, value in expected:
                 # an empty label is no label in Prometheus
                 all_labels = {k: v for k, v in labels.items() if v != ""}
-                all_labels.update(rule["labels"])
-                ann = {k: render(v, all_labels, value) if k != "runbook_url" else v
-                       for k, v in rule["annotations"].items()}
+                all_labels.update(rule.get("labels", {}))
+                ann = {k: render(v, all_labels, value) for k, v in rule["annotations"].items()}
                 exp.append({"exp_labels": all_labels, "exp_annotations": ann})
             cases.append({"eval_time": eval_time, "alertname": name, "exp_alerts": exp})
         tests.append({
-            "name": group["name"],
-            "interval": group.get("interval", "1m"),
+            "name": f"{group['name']} ({scrape} s scrape interval)",
+            "interval": f"{scrape}s",
             "input_series": group["series"],
             "alert_rule_test": cases,
         })
@@ -360,9 +369,8 @@ def build():
     if missing:
         raise SystemExit(f"alerts without a firing test case: {sorted(missing)}")
     doc = {
-        "rule_files": ["../../alerts/roce_exporter.rules.yml",
-                       "../../alerts/roce_exporter.fleet.rules.yml"],
-        "evaluation_interval": "1m",
+        "rule_files": rule_files or COMMITTED_RULE_FILES,
+        "evaluation_interval": f"{EVALUATION}s",
         "tests": tests,
     }
     return ("# Generated by tests/monitoring/gen_rule_tests.py: edit the generator.\n"

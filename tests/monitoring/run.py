@@ -9,16 +9,23 @@
         PromQL expression of the dashboards parses (as recording rules under
         `promtool check rules`); every metric named by a rule or a dashboard
         exists in docs/metrics.md (or in pending-metrics.txt, with a reason);
-        a runbook section per alert.
+        a runbook section per alert and per rule; one alert per rule of
+        docs/rules.json, routed on its finding with the finding's severity
+        (no PromQL re-implements a rule); every rate()/increase() range at
+        least 4x the scrape interval; the promtool cases again with rule
+        files generated for 15 s, 30 s and 60 s scrape intervals.
     python3 tests/monitoring/run.py e2e --exporter target/debug/roce_exporter
         the exporter on a copy of examples/demo-gpu-node (1 s samples, replayed
         ethtool statistics), Debian's prometheus (1 s scrapes and rule
         evaluation, the project's rules with `for: 0s`) and
-        prometheus-alertmanager with a webhook receiver served here, all on
-        127.0.0.1; every dashboard query must return data (except those in
-        e2e-no-data.txt, with a reason); then the replayed PFC counters of
-        ens1np0 grow like a storm and RocePfcStorm must reach the receiver
-        with the right labels. Bounded to DEADLINE seconds; every process is
+        prometheus-alertmanager with the generated inhibit rules and a
+        webhook receiver served here, all on 127.0.0.1; every dashboard
+        query must return data (except those in e2e-no-data.txt, with a
+        reason); then the replayed PFC counters of ens1np0 grow like a storm
+        and RocePfcStorm (the exporter's pfc_storm finding) must reach the
+        receiver with the right labels and a runbook_url the exporter
+        serves; a link flap on the down port mlx5_7 must be inhibited by
+        RocePortDown. Bounded to DEADLINE seconds; every process is
         stopped and the temporary directory removed, also on failure.
 
 Exit status: 0 pass, 1 fail, 3 a required tool is missing (the Rust test
@@ -198,8 +205,10 @@ def dashboard_queries():
 
 def check_generated():
     errors = []
-    params = dict(alerts_gen.DEFAULTS, for_override=None)
-    for name, text in alerts_gen.render(params).items():
+    params = alerts_gen.default_params()
+    generated = dict(alerts_gen.render(params))
+    generated[alerts_gen.INHIBIT_FILE] = alerts_gen.render_inhibit(params)
+    for name, text in generated.items():
         errors += compare(os.path.join(ROOT, "alerts", name), text, "alerts/generate.py")
     for name, text in dash_gen.render(dict(dash_gen.DEFAULTS)).items():
         errors += compare(os.path.join(ROOT, "dashboards", name), text, "dashboards/generate.py")
@@ -207,7 +216,7 @@ def check_generated():
     errors += compare(os.path.join(HERE, "rules.test.yml"), gen_rule_tests.build(),
                       "tests/monitoring/gen_rule_tests.py")
     committed = {n for n in os.listdir(os.path.join(ROOT, "alerts")) if n.endswith(".yml")}
-    if committed != set(alerts_gen.render(params)):
+    if committed != set(generated):
         errors.append(f"alerts/: rule files {sorted(committed)} are not the generator's")
     committed = {n for n, _ in dashboards()}
     if committed != {n for n, _ in dash_gen.BUILDERS}:
@@ -279,8 +288,10 @@ def check_runbook():
     with open(os.path.join(ROOT, "docs", "runbook.md"), encoding="utf-8") as f:
         text = f.read()
     sections = set(re.findall(r"^## (\w+)\s*$", text, re.M))
+    wanted = set(alerts_gen.runbook_sections().values())
+    wanted |= {r["id"] for r in alerts_gen.load_rules()["rules"]}
     errors = []
-    for name in alerts_gen.alert_names():
+    for name in sorted(wanted):
         if name not in sections:
             errors.append(f"docs/runbook.md: no `## {name}` section")
             continue
@@ -288,8 +299,144 @@ def check_runbook():
         for part in ("Meaning", "Confirm", "Fix"):
             if f"**{part}" not in body:
                 errors.append(f"docs/runbook.md: {name} has no **{part}** part")
-    for extra in sorted(sections - set(alerts_gen.alert_names())):
-        errors.append(f"docs/runbook.md: section {extra} has no alert")
+    for extra in sorted(sections - wanted):
+        errors.append(f"docs/runbook.md: section {extra} has no alert or rule")
+    return errors
+
+
+RANGE_CALL = re.compile(r"\b(rate|irate|increase|delta|idelta|deriv)\(")
+
+
+def ranges(expr):
+    """The range of each rate()-like call of an expression (seconds, or
+    None for a Grafana variable)."""
+    out = []
+    for m in RANGE_CALL.finditer(expr):
+        rest = expr[m.end():]
+        close = rest.find("]")
+        open_ = rest.find("[")
+        if open_ < 0 or close < open_:
+            continue
+        text = rest[open_ + 1:close].split(":")[0]
+        if text.startswith("$"):
+            out.append((m.group(1), text, None))
+            continue
+        total = 0
+        for n, unit in re.findall(r"(\d+)(ms|[smhdwy])", text):
+            total += int(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400,
+                               "w": 604800, "y": 31536000}[unit]
+        out.append((m.group(1), text, total))
+    return out
+
+
+def check_ranges(scrape):
+    """Every rate()/increase() range of the alerts, recording rules and
+    dashboards generated for `scrape` is at least 4 scrape intervals: with
+    fewer, a window can hold one sample and the rate is empty."""
+    errors = []
+    exprs = []
+    params = dict(alerts_gen.default_params(), scrape_interval=scrape)
+    for _, groups in alerts_gen.groups(params):
+        for g in groups:
+            for r in g["rules"]:
+                exprs.append((f"alerts: {r.get('alert') or r.get('record')}", r["expr"]))
+    for name, text in dash_gen.render(dict(dash_gen.DEFAULTS, scrape_interval=scrape)).items():
+        d = json.loads(text)
+        for p in d["panels"]:
+            for tg in p.get("targets", []):
+                exprs.append((f"{name}/{p['title']}", tg["expr"]))
+    for where, e in exprs:
+        for fn, text, secs in ranges(e):
+            if secs is None or secs < 4 * scrape:
+                errors.append(f"{where}: {fn}(...[{text}]) at a {scrape} s scrape interval: "
+                              f"the range must be at least {4 * scrape} s")
+    return errors
+
+
+def check_rule_table():
+    """The alerts follow the exporter's rule table: one alert per rule,
+    selecting its finding and taking the finding's severity; no alert
+    re-implements a rule in PromQL over the exporter's counters."""
+    params = alerts_gen.default_params()
+    errors = []
+    alerts = [r for _, gs in alerts_gen.groups(params) for g in gs for r in g["rules"]
+              if "alert" in r]
+    for rule in alerts_gen.load_rules()["rules"]:
+        rid = rule["id"]
+        routed = [a for a in alerts if f'rule="{rid}"' in a["expr"]]
+        if len(routed) != 1:
+            errors.append(f"rule {rid}: {len(routed)} alerts route on its finding, expected 1")
+            continue
+        a = routed[0]
+        if "severity" in a.get("labels", {}):
+            errors.append(f"{a['alert']}: sets severity; it must be the finding's "
+                          f"({rule['severities']})")
+        if a["annotations"]["runbook_url"].rsplit("/", 1)[1] != rid:
+            errors.append(f"{a['alert']}: runbook_url does not point at the {rid} section")
+    for a in alerts:
+        if RANGE_CALL.search(a["expr"]):
+            errors.append(f"{a['alert']}: rate-like PromQL in an alert: thresholds over counters "
+                          "belong to the exporter's rules (route on roce_finding)")
+    return errors
+
+
+def alertmanager_config(receiver_url, inhibit_text):
+    """An alertmanager.yml routing everything to one webhook, with the
+    generated inhibit rules."""
+    inhibit = "\n".join(line for line in inhibit_text.splitlines() if not line.startswith("#"))
+    return f"""route:
+  receiver: test
+  group_by: [alertname, instance, rule, device, port, netdev]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: test
+    webhook_configs: [{{url: "{receiver_url}", send_resolved: false}}]
+{inhibit}
+"""
+
+
+def check_inhibit_config():
+    """`amtool check-config` accepts the generated inhibit rules."""
+    amtool = shutil.which("amtool")
+    if not amtool:
+        raise MissingTool("amtool not found: install Debian's prometheus-alertmanager")
+    with tempfile.TemporaryDirectory(prefix="roce-monitoring-am-") as tmp:
+        path = os.path.join(tmp, "alertmanager.yml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(alertmanager_config("http://127.0.0.1:9/hook",
+                                        alerts_gen.render_inhibit(alerts_gen.default_params())))
+        r = run([amtool, "check-config", path])
+        if r.returncode != 0:
+            return [f"amtool check-config with alerts/{alerts_gen.INHIBIT_FILE}: {r.stdout}"]
+    return []
+
+
+def promtool_intervals(promtool, tmp):
+    """The promtool cases at 15, 30 and 60 s scrape intervals, each against
+    rule files generated for that interval."""
+    import gen_rule_tests
+    errors = []
+    for scrape in gen_rule_tests.SCRAPE_INTERVALS:
+        d = os.path.join(tmp, f"scrape-{scrape}s")
+        os.makedirs(d)
+        params = dict(alerts_gen.default_params(), scrape_interval=scrape)
+        files = []
+        for name, text in alerts_gen.render(params).items():
+            path = os.path.join(d, name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            files.append(path)
+        test = os.path.join(d, "rules.test.yml")
+        with open(test, "w", encoding="utf-8") as f:
+            f.write(gen_rule_tests.build(scrape, files))
+        r = run([promtool, "test", "rules", test])
+        if r.returncode != 0:
+            errors.append(f"promtool test rules at a {scrape} s scrape interval failed:\n"
+                          + r.stdout.strip())
+        else:
+            print(f"promtool test rules at a {scrape} s scrape interval: SUCCESS")
     return errors
 
 
@@ -297,7 +444,8 @@ def static():
     promtool = tool("promtool")
     errors = check_generated()
     rule_files = sorted(os.path.join(ROOT, "alerts", n)
-                        for n in os.listdir(os.path.join(ROOT, "alerts")) if n.endswith(".yml"))
+                        for n in os.listdir(os.path.join(ROOT, "alerts"))
+                        if n.endswith(".rules.yml"))
     r = run([promtool, "check", "rules", *rule_files])
     print(r.stdout.strip())
     if r.returncode != 0:
@@ -313,7 +461,7 @@ def static():
         if name in reference:
             errors.append(f"tests/monitoring/pending-metrics.txt: {name} is in docs/metrics.md "
                           "now: remove it from the list")
-    params = dict(alerts_gen.DEFAULTS, for_override=None)
+    params = alerts_gen.default_params()
     recorded = set()
     rules = []
     for _, groups in alerts_gen.groups(params):
@@ -328,6 +476,12 @@ def static():
     exprs = dashboard_queries()
     with tempfile.TemporaryDirectory(prefix="roce-monitoring-") as tmp:
         errors += promtool_parse(exprs, tmp)
+        errors += promtool_intervals(promtool, tmp)
+    import gen_rule_tests
+    for scrape in gen_rule_tests.SCRAPE_INTERVALS:
+        errors += check_ranges(scrape)
+    errors += check_rule_table()
+    errors += check_inhibit_config()
     for where, e in exprs:
         errors += check_names(where, metric_names(substitute(e)), reference, pending, set())
     errors += check_runbook()
@@ -531,7 +685,7 @@ def e2e_run(stack, demo, prometheus, alertmanager):
         f.write(f"""global:
   scrape_interval: 1s
   evaluation_interval: 1s
-rule_files: ["{rules_dir}/*.yml"]
+rule_files: ["{rules_dir}/*.rules.yml"]
 alerting:
   alertmanagers:
     - static_configs: [{{targets: ["{am}"]}}]
@@ -539,17 +693,10 @@ scrape_configs:
   - job_name: roce_exporter
     static_configs: [{{targets: ["{exp_addr}"]}}]
 """)
+    with open(os.path.join(rules_dir, alerts_gen.INHIBIT_FILE), encoding="utf-8") as f:
+        inhibit = f.read()
     with open(os.path.join(t, "alertmanager.yml"), "w") as f:
-        f.write(f"""route:
-  receiver: test
-  group_by: [alertname, instance, netdev, priority, direction]
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: test
-    webhook_configs: [{{url: "http://127.0.0.1:{p_hook}/hook", send_resolved: false}}]
-""")
+        f.write(alertmanager_config(f"http://127.0.0.1:{p_hook}/hook", inhibit))
     stack.webhook(p_hook)
     stack.start("exporter", [stack.exporter, "--config.file", os.path.join(t, "roce.yml"),
                              "--path.sysfs", os.path.join(t, "sys"),
@@ -622,10 +769,12 @@ receivers:
                             lambda: stack.alerts_received("RocePfcStorm"),
                             max(5, stack.left() - 10))
     print(f"RocePfcStorm received {time.monotonic() - began:.0f} s after the storm began")
+    # The exporter judged (roce_finding{rule="pfc_storm"}); the alert
+    # carries the finding's labels and severity.
     expected = {
         "alertname": "RocePfcStorm", "severity": "critical", "job": "roce_exporter",
-        "instance": exp_addr, "netdev": "ens1np0", "device": "mlx5_0", "port": "1",
-        "priority": "3", "direction": "tx",
+        "instance": exp_addr, "rule": "pfc_storm", "netdev": "ens1np0", "device": "mlx5_0",
+        "port": "1",
     }
     got = [a["labels"] for a in alerts]
     if expected not in got:
@@ -634,26 +783,53 @@ receivers:
         if a.get("status") != "firing":
             errors.append(f"RocePfcStorm status {a.get('status')}")
         ann = a.get("annotations", {})
-        if "ens1np0" not in ann.get("summary", "") or "%" not in ann.get("description", ""):
-            errors.append(f"RocePfcStorm annotations do not name the netdev and value: {ann}")
-        if not ann.get("runbook_url", "").endswith("#rocepfcstorm"):
-            errors.append(f"RocePfcStorm runbook_url: {ann.get('runbook_url')}")
-    storms = stack.wait_for("RocePauseStormDetected at the webhook receiver",
-                            lambda: stack.alerts_received("RocePauseStormDetected"), 15)
-    expected = {
-        "alertname": "RocePauseStormDetected", "severity": "critical", "job": "roce_exporter",
-        "instance": exp_addr, "netdev": "ens1np0", "device": "mlx5_0", "port": "1",
-        "storm_severity": "error",
-    }
-    if [a["labels"] for a in storms] != [expected]:
-        errors.append(f"RocePauseStormDetected: expected {[expected]}, "
-                      f"got {[a['labels'] for a in storms]}")
+        if "ens1np0" not in ann.get("summary", "") or "pfc_storm" not in ann.get("description", ""):
+            errors.append(f"RocePfcStorm annotations do not name the netdev and rule: {ann}")
+        url = ann.get("runbook_url", "")
+        if url != f"http://{exp_addr}/runbook/pfc_storm":
+            errors.append(f"RocePfcStorm runbook_url: {url}")
+        else:
+            try:
+                page = http_get(url)
+            except OSError as e:
+                page = str(e)
+            if not page.startswith("## pfc_storm\n"):
+                errors.append(f"runbook_url {url} does not serve the pfc_storm section: {page[:200]}")
     others = stack.wait_for("RocePortDown at the webhook receiver",
                             lambda: stack.alerts_received("RocePortDown"), 15)
     if not any(a["labels"].get("device") == "mlx5_7" for a in others):
         errors.append(f"RocePortDown: expected device mlx5_7, got {[a['labels'] for a in others]}")
     if any(a["labels"].get("device") != "mlx5_7" for a in others):
         errors.append(f"RocePortDown for an up port: {[a['labels'] for a in others]}")
+
+    # The down port mlx5_7 flaps: RoceLinkFlap fires in Prometheus, and the
+    # inhibit rules keep it from the receiver while RocePortDown fires.
+    downed = os.path.join(port7, "counters", "link_downed")
+    # In place, as the kernel updates it: the exporter keeps sysfs files
+    # open and rereads them, so a replaced file would go unseen.
+    with open(downed, "r+", encoding="utf-8") as f:
+        count = int(f.read().strip() or 0)
+        f.seek(0)
+        f.write(f"{count + 1}\n")
+
+    def suppressed_flap():
+        url = f"http://{am}/api/v2/alerts?" + urllib.parse.urlencode(
+            {"filter": 'alertname="RoceLinkFlap"', "inhibited": "true"})
+        return [a for a in json.loads(http_get(url))
+                if a["labels"].get("device") == "mlx5_7"
+                and a["status"]["state"] == "suppressed" and a["status"]["inhibitedBy"]]
+
+    try:
+        stack.wait_for("RoceLinkFlap on mlx5_7 inhibited in Alertmanager", suppressed_flap, 20)
+    except Failure as e:
+        seen = [a["labels"] for a in json.loads(http_get(f"http://{am}/api/v2/alerts"))]
+        raise Failure(f"{e}; Alertmanager holds: {seen}; Prometheus: "
+                      f"{query(prom, 'ALERTS')}; the exporter: "
+                      f"{http_get(f'http://{exp_addr}/findings')}") from e
+    if stack.alerts_received("RoceLinkFlap"):
+        errors.append("RoceLinkFlap on the down port reached the receiver: not inhibited")
+    if stack.alerts_received("RoceCriticalFinding"):
+        errors.append("a catch-all finding alert paged besides the rule's own")
     stack.stop.set()
     storm_thread.join(timeout=5)
     for name in sorted({a["labels"]["alertname"] for p in stack.received
