@@ -1,0 +1,105 @@
+#!/bin/bash
+# Guest side of tests/vm/e2e-phys.sh: the physical-layer source against a
+# real kernel. The NIC (e1000e) sits behind a pcie-root-port; the host
+# injects a correctable AER error with qemu's `pcie_aer_inject_error` and
+# toggles the link with `set_link` when this script asks (files in the
+# --share folder: want-aer / aer-injected, want-flap / flapped). Checks,
+# printing ok/FAIL lines:
+#   - the kernel's aer_dev_correctable of the NIC function moved, and the
+#     exporter's roce_pcie_aer_errors_total{role="nic",severity="correctable"}
+#     shows the new total; /findings has pcie_aer_errors for the NIC;
+#   - carrier_down_count moved, roce_netdev_carrier_transitions_total
+#     {direction="down"} shows it, and /findings has link_flap for rxe0
+#     with carrier_down_count as its evidence;
+#   - FEC, module EEPROM and devlink: e1000e has none of them, so their
+#     families are absent (never 0) and roce_collector_success{collector="phys"}
+#     is 1.
+# Exit status: number of failed checks.
+set -u
+O=/mnt/host
+grep -q ' /mnt/host ' /proc/mounts || { echo "no --share mounted at /mnt/host"; exit 2; }
+EXP=/guest/roce_exporter
+ADDR=127.0.0.1:9879
+TMO=60
+fails=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+step() { echo "[phys $(cut -d' ' -f1 /proc/uptime)] $*"; }
+
+IF=$(cat /sys/class/infiniband/rxe0/parent 2>/dev/null || echo eth0)
+DEV=$(readlink -f "/sys/class/net/$IF/device")
+PCI=$(basename "$DEV")
+echo "netdev $IF pci $PCI driver $(basename "$(readlink "$DEV/driver")")"
+lspci -tv > "$O/lspci-tree.txt" 2>&1
+ls "$DEV" > "$O/nic-sysfs.txt" 2>&1
+dmesg | grep -iE 'aer|pcieport' > "$O/dmesg-aer-boot.txt" 2>&1
+total() { awk '$1 ~ /^TOTAL_ERR_COR$/ { print $2 }' "$DEV/aer_dev_correctable" 2>/dev/null; }
+carrier_down() { cat "/sys/class/net/$IF/carrier_down_count" 2>/dev/null; }
+[[ -r $DEV/aer_dev_correctable ]] && ok "aer_dev_correctable present: $(total)" || bad "no $DEV/aer_dev_correctable (AER capability or CONFIG_PCIEAER missing)"
+
+cat > /tmp/phys.yml <<EOF
+sample_interval: 1s
+EOF
+"$EXP" --config.file=/tmp/phys.yml --web.listen-address=$ADDR > "$O/phys-exporter.log" 2>&1 &
+EPID=$!
+scrape() { curl -sS -f --max-time 10 -o "$O/$2" "http://$ADDR$1"; }
+val() { awk -v s="$1" 'index($0, s" ") == 1 { print $2; exit }' "$O/$2"; }
+# scrape_until NAME SERIES WANT: scrape /metrics until SERIES has value WANT
+scrape_until() {
+  local deadline=$((SECONDS + TMO))
+  while ((SECONDS < deadline)); do
+    if scrape /metrics "$1" && [[ "$(val "$2" "$1")" == "$3" ]]; then return 0; fi
+    sleep 0.5
+  done
+  return 1
+}
+# wait_file NAME: wait for the host's answer in the share
+wait_file() {
+  local deadline=$((SECONDS + TMO))
+  while ((SECONDS < deadline)); do [[ -e $O/$1 ]] && return 0; sleep 0.3; done
+  return 1
+}
+
+NIC="pci=\"$PCI\",role=\"nic\",netdev=\"$IF\""
+before=$(total)
+step "waiting for the exporter's first AER reading ($before)"
+scrape_until scrape-before.txt "roce_pcie_aer_errors_total{$NIC,severity=\"correctable\"}" "$before" \
+  && ok "exporter reads TOTAL_ERR_COR $before" || bad "roce_pcie_aer_errors_total{$NIC,severity=\"correctable\"} never read $before"
+grep -q '^roce_fec_' "$O/scrape-before.txt" && bad "FEC families on e1000e (it has no FEC)" || ok "no FEC families on e1000e (absent, not 0)"
+grep -q '^roce_module_' "$O/scrape-before.txt" && bad "module families on e1000e" || ok "no module families on e1000e"
+[[ "$(val 'roce_collector_success{collector="phys"}' scrape-before.txt)" == 1 ]] && ok "phys collector success" || bad "phys collector not successful"
+
+step "asking the host for a correctable AER error"
+touch "$O/want-aer"
+wait_file aer-injected && ok "host injected: $(cat "$O/aer-injected")" || bad "host did not inject"
+deadline=$((SECONDS + 20))
+while ((SECONDS < deadline)) && [[ "$(total)" == "$before" ]]; do sleep 0.3; done
+after=$(total)
+dmesg | grep -iE 'aer|pcieport' > "$O/dmesg-aer.txt" 2>&1
+[[ -n $after && $after != "$before" ]] && ok "kernel TOTAL_ERR_COR $before -> $after" || bad "kernel TOTAL_ERR_COR did not move ($before -> $after)"
+scrape_until scrape-aer.txt "roce_pcie_aer_errors_total{$NIC,severity=\"correctable\"}" "$after" \
+  && ok "exporter shows TOTAL_ERR_COR $after" || bad "exporter did not show $after"
+sleep 2
+scrape /findings findings-aer.json
+grep -q '"pcie_aer_errors"' "$O/findings-aer.json" && ok "finding pcie_aer_errors" || bad "no pcie_aer_errors finding"
+
+down=$(carrier_down)
+step "asking the host to toggle the link (carrier_down_count $down)"
+touch "$O/want-flap"
+wait_file flapped && ok "host toggled the link" || bad "host did not toggle the link"
+deadline=$((SECONDS + 20))
+while ((SECONDS < deadline)) && [[ "$(carrier_down)" == "$down" ]]; do sleep 0.3; done
+down2=$(carrier_down)
+[[ $down2 != "$down" ]] && ok "kernel carrier_down_count $down -> $down2" || bad "carrier_down_count did not move"
+L="netdev=\"$IF\",device=\"rxe0\",port=\"1\""
+scrape_until scrape-flap.txt "roce_netdev_carrier_transitions_total{$L,direction=\"down\"}" "$down2" \
+  && ok "exporter shows carrier down $down2" || bad "exporter did not show carrier down $down2"
+sleep 2
+scrape /findings findings-flap.json
+grep -q '"link_flap"' "$O/findings-flap.json" && grep -q 'carrier_down_count +' "$O/findings-flap.json" \
+  && ok "finding link_flap from carrier_down_count" || bad "no link_flap finding from carrier_down_count"
+
+kill "$EPID" 2>/dev/null
+wait "$EPID" 2>/dev/null
+echo "$fails failed"
+exit "$fails"
