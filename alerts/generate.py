@@ -54,6 +54,12 @@ DEFAULTS = {
 NOTIFY = "critical|warning"
 
 
+def notifies(rule):
+    """Whether a rule of the table can report a finding that notifies: a
+    rule that only reports info findings has no alert."""
+    return any(sev in NOTIFY.split("|") for sev in rule["severities"])
+
+
 def load_rules(path=RULES_JSON):
     """The exporter's rule table (docs/rules.json)."""
     with open(path, encoding="utf-8") as f:
@@ -249,7 +255,7 @@ def node_alerts(p):
               "unbound (its series vanished with it).",
               "RoceNicCountDropped"),
     ]
-    rules += [finding_alert(p, r) for r in p["table"]["rules"]]
+    rules += [finding_alert(p, r) for r in p["table"]["rules"] if notifies(r)]
     return rules
 
 

@@ -264,15 +264,23 @@ def congestion(c, params):
         ts("ECN-marked RoCE packets", "RoCE packets received with the CE mark.", "pps",
            [target(f"rate(roce_ecn_marked_packets_total{{{d}}}[{RI}])",
                    "{{instance}} {{device}}/{{port}}")]),
-        ts("ECN-marked packets per priority", "All packets of a priority received with the "
-           "CE mark (netdev counters).", "pps",
+        ts("Packets the NIC marked, per priority", "Received packets the NIC itself "
+           "ECN-marked because its per-host receive buffers were congested (mlx5 "
+           "rx_prioN_marked); switch CE marks are the ECN-marked RoCE packets panel.", "pps",
            [target(f"sum by (instance, netdev, priority) "
-                   f"(rate(roce_netdev_ecn_marked_packets_total{{{d}}}[{RI}]))",
+                   f"(rate(roce_netdev_nic_ecn_marked_packets_total{{{d}}}[{RI}]))",
                    "{{instance}} {{netdev}} prio {{priority}}")]),
-        ts("NIC discards by reason", "Packets the NIC dropped, by reason.", "pps",
+        ts("NIC discards by reason", "Packets the NIC dropped, port-wide counters, by "
+           "reason (rx_out_of_buffer: the host's receive rings, not the fabric).", "pps",
            [target(f"sum by (instance, netdev, reason) "
                    f"(rate(roce_netdev_discards_total{{{d}}}[{RI}]))",
                    "{{instance}} {{netdev}} {{reason}}")]),
+        ts("NIC discards per priority", "Packets the NIC dropped on one priority, by "
+           "reason: any on a PFC (lossless) priority is loss of RoCE traffic; lossy "
+           "priorities carry TCP and storage, which tolerate some.", "pps",
+           [target(f"sum by (instance, netdev, priority, reason) "
+                   f"(rate(roce_netdev_priority_discards_total{{{d}}}[{RI}]))",
+                   "{{instance}} {{netdev}} prio {{priority}} {{reason}}")]),
         ts("RDMA out_of_buffer drops", "Packets dropped for lack of receive WQEs or buffers.",
            "pps",
            [target(f"rate(roce_out_of_buffer_drops_total{{{d}}}[{RI}])",

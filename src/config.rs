@@ -263,22 +263,43 @@ pub struct RulesConfig {
     pub link_flap: WindowRule,
     /// Symbol errors above this bit error rate over the window.
     pub symbol_errors: BerRule,
-    /// Retransmissions and ACK timeouts per second.
+    /// Retransmissions per second (ACK timeouts are `ack_timeouts`).
     pub retransmissions: RateRule,
+    /// ACK timeouts: any within the window is a warning (each one stalls a
+    /// QP for the whole timeout, about 4 s at NCCL's default
+    /// NCCL_IB_TIMEOUT=20); above `per_second` over the window and in both
+    /// of its halves, critical.
+    pub ack_timeouts: RateRule,
     /// Out-of-sequence and sequence-error NAKs per second.
     pub sequence_errors: RateRule,
     /// Receive drops for lack of buffers or WQEs per second.
     pub out_of_buffer: RateRule,
-    /// Congestion notification packets (sent + handled) per second.
-    pub cnp_spike: RateRule,
-    /// ECN-marked RoCE packets received per second.
-    pub ecn_spike: RateRule,
+    /// Notification point role: ECN-marked RoCE packets per RoCE packet
+    /// received.
+    pub receiver_congested: TrafficRatioRule,
+    /// Reaction point role: CNPs handled per RoCE packet sent.
+    pub sender_throttled: TrafficRatioRule,
+    /// ECN-marked RoCE packets arriving (above `per_second`) while no CNP is
+    /// sent: the notification point is off.
+    pub cnp_not_sent: RateRule,
+    /// Share of the CNPs received that the reaction point ignored.
+    pub cnp_ignored: TrafficRatioRule,
     /// Smallest netdev MTU of a RoCE netdev when `expect.mtu` is not set.
     pub mtu_below_jumbo: MtuRule,
-    /// Share of the window a priority may spend paused, and storm events.
+    /// A storm: a priority paused for nearly the whole window, or the NIC's
+    /// storm detector stopping its pause frames.
     pub pfc_storm: PfcStormRule,
-    /// Netdev discards (all reasons) per second.
+    /// Share of the window a priority may be paused by the link partner.
+    pub pfc_pause_received: PfcStormRule,
+    /// Share of the window this NIC may pause a priority of its partner.
+    pub pfc_pause_sent: PfcStormRule,
+    /// Discards on a PFC-enabled (lossless) priority per second.
+    pub lossless_discards: RateRule,
+    /// Other NIC discards (port-wide, lossy traffic) per second.
     pub discards_growing: RateRule,
+    /// Drops in the host's receive rings (rx_out_of_buffer, rx_ring) per
+    /// second.
+    pub host_ring_drops: RateRule,
     /// Share of failed probe rounds over the window.
     pub probe_failures: ProbeFailureRule,
     /// Mean probe RTT over the window against the mean before it.
@@ -319,6 +340,10 @@ impl Default for RulesConfig {
                 window: minute,
                 per_second: 10.0,
             },
+            ack_timeouts: RateRule {
+                window: Duration::from_secs(300),
+                per_second: 0.1,
+            },
             sequence_errors: RateRule {
                 window: minute,
                 per_second: 10.0,
@@ -327,20 +352,50 @@ impl Default for RulesConfig {
                 window: minute,
                 per_second: 1.0,
             },
-            cnp_spike: RateRule {
+            // Switches mark with a probability that reaches its maximum (often
+            // 10-20 %) at the queue's upper threshold: a third of the traffic
+            // marked over a minute means the queue stays above it, DCQCN
+            // does not bring the senders down to the drain rate.
+            receiver_congested: TrafficRatioRule {
                 window: minute,
-                per_second: 10_000.0,
+                max_ratio: 0.3,
+                min_packets_per_second: 1000.0,
             },
-            ecn_spike: RateRule {
+            // The notification point sends at most one CNP per QP per CNP
+            // interval (mlx5 ecn/roce_np/min_time_between_cnps): healthy
+            // incast stays around 1 % of the packets sent.
+            sender_throttled: TrafficRatioRule {
                 window: minute,
-                per_second: 10_000.0,
+                max_ratio: 0.05,
+                min_packets_per_second: 1000.0,
+            },
+            cnp_not_sent: RateRule {
+                window: minute,
+                per_second: 10.0,
+            },
+            cnp_ignored: TrafficRatioRule {
+                window: minute,
+                max_ratio: 0.1,
+                min_packets_per_second: 1.0,
             },
             mtu_below_jumbo: MtuRule {
                 min_mtu: ROCE_4096_MIN_NETDEV_MTU,
             },
             pfc_storm: PfcStormRule {
                 window: Duration::from_secs(30),
+                pause_ratio: 0.9,
+            },
+            pfc_pause_received: PfcStormRule {
+                window: minute,
                 pause_ratio: 0.2,
+            },
+            pfc_pause_sent: PfcStormRule {
+                window: minute,
+                pause_ratio: 0.05,
+            },
+            lossless_discards: RateRule {
+                window: minute,
+                per_second: 0.0,
             },
             fec_ber: BerRule {
                 window: Duration::from_secs(300),
@@ -358,7 +413,11 @@ impl Default for RulesConfig {
             module_lane_imbalance: LaneRule { factor: 2.0 },
             discards_growing: RateRule {
                 window: minute,
-                per_second: 1.0,
+                per_second: 100.0,
+            },
+            host_ring_drops: RateRule {
+                window: minute,
+                per_second: 100.0,
             },
             probe_failures: ProbeFailureRule {
                 window: minute,
@@ -391,12 +450,19 @@ impl RulesConfig {
             self.link_flap.window,
             self.symbol_errors.window,
             self.retransmissions.window,
+            self.ack_timeouts.window,
             self.sequence_errors.window,
             self.out_of_buffer.window,
-            self.cnp_spike.window,
-            self.ecn_spike.window,
+            self.receiver_congested.window,
+            self.sender_throttled.window,
+            self.cnp_not_sent.window,
+            self.cnp_ignored.window,
             self.pfc_storm.window,
+            self.pfc_pause_received.window,
+            self.pfc_pause_sent.window,
+            self.lossless_discards.window,
             self.discards_growing.window,
+            self.host_ring_drops.window,
             self.probe_failures.window,
             // The latency baseline is the probe's own cumulative mean, so
             // its window needs no more history than itself.
@@ -419,6 +485,16 @@ pub struct RateRule {
     pub window: Duration,
     /// Events per second above which the rule fires.
     pub per_second: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrafficRatioRule {
+    pub window: Duration,
+    /// Events per packet (0..1) above which the rule fires.
+    pub max_ratio: f64,
+    /// Below this many packets per second (the denominator) the ratio says
+    /// nothing and the rule stays silent: an idle port.
+    pub min_packets_per_second: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -466,13 +542,20 @@ struct RawRules {
     link_flap: Option<RawRule>,
     symbol_errors: Option<RawRule>,
     retransmissions: Option<RawRule>,
+    ack_timeouts: Option<RawRule>,
     sequence_errors: Option<RawRule>,
     out_of_buffer: Option<RawRule>,
-    cnp_spike: Option<RawRule>,
-    ecn_spike: Option<RawRule>,
+    receiver_congested: Option<RawRule>,
+    sender_throttled: Option<RawRule>,
+    cnp_not_sent: Option<RawRule>,
+    cnp_ignored: Option<RawRule>,
     mtu_below_jumbo: Option<RawRule>,
     pfc_storm: Option<RawRule>,
+    pfc_pause_received: Option<RawRule>,
+    pfc_pause_sent: Option<RawRule>,
+    lossless_discards: Option<RawRule>,
     discards_growing: Option<RawRule>,
+    host_ring_drops: Option<RawRule>,
     probe_failures: Option<RawRule>,
     probe_latency_regression: Option<RawRule>,
     fec_ber: Option<RawRule>,
@@ -498,6 +581,8 @@ struct RawRule {
     pause_ratio: Option<f64>,
     #[serde(deserialize_with = "opt_share")]
     max_ratio: Option<f64>,
+    #[serde(deserialize_with = "opt_per_second")]
+    min_packets_per_second: Option<f64>,
     #[serde(deserialize_with = "opt_factor")]
     factor: Option<f64>,
 }
@@ -523,6 +608,9 @@ impl RawRule {
         }
         if self.max_ratio.is_some() {
             keys.push("max_ratio");
+        }
+        if self.min_packets_per_second.is_some() {
+            keys.push("min_packets_per_second");
         }
         if self.factor.is_some() {
             keys.push("factor");
@@ -554,20 +642,41 @@ impl TryFrom<RawRules> for RulesConfig {
         }
         for (rule, into) in [
             (&raw.retransmissions, &mut c.retransmissions),
+            (&raw.ack_timeouts, &mut c.ack_timeouts),
             (&raw.sequence_errors, &mut c.sequence_errors),
             (&raw.out_of_buffer, &mut c.out_of_buffer),
-            (&raw.cnp_spike, &mut c.cnp_spike),
-            (&raw.ecn_spike, &mut c.ecn_spike),
+            (&raw.cnp_not_sent, &mut c.cnp_not_sent),
+            (&raw.lossless_discards, &mut c.lossless_discards),
             (&raw.discards_growing, &mut c.discards_growing),
+            (&raw.host_ring_drops, &mut c.host_ring_drops),
         ] {
             window(rule, &mut into.window);
             if let Some(p) = rule.as_ref().and_then(|r| r.per_second) {
                 into.per_second = p;
             }
         }
-        window(&raw.pfc_storm, &mut c.pfc_storm.window);
-        if let Some(r) = raw.pfc_storm.as_ref().and_then(|r| r.pause_ratio) {
-            c.pfc_storm.pause_ratio = r;
+        for (rule, into) in [
+            (&raw.receiver_congested, &mut c.receiver_congested),
+            (&raw.sender_throttled, &mut c.sender_throttled),
+            (&raw.cnp_ignored, &mut c.cnp_ignored),
+        ] {
+            window(rule, &mut into.window);
+            if let Some(r) = rule.as_ref().and_then(|r| r.max_ratio) {
+                into.max_ratio = r;
+            }
+            if let Some(m) = rule.as_ref().and_then(|r| r.min_packets_per_second) {
+                into.min_packets_per_second = m;
+            }
+        }
+        for (rule, into) in [
+            (&raw.pfc_storm, &mut c.pfc_storm),
+            (&raw.pfc_pause_received, &mut c.pfc_pause_received),
+            (&raw.pfc_pause_sent, &mut c.pfc_pause_sent),
+        ] {
+            window(rule, &mut into.window);
+            if let Some(r) = rule.as_ref().and_then(|r| r.pause_ratio) {
+                into.pause_ratio = r;
+            }
         }
         window(&raw.probe_failures, &mut c.probe_failures.window);
         if let Some(r) = raw.probe_failures.as_ref().and_then(|r| r.max_ratio) {
@@ -595,6 +704,8 @@ impl TryFrom<RawRules> for RulesConfig {
         }
         // A key a rule does not take is an error, not silently ignored.
         let rate: &[&str] = &["window", "per_second"];
+        let ratio: &[&str] = &["window", "max_ratio", "min_packets_per_second"];
+        let pause: &[&str] = &["window", "pause_ratio"];
         let misplaced = [
             ("link_flap", &raw.link_flap, &["window"][..]),
             (
@@ -603,13 +714,20 @@ impl TryFrom<RawRules> for RulesConfig {
                 &["window", "max_ber"][..],
             ),
             ("retransmissions", &raw.retransmissions, rate),
+            ("ack_timeouts", &raw.ack_timeouts, rate),
             ("sequence_errors", &raw.sequence_errors, rate),
             ("out_of_buffer", &raw.out_of_buffer, rate),
-            ("cnp_spike", &raw.cnp_spike, rate),
-            ("ecn_spike", &raw.ecn_spike, rate),
+            ("receiver_congested", &raw.receiver_congested, ratio),
+            ("sender_throttled", &raw.sender_throttled, ratio),
+            ("cnp_not_sent", &raw.cnp_not_sent, rate),
+            ("cnp_ignored", &raw.cnp_ignored, ratio),
             ("mtu_below_jumbo", &raw.mtu_below_jumbo, &["min_mtu"][..]),
-            ("pfc_storm", &raw.pfc_storm, &["window", "pause_ratio"][..]),
+            ("pfc_storm", &raw.pfc_storm, pause),
+            ("pfc_pause_received", &raw.pfc_pause_received, pause),
+            ("pfc_pause_sent", &raw.pfc_pause_sent, pause),
+            ("lossless_discards", &raw.lossless_discards, rate),
             ("discards_growing", &raw.discards_growing, rate),
+            ("host_ring_drops", &raw.host_ring_drops, rate),
             (
                 "probe_failures",
                 &raw.probe_failures,
@@ -1000,8 +1118,8 @@ mod tests {
             "retransmissions",
             "sequence_errors",
             "out_of_buffer",
-            "cnp_spike",
-            "ecn_spike",
+            "ack_timeouts",
+            "cnp_not_sent",
             "discards_growing",
         ] {
             for v in [".nan", "-1", ".inf"] {

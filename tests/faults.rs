@@ -49,12 +49,19 @@ const RATE_RULES: &[&str] = &[
     "link_flap",
     "symbol_errors",
     "retransmissions",
+    "ack_timeouts",
     "sequence_errors",
     "out_of_buffer",
-    "cnp_spike",
-    "ecn_spike",
+    "receiver_congested",
+    "sender_throttled",
+    "cnp_not_sent",
+    "cnp_ignored",
     "pfc_storm",
+    "pfc_pause_received",
+    "pfc_pause_sent",
+    "lossless_discards",
     "discards_growing",
+    "host_ring_drops",
 ];
 
 fn paths(root: &Path) -> HostPaths {
@@ -288,6 +295,9 @@ fn a_driver_reload_resetting_counters_raises_no_rate_finding_and_exports_the_new
         ("tx_pause_storm_warning_events", 400),
         ("tx_pause_storm_error_events", 300),
         ("rx_discards_phy", 200_000_000),
+        ("rx_prio3_discards", 100_000),
+        ("link_down_events_phy", 7),
+        ("rx_symbol_err_phy", 5_000_000),
     ];
     set(&port, high);
     std::fs::write(replay.join("ens1f0np0.txt"), ethtool_listing(ethtool_high)).unwrap();
@@ -355,8 +365,14 @@ fn a_driver_reload_resetting_counters_raises_no_rate_finding_and_exports_the_new
         assert_eq!((inc.amount, inc.resets), (0, 1));
     }
 
-    // Not vacuous: growth after the reset is seen.
+    // Not vacuous: growth after the reset is seen (link_flap reads the
+    // 64-bit link_down_events_phy where the netdev has it).
     set(&port, &[("counters/link_downed", 3)]);
+    let grown: Vec<(&str, u64)> = ethtool_low
+        .iter()
+        .map(|&(n, v)| (n, if n == "link_down_events_phy" { 2 } else { v }))
+        .collect();
+    std::fs::write(replay.join("ens1f0np0.txt"), ethtool_listing(&grown)).unwrap();
     let s = sampler.sample();
     let flaps: Vec<String> = rate_findings(&s)
         .into_iter()
@@ -420,9 +436,10 @@ fn a_counter_returning_eio_forever_is_reported_every_sample_and_the_rest_exports
 
 #[test]
 fn a_summed_counter_failing_for_one_sample_raises_no_false_spike() {
-    // mlx5's cnp_spike evidence is np_cnp_sent + rp_cnp_handled. One of
-    // them failing (EIO) for a sample and coming back must not count its
-    // whole value as growth.
+    // mlx5's sequence_errors evidence is out_of_sequence + packet_seq_err,
+    // cnp_ignored's rp_cnp_ignored against rp_cnp_handled. One of them
+    // failing (EIO) for a sample and coming back must not count its whole
+    // value as growth.
     let tree = TempTree::copy_of("sys-mlx5-roce");
     let port = tree.root.join("class/infiniband/mlx5_0/ports/1");
     set(

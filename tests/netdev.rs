@@ -107,19 +107,51 @@ fn replayed_mlx5_netdev_exposes_every_family() {
     );
     has(
         &text,
-        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_port",priority=""}} 77"#),
+        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_port"}} 77"#),
+    );
+    // The per-priority parts of rx_port (rx_prioN_discards, 90..97 in the
+    // replay) are a family of their own: a sum over one family never adds
+    // the port-wide total to its parts.
+    has(
+        &text,
+        &format!(r#"roce_netdev_priority_discards_total{{{l},reason="rx_port",priority="3"}} 93"#),
     );
     has(
         &text,
-        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_no_buffer",priority="7"}} 47"#),
+        &format!(
+            r#"roce_netdev_priority_discards_total{{{l},reason="rx_no_buffer",priority="7"}} 47"#
+        ),
     );
     has(
         &text,
-        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_out_of_buffer",priority=""}} 4242"#),
+        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_out_of_buffer"}} 4242"#),
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("roce_netdev_discards_total{") && l.contains("priority=")),
+        "port-wide discards carry no priority"
+    );
+    // The NIC's own marks (mlx5 rx_prioN_marked), not the switches' CE marks.
+    has(
+        &text,
+        &format!(r#"roce_netdev_nic_ecn_marked_packets_total{{{l},priority="2"}} 60002"#),
+    );
+    assert!(!text.contains("roce_netdev_ecn_marked_packets"));
+    // The 64-bit physical counters the rate rules prefer to the PMA's.
+    has(
+        &text,
+        &format!(
+            r#"roce_netdev_phy_symbol_errors_total{{{l}}} {}"#,
+            raw_value("rx_symbol_err_phy")
+        ),
     );
     has(
         &text,
-        &format!(r#"roce_netdev_ecn_marked_packets_total{{{l},priority="2"}} 60002"#),
+        &format!(
+            r#"roce_netdev_link_down_events_total{{{l}}} {}"#,
+            raw_value("link_down_events_phy")
+        ),
     );
     let raw = raw_value("rx_vport_rdma_unicast_packets");
     has(

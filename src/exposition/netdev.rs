@@ -1,5 +1,7 @@
 //! Families of the netdev source: PFC and link pause, pause storms,
-//! discards, ECN marks (ethtool statistics mapped by
+//! discards (port-wide and per priority, in separate families so that a sum
+//! never adds a total to its own parts), packets the NIC ECN-marked,
+//! physical symbol errors and link-down events (ethtool statistics mapped by
 //! `roce_netdev::mapping::RULES`), raw ethtool counters chosen in the
 //! config, and the configuration read back (MTU, speed, operstate, PFC and
 //! ECN enable, trust, DSCP map). Every series carries `netdev`, and
@@ -59,16 +61,40 @@ pub const DISCARDS: Family = Family {
     base: "roce_netdev_discards",
     kind: Kind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "reason", "priority"],
-    help: "Packets the NIC dropped, by reason (rx_port, tx_port, rx_no_buffer, rx_congestion, rx_out_of_buffer, rx_ring, tx_ring, rx_missed, tx_link_down); priority is set for per-priority counters.",
+    labels: &["netdev", "device", "port", "reason"],
+    help: "Packets the NIC dropped, port-wide counters only, by reason (rx_port, tx_port, rx_out_of_buffer, rx_ring, tx_ring, rx_missed, rx_no_buffer, tx_link_down). The per-priority counters are roce_netdev_priority_discards_total: never add the two.",
     source: ETHTOOL_SOURCE,
 };
-pub const ECN_MARKED: Family = Family {
-    base: "roce_netdev_ecn_marked_packets",
+pub const PRIORITY_DISCARDS: Family = Family {
+    base: "roce_netdev_priority_discards",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "reason", "priority"],
+    help: "Packets the NIC dropped on one priority, by reason (rx_port, rx_no_buffer, rx_congestion). Parts of the port-wide roce_netdev_discards_total where the driver has both (mlx5 rx_prioN_discards and rx_discards_phy).",
+    source: ETHTOOL_SOURCE,
+};
+pub const NIC_ECN_MARKED: Family = Family {
+    base: "roce_netdev_nic_ecn_marked_packets",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "priority"],
-    help: "Packets of one priority received with the ECN congestion-experienced mark (all traffic of the port, RoCE included).",
+    help: "Received packets of one priority that the NIC itself ECN-marked because its per-host receive buffers were congested (mlx5 rx_prioN_marked: \"packets ecn marked by device due to per host congestion\"). Marks set by switches on the path are roce_ecn_marked_packets_total.",
+    source: ETHTOOL_SOURCE,
+};
+pub const PHY_SYMBOL_ERRORS: Family = Family {
+    base: "roce_netdev_phy_symbol_errors",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port"],
+    help: "Received packets dropped for physical coding (symbol) errors on the physical port: a 64-bit counter, unlike the 16-bit PMA symbol_error that sticks at 65535.",
+    source: ETHTOOL_SOURCE,
+};
+pub const LINK_DOWN_EVENTS: Family = Family {
+    base: "roce_netdev_link_down_events",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port"],
+    help: "Times the physical link went down: a 64-bit counter, unlike the 8-bit PMA link_downed that sticks at 255.",
     source: ETHTOOL_SOURCE,
 };
 pub const PHY_ERRORS: Family = Family {
@@ -167,7 +193,10 @@ pub const FAMILIES: &[Family] = &[
     LINK_PAUSE_FRAMES,
     PAUSE_STORM_EVENTS,
     DISCARDS,
-    ECN_MARKED,
+    PRIORITY_DISCARDS,
+    NIC_ECN_MARKED,
+    PHY_SYMBOL_ERRORS,
+    LINK_DOWN_EVENTS,
     PHY_ERRORS,
     NIC_PCIE_ERRORS,
     ETHTOOL_STAT,
@@ -214,10 +243,12 @@ pub fn reference_markdown() -> String {
             }
             RuleKind::PauseStormEvents(s) => (&PAUSE_STORM_EVENTS, format!("severity={s}")),
             RuleKind::Discards(r) if rule.pattern.contains("{p}") => {
-                (&DISCARDS, format!("reason={r}, priority=N"))
+                (&PRIORITY_DISCARDS, format!("reason={r}, priority=N"))
             }
             RuleKind::Discards(r) => (&DISCARDS, format!("reason={r}")),
-            RuleKind::EcnMarked => (&ECN_MARKED, "priority=N".to_string()),
+            RuleKind::EcnMarked => (&NIC_ECN_MARKED, "priority=N".to_string()),
+            RuleKind::PhySymbolErrors => (&PHY_SYMBOL_ERRORS, String::new()),
+            RuleKind::LinkDownEvents => (&LINK_DOWN_EVENTS, String::new()),
             RuleKind::PhyErrors(k) if rule.pattern.contains("{p}") => {
                 (&PHY_ERRORS, format!("kind={k}, lane=N"))
             }
@@ -286,14 +317,25 @@ fn push_stat(out: &mut [FamilySamples], base: [&str; 3], meaning: &Meaning, valu
         Meaning::PauseStormEvents { severity } => {
             push(out, &PAUSE_STORM_EVENTS, &[n, d, p, severity]);
         }
-        Meaning::Discards { reason, priority } => {
-            let pr = priority.map(|v| v.to_string()).unwrap_or_default();
-            push(out, &DISCARDS, &[n, d, p, reason, &pr]);
+        Meaning::Discards {
+            reason,
+            priority: None,
+        } => {
+            push(out, &DISCARDS, &[n, d, p, reason]);
+        }
+        Meaning::Discards {
+            reason,
+            priority: Some(priority),
+        } => {
+            let pr = priority.to_string();
+            push(out, &PRIORITY_DISCARDS, &[n, d, p, reason, &pr]);
         }
         Meaning::EcnMarked { priority } => {
             let pr = priority.to_string();
-            push(out, &ECN_MARKED, &[n, d, p, &pr]);
+            push(out, &NIC_ECN_MARKED, &[n, d, p, &pr]);
         }
+        Meaning::PhySymbolErrors => push(out, &PHY_SYMBOL_ERRORS, &[n, d, p]),
+        Meaning::LinkDownEvents => push(out, &LINK_DOWN_EVENTS, &[n, d, p]),
         Meaning::PhyErrors { kind, lane } => {
             let lane = lane.map(|v| v.to_string()).unwrap_or_default();
             push(out, &PHY_ERRORS, &[n, d, p, kind, &lane]);

@@ -1,29 +1,59 @@
-//! Rules on netdev congestion counters over a window: PFC storms (time
-//! paused per priority, the NIC's storm detections) and growing discards.
+//! Rules on netdev congestion counters over a window. PFC: a storm (a
+//! priority paused for nearly the whole window, or the NIC's storm detector
+//! giving up on pause) is critical; pauses received (a congested neighbour)
+//! and sent (this NIC's buffer full) are separate warnings. Discards: on a
+//! lossless (PFC-enabled) priority critical; other NIC discards and drops in
+//! the host's receive rings are info, each with its own threshold.
 //! Reset-aware increases ([`super::window`]); silent on the first sample
 //! and on netdevs whose driver has no such counters.
 
-use roce_netdev::{Direction, Meaning, Netdev};
+use roce_netdev::{DcbOutcome, Direction, Meaning, Netdev};
 
-use super::fabric::all_netdevs;
+use super::fabric::{all_netdevs, list, pfc_priorities};
 use super::history::Value;
 use super::ports::fmt_num;
 use super::rates::span;
 use super::window::Increase;
-use super::{Context, Finding, Rule, RuleId, Severity};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
+use crate::config::PfcStormRule;
 
 pub const RULES: &[Rule] = &[
     Rule {
         id: RuleId::PfcStorm,
-        checks: "no priority is paused longer than rules.pfc_storm.pause_ratio of the window, and no pause storm events",
+        checks: "no priority is paused more than rules.pfc_storm.pause_ratio of the window, and the NIC's storm detector did not stop pausing (mlx5 tx_pause_storm_error_events)",
         evaluate: pfc_storm,
     },
     Rule {
+        id: RuleId::PfcPauseReceived,
+        checks: "no priority is paused by the link partner more than rules.pfc_pause_received.pause_ratio of the window",
+        evaluate: pfc_pause_received,
+    },
+    Rule {
+        id: RuleId::PfcPauseSent,
+        checks: "this NIC pauses no priority of its link partner more than rules.pfc_pause_sent.pause_ratio of the window, and raised no pause storm warning",
+        evaluate: pfc_pause_sent,
+    },
+    Rule {
+        id: RuleId::LosslessDiscards,
+        checks: "no discards on a PFC-enabled (lossless) priority",
+        evaluate: lossless_discards,
+    },
+    Rule {
         id: RuleId::DiscardsGrowing,
-        checks: "netdev discards stay below rules.discards_growing.per_second",
+        checks: "other NIC discards stay below rules.discards_growing.per_second",
         evaluate: discards_growing,
     },
+    Rule {
+        id: RuleId::HostRingDrops,
+        checks: "drops in the host's receive rings stay below rules.host_ring_drops.per_second",
+        evaluate: host_ring_drops,
+    },
 ];
+
+/// Discard reasons that are the host's receive or transmit rings, not the
+/// NIC's or the fabric's buffers (mlx5 `rx_out_of_buffer`: "receive queue
+/// had no software buffers allocated"; bnxt_en `rx/tx_total_discard_pkts`).
+const HOST_RING_REASONS: [&str; 3] = ["rx_out_of_buffer", "rx_ring", "tx_ring"];
 
 fn netdev_increase(
     ctx: &Context,
@@ -58,102 +88,386 @@ fn storm_kinds(n: &Netdev) -> Vec<&'static str> {
     kinds
 }
 
+/// How long one priority was paused in one direction over a window.
+#[derive(Debug, Clone, Copy)]
+struct Paused {
+    priority: u8,
+    direction: Direction,
+    /// Seconds paused.
+    paused: f64,
+    /// Seconds of the window covered.
+    seconds: f64,
+}
+
+impl Paused {
+    fn ratio(&self) -> f64 {
+        self.paused / self.seconds
+    }
+
+    fn evidence(&self) -> String {
+        format!(
+            "{} priority {} paused {}s of {} ({}%)",
+            self.direction.as_str(),
+            self.priority,
+            fmt_num((self.paused * 1000.0).round() / 1000.0),
+            span(self.seconds),
+            fmt_num((self.ratio() * 100.0).round())
+        )
+    }
+}
+
+/// The priority paused longest in `direction` over `window`.
+fn worst_paused(
+    ctx: &Context,
+    n: &Netdev,
+    direction: Direction,
+    window: std::time::Duration,
+) -> Option<Paused> {
+    let mut worst: Option<Paused> = None;
+    for priority in 0..8u8 {
+        let meaning = Meaning::PfcPauseDuration {
+            priority,
+            direction,
+        };
+        let Some(inc) = netdev_increase(ctx, &n.name, window, meaning) else {
+            continue;
+        };
+        if inc.seconds <= 0.0 {
+            continue;
+        }
+        let p = Paused {
+            priority,
+            direction,
+            paused: inc.amount as f64 / 1e6,
+            seconds: inc.seconds,
+        };
+        if worst.is_none_or(|w| p.ratio() > w.ratio()) {
+            worst = Some(p);
+        }
+    }
+    worst
+}
+
+/// Storm events of the given kinds that grew within `window`, and the time
+/// covered.
+fn storms(
+    ctx: &Context,
+    n: &Netdev,
+    window: std::time::Duration,
+    wanted: impl Fn(&str) -> bool,
+) -> (Vec<(&'static str, u64)>, f64) {
+    let mut grew = Vec::new();
+    let mut seconds = 0.0f64;
+    for kind in storm_kinds(n).into_iter().filter(|k| wanted(k)) {
+        let meaning = Meaning::PauseStormEvents { severity: kind };
+        if let Some(inc) = netdev_increase(ctx, &n.name, window, meaning) {
+            seconds = seconds.max(inc.seconds);
+            if inc.amount > 0 {
+                grew.push((kind, inc.amount));
+            }
+        }
+    }
+    (grew, seconds)
+}
+
+fn storm_text(storms: &[(&str, u64)]) -> String {
+    storms
+        .iter()
+        .map(|(k, c)| format!("{k} +{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The mlx5 detector's error event: it stopped sending pause frames after
+/// pausing for too long ("reaching time out and disabling transmission of
+/// pause frames", mlx5 counters.rst).
+const STORM_ERROR: &str = "error";
+
+/// Which storm detections belong to which pause direction: mlx5's
+/// `tx_pause_storm_warning_events` count this NIC sending pauses for a long
+/// time; bnxt_en's `continuous_pause_events` and
+/// `continuous_roce_pause_events` are receive-side statistics
+/// (`bnxt_port_stats_ext_arr`, `BNXT_RX_STATS_EXT_ENTRY`): pauses arriving
+/// without a break.
+fn storm_direction(kind: &str) -> Option<Direction> {
+    match kind {
+        "warning" => Some(Direction::Tx),
+        k if k.starts_with("continuous") => Some(Direction::Rx),
+        _ => None,
+    }
+}
+
+/// A storm on `n` in `direction`: paused over the storm ratio for the
+/// storm window (the pause rules leave such a priority to `pfc_storm`).
+fn storming(ctx: &Context, n: &Netdev, direction: Direction) -> bool {
+    let cfg = &ctx.rules.pfc_storm;
+    worst_paused(ctx, n, direction, cfg.window).is_some_and(|w| w.ratio() > cfg.pause_ratio)
+}
+
 fn pfc_storm(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let cfg = &ctx.rules.pfc_storm;
     let mut out = Vec::new();
     for (n, subject) in all_netdevs(s) {
-        // Worst (ratio, priority, direction, paused seconds, window seconds).
-        let mut worst: Option<(f64, u8, Direction, f64, f64)> = None;
-        for priority in 0..8u8 {
-            for direction in [Direction::Rx, Direction::Tx] {
-                let meaning = Meaning::PfcPauseDuration {
-                    priority,
-                    direction,
-                };
-                let Some(inc) = netdev_increase(ctx, &n.name, cfg.window, meaning) else {
-                    continue;
-                };
-                if inc.seconds <= 0.0 {
-                    continue;
-                }
-                let paused = inc.amount as f64 / 1e6;
-                let ratio = paused / inc.seconds;
-                if worst.is_none_or(|w| ratio > w.0) {
-                    worst = Some((ratio, priority, direction, paused, inc.seconds));
-                }
-            }
-        }
-        let mut storms = Vec::new();
-        let mut storm_seconds = 0.0f64;
-        for kind in storm_kinds(n) {
-            let meaning = Meaning::PauseStormEvents { severity: kind };
-            if let Some(inc) = netdev_increase(ctx, &n.name, cfg.window, meaning) {
-                storm_seconds = storm_seconds.max(inc.seconds);
-                if inc.amount > 0 {
-                    storms.push((kind, inc.amount));
-                }
-            }
-        }
-        let over = worst.filter(|w| w.0 > cfg.pause_ratio);
-        if over.is_none() && storms.is_empty() {
+        let over = [Direction::Rx, Direction::Tx]
+            .into_iter()
+            .filter_map(|d| worst_paused(ctx, n, d, cfg.window))
+            .filter(|w| w.ratio() > cfg.pause_ratio)
+            .max_by(|a, b| a.ratio().total_cmp(&b.ratio()));
+        let (errors, storm_seconds) = storms(ctx, n, cfg.window, |k| k == STORM_ERROR);
+        if over.is_none() && errors.is_empty() {
             continue;
         }
-        let severity = if storms.iter().any(|(k, _)| *k == "error") {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        };
-        let storm_text = storms
-            .iter()
-            .map(|(k, c)| format!("{k} +{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let name = &n.name;
         let finding = match over {
-            Some((ratio, p, d, _, secs)) => format!(
-                "{}: priority {p} was paused {}% of the last {} ({}): a PFC storm",
+            Some(w) => format!(
+                "{}: priority {} was paused {}% of the last {} ({}): a PFC storm, the priority is blocked",
                 subject.describe(),
-                fmt_num((ratio * 100.0).round()),
-                span(secs),
-                direction_words(d)
+                w.priority,
+                fmt_num((w.ratio() * 100.0).round()),
+                span(w.seconds),
+                direction_words(w.direction)
             ),
             None => format!(
-                "{}: the NIC detected pause storms ({storm_text})",
-                subject.describe()
+                "{}: the NIC's pause storm detector stopped its pause frames ({}): traffic on the lossless priority can be dropped",
+                subject.describe(),
+                storm_text(&errors)
             ),
         };
         let mut evidence = Vec::new();
-        if let Some((ratio, p, d, paused, secs)) = worst {
-            evidence.push(format!(
-                "{} priority {p} paused {}s of {} ({}%)",
-                d.as_str(),
-                fmt_num((paused * 1000.0).round() / 1000.0),
-                span(secs),
-                fmt_num((ratio * 100.0).round())
-            ));
+        if let Some(w) = over {
+            evidence.push(w.evidence());
         }
-        if !storms.is_empty() {
+        if !errors.is_empty() {
             evidence.push(format!(
-                "pause storm events {storm_text} over {}",
+                "pause storm events {} over {}",
+                storm_text(&errors),
                 span(storm_seconds)
             ));
         }
-        let name = &n.name;
         out.push(Finding {
             rule: RuleId::PfcStorm,
-            severity,
+            severity: Severity::Critical,
             finding,
             evidence: format!(
-                "{}; expected <= {}% paused (rules.pfc_storm.pause_ratio) and no storm events",
+                "{}; expected <= {}% paused (rules.pfc_storm.pause_ratio) and no storm error events",
                 evidence.join("; "),
                 fmt_num(cfg.pause_ratio * 100.0)
             ),
             fix: format!(
-                "Find the source of the pauses: rx pauses come from the switch (a congested egress downstream: incast, a slow receiver, a storm spreading from another port); \
-                 tx pauses mean this host cannot drain its receive buffers (check out_of_buffer, PCIe and memory load). \
-                 Make sure ECN is on for the RoCE priority so senders slow down before PFC pauses, and keep the NIC's storm prevention on (ethtool --get-tunable {name} pfc-prevention-tout)"
+                "Find the origin of the storm: rx, follow the pauses upstream on the switch (its per-port PFC counters) to the port \
+                 or host that never drains; tx, this host's receive side is stuck (a hung process holding receive buffers, PCIe \
+                 errors: lspci -vvv, out_of_buffer). Keep the NIC's storm prevention on (ethtool --get-tunable {name} \
+                 pfc-prevention-tout) so that one stuck receiver cannot block the priority fabric-wide"
             ),
             verify: format!("ethtool -S {name} | grep -iE 'pause|storm'  # twice, a few seconds apart: the durations must stop growing"),
+            subject,
+        });
+    }
+    out
+}
+
+/// A pause rule in one direction: paused over `cfg.pause_ratio` of its
+/// window and not a storm, or the storm detections of that direction.
+fn pause_finding(
+    ctx: &Context,
+    n: &Netdev,
+    subject: Subject,
+    direction: Direction,
+    cfg: &PfcStormRule,
+    rule: RuleId,
+) -> Option<Finding> {
+    let over = worst_paused(ctx, n, direction, cfg.window)
+        .filter(|w| w.ratio() > cfg.pause_ratio)
+        .filter(|_| !storming(ctx, n, direction));
+    let (warnings, storm_seconds) = storms(ctx, n, cfg.window, |k| {
+        storm_direction(k) == Some(direction)
+    });
+    if over.is_none() && warnings.is_empty() {
+        return None;
+    }
+    let name = &n.name;
+    let finding = match (over, direction) {
+        (Some(w), Direction::Rx) => format!(
+            "{}: the link partner paused priority {} for {}% of the last {}: congestion downstream of this port",
+            subject.describe(),
+            w.priority,
+            fmt_num((w.ratio() * 100.0).round()),
+            span(w.seconds)
+        ),
+        (Some(w), Direction::Tx) => format!(
+            "{}: this NIC paused priority {} of its link partner for {}% of the last {}: its receive buffer keeps filling",
+            subject.describe(),
+            w.priority,
+            fmt_num((w.ratio() * 100.0).round()),
+            span(w.seconds)
+        ),
+        (None, Direction::Tx) => format!(
+            "{}: the NIC's pause storm detector saw it sending pause frames for a long time ({})",
+            subject.describe(),
+            storm_text(&warnings)
+        ),
+        (None, Direction::Rx) => format!(
+            "{}: the NIC saw pause frames arrive without a break ({})",
+            subject.describe(),
+            storm_text(&warnings)
+        ),
+    };
+    let mut evidence = Vec::new();
+    if let Some(w) = over {
+        evidence.push(w.evidence());
+    }
+    if !warnings.is_empty() {
+        evidence.push(format!(
+            "pause storm events {} over {}",
+            storm_text(&warnings),
+            span(storm_seconds)
+        ));
+    }
+    let fix = match direction {
+        Direction::Rx => format!(
+            "The switch pauses this NIC because its own egress queue toward the receivers is full: incast, an oversubscribed \
+             uplink, or pauses spreading from another port. Check the switch's queue and PFC counters on the path; make sure \
+             the switch marks ECN below its PFC threshold and DCQCN is on at the senders (ecn/roce_rp, roce_np under \
+             /sys/class/net/{name}), so that senders slow down before PFC has to pause"
+        ),
+        Direction::Tx => format!(
+            "This host does not drain the priority as fast as it arrives: check the receivers' out_of_buffer, PCIe (lspci -vvv: \
+             link width and speed, errors) and memory load; check the NIC's buffer and headroom for the priority (dcb buffer \
+             show dev {name}, mlnx_qos -i {name}); keep storm prevention on (ethtool --get-tunable {name} pfc-prevention-tout)"
+        ),
+    };
+    Some(Finding {
+        rule,
+        severity: Severity::Warning,
+        finding,
+        evidence: format!(
+            "{}; expected <= {}% paused (rules.{rule}.pause_ratio) and no storm events",
+            evidence.join("; "),
+            fmt_num(cfg.pause_ratio * 100.0)
+        ),
+        fix,
+        verify: format!(
+            "ethtool -S {name} | grep -E '{}_prio[0-7]_pause_duration'  # twice, a few seconds apart",
+            direction.as_str()
+        ),
+        subject,
+    })
+}
+
+fn pfc_pause_received(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    all_netdevs(s)
+        .into_iter()
+        .filter_map(|(n, subject)| {
+            pause_finding(
+                ctx,
+                n,
+                subject,
+                Direction::Rx,
+                &ctx.rules.pfc_pause_received,
+                RuleId::PfcPauseReceived,
+            )
+        })
+        .collect()
+}
+
+fn pfc_pause_sent(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    all_netdevs(s)
+        .into_iter()
+        .filter_map(|(n, subject)| {
+            pause_finding(
+                ctx,
+                n,
+                subject,
+                Direction::Tx,
+                &ctx.rules.pfc_pause_sent,
+                RuleId::PfcPauseSent,
+            )
+        })
+        .collect()
+}
+
+/// Priorities with PFC on, where DCB was read.
+fn lossless(n: &Netdev) -> Vec<u8> {
+    match &n.dcb {
+        DcbOutcome::Ok(config) => config.pfc_enabled.map(pfc_priorities).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+fn lossless_discards(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let cfg = &ctx.rules.lossless_discards;
+    let mut out = Vec::new();
+    for (n, subject) in all_netdevs(s) {
+        let priorities = lossless(n);
+        if priorities.is_empty() {
+            continue;
+        }
+        let mut grew = Vec::new();
+        let mut hit = Vec::new();
+        let mut total = 0u64;
+        let mut seconds = 0.0f64;
+        for stat in &n.stats {
+            let Meaning::Discards {
+                reason,
+                priority: Some(priority),
+            } = stat.meaning
+            else {
+                continue;
+            };
+            if !priorities.contains(&priority) {
+                continue;
+            }
+            let Some(inc) = netdev_increase(ctx, &n.name, cfg.window, stat.meaning) else {
+                continue;
+            };
+            seconds = seconds.max(inc.seconds);
+            // One statistic per meaning: the driver's counters of one
+            // meaning are summed when the names are resolved.
+            if inc.amount > 0 {
+                total = total.saturating_add(inc.amount);
+                grew.push(format!("{reason} priority {priority} +{}", inc.amount));
+                if !hit.contains(&priority) {
+                    hit.push(priority);
+                }
+            }
+        }
+        if total == 0 || seconds <= 0.0 {
+            continue;
+        }
+        let rate = total as f64 / seconds;
+        if rate <= cfg.per_second {
+            continue;
+        }
+        hit.sort_unstable();
+        let name = &n.name;
+        out.push(Finding {
+            rule: RuleId::LosslessDiscards,
+            severity: Severity::Critical,
+            finding: format!(
+                "{}: the NIC drops packets on lossless priority {} ({}/s): RoCE on it loses packets (retransmissions, ACK timeouts)",
+                subject.describe(),
+                list(&hit),
+                fmt_num(rate)
+            ),
+            evidence: format!(
+                "{} over {} = {}/s on PFC priorities {}; expected <= {}/s (rules.lossless_discards.per_second)",
+                grew.join(", "),
+                span(seconds),
+                fmt_num(rate),
+                list(&priorities),
+                fmt_num(cfg.per_second)
+            ),
+            fix: format!(
+                "A lossless priority drops only when PFC does not protect it: PFC must be on for the priority at both ends of the \
+                 link (dcb pfc show dev {name}; the switch port's PFC priorities) and the RoCE traffic must really be classified \
+                 into it (trust and DSCP map: dcb app show dev {name}); rx_no_buffer/rx_port on the priority: its receive buffer \
+                 or headroom is too small for the cable length (dcb buffer show dev {name}, mlnx_qos -i {name})"
+            ),
+            verify: format!("ethtool -S {name} | grep -E 'rx_prio({})_(discards|buf_discard|cong_discard)'  # twice, a few seconds apart", hit.iter().map(u8::to_string).collect::<Vec<_>>().join("|")),
             subject,
         });
     }
@@ -174,31 +488,43 @@ fn discard_reasons(n: &Netdev) -> Vec<&'static str> {
     reasons
 }
 
+/// Port-wide discards of the reasons `wanted` keeps, over a rate rule.
+fn discard_rate(
+    ctx: &Context,
+    n: &Netdev,
+    window: std::time::Duration,
+    wanted: impl Fn(&str) -> bool,
+) -> Option<(Vec<String>, u64, f64)> {
+    let mut grew = Vec::new();
+    let mut total = 0u64;
+    let mut seconds = 0.0f64;
+    for reason in discard_reasons(n).into_iter().filter(|r| wanted(r)) {
+        let Some(inc) = ctx
+            .history
+            .netdev(&n.name)
+            .increase(Value::Discards(reason), window)
+        else {
+            continue;
+        };
+        seconds = seconds.max(inc.seconds);
+        if inc.amount > 0 {
+            total = total.saturating_add(inc.amount);
+            grew.push(format!("{reason} +{}", inc.amount));
+        }
+    }
+    (total > 0 && seconds > 0.0).then_some((grew, total, seconds))
+}
+
 fn discards_growing(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let cfg = &ctx.rules.discards_growing;
     let mut out = Vec::new();
     for (n, subject) in all_netdevs(s) {
-        let mut grew = Vec::new();
-        let mut total = 0u64;
-        let mut seconds = 0.0f64;
-        for reason in discard_reasons(n) {
-            let Some(inc) = ctx
-                .history
-                .netdev(&n.name)
-                .increase(Value::Discards(reason), cfg.window)
-            else {
-                continue;
-            };
-            seconds = seconds.max(inc.seconds);
-            if inc.amount > 0 {
-                total = total.saturating_add(inc.amount);
-                grew.push(format!("{reason} +{}", inc.amount));
-            }
-        }
-        if total == 0 || seconds <= 0.0 {
+        let Some((grew, total, seconds)) =
+            discard_rate(ctx, n, cfg.window, |r| !HOST_RING_REASONS.contains(&r))
+        else {
             continue;
-        }
+        };
         let rate = total as f64 / seconds;
         if rate <= cfg.per_second {
             continue;
@@ -206,7 +532,7 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
         let name = &n.name;
         out.push(Finding {
             rule: RuleId::DiscardsGrowing,
-            severity: Severity::Warning,
+            severity: Severity::Info,
             finding: format!(
                 "{}: the NIC discards packets at {}/s ({})",
                 subject.describe(),
@@ -214,18 +540,61 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
                 grew.iter().map(|g| g.split(' ').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
             ),
             evidence: format!(
-                "{} over {} = {}/s; expected <= {}/s (rules.discards_growing.per_second)",
+                "{} over {} = {}/s; expected <= {}/s (rules.discards_growing.per_second); drops on a lossless priority are lossless_discards",
                 grew.join(", "),
                 span(seconds),
                 fmt_num(rate),
                 fmt_num(cfg.per_second)
             ),
             fix: format!(
-                "rx_port/rx_no_buffer: the NIC's receive buffer overflowed: on the RoCE priority PFC must be on end to end (dcb pfc show dev {name}; mlnx_qos -i {name}); \
-                 rx_out_of_buffer/rx_ring: the host does not refill its receive rings fast enough (ethtool -g {name}, CPU and interrupt load); \
-                 tx_*: egress drops (link down, congestion)"
+                "On lossy priorities (TCP, storage) some drops under congestion are normal; sustained, look at which priority \
+                 drops (ethtool -S {name} | grep -E 'rx_prio[0-7]_(discards|buf_discard|cong_discard)'). rx_port/rx_no_buffer: the \
+                 NIC's receive buffer overflowed (buffer sizes: dcb buffer show dev {name}); tx_*: egress drops (link down, pauses)"
             ),
-            verify: format!("ethtool -S {name} | grep -iE 'discard|drop|out_of_buffer'  # twice, a few seconds apart"),
+            verify: format!("ethtool -S {name} | grep -iE 'discard|drop'  # twice, a few seconds apart"),
+            subject,
+        });
+    }
+    out
+}
+
+fn host_ring_drops(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let cfg = &ctx.rules.host_ring_drops;
+    let mut out = Vec::new();
+    for (n, subject) in all_netdevs(s) {
+        let Some((grew, total, seconds)) =
+            discard_rate(ctx, n, cfg.window, |r| HOST_RING_REASONS.contains(&r))
+        else {
+            continue;
+        };
+        let rate = total as f64 / seconds;
+        if rate <= cfg.per_second {
+            continue;
+        }
+        let name = &n.name;
+        out.push(Finding {
+            rule: RuleId::HostRingDrops,
+            severity: Severity::Info,
+            finding: format!(
+                "{}: the host's receive rings drop packets at {}/s ({}): the kernel network stack does not keep up (not the fabric, not RDMA)",
+                subject.describe(),
+                fmt_num(rate),
+                grew.iter().map(|g| g.split(' ').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
+            ),
+            evidence: format!(
+                "{} over {} = {}/s; expected <= {}/s (rules.host_ring_drops.per_second)",
+                grew.join(", "),
+                span(seconds),
+                fmt_num(rate),
+                fmt_num(cfg.per_second)
+            ),
+            fix: format!(
+                "The driver had no receive buffers posted when packets of the netdev's own (non-RDMA) traffic arrived: enlarge the \
+                 rings (ethtool -g {name}; ethtool -G {name} rx <max>), spread interrupts over more CPUs (ethtool -l {name}, \
+                 irqbalance) and check CPU load on the cores that serve them"
+            ),
+            verify: format!("ethtool -S {name} | grep -E 'rx_out_of_buffer|discard_pkts'  # twice, a few seconds apart"),
             subject,
         });
     }

@@ -50,6 +50,11 @@ pub enum Value {
     LinkDowned,
     /// `counters/symbol_error`.
     SymbolErrors,
+    /// `counters/port_rcv_packets`: on RoCE (mlx5) the RDMA packets
+    /// received, the traffic congestion ratios are measured against.
+    RcvPackets,
+    /// `counters/port_xmit_packets`: RDMA packets sent.
+    XmitPackets,
     /// Sum of the port's hardware counters with this meaning.
     Hw(HwMeaning),
     /// A netdev statistic with this meaning, as an integer ([`stat_integer`]).
@@ -376,7 +381,7 @@ impl Series<'_> {
 }
 
 /// The meanings whose hardware counters rate rules follow.
-const FOLLOWED_HW: [HwMeaning; 9] = [
+const FOLLOWED_HW: [HwMeaning; 10] = [
     HwMeaning::Retransmissions,
     HwMeaning::LocalAckTimeout,
     HwMeaning::OutOfSequence,
@@ -385,6 +390,7 @@ const FOLLOWED_HW: [HwMeaning; 9] = [
     HwMeaning::OutOfBuffer,
     HwMeaning::CnpSent,
     HwMeaning::CnpHandled,
+    HwMeaning::CnpIgnored,
     HwMeaning::EcnMarked,
 ];
 
@@ -403,6 +409,12 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
             }
             if let Some(v) = p.counter("symbol_error") {
                 values.push((Value::SymbolErrors, v));
+            }
+            if let Some(v) = p.counter("port_rcv_packets") {
+                values.push((Value::RcvPackets, v));
+            }
+            if let Some(v) = p.counter("port_xmit_packets") {
+                values.push((Value::XmitPackets, v));
             }
             let mut sums = [None::<u64>; HwMeaning::ALL.len()];
             for row in HW_MAPPINGS.iter().filter(|m| Some(m.provider) == provider) {
@@ -429,14 +441,19 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
                 Meaning::PfcPauseFrames { .. }
                 | Meaning::PfcPauseDuration { .. }
                 | Meaning::PauseStormEvents { .. }
-                    if !values.iter().any(|(v, _)| *v == Value::Stat(stat.meaning)) =>
-                {
+                | Meaning::PhySymbolErrors
+                | Meaning::LinkDownEvents
+                | Meaning::Discards {
+                    priority: Some(_), ..
+                } if !values.iter().any(|(v, _)| *v == Value::Stat(stat.meaning)) => {
                     values.push((Value::Stat(stat.meaning), stat_integer(stat.value)));
                 }
-                Meaning::Discards { reason, .. } if !reasons.contains(&reason) => {
+                _ => {}
+            }
+            if let Meaning::Discards { reason, .. } = stat.meaning {
+                if !reasons.contains(&reason) {
                     reasons.push(reason);
                 }
-                _ => {}
             }
         }
         for reason in reasons {

@@ -1,29 +1,47 @@
 //! Rules on counter growth over a window: link flaps, symbol errors above a
-//! bit error rate, retransmissions, sequence errors, receive-buffer drops,
-//! congestion notification and ECN spikes. All use reset-aware increases
-//! ([`super::window`]) and stay silent on the first sample.
+//! bit error rate, retransmissions, ACK timeouts, sequence errors,
+//! receive-buffer drops, and DCQCN judged per role against the traffic
+//! (the notification point's ECN marks per packet received, the reaction
+//! point's CNPs per packet sent) and for misconfiguration (marks without
+//! CNPs, CNPs ignored); plus PMA error counters stuck at their maximum. All
+//! use reset-aware increases ([`super::window`]) and stay silent on the
+//! first sample.
+
+use roce_netdev::Meaning;
+use roce_rdma::{Device, LinkLayer, Port};
 
 use super::history::Value;
 use super::ports::{fmt_num, ports, subject};
+use super::window::Increase;
 use super::{Context, Finding, Rule, RuleId, Severity};
-use crate::config::RateRule;
-use crate::meaning::HwMeaning;
+use crate::config::{RateRule, TrafficRatioRule};
+use crate::meaning::{HwMeaning, Provider, HW_MAPPINGS};
 
 pub const RULES: &[Rule] = &[
     Rule {
         id: RuleId::LinkFlap,
-        checks: "no carrier_down_count (else link_downed) increments within the window",
+        checks: "no link-down events within the window (the 64-bit ethtool counter where the driver has one, else carrier_down_count, else link_downed)",
         evaluate: link_flap,
     },
     Rule {
         id: RuleId::SymbolErrors,
-        checks: "symbol errors stay below the bit error rate limit",
+        checks: "symbol errors stay below the bit error rate limit (the 64-bit ethtool counter where the driver has one, else symbol_error)",
         evaluate: symbol_errors,
     },
     Rule {
+        id: RuleId::CounterSaturated,
+        checks: "no InfiniBand PMA error counter is stuck at its maximum (16-, 8- or 4-bit)",
+        evaluate: counter_saturated,
+    },
+    Rule {
         id: RuleId::Retransmissions,
-        checks: "transport retransmissions and ACK timeouts stay below the limit",
+        checks: "transport retransmissions stay below the limit",
         evaluate: retransmissions,
+    },
+    Rule {
+        id: RuleId::AckTimeouts,
+        checks: "no ACK timeout within the window (warning), none at a sustained rate (critical)",
+        evaluate: ack_timeouts,
     },
     Rule {
         id: RuleId::SequenceErrors,
@@ -36,38 +54,65 @@ pub const RULES: &[Rule] = &[
         evaluate: out_of_buffer,
     },
     Rule {
-        id: RuleId::CnpSpike,
-        checks: "congestion notification packets stay below the limit",
-        evaluate: cnp_spike,
+        id: RuleId::ReceiverCongested,
+        checks: "ECN-marked RoCE packets stay below rules.receiver_congested.max_ratio of the RoCE packets received",
+        evaluate: receiver_congested,
     },
     Rule {
-        id: RuleId::EcnSpike,
-        checks: "ECN-marked RoCE packets stay below the limit",
-        evaluate: ecn_spike,
+        id: RuleId::SenderThrottled,
+        checks: "CNPs handled stay below rules.sender_throttled.max_ratio of the RoCE packets sent",
+        evaluate: sender_throttled,
+    },
+    Rule {
+        id: RuleId::CnpNotSent,
+        checks: "ECN-marked RoCE packets arriving are answered with CNPs (the notification point is on)",
+        evaluate: cnp_not_sent,
+    },
+    Rule {
+        id: RuleId::CnpIgnored,
+        checks: "CNPs arriving are handled, not ignored (the reaction point is on)",
+        evaluate: cnp_ignored,
     },
 ];
+
+/// The increase of a 64-bit netdev counter of the port's netdev, where the
+/// driver has one: preferred over the narrow PMA counters, which stick at
+/// their maximum. mlx5 is the driver the netdev table maps them for, so
+/// the evidence names its counters.
+fn netdev_wide(
+    ctx: &Context,
+    p: &Port,
+    meaning: Meaning,
+    window: std::time::Duration,
+) -> Option<Increase> {
+    let netdev = p.netdev.as_deref()?;
+    ctx.history
+        .netdev(netdev)
+        .increase(Value::Stat(meaning), window)
+}
 
 fn link_flap(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let window = ctx.rules.link_flap.window;
     let mut out = Vec::new();
     for (d, p) in ports(s) {
-        // The netdev's carrier_down_count first: a 32-bit kernel count on
-        // every Ethernet driver, where the PMA link_downed is 8 bits wide
-        // (IBTA PortCounters LinkDownedCounter) and stops at 255.
-        let carrier = p.netdev.as_deref().and_then(|n| {
+        // The widest counter the host has: the driver's 64-bit physical
+        // link-down events, else the netdev's carrier_down_count (a 32-bit
+        // kernel count on every Ethernet driver, Linux 4.16+), else the PMA
+        // link_downed, 8 bits wide (IBTA LinkDownedCounter), stuck at 255.
+        let netdev = p.netdev.as_deref();
+        let wide = netdev_wide(ctx, p, Meaning::LinkDownEvents, window).map(|inc| {
+            let n = netdev.unwrap_or_default();
+            (inc, "link_down_events_phy (ethtool)", format!("ethtool -S {n} | grep link_down_events_phy"))
+        });
+        let carrier = || {
+            let n = netdev?;
             ctx.history
                 .netdev(n)
                 .increase(Value::CarrierDown, window)
-                .map(|inc| {
-                    (
-                        inc,
-                        "carrier_down_count",
-                        format!("cat /sys/class/net/{n}/carrier_down_count"),
-                    )
-                })
-        });
-        let Some((inc, counter, verify)) = carrier.or_else(|| {
+                .map(|inc| (inc, "carrier_down_count", format!("cat /sys/class/net/{n}/carrier_down_count")))
+        };
+        let pma = || {
             ctx.history
                 .port(&d.name, p.number)
                 .increase(Value::LinkDowned, window)
@@ -75,13 +120,11 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
                     (
                         inc,
                         "link_downed",
-                        format!(
-                            "cat /sys/class/infiniband/{}/ports/{}/counters/link_downed",
-                            d.name, p.number
-                        ),
+                        format!("cat /sys/class/infiniband/{}/ports/{}/counters/link_downed", d.name, p.number),
                     )
                 })
-        }) else {
+        };
+        let Some((inc, counter, verify)) = wide.or_else(carrier).or_else(pma) else {
             continue;
         };
         if inc.amount == 0 {
@@ -111,12 +154,19 @@ fn symbol_errors(ctx: &Context) -> Vec<Finding> {
         let Some(rate) = p.rate_bytes_per_second else {
             continue;
         };
-        let Some(inc) = ctx
-            .history
-            .port(&d.name, p.number)
-            .increase(Value::SymbolErrors, cfg.window)
-        else {
-            continue;
+        let wide = netdev_wide(ctx, p, Meaning::PhySymbolErrors, cfg.window);
+        let (inc, counter) = match wide {
+            Some(inc) => (inc, "rx_symbol_err_phy (ethtool)"),
+            None => {
+                let Some(inc) = ctx
+                    .history
+                    .port(&d.name, p.number)
+                    .increase(Value::SymbolErrors, cfg.window)
+                else {
+                    continue;
+                };
+                (inc, "symbol_error")
+            }
         };
         let bits = rate as f64 * 8.0 * inc.seconds;
         if inc.amount == 0 || bits <= 0.0 {
@@ -132,7 +182,7 @@ fn symbol_errors(ctx: &Context) -> Vec<Finding> {
             severity: Severity::Warning,
             finding: format!("{} has a bit error rate of {ber:.1e}, above {:.0e}", subject.describe(), cfg.max_ber),
             evidence: format!(
-                "symbol_error +{} over {} at {} Gb/s = BER {ber:.2e}; expected <= {:.0e}",
+                "{counter} +{} over {} at {} Gb/s = BER {ber:.2e}; expected <= {:.0e}",
                 inc.amount,
                 span(inc.seconds),
                 fmt_num(rate as f64 * 8.0 / 1e9),
@@ -141,7 +191,117 @@ fn symbol_errors(ctx: &Context) -> Vec<Finding> {
             fix: "Clean or replace the cable/transceiver (check optics power with mlxlink or ethtool -m); errors \
                   this high cause retransmissions and link flaps"
                 .into(),
-            verify: format!("cat /sys/class/infiniband/{}/ports/{}/counters/symbol_error  # must stop increasing", d.name, p.number),
+            verify: match (wide, p.netdev.as_deref()) {
+                (Some(_), Some(n)) => format!("ethtool -S {n} | grep rx_symbol_err_phy  # must stop increasing"),
+                _ => format!("cat /sys/class/infiniband/{}/ports/{}/counters/symbol_error  # must stop increasing", d.name, p.number),
+            },
+            subject,
+        });
+    }
+    out
+}
+
+/// Widths of the InfiniBand PortCounters error counters under
+/// `ports/<port>/counters/` (`PORT_PMA_ATTR(name, counter, width, offset)`
+/// in drivers/infiniband/core/sysfs.c). IBTA PortCounters do not wrap: a
+/// counter at its maximum stays there until reset. The data and packet
+/// counters are left out: sysfs shows their 64-bit extended form where
+/// the HCA has one, so their width is not known from the name.
+pub const PMA_WIDTHS: &[(&str, u32)] = &[
+    ("symbol_error", 16),
+    ("link_error_recovery", 8),
+    ("link_downed", 8),
+    ("port_rcv_errors", 16),
+    ("port_rcv_remote_physical_errors", 16),
+    ("port_rcv_switch_relay_errors", 16),
+    ("port_xmit_discards", 16),
+    ("port_xmit_constraint_errors", 8),
+    ("port_rcv_constraint_errors", 8),
+    ("local_link_integrity_errors", 4),
+    ("excessive_buffer_overrun_errors", 4),
+    ("VL15_dropped", 16),
+];
+
+/// The 64-bit netdev counter a rate rule reads instead of a PMA counter.
+fn wide_replacement(name: &str) -> Option<(Meaning, &'static str)> {
+    match name {
+        "symbol_error" => Some((Meaning::PhySymbolErrors, "rx_symbol_err_phy")),
+        "link_downed" => Some((Meaning::LinkDownEvents, "link_down_events_phy")),
+        _ => None,
+    }
+}
+
+fn counter_saturated(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let netdev_has = |p: &Port, m: Meaning| {
+        let Some(name) = p.netdev.as_deref() else {
+            return false;
+        };
+        s.netdev
+            .iter()
+            .flat_map(|nd| nd.netdevs.iter())
+            .any(|n| n.name == name && n.stats.iter().any(|st| st.meaning == m))
+    };
+    let mut out = Vec::new();
+    for (d, p) in ports(s) {
+        let mut stuck = Vec::new();
+        let mut replaced = Vec::new();
+        let mut blind = false;
+        for &(name, bits) in PMA_WIDTHS {
+            let max = (1u64 << bits) - 1;
+            if p.counter(name) != Some(max) {
+                continue;
+            }
+            stuck.push(format!("{name} = {max} ({bits}-bit)"));
+            match wide_replacement(name) {
+                Some((m, wide)) if netdev_has(p, m) => replaced.push(format!("{name} -> {wide}")),
+                _ => blind = true,
+            }
+        }
+        if stuck.is_empty() {
+            continue;
+        }
+        let subject = subject(d, p);
+        let names: Vec<&str> = stuck.iter().filter_map(|s| s.split(' ').next()).collect();
+        let ib = matches!(p.link_layer, Some(LinkLayer::InfiniBand));
+        let at = format!("-C {} -P {}", d.name, p.number);
+        let reset = if ib {
+            format!("reset them with a PortCounters Set through the PMA: perfquery -R {at}")
+        } else {
+            format!(
+                "reset them with perfquery -R {at} where the PMA answers on this RoCE port; otherwise they stay until the NIC's \
+                 counters are reset (firmware reset or power cycle), and only the driver's 64-bit ethtool counters keep counting"
+            )
+        };
+        let files = match names.as_slice() {
+            [one] => (*one).to_string(),
+            many => format!("{{{}}}", many.join(",")),
+        };
+        out.push(Finding {
+            rule: RuleId::CounterSaturated,
+            severity: if blind { Severity::Warning } else { Severity::Info },
+            finding: format!(
+                "{}: {} stuck at the maximum: the counter no longer counts, and rules on it see no growth",
+                subject.describe(),
+                names.join(", ")
+            ),
+            evidence: format!(
+                "{}; IB PortCounters stop at their maximum until reset{}",
+                stuck.join(", "),
+                if replaced.is_empty() {
+                    String::new()
+                } else {
+                    format!("; rate rules read the driver's 64-bit counter instead: {}", replaced.join(", "))
+                }
+            ),
+            fix: format!(
+                "Errors this many mean the link has a history of trouble: check the cable/transceiver (mlxlink or ethtool -m) and \
+                 the switch port. Then {reset}, so that new errors are counted again"
+            ),
+            verify: format!(
+                "grep -H . /sys/class/infiniband/{}/ports/{}/counters/{files}  # below the maximum after the reset",
+                d.name, p.number
+            ),
             subject,
         });
     }
@@ -208,7 +368,7 @@ fn retransmissions(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.retransmissions,
         &HwRate {
             rule: RuleId::Retransmissions,
-            values: &[Value::Hw(HwMeaning::Retransmissions), Value::Hw(HwMeaning::LocalAckTimeout)],
+            values: &[Value::Hw(HwMeaning::Retransmissions)],
             what: "transport retransmissions",
             fix: "Find where packets are lost: check PFC/ECN on the RoCE priority end to end, the switch's drop \
                   counters and the link error counters; loss on RoCE costs whole go-back-N windows",
@@ -244,32 +404,330 @@ fn out_of_buffer(ctx: &Context) -> Vec<Finding> {
     )
 }
 
-fn cnp_spike(ctx: &Context) -> Vec<Finding> {
-    hw_rate(
-        ctx,
-        &ctx.rules.cnp_spike,
-        &HwRate {
-            rule: RuleId::CnpSpike,
-            values: &[Value::Hw(HwMeaning::CnpSent), Value::Hw(HwMeaning::CnpHandled)],
-            what: "congestion notification packets",
-            fix: "The fabric is congested on this port's path: look for incast (many senders to one receiver), \
-                  oversubscribed uplinks or a slow receiver; check the switch ECN thresholds",
-        },
-    )
+/// The provider's counter names for `meaning`, for evidence texts
+/// (`np_cnp_sent`, `rp_cnp_handled + ...`); a plain description when the
+/// table has none.
+fn names(d: &Device, meaning: HwMeaning, plain: &'static str) -> String {
+    let provider = Provider::of(d);
+    let names: Vec<&str> = HW_MAPPINGS
+        .iter()
+        .filter(|m| Some(m.provider) == provider && m.meaning == meaning)
+        .map(|m| m.name)
+        .collect();
+    if names.is_empty() {
+        plain.to_string()
+    } else {
+        names.join(" + ")
+    }
 }
 
-fn ecn_spike(ctx: &Context) -> Vec<Finding> {
-    hw_rate(
-        ctx,
-        &ctx.rules.ecn_spike,
-        &HwRate {
-            rule: RuleId::EcnSpike,
-            values: &[Value::Hw(HwMeaning::EcnMarked)],
-            what: "ECN-marked RoCE packets",
-            fix: "Switches mark this traffic as congested: look for incast or oversubscribed links on the path, \
-                  and check that DCQCN reacts (rp_cnp_handled grows on the senders)",
-        },
-    )
+/// Seconds of transport timeout at NCCL's default NCCL_IB_TIMEOUT=20: the
+/// IB local ACK timeout is 4.096 µs × 2^timeout.
+const NCCL_DEFAULT_ACK_TIMEOUT_SECONDS: f64 = 4.096e-6 * (1u64 << 20) as f64;
+
+fn ack_timeouts(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let cfg = &ctx.rules.ack_timeouts;
+    let mut out = Vec::new();
+    for (d, p) in ports(s) {
+        let series = ctx.history.port(&d.name, p.number);
+        let value = Value::Hw(HwMeaning::LocalAckTimeout);
+        let Some(inc) = series.increase(value, cfg.window) else {
+            continue;
+        };
+        if inc.amount == 0 {
+            continue;
+        }
+        let rate = inc.per_second();
+        // Sustained: above the rate, and in both halves of the window, so
+        // that one burst (a link flap timing out many QPs at once) or the
+        // first minutes after start stay a warning.
+        let newer = series
+            .increase(value, cfg.window / 2)
+            .map_or(0, |i| i.amount);
+        let older = inc.amount.saturating_sub(newer);
+        let sustained = rate > cfg.per_second && newer > 0 && older > 0;
+        let subject = subject(d, p);
+        let stall = fmt_num((NCCL_DEFAULT_ACK_TIMEOUT_SECONDS * 10.0).round() / 10.0);
+        out.push(Finding {
+            rule: RuleId::AckTimeouts,
+            severity: if sustained { Severity::Critical } else { Severity::Warning },
+            finding: if sustained {
+                format!(
+                    "{}: ACK timeouts at {}/s, above {}/s: QPs keep stalling for the whole transport timeout (about {stall} s each at NCCL_IB_TIMEOUT=20)",
+                    subject.describe(),
+                    fmt_num(rate),
+                    fmt_num(cfg.per_second)
+                )
+            } else {
+                format!(
+                    "{}: {} ACK timeout(s) in the last {}: each stalled a QP for the whole transport timeout (about {stall} s at NCCL_IB_TIMEOUT=20)",
+                    subject.describe(),
+                    inc.amount,
+                    span(inc.seconds)
+                )
+            },
+            evidence: format!(
+                "{} +{} over {} = {}/s (+{older} in the older half of the window, +{newer} in the newer); expected 0 (any is a warning), \
+                 critical above {}/s in both halves (rules.ack_timeouts.per_second)",
+                names(d, HwMeaning::LocalAckTimeout, "ACK timeouts"),
+                inc.amount,
+                span(inc.seconds),
+                fmt_num(rate),
+                fmt_num(cfg.per_second)
+            ),
+            fix: "A request or its ACK was lost and the requester waited out the whole timeout (4.096 µs × 2^NCCL_IB_TIMEOUT) \
+                  before retransmitting. Find the loss: discards on the lossless priority, symbol errors, PFC off on some hop \
+                  of the RoCE priority, a peer that stopped responding. Lowering NCCL_IB_TIMEOUT shortens the stall but hides the loss"
+                .into(),
+            verify: format!(
+                "rdma statistic show link {}/{}  # twice, a few seconds apart: local_ack_timeout_err must stay the same",
+                d.name, p.number
+            ),
+            subject,
+        });
+    }
+    out
+}
+
+/// Increase of a port value and of the traffic it is judged against.
+struct PerTraffic {
+    events: Increase,
+    packets: Increase,
+}
+
+impl PerTraffic {
+    fn of(
+        ctx: &Context,
+        d: &Device,
+        p: &Port,
+        events: &[Value],
+        packets: Value,
+        window: std::time::Duration,
+    ) -> Option<PerTraffic> {
+        let series = ctx.history.port(&d.name, p.number);
+        Some(PerTraffic {
+            events: series.increase_of_sum(events, window)?,
+            packets: series.increase(packets, window)?,
+        })
+    }
+
+    /// Events per packet, when there was enough traffic to judge.
+    fn ratio(&self, cfg: &TrafficRatioRule) -> Option<f64> {
+        let pps = self.packets.per_second();
+        (self.packets.amount > 0 && pps >= cfg.min_packets_per_second)
+            .then(|| self.events.amount as f64 / self.packets.amount as f64)
+    }
+}
+
+fn percent(ratio: f64) -> String {
+    fmt_num((ratio * 1000.0).round() / 10.0)
+}
+
+fn receiver_congested(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let cfg = &ctx.rules.receiver_congested;
+    let mut out = Vec::new();
+    for (d, p) in ports(s) {
+        let Some(t) = PerTraffic::of(
+            ctx,
+            d,
+            p,
+            &[Value::Hw(HwMeaning::EcnMarked)],
+            Value::RcvPackets,
+            cfg.window,
+        ) else {
+            continue;
+        };
+        let Some(ratio) = t.ratio(cfg).filter(|r| *r > cfg.max_ratio) else {
+            continue;
+        };
+        let subject = subject(d, p);
+        out.push(Finding {
+            rule: RuleId::ReceiverCongested,
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: {}% of the RoCE packets received carry an ECN congestion mark: the path into this host stays congested \
+                 (notification point role)",
+                subject.describe(),
+                percent(ratio)
+            ),
+            evidence: format!(
+                "{} +{} of port_rcv_packets +{} over {} = {}%; expected <= {}% (rules.receiver_congested.max_ratio)",
+                names(d, HwMeaning::EcnMarked, "ECN-marked RoCE packets"),
+                t.events.amount,
+                t.packets.amount,
+                span(t.packets.seconds),
+                percent(ratio),
+                percent(cfg.max_ratio)
+            ),
+            fix: "Switch queues toward this host stay above their ECN marking threshold for most of the window: DCQCN does not \
+                  bring the senders down to what this port drains. Look for incast beyond the job's design (many senders to this \
+                  host), an oversubscribed last hop, or a slow receiver (PCIe, out_of_buffer); check that the senders react \
+                  (rp_cnp_handled grows there) and that the switch ECN thresholds match the fabric design"
+                .into(),
+            verify: format!(
+                "rdma statistic show link {}/{}  # twice: np_ecn_marked_roce_packets against port_rcv_packets in sysfs counters/",
+                d.name, p.number
+            ),
+            subject,
+        });
+    }
+    out
+}
+
+fn sender_throttled(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let cfg = &ctx.rules.sender_throttled;
+    let mut out = Vec::new();
+    for (d, p) in ports(s) {
+        let Some(t) = PerTraffic::of(
+            ctx,
+            d,
+            p,
+            &[Value::Hw(HwMeaning::CnpHandled)],
+            Value::XmitPackets,
+            cfg.window,
+        ) else {
+            continue;
+        };
+        let Some(ratio) = t.ratio(cfg).filter(|r| *r > cfg.max_ratio) else {
+            continue;
+        };
+        let subject = subject(d, p);
+        out.push(Finding {
+            rule: RuleId::SenderThrottled,
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: {} CNPs handled per 100 RoCE packets sent: DCQCN keeps cutting this host's sending rate (reaction point role)",
+                subject.describe(),
+                percent(ratio)
+            ),
+            evidence: format!(
+                "{} +{} per port_xmit_packets +{} over {} = {}%; expected <= {}% (rules.sender_throttled.max_ratio)",
+                names(d, HwMeaning::CnpHandled, "CNPs handled"),
+                t.events.amount,
+                t.packets.amount,
+                span(t.packets.seconds),
+                percent(ratio),
+                percent(cfg.max_ratio)
+            ),
+            fix: "The receivers of this host's traffic are congested: a notification point sends at most one CNP per QP per CNP \
+                  interval, so this many means many congested flows for most of the window. Find the congested receivers or hops \
+                  (receiver_congested on them, switch ECN counters), spread the traffic (NCCL_IB_HCA, adaptive routing), and \
+                  compare the DCQCN parameters (/sys/class/net/<netdev>/ecn/roce_rp/*) with the fabric design"
+                .into(),
+            verify: format!("rdma statistic show link {}/{}  # twice, a few seconds apart", d.name, p.number),
+            subject,
+        });
+    }
+    out
+}
+
+fn cnp_not_sent(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let cfg = &ctx.rules.cnp_not_sent;
+    let mut out = Vec::new();
+    for (d, p) in ports(s) {
+        let series = ctx.history.port(&d.name, p.number);
+        let (Some(marked), Some(sent)) = (
+            series.increase(Value::Hw(HwMeaning::EcnMarked), cfg.window),
+            series.increase(Value::Hw(HwMeaning::CnpSent), cfg.window),
+        ) else {
+            continue;
+        };
+        if sent.amount > 0 || marked.amount == 0 || marked.per_second() <= cfg.per_second {
+            continue;
+        }
+        let subject = subject(d, p);
+        let netdev = p.netdev.as_deref().unwrap_or("<netdev>");
+        out.push(Finding {
+            rule: RuleId::CnpNotSent,
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: ECN-marked RoCE packets arrive but no CNP is sent: the notification point is off, senders never slow down",
+                subject.describe()
+            ),
+            evidence: format!(
+                "{} +{} ({}/s), {} +0 over {}; expected CNPs when marks arrive above {}/s (rules.cnp_not_sent.per_second)",
+                names(d, HwMeaning::EcnMarked, "ECN-marked RoCE packets"),
+                marked.amount,
+                fmt_num(marked.per_second()),
+                names(d, HwMeaning::CnpSent, "CNPs sent"),
+                span(marked.seconds),
+                fmt_num(cfg.per_second)
+            ),
+            fix: format!(
+                "Turn the notification point on for the RoCE priority: echo 1 > /sys/class/net/{netdev}/ecn/roce_np/enable/<priority> \
+                 (mlx5; the priority is the one PFC is on, dcb pfc show dev {netdev}). Without CNPs congestion is left to PFC pauses \
+                 or drops"
+            ),
+            verify: format!(
+                "grep -H . /sys/class/net/{netdev}/ecn/roce_np/enable/*; rdma statistic show link {}/{}  # np_cnp_sent must grow with the marks",
+                d.name, p.number
+            ),
+            subject,
+        });
+    }
+    out
+}
+
+fn cnp_ignored(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let cfg = &ctx.rules.cnp_ignored;
+    let mut out = Vec::new();
+    for (d, p) in ports(s) {
+        let series = ctx.history.port(&d.name, p.number);
+        let Some(ignored) = series.increase(Value::Hw(HwMeaning::CnpIgnored), cfg.window) else {
+            continue;
+        };
+        let handled = series
+            .increase(Value::Hw(HwMeaning::CnpHandled), cfg.window)
+            .map_or(0, |i| i.amount);
+        let received = ignored.amount.saturating_add(handled);
+        if ignored.amount == 0 || ignored.seconds <= 0.0 {
+            continue;
+        }
+        if (received as f64 / ignored.seconds) < cfg.min_packets_per_second {
+            continue;
+        }
+        let ratio = ignored.amount as f64 / received as f64;
+        if ratio <= cfg.max_ratio {
+            continue;
+        }
+        let subject = subject(d, p);
+        let netdev = p.netdev.as_deref().unwrap_or("<netdev>");
+        out.push(Finding {
+            rule: RuleId::CnpIgnored,
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: {}% of the CNPs received are ignored: the reaction point is off, this host does not slow down when told to",
+                subject.describe(),
+                percent(ratio)
+            ),
+            evidence: format!(
+                "{} +{}, {} +{} over {} = {}% ignored; expected <= {}% (rules.cnp_ignored.max_ratio)",
+                names(d, HwMeaning::CnpIgnored, "CNPs ignored"),
+                ignored.amount,
+                names(d, HwMeaning::CnpHandled, "CNPs handled"),
+                handled,
+                span(ignored.seconds),
+                percent(ratio),
+                percent(cfg.max_ratio)
+            ),
+            fix: format!(
+                "Turn the reaction point on for the RoCE priority: echo 1 > /sys/class/net/{netdev}/ecn/roce_rp/enable/<priority> \
+                 (mlx5; the priority PFC is on, dcb pfc show dev {netdev}). A sender that ignores CNPs keeps the congestion it \
+                 causes, and PFC pauses spread it"
+            ),
+            verify: format!(
+                "grep -H . /sys/class/net/{netdev}/ecn/roce_rp/enable/*; rdma statistic show link {}/{}  # rp_cnp_ignored must stop growing",
+                d.name, p.number
+            ),
+            subject,
+        });
+    }
+    out
 }
 
 /// "1m30s"-style span of a window.

@@ -114,7 +114,7 @@ def humanize_duration(v):
 
 def groups(scrape):
     t = Timeline(scrape)
-    rules = generate.load_rules()["rules"]
+    rules = [r for r in generate.load_rules()["rules"] if generate.notifies(r)]
     out = []
 
     # Exporter health. n1 is down from the start; n2 samples every scrape;

@@ -1,6 +1,7 @@
 //! The one table from driver ethtool counter names to meanings (PFC pause
-//! per priority and direction, link pause, pause storms, discards, ECN
-//! marks), with unit conversion. Names not in the table have no meaning
+//! per priority and direction, link pause, pause storms, discards, packets
+//! the NIC ECN-marked, the 64-bit physical symbol error and link-down
+//! counters), with unit conversion. Names not in the table have no meaning
 //! here and are only exported when the config lists them as raw counters.
 //!
 //! Every name comes from the driver's source, cited per block:
@@ -67,8 +68,20 @@ pub enum Meaning {
         reason: &'static str,
         priority: Option<u8>,
     },
-    /// Received packets carrying the ECN congestion-experienced mark.
+    /// Received packets of one priority that the NIC itself ECN-marked
+    /// because of congestion in its own per-host receive buffers (mlx5
+    /// `rx_prio%d_marked`, "The number of packets ecn marked by device due
+    /// to per host congestion", Documentation/networking/device_drivers/
+    /// ethernet/mellanox/mlx5/counters.rst). Not the CE marks switches set
+    /// on the path: those are the RDMA `np_ecn_marked_roce_packets`.
     EcnMarked { priority: u8 },
+    /// Received packets dropped for physical coding (symbol) errors: a
+    /// 64-bit counter, where the IB PMA `symbol_error` is 16-bit and sticks
+    /// at 65535.
+    PhySymbolErrors,
+    /// Times the link went down: a 64-bit counter, where the IB PMA
+    /// `link_downed` is 8-bit and sticks at 255.
+    LinkDownEvents,
     /// Physical layer error counts below the MAC: `kind` is
     /// "fec_corrected_bits" (bits the FEC corrected, per lane when `lane`
     /// is set) or "pcs_symbol_errors" (PCS symbol errors before FEC).
@@ -94,6 +107,8 @@ pub enum Kind {
     PauseStormEvents(&'static str),
     Discards(&'static str),
     EcnMarked,
+    PhySymbolErrors,
+    LinkDownEvents,
     /// `{p}` in the pattern is a lane, not a priority.
     PhyErrors(&'static str),
     PcieErrors(&'static str),
@@ -179,7 +194,8 @@ pub const RULES: &[Rule] = &[
     r("mlx5", "tx_discards_phy", Discards("tx_port"), Count),
     // mlx5 per-priority traffic group (rx_discards of one priority).
     r("mlx5", "rx_prio{p}_discards", Discards("rx_port"), Count),
-    // mlx5 per-TC groups: no_buffer_discard_uc, wred_discard, ecn_marked_tc.
+    // mlx5 per-TC groups: no_buffer_discard_uc, wred_discard, ecn_marked_tc
+    // (the NIC's own marks under per-host buffer congestion).
     r(
         "mlx5",
         "rx_prio{p}_buf_discard",
@@ -193,6 +209,11 @@ pub const RULES: &[Rule] = &[
         Count,
     ),
     r("mlx5", "rx_prio{p}_marked", EcnMarked, Count),
+    // mlx5 physical port counters (pport_phy_statistical / 802.3 groups):
+    // 64-bit, unlike the IB PMA symbol_error (16-bit) and link_downed
+    // (8-bit) under /sys/class/infiniband that stick at their maximum.
+    r("mlx5", "rx_symbol_err_phy", PhySymbolErrors, Count),
+    r("mlx5", "link_down_events_phy", LinkDownEvents, Count),
     // mlx5 physical layer statistical group (PPCNT) and its per-lane group.
     r(
         "mlx5",
@@ -401,6 +422,8 @@ pub fn lookup(name: &str) -> Option<(Meaning, Scale)> {
             (PauseStormEvents(severity), None) => Meaning::PauseStormEvents { severity },
             (Discards(reason), priority) => Meaning::Discards { reason, priority },
             (EcnMarked, Some(priority)) => Meaning::EcnMarked { priority },
+            (PhySymbolErrors, None) => Meaning::PhySymbolErrors,
+            (LinkDownEvents, None) => Meaning::LinkDownEvents,
             (PhyErrors(kind), lane) => Meaning::PhyErrors { kind, lane },
             (PcieErrors(kind), None) => Meaning::PcieErrors { kind },
             // A per-priority kind without {p} (or the reverse) is a table
@@ -545,7 +568,11 @@ mod tests {
             }
             if matches!(
                 rule.kind,
-                LinkPauseFrames(_) | PauseStormEvents(_) | PcieErrors(_)
+                LinkPauseFrames(_)
+                    | PauseStormEvents(_)
+                    | PhySymbolErrors
+                    | LinkDownEvents
+                    | PcieErrors(_)
             ) {
                 assert!(!has_p, "{} has {{p}}", rule.pattern);
             }

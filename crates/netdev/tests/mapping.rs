@@ -140,6 +140,10 @@ fn mlx5_connectx7_all_priorities() {
     assert_eq!(count(&stats, port("rx_port")), 77);
     assert_eq!(count(&stats, port("tx_port")), 5);
     assert_eq!(count(&stats, port("rx_out_of_buffer")), 4242);
+    // The 64-bit physical counters that stand in for the IB PMA's 16-bit
+    // symbol_error and 8-bit link_downed.
+    assert_eq!(count(&stats, Meaning::PhySymbolErrors), 752694);
+    assert_eq!(count(&stats, Meaning::LinkDownEvents), 164242);
     // The physical-layer and PCIe groups (en_stats.c
     // pport_phy_statistical_*, pcie_perf_stats_desc*).
     let phy = |kind, lane| Meaning::PhyErrors { kind, lane };
@@ -151,10 +155,11 @@ fn mlx5_connectx7_all_priorities() {
     assert_eq!(count(&stats, pcie("tx_signal_integrity")), 14421);
     assert_eq!(count(&stats, pcie("outbound_buffer_overflow")), 442220);
     // 8 × (pause rx/tx, duration rx/tx, transition rx, 3 per-TC, per-prio
-    // discards) + link rx/tx + 2 storm + 3 port discards + 6 phy (corrected
-    // bits total and 4 lanes, PCS symbol errors) + 3 PCIe; the other ~1,380
-    // counters of the listing have no meaning and are not exported.
-    assert_eq!(stats.len(), 8 * 9 + 2 + 2 + 3 + 6 + 3);
+    // discards) + link rx/tx + 2 storm + 3 port discards + symbol errors and
+    // link down events + 6 phy (corrected bits total and 4 lanes, PCS symbol
+    // errors) + 3 PCIe; the other ~1,380 counters of the listing have no
+    // meaning and are not exported.
+    assert_eq!(stats.len(), 8 * 9 + 2 + 2 + 3 + 2 + 6 + 3);
 }
 
 #[test]
