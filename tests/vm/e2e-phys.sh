@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e-phys.sh [-t SEC]  --  the physical-layer source against a real kernel.
 #
-# Boots the Soft-RoCE VM (tests/vm/run.sh) with rxe0 on an e1000e that sits
+# Boots the Soft-RoCE VM (tests/vm/run.sh) with rxe0 on a virtio-net-pci (with
+# its AER capability, aer=on) that sits
 # behind a pcie-root-port of the q35 machine, and the qemu monitor on a unix
 # socket. The guest (guest/e2e-phys.sh) runs the exporter and asks, through
 # files in the shared folder, for two events this script makes with the
@@ -35,6 +36,7 @@ VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
 OUT=${E2E_OUT:-$ROOT/target/vm-phys}
 vm_image "$VM"
 exporter_binary
+command -v setpci >/dev/null || { log "setpci (pciutils) missing on the host"; exit 2; }
 rm -rf "$OUT"; mkdir -p "$OUT/guest"
 MON=$OUT/monitor.sock
 
@@ -62,25 +64,19 @@ print(drain().decode(errors="replace").replace("\r", ""))
 EOF
 }
 
-log "guest run (e1000e behind pcie-root-port, limit ${TIMEOUT}s)"
-bash "$HERE/run.sh" -t "$TIMEOUT" --nic-model e1000e --root-port --monitor "$MON" \
+log "guest run (virtio-net-pci with AER behind pcie-root-port, limit ${TIMEOUT}s)"
+bash "$HERE/run.sh" -t "$TIMEOUT" --nic-model virtio-net-pci --root-port --monitor "$MON" \
   --share "$OUT/guest" -l "$OUT/console.log" -a "$BIN:/guest/roce_exporter" \
+  -a "$(command -v setpci):/usr/bin/setpci" \
   "$VM" "$HERE/guest/e2e-phys.sh" &
 RUN=$!
-aer_done=0 flap_done=0
+aer_done=0
 while kill -0 "$RUN" 2>/dev/null; do
   if ((!aer_done)) && [[ -e $OUT/guest/want-aer ]]; then
     reply=$(monitor "pcie_aer_inject_error nic0 BAD_TLP" 2>&1 || true)
     printf '%s\n' "$reply" > "$OUT/aer-inject.txt"
     echo "pcie_aer_inject_error nic0 BAD_TLP" > "$OUT/guest/aer-injected"
     aer_done=1
-  fi
-  if ((!flap_done)) && [[ -e $OUT/guest/want-flap ]]; then
-    monitor "set_link nic0 off" > "$OUT/set-link.txt" 2>&1 || true
-    sleep 3
-    monitor "set_link nic0 on" >> "$OUT/set-link.txt" 2>&1 || true
-    echo "set_link nic0 off/on" > "$OUT/guest/flapped"
-    flap_done=1
   fi
   sleep 0.5
 done

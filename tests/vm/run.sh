@@ -25,8 +25,9 @@
 #   --nic-model MODEL      virtio-net-pci (default), e1000, e1000e
 #   --append "ARGS"        extra kernel command line (sr.ip0=, sr.rxe=0, sr.quiet=1)
 #   --root-port            put each NIC behind its own pcie-root-port (PCIe
-#                          AER reaches the guest's AER driver through it); the
-#                          NICs' qdev ids are nic0, nic1, ...
+#                          AER reaches the guest's AER driver through it;
+#                          virtio-net-pci gets aer=on); the NICs' qdev ids
+#                          are nic0, nic1, ...
 #   --monitor PATH         the qemu human monitor on unix socket PATH (for the
 #                          host: pcie_aer_inject_error, set_link)
 #   --shell                interactive shell on the console instead of a script
@@ -142,6 +143,8 @@ for ((i = 0; i < NICS; i++)); do
   if ((ROOT_PORT)); then
     NETARGS+=(-device "pcie-root-port,id=rp$i,chassis=$((i + 1)),slot=$((i + 1))")
     BUS=",bus=rp$i"
+    # virtio-pci has the AER capability only when asked for
+    [[ $NIC_MODEL == virtio-net-pci ]] && BUS+=",aer=on"
   fi
   NETARGS+=(-netdev "hubport,id=n$i,hubid=0"
             -device "$NIC_MODEL,netdev=n$i,id=nic$i$BUS,mac=52:54:00:00:00:$(printf %02x $((i + 1)))")

@@ -111,13 +111,26 @@ pub struct PhysReader {
     calls: PhysCalls,
 }
 
-/// The PCI address a sysfs `device` link points at, if it is one.
-fn pci_address(device_link: &Path) -> Option<String> {
-    let target = std::fs::read_link(device_link).ok()?;
-    let name = target.file_name()?.to_str()?.to_string();
+fn is_pci_address(name: &str) -> bool {
     // dddd:bb:dd.f
     let b = name.as_bytes();
-    (b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.').then_some(name)
+    b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.'
+}
+
+/// The PCI function behind a netdev's `device` link, with its address: the
+/// device itself (mlx5, bnxt_en, ice), or its parent for drivers whose
+/// netdev hangs off a bus device of their own (virtio-net: `virtio0` under
+/// the PCI function).
+fn pci_function(device_link: &Path) -> Option<(String, PathBuf)> {
+    let dev = std::fs::canonicalize(device_link).ok()?;
+    let found = [Some(dev.as_path()), dev.parent()]
+        .into_iter()
+        .flatten()
+        .find_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            is_pci_address(name).then(|| (name.to_string(), p.to_path_buf()))
+        });
+    found
 }
 
 impl PhysReader {
@@ -171,15 +184,15 @@ impl PhysReader {
             if target.name.is_empty() || target.name.contains('/') || target.name.starts_with('.') {
                 continue;
             }
-            let device = net.join(&target.name).join("device");
+            let function = pci_function(&net.join(&target.name).join("device"));
             let mut n = PhysNetdev {
                 name: target.name.clone(),
                 rdma: target.rdma.clone(),
-                pci: pci_address(&device),
+                pci: function.as_ref().map(|(a, _)| a.clone()),
                 ..PhysNetdev::default()
             };
-            if n.pci.is_some() {
-                n.aer = read_aer(&device, errors);
+            if let Some((_, dir)) = &function {
+                n.aer = read_aer(dir, errors);
                 self.calls.aer_files += 3;
             }
             if let Some(fec) = self.fec.as_deref_mut() {

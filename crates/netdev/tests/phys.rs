@@ -470,3 +470,46 @@ fn modules_are_read_on_their_own_cadence() {
     assert!(errors.is_empty(), "{errors:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// virtio-net's netdev hangs off `virtio0`, a device of the virtio bus
+/// below the PCI function: the AER files are the function's, one level up.
+#[test]
+fn virtio_net_aer_is_read_from_the_pci_function_above_it() {
+    let dir = std::env::temp_dir().join(format!("roce-phys-virtio-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let function = dir.join("devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+    std::fs::create_dir_all(function.join("virtio0")).unwrap();
+    std::fs::write(
+        function.join("aer_dev_correctable"),
+        "RxErr 0\nBadTLP 1\nTOTAL_ERR_COR 1\n",
+    )
+    .unwrap();
+    let net = dir.join("class/net/eth0");
+    std::fs::create_dir_all(&net).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0/virtio0",
+        net.join("device"),
+    )
+    .unwrap();
+    let mut reader = roce_netdev::phys::PhysReader::new(roce_netdev::phys::PhysOptions {
+        sysfs: dir.clone(),
+        module_interval: std::time::Duration::from_secs(300),
+    });
+    let mut errors = Vec::new();
+    let snap = reader.read(
+        &[Target {
+            name: "eth0".into(),
+            rdma: None,
+        }],
+        &[],
+        std::time::Duration::ZERO,
+        &mut errors,
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(snap.netdevs[0].pci.as_deref(), Some("0000:01:00.0"));
+    assert_eq!(
+        snap.netdevs[0].aer.correctable.as_ref().unwrap().total,
+        Some(1)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
