@@ -103,14 +103,24 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
         let netdev = p.netdev.as_deref();
         let wide = netdev_wide(ctx, p, Meaning::LinkDownEvents, window).map(|inc| {
             let n = netdev.unwrap_or_default();
-            (inc, "link_down_events_phy (ethtool)", format!("ethtool -S {n} | grep link_down_events_phy"))
+            (
+                inc,
+                "link_down_events_phy (ethtool)",
+                format!("ethtool -S {n} | grep link_down_events_phy"),
+            )
         });
         let carrier = || {
             let n = netdev?;
             ctx.history
                 .netdev(n)
                 .increase(Value::CarrierDown, window)
-                .map(|inc| (inc, "carrier_down_count", format!("cat /sys/class/net/{n}/carrier_down_count")))
+                .map(|inc| {
+                    (
+                        inc,
+                        "carrier_down_count",
+                        format!("cat /sys/class/net/{n}/carrier_down_count"),
+                    )
+                })
         };
         let pma = || {
             ctx.history
@@ -120,7 +130,10 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
                     (
                         inc,
                         "link_downed",
-                        format!("cat /sys/class/infiniband/{}/ports/{}/counters/link_downed", d.name, p.number),
+                        format!(
+                            "cat /sys/class/infiniband/{}/ports/{}/counters/link_downed",
+                            d.name, p.number
+                        ),
                     )
                 })
         };
