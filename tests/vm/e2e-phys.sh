@@ -70,13 +70,22 @@ bash "$HERE/run.sh" -t "$TIMEOUT" --nic-model virtio-net-pci --root-port --monit
   -a "$(command -v setpci):/usr/bin/setpci" \
   "$VM" "$HERE/guest/e2e-phys.sh" &
 RUN=$!
-aer_done=0
+aer_done=0 flap_done=0
 while kill -0 "$RUN" 2>/dev/null; do
   if ((!aer_done)) && [[ -e $OUT/guest/want-aer ]]; then
-    reply=$(monitor "pcie_aer_inject_error nic0 BAD_TLP" 2>&1 || true)
-    printf '%s\n' "$reply" > "$OUT/aer-inject.txt"
-    echo "pcie_aer_inject_error nic0 BAD_TLP" > "$OUT/guest/aer-injected"
+    # BAD_TLP: correctable; 0x4000: PCI_ERR_UNC_COMP_TIME, nonfatal by default
+    monitor "pcie_aer_inject_error nic0 BAD_TLP" > "$OUT/aer-inject.txt" 2>&1 || true
+    sleep 2
+    monitor "pcie_aer_inject_error nic0 0x4000" >> "$OUT/aer-inject.txt" 2>&1 || true
+    printf 'pcie_aer_inject_error nic0 BAD_TLP\npcie_aer_inject_error nic0 0x4000\n' > "$OUT/guest/aer-injected"
     aer_done=1
+  fi
+  if ((!flap_done)) && [[ -e $OUT/guest/want-flap ]]; then
+    monitor "set_link nic0 off" > "$OUT/set-link.txt" 2>&1 || true
+    sleep 3
+    monitor "set_link nic0 on" >> "$OUT/set-link.txt" 2>&1 || true
+    echo "set_link nic0 off/on" > "$OUT/guest/flapped"
+    flap_done=1
   fi
   sleep 0.5
 done

@@ -2,14 +2,15 @@
 # Guest side of tests/vm/e2e-phys.sh: the physical-layer source against a
 # real kernel. The NIC (virtio-net-pci with AER) sits behind a
 # pcie-root-port; the host
-# injects a correctable AER error with qemu's `pcie_aer_inject_error` and
-# toggles the link with `set_link` when this script asks (files in the
-# --share folder: want-aer / aer-injected), and toggles the link itself
-# (ip link set down/up). Checks,
+# injects AER errors with qemu's `pcie_aer_inject_error` (a correctable one,
+# then a nonfatal Completion Timeout) and toggles the link with `set_link`
+# when this script asks (files in the --share folder: want-aer /
+# aer-injected, want-flap / flapped). Checks,
 # printing ok/FAIL lines:
-#   - the kernel's aer_dev_correctable of the NIC function moved, and the
-#     exporter's roce_pcie_aer_errors_total{role="nic",severity="correctable"}
-#     shows the new total; /findings has pcie_aer_errors for the NIC;
+#   - the kernel's AER totals of the NIC function moved (correctable where
+#     qemu forwards ERR_COR, 8.0 on; nonfatal), the exporter's
+#     roce_pcie_aer_errors_total{role="nic",severity=...} shows the new
+#     totals, and /findings has pcie_aer_errors for the NIC;
 #   - carrier_down_count moved, roce_netdev_carrier_transitions_total
 #     {direction="down"} shows it, and /findings has link_flap for rxe0
 #     with carrier_down_count as its evidence;
@@ -51,9 +52,19 @@ if grep -q 'DevCtl:.*CorrErr-' "$O/lspci-nic.txt"; then
     && echo "note: error reporting was off in $PCI's Device Control (Linux 6.1); enabled with setpci"
   lspci -vvv -s "$PCI" | grep 'DevCtl:' >> "$O/lspci-nic.txt"
 fi
+# qemu before 8.0 forwards no ERR_COR at all and an uncorrectable error only
+# where SERR# is enabled (pcie_aer_msg_alldev before "hw/pci/aer: Implement
+# PCI_ERR_UNCOR_MASK register"/"Add missing routing for AER errors",
+# QEMU 8.0): SERR# on the NIC and on the root port, and the root port's
+# bridge control SERR#, so that the host's nonfatal injection reaches the
+# AER driver.
+RP=$(basename "$(dirname "$DEV")")
+setpci -s "$PCI" COMMAND=0100:0100 && setpci -s "$RP" COMMAND=0100:0100 \
+  && setpci -s "$RP" BRIDGE_CONTROL=0002:0002 && echo "note: SERR# enabled on $PCI and $RP"
 ls "$DEV" > "$O/nic-sysfs.txt" 2>&1
 dmesg | grep -iE 'aer|pcieport' > "$O/dmesg-aer-boot.txt" 2>&1
 total() { awk '$1 ~ /^TOTAL_ERR_COR$/ { print $2 }' "$DEV/aer_dev_correctable" 2>/dev/null; }
+nonfatal() { awk '$1 ~ /^TOTAL_ERR_NONFATAL$/ { print $2 }' "$DEV/aer_dev_nonfatal" 2>/dev/null; }
 carrier_down() { cat "/sys/class/net/$IF/carrier_down_count" 2>/dev/null; }
 [[ -r $DEV/aer_dev_correctable ]] && ok "aer_dev_correctable present: $(total)" || bad "no $DEV/aer_dev_correctable (AER capability or CONFIG_PCIEAER missing)"
 
@@ -89,23 +100,39 @@ grep -q '^roce_fec_' "$O/scrape-before.txt" && bad "FEC families on $DRV (it has
 grep -q '^roce_module_' "$O/scrape-before.txt" && bad "module families on $DRV" || ok "no module families on $DRV"
 [[ "$(val 'roce_collector_success{collector="phys"}' scrape-before.txt)" == 1 ]] && ok "phys collector success" || bad "phys collector not successful"
 
-step "asking the host for a correctable AER error"
+step "asking the host for AER errors (a correctable one, then a nonfatal one)"
+nf_before=$(nonfatal)
 touch "$O/want-aer"
-wait_file aer-injected && ok "host injected: $(cat "$O/aer-injected")" || bad "host did not inject"
+wait_file aer-injected && ok "host injected: $(tr '\n' ' ' < "$O/aer-injected")" || bad "host did not inject"
 deadline=$((SECONDS + 20))
-while ((SECONDS < deadline)) && [[ "$(total)" == "$before" ]]; do sleep 0.3; done
-after=$(total)
+while ((SECONDS < deadline)) && [[ "$(total)" == "$before" && "$(nonfatal)" == "$nf_before" ]]; do sleep 0.3; done
+sleep 1
+after=$(total) nf_after=$(nonfatal)
 dmesg | grep -iE 'aer|pcieport' > "$O/dmesg-aer.txt" 2>&1
-[[ -n $after && $after != "$before" ]] && ok "kernel TOTAL_ERR_COR $before -> $after" || bad "kernel TOTAL_ERR_COR did not move ($before -> $after)"
-scrape_until scrape-aer.txt "roce_pcie_aer_errors_total{$NIC,severity=\"correctable\"}" "$after" \
-  && ok "exporter shows TOTAL_ERR_COR $after" || bad "exporter did not show $after"
+lspci -vvv -s "$RP" > "$O/lspci-root-port-after.txt" 2>&1
+if [[ $after != "$before" ]]; then
+  ok "kernel TOTAL_ERR_COR $before -> $after"
+  scrape_until scrape-aer.txt "roce_pcie_aer_errors_total{$NIC,severity=\"correctable\"}" "$after" \
+    && ok "exporter shows TOTAL_ERR_COR $after" || bad "exporter did not show TOTAL_ERR_COR $after"
+else
+  echo "note: TOTAL_ERR_COR did not move ($before): qemu before 8.0 forwards no ERR_COR"
+fi
+if [[ -n $nf_after && $nf_after != "$nf_before" ]]; then
+  ok "kernel TOTAL_ERR_NONFATAL $nf_before -> $nf_after"
+  scrape_until scrape-aer.txt "roce_pcie_aer_errors_total{$NIC,severity=\"nonfatal\"}" "$nf_after" \
+    && ok "exporter shows TOTAL_ERR_NONFATAL $nf_after" || bad "exporter did not show TOTAL_ERR_NONFATAL $nf_after"
+fi
+[[ $after != "$before" || $nf_after != "$nf_before" ]] || bad "no AER counter moved in the kernel (TOTAL_ERR_COR $before, TOTAL_ERR_NONFATAL $nf_before)"
 sleep 2
 scrape /findings findings-aer.json
 grep -q '"pcie_aer_errors"' "$O/findings-aer.json" && ok "finding pcie_aer_errors" || bad "no pcie_aer_errors finding"
 
 down=$(carrier_down)
-step "toggling the link (carrier_down_count $down)"
-ip link set "$IF" down && sleep 2 && ip link set "$IF" up
+step "asking the host to toggle the link (carrier_down_count $down)"
+# set_link: virtio-net keeps its carrier on an administrative down, so the
+# link is taken away under it, as a pulled cable would
+touch "$O/want-flap"
+wait_file flapped && ok "host toggled the link" || bad "host did not toggle the link"
 deadline=$((SECONDS + 20))
 while ((SECONDS < deadline)) && [[ "$(carrier_down)" == "$down" ]]; do sleep 0.3; done
 down2=$(carrier_down)
