@@ -35,6 +35,9 @@ pub struct Config {
     pub rules: RulesConfig,
     /// HTTP server limits.
     pub web: WebLimits,
+    /// What NCCL jobs on this host really used, from their debug logs and
+    /// Inspector output (off by default).
+    pub nccl: NcclConfig,
 }
 
 impl Default for Config {
@@ -48,6 +51,63 @@ impl Default for Config {
             expect: Expectations::default(),
             rules: RulesConfig::default(),
             web: WebLimits::default(),
+            nccl: NcclConfig::default(),
+        }
+    }
+}
+
+/// The NCCL source: directories NCCL jobs write into, read incrementally.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NcclConfig {
+    pub enabled: bool,
+    /// Where jobs write `NCCL_DEBUG=INFO` logs (`NCCL_DEBUG_FILE=<dir>/nccl.%h.%p.log`).
+    pub log_dir: Option<std::path::PathBuf>,
+    /// Where the NCCL Inspector writes (`NCCL_INSPECTOR_DUMP_DIR`), JSON or
+    /// its Prometheus-mode `.prom` files.
+    pub inspector_dir: Option<std::path::PathBuf>,
+    /// Time between reads of the directories (the source's own cadence;
+    /// between reads it hands on what it has).
+    #[serde(deserialize_with = "duration")]
+    pub interval: Duration,
+    /// How long a transport, version or bandwidth sample stays reported.
+    #[serde(deserialize_with = "duration")]
+    pub window: Duration,
+    /// A file not written for this long belongs to a finished job and is
+    /// forgotten.
+    #[serde(deserialize_with = "duration")]
+    pub idle_expiry: Duration,
+    /// Files tracked per directory (the most recently written).
+    #[serde(deserialize_with = "at_least_one")]
+    pub max_files: usize,
+    /// Bytes read per directory per read.
+    #[serde(deserialize_with = "at_least_one_u64")]
+    pub max_bytes_per_read: u64,
+    /// Collectives smaller than this are not bandwidth samples.
+    #[serde(deserialize_with = "at_least_one_u64")]
+    pub busbw_min_bytes: u64,
+    /// `nccl_busbw_below_line_rate` fires below this share of the line rate
+    /// of the NICs NCCL used.
+    #[serde(deserialize_with = "share")]
+    pub min_line_rate_fraction: f64,
+    /// Keep the pid of the NCCL process as a label (one series per job).
+    pub job_labels: bool,
+}
+
+impl Default for NcclConfig {
+    fn default() -> Self {
+        NcclConfig {
+            enabled: false,
+            log_dir: None,
+            inspector_dir: None,
+            interval: Duration::from_secs(30),
+            window: Duration::from_secs(15 * 60),
+            idle_expiry: Duration::from_secs(3600),
+            max_files: 1024,
+            max_bytes_per_read: 8 << 20,
+            busbw_min_bytes: roce_nccl::aggregate::DEFAULT_BUSBW_MIN_BYTES,
+            min_line_rate_fraction: 0.7,
+            job_labels: false,
         }
     }
 }
@@ -953,6 +1013,18 @@ fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     number(d, |v: &usize| *v >= 1, "at least 1")
 }
 
+fn at_least_one_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    number(d, |v: &u64| *v >= 1, "at least 1")
+}
+
+fn share<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    number(
+        d,
+        |v: &f64| v.is_finite() && *v > 0.0 && *v <= 1.0,
+        "a share above 0 and at most 1 (e.g. 0.7)",
+    )
+}
+
 fn request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     number(
         d,
@@ -1281,5 +1353,13 @@ mod example_file {
         assert_eq!(c.web, d.web);
         assert_eq!(c.rules, d.rules);
         assert_eq!(c.expect.mtu, Some(9000));
+        assert_eq!(
+            c.nccl,
+            NcclConfig {
+                log_dir: Some("/var/log/nccl".into()),
+                inspector_dir: Some("/var/lib/nccl-inspector".into()),
+                ..d.nccl
+            }
+        );
     }
 }

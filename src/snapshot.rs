@@ -36,6 +36,9 @@ pub struct Snapshot {
     pub phys: Option<roce_netdev::phys::PhysSnapshot>,
     /// Latest results of the verbs probes (their own thread; `roce-probe`).
     pub probes: Option<roce_probe::ProbeResults>,
+    /// What NCCL jobs on this host used (their debug logs and Inspector
+    /// output; `nccl.enabled`).
+    pub nccl: Option<crate::sources::nccl::NcclSnapshot>,
     /// Active findings after this sample (rules over the history, with the
     /// hold time applied).
     pub findings: Vec<crate::rules::Finding>,

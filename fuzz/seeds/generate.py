@@ -284,6 +284,18 @@ def structured():
             s.add(f"byte-{b}", bytes([b]))
 
 
+# ---- nccl_parsers: the NCCL fixtures (logs and Inspector output laid out
+# from NCCL's format strings), whole and line by line
+def nccl():
+    s = Seeds("nccl_parsers")
+    base = os.path.join(FIXTURES, "nccl")
+    for sub in ["logs", "inspector"]:
+        d = os.path.join(base, sub)
+        for n in sorted(os.listdir(d)):
+            data = read(os.path.join(d, n))
+            s.add(f"{sub}-{n}", data)
+            for i, line in enumerate(data.splitlines()):
+                s.add(f"{sub}-{n}-line{i}", line + b"\n")
 # ---- phys: the recorded FEC, module EEPROM and devlink replies of
 # crates/netdev/tests/fixtures/phys (as text and as bytes) and AER files.
 def phys_hex_bytes(text):
@@ -324,6 +336,7 @@ def main():
     configs()
     http()
     structured()
+    nccl()
     phys()
     for t in sorted(os.listdir(HERE)):
         d = os.path.join(HERE, t)

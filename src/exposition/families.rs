@@ -33,6 +33,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
         ),
         ("Verbs probes", super::probes::FAMILIES.iter().collect()),
         (
+            "NCCL (what jobs used, from their logs and Inspector output)",
+            super::nccl::FAMILIES.iter().collect(),
+        ),
+        (
             "Findings (rules; details at /findings)",
             super::findings::FAMILIES.iter().collect(),
         ),

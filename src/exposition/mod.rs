@@ -19,6 +19,7 @@ pub mod exporter;
 pub mod families;
 pub mod findings;
 pub mod hw_counters;
+pub mod nccl;
 pub mod netdev;
 pub mod phys;
 pub mod probes;
@@ -397,6 +398,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     phys::collect(snapshot, &mut out);
     topology::collect(snapshot, &mut out);
     probes::collect(snapshot, &mut out);
+    nccl::collect(snapshot, &mut out);
     findings::collect(snapshot, &mut out);
     out
 }

@@ -22,6 +22,7 @@ pub mod exporter;
 pub mod fabric;
 pub mod history;
 pub mod nccl;
+pub mod nccl_seen;
 pub mod phys;
 pub mod ports;
 pub mod probes;
@@ -149,6 +150,7 @@ pub fn all() -> Vec<&'static Rule> {
     rules.extend(topology::RULES);
     rules.extend(phys::RULES);
     rules.extend(probes::RULES);
+    rules.extend(nccl_seen::RULES);
     rules.extend(exporter::RULES);
     rules
 }

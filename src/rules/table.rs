@@ -41,6 +41,8 @@ pub enum Area {
     GpuDirect,
     /// The loopback verbs probes.
     Probe,
+    /// What NCCL jobs on the host used (their logs and Inspector output).
+    Nccl,
     /// The exporter itself (its collectors).
     Exporter,
 }
@@ -143,6 +145,9 @@ rule_table! {
     RdmaDeviceMissing = "rdma_device_missing", [Critical], None, ["devices"], Port;
     RdmaDeviceGone = "rdma_device_gone", [Critical], None, ["devices"], Port;
     RdmaPortGone = "rdma_port_gone", [Critical], None, [], Port;
+    NcclSocketTransport = "nccl_socket_transport", [Critical], None, [], Nccl;
+    NcclGdrNotUsed = "nccl_gdr_not_used", [Warning], None, [], Nccl;
+    NcclBusbwBelowLineRate = "nccl_busbw_below_line_rate", [Warning], None, [], Nccl;
     ModuleRxPowerLow = "module_rx_power_low", [Warning, Critical], None, [], LinkErrors;
     ModuleTemperatureHigh = "module_temperature_high", [Warning, Critical], None, [], LinkErrors;
     ModuleLaneImbalance = "module_lane_imbalance", [Warning], Some("module_lane_imbalance"), [], LinkErrors;
