@@ -341,6 +341,38 @@ def errors(c, params):
                   "roce_port_transmit_discards_total"),
         port_rate("ICRC errors", "RoCE packets received with an invalid ICRC.",
                   "roce_icrc_errors_total"),
+        ts("Pre-FEC bit error rate", "FEC corrected bits per bit at the netdev's speed "
+           "(ethtool netlink FEC_GET). Above 1e-5 is the fec_ber_high finding.", "sci",
+           [target(f"rate(roce_fec_corrected_bits_total{{{d}, lane=\"\"}}[{RI}])\n"
+                   f"  / ignoring(lane) (8 * roce_netdev_speed_bytes_per_second{{{d}}} > 0)",
+                   "{{instance}} {{netdev}}")]),
+        ts("FEC uncorrectable blocks", "Codewords FEC could not correct: frames lost on the "
+           "link (fec_uncorrectable).", "short",
+           [target(f"increase(roce_fec_uncorrectable_blocks_total{{{d}, lane=\"\"}}[{RI}])",
+                   "{{instance}} {{netdev}}")]),
+        ts("Module Rx power per lane", "Optical power each lane of the module receives, in "
+           "dBm; compare with the module's own low warning threshold "
+           "(module_rx_power_low) and with the other lanes (module_lane_imbalance).", "dBm",
+           [target(f"10 * log10(roce_module_rx_power_watts{{{d}}} * 1000 > 0)",
+                   "{{instance}} {{netdev}} lane {{lane}}"),
+            target(f"10 * log10(roce_module_threshold{{{d}, monitor=\"rx_power_watts\", "
+                   f"level=\"low_warning\"}} * 1000 > 0)",
+                   "{{instance}} {{netdev}} low warning", ref="B")]),
+        ts("Module temperature", "Case temperature of each module (module_temperature_high "
+           "against the module's own high warning threshold).", "celsius",
+           [target(f"roce_module_temperature_celsius{{{d}}}", "{{instance}} {{netdev}}")]),
+        ts("Carrier down transitions", "Times the netdev's link went down "
+           "(carrier_down_count, what link_flap counts).", "short",
+           [target(f"increase(roce_netdev_carrier_transitions_total{{{d}, direction=\"down\"}}[{RI}])",
+                   "{{instance}} {{netdev}}")]),
+        ts("PCIe AER errors", "AER errors of NIC and GPU PCIe functions by severity "
+           "(pcie_aer_errors: correctable warns, nonfatal and fatal are critical).", "short",
+           [target(f"increase(roce_pcie_aer_errors_total{{{c.n}}}[{RI}])",
+                   "{{instance}} {{role}} {{pci}} {{severity}}")]),
+        ts("devlink health reporters in error", "NIC devlink health reporters (fw, fw_fatal, "
+           "tx, rx, ...) not healthy (devlink_reporter_error).", "short",
+           [target(f"roce_devlink_reporter_healthy{{{c.n}}} == 0",
+                   "{{instance}} {{netdev}} {{reporter}}")]),
         port_rate("Collector read errors", "Single reads (files, netlink, ioctls) that "
                   "failed.", "roce_collector_errors_total"),
     ]
@@ -348,7 +380,8 @@ def errors(c, params):
     panels[-1]["targets"][0]["expr"] = f"rate(roce_collector_errors_total{{{c.n}}}[{RI}])"
     panels[-1]["targets"][0]["legendFormat"] = "{{instance}} {{collector}}"
     return dashboard(c, "roce-errors", "RoCE / Errors",
-                     "Symbol errors and BER, retransmissions, sequence errors, link flaps.",
+                     "Symbol errors and BER, retransmissions, sequence errors, link flaps; "
+                     "FEC, optics, carrier transitions, PCIe AER, devlink health.",
                      panels, params)
 
 

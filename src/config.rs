@@ -120,7 +120,7 @@ pub struct DeviceSelection {
     pub exclude: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetdevSelection {
     /// Netdevs to read although no RDMA port uses them.
@@ -131,7 +131,25 @@ pub struct NetdevSelection {
     /// Folder of recorded `ethtool -S` output (`<netdev>.txt`) and DCB
     /// settings (`<netdev>.dcb`), replayed when the ethtool or DCB source is
     /// off because the paths are not the running kernel's (demo trees).
+    /// The physical-layer sources replay from it too: `<netdev>.fec`,
+    /// `<netdev>.eeprom`, `devlink-health.hex`.
     pub replay: Option<std::path::PathBuf>,
+    /// How often each netdev's pluggable module EEPROM is read: modules are
+    /// slow I2C devices (128 bytes a request at 100-400 kHz, some stretch
+    /// the clock), and their readings change slowly.
+    #[serde(deserialize_with = "duration")]
+    pub module_interval: Duration,
+}
+
+impl Default for NetdevSelection {
+    fn default() -> Self {
+        NetdevSelection {
+            extra: Vec::new(),
+            export_raw_ethtool: Vec::new(),
+            replay: None,
+            module_interval: Duration::from_secs(300),
+        }
+    }
 }
 
 /// `auto`, `true` or `false`.
@@ -183,6 +201,13 @@ pub struct SourceToggles {
     pub ethtool: Toggle,
     /// PFC and APP configuration through rtnetlink DCB.
     pub dcb: Toggle,
+    /// FEC mode and statistics through ethtool netlink (`FEC_GET`).
+    pub fec: Toggle,
+    /// Pluggable module EEPROM through ethtool netlink
+    /// (`MODULE_EEPROM_GET`), every `netdevs.module_interval`.
+    pub module_eeprom: Toggle,
+    /// devlink health reporters of the NICs (devlink generic netlink).
+    pub devlink: Toggle,
     /// GPU names and UUIDs from NVML (`libnvidia-ml.so.1`, loaded at run
     /// time); GPUs and their placement come from sysfs either way.
     pub nvml: Toggle,
@@ -197,6 +222,9 @@ impl Default for SourceToggles {
             rdma_netlink: Toggle::Auto,
             ethtool: Toggle::Auto,
             dcb: Toggle::Auto,
+            fec: Toggle::Auto,
+            module_eeprom: Toggle::Auto,
+            devlink: Toggle::Auto,
             nvml: Toggle::Auto,
             netlink_timeout: Duration::from_secs(1),
         }
@@ -336,6 +364,23 @@ pub struct RulesConfig {
     pub probe_failures: ProbeFailureRule,
     /// Mean probe RTT over the window against the mean before it.
     pub probe_latency_regression: ProbeLatencyRule,
+    /// Pre-FEC bit error rate (FEC corrected bits over the bits the link
+    /// carried) above `max_ber` over the window.
+    pub fec_ber: BerRule,
+    /// Uncorrectable FEC codewords within the window.
+    pub fec_uncorrectable: WindowRule,
+    /// AER errors on a NIC's or GPU's PCIe link within the window.
+    pub pcie_aer: WindowRule,
+    /// devlink health reporter errors within the window.
+    pub devlink_health: WindowRule,
+    /// A module lane whose Rx power is below its siblings' median divided
+    /// by `factor` (2 = 3 dB).
+    pub module_lane_imbalance: LaneRule,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaneRule {
+    pub factor: f64,
 }
 
 impl Default for RulesConfig {
@@ -412,6 +457,20 @@ impl Default for RulesConfig {
                 window: minute,
                 per_second: 0.0,
             },
+            fec_ber: BerRule {
+                window: Duration::from_secs(300),
+                max_ber: 1e-5,
+            },
+            fec_uncorrectable: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            pcie_aer: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            devlink_health: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            module_lane_imbalance: LaneRule { factor: 2.0 },
             discards_growing: RateRule {
                 window: minute,
                 per_second: 100.0,
@@ -559,6 +618,11 @@ struct RawRules {
     host_ring_drops: Option<RawRule>,
     probe_failures: Option<RawRule>,
     probe_latency_regression: Option<RawRule>,
+    fec_ber: Option<RawRule>,
+    fec_uncorrectable: Option<RawRule>,
+    pcie_aer: Option<RawRule>,
+    devlink_health: Option<RawRule>,
+    module_lane_imbalance: Option<RawRule>,
 }
 
 /// One rule's overrides. Which keys a rule takes is checked when merging.
@@ -685,6 +749,16 @@ impl TryFrom<RawRules> for RulesConfig {
         if let Some(f) = raw.probe_latency_regression.as_ref().and_then(|r| r.factor) {
             c.probe_latency_regression.factor = f;
         }
+        window(&raw.fec_ber, &mut c.fec_ber.window);
+        if let Some(b) = raw.fec_ber.as_ref().and_then(|r| r.max_ber) {
+            c.fec_ber.max_ber = b;
+        }
+        window(&raw.fec_uncorrectable, &mut c.fec_uncorrectable.window);
+        window(&raw.pcie_aer, &mut c.pcie_aer.window);
+        window(&raw.devlink_health, &mut c.devlink_health.window);
+        if let Some(f) = raw.module_lane_imbalance.as_ref().and_then(|r| r.factor) {
+            c.module_lane_imbalance.factor = f;
+        }
         if let Some(m) = raw.mtu_below_jumbo.as_ref().and_then(|r| r.min_mtu) {
             c.mtu_below_jumbo.min_mtu = m;
         }
@@ -723,6 +797,15 @@ impl TryFrom<RawRules> for RulesConfig {
                 "probe_latency_regression",
                 &raw.probe_latency_regression,
                 &["window", "factor"][..],
+            ),
+            ("fec_ber", &raw.fec_ber, &["window", "max_ber"][..]),
+            ("fec_uncorrectable", &raw.fec_uncorrectable, &["window"][..]),
+            ("pcie_aer", &raw.pcie_aer, &["window"][..]),
+            ("devlink_health", &raw.devlink_health, &["window"][..]),
+            (
+                "module_lane_imbalance",
+                &raw.module_lane_imbalance,
+                &["factor"][..],
             ),
         ]
         .into_iter()

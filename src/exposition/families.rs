@@ -24,6 +24,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
             super::netdev::FAMILIES.iter().collect(),
         ),
         (
+            "Physical layer and device health",
+            super::phys::FAMILIES.iter().collect(),
+        ),
+        (
             "GPU-NIC topology",
             super::topology::FAMILIES.iter().collect(),
         ),

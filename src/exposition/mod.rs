@@ -21,6 +21,7 @@ pub mod findings;
 pub mod hw_counters;
 pub mod nccl;
 pub mod netdev;
+pub mod phys;
 pub mod probes;
 pub mod rdma;
 pub mod topology;
@@ -97,6 +98,10 @@ pub enum FamilyUnit {
     BytesPerSecond,
     TransfersPerSecond,
     Lanes,
+    Celsius,
+    Volts,
+    Amperes,
+    Watts,
 }
 
 impl FamilyUnit {
@@ -108,6 +113,10 @@ impl FamilyUnit {
             FamilyUnit::BytesPerSecond => "bytes_per_second",
             FamilyUnit::TransfersPerSecond => "transfers_per_second",
             FamilyUnit::Lanes => "lanes",
+            FamilyUnit::Celsius => "celsius",
+            FamilyUnit::Volts => "volts",
+            FamilyUnit::Amperes => "amperes",
+            FamilyUnit::Watts => "watts",
         }
     }
 
@@ -386,6 +395,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     exporter::collect(snapshot, build, &mut out);
     rdma::collect(snapshot, &mut out);
     netdev::collect(snapshot, &mut out);
+    phys::collect(snapshot, &mut out);
     topology::collect(snapshot, &mut out);
     probes::collect(snapshot, &mut out);
     nccl::collect(snapshot, &mut out);

@@ -37,6 +37,10 @@ pub enum SubjectKey {
     Netdev(String),
     /// A probe target: device, port, GID index.
     Probe(String, u8, u32),
+    /// A PCI function (NIC or GPU) by address: its AER counts.
+    Pci(String),
+    /// A devlink health reporter: PCI address, reporter name, devlink port.
+    Reporter(String, String, Option<u32>),
 }
 
 /// A value followed over time. Every one is a cumulative counter.
@@ -57,6 +61,17 @@ pub enum Value {
     Stat(Meaning),
     /// A netdev's discards for one reason ([`discards`]).
     Discards(&'static str),
+    /// A netdev's `carrier_down_count` (sysfs).
+    CarrierDown,
+    /// A netdev's FEC corrected bits and uncorrectable codewords (totals).
+    FecCorrectedBits,
+    FecUncorrectable,
+    /// A PCI function's AER totals by severity.
+    AerCorrectable,
+    AerNonfatal,
+    AerFatal,
+    /// A devlink health reporter's error count.
+    ReporterErrors,
     ProbeRequests,
     /// Failed probe rounds, every reason together.
     ProbeFailures,
@@ -279,6 +294,20 @@ impl History {
         self.series(SubjectKey::Netdev(name.to_string()))
     }
 
+    /// The columns of one PCI function.
+    pub fn pci(&self, address: &str) -> Series<'_> {
+        self.series(SubjectKey::Pci(address.to_string()))
+    }
+
+    /// The columns of one devlink health reporter.
+    pub fn reporter(&self, pci: &str, name: &str, port: Option<u32>) -> Series<'_> {
+        self.series(SubjectKey::Reporter(
+            pci.to_string(),
+            name.to_string(),
+            port,
+        ))
+    }
+
     /// The columns of one probe target.
     pub fn probe(&self, device: &str, port: u8, gid_index: u32) -> Series<'_> {
         self.series(SubjectKey::Probe(device.to_string(), port, gid_index))
@@ -432,7 +461,13 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
                 values.push((Value::Discards(reason), v));
             }
         }
+        if let Some(v) = n.carrier.down {
+            values.push((Value::CarrierDown, v));
+        }
         take(SubjectKey::Netdev(n.name.clone()), &values);
+    }
+    if let Some(phys) = &s.phys {
+        followed_phys(phys, take);
     }
     for (t, st) in s.probes.iter().flat_map(|r| r.targets.iter()) {
         let failures = st
@@ -450,6 +485,51 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
                 (Value::ProbeRttCount, st.rtt.count),
                 (Value::ProbeRttSumNanos, rtt_nanos),
             ],
+        );
+    }
+}
+
+/// The physical-layer values: FEC totals per netdev (its own call, the
+/// netdev's other values were taken above), AER totals per PCI function,
+/// devlink reporter error counts.
+fn followed_phys(phys: &roce_netdev::phys::PhysSnapshot, take: &mut TakeSubject<'_>) {
+    let mut values: Vec<(Value, u64)> = Vec::new();
+    let aer = |pci: &str, a: &roce_netdev::aer::PciAer, take: &mut TakeSubject<'_>| {
+        let mut v = Vec::new();
+        for (value, counts) in [
+            (Value::AerCorrectable, &a.correctable),
+            (Value::AerNonfatal, &a.nonfatal),
+            (Value::AerFatal, &a.fatal),
+        ] {
+            if let Some(total) = counts.as_ref().and_then(|c| c.total) {
+                v.push((value, total));
+            }
+        }
+        take(SubjectKey::Pci(pci.to_string()), &v);
+    };
+    for n in &phys.netdevs {
+        values.clear();
+        if let Some(fec) = &n.fec {
+            if let Some(c) = &fec.corrected_bits {
+                values.push((Value::FecCorrectedBits, c.total));
+            }
+            if let Some(c) = &fec.uncorrectable_blocks {
+                values.push((Value::FecUncorrectable, c.total));
+            }
+        }
+        take(SubjectKey::Netdev(n.name.clone()), &values);
+        if let Some(pci) = &n.pci {
+            aer(pci, &n.aer, take);
+        }
+    }
+    for g in &phys.gpus {
+        aer(&g.pci, &g.aer, take);
+    }
+    for r in phys.reporters.iter().flatten() {
+        let r = &r.reporter;
+        take(
+            SubjectKey::Reporter(r.device.clone(), r.name.clone(), r.port),
+            &[(Value::ReporterErrors, r.errors)],
         );
     }
 }

@@ -148,6 +148,13 @@ rule_table! {
     NcclSocketTransport = "nccl_socket_transport", [Critical], None, [], Nccl;
     NcclGdrNotUsed = "nccl_gdr_not_used", [Warning], None, [], Nccl;
     NcclBusbwBelowLineRate = "nccl_busbw_below_line_rate", [Warning], None, [], Nccl;
+    ModuleRxPowerLow = "module_rx_power_low", [Warning, Critical], None, [], LinkErrors;
+    ModuleTemperatureHigh = "module_temperature_high", [Warning, Critical], None, [], LinkErrors;
+    ModuleLaneImbalance = "module_lane_imbalance", [Warning], Some("module_lane_imbalance"), [], LinkErrors;
+    FecBerHigh = "fec_ber_high", [Warning], Some("fec_ber"), [], LinkErrors;
+    FecUncorrectable = "fec_uncorrectable", [Warning], Some("fec_uncorrectable"), [], LinkErrors;
+    PcieAerErrors = "pcie_aer_errors", [Warning, Critical], Some("pcie_aer"), [], PcieLink;
+    DevlinkReporterError = "devlink_reporter_error", [Critical, Warning], Some("devlink_health"), [], Port;
     CollectorFailing = "collector_failing", [Warning], None, [], Exporter;
 }
 

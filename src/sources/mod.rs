@@ -16,6 +16,7 @@ use crate::snapshot::{KernelRequests, SourceState};
 
 pub mod nccl;
 pub mod netdev;
+pub mod phys;
 pub mod probe;
 pub mod rdma;
 pub mod rdma_netlink;
@@ -44,6 +45,7 @@ pub enum Part {
     Probes(roce_probe::ProbeResults),
     /// What NCCL jobs used, from their logs and Inspector output.
     Nccl(Box<nccl::NcclSnapshot>),
+    Phys(roce_netdev::phys::PhysSnapshot),
 }
 
 /// What one call of [`Source::sample`] returns.
@@ -103,5 +105,6 @@ pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Ve
         Box::new(topology::TopologySource::new(config, paths)),
         Box::new(probe::ProbeSource::new(config, paths)),
         Box::new(nccl::NcclSource::new(config)),
+        Box::new(phys::PhysSource::new(config, paths)),
     ]
 }

@@ -252,6 +252,7 @@ impl NetdevReader {
             speed_mbps: sys.speed_mbps,
             driver: sys.driver,
             ecn: sys.ecn,
+            carrier: sys.carrier,
             ..Netdev::default()
         };
         if sys.exists {
