@@ -61,8 +61,8 @@ impl DeviceState {
             // is a device without ports: every RDMA device has one, and
             // none listed means the sample fell between the device folder
             // and its port kobjects (`ib_register_device` adds them after
-            // `device_add`; unregistration removes them first). Kept, that
-            // empty layout hid the ports for the device's whole life.
+            // `device_add`; unregistration removes them first). Kept, an
+            // empty layout would hide the ports for the device's whole life.
             self.rescan = ctx.errors.len() > before
                 || self.layout.as_ref().is_some_and(|l| l.ports.is_empty());
         }
