@@ -2,10 +2,10 @@
 //! that rate rules follow, per subject, at the sample times kept.
 //!
 //! Rate rules look back over windows of up to ten minutes. Keeping whole
-//! snapshots for that (every counter of every port, dozens of times) cost
-//! most of the sampler's memory, and reading a value back meant finding
-//! the port and the counter by name in every kept snapshot, for every rule,
-//! every sample. Instead, each sample's followed values are taken once, when
+//! snapshots for that (every counter of every port, dozens of times) would
+//! cost most of the sampler's memory, and reading a value back would mean
+//! finding the port and the counter by name in every kept snapshot, for
+//! every rule, every sample. Instead, each sample's followed values are taken once, when
 //! the sample is pushed ([`History::push`]), into one column per (subject,
 //! value) beside a shared column of sample times; a rule reads a column.
 //!
@@ -336,10 +336,11 @@ impl Series<'_> {
 
     /// Increase of the sum of `values` over the samples within `window`:
     /// the sum of each value's own reset-aware increase, a sample without
-    /// the value being a gap in its column as for a single value. (Summing
-    /// the values each sample had instead made one that failed to read for
-    /// a sample, EIO say, count its whole size as growth when it came back:
-    /// a false spike.) The time covered is the longest of theirs.
+    /// the value being a gap in its column as for a single value, not the
+    /// increase of per-sample sums: a value that fails to read for one
+    /// sample (EIO, say) would make the sum drop and then count the value's
+    /// whole size as growth when it comes back, a false spike. The time
+    /// covered is the longest of theirs.
     pub fn increase_of_sum(&self, values: &[Value], window: Duration) -> Option<Increase> {
         let start = self.window_start(window);
         let mut total: Option<Increase> = None;
