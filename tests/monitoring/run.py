@@ -65,6 +65,8 @@ SUBSTITUTIONS = [
     ("$__range", "1h"),
     ('"$instance"', '".+"'),
     ('"$device"', '".+"'),
+    ('"$cluster"', '".*"'),
+    ('"$job"', '".+"'),
 ]
 
 PROMQL_KEYWORDS = {
@@ -488,7 +490,7 @@ def static():
     errors += check_rule_table()
     errors += check_inhibit_config()
     for where, e in exprs:
-        errors += check_names(where, metric_names(substitute(e)), reference, pending, set())
+        errors += check_names(where, metric_names(substitute(e)), reference, pending, recorded)
     errors += check_runbook()
     print(f"{len(rules)} rules, {len(exprs)} dashboard queries checked")
     return errors
