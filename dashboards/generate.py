@@ -508,6 +508,8 @@ def fleet_variables(c):
 def fleet(c, params):
     fs = f'{c.base}, cluster=~"$cluster", job=~"$job", instance=~"$instance"'
     fd = f'{fs}, device=~"$device"'
+    # rail: series have no instance (they aggregate over the nodes).
+    rd = f'{c.base}, cluster=~"$cluster", job=~"$job", device=~"$device"'
     trouble = 'severity=~"critical|warning"'
     panels = [
         stat("Nodes reporting", "Exporters scraped successfully.", "none",
@@ -552,12 +554,12 @@ def fleet(c, params):
         agg = "sum" if op in ("rate", "increase") else "max"
         p = ts(f"Per rail: {title}", description + " Per rail: the same device and port "
                f"on every node ({agg} over nodes).", unit,
-               [target(f"rail:{metric}:{agg}_{op}{{{fd}}}", "{{device}}/{{port}}")], w=8)
+               [target(f"rail:{metric}:{agg}_{op}{{{rd}}}", "{{device}}/{{port}}")], w=8)
         if threshold:
             with_threshold(p, rule_default(*threshold))
         panels.append(p)
     panels.append(ts("Per rail: ports down", "Ports not up per rail.", "none",
-                     [target(f"rail:roce_ports_down:count{{{fd}}}", "{{device}}/{{port}}")],
+                     [target(f"rail:roce_ports_down:count{{{rd}}}", "{{device}}/{{port}}")],
                      w=8))
     timeline = panel(
         "state-timeline", "Port state (ports down within the range)",
