@@ -224,6 +224,12 @@ def overview(c, params):
         ts("Collector duration", "Time each collector took in the last sample.", "s",
            [target(f"roce_collector_duration_seconds{{{c.n}}}",
                    "{{instance}} {{collector}}")]),
+        table("Netdevs", "Netdevs behind RDMA ports: driver and operational state "
+              "(operstate: up, down, lowerlayerdown, ...).", "none",
+              f"roce_netdev_info{{{d}}}", hide=["Value"], w=12),
+        ts("Missed sample ticks", "Sample ticks skipped because a sample or the sampler's "
+           "scheduling overran sample_interval.", "short",
+           [target(f"increase(roce_sample_ticks_missed_total{{{c.n}}}[{RI}])", "{{instance}}")]),
         table("Devices", "RDMA devices: driver, firmware, board, PCI address, NUMA node.",
               "none", f"roce_device_info{{{d}}}", hide=["Value"]),
     ]
@@ -342,6 +348,9 @@ def errors(c, params):
                   "roce_port_transmit_discards_total"),
         port_rate("ICRC errors", "RoCE packets received with an invalid ICRC.",
                   "roce_icrc_errors_total"),
+        port_rate("Transmit wait", "Ticks the port had data to send but no flow-control "
+                  "credits (port_xmit_wait): back-pressure from the peer.",
+                  "roce_port_transmit_wait_total", unit="short"),
         port_rate("Collector read errors", "Single reads (files, netlink, ioctls) that "
                   "failed.", "roce_collector_errors_total"),
     ]
@@ -366,7 +375,7 @@ def topology(c, params):
         table("RDMA devices", "NUMA node and PCI address of each RDMA device.", "none",
               f"roce_device_info{{{d}}}", hide=["Value"], w=12),
         ts("PCIe link speed", "Per-lane speed of the functions on the way to the root port "
-           "(current and max).", "suffix: T/s",
+           "(current and max).", "si:T/s",
            [target(f"roce_pcie_link_speed_transfers_per_second{{{c.n}}}",
                    "{{instance}} {{pci_address}} {{device}} {{bound}}")]),
         ts("PCIe link width", "Lanes of the functions on the way to the root port.",
@@ -409,6 +418,10 @@ def probes(c, params):
            [target(f"sum by (instance, device, port, reason) "
                    f"(rate(roce_probe_failures_total{{{d}}}[{RI}]))",
                    "{{instance}} {{device}}/{{port}} {{reason}}")]),
+        panel("state-timeline", "Probe success", "1 when the port's last probe round "
+              "succeeded.", "bool_yes_no",
+              [target(f"roce_probe_success{{{d}}}", "{{instance}} {{device}}/{{port}}")],
+              w=24, h=6, options={"showValue": "never", "mergeValues": True}),
         ts("Probe requests", "Probes sent per second.", "cps",
            [target(f"rate(roce_probe_requests_total{{{d}}}[{RI}])",
                    "{{instance}} {{device}}/{{port}}")]),
