@@ -21,6 +21,7 @@ pub mod findings;
 pub mod hw_counters;
 pub mod netdev;
 pub mod probes;
+pub mod process;
 pub mod rdma;
 pub mod topology;
 
@@ -143,6 +144,8 @@ impl Family {
         let mut line = format!("{} Source: {}", self.help, self.source);
         match self.source {
             "build" | "config" => line.push('.'),
+            // the exporter's own process (process.rs), read when encoded
+            s if s.starts_with("/proc/self") => line.push_str("; read at each scrape."),
             _ => {
                 let _ = write!(
                     line,
@@ -383,6 +386,7 @@ impl prometheus_client::collector::Collector for SnapshotCollector {
 pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     let mut out = Vec::new();
     exporter::collect(snapshot, build, &mut out);
+    process::collect(&mut out);
     rdma::collect(snapshot, &mut out);
     netdev::collect(snapshot, &mut out);
     topology::collect(snapshot, &mut out);
