@@ -225,6 +225,24 @@ check "rpm ships binary, unit, config, man page, alerts, dashboards" bash -c "
 check "rpm: config files are %config, no rdma-core requirement" bash -c "
   rpm -qpc '$RPM' | grep -qx /etc/roce_exporter/roce_exporter.yml &&
   ! rpm -qpR '$RPM' | grep -Eiq 'ibverbs|rdma|nvidia'"
+# The scriptlets run with a systemctl that logs its arguments and a stand-in
+# for /run/systemd/system: erase ($1=0) stops and disables, upgrade ($1=1)
+# restarts, and neither touches the unit otherwise.
+rpm_scriptlet() {  # <tag> <$1> <dir>: the systemctl calls the scriptlet makes
+  rpm -qp --qf "%{$1}" "$RPM" | sed "s|/run/systemd/system|$3/run|g" > "$3/script"
+  printf '#!/bin/sh\necho "$*" >> %s/calls\n' "$3" > "$3/bin/systemctl"
+  chmod +x "$3/bin/systemctl"; : > "$3/calls"
+  PATH="$3/bin:$PATH" sh "$3/script" "$2" && cat "$3/calls"
+}
+rpm_scriptlets_ok() {
+  local d; d=$(mktemp -d); mkdir -p "$d/bin" "$d/run"
+  rpm_scriptlet PREUN 0 "$d" | grep -q 'disable --now roce_exporter.service' &&
+    ! rpm_scriptlet PREUN 1 "$d" | grep -q . &&
+    rpm_scriptlet POSTUN 1 "$d" | grep -q 'try-restart roce_exporter.service' &&
+    ! rpm_scriptlet POSTUN 0 "$d" | grep -q try-restart
+  local rc=$?; rm -rf "$d"; return $rc
+}
+check "rpm: erase stops and disables the unit, upgrade restarts it" rpm_scriptlets_ok
 
 # ---- container
 S=(--storage-driver vfs --root "$WORK/containers" --runroot "$WORK/containers-run")

@@ -24,6 +24,7 @@ OUT = os.path.join(HERE, "prometheusrule.yaml")
 RULE_FILES = [
     ("roce-exporter", "roce_exporter.rules.yml"),
     ("roce-exporter-fleet", "roce_exporter.fleet.rules.yml"),
+    ("roce-exporter-recording", "roce_exporter.recording.rules.yml"),
 ]
 
 HEADER = """\
