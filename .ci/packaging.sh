@@ -257,9 +257,18 @@ ctr=$(buildah "${S[@]}" from scratch) && mnt=$(buildah "${S[@]}" mount "$ctr") &
   buildah "${S[@]}" rm "$ctr" >/dev/null || die "base image from the debootstrap root"
 buildah "${S[@]}" bud --quiet --isolation chroot --network host \
   --build-arg BUILD_IMAGE=localhost/roce-base:bookworm --build-arg RUNTIME_IMAGE=localhost/roce-base:bookworm \
+  --build-arg VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)" \
+  --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
   -f packaging/container/Containerfile -t localhost/roce_exporter:ci "$WORK/ctx" > "$WORK/out/buildah.txt" 2>&1
 check "container image builds (buildah, vfs, chroot isolation)" bash -c "tail -3 '$WORK/out/buildah.txt'; buildah ${S[*]} inspect localhost/roce_exporter:ci >/dev/null"
 user=$(buildah "${S[@]}" inspect --format '{{.OCIv1.Config.User}}' localhost/roce_exporter:ci 2>/dev/null)
+labels=$(buildah "${S[@]}" inspect --format '{{json .OCIv1.Config.Labels}}' localhost/roce_exporter:ci 2>/dev/null)
+check "image: OCI labels (title, version, revision, licenses)" bash -c "
+  for k in title version revision licenses; do
+    grep -q \"\\\"org.opencontainers.image.\$k\\\"\" <<< '$labels' || { echo \"no \$k in $labels\"; exit 1; }
+  done"
+check "build context: .containerignore and .dockerignore leave target/ out" bash -c "
+  grep -qx 'target/' .containerignore && cmp -s .containerignore .dockerignore"
 check "image runs as a non-root user ($user)" bash -c "[[ -n '$user' && '$user' != 0* && '$user' != root* ]]"
 ctr=$(buildah "${S[@]}" from localhost/roce_exporter:ci 2>/dev/null)
 mkdir -p "$WORK/demo" && cp -a examples/demo-gpu-node/. "$WORK/demo/"
