@@ -52,7 +52,7 @@ trap cleanup EXIT
 
 # ---- tools
 export DEBIAN_FRONTEND=noninteractive
-PKGS=(lintian debootstrap rpm systemd systemd-container buildah iproute2 curl)
+PKGS=(lintian debootstrap rpm systemd systemd-container buildah iproute2 curl python3-venv)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -63,7 +63,14 @@ if ((${#missing[@]})); then
     { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; } ||
     die "apt-get install ${missing[*]}"
 fi
-command -v npm >/dev/null || die "npm missing (Node.js from the machine or Debian's nodejs+npm)"
+# Node.js may come from the machine (not dpkg): Debian's only when npm is absent.
+if ! command -v npm >/dev/null; then
+  log "apt-get install nodejs npm"
+  apt-get install -y -q --no-install-recommends nodejs npm >/dev/null ||
+    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends nodejs npm >/dev/null; } ||
+    die "apt-get install nodejs npm"
+fi
+command -v npm >/dev/null || die "npm missing after apt-get install nodejs npm"
 # --debug: these tools only copy files and write archives; an optimised
 # build of them would cost CI minutes for seconds saved.
 cargo_tool() { # cargo_tool CRATE VERSION BINARY
