@@ -13,7 +13,8 @@
 #   container buildah build of packaging/container/Containerfile on the
 #             debootstrap root imported as the base image; the image run
 #             with buildah's chroot isolation as its own (non-root) user
-#   k8s       packaging/kubernetes/generate.py --check, kubernetes-validate
+#   k8s       packaging/kubernetes/generate.py --check, kubectl kustomize of the base
+#             and overlays/example (where kubectl is installed), kubernetes-validate
 #             --strict, ServiceMonitor/PrometheusRule against the
 #             prometheus-operator CRD schemas (@kubernetes-models/prometheus-operator)
 # Environment: ROCE_EXPORTER_BIN (default target/debug/roce_exporter, built if
@@ -291,10 +292,32 @@ check "image carries libibverbs for the probes" buildah "${S[@]}" run --isolatio
 buildah "${S[@]}" rm "$ctr" >/dev/null 2>&1
 
 # ---- Kubernetes
-check "prometheusrule.yaml current with alerts/" python3 packaging/kubernetes/generate.py --check
+check "generated PrometheusRule and dashboard ConfigMaps current" python3 packaging/kubernetes/generate.py --check
 python3 -m venv "$WORK/venv" && "$WORK/venv/bin/pip" install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" ||
   die "pip install kubernetes-validate"
-MANIFESTS=(packaging/kubernetes/daemonset.yaml packaging/kubernetes/prometheusrule.yaml)
+# The base alone and the example overlay with every component, as kustomize
+# renders them (kubectl's built-in kustomize, where kubectl is installed).
+K8S=packaging/kubernetes
+if command -v kubectl >/dev/null; then
+  mkdir -p "$WORK/k8s"
+  check "kubectl kustomize base and overlays/example" bash -c "
+    kubectl kustomize $K8S/base > '$WORK/k8s/base.yaml' &&
+    kubectl kustomize $K8S/overlays/example > '$WORK/k8s/example.yaml'"
+  MANIFESTS=("$WORK/k8s/base.yaml" "$WORK/k8s/example.yaml")
+  check "kustomize: probes off in the base, on with the component; tolerations Exists; instance keeps the port" bash -c "
+    grep -q 'enabled: false' '$WORK/k8s/base.yaml' && ! grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/base.yaml' &&
+    grep -q 'enabled: auto' '$WORK/k8s/example.yaml' && grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/example.yaml' &&
+    grep -A1 'tolerations:' '$WORK/k8s/base.yaml' | grep -qx '      - operator: Exists' &&
+    grep -q '__meta_kubernetes_pod_container_port_number' '$WORK/k8s/example.yaml' &&
+    grep -q 'name: roce-exporter-[a-z0-9]\{10\}\$' '$WORK/k8s/base.yaml' &&
+    grep -q 'image: registry.example.com/roce_exporter:0.1.0' '$WORK/k8s/example.yaml' &&
+    [[ \$(grep -c 'release: prometheus' '$WORK/k8s/example.yaml') -ge 4 ]] &&
+    [[ \$(grep -c 'grafana_dashboard: \"1\"' '$WORK/k8s/example.yaml') -eq \$(ls dashboards/*.json | wc -l) ]]"
+else
+  log "kubectl missing: kustomize not rendered; validating the resource files as they are"
+  MANIFESTS=($K8S/base/daemonset.yaml $K8S/base/service.yaml $K8S/components/*/*.yaml)
+  MANIFESTS=($(printf '%s\n' "${MANIFESTS[@]}" | grep -v kustomization.yaml))
+fi
 check "kubernetes-validate --strict" "$WORK/venv/bin/kubernetes-validate" --strict --quiet "${MANIFESTS[@]}"
 mkdir -p "$WORK/npm" && cp packaging/kubernetes/validate-crds.mjs "$WORK/npm/" &&
   (cd "$WORK/npm" && npm install --silent --no-audit --no-fund "@kubernetes-models/prometheus-operator@$K8S_MODELS_VERSION" >/dev/null) ||
