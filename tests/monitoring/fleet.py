@@ -14,9 +14,9 @@ hold several of them.
 """
 
 import json
-import os
 import time
 import urllib.parse
+import urllib.request
 
 NODES = 1000
 PORTS = 8
