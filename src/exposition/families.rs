@@ -8,6 +8,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
     vec![
         ("Exporter", super::exporter::FAMILIES.iter().collect()),
         (
+            "Exporter process (Prometheus' standard names, from /proc/self)",
+            super::process::FAMILIES.iter().collect(),
+        ),
+        (
             "RDMA devices, ports and GIDs",
             super::rdma::FAMILIES.iter().collect(),
         ),

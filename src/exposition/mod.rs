@@ -23,6 +23,7 @@ pub mod nccl;
 pub mod netdev;
 pub mod phys;
 pub mod probes;
+pub mod process;
 pub mod rdma;
 pub mod topology;
 
@@ -153,6 +154,8 @@ impl Family {
         let mut line = format!("{} Source: {}", self.help, self.source);
         match self.source {
             "build" | "config" => line.push('.'),
+            // the exporter's own process (process.rs), read when encoded
+            s if s.starts_with("/proc/self") => line.push_str("; read at each scrape."),
             _ => {
                 let _ = write!(
                     line,
@@ -393,6 +396,7 @@ impl prometheus_client::collector::Collector for SnapshotCollector {
 pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     let mut out = Vec::new();
     exporter::collect(snapshot, build, &mut out);
+    process::collect(&mut out);
     rdma::collect(snapshot, &mut out);
     netdev::collect(snapshot, &mut out);
     phys::collect(snapshot, &mut out);
