@@ -457,8 +457,10 @@ pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
             what: "no DCB_ATTR_IEEE",
         });
     };
-    let mut config = DcbConfig::default();
-    config.dcbx = dcbx_attr(&top)?;
+    let mut config = DcbConfig {
+        dcbx: dcbx_attr(&top)?,
+        ..DcbConfig::default()
+    };
     for (kind, payload) in attrs(ieee)? {
         match kind {
             DCB_ATTR_IEEE_ETS => config.ets = Some(decode_ets(payload)?),
