@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Seconds of fuzzing per target. 9 targets, two at a time: ~4.5 x this, plus
+# Seconds of fuzzing per target. 10 targets, two at a time: ~5 x this, plus
 # the build (~2.5-3 min from a fresh fuzz/target on two idle cores, ~270
 # CPU-seconds), is the step's wall time: under 5 minutes.
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
@@ -48,6 +48,7 @@ dict_for() {
     config_yaml | web_config) echo fuzz/dicts/yaml.dict ;;
     sysfs_values) echo fuzz/dicts/sysfs.dict ;;
     replay_text) echo fuzz/dicts/replay.dict ;;
+    nccl_parsers) echo fuzz/dicts/nccl.dict ;;
   esac
 }
 

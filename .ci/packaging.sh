@@ -13,7 +13,8 @@
 #   container buildah build of packaging/container/Containerfile on the
 #             debootstrap root imported as the base image; the image run
 #             with buildah's chroot isolation as its own (non-root) user
-#   k8s       packaging/kubernetes/generate.py --check, kubernetes-validate
+#   k8s       packaging/kubernetes/generate.py --check, kubectl kustomize of the base
+#             and overlays/example (where kubectl is installed), kubernetes-validate
 #             --strict, ServiceMonitor/PrometheusRule against the
 #             prometheus-operator CRD schemas (@kubernetes-models/prometheus-operator)
 # Environment: ROCE_EXPORTER_BIN (default target/debug/roce_exporter, built if
@@ -52,7 +53,7 @@ trap cleanup EXIT
 
 # ---- tools
 export DEBIAN_FRONTEND=noninteractive
-PKGS=(lintian debootstrap rpm systemd systemd-container buildah iproute2 curl)
+PKGS=(lintian debootstrap rpm systemd systemd-container buildah iproute2 curl python3-venv)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -63,7 +64,14 @@ if ((${#missing[@]})); then
     { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; } ||
     die "apt-get install ${missing[*]}"
 fi
-command -v npm >/dev/null || die "npm missing (Node.js from the machine or Debian's nodejs+npm)"
+# Node.js may come from the machine (not dpkg): Debian's only when npm is absent.
+if ! command -v npm >/dev/null; then
+  log "apt-get install nodejs npm"
+  apt-get install -y -q --no-install-recommends nodejs npm >/dev/null ||
+    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends nodejs npm >/dev/null; } ||
+    die "apt-get install nodejs npm"
+fi
+command -v npm >/dev/null || die "npm missing after apt-get install nodejs npm"
 # --debug: these tools only copy files and write archives; an optimised
 # build of them would cost CI minutes for seconds saved.
 cargo_tool() { # cargo_tool CRATE VERSION BINARY
@@ -225,6 +233,24 @@ check "rpm ships binary, unit, config, man page, alerts, dashboards" bash -c "
 check "rpm: config files are %config, no rdma-core requirement" bash -c "
   rpm -qpc '$RPM' | grep -qx /etc/roce_exporter/roce_exporter.yml &&
   ! rpm -qpR '$RPM' | grep -Eiq 'ibverbs|rdma|nvidia'"
+# The scriptlets run with a systemctl that logs its arguments and a stand-in
+# for /run/systemd/system: erase ($1=0) stops and disables, upgrade ($1=1)
+# restarts, and neither touches the unit otherwise.
+rpm_scriptlet() {  # <tag> <$1> <dir>: the systemctl calls the scriptlet makes
+  rpm -qp --qf "%{$1}" "$RPM" | sed "s|/run/systemd/system|$3/run|g" > "$3/script"
+  printf '#!/bin/sh\necho "$*" >> %s/calls\n' "$3" > "$3/bin/systemctl"
+  chmod +x "$3/bin/systemctl"; : > "$3/calls"
+  PATH="$3/bin:$PATH" sh "$3/script" "$2" && cat "$3/calls"
+}
+rpm_scriptlets_ok() {
+  local d; d=$(mktemp -d); mkdir -p "$d/bin" "$d/run"
+  rpm_scriptlet PREUN 0 "$d" | grep -q 'disable --now roce_exporter.service' &&
+    ! rpm_scriptlet PREUN 1 "$d" | grep -q . &&
+    rpm_scriptlet POSTUN 1 "$d" | grep -q 'try-restart roce_exporter.service' &&
+    ! rpm_scriptlet POSTUN 0 "$d" | grep -q try-restart
+  local rc=$?; rm -rf "$d"; return $rc
+}
+check "rpm: erase stops and disables the unit, upgrade restarts it" rpm_scriptlets_ok
 
 # ---- container
 S=(--storage-driver vfs --root "$WORK/containers" --runroot "$WORK/containers-run")
@@ -239,9 +265,20 @@ ctr=$(buildah "${S[@]}" from scratch) && mnt=$(buildah "${S[@]}" mount "$ctr") &
   buildah "${S[@]}" rm "$ctr" >/dev/null || die "base image from the debootstrap root"
 buildah "${S[@]}" bud --quiet --isolation chroot --network host \
   --build-arg BUILD_IMAGE=localhost/roce-base:bookworm --build-arg RUNTIME_IMAGE=localhost/roce-base:bookworm \
+  --build-arg VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)" \
+  --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
   -f packaging/container/Containerfile -t localhost/roce_exporter:ci "$WORK/ctx" > "$WORK/out/buildah.txt" 2>&1
 check "container image builds (buildah, vfs, chroot isolation)" bash -c "tail -3 '$WORK/out/buildah.txt'; buildah ${S[*]} inspect localhost/roce_exporter:ci >/dev/null"
 user=$(buildah "${S[@]}" inspect --format '{{.OCIv1.Config.User}}' localhost/roce_exporter:ci 2>/dev/null)
+# Go template without json (Debian 12's buildah 1.28 has no such function):
+# map[key:value key:value ...]
+labels=$(buildah "${S[@]}" inspect --format '{{.OCIv1.Config.Labels}}' localhost/roce_exporter:ci 2>/dev/null)
+check "image: OCI labels (title, version, revision, licenses)" bash -c "
+  for k in title version revision licenses; do
+    grep -q \"org.opencontainers.image.\$k:\" <<< '$labels' || { echo \"no \$k in $labels\"; exit 1; }
+  done"
+check "build context: .containerignore and .dockerignore leave target/ out" bash -c "
+  grep -qx 'target/' .containerignore && cmp -s .containerignore .dockerignore"
 check "image runs as a non-root user ($user)" bash -c "[[ -n '$user' && '$user' != 0* && '$user' != root* ]]"
 ctr=$(buildah "${S[@]}" from localhost/roce_exporter:ci 2>/dev/null)
 mkdir -p "$WORK/demo" && cp -a examples/demo-gpu-node/. "$WORK/demo/"
@@ -257,10 +294,32 @@ check "image carries libibverbs for the probes" buildah "${S[@]}" run --isolatio
 buildah "${S[@]}" rm "$ctr" >/dev/null 2>&1
 
 # ---- Kubernetes
-check "prometheusrule.yaml current with alerts/" python3 packaging/kubernetes/generate.py --check
+check "generated PrometheusRule and dashboard ConfigMaps current" python3 packaging/kubernetes/generate.py --check
 python3 -m venv "$WORK/venv" && "$WORK/venv/bin/pip" install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" ||
   die "pip install kubernetes-validate"
-MANIFESTS=(packaging/kubernetes/daemonset.yaml packaging/kubernetes/prometheusrule.yaml)
+# The base alone and the example overlay with every component, as kustomize
+# renders them (kubectl's built-in kustomize, where kubectl is installed).
+K8S=packaging/kubernetes
+if command -v kubectl >/dev/null; then
+  mkdir -p "$WORK/k8s"
+  check "kubectl kustomize base and overlays/example" bash -c "
+    kubectl kustomize $K8S/base > '$WORK/k8s/base.yaml' &&
+    kubectl kustomize $K8S/overlays/example > '$WORK/k8s/example.yaml'"
+  MANIFESTS=("$WORK/k8s/base.yaml" "$WORK/k8s/example.yaml")
+  check "kustomize: probes off in the base, on with the component; tolerations Exists; instance keeps the port" bash -c "
+    grep -q 'enabled: false' '$WORK/k8s/base.yaml' && ! grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/base.yaml' &&
+    grep -q 'enabled: auto' '$WORK/k8s/example.yaml' && grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/example.yaml' &&
+    grep -A1 'tolerations:' '$WORK/k8s/base.yaml' | grep -qx '      - operator: Exists' &&
+    grep -q '__meta_kubernetes_pod_container_port_number' '$WORK/k8s/example.yaml' &&
+    grep -q 'name: roce-exporter-[a-z0-9]\{10\}\$' '$WORK/k8s/base.yaml' &&
+    grep -q 'image: registry.example.com/roce_exporter:0.1.0' '$WORK/k8s/example.yaml' &&
+    [[ \$(grep -c 'release: prometheus' '$WORK/k8s/example.yaml') -ge 4 ]] &&
+    [[ \$(grep -c 'grafana_dashboard: \"1\"' '$WORK/k8s/example.yaml') -eq \$(ls dashboards/*.json | wc -l) ]]"
+else
+  log "kubectl missing: kustomize not rendered; validating the resource files as they are"
+  MANIFESTS=($K8S/base/daemonset.yaml $K8S/base/service.yaml $K8S/components/*/*.yaml)
+  MANIFESTS=($(printf '%s\n' "${MANIFESTS[@]}" | grep -v kustomization.yaml))
+fi
 check "kubernetes-validate --strict" "$WORK/venv/bin/kubernetes-validate" --strict --quiet "${MANIFESTS[@]}"
 mkdir -p "$WORK/npm" && cp packaging/kubernetes/validate-crds.mjs "$WORK/npm/" &&
   (cd "$WORK/npm" && npm install --silent --no-audit --no-fund "@kubernetes-models/prometheus-operator@$K8S_MODELS_VERSION" >/dev/null) ||

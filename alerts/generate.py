@@ -226,6 +226,98 @@ def recording_rules(p):
     ]
 
 
+# The fleet layer: what one panel of the fleet dashboard (dashboards/
+# generate.py, "RoCE / Fleet") reads instead of one raw series per node,
+# port and priority. Three levels: per port (`instance_device_port:`, the
+# raw series' own labels, so cluster and other target labels stay), per
+# instance (`instance:`) and per rail (`rail:`, the same device and port
+# on every node: GPU clusters wire NIC N of every node to the same leaf).
+FLEET_RECORDING_FILE = "roce_exporter.recording.rules.yml"
+PORT = "instance_device_port:"
+
+
+def fleet_by_labels(p, *extra):
+    """`fleet_by` plus `cluster` (absent labels group as empty) and extra."""
+    out = []
+    for label in [*p["fleet_by"].split(","), "cluster", *extra]:
+        label = label.strip()
+        if label and label not in out:
+            out.append(label)
+    return ", ".join(out)
+
+
+def fleet_recording_rules(p):
+    s = lambda extra="": sel(p, extra)  # noqa: E731
+    r = rate_range(p)
+    on_netdev = fleet_by_labels(p, "instance", "netdev", "priority")
+    per_port = [
+        # The most paused priority and direction of the port (seconds paused
+        # per second; pfc_storm judges the same ratio).
+        ("roce_pfc_pause_ratio:max_rate",
+         f"max without (netdev, priority, direction) "
+         f"(rate(roce_pfc_pause_duration_seconds_total{s()}[{r}]))"),
+        ("roce_ecn_marked_per_packet:ratio_rate",
+         f"rate(roce_ecn_marked_packets_total{s()}[{r}])\n"
+         f"  / (rate(roce_port_packets_received_total{s()}[{r}]) > 0)"),
+        # Notification point: CNPs sent per packet received.
+        ("roce_cnp_sent_per_packet:ratio_rate",
+         f"rate(roce_cnp_sent_total{s()}[{r}])\n"
+         f"  / (rate(roce_port_packets_received_total{s()}[{r}]) > 0)"),
+        # Reaction point: CNPs handled per packet transmitted.
+        ("roce_cnp_handled_per_packet:ratio_rate",
+         f"rate(roce_cnp_handled_total{s()}[{r}])\n"
+         f"  / (rate(roce_port_packets_transmitted_total{s()}[{r}]) > 0)"),
+        # Symbol errors per bit at the port's rate (symbol_errors' max_ber).
+        ("roce_bit_error_rate:ratio_rate",
+         f"rate(roce_port_symbol_errors_total{s()}[{r}])\n"
+         f"  / (8 * roce_port_rate_bytes_per_second{s()} > 0)"),
+        # Discards on priorities with PFC on: loss of RoCE traffic.
+        ("roce_lossless_discards:rate",
+         f"sum without (netdev, priority, reason) (\n"
+         f"  rate(roce_netdev_priority_discards_total{s()}[{r}])\n"
+         f"  * on ({on_netdev}) group_left ()\n"
+         f"  (roce_pfc_enabled{s()} == 1)\n)"),
+        # The 64-bit ethtool link-down counter where the driver has one,
+        # else the 8-bit PMA link_downed (link_flap reads them the same way).
+        ("roce_link_flaps:increase",
+         f"max without (netdev) (increase(roce_netdev_link_down_events_total{s()}[{r}]))\n"
+         f"or increase(roce_port_link_downed_total{s()}[{r}])"),
+        # Failed probe rounds over rounds attempted (0 when none failed).
+        ("roce_probe_loss:ratio_rate",
+         f"(\n  sum without (reason) (rate(roce_probe_failures_total{s()}[{r}]))\n"
+         f"  or 0 * rate(roce_probe_requests_total{s()}[{r}])\n)\n"
+         f"/ (rate(roce_probe_requests_total{s()}[{r}]) > 0)"),
+    ]
+    rules = [{"record": PORT + name, "expr": expr} for name, expr in per_port]
+    inst = fleet_by_labels(p, "instance")
+    rail = fleet_by_labels(p, "device", "port")
+    worst = [("roce_pfc_pause_ratio:max_rate", "max"),
+             ("roce_ecn_marked_per_packet:ratio_rate", "max"),
+             ("roce_cnp_sent_per_packet:ratio_rate", "max"),
+             ("roce_bit_error_rate:ratio_rate", "max"),
+             ("roce_lossless_discards:rate", "sum"),
+             ("roce_link_flaps:increase", "sum"),
+             ("roce_probe_loss:ratio_rate", "max")]
+    for level, by in (("instance:", inst), ("rail:", rail)):
+        for name, agg in worst:
+            metric, op = name.split(":")
+            rules.append({"record": f"{level}{metric}:{agg}_{op}",
+                          "expr": f"{agg} by ({by}) ({PORT}{name}{s()})"})
+    rules += [
+        {"record": "instance:roce_ports_down:count",
+         "expr": f"count by ({inst}) (roce_port_up{s()} == 0)"},
+        {"record": "rail:roce_ports_down:count",
+         "expr": f"count by ({rail}) (roce_port_up{s()} == 0)"},
+        {"record": "instance_rule:roce_findings:count",
+         "expr": f"count by ({fleet_by_labels(p, 'instance', 'rule', 'severity')}) "
+                 f"(roce_finding{s()} == 1)"},
+        {"record": "rule:roce_findings:count",
+         "expr": f"sum by ({fleet_by_labels(p, 'rule', 'severity')}) "
+                 f"(instance_rule:roce_findings:count{s()})"},
+    ]
+    return rules
+
+
 def node_alerts(p):
     s = lambda extra="": sel(p, extra)  # noqa: E731
     on = "on {{ $labels.instance }}"
@@ -349,6 +441,9 @@ def groups(p):
         ("roce_exporter.rules.yml", [
             {"name": "roce_exporter.recording", "rules": recording_rules(p)},
             {"name": "roce_exporter.node", "rules": node_alerts(p)},
+        ]),
+        (FLEET_RECORDING_FILE, [
+            {"name": "roce_exporter.fleet.recording", "rules": fleet_recording_rules(p)},
         ]),
         ("roce_exporter.fleet.rules.yml", [
             {"name": "roce_exporter.fleet", "interval": "1m", "rules": fleet},

@@ -55,7 +55,8 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # Counters compared between the two exporters (and the tree): (node_exporter
 # family, roce_exporter family, counters/ file, factor from file to value).
-# port_{rcv,xmit}_data count octets divided by 4 (FACTS.md, IB spec).
+# port_{rcv,xmit}_data count octets divided by 4 (IB spec: PortXmitData and PortRcvData
+# count 32-bit words).
 COMPARED = [
     ("node_infiniband_port_data_received_bytes_total", "roce_port_data_received_bytes_total",
      "port_rcv_data", 4),

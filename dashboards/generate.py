@@ -20,6 +20,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+RULES_JSON = os.path.join(os.path.dirname(HERE), "docs", "rules.json")
 
 DEFAULTS = {
     "selector": 'job="roce_exporter"',
@@ -140,7 +141,7 @@ def variables(c):
     ]
 
 
-def dashboard(c, uid, title, description, panels, params):
+def dashboard(c, uid, title, description, panels, params, templating=None):
     return {
         "uid": uid,
         "title": title,
@@ -158,7 +159,7 @@ def dashboard(c, uid, title, description, panels, params):
         "links": [{"title": "roce_exporter dashboards", "type": "dashboards",
                    "tags": params["tags"][:1], "asDropdown": True, "includeVars": True,
                    "keepTime": True}],
-        "templating": {"list": variables(c)},
+        "templating": {"list": templating or variables(c)},
         "panels": layout(panels),
     }
 
@@ -223,6 +224,12 @@ def overview(c, params):
         ts("Collector duration", "Time each collector took in the last sample.", "s",
            [target(f"roce_collector_duration_seconds{{{c.n}}}",
                    "{{instance}} {{collector}}")]),
+        table("Netdevs", "Netdevs behind RDMA ports: driver and operational state "
+              "(operstate: up, down, lowerlayerdown, ...).", "none",
+              f"roce_netdev_info{{{d}}}", hide=["Value"], w=12),
+        ts("Missed sample ticks", "Sample ticks skipped because a sample or the sampler's "
+           "scheduling overran sample_interval.", "short",
+           [target(f"increase(roce_sample_ticks_missed_total{{{c.n}}}[{RI}])", "{{instance}}")]),
         table("Devices", "RDMA devices: driver, firmware, board, PCI address, NUMA node.",
               "none", f"roce_device_info{{{d}}}", hide=["Value"]),
     ]
@@ -341,6 +348,41 @@ def errors(c, params):
                   "roce_port_transmit_discards_total"),
         port_rate("ICRC errors", "RoCE packets received with an invalid ICRC.",
                   "roce_icrc_errors_total"),
+        ts("Pre-FEC bit error rate", "FEC corrected bits per bit at the netdev's speed "
+           "(ethtool netlink FEC_GET). Above 1e-5 is the fec_ber_high finding.", "sci",
+           [target(f"rate(roce_fec_corrected_bits_total{{{d}, lane=\"\"}}[{RI}])\n"
+                   f"  / ignoring(lane) (8 * roce_netdev_speed_bytes_per_second{{{d}}} > 0)",
+                   "{{instance}} {{netdev}}")]),
+        ts("FEC uncorrectable blocks", "Codewords FEC could not correct: frames lost on the "
+           "link (fec_uncorrectable).", "short",
+           [target(f"increase(roce_fec_uncorrectable_blocks_total{{{d}, lane=\"\"}}[{RI}])",
+                   "{{instance}} {{netdev}}")]),
+        ts("Module Rx power per lane", "Optical power each lane of the module receives, in "
+           "dBm; compare with the module's own low warning threshold "
+           "(module_rx_power_low) and with the other lanes (module_lane_imbalance).", "dBm",
+           [target(f"10 * log10(roce_module_rx_power_watts{{{d}}} * 1000 > 0)",
+                   "{{instance}} {{netdev}} lane {{lane}}"),
+            target(f"10 * log10(roce_module_threshold{{{d}, monitor=\"rx_power_watts\", "
+                   f"level=\"low_warning\"}} * 1000 > 0)",
+                   "{{instance}} {{netdev}} low warning", ref="B")]),
+        ts("Module temperature", "Case temperature of each module (module_temperature_high "
+           "against the module's own high warning threshold).", "celsius",
+           [target(f"roce_module_temperature_celsius{{{d}}}", "{{instance}} {{netdev}}")]),
+        ts("Carrier down transitions", "Times the netdev's link went down "
+           "(carrier_down_count, what link_flap counts).", "short",
+           [target(f"increase(roce_netdev_carrier_transitions_total{{{d}, direction=\"down\"}}[{RI}])",
+                   "{{instance}} {{netdev}}")]),
+        ts("PCIe AER errors", "AER errors of NIC and GPU PCIe functions by severity "
+           "(pcie_aer_errors: correctable warns, nonfatal and fatal are critical).", "short",
+           [target(f"increase(roce_pcie_aer_errors_total{{{c.n}}}[{RI}])",
+                   "{{instance}} {{role}} {{pci}} {{severity}}")]),
+        ts("devlink health reporters in error", "NIC devlink health reporters (fw, fw_fatal, "
+           "tx, rx, ...) not healthy (devlink_reporter_error).", "short",
+           [target(f"roce_devlink_reporter_healthy{{{c.n}}} == 0",
+                   "{{instance}} {{netdev}} {{reporter}}")]),
+        port_rate("Transmit wait", "Ticks the port had data to send but no flow-control "
+                  "credits (port_xmit_wait): back-pressure from the peer.",
+                  "roce_port_transmit_wait_total", unit="short"),
         port_rate("Collector read errors", "Single reads (files, netlink, ioctls) that "
                   "failed.", "roce_collector_errors_total"),
     ]
@@ -348,7 +390,8 @@ def errors(c, params):
     panels[-1]["targets"][0]["expr"] = f"rate(roce_collector_errors_total{{{c.n}}}[{RI}])"
     panels[-1]["targets"][0]["legendFormat"] = "{{instance}} {{collector}}"
     return dashboard(c, "roce-errors", "RoCE / Errors",
-                     "Symbol errors and BER, retransmissions, sequence errors, link flaps.",
+                     "Symbol errors and BER, retransmissions, sequence errors, link flaps; "
+                     "FEC, optics, carrier transitions, PCIe AER, devlink health.",
                      panels, params)
 
 
@@ -365,7 +408,7 @@ def topology(c, params):
         table("RDMA devices", "NUMA node and PCI address of each RDMA device.", "none",
               f"roce_device_info{{{d}}}", hide=["Value"], w=12),
         ts("PCIe link speed", "Per-lane speed of the functions on the way to the root port "
-           "(current and max).", "suffix: T/s",
+           "(current and max).", "si:T/s",
            [target(f"roce_pcie_link_speed_transfers_per_second{{{c.n}}}",
                    "{{instance}} {{pci_address}} {{device}} {{bound}}")]),
         ts("PCIe link width", "Lanes of the functions on the way to the root port.",
@@ -408,6 +451,10 @@ def probes(c, params):
            [target(f"sum by (instance, device, port, reason) "
                    f"(rate(roce_probe_failures_total{{{d}}}[{RI}]))",
                    "{{instance}} {{device}}/{{port}} {{reason}}")]),
+        panel("state-timeline", "Probe success", "1 when the port's last probe round "
+              "succeeded.", "bool_yes_no",
+              [target(f"roce_probe_success{{{d}}}", "{{instance}} {{device}}/{{port}}")],
+              w=24, h=6, options={"showValue": "never", "mergeValues": True}),
         ts("Probe requests", "Probes sent per second.", "cps",
            [target(f"rate(roce_probe_requests_total{{{d}}}[{RI}])",
                    "{{instance}} {{device}}/{{port}}")]),
@@ -426,12 +473,166 @@ def probes(c, params):
                      "Loopback probe RTT and failures by reason.", panels, params)
 
 
+def rule_default(rule_id, key):
+    """A threshold of the exporter's rule table (docs/rules.json), so the
+    fleet panels draw the line the exporter judges by."""
+    with open(RULES_JSON, encoding="utf-8") as f:
+        for r in json.load(f)["rules"]:
+            if r["id"] == rule_id:
+                return r["config"]["defaults"][key]
+    raise KeyError(f"{rule_id}.{key} not in docs/rules.json")
+
+
+def with_threshold(p, value, color="red"):
+    """A dashed threshold line (time series) or cell colour (tables) at value."""
+    d = p["fieldConfig"]["defaults"]
+    d["thresholds"] = {"mode": "absolute",
+                       "steps": [{"color": "green", "value": None},
+                                 {"color": color, "value": value}]}
+    if p["type"] == "timeseries":
+        d["custom"]["thresholdsStyle"] = {"mode": "dashed"}
+    else:
+        d["custom"] = {"cellOptions": {"type": "color-text"}}
+    return p
+
+
+def node_links(p):
+    """Data links from a table's instance (and device) cells into the node
+    dashboards, keeping the time range."""
+    url = ("/d/{uid}?var-instance=${{__data.fields.instance}}&var-device=${{__data.fields.device}}"
+           "&${{__url_time_range}}")
+    p["fieldConfig"]["overrides"].append({
+        "matcher": {"id": "byName", "options": "instance"},
+        "properties": [{"id": "links", "value": [
+            {"title": title, "url": url.format(uid=uid)}
+            for uid, title in (("roce-overview", "Node overview"),
+                               ("roce-congestion", "Node congestion"),
+                               ("roce-errors", "Node errors"))]}]})
+    return p
+
+
+# The fleet dashboard's panels: (title, description, unit, recorded series,
+# rule threshold or None). Adding a family later (FEC, optics, NCCL, peer
+# probes, QoS) is one entry here once its recording rule exists.
+FLEET_TOPK = [
+    ("PFC pause ratio", "Most paused priority of each port (seconds paused per second).",
+     "percentunit", "instance_device_port:roce_pfc_pause_ratio:max_rate",
+     ("pfc_storm", "pause_ratio")),
+    ("ECN marks per packet", "ECN-marked RoCE packets per packet received.", "percentunit",
+     "instance_device_port:roce_ecn_marked_per_packet:ratio_rate",
+     ("receiver_congested", "max_ratio")),
+    ("CNPs sent per packet", "CNPs sent (notification point) per packet received.",
+     "percentunit", "instance_device_port:roce_cnp_sent_per_packet:ratio_rate", None),
+    ("Lossless discards", "Packets discarded on PFC-enabled priorities per second.", "pps",
+     "instance_device_port:roce_lossless_discards:rate", ("lossless_discards", "per_second")),
+    ("Bit error rate", "Symbol errors per bit at the port's rate.", "sci",
+     "instance_device_port:roce_bit_error_rate:ratio_rate", ("symbol_errors", "max_ber")),
+    ("Link flaps", "Link-down events within the rate range.", "short",
+     "instance_device_port:roce_link_flaps:increase", None),
+    ("Probe loss", "Failed probe rounds per round attempted.", "percentunit",
+     "instance_device_port:roce_probe_loss:ratio_rate", ("probe_failures", "max_ratio")),
+]
+FLEET_TOPK_N = 10
+
+
+def fleet_variables(c):
+    out = variables(c)
+
+    def query_var(name, label, query):
+        v = dict(out[1], name=name, label=label, definition=query,
+                 query={"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"})
+        return v
+
+    # cluster (an external or target label) may be absent: All matches it empty.
+    cluster = query_var("cluster", "Cluster",
+                        f"label_values(roce_exporter_build_info{{{c.base}}}, cluster)")
+    cluster["allValue"] = ".*"
+    job = query_var("job", "Job", f"label_values(roce_exporter_build_info{{{c.base}}}, job)")
+    return [out[0], cluster, job] + out[1:]
+
+
+def fleet(c, params):
+    fs = f'{c.base}, cluster=~"$cluster", job=~"$job", instance=~"$instance"'
+    fd = f'{fs}, device=~"$device"'
+    # rail: series have no instance (they aggregate over the nodes).
+    rd = f'{c.base}, cluster=~"$cluster", job=~"$job", device=~"$device"'
+    trouble = 'severity=~"critical|warning"'
+    panels = [
+        stat("Nodes reporting", "Exporters scraped successfully.", "none",
+             f"count(up{{{fs}}} == 1) or vector(0)"),
+        stat("Nodes in trouble", "Nodes with an active critical or warning finding.", "none",
+             f"count(sum by (cluster, job, instance) "
+             f"(instance_rule:roce_findings:count{{{fs}, {trouble}}})) or vector(0)",
+             thresholds=[(1, "red")]),
+        stat("Ports in trouble", "Ports down or with an active critical or warning finding.",
+             "none",
+             f"count(\n  count by (cluster, job, instance, device, port) "
+             f"(roce_finding{{{fd}, port!=\"\", {trouble}}} == 1)\n"
+             f"  or count by (cluster, job, instance, device, port) (roce_port_up{{{fd}}} == 0)\n"
+             f") or vector(0)", thresholds=[(1, "red")]),
+        stat("Ports down", "RDMA ports not ACTIVE and LinkUp.", "none",
+             f"sum(instance:roce_ports_down:count{{{fs}}}) or vector(0)",
+             thresholds=[(1, "red")]),
+        stat("Critical findings", "Active critical findings in the fleet.", "none",
+             f'sum(instance_rule:roce_findings:count{{{fs}, severity="critical"}}) or vector(0)',
+             thresholds=[(1, "red")]),
+        stat("Warning findings", "Active warning findings in the fleet.", "none",
+             f'sum(instance_rule:roce_findings:count{{{fs}, severity="warning"}}) or vector(0)',
+             thresholds=[(1, "orange")]),
+        table("Findings by rule", "Active findings per rule and severity across the fleet.",
+              "none", f"sum by (rule, severity) (instance_rule:roce_findings:count{{{fs}}})",
+              rename={"Value": "findings"}, w=12),
+        node_links(table("Nodes with findings", "Nodes by active findings; the instance "
+                         "links to the node dashboards.", "none",
+                         f"sort_desc(sum by (instance) "
+                         f"(instance_rule:roce_findings:count{{{fs}, {trouble}}}))",
+                         rename={"Value": "findings"}, w=12)),
+    ]
+    for title, description, unit, record, threshold in FLEET_TOPK:
+        p = node_links(table(f"Top {FLEET_TOPK_N} ports: {title}", description, unit,
+                             f"topk({FLEET_TOPK_N}, {record}{{{fd}}})",
+                             rename={"Value": title}, w=12))
+        if threshold:
+            with_threshold(p, rule_default(*threshold))
+        panels.append(p)
+    for title, description, unit, record, threshold in FLEET_TOPK:
+        metric, op = record.split(":", 1)[1].split(":")
+        agg = "sum" if op in ("rate", "increase") else "max"
+        p = ts(f"Per rail: {title}", description + " Per rail: the same device and port "
+               f"on every node ({agg} over nodes).", unit,
+               [target(f"rail:{metric}:{agg}_{op}{{{rd}}}", "{{device}}/{{port}}")], w=8)
+        if threshold:
+            with_threshold(p, rule_default(*threshold))
+        panels.append(p)
+    panels.append(ts("Per rail: ports down", "Ports not up per rail.", "none",
+                     [target(f"rail:roce_ports_down:count{{{rd}}}", "{{device}}/{{port}}")],
+                     w=8))
+    timeline = panel(
+        "state-timeline", "Port state (ports down within the range)",
+        "roce_port_up of the ports that were down at some point within the time range.",
+        "none",
+        [target(f"roce_port_up{{{fd}}}\n  and on (cluster, job, instance, device, port)\n"
+                f"  (min_over_time(roce_port_up{{{fd}}}[$__range]) == 0)",
+                "{{instance}} {{device}}/{{port}}")], w=24, h=8,
+        options={"showValue": "never", "mergeValues": True, "rowHeight": 0.9})
+    timeline["fieldConfig"]["defaults"]["mappings"] = [{"type": "value", "options": {
+        "0": {"text": "down", "color": "red", "index": 0},
+        "1": {"text": "up", "color": "green", "index": 1}}}]
+    timeline["fieldConfig"]["defaults"]["color"] = {"mode": "thresholds"}
+    panels.append(timeline)
+    return dashboard(c, "roce-fleet", "RoCE / Fleet",
+                     "The fleet on recording rules (alerts/roce_exporter.recording.rules.yml): "
+                     "nodes and ports in trouble, top ports, rails.", panels, params,
+                     templating=fleet_variables(c))
+
+
 BUILDERS = [
     ("roce-overview.json", overview),
     ("roce-congestion.json", congestion),
     ("roce-errors.json", errors),
     ("roce-topology.json", topology),
     ("roce-probes.json", probes),
+    ("roce-fleet.json", fleet),
 ]
 
 

@@ -37,6 +37,9 @@ pub struct Config {
     pub rules: RulesConfig,
     /// HTTP server limits.
     pub web: WebLimits,
+    /// What NCCL jobs on this host really used, from their debug logs and
+    /// Inspector output (off by default).
+    pub nccl: NcclConfig,
 }
 
 impl Default for Config {
@@ -51,6 +54,63 @@ impl Default for Config {
             expect: Expectations::default(),
             rules: RulesConfig::default(),
             web: WebLimits::default(),
+            nccl: NcclConfig::default(),
+        }
+    }
+}
+
+/// The NCCL source: directories NCCL jobs write into, read incrementally.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NcclConfig {
+    pub enabled: bool,
+    /// Where jobs write `NCCL_DEBUG=INFO` logs (`NCCL_DEBUG_FILE=<dir>/nccl.%h.%p.log`).
+    pub log_dir: Option<std::path::PathBuf>,
+    /// Where the NCCL Inspector writes (`NCCL_INSPECTOR_DUMP_DIR`), JSON or
+    /// its Prometheus-mode `.prom` files.
+    pub inspector_dir: Option<std::path::PathBuf>,
+    /// Time between reads of the directories (the source's own cadence;
+    /// between reads it hands on what it has).
+    #[serde(deserialize_with = "duration")]
+    pub interval: Duration,
+    /// How long a transport, version or bandwidth sample stays reported.
+    #[serde(deserialize_with = "duration")]
+    pub window: Duration,
+    /// A file not written for this long belongs to a finished job and is
+    /// forgotten.
+    #[serde(deserialize_with = "duration")]
+    pub idle_expiry: Duration,
+    /// Files tracked per directory (the most recently written).
+    #[serde(deserialize_with = "at_least_one")]
+    pub max_files: usize,
+    /// Bytes read per directory per read.
+    #[serde(deserialize_with = "at_least_one_u64")]
+    pub max_bytes_per_read: u64,
+    /// Collectives smaller than this are not bandwidth samples.
+    #[serde(deserialize_with = "at_least_one_u64")]
+    pub busbw_min_bytes: u64,
+    /// `nccl_busbw_below_line_rate` fires below this share of the line rate
+    /// of the NICs NCCL used.
+    #[serde(deserialize_with = "share")]
+    pub min_line_rate_fraction: f64,
+    /// Keep the pid of the NCCL process as a label (one series per job).
+    pub job_labels: bool,
+}
+
+impl Default for NcclConfig {
+    fn default() -> Self {
+        NcclConfig {
+            enabled: false,
+            log_dir: None,
+            inspector_dir: None,
+            interval: Duration::from_secs(30),
+            window: Duration::from_secs(15 * 60),
+            idle_expiry: Duration::from_secs(3600),
+            max_files: 1024,
+            max_bytes_per_read: 8 << 20,
+            busbw_min_bytes: roce_nccl::aggregate::DEFAULT_BUSBW_MIN_BYTES,
+            min_line_rate_fraction: 0.7,
+            job_labels: false,
         }
     }
 }
@@ -63,7 +123,7 @@ pub struct DeviceSelection {
     pub exclude: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetdevSelection {
     /// Netdevs to read although no RDMA port uses them.
@@ -74,7 +134,25 @@ pub struct NetdevSelection {
     /// Folder of recorded `ethtool -S` output (`<netdev>.txt`) and DCB
     /// settings (`<netdev>.dcb`), replayed when the ethtool or DCB source is
     /// off because the paths are not the running kernel's (demo trees).
+    /// The physical-layer sources replay from it too: `<netdev>.fec`,
+    /// `<netdev>.eeprom`, `devlink-health.hex`.
     pub replay: Option<std::path::PathBuf>,
+    /// How often each netdev's pluggable module EEPROM is read: modules are
+    /// slow I2C devices (128 bytes a request at 100-400 kHz, some stretch
+    /// the clock), and their readings change slowly.
+    #[serde(deserialize_with = "duration")]
+    pub module_interval: Duration,
+}
+
+impl Default for NetdevSelection {
+    fn default() -> Self {
+        NetdevSelection {
+            extra: Vec::new(),
+            export_raw_ethtool: Vec::new(),
+            replay: None,
+            module_interval: Duration::from_secs(300),
+        }
+    }
 }
 
 /// `auto`, `true` or `false`.
@@ -126,6 +204,13 @@ pub struct SourceToggles {
     pub ethtool: Toggle,
     /// PFC and APP configuration through rtnetlink DCB.
     pub dcb: Toggle,
+    /// FEC mode and statistics through ethtool netlink (`FEC_GET`).
+    pub fec: Toggle,
+    /// Pluggable module EEPROM through ethtool netlink
+    /// (`MODULE_EEPROM_GET`), every `netdevs.module_interval`.
+    pub module_eeprom: Toggle,
+    /// devlink health reporters of the NICs (devlink generic netlink).
+    pub devlink: Toggle,
     /// GPU names and UUIDs from NVML (`libnvidia-ml.so.1`, loaded at run
     /// time); GPUs and their placement come from sysfs either way.
     pub nvml: Toggle,
@@ -140,6 +225,9 @@ impl Default for SourceToggles {
             rdma_netlink: Toggle::Auto,
             ethtool: Toggle::Auto,
             dcb: Toggle::Auto,
+            fec: Toggle::Auto,
+            module_eeprom: Toggle::Auto,
+            devlink: Toggle::Auto,
             nvml: Toggle::Auto,
             netlink_timeout: Duration::from_secs(1),
         }
@@ -325,6 +413,23 @@ pub struct RulesConfig {
     pub probe_failures: ProbeFailureRule,
     /// Mean probe RTT over the window against the mean before it.
     pub probe_latency_regression: ProbeLatencyRule,
+    /// Pre-FEC bit error rate (FEC corrected bits over the bits the link
+    /// carried) above `max_ber` over the window.
+    pub fec_ber: BerRule,
+    /// Uncorrectable FEC codewords within the window.
+    pub fec_uncorrectable: WindowRule,
+    /// AER errors on a NIC's or GPU's PCIe link within the window.
+    pub pcie_aer: WindowRule,
+    /// devlink health reporter errors within the window.
+    pub devlink_health: WindowRule,
+    /// A module lane whose Rx power is below its siblings' median divided
+    /// by `factor` (2 = 3 dB).
+    pub module_lane_imbalance: LaneRule,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaneRule {
+    pub factor: f64,
 }
 
 impl Default for RulesConfig {
@@ -401,6 +506,20 @@ impl Default for RulesConfig {
                 window: minute,
                 per_second: 0.0,
             },
+            fec_ber: BerRule {
+                window: Duration::from_secs(300),
+                max_ber: 1e-5,
+            },
+            fec_uncorrectable: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            pcie_aer: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            devlink_health: WindowRule {
+                window: Duration::from_secs(600),
+            },
+            module_lane_imbalance: LaneRule { factor: 2.0 },
             discards_growing: RateRule {
                 window: minute,
                 per_second: 100.0,
@@ -548,6 +667,11 @@ struct RawRules {
     host_ring_drops: Option<RawRule>,
     probe_failures: Option<RawRule>,
     probe_latency_regression: Option<RawRule>,
+    fec_ber: Option<RawRule>,
+    fec_uncorrectable: Option<RawRule>,
+    pcie_aer: Option<RawRule>,
+    devlink_health: Option<RawRule>,
+    module_lane_imbalance: Option<RawRule>,
 }
 
 /// One rule's overrides. Which keys a rule takes is checked when merging.
@@ -674,6 +798,16 @@ impl TryFrom<RawRules> for RulesConfig {
         if let Some(f) = raw.probe_latency_regression.as_ref().and_then(|r| r.factor) {
             c.probe_latency_regression.factor = f;
         }
+        window(&raw.fec_ber, &mut c.fec_ber.window);
+        if let Some(b) = raw.fec_ber.as_ref().and_then(|r| r.max_ber) {
+            c.fec_ber.max_ber = b;
+        }
+        window(&raw.fec_uncorrectable, &mut c.fec_uncorrectable.window);
+        window(&raw.pcie_aer, &mut c.pcie_aer.window);
+        window(&raw.devlink_health, &mut c.devlink_health.window);
+        if let Some(f) = raw.module_lane_imbalance.as_ref().and_then(|r| r.factor) {
+            c.module_lane_imbalance.factor = f;
+        }
         if let Some(m) = raw.mtu_below_jumbo.as_ref().and_then(|r| r.min_mtu) {
             c.mtu_below_jumbo.min_mtu = m;
         }
@@ -712,6 +846,15 @@ impl TryFrom<RawRules> for RulesConfig {
                 "probe_latency_regression",
                 &raw.probe_latency_regression,
                 &["window", "factor"][..],
+            ),
+            ("fec_ber", &raw.fec_ber, &["window", "max_ber"][..]),
+            ("fec_uncorrectable", &raw.fec_uncorrectable, &["window"][..]),
+            ("pcie_aer", &raw.pcie_aer, &["window"][..]),
+            ("devlink_health", &raw.devlink_health, &["window"][..]),
+            (
+                "module_lane_imbalance",
+                &raw.module_lane_imbalance,
+                &["factor"][..],
             ),
         ]
         .into_iter()
@@ -917,6 +1060,18 @@ fn opt_factor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> 
 
 fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     number(d, |v: &usize| *v >= 1, "at least 1")
+}
+
+fn at_least_one_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    number(d, |v: &u64| *v >= 1, "at least 1")
+}
+
+fn share<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    number(
+        d,
+        |v: &f64| v.is_finite() && *v > 0.0 && *v <= 1.0,
+        "a share above 0 and at most 1 (e.g. 0.7)",
+    )
 }
 
 fn request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
@@ -1267,5 +1422,13 @@ mod example_file {
         assert_eq!(c.web, d.web);
         assert_eq!(c.rules, d.rules);
         assert_eq!(c.expect.mtu, Some(9000));
+        assert_eq!(
+            c.nccl,
+            NcclConfig {
+                log_dir: Some("/var/log/nccl".into()),
+                inspector_dir: Some("/var/lib/nccl-inspector".into()),
+                ..d.nccl
+            }
+        );
     }
 }

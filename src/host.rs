@@ -49,27 +49,21 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// Raises the soft limit on open files to the hard limit. The RDMA reader
 /// keeps counter files open between samples (a `pread` costs a fraction of
 /// an open/read/close), and a GPU node with 8 ports and their GID tables
-/// can exceed systemd's default soft limit of 1024. Returns the new soft
-/// limit, or `None` when it could not be read.
-#[allow(unsafe_code)]
+/// can exceed systemd's default soft limit of 1024. Returns the soft limit
+/// in force afterwards, `None` when there is none (`RLIM_INFINITY`).
 pub fn raise_open_file_limit() -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return None;
-    }
-    if limit.rlim_cur < limit.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
-            rlim_max: limit.rlim_max,
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    // `None` in an `Rlimit`: unlimited.
+    let Rlimit { current, maximum } = getrlimit(Resource::Nofile);
+    let current = current?;
+    if maximum.is_none_or(|max| current < max) {
+        let raised = Rlimit {
+            current: maximum,
+            maximum,
         };
-        // SAFETY: as above.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            return Some(raised.rlim_cur);
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            return maximum;
         }
     }
-    Some(limit.rlim_cur)
+    Some(current)
 }

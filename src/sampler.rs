@@ -357,6 +357,8 @@ impl Sampler {
                 Some(Part::Netdev(n)) => snapshot.netdev = Some(n),
                 Some(Part::Topology(t)) => snapshot.topology = Some(*t),
                 Some(Part::Probes(p)) => snapshot.probes = Some(p),
+                Some(Part::Nccl(n)) => snapshot.nccl = Some(*n),
+                Some(Part::Phys(p)) => snapshot.phys = Some(p),
                 None => {}
             }
             let total = self.errors_total.entry(name).or_insert(0);

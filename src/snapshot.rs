@@ -31,10 +31,16 @@ pub struct Snapshot {
     pub netdev: Option<roce_netdev::NetdevSnapshot>,
     /// GPU-NIC PCIe topology and GPUDirect readiness (`roce-topology`).
     pub topology: Option<roce_topology::TopologySnapshot>,
+    /// Physical layer and device health: FEC, modules, PCIe AER of NICs
+    /// and GPUs, devlink health reporters (`roce-netdev` phys).
+    pub phys: Option<roce_netdev::phys::PhysSnapshot>,
     /// Latest results of the verbs probes (their own thread; `roce-probe`).
     pub probes: Option<roce_probe::ProbeResults>,
     /// Latest results of the probes between hosts (`roce_probe::peer`).
     pub peer_probes: Option<roce_probe::peer::PeerResults>,
+    /// What NCCL jobs on this host used (their debug logs and Inspector
+    /// output; `nccl.enabled`).
+    pub nccl: Option<crate::sources::nccl::NcclSnapshot>,
     /// Active findings after this sample (rules over the history, with the
     /// hold time applied).
     pub findings: Vec<crate::rules::Finding>,

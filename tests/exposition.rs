@@ -248,6 +248,10 @@ fn mask(text: &str) -> String {
             out.push_str(" <duration>");
         } else if line.starts_with("roce_sample_timestamp_seconds ") {
             out.push_str("roce_sample_timestamp_seconds <timestamp>");
+        } else if line.starts_with("process_") && !line.starts_with('#') {
+            let cut = line.rfind(' ').unwrap_or(line.len());
+            out.push_str(&line[..cut]);
+            out.push_str(" <process>");
         } else if line.starts_with("roce_exporter_build_info{") {
             out.push_str("roce_exporter_build_info{<build>} 1");
         } else {
@@ -301,9 +305,7 @@ fn golden_expositions() {
 #[test]
 fn golden_files_match_fixture_trees() {
     let dir = repo().join("tests/golden");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return;
-    };
+    let entries = std::fs::read_dir(&dir).expect("tests/golden is part of the repository");
     let trees: BTreeSet<String> = fixture_trees().into_iter().collect();
     for e in entries.filter_map(|e| e.ok()) {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -465,7 +467,7 @@ fn docs_subcommand_prints_the_reference() {
 #[test]
 fn family_table_is_consistent() {
     let name_ok = |n: &str| {
-        n.starts_with("roce_")
+        (n.starts_with("roce_") || n.starts_with("process_"))
             && n.chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
     };

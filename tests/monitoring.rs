@@ -10,7 +10,10 @@
 //! prometheus-alertmanager with the inhibit rules on loopback, a simulated
 //! PFC storm that must reach a webhook receiver with a runbook_url the
 //! exporter serves, a flap on a down port that must be inhibited; bounded to
-//! 150 s). Without the tools the tests are skipped, except under CI where
+//! 150 s) and `fleet` (a synthetic 1,000-node TSDB with one storming port
+//! built by `promtool tsdb create-blocks-from openmetrics`, Prometheus with
+//! the generated recording rules, every query of the fleet dashboard must
+//! find that port; bounded to 90 s). Without the tools the tests are skipped, except under CI where
 //! `.ci/run` installs them.
 
 use std::path::Path;
@@ -65,4 +68,9 @@ fn rules_and_dashboards_check_with_promtool() {
 #[test]
 fn pfc_storm_reaches_alertmanager_and_dashboards_have_data() {
     run_py(&["e2e", "--exporter", env!("CARGO_BIN_EXE_roce_exporter")]);
+}
+
+#[test]
+fn fleet_dashboard_finds_the_storming_port_among_1000_nodes() {
+    run_py(&["fleet"]);
 }

@@ -1,7 +1,8 @@
 //! Generated packaging inputs stay current: the committed man page
 //! (docs/roce_exporter.1, shipped by the deb and the rpm) equals what the
-//! clap definition renders, and packaging/kubernetes/prometheusrule.yaml
-//! equals what its generator makes of alerts/. The packages, the unit, the
+//! clap definition renders, and the generated kustomize components
+//! (packaging/kubernetes/components/{prometheusrule,grafana-dashboards})
+//! equal what their generator makes of alerts/ and dashboards/. The packages, the unit, the
 //! image and the manifests themselves are checked by .ci/packaging.sh.
 
 use std::path::PathBuf;

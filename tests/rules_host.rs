@@ -124,6 +124,7 @@ fn dcb(pfc: &[u8], apps: Vec<DcbApp>, trust_order: Option<Vec<u8>>) -> DcbConfig
         pfc_enabled: Some(pfc.iter().fold(0u8, |b, p| b | (1 << p))),
         apps,
         trust_order,
+        ..DcbConfig::default()
     }
 }
 

@@ -178,9 +178,16 @@ fn sighup_before_ready_reloads_web_changes_are_named_and_sigterm_ends_a_stuck_pr
     wait_for(&log, "msg=\"roce_exporter started\"");
     // The SIGHUP that came before is handled once serving: its reload may
     // be logged before or after the listener's line.
-    let [listening, _] = wait_for_all(&log, ["msg=listening", "msg=\"configuration reloaded\""]);
+    // The sampler thread logs that it applied the reload independently.
+    let [listening, _, _] = wait_for_all(
+        &log,
+        [
+            "msg=listening",
+            "msg=\"configuration reloaded\"",
+            "msg=\"new configuration applied; sampling now\"",
+        ],
+    );
     let port = listening.rsplit(':').next().unwrap().trim().to_string();
-    wait_for(&log, "msg=\"new configuration applied; sampling now\"");
     assert!(child.try_wait().unwrap().is_none(), "SIGHUP killed it");
     let reply = healthz(&port);
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");

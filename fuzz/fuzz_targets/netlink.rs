@@ -2,7 +2,7 @@
 //! message and attribute iterators, NLMSG_ERROR / NLMSG_DONE with extended
 //! ack, typed attribute reads; rdma.rs: RDMA nldev device and
 //! `RDMA_NLDEV_CMD_STAT_GET` hardware-counter replies), the DCB reply
-//! decoder (`crates/netdev` dcb.rs) and the ethtool-netlink pause reply
+//! decoders (IEEE and CEE get, ETS, buffers, peer) (`crates/netdev` dcb.rs) and the ethtool-netlink pause reply
 //! (live.rs). The input is read both as a whole datagram and as the payload
 //! of each message in it, so seeds of either kind work.
 #![no_main]
@@ -40,6 +40,18 @@ fn payload_decoders(payload: &[u8]) {
     let _ = roce_netdev::live::parse_pause_reply(payload);
     if let Ok(config) = roce_netdev::dcb::decode_payload(payload) {
         let _ = (config.trust(), config.dscp_map());
+        for p in 0u8..8 {
+            // Decoded ETS and buffers only hold in-range indices.
+            assert!(config.tc_of(p).is_none_or(|tc| tc <= 7));
+            if let Some(b) = &config.buffers {
+                assert!(b.size_for(p).is_some());
+            }
+        }
+        let _ = config.peer.dscp_map();
+        let _ = config.dcbx.map(roce_netdev::dcb::dcbx_mode_name);
+    }
+    if let Ok(cee) = roce_netdev::dcb::decode_cee_payload(payload) {
+        let _ = cee.peer.dscp_map();
     }
     let _ = walk(attrs(payload), 0);
     for header in [0, 4, 16] {

@@ -36,5 +36,11 @@ fuzz_target!(|data: &[u8]| {
         if let Some(bits) = config.pfc_enabled {
             let _ = bits.count_ones();
         }
+        for p in 0u8..8 {
+            assert!(config.tc_of(p).is_none_or(|tc| tc <= 7));
+        }
+        if let Some(map) = config.peer.dscp_map() {
+            assert!(map.iter().all(|&(d, p)| d <= 63 && p <= 7));
+        }
     }
 });

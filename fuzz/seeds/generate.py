@@ -284,6 +284,50 @@ def structured():
             s.add(f"byte-{b}", bytes([b]))
 
 
+# ---- nccl_parsers: the NCCL fixtures (logs and Inspector output laid out
+# from NCCL's format strings), whole and line by line
+def nccl():
+    s = Seeds("nccl_parsers")
+    base = os.path.join(FIXTURES, "nccl")
+    for sub in ["logs", "inspector"]:
+        d = os.path.join(base, sub)
+        for n in sorted(os.listdir(d)):
+            data = read(os.path.join(d, n))
+            s.add(f"{sub}-{n}", data)
+            for i, line in enumerate(data.splitlines()):
+                s.add(f"{sub}-{n}-line{i}", line + b"\n")
+# ---- phys: the recorded FEC, module EEPROM and devlink replies of
+# crates/netdev/tests/fixtures/phys (as text and as bytes) and AER files.
+def phys_hex_bytes(text):
+    out = bytearray()
+    for line in text.splitlines():
+        line = line.split("#")[0].strip()
+        if not line or line.startswith("[") or line == "---":
+            continue
+        out += bytes(int(w, 16) for w in line.split(":", 1)[-1].split())
+    return bytes(out)
+
+
+def phys():
+    s = Seeds("phys")
+    src = os.path.join(ROOT, "crates", "netdev", "tests", "fixtures", "phys")
+    for name in sorted(os.listdir(src)):
+        if name.endswith(".py"):
+            continue
+        text = read(os.path.join(src, name)).decode()
+        s.add(name + ".txt", text)
+        if name.endswith(".hex"):
+            for i, msg in enumerate(text.split("---")):
+                s.add("%s-%d.bin" % (name, i), phys_hex_bytes(msg))
+        else:
+            s.add(name + ".bin", phys_hex_bytes(text))
+    s.add("aer-correctable.txt", "RxErr 2\nBadTLP 5\nBadDLLP 1\nRollover 0\nTimeout 0\n"
+          "NonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 8\n")
+    s.add("aer-fatal.txt", "Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO 0\nCmpltAbrt 0\n"
+          "UnxCmplt 0\nRxOF 0\nMalfTLP 1\nECRC 0\nUnsupReq 0\nACSViol 0\nUncorrIntErr 0\n"
+          "BlockedTLP 0\nAtomicOpBlocked 0\nTLPBlockedErr 0\nPoisonTLPBlocked 0\nTOTAL_ERR_FATAL 1\n")
+
+
 def main():
     sysfs_values()
     pci_config()
@@ -292,6 +336,8 @@ def main():
     configs()
     http()
     structured()
+    nccl()
+    phys()
     for t in sorted(os.listdir(HERE)):
         d = os.path.join(HERE, t)
         if os.path.isdir(d):

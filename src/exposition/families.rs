@@ -8,6 +8,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
     vec![
         ("Exporter", super::exporter::FAMILIES.iter().collect()),
         (
+            "Exporter process (Prometheus' standard names, from /proc/self)",
+            super::process::FAMILIES.iter().collect(),
+        ),
+        (
             "RDMA devices, ports and GIDs",
             super::rdma::FAMILIES.iter().collect(),
         ),
@@ -24,6 +28,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
             super::netdev::FAMILIES.iter().collect(),
         ),
         (
+            "Physical layer and device health",
+            super::phys::FAMILIES.iter().collect(),
+        ),
+        (
             "GPU-NIC topology",
             super::topology::FAMILIES.iter().collect(),
         ),
@@ -31,6 +39,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
         (
             "Probes between hosts (`peer_probes:`)",
             super::peer_probes::FAMILIES.iter().collect(),
+        ),
+        (
+            "NCCL (what jobs used, from their logs and Inspector output)",
+            super::nccl::FAMILIES.iter().collect(),
         ),
         (
             "Findings (rules; details at /findings)",

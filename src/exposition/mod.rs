@@ -19,9 +19,12 @@ pub mod exporter;
 pub mod families;
 pub mod findings;
 pub mod hw_counters;
+pub mod nccl;
 pub mod netdev;
 pub mod peer_probes;
+pub mod phys;
 pub mod probes;
+pub mod process;
 pub mod rdma;
 pub mod topology;
 
@@ -97,6 +100,10 @@ pub enum FamilyUnit {
     BytesPerSecond,
     TransfersPerSecond,
     Lanes,
+    Celsius,
+    Volts,
+    Amperes,
+    Watts,
 }
 
 impl FamilyUnit {
@@ -108,6 +115,10 @@ impl FamilyUnit {
             FamilyUnit::BytesPerSecond => "bytes_per_second",
             FamilyUnit::TransfersPerSecond => "transfers_per_second",
             FamilyUnit::Lanes => "lanes",
+            FamilyUnit::Celsius => "celsius",
+            FamilyUnit::Volts => "volts",
+            FamilyUnit::Amperes => "amperes",
+            FamilyUnit::Watts => "watts",
         }
     }
 
@@ -144,6 +155,8 @@ impl Family {
         let mut line = format!("{} Source: {}", self.help, self.source);
         match self.source {
             "build" | "config" => line.push('.'),
+            // the exporter's own process (process.rs), read when encoded
+            s if s.starts_with("/proc/self") => line.push_str("; read at each scrape."),
             _ => {
                 let _ = write!(
                     line,
@@ -384,11 +397,14 @@ impl prometheus_client::collector::Collector for SnapshotCollector {
 pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     let mut out = Vec::new();
     exporter::collect(snapshot, build, &mut out);
+    process::collect(&mut out);
     rdma::collect(snapshot, &mut out);
     netdev::collect(snapshot, &mut out);
+    phys::collect(snapshot, &mut out);
     topology::collect(snapshot, &mut out);
     probes::collect(snapshot, &mut out);
     peer_probes::collect(snapshot, &mut out);
+    nccl::collect(snapshot, &mut out);
     findings::collect(snapshot, &mut out);
     out
 }

@@ -97,6 +97,22 @@ pub const LINK_DOWN_EVENTS: Family = Family {
     help: "Times the physical link went down: a 64-bit counter, unlike the 8-bit PMA link_downed that sticks at 255.",
     source: ETHTOOL_SOURCE,
 };
+pub const PHY_ERRORS: Family = Family {
+    base: "roce_phy_errors",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "kind", "lane"],
+    help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, empty for the total) or pcs_symbol_errors. Absent where the driver has no such counter.",
+    source: ETHTOOL_SOURCE,
+};
+pub const NIC_PCIE_ERRORS: Family = Family {
+    base: "roce_nic_pcie_errors",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["netdev", "device", "port", "kind"],
+    help: "The NIC's own count of trouble on its PCIe link: rx_signal_integrity (link recoveries after framing or CRC errors it received), tx_signal_integrity (recoveries the other end started), outbound_buffer_overflow (packets dropped because the PCIe buffer overflowed). mlx5 only.",
+    source: ETHTOOL_SOURCE,
+};
 pub const ETHTOOL_STAT: Family = Family {
     base: "roce_netdev_ethtool_stat",
     kind: Kind::Counter,
@@ -181,6 +197,8 @@ pub const FAMILIES: &[Family] = &[
     NIC_ECN_MARKED,
     PHY_SYMBOL_ERRORS,
     LINK_DOWN_EVENTS,
+    PHY_ERRORS,
+    NIC_PCIE_ERRORS,
     ETHTOOL_STAT,
     MTU,
     SPEED,
@@ -201,7 +219,7 @@ fn idx(f: &Family) -> usize {
 /// reference.
 pub fn reference_markdown() -> String {
     let mut out = String::from(
-        "Mapping of driver ethtool counter names to these families (`N` is the priority, 0-7; \
+        "Mapping of driver ethtool counter names to these families (`N` is the priority, 0-7, or the lane for `rx_err_lane_N_phy`; \
          counters with the same family and labels on one netdev are summed, e.g. XON + XOFF). \
          Names not listed are not exported unless `netdevs.export_raw_ethtool` names them.\n\n\
          | driver | ethtool counter | family | labels | unit |\n|---|---|---|---|---|\n",
@@ -231,6 +249,11 @@ pub fn reference_markdown() -> String {
             RuleKind::EcnMarked => (&NIC_ECN_MARKED, "priority=N".to_string()),
             RuleKind::PhySymbolErrors => (&PHY_SYMBOL_ERRORS, String::new()),
             RuleKind::LinkDownEvents => (&LINK_DOWN_EVENTS, String::new()),
+            RuleKind::PhyErrors(k) if rule.pattern.contains("{p}") => {
+                (&PHY_ERRORS, format!("kind={k}, lane=N"))
+            }
+            RuleKind::PhyErrors(k) => (&PHY_ERRORS, format!("kind={k}")),
+            RuleKind::PcieErrors(k) => (&NIC_PCIE_ERRORS, format!("kind={k}")),
         };
         let unit = match rule.scale {
             Scale::Count => "count",
@@ -313,6 +336,13 @@ fn push_stat(out: &mut [FamilySamples], base: [&str; 3], meaning: &Meaning, valu
         }
         Meaning::PhySymbolErrors => push(out, &PHY_SYMBOL_ERRORS, &[n, d, p]),
         Meaning::LinkDownEvents => push(out, &LINK_DOWN_EVENTS, &[n, d, p]),
+        Meaning::PhyErrors { kind, lane } => {
+            let lane = lane.map(|v| v.to_string()).unwrap_or_default();
+            push(out, &PHY_ERRORS, &[n, d, p, kind, &lane]);
+        }
+        Meaning::PcieErrors { kind } => {
+            push(out, &NIC_PCIE_ERRORS, &[n, d, p, kind]);
+        }
     }
 }
 

@@ -2,10 +2,10 @@
 //! that rate rules follow, per subject, at the sample times kept.
 //!
 //! Rate rules look back over windows of up to ten minutes. Keeping whole
-//! snapshots for that (every counter of every port, dozens of times) cost
-//! most of the sampler's memory, and reading a value back meant finding
-//! the port and the counter by name in every kept snapshot, for every rule,
-//! every sample. Instead, each sample's followed values are taken once, when
+//! snapshots for that (every counter of every port, dozens of times) would
+//! cost most of the sampler's memory, and reading a value back would mean
+//! finding the port and the counter by name in every kept snapshot, for
+//! every rule, every sample. Instead, each sample's followed values are taken once, when
 //! the sample is pushed ([`History::push`]), into one column per (subject,
 //! value) beside a shared column of sample times; a rule reads a column.
 //!
@@ -37,6 +37,10 @@ pub enum SubjectKey {
     Netdev(String),
     /// A probe target: device, port, GID index.
     Probe(String, u8, u32),
+    /// A PCI function (NIC or GPU) by address: its AER counts.
+    Pci(String),
+    /// A devlink health reporter: PCI address, reporter name, devlink port.
+    Reporter(String, String, Option<u32>),
 }
 
 /// A value followed over time. Every one is a cumulative counter.
@@ -57,6 +61,17 @@ pub enum Value {
     Stat(Meaning),
     /// A netdev's discards for one reason ([`discards`]).
     Discards(&'static str),
+    /// A netdev's `carrier_down_count` (sysfs).
+    CarrierDown,
+    /// A netdev's FEC corrected bits and uncorrectable codewords (totals).
+    FecCorrectedBits,
+    FecUncorrectable,
+    /// A PCI function's AER totals by severity.
+    AerCorrectable,
+    AerNonfatal,
+    AerFatal,
+    /// A devlink health reporter's error count.
+    ReporterErrors,
     ProbeRequests,
     /// Failed probe rounds, every reason together.
     ProbeFailures,
@@ -279,6 +294,20 @@ impl History {
         self.series(SubjectKey::Netdev(name.to_string()))
     }
 
+    /// The columns of one PCI function.
+    pub fn pci(&self, address: &str) -> Series<'_> {
+        self.series(SubjectKey::Pci(address.to_string()))
+    }
+
+    /// The columns of one devlink health reporter.
+    pub fn reporter(&self, pci: &str, name: &str, port: Option<u32>) -> Series<'_> {
+        self.series(SubjectKey::Reporter(
+            pci.to_string(),
+            name.to_string(),
+            port,
+        ))
+    }
+
     /// The columns of one probe target.
     pub fn probe(&self, device: &str, port: u8, gid_index: u32) -> Series<'_> {
         self.series(SubjectKey::Probe(device.to_string(), port, gid_index))
@@ -307,10 +336,11 @@ impl Series<'_> {
 
     /// Increase of the sum of `values` over the samples within `window`:
     /// the sum of each value's own reset-aware increase, a sample without
-    /// the value being a gap in its column as for a single value. (Summing
-    /// the values each sample had instead made one that failed to read for
-    /// a sample, EIO say, count its whole size as growth when it came back:
-    /// a false spike.) The time covered is the longest of theirs.
+    /// the value being a gap in its column as for a single value, not the
+    /// increase of per-sample sums: a value that fails to read for one
+    /// sample (EIO, say) would make the sum drop and then count the value's
+    /// whole size as growth when it comes back, a false spike. The time
+    /// covered is the longest of theirs.
     pub fn increase_of_sum(&self, values: &[Value], window: Duration) -> Option<Increase> {
         let start = self.window_start(window);
         let mut total: Option<Increase> = None;
@@ -432,7 +462,13 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
                 values.push((Value::Discards(reason), v));
             }
         }
+        if let Some(v) = n.carrier.down {
+            values.push((Value::CarrierDown, v));
+        }
         take(SubjectKey::Netdev(n.name.clone()), &values);
+    }
+    if let Some(phys) = &s.phys {
+        followed_phys(phys, take);
     }
     for (t, st) in s.probes.iter().flat_map(|r| r.targets.iter()) {
         let failures = st
@@ -450,6 +486,51 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
                 (Value::ProbeRttCount, st.rtt.count),
                 (Value::ProbeRttSumNanos, rtt_nanos),
             ],
+        );
+    }
+}
+
+/// The physical-layer values: FEC totals per netdev (its own call, the
+/// netdev's other values were taken above), AER totals per PCI function,
+/// devlink reporter error counts.
+fn followed_phys(phys: &roce_netdev::phys::PhysSnapshot, take: &mut TakeSubject<'_>) {
+    let mut values: Vec<(Value, u64)> = Vec::new();
+    let aer = |pci: &str, a: &roce_netdev::aer::PciAer, take: &mut TakeSubject<'_>| {
+        let mut v = Vec::new();
+        for (value, counts) in [
+            (Value::AerCorrectable, &a.correctable),
+            (Value::AerNonfatal, &a.nonfatal),
+            (Value::AerFatal, &a.fatal),
+        ] {
+            if let Some(total) = counts.as_ref().and_then(|c| c.total) {
+                v.push((value, total));
+            }
+        }
+        take(SubjectKey::Pci(pci.to_string()), &v);
+    };
+    for n in &phys.netdevs {
+        values.clear();
+        if let Some(fec) = &n.fec {
+            if let Some(c) = &fec.corrected_bits {
+                values.push((Value::FecCorrectedBits, c.total));
+            }
+            if let Some(c) = &fec.uncorrectable_blocks {
+                values.push((Value::FecUncorrectable, c.total));
+            }
+        }
+        take(SubjectKey::Netdev(n.name.clone()), &values);
+        if let Some(pci) = &n.pci {
+            aer(pci, &n.aer, take);
+        }
+    }
+    for g in &phys.gpus {
+        aer(&g.pci, &g.aer, take);
+    }
+    for r in phys.reporters.iter().flatten() {
+        let r = &r.reporter;
+        take(
+            SubjectKey::Reporter(r.device.clone(), r.name.clone(), r.port),
+            &[(Value::ReporterErrors, r.errors)],
         );
     }
 }

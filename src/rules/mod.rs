@@ -23,6 +23,8 @@ pub mod fabric;
 pub mod history;
 pub mod nccl;
 pub mod peer_probes;
+pub mod nccl_seen;
+pub mod phys;
 pub mod ports;
 pub mod probes;
 pub mod rates;
@@ -147,8 +149,10 @@ pub fn all() -> Vec<&'static Rule> {
     rules.extend(rates::RULES);
     rules.extend(congestion::RULES);
     rules.extend(topology::RULES);
+    rules.extend(phys::RULES);
     rules.extend(probes::RULES);
     rules.extend(peer_probes::RULES);
+    rules.extend(nccl_seen::RULES);
     rules.extend(exporter::RULES);
     rules
 }

@@ -20,7 +20,7 @@ use crate::meaning::{HwMeaning, Provider, HW_MAPPINGS};
 pub const RULES: &[Rule] = &[
     Rule {
         id: RuleId::LinkFlap,
-        checks: "no link-down events within the window (the 64-bit ethtool counter where the driver has one, else link_downed)",
+        checks: "no link-down events within the window (the 64-bit ethtool counter where the driver has one, else carrier_down_count, else link_downed)",
         evaluate: link_flap,
     },
     Rule {
@@ -96,28 +96,54 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
     let window = ctx.rules.link_flap.window;
     let mut out = Vec::new();
     for (d, p) in ports(s) {
-        let wide = netdev_wide(ctx, p, Meaning::LinkDownEvents, window);
-        let (inc, counter) = match wide {
-            Some(inc) => (inc, "link_down_events_phy (ethtool)"),
-            None => {
-                let Some(inc) = ctx
-                    .history
-                    .port(&d.name, p.number)
-                    .increase(Value::LinkDowned, window)
-                else {
-                    continue;
-                };
-                (inc, "link_downed")
-            }
+        // The widest counter the host has: the driver's 64-bit physical
+        // link-down events, else the netdev's carrier_down_count (a 32-bit
+        // kernel count on every Ethernet driver, Linux 4.16+), else the PMA
+        // link_downed, 8 bits wide (IBTA LinkDownedCounter), stuck at 255.
+        let netdev = p.netdev.as_deref();
+        let wide = netdev_wide(ctx, p, Meaning::LinkDownEvents, window).map(|inc| {
+            let n = netdev.unwrap_or_default();
+            (
+                inc,
+                "link_down_events_phy (ethtool)",
+                format!("ethtool -S {n} | grep link_down_events_phy"),
+            )
+        });
+        let carrier = || {
+            let n = netdev?;
+            ctx.history
+                .netdev(n)
+                .increase(Value::CarrierDown, window)
+                .map(|inc| {
+                    (
+                        inc,
+                        "carrier_down_count",
+                        format!("cat /sys/class/net/{n}/carrier_down_count"),
+                    )
+                })
+        };
+        let pma = || {
+            ctx.history
+                .port(&d.name, p.number)
+                .increase(Value::LinkDowned, window)
+                .map(|inc| {
+                    (
+                        inc,
+                        "link_downed",
+                        format!(
+                            "cat /sys/class/infiniband/{}/ports/{}/counters/link_downed",
+                            d.name, p.number
+                        ),
+                    )
+                })
+        };
+        let Some((inc, counter, verify)) = wide.or_else(carrier).or_else(pma) else {
+            continue;
         };
         if inc.amount == 0 {
             continue;
         }
         let subject = subject(d, p);
-        let verify = match (wide, p.netdev.as_deref()) {
-            (Some(_), Some(n)) => format!("ethtool -S {n} | grep link_down_events_phy  # must stop increasing"),
-            _ => format!("cat /sys/class/infiniband/{}/ports/{}/counters/link_downed  # must stop increasing", d.name, p.number),
-        };
         out.push(Finding {
             rule: RuleId::LinkFlap,
             severity: Severity::Warning,
@@ -126,7 +152,7 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
             fix: "Reseat or replace the cable/transceiver and check the switch port's error log; repeated flaps \
                   with symbol errors point at the physical link"
                 .into(),
-            verify,
+            verify: format!("{verify}  # must stop increasing"),
             subject,
         });
     }

@@ -43,6 +43,8 @@ pub enum Area {
     Probe,
     /// The probes between hosts (`peer_probes:`).
     PeerProbe,
+    /// What NCCL jobs on the host used (their logs and Inspector output).
+    Nccl,
     /// The exporter itself (its collectors).
     Exporter,
 }
@@ -150,6 +152,16 @@ rule_table! {
     RdmaDeviceMissing = "rdma_device_missing", [Critical], None, ["devices"], Port;
     RdmaDeviceGone = "rdma_device_gone", [Critical], None, ["devices"], Port;
     RdmaPortGone = "rdma_port_gone", [Critical], None, [], Port;
+    NcclSocketTransport = "nccl_socket_transport", [Critical], None, [], Nccl;
+    NcclGdrNotUsed = "nccl_gdr_not_used", [Warning], None, [], Nccl;
+    NcclBusbwBelowLineRate = "nccl_busbw_below_line_rate", [Warning], None, [], Nccl;
+    ModuleRxPowerLow = "module_rx_power_low", [Warning, Critical], None, [], LinkErrors;
+    ModuleTemperatureHigh = "module_temperature_high", [Warning, Critical], None, [], LinkErrors;
+    ModuleLaneImbalance = "module_lane_imbalance", [Warning], Some("module_lane_imbalance"), [], LinkErrors;
+    FecBerHigh = "fec_ber_high", [Warning], Some("fec_ber"), [], LinkErrors;
+    FecUncorrectable = "fec_uncorrectable", [Warning], Some("fec_uncorrectable"), [], LinkErrors;
+    PcieAerErrors = "pcie_aer_errors", [Warning, Critical], Some("pcie_aer"), [], PcieLink;
+    DevlinkReporterError = "devlink_reporter_error", [Critical, Warning], Some("devlink_health"), [], Port;
     CollectorFailing = "collector_failing", [Warning], None, [], Exporter;
 }
 

@@ -14,8 +14,10 @@ use std::sync::Arc;
 
 use crate::snapshot::{KernelRequests, SourceState};
 
+pub mod nccl;
 pub mod netdev;
 pub mod peer_list;
+pub mod phys;
 pub mod probe;
 pub mod rdma;
 pub mod rdma_netlink;
@@ -42,6 +44,9 @@ pub enum Part {
     /// Boxed: by far the largest part.
     Topology(Box<roce_topology::TopologySnapshot>),
     Probes(roce_probe::ProbeResults),
+    /// What NCCL jobs used, from their logs and Inspector output.
+    Nccl(Box<nccl::NcclSnapshot>),
+    Phys(roce_netdev::phys::PhysSnapshot),
 }
 
 /// What one call of [`Source::sample`] returns.
@@ -100,5 +105,7 @@ pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Ve
         Box::new(netdev::NetdevSource::new(config, paths)),
         Box::new(topology::TopologySource::new(config, paths)),
         Box::new(probe::ProbeSource::new(config, paths)),
+        Box::new(nccl::NcclSource::new(config)),
+        Box::new(phys::PhysSource::new(config, paths)),
     ]
 }

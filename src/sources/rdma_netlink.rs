@@ -3,10 +3,12 @@
 //! port and sample, and answers `None` (the reader then reads sysfs
 //! `hw_counters/`) whenever netlink cannot answer for that port.
 //!
-//! Why netlink: on mlx5 reading `hw_counters/` file by file costs about one
-//! firmware query per file, STAT_GET one per port (FACTS.md). It also
-//! returns the optional counters an administrator enabled, which sysfs
-//! never lists.
+//! Why netlink: on mlx5 (kernels from 5.16) reading any `hw_counters/`
+//! file makes the driver query firmware for all counters, and the 10 ms
+//! `lifespan` cache is re-armed only when `rx_write_requests` is read, so
+//! reading the folder file by file costs about one firmware query per file;
+//! STAT_GET costs one per port. It also returns the optional counters an
+//! administrator enabled, which sysfs never lists.
 //!
 //! What is an error (returned by [`NetlinkHwCounters::take_errors`], counted
 //! by the collector) and what is not:

@@ -28,6 +28,12 @@
         RocePortDown. Bounded to DEADLINE seconds; every process is
         stopped and the temporary directory removed, also on failure.
 
+    python3 tests/monitoring/run.py fleet
+        the fleet dashboard on a synthetic TSDB of 1,000 nodes with one
+        storming port (tests/monitoring/fleet.py): every query of the
+        "RoCE / Fleet" dashboard must find that port; prints each query's
+        time. Bounded to FLEET_DEADLINE seconds.
+
 Exit status: 0 pass, 1 fail, 3 a required tool is missing (the Rust test
 turns that into a skip outside CI).
 """
@@ -65,6 +71,8 @@ SUBSTITUTIONS = [
     ("$__range", "1h"),
     ('"$instance"', '".+"'),
     ('"$device"', '".+"'),
+    ('"$cluster"', '".*"'),
+    ('"$job"', '".+"'),
 ]
 
 PROMQL_KEYWORDS = {
@@ -258,7 +266,8 @@ def check_dashboard_structure():
             for t in p.get("targets", []):
                 if t.get("datasource") != dash_gen.DS:
                     errors.append(f"{title}: query {t['refId']} data source is not ${{datasource}}")
-                if '$instance' not in t["expr"]:
+                # rail: series aggregate over instances (the fleet dashboard)
+                if '$instance' not in t["expr"] and "rail:" not in t["expr"]:
                     errors.append(f"{title}: query {t['refId']} ignores $instance")
     return errors
 
@@ -488,7 +497,7 @@ def static():
     errors += check_rule_table()
     errors += check_inhibit_config()
     for where, e in exprs:
-        errors += check_names(where, metric_names(substitute(e)), reference, pending, set())
+        errors += check_names(where, metric_names(substitute(e)), reference, pending, recorded)
     errors += check_runbook()
     print(f"{len(rules)} rules, {len(exprs)} dashboard queries checked")
     return errors
@@ -851,16 +860,79 @@ scrape_configs:
     return errors
 
 
+# --------------------------------------------------------------- fleet proof
+
+FLEET_DEADLINE = 90  # seconds for the whole fleet proof
+
+
+def fleet_proof():
+    """The fleet dashboard on a synthetic 1,000-node TSDB (tests/monitoring/
+    fleet.py): every fleet panel's query must find the one storming port."""
+    import fleet
+    promtool, prometheus = tool("promtool"), tool("prometheus")
+    stack = Stack(None, time.monotonic() + FLEET_DEADLINE)
+    try:
+        t = stack.tmp
+        started = time.monotonic()
+        data = os.path.join(t, "fleet.om")
+        ports = fleet.write_openmetrics(data, int(time.time()))
+        db = os.path.join(t, "prom")
+        r = run([promtool, "tsdb", "create-blocks-from", "openmetrics", data, db])
+        if r.returncode != 0:
+            raise Failure("promtool tsdb create-blocks-from openmetrics failed:\n" + r.stdout)
+        size = os.path.getsize(data)
+        os.remove(data)
+        print(f"synthetic TSDB: {fleet.NODES} nodes, {ports} ports, {size >> 20} MiB of "
+              f"OpenMetrics, blocks in {time.monotonic() - started:.1f} s")
+        rules_dir = os.path.join(t, "rules")
+        r = run([sys.executable, os.path.join(ROOT, "alerts", "generate.py"),
+                 "--scrape-interval", str(fleet.SCRAPE), "--out", rules_dir])
+        if r.returncode != 0:
+            raise Failure(f"alerts/generate.py failed: {r.stdout}")
+        rules = os.path.join(rules_dir, alerts_gen.FLEET_RECORDING_FILE)
+        port = free_port()
+        prom = f"127.0.0.1:{port}"
+        with open(os.path.join(t, "prometheus.yml"), "w") as f:
+            f.write(f"global:\n  evaluation_interval: 2s\nrule_files: [\"{rules}\"]\n")
+        stack.start("prometheus", [prometheus, "--config.file", os.path.join(t, "prometheus.yml"),
+                                   "--storage.tsdb.path", db, "--web.listen-address", prom])
+        stack.wait_for("prometheus", lambda: http_get(f"http://{prom}/-/ready"), 40)
+        stack.wait_for("the recording rules", lambda: query(
+            prom, "rule:roce_findings:count") and query(
+            prom, "rail:roce_ports_down:count"), max(stack.left() - 20, 5))
+        errors = []
+        for where, e in dashboard_queries():
+            if not where.startswith("roce-fleet/") or "/$" in where:
+                continue
+            ok, detail = False, ""
+            try:
+                result, took = fleet.query(f"http://{prom}", substitute(e))
+                ok, detail = fleet.finds_storm(result)
+            except Exception as err:  # noqa: BLE001 (reported as the panel's failure)
+                took, detail = 0.0, str(err)
+            print(f"{'ok  ' if ok else 'FAIL'} {took * 1000:7.1f} ms  {where}: {detail}")
+            if not ok:
+                errors.append(f"fleet panel does not find the storming port: {where}: {detail}")
+        print(f"fleet proof took {time.monotonic() - started:.0f} s")
+        return errors
+    finally:
+        stack.close()
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("static")
+    sub.add_parser("fleet")
     e = sub.add_parser("e2e")
     e.add_argument("--exporter", default=os.environ.get(
         "ROCE_EXPORTER", os.path.join(ROOT, "target", "debug", "roce_exporter")))
     args = p.parse_args(argv)
     try:
-        errors = static() if args.cmd == "static" else e2e(args.exporter)
+        if args.cmd == "fleet":
+            errors = fleet_proof()
+        else:
+            errors = static() if args.cmd == "static" else e2e(args.exporter)
     except MissingTool as err:
         print(f"SKIP: {err}")
         return 3

@@ -24,6 +24,12 @@
 #   --nics N               number of NICs (default 1); all on one isolated qemu hub
 #   --nic-model MODEL      virtio-net-pci (default), e1000, e1000e
 #   --append "ARGS"        extra kernel command line (sr.ip0=, sr.rxe=0, sr.quiet=1)
+#   --root-port            put each NIC behind its own pcie-root-port (PCIe
+#                          AER reaches the guest's AER driver through it;
+#                          virtio-net-pci gets aer=on); the NICs' qdev ids
+#                          are nic0, nic1, ...
+#   --monitor PATH         the qemu human monitor on unix socket PATH (for the
+#                          host: pcie_aer_inject_error, set_link)
 #   --shell                interactive shell on the console instead of a script
 #   -q, --quiet            do not stream the console, only write the log
 # Exit status: the guest script's status; 124 timeout; 125 harness/boot failure.
@@ -36,7 +42,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 log() { printf '[run] %s\n' "$*" >&2; }
 
 ADDS=() SHARE="" LOG=./roce-vm.log TIMEOUT=170 ACCEL=auto MEM=512 SMP=2 NICS=1
-NIC_MODEL=virtio-net-pci APPEND="" SHELL_MODE=0 QUIET=0
+NIC_MODEL=virtio-net-pci APPEND="" SHELL_MODE=0 QUIET=0 ROOT_PORT=0 MONITOR=
 POS=()
 while (($#)); do
   case $1 in
@@ -50,6 +56,8 @@ while (($#)); do
     --nics) NICS=$2; shift 2 ;;
     --nic-model) NIC_MODEL=$2; shift 2 ;;
     --append) APPEND=$2; shift 2 ;;
+    --root-port) ROOT_PORT=1; shift ;;
+    --monitor) MONITOR=$2; shift 2 ;;
     --shell) SHELL_MODE=1; shift ;;
     -q|--quiet) QUIET=1; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'; exit 0 ;;
@@ -131,9 +139,17 @@ esac
 NETARGS=()
 # fixed MACs: the rxe node GUID derives from the MAC, so tests can rely on it
 for ((i = 0; i < NICS; i++)); do
+  BUS=""
+  if ((ROOT_PORT)); then
+    NETARGS+=(-device "pcie-root-port,id=rp$i,chassis=$((i + 1)),slot=$((i + 1))")
+    BUS=",bus=rp$i"
+    # virtio-pci has the AER capability only when asked for
+    [[ $NIC_MODEL == virtio-net-pci ]] && BUS+=",aer=on"
+  fi
   NETARGS+=(-netdev "hubport,id=n$i,hubid=0"
-            -device "$NIC_MODEL,netdev=n$i,mac=52:54:00:00:00:$(printf %02x $((i + 1)))")
+            -device "$NIC_MODEL,netdev=n$i,id=nic$i$BUS,mac=52:54:00:00:00:$(printf %02x $((i + 1)))")
 done
+[[ -n $MONITOR ]] && NETARGS+=(-monitor "unix:$MONITOR,server=on,wait=off")
 SHAREARGS=()
 if [[ -n $SHARE ]]; then
   mkdir -p "$SHARE"

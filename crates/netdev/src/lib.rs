@@ -16,13 +16,29 @@
 //! - [`live`]: DCB and standard pause statistics over netlink
 //!   (`roce-netlink`).
 //! - [`reader`]: reads one sample of every selected netdev.
+//!
+//! Physical layer and device health (each reader reports what the driver
+//! does not offer as absent, never as 0):
+//! - [`fec`]: FEC mode and statistics (ethtool netlink `FEC_GET`), BER.
+//! - [`module`]: module EEPROM (ethtool netlink `MODULE_EEPROM_GET`) and
+//!   the SFF-8636, CMIS and SFF-8472 decoders.
+//! - [`devlink`]: devlink health reporters.
+//! - [`aer`]: PCIe AER counters of a PCI function (NICs and GPUs).
+//! - [`genl`]: generic netlink family lookup and the hex replay format.
+//! - [`phys`]: reads one sample of all of them.
 
 #![deny(unsafe_code)]
 
+pub mod aer;
 pub mod dcb;
+pub mod devlink;
 pub mod ethtool;
+pub mod fec;
+pub mod genl;
 pub mod live;
 pub mod mapping;
+pub mod module;
+pub mod phys;
 pub mod qos;
 pub mod reader;
 pub mod sysfs;
@@ -76,6 +92,18 @@ pub struct Netdev {
     pub pause: Option<PauseStats>,
     /// DCB configuration (PFC, APP, trust).
     pub dcb: DcbOutcome,
+    /// Carrier transition counters (sysfs).
+    pub carrier: CarrierCounts,
+}
+
+/// Carrier transitions of a netdev since it was created: each `None` when
+/// the kernel has no such file (`carrier_up_count`/`_down_count` came in
+/// 4.16).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CarrierCounts {
+    pub changes: Option<u64>,
+    pub up: Option<u64>,
+    pub down: Option<u64>,
 }
 
 /// The result of one kind of read on one netdev.

@@ -1,5 +1,6 @@
 //! The kernel parts that go over netlink (`roce-netlink`): DCB through
-//! rtnetlink (`RTM_GETDCB`, see [`crate::dcb`]) and the standard pause
+//! rtnetlink (`RTM_GETDCB` IEEE get, plus the CEE get for the peer's view
+//! when the DCBX engine runs CEE; see [`crate::dcb`]) and the standard pause
 //! statistics through ethtool generic netlink (`ETHTOOL_MSG_PAUSE_GET` with
 //! `ETHTOOL_FLAG_STATS`). Sockets open lazily and are reopened by
 //! `roce-netlink` after a broken exchange.
@@ -80,7 +81,24 @@ impl DcbRead for NetlinkDcb {
             .ok_or(DcbError::Malformed {
                 what: "no RTM_GETDCB reply",
             })?;
-        crate::dcb::decode_payload(&reply.payload)
+        let mut config = crate::dcb::decode_payload(&reply.payload)?;
+        // A CEE DCBX engine keeps the peer's view in the CEE attributes:
+        // ask for them only then (one more request).
+        if config.peer.is_empty()
+            && config
+                .dcbx
+                .is_some_and(|m| m & crate::dcb::DCB_CAP_DCBX_VER_CEE != 0)
+        {
+            let request = crate::dcb::request_cmd(netdev, 0, crate::dcb::DCB_CMD_CEE_GET);
+            if let Ok(replies) = socket.request(request) {
+                if let Some(r) = replies.iter().find(|m| m.kind == RTM_GETDCB) {
+                    if let Ok(cee) = crate::dcb::decode_cee_payload(&r.payload) {
+                        config.peer = cee.peer;
+                    }
+                }
+            }
+        }
+        Ok(config)
     }
 }
 

@@ -10,7 +10,14 @@
 //!   `pport_802_3_stats_desc`, `pport_2863_stats_desc`,
 //!   `pport_per_tc_prio_stats_desc`, `pport_per_tc_congest_prio_stats_desc`,
 //!   `pport_pfc_stall_stats_desc`, `q_stats_desc`,
-//!   `pport_per_prio_traffic_stats_desc`).
+//!   `pport_per_prio_traffic_stats_desc`; the physical layer groups
+//!   `pport_phy_statistical_stats_desc` "rx_pcs_symbol_err_phy",
+//!   "rx_corrected_bits_phy", `pport_phy_statistical_err_lanes_stats_desc`
+//!   "rx_err_lane_%d_phy" (corrected bits per lane), and the PCIe groups
+//!   `pcie_perf_stats_desc` "rx_pci_signal_integrity",
+//!   "tx_pci_signal_integrity", `pcie_perf_stats_desc64`
+//!   "outbound_pci_buffer_overflow"; meanings from
+//!   `Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst`).
 //! - bnxt_en: `drivers/net/ethernet/broadcom/bnxt/bnxt_ethtool.c`
 //!   (`bnxt_port_stats_arr`, `bnxt_port_stats_ext_arr`,
 //!   `BNXT_RX_STATS_EXT_PFC_ENTRY`, `bnxt_sw_func_stats`).
@@ -75,6 +82,18 @@ pub enum Meaning {
     /// Times the link went down: a 64-bit counter, where the IB PMA
     /// `link_downed` is 8-bit and sticks at 255.
     LinkDownEvents,
+    /// Physical layer error counts below the MAC: `kind` is
+    /// "fec_corrected_bits" (bits the FEC corrected, per lane when `lane`
+    /// is set) or "pcs_symbol_errors" (PCS symbol errors before FEC).
+    PhyErrors {
+        kind: &'static str,
+        lane: Option<u8>,
+    },
+    /// The NIC's own view of its PCIe link: "rx_signal_integrity" (link
+    /// recoveries after framing/CRC errors it saw), "tx_signal_integrity"
+    /// (recoveries the other end started), "outbound_buffer_overflow"
+    /// (packets dropped because the PCIe buffer overflowed).
+    PcieErrors { kind: &'static str },
 }
 
 /// Which kind of meaning a table row gives (the priority, if any, comes from
@@ -90,6 +109,9 @@ pub enum Kind {
     EcnMarked,
     PhySymbolErrors,
     LinkDownEvents,
+    /// `{p}` in the pattern is a lane, not a priority.
+    PhyErrors(&'static str),
+    PcieErrors(&'static str),
 }
 
 /// Unit of the driver's counter.
@@ -192,6 +214,44 @@ pub const RULES: &[Rule] = &[
     // (8-bit) under /sys/class/infiniband that stick at their maximum.
     r("mlx5", "rx_symbol_err_phy", PhySymbolErrors, Count),
     r("mlx5", "link_down_events_phy", LinkDownEvents, Count),
+    // mlx5 physical layer statistical group (PPCNT) and its per-lane group.
+    r(
+        "mlx5",
+        "rx_corrected_bits_phy",
+        PhyErrors("fec_corrected_bits"),
+        Count,
+    ),
+    r(
+        "mlx5",
+        "rx_err_lane_{p}_phy",
+        PhyErrors("fec_corrected_bits"),
+        Count,
+    ),
+    r(
+        "mlx5",
+        "rx_pcs_symbol_err_phy",
+        PhyErrors("pcs_symbol_errors"),
+        Count,
+    ),
+    // mlx5 PCIe performance groups (MPCNT).
+    r(
+        "mlx5",
+        "rx_pci_signal_integrity",
+        PcieErrors("rx_signal_integrity"),
+        Count,
+    ),
+    r(
+        "mlx5",
+        "tx_pci_signal_integrity",
+        PcieErrors("tx_signal_integrity"),
+        Count,
+    ),
+    r(
+        "mlx5",
+        "outbound_pci_buffer_overflow",
+        PcieErrors("outbound_buffer_overflow"),
+        Count,
+    ),
     // mlx5 q counter: out_of_buffer of the Ethernet receive queues.
     r(
         "mlx5",
@@ -364,6 +424,8 @@ pub fn lookup(name: &str) -> Option<(Meaning, Scale)> {
             (EcnMarked, Some(priority)) => Meaning::EcnMarked { priority },
             (PhySymbolErrors, None) => Meaning::PhySymbolErrors,
             (LinkDownEvents, None) => Meaning::LinkDownEvents,
+            (PhyErrors(kind), lane) => Meaning::PhyErrors { kind, lane },
+            (PcieErrors(kind), None) => Meaning::PcieErrors { kind },
             // A per-priority kind without {p} (or the reverse) is a table
             // bug; the test over RULES catches it.
             _ => return None,
@@ -506,13 +568,55 @@ mod tests {
             }
             if matches!(
                 rule.kind,
-                LinkPauseFrames(_) | PauseStormEvents(_) | PhySymbolErrors | LinkDownEvents
+                LinkPauseFrames(_)
+                    | PauseStormEvents(_)
+                    | PhySymbolErrors
+                    | LinkDownEvents
+                    | PcieErrors(_)
             ) {
                 assert!(!has_p, "{} has {{p}}", rule.pattern);
             }
             let sample = rule.pattern.replace("{p}", "3");
             assert!(lookup(&sample).is_some(), "{sample}");
         }
+    }
+
+    /// mlx5's physical-layer and PCIe names (en_stats.c, counters.rst)
+    /// have meanings; the lane of `rx_err_lane_N_phy` is kept apart from
+    /// the total of `rx_corrected_bits_phy`.
+    #[test]
+    fn mlx5_phy_and_pcie_names() {
+        let names: Vec<String> = [
+            "rx_corrected_bits_phy",
+            "rx_err_lane_0_phy",
+            "rx_err_lane_3_phy",
+            "rx_pcs_symbol_err_phy",
+            "rx_pci_signal_integrity",
+            "tx_pci_signal_integrity",
+            "outbound_pci_buffer_overflow",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (stats, _) = Resolved::new(&names, &[]).apply(&[100, 30, 70, 5, 1, 1471, 9]);
+        let get = |m: Meaning| {
+            stats
+                .iter()
+                .find(|s| s.meaning == m)
+                .map(|s| s.value)
+                .unwrap()
+        };
+        use crate::StatValue::Count as C;
+        let phy = |kind, lane| Meaning::PhyErrors { kind, lane };
+        assert_eq!(get(phy("fec_corrected_bits", None)), C(100));
+        assert_eq!(get(phy("fec_corrected_bits", Some(0))), C(30));
+        assert_eq!(get(phy("fec_corrected_bits", Some(3))), C(70));
+        assert_eq!(get(phy("pcs_symbol_errors", None)), C(5));
+        let pcie = |kind| Meaning::PcieErrors { kind };
+        assert_eq!(get(pcie("rx_signal_integrity")), C(1));
+        assert_eq!(get(pcie("tx_signal_integrity")), C(1471));
+        assert_eq!(get(pcie("outbound_buffer_overflow")), C(9));
+        assert_eq!(stats.len(), 7);
     }
 
     #[test]

@@ -42,7 +42,19 @@ pub trait PauseRead: Send {
 /// pfc: 3            # priorities with PFC on, comma separated ("" = none)
 /// trust: dscp       # optional: pcp, dscp (as `dcb apptrust` shows it)
 /// app: dscp 26 3    # dscp <value> <priority>; repeatable
+/// prio_tc: 0 0 0 3 0 0 6 0          # ETS: traffic class of priorities 0..7
+/// tc_tsa: ets ets ets ets ets ets strict ets   # per TC: strict, ets, cbs, vendor
+/// tc_bw: 0 0 0 50 0 0 0 50          # per TC, percent
+/// prio2buffer: 0 0 0 1 0 0 0 0      # buffer of priorities 0..7
+/// buffer_size: 130944 130944 0 0 0 0 0 0   # bytes per buffer
+/// buffer_total: 262144
+/// dcbx: firmware_ieee               # off, host_ieee, host_cee, firmware_ieee, firmware_cee, static
+/// peer: ieee                        # ieee or cee: the peer information below came through DCBX
+/// peer_pfc: 3                       # the switch's PFC priorities, as pfc:
+/// peer_app: dscp 26 3               # the switch's APP entries, as app:; repeatable
+/// peer_prio_tc: 0 0 0 3 0 0 6 0
 /// ```
+/// A key that is not there is a part the driver does not report.
 #[derive(Debug, Clone)]
 pub struct DcbReplay {
     dir: PathBuf,
@@ -112,10 +124,130 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, String> {
                     protocol: dscp,
                 });
             }
+            "prio_tc" => {
+                ets(&mut config).prio_tc =
+                    eight(value, 7).ok_or_else(|| bad("expected 8 numbers 0..7"))?
+            }
+            "tc_bw" => {
+                ets(&mut config).tc_tx_bw =
+                    eight(value, 100).ok_or_else(|| bad("expected 8 percentages"))?
+            }
+            "tc_tsa" => {
+                let mut tsa = [0u8; 8];
+                let words: Vec<&str> = value.split_whitespace().collect();
+                if words.len() != 8 {
+                    return Err(bad("expected 8 algorithms"));
+                }
+                for (slot, w) in tsa.iter_mut().zip(words) {
+                    *slot = match w {
+                        "strict" => crate::dcb::TSA_STRICT,
+                        "cbs" => crate::dcb::TSA_CB_SHAPER,
+                        "ets" => crate::dcb::TSA_ETS,
+                        "vendor" => crate::dcb::TSA_VENDOR,
+                        _ => return Err(bad("algorithm is strict, ets, cbs or vendor")),
+                    };
+                }
+                ets(&mut config).tc_tsa = tsa;
+            }
+            "prio2buffer" => {
+                buffers(&mut config).prio2buffer =
+                    eight(value, 7).ok_or_else(|| bad("expected 8 numbers 0..7"))?
+            }
+            "buffer_size" => {
+                let sizes: Vec<u32> = value
+                    .split_whitespace()
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| bad("bad size"))?;
+                buffers(&mut config).buffer_size =
+                    sizes.try_into().map_err(|_| bad("expected 8 sizes"))?;
+            }
+            "buffer_total" => {
+                buffers(&mut config).total_size = value.parse().map_err(|_| bad("bad size"))?
+            }
+            "dcbx" => {
+                use crate::dcb::*;
+                config.dcbx = Some(match value {
+                    "off" => 0,
+                    "static" => DCB_CAP_DCBX_STATIC,
+                    "host_ieee" => DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_IEEE,
+                    "host_cee" => DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_CEE,
+                    "firmware_ieee" => DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_IEEE,
+                    "firmware_cee" => DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_CEE,
+                    _ => return Err(bad("unknown dcbx mode")),
+                });
+            }
+            "peer" => {
+                config.peer.standard = Some(match value {
+                    "ieee" => crate::dcb::PeerStandard::Ieee,
+                    "cee" => crate::dcb::PeerStandard::Cee,
+                    _ => return Err(bad("peer is ieee or cee")),
+                });
+            }
+            "peer_pfc" => {
+                config.peer.pfc_enabled = Some(pfc_bits(value).ok_or_else(|| bad("bad priority"))?)
+            }
+            "peer_app" => {
+                let app = dscp_app(value)
+                    .ok_or_else(|| bad("expected: peer_app: dscp <value> <priority>"))?;
+                config.peer.apps.get_or_insert_with(Vec::new).push(app);
+            }
+            "peer_prio_tc" => {
+                config.peer.prio_tc =
+                    Some(eight(value, 7).ok_or_else(|| bad("expected 8 numbers 0..7"))?)
+            }
             _ => return Err(bad("unknown key")),
         }
     }
+    if !config.peer.is_empty() && config.peer.standard.is_none() {
+        config.peer.standard = Some(crate::dcb::PeerStandard::Ieee);
+    }
     Ok(config)
+}
+
+fn ets(config: &mut DcbConfig) -> &mut crate::dcb::Ets {
+    config.ets.get_or_insert(crate::dcb::Ets {
+        ets_cap: 8,
+        ..crate::dcb::Ets::default()
+    })
+}
+
+fn buffers(config: &mut DcbConfig) -> &mut crate::dcb::Buffers {
+    config.buffers.get_or_insert_with(Default::default)
+}
+
+/// Eight whitespace-separated numbers, each at most `max`.
+fn eight(value: &str, max: u8) -> Option<[u8; 8]> {
+    let v: Vec<u8> = value
+        .split_whitespace()
+        .map(|w| w.parse::<u8>().ok().filter(|n| *n <= max))
+        .collect::<Option<_>>()?;
+    v.try_into().ok()
+}
+
+/// A comma-separated priority list as a PFC bitmap.
+fn pfc_bits(value: &str) -> Option<u8> {
+    let mut bits = 0u8;
+    for p in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let p: u8 = p.parse().ok().filter(|p| *p <= 7)?;
+        bits |= 1 << p;
+    }
+    Some(bits)
+}
+
+/// `dscp <value> <priority>`.
+fn dscp_app(value: &str) -> Option<DcbApp> {
+    let parts: Vec<&str> = value.split_whitespace().collect();
+    let [sel, dscp, prio] = parts.as_slice() else {
+        return None;
+    };
+    let dscp: u16 = dscp.parse().ok().filter(|d| *d <= 63)?;
+    let priority: u8 = prio.parse().ok().filter(|p| *p <= 7)?;
+    (*sel == "dscp").then_some(DcbApp {
+        selector: crate::dcb::IEEE_8021QAZ_APP_SEL_DSCP,
+        priority,
+        protocol: dscp,
+    })
 }
 
 impl DcbRead for DcbReplay {
@@ -252,6 +384,7 @@ impl NetdevReader {
             speed_mbps: sys.speed_mbps,
             driver: sys.driver,
             ecn: sys.ecn,
+            carrier: sys.carrier,
             ..Netdev::default()
         };
         if sys.exists {
@@ -300,5 +433,48 @@ impl NetdevReader {
             };
         }
         netdev
+    }
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+    use crate::dcb::{PeerStandard, TSA_ETS, TSA_STRICT};
+
+    #[test]
+    fn replay_carries_ets_buffers_dcbx_and_peer() {
+        let c = parse_dcb_replay(
+            "pfc: 3\ntrust: dscp\napp: dscp 26 3\n\
+             prio_tc: 0 0 0 3 0 0 6 0\ntc_tsa: ets ets ets ets ets ets strict ets\n\
+             tc_bw: 50 0 0 50 0 0 0 0\nprio2buffer: 0 0 0 1 0 0 0 0\n\
+             buffer_size: 130944 130944 0 0 0 0 0 0\nbuffer_total: 262144\n\
+             dcbx: firmware_ieee\npeer_pfc: 4\npeer_app: dscp 26 4\n",
+        )
+        .unwrap();
+        assert_eq!(c.tc_of(3), Some(3));
+        let e = c.ets.unwrap();
+        assert_eq!(
+            (e.tc_tsa[3], e.tc_tsa[6], e.tc_tx_bw[3]),
+            (TSA_ETS, TSA_STRICT, 50)
+        );
+        assert_eq!(c.buffers.unwrap().size_for(3), Some(130_944));
+        assert_eq!(c.dcbx, Some(0x0a));
+        assert_eq!(c.peer.standard, Some(PeerStandard::Ieee));
+        assert_eq!(c.peer.pfc_enabled, Some(1 << 4));
+        assert_eq!(c.peer.dscp_map(), Some(vec![(26, 4)]));
+        // Without those keys the parts are absent, not zero.
+        let c = parse_dcb_replay("pfc: 3\n").unwrap();
+        assert!(c.ets.is_none() && c.buffers.is_none() && c.dcbx.is_none() && c.peer.is_empty());
+        for bad in [
+            "prio_tc: 0 0 0 8 0 0 0 0",
+            "prio_tc: 0 0 0",
+            "tc_tsa: ets ets ets ets ets ets wfq ets",
+            "buffer_size: 1 2",
+            "dcbx: maybe",
+            "peer_app: dscp 64 3",
+            "peer_pfc: 9",
+        ] {
+            assert!(parse_dcb_replay(bad).is_err(), "{bad}");
+        }
     }
 }

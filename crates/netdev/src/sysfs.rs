@@ -1,5 +1,9 @@
 //! Netdev configuration from sysfs (`<sysfs>/class/net/<if>/`): `mtu`,
-//! `operstate`, `speed`, the bound driver, and mlx5's per-priority ECN
+//! `operstate`, `speed`, the carrier transition counters
+//! (`carrier_changes`, `carrier_up_count`, `carrier_down_count`:
+//! `net/core/net-sysfs.c`, from the netdev's `atomic_t` counts, so 32 bits
+//! wide, against the 8 bits of the PMA `link_downed`), the bound driver, and
+//! mlx5's per-priority ECN
 //! enable files `ecn/roce_np/enable/N` and `ecn/roce_rp/enable/N`
 //! (`drivers/net/ethernet/mellanox/mlx5/core/en_sysfs.c` in the vendor
 //! driver; absent on every other driver, which is not an error).
@@ -39,6 +43,7 @@ pub struct NetdevSysfs {
     pub speed_mbps: Option<u64>,
     pub driver: Option<String>,
     pub ecn: Option<crate::EcnConfig>,
+    pub carrier: crate::CarrierCounts,
 }
 
 /// What a read of one file gave: its trimmed text, nothing (absent: ENOENT,
@@ -132,6 +137,9 @@ struct NetdevFiles {
     mtu: Kept,
     operstate: Kept,
     speed: Kept,
+    carrier_changes: Kept,
+    carrier_up: Kept,
+    carrier_down: Kept,
     driver: Option<String>,
     /// `None`: no `ecn` folder (not mlx5).
     ecn: Option<Vec<(Role, u8, Kept)>>,
@@ -163,6 +171,9 @@ impl NetdevFiles {
             mtu: Kept::new(dir.join("mtu")),
             operstate: Kept::new(dir.join("operstate")),
             speed: Kept::new(dir.join("speed")),
+            carrier_changes: Kept::new(dir.join("carrier_changes")),
+            carrier_up: Kept::new(dir.join("carrier_up_count")),
+            carrier_down: Kept::new(dir.join("carrier_down_count")),
             driver,
             ecn,
         }
@@ -203,6 +214,19 @@ impl NetdevFiles {
             },
             Ok(None) => {}
             Err(e) => errors.push(e),
+        }
+        for (file, slot) in [
+            (&mut self.carrier_changes, &mut out.carrier.changes),
+            (&mut self.carrier_up, &mut out.carrier.up),
+            (&mut self.carrier_down, &mut out.carrier.down),
+        ] {
+            match file
+                .read(stale, reads)
+                .and_then(|t| parse_u64(&file.path, t))
+            {
+                Ok(v) => *slot = v,
+                Err(e) => errors.push(e),
+            }
         }
         if let Some(files) = &mut self.ecn {
             let mut config = crate::EcnConfig::default();

@@ -241,3 +241,165 @@ fn request_layout() {
     assert_eq!(&r[24..29], b"eth0\0");
     assert_eq!(r.len(), 32);
 }
+
+/// `struct ieee_ets` (59 bytes): willing 0, ets_cap 1, cbs 2,
+/// tc_tx_bw[8] at 3, tc_rx_bw[8] at 11, tc_tsa[8] at 19, prio_tc[8] at 27,
+/// then tc_reco_bw, tc_reco_tsa, reco_prio_tc (27 + 8 .. 59).
+fn ieee_ets(tx_bw: [u8; 8], tsa: [u8; 8], prio_tc: [u8; 8]) -> Vec<u8> {
+    let mut b = vec![0u8; 59];
+    b[1] = 8;
+    b[3..11].copy_from_slice(&tx_bw);
+    b[11..19].copy_from_slice(&[0xEE; 8]); // tc_rx_bw: not read
+    b[19..27].copy_from_slice(&tsa);
+    b[27..35].copy_from_slice(&prio_tc);
+    b[35..59].copy_from_slice(&[0xDD; 24]); // recommendation tables: not read
+    b
+}
+
+/// `struct dcbnl_buffer` (44 bytes): prio2buffer[8] at 0, buffer_size
+/// (u32)[8] at 8, total_size (u32) at 40.
+fn dcbnl_buffer(prio2buffer: [u8; 8], sizes: [u32; 8], total: u32) -> Vec<u8> {
+    let mut b = prio2buffer.to_vec();
+    for s in sizes {
+        b.extend_from_slice(&s.to_ne_bytes());
+    }
+    b.extend_from_slice(&total.to_ne_bytes());
+    assert_eq!(b.len(), 44);
+    b
+}
+
+/// A `dcbnl_ieee_fill` reply of an mlx5-like NIC whose peer (through a
+/// driver with `ieee_peer_getpfc` and `peer_getapptable`) advertises PFC
+/// on 4 and DSCP 26 -> 4.
+fn full_reply(ets: &[u8], buffer: &[u8]) -> Vec<u8> {
+    let mut apps = Vec::new();
+    apps.extend(attr(1, &dcb_app(5, 3, 26)));
+    let mut peer_apps = Vec::new();
+    peer_apps.extend(attr(1, &dcb_app(5, 4, 26)));
+    peer_apps.extend(attr(1, &dcb_app(5, 6, 48)));
+    let mut ieee = Vec::new();
+    ieee.extend(attr(1, ets)); // DCB_ATTR_IEEE_ETS
+    ieee.extend(attr(2, &ieee_pfc(8, 0b0000_1000))); // DCB_ATTR_IEEE_PFC
+    ieee.extend(attr(10, buffer)); // DCB_ATTR_DCB_BUFFER
+    ieee.extend(attr(3 | NLA_F_NESTED, &apps)); // DCB_ATTR_IEEE_APP_TABLE
+    ieee.extend(attr(5, &ieee_pfc(8, 0b0001_0000))); // DCB_ATTR_IEEE_PEER_PFC
+    ieee.extend(attr(6 | NLA_F_NESTED, &peer_apps)); // DCB_ATTR_IEEE_PEER_APP
+    let mut body = vec![0u8, 21, 0, 0];
+    body.extend(attr(1, b"ens1f0np0\0"));
+    body.extend(attr(13 | NLA_F_NESTED, &ieee));
+    body.extend(attr(14, &[0x0a])); // DCB_ATTR_DCBX: LLD_MANAGED | VER_IEEE
+    message(78, &body)
+}
+
+#[test]
+fn ets_buffer_peer_and_dcbx_decode_at_uapi_offsets() {
+    use roce_netdev::dcb::{dcbx_mode_name, PeerStandard, TSA_ETS, TSA_STRICT};
+    let ets = ieee_ets(
+        [0, 0, 0, 50, 0, 0, 0, 50],
+        [2, 2, 2, 2, 2, 2, 0, 2],
+        [0, 0, 0, 3, 0, 0, 6, 0],
+    );
+    let buffer = dcbnl_buffer(
+        [0, 0, 0, 1, 0, 0, 0, 0],
+        [130_944, 130_944, 0, 0, 0, 0, 0, 0],
+        262_144,
+    );
+    let c = decode_reply(&full_reply(&ets, &buffer)).unwrap();
+    let e = c.ets.unwrap();
+    assert_eq!(e.ets_cap, 8);
+    assert_eq!(e.tc_tx_bw, [0, 0, 0, 50, 0, 0, 0, 50]);
+    assert_eq!(e.tc_tsa[6], TSA_STRICT);
+    assert_eq!(e.tc_tsa[3], TSA_ETS);
+    assert_eq!(c.tc_of(3), Some(3));
+    assert_eq!(c.tc_of(6), Some(6));
+    let b = c.buffers.unwrap();
+    assert_eq!(b.prio2buffer, [0, 0, 0, 1, 0, 0, 0, 0]);
+    assert_eq!(b.size_for(3), Some(130_944));
+    assert_eq!(b.total_size, 262_144);
+    assert_eq!(c.peer.standard, Some(PeerStandard::Ieee));
+    assert_eq!(c.peer.pfc_enabled, Some(0b0001_0000));
+    assert_eq!(c.peer.dscp_map(), Some(vec![(26, 4), (48, 6)]));
+    // The peer's table is not mixed into the local one.
+    assert_eq!(c.dscp_map(), vec![(26, 3)]);
+    assert_eq!(c.dcbx, Some(0x0a));
+    assert_eq!(dcbx_mode_name(0x0a), "firmware_ieee");
+    assert_eq!(dcbx_mode_name(0x05), "host_cee");
+    assert_eq!(dcbx_mode_name(0), "off");
+}
+
+#[test]
+fn without_peer_ets_or_buffer_ops_those_parts_are_absent() {
+    let c = decode_reply(&reply(None)).unwrap();
+    assert!(c.peer.is_empty());
+    assert_eq!(c.peer.standard, None);
+    assert_eq!(c.buffers, None);
+    assert_eq!(c.dcbx, Some(0x08));
+}
+
+#[test]
+fn short_or_out_of_range_ets_and_buffer_are_errors() {
+    let buffer = dcbnl_buffer([0; 8], [0; 8], 0);
+    let short = decode_reply(&full_reply(&[0u8; 34], &buffer)).unwrap_err();
+    assert!(
+        matches!(short, DcbError::Truncated { what: "ieee_ets" }),
+        "{short:?}"
+    );
+    let ets = ieee_ets([0; 8], [0; 8], [0, 0, 0, 9, 0, 0, 0, 0]);
+    assert!(matches!(
+        decode_reply(&full_reply(&ets, &buffer)).unwrap_err(),
+        DcbError::Malformed { .. }
+    ));
+    let ets = ieee_ets([0; 8], [0; 8], [0; 8]);
+    assert!(matches!(
+        decode_reply(&full_reply(&ets, &buffer[..43])).unwrap_err(),
+        DcbError::Truncated {
+            what: "dcbnl_buffer"
+        }
+    ));
+    let bad = dcbnl_buffer([8, 0, 0, 0, 0, 0, 0, 0], [0; 8], 0);
+    assert!(matches!(
+        decode_reply(&full_reply(&ets, &bad)).unwrap_err(),
+        DcbError::Malformed { .. }
+    ));
+}
+
+/// A `dcbnl_cee_fill` reply: `DCB_ATTR_CEE` nest with the peer's
+/// `struct cee_pg` (willing, error, pg_en, tcs_supported, pg_bw[8] at 4,
+/// prio_pg[8] at 12), `struct cee_pfc` (willing, error, pfc_en at 2,
+/// tcs_supported) and the peer APP table (`DCB_ATTR_CEE_PEER_APP_INFO`
+/// = `struct dcb_peer_app_info`, then `DCB_ATTR_CEE_PEER_APP` entries),
+/// then `DCB_ATTR_DCBX`.
+#[test]
+fn cee_peer_attributes_decode() {
+    use roce_netdev::dcb::{decode_cee_payload, request_cmd, PeerStandard, DCB_CMD_CEE_GET};
+    let mut pg = vec![1u8, 0, 1, 8];
+    pg.extend_from_slice(&[50, 50, 0, 0, 0, 0, 0, 0]);
+    pg.extend_from_slice(&[0, 0, 0, 1, 0, 0, 15, 0]);
+    let pfc = [1u8, 0, 0b0000_1000, 8];
+    let mut papps = Vec::new();
+    papps.extend(attr(1, &[1, 0])); // DCB_ATTR_CEE_PEER_APP_INFO
+    papps.extend(attr(2, &dcb_app(5, 3, 26))); // DCB_ATTR_CEE_PEER_APP
+    let mut cee = Vec::new();
+    cee.extend(attr(1, &pg));
+    cee.extend(attr(2, &pfc));
+    cee.extend(attr(3 | NLA_F_NESTED, &papps));
+    let mut body = vec![0u8, DCB_CMD_CEE_GET, 0, 0];
+    body.extend(attr(1, b"eth2\0"));
+    body.extend(attr(16 | NLA_F_NESTED, &cee));
+    body.extend(attr(14, &[0x05])); // HOST | VER_CEE
+    let r = decode_cee_payload(&body).unwrap();
+    assert_eq!(r.peer.standard, Some(PeerStandard::Cee));
+    assert_eq!(r.peer.pfc_enabled, Some(0b0000_1000));
+    assert_eq!(r.peer.prio_tc, Some([0, 0, 0, 1, 0, 0, 15, 0]));
+    assert_eq!(r.peer.dscp_map(), Some(vec![(26, 3)]));
+    assert_eq!(r.dcbx, Some(0x05));
+    // Truncated cee_pfc, and an IEEE reply handed to the CEE decoder.
+    let mut cee = Vec::new();
+    cee.extend(attr(2, &pfc[..3]));
+    let mut body = vec![0u8, DCB_CMD_CEE_GET, 0, 0];
+    body.extend(attr(16 | NLA_F_NESTED, &cee));
+    assert!(decode_cee_payload(&body).is_err());
+    assert!(decode_cee_payload(&[0u8, 21, 0, 0]).is_err());
+    let req = request_cmd("eth2", 3, DCB_CMD_CEE_GET);
+    assert_eq!(req[17], DCB_CMD_CEE_GET);
+}

@@ -144,11 +144,22 @@ fn mlx5_connectx7_all_priorities() {
     // symbol_error and 8-bit link_downed.
     assert_eq!(count(&stats, Meaning::PhySymbolErrors), 752694);
     assert_eq!(count(&stats, Meaning::LinkDownEvents), 164242);
+    // The physical-layer and PCIe groups (en_stats.c
+    // pport_phy_statistical_*, pcie_perf_stats_desc*).
+    let phy = |kind, lane| Meaning::PhyErrors { kind, lane };
+    assert_eq!(count(&stats, phy("fec_corrected_bits", None)), 19837);
+    assert_eq!(count(&stats, phy("fec_corrected_bits", Some(3))), 731030);
+    assert_eq!(count(&stats, phy("pcs_symbol_errors", None)), 592041);
+    let pcie = |kind| Meaning::PcieErrors { kind };
+    assert_eq!(count(&stats, pcie("rx_signal_integrity")), 586625);
+    assert_eq!(count(&stats, pcie("tx_signal_integrity")), 14421);
+    assert_eq!(count(&stats, pcie("outbound_buffer_overflow")), 442220);
     // 8 × (pause rx/tx, duration rx/tx, transition rx, 3 per-TC, per-prio
     // discards) + link rx/tx + 2 storm + 3 port discards + symbol errors and
-    // link down events; the other ~1,390 counters of the listing have no
+    // link down events + 6 phy (corrected bits total and 4 lanes, PCS symbol
+    // errors) + 3 PCIe; the other ~1,380 counters of the listing have no
     // meaning and are not exported.
-    assert_eq!(stats.len(), 8 * 9 + 2 + 2 + 3 + 2);
+    assert_eq!(stats.len(), 8 * 9 + 2 + 2 + 3 + 2 + 6 + 3);
 }
 
 #[test]

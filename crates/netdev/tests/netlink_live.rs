@@ -64,3 +64,29 @@ fn pause_reply_decoding() {
     assert!(parse_pause_reply(&p[..2]).is_err());
     assert!(parse_pause_reply(&p[..p.len() - 3]).is_err());
 }
+
+/// `lo` has no `get_fecparam` (EOPNOTSUPP) and no module (no
+/// `get_module_eeprom_by_page`, EOPNOTSUPP): both read as absent. A
+/// missing netdev is an error.
+#[test]
+fn loopback_has_no_fec_and_no_module() {
+    use roce_netdev::fec::{EthtoolFec, FecRead};
+    use roce_netdev::module::{read_module, EthtoolEeprom};
+    let mut fec = EthtoolFec::new(Duration::from_secs(2));
+    assert_eq!(fec.read_fec("lo"), Ok(None));
+    assert!(fec.read_fec("nosuchif0").is_err());
+    let mut eeprom = EthtoolEeprom::new(Duration::from_secs(2));
+    assert_eq!(read_module(&mut eeprom, "lo"), Ok(None));
+}
+
+/// The devlink dump works on any host: a kernel without devlink (no
+/// family) is `None`, one with it answers a (possibly empty) list.
+#[test]
+fn devlink_health_dump_of_the_running_kernel() {
+    use roce_netdev::devlink::{DevlinkHealth, HealthRead};
+    let mut health = DevlinkHealth::new(Duration::from_secs(2));
+    let mut errors = Vec::new();
+    let got = health.read_reporters(&mut errors);
+    assert!(got.is_ok(), "{got:?}");
+    assert!(errors.is_empty(), "{errors:?}");
+}

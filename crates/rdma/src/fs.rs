@@ -11,6 +11,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -55,9 +56,13 @@ pub trait SysFs: Send {
 #[derive(Default)]
 pub struct KeptDir {
     fd: Option<std::os::fd::OwnedFd>,
-    /// u64 words: `linux_dirent64` records are 8-byte aligned.
-    buf: Vec<u64>,
+    /// Where `getdents64` writes the entries; allocated on first use.
+    buf: Vec<MaybeUninit<u8>>,
 }
+
+/// Bytes of the listing buffer: a `linux_dirent64` record takes 24 bytes
+/// plus the name, so a class folder's few devices fit in one call.
+const LIST_BUF: usize = 4096;
 
 impl KeptDir {
     /// Closes the handle: the next listing opens the folder afresh.
@@ -80,15 +85,17 @@ impl fmt::Debug for KeptDir {
 }
 
 /// Lists the folder `kept` holds (opening `path` first when it holds none)
-/// from its start, with `getdents64`.
+/// from its start: a seek to 0 and `getdents64` into the kept buffer.
 fn list_with_getdents(
     path: &Path,
     kept: &mut KeptDir,
     names: &mut Vec<OsString>,
 ) -> io::Result<()> {
-    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::fd::OwnedFd;
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::OpenOptionsExt;
+
+    use rustix::fs::{RawDir, SeekFrom};
 
     names.clear();
     let fd = match &kept.fd {
@@ -102,58 +109,18 @@ fn list_with_getdents(
         }
     };
     if kept.buf.is_empty() {
-        kept.buf = vec![0; 512];
+        kept.buf = vec![MaybeUninit::uninit(); LIST_BUF];
     }
-    let raw = fd.as_raw_fd();
-    // SAFETY: lseek on a descriptor this struct owns.
-    #[allow(unsafe_code)]
-    if unsafe { libc::lseek(raw, 0, libc::SEEK_SET) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let cap = kept.buf.len() * 8;
-    loop {
-        // SAFETY: the kernel writes at most `cap` bytes into the buffer,
-        // which is `cap` bytes long and lives for the whole call.
-        #[allow(unsafe_code)]
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                raw,
-                kept.buf.as_mut_ptr().cast::<u8>(),
-                cap,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let n = usize::try_from(n).unwrap_or(0).min(cap);
-        if n == 0 {
-            return Ok(());
-        }
-        // SAFETY: the first `n` bytes of the u64 buffer were written by the
-        // kernel; u8 has no alignment or validity requirement.
-        #[allow(unsafe_code)]
-        let bytes = unsafe { std::slice::from_raw_parts(kept.buf.as_ptr().cast::<u8>(), n) };
-        let mut at = 0;
-        // struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen;
-        // u8 d_type; char d_name[]; }: the name is NUL-terminated within
-        // the record.
-        while at + 19 <= n {
-            let reclen = usize::from(u16::from_ne_bytes([bytes[at + 16], bytes[at + 17]]));
-            if reclen < 20 || at + reclen > n {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "getdents64 returned a malformed record",
-                ));
-            }
-            let record = &bytes[at + 19..at + reclen];
-            let name = record.split(|&b| b == 0).next().unwrap_or_default();
-            if name != b"." && name != b".." && !name.is_empty() {
-                names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
-            }
-            at += reclen;
+    rustix::fs::seek(fd, SeekFrom::Start(0))?;
+    let mut dir = RawDir::new(fd, &mut kept.buf);
+    while let Some(entry) = dir.next() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." && !name.is_empty() {
+            names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
         }
     }
+    Ok(())
 }
 
 /// The real file system through `std`.
@@ -200,20 +167,13 @@ impl SysFs for StdFs {
 }
 
 /// How many handles the reader may keep open: half the soft
-/// `RLIMIT_NOFILE`, at least 64 (256 when the limit cannot be read).
+/// `RLIMIT_NOFILE`, at least 64.
 pub fn default_max_open() -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes only into the struct it is given, which lives
-    // for the whole call.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-    if rc != 0 {
-        return 256;
-    }
-    let soft = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
+    use rustix::process::{getrlimit, Resource};
+    // `None`: no limit.
+    let soft = getrlimit(Resource::Nofile)
+        .current
+        .map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
     (soft / 2).max(64)
 }
 

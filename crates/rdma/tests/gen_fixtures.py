@@ -9,8 +9,8 @@ Names and formats come from the kernel sources:
   drivers/infiniband/core/sysfs.c          state/phys_state/rate/PMA counters
   drivers/infiniband/hw/mlx5/counters.c    mlx5 hw_counters names
   drivers/infiniband/hw/bnxt_re/hw_counters.c  bnxt_re hw_counters names
-and, for rxe, from the Soft-RoCE capture
-  /work/shared/softroce-vm/captures/virtio-net/sysfs-rxe0-after.txt.
+and, for rxe, from a capture of a Soft-RoCE VM's sysfs (rxe0 on a
+virtio-net interface, after traffic tests: `sysfs-rxe0-after.txt`).
 
 Plain files cannot fail like sysfs does, so each tree carries a faults.txt
 ("<path relative to the tree> <ERRNO>") that the tests' file layer applies:

@@ -219,38 +219,45 @@ impl TopologyReader {
             }
         };
         let devices_root = std::fs::canonicalize(self.sysfs.join("devices")).ok();
+        let devices_root = devices_root.as_deref();
 
-        // GPUs: vendor and class of every function.
-        let mut gpus: Vec<(PciAddress, GpuVendor, Option<u16>)> = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(address) = name.to_str().and_then(PciAddress::parse) else {
-                continue;
-            };
-            let dir = entry.path();
-            // Vendor first: most functions are not a GPU maker's, and their
-            // class need not be read.
-            let vendor = match read_hex(&dir.join("vendor"), &mut errors) {
-                Some(pci::VENDOR_NVIDIA) => GpuVendor::Nvidia,
-                Some(pci::VENDOR_AMD) => GpuVendor::Amd,
-                _ => continue,
-            };
-            if read_hex(&dir.join("class"), &mut errors).is_some_and(pci::is_gpu_class) {
-                let device_id =
-                    read_hex(&dir.join("device"), &mut errors).and_then(|d| u16::try_from(d).ok());
-                gpus.push((address, vendor, device_id));
-            }
-        }
-        gpus.sort_by_key(|g| g.0);
-
+        let gpus = gpu_functions(entries, &mut errors);
         let mut functions: BTreeMap<PciAddress, PciFunction> = BTreeMap::new();
         let mut dirs: BTreeMap<PciAddress, PathBuf> = BTreeMap::new();
+        snap.gpus = self.place_gpus(&gpus, devices_root, &mut functions, &mut dirs, &mut errors);
+        snap.nics = self.place_nics(nics, devices_root, &mut functions, &mut dirs, &mut errors);
+        snap.paths = gpu_nic_paths(&snap.gpus, &snap.nics, &functions);
+        snap.links = links(&functions);
+        snap.acs = bridge_acs(&snap, &dirs, &mut errors);
+
+        if !snap.gpus.is_empty() {
+            snap.gpudirect = Some(GpuDirect::assess(&self.evidence(&mut errors)));
+        }
+        if self.nvml.in_use() && snap.gpus.iter().any(|g| g.vendor == GpuVendor::Nvidia) {
+            snap.nvml = self.name_gpus(&mut snap.gpus);
+        }
+        snap.functions = functions.into_values().collect();
+        snap.errors = errors;
+        (snap, dirs)
+    }
+
+    /// Locates each GPU found (index order is address order) and adds it,
+    /// and the bridges above it, to `functions` and `dirs`.
+    fn place_gpus(
+        &mut self,
+        gpus: &[(PciAddress, GpuVendor, Option<u16>)],
+        devices_root: Option<&Path>,
+        functions: &mut BTreeMap<PciAddress, PciFunction>,
+        dirs: &mut BTreeMap<PciAddress, PathBuf>,
+        errors: &mut Vec<ReadError>,
+    ) -> Vec<Gpu> {
+        let mut placed = Vec::new();
         for (index, (address, vendor, device_id)) in gpus.iter().enumerate() {
-            let Some(loc) = self.locate(*address, devices_root.as_deref(), &mut errors) else {
+            let Some(loc) = self.locate(*address, devices_root, errors) else {
                 continue;
             };
-            let f = self.function(*address, &loc, FunctionRole::Gpu, &mut errors);
-            snap.gpus.push(Gpu {
+            let f = self.function(*address, &loc, FunctionRole::Gpu, errors);
+            placed.push(Gpu {
                 index,
                 address: *address,
                 vendor: *vendor,
@@ -259,7 +266,7 @@ impl TopologyReader {
                 name: None,
                 uuid: None,
             });
-            self.add_parents(&loc, &mut functions, &mut dirs, &mut errors);
+            self.add_parents(&loc, functions, dirs, errors);
             functions.insert(
                 *address,
                 PciFunction {
@@ -269,22 +276,36 @@ impl TopologyReader {
             );
             dirs.insert(*address, loc.dir);
         }
+        placed
+    }
+
+    /// Locates the PCI function of each RDMA device and adds it, and the
+    /// bridges above it, to `functions` and `dirs`.
+    fn place_nics(
+        &mut self,
+        nics: &[NicRef],
+        devices_root: Option<&Path>,
+        functions: &mut BTreeMap<PciAddress, PciFunction>,
+        dirs: &mut BTreeMap<PciAddress, PathBuf>,
+        errors: &mut Vec<ReadError>,
+    ) -> Vec<Nic> {
+        let mut placed = Vec::new();
         for nic in nics {
             let Some(address) = PciAddress::parse(&nic.pci_address) else {
                 continue;
             };
             // An RDMA device whose PCI function is gone (hot unplug between
             // the two sources) is left out, not an error.
-            let Some(loc) = self.locate(address, devices_root.as_deref(), &mut errors) else {
+            let Some(loc) = self.locate(address, devices_root, errors) else {
                 continue;
             };
-            let f = self.function(address, &loc, FunctionRole::Nic, &mut errors);
-            snap.nics.push(Nic {
+            let f = self.function(address, &loc, FunctionRole::Nic, errors);
+            placed.push(Nic {
                 name: nic.name.clone(),
                 address,
                 numa_node: f.numa_node,
             });
-            self.add_parents(&loc, &mut functions, &mut dirs, &mut errors);
+            self.add_parents(&loc, functions, dirs, errors);
             let entry = functions.entry(address).or_insert(PciFunction {
                 rdma_device: None,
                 ..f
@@ -296,101 +317,25 @@ impl TopologyReader {
             }
             dirs.insert(address, loc.dir);
         }
+        placed
+    }
 
-        // Paths.
-        for gpu in &snap.gpus {
-            let Some(gf) = functions.get(&gpu.address) else {
-                continue;
-            };
-            for nic in &snap.nics {
-                let Some(nf) = functions.get(&nic.address) else {
-                    continue;
-                };
-                let (gp, np) = (ports(gf, &functions), ports(nf, &functions));
-                let (class, bridges) = classify(&placement(gf, &gp), &placement(nf, &np));
-                snap.paths.push(GpuNicPath {
-                    gpu: gpu.index,
-                    nic: nic.name.clone(),
-                    class,
-                    bridges,
-                });
-            }
-        }
-
-        // Links: each endpoint and each switch upstream port is the lower
-        // end of one physical link.
-        for f in functions.values() {
-            let lower_end = match (f.role, f.port_type) {
-                (FunctionRole::Gpu | FunctionRole::Nic, _) => true,
-                (_, Some(PortType::RootPort | PortType::SwitchDownstream)) => false,
-                (_, Some(_)) => true,
-                (_, None) => f.parents.len() % 2 == 1,
-            };
-            if !lower_end {
-                continue;
-            }
-            let upstream = f.parents.last().and_then(|p| functions.get(p));
-            let capable_speed = match upstream {
-                Some(u) => min_opt(f.max_speed, u.max_speed),
-                None => f.max_speed,
-            };
-            let capable_width = match upstream {
-                Some(u) => min_opt(f.max_width, u.max_width),
-                None => f.max_width,
-            };
-            snap.links.push(Link {
-                downstream: f.address,
-                upstream: upstream.map(|u| u.address),
-                rdma_device: f.rdma_device.clone(),
-                current_speed: f.current_speed,
-                current_width: f.current_width,
-                capable_speed,
-                capable_width,
-            });
-        }
-
-        // ACS on the bridges between each GPU and its nearest NIC(s).
-        let mut acs: BTreeMap<PciAddress, AcsState> = BTreeMap::new();
-        for gpu in &snap.gpus {
-            for path in snap.nearest_nics(gpu.index) {
-                for bridge in &path.bridges {
-                    if acs.contains_key(bridge) {
-                        continue;
+    /// Names the GPUs NVML knows (by PCI address), and says what NVML
+    /// answered.
+    fn name_gpus(&mut self, gpus: &mut [Gpu]) -> NvmlState {
+        match self.nvml.gpus() {
+            Ok(list) => {
+                for g in gpus {
+                    if let Some(n) = list.iter().find(|n| n.address == g.address) {
+                        g.name = n.name.clone();
+                        g.uuid = n.uuid.clone();
                     }
-                    let state = match dirs.get(bridge) {
-                        Some(dir) => read_acs(&dir.join("config"), &mut errors),
-                        None => AcsState::Unknown,
-                    };
-                    acs.insert(*bridge, state);
                 }
+                NvmlState::Present(list.len())
             }
+            Err(NvmlError::Absent(why)) => NvmlState::Absent(why),
+            Err(NvmlError::Query(why)) => NvmlState::Failed(why),
         }
-        snap.acs = acs
-            .into_iter()
-            .map(|(address, state)| BridgeAcs { address, state })
-            .collect();
-
-        if !snap.gpus.is_empty() {
-            snap.gpudirect = Some(GpuDirect::assess(&self.evidence(&mut errors)));
-        }
-        if self.nvml.in_use() && snap.gpus.iter().any(|g| g.vendor == GpuVendor::Nvidia) {
-            snap.nvml = match self.nvml.gpus() {
-                Ok(list) => {
-                    for g in &mut snap.gpus {
-                        if let Some(n) = list.iter().find(|n| n.address == g.address) {
-                            g.name = n.name.clone();
-                            g.uuid = n.uuid.clone();
-                        }
-                    }
-                    NvmlState::Present(list.len())
-                }
-                Err(NvmlError::Absent(why)) => NvmlState::Absent(why),
-                Err(NvmlError::Query(why)) => NvmlState::Failed(why),
-            };
-        }
-        snap.functions = functions.into_values().collect();
-        snap.errors = errors;
-        (snap, dirs)
     }
 
     /// The function's directory under `devices/`, its host bridge and the
@@ -603,6 +548,127 @@ fn fresh_parsed<T>(
             None
         }
     }
+}
+
+/// The GPUs among the PCI functions listed: vendor and class of every
+/// function, sorted by address.
+fn gpu_functions(
+    entries: std::fs::ReadDir,
+    errors: &mut Vec<ReadError>,
+) -> Vec<(PciAddress, GpuVendor, Option<u16>)> {
+    let mut gpus = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(address) = name.to_str().and_then(PciAddress::parse) else {
+            continue;
+        };
+        let dir = entry.path();
+        // Vendor first: most functions are not a GPU maker's, and their
+        // class need not be read.
+        let vendor = match read_hex(&dir.join("vendor"), errors) {
+            Some(pci::VENDOR_NVIDIA) => GpuVendor::Nvidia,
+            Some(pci::VENDOR_AMD) => GpuVendor::Amd,
+            _ => continue,
+        };
+        if read_hex(&dir.join("class"), errors).is_some_and(pci::is_gpu_class) {
+            let device_id =
+                read_hex(&dir.join("device"), errors).and_then(|d| u16::try_from(d).ok());
+            gpus.push((address, vendor, device_id));
+        }
+    }
+    gpus.sort_by_key(|g| g.0);
+    gpus
+}
+
+/// The path class and bridges between every GPU and every NIC.
+fn gpu_nic_paths(
+    gpus: &[Gpu],
+    nics: &[Nic],
+    functions: &BTreeMap<PciAddress, PciFunction>,
+) -> Vec<GpuNicPath> {
+    let mut paths = Vec::new();
+    for gpu in gpus {
+        let Some(gf) = functions.get(&gpu.address) else {
+            continue;
+        };
+        for nic in nics {
+            let Some(nf) = functions.get(&nic.address) else {
+                continue;
+            };
+            let (gp, np) = (ports(gf, functions), ports(nf, functions));
+            let (class, bridges) = classify(&placement(gf, &gp), &placement(nf, &np));
+            paths.push(GpuNicPath {
+                gpu: gpu.index,
+                nic: nic.name.clone(),
+                class,
+                bridges,
+            });
+        }
+    }
+    paths
+}
+
+/// The PCIe links: each endpoint and each switch upstream port is the lower
+/// end of one physical link, whose capability is the lesser of its two ends.
+fn links(functions: &BTreeMap<PciAddress, PciFunction>) -> Vec<Link> {
+    let mut links = Vec::new();
+    for f in functions.values() {
+        let lower_end = match (f.role, f.port_type) {
+            (FunctionRole::Gpu | FunctionRole::Nic, _) => true,
+            (_, Some(PortType::RootPort | PortType::SwitchDownstream)) => false,
+            (_, Some(_)) => true,
+            (_, None) => f.parents.len() % 2 == 1,
+        };
+        if !lower_end {
+            continue;
+        }
+        let upstream = f.parents.last().and_then(|p| functions.get(p));
+        let capable_speed = match upstream {
+            Some(u) => min_opt(f.max_speed, u.max_speed),
+            None => f.max_speed,
+        };
+        let capable_width = match upstream {
+            Some(u) => min_opt(f.max_width, u.max_width),
+            None => f.max_width,
+        };
+        links.push(Link {
+            downstream: f.address,
+            upstream: upstream.map(|u| u.address),
+            rdma_device: f.rdma_device.clone(),
+            current_speed: f.current_speed,
+            current_width: f.current_width,
+            capable_speed,
+            capable_width,
+        });
+    }
+    links
+}
+
+/// ACS on the bridges between each GPU and its nearest NIC(s), each bridge
+/// read once.
+fn bridge_acs(
+    snap: &TopologySnapshot,
+    dirs: &BTreeMap<PciAddress, PathBuf>,
+    errors: &mut Vec<ReadError>,
+) -> Vec<BridgeAcs> {
+    let mut acs: BTreeMap<PciAddress, AcsState> = BTreeMap::new();
+    for gpu in &snap.gpus {
+        for path in snap.nearest_nics(gpu.index) {
+            for bridge in &path.bridges {
+                if acs.contains_key(bridge) {
+                    continue;
+                }
+                let state = match dirs.get(bridge) {
+                    Some(dir) => read_acs(&dir.join("config"), errors),
+                    None => AcsState::Unknown,
+                };
+                acs.insert(*bridge, state);
+            }
+        }
+    }
+    acs.into_iter()
+        .map(|(address, state)| BridgeAcs { address, state })
+        .collect()
 }
 
 fn placement<'a>(f: &'a PciFunction, ports: &'a [Option<PortType>]) -> Placement<'a> {

@@ -51,7 +51,7 @@ for d in rx tx; do
 done
 for r in rx_no_buffer:rx_no_buffer_count rx_missed:rx_missed_errors; do
   reason=${r%%:*} name=${r#*:}
-  v=$(val "roce_netdev_discards_total{$L,reason=\"$reason\",priority=\"\"}")
+  v=$(val "roce_netdev_discards_total{$L,reason=\"$reason\"}")
   want=$(stat "$name")
   if [[ -n $v ]] && ((v <= want)); then ok "discards $reason $v"; else bad "discards $reason = '$v', ethtool -S $name $want"; fi
 done

@@ -1,0 +1,237 @@
+//! The aggregation over whole NCCL logs (lines as NCCL 2.20 writes them,
+//! see log_formats.rs for the source of each format) and Inspector records.
+
+use std::time::{Duration, Instant};
+
+use roce_nccl::aggregate::{Aggregator, AggregatorConfig, ConnKey, GdrNote, Transport};
+use roce_nccl::inspector::{parse_prom_line, parse_record, Record};
+use roce_nccl::log::parse_line;
+
+fn feed(agg: &mut Aggregator, source: &str, text: &str, now: Instant) {
+    for l in text.lines() {
+        agg.log_line(source, &parse_line(l), now);
+    }
+}
+
+/// Rank 0 of a 2-node job on RoCE with GPUDirect RDMA on its receive side
+/// and not on its send side (GDR read off), and a garbage line.
+const ROCE_JOB: &str = "\
+gpu-a:100:101 [0] NCCL INFO NCCL version 2.20.5+cuda12.4
+gpu-a:100:101 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>
+gpu-a:100:101 [0] NCCL INFO Using network IB
+gpu-a:100:101 [0] NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'
+\u{1}\u{2} not nccl at all
+gpu-a:100:105 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA
+gpu-a:100:105 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0
+gpu-a:100:105 [0] NCCL INFO Channel 01/0 : 8[0] -> 0[0] [receive] via NET/IB/1/GDRDMA
+";
+
+fn key(device: &str, net: &str, transport: Transport, gdr: bool) -> ConnKey {
+    ConnKey {
+        device: device.into(),
+        port: 1,
+        net: net.into(),
+        transport,
+        gdr,
+        pid: None,
+    }
+}
+
+#[test]
+fn connections_by_nic_transport_and_gdr() {
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    feed(&mut agg, "nccl.gpu-a.100.log", ROCE_JOB, now);
+    let s = agg.summary(now);
+    let rows: Vec<(ConnKey, u64)> = s
+        .connections
+        .iter()
+        .map(|r| (r.key.clone(), r.lines))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (key("mlx5_0", "IB", Transport::Roce, false), 1),
+            (key("mlx5_0", "IB", Transport::Roce, true), 1),
+            (key("mlx5_1", "IB", Transport::Roce, true), 1),
+        ]
+    );
+    assert_eq!(s.versions, vec!["2.20.5"]);
+    assert_eq!(s.networks, vec!["IB"]);
+    assert!(s.gdr_notes.is_empty());
+    assert_eq!(s.log_lines, ROCE_JOB.lines().count() as u64);
+}
+
+#[test]
+fn socket_fallback_second_version_and_gdr_reasons() {
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig {
+        job_labels: true,
+        ..AggregatorConfig::default()
+    });
+    feed(&mut agg, "f1", ROCE_JOB, now);
+    feed(
+        &mut agg,
+        "f2",
+        "gpu-a:200:201 [1] NCCL INFO NCCL version 2.27.3+cuda12.9
+gpu-a:200:201 [1] NCCL INFO NET/IB : No device found.
+gpu-a:200:201 [1] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>
+gpu-a:200:201 [1] NCCL INFO Using network Socket
+gpu-a:200:201 [1] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'
+gpu-a:200:201 [1] NCCL INFO GPU Direct RDMA Disabled for GPU 1 / HCA 0 (distance 7 > 5)
+gpu-a:200:209 [1] NCCL INFO Channel 00/0 : 1[1] -> 9[1] [send] via NET/Socket/0
+",
+        now,
+    );
+    let s = agg.summary(now);
+    assert_eq!(s.versions, vec!["2.20.5", "2.27.3"]);
+    assert_eq!(s.networks, vec!["IB", "Socket"]);
+    let socket = s
+        .connections
+        .iter()
+        .find(|r| r.key.transport == Transport::Socket)
+        .expect("socket row");
+    assert_eq!(
+        (socket.key.device.as_str(), socket.key.port, socket.key.pid),
+        ("eth0", 0, Some(200))
+    );
+    assert!(s
+        .connections
+        .iter()
+        .filter(|r| r.key.transport == Transport::Roce)
+        .all(|r| r.key.pid == Some(100)));
+    assert_eq!(
+        s.gdr_notes,
+        vec![
+            GdrNote::HcaUnsupported {
+                net: "IB".into(),
+                hca: "mlx5_1".into()
+            },
+            GdrNote::PathTooFar {
+                gpu: "1".into(),
+                hca: "0".into(),
+                distance: Some(7),
+                threshold: Some(5)
+            },
+        ]
+    );
+}
+
+#[test]
+fn plugin_and_unknown_device_tables() {
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    feed(
+        &mut agg,
+        "f",
+        "h:1:1 [0] NCCL INFO NET/IBext_v8 : Using [0]mlx5_2:1/IB ; OOB ib0:10.1.0.1<0>
+h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IBext_v8/0/GDRDMA
+h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/3/GDRDMA
+h:2:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/5
+",
+        now,
+    );
+    let keys: Vec<(String, Transport)> = agg
+        .summary(now)
+        .connections
+        .iter()
+        .map(|r| (r.key.device.clone(), r.key.transport))
+        .collect();
+    assert!(keys.contains(&("mlx5_2".into(), Transport::Ib)));
+    assert!(
+        keys.contains(&("unknown".into(), Transport::Other)),
+        "{keys:?}"
+    );
+    assert_eq!(keys.len(), 3);
+}
+
+#[test]
+fn window_expiry_and_caps() {
+    let now = Instant::now();
+    let cfg = AggregatorConfig {
+        window: Duration::from_secs(60),
+        max_keys: 4,
+        ..AggregatorConfig::default()
+    };
+    let mut agg = Aggregator::new(cfg);
+    feed(&mut agg, "f", ROCE_JOB, now);
+    for i in 0..100 {
+        let l = format!("h:{i}:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/{i}");
+        agg.log_line("f", &parse_line(&l), now);
+    }
+    assert!(agg.summary(now).connections.len() <= 4);
+    let later = now + Duration::from_secs(61);
+    let s = agg.summary(later);
+    assert!(!s.has_data(), "{s:?}");
+}
+
+#[test]
+fn busbw_of_large_multi_node_collectives_only() {
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    let rec = |coll: &str, size: u64, nnodes: u32, bw: f64| {
+        let j = format!(
+            r#"{{"header":{{"id":"0x1","rank":0,"n_ranks":16,"nnodes":{nnodes}}},"metadata":{{"inspector_output_format_version":"v4.0","hostname":"h","pid":1}},"coll_perf":{{"coll":"{coll}","coll_sn":1,"coll_msg_size_bytes":{size},"coll_exec_time_us":100,"coll_timing_source":"kernel_gpu","coll_algobw_gbs":1.0,"coll_busbw_gbs":{bw}}}}}"#
+        );
+        match parse_record(j.as_bytes()) {
+            Ok(Record::Coll(c)) => c,
+            other => panic!("{other:?}"),
+        }
+    };
+    agg.inspector_record(&rec("AllReduce", 1 << 30, 2, 40.0), now);
+    agg.inspector_record(&rec("AllReduce", 1 << 30, 2, 44.0), now);
+    agg.inspector_record(&rec("AllReduce", 1 << 20, 2, 5.0), now); // below the floor
+    agg.inspector_record(&rec("AllReduce", 1 << 30, 1, 300.0), now); // single node: NVLink
+    agg.inspector_record(&rec("SomethingNew", 1 << 30, 4, 10.0), now);
+    let prom = r#"nccl_bus_bandwidth_gbs{comm_id="0x2",hostname="h",rank="0",slurm_job="unknown",slurm_job_id="unknown",nranks="16",n_nodes="2",gpu_device_id="GPU0",collective="AllGather",coll_sn="7",timestamp="2025-10-17T03:31:47Z",message_size="512.00MB"} 38.5"#;
+    let p = parse_prom_line(prom).expect("prom");
+    agg.prom_sample(&p, now);
+    agg.prom_sample(&p, now); // the same collective in a rewritten file
+    let s = agg.summary(now);
+    let bw: Vec<(&str, u64, f64, f64, f64)> = s
+        .busbw
+        .iter()
+        .map(|b| {
+            (
+                b.collective.as_str(),
+                b.samples,
+                b.min_gbs,
+                b.mean_gbs,
+                b.max_gbs,
+            )
+        })
+        .collect();
+    assert_eq!(
+        bw,
+        vec![
+            ("AllGather", 1, 38.5, 38.5, 38.5),
+            ("AllReduce", 2, 40.0, 42.0, 44.0),
+            ("other", 1, 10.0, 10.0, 10.0)
+        ]
+    );
+}
+
+#[test]
+fn device_tables_outlive_the_window() {
+    // A long job logs its device table at init; a communicator created an
+    // hour later still resolves its NIC.
+    let now = Instant::now();
+    let cfg = AggregatorConfig {
+        window: Duration::from_secs(60),
+        ..AggregatorConfig::default()
+    };
+    let mut agg = Aggregator::new(cfg);
+    feed(&mut agg, "f", ROCE_JOB, now);
+    let later = now + Duration::from_secs(3600);
+    assert!(!agg.summary(later).has_data());
+    agg.log_line(
+        "f",
+        &parse_line(
+            "gpu-a:100:105 [0] NCCL INFO Channel 02/0 : 8[0] -> 0[0] [receive] via NET/IB/1/GDRDMA",
+        ),
+        later,
+    );
+    let s = agg.summary(later);
+    assert_eq!(s.connections.len(), 1);
+    assert_eq!(s.connections[0].key.device, "mlx5_1");
+}

@@ -1,0 +1,133 @@
+//! PCIe Advanced Error Reporting counters of one PCI function (a NIC or a
+//! GPU): `aer_dev_correctable`, `aer_dev_nonfatal`, `aer_dev_fatal` in the
+//! device's sysfs folder. The files exist only for functions with the AER
+//! capability on kernels with `CONFIG_PCIEAER`; a missing file is "not
+//! available", never 0.
+//!
+//! Format from `drivers/pci/pcie/aer.c` (`aer_stats_dev_attr`): one line
+//! `"%s %llu\n"` per named error bit ("RxErr", "BadTLP", "BadDLLP",
+//! "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF" for
+//! correctable errors; "DLP", "SDES", "TLP", "FCP", "CmpltTO", ... for
+//! uncorrectable ones), a line for an unnamed bit that counted (older
+//! kernels: `<array>_bit[N] <count>`), and last `TOTAL_ERR_COR`,
+//! `TOTAL_ERR_NONFATAL` or `TOTAL_ERR_FATAL` with the total.
+
+use std::path::Path;
+
+/// One AER file: the total and each error kind's count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AerCounts {
+    /// The `TOTAL_ERR_*` line; `None` if the file had none.
+    pub total: Option<u64>,
+    /// (name, count) in file order, the total excluded.
+    pub kinds: Vec<(String, u64)>,
+}
+
+/// The three AER files of one function; each `None` when absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PciAer {
+    pub correctable: Option<AerCounts>,
+    pub nonfatal: Option<AerCounts>,
+    pub fatal: Option<AerCounts>,
+}
+
+impl PciAer {
+    pub fn is_empty(&self) -> bool {
+        self.correctable.is_none() && self.nonfatal.is_none() && self.fatal.is_none()
+    }
+}
+
+/// Parses the text of one AER file. Lines that are not `NAME COUNT` are
+/// errors (reported with their number); nothing is guessed.
+pub fn parse_aer(text: &str) -> Result<AerCounts, String> {
+    let mut out = AerCounts::default();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let (Some(name), Some(count), None) = (words.next(), words.next(), words.next()) else {
+            return Err(format!("line {}: expected NAME COUNT: {line:?}", n + 1));
+        };
+        let count: u64 = count
+            .parse()
+            .map_err(|_| format!("line {}: not a count: {line:?}", n + 1))?;
+        if name.starts_with("TOTAL_ERR_") {
+            out.total = Some(count);
+        } else {
+            out.kinds.push((name.to_string(), count));
+        }
+    }
+    Ok(out)
+}
+
+fn read_one(path: &Path, errors: &mut Vec<String>) -> Option<AerCounts> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => match parse_aer(&text) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                errors.push(format!("{}: {e}", path.display()));
+                None
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            errors.push(format!("{}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// Reads the AER files of the PCI function whose sysfs folder is `device`
+/// (`/sys/bus/pci/devices/<address>`, or a netdev's `device` link).
+pub fn read_aer(device: &Path, errors: &mut Vec<String>) -> PciAer {
+    PciAer {
+        correctable: read_one(&device.join("aer_dev_correctable"), errors),
+        nonfatal: read_one(&device.join("aer_dev_nonfatal"), errors),
+        fatal: read_one(&device.join("aer_dev_fatal"), errors),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `aer_dev_correctable` as aer.c prints it (one named line per bit of
+    /// `aer_correctable_error_string`, then the total).
+    const CORRECTABLE: &str = "RxErr 2\nBadTLP 5\nBadDLLP 1\nRollover 0\nTimeout 0\n\
+NonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 8\n";
+
+    #[test]
+    fn correctable_file_of_aer_c() {
+        let c = parse_aer(CORRECTABLE).unwrap();
+        assert_eq!(c.total, Some(8));
+        assert_eq!(c.kinds.len(), 8);
+        assert_eq!(c.kinds[1], ("BadTLP".to_string(), 5));
+    }
+
+    #[test]
+    fn unnamed_bits_and_garbage() {
+        let c = parse_aer("dev_cor_errs_bit[9] 3\nTOTAL_ERR_COR 3\n").unwrap();
+        assert_eq!(c.kinds, vec![("dev_cor_errs_bit[9]".to_string(), 3)]);
+        assert!(parse_aer("RxErr\n").is_err());
+        assert!(parse_aer("RxErr x\n").is_err());
+        assert!(parse_aer("RxErr 1 2\n").is_err());
+    }
+
+    #[test]
+    fn absent_files_are_not_zero() {
+        let dir = std::env::temp_dir().join(format!("aer-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("aer_dev_correctable"), CORRECTABLE).unwrap();
+        let mut errors = Vec::new();
+        let aer = read_aer(&dir, &mut errors);
+        assert!(errors.is_empty());
+        assert_eq!(aer.correctable.unwrap().total, Some(8));
+        assert_eq!(aer.nonfatal, None);
+        assert_eq!(aer.fatal, None);
+        let none = read_aer(&dir.join("missing"), &mut errors);
+        assert!(none.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

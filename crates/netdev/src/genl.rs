@@ -1,0 +1,184 @@
+//! Generic netlink plumbing shared by the physical-layer readers (FEC and
+//! module EEPROM over the "ethtool" family, health reporters over the
+//! "devlink" family): family id resolution, the `genlmsghdr` split, and the
+//! hex text format of recorded replies for trees that are not the running
+//! kernel.
+//!
+//! Numbers from `include/uapi/linux/genetlink.h`: `GENL_ID_CTRL` 0x10,
+//! `CTRL_CMD_GETFAMILY` 3, `CTRL_ATTR_FAMILY_ID` 1, `CTRL_ATTR_FAMILY_NAME`
+//! 2, `GENL_HDRLEN` 4 (`struct genlmsghdr`: cmd u8, version u8, reserved
+//! u16).
+
+use std::time::Duration;
+
+use roce_netlink::{attrs, Attrs, MessageBuilder, NlError, Protocol, Socket};
+
+pub const GENL_ID_CTRL: u16 = 0x10;
+pub const CTRL_CMD_GETFAMILY: u8 = 3;
+pub const CTRL_ATTR_FAMILY_ID: u16 = 1;
+pub const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+pub const GENL_HDRLEN: usize = 4;
+
+/// The command byte and the attributes of a generic netlink payload (what
+/// follows the `nlmsghdr`).
+pub fn split(payload: &[u8]) -> Result<(u8, Attrs<'_>), NlError> {
+    match (payload.first(), payload.get(GENL_HDRLEN..)) {
+        (Some(&cmd), Some(body)) => Ok((cmd, attrs(body))),
+        _ => Err(NlError::Truncated {
+            what: "genlmsghdr",
+            need: GENL_HDRLEN,
+            have: payload.len(),
+        }),
+    }
+}
+
+/// A generic netlink socket bound to one family, resolved by name on first
+/// use. A kernel without the family (ENOENT: ethtool netlink before 5.6, no
+/// devlink) is remembered, so it is asked once.
+pub struct GenlClient {
+    name: &'static str,
+    socket: Option<Socket>,
+    timeout: Duration,
+    family: Option<Option<u16>>,
+}
+
+impl GenlClient {
+    pub fn new(name: &'static str, timeout: Duration) -> Self {
+        GenlClient {
+            name,
+            socket: None,
+            timeout,
+            family: None,
+        }
+    }
+
+    fn socket(&mut self) -> Result<&mut Socket, NlError> {
+        if self.socket.is_none() {
+            self.socket = Some(Socket::open(Protocol::Generic, self.timeout)?);
+        }
+        self.socket.as_mut().ok_or(NlError::Timeout)
+    }
+
+    /// The family id; `None` when the kernel has no such family.
+    pub fn family(&mut self) -> Result<Option<u16>, NlError> {
+        if let Some(f) = self.family {
+            return Ok(f);
+        }
+        let name = self.name;
+        let socket = self.socket()?;
+        let mut b = MessageBuilder::new(GENL_ID_CTRL, 0);
+        b.header(&[CTRL_CMD_GETFAMILY, 1, 0, 0])
+            .attr_str(CTRL_ATTR_FAMILY_NAME, name);
+        let found = match socket.request(b.finish()?) {
+            Ok(replies) => {
+                let mut id = None;
+                for m in &replies {
+                    if let Some(a) = m.attrs(GENL_HDRLEN)?.find(CTRL_ATTR_FAMILY_ID)? {
+                        id = Some(a.as_u16()?);
+                    }
+                }
+                id
+            }
+            Err(NlError::Kernel { errno, .. }) if errno == libc::ENOENT => None,
+            Err(e) => return Err(e),
+        };
+        self.family = Some(found);
+        Ok(found)
+    }
+
+    /// Sends one request built by `build` (given the family id) and returns
+    /// the payloads of the family's messages in the answer; `Ok(None)` when
+    /// the kernel has no such family.
+    pub fn request(
+        &mut self,
+        build: impl FnOnce(u16) -> Result<Vec<u8>, NlError>,
+    ) -> Result<Option<Vec<Vec<u8>>>, NlError> {
+        let Some(family) = self.family()? else {
+            return Ok(None);
+        };
+        let msg = build(family)?;
+        let replies = self.socket()?.request(msg)?;
+        Ok(Some(
+            replies
+                .into_iter()
+                .filter(|m| m.kind == family)
+                .map(|m| m.payload)
+                .collect(),
+        ))
+    }
+}
+
+/// Parses the hex text of recorded replies: byte pairs separated by white
+/// space, `#` comments, an optional `0x0000:`-style offset before a colon on
+/// each line (as `ethtool -m ... hex on` and `xxd` print), and lines of
+/// `---` separating messages. Returns one byte vector per message.
+pub fn parse_hex_messages(text: &str) -> Result<Vec<Vec<u8>>, String> {
+    let mut out = Vec::new();
+    let mut current = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line == "---" {
+            out.push(std::mem::take(&mut current));
+            continue;
+        }
+        let data = match line.split_once(':') {
+            Some((_, rest)) => rest,
+            None => line,
+        };
+        for word in data.split_whitespace() {
+            let byte = u8::from_str_radix(word, 16)
+                .ok()
+                .filter(|_| word.len() == 2)
+                .ok_or_else(|| format!("line {}: not a hex byte: {word:?}", n + 1))?;
+            current.push(byte);
+        }
+    }
+    if !current.is_empty() || out.is_empty() {
+        out.push(current);
+    }
+    Ok(out)
+}
+
+/// Where recorded replies of a netdev live (`<dir>/<netdev>.<ext>`), or
+/// `None` for a name that would leave the folder.
+pub fn replay_path(dir: &std::path::Path, netdev: &str, ext: &str) -> Option<std::path::PathBuf> {
+    if netdev.is_empty() || netdev.contains('/') || netdev.starts_with('.') {
+        return None;
+    }
+    Some(dir.join(format!("{netdev}.{ext}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_messages_with_offsets_comments_and_separators() {
+        let text = "# a reply\n0x0000: 1e 01 00 00\n0x0004: ff\n---\nab cd # two\n";
+        let msgs = parse_hex_messages(text).unwrap();
+        assert_eq!(msgs, vec![vec![0x1e, 1, 0, 0, 0xff], vec![0xab, 0xcd]]);
+        assert!(parse_hex_messages("0x00: 1g").is_err());
+        assert!(parse_hex_messages("123").is_err());
+        assert_eq!(parse_hex_messages("").unwrap(), vec![Vec::<u8>::new()]);
+    }
+
+    #[test]
+    fn split_needs_the_genl_header() {
+        assert!(split(&[1, 1, 0]).is_err());
+        let (cmd, mut a) = split(&[30, 1, 0, 0]).unwrap();
+        assert_eq!(cmd, 30);
+        assert!(a.next().is_none());
+    }
+
+    #[test]
+    fn replay_paths_stay_in_the_folder() {
+        let dir = std::path::Path::new("/r");
+        assert_eq!(
+            replay_path(dir, "ens1np0", "fec"),
+            Some(std::path::PathBuf::from("/r/ens1np0.fec"))
+        );
+        assert_eq!(replay_path(dir, "../x", "fec"), None);
+        assert_eq!(replay_path(dir, ".hidden", "fec"), None);
+        assert_eq!(replay_path(dir, "", "fec"), None);
+    }
+}

@@ -1,0 +1,674 @@
+//! Pluggable module (optics and cables) identity and diagnostics from the
+//! module EEPROM, read half a page at a time through ethtool netlink
+//! (`ETHTOOL_MSG_MODULE_EEPROM_GET`), and the pure decoders of the three
+//! memory maps in use on RDMA NICs:
+//! - SFF-8636 (QSFP, QSFP+, QSFP28; identifiers 0x0C, 0x0D, 0x11);
+//! - CMIS 4.0/5.x (QSFP-DD 0x18, OSFP 0x19, DSFP 0x1B, QSFP+/QSFP112 with
+//!   CMIS 0x1E, SFP-DD 0x1F, SFP+ with CMIS 0x20: the identifiers
+//!   ethtool's `is_cmis` check lists);
+//! - SFF-8472 (SFP/SFP+/SFP28, identifier 0x03): the A0h identity and the
+//!   A2h diagnostics, internally calibrated modules only.
+//!
+//! What is decoded: identity (vendor, part number, revision, serial,
+//! type), temperature, supply voltage, per-lane Tx bias, Tx power and Rx
+//! power, and the module's own alarm and warning thresholds. Offsets are
+//! cited where they are used (specification, page, byte); they agree with
+//! ethtool's decoders (`qsfp.h`/`qsfp.c`, `cmis.h`/`cmis.c`, `sfpdiag.c`).
+//! Units (all specifications alike): temperature s16 in 1/256 °C, supply
+//! u16 in 100 µV, bias u16 in 2 µA, optical power u16 in 0.1 µW; everything
+//! leaves this module in base units (°C, V, A, W).
+//!
+//! Modules are slow I²C devices (a page is 128 bytes at 100-400 kHz, and
+//! some modules stretch the clock), so the reader is meant to run on a slow
+//! cadence (`netdevs.module_interval`), never every sample.
+//!
+//! Kernel request rules from `net/ethtool/eeprom.c`
+//! (`eeprom_parse_request`): at most 128 bytes per request and never across
+//! offset 128; pages other than 0 only in their upper half (offsets
+//! 128-255); `I2C_ADDRESS` 0x50 (A0h) or 0x51 (A2h, SFF-8472 diagnostics).
+//! Attribute numbers from `include/uapi/linux/ethtool_netlink.h`:
+//! `ETHTOOL_MSG_MODULE_EEPROM_GET` 31, `..._GET_REPLY` 32,
+//! `ETHTOOL_A_MODULE_EEPROM_{HEADER,OFFSET,LENGTH,PAGE,BANK,I2C_ADDRESS,DATA}`
+//! 1..=7 (offset and length u32, page, bank and address u8, data binary).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use roce_netlink::{MessageBuilder, NlError};
+
+use crate::fec::{ETHTOOL_A_HEADER_DEV_NAME, ETHTOOL_A_HEADER_FLAGS};
+use crate::genl::{parse_hex_messages, replay_path, split, GenlClient};
+
+pub const ETHTOOL_MSG_MODULE_EEPROM_GET: u8 = 31;
+pub const ETHTOOL_MSG_MODULE_EEPROM_GET_REPLY: u8 = 32;
+const ETHTOOL_A_MODULE_EEPROM_HEADER: u16 = 1;
+const ETHTOOL_A_MODULE_EEPROM_OFFSET: u16 = 2;
+const ETHTOOL_A_MODULE_EEPROM_LENGTH: u16 = 3;
+const ETHTOOL_A_MODULE_EEPROM_PAGE: u16 = 4;
+const ETHTOOL_A_MODULE_EEPROM_BANK: u16 = 5;
+const ETHTOOL_A_MODULE_EEPROM_I2C_ADDRESS: u16 = 6;
+const ETHTOOL_A_MODULE_EEPROM_DATA: u16 = 7;
+
+/// `ETH_I2C_ADDRESS_LOW` / `_HIGH` (A0h / A2h in 8-bit notation).
+pub const I2C_A0: u8 = 0x50;
+pub const I2C_A2: u8 = 0x51;
+/// Half a page: what one request may read.
+pub const HALF: usize = 128;
+
+/// One half page: the lower half of page 0 (offsets 0-127) or the upper
+/// half of a page (offsets 128-255) at an I²C address and bank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HalfPage {
+    pub i2c: u8,
+    pub page: u8,
+    pub bank: u8,
+    pub upper: bool,
+}
+
+impl HalfPage {
+    pub const fn lower(i2c: u8) -> HalfPage {
+        HalfPage {
+            i2c,
+            page: 0,
+            bank: 0,
+            upper: false,
+        }
+    }
+
+    pub const fn upper(page: u8, bank: u8) -> HalfPage {
+        HalfPage {
+            i2c: I2C_A0,
+            page,
+            bank,
+            upper: true,
+        }
+    }
+
+    fn offset(self) -> u32 {
+        if self.upper {
+            HALF as u32
+        } else {
+            0
+        }
+    }
+}
+
+/// The half pages read from one module.
+pub type Pages = BTreeMap<HalfPage, Vec<u8>>;
+
+/// Which memory map the module uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standard {
+    Sff8636,
+    Cmis,
+    Sff8472,
+}
+
+impl Standard {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standard::Sff8636 => "sff8636",
+            Standard::Cmis => "cmis",
+            Standard::Sff8472 => "sff8472",
+        }
+    }
+
+    /// The standard of an identifier (SFF-8024 Table 4-1, byte 0 of every
+    /// map); `None` for identifiers this exporter does not decode.
+    pub fn of(identifier: u8) -> Option<Standard> {
+        match identifier {
+            0x03 => Some(Standard::Sff8472),
+            0x0C | 0x0D | 0x11 => Some(Standard::Sff8636),
+            0x18 | 0x19 | 0x1B | 0x1E | 0x1F | 0x20 => Some(Standard::Cmis),
+            _ => None,
+        }
+    }
+}
+
+/// The form factor name of an identifier (SFF-8024 Table 4-1).
+pub fn type_name(identifier: u8) -> &'static str {
+    match identifier {
+        0x03 => "SFP",
+        0x0C => "QSFP",
+        0x0D => "QSFP+",
+        0x11 => "QSFP28",
+        0x18 => "QSFP-DD",
+        0x19 => "OSFP",
+        0x1B => "DSFP",
+        0x1E => "QSFP+ (CMIS)",
+        0x1F => "SFP-DD",
+        0x20 => "SFP+ (CMIS)",
+        _ => "unknown",
+    }
+}
+
+/// Alarm and warning thresholds of one monitor, in base units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    pub high_alarm: f64,
+    pub low_alarm: f64,
+    pub high_warning: f64,
+    pub low_warning: f64,
+}
+
+/// The module's own thresholds (absent on flat-memory modules, which have
+/// no threshold page).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModuleThresholds {
+    pub temperature_celsius: Option<Thresholds>,
+    pub supply_volts: Option<Thresholds>,
+    pub tx_bias_amperes: Option<Thresholds>,
+    pub tx_power_watts: Option<Thresholds>,
+    pub rx_power_watts: Option<Thresholds>,
+}
+
+/// Diagnostics of one lane (lane 0 is the module's lane 1); a monitor the
+/// module does not implement is `None`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Lane {
+    pub tx_bias_amperes: Option<f64>,
+    pub tx_power_watts: Option<f64>,
+    pub rx_power_watts: Option<f64>,
+}
+
+/// Everything decoded from one module.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModuleInfo {
+    pub standard: Standard,
+    pub identifier: u8,
+    pub kind: &'static str,
+    pub vendor: String,
+    pub part: String,
+    pub revision: String,
+    pub serial: String,
+    pub temperature_celsius: Option<f64>,
+    pub supply_volts: Option<f64>,
+    pub lanes: Vec<Lane>,
+    /// Rx power is average power (`true`) or OMA (`false`).
+    pub rx_power_average: Option<bool>,
+    pub thresholds: ModuleThresholds,
+}
+
+/// Why a module could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModuleError {
+    #[error("module EEPROM: half page {0:?} missing or shorter than 128 bytes")]
+    MissingPage(HalfPage),
+    #[error("module identifier {0:#04x} is not SFF-8636, CMIS or SFF-8472")]
+    UnknownIdentifier(u8),
+}
+
+fn half(pages: &Pages, id: HalfPage) -> Result<&[u8], ModuleError> {
+    pages
+        .get(&id)
+        .map(Vec::as_slice)
+        .filter(|p| p.len() >= HALF)
+        .ok_or(ModuleError::MissingPage(id))
+}
+
+/// A byte at an offset of the whole page (0-255) within a half page.
+fn u16_at(half: &[u8], offset: usize) -> Option<u16> {
+    let i = offset % HALF;
+    Some(u16::from_be_bytes([*half.get(i)?, *half.get(i + 1)?]))
+}
+
+fn temp(raw: u16) -> f64 {
+    f64::from(raw as i16) / 256.0
+}
+
+fn volts(raw: u16) -> f64 {
+    f64::from(raw) / 10_000.0
+}
+
+fn amperes(raw: u16) -> f64 {
+    f64::from(raw) / 500_000.0
+}
+
+fn watts(raw: u16) -> f64 {
+    f64::from(raw) / 10_000_000.0
+}
+
+/// Printable ASCII of a field, trailing blanks and NULs cut.
+fn ascii(half: &[u8], offset: usize, len: usize) -> String {
+    let i = offset % HALF;
+    let bytes = half.get(i..i + len).unwrap_or(&[]);
+    let s: String = bytes
+        .iter()
+        .map(|&b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    s.trim().to_string()
+}
+
+/// Four u16 thresholds in the order every map uses: high alarm, low alarm,
+/// high warning, low warning.
+fn thresholds(half: &[u8], offset: usize, unit: impl Fn(u16) -> f64) -> Option<Thresholds> {
+    Some(Thresholds {
+        high_alarm: unit(u16_at(half, offset)?),
+        low_alarm: unit(u16_at(half, offset + 2)?),
+        high_warning: unit(u16_at(half, offset + 4)?),
+        low_warning: unit(u16_at(half, offset + 6)?),
+    })
+}
+
+/// The half pages to read after the lower page 0, given its bytes. Flat
+/// memory modules have no pages beyond 0.
+pub fn pages_needed(lower: &[u8]) -> Vec<HalfPage> {
+    let Some(&id) = lower.first() else {
+        return Vec::new();
+    };
+    match Standard::of(id) {
+        // SFF-8636 rev 2.10a, page 00h byte 2 bit 2: Flat_mem.
+        Some(Standard::Sff8636) => {
+            let flat = lower.get(2).is_some_and(|b| b & 0x04 != 0);
+            let mut v = vec![HalfPage::upper(0, 0)];
+            if !flat {
+                v.push(HalfPage::upper(3, 0));
+            }
+            v
+        }
+        // CMIS 5.2 Table 8-4, page 00h byte 2 bit 7: MemoryModel (1 = flat).
+        Some(Standard::Cmis) => {
+            let flat = lower.get(2).is_some_and(|b| b & 0x80 != 0);
+            let mut v = vec![HalfPage::upper(0, 0)];
+            if !flat {
+                v.extend([
+                    HalfPage::upper(1, 0),
+                    HalfPage::upper(2, 0),
+                    HalfPage::upper(0x11, 0),
+                ]);
+            }
+            v
+        }
+        // SFF-8472 rev 12.4, A0h byte 92 bit 6: digital diagnostics
+        // implemented (in A2h).
+        Some(Standard::Sff8472) => {
+            if lower.get(92).is_some_and(|b| b & 0x40 != 0) {
+                vec![HalfPage::lower(I2C_A2)]
+            } else {
+                Vec::new()
+            }
+        }
+        None => Vec::new(),
+    }
+}
+
+/// Decodes the pages of one module (the lower page 0 and what
+/// [`pages_needed`] asked for). Optional pages that are missing leave
+/// their fields `None`.
+pub fn decode(pages: &Pages) -> Result<ModuleInfo, ModuleError> {
+    let lower = half(pages, HalfPage::lower(I2C_A0))?;
+    let id = lower[0];
+    match Standard::of(id) {
+        Some(Standard::Sff8636) => decode_sff8636(pages, lower, id),
+        Some(Standard::Cmis) => decode_cmis(pages, lower, id),
+        Some(Standard::Sff8472) => Ok(decode_sff8472(pages, lower, id)),
+        None => Err(ModuleError::UnknownIdentifier(id)),
+    }
+}
+
+fn decode_sff8636(pages: &Pages, lower: &[u8], id: u8) -> Result<ModuleInfo, ModuleError> {
+    let upper0 = half(pages, HalfPage::upper(0, 0))?;
+    // Page 00h byte 2 bit 0: Data_Not_Ready; the monitors are not valid yet.
+    let ready = lower.get(2).is_some_and(|b| b & 0x01 == 0);
+    // Upper page 00h byte 220: bit 3 Rx power type (1 average), bit 2 Tx
+    // power measurement supported.
+    let diag = upper0.get(220 - HALF).copied().unwrap_or(0);
+    let tx_power = diag & 0x04 != 0;
+    let lanes = (0..4)
+        .map(|l| Lane {
+            // Page 00h bytes 42-49 Tx bias, 50-57 Tx power, 34-41 Rx power.
+            tx_bias_amperes: ready
+                .then(|| u16_at(lower, 42 + 2 * l).map(amperes))
+                .flatten(),
+            tx_power_watts: (ready && tx_power)
+                .then(|| u16_at(lower, 50 + 2 * l).map(watts))
+                .flatten(),
+            rx_power_watts: ready
+                .then(|| u16_at(lower, 34 + 2 * l).map(watts))
+                .flatten(),
+        })
+        .collect();
+    // Upper page 03h: thresholds at 128 (temperature), 144 (Vcc), 176 (Rx
+    // power), 184 (Tx bias), 192 (Tx power).
+    let thresholds = match pages.get(&HalfPage::upper(3, 0)) {
+        Some(p3) if p3.len() >= HALF => ModuleThresholds {
+            temperature_celsius: thresholds(p3, 128, temp),
+            supply_volts: thresholds(p3, 144, volts),
+            rx_power_watts: thresholds(p3, 176, watts),
+            tx_bias_amperes: thresholds(p3, 184, amperes),
+            tx_power_watts: tx_power.then(|| thresholds(p3, 192, watts)).flatten(),
+        },
+        _ => ModuleThresholds::default(),
+    };
+    Ok(ModuleInfo {
+        standard: Standard::Sff8636,
+        identifier: id,
+        kind: type_name(id),
+        // Upper page 00h: vendor 148-163, part 168-183, revision 184-185,
+        // serial 196-211.
+        vendor: ascii(upper0, 148, 16),
+        part: ascii(upper0, 168, 16),
+        revision: ascii(upper0, 184, 2),
+        serial: ascii(upper0, 196, 16),
+        // Page 00h bytes 22-23 temperature, 26-27 supply voltage.
+        temperature_celsius: ready.then(|| u16_at(lower, 22).map(temp)).flatten(),
+        supply_volts: ready.then(|| u16_at(lower, 26).map(volts)).flatten(),
+        lanes,
+        rx_power_average: Some(diag & 0x08 != 0),
+        thresholds,
+    })
+}
+
+fn decode_cmis(pages: &Pages, lower: &[u8], id: u8) -> Result<ModuleInfo, ModuleError> {
+    let upper0 = half(pages, HalfPage::upper(0, 0))?;
+    let page1 = pages
+        .get(&HalfPage::upper(1, 0))
+        .filter(|p| p.len() >= HALF);
+    let page2 = pages
+        .get(&HalfPage::upper(2, 0))
+        .filter(|p| p.len() >= HALF);
+    let page11 = pages
+        .get(&HalfPage::upper(0x11, 0))
+        .filter(|p| p.len() >= HALF);
+    // Page 01h byte 160 (CMIS 5.2 Table 8-45): bit 0 Tx bias, bit 1 Tx
+    // power, bit 2 Rx power monitors supported; bits 4-3 scale the Tx bias
+    // unit by 1, 2 or 4.
+    let monitors = page1.and_then(|p| p.get(160 - HALF)).copied().unwrap_or(0);
+    let bias_scale = match (monitors >> 3) & 0x03 {
+        1 => 2.0,
+        2 => 4.0,
+        _ => 1.0,
+    };
+    let bias = |raw: u16| amperes(raw) * bias_scale;
+    // Page 00h byte 88 bits 3-0: media lane count of the first application
+    // (CMIS 5.2 Table 8-24); lanes past it are not wired.
+    let media_lanes = match lower.get(88).map(|b| b & 0x0f) {
+        Some(n @ 1..=8) => usize::from(n),
+        _ => 8,
+    };
+    let lanes = match page11 {
+        Some(p) => (0..media_lanes)
+            .map(|l| Lane {
+                // Page 11h: Tx power from byte 154, Tx bias from 170, Rx
+                // power from 186, two bytes per lane.
+                tx_power_watts: (monitors & 0x02 != 0)
+                    .then(|| u16_at(p, 154 + 2 * l).map(watts))
+                    .flatten(),
+                tx_bias_amperes: (monitors & 0x01 != 0)
+                    .then(|| u16_at(p, 170 + 2 * l).map(bias))
+                    .flatten(),
+                rx_power_watts: (monitors & 0x04 != 0)
+                    .then(|| u16_at(p, 186 + 2 * l).map(watts))
+                    .flatten(),
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    // Page 02h: temperature 128, Vcc 136, Tx power 176, Tx bias 184, Rx
+    // power 192.
+    let thresholds = match page2 {
+        Some(p2) => ModuleThresholds {
+            temperature_celsius: thresholds(p2, 128, temp),
+            supply_volts: thresholds(p2, 136, volts),
+            tx_power_watts: thresholds(p2, 176, watts),
+            tx_bias_amperes: thresholds(p2, 184, bias),
+            rx_power_watts: thresholds(p2, 192, watts),
+        },
+        None => ModuleThresholds::default(),
+    };
+    Ok(ModuleInfo {
+        standard: Standard::Cmis,
+        identifier: id,
+        kind: type_name(id),
+        // Upper page 00h: vendor 129-144, part 148-163, revision 164-165,
+        // serial 166-181.
+        vendor: ascii(upper0, 129, 16),
+        part: ascii(upper0, 148, 16),
+        revision: ascii(upper0, 164, 2),
+        serial: ascii(upper0, 166, 16),
+        // Page 00h bytes 14-15 temperature, 16-17 supply voltage.
+        temperature_celsius: u16_at(lower, 14).map(temp),
+        supply_volts: u16_at(lower, 16).map(volts),
+        lanes,
+        // Page 01h byte 151 bit 4: Rx power measured as average (1) or OMA.
+        rx_power_average: page1.and_then(|p| p.get(151 - HALF)).map(|b| b & 0x10 != 0),
+        thresholds,
+    })
+}
+
+fn decode_sff8472(pages: &Pages, a0: &[u8], id: u8) -> ModuleInfo {
+    // A0h byte 92: bit 6 diagnostics implemented, bit 5 internally
+    // calibrated, bit 4 externally calibrated, bit 3 Rx power average.
+    let diag = a0.get(92).copied().unwrap_or(0);
+    let internal = diag & 0x40 != 0 && diag & 0x20 != 0;
+    let a2 = pages
+        .get(&HalfPage::lower(I2C_A2))
+        .filter(|p| p.len() >= HALF && internal);
+    let mut info = ModuleInfo {
+        standard: Standard::Sff8472,
+        identifier: id,
+        kind: type_name(id),
+        // A0h: vendor 20-35, part 40-55, revision 56-59, serial 68-83.
+        vendor: ascii(a0, 20, 16),
+        part: ascii(a0, 40, 16),
+        revision: ascii(a0, 56, 4),
+        serial: ascii(a0, 68, 16),
+        temperature_celsius: None,
+        supply_volts: None,
+        lanes: Vec::new(),
+        rx_power_average: Some(diag & 0x08 != 0),
+        thresholds: ModuleThresholds::default(),
+    };
+    if let Some(a2) = a2 {
+        // A2h: temperature 96, Vcc 98, Tx bias 100, Tx power 102, Rx power
+        // 104; thresholds from 0: temperature, Vcc, bias, Tx power, Rx power.
+        info.temperature_celsius = u16_at(a2, 96).map(temp);
+        info.supply_volts = u16_at(a2, 98).map(volts);
+        info.lanes = vec![Lane {
+            tx_bias_amperes: u16_at(a2, 100).map(amperes),
+            tx_power_watts: u16_at(a2, 102).map(watts),
+            rx_power_watts: u16_at(a2, 104).map(watts),
+        }];
+        info.thresholds = ModuleThresholds {
+            temperature_celsius: thresholds(a2, 0, temp),
+            supply_volts: thresholds(a2, 8, volts),
+            tx_bias_amperes: thresholds(a2, 16, amperes),
+            tx_power_watts: thresholds(a2, 24, watts),
+            rx_power_watts: thresholds(a2, 32, watts),
+        };
+    }
+    info
+}
+
+/// Reads half pages of a module's EEPROM. `Ok(None)`: not available (no
+/// module support in the driver, no module, or a page the module lacks).
+pub trait EepromRead: Send {
+    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String>;
+}
+
+/// Reads and decodes one module: lower page 0, then the pages its map
+/// needs. `Ok(None)` when the netdev has no readable module.
+pub fn read_module(io: &mut dyn EepromRead, netdev: &str) -> Result<Option<ModuleInfo>, String> {
+    let Some(lower) = io.read_half(netdev, HalfPage::lower(I2C_A0))? else {
+        return Ok(None);
+    };
+    let mut pages = Pages::new();
+    let needed = pages_needed(&lower);
+    pages.insert(HalfPage::lower(I2C_A0), lower);
+    for id in needed {
+        if let Some(data) = io.read_half(netdev, id)? {
+            pages.insert(id, data);
+        }
+    }
+    decode(&pages)
+        .map(Some)
+        .map_err(|e| format!("{netdev}: {e}"))
+}
+
+/// The `MODULE_EEPROM_GET` request for one half page.
+pub fn eeprom_request(family: u16, netdev: &str, page: HalfPage) -> Result<Vec<u8>, NlError> {
+    let mut b = MessageBuilder::new(family, 0);
+    b.header(&[ETHTOOL_MSG_MODULE_EEPROM_GET, 1, 0, 0]);
+    let nest = b.nest_begin(ETHTOOL_A_MODULE_EEPROM_HEADER);
+    b.attr_str(ETHTOOL_A_HEADER_DEV_NAME, netdev)
+        .attr_u32(ETHTOOL_A_HEADER_FLAGS, 0);
+    b.nest_end(nest);
+    b.attr_u32(ETHTOOL_A_MODULE_EEPROM_OFFSET, page.offset())
+        .attr_u32(ETHTOOL_A_MODULE_EEPROM_LENGTH, HALF as u32)
+        .attr_u8(ETHTOOL_A_MODULE_EEPROM_PAGE, page.page)
+        .attr_u8(ETHTOOL_A_MODULE_EEPROM_BANK, page.bank)
+        .attr_u8(ETHTOOL_A_MODULE_EEPROM_I2C_ADDRESS, page.i2c);
+    b.finish()
+}
+
+/// Parses a `MODULE_EEPROM_GET_REPLY` payload: the bytes read.
+pub fn parse_eeprom_reply(payload: &[u8]) -> Result<Vec<u8>, NlError> {
+    let (cmd, attrs) = split(payload)?;
+    if cmd != ETHTOOL_MSG_MODULE_EEPROM_GET_REPLY {
+        return Err(NlError::Malformed {
+            what: "module EEPROM reply",
+            detail: format!("command {cmd}, expected {ETHTOOL_MSG_MODULE_EEPROM_GET_REPLY}"),
+        });
+    }
+    match attrs.find(ETHTOOL_A_MODULE_EEPROM_DATA)? {
+        Some(a) => Ok(a.payload.to_vec()),
+        None => Err(NlError::Malformed {
+            what: "module EEPROM reply",
+            detail: "no ETHTOOL_A_MODULE_EEPROM_DATA".into(),
+        }),
+    }
+}
+
+/// `MODULE_EEPROM_GET` over ethtool generic netlink.
+pub struct EthtoolEeprom {
+    client: GenlClient,
+}
+
+impl EthtoolEeprom {
+    pub fn new(timeout: Duration) -> Self {
+        EthtoolEeprom {
+            client: GenlClient::new("ethtool", timeout),
+        }
+    }
+}
+
+impl EepromRead for EthtoolEeprom {
+    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String> {
+        match self
+            .client
+            .request(|family| eeprom_request(family, netdev, page))
+        {
+            Ok(None) => Ok(None),
+            Ok(Some(replies)) => match replies.first() {
+                Some(p) => parse_eeprom_reply(p).map(Some).map_err(|e| e.to_string()),
+                None => Ok(None),
+            },
+            // No module support in the driver (EOPNOTSUPP); a page the
+            // module does not have (EINVAL from the driver's page check).
+            Err(NlError::Kernel { errno, .. })
+                if errno == libc::EOPNOTSUPP || (errno == libc::EINVAL && page.page != 0) =>
+            {
+                Ok(None)
+            }
+            // The kernel answers MODULE_EEPROM_GET only with CAP_NET_ADMIN
+            // (module pages are slow I2C reads): without it the optics are
+            // absent, as on a driver without modules, not an error every
+            // read (docs/security.md says which privilege shows them).
+            Err(NlError::Kernel { errno, .. }) if errno == libc::EPERM || errno == libc::EACCES => {
+                Ok(None)
+            }
+            Err(e) => Err(format!("{netdev}: module EEPROM {page:?}: {e}")),
+        }
+    }
+}
+
+/// Replays a recorded module EEPROM from `<dir>/<netdev>.eeprom`: sections
+/// headed `[i2c 0x50 page 0x00 bank 0 lower]` (or `upper`), each followed by
+/// the 128 bytes as hex (see [`parse_hex_messages`]). A missing file is a
+/// netdev without a module; a missing section a page the module lacks.
+#[derive(Debug, Clone)]
+pub struct EepromReplay {
+    dir: PathBuf,
+}
+
+impl EepromReplay {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        EepromReplay { dir: dir.into() }
+    }
+}
+
+/// Parses the [`EepromReplay`] text into half pages.
+pub fn parse_eeprom_replay(text: &str) -> Result<Pages, String> {
+    let mut pages = Pages::new();
+    let mut current: Option<(HalfPage, String)> = None;
+    let finish = |cur: Option<(HalfPage, String)>, pages: &mut Pages| -> Result<(), String> {
+        if let Some((id, hex)) = cur {
+            let bytes = parse_hex_messages(&hex)?.concat();
+            pages.insert(id, bytes);
+        }
+        Ok(())
+    };
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.split('#').next().unwrap_or("").trim();
+        if let Some(header) = trimmed.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            finish(current.take(), &mut pages)?;
+            let bad = || {
+                format!(
+                    "line {}: expected [i2c 0xNN page 0xNN bank N lower|upper]",
+                    n + 1
+                )
+            };
+            let words: Vec<&str> = header.split_whitespace().collect();
+            let ["i2c", i2c, "page", page, "bank", bank, half] = words.as_slice() else {
+                return Err(bad());
+            };
+            let num = |s: &str| -> Option<u8> {
+                match s.strip_prefix("0x") {
+                    Some(h) => u8::from_str_radix(h, 16).ok(),
+                    None => s.parse().ok(),
+                }
+            };
+            let id = HalfPage {
+                i2c: num(i2c).ok_or_else(bad)?,
+                page: num(page).ok_or_else(bad)?,
+                bank: num(bank).ok_or_else(bad)?,
+                upper: match *half {
+                    "upper" => true,
+                    "lower" => false,
+                    _ => return Err(bad()),
+                },
+            };
+            current = Some((id, String::new()));
+        } else if let Some((_, hex)) = current.as_mut() {
+            hex.push_str(trimmed);
+            hex.push('\n');
+        } else if !trimmed.is_empty() {
+            return Err(format!("line {}: bytes before a [section] header", n + 1));
+        }
+    }
+    finish(current.take(), &mut pages)?;
+    Ok(pages)
+}
+
+impl EepromRead for EepromReplay {
+    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String> {
+        let Some(path) = replay_path(&self.dir, netdev, "eeprom") else {
+            return Ok(None);
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let mut pages =
+            parse_eeprom_replay(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(pages.remove(&page))
+    }
+}

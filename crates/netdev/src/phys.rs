@@ -1,0 +1,266 @@
+//! One sample of the physical layer and device health of the netdevs
+//! behind RDMA ports and of the GPUs: FEC ([`crate::fec`]), the pluggable
+//! module ([`crate::module`], on its own slow cadence), PCIe AER of the
+//! NIC's and each GPU's PCI function ([`crate::aer`]), and the devlink
+//! health reporters of the NICs ([`crate::devlink`]). Each kernel part is
+//! optional (off, or replayed on fixture trees), each netdev is read on its
+//! own, and what a driver does not offer is absent, never 0.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::aer::{read_aer, PciAer};
+use crate::devlink::{HealthRead, HealthReporter};
+use crate::fec::{FecInfo, FecRead};
+use crate::module::{read_module, EepromRead, ModuleInfo};
+use crate::reader::Target;
+use crate::RdmaPortRef;
+
+/// Everything the physical-layer reader read in one sample.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhysSnapshot {
+    pub netdevs: Vec<PhysNetdev>,
+    /// PCIe AER of each GPU given to the reader, in the order given.
+    pub gpus: Vec<PciHealth>,
+    /// Health reporters of the NICs' PCI functions; `None` when devlink was
+    /// not read (off, or the kernel has none).
+    pub reporters: Option<Vec<NicReporter>>,
+}
+
+/// One netdev's physical layer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhysNetdev {
+    pub name: String,
+    pub rdma: Option<RdmaPortRef>,
+    /// PCI address of the netdev's device (`device` link), if PCI.
+    pub pci: Option<String>,
+    /// `None`: not read, or the driver has no FEC (`FEC_GET` EOPNOTSUPP).
+    pub fec: Option<FecInfo>,
+    /// The module as last read (modules are read every
+    /// [`PhysOptions::module_interval`]); `None`: not read or no module.
+    pub module: Option<ModuleInfo>,
+    /// PCIe AER of the NIC's PCI function.
+    pub aer: PciAer,
+}
+
+/// One GPU's PCIe health.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PciHealth {
+    /// PCI address ("0000:18:00.0").
+    pub pci: String,
+    pub aer: PciAer,
+}
+
+/// A health reporter of a NIC function, with the netdevs it serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicReporter {
+    /// The first target netdev on the reporter's PCI function.
+    pub netdev: String,
+    pub reporter: HealthReporter,
+}
+
+/// Reader settings that do not change between samples.
+#[derive(Debug, Clone)]
+pub struct PhysOptions {
+    /// `--path.sysfs`.
+    pub sysfs: PathBuf,
+    /// How often a module's EEPROM is read (slow I²C devices).
+    pub module_interval: Duration,
+}
+
+/// Kernel requests one [`PhysReader::read`] made, per part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PhysCalls {
+    pub fec: u64,
+    /// Half pages of module EEPROM read.
+    pub eeprom: u64,
+    pub devlink: u64,
+    /// AER files read.
+    pub aer_files: u64,
+}
+
+struct Module {
+    read_at: Duration,
+    info: Option<ModuleInfo>,
+}
+
+/// Counts the half pages read through it.
+struct CountedEeprom<'a> {
+    io: &'a mut dyn EepromRead,
+    calls: &'a mut u64,
+}
+
+impl EepromRead for CountedEeprom<'_> {
+    fn read_half(
+        &mut self,
+        netdev: &str,
+        page: crate::module::HalfPage,
+    ) -> Result<Option<Vec<u8>>, String> {
+        *self.calls += 1;
+        self.io.read_half(netdev, page)
+    }
+}
+
+pub struct PhysReader {
+    options: PhysOptions,
+    fec: Option<Box<dyn FecRead>>,
+    eeprom: Option<Box<dyn EepromRead>>,
+    health: Option<Box<dyn HealthRead>>,
+    modules: HashMap<String, Module>,
+    calls: PhysCalls,
+}
+
+fn is_pci_address(name: &str) -> bool {
+    // dddd:bb:dd.f
+    let b = name.as_bytes();
+    b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.'
+}
+
+/// The PCI function behind a netdev's `device` link, with its address: the
+/// device itself (mlx5, bnxt_en, ice), or its parent for drivers whose
+/// netdev hangs off a bus device of their own (virtio-net: `virtio0` under
+/// the PCI function).
+fn pci_function(device_link: &Path) -> Option<(String, PathBuf)> {
+    let dev = std::fs::canonicalize(device_link).ok()?;
+    let found = [Some(dev.as_path()), dev.parent()]
+        .into_iter()
+        .flatten()
+        .find_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            is_pci_address(name).then(|| (name.to_string(), p.to_path_buf()))
+        });
+    found
+}
+
+impl PhysReader {
+    /// A reader with only the sysfs parts (AER); add the kernel parts with
+    /// the `with_*` methods.
+    pub fn new(options: PhysOptions) -> Self {
+        PhysReader {
+            options,
+            fec: None,
+            eeprom: None,
+            health: None,
+            modules: HashMap::new(),
+            calls: PhysCalls::default(),
+        }
+    }
+
+    pub fn with_fec(mut self, fec: Box<dyn FecRead>) -> Self {
+        self.fec = Some(fec);
+        self
+    }
+
+    pub fn with_eeprom(mut self, eeprom: Box<dyn EepromRead>) -> Self {
+        self.eeprom = Some(eeprom);
+        self
+    }
+
+    pub fn with_health(mut self, health: Box<dyn HealthRead>) -> Self {
+        self.health = Some(health);
+        self
+    }
+
+    /// What the last [`PhysReader::read`] asked.
+    pub fn last_calls(&self) -> PhysCalls {
+        self.calls
+    }
+
+    /// Reads every target netdev and every GPU (PCI addresses). `now` is
+    /// the sample's monotonic time: a module is read again once
+    /// `module_interval` has passed since its last read.
+    pub fn read(
+        &mut self,
+        targets: &[Target],
+        gpus: &[String],
+        now: Duration,
+        errors: &mut Vec<String>,
+    ) -> PhysSnapshot {
+        self.calls = PhysCalls::default();
+        let mut out = PhysSnapshot::default();
+        let net = self.options.sysfs.join("class/net");
+        for target in targets {
+            if target.name.is_empty() || target.name.contains('/') || target.name.starts_with('.') {
+                continue;
+            }
+            let function = pci_function(&net.join(&target.name).join("device"));
+            let mut n = PhysNetdev {
+                name: target.name.clone(),
+                rdma: target.rdma.clone(),
+                pci: function.as_ref().map(|(a, _)| a.clone()),
+                ..PhysNetdev::default()
+            };
+            if let Some((_, dir)) = &function {
+                n.aer = read_aer(dir, errors);
+                self.calls.aer_files += 3;
+            }
+            if let Some(fec) = self.fec.as_deref_mut() {
+                self.calls.fec += 1;
+                match fec.read_fec(&target.name) {
+                    Ok(f) => n.fec = f,
+                    Err(e) => errors.push(format!("{}: FEC: {e}", target.name)),
+                }
+            }
+            if let Some(io) = self.eeprom.as_deref_mut() {
+                let due = self
+                    .modules
+                    .get(&target.name)
+                    .is_none_or(|m| now.saturating_sub(m.read_at) >= self.options.module_interval);
+                if due {
+                    let mut counted = CountedEeprom {
+                        io,
+                        calls: &mut self.calls.eeprom,
+                    };
+                    let info = match read_module(&mut counted, &target.name) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            errors.push(format!("{}: module EEPROM: {e}", target.name));
+                            None
+                        }
+                    };
+                    self.modules
+                        .insert(target.name.clone(), Module { read_at: now, info });
+                }
+                n.module = self.modules.get(&target.name).and_then(|m| m.info.clone());
+            }
+            out.netdevs.push(n);
+        }
+        self.modules
+            .retain(|name, _| targets.iter().any(|t| &t.name == name));
+        let devices = self.options.sysfs.join("bus/pci/devices");
+        for gpu in gpus {
+            if gpu.is_empty() || gpu.contains('/') || gpu.starts_with('.') {
+                continue;
+            }
+            self.calls.aer_files += 3;
+            out.gpus.push(PciHealth {
+                pci: gpu.clone(),
+                aer: read_aer(&devices.join(gpu), errors),
+            });
+        }
+        if let Some(health) = self.health.as_deref_mut() {
+            self.calls.devlink += 1;
+            match health.read_reporters(errors) {
+                Ok(Some(all)) => {
+                    let mut mine = Vec::new();
+                    for r in all {
+                        let owner = out.netdevs.iter().find(|n| {
+                            r.bus == "pci" && n.pci.as_deref() == Some(r.device.as_str())
+                        });
+                        if let Some(owner) = owner {
+                            mine.push(NicReporter {
+                                netdev: owner.name.clone(),
+                                reporter: r,
+                            });
+                        }
+                    }
+                    out.reporters = Some(mine);
+                }
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        out
+    }
+}

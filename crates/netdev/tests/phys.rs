@@ -1,0 +1,515 @@
+//! Physical layer and device health decoded from recorded replies
+//! (`tests/fixtures/phys`, written by its generate.py byte by byte from the
+//! specifications and the kernel uapi) played through the replay readers,
+//! checked field by field with the specification's page and offset; the
+//! requests' layout; BER arithmetic; carrier counters from sysfs.
+
+use std::path::PathBuf;
+
+use roce_netdev::devlink::{DevlinkReplay, HealthRead, ReporterState};
+use roce_netdev::fec::{fec_ber, fec_request, FecInfo, FecMode, FecRead, FecReplay};
+use roce_netdev::module::{
+    decode, eeprom_request, parse_eeprom_replay, read_module, EepromRead, EepromReplay, HalfPage,
+    ModuleError, Pages, Standard, I2C_A0,
+};
+use roce_netdev::reader::{ReaderOptions, Target};
+use roce_netdev::{CarrierCounts, NetdevReader};
+use roce_netlink::{attrs, messages};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/phys")
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() <= b.abs() * 1e-9 + 1e-12)
+}
+
+macro_rules! assert_close {
+    ($a:expr, $b:expr) => {
+        assert!(close($a, $b), "{:?} != {}", $a, $b)
+    };
+}
+
+#[test]
+fn sff8636_qsfp28_field_by_field() {
+    let mut io = EepromReplay::new(fixtures());
+    let m = read_module(&mut io, "ens1np0").unwrap().unwrap();
+    assert_eq!(m.standard, Standard::Sff8636);
+    // SFF-8636 rev 2.10a, page 00h byte 0: identifier 11h = QSFP28.
+    assert_eq!((m.identifier, m.kind), (0x11, "QSFP28"));
+    // Upper page 00h bytes 148-163 vendor name, 168-183 part number,
+    // 184-185 revision, 196-211 serial number (ASCII, space padded).
+    assert_eq!(m.vendor, "Mellanox");
+    assert_eq!(m.part, "MMA1B00-C100D");
+    assert_eq!(m.revision, "A2");
+    assert_eq!(m.serial, "MT2031FT04567");
+    // Page 00h bytes 22-23: temperature, s16 in 1/256 degC: 0x2380 = 35.5.
+    assert_close!(m.temperature_celsius, 35.5);
+    // Bytes 26-27: supply voltage in 100 uV: 33000 = 3.3 V.
+    assert_close!(m.supply_volts, 3.3);
+    assert_eq!(m.lanes.len(), 4);
+    // Bytes 34-41 Rx power (0.1 uW), 42-49 Tx bias (2 uA), 50-57 Tx power.
+    for (lane, mw) in m.lanes.iter().zip([0.8, 0.78, 0.82, 0.04]) {
+        assert_close!(lane.rx_power_watts, mw * 1e-3);
+    }
+    assert_close!(m.lanes[0].tx_bias_amperes, 14e-3);
+    assert_close!(m.lanes[3].tx_bias_amperes, 14.4e-3);
+    assert_close!(m.lanes[2].tx_power_watts, 1e-3);
+    // Upper page 00h byte 220 bit 3: Rx power is average power.
+    assert_eq!(m.rx_power_average, Some(true));
+    // Upper page 03h: thresholds, high alarm / low alarm / high warning /
+    // low warning: temperature at 128, Vcc 144, Rx power 176, Tx bias 184,
+    // Tx power 192.
+    let t = m.thresholds.temperature_celsius.unwrap();
+    assert_eq!(
+        (t.high_alarm, t.low_alarm, t.high_warning, t.low_warning),
+        (75.0, -5.0, 70.0, 0.0)
+    );
+    let v = m.thresholds.supply_volts.unwrap();
+    assert_close!(Some(v.high_alarm), 3.63);
+    assert_close!(Some(v.low_warning), 3.135);
+    let r = m.thresholds.rx_power_watts.unwrap();
+    assert_close!(Some(r.low_alarm), 0.05e-3);
+    assert_close!(Some(r.low_warning), 0.1e-3);
+    assert_close!(Some(r.high_warning), 2.7e-3);
+    let b = m.thresholds.tx_bias_amperes.unwrap();
+    assert_close!(Some(b.high_alarm), 16e-3);
+    let p = m.thresholds.tx_power_watts.unwrap();
+    assert_close!(Some(p.low_warning), 0.16e-3);
+}
+
+#[test]
+fn cmis_osfp_field_by_field() {
+    let mut io = EepromReplay::new(fixtures());
+    let m = read_module(&mut io, "ens2np0").unwrap().unwrap();
+    assert_eq!(m.standard, Standard::Cmis);
+    // CMIS 5.0, page 00h byte 0: identifier 19h = OSFP.
+    assert_eq!((m.identifier, m.kind), (0x19, "OSFP"));
+    // Upper page 00h: vendor 129-144, part 148-163, revision 164-165,
+    // serial 166-181.
+    assert_eq!(m.vendor, "NVIDIA");
+    assert_eq!(m.part, "MMS4X00-NS");
+    assert_eq!(m.revision, "A1");
+    assert_eq!(m.serial, "MT2330FT01234");
+    // Page 00h bytes 14-15 temperature (0x2A00 = 42 degC), 16-17 Vcc.
+    assert_close!(m.temperature_celsius, 42.0);
+    assert_close!(m.supply_volts, 3.3056);
+    // Page 00h byte 88 bits 3-0: 8 media lanes.
+    assert_eq!(m.lanes.len(), 8);
+    // Page 11h: Tx power from byte 154, Tx bias from 170, Rx power from
+    // 186; page 01h byte 160 bits 4-3 = 01b scale the bias unit by 2:
+    // raw 2500 x 2 uA x 2 = 10 mA.
+    for (i, lane) in m.lanes.iter().enumerate() {
+        assert_close!(lane.tx_power_watts, 2e-3);
+        assert_close!(lane.tx_bias_amperes, 10e-3);
+        let rx = if i == 5 { 0.5e-3 } else { 1.5e-3 };
+        assert_close!(lane.rx_power_watts, rx);
+    }
+    // Page 01h byte 151 bit 4: average Rx power.
+    assert_eq!(m.rx_power_average, Some(true));
+    // Page 02h: temperature 128, Vcc 136, Tx power 176, Tx bias 184 (same
+    // scale as the monitor), Rx power 192.
+    let t = m.thresholds.temperature_celsius.unwrap();
+    assert_eq!(
+        (t.high_alarm, t.low_alarm, t.high_warning, t.low_warning),
+        (80.0, -10.0, 75.0, -5.0)
+    );
+    assert_close!(m.thresholds.supply_volts.map(|v| v.high_warning), 3.4);
+    assert_close!(m.thresholds.tx_power_watts.map(|v| v.low_alarm), 0.2e-3);
+    assert_close!(m.thresholds.tx_bias_amperes.map(|v| v.high_alarm), 24e-3);
+    assert_close!(m.thresholds.rx_power_watts.map(|v| v.low_warning), 0.2e-3);
+    assert_close!(m.thresholds.rx_power_watts.map(|v| v.high_alarm), 5e-3);
+}
+
+#[test]
+fn sff8472_sfp28_field_by_field() {
+    let mut io = EepromReplay::new(fixtures());
+    let m = read_module(&mut io, "ens3np0").unwrap().unwrap();
+    assert_eq!(m.standard, Standard::Sff8472);
+    assert_eq!((m.identifier, m.kind), (0x03, "SFP"));
+    // SFF-8472 rev 12.4, A0h: vendor 20-35, part 40-55, revision 56-59,
+    // serial 68-83.
+    assert_eq!(m.vendor, "FINISAR CORP.");
+    assert_eq!(m.part, "FTLF8536P4BCL");
+    assert_eq!(m.revision, "A");
+    assert_eq!(m.serial, "PXA1B2C");
+    // A2h bytes 96-105: temperature, Vcc, Tx bias, Tx power, Rx power.
+    assert_close!(m.temperature_celsius, 31.5);
+    assert_close!(m.supply_volts, 3.33);
+    assert_eq!(m.lanes.len(), 1);
+    assert_close!(m.lanes[0].tx_bias_amperes, 8e-3);
+    assert_close!(m.lanes[0].tx_power_watts, 0.6e-3);
+    assert_close!(m.lanes[0].rx_power_watts, 0.5e-3);
+    // A2h bytes 0-39: thresholds, temperature first, Rx power at 32.
+    let t = m.thresholds.temperature_celsius.unwrap();
+    assert_eq!(
+        (t.high_alarm, t.low_alarm, t.high_warning, t.low_warning),
+        (78.0, -13.0, 73.0, -8.0)
+    );
+    assert_close!(m.thresholds.tx_bias_amperes.map(|v| v.high_warning), 11e-3);
+    assert_close!(m.thresholds.rx_power_watts.map(|v| v.low_warning), 0.02e-3);
+}
+
+/// Records every half page asked for.
+struct Counting {
+    inner: EepromReplay,
+    asked: Vec<HalfPage>,
+}
+
+impl EepromRead for Counting {
+    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String> {
+        self.asked.push(page);
+        self.inner.read_half(netdev, page)
+    }
+}
+
+#[test]
+fn only_the_pages_a_map_needs_are_read() {
+    let mut io = Counting {
+        inner: EepromReplay::new(fixtures()),
+        asked: Vec::new(),
+    };
+    read_module(&mut io, "ens1np0").unwrap().unwrap();
+    assert_eq!(
+        io.asked,
+        vec![
+            HalfPage::lower(I2C_A0),
+            HalfPage::upper(0, 0),
+            HalfPage::upper(3, 0)
+        ]
+    );
+    io.asked.clear();
+    read_module(&mut io, "ens2np0").unwrap().unwrap();
+    assert_eq!(io.asked.len(), 5);
+    io.asked.clear();
+    // No file: no module on this netdev; nothing more is asked.
+    assert_eq!(read_module(&mut io, "ens9np0").unwrap(), None);
+    assert_eq!(io.asked, vec![HalfPage::lower(I2C_A0)]);
+}
+
+#[test]
+fn flat_memory_and_missing_pages_leave_fields_absent() {
+    let text = std::fs::read_to_string(fixtures().join("ens1np0.eeprom")).unwrap();
+    let mut pages = parse_eeprom_replay(&text).unwrap();
+    // SFF-8636 byte 2 bit 2: Flat_mem; without page 03h there are no
+    // thresholds, and that is absent, not 0.
+    pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap()[2] = 0x04;
+    pages.remove(&HalfPage::upper(3, 0));
+    let m = decode(&pages).unwrap();
+    assert_eq!(m.thresholds.rx_power_watts, None);
+    assert!(m.temperature_celsius.is_some());
+    // Data_Not_Ready (byte 2 bit 0): the monitors are not valid.
+    pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap()[2] = 0x05;
+    let m = decode(&pages).unwrap();
+    assert_eq!(m.temperature_celsius, None);
+    assert_eq!(m.lanes[0].rx_power_watts, None);
+    // A short page or an unknown identifier is an error, never a panic.
+    let mut short = Pages::new();
+    short.insert(HalfPage::lower(I2C_A0), vec![0x11; 20]);
+    assert!(matches!(decode(&short), Err(ModuleError::MissingPage(_))));
+    let mut unknown = Pages::new();
+    unknown.insert(HalfPage::lower(I2C_A0), vec![0x42; 128]);
+    assert_eq!(decode(&unknown), Err(ModuleError::UnknownIdentifier(0x42)));
+}
+
+#[test]
+fn eeprom_request_asks_one_half_page() {
+    let msg = eeprom_request(28, "ens1np0", HalfPage::upper(0x11, 0)).unwrap();
+    let m = messages(&msg).next().unwrap().unwrap();
+    assert_eq!(m.kind, 28);
+    // genlmsghdr: ETHTOOL_MSG_MODULE_EEPROM_GET 31, version 1.
+    assert_eq!(&m.payload[..2], &[31, 1]);
+    let body = &m.payload[4..];
+    let get = |k| attrs(body).find(k).unwrap().unwrap();
+    assert_eq!(get(2).as_u32().unwrap(), 128); // OFFSET: the upper half
+    assert_eq!(get(3).as_u32().unwrap(), 128); // LENGTH
+    assert_eq!(get(4).as_u8().unwrap(), 0x11); // PAGE
+    assert_eq!(get(5).as_u8().unwrap(), 0); // BANK
+    assert_eq!(get(6).as_u8().unwrap(), 0x50); // I2C_ADDRESS
+    let header = get(1);
+    assert!(header.nested);
+    assert_eq!(
+        header.nested().find(2).unwrap().unwrap().as_str().unwrap(),
+        "ens1np0"
+    );
+}
+
+#[test]
+fn fec_rs_with_lanes_field_by_field() {
+    let mut io = FecReplay::new(fixtures());
+    let f = io.read_fec("ens1np0").unwrap().unwrap();
+    // ETHTOOL_A_FEC_ACTIVE 50 = ETHTOOL_LINK_MODE_FEC_RS_BIT.
+    assert_eq!(f.active, Some(FecMode::Rs));
+    assert_eq!(f.auto, Some(false));
+    // ETHTOOL_A_FEC_STAT_CORRECTED / _UNCORR: totals only.
+    let c = f.corrected_blocks.unwrap();
+    assert_eq!((c.total, c.lanes.len()), (123_456_789, 0));
+    assert_eq!(f.uncorrectable_blocks.unwrap().total, 42);
+    // ETHTOOL_A_FEC_STAT_CORR_BITS: total, then 4 lanes summing to it.
+    let bits = f.corrected_bits.unwrap();
+    assert_eq!(bits.total, 987_654_321);
+    assert_eq!(
+        bits.lanes,
+        vec![246_913_580, 246_913_580, 246_913_581, 246_913_580]
+    );
+}
+
+#[test]
+fn fec_statistics_the_driver_does_not_set_are_absent() {
+    let mut io = FecReplay::new(fixtures());
+    let f = io.read_fec("ens2np0").unwrap().unwrap();
+    assert_eq!(f.active, Some(FecMode::Off));
+    assert_eq!(f.corrected_blocks, None);
+    assert_eq!(f.uncorrectable_blocks, None);
+    assert_eq!(f.corrected_bits, None);
+    // No recording: a driver without FEC_GET.
+    assert_eq!(io.read_fec("ens3np0").unwrap(), None);
+}
+
+#[test]
+fn fec_request_asks_for_statistics() {
+    let msg = fec_request(28, "ens1np0").unwrap();
+    let m = messages(&msg).next().unwrap().unwrap();
+    assert_eq!(&m.payload[..2], &[29, 1]); // ETHTOOL_MSG_FEC_GET
+    let header = attrs(&m.payload[4..]).find(1).unwrap().unwrap();
+    let flags = header.nested().find(3).unwrap().unwrap().as_u32().unwrap();
+    assert_eq!(flags & (1 << 2), 1 << 2); // ETHTOOL_FLAG_STATS
+}
+
+#[test]
+fn ber_from_two_readings() {
+    let mut io = FecReplay::new(fixtures());
+    let prev = io.read_fec("ens1np0").unwrap().unwrap();
+    let mut cur = prev.clone();
+    // 100 Gb/s for 60 s is 6e12 bits; 6e6 corrected bits is a raw BER of
+    // 1e-6, 1.5e6 on each of 4 lanes of 25 Gb/s is 1e-6 per lane too.
+    let bits = cur.corrected_bits.as_mut().unwrap();
+    bits.total += 6_000_000;
+    for l in &mut bits.lanes {
+        *l += 1_500_000;
+    }
+    cur.uncorrectable_blocks.as_mut().unwrap().total += 6;
+    let ber = fec_ber(&prev, &cur, 60.0, 100_000);
+    assert_close!(ber.pre_fec, 1e-6);
+    assert_eq!(ber.pre_fec_lanes.len(), 4);
+    assert_close!(ber.pre_fec_lanes.first().copied(), 1e-6);
+    assert_close!(ber.post_fec, 1e-12);
+    // A counter that went back (driver reload) gives no rate.
+    let reset = fec_ber(&cur, &prev, 60.0, 100_000);
+    assert_eq!((reset.pre_fec, reset.post_fec), (None, None));
+    // Without corrected bits there is no pre-FEC BER.
+    let none = FecInfo::default();
+    assert_eq!(fec_ber(&none, &none, 60.0, 100_000).pre_fec, None);
+}
+
+#[test]
+fn devlink_health_dump_field_by_field() {
+    let mut io = DevlinkReplay::new(fixtures());
+    let mut errors = Vec::new();
+    let r = io.read_reporters(&mut errors).unwrap().unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(r.len(), 4);
+    assert_eq!(
+        r.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+        ["fw", "fw_fatal", "tx", "rx"]
+    );
+    assert!(r
+        .iter()
+        .all(|r| r.bus == "pci" && r.device == "0000:17:00.0"));
+    assert_eq!(r[0].port, None);
+    let tx = &r[2];
+    assert_eq!(tx.port, Some(65535));
+    assert_eq!(tx.state, ReporterState::Error);
+    assert_eq!((tx.errors, tx.recoveries), (3, 2));
+    assert_eq!((r[1].errors, r[1].recoveries), (1, 1));
+    assert_eq!(r[3].state, ReporterState::Healthy);
+    // No recording: a kernel without devlink.
+    let mut none = DevlinkReplay::new(fixtures().join("missing"));
+    assert_eq!(none.read_reporters(&mut errors).unwrap(), None);
+}
+
+#[test]
+fn carrier_counters_from_sysfs_and_absent_files() {
+    let dir = std::env::temp_dir().join(format!("roce-netdev-carrier-{}", std::process::id()));
+    let net = dir.join("class/net");
+    std::fs::create_dir_all(net.join("eth0")).unwrap();
+    std::fs::create_dir_all(net.join("eth1")).unwrap();
+    for (f, v) in [
+        ("carrier_changes", "7"),
+        ("carrier_up_count", "4"),
+        ("carrier_down_count", "3"),
+    ] {
+        std::fs::write(net.join("eth0").join(f), format!("{v}\n")).unwrap();
+    }
+    let mut reader = NetdevReader::new(ReaderOptions {
+        sysfs: dir.clone(),
+        raw_ethtool: vec![],
+    });
+    let targets = ["eth0", "eth1"].map(|n| Target {
+        name: n.into(),
+        rdma: None,
+    });
+    let mut errors = Vec::new();
+    let snap = reader.read(&targets, &mut errors);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        snap.netdevs[0].carrier,
+        CarrierCounts {
+            changes: Some(7),
+            up: Some(4),
+            down: Some(3)
+        }
+    );
+    // A kernel before 4.16 has carrier_changes only; absent is not 0.
+    assert_eq!(snap.netdevs[1].carrier, CarrierCounts::default());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A sysfs tree with `ens1np0` on PCI function 0000:17:00.0 (AER files,
+/// as aer.c prints them) and a GPU at 0000:18:00.0 without AER files.
+fn phys_tree(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("roce-phys-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let nic = dir.join("devices/pci0000:16/0000:16:01.0/0000:17:00.0");
+    let gpu = dir.join("devices/pci0000:16/0000:16:02.0/0000:18:00.0");
+    std::fs::create_dir_all(&nic).unwrap();
+    std::fs::create_dir_all(&gpu).unwrap();
+    std::fs::write(
+        nic.join("aer_dev_correctable"),
+        "RxErr 0\nBadTLP 3\nBadDLLP 1\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 4\n",
+    )
+    .unwrap();
+    std::fs::write(nic.join("aer_dev_fatal"), "DLP 0\nTOTAL_ERR_FATAL 0\n").unwrap();
+    let net = dir.join("class/net/ens1np0");
+    std::fs::create_dir_all(&net).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:16/0000:16:01.0/0000:17:00.0",
+        net.join("device"),
+    )
+    .unwrap();
+    let pci = dir.join("bus/pci/devices");
+    std::fs::create_dir_all(&pci).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:16/0000:16:02.0/0000:18:00.0",
+        pci.join("0000:18:00.0"),
+    )
+    .unwrap();
+    dir
+}
+
+fn phys_reader(sysfs: PathBuf) -> roce_netdev::phys::PhysReader {
+    use roce_netdev::phys::{PhysOptions, PhysReader};
+    PhysReader::new(PhysOptions {
+        sysfs,
+        module_interval: std::time::Duration::from_secs(300),
+    })
+    .with_fec(Box::new(FecReplay::new(fixtures())))
+    .with_eeprom(Box::new(EepromReplay::new(fixtures())))
+    .with_health(Box::new(DevlinkReplay::new(fixtures())))
+}
+
+#[test]
+fn phys_reader_joins_every_part_of_a_netdev() {
+    let dir = phys_tree("join");
+    let mut reader = phys_reader(dir.clone());
+    let targets = [Target {
+        name: "ens1np0".into(),
+        rdma: Some(roce_netdev::RdmaPortRef {
+            device: "mlx5_0".into(),
+            port: 1,
+        }),
+    }];
+    let mut errors = Vec::new();
+    let snap = reader.read(
+        &targets,
+        &["0000:18:00.0".to_string()],
+        std::time::Duration::ZERO,
+        &mut errors,
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let n = &snap.netdevs[0];
+    assert_eq!(n.pci.as_deref(), Some("0000:17:00.0"));
+    assert_eq!(n.aer.correctable.as_ref().unwrap().total, Some(4));
+    assert_eq!(n.aer.fatal.as_ref().unwrap().total, Some(0));
+    // No aer_dev_nonfatal file: absent, not 0.
+    assert_eq!(n.aer.nonfatal, None);
+    assert_eq!(n.fec.as_ref().unwrap().active, Some(FecMode::Rs));
+    assert_eq!(n.module.as_ref().unwrap().serial, "MT2031FT04567");
+    // The GPU has no AER capability here: all absent.
+    assert_eq!(snap.gpus.len(), 1);
+    assert!(snap.gpus[0].aer.is_empty());
+    // The four reporters of 0000:17:00.0 belong to ens1np0.
+    let reporters = snap.reporters.unwrap();
+    assert_eq!(reporters.len(), 4);
+    assert!(reporters.iter().all(|r| r.netdev == "ens1np0"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn modules_are_read_on_their_own_cadence() {
+    use std::time::Duration;
+    let dir = phys_tree("cadence");
+    let mut reader = phys_reader(dir.clone());
+    let targets = [Target {
+        name: "ens1np0".into(),
+        rdma: None,
+    }];
+    let mut errors = Vec::new();
+    let at = |s| Duration::from_secs(s);
+    let first = reader.read(&targets, &[], at(0), &mut errors);
+    // Lower page 0, upper page 0, page 03h.
+    assert_eq!(reader.last_calls().eeprom, 3);
+    let again = reader.read(&targets, &[], at(299), &mut errors);
+    assert_eq!(reader.last_calls().eeprom, 0);
+    // Between reads the last reading is kept, not dropped.
+    assert_eq!(again.netdevs[0].module, first.netdevs[0].module);
+    reader.read(&targets, &[], at(300), &mut errors);
+    assert_eq!(reader.last_calls().eeprom, 3);
+    // FEC is read every sample.
+    assert_eq!(reader.last_calls().fec, 1);
+    assert!(errors.is_empty(), "{errors:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// virtio-net's netdev hangs off `virtio0`, a device of the virtio bus
+/// below the PCI function: the AER files are the function's, one level up.
+#[test]
+fn virtio_net_aer_is_read_from_the_pci_function_above_it() {
+    let dir = std::env::temp_dir().join(format!("roce-phys-virtio-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let function = dir.join("devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+    std::fs::create_dir_all(function.join("virtio0")).unwrap();
+    std::fs::write(
+        function.join("aer_dev_correctable"),
+        "RxErr 0\nBadTLP 1\nTOTAL_ERR_COR 1\n",
+    )
+    .unwrap();
+    let net = dir.join("class/net/eth0");
+    std::fs::create_dir_all(&net).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0/virtio0",
+        net.join("device"),
+    )
+    .unwrap();
+    let mut reader = roce_netdev::phys::PhysReader::new(roce_netdev::phys::PhysOptions {
+        sysfs: dir.clone(),
+        module_interval: std::time::Duration::from_secs(300),
+    });
+    let mut errors = Vec::new();
+    let snap = reader.read(
+        &[Target {
+            name: "eth0".into(),
+            rdma: None,
+        }],
+        &[],
+        std::time::Duration::ZERO,
+        &mut errors,
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(snap.netdevs[0].pci.as_deref(), Some("0000:01:00.0"));
+    assert_eq!(
+        snap.netdevs[0].aer.correctable.as_ref().unwrap().total,
+        Some(1)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

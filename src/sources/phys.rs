@@ -1,0 +1,114 @@
+//! The physical-layer source: FEC (ethtool netlink `FEC_GET`), pluggable
+//! modules (ethtool netlink `MODULE_EEPROM_GET`, every
+//! `netdevs.module_interval`), PCIe AER of the NICs' and the GPUs' PCI
+//! functions (sysfs `aer_dev_*`) and devlink health reporters, through
+//! `roce-netdev`'s phys reader, for the netdevs behind RDMA ports plus
+//! `netdevs.extra`. The kernel parts follow `sources.fec`,
+//! `sources.module_eeprom` and `sources.devlink` (on by default when the
+//! paths are the running kernel's); on a fixture tree the recorded replies
+//! under `netdevs.replay` stand in for the kernel. The GPUs are those the
+//! topology source found in the previous sample.
+
+use roce_netdev::devlink::{DevlinkHealth, DevlinkReplay};
+use roce_netdev::fec::{EthtoolFec, FecReplay};
+use roce_netdev::module::{EepromReplay, EthtoolEeprom};
+use roce_netdev::phys::{PhysOptions, PhysReader};
+
+use super::{Input, Part, Reading, Source};
+use crate::config::Config;
+use crate::host::HostPaths;
+use crate::snapshot::{KernelRequests, SourceState};
+
+pub struct PhysSource {
+    reader: PhysReader,
+    extra: Vec<String>,
+    live_fec: bool,
+    live_eeprom: bool,
+    live_devlink: bool,
+    read_last_sample: bool,
+}
+
+impl PhysSource {
+    pub fn new(config: &Config, paths: &HostPaths) -> Self {
+        let live = paths.is_live();
+        let timeout = config.sources.netlink_timeout;
+        let replay = config.netdevs.replay.clone();
+        let mut reader = PhysReader::new(PhysOptions {
+            sysfs: paths.sysfs.clone(),
+            module_interval: config.netdevs.module_interval,
+        });
+        let (fec, eeprom, devlink) = (
+            config.sources.fec.enabled(live),
+            config.sources.module_eeprom.enabled(live),
+            config.sources.devlink.enabled(live),
+        );
+        if fec {
+            reader = reader.with_fec(Box::new(EthtoolFec::new(timeout)));
+        } else if let Some(dir) = &replay {
+            reader = reader.with_fec(Box::new(FecReplay::new(dir.clone())));
+        }
+        if eeprom {
+            reader = reader.with_eeprom(Box::new(EthtoolEeprom::new(timeout)));
+        } else if let Some(dir) = &replay {
+            reader = reader.with_eeprom(Box::new(EepromReplay::new(dir.clone())));
+        }
+        if devlink {
+            reader = reader.with_health(Box::new(DevlinkHealth::new(timeout)));
+        } else if let Some(dir) = &replay {
+            reader = reader.with_health(Box::new(DevlinkReplay::new(dir.clone())));
+        }
+        PhysSource {
+            reader,
+            extra: config.netdevs.extra.clone(),
+            live_fec: fec,
+            live_eeprom: eeprom,
+            live_devlink: devlink,
+            read_last_sample: false,
+        }
+    }
+}
+
+impl Source for PhysSource {
+    fn name(&self) -> &'static str {
+        "phys"
+    }
+
+    fn needs_rdma(&self) -> bool {
+        true
+    }
+
+    fn sample(&mut self, input: &Input, errors: &mut Vec<String>) -> Reading {
+        let targets = super::netdev::targets(input.rdma.as_deref(), &self.extra);
+        let gpus: Vec<String> = input
+            .previous
+            .as_ref()
+            .and_then(|p| p.topology.as_ref())
+            .map(|t| t.gpus.iter().map(|g| g.address.to_string()).collect())
+            .unwrap_or_default();
+        self.read_last_sample = !(targets.is_empty() && gpus.is_empty());
+        if !self.read_last_sample {
+            return Reading::new(
+                SourceState::Unavailable("no netdev behind an RDMA port and no GPU".into()),
+                Part::Phys(Default::default()),
+            );
+        }
+        let now = crate::snapshot::monotonic_now();
+        let snapshot = self.reader.read(&targets, &gpus, now, errors);
+        Reading::new(SourceState::Ok, Part::Phys(snapshot))
+    }
+
+    fn kernel_requests(&self) -> Option<KernelRequests> {
+        if !self.read_last_sample {
+            return Some(KernelRequests::default());
+        }
+        let calls = self.reader.last_calls();
+        let live = |on: bool, n: u64| if on { n } else { 0 };
+        Some(KernelRequests {
+            file_reads: calls.aer_files,
+            netlink: live(self.live_fec, calls.fec)
+                + live(self.live_eeprom, calls.eeprom)
+                + live(self.live_devlink, calls.devlink),
+            ioctls: 0,
+        })
+    }
+}

@@ -1,0 +1,413 @@
+//! The physical-layer rules: for each, a sequence of snapshots that fires it
+//! (severity and evidence) and a healthy one that must not, with realistic
+//! values: the modules are the recorded SFF-8636 and CMIS EEPROMs of
+//! `crates/netdev/tests/fixtures/phys` decoded by the real decoder, FEC and
+//! AER counts grow at rates seen on real links, snapshots are 10 s apart.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use roce_exporter::config::{Expectations, RulesConfig};
+use roce_exporter::rules::{self, Finding, Severity};
+use roce_exporter::snapshot::Snapshot;
+use roce_netdev::aer::{AerCounts, PciAer};
+use roce_netdev::devlink::{HealthReporter, ReporterState};
+use roce_netdev::fec::{FecCounter, FecInfo, FecMode};
+use roce_netdev::module::{read_module, EepromReplay, ModuleInfo};
+use roce_netdev::phys::{NicReporter, PciHealth, PhysNetdev, PhysSnapshot};
+use roce_netdev::{CarrierCounts, Netdev, NetdevSnapshot, RdmaPortRef};
+use roce_rdma::{Counter, Device, LinkLayer, PhysState, Port, PortState, RdmaSnapshot};
+
+fn module(netdev: &str) -> ModuleInfo {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/netdev/tests/fixtures/phys");
+    read_module(&mut EepromReplay::new(dir), netdev)
+        .unwrap()
+        .unwrap()
+}
+
+/// One sample's host state for `ens1np0` behind mlx5_0 port 1.
+#[derive(Clone, Default)]
+struct State {
+    link_downed: Option<u64>,
+    carrier_down: Option<u64>,
+    module: Option<ModuleInfo>,
+    fec: Option<FecInfo>,
+    nic_aer: PciAer,
+    gpu_aer: PciAer,
+    reporters: Option<Vec<HealthReporter>>,
+}
+
+fn snapshot(i: usize, st: &State) -> Arc<Snapshot> {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut port = Port {
+        number: 1,
+        state: Some(PortState::Active),
+        phys_state: Some(PhysState::LinkUp),
+        rate_bytes_per_second: Some(12_500_000_000),
+        link_layer: Some(LinkLayer::Ethernet),
+        netdev: Some("ens1np0".into()),
+        ..Port::default()
+    };
+    if let Some(v) = st.link_downed {
+        port.counters.push(Counter {
+            name: "link_downed".into(),
+            value: v,
+        });
+    }
+    let rdma = Some(RdmaPortRef {
+        device: "mlx5_0".into(),
+        port: 1,
+    });
+    Arc::new(Snapshot {
+        sequence: i as u64 + 1,
+        taken_at: Some(t0 + Duration::from_secs(10 * i as u64)),
+        rdma: Some(RdmaSnapshot {
+            devices: vec![Device {
+                name: "mlx5_0".into(),
+                driver: Some("mlx5_core".into()),
+                ports: vec![port],
+                ..Device::default()
+            }],
+            errors: vec![],
+        }),
+        netdev: Some(NetdevSnapshot {
+            netdevs: vec![Netdev {
+                name: "ens1np0".into(),
+                rdma: rdma.clone(),
+                speed_mbps: Some(100_000),
+                carrier: CarrierCounts {
+                    changes: st.carrier_down.map(|d| 2 * d + 1),
+                    up: st.carrier_down.map(|d| d + 1),
+                    down: st.carrier_down,
+                },
+                ..Netdev::default()
+            }],
+        }),
+        phys: Some(PhysSnapshot {
+            netdevs: vec![PhysNetdev {
+                name: "ens1np0".into(),
+                rdma,
+                pci: Some("0000:17:00.0".into()),
+                fec: st.fec.clone(),
+                module: st.module.clone(),
+                aer: st.nic_aer.clone(),
+            }],
+            gpus: vec![PciHealth {
+                pci: "0000:18:00.0".into(),
+                aer: st.gpu_aer.clone(),
+            }],
+            reporters: st.reporters.clone().map(|rs| {
+                rs.into_iter()
+                    .map(|reporter| NicReporter {
+                        netdev: "ens1np0".into(),
+                        reporter,
+                    })
+                    .collect()
+            }),
+        }),
+        ..Snapshot::default()
+    })
+}
+
+fn run(states: &[State], rule: &str) -> Vec<Finding> {
+    let h: Vec<Arc<Snapshot>> = states
+        .iter()
+        .enumerate()
+        .map(|(i, s)| snapshot(i, s))
+        .collect();
+    rules::evaluate(&h, &RulesConfig::default(), &Expectations::default())
+        .into_iter()
+        .filter(|f| f.rule == rule)
+        .collect()
+}
+
+fn with_module(m: ModuleInfo) -> State {
+    State {
+        module: Some(m),
+        ..State::default()
+    }
+}
+
+#[test]
+fn module_rx_power_low_fires_below_the_modules_own_thresholds() {
+    // The recorded QSFP28: lane 4 receives 0.04 mW, below the module's low
+    // alarm (0.05 mW): critical.
+    let f = run(&[with_module(module("ens1np0"))], "module_rx_power_low");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert!(
+        f[0].evidence.starts_with("lane 4 0.040 mW (-14.0 dBm); module's low warning 0.100 mW (-10.0 dBm), low alarm 0.050 mW (-13.0 dBm)"),
+        "{}",
+        f[0].evidence
+    );
+    // Between the alarm and the warning: a warning.
+    let mut m = module("ens1np0");
+    m.lanes[3].rx_power_watts = Some(0.07e-3);
+    let f = run(&[with_module(m)], "module_rx_power_low");
+    assert_eq!(f[0].severity, Severity::Warning);
+    // Healthy: every lane near 0.8 mW (-1 dBm), as an SR4 link should be.
+    let mut m = module("ens1np0");
+    m.lanes[3].rx_power_watts = Some(0.78e-3);
+    assert_eq!(run(&[with_module(m)], "module_rx_power_low"), vec![]);
+}
+
+#[test]
+fn module_temperature_high_against_its_own_thresholds() {
+    // The QSFP28's thresholds: high warning 70 °C, high alarm 75 °C.
+    let mut m = module("ens1np0");
+    m.temperature_celsius = Some(72.0);
+    let f = run(&[with_module(m.clone())], "module_temperature_high");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(f[0]
+        .evidence
+        .starts_with("temperature 72.0 °C; module's high warning 70.0 °C, high alarm 75.0 °C"));
+    m.temperature_celsius = Some(78.5);
+    assert_eq!(
+        run(&[with_module(m.clone())], "module_temperature_high")[0].severity,
+        Severity::Critical
+    );
+    // Healthy: the recorded 35.5 °C.
+    assert_eq!(
+        run(&[with_module(module("ens1np0"))], "module_temperature_high"),
+        vec![]
+    );
+    // A module that programmed no thresholds (all zero) is not judged.
+    m.thresholds.temperature_celsius = Some(roce_netdev::module::Thresholds {
+        high_alarm: 0.0,
+        low_alarm: 0.0,
+        high_warning: 0.0,
+        low_warning: 0.0,
+    });
+    assert_eq!(run(&[with_module(m)], "module_temperature_high"), vec![]);
+}
+
+#[test]
+fn module_lane_imbalance_finds_the_weak_lane() {
+    // The recorded OSFP: lane 6 receives 0.5 mW, its 7 siblings 1.5 mW
+    // (4.8 dB apart), every lane above the module's low warning (0.2 mW).
+    let f = run(&[with_module(module("ens2np0"))], "module_lane_imbalance");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].evidence
+            .starts_with("lane 6 0.500 mW vs siblings' median 1.500 mW (4.8 dB below)"),
+        "{}",
+        f[0].evidence
+    );
+    // Healthy: lanes within 1.5 dB of each other (1.0 to 1.4 mW).
+    let mut m = module("ens2np0");
+    for (i, l) in m.lanes.iter_mut().enumerate() {
+        l.rx_power_watts = Some((1.0 + 0.05 * i as f64) * 1e-3);
+    }
+    assert_eq!(run(&[with_module(m)], "module_lane_imbalance"), vec![]);
+    // The QSFP28's lane 4 is below its low warning: that is
+    // module_rx_power_low's finding, not this one's.
+    assert_eq!(
+        run(&[with_module(module("ens1np0"))], "module_lane_imbalance"),
+        vec![]
+    );
+}
+
+fn fec(corrected_bits: u64, uncorrectable: u64) -> State {
+    State {
+        fec: Some(FecInfo {
+            active: Some(FecMode::Rs),
+            auto: Some(false),
+            corrected_blocks: Some(FecCounter {
+                total: corrected_bits / 3,
+                lanes: vec![],
+            }),
+            uncorrectable_blocks: Some(FecCounter {
+                total: uncorrectable,
+                lanes: vec![],
+            }),
+            corrected_bits: Some(FecCounter {
+                total: corrected_bits,
+                lanes: vec![],
+            }),
+        }),
+        ..State::default()
+    }
+}
+
+#[test]
+fn fec_ber_high_from_corrected_bits_and_the_link_rate() {
+    // 100 Gb/s, 10 s apart: 1e12 bits a sample. +2e7 corrected bits each
+    // time is a pre-FEC BER of 2e-5, above 1e-5.
+    let f = run(
+        &[
+            fec(5_000_000_000, 0),
+            fec(5_020_000_000, 0),
+            fec(5_040_000_000, 0),
+        ],
+        "fec_ber_high",
+    );
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        f[0].evidence,
+        "FEC corrected bits +40000000 over 20s at 100 Gb/s = pre-FEC BER 2.00e-5; expected <= 1e-5"
+    );
+    // Healthy: +1e6 a sample is 1e-6, what a good 100G link with RS-FEC
+    // shows; and the first sample alone is never judged.
+    assert_eq!(
+        run(
+            &[
+                fec(5_000_000_000, 0),
+                fec(5_001_000_000, 0),
+                fec(5_002_000_000, 0)
+            ],
+            "fec_ber_high"
+        ),
+        vec![]
+    );
+    assert_eq!(run(&[fec(5_000_000_000, 0)], "fec_ber_high"), vec![]);
+    // A driver without corrected bits: nothing to judge.
+    let mut no_bits = fec(0, 0);
+    no_bits.fec.as_mut().unwrap().corrected_bits = None;
+    assert_eq!(run(&[no_bits.clone(), no_bits], "fec_ber_high"), vec![]);
+}
+
+#[test]
+fn fec_uncorrectable_codewords_growing() {
+    let f = run(&[fec(1_000, 42), fec(2_000, 45)], "fec_uncorrectable");
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        f[0].evidence,
+        "FEC uncorrectable blocks +3 over 10s; expected 0"
+    );
+    // Healthy: corrected bits grow, uncorrectable stays.
+    assert_eq!(
+        run(&[fec(1_000, 42), fec(2_000, 42)], "fec_uncorrectable"),
+        vec![]
+    );
+    // Driver reload (counts back to 0): not growth.
+    assert_eq!(
+        run(
+            &[fec(1_000, 42), fec(0, 0), fec(10, 0)],
+            "fec_uncorrectable"
+        ),
+        vec![]
+    );
+}
+
+fn aer(cor: u64, nonfatal: u64, fatal: u64) -> PciAer {
+    let c = |total| {
+        Some(AerCounts {
+            total: Some(total),
+            kinds: vec![],
+        })
+    };
+    PciAer {
+        correctable: c(cor),
+        nonfatal: c(nonfatal),
+        fatal: c(fatal),
+    }
+}
+
+#[test]
+fn pcie_aer_errors_on_nic_and_gpu_links() {
+    let nic = |cor| State {
+        nic_aer: aer(cor, 0, 0),
+        gpu_aer: aer(0, 0, 0),
+        ..State::default()
+    };
+    let f = run(&[nic(4), nic(4), nic(6)], "pcie_aer_errors");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert_eq!(f[0].subject.netdev.as_deref(), Some("ens1np0"));
+    assert_eq!(f[0].evidence, "AER correctable +2 over 20s; expected none");
+    // A GPU's fatal error is critical.
+    let gpu = |fatal| State {
+        nic_aer: aer(4, 0, 0),
+        gpu_aer: aer(0, 0, fatal),
+        ..State::default()
+    };
+    let f = run(&[gpu(0), gpu(1)], "pcie_aer_errors");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert!(
+        f[0].finding.contains("GPU 0000:18:00.0"),
+        "{}",
+        f[0].finding
+    );
+    // Healthy: counts that do not move, whatever their size.
+    assert_eq!(run(&[nic(4), nic(4), nic(4)], "pcie_aer_errors"), vec![]);
+    // No AER capability: absent, never judged.
+    let none = State::default();
+    assert_eq!(run(&[none.clone(), none], "pcie_aer_errors"), vec![]);
+}
+
+fn reporter(name: &str, state: ReporterState, errors: u64, recoveries: u64) -> HealthReporter {
+    HealthReporter {
+        bus: "pci".into(),
+        device: "0000:17:00.0".into(),
+        port: Some(65535),
+        name: name.into(),
+        state,
+        errors,
+        recoveries,
+    }
+}
+
+#[test]
+fn devlink_reporter_in_error_or_counting_errors() {
+    let st = |tx: HealthReporter| State {
+        reporters: Some(vec![reporter("fw", ReporterState::Healthy, 0, 0), tx]),
+        ..State::default()
+    };
+    // In error: critical, even on the first sample.
+    let f = run(
+        &[st(reporter("tx", ReporterState::Error, 3, 2))],
+        "devlink_reporter_error",
+    );
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert_eq!(
+        f[0].evidence,
+        "devlink pci/0000:17:00.0 reporter tx state error, no new errors in the window, error count 3, recoveries 2"
+    );
+    // Recovered, but the count grew: a warning.
+    let f = run(
+        &[
+            st(reporter("tx", ReporterState::Healthy, 2, 2)),
+            st(reporter("tx", ReporterState::Healthy, 3, 3)),
+        ],
+        "devlink_reporter_error",
+    );
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Warning);
+    // Healthy: old errors that do not grow.
+    let ok = st(reporter("tx", ReporterState::Healthy, 3, 3));
+    assert_eq!(run(&[ok.clone(), ok], "devlink_reporter_error"), vec![]);
+}
+
+#[test]
+fn link_flap_reads_carrier_down_count_past_the_8_bit_pma_counter() {
+    // link_downed is stuck at 255 (IBTA's 8-bit LinkDownedCounter
+    // saturates); the netdev's carrier_down_count keeps counting.
+    let st = |down| State {
+        link_downed: Some(255),
+        carrier_down: Some(down),
+        ..State::default()
+    };
+    let f = run(&[st(300), st(300), st(302)], "link_flap");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].evidence, "carrier_down_count +2 over 20s; expected 0");
+    assert_eq!(
+        f[0].verify,
+        "cat /sys/class/net/ens1np0/carrier_down_count  # must stop increasing"
+    );
+    // Healthy: no carrier transitions.
+    assert_eq!(run(&[st(300), st(300), st(300)], "link_flap"), vec![]);
+    // A kernel without carrier_down_count: the PMA counter still serves.
+    let pma = |v| State {
+        link_downed: Some(v),
+        ..State::default()
+    };
+    assert_eq!(
+        run(&[pma(3), pma(4)], "link_flap")[0].evidence,
+        "link_downed +1 over 10s; expected 0"
+    );
+}
