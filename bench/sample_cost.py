@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sample cost of roce_exporter against its read floor and node_exporter.
 
-For generated mlx5 RoCE trees (bench/gen_tree.py, tmpfs) of 1, 8, 32 and
+For generated mlx5 RoCE trees (roce-testkit's bench tree, tmpfs) of 1, 8, 32 and
 128 ports, in the same run:
 
   - ours: the CPU time of roce_exporter's sampler thread per full sample
@@ -39,7 +39,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True
 import bench  # noqa: E402  (the exporters, clocks and HTTP client)
-import gen_tree  # noqa: E402
 
 PREAD_RE = re.compile(r'^(?:\[pid\s+\d+\]\s+|\d+\s+)?pread64\(\d+<([^>]+)>')
 SYSCALL_RE = re.compile(r'^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\(')
@@ -221,7 +220,7 @@ def fit(xs, ys):
 
 def measure(args, ports, binary, floor_bin, bench_bin, workdir):
     tree = os.path.join(args.tree_dir, "roce-cost-%d-%d" % (ports, os.getpid()))
-    gen_tree.generate(tree, ports)
+    bench.generate_tree(tree, ports)
     config = os.path.join(workdir, "cost-%d.yml" % ports)
     with open(config, "w") as f:
         f.write("sample_interval: %gms\n" % (args.interval * 1000))
@@ -279,7 +278,7 @@ def render(results, fits, meta):
     lines = [
         "## Sample cost against the read floor and node_exporter",
         "",
-        "`%s` on %s. Trees: `bench/gen_tree.py` (N mlx5 devices x 1 port, 21 `counters/`, "
+        "`%s` on %s. Trees: `cargo run -p roce-testkit -- bench-tree` (N mlx5 devices x 1 port, 21 `counters/`, "
         "31 `hw_counters/`, 255 GID slots with 4 populated, tmpfs); netlink and ioctl are off "
         "(the tree is not the running kernel), so the hw counters are read file by file. "
         "*Ours*: CPU per full sample (every source and the rules). *Floor*: "

@@ -124,7 +124,7 @@ fn mlx5_roce_fixture_text_matches_golden() {
     assert!(!text.contains("NCCL_IB_HCA"), "{text}");
 }
 
-/// PCI topology trees (tests/fixtures/pci-*, written by pci-gen.py): the
+/// PCI topology trees (tests/fixtures/pci-*, written by roce-testkit): the
 /// topology rules end to end. Both have criticals (no GID, no GPUDirect,
 /// ACS redirect on the GPU-NIC path).
 #[test]
