@@ -39,7 +39,7 @@ fn demo(extra: &[&str]) -> Output {
 }
 
 fn fixture(tree: &str, extra: &[&str]) -> Output {
-    let root = format!("tests/fixtures/{tree}");
+    let root = format!("crates/rdma/tests/fixtures/{tree}");
     let proc = format!("{root}/proc");
     let mut args = vec![
         "--path.sysfs",
@@ -124,7 +124,7 @@ fn mlx5_roce_fixture_text_matches_golden() {
     assert!(!text.contains("NCCL_IB_HCA"), "{text}");
 }
 
-/// PCI topology trees (tests/fixtures/pci-*, written by roce-testkit): the
+/// PCI topology trees (crates/topology/tests/fixtures/pci-*, written by roce-testkit): the
 /// topology rules end to end. Both have criticals (no GID, no GPUDirect,
 /// ACS redirect on the GPU-NIC path).
 #[test]
@@ -136,7 +136,7 @@ fn pci_topology_fixtures_text_matches_golden() {
         ),
         ("pci-downtrained", &["pcie_downtrained"][..]),
     ] {
-        let root = format!("tests/fixtures/{tree}");
+        let root = format!("crates/topology/tests/fixtures/{tree}");
         let sys = format!("{root}/sys");
         let proc = format!("{root}/proc");
         let out = check(&["--path.sysfs", sys.as_str(), "--path.procfs", proc.as_str()]);
@@ -247,9 +247,9 @@ fn tempdir() -> PathBuf {
 fn checklist_verdicts_come_from_the_rules() {
     let tree = [
         "--path.sysfs",
-        "tests/fixtures/pci-acs/sys",
+        "crates/topology/tests/fixtures/pci-acs/sys",
         "--path.procfs",
-        "tests/fixtures/pci-acs/proc",
+        "crates/topology/tests/fixtures/pci-acs/proc",
     ];
     let text = stdout(&check(&tree));
     assert!(

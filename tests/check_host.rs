@@ -34,9 +34,9 @@ fn phb_gpus_are_not_gpudirect_ready() {
     // loaded: the drivers are ready, NCCL still stages through host memory.
     let out = check(&[
         "--path.sysfs",
-        "tests/fixtures/pci-cloud-vm/sys",
+        "crates/topology/tests/fixtures/pci-cloud-vm/sys",
         "--path.procfs",
-        "tests/fixtures/pci-gpudirect/peermem/proc",
+        "crates/topology/tests/fixtures/pci-gpudirect/peermem/proc",
     ]);
     let t = text(&out);
     assert!(t.contains("[ok]   nvidia_peermem: loaded"), "{t}");

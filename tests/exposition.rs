@@ -25,9 +25,9 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `tests/fixtures/sys-*` tree, by name.
+/// Every `crates/rdma/tests/fixtures/sys-*` tree, by name.
 fn fixture_trees() -> Vec<String> {
-    let dir = repo().join("tests/fixtures");
+    let dir = repo().join("crates/rdma/tests/fixtures");
     let mut trees: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|e| e.ok())
@@ -47,7 +47,7 @@ fn fixture_trees() -> Vec<String> {
 /// `roce_exporter once` over a fixture tree. The procfs path points into the
 /// tree too, so that nothing of the machine running the tests leaks in.
 fn run_once(tree: &str, format: &str) -> String {
-    let root = repo().join("tests/fixtures").join(tree);
+    let root = repo().join("crates/rdma/tests/fixtures").join(tree);
     let out = Command::new(BIN)
         .arg("once")
         .arg("--path.sysfs")

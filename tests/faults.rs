@@ -261,7 +261,8 @@ fn set(port: &Path, values: &[(&str, u64)]) {
 /// en_stats.c order) with the given counters set.
 fn ethtool_listing(values: &[(&str, u64)]) -> String {
     let base = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ethtool/mlx5-cx7.txt"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/netdev/tests/fixtures/ethtool/mlx5-cx7.txt"),
     )
     .unwrap();
     base.lines()
@@ -615,7 +616,8 @@ impl GpuLibrary for PanickingNvml {
 }
 
 fn dgx_sampler(nvml: Box<dyn GpuLibrary>) -> Sampler {
-    let root = fixture("pci-dgx-h100/sys");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/topology/tests/fixtures/pci-dgx-h100/sys");
     let config = Config::default();
     let p = paths(&root);
     let topology = TopologyReader::new(root.clone(), root.join("proc"), vec![], nvml);

@@ -1,6 +1,6 @@
 //! The netdev source end to end on a fixture tree: sysfs from
-//! `tests/fixtures/netdev-mlx5/sys`, ethtool statistics and DCB replayed
-//! from `tests/fixtures/netdev-mlx5/replay` (the documented replay path for
+//! `crates/netdev/tests/fixtures/netdev-mlx5/sys`, ethtool statistics and DCB replayed
+//! from `crates/netdev/tests/fixtures/netdev-mlx5/replay` (the documented replay path for
 //! trees that are not the running kernel), through the exposition. Exact
 //! lines of the Prometheus text.
 
@@ -17,7 +17,7 @@ use roce_exporter::sources::{Input, Part, Source};
 
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
+        .join("crates/netdev/tests/fixtures")
         .join(rel)
 }
 

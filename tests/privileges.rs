@@ -150,7 +150,7 @@ fn success_lines(text: &str) -> Vec<&str> {
 #[test]
 fn every_source_reads_the_same_unprivileged() {
     let s = Scratch::new("trees");
-    let fixtures = repo().join("tests/fixtures");
+    let fixtures = repo().join("crates/rdma/tests/fixtures");
     let mut runs: Vec<(String, Vec<String>)> = Vec::new();
     for tree in ["sys-mlx5-roce", "sys-mlx5-ib", "sys-rxe", "sys-bnxt_re"] {
         let root = s.copy_tree(&fixtures.join(tree), tree);
@@ -227,7 +227,10 @@ fn an_unreadable_file_is_named_with_its_errno() {
         return;
     }
     let s = Scratch::new("eacces");
-    let root = s.copy_tree(&repo().join("tests/fixtures/sys-mlx5-roce"), "sys");
+    let root = s.copy_tree(
+        &repo().join("crates/rdma/tests/fixtures/sys-mlx5-roce"),
+        "sys",
+    );
     let file = root.join("class/infiniband/mlx5_0/ports/1/counters/port_rcv_data");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
     let sysfs = format!("--path.sysfs={}", root.display());
@@ -294,7 +297,10 @@ fn pci_config_space_beyond_64_bytes_needs_cap_sys_admin() {
     // cut to 64 bytes) gives ACS "unknown" on the GPU-NIC bridges, and
     // `check` says what it needs.
     let s = Scratch::new("acs");
-    let root = s.copy_tree(&repo().join("tests/fixtures/pci-acs"), "pci");
+    let root = s.copy_tree(
+        &repo().join("crates/topology/tests/fixtures/pci-acs"),
+        "pci",
+    );
     let st = Command::new("sh")
         .arg("-c")
         .arg(format!(

@@ -1,5 +1,5 @@
 //! The topology source against the fixture PCI trees of
-//! `tests/fixtures/pci-*` (written by roce-testkit, `crates/testkit/src/trees/pci.rs`): the
+//! `crates/topology/tests/fixtures/pci-*` (written by roce-testkit, `crates/testkit/src/trees/pci.rs`): the
 //! full GPU × NIC matrix as `nvidia-smi topo -m` would print it for each
 //! machine shape, downtrained links, ACS, GPUDirect readiness, NVML
 //! matching, and the binary on a host without NVML.
@@ -19,7 +19,7 @@ use roce_topology::{
 };
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/topology/tests/fixtures")
 }
 
 /// The NICs of a tree as the RDMA source would hand them over: every

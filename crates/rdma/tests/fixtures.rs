@@ -758,7 +758,8 @@ fn no_infiniband_class_is_no_devices_and_no_error() {
 
 #[test]
 fn demo_gpu_node_tree_reads_cleanly() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo-gpu-node/sys");
+    let demo = TempTree::demo();
+    let root = demo.root.clone();
     let mut reader = RdmaReader::new(root, DeviceFilter::default());
     let snap = reader.read(&mut SysfsOnly);
     assert_eq!(snap.errors, vec![]);

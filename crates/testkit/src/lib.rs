@@ -21,7 +21,7 @@ pub type Build = fn(&Path) -> io::Result<()>;
 /// Where each committed tree lives, relative to the repository root, and
 /// how it is built.
 pub const COMMITTED: &[(&str, Build)] = &[
-    ("tests/fixtures", trees::rdma::write_all),
-    ("tests/fixtures", trees::pci::write_all),
+    ("crates/rdma/tests/fixtures", trees::rdma::write_all),
+    ("crates/topology/tests/fixtures", trees::pci::write_all),
     ("examples/demo-gpu-node/sys", trees::demo::write),
 ];
