@@ -187,7 +187,7 @@ def hot_scrape_cpu(exp, scrapes, sampler_thread=None):
 
 
 def in_process(bench_bin, tree, rounds):
-    """benches/sample.rs back to back on the tree: (µs per sample, µs per
+    """bench/sample.rs back to back on the tree: (µs per sample, µs per
     encode)."""
     env = dict(os.environ, ROCE_BENCH_TREE=tree, ROCE_BENCH_HOT="1",
                ROCE_BENCH_ROUNDS=str(rounds))
@@ -199,12 +199,12 @@ def in_process(bench_bin, tree, rounds):
 
 
 def build_in_process_bench():
-    """Builds benches/sample.rs; returns its executable."""
+    """Builds bench/sample.rs; returns its executable."""
     out = subprocess.run(["cargo", "bench", "--bench", "sample", "--no-run"], cwd=bench.REPO,
                          check=True, capture_output=True, text=True)
     m = re.search(r"\((\S+/sample-[0-9a-f]+)\)", out.stderr + out.stdout)
     if not m:
-        sys.exit("cannot find the benches/sample.rs executable in cargo's output")
+        sys.exit("cannot find the bench/sample.rs executable in cargo's output")
     path = m.group(1)
     return path if os.path.isabs(path) else os.path.join(bench.REPO, path)
 
@@ -292,7 +292,7 @@ def render(results, fits, meta):
         "sample, round or scrape every %g ms (the exporter's own sampler; the floor sleeps "
         "between rounds; node_exporter scraped at that interval), so each starts with caches as "
         "cold as a 5 s interval leaves them and pays its wake-up. **Back to back**: the same "
-        "work in a tight loop, hot caches (ours: `benches/sample.rs` in process, the same "
+        "work in a tight loop, hot caches (ours: `bench/sample.rs` in process, the same "
         "sources and rules). On this shared 2-CPU machine the cold penalty is large: the same "
         "pread costs 2-4x more paced than back to back." % meta["interval_ms"],
         "",
