@@ -3,7 +3,7 @@
 //! samples), records every path the reader touched (opened or listed) and
 //! every read of an open file, a temp-dir copy of a fixture for tests that
 //! change the tree, and generated trees of many mlx5 devices built from the
-//! fixture's. Also included by the root crate's fault tests (`#[path]`), so
+//! fixture's. Also included by the root crate's integration tests (`#[path]`), so
 //! the fixture folder is found from either crate.
 
 #![allow(dead_code)]

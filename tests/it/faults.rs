@@ -17,14 +17,14 @@
 //! crates/rdma/tests/faults.rs; the netlink socket's own timeout in
 //! crates/netlink/tests/faults.rs.
 
-#[path = "../crates/rdma/tests/common/mod.rs"]
-mod rdma_common;
+use crate::rdma_common;
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use crate::support::skip_unless_ci;
 use rdma_common::{fixture, FaultFs, TempTree};
 use roce_exporter::config::Config;
 use roce_exporter::exposition::{self, BuildInfo, Format};
@@ -167,17 +167,6 @@ fn device_paths(root: &Path, dev: &str) -> Vec<PathBuf> {
 }
 
 // ---------------------------------------------------------------------------
-
-/// A test whose tool, privilege or kernel feature is missing here is
-/// skipped, with the reason; under CI (`CI` set), which provides all of
-/// them, that is a failure instead, so that nothing passes untested.
-fn skip_unless_ci(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}: CI must provide it, not skip the test"
-    );
-    eprintln!("skipped: {why}");
-}
 
 #[test]
 fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports() {

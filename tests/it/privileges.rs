@@ -14,6 +14,7 @@
 //! run in .ci/packaging.sh; the probes' device-open and memlock refusals as
 //! nobody against a real kernel in tests/vm/e2e-probe.sh (phase unpriv).
 
+use crate::support::{repo, skip_unless_ci};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -21,21 +22,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
 const NOBODY: &str = "65534";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A test whose tool, privilege or kernel feature is missing here is
-/// skipped, with the reason; under CI (`CI` set), which provides all of
-/// them, that is a failure instead, so that nothing passes untested.
-fn skip_unless_ci(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}: CI must provide it, not skip the test"
-    );
-    eprintln!("skipped: {why}");
-}
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

@@ -4,14 +4,10 @@
 //! where the rdma_cm default ToS under configfs gives the RoCE DSCP and
 //! ens8np0's PFC priority does not match it.
 
-use std::path::PathBuf;
+use crate::support::repo;
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn check(args: &[&str]) -> Output {
     Command::new(BIN)
