@@ -587,7 +587,7 @@ def phase_summary(name, lat, errs, duration):
 # in the socket buffers, so the server is done writing and the idle
 # keep-alive connection is cut at the same timeout. When the answer is
 # larger than the buffers, a client that takes nothing is cut at
-# web.write_stall_timeout (tests/http.rs), one that keeps reading slowly at
+# web.write_stall_timeout (tests/it/http.rs), one that keeps reading slowly at
 # the connection age plus the close grace: the bound kept here for both.
 def bound(kind):
     if kind in ("slow_headers", "reconnect"):

@@ -2,7 +2,7 @@
 """Resident memory of roce_exporter over an hour's worth of samples.
 
 At the default 5 s interval an hour is 720 samples. This runs the real
-binary on generated mlx5 trees (bench/gen_tree.py, tmpfs) with the fastest
+binary on generated mlx5 trees (roce-testkit's bench tree, tmpfs) with the fastest
 interval the configuration accepts (100 ms), so that 720 samples take 72 s,
 scrapes it as Prometheus would (one scrape per three samples, 15 s at the
 default interval; plain and gzip alternately), and reads VmRSS every few
@@ -29,7 +29,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True
 import bench  # noqa: E402
-import gen_tree  # noqa: E402
 
 LIMITS_MIB = {8: 10.0, 128: 25.0}
 # Flat: the second half may not grow by more than this (allocator noise:
@@ -47,7 +46,7 @@ def fit_slope(points):
 
 def run(args, ports, workdir):
     tree = os.path.join(args.tree_dir, "roce-mem-%d-%d" % (ports, os.getpid()))
-    gen_tree.generate(tree, ports)
+    bench.generate_tree(tree, ports)
     config = os.path.join(workdir, "mem-%d.yml" % ports)
     with open(config, "w") as f:
         f.write("sample_interval: %gms\n" % (args.interval * 1000))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sample cost of roce_exporter against its read floor and node_exporter.
 
-For generated mlx5 RoCE trees (bench/gen_tree.py, tmpfs) of 1, 8, 32 and
+For generated mlx5 RoCE trees (roce-testkit's bench tree, tmpfs) of 1, 8, 32 and
 128 ports, in the same run:
 
   - ours: the CPU time of roce_exporter's sampler thread per full sample
@@ -39,7 +39,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True
 import bench  # noqa: E402  (the exporters, clocks and HTTP client)
-import gen_tree  # noqa: E402
 
 PREAD_RE = re.compile(r'^(?:\[pid\s+\d+\]\s+|\d+\s+)?pread64\(\d+<([^>]+)>')
 SYSCALL_RE = re.compile(r'^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\(')
@@ -188,7 +187,7 @@ def hot_scrape_cpu(exp, scrapes, sampler_thread=None):
 
 
 def in_process(bench_bin, tree, rounds):
-    """benches/sample.rs back to back on the tree: (µs per sample, µs per
+    """bench/sample.rs back to back on the tree: (µs per sample, µs per
     encode)."""
     env = dict(os.environ, ROCE_BENCH_TREE=tree, ROCE_BENCH_HOT="1",
                ROCE_BENCH_ROUNDS=str(rounds))
@@ -200,12 +199,12 @@ def in_process(bench_bin, tree, rounds):
 
 
 def build_in_process_bench():
-    """Builds benches/sample.rs; returns its executable."""
+    """Builds bench/sample.rs; returns its executable."""
     out = subprocess.run(["cargo", "bench", "--bench", "sample", "--no-run"], cwd=bench.REPO,
                          check=True, capture_output=True, text=True)
     m = re.search(r"\((\S+/sample-[0-9a-f]+)\)", out.stderr + out.stdout)
     if not m:
-        sys.exit("cannot find the benches/sample.rs executable in cargo's output")
+        sys.exit("cannot find the bench/sample.rs executable in cargo's output")
     path = m.group(1)
     return path if os.path.isabs(path) else os.path.join(bench.REPO, path)
 
@@ -221,7 +220,7 @@ def fit(xs, ys):
 
 def measure(args, ports, binary, floor_bin, bench_bin, workdir):
     tree = os.path.join(args.tree_dir, "roce-cost-%d-%d" % (ports, os.getpid()))
-    gen_tree.generate(tree, ports)
+    bench.generate_tree(tree, ports)
     config = os.path.join(workdir, "cost-%d.yml" % ports)
     with open(config, "w") as f:
         f.write("sample_interval: %gms\n" % (args.interval * 1000))
@@ -279,7 +278,7 @@ def render(results, fits, meta):
     lines = [
         "## Sample cost against the read floor and node_exporter",
         "",
-        "`%s` on %s. Trees: `bench/gen_tree.py` (N mlx5 devices x 1 port, 21 `counters/`, "
+        "`%s` on %s. Trees: `cargo run -p roce-testkit -- bench-tree` (N mlx5 devices x 1 port, 21 `counters/`, "
         "31 `hw_counters/`, 255 GID slots with 4 populated, tmpfs); netlink and ioctl are off "
         "(the tree is not the running kernel), so the hw counters are read file by file. "
         "*Ours*: CPU per full sample (every source and the rules). *Floor*: "
@@ -293,7 +292,7 @@ def render(results, fits, meta):
         "sample, round or scrape every %g ms (the exporter's own sampler; the floor sleeps "
         "between rounds; node_exporter scraped at that interval), so each starts with caches as "
         "cold as a 5 s interval leaves them and pays its wake-up. **Back to back**: the same "
-        "work in a tight loop, hot caches (ours: `benches/sample.rs` in process, the same "
+        "work in a tight loop, hot caches (ours: `bench/sample.rs` in process, the same "
         "sources and rules). On this shared 2-CPU machine the cold penalty is large: the same "
         "pread costs 2-4x more paced than back to back." % meta["interval_ms"],
         "",

@@ -26,11 +26,11 @@ use roce_netdev::{EthtoolIo, NetdevReader, PauseStats};
 
 const ETH_GSTRING_LEN: usize = 32;
 
-/// Real driver statistic names (the ethtool listings of tests/fixtures).
+/// Real driver statistic names (the ethtool listings of crates/netdev/tests/fixtures).
 fn driver_names() -> &'static [String] {
     static NAMES: OnceLock<Vec<String>> = OnceLock::new();
     NAMES.get_or_init(|| {
-        let dir = repo_root().join("tests/fixtures/ethtool");
+        let dir = repo_root().join("crates/netdev/tests/fixtures/ethtool");
         let mut names = Vec::new();
         for f in ["mlx5-cx7.txt", "bnxt_en.txt", "ice.txt", "e1000.txt"] {
             let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
@@ -249,7 +249,7 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         }
     }
     let options = ReaderOptions {
-        sysfs: repo_root().join("tests/fixtures/netdev-mlx5/sys"),
+        sysfs: repo_root().join("crates/netdev/tests/fixtures/netdev-mlx5/sys"),
         raw_ethtool: raw_wanted,
     };
     let mut reader = NetdevReader::new(options)

@@ -41,7 +41,7 @@ fn bases() -> &'static [Base] {
         FIXTURES
             .iter()
             .map(|name| {
-                let root = repo_root().join("tests/fixtures").join(name);
+                let root = repo_root().join("crates/rdma/tests/fixtures").join(name);
                 let tree = Tree::load(&root, Path::new("/sys"), GID_SLOTS)
                     .unwrap_or_else(|e| panic!("fixture {}: {e}", root.display()));
                 Base {

@@ -19,6 +19,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+# Each crate keeps its own fixture trees; by name, where each lives.
+FIXTURE_DIRS = [FIXTURES] + [os.path.join(ROOT, "crates", c, "tests", "fixtures")
+                             for c in ("netdev", "rdma", "topology")]
+FIXTURE_TREES = ("ethtool", "nccl", "netdev-mlx5", "pci-", "sys-")
 CAPTURES = os.path.normpath(os.path.join(ROOT, "..", "shared", "softroce-vm", "captures"))
 MAX_PER_TARGET = 40
 
@@ -42,11 +46,28 @@ class Seeds:
             f.write(data)
 
 
-def files_named(root, names):
-    for dirpath, _, filenames in sorted(os.walk(root)):
-        for n in sorted(filenames):
-            if n in names:
-                yield os.path.join(dirpath, n)
+def fixture(name):
+    """The fixture tree `name`, in whichever crate keeps it."""
+    for base in FIXTURE_DIRS:
+        if os.path.isdir(os.path.join(base, name)):
+            return os.path.join(base, name)
+    raise FileNotFoundError(name)
+
+
+def fixture_files_named(names):
+    """(path, path below its fixture folder) of the files named `names` in
+    every fixture tree, ordered by the latter."""
+    found = []
+    for base in FIXTURE_DIRS:
+        for tree in os.listdir(base):
+            if not tree.startswith(FIXTURE_TREES):
+                continue
+            for dirpath, _, filenames in os.walk(os.path.join(base, tree)):
+                for n in filenames:
+                    if n in names:
+                        found.append((os.path.relpath(dirpath, base), n, dirpath))
+    for rel, n, dirpath in sorted(found):
+        yield os.path.join(dirpath, n), os.path.join(rel, n)
 
 
 def read(path):
@@ -70,7 +91,7 @@ def sysfs_values():
              "numa_node", "current_link_speed", "max_link_width", "vendor",
              "class", "port_rcv_data", "symbol_error", "1", "0"]
     per_kind = {}
-    for path in files_named(FIXTURES, set(kinds)):
+    for path, _ in fixture_files_named(set(kinds)):
         if os.path.islink(path):
             continue
         data = read(path)
@@ -93,14 +114,14 @@ def sysfs_values():
 def pci_config():
     s = Seeds("pci_config")
     by_len = {}
-    for path in files_named(FIXTURES, {"config"}):
+    for path, rel in fixture_files_named({"config"}):
         data = read(path)
         if len(data) > 4096:
             continue
-        by_len.setdefault(len(data), []).append((path, data))
+        by_len.setdefault(len(data), []).append((rel, data))
     for length, items in sorted(by_len.items()):
-        for path, data in items:
-            rel = os.path.relpath(path, FIXTURES).split(os.sep)
+        for rel, data in items:
+            rel = rel.split(os.sep)
             if length == 4096 and len(s.seen) >= 30:
                 continue
             s.add(f"{rel[0]}-{rel[-2]}-{length}", data)
@@ -109,14 +130,14 @@ def pci_config():
 # ---- replay_text: ethtool -S listings and DCB replay files
 def replay_text():
     s = Seeds("replay_text")
-    for n in sorted(os.listdir(os.path.join(FIXTURES, "ethtool"))):
+    for n in sorted(os.listdir(fixture("ethtool"))):
         if n.endswith(".txt"):
-            s.add(f"ethtool-{n}", read(os.path.join(FIXTURES, "ethtool", n)))
+            s.add(f"ethtool-{n}", read(os.path.join(fixture("ethtool"), n)))
     for sub in ["virtio-net", "e1000"]:
         p = os.path.join(CAPTURES, sub, "ethtool-eth0.txt")
         if os.path.exists(p):
             s.add(f"capture-{sub}-ethtool", read(p))
-    for d in [os.path.join(FIXTURES, "netdev-mlx5", "replay"),
+    for d in [os.path.join(fixture("netdev-mlx5"), "replay"),
               os.path.join(ROOT, "examples", "demo-gpu-node", "netdev-replay")]:
         for n in sorted(os.listdir(d)):
             if n.endswith(".dcb") or (n.endswith(".txt") and "ens1" in n):
@@ -288,7 +309,7 @@ def structured():
 # from NCCL's format strings), whole and line by line
 def nccl():
     s = Seeds("nccl_parsers")
-    base = os.path.join(FIXTURES, "nccl")
+    base = fixture("nccl")
     for sub in ["logs", "inspector"]:
         d = os.path.join(base, sub)
         for n in sorted(os.listdir(d)):

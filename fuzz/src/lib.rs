@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn links_resolve_like_the_kernel_tree() {
-        let root = repo_root().join("tests/fixtures/sys-mlx5-roce");
+        let root = repo_root().join("crates/rdma/tests/fixtures/sys-mlx5-roce");
         let tree = Tree::load(&root, Path::new("/sys"), 16).unwrap();
         let fs = MemFs::new(tree);
         let real = fs

@@ -8,7 +8,7 @@ The PrometheusRule's spec is the rule files' `groups:` verbatim, so the
 Kubernetes alerts cannot drift from the ones `promtool test rules` checks
 (tests/monitoring/run.py keeps alerts/ equal to alerts/generate.py's output,
 and `--check` keeps this file equal to this script's output; the root
-crate's tests/packaging.rs and .ci/packaging.sh run it).
+crate's tests/it/packaging.rs and .ci/packaging.sh run it).
 
     python3 packaging/kubernetes/generate.py           # rewrite the file
     python3 packaging/kubernetes/generate.py --check   # exit 1 when stale

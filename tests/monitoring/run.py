@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks roce_exporter's alerts and dashboards with the real Prometheus tools
-(python3, stdlib only; driven by tests/monitoring.rs, or by hand).
+(python3, stdlib only; driven by tests/it/monitoring.rs, or by hand).
 
     python3 tests/monitoring/run.py static
         generated files up to date; `promtool check rules` on every rule

@@ -94,7 +94,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
     let listing =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/ethtool/mlx5-cx7.txt");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ethtool/mlx5-cx7.txt");
     let text = std::fs::read_to_string(&listing).expect("recorded listing");
     let pairs = parse_ethtool_s(&text);
     let counters = pairs.len();

@@ -20,13 +20,14 @@ use roce_netdev::ethtool::{
 use roce_netdev::reader::{ReaderOptions, Target};
 use roce_netdev::{EthtoolError, EthtoolIo, NetdevReader, Outcome, RdmaPortRef};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+/// This crate's folder (its fixtures are under tests/fixtures).
+fn here() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The 16-channel ConnectX-7 listing, (name, value) in driver order.
 fn cx7() -> Vec<(String, u64)> {
-    let text = std::fs::read_to_string(repo().join("tests/fixtures/ethtool/mlx5-cx7.txt")).unwrap();
+    let text = std::fs::read_to_string(here().join("tests/fixtures/ethtool/mlx5-cx7.txt")).unwrap();
     parse_ethtool_s(&text)
 }
 
@@ -207,7 +208,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
     let cut = fake.cut.clone();
     let raw = vec![deep.0.clone(), "tx_pause_storm_error_events".to_string()];
     let mut reader = NetdevReader::new(ReaderOptions {
-        sysfs: repo().join("tests/fixtures/netdev-mlx5/sys"),
+        sysfs: here().join("tests/fixtures/netdev-mlx5/sys"),
         raw_ethtool: raw.clone(),
     })
     .with_ethtool(Box::new(fake));
@@ -296,7 +297,7 @@ fn reader_with(start: Vec<(String, u64)>, raw: &str) -> (NetdevReader, Listings,
     let fake = Fake::new(listings.clone(), calls.clone());
     let (cut, grow) = (fake.cut.clone(), fake.grow_after_count.clone());
     let reader = NetdevReader::new(ReaderOptions {
-        sysfs: repo().join("tests/fixtures/netdev-mlx5/sys"),
+        sysfs: here().join("tests/fixtures/netdev-mlx5/sys"),
         raw_ethtool: vec![raw.to_string()],
     })
     .with_ethtool(Box::new(fake));

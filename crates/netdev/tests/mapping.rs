@@ -11,7 +11,7 @@ use roce_netdev::Direction::{Rx, Tx};
 use roce_netdev::{MappedStat, Meaning, RawStat, StatValue};
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/ethtool")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ethtool")
 }
 
 fn sample(listing: &str, raw: &[&str]) -> (Vec<MappedStat>, Vec<RawStat>) {

@@ -7,7 +7,7 @@ use roce_netdev::reader::{ReaderOptions, Target};
 use roce_netdev::{EcnConfig, NetdevReader, Outcome, RdmaPortRef};
 
 fn sysfs() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/netdev-mlx5/sys")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/netdev-mlx5/sys")
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! Micro-benchmark of the sysfs reader: µs per steady-state sample of a
-//! generated tree (`bench/gen_tree.py`), against the floor of a bare `pread`
+//! generated tree (`cargo run -p roce-testkit -- bench-tree`), against the floor of a bare `pread`
 //! loop over exactly the files that sample read, on kept descriptors.
 //!
 //! ```sh
-//! python3 bench/gen_tree.py --ports 8 --out /dev/shm/roce-8
+//! cargo run -p roce-testkit -- bench-tree --ports 8 --out /dev/shm/roce-8
 //! cargo run --release -p roce-rdma --example sample_bench -- /dev/shm/roce-8 2000
 //! ```
 //!

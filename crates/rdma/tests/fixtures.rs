@@ -16,69 +16,7 @@ use roce_rdma::{
     PhysState, PortState, RdmaReader, RdmaSnapshot, ReadErrorKind, SysfsOnly,
 };
 
-// Name lists as in tests/gen_fixtures.py (from the kernel files cited there).
-const PMA_EXT: &[&str] = &[
-    "symbol_error",
-    "link_error_recovery",
-    "link_downed",
-    "port_rcv_errors",
-    "port_rcv_remote_physical_errors",
-    "port_rcv_switch_relay_errors",
-    "port_xmit_discards",
-    "port_xmit_constraint_errors",
-    "port_rcv_constraint_errors",
-    "local_link_integrity_errors",
-    "excessive_buffer_overrun_errors",
-    "VL15_dropped",
-    "port_xmit_data",
-    "port_rcv_data",
-    "port_xmit_packets",
-    "port_xmit_wait",
-    "port_rcv_packets",
-    "unicast_rcv_packets",
-    "unicast_xmit_packets",
-    "multicast_rcv_packets",
-    "multicast_xmit_packets",
-];
-
-// drivers/infiniband/hw/mlx5/counters.c: basic_q_cnts, out_of_seq_q_cnts,
-// retrans_q_cnts, extended_err_cnts, then (RoCE) roce_accl_cnts, cong_cnts,
-// ext_ppcnt_cnts.
-const MLX5_IB_HW: &[&str] = &[
-    "rx_write_requests",
-    "rx_read_requests",
-    "rx_atomic_requests",
-    "rx_dct_connect",
-    "out_of_buffer",
-    "out_of_sequence",
-    "duplicate_request",
-    "rnr_nak_retry_err",
-    "packet_seq_err",
-    "implied_nak_seq_err",
-    "local_ack_timeout_err",
-    "resp_local_length_error",
-    "resp_cqe_error",
-    "req_cqe_error",
-    "req_remote_invalid_request",
-    "req_remote_access_errors",
-    "resp_remote_access_errors",
-    "resp_cqe_flush_error",
-    "req_cqe_flush_error",
-    "req_transport_retries_exceeded",
-    "req_rnr_retries_exceeded",
-];
-const MLX5_ROCE_EXTRA_HW: &[&str] = &[
-    "roce_adp_retrans",
-    "roce_adp_retrans_to",
-    "roce_slow_restart",
-    "roce_slow_restart_cnps",
-    "roce_slow_restart_trans",
-    "rp_cnp_ignored",
-    "rp_cnp_handled",
-    "np_ecn_marked_roce_packets",
-    "np_cnp_sent",
-    "rx_icrc_encapsulated",
-];
+use roce_testkit::kernel::{mlx5, PMA_EXT};
 
 /// `names[i]` = base + i, then overrides; sorted by name as the reader
 /// returns them.
@@ -193,8 +131,8 @@ fn mlx5_roce_every_field() {
             Some((240_000_000_000 + cbase) * 4)
         );
 
-        let mut hw_names: Vec<&str> = MLX5_IB_HW.to_vec();
-        hw_names.extend_from_slice(MLX5_ROCE_EXTRA_HW);
+        let mut hw_names: Vec<&str> = mlx5::ib_hw();
+        hw_names.extend(mlx5::roce_extra_hw());
         assert_eq!(p.hw_counters, numbered(&hw_names, hbase, &[]));
         assert_eq!(p.hw_counters.len(), 31);
         assert_eq!(p.hw_counter("lifespan"), None);
@@ -328,7 +266,7 @@ fn mlx5_ib_every_field() {
                 ]
             )
         );
-        assert_eq!(p.hw_counters, numbered(MLX5_IB_HW, hbase, &[]));
+        assert_eq!(p.hw_counters, numbered(&mlx5::ib_hw(), hbase, &[]));
         assert_eq!(p.gids.len(), 1);
         let g = &p.gids[0];
         assert_eq!(
@@ -820,7 +758,8 @@ fn no_infiniband_class_is_no_devices_and_no_error() {
 
 #[test]
 fn demo_gpu_node_tree_reads_cleanly() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo-gpu-node/sys");
+    let demo = TempTree::demo();
+    let root = demo.root.clone();
     let mut reader = RdmaReader::new(root, DeviceFilter::default());
     let snap = reader.read(&mut SysfsOnly);
     assert_eq!(snap.errors, vec![]);

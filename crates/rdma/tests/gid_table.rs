@@ -297,7 +297,8 @@ fn between_full_scans_results_equal_a_full_scan_on_every_tree() {
 /// populated.
 #[test]
 fn steady_state_reads_per_port_on_an_8_port_mlx5_host() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo-gpu-node/sys");
+    let demo = TempTree::demo();
+    let root = demo.root.clone();
     let per_port = |interval: Duration| {
         let fs = FaultFs::for_tree(&root);
         let log = fs.share();

@@ -6,7 +6,7 @@ kernel, so the ethtool ioctl and DCB netlink are off; see
 crates/netdev/src/reader.rs `DcbReplay` and `ethtool::Replay`).
 
 Not captured from a real host: the counter names and order are mlx5's
-(tests/fixtures/ethtool/generate.py, from en_stats.c), the values are made
+(crates/netdev/tests/fixtures/ethtool/generate.py, from en_stats.c), the values are made
 up so that the demo shows every family: ens6np0 receives a pause storm on
 priority 3, ens8np0 has PFC on priority 4 instead of 3 (a misconfiguration
 the rules flag), the others are healthy. Regenerate:
@@ -17,7 +17,7 @@ import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location(
-    "gen", os.path.join(HERE, "../../../tests/fixtures/ethtool/generate.py"))
+    "gen", os.path.join(HERE, "../../../crates/netdev/tests/fixtures/ethtool/generate.py"))
 gen = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gen)
 

@@ -3,7 +3,7 @@
 //! samples), records every path the reader touched (opened or listed) and
 //! every read of an open file, a temp-dir copy of a fixture for tests that
 //! change the tree, and generated trees of many mlx5 devices built from the
-//! fixture's. Also included by the root crate's fault tests (`#[path]`), so
+//! fixture's. Also included by the root crate's integration tests (`#[path]`), so
 //! the fixture folder is found from either crate.
 
 #![allow(dead_code)]
@@ -16,14 +16,17 @@ use std::sync::{Arc, Mutex};
 
 use roce_rdma::{StdFs, SysFile, SysFs};
 
+/// A fixture tree of this crate (`tests/fixtures/<name>`), from this crate's
+/// tests or from the root crate's, which include this file.
 pub fn fixture(name: &str) -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = if here.join("tests/fixtures").is_dir() {
-        here.to_path_buf()
+    let own = here.join("tests/fixtures/sys-mlx5-roce");
+    let dir = if own.is_dir() {
+        here.join("tests/fixtures")
     } else {
-        here.join("../..")
+        here.join("crates/rdma/tests/fixtures")
     };
-    root.join("tests/fixtures").join(name)
+    dir.join(name)
 }
 
 /// Errno by absolute path; shared so a test can change it between samples.
@@ -192,6 +195,17 @@ impl TempTree {
 }
 
 impl TempTree {
+    /// The demo node's tree (8 mlx5 RoCE devices of one port, 256 GID
+    /// slots each, 4 populated), as roce-testkit writes it for
+    /// examples/demo-gpu-node/sys.
+    pub fn demo() -> TempTree {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let root = std::env::temp_dir().join(format!("roce-rdma-demo-{}-{n}", std::process::id()));
+        roce_testkit::trees::demo::write(&root).unwrap();
+        TempTree { root }
+    }
+
     /// A tree of `devices` mlx5 RoCE devices of one port each, every one a
     /// copy of `mlx5_0` of the `sys-mlx5-roce` fixture (its files as the
     /// kernel writes them) behind its own PCI function and netdev

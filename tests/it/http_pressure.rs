@@ -13,6 +13,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::support::connect;
 use roce_exporter::app::App;
 use roce_exporter::config::WebLimits;
 use roce_exporter::exposition::BuildInfo;
@@ -59,13 +60,6 @@ async fn start_with(limits: WebLimits) -> (SocketAddr, oneshot::Sender<()>) {
         },
     ));
     (addr, stop)
-}
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect_timeout(&addr, EVENTUALLY).expect("connect");
-    s.set_read_timeout(Some(EVENTUALLY)).unwrap();
-    s.set_write_timeout(Some(EVENTUALLY)).unwrap();
-    s
 }
 
 /// Sends a keep-alive GET /healthz and reads the answer: status and the
@@ -126,7 +120,7 @@ fn closed(s: &mut TcpStream) -> bool {
 async fn with_free_slots_connections_are_kept_alive() {
     let (addr, stop) = start(64).await;
     tokio::task::spawn_blocking(move || {
-        let mut s = connect(addr);
+        let mut s = connect(addr, EVENTUALLY).expect("connect");
         for _ in 0..3 {
             assert_eq!(healthz(&mut s), (200, None));
         }
@@ -142,12 +136,12 @@ async fn at_the_cap_the_connection_idle_longest_is_closed_for_a_new_one() {
     tokio::task::spawn_blocking(move || {
         // A and B fill the table (B's answer means B was accepted, and the
         // accept queue hands connections out in order, so A was too).
-        let mut a = connect(addr);
-        let mut b = connect(addr);
+        let mut a = connect(addr, EVENTUALLY).expect("connect");
+        let mut b = connect(addr, EVENTUALLY).expect("connect");
         assert_eq!(healthz(&mut b), (200, None), "B is kept alive");
         // C closes A, which has waited longest without a request; B,
         // idle only since its answer, stays.
-        let mut c = connect(addr);
+        let mut c = connect(addr, EVENTUALLY).expect("connect");
         assert_eq!(healthz(&mut c).0, 200);
         assert!(closed(&mut a), "A was closed for C");
         assert_eq!(healthz(&mut b).0, 200, "B is still served");
@@ -236,7 +230,7 @@ impl Scraper {
                 Err(e) => return Err(e),
             }
         }
-        let mut s = connect(self.addr);
+        let mut s = connect(self.addr, EVENTUALLY).expect("connect");
         let status = scrape(&mut s)?;
         self.conn = Some(s);
         Ok(status)
@@ -251,7 +245,7 @@ async fn stalled_headers_at_ten_times_the_cap_do_not_hold_up_a_scrape() {
         // request header and no more.
         let mut flood: Vec<TcpStream> = (0..320)
             .map(|_| {
-                let mut s = connect(addr);
+                let mut s = connect(addr, EVENTUALLY).expect("connect");
                 s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nX-Slow: ")
                     .unwrap();
                 s
@@ -259,12 +253,15 @@ async fn stalled_headers_at_ten_times_the_cap_do_not_hold_up_a_scrape() {
             .collect();
         // A scraper: a new connection (Prometheus after a restart) and
         // then kept alive, each answer within its 10 s timeout.
-        let mut scraper = connect(addr);
+        let mut scraper = connect(addr, EVENTUALLY).expect("connect");
         for i in 0..5 {
             assert_eq!(scrape(&mut scraper), Ok(200), "scrape {i}");
         }
         // Another fresh connection in the middle of the flood.
-        assert_eq!(scrape(&mut connect(addr)), Ok(200));
+        assert_eq!(
+            scrape(&mut connect(addr, EVENTUALLY).expect("connect")),
+            Ok(200)
+        );
         // The flood was shed oldest first.
         assert!(
             closed(&mut flood[0]),
@@ -296,23 +293,23 @@ async fn mixed_abusive_clients_do_not_hold_up_scrapes() {
             // and drops the previous one.
             held.retain(|_: &TcpStream| false);
             for _ in 0..320 {
-                let mut s = connect(addr);
+                let mut s = connect(addr, EVENTUALLY).expect("connect");
                 let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nX-Slow: a");
                 held.push(s);
             }
             // Whole requests whose answers are never read.
             for _ in 0..80 {
-                let mut s = connect(addr);
+                let mut s = connect(addr, EVENTUALLY).expect("connect");
                 let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
                 held.push(s);
             }
             // Oversized headers and requests with a body: refused, and
             // never left to pile up.
             for _ in 0..40 {
-                let mut s = connect(addr);
+                let mut s = connect(addr, EVENTUALLY).expect("connect");
                 let _ = s.write_all(big.as_bytes());
                 held.push(s);
-                let mut s = connect(addr);
+                let mut s = connect(addr, EVENTUALLY).expect("connect");
                 let _ = s.write_all(
                     b"GET /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\n\r\nbbbb",
                 );
@@ -324,7 +321,7 @@ async fn mixed_abusive_clients_do_not_hold_up_scrapes() {
                 "kept-alive scrape, round {round}"
             );
             assert_eq!(
-                scrape(&mut connect(addr)),
+                scrape(&mut connect(addr, EVENTUALLY).expect("connect")),
                 Ok(200),
                 "scrape on a new connection, round {round}"
             );

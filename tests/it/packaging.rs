@@ -5,14 +5,10 @@
 //! equal what their generator makes of alerts/ and dashboards/. The packages, the unit, the
 //! image and the manifests themselves are checked by .ci/packaging.sh.
 
-use std::path::PathBuf;
+use crate::support::repo;
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 #[test]
 fn man_page_is_fresh() {

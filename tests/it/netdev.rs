@@ -1,6 +1,6 @@
 //! The netdev source end to end on a fixture tree: sysfs from
-//! `tests/fixtures/netdev-mlx5/sys`, ethtool statistics and DCB replayed
-//! from `tests/fixtures/netdev-mlx5/replay` (the documented replay path for
+//! `crates/netdev/tests/fixtures/netdev-mlx5/sys`, ethtool statistics and DCB replayed
+//! from `crates/netdev/tests/fixtures/netdev-mlx5/replay` (the documented replay path for
 //! trees that are not the running kernel), through the exposition. Exact
 //! lines of the Prometheus text.
 
@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::promtool_check;
 use roce_exporter::config::{Config, Toggle};
 use roce_exporter::exposition::{encode, BuildInfo, Format};
 use roce_exporter::host::HostPaths;
@@ -17,7 +18,7 @@ use roce_exporter::sources::{Input, Part, Source};
 
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
+        .join("crates/netdev/tests/fixtures")
         .join(rel)
 }
 
@@ -191,45 +192,9 @@ fn replayed_mlx5_netdev_exposes_every_family() {
     // unknown counters are not exported
     assert!(!text.contains("rx_global_pause"));
     assert!(!text.contains("tx0_packets"));
-    promtool_check(&text);
-}
-
-/// A test whose tool, privilege or kernel feature is missing here is
-/// skipped, with the reason; under CI (`CI` set), which provides all of
-/// them, that is a failure instead, so that nothing passes untested.
-fn skip_unless_ci(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}: CI must provide it, not skip the test"
-    );
-    eprintln!("skipped: {why}");
-}
-
-/// `promtool check metrics` on the exposition when promtool is installed
-/// (Debian's `prometheus` package; CI installs it).
-fn promtool_check(text: &str) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let Ok(mut child) = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    else {
-        skip_unless_ci("promtool not installed (Debian's `prometheus` package): lint not run");
-        return;
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(text.as_bytes()).unwrap();
+    if let Some(report) = promtool_check(&text) {
+        assert!(report.trim().is_empty(), "promtool: {report}");
     }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn raw_value(name: &str) -> u64 {

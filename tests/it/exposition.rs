@@ -1,16 +1,16 @@
 //! Exposition tests: golden expositions of every fixture tree (update with
-//! `UPDATE_GOLDEN=1 cargo test --test exposition`), `promtool check metrics`
+//! `UPDATE_GOLDEN=1 cargo test --test it exposition::`), `promtool check metrics`
 //! on them, the structure of the text and OpenMetrics outputs, the metric
 //! reference kept in step with the family tables, and exact values from
 //! snapshots built in code (×4 data, rates, port up, GIDs, hardware counter
 //! mapping, hostile label values).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{promtool_check, repo};
 use roce_exporter::exposition::{self, families, hw_counters, BuildInfo, Format, Kind};
 use roce_exporter::meaning;
 use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
@@ -21,13 +21,9 @@ use roce_rdma::{
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Every `tests/fixtures/sys-*` tree, by name.
+/// Every `crates/rdma/tests/fixtures/sys-*` tree, by name.
 fn fixture_trees() -> Vec<String> {
-    let dir = repo().join("tests/fixtures");
+    let dir = repo().join("crates/rdma/tests/fixtures");
     let mut trees: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|e| e.ok())
@@ -47,7 +43,7 @@ fn fixture_trees() -> Vec<String> {
 /// `roce_exporter once` over a fixture tree. The procfs path points into the
 /// tree too, so that nothing of the machine running the tests leaks in.
 fn run_once(tree: &str, format: &str) -> String {
-    let root = repo().join("tests/fixtures").join(tree);
+    let root = repo().join("crates/rdma/tests/fixtures").join(tree);
     let out = Command::new(BIN)
         .arg("once")
         .arg("--path.sysfs")
@@ -297,7 +293,7 @@ fn golden_expositions() {
     assert!(
         stale.is_empty(),
         "golden expositions out of date (if the change is intended, run \
-         `UPDATE_GOLDEN=1 cargo test --test exposition golden` and review the diff):\n{}",
+         `UPDATE_GOLDEN=1 cargo test --test it exposition::golden` and review the diff):\n{}",
         stale.join("\n")
     );
 }
@@ -320,40 +316,6 @@ fn golden_files_match_fixture_trees() {
 
 // ---------------------------------------------------------------------------
 // promtool.
-
-/// `promtool check metrics` on `text`: `None` when promtool is missing
-/// (fails under CI, where it must be installed), else its complaints.
-fn promtool_check(text: &str) -> Option<String> {
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "promtool not runnable under CI ({e}): install Debian's `prometheus` package"
-            );
-            eprintln!("skipping promtool checks: promtool not runnable ({e})");
-            return None;
-        }
-    };
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin.write_all(text.as_bytes()).expect("write to promtool");
-    }
-    let out = child.wait_with_output().expect("promtool runs");
-    let mut report = String::from_utf8_lossy(&out.stdout).into_owned();
-    report.push_str(&String::from_utf8_lossy(&out.stderr));
-    if !out.status.success() && report.trim().is_empty() {
-        report = format!("promtool exited with {}", out.status);
-    }
-    Some(report)
-}
 
 #[test]
 fn promtool_accepts_every_fixture_tree() {
@@ -863,7 +825,7 @@ fn golden_masking_covers_what_varies() {
 }
 
 /// Cost of one encode of a large host (128 ports, every counter); prints,
-/// asserts nothing. `cargo test --release --test exposition -- --ignored
+/// asserts nothing. `cargo test --release --test it exposition:: -- --ignored
 /// encode_cost --nocapture`.
 #[test]
 #[ignore]

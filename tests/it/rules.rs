@@ -336,7 +336,7 @@ fn symbol_errors_above_ber() {
 
 #[test]
 fn mlx5_ack_timeouts_are_not_counted_as_retransmissions() {
-    // local_ack_timeout_err is its own rule (ack_timeouts, tests/rules_congestion.rs).
+    // local_ack_timeout_err is its own rule (ack_timeouts, rules_congestion.rs).
     let p = |v| with_hw(roce_port(), "local_ack_timeout_err", v);
     assert_eq!(
         only(run(&history(vec![p(0), p(1000)])), "retransmissions"),
@@ -373,7 +373,7 @@ fn out_of_buffer_drops() {
         "mlx5_0 port 1 (ens1np0): receive drops for lack of posted buffers at 2/s, above 1/s"
     );
     // CNPs and ECN marks are judged per role against the traffic:
-    // tests/rules_congestion.rs.
+    // rules_congestion.rs.
 }
 
 #[test]
@@ -966,7 +966,7 @@ mod netdev_rules {
     fn discards_growing() {
         // The port-wide counter is used, not added to the per-priority one.
         // Priority 3 here has PFC on: its discards are lossless_discards too
-        // (tests/rules_congestion.rs); this rule is the port-wide info.
+        // (rules_congestion.rs); this rule is the port-wide info.
         let f = eval(
             &history_nd(vec![discards(0, 0), discards(2000, 2000)]),
             &Expectations::default(),

@@ -10,12 +10,13 @@
 //! thread; the server runs on its own tokio runtime.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::support::connect;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -182,16 +183,9 @@ fn parse_reply(bytes: &[u8]) -> Result<Reply, String> {
     Ok(Reply { status, head })
 }
 
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect_timeout(&addr, EVENTUALLY).unwrap();
-    s.set_read_timeout(Some(EVENTUALLY)).unwrap();
-    s.set_write_timeout(Some(EVENTUALLY)).unwrap();
-    s
-}
-
 /// Plain HTTP GET.
 fn http_get(addr: SocketAddr, path: &str, auth: Option<&str>) -> Reply {
-    let mut s = connect(addr);
+    let mut s = connect(addr, EVENTUALLY).unwrap();
     s.write_all(&request_bytes(path, auth)).unwrap();
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
@@ -227,7 +221,7 @@ fn https_get(
     };
     let name = ServerName::try_from("localhost").unwrap();
     let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, connect(addr));
+    let mut tls = rustls::StreamOwned::new(conn, connect(addr, EVENTUALLY).unwrap());
     tls.write_all(&request_bytes(path, None))
         .map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
@@ -266,7 +260,7 @@ fn serves_the_configured_certificate_and_refuses_a_wrong_ca() {
     assert!(err.contains("UnknownIssuer"), "{err}");
 
     // Plain HTTP on the TLS port gets no HTTP answer.
-    let mut s = connect(server.addr);
+    let mut s = connect(server.addr, EVENTUALLY).unwrap();
     s.write_all(&request_bytes("/metrics", None)).unwrap();
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
@@ -378,14 +372,14 @@ fn tls_1_1_is_refused() {
     let ca = Ca::new("test CA");
     let server = start(&tls_files(&dir, &ca, ""));
     // The same hello as TLS 1.2 gets a ServerHello: only the version differs.
-    let mut s = connect(server.addr);
+    let mut s = connect(server.addr, EVENTUALLY).unwrap();
     s.write_all(&legacy_client_hello(3)).unwrap();
     let mut head = [0u8; 6];
     s.read_exact(&mut head).unwrap();
     assert_eq!(head[0], 0x16, "{head:?}");
     assert_eq!(head[5], 0x02, "{head:?}");
 
-    let mut s = connect(server.addr);
+    let mut s = connect(server.addr, EVENTUALLY).unwrap();
     s.write_all(&legacy_client_hello(2)).unwrap();
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
@@ -585,7 +579,7 @@ fn https_get_auth(
         .unwrap();
     let name = ServerName::try_from("localhost").unwrap();
     let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, connect(addr));
+    let mut tls = rustls::StreamOwned::new(conn, connect(addr, EVENTUALLY).unwrap());
     tls.write_all(&request_bytes("/metrics", auth))
         .map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
@@ -605,7 +599,7 @@ fn assert_fully_protected(server: &Server, ca: &Ca, client: &(String, String), p
     assert!(config.tls().is_some(), "TLS is still on");
     assert!(config.requires_auth(), "basic auth is still on");
     // A plain request to a TLS port gets no HTTP answer.
-    let mut s = connect(server.addr);
+    let mut s = connect(server.addr, EVENTUALLY).unwrap();
     s.write_all(&request_bytes("/metrics", None)).unwrap();
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
@@ -735,7 +729,7 @@ fn a_certificate_named_before_it_exists_is_picked_up_when_it_appears() {
 
 /// Keep-alive requests on one plain connection: the status of each.
 fn keep_alive_statuses(addr: SocketAddr, auths: &[String]) -> Vec<u16> {
-    let mut s = connect(addr);
+    let mut s = connect(addr, EVENTUALLY).unwrap();
     let mut statuses = Vec::new();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];

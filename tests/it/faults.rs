@@ -17,14 +17,14 @@
 //! crates/rdma/tests/faults.rs; the netlink socket's own timeout in
 //! crates/netlink/tests/faults.rs.
 
-#[path = "../crates/rdma/tests/common/mod.rs"]
-mod rdma_common;
+use crate::rdma_common;
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use crate::support::skip_unless_ci;
 use rdma_common::{fixture, FaultFs, TempTree};
 use roce_exporter::config::Config;
 use roce_exporter::exposition::{self, BuildInfo, Format};
@@ -168,17 +168,6 @@ fn device_paths(root: &Path, dev: &str) -> Vec<PathBuf> {
 
 // ---------------------------------------------------------------------------
 
-/// A test whose tool, privilege or kernel feature is missing here is
-/// skipped, with the reason; under CI (`CI` set), which provides all of
-/// them, that is a failure instead, so that nothing passes untested.
-fn skip_unless_ci(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}: CI must provide it, not skip the test"
-    );
-    eprintln!("skipped: {why}");
-}
-
 #[test]
 fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports() {
     let root = fixture("sys-mlx5-roce");
@@ -261,7 +250,8 @@ fn set(port: &Path, values: &[(&str, u64)]) {
 /// en_stats.c order) with the given counters set.
 fn ethtool_listing(values: &[(&str, u64)]) -> String {
     let base = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ethtool/mlx5-cx7.txt"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/netdev/tests/fixtures/ethtool/mlx5-cx7.txt"),
     )
     .unwrap();
     base.lines()
@@ -615,7 +605,8 @@ impl GpuLibrary for PanickingNvml {
 }
 
 fn dgx_sampler(nvml: Box<dyn GpuLibrary>) -> Sampler {
-    let root = fixture("pci-dgx-h100/sys");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/topology/tests/fixtures/pci-dgx-h100/sys");
     let config = Config::default();
     let p = paths(&root);
     let topology = TopologyReader::new(root.clone(), root.join("proc"), vec![], nvml);

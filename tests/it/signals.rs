@@ -8,8 +8,7 @@
 //! of a fixture tree (on mlx5 a counter read is a firmware command and can
 //! stall for seconds).
 
-#[path = "../crates/rdma/tests/common/mod.rs"]
-mod rdma_common;
+use crate::rdma_common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

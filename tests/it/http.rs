@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::support::{connect, skip_unless_ci};
 use roce_exporter::app::App;
 use roce_exporter::config::WebLimits;
 use roce_exporter::exposition::BuildInfo;
@@ -118,13 +119,6 @@ impl Reply {
     }
 }
 
-fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, EVENTUALLY)?;
-    s.set_read_timeout(Some(EVENTUALLY))?;
-    s.set_write_timeout(Some(EVENTUALLY))?;
-    Ok(s)
-}
-
 fn request(method: &str, path: &str, headers: &[(&str, &str)], close: bool) -> Vec<u8> {
     let mut r = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
     for (k, v) in headers {
@@ -201,7 +195,7 @@ fn exchange_blocking(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Reply {
-    let mut s = connect(addr).expect("connect");
+    let mut s = connect(addr, EVENTUALLY).expect("connect");
     s.write_all(&request(method, path, headers, true))
         .expect("send request");
     let reply = read_response(&mut s, method == "HEAD").expect("response");
@@ -399,7 +393,7 @@ async fn a_request_with_a_body_is_refused_and_the_connection_closed() {
     let server = start_local(app(1), options()).await;
     let addr = server.addr();
     let reply = tokio::task::spawn_blocking(move || {
-        let mut s = connect(addr).unwrap();
+        let mut s = connect(addr, EVENTUALLY).unwrap();
         s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
             .unwrap();
         let r = read_response(&mut s, false).unwrap();
@@ -532,7 +526,7 @@ async fn keep_alive_works_and_is_bounded_by_connection_age() {
     let server = start_local(app(1), opts).await;
     let addr = server.addr();
     tokio::task::spawn_blocking(move || {
-        let mut s = connect(addr).unwrap();
+        let mut s = connect(addr, EVENTUALLY).unwrap();
         for _ in 0..3 {
             s.write_all(&request("GET", "/healthz", &[], false))
                 .unwrap();
@@ -555,16 +549,16 @@ async fn a_client_stalling_in_its_headers_is_cut_off() {
     let server = start_local(app(1), opts).await;
     let addr = server.addr();
     tokio::task::spawn_blocking(move || {
-        let mut s = connect(addr).unwrap();
+        let mut s = connect(addr, EVENTUALLY).unwrap();
         s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")
             .unwrap();
         assert!(closed(&mut s), "closed at the header read timeout");
         // Also a connection that never sends a byte.
-        let mut silent = connect(addr).unwrap();
+        let mut silent = connect(addr, EVENTUALLY).unwrap();
         assert!(closed(&mut silent));
         // And a keep-alive connection idle after its response: the timer
         // restarts for the next request's headers.
-        let mut idle = connect(addr).unwrap();
+        let mut idle = connect(addr, EVENTUALLY).unwrap();
         idle.write_all(&request("GET", "/healthz", &[], false))
             .unwrap();
         assert_eq!(read_response(&mut idle, false).unwrap().status, 200);
@@ -582,7 +576,7 @@ async fn others_are_served_while_a_client_stalls() {
     let server = start_local(app(1), opts).await;
     let addr = server.addr();
     let mut stalled = tokio::task::spawn_blocking(move || {
-        let mut s = connect(addr).unwrap();
+        let mut s = connect(addr, EVENTUALLY).unwrap();
         s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nX-Slow: ")
             .unwrap();
         s
@@ -614,7 +608,7 @@ async fn at_the_connection_cap_a_new_client_closes_a_stalled_one() {
     let addr = server.addr();
     tokio::task::spawn_blocking(move || {
         // Takes the only place and never finishes its headers.
-        let mut stalled = connect(addr).unwrap();
+        let mut stalled = connect(addr, EVENTUALLY).unwrap();
         stalled.write_all(b"GET / HTTP/1.1\r\n").unwrap();
         // Served at once: the stalled connection is closed for it (before
         // the change it waited in the backlog for the header timeout).
@@ -637,7 +631,7 @@ async fn oversized_headers_are_refused() {
     let server = start_local(app(1), opts).await;
     let addr = server.addr();
     tokio::task::spawn_blocking(move || {
-        let mut s = connect(addr).unwrap();
+        let mut s = connect(addr, EVENTUALLY).unwrap();
         let mut req = b"GET /metrics HTTP/1.1\r\nHost: t\r\nX-Filler: ".to_vec();
         req.extend(std::iter::repeat_n(b'a', 64 * 1024));
         req.extend_from_slice(b"\r\n\r\n");
@@ -681,7 +675,7 @@ async fn graceful_shutdown_completes_the_request_in_flight() {
     // A request half sent when shutdown starts. The listen queue is FIFO:
     // once a later connection has been served, this one was accepted.
     let mut in_flight = tokio::task::spawn_blocking(move || {
-        let mut s = connect(addr).unwrap();
+        let mut s = connect(addr, EVENTUALLY).unwrap();
         s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")
             .unwrap();
         s
@@ -721,7 +715,7 @@ async fn shutdown_cuts_connections_that_do_not_finish() {
     let server = start_local(app(1), opts).await;
     let addr = server.addr();
     let mut stuck = tokio::task::spawn_blocking(move || {
-        let mut s = connect(addr).unwrap();
+        let mut s = connect(addr, EVENTUALLY).unwrap();
         s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
         s
     })
@@ -732,17 +726,6 @@ async fn shutdown_cuts_connections_that_do_not_finish() {
     assert!(tokio::task::spawn_blocking(move || closed(&mut stuck))
         .await
         .unwrap());
-}
-
-/// A test whose tool, privilege or kernel feature is missing here is
-/// skipped, with the reason; under CI (`CI` set), which provides all of
-/// them, that is a failure instead, so that nothing passes untested.
-fn skip_unless_ci(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}: CI must provide it, not skip the test"
-    );
-    eprintln!("skipped: {why}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

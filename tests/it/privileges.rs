@@ -14,6 +14,7 @@
 //! run in .ci/packaging.sh; the probes' device-open and memlock refusals as
 //! nobody against a real kernel in tests/vm/e2e-probe.sh (phase unpriv).
 
+use crate::support::{repo, skip_unless_ci};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -21,21 +22,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
 const NOBODY: &str = "65534";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A test whose tool, privilege or kernel feature is missing here is
-/// skipped, with the reason; under CI (`CI` set), which provides all of
-/// them, that is a failure instead, so that nothing passes untested.
-fn skip_unless_ci(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}: CI must provide it, not skip the test"
-    );
-    eprintln!("skipped: {why}");
-}
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -150,7 +136,7 @@ fn success_lines(text: &str) -> Vec<&str> {
 #[test]
 fn every_source_reads_the_same_unprivileged() {
     let s = Scratch::new("trees");
-    let fixtures = repo().join("tests/fixtures");
+    let fixtures = repo().join("crates/rdma/tests/fixtures");
     let mut runs: Vec<(String, Vec<String>)> = Vec::new();
     for tree in ["sys-mlx5-roce", "sys-mlx5-ib", "sys-rxe", "sys-bnxt_re"] {
         let root = s.copy_tree(&fixtures.join(tree), tree);
@@ -227,7 +213,10 @@ fn an_unreadable_file_is_named_with_its_errno() {
         return;
     }
     let s = Scratch::new("eacces");
-    let root = s.copy_tree(&repo().join("tests/fixtures/sys-mlx5-roce"), "sys");
+    let root = s.copy_tree(
+        &repo().join("crates/rdma/tests/fixtures/sys-mlx5-roce"),
+        "sys",
+    );
     let file = root.join("class/infiniband/mlx5_0/ports/1/counters/port_rcv_data");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
     let sysfs = format!("--path.sysfs={}", root.display());
@@ -294,7 +283,10 @@ fn pci_config_space_beyond_64_bytes_needs_cap_sys_admin() {
     // cut to 64 bytes) gives ACS "unknown" on the GPU-NIC bridges, and
     // `check` says what it needs.
     let s = Scratch::new("acs");
-    let root = s.copy_tree(&repo().join("tests/fixtures/pci-acs"), "pci");
+    let root = s.copy_tree(
+        &repo().join("crates/topology/tests/fixtures/pci-acs"),
+        "pci",
+    );
     let st = Command::new("sh")
         .arg("-c")
         .arg(format!(

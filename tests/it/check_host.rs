@@ -4,14 +4,10 @@
 //! where the rdma_cm default ToS under configfs gives the RoCE DSCP and
 //! ens8np0's PFC priority does not match it.
 
-use std::path::PathBuf;
+use crate::support::repo;
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn check(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -34,9 +30,9 @@ fn phb_gpus_are_not_gpudirect_ready() {
     // loaded: the drivers are ready, NCCL still stages through host memory.
     let out = check(&[
         "--path.sysfs",
-        "tests/fixtures/pci-cloud-vm/sys",
+        "crates/topology/tests/fixtures/pci-cloud-vm/sys",
         "--path.procfs",
-        "tests/fixtures/pci-gpudirect/peermem/proc",
+        "crates/topology/tests/fixtures/pci-gpudirect/peermem/proc",
     ]);
     let t = text(&out);
     assert!(t.contains("[ok]   nvidia_peermem: loaded"), "{t}");

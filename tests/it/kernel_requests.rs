@@ -12,7 +12,7 @@ use roce_exporter::snapshot::{KernelRequests, Snapshot};
 use roce_exporter::sources;
 
 fn paths(tree: &str) -> HostPaths {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/rdma/tests/fixtures");
     HostPaths {
         sysfs: root.join(tree),
         procfs: root.join(tree).join("proc"),

@@ -3,14 +3,11 @@
 //! JSON output against the `/findings` schema, and its exit status
 //! (0 clean, 1 critical findings, 2 could not run).
 
+use crate::support::{golden, repo};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Runs `check` from the repository root (the demo config names its replay
 /// folder relative to it).
@@ -39,7 +36,7 @@ fn demo(extra: &[&str]) -> Output {
 }
 
 fn fixture(tree: &str, extra: &[&str]) -> Output {
-    let root = format!("tests/fixtures/{tree}");
+    let root = format!("crates/rdma/tests/fixtures/{tree}");
     let proc = format!("{root}/proc");
     let mut args = vec![
         "--path.sysfs",
@@ -56,34 +53,6 @@ fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone())
         .expect("UTF-8 output")
         .replace(&repo().display().to_string(), "<repo>")
-}
-
-fn golden(name: &str, actual: &str) {
-    let path = repo().join("tests/golden").join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
-            path.display()
-        )
-    });
-    if expected != actual {
-        let first = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.lines().count().min(actual.lines().count()));
-        panic!(
-            "{} differs from the output at line {} (UPDATE_GOLDEN=1 rewrites it):\n--- expected\n{}\n--- actual\n{}",
-            path.display(),
-            first + 1,
-            expected.lines().nth(first).unwrap_or("<end>"),
-            actual.lines().nth(first).unwrap_or("<end>")
-        );
-    }
 }
 
 #[test]
@@ -124,7 +93,7 @@ fn mlx5_roce_fixture_text_matches_golden() {
     assert!(!text.contains("NCCL_IB_HCA"), "{text}");
 }
 
-/// PCI topology trees (tests/fixtures/pci-*, written by pci-gen.py): the
+/// PCI topology trees (crates/topology/tests/fixtures/pci-*, written by roce-testkit): the
 /// topology rules end to end. Both have criticals (no GID, no GPUDirect,
 /// ACS redirect on the GPU-NIC path).
 #[test]
@@ -136,7 +105,7 @@ fn pci_topology_fixtures_text_matches_golden() {
         ),
         ("pci-downtrained", &["pcie_downtrained"][..]),
     ] {
-        let root = format!("tests/fixtures/{tree}");
+        let root = format!("crates/topology/tests/fixtures/{tree}");
         let sys = format!("{root}/sys");
         let proc = format!("{root}/proc");
         let out = check(&["--path.sysfs", sys.as_str(), "--path.procfs", proc.as_str()]);
@@ -206,7 +175,7 @@ fn json_output_validates_against_the_findings_schema() {
 fn exit_status_0_without_critical_findings() {
     // The mlx5 RoCE fixture: healthy ports, no GPU. (The demo without its
     // expectations is no longer clean: its rdma_cm default ToS puts RoCE
-    // on DSCP 26, priority 3, where ens8np0 has no PFC; tests/check_host.rs.)
+    // on DSCP 26, priority 3, where ens8np0 has no PFC; check_host.rs.)
     let out = fixture("sys-mlx5-roce", &[]);
     let text = stdout(&out);
     assert!(!text.contains("[critical]"), "{text}");
@@ -247,9 +216,9 @@ fn tempdir() -> PathBuf {
 fn checklist_verdicts_come_from_the_rules() {
     let tree = [
         "--path.sysfs",
-        "tests/fixtures/pci-acs/sys",
+        "crates/topology/tests/fixtures/pci-acs/sys",
         "--path.procfs",
-        "tests/fixtures/pci-acs/proc",
+        "crates/topology/tests/fixtures/pci-acs/proc",
     ];
     let text = stdout(&check(&tree));
     assert!(

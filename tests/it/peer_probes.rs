@@ -219,7 +219,7 @@ fn families_are_per_port_and_per_peer_bounded() {
 
 /// The figures of docs/performance.md: series per node and the prober's
 /// own CPU and memory with 1,000 configured peers on the fake verbs port
-/// (`cargo test --test peer_probes thousand -- --nocapture` prints them).
+/// (`cargo test --test it peer_probes::thousand -- --nocapture` prints them).
 /// The assertions are the series bound only, never a time.
 #[test]
 fn a_thousand_peers_keep_the_series_bounded() {

@@ -1,0 +1,27 @@
+//! Test support for roce_exporter: one builder for sysfs and procfs trees
+//! in the kernel's layout ([`tree::Tree`], [`rdma`], [`pci`]), one list of
+//! kernel names ([`kernel`]), and the trees built from them ([`trees`]):
+//! the fixtures the crates' tests read, the demo node, the benchmark tree.
+//! The committed trees are regenerated with
+//! `cargo run -p roce-testkit -- fixtures`; a test keeps them in step.
+
+pub mod compare;
+pub mod kernel;
+pub mod pci;
+pub mod rdma;
+pub mod tree;
+pub mod trees;
+
+use std::io;
+use std::path::Path;
+
+/// Builds a tree (or a folder of trees) at the path given.
+pub type Build = fn(&Path) -> io::Result<()>;
+
+/// Where each committed tree lives, relative to the repository root, and
+/// how it is built.
+pub const COMMITTED: &[(&str, Build)] = &[
+    ("crates/rdma/tests/fixtures", trees::rdma::write_all),
+    ("crates/topology/tests/fixtures", trees::pci::write_all),
+    ("examples/demo-gpu-node/sys", trees::demo::write),
+];
