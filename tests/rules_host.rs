@@ -364,7 +364,7 @@ fn cnps_on_the_best_effort_priority() {
     assert_eq!(f[0].severity, Severity::Warning);
     assert_eq!(
         f[0].evidence,
-        "ecn/roce_np/cnp_dscp 0; trust dscp; DSCP 0 -> priority 0 (DSCP APP table); PFC enabled priorities: 3; expected CNPs on a priority of their own (commonly DSCP 48, priority 6, strict priority)"
+        "ecn/roce_np/cnp_dscp 0; trust dscp; DSCP 0 -> priority 0 (DSCP APP table); ecn/roce_np/cnp_802p_prio 6; PFC enabled priorities: 3; expected CNPs on one priority of their own at every hop (commonly DSCP 48, priority 6, strict priority)"
     );
     // NVIDIA's default CNP DSCP 48 (priority 6, no PFC) is healthy; so is
     // a netdev without the mlx5 file.

@@ -119,6 +119,12 @@ rule_table! {
     PfcPriorityMismatch = "pfc_priority_mismatch", [Critical, Warning], Some("pfc_storm"), ["pfc_priority", "nccl_ib_tc"], NetdevConfig;
     RoceTrustPcp = "roce_trust_pcp", [Warning], None, ["nccl_ib_tc"], NetdevConfig;
     CnpPriorityBestEffort = "cnp_priority_best_effort", [Warning], None, [], NetdevConfig;
+    RoceTcShared = "roce_tc_shared", [Warning], None, [], NetdevConfig;
+    RoceTcNoBandwidth = "roce_tc_no_bandwidth", [Warning], None, [], NetdevConfig;
+    LosslessBufferNoHeadroom = "lossless_buffer_no_headroom", [Warning], None, [], NetdevConfig;
+    SwitchPfcMismatch = "switch_pfc_mismatch", [Critical, Warning], None, [], NetdevConfig;
+    SwitchDscpMismatch = "switch_dscp_mismatch", [Warning, Critical], None, [], NetdevConfig;
+    SwitchViewUnavailable = "switch_view_unavailable", [Info], None, [], NetdevConfig;
     MtuBelowJumbo = "mtu_below_jumbo", [Critical, Warning], Some("mtu_below_jumbo"), ["mtu"], NetdevConfig;
     LinkFlap = "link_flap", [Warning], Some("link_flap"), [], LinkErrors;
     SymbolErrors = "symbol_errors", [Warning], Some("symbol_errors"), [], LinkErrors;

@@ -395,6 +395,21 @@ impl NetdevReader {
                 errors,
                 &mut self.qos_reads,
             );
+            netdev.dcqcn = crate::qos::read_dcqcn(
+                &self.options.sysfs,
+                &target.name,
+                errors,
+                &mut self.qos_reads,
+            );
+            // Upstream kernels have no cnp_dscp file; their debugfs
+            // np_cnp_dscp is the same setting.
+            if netdev.qos.cnp_dscp.is_none() {
+                netdev.qos.cnp_dscp = netdev
+                    .dcqcn
+                    .iter()
+                    .find(|p| p.name == "np_cnp_dscp")
+                    .and_then(|p| u8::try_from(p.value).ok().filter(|d| *d <= 63));
+            }
         }
         if let Some(io) = self.ethtool.as_deref_mut() {
             let mut counted = Counted {
