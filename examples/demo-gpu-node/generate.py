@@ -222,6 +222,14 @@ def netdev(fn_rel, ifname, mac):
             write("%s/ecn/%s/enable/%d" % (rel, role, prio), "1\n")
     write(rel + "/ecn/roce_np/cnp_dscp", "48\n")
     write(rel + "/ecn/roce_np/cnp_802p_prio", "6\n")
+    # Some of MLNX_OFED's DCQCN parameter files (en_sysfs.c names; the
+    # values are the demo's): time and byte counters between rate
+    # increases, increase steps in Mb/s, the rate floor, the CNP spacing.
+    for name, value in (("rpg_time_reset", 300), ("rpg_byte_reset", 32767),
+                        ("rpg_ai_rate", 5), ("rpg_hai_rate", 50), ("rpg_min_rate", 1),
+                        ("rate_reduce_monitor_period", 4)):
+        write("%s/ecn/roce_rp/%s" % (rel, name), "%d\n" % value)
+    write(rel + "/ecn/roce_np/min_time_between_cnps", "4\n")
     link(rel + "/device", fn_rel)
     link("class/net/" + ifname, rel)
 
