@@ -208,7 +208,7 @@ pub const QOS_BUFFER: Family = Family {
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
 };
 pub const QOS_BUFFER_TOTAL: Family = Family {
-    base: "roce_qos_buffer_total",
+    base: "roce_qos_buffer_port_size",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Bytes),
     labels: &["netdev", "device", "port"],
