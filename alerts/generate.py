@@ -223,6 +223,9 @@ def recording_rules(p):
                      f"* on ({by}, instance, device) group_left (hca_type)\n"
                      f"max by ({by}, instance, device, hca_type) (roce_device_info{s()})"),
         },
+        # QoS drift (RoceQosConfigDrift) lives here, next to the alert's
+        # other inputs, so the alert files work without the fleet layer.
+        *drift_recording_rules(p),
     ]
 
 
@@ -318,6 +321,28 @@ def fleet_recording_rules(p):
     return rules
 
 
+DRIFT_RECORD = "fleet:roce_qos_config:distinct_values"
+
+
+def drift_recording_rules(p):
+    """One rule per entry of the rule table's `drift` list (src/rules/
+    table.rs DRIFT): the number of distinct values of that setting across
+    the RoCE netdevs (device set) of a fleet, per `per` label, labelled
+    config=<entry>."""
+    out = []
+    for d in p["table"].get("drift", []):
+        by = fleet_by_labels(p, *d["per"])
+        series = f"{d['family']}{sel(p, M_DEV)}"
+        if d["values"]:
+            inner = f"count by ({fleet_by_labels(p, *d['per'], *d['values'])}) ({series})"
+        else:
+            inner = f"count_values by ({by}) (\"value\", {series})"
+        out.append({"record": DRIFT_RECORD,
+                    "expr": f"count by ({by}) (\n  {inner}\n)",
+                    "labels": {"config": d["config"]}})
+    return out
+
+
 def node_alerts(p):
     s = lambda extra="": sel(p, extra)  # noqa: E731
     on = "on {{ $labels.instance }}"
@@ -397,6 +422,17 @@ def fleet_alerts(p):
               "PFC is enabled on priority {{ $labels.priority }} for only {{ $value }} of the RoCE "
               "netdevs in " + fleet + ": lossless traffic on it is dropped at the others.",
               "RocePfcPriorityInconsistent", live_instance=False),
+        alert(p, "RoceQosConfigDrift",
+              f"{DRIFT_RECORD}{s()} > 1",
+              "1h", warning,
+              "QoS setting {{ $labels.config }} differs across " + fleet,
+              "The RoCE netdevs of " + fleet + " hold {{ $value }} different values of "
+              "{{ $labels.config }}{{ if $labels.priority }} (priority {{ $labels.priority }})"
+              "{{ end }}{{ if $labels.parameter }} ({{ $labels.parameter }}){{ end }}"
+              "{{ if $labels.dscp }} (DSCP {{ $labels.dscp }}){{ end }}: some nodes do not "
+              "follow the fabric's QoS standard, and their RoCE traffic is classified, "
+              "scheduled or paused differently from their peers'.",
+              "RoceQosConfigDrift", live_instance=False),
         alert(p, "RoceGidTypeInconsistent",
               f"count by ({by}, index) (\n"
               f"  count by ({by}, index, type, family) (roce_gid_info{s()})\n"

@@ -143,6 +143,7 @@ pub fn build_report(
         transport(s, &findings, &mut checklist);
         gpudirect(s, &findings, &mut checklist);
         roce_config(s, &findings, &mut checklist);
+        nic_vs_switch(s, &findings, &mut checklist);
         counters(s, &findings, &mut checklist);
         topology(s, &findings, &mut checklist);
         nccl_seen(s, &findings, &mut checklist);
@@ -689,6 +690,125 @@ fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             status,
             format!("{}: {}", subject.describe(), parts.join(", ")),
         ));
+    }
+}
+
+/// Each lossless (PFC) priority of each RoCE netdev: the NIC's PFC, the
+/// switch port's (when DCBX gives it), DCQCN enable and parameters, its
+/// traffic class, its buffer, and the DSCPs mapped to it on each side.
+fn nic_vs_switch(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
+    use roce_netdev::dcb::{dcbx_mode_name, tsa_name};
+    use rules::fabric::{pfc_priorities, roce_netdevs};
+    let section = "NIC vs switch";
+    for (n, subject) in roce_netdevs(s) {
+        let DcbOutcome::Ok(c) = &n.dcb else { continue };
+        let Some(bits) = c.pfc_enabled else { continue };
+        let pfc = pfc_priorities(bits);
+        let here = || {
+            findings.iter().filter(|f| {
+                f.subject.device == subject.device
+                    && f.subject.port == subject.port
+                    && [
+                        RuleId::SwitchPfcMismatch,
+                        RuleId::SwitchDscpMismatch,
+                        RuleId::PfcWithoutEcn,
+                        RuleId::LosslessBufferNoHeadroom,
+                        RuleId::RoceTcShared,
+                        RuleId::RoceTcNoBandwidth,
+                    ]
+                    .contains(&f.rule)
+            })
+        };
+        if pfc.is_empty() {
+            out.push(item(
+                section,
+                status_of(here().filter(|f| f.rule == RuleId::SwitchPfcMismatch)),
+                format!(
+                    "{}: no lossless priority (PFC off everywhere)",
+                    subject.describe()
+                ),
+            ));
+            continue;
+        }
+        let peer = &c.peer;
+        let dcbx = c.dcbx.map(dcbx_mode_name).unwrap_or("not reported");
+        let nic_map = c.dscp_map();
+        let peer_map = peer.dscp_map();
+        for &p in &pfc {
+            let mut parts = vec!["NIC PFC on".to_string()];
+            parts.push(match peer.pfc_enabled {
+                Some(sw) if sw & (1 << p) != 0 => format!(
+                    "switch PFC on (DCBX {})",
+                    peer.standard.map(|s| s.as_str()).unwrap_or(dcbx)
+                ),
+                Some(_) => format!(
+                    "switch PFC OFF (DCBX {})",
+                    peer.standard.map(|s| s.as_str()).unwrap_or(dcbx)
+                ),
+                None => format!("switch PFC not visible (DCBX {dcbx})"),
+            });
+            let role = |entries: &[(u8, bool)]| match entries.iter().find(|(q, _)| *q == p) {
+                Some((_, true)) => "on",
+                Some((_, false)) => "off",
+                None => "absent",
+            };
+            match &n.ecn {
+                Some(e) => parts.push(format!("DCQCN np {} rp {}", role(&e.np), role(&e.rp))),
+                None => parts.push("DCQCN not readable".into()),
+            }
+            if !n.dcqcn.is_empty() {
+                parts.push(format!(
+                    "{} DCQCN parameters ({})",
+                    n.dcqcn.len(),
+                    n.dcqcn[0].source.as_str()
+                ));
+            }
+            if let Some(ets) = &c.ets {
+                let tc = ets.prio_tc[usize::from(p)];
+                let tsa = ets.tc_tsa[usize::from(tc)];
+                let share = if tsa == roce_netdev::dcb::TSA_ETS {
+                    format!(" {}%", ets.tc_tx_bw[usize::from(tc)])
+                } else {
+                    String::new()
+                };
+                parts.push(format!("TC {tc} ({}{share})", tsa_name(tsa)));
+            }
+            if let Some(b) = &c.buffers {
+                let buf = b.prio2buffer[usize::from(p)];
+                parts.push(format!(
+                    "buffer {buf} ({} bytes)",
+                    b.buffer_size[usize::from(buf)]
+                ));
+            }
+            let dscps = |map: &[(u8, u8)]| {
+                let d: Vec<String> = map
+                    .iter()
+                    .filter(|(_, q)| *q == p)
+                    .map(|(d, _)| d.to_string())
+                    .collect();
+                if d.is_empty() {
+                    "none".to_string()
+                } else {
+                    d.join(",")
+                }
+            };
+            parts.push(format!("DSCP NIC {}", dscps(&nic_map)));
+            if let Some(m) = &peer_map {
+                parts.push(format!("switch {}", dscps(m)));
+            }
+            let status = status_of(here().filter(|f| f.rule != RuleId::SwitchViewUnavailable));
+            // Without the switch's view the comparison is not made.
+            let status = if status == Status::Ok && peer.is_empty() {
+                Status::Unknown
+            } else {
+                status
+            };
+            out.push(item(
+                section,
+                status,
+                format!("{} priority {p}: {}", subject.describe(), parts.join(", ")),
+            ));
+        }
     }
 }
 

@@ -4,10 +4,15 @@
 //! physical symbol errors and link-down events (ethtool statistics mapped by
 //! `roce_netdev::mapping::RULES`), raw ethtool counters chosen in the
 //! config, and the configuration read back (MTU, speed, operstate, PFC and
-//! ECN enable, trust, DSCP map). Every series carries `netdev`, and
+//! ECN enable, trust, DSCP map, ETS, buffers, DCBX mode, what the switch
+//! advertised through DCBX, DCQCN parameters, rdma_cm default ToS). QoS
+//! tables that are configuration, not measurements, are one `*_info`
+//! series per port with the table in labels, so a port costs a handful
+//! of series and fleet drift is `count by (label)`. Every series carries `netdev`, and
 //! `device`/`port` of the RDMA port the netdev backs (empty for
 //! `netdevs.extra` ones).
 
+use roce_netdev::dcb::{dcbx_mode_name, tsa_name};
 use roce_netdev::mapping::{Kind as RuleKind, Scale, RULES};
 use roce_netdev::{DcbOutcome, Meaning, Netdev, StatValue};
 
@@ -186,6 +191,71 @@ pub const DCB_SUPPORTED: Family = Family {
     source: "rtnetlink RTM_GETDCB (EOPNOTSUPP = unsupported)",
 };
 
+pub const QOS_ETS: Family = Family {
+    base: "roce_qos_ets_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "prio_tc", "tc_tsa", "tc_bw"],
+    help: "ETS of the port (value 1), one series: prio_tc is the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent (meaningful for ets), each comma separated as `dcb ets show` lists them.",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_ETS",
+};
+pub const QOS_BUFFER: Family = Family {
+    base: "roce_qos_buffer_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "prio_buffer", "buffer_size"],
+    help: "Receive buffers of the port (value 1), one series: prio_buffer is the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes, comma separated as `dcb buffer show` lists them (mlx5).",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
+};
+pub const QOS_BUFFER_TOTAL: Family = Family {
+    base: "roce_qos_buffer_port_size",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::Bytes),
+    labels: &["netdev", "device", "port"],
+    help: "Total receive buffer of the port (DCB buffer total_size, mlx5).",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
+};
+pub const QOS_DCBX: Family = Family {
+    base: "roce_qos_dcbx_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "mode"],
+    help: "DCBX mode of the port (value 1): off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host when no version bit is set. Without DCBX the host cannot see the switch's PFC and APP settings.",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
+};
+pub const QOS_PEER: Family = Family {
+    base: "roce_qos_peer_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "standard", "pfc", "prio_tc"],
+    help: "What the switch port advertised through DCBX (value 1), one series when it advertised anything: standard ieee or cee, pfc its PFC-enabled priorities (comma separated, none, or empty when not advertised), prio_tc its traffic class (IEEE) or priority group (CEE) of priorities 0-7 (empty when not advertised). Compare pfc with roce_pfc_enabled.",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET DCB_ATTR_IEEE_PEER_PFC / _PEER_ETS; DCB_CMD_CEE_GET DCB_ATTR_CEE_PEER_PFC / _PEER_PG",
+};
+pub const QOS_PEER_DSCP_PRIORITY: Family = Family {
+    base: "roce_qos_peer_dscp_priority",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "dscp"],
+    help: "Priority a DSCP value maps to on the switch port, from the APP table it advertised through DCBX (selector DSCP). Compare with roce_qos_dscp_priority.",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET DCB_ATTR_IEEE_PEER_APP; DCB_CMD_CEE_GET DCB_ATTR_CEE_PEER_APP_TABLE",
+};
+pub const DCQCN_PARAMETER: Family = Family {
+    base: "roce_dcqcn_parameter",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "role", "parameter", "source"],
+    help: "A DCQCN parameter of the port for the notification point (role=np) or reaction point (role=rp), named and valued as the kernel's file (units as the driver documents them: microseconds, Mb/s, bytes). source=sysfs: MLNX_OFED's ecn/roce_{np,rp}/<name>; source=debugfs: upstream mlx5_ib's cc_params/<name> (root only). Absent where neither is there.",
+    source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
+};
+pub const RDMA_CM_TOS: Family = Family {
+    base: "roce_qos_rdma_cm_default_tos",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port"],
+    help: "rdma_cm's default IP ToS byte (DSCP << 2 | ECN) for connections on the RDMA port that set none of their own; absent until an administrator created the port's configfs folder.",
+    source: "/sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
+};
+
 pub const FAMILIES: &[Family] = &[
     PFC_PAUSE_FRAMES,
     PFC_PAUSE_DURATION,
@@ -208,7 +278,34 @@ pub const FAMILIES: &[Family] = &[
     QOS_TRUST,
     DSCP_PRIORITY,
     DCB_SUPPORTED,
+    QOS_ETS,
+    QOS_BUFFER,
+    QOS_BUFFER_TOTAL,
+    QOS_DCBX,
+    QOS_PEER,
+    QOS_PEER_DSCP_PRIORITY,
+    DCQCN_PARAMETER,
+    RDMA_CM_TOS,
 ];
+
+/// Eight values comma separated, as the `*_info` labels carry them.
+fn joined<T: ToString>(values: &[T]) -> String {
+    values
+        .iter()
+        .map(T::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A PFC bitmap as its priorities, comma separated; "none" when empty.
+pub fn pfc_label(bits: u8) -> String {
+    let v: Vec<u8> = (0..8u8).filter(|p| bits & (1 << p) != 0).collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        joined(&v)
+    }
+}
 
 /// Index of a family in [`FAMILIES`] (the order `collect` fills them).
 fn idx(f: &Family) -> usize {
@@ -407,6 +504,17 @@ fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
             }
         }
     }
+    if let Some(i) = at(out, &DCQCN_PARAMETER) {
+        for p in &netdev.dcqcn {
+            out[i].push(
+                &[n, device, &port, p.role.as_str(), p.name, p.source.as_str()],
+                u64::from(p.value),
+            );
+        }
+    }
+    if let (Some(tos), Some(i)) = (netdev.qos.rdma_cm_tos, at(out, &RDMA_CM_TOS)) {
+        out[i].push(&base, u64::from(tos));
+    }
     match &netdev.dcb {
         DcbOutcome::Ok(config) => {
             if let Some(i) = at(out, &DCB_SUPPORTED) {
@@ -425,6 +533,55 @@ fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
                 for (dscp, priority) in config.dscp_map() {
                     let ds = dscp.to_string();
                     out[i].push(&[n, device, &port, &ds], u64::from(priority));
+                }
+            }
+            if let (Some(ets), Some(i)) = (&config.ets, at(out, &QOS_ETS)) {
+                let tsa: Vec<&str> = ets.tc_tsa.iter().map(|t| tsa_name(*t)).collect();
+                out[i].push(
+                    &[
+                        n,
+                        device,
+                        &port,
+                        &joined(&ets.prio_tc),
+                        &tsa.join(","),
+                        &joined(&ets.tc_tx_bw),
+                    ],
+                    1u64,
+                );
+            }
+            if let Some(b) = &config.buffers {
+                if let Some(i) = at(out, &QOS_BUFFER) {
+                    out[i].push(
+                        &[
+                            n,
+                            device,
+                            &port,
+                            &joined(&b.prio2buffer),
+                            &joined(&b.buffer_size),
+                        ],
+                        1u64,
+                    );
+                }
+                if let Some(i) = at(out, &QOS_BUFFER_TOTAL) {
+                    out[i].push(&base, u64::from(b.total_size));
+                }
+            }
+            if let (Some(mode), Some(i)) = (config.dcbx, at(out, &QOS_DCBX)) {
+                out[i].push(&[n, device, &port, dcbx_mode_name(mode)], 1u64);
+            }
+            let peer = &config.peer;
+            if !peer.is_empty() {
+                if let Some(i) = at(out, &QOS_PEER) {
+                    let standard = peer.standard.map(|s| s.as_str()).unwrap_or("");
+                    let pfc = peer.pfc_enabled.map(pfc_label).unwrap_or_default();
+                    let prio_tc = peer.prio_tc.map(|t| joined(&t)).unwrap_or_default();
+                    out[i].push(&[n, device, &port, standard, &pfc, &prio_tc], 1u64);
+                }
+                if let (Some(map), Some(i)) = (peer.dscp_map(), at(out, &QOS_PEER_DSCP_PRIORITY)) {
+                    for (dscp, priority) in map {
+                        let ds = dscp.to_string();
+                        out[i].push(&[n, device, &port, &ds], u64::from(priority));
+                    }
                 }
             }
         }

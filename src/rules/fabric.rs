@@ -34,7 +34,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: RuleId::CnpPriorityBestEffort,
-        checks: "the CNPs a RoCE port sends (mlx5 ecn/roce_np/cnp_dscp) do not land on priority 0 under DSCP trust",
+        checks: "the CNPs a RoCE port sends (mlx5 ecn/roce_np/cnp_dscp) land, under DSCP trust, neither on priority 0 nor on another priority than their 802.1p priority (cnp_802p_prio) or than the switch maps their DSCP to (DCBX peer APP)",
         evaluate: cnp_priority_best_effort,
     },
     Rule {
@@ -521,32 +521,71 @@ fn cnp_priority_best_effort(ctx: &Context) -> Vec<Finding> {
         let (Some(dcb), Some((_, pfc)), Some(cnp)) = (dcb_of(n), pfc_of(n), n.qos.cnp_dscp) else {
             continue;
         };
-        // CNPs need not be lossless (NVIDIA's defaults send them with DSCP
-        // 48, priority 6, a strict-priority queue without PFC); on the
-        // best-effort priority they wait behind bulk traffic exactly when
-        // the sender should slow down.
+        if pfc.is_empty() {
+            continue;
+        }
         let Some((p, how)) = dscp_priority(dcb, cnp) else {
             continue;
         };
-        if p != 0 || pfc.is_empty() || pfc.contains(&0) {
+        let name = &n.name;
+        // CNPs need not be lossless (NVIDIA's defaults send them with DSCP
+        // 48, priority 6, a strict-priority queue without PFC), but every
+        // hop must put them in the same queue, and not in the best-effort
+        // one: there they wait behind bulk traffic exactly when the sender
+        // should slow down.
+        let mut why = Vec::new();
+        let mut evidence = vec![
+            format!("ecn/roce_np/cnp_dscp {cnp}"),
+            format!("trust dscp; DSCP {cnp} -> priority {p} ({how})"),
+        ];
+        if p == 0 && !pfc.contains(&0) {
+            why.push(
+                "they land on priority 0, the best-effort queue: congestion notifications wait behind bulk traffic and DCQCN reacts late"
+                    .to_string(),
+            );
+        }
+        if let Some(sp) = dcb
+            .peer
+            .dscp_map()
+            .and_then(|m| m.iter().find(|(d, _)| *d == cnp).map(|(_, sp)| *sp))
+        {
+            evidence.push(format!("switch (DCBX peer) DSCP {cnp} -> priority {sp}"));
+            if sp != p {
+                why.push(format!(
+                    "the switch maps their DSCP {cnp} to priority {sp}, this port to {p}: they take another queue across the switch than here"
+                ));
+            }
+        }
+        if let Some(cp) = n.qos.cnp_prio {
+            evidence.push(format!("ecn/roce_np/cnp_802p_prio {cp}"));
+            if cp != p {
+                why.push(format!(
+                    "they carry 802.1p priority {cp} (cnp_802p_prio) but their DSCP maps to priority {p}: hops that trust PCP and hops that trust DSCP queue them differently"
+                ));
+            }
+        }
+        if why.is_empty() {
             continue;
         }
-        let name = &n.name;
+        evidence.push(format!(
+            "PFC enabled priorities: {}; expected CNPs on one priority of their own at every hop (commonly DSCP 48, priority 6, strict priority)",
+            list(&pfc)
+        ));
         out.push(Finding {
             rule: RuleId::CnpPriorityBestEffort,
             severity: Severity::Warning,
             finding: format!(
-                "{}: the CNPs this port sends (DSCP {cnp}) land on priority 0, the best-effort queue: congestion notifications wait behind bulk traffic and DCQCN reacts late",
-                subject.describe()
+                "{}: the CNPs this port sends (DSCP {cnp}) are misclassified: {}",
+                subject.describe(),
+                why.join("; ")
             ),
-            evidence: format!(
-                "ecn/roce_np/cnp_dscp {cnp}; trust dscp; DSCP {cnp} -> priority 0 ({how}); PFC enabled priorities: {}; expected CNPs on a priority of their own (commonly DSCP 48, priority 6, strict priority)",
-                list(&pfc)
-            ),
+            evidence: evidence.join("; "),
             fix: format!(
-                "Send CNPs with a DSCP that maps to a high priority: echo 48 > /sys/class/net/{name}/ecn/roce_np/cnp_dscp (priority 6 with the default mapping), and give that priority strict priority on the switches"
+                "Send CNPs with a DSCP and 802.1p priority that map to one high priority everywhere: echo 48 > /sys/class/net/{name}/ecn/roce_np/cnp_dscp; echo 6 > /sys/class/net/{name}/ecn/roce_np/cnp_802p_prio (priority 6 with the default mapping), the same DSCP -> priority entry on the switches, and strict priority for it there"
             ),
-            verify: format!("cat /sys/class/net/{name}/ecn/roce_np/cnp_dscp; dcb app show dev {name}"),
+            verify: format!(
+                "cat /sys/class/net/{name}/ecn/roce_np/cnp_dscp /sys/class/net/{name}/ecn/roce_np/cnp_802p_prio; dcb app show dev {name}"
+            ),
             subject,
         });
     }

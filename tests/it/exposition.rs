@@ -884,3 +884,91 @@ fn encode_cost() {
         bytes / runs as usize
     );
 }
+
+#[test]
+fn qos_tables_are_one_series_each_and_absent_parts_stay_absent() {
+    use roce_netdev::qos::{CcRole, CcSource, DcqcnParam, RoceQos};
+    use roce_netdev::{DcbOutcome, Netdev, NetdevSnapshot, RdmaPortRef};
+    let dcb = roce_netdev::reader::parse_dcb_replay(
+        "pfc: 3\ntrust: dscp\napp: dscp 26 3\n\
+         prio_tc: 0 0 0 3 0 0 6 0\ntc_tsa: ets ets ets ets ets ets strict ets\n\
+         tc_bw: 50 0 0 50 0 0 0 0\nprio2buffer: 0 0 0 1 0 0 0 0\n\
+         buffer_size: 130944 130944 0 0 0 0 0 0\nbuffer_total: 262144\n\
+         dcbx: firmware_ieee\npeer_pfc: 4\npeer_app: dscp 26 4\n",
+    )
+    .unwrap();
+    let netdev = |name: &str, dcb: DcbOutcome, dcqcn: Vec<DcqcnParam>| Netdev {
+        name: name.into(),
+        rdma: Some(RdmaPortRef {
+            device: "mlx5_0".into(),
+            port: 1,
+        }),
+        qos: RoceQos {
+            rdma_cm_tos: Some(106),
+            ..RoceQos::default()
+        },
+        dcqcn,
+        dcb,
+        ..Netdev::default()
+    };
+    let mut s = (*snapshot_of(sample_snapshot())).clone();
+    s.netdev = Some(NetdevSnapshot {
+        netdevs: vec![
+            netdev(
+                "ens1np0",
+                DcbOutcome::Ok(dcb),
+                vec![DcqcnParam {
+                    role: CcRole::Rp,
+                    name: "rpg_time_reset",
+                    value: 300,
+                    source: CcSource::Sysfs,
+                }],
+            ),
+            // PFC only: no ETS, buffers, DCBX or peer series for it.
+            netdev(
+                "ens2np0",
+                DcbOutcome::Ok(roce_netdev::reader::parse_dcb_replay("pfc: 3\n").unwrap()),
+                vec![],
+            ),
+        ],
+    });
+    let text = exposition::encode(Arc::new(s), &build(), Format::Text);
+    let l = r#"netdev="ens1np0",device="mlx5_0",port="1""#;
+    for line in [
+        format!(
+            r#"roce_qos_ets_info{{{l},prio_tc="0,0,0,3,0,0,6,0",tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets",tc_bw="50,0,0,50,0,0,0,0"}} 1"#
+        ),
+        format!(
+            r#"roce_qos_buffer_info{{{l},prio_buffer="0,0,0,1,0,0,0,0",buffer_size="130944,130944,0,0,0,0,0,0"}} 1"#
+        ),
+        format!(r#"roce_qos_buffer_port_size_bytes{{{l}}} 262144"#),
+        format!(r#"roce_qos_dcbx_info{{{l},mode="firmware_ieee"}} 1"#),
+        format!(r#"roce_qos_peer_info{{{l},standard="ieee",pfc="4",prio_tc=""}} 1"#),
+        format!(r#"roce_qos_peer_dscp_priority{{{l},dscp="26"}} 4"#),
+        format!(
+            r#"roce_dcqcn_parameter{{{l},role="rp",parameter="rpg_time_reset",source="sysfs"}} 300"#
+        ),
+        format!(r#"roce_qos_rdma_cm_default_tos{{{l}}} 106"#),
+    ] {
+        assert!(text.contains(&line), "missing {line}\n{text}");
+    }
+    for family in [
+        "roce_qos_ets_info",
+        "roce_qos_buffer_info",
+        "roce_qos_dcbx_info",
+        "roce_qos_peer_info",
+        "roce_dcqcn_parameter",
+    ] {
+        assert!(
+            !text.contains(&format!("{family}{{netdev=\"ens2np0\"")),
+            "{family} for ens2np0\n{text}"
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|x| x.starts_with(&format!("{family}{{")))
+                .count(),
+            1,
+            "{family}"
+        );
+    }
+}

@@ -33,6 +33,7 @@ mod rules_congestion;
 mod rules_host;
 mod rules_nccl;
 mod rules_phys;
+mod rules_qos;
 mod signals;
 mod tls;
 mod topology;

@@ -540,10 +540,21 @@ mod netdev_rules {
         }
     }
 
+    /// PFC on `priorities`, firmware DCBX, and a switch port that agrees.
     pub fn pfc(priorities: &[u8]) -> DcbConfig {
+        let bits = priorities.iter().fold(0u8, |b, p| b | (1 << p));
         DcbConfig {
             pfc_cap: Some(8),
-            pfc_enabled: Some(priorities.iter().fold(0u8, |b, p| b | (1 << p))),
+            pfc_enabled: Some(bits),
+            dcbx: Some(
+                roce_netdev::dcb::DCB_CAP_DCBX_LLD_MANAGED
+                    | roce_netdev::dcb::DCB_CAP_DCBX_VER_IEEE,
+            ),
+            peer: roce_netdev::dcb::DcbPeer {
+                standard: Some(roce_netdev::dcb::PeerStandard::Ieee),
+                pfc_enabled: Some(bits),
+                ..Default::default()
+            },
             ..DcbConfig::default()
         }
     }

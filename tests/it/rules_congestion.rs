@@ -92,7 +92,8 @@ fn port(sample: &Sample) -> Port {
 }
 
 /// The mlx5 RoCE netdev of a healthy lossless setup: MTU 9000, PFC on
-/// priority 3, ECN on for priority 3 in both roles.
+/// priority 3, ECN on for priority 3 in both roles, firmware DCBX with a
+/// switch port that agrees.
 fn netdev(sample: &Sample) -> Netdev {
     Netdev {
         name: "ens1np0".into(),
@@ -110,6 +111,15 @@ fn netdev(sample: &Sample) -> Netdev {
         dcb: DcbOutcome::Ok(DcbConfig {
             pfc_cap: Some(8),
             pfc_enabled: Some(1 << 3),
+            dcbx: Some(
+                roce_netdev::dcb::DCB_CAP_DCBX_LLD_MANAGED
+                    | roce_netdev::dcb::DCB_CAP_DCBX_VER_IEEE,
+            ),
+            peer: roce_netdev::dcb::DcbPeer {
+                standard: Some(roce_netdev::dcb::PeerStandard::Ieee),
+                pfc_enabled: Some(1 << 3),
+                ..Default::default()
+            },
             ..DcbConfig::default()
         }),
         stats: sample

@@ -150,11 +150,24 @@ fn healthy_netdev() -> Netdev {
             cnp_dscp: Some(48),
             cnp_prio: Some(6),
         },
-        dcb: DcbOutcome::Ok(dcb(
-            &[3],
-            mlx5_dscp_map(&[(26, 3)]),
-            Some(vec![IEEE_8021QAZ_APP_SEL_DSCP]),
-        )),
+        dcb: DcbOutcome::Ok(DcbConfig {
+            // Firmware DCBX, and a switch port that agrees.
+            dcbx: Some(
+                roce_netdev::dcb::DCB_CAP_DCBX_LLD_MANAGED
+                    | roce_netdev::dcb::DCB_CAP_DCBX_VER_IEEE,
+            ),
+            peer: roce_netdev::dcb::DcbPeer {
+                standard: Some(roce_netdev::dcb::PeerStandard::Ieee),
+                pfc_enabled: Some(1 << 3),
+                apps: Some(mlx5_dscp_map(&[(26, 3)])),
+                prio_tc: None,
+            },
+            ..dcb(
+                &[3],
+                mlx5_dscp_map(&[(26, 3)]),
+                Some(vec![IEEE_8021QAZ_APP_SEL_DSCP]),
+            )
+        }),
         ..Netdev::default()
     }
 }
@@ -364,7 +377,7 @@ fn cnps_on_the_best_effort_priority() {
     assert_eq!(f[0].severity, Severity::Warning);
     assert_eq!(
         f[0].evidence,
-        "ecn/roce_np/cnp_dscp 0; trust dscp; DSCP 0 -> priority 0 (DSCP APP table); PFC enabled priorities: 3; expected CNPs on a priority of their own (commonly DSCP 48, priority 6, strict priority)"
+        "ecn/roce_np/cnp_dscp 0; trust dscp; DSCP 0 -> priority 0 (DSCP APP table); switch (DCBX peer) DSCP 0 -> priority 0; ecn/roce_np/cnp_802p_prio 6; PFC enabled priorities: 3; expected CNPs on one priority of their own at every hop (commonly DSCP 48, priority 6, strict priority)"
     );
     // NVIDIA's default CNP DSCP 48 (priority 6, no PFC) is healthy; so is
     // a netdev without the mlx5 file.

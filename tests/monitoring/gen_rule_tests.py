@@ -242,6 +242,12 @@ def groups(scrape):
               t.const(0, fleet)),
             s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="4"',
               t.const(0, fleet)),
+            # one node trusts PCP, the other DSCP (roce_pfc_enabled above
+            # differs on priority 3 too: both are QoS drift)
+            s("roce_qos_trust_info", N1 + ', netdev="ens1np0", ' + P0 + ', trust="dscp"',
+              t.const(1, fleet)),
+            s("roce_qos_trust_info", N2 + ', netdev="ens1np0", ' + P0 + ', trust="pcp"',
+              t.const(1, fleet)),
             s("roce_gid_info", N1 + ", " + P0 + ', index="3", type="RoCE v2", '
               'family="ipv4_mapped", gid="::ffff:10.0.0.1", netdev="ens1np0"', t.const(1, fleet)),
             s("roce_gid_info", N2 + ", " + P0 + ', index="3", type="IB/RoCE v1", '
@@ -252,6 +258,10 @@ def groups(scrape):
               'family="ipv6_link_local", gid="fe80::2", netdev="ens1np0"', t.const(1, fleet)),
         ],
         "tests": [
+            ("50m", "RoceQosConfigDrift", []),
+            ("70m", "RoceQosConfigDrift",
+             [({"job": "roce_exporter", "config": "pfc", "priority": "3"}, "2"),
+              ({"job": "roce_exporter", "config": "trust"}, "2")]),
             ("50m", "RoceFirmwareDrift", []),
             ("70m", "RoceFirmwareDrift", [({"job": "roce_exporter", "hca_type": "MT4129"}, "2")]),
             ("70m", "RoceMtuInconsistent", [({"job": "roce_exporter"}, "2")]),
@@ -276,8 +286,22 @@ def groups(scrape):
               t.const(1, fleet)),
             s("roce_device_info", N2 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.39.1002"',
               t.const(1, fleet)),
+            s("roce_qos_trust_info", N1 + ', netdev="ens1np0", ' + P0 + ', trust="dscp"',
+              t.const(1, fleet)),
+            s("roce_qos_trust_info", N2 + ', netdev="ens1np0", ' + P0 + ', trust="dscp"',
+              t.const(1, fleet)),
+            s("roce_qos_ets_info", N1 + ', netdev="ens1np0", ' + P0
+              + ', prio_tc="0,0,0,3,0,0,6,0", tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets", '
+              'tc_bw="50,0,0,50,0,0,0,0"', t.const(1, fleet)),
+            s("roce_qos_ets_info", N2 + ', netdev="ens1np0", ' + P0
+              + ', prio_tc="0,0,0,3,0,0,6,0", tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets", '
+              'tc_bw="50,0,0,50,0,0,0,0"', t.const(1, fleet)),
+            # a management netdev without an RDMA port: not compared.
+            s("roce_qos_trust_info", N2 + ', netdev="eth0", device="", port="", trust="pcp"',
+              t.const(1, fleet)),
         ],
         "tests": [
+            ("70m", "RoceQosConfigDrift", []),
             ("70m", "RoceMtuInconsistent", []),
             ("70m", "RocePfcPriorityInconsistent", []),
             ("70m", "RoceFirmwareDrift", []),

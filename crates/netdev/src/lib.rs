@@ -82,6 +82,9 @@ pub struct Netdev {
     pub ecn: Option<EcnConfig>,
     /// What the host marks RoCE packets and CNPs with, where it says.
     pub qos: qos::RoceQos,
+    /// DCQCN parameters the kernel exposes (MLNX_OFED sysfs or upstream
+    /// debugfs); empty where neither is there or readable.
+    pub dcqcn: Vec<qos::DcqcnParam>,
     /// ethtool statistics with a known meaning, summed per meaning.
     pub stats: Vec<MappedStat>,
     /// Raw ethtool counters named in `netdevs.export_raw_ethtool`.

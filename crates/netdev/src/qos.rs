@@ -12,6 +12,17 @@
 //!   the mlx5 driver's ECN folder (NVIDIA's driver; absent upstream and on
 //!   other drivers).
 //!
+//! - DCQCN parameters ([`read_dcqcn`]): NVIDIA's driver (MLNX_OFED
+//!   `en_sysfs.c`) puts them next to the enable files, as
+//!   `ecn/roce_rp/<name>` and `ecn/roce_np/<name>` ([`SYSFS_RP`],
+//!   [`SYSFS_NP`]); upstream mlx5_ib (`drivers/infiniband/hw/mlx5/cong.c`,
+//!   `mlx5_ib_dbg_cc_name`) has them only in debugfs,
+//!   `<debugfs>/mlx5/<pci>/cc_params/<name>` ([`DEBUGFS_CC_PARAMS`]), files of
+//!   mode 0600 below a debugfs that is 0700: readable by root only, so an
+//!   unprivileged exporter sees none of them (not an error). Each file
+//!   holds one decimal number (`%d\n`); reading it queries the firmware
+//!   (`QUERY_CONG_PARAMS`).
+//!
 //! A file that is absent (or configfs not mounted) is `None`, never 0: a
 //! value the kernel did not give is not a value.
 
@@ -30,6 +41,210 @@ pub struct RoceQos {
     pub cnp_dscp: Option<u8>,
     /// 802.1p priority of those CNPs (mlx5).
     pub cnp_prio: Option<u8>,
+}
+
+/// The DCQCN role a parameter belongs to: the notification point (the
+/// receiver that sends CNPs) or the reaction point (the sender that slows
+/// down).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CcRole {
+    Np,
+    Rp,
+}
+
+impl CcRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CcRole::Np => "np",
+            CcRole::Rp => "rp",
+        }
+    }
+}
+
+/// Where a DCQCN parameter was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CcSource {
+    /// `/sys/class/net/<if>/ecn/roce_{np,rp}/<name>` (MLNX_OFED).
+    Sysfs,
+    /// `<debugfs>/mlx5/<pci>/cc_params/<name>` (upstream mlx5_ib).
+    Debugfs,
+}
+
+impl CcSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CcSource::Sysfs => "sysfs",
+            CcSource::Debugfs => "debugfs",
+        }
+    }
+}
+
+/// One DCQCN parameter, under the name the kernel gives its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DcqcnParam {
+    pub role: CcRole,
+    pub name: &'static str,
+    pub value: u32,
+    pub source: CcSource,
+}
+
+/// MLNX_OFED's reaction point files (`mlx5e_fill_rp_attributes`).
+pub const SYSFS_RP: &[&str] = &[
+    "clamp_tgt_rate",
+    "clamp_tgt_rate_after_time_inc",
+    "rpg_time_reset",
+    "rpg_byte_reset",
+    "rpg_threshold",
+    "rpg_max_rate",
+    "rpg_ai_rate",
+    "rpg_hai_rate",
+    "rpg_gd",
+    "rpg_min_dec_fac",
+    "rpg_min_rate",
+    "rate_to_set_on_first_cnp",
+    "dce_tcp_g",
+    "dce_tcp_rtt",
+    "rate_reduce_monitor_period",
+    "initial_alpha_value",
+];
+
+/// MLNX_OFED's notification point files (`mlx5e_fill_np_attributes`).
+pub const SYSFS_NP: &[&str] = &["min_time_between_cnps", "cnp_dscp", "cnp_802p_prio"];
+
+/// Upstream mlx5_ib's debugfs `cc_params` files (`mlx5_ib_dbg_cc_name`);
+/// the role is the name's prefix. Older kernels lack `rp_max_rate` and
+/// `np_min_time_between_cnps` (absent, not an error).
+pub const DEBUGFS_CC_PARAMS: &[&str] = &[
+    "rp_clamp_tgt_rate",
+    "rp_clamp_tgt_rate_ati",
+    "rp_time_reset",
+    "rp_byte_reset",
+    "rp_threshold",
+    "rp_ai_rate",
+    "rp_max_rate",
+    "rp_hai_rate",
+    "rp_min_dec_fac",
+    "rp_min_rate",
+    "rp_rate_to_set_on_first_cnp",
+    "rp_dce_tcp_g",
+    "rp_dce_tcp_rtt",
+    "rp_rate_reduce_monitor_period",
+    "rp_initial_alpha_value",
+    "rp_gd",
+    "np_min_time_between_cnps",
+    "np_cnp_dscp",
+    "np_cnp_prio_mode",
+    "np_cnp_prio",
+];
+
+/// Reads the DCQCN parameters of `netdev` below `sysfs`: MLNX_OFED's sysfs
+/// files where the driver has them, else upstream's debugfs `cc_params`
+/// of the netdev's PCI function when readable (root). Absent files are
+/// left out; a file that exists but does not hold a number goes to
+/// `errors`.
+pub fn read_dcqcn(
+    sysfs: &Path,
+    netdev: &str,
+    errors: &mut Vec<String>,
+    reads: &mut u64,
+) -> Vec<DcqcnParam> {
+    let mut out = Vec::new();
+    if netdev.contains('/') || netdev.starts_with('.') {
+        return out;
+    }
+    let dev = sysfs.join("class/net").join(netdev);
+    for (role, dir, names) in [
+        (CcRole::Rp, "ecn/roce_rp", SYSFS_RP),
+        (CcRole::Np, "ecn/roce_np", SYSFS_NP),
+    ] {
+        let dir = dev.join(dir);
+        if !dir.is_dir() {
+            continue;
+        }
+        for &name in names {
+            if let Some(value) = number_u32(&dir.join(name), errors, reads, false) {
+                out.push(DcqcnParam {
+                    role,
+                    name,
+                    value,
+                    source: CcSource::Sysfs,
+                });
+            }
+        }
+    }
+    if !out.is_empty() {
+        return out;
+    }
+    // The PCI function behind the netdev names its mlx5 debugfs folder.
+    let Some(pci) = std::fs::canonicalize(dev.join("device"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+    else {
+        return out;
+    };
+    let dir = sysfs.join("kernel/debug/mlx5").join(pci).join("cc_params");
+    // Unprivileged: debugfs itself refuses (0700), one failed stat.
+    if !dir.is_dir() {
+        return out;
+    }
+    for &name in DEBUGFS_CC_PARAMS {
+        let role = if name.starts_with("np_") {
+            CcRole::Np
+        } else {
+            CcRole::Rp
+        };
+        if let Some(value) = number_u32(&dir.join(name), errors, reads, true) {
+            out.push(DcqcnParam {
+                role,
+                name,
+                value,
+                source: CcSource::Debugfs,
+            });
+        }
+    }
+    out
+}
+
+/// One decimal file holding a `u32` (printed `%d`, so a value above
+/// `i32::MAX` shows negative): `None` when absent, or when `quiet_denied`
+/// and the kernel refuses (debugfs without privileges).
+fn number_u32(
+    path: &Path,
+    errors: &mut Vec<String>,
+    reads: &mut u64,
+    quiet_denied: bool,
+) -> Option<u32> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
+            return None
+        }
+        Err(e) if quiet_denied && e.kind() == ErrorKind::PermissionDenied => return None,
+        Err(e) => {
+            errors.push(format!("{}: {e}", path.display()));
+            return None;
+        }
+    };
+    *reads += 1;
+    let mut text = String::new();
+    if let Err(e) = file.by_ref().take(64).read_to_string(&mut text) {
+        // The firmware query behind the file can fail (EOPNOTSUPP on a
+        // function without congestion control): not a value.
+        errors.push(format!("{}: {e}", path.display()));
+        return None;
+    }
+    let t = text.trim();
+    match t.parse::<i64>() {
+        Ok(v) if (0..=i64::from(u32::MAX)).contains(&v) => u32::try_from(v).ok(),
+        Ok(v) if v < 0 && v >= i64::from(i32::MIN) => Some(v as i32 as u32),
+        _ => {
+            errors.push(format!(
+                "{}: expected a number, found {t:?}",
+                path.display()
+            ));
+            None
+        }
+    }
 }
 
 /// Reads the QoS files of `netdev` (whose RDMA port is `rdma`) below
@@ -144,6 +359,65 @@ mod tests {
         let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
         assert_eq!(q.cnp_dscp, None);
         assert_eq!(errors.len(), 1, "{errors:?}");
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn dcqcn_from_mlnx_sysfs_else_debugfs_absent_is_empty() {
+        let root = tree().with_extension("dcqcn");
+        let _ = std::fs::remove_dir_all(&root);
+        let mut errors = Vec::new();
+        let mut reads = 0;
+        // Neither folder: nothing, no error.
+        assert!(read_dcqcn(&root, "ens1np0", &mut errors, &mut reads).is_empty());
+        // Upstream: the netdev's device is the PCI function whose debugfs
+        // folder holds cc_params.
+        let pci = root.join("devices/pci0000:00/0000:17:00.0");
+        std::fs::create_dir_all(pci.join("net/ens1np0")).unwrap();
+        std::fs::create_dir_all(root.join("class/net")).unwrap();
+        std::os::unix::fs::symlink(pci.join("net/ens1np0"), root.join("class/net/ens1np0"))
+            .unwrap();
+        std::os::unix::fs::symlink("../..", pci.join("net/ens1np0/device")).unwrap();
+        let cc = root.join("kernel/debug/mlx5/0000:17:00.0/cc_params");
+        std::fs::create_dir_all(&cc).unwrap();
+        std::fs::write(cc.join("rp_time_reset"), "300\n").unwrap();
+        std::fs::write(cc.join("np_cnp_dscp"), "48\n").unwrap();
+        std::fs::write(cc.join("rp_ai_rate"), "garbage\n").unwrap();
+        let got = read_dcqcn(&root, "ens1np0", &mut errors, &mut reads);
+        assert_eq!(
+            got,
+            vec![
+                DcqcnParam {
+                    role: CcRole::Rp,
+                    name: "rp_time_reset",
+                    value: 300,
+                    source: CcSource::Debugfs
+                },
+                DcqcnParam {
+                    role: CcRole::Np,
+                    name: "np_cnp_dscp",
+                    value: 48,
+                    source: CcSource::Debugfs
+                },
+            ]
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        // MLNX_OFED's sysfs files win: debugfs is not read then.
+        let rp = pci.join("net/ens1np0/ecn/roce_rp");
+        let np = pci.join("net/ens1np0/ecn/roce_np");
+        std::fs::create_dir_all(&rp).unwrap();
+        std::fs::create_dir_all(&np).unwrap();
+        std::fs::write(rp.join("rpg_min_rate"), "1\n").unwrap();
+        std::fs::write(np.join("min_time_between_cnps"), "4\n").unwrap();
+        errors.clear();
+        let got = read_dcqcn(&root, "ens1np0", &mut errors, &mut reads);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().all(|p| p.source == CcSource::Sysfs));
+        assert_eq!(
+            (got[1].role, got[1].name, got[1].value),
+            (CcRole::Np, "min_time_between_cnps", 4)
+        );
+        assert!(errors.is_empty(), "{errors:?}");
         let _ = std::fs::remove_dir_all(root);
     }
 }

@@ -395,6 +395,21 @@ impl NetdevReader {
                 errors,
                 &mut self.qos_reads,
             );
+            netdev.dcqcn = crate::qos::read_dcqcn(
+                &self.options.sysfs,
+                &target.name,
+                errors,
+                &mut self.qos_reads,
+            );
+            // Upstream kernels have no cnp_dscp file; their debugfs
+            // np_cnp_dscp is the same setting.
+            if netdev.qos.cnp_dscp.is_none() {
+                netdev.qos.cnp_dscp = netdev
+                    .dcqcn
+                    .iter()
+                    .find(|p| p.name == "np_cnp_dscp")
+                    .and_then(|p| u8::try_from(p.value).ok().filter(|d| *d <= 63));
+            }
         }
         if let Some(io) = self.ethtool.as_deref_mut() {
             let mut counted = Counted {
@@ -440,6 +455,40 @@ impl NetdevReader {
 mod replay_tests {
     use super::*;
     use crate::dcb::{PeerStandard, TSA_ETS, TSA_STRICT};
+
+    #[test]
+    fn upstream_debugfs_gives_dcqcn_parameters_and_the_cnp_dscp() {
+        let root = std::env::temp_dir().join(format!("roce-reader-cc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let pci = root.join("devices/pci0000:00/0000:17:00.0");
+        let dev = pci.join("net/ens1np0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("mtu"), "9000\n").unwrap();
+        std::os::unix::fs::symlink("../..", dev.join("device")).unwrap();
+        std::fs::create_dir_all(root.join("class/net")).unwrap();
+        std::os::unix::fs::symlink(&dev, root.join("class/net/ens1np0")).unwrap();
+        let cc = root.join("kernel/debug/mlx5/0000:17:00.0/cc_params");
+        std::fs::create_dir_all(&cc).unwrap();
+        std::fs::write(cc.join("np_cnp_dscp"), "48\n").unwrap();
+        std::fs::write(cc.join("rp_min_rate"), "1\n").unwrap();
+        let mut reader = NetdevReader::new(ReaderOptions {
+            sysfs: root.clone(),
+            raw_ethtool: vec![],
+        });
+        let mut errors = Vec::new();
+        let target = Target {
+            name: "ens1np0".into(),
+            rdma: None,
+        };
+        let snap = reader.read(&[target], &mut errors);
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(errors.is_empty(), "{errors:?}");
+        let n = &snap.netdevs[0];
+        // No MLNX_OFED cnp_dscp file: upstream's debugfs value stands in.
+        assert_eq!(n.qos.cnp_dscp, Some(48));
+        let names: Vec<&str> = n.dcqcn.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["rp_min_rate", "np_cnp_dscp"]);
+    }
 
     #[test]
     fn replay_carries_ets_buffers_dcbx_and_peer() {

@@ -9,7 +9,10 @@ Not captured from a real host: the counter names and order are mlx5's
 (crates/netdev/tests/fixtures/ethtool/generate.py, from en_stats.c), the values are made
 up so that the demo shows every family: ens6np0 receives a pause storm on
 priority 3, ens8np0 has PFC on priority 4 instead of 3 (a misconfiguration
-the rules flag), the others are healthy. Regenerate:
+the rules flag) and runs no DCBX, so the host cannot see its switch port;
+ens4np0's switch port advertises (through firmware DCBX) PFC on priority 4
+and DSCP 26 -> priority 4 while the NIC uses 3 (a NIC/switch mismatch);
+the others are healthy and agree with their switch. Regenerate:
     python3 examples/demo-gpu-node/netdev-replay/generate.py
 """
 import importlib.util
@@ -52,3 +55,25 @@ for i in range(8):
     with open(os.path.join(HERE, f"{name}.dcb"), "w") as f:
         f.write(f"# recorded DCB settings of {name} (demo)\n")
         f.write(f"pfc: {pfc}\ntrust: dscp\napp: dscp 26 3\napp: dscp 48 6\n")
+        # RoCE priority alone in its traffic class with half the link, CNPs
+        # (priority 6) strict, the lossless priority on its own buffer.
+        prio_tc = ["0"] * 8
+        prio_tc[pfc] = str(pfc)
+        prio_tc[6] = "6"
+        bw = ["0"] * 8
+        bw[0] = bw[pfc] = "50"
+        p2b = ["0"] * 8
+        p2b[pfc] = "1"
+        f.write(f"prio_tc: {' '.join(prio_tc)}\n"
+                "tc_tsa: ets ets ets ets ets ets strict ets\n"
+                f"tc_bw: {' '.join(bw)}\n"
+                f"prio2buffer: {' '.join(p2b)}\n"
+                "buffer_size: 130944 130944 0 0 0 0 0 0\n"
+                "buffer_total: 262144\n")
+        if i == 7:
+            f.write("dcbx: off\n")
+        else:
+            sw = 4 if i == 3 else 3
+            f.write("dcbx: firmware_ieee\npeer: ieee\n"
+                    f"peer_pfc: {sw}\npeer_app: dscp 26 {sw}\npeer_app: dscp 48 6\n"
+                    f"peer_prio_tc: {' '.join(prio_tc)}\n")

@@ -224,6 +224,20 @@ fn nic_defaults(index: usize, ifname: &str, mac_s: &str) -> Nic {
     }
     nd.push(("ecn/roce_np/cnp_dscp".into(), "48".into()));
     nd.push(("ecn/roce_np/cnp_802p_prio".into(), "6".into()));
+    // Some of MLNX_OFED's DCQCN parameter files (en_sysfs.c names; the values
+    // are the demo's): time and byte counters between rate increases, the
+    // increase steps in Mb/s, the rate floor, the CNP spacing.
+    for (name, value) in [
+        ("rpg_time_reset", 300),
+        ("rpg_byte_reset", 32767),
+        ("rpg_ai_rate", 5),
+        ("rpg_hai_rate", 50),
+        ("rpg_min_rate", 1),
+        ("rate_reduce_monitor_period", 4),
+    ] {
+        nd.push((format!("ecn/roce_rp/{name}"), value.to_string()));
+    }
+    nd.push(("ecn/roce_np/min_time_between_cnps".into(), "4".into()));
     Nic {
         index,
         ifname: ifname.to_string(),

@@ -1,0 +1,443 @@
+//! Rules on how a RoCE port's lossless priorities are scheduled, buffered
+//! and agreed with the switch: ETS (the traffic class a lossless priority
+//! sits in and its bandwidth), the receive buffer behind it, and what the
+//! switch port advertised through DCBX (its PFC priorities and DSCP
+//! mapping), plus whether the host can see the switch at all.
+//!
+//! "Lossless priority" is a priority with PFC on in the NIC's
+//! `DCB_ATTR_IEEE_PFC`; that is where RoCE is meant to run. A netdev whose
+//! DCB was not read, or that has no lossless priority, is left alone: it
+//! is not configured for lossless RoCE, which `pfc_priority_mismatch`
+//! judges. Each rule reads only what the driver reported; a part it lacks
+//! (no ETS, no buffers, no peer view) silences the rule, never fires it,
+//! except `switch_view_unavailable`, which says exactly that (Info only:
+//! upstream mlx5 in host DCBX mode has no peer callbacks, so it must never
+//! page).
+
+use roce_netdev::dcb::{dcbx_mode_name, tsa_name, DcbConfig, TSA_ETS, TSA_STRICT};
+use roce_netdev::{DcbOutcome, Netdev, Trust};
+
+use super::fabric::{dscp_priority, list, pfc_priorities, roce_netdevs};
+use super::{Context, Finding, Rule, RuleId, Severity};
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: RuleId::RoceTcShared,
+        checks: "each lossless (PFC) priority has an ETS traffic class without lossy priorities in it",
+        evaluate: roce_tc_shared,
+    },
+    Rule {
+        id: RuleId::RoceTcNoBandwidth,
+        checks: "the ETS traffic class of each lossless priority has a bandwidth guarantee: not ETS 0%, not ETS below a strict class that holds priority 0",
+        evaluate: roce_tc_no_bandwidth,
+    },
+    Rule {
+        id: RuleId::LosslessBufferNoHeadroom,
+        checks: "each lossless priority lands on a receive buffer with a size (mlx5 DCB buffers)",
+        evaluate: lossless_buffer_no_headroom,
+    },
+    Rule {
+        id: RuleId::SwitchPfcMismatch,
+        checks: "the switch port's PFC priorities (DCBX peer) equal the NIC's",
+        evaluate: switch_pfc_mismatch,
+    },
+    Rule {
+        id: RuleId::SwitchDscpMismatch,
+        checks: "each DSCP in the switch port's APP table (DCBX peer) maps to the same priority on the NIC",
+        evaluate: switch_dscp_mismatch,
+    },
+    Rule {
+        id: RuleId::SwitchViewUnavailable,
+        checks: "a port with lossless priorities runs DCBX and the switch advertised its settings, so NIC and switch can be compared",
+        evaluate: switch_view_unavailable,
+    },
+];
+
+/// The DCB configuration and the lossless priorities (non-empty) of a RoCE
+/// netdev.
+fn lossless(n: &Netdev) -> Option<(&DcbConfig, Vec<u8>)> {
+    let DcbOutcome::Ok(dcb) = &n.dcb else {
+        return None;
+    };
+    let pfc = pfc_priorities(dcb.pfc_enabled?);
+    (!pfc.is_empty()).then_some((dcb, pfc))
+}
+
+fn joined(values: &[u8]) -> String {
+    values
+        .iter()
+        .map(u8::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let mut out = Vec::new();
+    for (n, subject) in roce_netdevs(s) {
+        let Some((dcb, pfc)) = lossless(n) else {
+            continue;
+        };
+        let Some(ets) = dcb.ets else { continue };
+        // A lossy priority in the lossless priority's traffic class: the
+        // same transmit queue and scheduler share, so bulk TCP (priority 0
+        // is where unmarked traffic lands) queues in front of RoCE, and a
+        // pause of the class stops the lossy traffic too.
+        let mut shared = Vec::new();
+        for &p in &pfc {
+            let tc = ets.prio_tc[usize::from(p)];
+            let lossy: Vec<u8> = (0..8u8)
+                .filter(|q| !pfc.contains(q) && ets.prio_tc[usize::from(*q)] == tc)
+                .collect();
+            if !lossy.is_empty() {
+                shared.push((p, tc, lossy));
+            }
+        }
+        if shared.is_empty() {
+            continue;
+        }
+        let name = &n.name;
+        let what = shared
+            .iter()
+            .map(|(p, tc, q)| format!("priority {p} shares TC {tc} with priority {}", list(q)))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut fixed = ets.prio_tc;
+        for &p in &pfc {
+            fixed[usize::from(p)] = p;
+        }
+        for q in 0..8u8 {
+            if !pfc.contains(&q) && pfc.contains(&fixed[usize::from(q)]) {
+                fixed[usize::from(q)] = if pfc.contains(&0) { 1 } else { 0 };
+            }
+        }
+        let prio_tc = fixed
+            .iter()
+            .enumerate()
+            .map(|(p, tc)| format!("{p}:{tc}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push(Finding {
+            rule: RuleId::RoceTcShared,
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: a lossless RoCE priority shares its ETS traffic class with lossy traffic ({what}): TCP and other lossy traffic queue in front of RoCE and are paused with it",
+                subject.describe()
+            ),
+            evidence: format!(
+                "PFC enabled priorities: {}; prio_tc {}; expected every lossless priority in a traffic class of its own (or with lossless priorities only)",
+                list(&pfc),
+                joined(&ets.prio_tc)
+            ),
+            fix: format!(
+                "Give the RoCE priority its own traffic class, as on the switch port: dcb ets set dev {name} prio-tc {prio_tc} (or mlnx_qos -i {name} --prio_tc {})",
+                joined(&fixed)
+            ),
+            verify: format!("dcb ets show dev {name} prio-tc"),
+            subject,
+        });
+    }
+    out
+}
+
+fn roce_tc_no_bandwidth(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let mut out = Vec::new();
+    for (n, subject) in roce_netdevs(s) {
+        let Some((dcb, pfc)) = lossless(n) else {
+            continue;
+        };
+        let Some(ets) = dcb.ets else { continue };
+        let tc0 = ets.prio_tc[0];
+        let mut why = Vec::new();
+        let mut tcs = Vec::new();
+        for &p in &pfc {
+            let tc = ets.prio_tc[usize::from(p)];
+            if tcs.contains(&tc) {
+                continue;
+            }
+            let tsa = ets.tc_tsa[usize::from(tc)];
+            let bw = ets.tc_tx_bw[usize::from(tc)];
+            if tsa == TSA_ETS && bw == 0 {
+                why.push(format!(
+                    "priority {p}: TC {tc} is ets with 0% bandwidth, it only gets what other classes leave"
+                ));
+                tcs.push(tc);
+            } else if tsa == TSA_ETS
+                && tc0 != tc
+                && !pfc.contains(&0)
+                && ets.tc_tsa[usize::from(tc0)] == TSA_STRICT
+            {
+                // Strict classes are served before every ETS class; with
+                // priority 0 (unmarked, bulk traffic) strict, RoCE gets
+                // what is left of it.
+                why.push(format!(
+                    "priority {p}: TC {tc} is ets ({bw}%) but TC {tc0}, which holds priority 0, is strict and is served first"
+                ));
+                tcs.push(tc);
+            }
+        }
+        if why.is_empty() {
+            continue;
+        }
+        let name = &n.name;
+        let tsa: Vec<&str> = ets.tc_tsa.iter().map(|t| tsa_name(*t)).collect();
+        let tc = tcs[0];
+        out.push(Finding {
+            rule: RuleId::RoceTcNoBandwidth,
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: the traffic class of a lossless RoCE priority has no bandwidth guarantee ({}): under load RoCE is starved and PFC pauses pile up",
+                subject.describe(),
+                why.join("; ")
+            ),
+            evidence: format!(
+                "PFC enabled priorities: {}; prio_tc {}; tc_tsa {}; tc_bw {}; expected the RoCE class ets with a share (commonly 50% or more) and priority 0 not strict",
+                list(&pfc),
+                joined(&ets.prio_tc),
+                tsa.join(","),
+                joined(&ets.tc_tx_bw)
+            ),
+            fix: format!(
+                "Give the RoCE traffic class a bandwidth share, as on the switch port, and keep bulk traffic out of strict priority: e.g. dcb ets set dev {name} tc-tsa all:ets tc-bw {tc}:50 (the shares of the ets classes add up to 100; or mlnx_qos -i {name} --tsa ... --tcbw ...)"
+            ),
+            verify: format!("dcb ets show dev {name}"),
+            subject,
+        });
+    }
+    out
+}
+
+fn lossless_buffer_no_headroom(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let mut out = Vec::new();
+    for (n, subject) in roce_netdevs(s) {
+        let Some((dcb, pfc)) = lossless(n) else {
+            continue;
+        };
+        let Some(b) = dcb.buffers else { continue };
+        // A lossless priority needs room to absorb what is in flight while
+        // its pause travels to the sender; a buffer of size 0 has none, so
+        // PFC cannot keep it lossless.
+        let bad: Vec<(u8, u8)> = pfc
+            .iter()
+            .filter(|p| b.size_for(**p) == Some(0))
+            .map(|p| (*p, b.prio2buffer[usize::from(*p)]))
+            .collect();
+        if bad.is_empty() {
+            continue;
+        }
+        let name = &n.name;
+        let what = bad
+            .iter()
+            .map(|(p, buf)| format!("priority {p} on buffer {buf} of 0 bytes"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let sized = (0..8u8)
+            .find(|i| b.buffer_size[usize::from(*i)] > 0)
+            .map(|i| format!(" (buffer {i} has {} bytes)", b.buffer_size[usize::from(i)]))
+            .unwrap_or_default();
+        out.push(Finding {
+            rule: RuleId::LosslessBufferNoHeadroom,
+            severity: Severity::Warning,
+            finding: format!(
+                "{}: a lossless priority lands on a receive buffer without room ({what}): packets in flight when it pauses are dropped",
+                subject.describe()
+            ),
+            evidence: format!(
+                "PFC enabled priorities: {}; prio2buffer {}; buffer_size {}; total {}; expected every lossless priority on a buffer with a size{sized}",
+                list(&pfc),
+                joined(&b.prio2buffer),
+                b.buffer_size
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                b.total_size
+            ),
+            fix: format!(
+                "Map the lossless priority to a sized buffer and let the driver compute its headroom from the cable length: dcb buffer set dev {name} prio-buffer <prio>:<buffer with a size> (or mlnx_qos -i {name} --prio2buffer ... --buffer_size ...); mlnx_qos -i {name} --cable_len <m>"
+            ),
+            verify: format!("dcb buffer show dev {name}"),
+            subject,
+        });
+    }
+    out
+}
+
+fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let mut out = Vec::new();
+    for (n, subject) in roce_netdevs(s) {
+        let DcbOutcome::Ok(dcb) = &n.dcb else {
+            continue;
+        };
+        let (Some(nic), Some(sw)) = (dcb.pfc_enabled, dcb.peer.pfc_enabled) else {
+            continue;
+        };
+        if nic == sw {
+            continue;
+        }
+        let nic_only = pfc_priorities(nic & !sw);
+        let sw_only = pfc_priorities(sw & !nic);
+        let (severity, what) = if !nic_only.is_empty() {
+            (
+                Severity::Critical,
+                format!(
+                    "PFC is on priority {} here but not on the switch port: the switch ignores this port's pauses and drops that traffic when congested, so RoCE is not lossless",
+                    list(&nic_only)
+                ),
+            )
+        } else {
+            (
+                Severity::Warning,
+                format!(
+                    "the switch port pauses priority {} where PFC is off here: its traffic is lossy on this side while the switch treats it as lossless",
+                    list(&sw_only)
+                ),
+            )
+        };
+        let name = &n.name;
+        let standard = dcb.peer.standard.map(|s| s.as_str()).unwrap_or("ieee");
+        out.push(Finding {
+            rule: RuleId::SwitchPfcMismatch,
+            severity,
+            finding: format!("{}: NIC and switch disagree on PFC: {what}", subject.describe()),
+            evidence: format!(
+                "NIC PFC enabled priorities: {} (pfc_en 0x{nic:02x}); switch port (DCBX {standard} peer): {} (0x{sw:02x}); expected the same priorities",
+                list(&pfc_priorities(nic)),
+                list(&pfc_priorities(sw))
+            ),
+            fix: format!(
+                "Make both sides use the fabric's RoCE priority: fix the switch port's PFC configuration (the fabric's standard), or this port's: dcb pfc set dev {name} prio-pfc all:off{}",
+                pfc_priorities(sw)
+                    .iter()
+                    .map(|p| format!(" {p}:on"))
+                    .collect::<String>()
+            ),
+            verify: format!("dcb pfc show dev {name}; the switch port's PFC configuration (e.g. show interfaces ... priority-flow-control)"),
+            subject,
+        });
+    }
+    out
+}
+
+fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let mut out = Vec::new();
+    for (n, subject) in roce_netdevs(s) {
+        let DcbOutcome::Ok(dcb) = &n.dcb else {
+            continue;
+        };
+        // A switch that advertises no DSCP entries says nothing about its
+        // map; a port that trusts PCP does not classify by DSCP at all
+        // (roce_trust_pcp).
+        let Some(peer) = dcb.peer.dscp_map().filter(|m| !m.is_empty()) else {
+            continue;
+        };
+        if dcb.trust() != Trust::Dscp {
+            continue;
+        }
+        let mut diff = Vec::new();
+        // The CNPs' DSCP is judged with the rest of their classification
+        // by cnp_priority_best_effort: one verdict.
+        for &(d, sp) in peer.iter().filter(|(d, _)| Some(*d) != n.qos.cnp_dscp) {
+            if let Some((np, how)) = dscp_priority(dcb, d) {
+                if np != sp {
+                    diff.push((d, sp, np, how));
+                }
+            }
+        }
+        if diff.is_empty() {
+            continue;
+        }
+        let name = &n.name;
+        let pfc = dcb.pfc_enabled.map(pfc_priorities).unwrap_or_default();
+        // A difference on a lossless priority, either side, loses RoCE
+        // traffic; elsewhere it only misplaces it.
+        let lossless = diff
+            .iter()
+            .any(|(_, sp, np, _)| pfc.contains(sp) || pfc.contains(np));
+        let severity = if lossless {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        let what = diff
+            .iter()
+            .map(|(d, sp, np, how)| {
+                format!("DSCP {d}: switch priority {sp}, NIC priority {np} ({how})")
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let adds = diff
+            .iter()
+            .map(|(d, sp, _, _)| format!("{d}:{sp}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push(Finding {
+            rule: RuleId::SwitchDscpMismatch,
+            severity,
+            finding: format!(
+                "{}: NIC and switch map DSCP to different priorities ({what}): traffic marked so is classified differently at each end of the link",
+                subject.describe()
+            ),
+            evidence: format!(
+                "switch APP table (DCBX peer): {}; NIC trust dscp; PFC enabled priorities: {}; expected the same priority for each DSCP",
+                peer.iter()
+                    .map(|(d, p)| format!("{d}->{p}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                list(&pfc)
+            ),
+            fix: format!(
+                "Use the fabric's DSCP map on both sides: on this port dcb app replace dev {name} dscp-prio {adds} (or mlnx_qos -i {name} --dscp2prio set,<dscp>,<prio>), or fix the switch's map if it is the one off"
+            ),
+            verify: format!("dcb app show dev {name} dscp-prio"),
+            subject,
+        });
+    }
+    out
+}
+
+fn switch_view_unavailable(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let mut out = Vec::new();
+    for (n, subject) in roce_netdevs(s) {
+        let Some((dcb, pfc)) = lossless(n) else {
+            continue;
+        };
+        if !dcb.peer.is_empty() {
+            continue;
+        }
+        let mode = dcb.dcbx.map(dcbx_mode_name);
+        let why = match mode {
+            None => "the driver reports no DCBX mode".to_string(),
+            Some(m @ ("off" | "static")) => format!("DCBX is {m}"),
+            Some(m) => format!(
+                "DCBX is {m} but the switch advertised nothing (LLDP/DCBX off on the switch port, or a driver without peer callbacks in this mode)"
+            ),
+        };
+        let name = &n.name;
+        out.push(Finding {
+            rule: RuleId::SwitchViewUnavailable,
+            severity: Severity::Info,
+            finding: format!(
+                "{}: the host cannot see the switch port's PFC and DSCP settings ({why}): a NIC/switch mismatch on the lossless priority {} is invisible here",
+                subject.describe(),
+                list(&pfc)
+            ),
+            evidence: format!(
+                "DCBX mode {}; no DCB_ATTR_IEEE_PEER_* / CEE peer attributes; PFC enabled priorities: {}",
+                mode.unwrap_or("not reported"),
+                list(&pfc)
+            ),
+            fix: format!(
+                "To compare from the host, run DCBX: in the NIC firmware (mlxconfig -d <pci> set LLDP_NB_DCBX_P1=1 LLDP_NB_RX_P1=1 ..., then dcb dcbx set dev {name} ...) or with an LLDP agent (lldpad), and enable DCBX on the switch port; otherwise compare with the switch's configuration by hand"
+            ),
+            verify: format!("dcb dcbx show dev {name}; dcb pfc show dev {name}"),
+            subject,
+        });
+    }
+    out
+}

@@ -1,0 +1,328 @@
+//! The QoS rules that need ETS, buffers and the switch's DCBX view, and
+//! the CNP classification verdict: each fires on a realistic
+//! misconfiguration and stays silent on the configuration NVIDIA's RoCE
+//! guides give an mlx5 port (trust dscp, DSCP 26 -> priority 3 with PFC
+//! and DCQCN, priority 3 alone in TC 3 with an ETS share, CNPs DSCP 48 /
+//! priority 6 in a strict TC, firmware DCBX with a switch that agrees).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use roce_exporter::config::{Expectations, RulesConfig};
+use roce_exporter::rules::{self, Finding, Severity};
+use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
+use roce_netdev::dcb::{
+    Buffers, DcbApp, DcbPeer, Ets, PeerStandard, DCB_CAP_DCBX_LLD_MANAGED, DCB_CAP_DCBX_VER_IEEE,
+    IEEE_8021QAZ_APP_SEL_DSCP, TSA_ETS, TSA_STRICT,
+};
+use roce_netdev::qos::RoceQos;
+use roce_netdev::{DcbConfig, DcbOutcome, EcnConfig, Netdev, NetdevSnapshot, RdmaPortRef};
+use roce_rdma::{Device, LinkLayer, PhysState, Port, PortState, RdmaSnapshot};
+
+fn sample(netdev: Netdev) -> Snapshot {
+    Snapshot {
+        sequence: 1,
+        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
+        sources: vec![SourceStatus {
+            name: "rdma",
+            state: SourceState::Ok,
+            duration: Duration::ZERO,
+            errors: vec![],
+            errors_total: 0,
+            kernel_requests: None,
+        }],
+        rdma: Some(RdmaSnapshot {
+            devices: vec![Device {
+                name: "mlx5_0".into(),
+                driver: Some("mlx5_core".into()),
+                ports: vec![Port {
+                    number: 1,
+                    state: Some(PortState::Active),
+                    phys_state: Some(PhysState::LinkUp),
+                    link_layer: Some(LinkLayer::Ethernet),
+                    netdev: Some("ens1np0".into()),
+                    ..Port::default()
+                }],
+                ..Device::default()
+            }],
+            errors: vec![],
+        }),
+        netdev: Some(NetdevSnapshot {
+            netdevs: vec![netdev],
+        }),
+        ..Snapshot::default()
+    }
+}
+
+fn eval(n: Netdev, rule: &str) -> Vec<Finding> {
+    let h = vec![Arc::new(sample(n))];
+    rules::evaluate(&h, &RulesConfig::default(), &Expectations::default())
+        .into_iter()
+        .filter(|f| f.rule == rule)
+        .collect()
+}
+
+fn dscp(d: u16, p: u8) -> DcbApp {
+    DcbApp {
+        selector: IEEE_8021QAZ_APP_SEL_DSCP,
+        priority: p,
+        protocol: d,
+    }
+}
+
+fn config(n: &mut Netdev) -> &mut DcbConfig {
+    match &mut n.dcb {
+        DcbOutcome::Ok(c) => c,
+        _ => unreachable!(),
+    }
+}
+
+fn healthy() -> Netdev {
+    let e = TSA_ETS;
+    Netdev {
+        name: "ens1np0".into(),
+        rdma: Some(RdmaPortRef {
+            device: "mlx5_0".into(),
+            port: 1,
+        }),
+        mtu: Some(9000),
+        driver: Some("mlx5_core".into()),
+        ecn: Some(EcnConfig {
+            np: (0..8).map(|p| (p, p == 3)).collect(),
+            rp: (0..8).map(|p| (p, p == 3)).collect(),
+        }),
+        qos: RoceQos {
+            rdma_cm_tos: Some(106),
+            cnp_dscp: Some(48),
+            cnp_prio: Some(6),
+        },
+        dcb: DcbOutcome::Ok(DcbConfig {
+            pfc_cap: Some(8),
+            pfc_enabled: Some(1 << 3),
+            apps: vec![dscp(26, 3), dscp(48, 6)],
+            trust_order: Some(vec![IEEE_8021QAZ_APP_SEL_DSCP]),
+            ets: Some(Ets {
+                willing: false,
+                ets_cap: 8,
+                tc_tx_bw: [50, 0, 0, 50, 0, 0, 0, 0],
+                tc_tsa: [e, e, e, e, e, e, TSA_STRICT, e],
+                prio_tc: [0, 0, 0, 3, 0, 0, 6, 0],
+            }),
+            buffers: Some(Buffers {
+                prio2buffer: [0, 0, 0, 1, 0, 0, 0, 0],
+                buffer_size: [130_944, 130_944, 0, 0, 0, 0, 0, 0],
+                total_size: 262_144,
+            }),
+            dcbx: Some(DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_IEEE),
+            peer: DcbPeer {
+                standard: Some(PeerStandard::Ieee),
+                pfc_enabled: Some(1 << 3),
+                apps: Some(vec![dscp(26, 3), dscp(48, 6)]),
+                prio_tc: Some([0, 0, 0, 3, 0, 0, 6, 0]),
+            },
+        }),
+        ..Netdev::default()
+    }
+}
+
+const QOS_RULES: &[&str] = &[
+    "roce_tc_shared",
+    "roce_tc_no_bandwidth",
+    "lossless_buffer_no_headroom",
+    "switch_pfc_mismatch",
+    "switch_dscp_mismatch",
+    "switch_view_unavailable",
+    "cnp_priority_best_effort",
+    "pfc_without_ecn",
+];
+
+#[test]
+fn healthy_roce_port_fires_none_of_the_qos_rules() {
+    for rule in QOS_RULES {
+        assert_eq!(eval(healthy(), rule), vec![], "{rule}");
+    }
+    // mlx5's own default ETS (priority i in TC i, 0 and 1 swapped, all ets
+    // with equal shares) is healthy too.
+    let mut n = healthy();
+    config(&mut n).ets = Some(Ets {
+        willing: false,
+        ets_cap: 8,
+        tc_tx_bw: [13, 12, 13, 12, 13, 12, 13, 12],
+        tc_tsa: [TSA_ETS; 8],
+        prio_tc: [1, 0, 2, 3, 4, 5, 6, 7],
+    });
+    assert_eq!(eval(n.clone(), "roce_tc_shared"), vec![]);
+    assert_eq!(eval(n, "roce_tc_no_bandwidth"), vec![]);
+}
+
+#[test]
+fn roce_priority_in_the_tc_of_lossy_priorities() {
+    // `dcb ets set dev ens1np0 prio-tc all:0`: everything in TC 0.
+    let mut n = healthy();
+    config(&mut n).ets.as_mut().unwrap().prio_tc = [0; 8];
+    let f = eval(n, "roce_tc_shared");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].finding
+            .contains("priority 3 shares TC 0 with priority 0, 1, 2, 4, 5, 6, 7"),
+        "{}",
+        f[0].finding
+    );
+    assert!(f[0].fix.contains("prio-tc 0:0 1:0 2:0 3:3"), "{}", f[0].fix);
+    // Two lossless priorities sharing a TC with each other only: fine.
+    let mut n = healthy();
+    let c = config(&mut n);
+    c.pfc_enabled = Some((1 << 3) | (1 << 4));
+    c.ets.as_mut().unwrap().prio_tc = [0, 0, 0, 3, 3, 0, 6, 0];
+    assert_eq!(eval(n, "roce_tc_shared"), vec![]);
+}
+
+#[test]
+fn roce_tc_without_bandwidth_share_or_below_a_strict_bulk_class() {
+    let mut n = healthy();
+    config(&mut n).ets.as_mut().unwrap().tc_tx_bw = [100, 0, 0, 0, 0, 0, 0, 0];
+    let f = eval(n, "roce_tc_no_bandwidth");
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].finding.contains("TC 3 is ets with 0% bandwidth"),
+        "{}",
+        f[0].finding
+    );
+    assert!(f[0]
+        .evidence
+        .contains("tc_tsa ets,ets,ets,ets,ets,ets,strict,ets; tc_bw 100,0,0,0,0,0,0,0"));
+    // Priority 0's class strict: bulk traffic is served before RoCE.
+    let mut n = healthy();
+    config(&mut n).ets.as_mut().unwrap().tc_tsa[0] = TSA_STRICT;
+    let f = eval(n, "roce_tc_no_bandwidth");
+    assert_eq!(f.len(), 1);
+    assert!(f[0]
+        .finding
+        .contains("TC 0, which holds priority 0, is strict"));
+    // The RoCE class itself strict is a guarantee, not a lack of one.
+    let mut n = healthy();
+    config(&mut n).ets.as_mut().unwrap().tc_tsa[3] = TSA_STRICT;
+    assert_eq!(eval(n, "roce_tc_no_bandwidth"), vec![]);
+}
+
+#[test]
+fn lossless_priority_on_a_buffer_of_zero_bytes() {
+    let mut n = healthy();
+    config(&mut n).buffers.as_mut().unwrap().prio2buffer = [0, 0, 0, 2, 0, 0, 0, 0];
+    let f = eval(n, "lossless_buffer_no_headroom");
+    assert_eq!(f.len(), 1);
+    assert!(f[0].finding.contains("priority 3 on buffer 2 of 0 bytes"));
+    assert!(f[0].evidence.contains("(buffer 0 has 130944 bytes)"));
+    // A driver without DCB buffers: nothing to judge.
+    let mut n = healthy();
+    config(&mut n).buffers = None;
+    assert_eq!(eval(n, "lossless_buffer_no_headroom"), vec![]);
+}
+
+#[test]
+fn switch_pfc_on_other_priorities_than_the_nic() {
+    // The switch pauses priority 4, the NIC expects pauses on 3: RoCE on 3
+    // is lossy across the switch.
+    let mut n = healthy();
+    config(&mut n).peer.pfc_enabled = Some(1 << 4);
+    let f = eval(n, "switch_pfc_mismatch");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert_eq!(
+        f[0].evidence,
+        "NIC PFC enabled priorities: 3 (pfc_en 0x08); switch port (DCBX ieee peer): 4 (0x10); expected the same priorities"
+    );
+    assert!(f[0].fix.contains("prio-pfc all:off 4:on"), "{}", f[0].fix);
+    // The switch has PFC on 3 and 4: the NIC's lossless priority is safe,
+    // priority 4 is lossy on this side only.
+    let mut n = healthy();
+    config(&mut n).peer.pfc_enabled = Some((1 << 3) | (1 << 4));
+    let f = eval(n, "switch_pfc_mismatch");
+    assert_eq!(f[0].severity, Severity::Warning);
+    // No peer PFC advertised: nothing to compare.
+    let mut n = healthy();
+    config(&mut n).peer.pfc_enabled = None;
+    assert_eq!(eval(n, "switch_pfc_mismatch"), vec![]);
+}
+
+#[test]
+fn switch_maps_the_roce_dscp_to_another_priority() {
+    let mut n = healthy();
+    config(&mut n).peer.apps = Some(vec![dscp(26, 4), dscp(48, 6)]);
+    let f = eval(n, "switch_dscp_mismatch");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert!(
+        f[0].finding
+            .contains("DSCP 26: switch priority 4, NIC priority 3 (DSCP APP table)"),
+        "{}",
+        f[0].finding
+    );
+    // A difference away from the lossless priority: a warning. DSCP 10 is
+    // not in the NIC's table, so the NIC uses DSCP >> 3 = 1.
+    let mut n = healthy();
+    config(&mut n).peer.apps = Some(vec![dscp(26, 3), dscp(48, 6), dscp(10, 2)]);
+    let f = eval(n, "switch_dscp_mismatch");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(f[0]
+        .finding
+        .contains("DSCP 10: switch priority 2, NIC priority 1 (default DSCP >> 3 mapping)"));
+    // The switch advertises no DSCP entries: nothing to compare.
+    let mut n = healthy();
+    config(&mut n).peer.apps = Some(vec![]);
+    assert_eq!(eval(n, "switch_dscp_mismatch"), vec![]);
+}
+
+#[test]
+fn host_without_the_switch_view_is_info_only() {
+    // Host DCBX on upstream mlx5: the mode is there, the peer is not.
+    let mut n = healthy();
+    let c = config(&mut n);
+    c.peer = DcbPeer::default();
+    c.dcbx = Some(roce_netdev::dcb::DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_IEEE);
+    let f = eval(n, "switch_view_unavailable");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Info);
+    assert!(f[0]
+        .finding
+        .contains("DCBX is host_ieee but the switch advertised nothing"));
+    let mut n = healthy();
+    let c = config(&mut n);
+    c.peer = DcbPeer::default();
+    c.dcbx = Some(0);
+    let f = eval(n, "switch_view_unavailable");
+    assert!(f[0].finding.contains("(DCBX is off)"), "{}", f[0].finding);
+    assert_eq!(f[0].severity, Severity::Info);
+    // A port without lossless priorities is not meant to agree with anything.
+    let mut n = healthy();
+    let c = config(&mut n);
+    c.peer = DcbPeer::default();
+    c.pfc_enabled = Some(0);
+    assert_eq!(eval(n, "switch_view_unavailable"), vec![]);
+}
+
+#[test]
+fn cnps_classified_differently_by_the_switch_or_by_their_pcp() {
+    // The switch maps the CNP DSCP 48 to priority 5, the NIC to 6.
+    let mut n = healthy();
+    config(&mut n).peer.apps = Some(vec![dscp(26, 3), dscp(48, 5)]);
+    // One verdict, in one place: not a DSCP table difference as well.
+    assert_eq!(eval(n.clone(), "switch_dscp_mismatch"), vec![]);
+    let f = eval(n, "cnp_priority_best_effort");
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].finding
+            .contains("the switch maps their DSCP 48 to priority 5, this port to 6"),
+        "{}",
+        f[0].finding
+    );
+    // cnp_802p_prio 3 against DSCP 48 -> 6.
+    let mut n = healthy();
+    n.qos.cnp_prio = Some(3);
+    let f = eval(n, "cnp_priority_best_effort");
+    assert_eq!(f.len(), 1);
+    assert!(f[0].finding.contains(
+        "they carry 802.1p priority 3 (cnp_802p_prio) but their DSCP maps to priority 6"
+    ));
+}
