@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub use roce_web::WebLimits;
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -36,6 +38,7 @@ pub struct Config {
     /// Rule thresholds and windows.
     pub rules: RulesConfig,
     /// HTTP server limits.
+    #[serde(with = "WebLimitsDef")]
     pub web: WebLimits,
     /// What NCCL jobs on this host really used, from their debug logs and
     /// Inspector output (off by default).
@@ -880,40 +883,26 @@ fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::
     duration(d).map(Some)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct WebLimits {
-    /// Most requests answered at once; one more is answered 503 at once.
+/// `web:`: the server's limits ([`WebLimits`], defined by the server crate;
+/// their meaning is documented there), each checked where it is parsed.
+#[derive(Deserialize)]
+#[serde(
+    remote = "WebLimits",
+    default = "WebLimits::default",
+    deny_unknown_fields
+)]
+struct WebLimitsDef {
     #[serde(deserialize_with = "at_least_one")]
-    pub max_requests: usize,
-    /// Most connections open at once; at the cap a new connection closes
-    /// the open one that has waited longest for a request.
+    max_requests: usize,
     #[serde(deserialize_with = "at_least_one")]
-    pub max_connections: usize,
-    /// A client must send its request headers within this time.
+    max_connections: usize,
     #[serde(deserialize_with = "duration")]
-    pub header_read_timeout: Duration,
-    /// Largest request (headers) accepted, at least
-    /// [`MIN_REQUEST_BYTES`].
+    header_read_timeout: Duration,
+    /// At least [`MIN_REQUEST_BYTES`].
     #[serde(deserialize_with = "request_bytes")]
-    pub max_request_bytes: usize,
-    /// Longest a response may go without the client taking a byte of it
-    /// (its receive window and the socket buffers full); then the
-    /// connection is cut. A slow but reading client is not affected.
+    max_request_bytes: usize,
     #[serde(deserialize_with = "duration")]
-    pub write_stall_timeout: Duration,
-}
-
-impl Default for WebLimits {
-    fn default() -> Self {
-        WebLimits {
-            max_requests: 40,
-            max_connections: 1024,
-            header_read_timeout: Duration::from_secs(10),
-            max_request_bytes: 16 * 1024,
-            write_stall_timeout: Duration::from_secs(10),
-        }
-    }
+    write_stall_timeout: Duration,
 }
 
 /// The longest duration any setting takes. humantime accepts up to
