@@ -6,7 +6,8 @@
 //! Modules: [`listen`] (addresses, accept loop, drain), [`connection`] (the
 //! connection table, TLS handshake, hyper, the answer), [`routes`] (paths
 //! and [`Content`]), [`negotiation`] (format and gzip), [`webconfig`]
-//! (`--web.config.file`: TLS, basic auth, headers).
+//! (`--web.config.file`: TLS, basic auth, headers) and its `tls`
+//! section.
 //!
 //! What is limited is work, not idle connections: a connection that has not
 //! sent a whole request costs a task and a small buffer, so the accept loop
@@ -50,6 +51,7 @@ pub mod connection;
 pub mod listen;
 pub mod negotiation;
 pub mod routes;
+mod tls;
 pub mod webconfig;
 
 pub use connection::{serve_stream, ServeOptions};
