@@ -22,6 +22,7 @@ pub mod runbook;
 pub mod sampler;
 pub mod snapshot;
 pub mod sources;
+pub mod values;
 
 /// The HTTP server (crates/web), under the names the binary, the tests and
 /// the fuzz targets use.

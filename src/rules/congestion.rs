@@ -7,15 +7,19 @@
 //! Reset-aware increases ([`super::window`]); silent on the first sample
 //! and on netdevs whose driver has no such counters.
 
+use std::time::Duration;
+
+use serde::Serialize;
+
 use roce_netdev::{DcbOutcome, Direction, Meaning, Netdev};
 
 use super::fabric::{all_netdevs, list, pfc_priorities};
 use super::history::Value;
 use super::ports::fmt_num;
 use super::rates::span;
+use super::settings::section;
 use super::window::Increase;
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};
-use crate::config::PfcStormRule;
 
 pub const RULES: &[Rule] = &[
     Rule {
@@ -600,3 +604,17 @@ fn host_ring_drops(ctx: &Context) -> Vec<Finding> {
     }
     out
 }
+
+/// A rule on the share of a window a priority is paused.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PfcStormRule {
+    pub window: Duration,
+    /// Share of the window (0..1) one priority may be paused in one
+    /// direction before the rule fires.
+    pub pause_ratio: f64,
+}
+
+section!(PfcStormRule {
+    window: Duration = "crate::values::opt_duration",
+    pause_ratio: f64 = "crate::values::opt_share",
+});

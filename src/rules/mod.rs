@@ -13,21 +13,22 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{Expectations, RulesConfig};
 use crate::snapshot::Snapshot;
 pub use history::History;
+use settings::{Expectations, RulesConfig};
 
 pub mod congestion;
 pub mod exporter;
 pub mod fabric;
 pub mod history;
 pub mod nccl;
-pub mod peer_probes;
 pub mod nccl_seen;
+pub mod peer_probes;
 pub mod phys;
 pub mod ports;
 pub mod probes;
 pub mod rates;
+pub mod settings;
 pub mod table;
 pub mod topology;
 pub mod window;

@@ -7,14 +7,18 @@
 //! use reset-aware increases ([`super::window`]) and stay silent on the
 //! first sample.
 
+use std::time::Duration;
+
+use serde::Serialize;
+
 use roce_netdev::Meaning;
 use roce_rdma::{Device, LinkLayer, Port};
 
 use super::history::Value;
 use super::ports::{fmt_num, ports, subject};
+use super::settings::section;
 use super::window::Increase;
 use super::{Context, Finding, Rule, RuleId, Severity};
-use crate::config::{RateRule, TrafficRatioRule};
 use crate::meaning::{HwMeaning, Provider, HW_MAPPINGS};
 
 pub const RULES: &[Rule] = &[
@@ -747,3 +751,33 @@ fn cnp_ignored(ctx: &Context) -> Vec<Finding> {
 pub fn span(seconds: f64) -> String {
     humantime::format_duration(std::time::Duration::from_secs(seconds.round() as u64)).to_string()
 }
+
+/// A rule on events per second over a window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RateRule {
+    pub window: Duration,
+    /// Events per second above which the rule fires.
+    pub per_second: f64,
+}
+
+section!(RateRule {
+    window: Duration = "crate::values::opt_duration",
+    per_second: f64 = "crate::values::opt_per_second",
+});
+
+/// A rule on events per packet over a window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrafficRatioRule {
+    pub window: Duration,
+    /// Events per packet (0..1) above which the rule fires.
+    pub max_ratio: f64,
+    /// Below this many packets per second (the denominator) the ratio says
+    /// nothing and the rule stays silent: an idle port.
+    pub min_packets_per_second: f64,
+}
+
+section!(TrafficRatioRule {
+    window: Duration = "crate::values::opt_duration",
+    max_ratio: f64 = "crate::values::opt_share",
+    min_packets_per_second: f64 = "crate::values::opt_per_second",
+});
