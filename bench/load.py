@@ -62,7 +62,7 @@ HOST = "127.0.0.1"
 # the bounds below follow them); max_requests and max_connections are left
 # to the binary's defaults (so that an older binary, without max_requests,
 # runs the same test), named here for the report and the 10x check; the
-# connection age is fixed (ServeOptions in src/server.rs).
+# connection age is fixed (ServeOptions in crates/web/src/connection.rs).
 MAX_REQUESTS = 40
 MAX_CONNECTIONS = 1024
 HEADER_READ_TIMEOUT = 10.0

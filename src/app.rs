@@ -261,6 +261,38 @@ fn age_seconds(s: &Snapshot) -> f64 {
     s.age().map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// What the server (crates/web) serves: this state, the runbook, nothing
+/// else.
+impl roce_web::Content for App {
+    fn metrics(&self, format: roce_web::Format, gzip: bool) -> (&'static str, Bytes) {
+        let format = match format {
+            roce_web::Format::Text => Format::Text,
+            roce_web::Format::OpenMetrics => Format::OpenMetrics,
+        };
+        (format.content_type(), App::metrics(self, format, gzip))
+    }
+
+    fn health(&self) -> (bool, String) {
+        App::health(self)
+    }
+
+    fn landing_page(&self) -> String {
+        App::landing_page(self)
+    }
+
+    fn findings_json(&self) -> String {
+        App::findings_json(self)
+    }
+
+    fn peer_endpoints_json(&self) -> Option<String> {
+        App::peer_endpoints_json(self)
+    }
+
+    fn runbook_page(&self, path: &str) -> Option<&'static str> {
+        crate::runbook::page(path)
+    }
+}
+
 /// The age past which a sample taken every `interval` is stale.
 pub fn stale_after(interval: Duration) -> Duration {
     interval

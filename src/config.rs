@@ -6,11 +6,38 @@
 //! unmaintained, and `serde_yml` carries RUSTSEC-2025-0067/0068; saphyr is
 //! pure Rust, maintained, built to never panic on malformed input, and its
 //! errors carry line, column and a snippet of the offending text.
+//!
+//! Each section is a serde struct owned by what reads it: the top-level
+//! sections here, `web:` by the server crate (read through `WebLimitsDef`),
+//! `rules:` and `expect:` by the rules (`crate::rules::settings`). Values are
+//! checked where they are parsed (`crate::values`), so a refused value is
+//! reported at its line and column. The rules never import this module.
+//!
+//! Adding a rule's section (`rules: {my_rule: {window: 1m, per_second: 5}}`):
+//! 1. reuse a settings struct of the same shape (`WindowRule`, `RateRule`,
+//!    `BerRule`, `TrafficRatioRule`, ...) or declare one next to the rule,
+//!    deriving `Debug, Clone, PartialEq, Serialize`, followed by
+//!    `section!(MyRule { window: Duration = "crate::values::opt_duration", ... })`
+//!    naming each key, its type and its check;
+//! 2. add `my_rule: MyRule,` (with a doc comment) to `rules_config!` in
+//!    src/rules/settings.rs and its default to `RulesConfig::default`;
+//!    windows that need history go into `RulesConfig::longest_window`;
+//! 3. document the keys in examples/roce_exporter.yml (a test keeps it in step).
 
 use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
+
+pub use crate::rules::congestion::PfcStormRule;
+pub use crate::rules::fabric::{MtuRule, ROCE_4096_MIN_NETDEV_MTU, ROCE_HEADER_BYTES};
+pub use crate::rules::phys::LaneRule;
+pub use crate::rules::probes::{ProbeFailureRule, ProbeLatencyRule};
+pub use crate::rules::rates::{RateRule, TrafficRatioRule};
+pub use crate::rules::settings::{BerRule, Expectations, ExpectedDevices, RulesConfig, WindowRule};
+use crate::values::{at_least_one, at_least_one_u64, duration, number, share};
+pub use crate::values::{ETH_MTU, MAX_DURATION};
+pub use roce_web::WebLimits;
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -36,6 +63,7 @@ pub struct Config {
     /// Rule thresholds and windows.
     pub rules: RulesConfig,
     /// HTTP server limits.
+    #[serde(with = "WebLimitsDef")]
     pub web: WebLimits,
     /// What NCCL jobs on this host really used, from their debug logs and
     /// Inspector output (off by default).
@@ -326,621 +354,26 @@ impl<'de> Deserialize<'de> for GidIndex {
     }
 }
 
-/// What the operator intends the fabric to be. Unset facts are not checked.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Expectations {
-    /// Netdev MTU of every RoCE netdev (e.g. 9000).
-    #[serde(deserialize_with = "opt_mtu")]
-    pub mtu: Option<u32>,
-    /// The priority RoCE traffic uses, with PFC on it (e.g. 3).
-    #[serde(deserialize_with = "opt_priority")]
-    pub pfc_priority: Option<u8>,
-    /// Link rate of every active port, in Gb/s (e.g. 400).
-    #[serde(deserialize_with = "opt_link_rate")]
-    pub link_rate_gbps: Option<f64>,
-    /// The `NCCL_IB_TC` the jobs on this host set (the whole IP traffic
-    /// class byte, DSCP << 2, e.g. 106): the DSCP of their RoCE traffic.
-    /// Unset: the rdma_cm default ToS where configfs shows one, else
-    /// NCCL's default 0.
-    pub nccl_ib_tc: Option<u8>,
-    /// The RDMA devices this host should have: a count (`8`) or the names
-    /// (`[mlx5_0, mlx5_1]`). Devices seen since start are expected anyway.
-    pub devices: Option<ExpectedDevices>,
-}
-
-/// `expect.devices`: how many RDMA devices, or which.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum ExpectedDevices {
-    Count(usize),
-    Names(Vec<String>),
-}
-
-/// Thresholds of the rules. Every rule has a default; a window is how much
-/// history a rate rule looks at. Any key may be given alone: `rules:
-/// {retransmissions: {per_second: 50}}` keeps that rule's default window.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(try_from = "RawRules")]
-pub struct RulesConfig {
-    /// A finding clears only after its condition stayed false this long.
-    #[serde(deserialize_with = "duration")]
-    pub hold: Duration,
-    /// Rule ids to turn off.
-    pub disabled: Vec<String>,
-    /// `link_downed` increments within the window.
-    pub link_flap: WindowRule,
-    /// Symbol errors above this bit error rate over the window.
-    pub symbol_errors: BerRule,
-    /// Retransmissions per second (ACK timeouts are `ack_timeouts`).
-    pub retransmissions: RateRule,
-    /// ACK timeouts: any within the window is a warning (each one stalls a
-    /// QP for the whole timeout, about 4 s at NCCL's default
-    /// NCCL_IB_TIMEOUT=20); above `per_second` over the window and in both
-    /// of its halves, critical.
-    pub ack_timeouts: RateRule,
-    /// Out-of-sequence and sequence-error NAKs per second.
-    pub sequence_errors: RateRule,
-    /// Receive drops for lack of buffers or WQEs per second.
-    pub out_of_buffer: RateRule,
-    /// Notification point role: ECN-marked RoCE packets per RoCE packet
-    /// received.
-    pub receiver_congested: TrafficRatioRule,
-    /// Reaction point role: CNPs handled per RoCE packet sent.
-    pub sender_throttled: TrafficRatioRule,
-    /// ECN-marked RoCE packets arriving (above `per_second`) while no CNP is
-    /// sent: the notification point is off.
-    pub cnp_not_sent: RateRule,
-    /// Share of the CNPs received that the reaction point ignored.
-    pub cnp_ignored: TrafficRatioRule,
-    /// Smallest netdev MTU of a RoCE netdev when `expect.mtu` is not set.
-    pub mtu_below_jumbo: MtuRule,
-    /// A storm: a priority paused for nearly the whole window, or the NIC's
-    /// storm detector stopping its pause frames.
-    pub pfc_storm: PfcStormRule,
-    /// Share of the window a priority may be paused by the link partner.
-    pub pfc_pause_received: PfcStormRule,
-    /// Share of the window this NIC may pause a priority of its partner.
-    pub pfc_pause_sent: PfcStormRule,
-    /// Discards on a PFC-enabled (lossless) priority per second.
-    pub lossless_discards: RateRule,
-    /// Other NIC discards (port-wide, lossy traffic) per second.
-    pub discards_growing: RateRule,
-    /// Drops in the host's receive rings (rx_out_of_buffer, rx_ring) per
-    /// second.
-    pub host_ring_drops: RateRule,
-    /// Share of failed probe rounds over the window.
-    pub probe_failures: ProbeFailureRule,
-    /// Mean probe RTT over the window against the mean before it.
-    pub probe_latency_regression: ProbeLatencyRule,
-    /// Pre-FEC bit error rate (FEC corrected bits over the bits the link
-    /// carried) above `max_ber` over the window.
-    pub fec_ber: BerRule,
-    /// Uncorrectable FEC codewords within the window.
-    pub fec_uncorrectable: WindowRule,
-    /// AER errors on a NIC's or GPU's PCIe link within the window.
-    pub pcie_aer: WindowRule,
-    /// devlink health reporter errors within the window.
-    pub devlink_health: WindowRule,
-    /// A module lane whose Rx power is below its siblings' median divided
-    /// by `factor` (2 = 3 dB).
-    pub module_lane_imbalance: LaneRule,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LaneRule {
-    pub factor: f64,
-}
-
-impl Default for RulesConfig {
-    fn default() -> Self {
-        let minute = Duration::from_secs(60);
-        RulesConfig {
-            hold: Duration::from_secs(60),
-            disabled: Vec::new(),
-            link_flap: WindowRule {
-                window: Duration::from_secs(600),
-            },
-            symbol_errors: BerRule {
-                window: Duration::from_secs(300),
-                max_ber: 1e-12,
-            },
-            retransmissions: RateRule {
-                window: minute,
-                per_second: 10.0,
-            },
-            ack_timeouts: RateRule {
-                window: Duration::from_secs(300),
-                per_second: 0.1,
-            },
-            sequence_errors: RateRule {
-                window: minute,
-                per_second: 10.0,
-            },
-            out_of_buffer: RateRule {
-                window: minute,
-                per_second: 1.0,
-            },
-            // Switches mark with a probability that reaches its maximum (often
-            // 10-20 %) at the queue's upper threshold: a third of the traffic
-            // marked over a minute means the queue stays above it, DCQCN
-            // does not bring the senders down to the drain rate.
-            receiver_congested: TrafficRatioRule {
-                window: minute,
-                max_ratio: 0.3,
-                min_packets_per_second: 1000.0,
-            },
-            // The notification point sends at most one CNP per QP per CNP
-            // interval (mlx5 ecn/roce_np/min_time_between_cnps): healthy
-            // incast stays around 1 % of the packets sent.
-            sender_throttled: TrafficRatioRule {
-                window: minute,
-                max_ratio: 0.05,
-                min_packets_per_second: 1000.0,
-            },
-            cnp_not_sent: RateRule {
-                window: minute,
-                per_second: 10.0,
-            },
-            cnp_ignored: TrafficRatioRule {
-                window: minute,
-                max_ratio: 0.1,
-                min_packets_per_second: 1.0,
-            },
-            mtu_below_jumbo: MtuRule {
-                min_mtu: ROCE_4096_MIN_NETDEV_MTU,
-            },
-            pfc_storm: PfcStormRule {
-                window: Duration::from_secs(30),
-                pause_ratio: 0.9,
-            },
-            pfc_pause_received: PfcStormRule {
-                window: minute,
-                pause_ratio: 0.2,
-            },
-            pfc_pause_sent: PfcStormRule {
-                window: minute,
-                pause_ratio: 0.05,
-            },
-            lossless_discards: RateRule {
-                window: minute,
-                per_second: 0.0,
-            },
-            fec_ber: BerRule {
-                window: Duration::from_secs(300),
-                max_ber: 1e-5,
-            },
-            fec_uncorrectable: WindowRule {
-                window: Duration::from_secs(600),
-            },
-            pcie_aer: WindowRule {
-                window: Duration::from_secs(600),
-            },
-            devlink_health: WindowRule {
-                window: Duration::from_secs(600),
-            },
-            module_lane_imbalance: LaneRule { factor: 2.0 },
-            discards_growing: RateRule {
-                window: minute,
-                per_second: 100.0,
-            },
-            host_ring_drops: RateRule {
-                window: minute,
-                per_second: 100.0,
-            },
-            probe_failures: ProbeFailureRule {
-                window: minute,
-                max_ratio: 0.2,
-            },
-            probe_latency_regression: ProbeLatencyRule {
-                window: Duration::from_secs(300),
-                factor: 3.0,
-            },
-        }
-    }
-}
-
-/// The smallest netdev MTU whose RoCE path MTU is 4096: the kernel derives
-/// the RoCE MTU from the netdev MTU minus 96 header bytes (`iboe_get_mtu()`
-/// in include/rdma/ib_addr.h: GRH 40 + UDP 8 + BTH 12 + XRC 4 +
-/// AtomicETH 28 + ICRC 4, sizes from include/rdma/ib_pack.h), then rounds
-/// down to 4096, 2048, 1024, ... So 4096 + 96 = 4192; the usual 1500 gives
-/// RoCE MTU 1024.
-pub const ROCE_4096_MIN_NETDEV_MTU: u64 = 4192;
-
-/// Header bytes the kernel takes off the netdev MTU for RoCE
-/// (`iboe_get_mtu()`, see [`ROCE_4096_MIN_NETDEV_MTU`]).
-pub const ROCE_HEADER_BYTES: u64 = 96;
-
-impl RulesConfig {
-    /// The longest window any rule looks at: how much history to keep.
-    pub fn longest_window(&self) -> Duration {
-        [
-            self.link_flap.window,
-            self.symbol_errors.window,
-            self.retransmissions.window,
-            self.ack_timeouts.window,
-            self.sequence_errors.window,
-            self.out_of_buffer.window,
-            self.receiver_congested.window,
-            self.sender_throttled.window,
-            self.cnp_not_sent.window,
-            self.cnp_ignored.window,
-            self.pfc_storm.window,
-            self.pfc_pause_received.window,
-            self.pfc_pause_sent.window,
-            self.lossless_discards.window,
-            self.discards_growing.window,
-            self.host_ring_drops.window,
-            self.probe_failures.window,
-            // The latency baseline is the probe's own cumulative mean, so
-            // its window needs no more history than itself.
-            self.probe_latency_regression.window,
-            self.hold,
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(Duration::from_secs(60))
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WindowRule {
-    pub window: Duration,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RateRule {
-    pub window: Duration,
-    /// Events per second above which the rule fires.
-    pub per_second: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TrafficRatioRule {
-    pub window: Duration,
-    /// Events per packet (0..1) above which the rule fires.
-    pub max_ratio: f64,
-    /// Below this many packets per second (the denominator) the ratio says
-    /// nothing and the rule stays silent: an idle port.
-    pub min_packets_per_second: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MtuRule {
-    /// Netdev MTU below which the rule fires (4192: RoCE MTU 4096).
-    pub min_mtu: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PfcStormRule {
-    pub window: Duration,
-    /// Share of the window (0..1) one priority may be paused in one
-    /// direction before the rule fires.
-    pub pause_ratio: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProbeFailureRule {
-    pub window: Duration,
-    /// Share of probe rounds (0..1) that may fail within the window.
-    pub max_ratio: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProbeLatencyRule {
-    pub window: Duration,
-    /// How many times the earlier mean RTT the window's mean may reach.
-    pub factor: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BerRule {
-    pub window: Duration,
-    /// Bit error rate above which the rule fires (1e-12: IBTA's floor).
-    pub max_ber: f64,
-}
-
-/// `rules:` as written: every key optional, merged over the defaults.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct RawRules {
-    #[serde(deserialize_with = "opt_duration")]
-    hold: Option<Duration>,
-    disabled: Option<Vec<String>>,
-    link_flap: Option<RawRule>,
-    symbol_errors: Option<RawRule>,
-    retransmissions: Option<RawRule>,
-    ack_timeouts: Option<RawRule>,
-    sequence_errors: Option<RawRule>,
-    out_of_buffer: Option<RawRule>,
-    receiver_congested: Option<RawRule>,
-    sender_throttled: Option<RawRule>,
-    cnp_not_sent: Option<RawRule>,
-    cnp_ignored: Option<RawRule>,
-    mtu_below_jumbo: Option<RawRule>,
-    pfc_storm: Option<RawRule>,
-    pfc_pause_received: Option<RawRule>,
-    pfc_pause_sent: Option<RawRule>,
-    lossless_discards: Option<RawRule>,
-    discards_growing: Option<RawRule>,
-    host_ring_drops: Option<RawRule>,
-    probe_failures: Option<RawRule>,
-    probe_latency_regression: Option<RawRule>,
-    fec_ber: Option<RawRule>,
-    fec_uncorrectable: Option<RawRule>,
-    pcie_aer: Option<RawRule>,
-    devlink_health: Option<RawRule>,
-    module_lane_imbalance: Option<RawRule>,
-}
-
-/// One rule's overrides. Which keys a rule takes is checked when merging.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct RawRule {
-    #[serde(deserialize_with = "opt_duration")]
-    window: Option<Duration>,
-    #[serde(deserialize_with = "opt_per_second")]
-    per_second: Option<f64>,
-    #[serde(deserialize_with = "opt_ber")]
-    max_ber: Option<f64>,
-    #[serde(deserialize_with = "opt_min_mtu")]
-    min_mtu: Option<u64>,
-    #[serde(deserialize_with = "opt_share")]
-    pause_ratio: Option<f64>,
-    #[serde(deserialize_with = "opt_share")]
-    max_ratio: Option<f64>,
-    #[serde(deserialize_with = "opt_per_second")]
-    min_packets_per_second: Option<f64>,
-    #[serde(deserialize_with = "opt_factor")]
-    factor: Option<f64>,
-}
-
-impl RawRule {
-    /// The keys given, by name.
-    fn given(&self) -> Vec<&'static str> {
-        let mut keys = Vec::new();
-        if self.window.is_some() {
-            keys.push("window");
-        }
-        if self.per_second.is_some() {
-            keys.push("per_second");
-        }
-        if self.max_ber.is_some() {
-            keys.push("max_ber");
-        }
-        if self.min_mtu.is_some() {
-            keys.push("min_mtu");
-        }
-        if self.pause_ratio.is_some() {
-            keys.push("pause_ratio");
-        }
-        if self.max_ratio.is_some() {
-            keys.push("max_ratio");
-        }
-        if self.min_packets_per_second.is_some() {
-            keys.push("min_packets_per_second");
-        }
-        if self.factor.is_some() {
-            keys.push("factor");
-        }
-        keys
-    }
-}
-
-impl TryFrom<RawRules> for RulesConfig {
-    type Error = String;
-
-    fn try_from(raw: RawRules) -> Result<Self, String> {
-        let mut c = RulesConfig::default();
-        if let Some(h) = raw.hold {
-            c.hold = h;
-        }
-        if let Some(d) = raw.disabled {
-            c.disabled = d;
-        }
-        let window = |rule: &Option<RawRule>, into: &mut Duration| {
-            if let Some(w) = rule.as_ref().and_then(|r| r.window) {
-                *into = w;
-            }
-        };
-        window(&raw.link_flap, &mut c.link_flap.window);
-        window(&raw.symbol_errors, &mut c.symbol_errors.window);
-        if let Some(b) = raw.symbol_errors.as_ref().and_then(|r| r.max_ber) {
-            c.symbol_errors.max_ber = b;
-        }
-        for (rule, into) in [
-            (&raw.retransmissions, &mut c.retransmissions),
-            (&raw.ack_timeouts, &mut c.ack_timeouts),
-            (&raw.sequence_errors, &mut c.sequence_errors),
-            (&raw.out_of_buffer, &mut c.out_of_buffer),
-            (&raw.cnp_not_sent, &mut c.cnp_not_sent),
-            (&raw.lossless_discards, &mut c.lossless_discards),
-            (&raw.discards_growing, &mut c.discards_growing),
-            (&raw.host_ring_drops, &mut c.host_ring_drops),
-        ] {
-            window(rule, &mut into.window);
-            if let Some(p) = rule.as_ref().and_then(|r| r.per_second) {
-                into.per_second = p;
-            }
-        }
-        for (rule, into) in [
-            (&raw.receiver_congested, &mut c.receiver_congested),
-            (&raw.sender_throttled, &mut c.sender_throttled),
-            (&raw.cnp_ignored, &mut c.cnp_ignored),
-        ] {
-            window(rule, &mut into.window);
-            if let Some(r) = rule.as_ref().and_then(|r| r.max_ratio) {
-                into.max_ratio = r;
-            }
-            if let Some(m) = rule.as_ref().and_then(|r| r.min_packets_per_second) {
-                into.min_packets_per_second = m;
-            }
-        }
-        for (rule, into) in [
-            (&raw.pfc_storm, &mut c.pfc_storm),
-            (&raw.pfc_pause_received, &mut c.pfc_pause_received),
-            (&raw.pfc_pause_sent, &mut c.pfc_pause_sent),
-        ] {
-            window(rule, &mut into.window);
-            if let Some(r) = rule.as_ref().and_then(|r| r.pause_ratio) {
-                into.pause_ratio = r;
-            }
-        }
-        window(&raw.probe_failures, &mut c.probe_failures.window);
-        if let Some(r) = raw.probe_failures.as_ref().and_then(|r| r.max_ratio) {
-            c.probe_failures.max_ratio = r;
-        }
-        window(
-            &raw.probe_latency_regression,
-            &mut c.probe_latency_regression.window,
-        );
-        if let Some(f) = raw.probe_latency_regression.as_ref().and_then(|r| r.factor) {
-            c.probe_latency_regression.factor = f;
-        }
-        window(&raw.fec_ber, &mut c.fec_ber.window);
-        if let Some(b) = raw.fec_ber.as_ref().and_then(|r| r.max_ber) {
-            c.fec_ber.max_ber = b;
-        }
-        window(&raw.fec_uncorrectable, &mut c.fec_uncorrectable.window);
-        window(&raw.pcie_aer, &mut c.pcie_aer.window);
-        window(&raw.devlink_health, &mut c.devlink_health.window);
-        if let Some(f) = raw.module_lane_imbalance.as_ref().and_then(|r| r.factor) {
-            c.module_lane_imbalance.factor = f;
-        }
-        if let Some(m) = raw.mtu_below_jumbo.as_ref().and_then(|r| r.min_mtu) {
-            c.mtu_below_jumbo.min_mtu = m;
-        }
-        // A key a rule does not take is an error, not silently ignored.
-        let rate: &[&str] = &["window", "per_second"];
-        let ratio: &[&str] = &["window", "max_ratio", "min_packets_per_second"];
-        let pause: &[&str] = &["window", "pause_ratio"];
-        let misplaced = [
-            ("link_flap", &raw.link_flap, &["window"][..]),
-            (
-                "symbol_errors",
-                &raw.symbol_errors,
-                &["window", "max_ber"][..],
-            ),
-            ("retransmissions", &raw.retransmissions, rate),
-            ("ack_timeouts", &raw.ack_timeouts, rate),
-            ("sequence_errors", &raw.sequence_errors, rate),
-            ("out_of_buffer", &raw.out_of_buffer, rate),
-            ("receiver_congested", &raw.receiver_congested, ratio),
-            ("sender_throttled", &raw.sender_throttled, ratio),
-            ("cnp_not_sent", &raw.cnp_not_sent, rate),
-            ("cnp_ignored", &raw.cnp_ignored, ratio),
-            ("mtu_below_jumbo", &raw.mtu_below_jumbo, &["min_mtu"][..]),
-            ("pfc_storm", &raw.pfc_storm, pause),
-            ("pfc_pause_received", &raw.pfc_pause_received, pause),
-            ("pfc_pause_sent", &raw.pfc_pause_sent, pause),
-            ("lossless_discards", &raw.lossless_discards, rate),
-            ("discards_growing", &raw.discards_growing, rate),
-            ("host_ring_drops", &raw.host_ring_drops, rate),
-            (
-                "probe_failures",
-                &raw.probe_failures,
-                &["window", "max_ratio"][..],
-            ),
-            (
-                "probe_latency_regression",
-                &raw.probe_latency_regression,
-                &["window", "factor"][..],
-            ),
-            ("fec_ber", &raw.fec_ber, &["window", "max_ber"][..]),
-            ("fec_uncorrectable", &raw.fec_uncorrectable, &["window"][..]),
-            ("pcie_aer", &raw.pcie_aer, &["window"][..]),
-            ("devlink_health", &raw.devlink_health, &["window"][..]),
-            (
-                "module_lane_imbalance",
-                &raw.module_lane_imbalance,
-                &["factor"][..],
-            ),
-        ]
-        .into_iter()
-        .find_map(|(name, rule, takes)| {
-            let bad = rule
-                .as_ref()?
-                .given()
-                .into_iter()
-                .find(|k| !takes.contains(k))?;
-            Some(format!(
-                "rules.{name}.{bad} is not a setting of this rule (it takes: {})",
-                takes.join(", ")
-            ))
-        });
-        match misplaced {
-            Some(e) => Err(e),
-            None => Ok(c),
-        }
-    }
-}
-
-fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    duration(d).map(Some)
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct WebLimits {
-    /// Most requests answered at once; one more is answered 503 at once.
+/// `web:`: the server's limits ([`WebLimits`], defined by the server crate;
+/// their meaning is documented there), each checked where it is parsed.
+#[derive(Deserialize)]
+#[serde(
+    remote = "WebLimits",
+    default = "WebLimits::default",
+    deny_unknown_fields
+)]
+struct WebLimitsDef {
     #[serde(deserialize_with = "at_least_one")]
-    pub max_requests: usize,
-    /// Most connections open at once; at the cap a new connection closes
-    /// the open one that has waited longest for a request.
+    max_requests: usize,
     #[serde(deserialize_with = "at_least_one")]
-    pub max_connections: usize,
-    /// A client must send its request headers within this time.
+    max_connections: usize,
     #[serde(deserialize_with = "duration")]
-    pub header_read_timeout: Duration,
-    /// Largest request (headers) accepted, at least
-    /// [`MIN_REQUEST_BYTES`].
+    header_read_timeout: Duration,
+    /// At least [`MIN_REQUEST_BYTES`].
     #[serde(deserialize_with = "request_bytes")]
-    pub max_request_bytes: usize,
-    /// Longest a response may go without the client taking a byte of it
-    /// (its receive window and the socket buffers full); then the
-    /// connection is cut. A slow but reading client is not affected.
+    max_request_bytes: usize,
     #[serde(deserialize_with = "duration")]
-    pub write_stall_timeout: Duration,
-}
-
-impl Default for WebLimits {
-    fn default() -> Self {
-        WebLimits {
-            max_requests: 40,
-            max_connections: 1024,
-            header_read_timeout: Duration::from_secs(10),
-            max_request_bytes: 16 * 1024,
-            write_stall_timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-/// The longest duration any setting takes. humantime accepts up to
-/// `u64::MAX` seconds, and the exporter adds its durations to each other and
-/// to the monotonic clock (the sampler's next tick and history retention,
-/// the probe schedule, hyper's header deadline, the netlink deadline): far
-/// beyond this such a sum overflows, which panics. No interval, window or
-/// timeout of the exporter has a use beyond a year.
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// `5s`, `500ms`, `1m30s`; above zero and at most [`MAX_DURATION`].
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    let parsed = humantime::parse_duration(s.trim()).map_err(|e| {
-        serde::de::Error::custom(format!(
-            "invalid duration {s:?} ({e}); write e.g. 5s, 500ms, 1m"
-        ))
-    })?;
-    if parsed.is_zero() {
-        return Err(serde::de::Error::custom("duration must be above zero"));
-    }
-    if parsed > MAX_DURATION {
-        return Err(serde::de::Error::custom(format!(
-            "duration {s:?} is above the longest supported, 365d"
-        )));
-    }
-    Ok(parsed)
+    write_stall_timeout: Duration,
 }
 
 /// Shortest `sample_interval`: below it the exporter would load the NIC
@@ -954,10 +387,6 @@ pub const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 /// bytes; with less every request gets 431.
 pub const MIN_REQUEST_BYTES: usize = 1024;
 
-/// The MTU range of an Ethernet netdev (`ETH_MIN_MTU`, `ETH_MAX_MTU` in
-/// include/uapi/linux/if_ether.h).
-pub const ETH_MTU: std::ops::RangeInclusive<u64> = 68..=65535;
-
 fn sample_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let v = duration(d)?;
     if v < MIN_SAMPLE_INTERVAL {
@@ -966,112 +395,6 @@ fn sample_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error
         ));
     }
     Ok(v)
-}
-
-/// Numbers are checked where they are parsed, so that a refused value is
-/// reported with its line and column: `ok` or the error "expected
-/// `expected`, found `value`". An absent or null value is `None`.
-fn opt_number<'de, D, T>(d: D, ok: fn(&T) -> bool, expected: &str) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + std::fmt::Display,
-{
-    match Option::<T>::deserialize(d)? {
-        Some(v) if !ok(&v) => Err(serde::de::Error::custom(format!(
-            "expected {expected}, found {v}"
-        ))),
-        v => Ok(v),
-    }
-}
-
-fn number<'de, D, T>(d: D, ok: fn(&T) -> bool, expected: &str) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + std::fmt::Display,
-{
-    let v = T::deserialize(d)?;
-    if !ok(&v) {
-        return Err(serde::de::Error::custom(format!(
-            "expected {expected}, found {v}"
-        )));
-    }
-    Ok(v)
-}
-
-fn opt_link_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    opt_number(
-        d,
-        |v: &f64| v.is_finite() && *v > 0.0,
-        "a link rate in Gb/s above 0 (e.g. 400)",
-    )
-}
-
-fn opt_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    opt_number(
-        d,
-        |v: &u32| ETH_MTU.contains(&u64::from(*v)),
-        "an Ethernet MTU, 68 to 65535 (e.g. 9000)",
-    )
-}
-
-fn opt_min_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    opt_number(
-        d,
-        |v: &u64| ETH_MTU.contains(v),
-        "an Ethernet MTU, 68 to 65535 (to turn the rule off, list it in rules.disabled)",
-    )
-}
-
-fn opt_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
-    opt_number(d, |v: &u8| *v <= 7, "a priority 0 to 7")
-}
-
-fn opt_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    opt_number(
-        d,
-        |v: &f64| v.is_finite() && *v >= 0.0,
-        "a rate per second, a number >= 0",
-    )
-}
-
-fn opt_ber<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    opt_number(
-        d,
-        |v: &f64| v.is_finite() && (0.0..=1.0).contains(v),
-        "a bit error rate between 0 and 1 (e.g. 1e-12)",
-    )
-}
-
-fn opt_share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    opt_number(
-        d,
-        |v: &f64| v.is_finite() && (0.0..=1.0).contains(v),
-        "a share between 0 and 1 (e.g. 0.2)",
-    )
-}
-
-fn opt_factor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    opt_number(
-        d,
-        |v: &f64| v.is_finite() && *v >= 1.0,
-        "a factor, a number >= 1",
-    )
-}
-
-fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    number(d, |v: &usize| *v >= 1, "at least 1")
-}
-
-fn at_least_one_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    number(d, |v: &u64| *v >= 1, "at least 1")
-}
-
-fn share<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    number(
-        d,
-        |v: &f64| v.is_finite() && *v > 0.0 && *v <= 1.0,
-        "a share above 0 and at most 1 (e.g. 0.7)",
-    )
 }
 
 fn request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
@@ -1366,6 +689,36 @@ mod tests {
             .to_string();
         assert!(
             e.contains("line 2") && e.contains("invalid duration"),
+            "{e}"
+        );
+    }
+
+    /// A key under a rule that does not take it is reported at the key
+    /// itself: the merge that checked it after parsing pointed at the start
+    /// of `rules:` (line 2 column 3 here).
+    #[test]
+    fn a_key_under_the_wrong_rule_is_refused_at_its_line_and_column() {
+        let e = Config::parse(
+            "rules:\n  pfc_storm:\n    window: 1m\n    max_ber: 1e-9\n",
+            "cfg.yml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with(
+                "cfg.yml: error: line 4 column 5: rules.pfc_storm.max_ber is not a setting \
+                 of this rule (it takes: window, pause_ratio)"
+            ),
+            "{e}"
+        );
+        let e = Config::parse(
+            "rules: {retransmissions: {window: 1m, max_ratio: 0.5}}\n",
+            "cfg.yml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("cfg.yml: error: line 1 column 39: rules.retransmissions.max_ratio"),
             "{e}"
         );
     }

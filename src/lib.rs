@@ -3,7 +3,8 @@
 //! Data flows one way: [`sources`] read the host into a [`snapshot::Snapshot`]
 //! (plain data, no Prometheus), the [`sampler`] runs them on an interval and
 //! publishes the result into the [`app::App`], [`exposition`] is the only
-//! place that names metrics, and the [`server`] only serves.
+//! place that names metrics, and the [`server`] (crates/web) only serves,
+//! what [`app::App`] hands it.
 
 #![deny(unsafe_code)]
 
@@ -19,7 +20,11 @@ pub mod meaning;
 pub mod rules;
 pub mod runbook;
 pub mod sampler;
-pub mod server;
 pub mod snapshot;
 pub mod sources;
-pub mod webconfig;
+pub mod values;
+
+/// The HTTP server (crates/web), under the names the binary, the tests and
+/// the fuzz targets use.
+pub use roce_web as server;
+pub use roce_web::webconfig;

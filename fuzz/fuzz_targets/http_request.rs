@@ -1,5 +1,5 @@
 //! Fuzz target: HTTP request handling, end to end through the real server
-//! code (`src/server.rs` `serve_stream`: the same hyper HTTP/1.1 settings,
+//! code (`crates/web/src/connection.rs` `serve_stream`: the same hyper HTTP/1.1 settings,
 //! header size limit, routing, method checks, body refusal, `Accept` and
 //! `Accept-Encoding` negotiation, basic auth and extra headers that every
 //! accepted connection gets), over an in-memory pipe to a small fixed App.

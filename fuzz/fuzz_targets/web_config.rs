@@ -1,4 +1,4 @@
-//! Fuzz target: the web configuration (`src/webconfig.rs`
+//! Fuzz target: the web configuration (`crates/web/src/webconfig.rs`
 //! `WebConfig::parse`: exporter-toolkit YAML, TLS settings with real
 //! certificate, key and CA files, bcrypt hashes, extra headers), then the
 //! basic-auth check of an accepted configuration against an

@@ -7,15 +7,19 @@
 //! Reset-aware increases ([`super::window`]); silent on the first sample
 //! and on netdevs whose driver has no such counters.
 
+use std::time::Duration;
+
+use serde::Serialize;
+
 use roce_netdev::{DcbOutcome, Direction, Meaning, Netdev};
 
 use super::fabric::{all_netdevs, list, pfc_priorities};
 use super::history::Value;
 use super::ports::fmt_num;
 use super::rates::span;
+use super::settings::section;
 use super::window::Increase;
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};
-use crate::config::PfcStormRule;
 
 pub const RULES: &[Rule] = &[
     Rule {
@@ -170,6 +174,44 @@ fn storms(
     (grew, seconds)
 }
 
+/// What a pause rule saw on one netdev: the priority paused over the rule's
+/// ratio, and the storm events of the kinds it watches.
+struct PauseSeen {
+    over: Option<Paused>,
+    storms: Vec<(&'static str, u64)>,
+    storm_seconds: f64,
+}
+
+impl PauseSeen {
+    /// `None` when neither was seen.
+    fn of(
+        over: Option<Paused>,
+        (storms, storm_seconds): (Vec<(&'static str, u64)>, f64),
+    ) -> Option<Self> {
+        (over.is_some() || !storms.is_empty()).then_some(PauseSeen {
+            over,
+            storms,
+            storm_seconds,
+        })
+    }
+
+    /// The pause, then the storm events, `; `-separated.
+    fn evidence(&self) -> String {
+        let mut evidence = Vec::new();
+        if let Some(w) = self.over {
+            evidence.push(w.evidence());
+        }
+        if !self.storms.is_empty() {
+            evidence.push(format!(
+                "pause storm events {} over {}",
+                storm_text(&self.storms),
+                span(self.storm_seconds)
+            ));
+        }
+        evidence.join("; ")
+    }
+}
+
 fn storm_text(storms: &[(&str, u64)]) -> String {
     storms
         .iter()
@@ -214,12 +256,12 @@ fn pfc_storm(ctx: &Context) -> Vec<Finding> {
             .filter_map(|d| worst_paused(ctx, n, d, cfg.window))
             .filter(|w| w.ratio() > cfg.pause_ratio)
             .max_by(|a, b| a.ratio().total_cmp(&b.ratio()));
-        let (errors, storm_seconds) = storms(ctx, n, cfg.window, |k| k == STORM_ERROR);
-        if over.is_none() && errors.is_empty() {
+        let storms = storms(ctx, n, cfg.window, |k| k == STORM_ERROR);
+        let Some(seen) = PauseSeen::of(over, storms) else {
             continue;
-        }
+        };
         let name = &n.name;
-        let finding = match over {
+        let finding = match seen.over {
             Some(w) => format!(
                 "{}: priority {} was paused {}% of the last {} ({}): a PFC storm, the priority is blocked",
                 subject.describe(),
@@ -231,27 +273,16 @@ fn pfc_storm(ctx: &Context) -> Vec<Finding> {
             None => format!(
                 "{}: the NIC's pause storm detector stopped its pause frames ({}): traffic on the lossless priority can be dropped",
                 subject.describe(),
-                storm_text(&errors)
+                storm_text(&seen.storms)
             ),
         };
-        let mut evidence = Vec::new();
-        if let Some(w) = over {
-            evidence.push(w.evidence());
-        }
-        if !errors.is_empty() {
-            evidence.push(format!(
-                "pause storm events {} over {}",
-                storm_text(&errors),
-                span(storm_seconds)
-            ));
-        }
         out.push(Finding {
             rule: RuleId::PfcStorm,
             severity: Severity::Critical,
             finding,
             evidence: format!(
                 "{}; expected <= {}% paused (rules.pfc_storm.pause_ratio) and no storm error events",
-                evidence.join("; "),
+                seen.evidence(),
                 fmt_num(cfg.pause_ratio * 100.0)
             ),
             fix: format!(
@@ -280,14 +311,12 @@ fn pause_finding(
     let over = worst_paused(ctx, n, direction, cfg.window)
         .filter(|w| w.ratio() > cfg.pause_ratio)
         .filter(|_| !storming(ctx, n, direction));
-    let (warnings, storm_seconds) = storms(ctx, n, cfg.window, |k| {
+    let storms = storms(ctx, n, cfg.window, |k| {
         storm_direction(k) == Some(direction)
     });
-    if over.is_none() && warnings.is_empty() {
-        return None;
-    }
+    let seen = PauseSeen::of(over, storms)?;
     let name = &n.name;
-    let finding = match (over, direction) {
+    let finding = match (seen.over, direction) {
         (Some(w), Direction::Rx) => format!(
             "{}: the link partner paused priority {} for {}% of the last {}: congestion downstream of this port",
             subject.describe(),
@@ -305,25 +334,14 @@ fn pause_finding(
         (None, Direction::Tx) => format!(
             "{}: the NIC's pause storm detector saw it sending pause frames for a long time ({})",
             subject.describe(),
-            storm_text(&warnings)
+            storm_text(&seen.storms)
         ),
         (None, Direction::Rx) => format!(
             "{}: the NIC saw pause frames arrive without a break ({})",
             subject.describe(),
-            storm_text(&warnings)
+            storm_text(&seen.storms)
         ),
     };
-    let mut evidence = Vec::new();
-    if let Some(w) = over {
-        evidence.push(w.evidence());
-    }
-    if !warnings.is_empty() {
-        evidence.push(format!(
-            "pause storm events {} over {}",
-            storm_text(&warnings),
-            span(storm_seconds)
-        ));
-    }
     let fix = match direction {
         Direction::Rx => format!(
             "The switch pauses this NIC because its own egress queue toward the receivers is full: incast, an oversubscribed \
@@ -343,7 +361,7 @@ fn pause_finding(
         finding,
         evidence: format!(
             "{}; expected <= {}% paused (rules.{rule}.pause_ratio) and no storm events",
-            evidence.join("; "),
+            seen.evidence(),
             fmt_num(cfg.pause_ratio * 100.0)
         ),
         fix,
@@ -600,3 +618,17 @@ fn host_ring_drops(ctx: &Context) -> Vec<Finding> {
     }
     out
 }
+
+/// A rule on the share of a window a priority is paused.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PfcStormRule {
+    pub window: Duration,
+    /// Share of the window (0..1) one priority may be paused in one
+    /// direction before the rule fires.
+    pub pause_ratio: f64,
+}
+
+section!(PfcStormRule {
+    window: Duration = "crate::values::opt_duration",
+    pause_ratio: f64 = "crate::values::opt_share",
+});

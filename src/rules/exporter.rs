@@ -2,8 +2,8 @@
 //! away since it started (or that `expect.devices` names), no RDMA device
 //! at all, and a collector that fails.
 
+use super::settings::ExpectedDevices;
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};
-use crate::config::ExpectedDevices;
 use crate::snapshot::{Snapshot, SourceState};
 
 pub const RULES: &[Rule] = &[

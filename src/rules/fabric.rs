@@ -7,13 +7,15 @@
 //! rdma_cm default ToS, sysfs MTU); a netdev without DCB support, without
 //! ECN files or without an RDMA port behind it is left alone.
 
+use serde::Serialize;
+
 use roce_netdev::{DcbConfig, DcbOutcome, Direction, Meaning, Netdev, Trust};
 use roce_rdma::LinkLayer;
 
 use super::history::{stat_integer, Value};
 use super::ports::find_port;
+use super::settings::section;
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};
-use crate::config::{ROCE_4096_MIN_NETDEV_MTU, ROCE_HEADER_BYTES};
 use crate::snapshot::Snapshot;
 
 pub const RULES: &[Rule] = &[
@@ -661,3 +663,26 @@ fn mtu_below_jumbo(ctx: &Context) -> Vec<Finding> {
     }
     out
 }
+
+/// The smallest netdev MTU whose RoCE path MTU is 4096: the kernel derives
+/// the RoCE MTU from the netdev MTU minus 96 header bytes (`iboe_get_mtu()`
+/// in include/rdma/ib_addr.h: GRH 40 + UDP 8 + BTH 12 + XRC 4 +
+/// AtomicETH 28 + ICRC 4, sizes from include/rdma/ib_pack.h), then rounds
+/// down to 4096, 2048, 1024, ... So 4096 + 96 = 4192; the usual 1500 gives
+/// RoCE MTU 1024.
+pub const ROCE_4096_MIN_NETDEV_MTU: u64 = 4192;
+
+/// Header bytes the kernel takes off the netdev MTU for RoCE
+/// (`iboe_get_mtu()`, see [`ROCE_4096_MIN_NETDEV_MTU`]).
+pub const ROCE_HEADER_BYTES: u64 = 96;
+
+/// `mtu_below_jumbo`'s section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MtuRule {
+    /// Netdev MTU below which the rule fires (4192: RoCE MTU 4096).
+    pub min_mtu: u64,
+}
+
+section!(MtuRule {
+    min_mtu: u64 = "crate::values::opt_min_mtu",
+});

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{Expectations, RulesConfig};
 use crate::snapshot::Snapshot;
 pub use history::History;
+use settings::{Expectations, RulesConfig};
 
 pub mod congestion;
 pub mod exporter;
@@ -29,6 +29,7 @@ pub mod ports;
 pub mod probes;
 pub mod qos;
 pub mod rates;
+pub mod settings;
 pub mod table;
 pub mod topology;
 pub mod window;

@@ -26,8 +26,8 @@ use serde::Serialize;
 
 use super::fabric::{dscp_priority, list, pfc_priorities, roce_dscp, roce_netdevs};
 use super::ports::ports;
+use super::settings::Expectations;
 use super::topology::gdr_per_gpu;
-use crate::config::Expectations;
 use crate::snapshot::Snapshot;
 
 /// What to do about one NCCL setting on this host.

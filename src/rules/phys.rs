@@ -7,12 +7,15 @@
 //! rule's window, silent on the first sample. What a driver does not offer
 //! is never judged.
 
+use serde::Serialize;
+
 use roce_netdev::devlink::ReporterState;
 use roce_netdev::module::{ModuleInfo, Thresholds};
 use roce_netdev::phys::PhysNetdev;
 
 use super::history::Value;
 use super::rates::span;
+use super::settings::section;
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::snapshot::Snapshot;
 
@@ -525,3 +528,13 @@ fn devlink_reporter_error(ctx: &Context) -> Vec<Finding> {
     }
     out
 }
+
+/// `module_lane_imbalance`'s section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaneRule {
+    pub factor: f64,
+}
+
+section!(LaneRule {
+    factor: f64 = "crate::values::opt_factor",
+});

@@ -3,11 +3,16 @@
 //! statistics (cumulative since the probe thread started) over a window,
 //! reset-aware, and stay silent without probe results or history.
 
+use std::time::Duration;
+
+use serde::Serialize;
+
 use roce_probe::ProbeResults;
 
 use super::history::Value;
 use super::ports::{find_port, fmt_num};
 use super::rates::span;
+use super::settings::section;
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::snapshot::Snapshot;
 
@@ -169,3 +174,29 @@ fn probe_latency_regression(ctx: &Context) -> Vec<Finding> {
     }
     out
 }
+
+/// `probe_failures`' section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeFailureRule {
+    pub window: Duration,
+    /// Share of probe rounds (0..1) that may fail within the window.
+    pub max_ratio: f64,
+}
+
+section!(ProbeFailureRule {
+    window: Duration = "crate::values::opt_duration",
+    max_ratio: f64 = "crate::values::opt_share",
+});
+
+/// `probe_latency_regression`'s section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeLatencyRule {
+    pub window: Duration,
+    /// How many times the earlier mean RTT the window's mean may reach.
+    pub factor: f64,
+}
+
+section!(ProbeLatencyRule {
+    window: Duration = "crate::values::opt_duration",
+    factor: f64 = "crate::values::opt_factor",
+});

@@ -7,14 +7,18 @@
 //! use reset-aware increases ([`super::window`]) and stay silent on the
 //! first sample.
 
+use std::time::Duration;
+
+use serde::Serialize;
+
 use roce_netdev::Meaning;
 use roce_rdma::{Device, LinkLayer, Port};
 
 use super::history::Value;
 use super::ports::{fmt_num, ports, subject};
+use super::settings::section;
 use super::window::Increase;
-use super::{Context, Finding, Rule, RuleId, Severity};
-use crate::config::{RateRule, TrafficRatioRule};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 use crate::meaning::{HwMeaning, Provider, HW_MAPPINGS};
 
 pub const RULES: &[Rule] = &[
@@ -503,34 +507,54 @@ fn ack_timeouts(ctx: &Context) -> Vec<Finding> {
     out
 }
 
-/// Increase of a port value and of the traffic it is judged against.
-struct PerTraffic {
-    events: Increase,
-    packets: Increase,
+/// Events per packet on one port over a rule's window, when there was
+/// enough traffic to judge.
+struct Share {
+    events: u64,
+    packets: u64,
+    /// Time the packets were counted over.
+    seconds: f64,
+    ratio: f64,
 }
 
-impl PerTraffic {
-    fn of(
+impl Share {
+    /// The increase of the hardware counters with meaning `events` per
+    /// increase of the port's `packets`.
+    fn per_traffic(
         ctx: &Context,
         d: &Device,
         p: &Port,
-        events: &[Value],
+        events: HwMeaning,
         packets: Value,
-        window: std::time::Duration,
-    ) -> Option<PerTraffic> {
+        cfg: &TrafficRatioRule,
+    ) -> Option<Share> {
         let series = ctx.history.port(&d.name, p.number);
-        Some(PerTraffic {
-            events: series.increase_of_sum(events, window)?,
-            packets: series.increase(packets, window)?,
+        let events = series.increase_of_sum(&[Value::Hw(events)], cfg.window)?;
+        let packets = series.increase(packets, cfg.window)?;
+        (packets.amount > 0 && packets.per_second() >= cfg.min_packets_per_second).then(|| Share {
+            events: events.amount,
+            packets: packets.amount,
+            seconds: packets.seconds,
+            ratio: events.amount as f64 / packets.amount as f64,
         })
     }
+}
 
-    /// Events per packet, when there was enough traffic to judge.
-    fn ratio(&self, cfg: &TrafficRatioRule) -> Option<f64> {
-        let pps = self.packets.per_second();
-        (self.packets.amount > 0 && pps >= cfg.min_packets_per_second)
-            .then(|| self.events.amount as f64 / self.packets.amount as f64)
-    }
+/// A traffic-ratio rule: a finding, written by `write`, for every port
+/// whose share (from `measure`) is above `cfg.max_ratio`.
+fn traffic_ratio(
+    ctx: &Context,
+    cfg: &TrafficRatioRule,
+    measure: impl Fn(&Device, &Port) -> Option<Share>,
+    write: impl Fn(&Device, &Port, Subject, Share) -> Finding,
+) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    ports(s)
+        .filter_map(|(d, p)| {
+            let share = measure(d, p).filter(|t| t.ratio > cfg.max_ratio)?;
+            Some(write(d, p, subject(d, p), share))
+        })
+        .collect()
 }
 
 fn percent(ratio: f64) -> String {
@@ -538,40 +562,28 @@ fn percent(ratio: f64) -> String {
 }
 
 fn receiver_congested(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
     let cfg = &ctx.rules.receiver_congested;
-    let mut out = Vec::new();
-    for (d, p) in ports(s) {
-        let Some(t) = PerTraffic::of(
-            ctx,
-            d,
-            p,
-            &[Value::Hw(HwMeaning::EcnMarked)],
-            Value::RcvPackets,
-            cfg.window,
-        ) else {
-            continue;
-        };
-        let Some(ratio) = t.ratio(cfg).filter(|r| *r > cfg.max_ratio) else {
-            continue;
-        };
-        let subject = subject(d, p);
-        out.push(Finding {
+    traffic_ratio(
+        ctx,
+        cfg,
+        |d, p| Share::per_traffic(ctx, d, p, HwMeaning::EcnMarked, Value::RcvPackets, cfg),
+        |d, p, subject, t| {
+            Finding {
             rule: RuleId::ReceiverCongested,
             severity: Severity::Warning,
             finding: format!(
                 "{}: {}% of the RoCE packets received carry an ECN congestion mark: the path into this host stays congested \
                  (notification point role)",
                 subject.describe(),
-                percent(ratio)
+                percent(t.ratio)
             ),
             evidence: format!(
                 "{} +{} of port_rcv_packets +{} over {} = {}%; expected <= {}% (rules.receiver_congested.max_ratio)",
                 names(d, HwMeaning::EcnMarked, "ECN-marked RoCE packets"),
-                t.events.amount,
-                t.packets.amount,
-                span(t.packets.seconds),
-                percent(ratio),
+                t.events,
+                t.packets,
+                span(t.seconds),
+                percent(t.ratio),
                 percent(cfg.max_ratio)
             ),
             fix: "Switch queues toward this host stay above their ECN marking threshold for most of the window: DCQCN does not \
@@ -584,45 +596,33 @@ fn receiver_congested(ctx: &Context) -> Vec<Finding> {
                 d.name, p.number
             ),
             subject,
-        });
-    }
-    out
+        }
+        },
+    )
 }
 
 fn sender_throttled(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
     let cfg = &ctx.rules.sender_throttled;
-    let mut out = Vec::new();
-    for (d, p) in ports(s) {
-        let Some(t) = PerTraffic::of(
-            ctx,
-            d,
-            p,
-            &[Value::Hw(HwMeaning::CnpHandled)],
-            Value::XmitPackets,
-            cfg.window,
-        ) else {
-            continue;
-        };
-        let Some(ratio) = t.ratio(cfg).filter(|r| *r > cfg.max_ratio) else {
-            continue;
-        };
-        let subject = subject(d, p);
-        out.push(Finding {
+    traffic_ratio(
+        ctx,
+        cfg,
+        |d, p| Share::per_traffic(ctx, d, p, HwMeaning::CnpHandled, Value::XmitPackets, cfg),
+        |d, p, subject, t| {
+            Finding {
             rule: RuleId::SenderThrottled,
             severity: Severity::Warning,
             finding: format!(
                 "{}: {} CNPs handled per 100 RoCE packets sent: DCQCN keeps cutting this host's sending rate (reaction point role)",
                 subject.describe(),
-                percent(ratio)
+                percent(t.ratio)
             ),
             evidence: format!(
                 "{} +{} per port_xmit_packets +{} over {} = {}%; expected <= {}% (rules.sender_throttled.max_ratio)",
                 names(d, HwMeaning::CnpHandled, "CNPs handled"),
-                t.events.amount,
-                t.packets.amount,
-                span(t.packets.seconds),
-                percent(ratio),
+                t.events,
+                t.packets,
+                span(t.seconds),
+                percent(t.ratio),
                 percent(cfg.max_ratio)
             ),
             fix: "The receivers of this host's traffic are congested: a notification point sends at most one CNP per QP per CNP \
@@ -632,9 +632,9 @@ fn sender_throttled(ctx: &Context) -> Vec<Finding> {
                 .into(),
             verify: format!("rdma statistic show link {}/{}  # twice, a few seconds apart", d.name, p.number),
             subject,
-        });
-    }
-    out
+        }
+        },
+    )
 }
 
 fn cnp_not_sent(ctx: &Context) -> Vec<Finding> {
@@ -686,46 +686,47 @@ fn cnp_not_sent(ctx: &Context) -> Vec<Finding> {
 }
 
 fn cnp_ignored(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
     let cfg = &ctx.rules.cnp_ignored;
-    let mut out = Vec::new();
-    for (d, p) in ports(s) {
+    // Ignored among all received (ignored + handled), over the time the
+    // ignored ones were counted.
+    let measure = |d: &Device, p: &Port| {
         let series = ctx.history.port(&d.name, p.number);
-        let Some(ignored) = series.increase(Value::Hw(HwMeaning::CnpIgnored), cfg.window) else {
-            continue;
-        };
+        let ignored = series.increase(Value::Hw(HwMeaning::CnpIgnored), cfg.window)?;
         let handled = series
             .increase(Value::Hw(HwMeaning::CnpHandled), cfg.window)
             .map_or(0, |i| i.amount);
         let received = ignored.amount.saturating_add(handled);
         if ignored.amount == 0 || ignored.seconds <= 0.0 {
-            continue;
+            return None;
         }
         if (received as f64 / ignored.seconds) < cfg.min_packets_per_second {
-            continue;
+            return None;
         }
-        let ratio = ignored.amount as f64 / received as f64;
-        if ratio <= cfg.max_ratio {
-            continue;
-        }
-        let subject = subject(d, p);
+        Some(Share {
+            events: ignored.amount,
+            packets: received,
+            seconds: ignored.seconds,
+            ratio: ignored.amount as f64 / received as f64,
+        })
+    };
+    traffic_ratio(ctx, cfg, measure, |d, p, subject, t| {
         let netdev = p.netdev.as_deref().unwrap_or("<netdev>");
-        out.push(Finding {
+        Finding {
             rule: RuleId::CnpIgnored,
             severity: Severity::Warning,
             finding: format!(
                 "{}: {}% of the CNPs received are ignored: the reaction point is off, this host does not slow down when told to",
                 subject.describe(),
-                percent(ratio)
+                percent(t.ratio)
             ),
             evidence: format!(
                 "{} +{}, {} +{} over {} = {}% ignored; expected <= {}% (rules.cnp_ignored.max_ratio)",
                 names(d, HwMeaning::CnpIgnored, "CNPs ignored"),
-                ignored.amount,
+                t.events,
                 names(d, HwMeaning::CnpHandled, "CNPs handled"),
-                handled,
-                span(ignored.seconds),
-                percent(ratio),
+                t.packets - t.events,
+                span(t.seconds),
+                percent(t.ratio),
                 percent(cfg.max_ratio)
             ),
             fix: format!(
@@ -738,12 +739,41 @@ fn cnp_ignored(ctx: &Context) -> Vec<Finding> {
                 d.name, p.number
             ),
             subject,
-        });
-    }
-    out
+        }
+    })
 }
 
 /// "1m30s"-style span of a window.
 pub fn span(seconds: f64) -> String {
     humantime::format_duration(std::time::Duration::from_secs(seconds.round() as u64)).to_string()
 }
+
+/// A rule on events per second over a window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RateRule {
+    pub window: Duration,
+    /// Events per second above which the rule fires.
+    pub per_second: f64,
+}
+
+section!(RateRule {
+    window: Duration = "crate::values::opt_duration",
+    per_second: f64 = "crate::values::opt_per_second",
+});
+
+/// A rule on events per packet over a window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrafficRatioRule {
+    pub window: Duration,
+    /// Events per packet (0..1) above which the rule fires.
+    pub max_ratio: f64,
+    /// Below this many packets per second (the denominator) the ratio says
+    /// nothing and the rule stays silent: an idle port.
+    pub min_packets_per_second: f64,
+}
+
+section!(TrafficRatioRule {
+    window: Duration = "crate::values::opt_duration",
+    max_ratio: f64 = "crate::values::opt_share",
+    min_packets_per_second: f64 = "crate::values::opt_per_second",
+});

@@ -12,8 +12,8 @@
 
 use serde::Serialize;
 
+use super::settings::RulesConfig;
 use super::Severity;
-use crate::config::RulesConfig;
 
 /// What part of the fabric a rule judges: `check` files findings under the
 /// checklist line of that part, and Alertmanager's inhibit rules silence the

@@ -200,6 +200,17 @@ fn https_get(
     client: Option<&(String, String)>,
     path: &str,
 ) -> Result<Reply, String> {
+    https_request(addr, ca_pem, client, path, None)
+}
+
+/// [`https_get`] with an `Authorization` header if given.
+fn https_request(
+    addr: SocketAddr,
+    ca_pem: &str,
+    client: Option<&(String, String)>,
+    path: &str,
+    auth: Option<&str>,
+) -> Result<Reply, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
@@ -222,7 +233,7 @@ fn https_get(
     let name = ServerName::try_from("localhost").unwrap();
     let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, connect(addr, EVENTUALLY).unwrap());
-    tls.write_all(&request_bytes(path, None))
+    tls.write_all(&request_bytes(path, auth))
         .map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
     match tls.read_to_end(&mut buf) {
@@ -268,55 +279,54 @@ fn serves_the_configured_certificate_and_refuses_a_wrong_ca() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn mutual_tls_required_and_verified() {
-    let dir = temp_dir("mtls");
+/// A TLS server asking for client certificates as `client_auth_type` says,
+/// verified against a client CA of their own (`client_ca_file:
+/// clients.pem`): the folder, the server's CA, the clients' CA, the server.
+fn start_with_client_ca(name: &str, client_auth_type: &str) -> (PathBuf, Ca, Ca, Server) {
+    let dir = temp_dir(name);
     let ca = Ca::new("server CA");
     let clients = Ca::new("client CA");
     std::fs::write(dir.join("clients.pem"), &clients.pem).unwrap();
     let config = tls_files(
         &dir,
         &ca,
-        "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: clients.pem\n",
+        &format!("  client_auth_type: {client_auth_type}\n  client_ca_file: clients.pem\n"),
     );
     let server = start(&config);
-    let good = clients.leaf("scraper", true);
-    let reply = https_get(server.addr, &ca.pem, Some(&good), "/metrics").unwrap();
-    assert_eq!(reply.status, 200);
+    (dir, ca, clients, server)
+}
 
-    assert!(https_get(server.addr, &ca.pem, None, "/metrics").is_err());
+/// The status of `GET /metrics` over TLS trusting `ca`, with `client`'s
+/// certificate if given; `Err` with rustls's words when refused.
+fn metrics_status(
+    server: &Server,
+    ca: &Ca,
+    client: Option<&(String, String)>,
+) -> Result<u16, String> {
+    https_get(server.addr, &ca.pem, client, "/metrics").map(|r| r.status)
+}
+
+#[test]
+fn mutual_tls_required_and_verified() {
+    let (dir, ca, clients, server) = start_with_client_ca("mtls", "RequireAndVerifyClientCert");
+    let good = clients.leaf("scraper", true);
+    assert_eq!(metrics_status(&server, &ca, Some(&good)), Ok(200));
+
+    assert!(metrics_status(&server, &ca, None).is_err());
     let stranger = Ca::new("stranger CA").leaf("scraper", true);
-    assert!(https_get(server.addr, &ca.pem, Some(&stranger), "/metrics").is_err());
+    assert!(metrics_status(&server, &ca, Some(&stranger)).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn verify_client_cert_if_given_allows_none_but_checks_one() {
-    let dir = temp_dir("mtls-optional");
-    let ca = Ca::new("server CA");
-    let clients = Ca::new("client CA");
-    std::fs::write(dir.join("clients.pem"), &clients.pem).unwrap();
-    let config = tls_files(
-        &dir,
-        &ca,
-        "  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: clients.pem\n",
-    );
-    let server = start(&config);
-    assert_eq!(
-        https_get(server.addr, &ca.pem, None, "/metrics")
-            .unwrap()
-            .status,
-        200
-    );
+    let (dir, ca, clients, server) =
+        start_with_client_ca("mtls-optional", "VerifyClientCertIfGiven");
+    assert_eq!(metrics_status(&server, &ca, None), Ok(200));
     let good = clients.leaf("scraper", true);
-    assert_eq!(
-        https_get(server.addr, &ca.pem, Some(&good), "/metrics")
-            .unwrap()
-            .status,
-        200
-    );
+    assert_eq!(metrics_status(&server, &ca, Some(&good)), Ok(200));
     let stranger = Ca::new("stranger CA").leaf("scraper", true);
-    assert!(https_get(server.addr, &ca.pem, Some(&stranger), "/metrics").is_err());
+    assert!(metrics_status(&server, &ca, Some(&stranger)).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -327,13 +337,8 @@ fn require_any_client_cert_takes_any_but_needs_one() {
     let config = tls_files(&dir, &ca, "  client_auth_type: RequireAnyClientCert\n");
     let server = start(&config);
     let anyone = Ca::new("anyone's CA").leaf("scraper", true);
-    assert_eq!(
-        https_get(server.addr, &ca.pem, Some(&anyone), "/metrics")
-            .unwrap()
-            .status,
-        200
-    );
-    assert!(https_get(server.addr, &ca.pem, None, "/metrics").is_err());
+    assert_eq!(metrics_status(&server, &ca, Some(&anyone)), Ok(200));
+    assert!(metrics_status(&server, &ca, None).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -562,33 +567,7 @@ fn https_get_auth(
     client: &(String, String),
     auth: Option<&str>,
 ) -> Result<Reply, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca.pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let certs = CertificateDer::pem_slice_iter(client.0.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_slice(client.1.as_bytes()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_client_auth_cert(certs, key)
-        .unwrap();
-    let name = ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, connect(addr, EVENTUALLY).unwrap());
-    tls.write_all(&request_bytes("/metrics", auth))
-        .map_err(|e| e.to_string())?;
-    let mut buf = Vec::new();
-    match tls.read_to_end(&mut buf) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !buf.is_empty() => {}
-        Err(e) => return Err(e.to_string()),
-    }
-    parse_reply(&buf)
+    https_request(addr, &ca.pem, Some(client), "/metrics", auth)
 }
 
 /// What a client sees: plain HTTP refused, HTTPS without a client

@@ -18,10 +18,10 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sideway::ibverbs::address::AddressHandleAttribute;
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::{BasicCompletionQueue, PollCompletionQueueError};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
-use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortState};
+use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortAttr, PortState};
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{
@@ -303,138 +303,30 @@ impl IbSession {
         target: &Target,
         buffer_len: usize,
     ) -> Result<Self, Failure> {
-        let port = target.port;
-        let port_attr = ctx.query_port(port).map_err(|e| {
-            fail(
-                Reason::QueryPort,
-                &format!("ibv_query_port(port {port})"),
-                &e,
-            )
-        })?;
-        if !matches!(port_attr.port_state(), PortState::Active) {
-            return Err(Failure::new(
-                Reason::PortDown,
-                format!("{}/{port} is not ACTIVE", target.device),
-            ));
-        }
-        let gid = ctx.query_gid(port, target.gid_index).map_err(|e| {
-            fail(
-                Reason::GidIndex,
-                &format!("GID index {} of {}/{port}", target.gid_index, target.device),
-                &e,
-            )
-        })?;
-        if gid.is_zero() {
-            return Err(Failure::new(
-                Reason::GidIndex,
-                format!(
-                    "GID index {} of {}/{port} is empty (no address behind it)",
-                    target.gid_index, target.device
-                ),
-            ));
-        }
-        let sgid_index = u8::try_from(target.gid_index).map_err(|_| {
-            Failure::new(
-                Reason::GidIndex,
-                format!(
-                    "GID index {} does not fit the 8-bit sgid_index",
-                    target.gid_index
-                ),
-            )
-        })?;
+        let port_attr = active_port(&ctx, target)?;
+        let (gid, sgid_index) = source_gid(&ctx, target)?;
         let pd = ctx
             .alloc_pd()
             .map_err(|e| fail(Reason::AllocPd, "ibv_alloc_pd", &e))?;
-        let mut buf = RegisteredBuffer::new(buffer_len.max(TAG_DST + TAG_LEN));
         let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
-        // SAFETY: the buffer outlives the MR (field order of IbSession).
-        let mr = unsafe { pd.reg_mr(buf.ptr as usize, buf.len, access) }
-            .map_err(|e| fail(Reason::RegMr, &format!("ibv_reg_mr({} bytes)", buf.len), &e))?;
-        buf.zero(0, buf.len);
-        let mut cq_builder = ctx.create_cq_builder();
-        cq_builder.setup_cqe(8);
-        // Wrapped as soon as created: an error below drops them too.
-        let cq = Isolated::new(
-            cq_builder
-                .build()
-                .map_err(|e| fail(Reason::CreateCq, "ibv_create_cq", &e))?,
-        );
-        let mut qp_builder = pd.create_qp_builder();
-        qp_builder
-            .setup_max_send_wr(4)
-            .setup_max_recv_wr(4)
-            .setup_max_send_sge(1)
-            .setup_max_recv_sge(1)
-            .setup_send_cq(Arc::clone(&cq))
-            .setup_recv_cq(Arc::clone(&cq));
-        let mut qp_a = Isolated::new(
-            qp_builder
-                .build()
-                .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (requester)", &e))?,
-        );
-        let mut qp_b = Isolated::new(
-            qp_builder
-                .build()
-                .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (responder)", &e))?,
-        );
+        // The buffer is bound before the MR: an error below drops the MR first.
+        let (buf, mr) = register_buffer(&pd, buffer_len, access)?;
+        let (cq, mut qp_a, mut qp_b) = loopback_qps(&ctx, &pd)?;
 
         let path = qp_path(target, mtu_bytes(port_attr.active_mtu()));
-        let mtu = match path.mtu {
-            4096 => Mtu::Mtu4096,
-            2048 => Mtu::Mtu2048,
-            1024 => Mtu::Mtu1024,
-            512 => Mtu::Mtu512,
-            _ => Mtu::Mtu256,
+        let link = Link {
+            target,
+            access,
+            gid,
+            sgid_index,
+            roce: matches!(port_attr.link_layer(), LinkLayer::Ethernet),
+            lid: port_attr.lid(),
+            mtu: path_mtu(path.mtu),
+            traffic_class: path.traffic_class,
         };
-        let roce = matches!(port_attr.link_layer(), LinkLayer::Ethernet);
-        let lid = port_attr.lid();
         let (qpn_a, qpn_b) = (qp_a.qp_number(), qp_b.qp_number());
-        for (qp, remote, name) in [
-            (&mut qp_a, qpn_b, "requester"),
-            (&mut qp_b, qpn_a, "responder"),
-        ] {
-            let mut attr = QueuePairAttribute::new();
-            attr.setup_state(QueuePairState::Init)
-                .setup_pkey_index(0)
-                .setup_port(port)
-                .setup_access_flags(access);
-            qp.modify(&attr)
-                .map_err(|e| fail(Reason::QpInit, &format!("{name} QP RESET→INIT"), &e))?;
-            let mut ah = AddressHandleAttribute::new();
-            ah.setup_port(port).setup_service_level(0);
-            if roce {
-                ah.setup_grh(&gid, 0, sgid_index, 64, path.traffic_class);
-            } else {
-                ah.setup_dest_lid(lid);
-                if target.gid_index != 0 {
-                    ah.setup_grh(&gid, 0, sgid_index, 64, path.traffic_class);
-                }
-            }
-            let mut attr = QueuePairAttribute::new();
-            attr.setup_state(QueuePairState::ReadyToReceive)
-                .setup_path_mtu(mtu)
-                .setup_dest_qp_num(remote)
-                .setup_rq_psn(PSN)
-                .setup_max_dest_read_atomic(0)
-                .setup_min_rnr_timer(12)
-                .setup_address_vector(&ah);
-            qp.modify(&attr).map_err(|e| {
-                fail(
-                    Reason::QpRtr,
-                    &format!("{name} QP INIT→RTR with GID index {}", target.gid_index),
-                    &e,
-                )
-            })?;
-            let mut attr = QueuePairAttribute::new();
-            attr.setup_state(QueuePairState::ReadyToSend)
-                .setup_sq_psn(PSN)
-                .setup_timeout(QP_TIMEOUT)
-                .setup_retry_cnt(QP_RETRY)
-                .setup_rnr_retry(QP_RETRY)
-                .setup_max_read_atomic(0);
-            qp.modify(&attr)
-                .map_err(|e| fail(Reason::QpRts, &format!("{name} QP RTR→RTS"), &e))?;
-        }
+        link.connect(&mut qp_a, qpn_b, "requester")?;
+        link.connect(&mut qp_b, qpn_a, "responder")?;
         Ok(IbSession {
             qp_a,
             qp_b,
@@ -443,9 +335,187 @@ impl IbSession {
             buf,
             _pd: pd,
             ctx,
-            port,
+            port: target.port,
             path,
         })
+    }
+}
+
+/// The target's port, which must be ACTIVE.
+fn active_port(ctx: &DeviceContext, target: &Target) -> Result<PortAttr, Failure> {
+    let port = target.port;
+    let port_attr = ctx.query_port(port).map_err(|e| {
+        fail(
+            Reason::QueryPort,
+            &format!("ibv_query_port(port {port})"),
+            &e,
+        )
+    })?;
+    if !matches!(port_attr.port_state(), PortState::Active) {
+        return Err(Failure::new(
+            Reason::PortDown,
+            format!("{}/{port} is not ACTIVE", target.device),
+        ));
+    }
+    Ok(port_attr)
+}
+
+/// The target's GID (not empty) and its index as the 8-bit `sgid_index`.
+fn source_gid(ctx: &DeviceContext, target: &Target) -> Result<(Gid, u8), Failure> {
+    let port = target.port;
+    let gid = ctx.query_gid(port, target.gid_index).map_err(|e| {
+        fail(
+            Reason::GidIndex,
+            &format!("GID index {} of {}/{port}", target.gid_index, target.device),
+            &e,
+        )
+    })?;
+    if gid.is_zero() {
+        return Err(Failure::new(
+            Reason::GidIndex,
+            format!(
+                "GID index {} of {}/{port} is empty (no address behind it)",
+                target.gid_index, target.device
+            ),
+        ));
+    }
+    let sgid_index = u8::try_from(target.gid_index).map_err(|_| {
+        Failure::new(
+            Reason::GidIndex,
+            format!(
+                "GID index {} does not fit the 8-bit sgid_index",
+                target.gid_index
+            ),
+        )
+    })?;
+    Ok((gid, sgid_index))
+}
+
+/// The session's buffer (room for the tag at least), registered and zeroed.
+fn register_buffer(
+    pd: &Arc<ProtectionDomain>,
+    buffer_len: usize,
+    access: AccessFlags,
+) -> Result<(RegisteredBuffer, Arc<MemoryRegion>), Failure> {
+    let mut buf = RegisteredBuffer::new(buffer_len.max(TAG_DST + TAG_LEN));
+    // SAFETY: the buffer outlives the MR (field order of IbSession, and
+    // the caller binds the buffer before the MR).
+    let mr = unsafe { pd.reg_mr(buf.ptr as usize, buf.len, access) }
+        .map_err(|e| fail(Reason::RegMr, &format!("ibv_reg_mr({} bytes)", buf.len), &e))?;
+    buf.zero(0, buf.len);
+    Ok((buf, mr))
+}
+
+/// The QP pair sharing one CQ.
+type LoopbackQps = (
+    Isolated<Arc<BasicCompletionQueue>>,
+    Isolated<BasicQueuePair>,
+    Isolated<BasicQueuePair>,
+);
+
+/// One CQ and two RC QPs (requester, responder) on it, in RESET.
+fn loopback_qps(
+    ctx: &Arc<DeviceContext>,
+    pd: &Arc<ProtectionDomain>,
+) -> Result<LoopbackQps, Failure> {
+    let mut cq_builder = ctx.create_cq_builder();
+    cq_builder.setup_cqe(8);
+    // Wrapped as soon as created: an error below drops them too.
+    let cq = Isolated::new(
+        cq_builder
+            .build()
+            .map_err(|e| fail(Reason::CreateCq, "ibv_create_cq", &e))?,
+    );
+    let mut qp_builder = pd.create_qp_builder();
+    qp_builder
+        .setup_max_send_wr(4)
+        .setup_max_recv_wr(4)
+        .setup_max_send_sge(1)
+        .setup_max_recv_sge(1)
+        .setup_send_cq(Arc::clone(&cq))
+        .setup_recv_cq(Arc::clone(&cq));
+    let qp_a = Isolated::new(
+        qp_builder
+            .build()
+            .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (requester)", &e))?,
+    );
+    let qp_b = Isolated::new(
+        qp_builder
+            .build()
+            .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (responder)", &e))?,
+    );
+    Ok((cq, qp_a, qp_b))
+}
+
+/// How the two QPs of a session reach each other through the port.
+struct Link<'a> {
+    target: &'a Target,
+    access: AccessFlags,
+    gid: Gid,
+    sgid_index: u8,
+    /// RoCE (GRH always) rather than InfiniBand (LID, GRH for a GID index).
+    roce: bool,
+    lid: u16,
+    mtu: Mtu,
+    traffic_class: u8,
+}
+
+impl Link<'_> {
+    /// Takes `qp` through RESET→INIT→RTR→RTS, connected to QP `remote`.
+    fn connect(&self, qp: &mut BasicQueuePair, remote: u32, name: &str) -> Result<(), Failure> {
+        let (port, gid_index) = (self.target.port, self.target.gid_index);
+        let mut attr = QueuePairAttribute::new();
+        attr.setup_state(QueuePairState::Init)
+            .setup_pkey_index(0)
+            .setup_port(port)
+            .setup_access_flags(self.access);
+        qp.modify(&attr)
+            .map_err(|e| fail(Reason::QpInit, &format!("{name} QP RESET→INIT"), &e))?;
+        let mut ah = AddressHandleAttribute::new();
+        ah.setup_port(port).setup_service_level(0);
+        if self.roce {
+            ah.setup_grh(&self.gid, 0, self.sgid_index, 64, self.traffic_class);
+        } else {
+            ah.setup_dest_lid(self.lid);
+            if gid_index != 0 {
+                ah.setup_grh(&self.gid, 0, self.sgid_index, 64, self.traffic_class);
+            }
+        }
+        let mut attr = QueuePairAttribute::new();
+        attr.setup_state(QueuePairState::ReadyToReceive)
+            .setup_path_mtu(self.mtu)
+            .setup_dest_qp_num(remote)
+            .setup_rq_psn(PSN)
+            .setup_max_dest_read_atomic(0)
+            .setup_min_rnr_timer(12)
+            .setup_address_vector(&ah);
+        qp.modify(&attr).map_err(|e| {
+            fail(
+                Reason::QpRtr,
+                &format!("{name} QP INIT→RTR with GID index {gid_index}"),
+                &e,
+            )
+        })?;
+        let mut attr = QueuePairAttribute::new();
+        attr.setup_state(QueuePairState::ReadyToSend)
+            .setup_sq_psn(PSN)
+            .setup_timeout(QP_TIMEOUT)
+            .setup_retry_cnt(QP_RETRY)
+            .setup_rnr_retry(QP_RETRY)
+            .setup_max_read_atomic(0);
+        qp.modify(&attr)
+            .map_err(|e| fail(Reason::QpRts, &format!("{name} QP RTR→RTS"), &e))
+    }
+}
+
+/// The verbs MTU of a path MTU in bytes.
+fn path_mtu(bytes: u32) -> Mtu {
+    match bytes {
+        4096 => Mtu::Mtu4096,
+        2048 => Mtu::Mtu2048,
+        1024 => Mtu::Mtu1024,
+        512 => Mtu::Mtu512,
+        _ => Mtu::Mtu256,
     }
 }
 

@@ -2,7 +2,7 @@
 //! headers, in the Prometheus exporter-toolkit `web-config.yml` format.
 //! Owns parsing, validation (certificates and keys are loaded, bcrypt hashes
 //! checked, before a file is accepted), the TLS server configuration
-//! (rustls with the `ring` provider: TLS 1.0 and 1.1 are never offered),
+//! (built by the `tls` module: rustls with the `ring` provider, never TLS 1.0 or 1.1),
 //! basic-auth checks, and reloading when the file or a file it names changes.
 //!
 //! Reloads fail closed: a changed file that is empty, does not parse, or
@@ -32,14 +32,10 @@ use std::time::{Duration, Instant, SystemTime};
 use arc_swap::ArcSwap;
 use base64::Engine as _;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use rustls::client::danger::HandshakeSignatureValid;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use serde::Deserialize;
+
+pub use crate::tls::ClientAuth;
+use crate::tls::TlsFile;
 
 /// The realm named in `WWW-Authenticate`.
 pub const REALM: &str = "roce_exporter";
@@ -78,21 +74,6 @@ struct WebConfigFile {
     basic_auth_users: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TlsFile {
-    cert_file: PathBuf,
-    key_file: PathBuf,
-    #[serde(default)]
-    client_auth_type: ClientAuth,
-    #[serde(default)]
-    client_ca_file: Option<PathBuf>,
-    #[serde(default)]
-    min_version: Option<TlsVersion>,
-    #[serde(default)]
-    max_version: Option<TlsVersion>,
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct HttpFile {
@@ -100,25 +81,6 @@ struct HttpFile {
     /// Accepted for compatibility with exporter-toolkit files; only
     /// HTTP/1.1 is served.
     http2: Option<bool>,
-}
-
-/// Go's `tls.ClientAuthType` names, as exporter-toolkit spells them.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum ClientAuth {
-    #[default]
-    NoClientCert,
-    RequestClientCert,
-    RequireAnyClientCert,
-    VerifyClientCertIfGiven,
-    RequireAndVerifyClientCert,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-enum TlsVersion {
-    TLS10,
-    TLS11,
-    TLS12,
-    TLS13,
 }
 
 /// A validated web configuration, ready to serve with.
@@ -464,14 +426,10 @@ fn parse_file(text: &str, origin: &str) -> Result<WebConfigFile, WebConfigError>
 
 /// Every file the configuration names, resolved (whether or not it exists).
 fn named_files(file: &WebConfigFile, base: &Path) -> Vec<PathBuf> {
-    let Some(t) = &file.tls_server_config else {
-        return Vec::new();
-    };
-    let mut files = vec![resolve(base, &t.cert_file), resolve(base, &t.key_file)];
-    if let Some(ca) = &t.client_ca_file {
-        files.push(resolve(base, ca));
-    }
-    files
+    file.tls_server_config
+        .as_ref()
+        .map(|t| t.named_files(base))
+        .unwrap_or_default()
 }
 
 fn build(
@@ -485,7 +443,7 @@ fn build(
         message,
     };
     let tls = match &file.tls_server_config {
-        Some(t) => Some(Arc::new(build_tls(t, base_dir).map_err(invalid)?)),
+        Some(t) => Some(Arc::new(t.build(base_dir).map_err(invalid)?)),
         None => None,
     };
     for (user, hash) in &file.basic_auth_users {
@@ -617,193 +575,6 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     let text = String::from_utf8(decoded).ok()?;
     let (user, password) = text.split_once(':')?;
     Some((user.to_string(), password.to_string()))
-}
-
-fn resolve(base: &Path, p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        base.join(p)
-    }
-}
-
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn build_tls(t: &TlsFile, base: &Path) -> Result<rustls::ServerConfig, String> {
-    let min = t.min_version.unwrap_or(TlsVersion::TLS12);
-    let max = t.max_version.unwrap_or(TlsVersion::TLS13);
-    for (key, v) in [
-        ("min_version", t.min_version),
-        ("max_version", t.max_version),
-    ] {
-        if matches!(v, Some(TlsVersion::TLS10 | TlsVersion::TLS11)) {
-            return Err(format!(
-                "tls_server_config.{key}: TLS 1.0 and 1.1 are not supported; use TLS12 or TLS13"
-            ));
-        }
-    }
-    if min > max {
-        return Err("tls_server_config: min_version is above max_version".into());
-    }
-    let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
-    if min <= TlsVersion::TLS12 && max >= TlsVersion::TLS12 {
-        versions.push(&rustls::version::TLS12);
-    }
-    if max >= TlsVersion::TLS13 {
-        versions.push(&rustls::version::TLS13);
-    }
-
-    let cert_path = resolve(base, &t.cert_file);
-    let key_path = resolve(base, &t.key_file);
-    let certs = CertificateDer::pem_file_iter(&cert_path)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("tls_server_config.cert_file {}: {e}", cert_path.display()))?;
-    if certs.is_empty() {
-        return Err(format!(
-            "tls_server_config.cert_file {}: no certificate in the file",
-            cert_path.display()
-        ));
-    }
-    let key = PrivateKeyDer::from_pem_file(&key_path)
-        .map_err(|e| format!("tls_server_config.key_file {}: {e}", key_path.display()))?;
-
-    let verifying = matches!(
-        t.client_auth_type,
-        ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert
-    );
-    let roots = match &t.client_ca_file {
-        Some(ca) => {
-            let ca_path = resolve(base, ca);
-            let mut roots = RootCertStore::empty();
-            let cas = CertificateDer::pem_file_iter(&ca_path)
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| {
-                    format!(
-                        "tls_server_config.client_ca_file {}: {e}",
-                        ca_path.display()
-                    )
-                })?;
-            let (added, _) = roots.add_parsable_certificates(cas);
-            if added == 0 {
-                return Err(format!(
-                    "tls_server_config.client_ca_file {}: no usable CA certificate in the file",
-                    ca_path.display()
-                ));
-            }
-            Some(roots)
-        }
-        None if verifying => {
-            return Err(format!(
-                "tls_server_config: client_auth_type {:?} needs client_ca_file",
-                t.client_auth_type
-            ))
-        }
-        None => None,
-    };
-
-    let provider = provider();
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&versions)
-        .map_err(|e| format!("tls_server_config: {e}"))?;
-    let verifier: Option<Arc<dyn ClientCertVerifier>> = match (t.client_auth_type, roots) {
-        (ClientAuth::NoClientCert, _) => None,
-        (ClientAuth::RequestClientCert, _) => Some(Arc::new(AnyClientCert {
-            mandatory: false,
-            provider: provider.clone(),
-        })),
-        (ClientAuth::RequireAnyClientCert, _) => Some(Arc::new(AnyClientCert {
-            mandatory: true,
-            provider: provider.clone(),
-        })),
-        (ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert, None) => {
-            return Err("tls_server_config: client_ca_file is required".into())
-        }
-        (mode, Some(roots)) => {
-            let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-            let b = if mode == ClientAuth::VerifyClientCertIfGiven {
-                b.allow_unauthenticated()
-            } else {
-                b
-            };
-            Some(
-                b.build()
-                    .map_err(|e| format!("tls_server_config.client_ca_file: {e}"))?,
-            )
-        }
-    };
-    let builder = match verifier {
-        Some(v) => builder.with_client_cert_verifier(v),
-        None => builder.with_no_client_auth(),
-    };
-    let mut config = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("tls_server_config: certificate and key do not work together: {e}"))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
-}
-
-/// Go's `RequestClientCert` / `RequireAnyClientCert`: a client certificate
-/// is asked for (and, when mandatory, required) but not checked against any
-/// CA; the handshake signature still proves the client holds its key.
-#[derive(Debug)]
-struct AnyClientCert {
-    mandatory: bool,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ClientCertVerifier for AnyClientCert {
-    fn client_auth_mandatory(&self) -> bool {
-        self.mandatory
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &[]
-    }
-
-    fn verify_client_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        Ok(ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 /// What identifies a file's version (a rewrite or a rename changes it);

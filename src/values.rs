@@ -1,0 +1,153 @@
+//! Configuration values checked where they are parsed (`deserialize_with`
+//! helpers), so that a refused value is reported with its line and column.
+//! Shared by every section of the configuration file: the top-level ones in
+//! [`crate::config`] and the rules' own in [`crate::rules`].
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// The longest duration any setting takes. humantime accepts up to
+/// `u64::MAX` seconds, and the exporter adds its durations to each other and
+/// to the monotonic clock (the sampler's next tick and history retention,
+/// the probe schedule, hyper's header deadline, the netlink deadline): far
+/// beyond this such a sum overflows, which panics. No interval, window or
+/// timeout of the exporter has a use beyond a year.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `5s`, `500ms`, `1m30s`; above zero and at most [`MAX_DURATION`].
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    let parsed = humantime::parse_duration(s.trim()).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "invalid duration {s:?} ({e}); write e.g. 5s, 500ms, 1m"
+        ))
+    })?;
+    if parsed.is_zero() {
+        return Err(serde::de::Error::custom("duration must be above zero"));
+    }
+    if parsed > MAX_DURATION {
+        return Err(serde::de::Error::custom(format!(
+            "duration {s:?} is above the longest supported, 365d"
+        )));
+    }
+    Ok(parsed)
+}
+
+pub(crate) fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
+}
+
+/// The MTU range of an Ethernet netdev (`ETH_MIN_MTU`, `ETH_MAX_MTU` in
+/// include/uapi/linux/if_ether.h).
+pub const ETH_MTU: std::ops::RangeInclusive<u64> = 68..=65535;
+
+/// Numbers are checked where they are parsed, so that a refused value is
+/// reported with its line and column: `ok` or the error "expected
+/// `expected`, found `value`". An absent or null value is `None`.
+pub(crate) fn opt_number<'de, D, T>(
+    d: D,
+    ok: fn(&T) -> bool,
+    expected: &str,
+) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + std::fmt::Display,
+{
+    match Option::<T>::deserialize(d)? {
+        Some(v) if !ok(&v) => Err(serde::de::Error::custom(format!(
+            "expected {expected}, found {v}"
+        ))),
+        v => Ok(v),
+    }
+}
+
+pub(crate) fn number<'de, D, T>(d: D, ok: fn(&T) -> bool, expected: &str) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + std::fmt::Display,
+{
+    let v = T::deserialize(d)?;
+    if !ok(&v) {
+        return Err(serde::de::Error::custom(format!(
+            "expected {expected}, found {v}"
+        )));
+    }
+    Ok(v)
+}
+
+pub(crate) fn opt_link_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && *v > 0.0,
+        "a link rate in Gb/s above 0 (e.g. 400)",
+    )
+}
+
+pub(crate) fn opt_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    opt_number(
+        d,
+        |v: &u32| ETH_MTU.contains(&u64::from(*v)),
+        "an Ethernet MTU, 68 to 65535 (e.g. 9000)",
+    )
+}
+
+pub(crate) fn opt_min_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    opt_number(
+        d,
+        |v: &u64| ETH_MTU.contains(v),
+        "an Ethernet MTU, 68 to 65535 (to turn the rule off, list it in rules.disabled)",
+    )
+}
+
+pub(crate) fn opt_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    opt_number(d, |v: &u8| *v <= 7, "a priority 0 to 7")
+}
+
+pub(crate) fn opt_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && *v >= 0.0,
+        "a rate per second, a number >= 0",
+    )
+}
+
+pub(crate) fn opt_ber<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && (0.0..=1.0).contains(v),
+        "a bit error rate between 0 and 1 (e.g. 1e-12)",
+    )
+}
+
+pub(crate) fn opt_share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && (0.0..=1.0).contains(v),
+        "a share between 0 and 1 (e.g. 0.2)",
+    )
+}
+
+pub(crate) fn opt_factor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    opt_number(
+        d,
+        |v: &f64| v.is_finite() && *v >= 1.0,
+        "a factor, a number >= 1",
+    )
+}
+
+pub(crate) fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    number(d, |v: &usize| *v >= 1, "at least 1")
+}
+
+pub(crate) fn at_least_one_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    number(d, |v: &u64| *v >= 1, "at least 1")
+}
+
+pub(crate) fn share<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    number(
+        d,
+        |v: &f64| v.is_finite() && *v > 0.0 && *v <= 1.0,
+        "a share above 0 and at most 1 (e.g. 0.7)",
+    )
+}
