@@ -138,6 +138,26 @@ impl KeptAttr {
         }
     }
 
+    /// Opens the file now, unless a handle is kept, and keeps the handle
+    /// within the budget: for a reader that tells a file absent when it
+    /// listed it from one that went away since. A failure is classified as
+    /// a read's would be.
+    pub fn open(&mut self, io: &mut Io<'_>, einval: Einval) -> Reading<()> {
+        if self.file.is_some() {
+            return Reading::Value(());
+        }
+        match io.fs.open(&self.path) {
+            Ok(file) => {
+                if io.open < io.max_open {
+                    self.file = Some(file);
+                    io.open += 1;
+                }
+                Reading::Value(())
+            }
+            Err(e) => Reading::failed(&self.path, &e, einval),
+        }
+    }
+
     /// Reads the attribute into `io.buf` (one `pread` at offset 0) through
     /// the kept handle, reopening once when the handle went stale (then
     /// `stale` is set). The value is the length read; a failure is
@@ -234,6 +254,28 @@ mod tests {
             attr.read(&mut io, Einval::Error, &mut stale),
             Reading::Absent
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn open_tells_absent_from_present() {
+        let dir = tmp("open");
+        std::fs::write(dir.join("current_link_width"), "16\n").unwrap();
+        let mut buf = ReadBuf::new();
+        let mut io = Io {
+            fs: &StdFs,
+            buf: &mut buf,
+            open: 0,
+            max_open: usize::MAX,
+            reads: 0,
+        };
+        let mut there = KeptAttr::new(dir.join("current_link_width"));
+        assert_eq!(there.open(&mut io, Einval::Error), Reading::Value(()));
+        assert!(there.is_open());
+        let mut missing = KeptAttr::new(dir.join("current_link_speed"));
+        assert_eq!(missing.open(&mut io, Einval::Error), Reading::Absent);
+        assert!(!missing.is_open());
+        assert_eq!((io.open, io.reads), (1, 0));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
