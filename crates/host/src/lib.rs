@@ -10,7 +10,9 @@
 //! - [`errno`]: the one place that says which failures mean the value is
 //!   *absent* (not provided here, or gone) and which are errors;
 //! - [`Reading`]: what one read gave: a value, absent, or a [`ReadError`]
-//!   carrying the path and the errno (or the parse failure).
+//!   carrying the path and the errno (or the parse failure);
+//! - [`HostError`]: what a source reports that did not stop it (a file, a
+//!   failed request).
 
 #![deny(unsafe_code)]
 
@@ -22,7 +24,7 @@ mod paths;
 mod reading;
 
 pub use errno::Einval;
-pub use error::{ReadError, ReadErrorKind};
+pub use error::{HostError, ReadError, ReadErrorKind};
 pub use fs::{default_max_open, KeptDir, StdFs, SysFile, SysFs};
 pub use kept::{Io, KeptAttr, ReadBuf};
 pub use paths::HostPaths;
