@@ -10,14 +10,14 @@
 //!
 //! [`SysfsFiles`] keeps each netdev's files open between samples and reads
 //! them with `pread` ([`roce_host::KeptAttr`]: one system call a value
-//! instead of open, read and close); the folder listings (the `ecn` files, the driver link) are taken
-//! when the netdev is first read. A kept handle follows a renamed netdev,
-//! so only the name tells that the netdev asked for is still the one read:
-//! the folder is looked up by name every sample, unless the caller read the
-//! name from the kernel in the same sample (the netdev behind an RDMA port,
-//! from its GID attributes or the device's `net/` folder), which saves a
-//! path walk per netdev. A handle that
-//! fails with ENODEV or ENOENT (the netdev was removed and created again
+//! instead of open, read and close); the folder listings (the `ecn` files,
+//! the driver link) are taken when the netdev is first read. A kept handle
+//! follows a renamed netdev, so only the name tells that the netdev asked
+//! for is still the one read: the folder is looked up by name every sample,
+//! unless the caller read the name from the kernel in the same sample (the
+//! netdev behind an RDMA port, from its GID attributes or the device's
+//! `net/` folder), which saves a path walk per netdev. A handle that fails
+//! with ENODEV, ENOENT or ESTALE (the netdev was removed and created again
 //! under the same name) is reopened once, and the netdev listed afresh.
 
 use std::collections::HashMap;
