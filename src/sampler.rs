@@ -221,7 +221,7 @@ fn work(mut source: Box<dyn Source>, jobs: mpsc::Receiver<Job>, done: mpsc::Send
                 .unwrap_or(None);
         let sent = done.send(Done {
             reading,
-            errors,
+            errors: errors.iter().map(ToString::to_string).collect(),
             duration,
             kernel_requests,
         });
@@ -583,6 +583,7 @@ fn log_change(name: &str, previous: Option<&Logged>, now: &Logged) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::HostError;
 
     struct Fake {
         name: &'static str,
@@ -594,12 +595,14 @@ mod tests {
         fn name(&self) -> &'static str {
             self.name
         }
-        fn sample(&mut self, _i: &Input, errors: &mut Vec<String>) -> Reading {
+        fn sample(&mut self, _i: &Input, errors: &mut Vec<HostError>) -> Reading {
             let step = self.script[self.step.min(self.script.len() - 1)];
             self.step += 1;
             Reading::bare(match step {
                 Ok(n) => {
-                    errors.extend((0..n).map(|i| format!("file {i}: Input/output error")));
+                    errors.extend(
+                        (0..n).map(|i| HostError::Other(format!("file {i}: Input/output error"))),
+                    );
                     SourceState::Ok
                 }
                 Err("panic") => panic!("boom"),
@@ -646,7 +649,7 @@ mod tests {
             fn name(&self) -> &'static str {
                 "rdma"
             }
-            fn sample(&mut self, _i: &Input, _e: &mut Vec<String>) -> Reading {
+            fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Reading {
                 use roce_rdma::{Counter, Device, Port, RdmaSnapshot};
                 self.0 += 2;
                 let port = Port {
@@ -700,7 +703,7 @@ mod tests {
             fn name(&self) -> &'static str {
                 "slow"
             }
-            fn sample(&mut self, _i: &Input, _e: &mut Vec<String>) -> Reading {
+            fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Reading {
                 std::thread::sleep(INTERVAL * 3);
                 Reading::bare(SourceState::Ok)
             }
@@ -748,7 +751,7 @@ mod tests {
         fn name(&self) -> &'static str {
             "gate"
         }
-        fn sample(&mut self, _i: &Input, _e: &mut Vec<String>) -> Reading {
+        fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Reading {
             self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let _ = self.release.lock().unwrap().recv();
             Reading::bare(SourceState::Ok)
@@ -833,7 +836,7 @@ mod tests {
             fn name(&self) -> &'static str {
                 "rdma"
             }
-            fn sample(&mut self, _i: &Input, _e: &mut Vec<String>) -> Reading {
+            fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Reading {
                 match self.0.remove(0) {
                     Some(name) => Reading::new(
                         SourceState::Ok,
@@ -857,7 +860,7 @@ mod tests {
             fn needs_rdma(&self) -> bool {
                 true
             }
-            fn sample(&mut self, i: &Input, _e: &mut Vec<String>) -> Reading {
+            fn sample(&mut self, i: &Input, _e: &mut Vec<HostError>) -> Reading {
                 let name = i.rdma.as_ref().map(|r| r.devices[0].name.clone());
                 let _ = self.0.send(name);
                 Reading::bare(SourceState::Ok)

@@ -12,6 +12,8 @@
 
 use std::sync::Arc;
 
+pub use roce_host::HostError;
+
 use crate::snapshot::{KernelRequests, SourceState};
 
 pub mod nccl;
@@ -86,9 +88,10 @@ pub trait Source: Send {
         false
     }
 
-    /// Reads the host. Single-file problems go into `errors`; the returned
-    /// state says whether the source as a whole worked.
-    fn sample(&mut self, input: &Input, errors: &mut Vec<String>) -> Reading;
+    /// Reads the host. Problems that did not stop it (a file, a request)
+    /// go into `errors`; the returned state says whether the source as a
+    /// whole worked.
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading;
 
     /// What the last sample asked of the kernel; `None` for sources that
     /// do not count it.

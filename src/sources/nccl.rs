@@ -19,7 +19,7 @@ use roce_nccl::inspector::{parse_prom_line, parse_record, ObjectSplitter, Record
 use roce_nccl::log::parse_line;
 use roce_nccl::tail::{TailConfig, TailEvent, Tailer};
 
-use super::{Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Reading, Source};
 use crate::config::{Config, NcclConfig};
 use crate::snapshot::SourceState;
 
@@ -113,7 +113,7 @@ impl NcclSource {
 
     /// Reads both directories once (bounded); returns the directories that
     /// could not be listed.
-    fn read(&mut self, errors: &mut Vec<String>) -> usize {
+    fn read(&mut self, errors: &mut Vec<HostError>) -> usize {
         let now = Instant::now();
         let wall = SystemTime::now();
         let mut unreadable = 0;
@@ -133,10 +133,10 @@ impl NcclSource {
             self.part.log_files = stats.files_tracked;
             if stats.errors > 0 && stats.entries_seen == 0 {
                 unreadable += 1;
-                errors.push(format!(
+                errors.push(HostError::Other(format!(
                     "nccl.log_dir {}: cannot be listed",
                     t.dir().display()
-                ));
+                )));
             }
         }
         if let Some(t) = self.inspector.as_mut() {
@@ -171,10 +171,10 @@ impl NcclSource {
             self.part.inspector_files = stats.files_tracked;
             if stats.errors > 0 && stats.entries_seen == 0 {
                 unreadable += 1;
-                errors.push(format!(
+                errors.push(HostError::Other(format!(
                     "nccl.inspector_dir {}: cannot be listed",
                     t.dir().display()
-                ));
+                )));
             }
         }
         self.last_read = Some(now);
@@ -196,7 +196,7 @@ impl Source for NcclSource {
         "nccl"
     }
 
-    fn sample(&mut self, _input: &Input, errors: &mut Vec<String>) -> Reading {
+    fn sample(&mut self, _input: &Input, errors: &mut Vec<HostError>) -> Reading {
         if !self.cfg.enabled {
             return Reading::bare(SourceState::Disabled("nccl.enabled is false".into()));
         }

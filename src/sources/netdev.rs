@@ -10,7 +10,7 @@ use roce_netdev::live::{EthtoolPause, NetlinkDcb};
 use roce_netdev::reader::{DcbReplay, ReaderOptions};
 use roce_netdev::{NetdevReader, RdmaPortRef, Target};
 
-use super::{Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Reading, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{KernelRequests, SourceState};
@@ -26,7 +26,7 @@ pub struct NetdevSource {
     read_last_sample: bool,
     extra: Vec<String>,
     /// Set when a kernel interface could not be opened at start.
-    open_error: Option<String>,
+    open_error: Option<HostError>,
 }
 
 impl NetdevSource {
@@ -42,7 +42,7 @@ impl NetdevSource {
         if config.sources.ethtool.enabled(live) {
             match Ioctl::open() {
                 Ok(io) => reader = reader.with_ethtool(Box::new(io)),
-                Err(e) => open_error = Some(format!("ethtool socket: {e}")),
+                Err(e) => open_error = Some(HostError::request("ethtool socket", e)),
             }
             if let Some(pause) = live_pause(config) {
                 reader = reader.with_pause(pause);
@@ -119,7 +119,7 @@ impl Source for NetdevSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, errors: &mut Vec<String>) -> Reading {
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading {
         if let Some(e) = &self.open_error {
             errors.push(e.clone());
         }

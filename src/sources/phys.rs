@@ -14,7 +14,7 @@ use roce_netdev::fec::{EthtoolFec, FecReplay};
 use roce_netdev::module::{EepromReplay, EthtoolEeprom};
 use roce_netdev::phys::{PhysOptions, PhysReader};
 
-use super::{Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Reading, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{KernelRequests, SourceState};
@@ -77,7 +77,7 @@ impl Source for PhysSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, errors: &mut Vec<String>) -> Reading {
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading {
         let targets = super::netdev::targets(input.rdma.as_deref(), &self.extra);
         let gpus: Vec<String> = input
             .previous
@@ -93,7 +93,9 @@ impl Source for PhysSource {
             );
         }
         let now = crate::snapshot::monotonic_now();
-        let snapshot = self.reader.read(&targets, &gpus, now, errors);
+        let mut texts = Vec::new();
+        let snapshot = self.reader.read(&targets, &gpus, now, &mut texts);
+        errors.extend(texts.into_iter().map(HostError::Other));
         Reading::new(SourceState::Ok, Part::Phys(snapshot))
     }
 

@@ -13,7 +13,7 @@ use roce_probe::runner::Runner;
 use roce_probe::{ProbeState, Target};
 use roce_rdma::{LinkLayer, Port, RdmaSnapshot};
 
-use super::{Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Reading, Source};
 use crate::config::{Config, GidIndex};
 use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
@@ -134,7 +134,7 @@ impl Source for ProbeSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, _errors: &mut Vec<String>) -> Reading {
+    fn sample(&mut self, input: &Input, _errors: &mut Vec<HostError>) -> Reading {
         let runner = match &self.runner {
             Ok(r) => r,
             Err(why) => return Reading::bare(SourceState::Disabled(why.clone())),

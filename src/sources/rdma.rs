@@ -4,7 +4,7 @@
 use roce_rdma::{DeviceFilter, RdmaReader, SysfsOnly};
 
 use super::rdma_netlink::{KernelNldev, NetlinkHwCounters, Nldev};
-use super::{Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Reading, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{KernelRequests, SourceState};
@@ -56,7 +56,7 @@ impl<N: Nldev> Source for RdmaSource<N> {
         "rdma"
     }
 
-    fn sample(&mut self, _input: &Input, errors: &mut Vec<String>) -> Reading {
+    fn sample(&mut self, _input: &Input, errors: &mut Vec<HostError>) -> Reading {
         let rdma = match &mut self.netlink {
             Some(netlink) => {
                 netlink.begin_sample();
@@ -66,7 +66,7 @@ impl<N: Nldev> Source for RdmaSource<N> {
             }
             None => self.reader.read(&mut SysfsOnly),
         };
-        errors.extend(rdma.errors.iter().map(|e| e.to_string()));
+        errors.extend(rdma.errors.iter().cloned().map(HostError::File));
         let state = if rdma.devices.is_empty() {
             SourceState::Unavailable("no RDMA device in /sys/class/infiniband".into())
         } else {

@@ -31,6 +31,8 @@ use roce_netlink::rdma::{HwCounter, RdmaDevice};
 use roce_netlink::{NlError, Protocol, Socket};
 use roce_rdma::{Counter, CounterNames, HwCounterSource};
 
+use super::HostError;
+
 /// The two nldev queries, behind a trait so that tests script the kernel.
 pub trait Nldev: Send {
     fn list_devices(&mut self) -> Result<Vec<RdmaDevice>, NlError>;
@@ -94,7 +96,7 @@ pub struct NetlinkHwCounters<N: Nldev = KernelNldev> {
     /// (device index, port) the kernel has no counters for.
     no_counters: HashSet<(u32, u32)>,
     state: PathState,
-    errors: Vec<String>,
+    errors: Vec<HostError>,
     /// Netlink requests sent in the current sample (a dump counts one).
     pub requests: u64,
     /// Netlink requests sent since start.
@@ -153,8 +155,8 @@ impl<N: Nldev> NetlinkHwCounters<N> {
         self.skip_sample = false;
     }
 
-    /// The errors of this sample, as lines for the collector's error list.
-    pub fn take_errors(&mut self) -> Vec<String> {
+    /// The errors of this sample, for the collector's error list.
+    pub fn take_errors(&mut self) -> Vec<HostError> {
         std::mem::take(&mut self.errors)
     }
 
@@ -182,9 +184,9 @@ impl<N: Nldev> NetlinkHwCounters<N> {
         if matches!(e, NlError::Timeout) {
             self.skip_sample = true;
         }
-        let line = format!("rdma netlink {what}: {e}");
-        self.fall_back(&line);
-        self.errors.push(line);
+        let error = HostError::request(format!("rdma netlink {what}"), e);
+        self.fall_back(&error.to_string());
+        self.errors.push(error);
     }
 
     /// Reloads the name → index map, at most once per sample.
@@ -445,7 +447,10 @@ mod tests {
         assert_eq!(n.nldev.stats, 1);
         assert_eq!(
             n.take_errors(),
-            vec!["rdma netlink RDMA_NLDEV_CMD_STAT_GET mlx5_0/1: netlink request timed out"]
+            vec![HostError::request(
+                "rdma netlink RDMA_NLDEV_CMD_STAT_GET mlx5_0/1",
+                "netlink request timed out"
+            )]
         );
         // The next sample tries again.
         n.nldev.answers.insert((0, 1), Ok(vec![]));

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use roce_topology::nvml::{GpuLibrary, NoNvml, Nvml, NvmlState};
 use roce_topology::{NicRef, TopologyReader, DEFAULT_LIBRARY_DIRS};
 
-use super::{Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Reading, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::SourceState;
@@ -80,7 +80,7 @@ impl Source for TopologySource {
         true
     }
 
-    fn sample(&mut self, input: &Input, errors: &mut Vec<String>) -> Reading {
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading {
         let nics: Vec<NicRef> = input
             .rdma
             .iter()
@@ -93,13 +93,13 @@ impl Source for TopologySource {
             })
             .collect();
         let topo = self.reader.read(&nics);
-        errors.extend(topo.errors.iter().map(|e| e.to_string()));
+        errors.extend(topo.errors.iter().cloned().map(HostError::File));
         // NVML loaded but failing is a failed read like a file's (the GPUs
         // lose their names and UUIDs), counted every sample it lasts, as
         // the reader repeats its cached file errors; only its absence (no
         // driver) is a host property and no error.
         if let NvmlState::Failed(why) = &topo.nvml {
-            errors.push(format!("NVML: {why}"));
+            errors.push(HostError::request("NVML", why));
         }
         let label = topo.nvml.as_str();
         if self.nvml_logged != Some(label) {

@@ -177,7 +177,9 @@ fn a_missing_directory_fails_the_source_and_says_which() {
     let r = source.sample(&Input::default(), &mut errors);
     assert!(matches!(r.state, SourceState::Failed(_)), "{:?}", r.state);
     assert!(
-        errors.iter().any(|e| e.contains("/nonexistent/nccl-logs")),
+        errors
+            .iter()
+            .any(|e| e.to_string().contains("/nonexistent/nccl-logs")),
         "{errors:?}"
     );
 }

@@ -63,7 +63,11 @@ fn run(config: &Config) -> (SourceState, Vec<String>, String) {
         &BuildInfo::current(Duration::from_secs(5)),
         Format::Text,
     );
-    (state, errors, text)
+    (
+        state,
+        errors.iter().map(ToString::to_string).collect(),
+        text,
+    )
 }
 
 fn has(text: &str, line: &str) {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use roce_topology::attr::AttrFiles;
+use roce_host::{StdFs, SysFile, SysFs};
 use roce_topology::nvml::{FakeNvml, GpuLibrary, NoNvml, Nvml, NvmlError, NvmlGpu, NvmlState};
 use roce_topology::{
     AcsState, LinkSpeed, NicRef, PciAddress, PortType, TopologyReader, TopologySnapshot,
@@ -458,18 +458,44 @@ struct CountingFiles {
     reads: Arc<AtomicUsize>,
 }
 
-impl AttrFiles for CountingFiles {
-    fn open(&self, path: &Path) -> std::io::Result<File> {
+impl SysFs for CountingFiles {
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn SysFile>> {
         self.opens.fetch_add(1, Ordering::Relaxed);
-        File::open(path)
+        Ok(Box::new(CountingFile {
+            file: File::open(path)?,
+            path: path.to_path_buf(),
+            reads: self.reads.clone(),
+        }))
     }
 
-    fn read_at(&self, file: &File, path: &Path, buf: &mut [u8]) -> std::io::Result<usize> {
+    fn read_dir(&self, path: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+        StdFs.read_dir(path)
+    }
+
+    fn read_link(&self, path: &Path) -> std::io::Result<PathBuf> {
+        StdFs.read_link(path)
+    }
+
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        StdFs.canonicalize(path)
+    }
+}
+
+/// A file opened through [`CountingFiles`]: fails with ENODEV once its path
+/// is gone, as a sysfs descriptor whose node was removed does.
+struct CountingFile {
+    file: File,
+    path: PathBuf,
+    reads: Arc<AtomicUsize>,
+}
+
+impl SysFile for CountingFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
         self.reads.fetch_add(1, Ordering::Relaxed);
-        if !path.exists() {
+        if !self.path.exists() {
             return Err(std::io::Error::from_raw_os_error(libc::ENODEV));
         }
-        std::os::unix::fs::FileExt::read_at(file, buf, 0)
+        std::os::unix::fs::FileExt::read_at(&self.file, buf, offset)
     }
 }
 

@@ -47,6 +47,7 @@ pub use dcb::{DcbConfig, DcbError, Trust};
 pub use ethtool::{EthtoolError, EthtoolIo};
 pub use mapping::{Direction, Meaning};
 pub use reader::{NetdevReader, ReaderOptions, Target};
+pub use roce_host::HostError;
 
 /// Everything read about netdevs in one sample.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use roce_host::HostError;
+
 use crate::dcb::{DcbApp, DcbConfig, DcbError};
 use crate::ethtool::{EthtoolError, EthtoolIo, StatsCache};
 use crate::{DcbOutcome, Netdev, NetdevSnapshot, Outcome, PauseStats, RdmaPortRef};
@@ -354,8 +356,8 @@ impl NetdevReader {
     }
 
     /// Reads every target. Per-netdev problems are appended to `errors`
-    /// (one line each) and recorded in the netdev's outcome.
-    pub fn read(&mut self, targets: &[Target], errors: &mut Vec<String>) -> NetdevSnapshot {
+    /// and recorded in the netdev's outcome.
+    pub fn read(&mut self, targets: &[Target], errors: &mut Vec<HostError>) -> NetdevSnapshot {
         self.calls = Calls::default();
         let mut snapshot = NetdevSnapshot::default();
         for target in targets {
@@ -368,14 +370,14 @@ impl NetdevReader {
         snapshot
     }
 
-    fn read_one(&mut self, target: &Target, errors: &mut Vec<String>) -> Netdev {
+    fn read_one(&mut self, target: &Target, errors: &mut Vec<HostError>) -> Netdev {
         let mut sys_errors = Vec::new();
         // The name of a netdev behind an RDMA port was read from the kernel
         // in this sample (GID attributes, the device's `net/` folder).
         let sys = self
             .files
             .read(&target.name, target.rdma.is_some(), &mut sys_errors);
-        errors.extend(sys_errors.iter().map(|e| e.to_string()));
+        errors.extend(sys_errors.into_iter().map(HostError::File));
         let mut netdev = Netdev {
             name: target.name.clone(),
             rdma: target.rdma.clone(),
@@ -388,17 +390,18 @@ impl NetdevReader {
             ..Netdev::default()
         };
         if sys.exists {
+            let mut qos_errors = Vec::new();
             netdev.qos = crate::qos::read(
                 &self.options.sysfs,
                 &target.name,
                 target.rdma.as_ref(),
-                errors,
+                &mut qos_errors,
                 &mut self.qos_reads,
             );
             netdev.dcqcn = crate::qos::read_dcqcn(
                 &self.options.sysfs,
                 &target.name,
-                errors,
+                &mut qos_errors,
                 &mut self.qos_reads,
             );
             // Upstream kernels have no cnp_dscp file; their debugfs
@@ -410,6 +413,7 @@ impl NetdevReader {
                     .find(|p| p.name == "np_cnp_dscp")
                     .and_then(|p| u8::try_from(p.value).ok().filter(|d| *d <= 63));
             }
+            errors.extend(qos_errors.into_iter().map(HostError::Other));
         }
         if let Some(io) = self.ethtool.as_deref_mut() {
             let mut counted = Counted {
@@ -424,7 +428,7 @@ impl NetdevReader {
                 }
                 Err(EthtoolError::Unsupported { .. }) => Outcome::Unsupported,
                 Err(e) => {
-                    errors.push(format!("ethtool: {e}"));
+                    errors.push(HostError::request("ethtool", &e));
                     Outcome::Failed(e.to_string())
                 }
             };
@@ -433,7 +437,10 @@ impl NetdevReader {
             self.calls.pause += 1;
             match pause.read_pause(&target.name) {
                 Ok(p) => netdev.pause = p,
-                Err(e) => errors.push(format!("{}: pause statistics: {e}", target.name)),
+                Err(e) => errors.push(HostError::request(
+                    format!("{}: pause statistics", target.name),
+                    e,
+                )),
             }
         }
         if let Some(dcb) = self.dcb.as_deref_mut() {
@@ -442,7 +449,7 @@ impl NetdevReader {
                 Ok(c) => DcbOutcome::Ok(c),
                 Err(DcbError::Unsupported) => DcbOutcome::Unsupported,
                 Err(e) => {
-                    errors.push(format!("{}: DCB: {e}", target.name));
+                    errors.push(HostError::request(format!("{}: DCB", target.name), &e));
                     DcbOutcome::Failed(e.to_string())
                 }
             };

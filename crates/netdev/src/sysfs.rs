@@ -9,30 +9,21 @@
 //! driver; absent on every other driver, which is not an error).
 //!
 //! [`SysfsFiles`] keeps each netdev's files open between samples and reads
-//! them with `pread` (one system call a value instead of open, read and
-//! close); the folder listings (the `ecn` files, the driver link) are taken
-//! when the netdev is first read. A kept handle follows a renamed netdev,
-//! so only the name tells that the netdev asked for is still the one read:
-//! the folder is looked up by name every sample, unless the caller read the
-//! name from the kernel in the same sample (the netdev behind an RDMA port,
-//! from its GID attributes or the device's `net/` folder), which saves a
-//! path walk per netdev. A handle that
-//! fails with ENODEV or ENOENT (the netdev was removed and created again
+//! them with `pread` ([`roce_host::KeptAttr`]: one system call a value
+//! instead of open, read and close); the folder listings (the `ecn` files,
+//! the driver link) are taken when the netdev is first read. A kept handle
+//! follows a renamed netdev, so only the name tells that the netdev asked
+//! for is still the one read: the folder is looked up by name every sample,
+//! unless the caller read the name from the kernel in the same sample (the
+//! netdev behind an RDMA port, from its GID attributes or the device's
+//! `net/` folder), which saves a path walk per netdev. A handle that fails
+//! with ENODEV, ENOENT or ESTALE (the netdev was removed and created again
 //! under the same name) is reopened once, and the netdev listed afresh.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::ErrorKind;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// A file that exists but could not be read or parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: {msg}")]
-pub struct SysfsError {
-    pub path: PathBuf,
-    pub msg: String,
-}
+use roce_host::{Einval, Io, KeptAttr, ReadBuf, ReadError, Reading, StdFs};
 
 /// What sysfs says about one netdev.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,103 +37,38 @@ pub struct NetdevSysfs {
     pub carrier: crate::CarrierCounts,
 }
 
-/// What a read of one file gave: its trimmed text, nothing (absent: ENOENT,
-/// or EINVAL, the kernel refusing the value for the link's state, `speed`
-/// of a down link), or an error.
-type Read = Result<Option<String>, SysfsError>;
-
-fn error(path: &Path, e: &std::io::Error) -> SysfsError {
-    SysfsError {
-        path: path.to_path_buf(),
-        msg: e.to_string(),
-    }
+/// Reads one file through its kept handle: its trimmed text, absent
+/// (ENOENT; EINVAL, the kernel refusing the value for the link's state:
+/// `speed` of a down link), or an error. `stale` is set when a kept handle
+/// had gone stale.
+fn read_text(file: &mut KeptAttr, io: &mut Io<'_>, stale: &mut bool) -> Reading<String> {
+    file.read(io, Einval::Absent, stale)
+        .map(|n| io.buf.text(n).trim().to_string())
 }
 
-fn absent(e: &std::io::Error) -> bool {
-    e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::EINVAL)
-}
-
-/// The handle went with its kernel object (netdev removed).
-fn stale(e: &std::io::Error) -> bool {
-    e.kind() == ErrorKind::NotFound || matches!(e.raw_os_error(), Some(libc::ENODEV | libc::ENOENT))
-}
-
-/// One attribute file and, once opened, its handle.
-#[derive(Debug)]
-struct Kept {
-    path: PathBuf,
-    file: Option<File>,
-}
-
-impl Kept {
-    fn new(path: PathBuf) -> Self {
-        Kept { path, file: None }
-    }
-
-    /// Reads the value; `stale` is set when a kept handle had gone stale.
-    /// `reads` counts the `pread` calls.
-    fn read(&mut self, stale_seen: &mut bool, reads: &mut u64) -> Read {
-        if let Some(file) = &self.file {
-            *reads += 1;
-            match pread_text(file) {
-                Ok(text) => return Ok(Some(text)),
-                Err(e) if stale(&e) => {
-                    self.file = None;
-                    *stale_seen = true;
-                }
-                Err(e) if absent(&e) => return Ok(None),
-                Err(e) => return Err(error(&self.path, &e)),
-            }
-        }
-        let file = match File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) if absent(&e) => return Ok(None),
-            Err(e) => return Err(error(&self.path, &e)),
-        };
-        *reads += 1;
-        let result = pread_text(&file);
-        self.file = Some(file);
-        match result {
-            Ok(text) => Ok(Some(text)),
-            Err(e) if absent(&e) => Ok(None),
-            Err(e) => Err(error(&self.path, &e)),
-        }
-    }
-}
-
-/// sysfs attributes are at most a page (`sysfs_emit`).
-const PAGE: usize = 4096;
-
-/// One `pread` at offset 0: sysfs hands out the whole value at once.
-fn pread_text(file: &File) -> std::io::Result<String> {
-    let mut buf = [0u8; PAGE];
-    let n = file.read_at(&mut buf, 0)?;
-    let text = String::from_utf8_lossy(buf.get(..n).unwrap_or(&buf));
-    Ok(text.trim().to_string())
-}
-
-fn parse_u64(path: &Path, text: Option<String>) -> Result<Option<u64>, SysfsError> {
+fn parse_u64(path: &Path, text: Reading<String>) -> Reading<u64> {
     match text {
-        None => Ok(None),
-        Some(t) => t.parse::<u64>().map(Some).map_err(|_| SysfsError {
-            path: path.to_path_buf(),
-            msg: format!("not a number: {t:?}"),
-        }),
+        Reading::Value(t) => match t.parse::<u64>() {
+            Ok(v) => Reading::Value(v),
+            Err(_) => Reading::Error(ReadError::parse(path, format!("not a number: {t:?}"))),
+        },
+        Reading::Absent => Reading::Absent,
+        Reading::Error(e) => Reading::Error(e),
     }
 }
 
 /// The files of one netdev, as listed when it was first read.
 #[derive(Debug)]
 struct NetdevFiles {
-    mtu: Kept,
-    operstate: Kept,
-    speed: Kept,
-    carrier_changes: Kept,
-    carrier_up: Kept,
-    carrier_down: Kept,
+    mtu: KeptAttr,
+    operstate: KeptAttr,
+    speed: KeptAttr,
+    carrier_changes: KeptAttr,
+    carrier_up: KeptAttr,
+    carrier_down: KeptAttr,
     driver: Option<String>,
     /// `None`: no `ecn` folder (not mlx5).
-    ecn: Option<Vec<(Role, u8, Kept)>>,
+    ecn: Option<Vec<(Role, u8, KeptAttr)>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,18 +88,18 @@ impl NetdevFiles {
             for (role, name) in [(Role::Np, "roce_np"), (Role::Rp, "roce_rp")] {
                 for priority in 0u8..8 {
                     let path = ecn_dir.join(name).join("enable").join(priority.to_string());
-                    files.push((role, priority, Kept::new(path)));
+                    files.push((role, priority, KeptAttr::new(path)));
                 }
             }
             files
         });
         NetdevFiles {
-            mtu: Kept::new(dir.join("mtu")),
-            operstate: Kept::new(dir.join("operstate")),
-            speed: Kept::new(dir.join("speed")),
-            carrier_changes: Kept::new(dir.join("carrier_changes")),
-            carrier_up: Kept::new(dir.join("carrier_up_count")),
-            carrier_down: Kept::new(dir.join("carrier_down_count")),
+            mtu: KeptAttr::new(dir.join("mtu")),
+            operstate: KeptAttr::new(dir.join("operstate")),
+            speed: KeptAttr::new(dir.join("speed")),
+            carrier_changes: KeptAttr::new(dir.join("carrier_changes")),
+            carrier_up: KeptAttr::new(dir.join("carrier_up_count")),
+            carrier_down: KeptAttr::new(dir.join("carrier_down_count")),
             driver,
             ecn,
         }
@@ -181,52 +107,36 @@ impl NetdevFiles {
 
     fn read(
         &mut self,
-        errors: &mut Vec<SysfsError>,
+        io: &mut Io<'_>,
+        errors: &mut Vec<ReadError>,
         stale: &mut bool,
-        reads: &mut u64,
     ) -> NetdevSysfs {
         let mut out = NetdevSysfs {
             exists: true,
             driver: self.driver.clone(),
             ..NetdevSysfs::default()
         };
-        match self
-            .mtu
-            .read(stale, reads)
-            .and_then(|t| parse_u64(&self.mtu.path, t))
-        {
-            Ok(v) => out.mtu = v,
-            Err(e) => errors.push(e),
-        }
-        match self.operstate.read(stale, reads) {
-            Ok(v) => out.operstate = v,
-            Err(e) => errors.push(e),
-        }
+        let mtu = read_text(&mut self.mtu, io, stale);
+        out.mtu = parse_u64(&self.mtu.path, mtu).value_or_record(errors);
+        out.operstate = read_text(&mut self.operstate, io, stale).value_or_record(errors);
         // `speed` is -1 (SPEED_UNKNOWN) on virtual links and EINVAL when down.
-        match self.speed.read(stale, reads) {
-            Ok(Some(t)) => match t.parse::<i64>() {
+        if let Some(t) = read_text(&mut self.speed, io, stale).value_or_record(errors) {
+            match t.parse::<i64>() {
                 Ok(v) if v > 0 => out.speed_mbps = Some(v as u64),
                 Ok(_) => {}
-                Err(_) => errors.push(SysfsError {
-                    path: self.speed.path.clone(),
-                    msg: format!("not a number: {t:?}"),
-                }),
-            },
-            Ok(None) => {}
-            Err(e) => errors.push(e),
+                Err(_) => errors.push(ReadError::parse(
+                    &self.speed.path,
+                    format!("not a number: {t:?}"),
+                )),
+            }
         }
         for (file, slot) in [
             (&mut self.carrier_changes, &mut out.carrier.changes),
             (&mut self.carrier_up, &mut out.carrier.up),
             (&mut self.carrier_down, &mut out.carrier.down),
         ] {
-            match file
-                .read(stale, reads)
-                .and_then(|t| parse_u64(&file.path, t))
-            {
-                Ok(v) => *slot = v,
-                Err(e) => errors.push(e),
-            }
+            let text = read_text(file, io, stale);
+            *slot = parse_u64(&file.path, text).value_or_record(errors);
         }
         if let Some(files) = &mut self.ecn {
             let mut config = crate::EcnConfig::default();
@@ -235,17 +145,15 @@ impl NetdevFiles {
                     Role::Np => &mut config.np,
                     Role::Rp => &mut config.rp,
                 };
-                match file.read(stale, reads) {
-                    Ok(Some(t)) => match t.as_str() {
+                if let Some(t) = read_text(file, io, stale).value_or_record(errors) {
+                    match t.as_str() {
                         "0" => list.push((*priority, false)),
                         "1" => list.push((*priority, true)),
-                        _ => errors.push(SysfsError {
-                            path: file.path.clone(),
-                            msg: format!("expected 0 or 1, found {t:?}"),
-                        }),
-                    },
-                    Ok(None) => {}
-                    Err(e) => errors.push(e),
+                        _ => errors.push(ReadError::parse(
+                            &file.path,
+                            format!("expected 0 or 1, found {t:?}"),
+                        )),
+                    }
                 }
             }
             out.ecn = Some(config);
@@ -260,8 +168,9 @@ impl NetdevFiles {
 pub struct SysfsFiles {
     sysfs: PathBuf,
     netdevs: HashMap<String, NetdevFiles>,
+    buf: ReadBuf,
     /// `pread` calls since [`SysfsFiles::take_reads`] last ran.
-    reads: u64,
+    reads: usize,
 }
 
 impl SysfsFiles {
@@ -269,13 +178,14 @@ impl SysfsFiles {
         SysfsFiles {
             sysfs,
             netdevs: HashMap::new(),
+            buf: ReadBuf::new(),
             reads: 0,
         }
     }
 
     /// `pread` calls made since the last call, which resets the count.
     pub fn take_reads(&mut self) -> u64 {
-        std::mem::take(&mut self.reads)
+        std::mem::take(&mut self.reads) as u64
     }
 
     /// Reads one netdev; single-file problems go to `errors`, the rest is
@@ -285,7 +195,7 @@ impl SysfsFiles {
         &mut self,
         netdev: &str,
         name_current: bool,
-        errors: &mut Vec<SysfsError>,
+        errors: &mut Vec<ReadError>,
     ) -> NetdevSysfs {
         let dir = self.sysfs.join("class/net").join(netdev);
         let known = name_current && self.netdevs.contains_key(netdev);
@@ -293,25 +203,36 @@ impl SysfsFiles {
             self.netdevs.remove(netdev);
             return NetdevSysfs::default();
         }
+        // Every file of a netdev is kept (a dozen per netdev): no budget.
+        let mut io = Io {
+            fs: &StdFs,
+            buf: &mut self.buf,
+            open: 0,
+            max_open: usize::MAX,
+            reads: 0,
+        };
         let files = self
             .netdevs
             .entry(netdev.to_string())
             .or_insert_with(|| NetdevFiles::list(&dir));
         let mut stale = false;
         let mut errs = Vec::new();
-        let out = files.read(&mut errs, &mut stale, &mut self.reads);
+        let out = files.read(&mut io, &mut errs, &mut stale);
         if !stale {
             errors.extend(errs);
+            self.reads += io.reads;
             return out;
         }
         // Removed (and maybe created again): list it afresh and read once
         // more, if it is there.
         if !dir.exists() {
+            self.reads += io.reads;
             self.netdevs.remove(netdev);
             return NetdevSysfs::default();
         }
         let mut files = NetdevFiles::list(&dir);
-        let out = files.read(errors, &mut stale, &mut self.reads);
+        let out = files.read(&mut io, errors, &mut stale);
+        self.reads += io.reads;
         self.netdevs.insert(netdev.to_string(), files);
         out
     }

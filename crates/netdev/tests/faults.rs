@@ -18,7 +18,7 @@ use roce_netdev::ethtool::{
     ETHTOOL_GSTRINGS, ETH_GSTRING_LEN, ETH_SS_STATS,
 };
 use roce_netdev::reader::{ReaderOptions, Target};
-use roce_netdev::{EthtoolError, EthtoolIo, NetdevReader, Outcome, RdmaPortRef};
+use roce_netdev::{EthtoolError, EthtoolIo, HostError, NetdevReader, Outcome, RdmaPortRef};
 
 /// This crate's folder (its fixtures are under tests/fixtures).
 fn here() -> PathBuf {
@@ -229,7 +229,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
     for sample in 0..3 {
         let mut errors = Vec::new();
         let snap = reader.read(&targets, &mut errors);
-        assert_eq!(errors, Vec::<String>::new());
+        assert_eq!(errors, Vec::<HostError>::new());
         let n = &snap.netdevs[0];
         assert_eq!(n.ethtool, Outcome::Ok);
         assert_eq!(
@@ -266,7 +266,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
     listings.lock().unwrap()[0].1 = grown(133);
     let mut errors = Vec::new();
     let snap = reader.read(&targets, &mut errors);
-    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(errors, Vec::<HostError>::new());
     assert_eq!(snap.netdevs[0].stats, want);
     let steps: Vec<&str> = calls
         .lock()
@@ -328,7 +328,7 @@ fn a_set_grown_after_start_is_sized_from_the_count_asked_before_the_read() {
     for _ in 0..2 {
         let mut errors = Vec::new();
         let snap = reader.read(&targets, &mut errors);
-        assert_eq!(errors, Vec::<String>::new());
+        assert_eq!(errors, Vec::<HostError>::new());
         assert_eq!(snap.netdevs[0].raw, vec![], "not in the 16-channel set");
     }
     calls.lock().unwrap().clear();
@@ -336,7 +336,7 @@ fn a_set_grown_after_start_is_sized_from_the_count_asked_before_the_read() {
     listings.lock().unwrap()[0].1 = big;
     let mut errors = Vec::new();
     let snap = reader.read(&targets, &mut errors);
-    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(errors, Vec::<HostError>::new());
     assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok);
     let raw: Vec<(String, u64)> = snap.netdevs[0]
         .raw
@@ -369,13 +369,13 @@ fn a_set_grown_between_the_count_and_the_values_is_cut_at_the_buffer_end_and_rea
     let targets = [target("ens1f0np0", "mlx5_0"), target("eth9", "mlx5_1")];
     let mut errors = Vec::new();
     reader.read(&targets, &mut errors);
-    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(errors, Vec::<HostError>::new());
     calls.lock().unwrap().clear();
 
     let n = big.len();
     *grow.lock().unwrap() = Some(("ens1f0np0".to_string(), big));
     let snap = reader.read(&targets, &mut errors);
-    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(errors, Vec::<HostError>::new());
     assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok);
     let raw: Vec<(String, u64)> = snap.netdevs[0]
         .raw

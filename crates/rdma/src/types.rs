@@ -1,7 +1,6 @@
 //! The snapshot types produced by the RDMA sysfs reader. Plain data, no I/O.
 
 use std::net::Ipv6Addr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Everything read from `/sys/class/infiniband` in one sample.
@@ -356,35 +355,6 @@ impl GidFamily {
     }
 }
 
-/// A file that should have been readable and was not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadError {
-    pub path: PathBuf,
-    pub kind: ReadErrorKind,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadErrorKind {
-    /// The read failed with this errno (EACCES, EIO, ...).
-    Io(i32),
-    /// The file was read but its content did not parse.
-    Parse(String),
-}
-
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.kind {
-            ReadErrorKind::Io(errno) => {
-                write!(
-                    f,
-                    "{}: {}",
-                    self.path.display(),
-                    std::io::Error::from_raw_os_error(*errno)
-                )
-            }
-            ReadErrorKind::Parse(msg) => write!(f, "{}: {}", self.path.display(), msg),
-        }
-    }
-}
-
-impl std::error::Error for ReadError {}
+// A file that should have been readable and was not: the type every
+// reader shares.
+pub use roce_host::{ReadError, ReadErrorKind};

@@ -9,7 +9,7 @@
 //! RDMA source ran first and knows their PCI functions).
 
 pub mod acs;
-pub mod attr;
+mod attr;
 pub mod gpudirect;
 pub mod nvml;
 pub mod path;

@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::acs::{acs_state, port_type, AcsState, PortType};
-use crate::attr::{AttrFiles, Fresh, KeptAttr, SysAttrFiles};
+use roce_host::{Io, ReadBuf, StdFs, SysFs};
+
+use crate::attr::{Fresh, KeptAttr};
 use crate::gpudirect::{Evidence, GpuDirect};
 use crate::nvml::{GpuLibrary, NvmlError, NvmlState};
 use crate::path::{classify, Placement};
@@ -53,7 +55,9 @@ pub struct TopologyReader {
     /// Port type per bridge: fixed for the life of the device, so config
     /// space is read for it once, not per sample.
     port_types: HashMap<PciAddress, Option<PortType>>,
-    files: Box<dyn AttrFiles>,
+    files: Box<dyn SysFs>,
+    /// Where the kept attributes are read to.
+    buf: ReadBuf,
     rescan: Duration,
     cache: Option<Cache>,
     rebuilds: u64,
@@ -114,7 +118,8 @@ impl TopologyReader {
             library_dirs,
             nvml,
             port_types: HashMap::new(),
-            files: Box::new(SysAttrFiles),
+            files: Box::new(StdFs),
+            buf: ReadBuf::new(),
             rescan: DEFAULT_RESCAN,
             cache: None,
             rebuilds: 0,
@@ -122,7 +127,7 @@ impl TopologyReader {
     }
 
     /// The file layer for the per-sample reads (tests count them).
-    pub fn with_files(mut self, files: Box<dyn AttrFiles>) -> TopologyReader {
+    pub fn with_files(mut self, files: Box<dyn SysFs>) -> TopologyReader {
         self.files = files;
         self.cache = None;
         self
@@ -151,7 +156,8 @@ impl TopologyReader {
             let due = cache.nics.as_slice() != nics
                 || now.saturating_duration_since(cache.built) >= self.rescan;
             if !due {
-                if let Some(snap) = cache.refresh(self.files.as_ref()) {
+                let mut io = unbudgeted(self.files.as_ref(), &mut self.buf);
+                if let Some(snap) = cache.refresh(&mut io) {
                     return snap;
                 }
             }
@@ -168,11 +174,11 @@ impl TopologyReader {
             let Some(dir) = dirs.get(&f.address) else {
                 continue;
             };
-            let files = self.files.as_ref();
+            let mut io = unbudgeted(self.files.as_ref(), &mut self.buf);
             kept.push(KeptLink {
                 function,
-                speed: KeptAttr::open(files, dir.join("current_link_speed")),
-                width: KeptAttr::open(files, dir.join("current_link_width")),
+                speed: KeptAttr::open(&mut io, dir.join("current_link_speed")),
+                width: KeptAttr::open(&mut io, dir.join("current_link_width")),
             });
         }
         let static_errors = snap
@@ -181,7 +187,7 @@ impl TopologyReader {
             .filter(|e| {
                 !kept
                     .iter()
-                    .any(|k| k.speed.path == e.path || k.width.path == e.path)
+                    .any(|k| k.speed.path() == e.path || k.width.path() == e.path)
             })
             .cloned()
             .collect();
@@ -493,16 +499,28 @@ impl TopologyReader {
 impl Cache {
     /// The cached snapshot with the link attributes read now; `None` when
     /// one of them vanished (the tree changed: walk again).
-    fn refresh(&mut self, files: &dyn AttrFiles) -> Option<TopologySnapshot> {
+    fn refresh(&mut self, io: &mut Io<'_>) -> Option<TopologySnapshot> {
         let mut errors = self.static_errors.clone();
         for k in &mut self.kept {
-            let speed = match k.speed.read(files) {
+            let speed = match k.speed.read(io) {
                 Fresh::Vanished => return None,
-                fresh => fresh_parsed(fresh, &k.speed.path, pci::parse_link_speed, &mut errors),
+                fresh => fresh_parsed(
+                    fresh,
+                    io,
+                    k.speed.path(),
+                    pci::parse_link_speed,
+                    &mut errors,
+                ),
             };
-            let width = match k.width.read(files) {
+            let width = match k.width.read(io) {
                 Fresh::Vanished => return None,
-                fresh => fresh_parsed(fresh, &k.width.path, pci::parse_link_width, &mut errors),
+                fresh => fresh_parsed(
+                    fresh,
+                    io,
+                    k.width.path(),
+                    pci::parse_link_width,
+                    &mut errors,
+                ),
             };
             if let Some(f) = self.snap.functions.get_mut(k.function) {
                 f.current_speed = match speed {
@@ -527,26 +545,35 @@ impl Cache {
 /// A re-read attribute's value, with the same errors as a first read.
 fn fresh_parsed<T>(
     fresh: Fresh,
+    io: &Io<'_>,
     path: &Path,
     parse: impl Fn(&str) -> Result<T, String>,
     errors: &mut Vec<ReadError>,
 ) -> Option<T> {
     match fresh {
-        Fresh::Text(text) => match parse(&text) {
+        Fresh::Len(n) => match parse(&io.buf.text(n)) {
             Ok(v) => Some(v),
             Err(msg) => {
-                errors.push(ReadError {
-                    path: path.to_path_buf(),
-                    kind: ReadErrorKind::Parse(msg),
-                });
+                errors.push(ReadError::parse(path, msg));
                 None
             }
         },
         Fresh::Absent | Fresh::Vanished => None,
         Fresh::Error(e) => {
-            errors.push(io_error(path, &e));
+            errors.push(e);
             None
         }
+    }
+}
+
+/// The kept link attributes: two per function, all kept (no budget).
+fn unbudgeted<'a>(fs: &'a dyn SysFs, buf: &'a mut ReadBuf) -> Io<'a> {
+    Io {
+        fs,
+        buf,
+        open: 0,
+        max_open: usize::MAX,
+        reads: 0,
     }
 }
 
@@ -720,10 +747,7 @@ fn min_opt<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 }
 
 fn io_error(path: &Path, e: &std::io::Error) -> ReadError {
-    ReadError {
-        path: path.to_path_buf(),
-        kind: ReadErrorKind::Io(e.raw_os_error().unwrap_or(libc::EIO)),
-    }
+    ReadError::io(path, e)
 }
 
 /// The file's text; `None` when absent (ENOENT) or unreadable (recorded).

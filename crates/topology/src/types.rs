@@ -214,4 +214,4 @@ pub struct BridgeAcs {
 /// A file that should have been readable and was not: the same type the RDMA
 /// reader reports, so the exporter handles read errors of every sysfs source
 /// alike.
-pub use roce_rdma::{ReadError, ReadErrorKind};
+pub use roce_host::{ReadError, ReadErrorKind};

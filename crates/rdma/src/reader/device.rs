@@ -18,7 +18,9 @@ use crate::parse::{self, CounterText};
 use crate::types::{Counter, Device, HwCounterPath, LinkLayer, Port};
 
 use super::attr::{close_attr, parsed_attr, read_attr, text_attr, Attr, Got};
-use super::errno::{is_absent, push_io, push_parse, Einval};
+use roce_host::Einval;
+
+use super::errno::{is_absent, push_io, push_parse};
 use super::gid::read_gid_table;
 use super::layout::{resolve_parent, scan, Backing, DeviceStatics, Layout, PortLayout};
 use super::{Ctx, HwCounterSource};
@@ -52,7 +54,7 @@ impl DeviceState {
         hw: &mut dyn HwCounterSource,
     ) -> Option<Device> {
         if self.rescan || self.layout.is_none() {
-            ctx.open = ctx.open.saturating_sub(self.open_files());
+            ctx.io.open = ctx.io.open.saturating_sub(self.open_files());
             self.layout = None;
             let before = ctx.errors.len();
             self.layout = Some(scan(&self.dir, ctx)?);
@@ -73,7 +75,7 @@ impl DeviceState {
             self.rescan = true;
             // If the whole device went away since it was listed, it is not
             // reported half-empty.
-            if let Err(e) = ctx.fs.read_dir(&self.dir) {
+            if let Err(e) = ctx.io.fs.read_dir(&self.dir) {
                 if is_absent(&e) {
                     return None;
                 }
@@ -100,12 +102,12 @@ pub(super) fn read_device(
         // (and so its PCI function) can change while the device lives.
         dev.parent_netdev = text_attr(&mut layout.parent, ctx, stale);
         if dev.parent_netdev != layout.parent_seen {
-            ctx.open = ctx.open.saturating_sub(
+            ctx.io.open = ctx.io.open.saturating_sub(
                 layout
                     .backing
                     .numa
                     .as_ref()
-                    .map_or(0, |a| usize::from(a.file.is_some())),
+                    .map_or(0, |a| usize::from(a.is_open())),
             );
             layout.backing = match &dev.parent_netdev {
                 Some(parent) => resolve_parent(parent, ctx),
@@ -261,7 +263,7 @@ pub(super) fn read_counters(
         let Got::Len(n) = read_attr(attr, Einval::Error, ctx, stale) else {
             continue;
         };
-        match parse::counter_bytes(ctx.buf.bytes(n)) {
+        match parse::counter_bytes(ctx.io.buf.bytes(n)) {
             Ok(CounterText::Value(value)) => out.push(Counter {
                 name: Arc::clone(name),
                 value,
@@ -279,7 +281,7 @@ pub(super) fn read_counters(
 pub(super) fn device_netdev(state_path: &Path, ctx: &mut Ctx<'_>) -> Option<String> {
     let dev_dir = state_path.parent()?.parent()?.parent()?;
     let net = dev_dir.join("device/net");
-    let mut names: Vec<String> = match ctx.fs.read_dir(&net) {
+    let mut names: Vec<String> = match ctx.io.fs.read_dir(&net) {
         Ok(n) => n.into_iter().filter_map(|n| n.into_string().ok()).collect(),
         Err(e) => {
             if !is_absent(&e) {

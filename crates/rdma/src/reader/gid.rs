@@ -45,7 +45,9 @@ use crate::parse;
 use crate::types::{Gid, GidType, PortState};
 
 use super::attr::{close_attr, read_attr, Attr, Got};
-use super::errno::{push_parse, Einval};
+use roce_host::Einval;
+
+use super::errno::push_parse;
 use super::layout::PortLayout;
 use super::Ctx;
 
@@ -232,11 +234,11 @@ pub(super) fn read_gid_slot(
         Got::Absent => return (Seen::Empty, None),
         Got::Failed => return (Seen::Unusable, None),
     };
-    let raw = ctx.buf.bytes(n);
+    let raw = ctx.io.buf.bytes(n);
     if raw.trim_ascii() == ZERO_GID_TEXT {
         return (Seen::Empty, None);
     }
-    let gid = match parse::gid_bytes(ctx.buf.bytes(n)) {
+    let gid = match parse::gid_bytes(ctx.io.buf.bytes(n)) {
         Ok(g) => g,
         Err(msg) => {
             push_parse(ctx.errors, &slot.gid.path, msg);
@@ -247,12 +249,12 @@ pub(super) fn read_gid_slot(
         return (Seen::Empty, None);
     }
     let gid_type = match read_attr(&mut slot.types, Einval::Absent, ctx, stale) {
-        Got::Len(n) => parse::gid_type(&ctx.buf.text(n)),
+        Got::Len(n) => parse::gid_type(&ctx.io.buf.text(n)),
         // The slot emptied between the two reads.
         Got::Absent | Got::Failed => return (Seen::Unusable, None),
     };
     let netdev = match read_attr(&mut slot.ndevs, Einval::Absent, ctx, stale) {
-        Got::Len(n) => parse::text(&ctx.buf.text(n)),
+        Got::Len(n) => parse::text(&ctx.io.buf.text(n)),
         Got::Absent | Got::Failed => None,
     };
     let seen = Seen::Entry(gid, gid_type.clone());

@@ -83,7 +83,7 @@ pub(super) struct PortLayout {
 
 impl Layout {
     pub(super) fn open_files(&self) -> usize {
-        let one = |a: &Attr| usize::from(a.file.is_some());
+        let one = |a: &Attr| usize::from(a.is_open());
         let mut n = one(&self.fw_ver)
             + one(&self.board_id)
             + one(&self.hca_type)
@@ -109,7 +109,7 @@ impl Layout {
 
 /// Takes the listings. `None` when the device vanished since it was listed.
 pub(super) fn scan(dir: &Path, ctx: &mut Ctx<'_>) -> Option<Layout> {
-    let fs = ctx.fs;
+    let fs = ctx.io.fs;
     // The device folder itself: gone means gone, not an error.
     if let Err(e) = fs.read_dir(dir) {
         if !is_absent(&e) {
@@ -145,7 +145,7 @@ pub(super) fn scan(dir: &Path, ctx: &mut Ctx<'_>) -> Option<Layout> {
 /// Driver, PCI function and NUMA node of a device with a `device` link.
 pub(super) fn resolve_backing(dir: &Path, ctx: &mut Ctx<'_>) -> Backing {
     let link = dir.join("device");
-    let real = match ctx.fs.canonicalize(&link) {
+    let real = match ctx.io.fs.canonicalize(&link) {
         Ok(p) => p,
         Err(e) => {
             if !is_absent(&e) {
@@ -155,7 +155,7 @@ pub(super) fn resolve_backing(dir: &Path, ctx: &mut Ctx<'_>) -> Backing {
         }
     };
     let driver_link = link.join("driver");
-    let driver = match ctx.fs.read_link(&driver_link) {
+    let driver = match ctx.io.fs.read_link(&driver_link) {
         Ok(target) => base_name(&target),
         Err(e) => {
             if !is_absent(&e) {
@@ -177,7 +177,7 @@ pub(super) fn resolve_backing(dir: &Path, ctx: &mut Ctx<'_>) -> Backing {
 /// netdev: `<sysfs>/class/net/<parent>/device`.
 pub(super) fn resolve_parent(parent: &str, ctx: &mut Ctx<'_>) -> Backing {
     let link = ctx.sysfs.join("class/net").join(parent).join("device");
-    match ctx.fs.canonicalize(&link) {
+    match ctx.io.fs.canonicalize(&link) {
         Ok(real) => {
             let (pci_address, pci_dir) = pci_function_of(&real);
             Backing {

@@ -20,12 +20,12 @@
 //! - `layout`: the scan taken when a device appears (ports, counter
 //!   files, GID slot counts, the PCI function behind it);
 //! - `gid`: GID tables, of which a sample reads only the slots that matter;
-//! - `attr`: one attribute file, its kept handle and the open-file budget;
-//! - `buf`: the buffer values are read into;
-//! - `errno`: which failures are *absent* and which are errors.
+//! - `attr`: one attribute file and its kept handle, within the open-file
+//!   budget ([`roce_host::KeptAttr`]), its failures recorded;
+//! - `errno`: recording failures with their path (which are *absent* and
+//!   which are errors is [`roce_host::errno`]'s to say).
 
 mod attr;
-mod buf;
 mod device;
 mod errno;
 mod gid;
@@ -36,11 +36,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use roce_host::{Io, ReadBuf};
+
 use crate::fs::{KeptDir, StdFs, SysFs};
 use crate::parse;
 use crate::types::{Counter, CounterNames, RdmaSnapshot, ReadError};
 
-use buf::ReadBuf;
 use device::DeviceState;
 use errno::{is_absent, push_io};
 
@@ -261,17 +262,19 @@ impl RdmaReader {
         });
 
         let mut ctx = Ctx {
-            fs: self.fs.as_ref(),
+            io: Io {
+                fs: self.fs.as_ref(),
+                buf: &mut self.buf,
+                open: self.open.saturating_sub(released),
+                max_open: self.max_open,
+                reads: 0,
+            },
             sysfs: &self.sysfs,
             errors: &mut snap.errors,
-            buf: &mut self.buf,
             names: &mut self.names,
-            open: self.open.saturating_sub(released),
-            max_open: self.max_open,
             now,
             gid_full_scan_interval: self.gid_full_scan_interval,
             static_refresh_interval: self.static_refresh_interval,
-            reads: 0,
         };
         let mut vanished = false;
         for name in present {
@@ -292,8 +295,8 @@ impl RdmaReader {
         if vanished || released > 0 {
             self.class_dir.forget();
         }
-        self.reads_last_sample = ctx.reads;
-        self.open = ctx.open;
+        self.reads_last_sample = ctx.io.reads;
+        self.open = ctx.io.open;
         if released > 0 {
             self.names.prune();
         }
@@ -304,21 +307,17 @@ impl RdmaReader {
 
 /// What one sample needs besides the device's own state.
 struct Ctx<'a> {
-    fs: &'a dyn SysFs,
+    /// The file layer, the read buffer, the handles held now and their cap,
+    /// and the `pread` calls so far this sample.
+    io: Io<'a>,
     sysfs: &'a Path,
     errors: &'a mut Vec<ReadError>,
-    buf: &'a mut ReadBuf,
     names: &'a mut CounterNames,
-    /// Handles held now, and the cap.
-    open: usize,
-    max_open: usize,
     /// When this sample is taken, and how often GID tables are read whole.
     now: Instant,
     gid_full_scan_interval: Duration,
     /// How often attributes that do not change are read again.
     static_refresh_interval: Duration,
-    /// `pread` calls so far this sample.
-    reads: usize,
 }
 
 #[cfg(test)]

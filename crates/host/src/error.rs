@@ -1,0 +1,124 @@
+//! The errors readers report: [`ReadError`] for a file that should have been
+//! readable and was not (its path, and the errno or the reason its content
+//! did not parse), and [`HostError`], any problem a source met that did not
+//! stop it: such a file, or a failed request to the kernel or a library.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A file that should have been readable and was not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadError {
+    pub path: PathBuf,
+    pub kind: ReadErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadErrorKind {
+    /// The read failed with this errno (EACCES, EIO, ...).
+    Io(i32),
+    /// The file was read but its content did not parse.
+    Parse(String),
+}
+
+impl ReadError {
+    /// A failed system call on `path`.
+    pub fn io(path: &Path, e: &io::Error) -> Self {
+        ReadError {
+            path: path.to_path_buf(),
+            kind: ReadErrorKind::Io(crate::errno::errno(e)),
+        }
+    }
+
+    /// Content of `path` that did not parse, and why.
+    pub fn parse(path: &Path, msg: impl Into<String>) -> Self {
+        ReadError {
+            path: path.to_path_buf(),
+            kind: ReadErrorKind::Parse(msg.into()),
+        }
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            ReadErrorKind::Io(errno) => {
+                write!(
+                    f,
+                    "{}: {}",
+                    self.path.display(),
+                    io::Error::from_raw_os_error(*errno)
+                )
+            }
+            ReadErrorKind::Parse(msg) => write!(f, "{}: {}", self.path.display(), msg),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// A problem a source met that did not stop it: the value concerned is
+/// absent, the rest was read. Logged, counted and listed by collector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostError {
+    /// A file that should have been readable and was not.
+    File(ReadError),
+    /// A request to the kernel or a library that failed (an ethtool ioctl,
+    /// a netlink request, NVML): what was asked, and the answer.
+    Request { what: String, error: String },
+    /// A problem a reader words itself (a log folder that cannot be
+    /// listed, a parsed file whose reader reports text).
+    Other(String),
+}
+
+impl HostError {
+    pub fn request(what: impl Into<String>, error: impl std::fmt::Display) -> Self {
+        HostError::Request {
+            what: what.into(),
+            error: error.to_string(),
+        }
+    }
+}
+
+impl From<ReadError> for HostError {
+    fn from(e: ReadError) -> Self {
+        HostError::File(e)
+    }
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostError::File(e) => e.fmt(f),
+            HostError::Request { what, error } => write!(f, "{what}: {error}"),
+            HostError::Other(text) => f.write_str(text),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_path_and_strerror() {
+        let e = ReadError::io(
+            Path::new("/sys/class/net/eth0/mtu"),
+            &io::Error::from_raw_os_error(libc::EACCES),
+        );
+        assert_eq!(
+            e.to_string(),
+            "/sys/class/net/eth0/mtu: Permission denied (os error 13)"
+        );
+        let e = ReadError::parse(Path::new("/sys/x"), "not a number: \"x\"");
+        assert_eq!(e.to_string(), "/sys/x: not a number: \"x\"");
+        assert_eq!(
+            HostError::from(e).to_string(),
+            "/sys/x: not a number: \"x\""
+        );
+        let e = HostError::request("ens1np0: DCB", "operation timed out");
+        assert_eq!(e.to_string(), "ens1np0: DCB: operation timed out");
+    }
+}

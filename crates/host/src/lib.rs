@@ -1,0 +1,31 @@
+//! How the roce_exporter crates read the host's pseudo-filesystems.
+//!
+//! - [`HostPaths`]: the roots (`--path.sysfs`, `--path.procfs`), injectable
+//!   so that every reader runs on fixture trees;
+//! - [`fs`]: the file layer ([`SysFs`]), injectable so that tests can fail
+//!   chosen paths with the errnos only a kernel produces;
+//! - [`kept`]: an attribute file kept open between samples and re-read with
+//!   `pread` (one system call a value instead of open, read and close),
+//!   within an open-file budget;
+//! - [`errno`]: the one place that says which failures mean the value is
+//!   *absent* (not provided here, or gone) and which are errors;
+//! - [`Reading`]: what one read gave: a value, absent, or a [`ReadError`]
+//!   carrying the path and the errno (or the parse failure);
+//! - [`HostError`]: what a source reports that did not stop it (a file, a
+//!   failed request).
+
+#![deny(unsafe_code)]
+
+pub mod errno;
+mod error;
+pub mod fs;
+pub mod kept;
+mod paths;
+mod reading;
+
+pub use errno::Einval;
+pub use error::{HostError, ReadError, ReadErrorKind};
+pub use fs::{default_max_open, KeptDir, StdFs, SysFile, SysFs};
+pub use kept::{Io, KeptAttr, ReadBuf};
+pub use paths::HostPaths;
+pub use reading::Reading;
