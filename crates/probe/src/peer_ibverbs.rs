@@ -832,7 +832,9 @@ mod tests {
         let mut bad = g;
         bad[0] = 0x60;
         bad[31] ^= 0xff;
-        assert_eq!(sender_gid(&bad), Some(Ipv6Addr::UNSPECIFIED));
+        let mut as_grh = [0u8; 16];
+        as_grh.copy_from_slice(&bad[8..24]);
+        assert_eq!(sender_gid(&bad), Some(Ipv6Addr::from(as_grh)));
     }
 
     #[test]
