@@ -34,14 +34,15 @@ use std::ptr;
 use std::time::{Duration, Instant};
 
 use rdma_mummy_sys::{
-    ibv_access_flags, ibv_ah, ibv_ah_attr, ibv_alloc_pd, ibv_close_device, ibv_context, ibv_cq,
-    ibv_create_ah, ibv_create_cq, ibv_create_qp, ibv_dealloc_pd, ibv_dereg_mr, ibv_destroy_ah,
-    ibv_destroy_cq, ibv_destroy_qp, ibv_free_device_list, ibv_get_device_list, ibv_get_device_name,
-    ibv_gid, ibv_modify_qp, ibv_mr, ibv_mtu, ibv_open_device, ibv_pd, ibv_poll_cq, ibv_port_attr,
-    ibv_port_state, ibv_post_recv, ibv_post_send, ibv_qp, ibv_qp_attr, ibv_qp_attr_mask,
-    ibv_qp_init_attr, ibv_qp_state, ibv_qp_type, ibv_query_gid, ibv_query_port, ibv_recv_wr,
-    ibv_reg_mr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, ibv_wc_flags, ibv_wc_status,
-    ibv_wr_opcode,
+    ibv_access_flags, ibv_ack_cq_events, ibv_ah, ibv_ah_attr, ibv_alloc_pd, ibv_close_device,
+    ibv_comp_channel, ibv_context, ibv_cq, ibv_create_ah, ibv_create_comp_channel, ibv_create_cq,
+    ibv_create_qp, ibv_dealloc_pd, ibv_dereg_mr, ibv_destroy_ah, ibv_destroy_comp_channel,
+    ibv_destroy_cq, ibv_destroy_qp, ibv_free_device_list, ibv_get_cq_event, ibv_get_device_list,
+    ibv_get_device_name, ibv_gid, ibv_modify_qp, ibv_mr, ibv_mtu, ibv_open_device, ibv_pd,
+    ibv_poll_cq, ibv_port_attr, ibv_port_state, ibv_post_recv, ibv_post_send, ibv_qp, ibv_qp_attr,
+    ibv_qp_attr_mask, ibv_qp_init_attr, ibv_qp_state, ibv_qp_type, ibv_query_gid, ibv_query_port,
+    ibv_recv_wr, ibv_reg_mr, ibv_req_notify_cq, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc,
+    ibv_wc_flags, ibv_wc_status, ibv_wr_opcode,
 };
 
 use crate::peer::{
@@ -95,6 +96,7 @@ impl PeerVerbs for IbPeerVerbs {
         let mut p = UdPort {
             ctx,
             pd: ptr::null_mut(),
+            channel: ptr::null_mut(),
             mr: ptr::null_mut(),
             cq: ptr::null_mut(),
             qp: ptr::null_mut(),
@@ -218,6 +220,10 @@ impl Drop for SlotBuffer {
 pub struct UdPort {
     ctx: *mut ibv_context,
     pd: *mut ibv_pd,
+    /// Completion events of the CQ: an idle port sleeps in `poll(2)` on
+    /// its descriptor and wakes when a datagram arrives, so a peer's probe
+    /// is answered at once without spinning a core.
+    channel: *mut ibv_comp_channel,
     mr: *mut ibv_mr,
     cq: *mut ibv_cq,
     qp: *mut ibv_qp,
@@ -261,6 +267,9 @@ impl Drop for UdPort {
             }
             if !self.cq.is_null() {
                 ibv_destroy_cq(self.cq);
+            }
+            if !self.channel.is_null() {
+                ibv_destroy_comp_channel(self.channel);
             }
             if !self.mr.is_null() {
                 ibv_dereg_mr(self.mr);
@@ -374,9 +383,27 @@ impl UdPort {
                 errno,
             ));
         }
+        // SAFETY: ctx is open.
+        self.channel = unsafe { ibv_create_comp_channel(self.ctx) };
+        if self.channel.is_null() {
+            return Err(os_fail(
+                Reason::CreateCq,
+                "ibv_create_comp_channel".into(),
+                last_errno(),
+            ));
+        }
+        // SAFETY: the channel is live; its fd is owned by libibverbs and
+        // only its flags change (non-blocking: ibv_get_cq_event never hangs).
+        unsafe {
+            let fd = (*self.channel).fd;
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
         let cqe = i32::try_from(RECV_SLOTS + SEND_SLOTS).unwrap_or(32);
-        // SAFETY: ctx is open; no channel, no context pointer.
-        self.cq = unsafe { ibv_create_cq(self.ctx, cqe, ptr::null_mut(), ptr::null_mut(), 0) };
+        // SAFETY: ctx and the channel are live; no context pointer.
+        self.cq = unsafe { ibv_create_cq(self.ctx, cqe, ptr::null_mut(), self.channel, 0) };
         if self.cq.is_null() {
             return Err(os_fail(
                 Reason::CreateCq,
@@ -568,7 +595,7 @@ impl UdPort {
         expect: Option<&Expect>,
         allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
         served: &mut Served,
-    ) -> Result<Option<Event>, Failure> {
+    ) -> Result<(usize, Option<Event>), Failure> {
         // SAFETY: an all-zero work completion is valid.
         let mut wcs: [ibv_wc; 8] = unsafe { std::mem::zeroed() };
         // SAFETY: cq is live; wcs has room for 8 completions.
@@ -606,7 +633,7 @@ impl UdPort {
             // A flushed receive (QP in error) fails to post: reported here.
             self.post_recv(slot)?;
         }
-        Ok(event)
+        Ok((n as usize, event))
     }
 
     /// Handles one received datagram in receive slot `slot`.
@@ -756,7 +783,10 @@ impl PeerPort for UdPort {
         let deadline = started + timeout;
         let mut spins = 0u32;
         loop {
-            match self.poll_once(Some(&expect), allowed, served) {
+            match self
+                .poll_once(Some(&expect), allowed, served)
+                .map(|(_, e)| e)
+            {
                 Ok(Some(Event::Echo(at))) => return Outcome::Answered(at - started),
                 Ok(Some(Event::SendFailed(status, vendor))) => {
                     return Outcome::Failed(Failure::new(
@@ -786,9 +816,51 @@ impl PeerPort for UdPort {
         // Bounded: at most the receive ring and the sends, then return.
         for _ in 0..(RECV_SLOTS + SEND_SLOTS) {
             match self.poll_once(None, allowed, served) {
-                Ok(None) | Err(_) => break,
-                Ok(Some(_)) => {}
+                Ok((0, _)) | Err(_) => break,
+                Ok(_) => {}
             }
+        }
+    }
+
+    fn idle(
+        &mut self,
+        timeout: Duration,
+        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        served: &mut Served,
+    ) {
+        // Arm first, then drain: a completion that lands after the drain
+        // raises an event, one that landed before is handled by the drain.
+        // SAFETY: cq is live.
+        let armed = unsafe { ibv_req_notify_cq(self.cq, 0) } == 0;
+        let before = *served;
+        self.serve(allowed, served);
+        if *served != before || !armed {
+            if !armed {
+                std::thread::sleep(timeout.min(Duration::from_millis(1)));
+            }
+            return;
+        }
+        // SAFETY: channel is live.
+        let fd = unsafe { (*self.channel).fd };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(timeout.as_millis().max(1)).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if ready > 0 {
+            let mut cq = ptr::null_mut();
+            let mut ctx = ptr::null_mut();
+            // SAFETY: the channel is live and non-blocking; an event got is
+            // acknowledged at once (ibv_destroy_cq waits for every ack).
+            unsafe {
+                if ibv_get_cq_event(self.channel, &mut cq, &mut ctx) == 0 {
+                    ibv_ack_cq_events(cq, 1);
+                }
+            }
+            self.serve(allowed, served);
         }
     }
 }
