@@ -68,7 +68,7 @@ const LINK_LAYER_ETHERNET: u8 = 2;
 const HOP_LIMIT: u8 = 64;
 
 /// Opens UD ports with libibverbs.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct IbPeerVerbs;
 
 impl IbPeerVerbs {
@@ -686,6 +686,47 @@ impl UdPort {
     }
 }
 
+/// The prefix length of `addr` on this host's interfaces (`getifaddrs`):
+/// with the GID's IPv4 address, the subnet of the rail rule. `None` when
+/// no interface holds the address.
+pub fn ipv4_prefix_len(addr: Ipv4Addr) -> Option<u8> {
+    let mut head: *mut libc::ifaddrs = ptr::null_mut();
+    // SAFETY: `head` is a valid out-pointer; the list is freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_netmask.is_null() {
+            continue;
+        }
+        // SAFETY: a non-null ifa_addr points to a sockaddr of its family.
+        if i32::from(unsafe { (*ifa.ifa_addr).sa_family }) != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: AF_INET: both are sockaddr_in.
+        let (a, m) = unsafe {
+            (
+                (*ifa.ifa_addr.cast::<libc::sockaddr_in>()).sin_addr.s_addr,
+                (*ifa.ifa_netmask.cast::<libc::sockaddr_in>())
+                    .sin_addr
+                    .s_addr,
+            )
+        };
+        if Ipv4Addr::from(u32::from_be(a)) == addr {
+            found = u8::try_from(u32::from_be(m).leading_ones()).ok();
+            break;
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    found
+}
+
 /// The probe in flight: whose echo ends a ping.
 struct Expect {
     gid: Ipv6Addr,
@@ -919,5 +960,11 @@ mod tests {
         assert_eq!(sender_gid(&g), Some(sgid));
         assert_eq!(sender_gid(&[0u8; 40]), None);
         assert_eq!(sender_gid(&[0x60u8; 12]), None);
+    }
+
+    #[test]
+    fn loopback_has_its_prefix_and_unknown_addresses_none() {
+        assert_eq!(ipv4_prefix_len(Ipv4Addr::LOCALHOST), Some(8));
+        assert_eq!(ipv4_prefix_len(Ipv4Addr::new(192, 0, 2, 123)), None);
     }
 }
