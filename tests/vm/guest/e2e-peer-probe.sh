@@ -90,4 +90,12 @@ grab B 9880 restarted
 sleep 25
 grab A 9879 recovered; grab B 9880 recovered
 stop A; stop B; stop C
+# The UD round trip of rdma-core's own example on the same port and GID,
+# the floor the peer probes' RTT is read against (in a TCG VM, mostly the
+# emulation's cost).
+step "ibv_ud_pingpong baseline"
+timeout 60 ibv_ud_pingpong -d rxe0 -g 1 -n 200 -s 64 > "$O/ud-pingpong-server.txt" 2>&1 &
+sleep 1
+timeout 60 ibv_ud_pingpong -d rxe0 -g 1 -n 200 -s 64 127.0.0.1 > "$O/ud-pingpong.txt" 2>&1
+wait
 step "done"
