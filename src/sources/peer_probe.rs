@@ -317,9 +317,10 @@ fn coordinate<V, F>(
     }
 }
 
-/// Fetches the endpoints of `peers`; returns those whose fetch failed. A
-/// peer whose fetch fails keeps the endpoints fetched before (a stopped
-/// peer must show as unreachable, not vanish).
+/// Fetches the endpoints of `peers`; returns those to ask again (the
+/// fetch failed, or the document listed no endpoint yet). Such a peer
+/// keeps the endpoints fetched before (a stopped peer must show as
+/// unreachable, not vanish).
 fn fetch(
     peers: &[PeerAddress],
     fetcher: &dyn Fetch,
@@ -334,6 +335,13 @@ fn fetch(
         let result = fetcher.fetch(peer);
         let mut status = lock(&shared.fetch);
         match result {
+            // A peer that publishes no endpoint yet (started a moment ago,
+            // its responders still opening) keeps the endpoints it had and
+            // is asked again with the failed ones: taking the empty list
+            // would leave nothing to probe, so no loss would ever ask again.
+            Ok(endpoints) if endpoints.is_empty() => {
+                failed.insert(peer.clone());
+            }
             Ok(endpoints) => {
                 if status.last.remove(peer).is_some() {
                     tracing::info!(peer = %peer.0, "peer endpoints fetched again");
@@ -641,6 +649,9 @@ mod tests {
     #[derive(Clone, Default)]
     struct Fabric {
         live_qpn: Arc<AtomicU32>,
+        /// Fetches still to answer with an empty document (the peer's
+        /// responder not open yet).
+        empty_docs: Arc<AtomicU32>,
     }
 
     struct FabricPort(Fabric);
@@ -674,7 +685,7 @@ mod tests {
     }
 
     /// The peer's exporter: publishes the responder QPN it has now; not
-    /// started yet for its first `down` fetches.
+    /// started yet for its first `.1` fetches.
     struct PeerExporter(Fabric, AtomicU32);
 
     impl Fetch for PeerExporter {
@@ -688,6 +699,14 @@ mod tests {
                     reason: "connect",
                     message: "connection refused".into(),
                 });
+            }
+            if self
+                .0
+                .empty_docs
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Ok(Vec::new());
             }
             Ok(vec![Endpoint {
                 node: "node-b".into(),
@@ -717,6 +736,7 @@ mod tests {
     fn a_peer_started_late_or_restarted_with_a_new_qpn_is_fetched_again_without_a_restart() {
         let fabric = Fabric::default();
         fabric.live_qpn.store(11, Ordering::SeqCst);
+        fabric.empty_docs.store(1, Ordering::SeqCst);
         let config = PeerProbeConfig {
             enabled: true,
             peers: vec!["node-b:9879".into()],
@@ -724,7 +744,8 @@ mod tests {
         };
         let runner = PeerRunner::spawn(
             fabric.clone(),
-            // The peer starts after this exporter: its first fetch fails.
+            // The peer starts after this exporter: its first fetch fails,
+            // the second finds its responder not open yet.
             PeerExporter(fabric.clone(), AtomicU32::new(1)),
             PeerList::new(&config, false),
             RunnerSettings {
@@ -755,7 +776,9 @@ mod tests {
         assert_eq!(r.endpoints.len(), 1);
         assert_eq!(r.endpoints[0].node, "node-a");
         assert_eq!((r.peers_configured, r.peers_fetched), (1, 1));
-        // The peer restarts: its old QPN is gone, its document names the new one.
+        // The peer restarts: its old QPN is gone; its document is empty
+        // at first (responder opening), then names the new QPN.
+        fabric.empty_docs.store(2, Ordering::SeqCst);
         fabric.live_qpn.store(99, Ordering::SeqCst);
         let before = runner.results();
         wait_for("a probe to the old QPN lost", || {
