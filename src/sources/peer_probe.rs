@@ -29,7 +29,7 @@ use roce_probe::ProbeState;
 
 use super::peer_list::{FetchError, PeerAddress, PeerList};
 use super::probe::TargetChooser;
-use super::{Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Reading, Source};
 use crate::config::{Config, PeerProbeConfig};
 use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
@@ -608,7 +608,7 @@ impl Source for PeerProbeSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, _errors: &mut Vec<String>) -> Reading {
+    fn sample(&mut self, input: &Input, _errors: &mut Vec<HostError>) -> Reading {
         let runner = match &self.runner {
             Ok(r) => r,
             Err(why) => return Reading::bare(SourceState::Disabled(why.clone())),
