@@ -77,7 +77,7 @@ def main():
           and buckets[-1][1] == count, f"{len(buckets)} buckets")
     mean = (rsum / count) if count else None
     check("mean RTT plausible for Soft-RoCE (2 us .. 100 ms)",
-          mean is not None and 2e-6 <= mean <= 0.1, f"mean {mean and mean * 1e6:.1f} us")
+          mean is not None and 2e-6 <= mean <= 0.1, f"mean {mean * 1e6:.1f} us" if mean is not None else "no RTT")
     p50 = next((b for b, v in buckets if count and v >= count / 2), None)
     check("probe success gauge 1 and last success recent",
           get(last, "roce_probe_success", **lab) == 1
