@@ -86,7 +86,13 @@ start() {
   done
   echo "$EPID" > "$O/exporter-$NSTART.pid"
   step "exporter $NSTART up, pid $EPID"
-  curl -sS --max-time 5 -o "$O/own-endpoints-$NSTART.json" -w '%{http_code}\n' "$LOCAL/peer-probe/endpoints" > "$O/own-endpoints-$NSTART.status" 2>&1
+  # the responder comes up beside the server: its endpoint may follow a moment later
+  until_ok 20 own_endpoint "$NSTART"
+  step "own endpoints $NSTART: HTTP $(cat "$O/own-endpoints-$NSTART.status")"
+}
+own_endpoint() {
+  curl -sS --max-time 5 -o "$O/own-endpoints-$1.json" -w '%{http_code}\n' "$LOCAL/peer-probe/endpoints" > "$O/own-endpoints-$1.status" 2>&1
+  grep -q '"qpn"' "$O/own-endpoints-$1.json" 2>/dev/null
 }
 stop() {
   kill -TERM "$EPID" 2>/dev/null
