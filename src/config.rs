@@ -282,6 +282,14 @@ pub struct PeerProbeConfig {
     /// peer's probes start failing).
     #[serde(deserialize_with = "duration")]
     pub refresh: Duration,
+    /// PEM file of the CA(s) that signed the peers' server certificates:
+    /// with it, `https://` peers are fetched (and addresses without a
+    /// scheme mean `https`).
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Basic-auth user for the peers' endpoints route (with `password_file`).
+    pub username: Option<String>,
+    /// File holding the basic-auth password (first line; never logged).
+    pub password_file: Option<std::path::PathBuf>,
 }
 
 impl Default for PeerProbeConfig {
@@ -296,6 +304,9 @@ impl Default for PeerProbeConfig {
             sample: 8,
             timeout: Duration::from_millis(500),
             refresh: Duration::from_secs(60),
+            tls_ca_file: None,
+            username: None,
+            password_file: None,
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::snapshot::{KernelRequests, SourceState};
 pub mod nccl;
 pub mod netdev;
 pub mod peer_list;
+pub mod peer_probe;
 pub mod phys;
 pub mod probe;
 pub mod rdma;
@@ -44,6 +45,8 @@ pub enum Part {
     /// Boxed: by far the largest part.
     Topology(Box<roce_topology::TopologySnapshot>),
     Probes(roce_probe::ProbeResults),
+    /// The probes between hosts (boxed: per-port statistics).
+    PeerProbes(Box<roce_probe::peer::PeerResults>),
     /// What NCCL jobs used, from their logs and Inspector output.
     Nccl(Box<nccl::NcclSnapshot>),
     Phys(roce_netdev::phys::PhysSnapshot),
@@ -105,6 +108,7 @@ pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Ve
         Box::new(netdev::NetdevSource::new(config, paths)),
         Box::new(topology::TopologySource::new(config, paths)),
         Box::new(probe::ProbeSource::new(config, paths)),
+        Box::new(peer_probe::PeerProbeSource::new(config, paths)),
         Box::new(nccl::NcclSource::new(config)),
         Box::new(phys::PhysSource::new(config, paths)),
     ]

@@ -29,6 +29,8 @@ pub mod engine;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
 pub mod peer;
+#[cfg(feature = "ibverbs")]
+pub mod peer_ibverbs;
 pub mod runner;
 pub mod schedule;
 pub mod verbs;

@@ -230,6 +230,19 @@ pub trait PeerPort: Send {
     ) -> Outcome;
     /// Answers pending probes without sending one.
     fn serve(&mut self, allowed: &dyn Fn(&Ipv6Addr, u32) -> bool, served: &mut Served);
+    /// Waits up to `timeout` for datagrams and answers them, returning
+    /// early once some were handled (a port with a completion channel
+    /// sleeps in the kernel meanwhile; this default polls every
+    /// millisecond).
+    fn idle(
+        &mut self,
+        timeout: Duration,
+        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        served: &mut Served,
+    ) {
+        self.serve(allowed, served);
+        std::thread::sleep(timeout.min(Duration::from_millis(1)));
+    }
 }
 
 /// Counters of one size class (small or large) on one pair or port.
@@ -410,7 +423,10 @@ impl Default for PeerSettings {
 pub struct PortProber<P: PeerPort> {
     pub local: Endpoint,
     port: P,
-    settings: PeerSettings,
+    pub settings: PeerSettings,
+    /// (GID, QPN) of the matching peers' responders as of the last round,
+    /// sorted: who [`PortProber::idle`] answers.
+    known: Vec<(Ipv6Addr, u32)>,
     nonce: u32,
     seq: u32,
     round: u64,
@@ -423,6 +439,7 @@ impl<P: PeerPort> PortProber<P> {
             local,
             port,
             settings,
+            known: Vec::new(),
             nonce,
             seq: 0,
             round: 0,
@@ -447,6 +464,17 @@ impl<P: PeerPort> PortProber<P> {
     /// sample. `pause` is called between probes (the runner sleeps there;
     /// tests pass a no-op).
     pub fn round(&mut self, peers: &[Endpoint], pause: &mut dyn FnMut()) {
+        self.round_with(peers, &mut || {
+            pause();
+            Some(Duration::ZERO)
+        });
+    }
+
+    /// One round, answering peers between probes: after each probe `gap`
+    /// says how long to wait (answering probes meanwhile, see
+    /// [`PortProber::idle`]); `None` ends the round at once (the runner
+    /// is stopping).
+    pub fn round_with(&mut self, peers: &[Endpoint], gap: &mut dyn FnMut() -> Option<Duration>) {
         let matching = self.matching(peers);
         self.stats.peers_known = matching.len();
         let sample = self.settings.sample.clamp(1, MAX_SAMPLE);
@@ -455,8 +483,13 @@ impl<P: PeerPort> PortProber<P> {
             .cloned()
             .collect();
         self.round += 1;
-        let allowed_set: Vec<(Ipv6Addr, u32)> = matching.iter().map(|p| (p.gid, p.qpn)).collect();
-        let allowed = move |gid: &Ipv6Addr, qpn: u32| allowed_set.contains(&(*gid, qpn));
+        let mut allowed_set: Vec<(Ipv6Addr, u32)> =
+            matching.iter().map(|p| (p.gid, p.qpn)).collect();
+        allowed_set.sort();
+        allowed_set.dedup();
+        self.known = allowed_set.clone();
+        let allowed =
+            move |gid: &Ipv6Addr, qpn: u32| allowed_set.binary_search(&(*gid, qpn)).is_ok();
         for p in self.stats.peers.values_mut() {
             p.rounds_since_sampled += 1;
         }
@@ -518,7 +551,13 @@ impl<P: PeerPort> PortProber<P> {
                         *pair.errors.entry(f.reason.as_str()).or_insert(0) += 1;
                     }
                 }
-                pause();
+                match gap() {
+                    Some(d) => self.idle(d),
+                    None => {
+                        bound_pairs(&mut self.stats.peers, &chosen);
+                        return;
+                    }
+                }
             }
         }
         let mut served = Served::default();
@@ -528,13 +567,35 @@ impl<P: PeerPort> PortProber<P> {
         bound_pairs(&mut self.stats.peers, &chosen);
     }
 
+    /// Waits `d`, answering the probes of the peers known at the last
+    /// round meanwhile.
+    pub fn idle(&mut self, d: Duration) {
+        let until = std::time::Instant::now() + d;
+        let known = &self.known;
+        let allowed = |g: &Ipv6Addr, q: u32| known.binary_search(&(*g, q)).is_ok();
+        let mut served = Served::default();
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                self.port.serve(&allowed, &mut served);
+                break;
+            }
+            self.port.idle(left, &allowed, &mut served);
+        }
+        self.stats.served.answered += served.answered;
+        self.stats.served.unknown_dropped += served.unknown_dropped;
+    }
+
     /// Answers pending probes between rounds.
     pub fn serve(&mut self, peers: &[Endpoint]) {
-        let set: Vec<(Ipv6Addr, u32)> = self
+        let mut set: Vec<(Ipv6Addr, u32)> = self
             .matching(peers)
             .iter()
             .map(|p| (p.gid, p.qpn))
             .collect();
+        set.sort();
+        set.dedup();
+        self.known = set.clone();
         let mut served = Served::default();
         self.port
             .serve(&move |g: &Ipv6Addr, q| set.contains(&(*g, q)), &mut served);

@@ -1,0 +1,970 @@
+//! The UD verbs layer of the probes between hosts ([`crate::peer`]): one
+//! unreliable-datagram queue pair per local port, at once the responder
+//! other nodes probe and the prober that sends this node's probes.
+//!
+//! sideway 0.4 creates no address handles, sets no UD destination and
+//! reports no `src_qp`, so this module calls libibverbs through sideway's
+//! sys crate (`rdma-mummy-sys`, which loads libibverbs at run time like
+//! sideway itself). Every object is held as a raw pointer in [`UdPort`],
+//! created one at a time into the struct, so that an error at any step
+//! drops the struct and its `Drop` frees what exists so far: nothing leaks
+//! on an error path.
+//!
+//! Wire behaviour:
+//! - each send carries its own address handle (GRH: the peer's GID, this
+//!   port's GID index, the RoCE traffic class, the probe's flow label, from
+//!   which RoCE v2 derives the UDP source port, so probes spread over ECMP
+//!   paths), destroyed when the send completes;
+//! - receives are posted with 40 bytes for the GRH (on RoCE v2 over IPv4
+//!   its last 20 bytes are the IPv4 header) ahead of room for a 4096-byte
+//!   payload, so a probe of any IB MTU fits;
+//! - the sender of a datagram is its GID (from the GRH, as rdma-core's
+//!   `ibv_init_ah_from_wc` reads it) and its QPN (`src_qp` of the
+//!   completion): a probe is answered only when the caller's `allowed` says
+//!   the pair is a configured peer's responder, an echo only counts when it
+//!   comes from the probed responder with this probe's nonce and sequence;
+//!   anything else is dropped and counted;
+//! - an answer echoes the received payload (nonce, sequence, zeros: no
+//!   host data) back to the sender's GID and QPN.
+#![allow(unsafe_code)]
+
+use std::ffi::CStr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::ptr;
+use std::time::{Duration, Instant};
+
+use rdma_mummy_sys::{
+    ibv_access_flags, ibv_ack_cq_events, ibv_ah, ibv_ah_attr, ibv_alloc_pd, ibv_close_device,
+    ibv_comp_channel, ibv_context, ibv_cq, ibv_create_ah, ibv_create_comp_channel, ibv_create_cq,
+    ibv_create_qp, ibv_dealloc_pd, ibv_dereg_mr, ibv_destroy_ah, ibv_destroy_comp_channel,
+    ibv_destroy_cq, ibv_destroy_qp, ibv_free_device_list, ibv_get_cq_event, ibv_get_device_list,
+    ibv_get_device_name, ibv_gid, ibv_modify_qp, ibv_mr, ibv_mtu, ibv_open_device, ibv_pd,
+    ibv_poll_cq, ibv_port_attr, ibv_port_state, ibv_post_recv, ibv_post_send, ibv_qp, ibv_qp_attr,
+    ibv_qp_attr_mask, ibv_qp_init_attr, ibv_qp_state, ibv_qp_type, ibv_query_gid, ibv_query_port,
+    ibv_recv_wr, ibv_reg_mr, ibv_req_notify_cq, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc,
+    ibv_wc_flags, ibv_wc_status, ibv_wr_opcode,
+};
+
+use crate::peer::{
+    flow_label, parse_payload, Endpoint, Outcome, PeerPort, PeerVerbs, Probe, Served, GRH_LEN, QKEY,
+};
+use crate::verbs::OpenError;
+use crate::{Failure, Reason};
+
+/// Receive buffers kept posted: a burst of this many probes from peers
+/// between two polls is answered; more are dropped by the HCA (no RNR on UD).
+const RECV_SLOTS: usize = 16;
+/// Sends in flight at once (a probe and the answers of one poll).
+const SEND_SLOTS: usize = 4;
+/// Largest payload received: the largest IB MTU (a UD message is one packet).
+const MAX_PAYLOAD: usize = 4096;
+/// One slot of the registered buffer: GRH room, then the payload.
+const SLOT: usize = GRH_LEN as usize + MAX_PAYLOAD;
+/// `wr_id` of sends: this plus the send slot (receives: the receive slot).
+const SEND_ID: u64 = 1 << 32;
+/// `IBV_LINK_LAYER_ETHERNET` (a `#define` in verbs.h, absent from the bindings).
+const LINK_LAYER_ETHERNET: u8 = 2;
+/// Hop limit of the GRH (routers decrement it; 64 as rdma-core's examples).
+const HOP_LIMIT: u8 = 64;
+
+/// Opens UD ports with libibverbs.
+#[derive(Debug, Default, Clone)]
+pub struct IbPeerVerbs;
+
+impl IbPeerVerbs {
+    pub fn new() -> Self {
+        IbPeerVerbs
+    }
+}
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// A failure with the errno libibverbs left (its calls return NULL or a
+/// negative value and set errno, or return the errno itself).
+fn os_fail(reason: Reason, what: String, errno: i32) -> Failure {
+    let text = std::io::Error::from_raw_os_error(errno);
+    Failure::with_errno(reason, Some(errno), format!("{what}: {text}"))
+}
+
+impl PeerVerbs for IbPeerVerbs {
+    type Port = UdPort;
+
+    fn open_port(&mut self, device: &str, port: u8, gid_index: u32) -> Result<UdPort, OpenError> {
+        let ctx = open_device(device)?;
+        let mut p = UdPort {
+            ctx,
+            pd: ptr::null_mut(),
+            channel: ptr::null_mut(),
+            mr: ptr::null_mut(),
+            cq: ptr::null_mut(),
+            qp: ptr::null_mut(),
+            buf: SlotBuffer::new((RECV_SLOTS + SEND_SLOTS) * SLOT),
+            send_ah: [ptr::null_mut(); SEND_SLOTS],
+            gid: Ipv6Addr::UNSPECIFIED,
+            qpn: 0,
+            mtu: 0,
+            port,
+            sgid_index: 0,
+            nonce: None,
+            traffic_class: 0,
+            answers: 0,
+        };
+        p.setup(device, gid_index)?;
+        Ok(p)
+    }
+}
+
+/// Opens `device` by name; the device list is freed on every path.
+fn open_device(device: &str) -> Result<*mut ibv_context, OpenError> {
+    let mut n = 0i32;
+    // SAFETY: `n` is a valid out-pointer; the list is freed below.
+    let list = unsafe { ibv_get_device_list(&mut n) };
+    if list.is_null() {
+        return Err(OpenError::Unavailable(format!(
+            "libibverbs cannot list RDMA devices ({}): rdma-core missing or no uverbs device",
+            std::io::Error::last_os_error()
+        )));
+    }
+    let mut found = ptr::null_mut();
+    for i in 0..usize::try_from(n).unwrap_or(0) {
+        // SAFETY: the list holds `n` valid device pointers.
+        let dev = unsafe { *list.add(i) };
+        if dev.is_null() {
+            break;
+        }
+        // SAFETY: a listed device has a NUL-terminated name owned by the list.
+        let name = unsafe { CStr::from_ptr(ibv_get_device_name(dev)) };
+        if name.to_bytes() == device.as_bytes() {
+            found = dev;
+            break;
+        }
+    }
+    let ctx = if found.is_null() {
+        Err(OpenError::Failed(Failure::new(
+            Reason::DeviceOpen,
+            format!("{device} is not listed by libibverbs"),
+        )))
+    } else {
+        // SAFETY: `found` is a device of the live list (a context keeps its
+        // own reference, so the list may be freed afterwards).
+        let ctx = unsafe { ibv_open_device(found) };
+        if ctx.is_null() {
+            Err(OpenError::Failed(os_fail(
+                Reason::DeviceOpen,
+                format!("ibv_open_device({device})"),
+                last_errno(),
+            )))
+        } else {
+            Ok(ctx)
+        }
+    };
+    // SAFETY: `list` came from ibv_get_device_list and is freed once.
+    unsafe { ibv_free_device_list(list) };
+    ctx
+}
+
+/// Memory the device reads and writes, cut into receive and send slots;
+/// touched only through its pointer, a slot only while no work request
+/// on it is outstanding.
+struct SlotBuffer {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl SlotBuffer {
+    fn new(len: usize) -> Self {
+        let b: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+        let len = b.len();
+        SlotBuffer {
+            ptr: Box::into_raw(b).cast::<u8>(),
+            len,
+        }
+    }
+
+    fn addr(&self, offset: usize) -> u64 {
+        self.ptr as u64 + offset.min(self.len) as u64
+    }
+
+    fn slice(&self, offset: usize, len: usize) -> &[u8] {
+        if offset.saturating_add(len) > self.len {
+            return &[];
+        }
+        // SAFETY: in bounds (checked); callers read a slot only after its
+        // completion was polled, so the device no longer writes it.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(offset), len) }
+    }
+
+    fn write(&mut self, offset: usize, data: &[u8]) {
+        if offset.saturating_add(data.len()) <= self.len {
+            // SAFETY: in bounds (checked); the slot has no request outstanding.
+            unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(offset), data.len()) };
+        }
+    }
+}
+
+impl Drop for SlotBuffer {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len come from Box::into_raw of a boxed slice of len.
+        unsafe {
+            drop(Box::from_raw(ptr::slice_from_raw_parts_mut(
+                self.ptr, self.len,
+            )))
+        };
+    }
+}
+
+/// One port's UD queue pair and what it needs. Null pointers are objects
+/// not created (yet); `Drop` frees the others, QP first, context last.
+pub struct UdPort {
+    ctx: *mut ibv_context,
+    pd: *mut ibv_pd,
+    /// Completion events of the CQ: an idle port sleeps in `poll(2)` on
+    /// its descriptor and wakes when a datagram arrives, so a peer's probe
+    /// is answered at once without spinning a core.
+    channel: *mut ibv_comp_channel,
+    mr: *mut ibv_mr,
+    cq: *mut ibv_cq,
+    qp: *mut ibv_qp,
+    buf: SlotBuffer,
+    /// The address handle of the send in flight on each send slot (null:
+    /// slot free).
+    send_ah: [*mut ibv_ah; SEND_SLOTS],
+    gid: Ipv6Addr,
+    qpn: u32,
+    mtu: u32,
+    port: u8,
+    sgid_index: u8,
+    /// This prober's nonce, once it has sent a probe: a datagram carrying
+    /// it is an echo (never answered, so two nodes never ping-pong).
+    nonce: Option<u32>,
+    /// Traffic class of the answers: the one this port's probes use.
+    traffic_class: u8,
+    /// Answers sent, for their flow labels.
+    answers: u64,
+}
+
+// SAFETY: the port is owned and used by one thread at a time (the prober
+// thread); libibverbs objects are not tied to the thread that created them.
+unsafe impl Send for UdPort {}
+
+impl Drop for UdPort {
+    fn drop(&mut self) {
+        // Return values are ignored: after a device removal every destroy
+        // fails (EIO) and the kernel has released the objects anyway.
+        // SAFETY: each pointer is null or an object created by this port
+        // and destroyed only here, in dependency order.
+        unsafe {
+            if !self.qp.is_null() {
+                ibv_destroy_qp(self.qp);
+            }
+            for ah in &mut self.send_ah {
+                if !ah.is_null() {
+                    ibv_destroy_ah(*ah);
+                    *ah = ptr::null_mut();
+                }
+            }
+            if !self.cq.is_null() {
+                ibv_destroy_cq(self.cq);
+            }
+            if !self.channel.is_null() {
+                ibv_destroy_comp_channel(self.channel);
+            }
+            if !self.mr.is_null() {
+                ibv_dereg_mr(self.mr);
+            }
+            if !self.pd.is_null() {
+                ibv_dealloc_pd(self.pd);
+            }
+            if !self.ctx.is_null() {
+                ibv_close_device(self.ctx);
+            }
+        }
+    }
+}
+
+fn mtu_bytes(mtu: ibv_mtu::Type) -> u32 {
+    match mtu {
+        ibv_mtu::IBV_MTU_256 => 256,
+        ibv_mtu::IBV_MTU_512 => 512,
+        ibv_mtu::IBV_MTU_1024 => 1024,
+        ibv_mtu::IBV_MTU_2048 => 2048,
+        _ => 4096,
+    }
+}
+
+impl UdPort {
+    /// Creates PD, MR, CQ and the UD QP, takes the QP to RTS and posts the
+    /// receives. On error, what was created is freed by `Drop`.
+    fn setup(&mut self, device: &str, gid_index: u32) -> Result<(), Failure> {
+        let port = self.port;
+        // SAFETY: an all-zero ibv_port_attr is valid (plain integers).
+        let mut attr: ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: ctx is open; attr is a valid out-pointer of the right size.
+        let rc = unsafe { ibv_query_port(self.ctx, port, &mut attr) };
+        if rc != 0 {
+            return Err(os_fail(
+                Reason::QueryPort,
+                format!("ibv_query_port({device}/{port})"),
+                rc,
+            ));
+        }
+        if attr.state != ibv_port_state::IBV_PORT_ACTIVE {
+            return Err(Failure::new(
+                Reason::PortDown,
+                format!("{device}/{port} is not ACTIVE"),
+            ));
+        }
+        if attr.link_layer != LINK_LAYER_ETHERNET {
+            // The endpoint document carries no LID, and an IB UD address
+            // handle needs one: InfiniBand peers are not probed yet.
+            return Err(Failure::new(
+                Reason::QueryPort,
+                format!("{device}/{port} is InfiniBand: peer probes run on RoCE ports only"),
+            ));
+        }
+        self.mtu = mtu_bytes(attr.active_mtu);
+        self.sgid_index = u8::try_from(gid_index).map_err(|_| {
+            Failure::new(
+                Reason::GidIndex,
+                format!("GID index {gid_index} does not fit the 8-bit sgid_index"),
+            )
+        })?;
+        // SAFETY: an all-zero GID is a valid value of the union.
+        let mut gid: ibv_gid = unsafe { std::mem::zeroed() };
+        // SAFETY: ctx is open; gid is a valid out-pointer.
+        let rc = unsafe { ibv_query_gid(self.ctx, port, i32::from(self.sgid_index), &mut gid) };
+        if rc != 0 {
+            return Err(os_fail(
+                Reason::GidIndex,
+                format!("GID index {gid_index} of {device}/{port}"),
+                last_errno(),
+            ));
+        }
+        // SAFETY: every bit pattern is a valid [u8; 16].
+        let raw = unsafe { gid.raw };
+        self.gid = Ipv6Addr::from(raw);
+        if self.gid.is_unspecified() {
+            return Err(Failure::new(
+                Reason::GidIndex,
+                format!("GID index {gid_index} of {device}/{port} is empty"),
+            ));
+        }
+        // SAFETY: ctx is open.
+        self.pd = unsafe { ibv_alloc_pd(self.ctx) };
+        if self.pd.is_null() {
+            return Err(os_fail(
+                Reason::AllocPd,
+                "ibv_alloc_pd".into(),
+                last_errno(),
+            ));
+        }
+        // SAFETY: the buffer lives as long as the port and is deregistered
+        // (Drop) before it is freed (field order: buf drops after Drop ran).
+        self.mr = unsafe {
+            ibv_reg_mr(
+                self.pd,
+                self.buf.ptr.cast(),
+                self.buf.len,
+                ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 as i32,
+            )
+        };
+        if self.mr.is_null() {
+            let errno = last_errno();
+            let reason = if matches!(errno, libc::ENOMEM | libc::EPERM | libc::EAGAIN) {
+                Reason::Memlock
+            } else {
+                Reason::RegMr
+            };
+            return Err(os_fail(
+                reason,
+                format!("ibv_reg_mr({} bytes)", self.buf.len),
+                errno,
+            ));
+        }
+        // SAFETY: ctx is open.
+        self.channel = unsafe { ibv_create_comp_channel(self.ctx) };
+        if self.channel.is_null() {
+            return Err(os_fail(
+                Reason::CreateCq,
+                "ibv_create_comp_channel".into(),
+                last_errno(),
+            ));
+        }
+        // SAFETY: the channel is live; its fd is owned by libibverbs and
+        // only its flags change (non-blocking: ibv_get_cq_event never hangs).
+        unsafe {
+            let fd = (*self.channel).fd;
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
+        let cqe = i32::try_from(RECV_SLOTS + SEND_SLOTS).unwrap_or(32);
+        // SAFETY: ctx and the channel are live; no context pointer.
+        self.cq = unsafe { ibv_create_cq(self.ctx, cqe, ptr::null_mut(), self.channel, 0) };
+        if self.cq.is_null() {
+            return Err(os_fail(
+                Reason::CreateCq,
+                "ibv_create_cq".into(),
+                last_errno(),
+            ));
+        }
+        // SAFETY: an all-zero init attr is valid (null pointers, zero counts).
+        let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        init.send_cq = self.cq;
+        init.recv_cq = self.cq;
+        init.cap.max_send_wr = SEND_SLOTS as u32;
+        init.cap.max_recv_wr = RECV_SLOTS as u32;
+        init.cap.max_send_sge = 1;
+        init.cap.max_recv_sge = 1;
+        init.qp_type = ibv_qp_type::IBV_QPT_UD;
+        // SAFETY: pd and the CQs are live; init is a valid attribute.
+        self.qp = unsafe { ibv_create_qp(self.pd, &mut init) };
+        if self.qp.is_null() {
+            return Err(os_fail(
+                Reason::CreateQp,
+                "ibv_create_qp (UD)".into(),
+                last_errno(),
+            ));
+        }
+        // SAFETY: qp is live.
+        self.qpn = unsafe { (*self.qp).qp_num };
+        let m = ibv_qp_attr_mask::IBV_QP_STATE;
+        self.modify(
+            ibv_qp_state::IBV_QPS_INIT,
+            m | ibv_qp_attr_mask::IBV_QP_PKEY_INDEX
+                | ibv_qp_attr_mask::IBV_QP_PORT
+                | ibv_qp_attr_mask::IBV_QP_QKEY,
+            Reason::QpInit,
+            "UD QP RESET→INIT",
+        )?;
+        self.modify(
+            ibv_qp_state::IBV_QPS_RTR,
+            m,
+            Reason::QpRtr,
+            "UD QP INIT→RTR",
+        )?;
+        self.modify(
+            ibv_qp_state::IBV_QPS_RTS,
+            m | ibv_qp_attr_mask::IBV_QP_SQ_PSN,
+            Reason::QpRts,
+            "UD QP RTR→RTS",
+        )?;
+        for slot in 0..RECV_SLOTS {
+            self.post_recv(slot)?;
+        }
+        Ok(())
+    }
+
+    fn modify(
+        &mut self,
+        state: ibv_qp_state::Type,
+        mask: ibv_qp_attr_mask,
+        reason: Reason,
+        what: &str,
+    ) -> Result<(), Failure> {
+        // SAFETY: an all-zero QP attribute is valid.
+        let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        attr.qp_state = state;
+        attr.pkey_index = 0;
+        attr.port_num = self.port;
+        attr.qkey = QKEY;
+        attr.sq_psn = 0;
+        // SAFETY: qp is live; the mask names only fields set above.
+        let rc = unsafe { ibv_modify_qp(self.qp, &mut attr, mask.0 as i32) };
+        if rc != 0 {
+            return Err(os_fail(reason, what.into(), rc));
+        }
+        Ok(())
+    }
+
+    fn post_recv(&mut self, slot: usize) -> Result<(), Failure> {
+        // SAFETY: mr is live (setup created it before any receive).
+        let lkey = unsafe { (*self.mr).lkey };
+        let mut sge = ibv_sge {
+            addr: self.buf.addr(slot * SLOT),
+            length: SLOT as u32,
+            lkey,
+        };
+        let mut wr = ibv_recv_wr {
+            wr_id: slot as u64,
+            next: ptr::null_mut(),
+            sg_list: &mut sge,
+            num_sge: 1,
+        };
+        let mut bad = ptr::null_mut();
+        // SAFETY: qp is live; the SGE lies in the registered buffer and the
+        // slot has no other request outstanding (it was just completed).
+        let rc = unsafe { ibv_post_recv(self.qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(os_fail(Reason::PostRecv, "ibv_post_recv".into(), rc));
+        }
+        Ok(())
+    }
+
+    /// Sends `payload` to (`gid`, `qpn`) through a new address handle;
+    /// returns the send slot used.
+    fn send(
+        &mut self,
+        gid: &Ipv6Addr,
+        qpn: u32,
+        payload: &[u8],
+        traffic_class: u8,
+        label: u32,
+    ) -> Result<usize, Failure> {
+        let slot = match self.send_ah.iter().position(|a| a.is_null()) {
+            Some(s) => s,
+            None => {
+                // Every slot busy: reap send completions for a moment.
+                let until = Instant::now() + Duration::from_millis(10);
+                loop {
+                    let mut ignored = Served::default();
+                    self.poll_once(None, &|_, _| false, &mut ignored)?;
+                    if let Some(s) = self.send_ah.iter().position(|a| a.is_null()) {
+                        break s;
+                    }
+                    if Instant::now() >= until {
+                        return Err(Failure::new(
+                            Reason::PostSend,
+                            "every send slot still in flight".to_string(),
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        };
+        let len = payload.len().min(MAX_PAYLOAD);
+        let offset = (RECV_SLOTS + slot) * SLOT;
+        self.buf
+            .write(offset, payload.get(..len).unwrap_or(payload));
+        // SAFETY: an all-zero AH attribute is valid.
+        let mut ah_attr: ibv_ah_attr = unsafe { std::mem::zeroed() };
+        ah_attr.is_global = 1;
+        ah_attr.port_num = self.port;
+        ah_attr.grh.dgid = ibv_gid { raw: gid.octets() };
+        ah_attr.grh.sgid_index = self.sgid_index;
+        ah_attr.grh.hop_limit = HOP_LIMIT;
+        ah_attr.grh.traffic_class = traffic_class;
+        ah_attr.grh.flow_label = label & 0xF_FFFF;
+        // SAFETY: pd is live; ah_attr is a valid attribute.
+        let ah = unsafe { ibv_create_ah(self.pd, &mut ah_attr) };
+        if ah.is_null() {
+            return Err(os_fail(
+                Reason::PostSend,
+                format!("ibv_create_ah({gid})"),
+                last_errno(),
+            ));
+        }
+        // SAFETY: mr is live.
+        let lkey = unsafe { (*self.mr).lkey };
+        let mut sge = ibv_sge {
+            addr: self.buf.addr(offset),
+            length: len as u32,
+            lkey,
+        };
+        // SAFETY: an all-zero send WR is valid (null pointers, zero unions).
+        let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = SEND_ID + slot as u64;
+        wr.sg_list = &mut sge;
+        wr.num_sge = 1;
+        wr.opcode = ibv_wr_opcode::IBV_WR_SEND;
+        wr.send_flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
+        wr.wr.ud.ah = ah;
+        wr.wr.ud.remote_qpn = qpn;
+        wr.wr.ud.remote_qkey = QKEY;
+        let mut bad = ptr::null_mut();
+        // SAFETY: qp and ah are live; the SGE lies in the registered buffer
+        // in a slot with no request outstanding.
+        let rc = unsafe { ibv_post_send(self.qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            // SAFETY: the AH was created above and is used by no request.
+            unsafe { ibv_destroy_ah(ah) };
+            return Err(os_fail(Reason::PostSend, "ibv_post_send (UD)".into(), rc));
+        }
+        self.send_ah[slot] = ah;
+        Ok(slot)
+    }
+
+    /// Polls the CQ once and handles what completed: answers allowed
+    /// probes, frees finished sends, reposts receives. Returns what
+    /// happened to `expect` (the probe in flight), if anything.
+    fn poll_once(
+        &mut self,
+        expect: Option<&Expect>,
+        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        served: &mut Served,
+    ) -> Result<(usize, Option<Event>), Failure> {
+        // SAFETY: an all-zero work completion is valid.
+        let mut wcs: [ibv_wc; 8] = unsafe { std::mem::zeroed() };
+        // SAFETY: cq is live; wcs has room for 8 completions.
+        let n = unsafe { ibv_poll_cq(self.cq, wcs.len() as i32, wcs.as_mut_ptr()) };
+        if n < 0 {
+            return Err(os_fail(Reason::PollCq, "ibv_poll_cq".into(), -n));
+        }
+        let mut event = None;
+        for wc in wcs.iter().take(n as usize) {
+            if wc.wr_id >= SEND_ID {
+                let slot = (wc.wr_id - SEND_ID) as usize;
+                if let Some(ah) = self.send_ah.get_mut(slot) {
+                    if !ah.is_null() {
+                        // SAFETY: the send using this AH has completed.
+                        unsafe { ibv_destroy_ah(*ah) };
+                        *ah = ptr::null_mut();
+                    }
+                }
+                if wc.status != ibv_wc_status::IBV_WC_SUCCESS
+                    && expect.is_some_and(|e| e.slot == slot)
+                {
+                    event = Some(Event::SendFailed(wc.status, wc.vendor_err));
+                }
+                continue;
+            }
+            let slot = wc.wr_id as usize;
+            if slot >= RECV_SLOTS {
+                continue;
+            }
+            if wc.status == ibv_wc_status::IBV_WC_SUCCESS {
+                if let Some(e) = self.received(slot, wc, expect, allowed, served) {
+                    event = Some(e);
+                }
+            }
+            // A flushed receive (QP in error) fails to post: reported here.
+            self.post_recv(slot)?;
+        }
+        Ok((n as usize, event))
+    }
+
+    /// Handles one received datagram in receive slot `slot`.
+    fn received(
+        &mut self,
+        slot: usize,
+        wc: &ibv_wc,
+        expect: Option<&Expect>,
+        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        served: &mut Served,
+    ) -> Option<Event> {
+        let at = Instant::now();
+        let len = (wc.byte_len as usize).min(SLOT);
+        let has_grh = wc.wc_flags & ibv_wc_flags::IBV_WC_GRH.0 != 0;
+        let grh = self.buf.slice(slot * SLOT, GRH_LEN as usize);
+        let sender = if has_grh { sender_gid(grh) } else { None };
+        let payload_len = len.saturating_sub(GRH_LEN as usize);
+        let payload = self
+            .buf
+            .slice(slot * SLOT + GRH_LEN as usize, payload_len)
+            .to_vec();
+        let (Some(gid), Some((nonce, seq))) = (sender, parse_payload(&payload)) else {
+            served.unknown_dropped += 1;
+            return None;
+        };
+        if Some(nonce) == self.nonce {
+            // An echo of one of our probes: the one in flight, or a late one.
+            if let Some(e) = expect {
+                if e.seq == seq && e.gid == gid && e.qpn == wc.src_qp {
+                    return Some(Event::Echo(at));
+                }
+            }
+            served.unknown_dropped += 1;
+            return None;
+        }
+        if !allowed(&gid, wc.src_qp) {
+            served.unknown_dropped += 1;
+            return None;
+        }
+        self.answers += 1;
+        let label = flow_label(self.answers);
+        // A failed answer is the peer's loss to see, not this port's error.
+        if self
+            .send(&gid, wc.src_qp, &payload, self.traffic_class, label)
+            .is_ok()
+        {
+            served.answered += 1;
+        }
+        None
+    }
+}
+
+/// The prefix length of `addr` on this host's interfaces (`getifaddrs`):
+/// with the GID's IPv4 address, the subnet of the rail rule. `None` when
+/// no interface holds the address.
+pub fn ipv4_prefix_len(addr: Ipv4Addr) -> Option<u8> {
+    let mut head: *mut libc::ifaddrs = ptr::null_mut();
+    // SAFETY: `head` is a valid out-pointer; the list is freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_netmask.is_null() {
+            continue;
+        }
+        // SAFETY: a non-null ifa_addr points to a sockaddr of its family.
+        if i32::from(unsafe { (*ifa.ifa_addr).sa_family }) != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: AF_INET: both are sockaddr_in.
+        let (a, m) = unsafe {
+            (
+                (*ifa.ifa_addr.cast::<libc::sockaddr_in>()).sin_addr.s_addr,
+                (*ifa.ifa_netmask.cast::<libc::sockaddr_in>())
+                    .sin_addr
+                    .s_addr,
+            )
+        };
+        if Ipv4Addr::from(u32::from_be(a)) == addr {
+            found = u8::try_from(u32::from_be(m).leading_ones()).ok();
+            break;
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    found
+}
+
+/// The probe in flight: whose echo ends a ping.
+struct Expect {
+    gid: Ipv6Addr,
+    qpn: u32,
+    seq: u32,
+    slot: usize,
+}
+
+enum Event {
+    Echo(Instant),
+    SendFailed(u32, u32),
+}
+
+/// The sender's GID from the 40 bytes a UD receive starts with, as
+/// rdma-core's `get_grh_header_version` decides: on RoCE v2 over IPv4 the
+/// last 20 bytes are the IPv4 header (version 4, IHL 5, valid checksum) and
+/// the GID is the IPv4-mapped source address; otherwise it is an IPv6
+/// header or IB GRH whose source GID sits at bytes 8..24.
+pub fn sender_gid(grh: &[u8]) -> Option<Ipv6Addr> {
+    let grh: &[u8; 40] = grh.get(..40)?.try_into().ok()?;
+    let ip6_version = grh[0] >> 4;
+    let ip4 = &grh[20..40];
+    let ipv4 = if ip6_version != 6 {
+        if ip4[0] >> 4 != 4 {
+            return None;
+        }
+        true
+    } else {
+        ip4[0] == 0x45 && ipv4_checksum_ok(ip4)
+    };
+    if ipv4 {
+        let src = Ipv4Addr::new(ip4[12], ip4[13], ip4[14], ip4[15]);
+        return Some(src.to_ipv6_mapped());
+    }
+    let mut sgid = [0u8; 16];
+    sgid.copy_from_slice(&grh[8..24]);
+    Some(Ipv6Addr::from(sgid))
+}
+
+/// Whether a 20-byte IPv4 header carries a valid header checksum.
+fn ipv4_checksum_ok(h: &[u8]) -> bool {
+    if h.len() < 20 {
+        return false;
+    }
+    let mut sum = 0u32;
+    for (i, pair) in h[..20].chunks(2).enumerate() {
+        if i == 5 {
+            continue;
+        }
+        sum += u32::from(u16::from_be_bytes([pair[0], pair[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let check = !(sum as u16);
+    check == u16::from_be_bytes([h[10], h[11]])
+}
+
+impl PeerPort for UdPort {
+    fn local(&self) -> (Ipv6Addr, u32, u32) {
+        (self.gid, self.qpn, self.mtu)
+    }
+
+    fn ping(
+        &mut self,
+        to: &Endpoint,
+        probe: &Probe,
+        timeout: Duration,
+        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        served: &mut Served,
+    ) -> Outcome {
+        self.nonce = Some(probe.nonce);
+        self.traffic_class = probe.traffic_class;
+        // Answer what is waiting first, so that its echoes do not count
+        // against this probe's round trip.
+        self.serve(allowed, served);
+        let payload = crate::peer::probe_payload(probe.nonce, probe.seq, probe.size);
+        let started = Instant::now();
+        let slot = match self.send(
+            &to.gid,
+            to.qpn,
+            &payload,
+            probe.traffic_class,
+            probe.flow_label,
+        ) {
+            Ok(s) => s,
+            Err(f) => return Outcome::Failed(f),
+        };
+        let expect = Expect {
+            gid: to.gid,
+            qpn: to.qpn,
+            seq: probe.seq,
+            slot,
+        };
+        let deadline = started + timeout;
+        let mut spins = 0u32;
+        loop {
+            match self
+                .poll_once(Some(&expect), allowed, served)
+                .map(|(_, e)| e)
+            {
+                Ok(Some(Event::Echo(at))) => return Outcome::Answered(at - started),
+                Ok(Some(Event::SendFailed(status, vendor))) => {
+                    return Outcome::Failed(Failure::new(
+                        Reason::Completion(status),
+                        format!(
+                            "work completion {} on the probe's send (vendor error {vendor:#x})",
+                            crate::wc_status_name(status)
+                        ),
+                    ))
+                }
+                Ok(None) => {}
+                Err(f) => return Outcome::Failed(f),
+            }
+            if Instant::now() >= deadline {
+                return Outcome::Lost;
+            }
+            spins += 1;
+            if spins < 2000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    fn serve(&mut self, allowed: &dyn Fn(&Ipv6Addr, u32) -> bool, served: &mut Served) {
+        // Bounded: at most the receive ring and the sends, then return.
+        for _ in 0..(RECV_SLOTS + SEND_SLOTS) {
+            match self.poll_once(None, allowed, served) {
+                Ok((0, _)) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    fn idle(
+        &mut self,
+        timeout: Duration,
+        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        served: &mut Served,
+    ) {
+        // Arm first, then drain: a completion that lands after the drain
+        // raises an event, one that landed before is handled by the drain.
+        // SAFETY: cq is live.
+        let armed = unsafe { ibv_req_notify_cq(self.cq, 0) } == 0;
+        let before = *served;
+        self.serve(allowed, served);
+        if *served != before || !armed {
+            if !armed {
+                std::thread::sleep(timeout.min(Duration::from_millis(1)));
+            }
+            return;
+        }
+        // SAFETY: channel is live.
+        let fd = unsafe { (*self.channel).fd };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(timeout.as_millis().max(1)).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if ready > 0 {
+            let mut cq = ptr::null_mut();
+            let mut ctx = ptr::null_mut();
+            // SAFETY: the channel is live and non-blocking; an event got is
+            // acknowledged at once (ibv_destroy_cq waits for every ack).
+            unsafe {
+                if ibv_get_cq_event(self.channel, &mut cq, &mut ctx) == 0 {
+                    ibv_ack_cq_events(cq, 1);
+                }
+            }
+            self.serve(allowed, served);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A RoCE v2 receive over IPv4: 20 undefined bytes, then the IPv4
+    /// header of the packet (as rxe and mlx5 place it).
+    fn roce_v2_ipv4(src: [u8; 4], dst: [u8; 4]) -> [u8; 40] {
+        let mut g = [0u8; 40];
+        let h = &mut g[20..40];
+        h[0] = 0x45;
+        h[1] = 0x68; // DSCP 26 << 2
+        h[2..4].copy_from_slice(&(20u16 + 8 + 12 + 64 + 4).to_be_bytes());
+        h[8] = 64;
+        h[9] = 17; // UDP
+        h[12..16].copy_from_slice(&src);
+        h[16..20].copy_from_slice(&dst);
+        let mut sum = 0u32;
+        for pair in h.chunks(2) {
+            sum += u32::from(u16::from_be_bytes([pair[0], pair[1]]));
+        }
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        g
+    }
+
+    #[test]
+    fn the_sender_of_a_roce_v2_ipv4_datagram_is_its_mapped_source_address() {
+        let g = roce_v2_ipv4([10, 0, 2, 15], [10, 0, 2, 16]);
+        assert_eq!(
+            sender_gid(&g),
+            Some(Ipv4Addr::new(10, 0, 2, 15).to_ipv6_mapped())
+        );
+        // A corrupted checksum with an IPv6 version nibble up front: read
+        // as a GRH, as rdma-core does.
+        let mut bad = g;
+        bad[0] = 0x60;
+        bad[31] ^= 0xff;
+        let mut as_grh = [0u8; 16];
+        as_grh.copy_from_slice(&bad[8..24]);
+        assert_eq!(sender_gid(&bad), Some(Ipv6Addr::from(as_grh)));
+    }
+
+    #[test]
+    fn the_sender_of_a_grh_datagram_is_its_source_gid() {
+        let mut g = [0u8; 40];
+        g[0] = 0x60;
+        let sgid: Ipv6Addr = "fe80::5054:ff:fe12:3456".parse().unwrap();
+        g[8..24].copy_from_slice(&sgid.octets());
+        g[24..40].copy_from_slice(&Ipv6Addr::LOCALHOST.octets());
+        assert_eq!(sender_gid(&g), Some(sgid));
+        assert_eq!(sender_gid(&[0u8; 40]), None);
+        assert_eq!(sender_gid(&[0x60u8; 12]), None);
+    }
+
+    #[test]
+    fn loopback_has_its_prefix_and_unknown_addresses_none() {
+        assert_eq!(ipv4_prefix_len(Ipv4Addr::LOCALHOST), Some(8));
+        assert_eq!(ipv4_prefix_len(Ipv4Addr::new(192, 0, 2, 123)), None);
+    }
+}

@@ -1,0 +1,724 @@
+//! The peer-probe source (`peer_probes:`): chooses the local ports (every
+//! active port, with the probe's GID index choice and the port's RoCE
+//! traffic class, as the loopback probe source does) and copies the peer
+//! prober's latest results into the snapshot, whose endpoints the
+//! `/peer-probe/endpoints` route serves.
+//!
+//! The work runs on threads of its own, never in a sample: one thread per
+//! local port keeps the UD responder and runs the paced rounds (a port is
+//! answered between its own probes, and no port waits on another's lost
+//! probe), and one coordinator thread starts and stops the port threads
+//! and fetches the peers' endpoint documents, every `refresh` and again
+//! (at most every [`REFETCH_AFTER_FAILURE`]) when probes to a peer fail,
+//! so that a restarted peer's new QPNs are picked up without a restart.
+//! The sampler hands targets in and copies results out (the ownership of
+//! the loopback probe's runner: shared state behind the runner, no
+//! globals); dropping the source stops and joins every thread.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use roce_probe::peer::{
+    ipv4_subnet, spacing, Endpoint, PeerResults, PeerSettings, PeerVerbs, PortProber, PortStats,
+    QKEY,
+};
+use roce_probe::verbs::OpenError;
+use roce_probe::ProbeState;
+
+use super::peer_list::{FetchError, PeerAddress, PeerList};
+use super::probe::TargetChooser;
+use super::{Input, Part, Reading, Source};
+use crate::config::{Config, PeerProbeConfig};
+use crate::host::HostPaths;
+use crate::snapshot::{Snapshot, SourceState};
+
+/// Failures of probes to a peer ask for its endpoints again, at most this often.
+pub const REFETCH_AFTER_FAILURE: Duration = Duration::from_secs(5);
+/// A port that cannot be opened is tried again after this long.
+const REOPEN_AFTER: Duration = Duration::from_secs(10);
+/// Granularity of the threads' stop checks while idle.
+const TICK: Duration = Duration::from_millis(200);
+
+/// A local port to probe from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LocalTarget {
+    pub device: String,
+    pub port: u8,
+    pub gid_index: u32,
+    pub traffic_class: u8,
+    /// Position of the device in the sorted device list (the rail when
+    /// subnets do not say).
+    pub device_index: u32,
+}
+
+/// Fetches a peer's endpoint document (the real one is
+/// [`super::peer_list::Fetcher`]; tests hand in their own).
+pub trait Fetch: Send + Sync + 'static {
+    fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError>;
+}
+
+/// The subnet of a GID's IPv4 address on this host (the rail key).
+pub type SubnetOf = fn(&std::net::Ipv6Addr) -> Option<String>;
+
+/// What one port thread publishes.
+#[derive(Debug, Clone, Default)]
+struct PortState {
+    endpoint: Option<Endpoint>,
+    stats: PortStats,
+    /// Why the port is not probing (open failed), for the log.
+    failure: Option<String>,
+    unavailable: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct FetchStatus {
+    configured: usize,
+    fetched: usize,
+    errors: BTreeMap<&'static str, u64>,
+    /// Last error text per peer, logged on change.
+    last: BTreeMap<PeerAddress, String>,
+}
+
+#[derive(Default)]
+struct Shared {
+    targets: Mutex<Vec<LocalTarget>>,
+    /// Every fetched peer endpoint (all addresses together).
+    peers: Mutex<Arc<Vec<Endpoint>>>,
+    ports: Mutex<BTreeMap<(String, u8), PortState>>,
+    fetch: Mutex<FetchStatus>,
+    /// A port saw a probe lost: fetch the endpoints again soon.
+    refetch: AtomicBool,
+    stop: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The running peer prober; dropping it stops and joins its threads.
+pub struct PeerRunner {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the runner needs besides the verbs and the fetcher.
+#[derive(Debug, Clone)]
+pub struct RunnerSettings {
+    pub node: String,
+    pub probe: PeerSettings,
+    pub refresh: Duration,
+    pub subnet_of: SubnetOf,
+}
+
+impl PeerRunner {
+    pub fn spawn<V, F>(
+        verbs: V,
+        fetcher: F,
+        peers: PeerList,
+        settings: RunnerSettings,
+    ) -> std::io::Result<PeerRunner>
+    where
+        V: PeerVerbs + Clone + 'static,
+        F: Fetch,
+    {
+        let shared = Arc::new(Shared::default());
+        let inner = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("roce-peer-probe".into())
+            .spawn(move || coordinate(verbs, Arc::new(fetcher), peers, settings, &inner))?;
+        Ok(PeerRunner {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn set_targets(&self, targets: Vec<LocalTarget>) {
+        let mut t = lock(&self.shared.targets);
+        if *t != targets {
+            *t = targets;
+        }
+    }
+
+    /// The latest results: every port's endpoint and statistics, the
+    /// fetch counters.
+    pub fn results(&self) -> PeerResults {
+        let ports = lock(&self.shared.ports);
+        let mut out = PeerResults::default();
+        let mut unavailable = None;
+        for state in ports.values() {
+            if let Some(e) = &state.endpoint {
+                out.endpoints.push(e.clone());
+                out.ports.push((e.clone(), state.stats.clone()));
+            }
+            if let Some(u) = &state.unavailable {
+                unavailable = Some(u.clone());
+            }
+        }
+        drop(ports);
+        out.state = match unavailable {
+            Some(u) if out.endpoints.is_empty() => ProbeState::Unavailable(u),
+            _ if out.endpoints.is_empty() => ProbeState::Starting,
+            _ => ProbeState::Running,
+        };
+        let f = lock(&self.shared.fetch);
+        out.peers_configured = f.configured;
+        out.peers_fetched = f.fetched;
+        out.fetch_errors = f.errors.clone();
+        out
+    }
+
+    /// Why ports are not probing, by port (for the log).
+    fn failures(&self) -> Vec<(String, String)> {
+        lock(&self.shared.ports)
+            .iter()
+            .filter_map(|((d, p), s)| s.failure.clone().map(|f| (format!("{d}/{p}"), f)))
+            .collect()
+    }
+}
+
+impl Drop for PeerRunner {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Sleeps `d` in ticks; false when asked to stop meanwhile.
+fn nap(stop: &AtomicBool, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while !stop.load(Ordering::SeqCst) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(TICK));
+    }
+    false
+}
+
+struct PortThread {
+    target: LocalTarget,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+fn coordinate<V, F>(
+    verbs: V,
+    fetcher: Arc<F>,
+    mut list: PeerList,
+    settings: RunnerSettings,
+    shared: &Arc<Shared>,
+) where
+    V: PeerVerbs + Clone + 'static,
+    F: Fetch,
+{
+    let mut threads: Vec<PortThread> = Vec::new();
+    let mut by_address: BTreeMap<PeerAddress, Vec<Endpoint>> = BTreeMap::new();
+    let mut next_fetch = Instant::now();
+    let mut last_fetch: Option<Instant> = None;
+    let mut seed = seed();
+    loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let targets = lock(&shared.targets).clone();
+        // Stop the threads of removed or changed ports.
+        let (keep, gone): (Vec<PortThread>, Vec<PortThread>) = threads
+            .into_iter()
+            .partition(|t| targets.contains(&t.target));
+        threads = keep;
+        for t in gone {
+            t.stop.store(true, Ordering::SeqCst);
+            let _ = t.handle.join();
+            let key = (t.target.device.clone(), t.target.port);
+            if !threads
+                .iter()
+                .any(|o| (o.target.device.clone(), o.target.port) == key)
+            {
+                lock(&shared.ports).remove(&key);
+            }
+        }
+        for target in &targets {
+            if threads.iter().any(|t| &t.target == target) {
+                continue;
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let (s, sh, v, st, t) = (
+                stop.clone(),
+                shared.clone(),
+                verbs.clone(),
+                settings.clone(),
+                target.clone(),
+            );
+            seed = xorshift(seed);
+            let nonce = (seed >> 16) as u32;
+            let spawned = std::thread::Builder::new()
+                .name(format!("roce-peer-{}", target.device))
+                .spawn(move || run_port(v, t, st, nonce, &sh, &s));
+            match spawned {
+                Ok(handle) => threads.push(PortThread {
+                    target: target.clone(),
+                    stop,
+                    handle,
+                }),
+                Err(e) => tracing::warn!(error = %e, "cannot start a peer-probe port thread"),
+            }
+        }
+        let now = Instant::now();
+        let failed_recently = shared.refetch.load(Ordering::SeqCst)
+            && last_fetch.is_none_or(|at| now.duration_since(at) >= REFETCH_AFTER_FAILURE);
+        if now >= next_fetch || failed_recently {
+            shared.refetch.store(false, Ordering::SeqCst);
+            fetch_all(&mut list, fetcher.as_ref(), &mut by_address, shared);
+            last_fetch = Some(Instant::now());
+            next_fetch = Instant::now() + settings.refresh.max(Duration::from_secs(1));
+        }
+        if !nap(&shared.stop, TICK) {
+            break;
+        }
+    }
+    for t in &threads {
+        t.stop.store(true, Ordering::SeqCst);
+    }
+    for t in threads {
+        let _ = t.handle.join();
+    }
+}
+
+/// Fetches every configured peer's endpoints. A peer whose fetch fails
+/// keeps the endpoints fetched before (a stopped peer must show as
+/// unreachable, not vanish); a peer no longer configured is forgotten.
+fn fetch_all(
+    list: &mut PeerList,
+    fetcher: &dyn Fetch,
+    by_address: &mut BTreeMap<PeerAddress, Vec<Endpoint>>,
+    shared: &Shared,
+) {
+    let peers = list.current();
+    for e in &list.errors {
+        tracing::warn!("peer list: {e}");
+    }
+    by_address.retain(|a, _| peers.contains(a));
+    let mut fetched = 0;
+    for peer in &peers {
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let result = fetcher.fetch(peer);
+        let mut status = lock(&shared.fetch);
+        match result {
+            Ok(endpoints) => {
+                fetched += 1;
+                if status.last.remove(peer).is_some() {
+                    tracing::info!(peer = %peer.0, "peer endpoints fetched again");
+                }
+                by_address.insert(peer.clone(), endpoints);
+            }
+            Err(e) => {
+                *status.errors.entry(e.reason).or_insert(0) += 1;
+                if status.last.get(peer) != Some(&e.message) {
+                    tracing::warn!(peer = %peer.0, reason = e.reason, "cannot fetch peer endpoints: {}", e.message);
+                    status.last.insert(peer.clone(), e.message);
+                }
+            }
+        }
+    }
+    {
+        let mut status = lock(&shared.fetch);
+        status.configured = peers.len();
+        status.fetched = fetched;
+        status.last.retain(|a, _| peers.contains(a));
+    }
+    let all: Vec<Endpoint> = by_address.values().flatten().cloned().collect();
+    *lock(&shared.peers) = Arc::new(all);
+}
+
+fn run_port<V: PeerVerbs>(
+    mut verbs: V,
+    target: LocalTarget,
+    settings: RunnerSettings,
+    nonce: u32,
+    shared: &Shared,
+    stop: &AtomicBool,
+) {
+    let key = (target.device.clone(), target.port);
+    let publish = |f: &dyn Fn(&mut PortState)| {
+        let mut ports = lock(&shared.ports);
+        f(ports.entry(key.clone()).or_default());
+    };
+    let halt = || stop.load(Ordering::SeqCst) || shared.stop.load(Ordering::SeqCst);
+    let mut seed = u64::from(nonce) | 1;
+    while !halt() {
+        let port = match verbs.open_port(&target.device, target.port, target.gid_index) {
+            Ok(p) => p,
+            Err(e) => {
+                let (failure, unavailable) = match e {
+                    OpenError::Unavailable(why) => (None, Some(why)),
+                    OpenError::Failed(f) => {
+                        (Some(format!("{}: {}", f.reason.as_str(), f.message)), None)
+                    }
+                };
+                publish(&|s| {
+                    s.endpoint = None;
+                    s.failure = failure.clone();
+                    s.unavailable = unavailable.clone();
+                });
+                if !nap(stop, REOPEN_AFTER) {
+                    return;
+                }
+                continue;
+            }
+        };
+        let (gid, qpn, mtu) = roce_probe::peer::PeerPort::local(&port);
+        let endpoint = Endpoint {
+            node: settings.node.clone(),
+            device: target.device.clone(),
+            device_index: target.device_index,
+            port: target.port,
+            gid,
+            gid_index: target.gid_index,
+            qpn,
+            qkey: QKEY,
+            mtu,
+            subnet: (settings.subnet_of)(&gid),
+        };
+        let probe_settings = PeerSettings {
+            traffic_class: target.traffic_class,
+            ..settings.probe.clone()
+        };
+        let mut prober = PortProber::new(endpoint.clone(), port, probe_settings, nonce);
+        publish(&|s| {
+            s.endpoint = Some(endpoint.clone());
+            s.failure = None;
+            s.unavailable = None;
+        });
+        let pps = prober.settings.packets_per_second;
+        while !halt() {
+            let peers = lock(&shared.peers).clone();
+            if prober.matching(&peers).is_empty() {
+                prober.serve(&peers);
+                prober.idle(TICK);
+                prober.stats.peers_known = 0;
+            } else {
+                prober.round_with(&peers, &mut || {
+                    if halt() {
+                        return None;
+                    }
+                    seed = xorshift(seed);
+                    Some(spacing(pps, (seed % 10_000) as f64 / 10_000.0))
+                });
+                let failing = prober.stats.peers.values().any(|p| {
+                    p.rounds_since_sampled == 0
+                        && (p.last_small_ok == Some(false) || p.last_large_ok == Some(false))
+                });
+                if failing {
+                    shared.refetch.store(true, Ordering::SeqCst);
+                }
+            }
+            let stats = prober.stats.clone();
+            publish(&|s| s.stats = stats.clone());
+        }
+        return;
+    }
+}
+
+fn seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    (t ^ (u64::from(std::process::id()) << 32)) | 1
+}
+
+fn xorshift(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
+/// The subnet of a RoCE v2 GID's IPv4 address, from this host's interfaces.
+#[cfg(feature = "probes")]
+fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<String> {
+    let v4 = gid.to_ipv4_mapped()?;
+    let len = roce_probe::peer_ibverbs::ipv4_prefix_len(v4)?;
+    ipv4_subnet(gid, len)
+}
+
+/// The source of the peer prober's results.
+pub struct PeerProbeSource {
+    runner: Result<PeerRunner, String>,
+    chooser: TargetChooser,
+    nccl_ib_tc: Option<u8>,
+    targets: Vec<LocalTarget>,
+    logged: BTreeMap<String, String>,
+}
+
+impl PeerProbeSource {
+    pub fn new(config: &Config, paths: &HostPaths) -> Self {
+        let runner = if !config.peer_probes.enabled {
+            Err("peer probes are off (peer_probes.enabled)".into())
+        } else if !paths.is_live() {
+            Err("peer probes need this host's /sys (--path.sysfs is another)".into())
+        } else {
+            spawn(&config.peer_probes)
+        };
+        PeerProbeSource {
+            runner,
+            chooser: TargetChooser::new(config.probes.gid_index),
+            nccl_ib_tc: config.expect.nccl_ib_tc,
+            targets: Vec::new(),
+            logged: BTreeMap::new(),
+        }
+    }
+}
+
+/// The settings of the prober from `peer_probes:`.
+pub fn probe_settings(c: &PeerProbeConfig) -> PeerSettings {
+    PeerSettings {
+        packets_per_second: f64::from(c.packets_per_second),
+        sample: c.sample,
+        timeout: c.timeout,
+        all_to_all: c.all_to_all,
+        traffic_class: 0,
+    }
+}
+
+fn node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(feature = "probes")]
+fn spawn(c: &PeerProbeConfig) -> Result<PeerRunner, String> {
+    let fetcher = super::peer_list::Fetcher::new(c)?;
+    let tls = fetcher.default_tls();
+    PeerRunner::spawn(
+        roce_probe::peer_ibverbs::IbPeerVerbs::new(),
+        fetcher,
+        PeerList::new(c, tls),
+        RunnerSettings {
+            node: node_name(),
+            probe: probe_settings(c),
+            refresh: c.refresh,
+            subnet_of: host_subnet,
+        },
+    )
+    .map_err(|e| format!("cannot start the peer-probe thread: {e}"))
+}
+
+#[cfg(not(feature = "probes"))]
+fn spawn(_c: &PeerProbeConfig) -> Result<PeerRunner, String> {
+    let _ = node_name;
+    Err("built without verbs probes (feature `probes`)".into())
+}
+
+/// The local ports to probe from: the loopback probe's choice (every
+/// active port, the configured or `auto` GID index) with each port's
+/// RoCE traffic class and its device's index in the sorted device list.
+pub fn local_targets(
+    chooser: &mut TargetChooser,
+    rdma: &roce_rdma::RdmaSnapshot,
+    previous: &Snapshot,
+    nccl_ib_tc: Option<u8>,
+) -> Vec<LocalTarget> {
+    let mut names: Vec<&str> = rdma.devices.iter().map(|d| d.name.as_str()).collect();
+    names.sort_unstable();
+    chooser
+        .choose(rdma)
+        .into_iter()
+        .map(|t| LocalTarget {
+            traffic_class: crate::rules::fabric::port_traffic_class(
+                previous,
+                &t.device,
+                u32::from(t.port),
+                nccl_ib_tc,
+            ),
+            device_index: names
+                .iter()
+                .position(|n| *n == t.device)
+                .and_then(|i| u32::try_from(i).ok())
+                .unwrap_or(0),
+            device: t.device,
+            port: t.port,
+            gid_index: t.gid_index,
+        })
+        .collect()
+}
+
+impl Source for PeerProbeSource {
+    fn name(&self) -> &'static str {
+        "peer_probe"
+    }
+
+    fn needs_rdma(&self) -> bool {
+        true
+    }
+
+    fn sample(&mut self, input: &Input, _errors: &mut Vec<String>) -> Reading {
+        let runner = match &self.runner {
+            Ok(r) => r,
+            Err(why) => return Reading::bare(SourceState::Disabled(why.clone())),
+        };
+        if let Some(rdma) = &input.rdma {
+            let empty = Snapshot::default();
+            let last = input.previous.as_deref().unwrap_or(&empty);
+            self.targets = local_targets(&mut self.chooser, rdma, last, self.nccl_ib_tc);
+            runner.set_targets(self.targets.clone());
+        }
+        for (port, why) in runner.failures() {
+            if self.logged.get(&port) != Some(&why) {
+                tracing::warn!(port = %port, "peer-probe responder cannot open: {why}");
+                self.logged.insert(port, why);
+            }
+        }
+        let results = runner.results();
+        let state = match &results.state {
+            ProbeState::Unavailable(why) => SourceState::Unavailable(why.clone()),
+            _ if self.targets.is_empty() => {
+                SourceState::Unavailable("no active RDMA port to probe from".into())
+            }
+            _ => SourceState::Ok,
+        };
+        Reading::new(state, Part::PeerProbes(Box::new(results)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_probe::peer::{Outcome, PeerPort, Probe, Served};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::sync::atomic::AtomicU32;
+
+    /// A fabric where exactly one responder QPN per node answers: the
+    /// one its exporter publishes now (a restarted peer's old QPN is gone).
+    #[derive(Clone, Default)]
+    struct Fabric {
+        live_qpn: Arc<AtomicU32>,
+    }
+
+    struct FabricPort(Fabric);
+
+    impl PeerPort for FabricPort {
+        fn local(&self) -> (Ipv6Addr, u32, u32) {
+            (Ipv4Addr::new(10, 0, 2, 15).to_ipv6_mapped(), 7, 1024)
+        }
+        fn ping(
+            &mut self,
+            to: &Endpoint,
+            _probe: &Probe,
+            _timeout: Duration,
+            _allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+            _served: &mut Served,
+        ) -> Outcome {
+            if to.qpn == self.0.live_qpn.load(Ordering::SeqCst) {
+                Outcome::Answered(Duration::from_micros(30))
+            } else {
+                Outcome::Lost
+            }
+        }
+        fn serve(&mut self, _: &dyn Fn(&Ipv6Addr, u32) -> bool, _: &mut Served) {}
+    }
+
+    impl PeerVerbs for Fabric {
+        type Port = FabricPort;
+        fn open_port(&mut self, _: &str, _: u8, _: u32) -> Result<FabricPort, OpenError> {
+            Ok(FabricPort(self.clone()))
+        }
+    }
+
+    /// The peer's exporter: publishes the responder QPN it has now.
+    struct PeerExporter(Fabric);
+
+    impl Fetch for PeerExporter {
+        fn fetch(&self, _peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {
+            Ok(vec![Endpoint {
+                node: "node-b".into(),
+                device: "rxe0".into(),
+                device_index: 0,
+                port: 1,
+                gid: Ipv4Addr::new(10, 0, 2, 16).to_ipv6_mapped(),
+                gid_index: 1,
+                qpn: self.0.live_qpn.load(Ordering::SeqCst),
+                qkey: QKEY,
+                mtu: 1024,
+                subnet: None,
+            }])
+        }
+    }
+
+    fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+        // A bound against a hang, not a timing assertion.
+        let until = Instant::now() + Duration::from_secs(60);
+        while !cond() {
+            assert!(Instant::now() < until, "never happened: {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_peer_restarted_with_a_new_qpn_is_fetched_again_and_answers_without_a_restart() {
+        let fabric = Fabric::default();
+        fabric.live_qpn.store(11, Ordering::SeqCst);
+        let config = PeerProbeConfig {
+            enabled: true,
+            peers: vec!["node-b:9879".into()],
+            ..PeerProbeConfig::default()
+        };
+        let runner = PeerRunner::spawn(
+            fabric.clone(),
+            PeerExporter(fabric.clone()),
+            PeerList::new(&config, false),
+            RunnerSettings {
+                node: "node-a".into(),
+                probe: PeerSettings {
+                    packets_per_second: 50.0,
+                    ..PeerSettings::default()
+                },
+                // Far beyond the test: only a failure can trigger the re-fetch.
+                refresh: Duration::from_secs(3600),
+                subnet_of: |_| None,
+            },
+        )
+        .unwrap();
+        runner.set_targets(vec![LocalTarget {
+            device: "rxe0".into(),
+            port: 1,
+            gid_index: 1,
+            traffic_class: 104,
+            device_index: 0,
+        }]);
+        let answered = |r: &PeerResults| r.ports.first().map_or(0, |(_, s)| s.small.answered);
+        let sent = |r: &PeerResults| r.ports.first().map_or(0, |(_, s)| s.small.sent);
+        wait_for("answers from the first QPN", || {
+            answered(&runner.results()) > 0
+        });
+        let r = runner.results();
+        assert_eq!(r.endpoints.len(), 1);
+        assert_eq!(r.endpoints[0].node, "node-a");
+        assert_eq!((r.peers_configured, r.peers_fetched), (1, 1));
+        // The peer restarts: its old QPN is gone, its document names the new one.
+        fabric.live_qpn.store(99, Ordering::SeqCst);
+        let before = runner.results();
+        wait_for("a probe to the old QPN lost", || {
+            let r = runner.results();
+            sent(&r) - answered(&r) > sent(&before) - answered(&before)
+        });
+        // The old QPN never answers again: any answer now is the new one's,
+        // which only a re-fetch (not due for an hour) can have brought.
+        let after_loss = answered(&runner.results());
+        wait_for("answers from the new QPN", || {
+            answered(&runner.results()) > after_loss
+        });
+        assert!(runner.results().fetch_errors.is_empty());
+    }
+}
