@@ -24,6 +24,8 @@ PEER_RULES = ("peer_probe_port_isolated", "peer_probe_peer_unreachable", "peer_p
               "peer_probe_path_mtu", "peer_probe_rtt_above_baseline")
 # the rules judge the last 16 outcomes of a pair and size (roce_probe::peer::Recent)
 RECENT = 16
+# share of answers allowed over 100 ms (a loaded host under TCG); none under 1 us
+MAX_SLOW = 0.05
 
 
 def load_json(d, name):
@@ -103,8 +105,11 @@ def both_ways(root):
               (small or 0) > 0 and (large or 0) > 0,
               f"small {fmt(small)} of {fmt(sent(s, 'small'))}, large {fmt(large)} of {fmt(sent(s, 'large'))}")
         count, mean, low, high = rtt(s)
+        # Two emulated VMs on a shared host answer in milliseconds, with a
+        # tail a busy host stretches: a few answers past 100 ms are the
+        # host, a timestamp that is wrong puts them all out of range.
         check(f"{side} -> {other}: RTT between 1 us and 100 ms",
-              mean is not None and 1e-6 <= mean <= 0.1 and low == 0 and high == 0,
+              mean is not None and 1e-6 <= mean <= 0.1 and low == 0 and high <= MAX_SLOW * count,
               f"{fmt(count)} answers, mean {mean * 1e6:.0f} us, {fmt(low)} under 1 us, {fmt(high)} over 100 ms"
               if mean is not None else f"no histogram ({fmt(count)} answers)")
         served = get(s, "roce_peer_probe_responder_answered_total", device=DEV, port=PORT)
