@@ -24,8 +24,6 @@ PEER_RULES = ("peer_probe_port_isolated", "peer_probe_peer_unreachable", "peer_p
               "peer_probe_path_mtu", "peer_probe_rtt_above_baseline")
 # the rules judge the last 16 outcomes of a pair and size (roce_probe::peer::Recent)
 RECENT = 16
-# share of answers allowed over 100 ms (a loaded host under TCG); none under 1 us
-MAX_SLOW = 0.05
 
 
 def load_json(d, name):
@@ -77,14 +75,16 @@ def peer_lost(samples, peer, size):
 
 
 def rtt(samples):
-    """(count, mean, below 1 us, above 100 ms) of the RTT histogram."""
+    """(count, mean, the median's bucket bound, below 1 us, above 100 ms)
+    of the RTT histogram."""
     count = get(samples, "roce_peer_probe_rtt_seconds_count", device=DEV, port=PORT)
     total = get(samples, "roce_peer_probe_rtt_seconds_sum", device=DEV, port=PORT)
     buckets = {(math.inf if l.get("le") == "+Inf" else float(l.get("le", "nan"))): v
                for l, v in all_of(samples, "roce_peer_probe_rtt_seconds_bucket", device=DEV, port=PORT)}
     if not count or total is None or 1e-6 not in buckets or 0.1 not in buckets:
-        return count, None, None, None
-    return count, total / count, buckets[1e-6], count - buckets[0.1]
+        return count, None, None, None, None
+    median = next((le for le, v in sorted(buckets.items()) if v >= count / 2), None)
+    return count, total / count, median, buckets[1e-6], count - buckets[0.1]
 
 
 def steps_say(d, text):
@@ -104,14 +104,17 @@ def both_ways(root):
         check(f"{side} -> {other}: small and large probes answered",
               (small or 0) > 0 and (large or 0) > 0,
               f"small {fmt(small)} of {fmt(sent(s, 'small'))}, large {fmt(large)} of {fmt(sent(s, 'large'))}")
-        count, mean, low, high = rtt(s)
+        count, mean, median, low, high = rtt(s)
         # Two emulated VMs on a shared host answer in milliseconds, with a
-        # tail a busy host stretches: a few answers past 100 ms are the
-        # host, a timestamp that is wrong puts them all out of range.
-        check(f"{side} -> {other}: RTT between 1 us and 100 ms",
-              mean is not None and 1e-6 <= mean <= 0.1 and low == 0 and high <= MAX_SLOW * count,
-              f"{fmt(count)} answers, mean {mean * 1e6:.0f} us, {fmt(low)} under 1 us, {fmt(high)} over 100 ms"
-              if mean is not None else f"no histogram ({fmt(count)} answers)")
+        # tail a busy host stretches past 100 ms (TCG; seen: 6% of the
+        # answers at a load of 4 on two cores); a wrong timestamp puts the
+        # bulk out of range: judged are the mean and the median bucket.
+        check(f"{side} -> {other}: RTT between 1 us and 100 ms (mean, median; none under 1 us)",
+              mean is not None and 1e-6 <= mean <= 0.1 and median is not None and median <= 0.1
+              and low == 0,
+              f"{fmt(count)} answers, mean {mean * 1e6:.0f} us, median <= {median * 1e6:.0f} us, "
+              f"{fmt(low)} under 1 us, {fmt(high)} over 100 ms"
+              if mean is not None and median is not None else f"no histogram ({fmt(count)} answers)")
         served = get(s, "roce_peer_probe_responder_answered_total", device=DEV, port=PORT)
         check(f"{side}: its responder echoed {other}'s probes", (served or 0) > 0, f"{fmt(served)}")
         known = get(s, "roce_peer_probe_peers", device=DEV, port=PORT)

@@ -102,12 +102,13 @@ stop() {
   wait "$EPID" 2>/dev/null
   step "exporter $NSTART stopped, exit $?"
 }
-# fetch_peer N: the other side's endpoints over the wire, until a 200 (or the limit)
+# fetch_peer N: the other side's endpoints over the wire, until a 200 with
+# an endpoint in it (its responder may come up after its server) or the limit
 fetch_peer() {
   local code end=$((SECONDS + $(left 40)))
   while ((SECONDS < end)); do
     code=$(curl -sS --max-time 5 -o "$O/peer-endpoints-$1.json" -w '%{http_code}' "$REMOTE/peer-probe/endpoints" 2>>"$O/peer-endpoints-$1.err")
-    [[ $code == 200 ]] && break
+    [[ $code == 200 ]] && grep -q '"qpn"' "$O/peer-endpoints-$1.json" && break
     sleep 1
   done
   echo "${code:-none}" > "$O/peer-endpoints-$1.status"
