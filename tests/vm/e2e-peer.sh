@@ -57,7 +57,7 @@ trap 'exit 130' INT TERM
 vm() {
   local role=$1 ip=$2 peer=$3 mac=$4 lsock=$5 rsock=$6 rc
   set +e
-  bash "$HERE/run.sh" -q -t "$TIMEOUT" --smp 1 --mem 384 --share "$OUT/share" \
+  bash "$HERE/run.sh" -q -t "$TIMEOUT" --smp 2 --mem 384 --share "$OUT/share" \
     -l "$OUT/$role.log" --wire "$lsock:$rsock" --mac-prefix "$mac" \
     --append "sr.ip0=$ip/24 peer.role=$role peer.ip=$peer peer.budget=$((TIMEOUT - 30))" \
     -a "$BIN:/guest/roce_exporter" "$VM" "$HERE/guest/e2e-peer.sh" 2>&1 | sed -u "s/^/[$role] /"

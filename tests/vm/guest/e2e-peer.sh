@@ -127,6 +127,9 @@ finish() {
 hostname "node-$ROLE"
 cat > /tmp/peer.yml <<EOF
 sample_interval: 1s
+# the loopback probe is another test's (e2e-probe.sh); off, it takes no
+# guest CPU from the peer prober
+probes: {enabled: false}
 peer_probes:
   enabled: true
   peers: [$PEER:$PORT]
