@@ -15,15 +15,15 @@
 //! the loopback probe's runner: shared state behind the runner, no
 //! globals); dropping the source stops and joins every thread.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use roce_probe::peer::{
-    ipv4_subnet, spacing, Endpoint, PeerResults, PeerSettings, PeerVerbs, PortProber, PortStats,
-    QKEY,
+    ipv4_subnet, spacing, Endpoint, PeerKey, PeerResults, PeerSettings, PeerVerbs, PortProber,
+    PortStats, QKEY,
 };
 use roce_probe::verbs::OpenError;
 use roce_probe::ProbeState;
@@ -89,8 +89,9 @@ struct Shared {
     peers: Mutex<Arc<Vec<Endpoint>>>,
     ports: Mutex<BTreeMap<(String, u8), PortState>>,
     fetch: Mutex<FetchStatus>,
-    /// A port saw a probe lost: fetch the endpoints again soon.
-    refetch: AtomicBool,
+    /// Peer ports whose latest probe was lost: their exporters' endpoints
+    /// are fetched again soon (a restarted peer has new QPNs).
+    failing: Mutex<BTreeSet<PeerKey>>,
     stop: AtomicBool,
 }
 
@@ -220,7 +221,12 @@ fn coordinate<V, F>(
     let mut threads: Vec<PortThread> = Vec::new();
     let mut by_address: BTreeMap<PeerAddress, Vec<Endpoint>> = BTreeMap::new();
     let mut next_fetch = Instant::now();
-    let mut last_fetch: Option<Instant> = None;
+    let mut last_retry: Option<Instant> = None;
+    // Peers whose last fetch failed: tried again every REFETCH_AFTER_FAILURE
+    // (a peer that starts after this exporter is found in seconds, not at
+    // the next refresh).
+    let mut retry: BTreeSet<PeerAddress> = BTreeSet::new();
+    let mut configured: Vec<PeerAddress> = Vec::new();
     let mut seed = seed();
     loop {
         if shared.stop.load(Ordering::SeqCst) {
@@ -270,13 +276,35 @@ fn coordinate<V, F>(
             }
         }
         let now = Instant::now();
-        let failed_recently = shared.refetch.load(Ordering::SeqCst)
-            && last_fetch.is_none_or(|at| now.duration_since(at) >= REFETCH_AFTER_FAILURE);
-        if now >= next_fetch || failed_recently {
-            shared.refetch.store(false, Ordering::SeqCst);
-            fetch_all(&mut list, fetcher.as_ref(), &mut by_address, shared);
-            last_fetch = Some(Instant::now());
+        if now >= next_fetch {
+            configured = list.current();
+            for e in &list.errors {
+                tracing::warn!("peer list: {e}");
+            }
+            by_address.retain(|a, _| configured.contains(a));
+            retry = fetch(&configured, fetcher.as_ref(), &mut by_address, shared);
+            set_status(shared, &configured, &retry, &by_address);
+            lock(&shared.failing).clear();
+            last_retry = Some(Instant::now());
             next_fetch = Instant::now() + settings.refresh.max(Duration::from_secs(1));
+        } else if last_retry.is_none_or(|at| now.duration_since(at) >= REFETCH_AFTER_FAILURE) {
+            let failing = std::mem::take(&mut *lock(&shared.failing));
+            let mut again: Vec<PeerAddress> = retry.iter().cloned().collect();
+            again.extend(
+                by_address
+                    .iter()
+                    .filter(|(_, eps)| eps.iter().any(|e| failing.contains(&e.key())))
+                    .map(|(a, _)| a.clone()),
+            );
+            again.sort();
+            again.dedup();
+            if !again.is_empty() {
+                let still = fetch(&again, fetcher.as_ref(), &mut by_address, shared);
+                retry.retain(|a| still.contains(a));
+                retry.extend(still);
+                set_status(shared, &configured, &retry, &by_address);
+                last_retry = Some(Instant::now());
+            }
         }
         if !nap(&shared.stop, TICK) {
             break;
@@ -290,30 +318,24 @@ fn coordinate<V, F>(
     }
 }
 
-/// Fetches every configured peer's endpoints. A peer whose fetch fails
-/// keeps the endpoints fetched before (a stopped peer must show as
-/// unreachable, not vanish); a peer no longer configured is forgotten.
-fn fetch_all(
-    list: &mut PeerList,
+/// Fetches the endpoints of `peers`; returns those whose fetch failed. A
+/// peer whose fetch fails keeps the endpoints fetched before (a stopped
+/// peer must show as unreachable, not vanish).
+fn fetch(
+    peers: &[PeerAddress],
     fetcher: &dyn Fetch,
     by_address: &mut BTreeMap<PeerAddress, Vec<Endpoint>>,
     shared: &Shared,
-) {
-    let peers = list.current();
-    for e in &list.errors {
-        tracing::warn!("peer list: {e}");
-    }
-    by_address.retain(|a, _| peers.contains(a));
-    let mut fetched = 0;
-    for peer in &peers {
+) -> BTreeSet<PeerAddress> {
+    let mut failed = BTreeSet::new();
+    for peer in peers {
         if shared.stop.load(Ordering::SeqCst) {
-            return;
+            break;
         }
         let result = fetcher.fetch(peer);
         let mut status = lock(&shared.fetch);
         match result {
             Ok(endpoints) => {
-                fetched += 1;
                 if status.last.remove(peer).is_some() {
                     tracing::info!(peer = %peer.0, "peer endpoints fetched again");
                 }
@@ -325,14 +347,25 @@ fn fetch_all(
                     tracing::warn!(peer = %peer.0, reason = e.reason, "cannot fetch peer endpoints: {}", e.message);
                     status.last.insert(peer.clone(), e.message);
                 }
+                failed.insert(peer.clone());
             }
         }
     }
+    failed
+}
+
+/// Publishes the peers' endpoints and the fetch counts.
+fn set_status(
+    shared: &Shared,
+    configured: &[PeerAddress],
+    failed: &BTreeSet<PeerAddress>,
+    by_address: &BTreeMap<PeerAddress, Vec<Endpoint>>,
+) {
     {
         let mut status = lock(&shared.fetch);
-        status.configured = peers.len();
-        status.fetched = fetched;
-        status.last.retain(|a, _| peers.contains(a));
+        status.configured = configured.len();
+        status.fetched = configured.iter().filter(|a| !failed.contains(*a)).count();
+        status.last.retain(|a, _| configured.contains(a));
     }
     let all: Vec<Endpoint> = by_address.values().flatten().cloned().collect();
     *lock(&shared.peers) = Arc::new(all);
@@ -412,12 +445,17 @@ fn run_port<V: PeerVerbs>(
                     seed = xorshift(seed);
                     Some(spacing(pps, (seed % 10_000) as f64 / 10_000.0))
                 });
-                let failing = prober.stats.peers.values().any(|p| {
-                    p.rounds_since_sampled == 0
-                        && (p.last_small_ok == Some(false) || p.last_large_ok == Some(false))
-                });
-                if failing {
-                    shared.refetch.store(true, Ordering::SeqCst);
+                // Only the small probe: a lost large one with the small
+                // answered is a path MTU, which a new document cannot fix.
+                let failing: Vec<PeerKey> = prober
+                    .stats
+                    .peers
+                    .iter()
+                    .filter(|(_, p)| p.rounds_since_sampled == 0 && p.last_small_ok == Some(false))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                if !failing.is_empty() {
+                    lock(&shared.failing).extend(failing);
                 }
             }
             let stats = prober.stats.clone();
@@ -636,11 +674,22 @@ mod tests {
         }
     }
 
-    /// The peer's exporter: publishes the responder QPN it has now.
-    struct PeerExporter(Fabric);
+    /// The peer's exporter: publishes the responder QPN it has now; not
+    /// started yet for its first `down` fetches.
+    struct PeerExporter(Fabric, AtomicU32);
 
     impl Fetch for PeerExporter {
         fn fetch(&self, _peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {
+            if self
+                .1
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(FetchError {
+                    reason: "connect",
+                    message: "connection refused".into(),
+                });
+            }
             Ok(vec![Endpoint {
                 node: "node-b".into(),
                 device: "rxe0".into(),
@@ -666,7 +715,7 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_restarted_with_a_new_qpn_is_fetched_again_and_answers_without_a_restart() {
+    fn a_peer_started_late_or_restarted_with_a_new_qpn_is_fetched_again_without_a_restart() {
         let fabric = Fabric::default();
         fabric.live_qpn.store(11, Ordering::SeqCst);
         let config = PeerProbeConfig {
@@ -676,7 +725,8 @@ mod tests {
         };
         let runner = PeerRunner::spawn(
             fabric.clone(),
-            PeerExporter(fabric.clone()),
+            // The peer starts after this exporter: its first fetch fails.
+            PeerExporter(fabric.clone(), AtomicU32::new(1)),
             PeerList::new(&config, false),
             RunnerSettings {
                 node: "node-a".into(),
@@ -719,6 +769,8 @@ mod tests {
         wait_for("answers from the new QPN", || {
             answered(&runner.results()) > after_loss
         });
-        assert!(runner.results().fetch_errors.is_empty());
+        let r = runner.results();
+        assert_eq!(r.fetch_errors.get("connect"), Some(&1));
+        assert_eq!((r.peers_configured, r.peers_fetched), (1, 1));
     }
 }
