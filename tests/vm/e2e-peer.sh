@@ -43,42 +43,40 @@ exporter_binary
 rm -rf "$OUT"; mkdir -p "$OUT/share/a" "$OUT/share/b" "$OUT/share/ctl"
 # unix socket paths are limited to 107 bytes: keep them short, outside OUT
 SOCKS=$(mktemp -d "${TMPDIR:-/tmp}/roce-wire.XXXXXX")
-PIDS=()
+declare -A PID=()
 cleanup() {
   local p
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  # run.sh kills its qemu on TERM
+  for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; done
   rm -rf "$SOCKS"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # vm ROLE IP PEER_IP MAC_PREFIX LOCAL_SOCK REMOTE_SOCK: one VM in the
-# background, its console prefixed with the role; its status in OUT/ROLE.rc
+# background (its run.sh in PID[ROLE]), its lines prefixed with the role
 vm() {
-  local role=$1 ip=$2 peer=$3 mac=$4 lsock=$5 rsock=$6 rc
-  set +e
+  local role=$1 ip=$2 peer=$3 mac=$4 lsock=$5 rsock=$6
   bash "$HERE/run.sh" -q -t "$TIMEOUT" --smp 2 --mem 384 --share "$OUT/share" \
     -l "$OUT/$role.log" --wire "$lsock:$rsock" --mac-prefix "$mac" \
     --append "sr.ip0=$ip/24 peer.role=$role peer.ip=$peer peer.budget=$((TIMEOUT - 30))" \
-    -a "$BIN:/guest/roce_exporter" "$VM" "$HERE/guest/e2e-peer.sh" 2>&1 | sed -u "s/^/[$role] /"
-  rc=${PIPESTATUS[0]}
-  set -e
-  echo "$rc" > "$OUT/$role.rc"
+    -a "$BIN:/guest/roce_exporter" "$VM" "$HERE/guest/e2e-peer.sh" \
+    > >(sed -u "s/^/[$role] /") 2>&1 &
+  PID[$role]=$!
 }
 log "two VMs on one wire (limit ${TIMEOUT}s each)"
 T0=$SECONDS
-vm a 10.0.2.15 10.0.2.16 52:54:00:00:00 "$SOCKS/a" "$SOCKS/b" &
-PIDS+=($!)
-vm b 10.0.2.16 10.0.2.15 52:54:00:00:01 "$SOCKS/b" "$SOCKS/a" &
-PIDS+=($!)
-wait "${PIDS[@]}" || true
-PIDS=()
+vm a 10.0.2.15 10.0.2.16 52:54:00:00:00 "$SOCKS/a" "$SOCKS/b"
+vm b 10.0.2.16 10.0.2.15 52:54:00:00:01 "$SOCKS/b" "$SOCKS/a"
+declare -A RC=()
+for role in a b; do
+  set +e; wait "${PID[$role]}"; RC[$role]=$?; set -e
+  unset "PID[$role]"
+done
 log "both VMs done in $((SECONDS - T0)) s"
 for role in a b; do
   # the guests' step lines, in the CI log
   sed "s/^/[$role steps] /" "$OUT/share/$role/steps.txt" 2>/dev/null || true
 done
-python3 "$HERE/check_peer.py" --dir "$OUT/share" \
-  --a-rc "$(cat "$OUT/a.rc" 2>/dev/null || echo 125)" \
-  --b-rc "$(cat "$OUT/b.rc" 2>/dev/null || echo 125)"
+python3 "$HERE/check_peer.py" --dir "$OUT/share" --a-rc "${RC[a]}" --b-rc "${RC[b]}"
 exit $?
