@@ -22,8 +22,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use roce_probe::peer::{
-    ipv4_subnet, spacing, Endpoint, PeerKey, PeerResults, PeerSettings, PeerVerbs, PortProber,
-    PortStats, QKEY,
+    spacing, Endpoint, PeerKey, PeerResults, PeerSettings, PeerVerbs, PortProber, PortStats, QKEY,
 };
 use roce_probe::verbs::OpenError;
 use roce_probe::ProbeState;
@@ -485,7 +484,7 @@ fn xorshift(mut x: u64) -> u64 {
 fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<String> {
     let v4 = gid.to_ipv4_mapped()?;
     let len = roce_probe::peer_ibverbs::ipv4_prefix_len(v4)?;
-    ipv4_subnet(gid, len)
+    roce_probe::peer::ipv4_subnet(gid, len)
 }
 
 /// The source of the peer prober's results.

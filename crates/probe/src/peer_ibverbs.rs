@@ -60,7 +60,7 @@ const SEND_SLOTS: usize = 4;
 const MAX_PAYLOAD: usize = 4096;
 /// One slot of the registered buffer: GRH room, then the payload.
 const SLOT: usize = GRH_LEN as usize + MAX_PAYLOAD;
-/// `wr_id` of sends: this plus the send slot (receives: the receive slot).
+/// `wr_id` of sends: this + serial × SEND_SLOTS + slot (receives: the slot).
 const SEND_ID: u64 = 1 << 32;
 /// `IBV_LINK_LAYER_ETHERNET` (a `#define` in verbs.h, absent from the bindings).
 const LINK_LAYER_ETHERNET: u8 = 2;
@@ -98,7 +98,9 @@ impl PeerVerbs for IbPeerVerbs {
             pd: ptr::null_mut(),
             channel: ptr::null_mut(),
             mr: ptr::null_mut(),
-            cq: ptr::null_mut(),
+            send_cq: ptr::null_mut(),
+            recv_cq: ptr::null_mut(),
+            sends: 0,
             qp: ptr::null_mut(),
             buf: SlotBuffer::new((RECV_SLOTS + SEND_SLOTS) * SLOT),
             send_ah: [ptr::null_mut(); SEND_SLOTS],
@@ -225,7 +227,15 @@ pub struct UdPort {
     /// is answered at once without spinning a core.
     channel: *mut ibv_comp_channel,
     mr: *mut ibv_mr,
-    cq: *mut ibv_cq,
+    /// Send completions (polled, never waited for: they only free a slot).
+    send_cq: *mut ibv_cq,
+    /// Receive completions, with the completion channel: what wakes an
+    /// idle port. Apart from the sends' so that freeing a send slot never
+    /// consumes a received datagram.
+    recv_cq: *mut ibv_cq,
+    /// Sends posted so far: part of each send's `wr_id`, so that a
+    /// completion names its send, not only its (reused) slot.
+    sends: u64,
     qp: *mut ibv_qp,
     buf: SlotBuffer,
     /// The address handle of the send in flight on each send slot (null:
@@ -265,8 +275,10 @@ impl Drop for UdPort {
                     *ah = ptr::null_mut();
                 }
             }
-            if !self.cq.is_null() {
-                ibv_destroy_cq(self.cq);
+            for cq in [self.send_cq, self.recv_cq] {
+                if !cq.is_null() {
+                    ibv_destroy_cq(cq);
+                }
             }
             if !self.channel.is_null() {
                 ibv_destroy_comp_channel(self.channel);
@@ -401,10 +413,34 @@ impl UdPort {
                 libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
             }
         }
-        let cqe = i32::try_from(RECV_SLOTS + SEND_SLOTS).unwrap_or(32);
+        // SAFETY: ctx is live; no channel, no context pointer.
+        self.send_cq = unsafe {
+            ibv_create_cq(
+                self.ctx,
+                SEND_SLOTS as i32,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                0,
+            )
+        };
+        if self.send_cq.is_null() {
+            return Err(os_fail(
+                Reason::CreateCq,
+                "ibv_create_cq".into(),
+                last_errno(),
+            ));
+        }
         // SAFETY: ctx and the channel are live; no context pointer.
-        self.cq = unsafe { ibv_create_cq(self.ctx, cqe, ptr::null_mut(), self.channel, 0) };
-        if self.cq.is_null() {
+        self.recv_cq = unsafe {
+            ibv_create_cq(
+                self.ctx,
+                RECV_SLOTS as i32,
+                ptr::null_mut(),
+                self.channel,
+                0,
+            )
+        };
+        if self.recv_cq.is_null() {
             return Err(os_fail(
                 Reason::CreateCq,
                 "ibv_create_cq".into(),
@@ -413,8 +449,8 @@ impl UdPort {
         }
         // SAFETY: an all-zero init attr is valid (null pointers, zero counts).
         let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        init.send_cq = self.cq;
-        init.recv_cq = self.cq;
+        init.send_cq = self.send_cq;
+        init.recv_cq = self.recv_cq;
         init.cap.max_send_wr = SEND_SLOTS as u32;
         init.cap.max_recv_wr = RECV_SLOTS as u32;
         init.cap.max_send_sge = 1;
@@ -505,7 +541,7 @@ impl UdPort {
     }
 
     /// Sends `payload` to (`gid`, `qpn`) through a new address handle;
-    /// returns the send slot used.
+    /// returns the `wr_id` of the send.
     fn send(
         &mut self,
         gid: &Ipv6Addr,
@@ -513,15 +549,14 @@ impl UdPort {
         payload: &[u8],
         traffic_class: u8,
         label: u32,
-    ) -> Result<usize, Failure> {
+    ) -> Result<u64, Failure> {
         let slot = match self.send_ah.iter().position(|a| a.is_null()) {
             Some(s) => s,
             None => {
                 // Every slot busy: reap send completions for a moment.
                 let until = Instant::now() + Duration::from_millis(10);
                 loop {
-                    let mut ignored = Served::default();
-                    self.poll_once(None, &|_, _| false, &mut ignored)?;
+                    self.reap_sends(None)?;
                     if let Some(s) = self.send_ah.iter().position(|a| a.is_null()) {
                         break s;
                     }
@@ -566,7 +601,8 @@ impl UdPort {
         };
         // SAFETY: an all-zero send WR is valid (null pointers, zero unions).
         let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
-        wr.wr_id = SEND_ID + slot as u64;
+        self.sends += 1;
+        wr.wr_id = SEND_ID + self.sends * SEND_SLOTS as u64 + slot as u64;
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
         wr.opcode = ibv_wr_opcode::IBV_WR_SEND;
@@ -584,43 +620,57 @@ impl UdPort {
             return Err(os_fail(Reason::PostSend, "ibv_post_send (UD)".into(), rc));
         }
         self.send_ah[slot] = ah;
-        Ok(slot)
+        Ok(wr.wr_id)
     }
 
-    /// Polls the CQ once and handles what completed: answers allowed
-    /// probes, frees finished sends, reposts receives. Returns what
-    /// happened to `expect` (the probe in flight), if anything.
+    /// Frees the slots (and address handles) of completed sends; returns
+    /// the failure of the send `expect` names, if it failed.
+    fn reap_sends(&mut self, expect: Option<&Expect>) -> Result<Option<Event>, Failure> {
+        // SAFETY: an all-zero work completion is valid.
+        let mut wcs: [ibv_wc; SEND_SLOTS] = unsafe { std::mem::zeroed() };
+        // SAFETY: send_cq is live; wcs has room for SEND_SLOTS completions.
+        let n = unsafe { ibv_poll_cq(self.send_cq, wcs.len() as i32, wcs.as_mut_ptr()) };
+        if n < 0 {
+            return Err(os_fail(Reason::PollCq, "ibv_poll_cq (send)".into(), -n));
+        }
+        let mut event = None;
+        for wc in wcs.iter().take(n as usize) {
+            let slot = (wc.wr_id.wrapping_sub(SEND_ID) % SEND_SLOTS as u64) as usize;
+            if let Some(ah) = self.send_ah.get_mut(slot) {
+                if !ah.is_null() {
+                    // SAFETY: the send using this AH has completed.
+                    unsafe { ibv_destroy_ah(*ah) };
+                    *ah = ptr::null_mut();
+                }
+            }
+            if wc.status != ibv_wc_status::IBV_WC_SUCCESS
+                && expect.is_some_and(|e| e.wr_id == wc.wr_id)
+            {
+                event = Some(Event::SendFailed(wc.status, wc.vendor_err));
+            }
+        }
+        Ok(event)
+    }
+
+    /// Polls the CQs once and handles what completed: frees finished
+    /// sends, answers allowed probes, reposts receives. Returns how many
+    /// datagrams were received and what happened to `expect` (the probe
+    /// in flight), if anything.
     fn poll_once(
         &mut self,
         expect: Option<&Expect>,
         allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
         served: &mut Served,
     ) -> Result<(usize, Option<Event>), Failure> {
+        let mut event = self.reap_sends(expect)?;
         // SAFETY: an all-zero work completion is valid.
         let mut wcs: [ibv_wc; 8] = unsafe { std::mem::zeroed() };
-        // SAFETY: cq is live; wcs has room for 8 completions.
-        let n = unsafe { ibv_poll_cq(self.cq, wcs.len() as i32, wcs.as_mut_ptr()) };
+        // SAFETY: recv_cq is live; wcs has room for 8 completions.
+        let n = unsafe { ibv_poll_cq(self.recv_cq, wcs.len() as i32, wcs.as_mut_ptr()) };
         if n < 0 {
-            return Err(os_fail(Reason::PollCq, "ibv_poll_cq".into(), -n));
+            return Err(os_fail(Reason::PollCq, "ibv_poll_cq (receive)".into(), -n));
         }
-        let mut event = None;
         for wc in wcs.iter().take(n as usize) {
-            if wc.wr_id >= SEND_ID {
-                let slot = (wc.wr_id - SEND_ID) as usize;
-                if let Some(ah) = self.send_ah.get_mut(slot) {
-                    if !ah.is_null() {
-                        // SAFETY: the send using this AH has completed.
-                        unsafe { ibv_destroy_ah(*ah) };
-                        *ah = ptr::null_mut();
-                    }
-                }
-                if wc.status != ibv_wc_status::IBV_WC_SUCCESS
-                    && expect.is_some_and(|e| e.slot == slot)
-                {
-                    event = Some(Event::SendFailed(wc.status, wc.vendor_err));
-                }
-                continue;
-            }
             let slot = wc.wr_id as usize;
             if slot >= RECV_SLOTS {
                 continue;
@@ -732,7 +782,8 @@ struct Expect {
     gid: Ipv6Addr,
     qpn: u32,
     seq: u32,
-    slot: usize,
+    /// The probe's send.
+    wr_id: u64,
 }
 
 enum Event {
@@ -805,7 +856,7 @@ impl PeerPort for UdPort {
         self.serve(allowed, served);
         let payload = crate::peer::probe_payload(probe.nonce, probe.seq, probe.size);
         let started = Instant::now();
-        let slot = match self.send(
+        let wr_id = match self.send(
             &to.gid,
             to.qpn,
             &payload,
@@ -819,7 +870,7 @@ impl PeerPort for UdPort {
             gid: to.gid,
             qpn: to.qpn,
             seq: probe.seq,
-            slot,
+            wr_id,
         };
         let deadline = started + timeout;
         let mut spins = 0u32;
@@ -871,8 +922,8 @@ impl PeerPort for UdPort {
     ) {
         // Arm first, then drain: a completion that lands after the drain
         // raises an event, one that landed before is handled by the drain.
-        // SAFETY: cq is live.
-        let armed = unsafe { ibv_req_notify_cq(self.cq, 0) } == 0;
+        // SAFETY: recv_cq is live.
+        let armed = unsafe { ibv_req_notify_cq(self.recv_cq, 0) } == 0;
         let before = *served;
         self.serve(allowed, served);
         if *served != before || !armed {
