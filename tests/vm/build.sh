@@ -7,7 +7,7 @@
 #   initramfs.img        busybox + kernel modules (rxe, ib_core, ib_uverbs, rdma_cm,
 #                        virtio, 9p, ...) + rdma-core userspace (libibverbs, librxe
 #                        provider, ibv_* tools, perftest, rdma tool, ethtool, lspci,
-#                        curl)
+#                        curl, tc with sch_netem)
 #                        + the host's glibc, all copied with their ldd closure
 #   manifest.txt         exact kernel/package versions that went in
 #   config-<KVER>        the kernel's .config (for checking CONFIG_* options)
@@ -122,6 +122,7 @@ BINS=(
   /usr/bin/ib_write_bw /usr/bin/ib_write_lat /usr/bin/ib_read_bw /usr/bin/ib_read_lat
   /usr/bin/ib_send_bw /usr/bin/ib_send_lat /usr/bin/ib_atomic_bw /usr/bin/ib_atomic_lat
   /bin/ip /bin/rdma /bin/ss /usr/sbin/ethtool /bin/kmod /usr/bin/lspci /usr/bin/curl
+  /sbin/tc
   ${EXTRA_BINS:-}
 )
 for b in "${BINS[@]}"; do
@@ -163,7 +164,7 @@ printf 'passwd: files\ngroup: files\nhosts: files\n' > "$ST/etc/nsswitch.conf"
 # ---------------------------------------------------------------- modules
 # (Debian's 6.1 kernel has CONFIG_RDMA_SIW unset, so no soft-iWARP)
 MODS=(rdma_rxe ib_uverbs ib_umad rdma_ucm crc32_generic crc32_pclmul
-      virtio_pci virtio_net 9p 9pnet_virtio e1000 e1000e veth dummy
+      virtio_pci virtio_net 9p 9pnet_virtio e1000 e1000e veth dummy sch_netem
       ${EXTRA_MODULES:-})
 MDIR=lib/modules/$KVER
 mkdir -p "$ST/usr/$MDIR"

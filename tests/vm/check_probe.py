@@ -14,41 +14,7 @@ import subprocess
 import sys
 
 sys.dont_write_bytecode = True
-from checks import check, counts, read  # noqa: E402  (this folder's shared checker parts)
-
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$')
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_prom(text):
-    """[(name, {labels}, value)]"""
-    out = []
-    for line in (text or "").splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = SAMPLE.match(line)
-        if not m:
-            continue
-        labels = dict(LABEL.findall(m.group(3) or ""))
-        try:
-            v = float(m.group(4))
-        except ValueError:
-            continue
-        out.append((m.group(1), labels, v))
-    return out
-
-
-def get(samples, name, **want):
-    for n, labels, v in samples:
-        if n == name and all(labels.get(k) == w for k, w in want.items()):
-            return v
-    return None
-
-
-def all_of(samples, name, **want):
-    return [(labels, v) for n, labels, v in samples
-            if n == name and all(labels.get(k) == w for k, w in want.items())]
-
+from checks import all_of, check, counts, get, parse_prom, read  # noqa: E402  (this folder's shared checker parts)
 
 def parse_stat(text):
     """`rdma statistic show link rxe0/1` -> {counter: value}"""
@@ -111,7 +77,7 @@ def main():
           and buckets[-1][1] == count, f"{len(buckets)} buckets")
     mean = (rsum / count) if count else None
     check("mean RTT plausible for Soft-RoCE (2 us .. 100 ms)",
-          mean is not None and 2e-6 <= mean <= 0.1, f"mean {mean and mean * 1e6:.1f} us")
+          mean is not None and 2e-6 <= mean <= 0.1, f"mean {mean * 1e6:.1f} us" if mean is not None else "no RTT")
     p50 = next((b for b, v in buckets if count and v >= count / 2), None)
     check("probe success gauge 1 and last success recent",
           get(last, "roce_probe_success", **lab) == 1

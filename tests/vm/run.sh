@@ -23,6 +23,12 @@
 #   --smp N                guest vCPUs (default 2)
 #   --nics N               number of NICs (default 1); all on one isolated qemu hub
 #   --nic-model MODEL      virtio-net-pci (default), e1000, e1000e
+#   --wire LOCAL:REMOTE    put NIC 0 on a qemu `dgram` netdev over two unix
+#                          datagram sockets instead of the hub: the "wire" to
+#                          another VM started with the two paths swapped (and
+#                          another --mac-prefix and sr.ip0=)
+#   --mac-prefix P         first five bytes of the NICs' MACs (default
+#                          52:54:00:00:00; NIC i ends in i+1)
 #   --append "ARGS"        extra kernel command line (sr.ip0=, sr.rxe=0, sr.quiet=1)
 #   --root-port            put each NIC behind its own pcie-root-port (PCIe
 #                          AER reaches the guest's AER driver through it;
@@ -35,7 +41,9 @@
 # Exit status: the guest script's status; 124 timeout; 125 harness/boot failure.
 #
 # Networking: the NICs hang off a qemu "hub" with no backend, so no packet can
-# leave the VM; rxe loopback traffic never needs the wire anyway.
+# leave the VM; rxe loopback traffic never needs the wire anyway. With --wire
+# NIC 0 reaches exactly one other qemu process, through sockets on the host's
+# file system: still no host IP traffic.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
@@ -43,6 +51,7 @@ log() { printf '[run] %s\n' "$*" >&2; }
 
 ADDS=() SHARE="" LOG=./roce-vm.log TIMEOUT=170 ACCEL=auto MEM=512 SMP=2 NICS=1
 NIC_MODEL=virtio-net-pci APPEND="" SHELL_MODE=0 QUIET=0 ROOT_PORT=0 MONITOR=
+WIRE="" MAC_PREFIX=52:54:00:00:00 LSOCK=""
 POS=()
 while (($#)); do
   case $1 in
@@ -56,6 +65,8 @@ while (($#)); do
     --nics) NICS=$2; shift 2 ;;
     --nic-model) NIC_MODEL=$2; shift 2 ;;
     --append) APPEND=$2; shift 2 ;;
+    --wire) WIRE=$2; shift 2 ;;
+    --mac-prefix) MAC_PREFIX=$2; shift 2 ;;
     --root-port) ROOT_PORT=1; shift ;;
     --monitor) MONITOR=$2; shift 2 ;;
     --shell) SHELL_MODE=1; shift ;;
@@ -76,6 +87,8 @@ QPID=""
 cleanup() {
   [[ -n $QPID ]] && kill "$QPID" 2>/dev/null || true
   rm -rf "$WORK"
+  [[ -n $LSOCK ]] && rm -f "$LSOCK"
+  return 0
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -146,8 +159,17 @@ for ((i = 0; i < NICS; i++)); do
     # virtio-pci has the AER capability only when asked for
     [[ $NIC_MODEL == virtio-net-pci ]] && BUS+=",aer=on"
   fi
-  NETARGS+=(-netdev "hubport,id=n$i,hubid=0"
-            -device "$NIC_MODEL,netdev=n$i,id=nic$i$BUS,mac=52:54:00:00:00:$(printf %02x $((i + 1)))")
+  if ((i == 0)) && [[ -n $WIRE ]]; then
+    # qemu binds LOCAL and sends to REMOTE; frames sent before the other VM
+    # has bound REMOTE are dropped, as on an unplugged cable
+    IFS=: read -r lsock rsock <<<"$WIRE"
+    [[ -n $lsock && -n $rsock ]] || { log "--wire wants LOCAL:REMOTE"; exit 125; }
+    rm -f "$lsock"; LSOCK=$lsock
+    NETARGS+=(-netdev "dgram,id=n$i,local.type=unix,local.path=$lsock,remote.type=unix,remote.path=$rsock")
+  else
+    NETARGS+=(-netdev "hubport,id=n$i,hubid=0")
+  fi
+  NETARGS+=(-device "$NIC_MODEL,netdev=n$i,id=nic$i$BUS,mac=$MAC_PREFIX:$(printf %02x $((i + 1)))")
 done
 [[ -n $MONITOR ]] && NETARGS+=(-monitor "unix:$MONITOR,server=on,wait=off")
 SHAREARGS=()
@@ -173,7 +195,7 @@ QEMU=(qemu-system-x86_64 -name roce-vm -machine q35 "${ACC[@]}" -cpu max
       -kernel "$BUILD/vmlinuz" -initrd "$INITRD" -append "$KARGS"
       "${NETARGS[@]}" "${SHAREARGS[@]}")
 
-log "accel=${ACCEL} mem=${MEM}M smp=$SMP nics=$NICS nic-model=$NIC_MODEL timeout=${TIMEOUT}s"
+log "accel=${ACCEL} mem=${MEM}M smp=$SMP nics=$NICS nic-model=$NIC_MODEL${WIRE:+ wire=$WIRE} timeout=${TIMEOUT}s"
 T0=$(date +%s.%N)
 set +e
 if ((SHELL_MODE)); then
