@@ -107,5 +107,6 @@ pub fn reference_markdown() -> String {
             out.push('\n');
         }
     }
+    out.push_str(&super::groups::budget_markdown());
     out
 }

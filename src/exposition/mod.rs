@@ -21,6 +21,7 @@ use crate::snapshot::Snapshot;
 pub mod exporter;
 pub mod families;
 pub mod findings;
+pub mod groups;
 pub mod hw_counters;
 pub mod nccl;
 pub mod netdev;
@@ -58,6 +59,8 @@ pub struct BuildInfo {
     pub rustc: &'static str,
     /// Sampling interval, quoted in HELP texts.
     pub sample_interval: std::time::Duration,
+    /// The groups of series exported (`metrics:`, `--collector.<group>`).
+    pub groups: groups::Groups,
 }
 
 impl BuildInfo {
@@ -67,6 +70,7 @@ impl BuildInfo {
             revision: option_env!("ROCE_EXPORTER_REVISION").unwrap_or("unknown"),
             rustc: option_env!("ROCE_EXPORTER_RUSTC").unwrap_or("unknown"),
             sample_interval,
+            groups: groups::Groups::default(),
         }
     }
 }
@@ -491,13 +495,19 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     exporter::collect(snapshot, build, &mut out);
     process::collect(&mut out);
     rdma::collect(snapshot, &mut out);
-    netdev::collect(snapshot, &mut out);
+    netdev::collect(snapshot, &build.groups, &mut out);
     phys::collect(snapshot, &mut out);
-    topology::collect(snapshot, &mut out);
+    topology::collect(snapshot, &build.groups, &mut out);
     probes::collect(snapshot, &mut out);
     peer_probes::collect(snapshot, &mut out);
     nccl::collect(snapshot, &mut out);
     findings::collect(snapshot, &mut out);
+    let switched = groups::Group::ALL
+        .into_iter()
+        .any(|g| !build.groups.is_on(g) && !g.families().is_empty());
+    if switched {
+        out.retain(|f| build.groups.exports(f.family));
+    }
     out
 }
 

@@ -11,6 +11,7 @@
 use roce_netdev::mapping::{Kind as RuleKind, Scale, RULES};
 use roce_netdev::{DcbOutcome, Meaning, Netdev, StatValue};
 
+use super::groups::{Group, Groups};
 use super::{push_into, Family, FamilySamples, FamilyUnit, Kind, Labeled, Value};
 use crate::snapshot::Snapshot;
 
@@ -158,7 +159,7 @@ pub const ECN_ENABLED: Labeled<5> = Labeled::new(Family {
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "priority", "role"],
-    help: "1 when RoCE ECN (DCQCN) is enabled on the priority for the notification point (role=np) or reaction point (role=rp). mlx5 only.",
+    help: "1 when RoCE ECN (DCQCN) is enabled on the priority for the notification point (role=np) or reaction point (role=rp); only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on, or the DCB configuration is unknown. mlx5 only.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/enable/<priority>",
 });
 pub const QOS_TRUST: Labeled<4> = Labeled::new(Family {
@@ -216,7 +217,9 @@ pub fn reference_markdown() -> String {
     let mut out = String::from(
         "Mapping of driver ethtool counter names to these families (`N` is the priority, 0-7, or the lane for `rx_err_lane_N_phy`; \
          counters with the same family and labels on one netdev are summed, e.g. XON + XOFF). \
-         Names not listed are not exported unless `netdevs.export_raw_ethtool` names them.\n\n\
+         Names not listed are not exported unless `netdevs.export_raw_ethtool` names them. \
+         A per-priority counter at zero on a priority with PFC off and no DSCP mapped to it is left out \
+         (it appears with its first count), and so is `roce_ecn_enabled` of such a priority, unless the `idle_priorities` group is on, or the DCB configuration is unknown.\n\n\
          | driver | ethtool counter | family | labels | unit |\n|---|---|---|---|---|\n",
     );
     for rule in RULES {
@@ -350,7 +353,42 @@ fn push_stat(out: &mut [FamilySamples], base: [&str; 3], meaning: &Meaning, valu
     }
 }
 
-fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
+/// The priority a per-priority counter belongs to.
+fn priority_of(meaning: &Meaning) -> Option<u8> {
+    match *meaning {
+        Meaning::PfcPauseFrames { priority, .. }
+        | Meaning::PfcPauseDuration { priority, .. }
+        | Meaning::PfcPauseTransitions { priority, .. }
+        | Meaning::EcnMarked { priority } => Some(priority),
+        Meaning::Discards { priority, .. } => priority,
+        _ => None,
+    }
+}
+
+/// Priorities (bit per priority) whose per-priority counters are exported
+/// even at zero: PFC on, or a DSCP mapped to them. `None` when the DCB
+/// configuration is unknown: then every priority is.
+fn priorities_in_use(netdev: &Netdev) -> Option<u8> {
+    let DcbOutcome::Ok(config) = &netdev.dcb else {
+        return None;
+    };
+    let mut bits = config.pfc_enabled?;
+    for (_, priority) in config.dscp_map() {
+        bits |= 1u8.checked_shl(u32::from(priority)).unwrap_or(0);
+    }
+    Some(bits)
+}
+
+/// Whether the series of a priority are exported: every priority where the
+/// configuration is unknown (or `idle_priorities` is on), else those in use.
+fn exported(in_use: Option<u8>, priority: u8) -> bool {
+    match in_use {
+        None => true,
+        Some(bits) => bits & 1u8.checked_shl(u32::from(priority)).unwrap_or(0) != 0,
+    }
+}
+
+fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
     let port = netdev
         .rdma
         .as_ref()
@@ -369,9 +407,27 @@ fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
     let standard_pause = netdev
         .pause
         .filter(|p| p.rx_frames.is_some() || p.tx_frames.is_some());
+    // A zero counter of a priority that carries no configured traffic says
+    // nothing until it counts, and its ECN enable nothing at all: left out
+    // unless `idle_priorities` is on (8 priorities times every per-priority
+    // family is most of a netdev's series otherwise). PFC enable stays for
+    // all 8: the fleet rules compare it across nodes.
+    let in_use = match groups.is_on(Group::IdlePriorities) {
+        true => None,
+        false => priorities_in_use(netdev),
+    };
     for stat in &netdev.stats {
         if standard_pause.is_some() && matches!(stat.meaning, Meaning::LinkPauseFrames { .. }) {
             continue;
+        }
+        if let Some(priority) = priority_of(&stat.meaning) {
+            let zero = match stat.value {
+                StatValue::Count(v) => v == 0,
+                StatValue::Seconds(v) => v == 0.0,
+            };
+            if zero && !exported(in_use, priority) {
+                continue;
+            }
         }
         push_stat(out, base, &stat.meaning, stat.value);
     }
@@ -398,6 +454,9 @@ fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
     if let Some(ecn) = &netdev.ecn {
         for (role, list) in [("np", &ecn.np), ("rp", &ecn.rp)] {
             for (priority, on) in list {
+                if !exported(in_use, *priority) {
+                    continue;
+                }
                 let pr = priority.to_string();
                 push_into(out, &ECN_ENABLED, [n, device, &port, &pr, role], *on);
             }
@@ -430,13 +489,13 @@ fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
     }
 }
 
-pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
+pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples>) {
     let Some(netdevs) = &snapshot.netdev else {
         return;
     };
     let mut families: Vec<FamilySamples> = FAMILIES.iter().map(FamilySamples::new).collect();
     for netdev in &netdevs.netdevs {
-        collect_netdev(netdev, &mut families);
+        collect_netdev(netdev, groups, &mut families);
     }
     out.extend(families);
 }

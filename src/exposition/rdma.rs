@@ -62,7 +62,7 @@ pub const PORT_LID: Labeled<2> = Labeled::new(Family {
     kind: Kind::Gauge,
     unit: None,
     labels: PORT,
-    help: "Local identifier of an InfiniBand port (0 on Ethernet).",
+    help: "Local identifier of an InfiniBand port (absent on Ethernet, where the kernel reports 0 and RoCE addresses by GID).",
     source: "ports/<port>/lid",
 });
 /// `family` is a label DESIGN §4 does not name. It is kept: it is a pure
@@ -431,7 +431,8 @@ fn collect_port(
     if let Some(r) = port.rate_bytes_per_second {
         rate.push(labels, r);
     }
-    if let Some(l) = port.lid {
+    let ethernet = matches!(port.link_layer, Some(roce_rdma::LinkLayer::Ethernet));
+    if let (Some(l), false) = (port.lid, ethernet) {
         lid.push(labels, u64::from(l));
     }
 }

@@ -4,6 +4,7 @@
 
 use roce_topology::{FunctionRole, PciFunction, TopologySnapshot};
 
+use super::groups::{Group, Groups};
 use super::{Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
 use crate::snapshot::Snapshot;
 
@@ -39,7 +40,7 @@ pub const LINK_SPEED: Labeled<3> = Labeled::new(Family {
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::TransfersPerSecond),
     labels: LINK,
-    help: "PCIe link speed per lane of a function on a GPU's or RDMA device's way to its root port (bound=current: trained; bound=max: what the function supports). device names the RDMA device of a NIC function, empty otherwise.",
+    help: "PCIe link speed per lane of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports). device names the RDMA device of a NIC function, empty otherwise.",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_speed",
 });
 pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
@@ -47,7 +48,7 @@ pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Lanes),
     labels: LINK,
-    help: "PCIe link width of a function on a GPU's or RDMA device's way to its root port (bound=current: trained; bound=max: what the function supports).",
+    help: "PCIe link width of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports).",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_width",
 });
 pub const LINK_DOWNTRAINED: Labeled<4> = Labeled::new(Family {
@@ -63,7 +64,7 @@ pub const ACS_REDIRECT: Labeled<2> = Labeled::new(Family {
     kind: Kind::Gauge,
     unit: None,
     labels: &["pci_address", "state"],
-    help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, as a state set (value 1 for the current state): enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN).",
+    help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, one series with value 1, its state label the current state: enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN).",
     source: "/sys/bus/pci/devices/<pci_address>/config (extended capability 0x000d, control bit 0x0004)",
 });
 pub const GPUDIRECT_READY: Labeled<1> = Labeled::new(Family {
@@ -114,18 +115,18 @@ pub const FAMILIES: &[Family] = &[
     NVML_STATE.family,
 ];
 
-pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
+pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples>) {
     let Some(topo) = &snapshot.topology else {
         return;
     };
-    collect_topology(topo, out);
+    collect_topology(topo, groups.is_on(Group::PcieHops), out);
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
-fn collect_topology(topo: &TopologySnapshot, out: &mut Vec<FamilySamples>) {
+fn collect_topology(topo: &TopologySnapshot, hops: bool, out: &mut Vec<FamilySamples>) {
     let mut gpu_info = Samples::new(&GPU_INFO);
     for g in &topo.gpus {
         gpu_info.push(
@@ -157,7 +158,14 @@ fn collect_topology(topo: &TopologySnapshot, out: &mut Vec<FamilySamples>) {
 
     let mut speed = Samples::new(&LINK_SPEED);
     let mut width = Samples::new(&LINK_WIDTH);
-    for f in &topo.functions {
+    // The bridges' links change only with the hardware, and a downtrained
+    // one shows in roce_pcie_link_downtrained: their speed and width only
+    // with `pcie_hops`.
+    for f in topo
+        .functions
+        .iter()
+        .filter(|f| hops || f.role != FunctionRole::Bridge)
+    {
         let addr = f.address.to_string();
         let device = rdma_name(f);
         for (bound, s, w) in [
@@ -195,10 +203,7 @@ fn collect_topology(topo: &TopologySnapshot, out: &mut Vec<FamilySamples>) {
 
     let mut acs = Samples::new(&ACS_REDIRECT);
     for b in &topo.acs {
-        let addr = b.address.to_string();
-        for state in ["enabled", "disabled", "absent", "unknown"] {
-            acs.push([&addr, state], b.state.as_str() == state);
-        }
+        acs.push([&b.address.to_string(), b.state.as_str()], 1u64);
     }
     out.push(acs.into());
 
