@@ -73,8 +73,10 @@ fn has(text: &str, line: &str) {
 
 #[test]
 fn replayed_mlx5_netdev_exposes_every_family() {
-    let mut config = Config::default();
-    config.metrics = Groups::all();
+    let mut config = Config {
+        metrics: Groups::all(),
+        ..Config::default()
+    };
     config.netdevs.replay = Some(fixture("netdev-mlx5/replay"));
     config.netdevs.export_raw_ethtool = vec!["rx_vport_rdma_unicast_packets".into()];
     let (state, errors, text) = run(&config);
