@@ -172,6 +172,20 @@ impl Groups {
     }
 }
 
+/// Every group's name, for the error on an unknown one (a test checks it
+/// against [`Group::name`]).
+const NAMES: [&str; Group::ALL.len()] = [
+    "port_counters",
+    "hw_counters",
+    "hw_stat",
+    "gids",
+    "qos",
+    "phys",
+    "topology",
+    "pcie_hops",
+    "idle_priorities",
+];
+
 /// `metrics:` in the configuration: group name to on/off; unknown names
 /// are errors.
 impl<'de> Deserialize<'de> for Groups {
@@ -183,21 +197,10 @@ impl<'de> Deserialize<'de> for Groups {
                 f.write_str("a map of metric group names to true or false")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Groups, A::Error> {
-                const NAMES: &[&str] = &[
-                    "port_counters",
-                    "hw_counters",
-                    "hw_stat",
-                    "gids",
-                    "qos",
-                    "phys",
-                    "topology",
-                    "pcie_hops",
-                    "idle_priorities",
-                ];
                 let mut groups = Groups::default();
                 while let Some(key) = map.next_key::<String>()? {
                     let Some(group) = Group::from_name(&key) else {
-                        return Err(A::Error::unknown_field(&key, NAMES));
+                        return Err(A::Error::unknown_field(&key, &NAMES));
                     };
                     groups.set(group, map.next_value::<bool>()?);
                 }
@@ -365,6 +368,7 @@ mod tests {
             assert_eq!(g.off_flag(), format!("no-collector.{}", g.name()));
             assert_eq!(Group::from_name(g.name()), Some(g));
             assert_eq!(Group::ALL[g as usize], g);
+            assert_eq!(NAMES[g as usize], g.name());
         }
     }
 
