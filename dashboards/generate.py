@@ -407,11 +407,12 @@ def topology(c, params):
               f"roce_gpu_info{{{c.n}}}", hide=["Value"], w=12),
         table("RDMA devices", "NUMA node and PCI address of each RDMA device.", "none",
               f"roce_device_info{{{d}}}", hide=["Value"], w=12),
-        ts("PCIe link speed", "Per-lane speed of the functions on the way to the root port "
-           "(current and max).", "si:T/s",
+        ts("PCIe link speed", "Per-lane speed of the GPUs and NICs (current and max); of every "
+           "bridge on the way to the root port too with --collector.pcie_hops.", "si:T/s",
            [target(f"roce_pcie_link_speed_transfers_per_second{{{c.n}}}",
                    "{{instance}} {{pci_address}} {{device}} {{bound}}")]),
-        ts("PCIe link width", "Lanes of the functions on the way to the root port.",
+        ts("PCIe link width", "Lanes of the GPUs and NICs (every bridge too with "
+           "--collector.pcie_hops).",
            "suffix: lanes",
            [target(f"roce_pcie_link_width_lanes{{{c.n}}}",
                    "{{instance}} {{pci_address}} {{device}} {{bound}}")]),

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::exposition::groups::{Group, Groups};
+
 /// Default port of roce_exporter.
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":9879";
 
@@ -142,6 +144,58 @@ pub enum LogFormat {
     Json,
 }
 
+/// The command line: [`Cli`] and, for every group of series
+/// ([`Group`]), `--collector.<group>` and `--no-collector.<group>`, built from
+/// the group table (node_exporter's spelling; the last one given wins).
+pub fn command() -> clap::Command {
+    use clap::{Arg, ArgAction, CommandFactory};
+    let mut cmd = Cli::command();
+    for g in Group::ALL {
+        let default = if g.default_on() { "on" } else { "off" };
+        cmd = cmd
+            .arg(
+                Arg::new(g.on_flag())
+                    .long(g.on_flag())
+                    .action(ArgAction::SetTrue)
+                    .global(true)
+                    .overrides_with(g.off_flag())
+                    .help(format!("Export {} [default: {default}]", g.help())),
+            )
+            .arg(
+                Arg::new(g.off_flag())
+                    .long(g.off_flag())
+                    .action(ArgAction::SetTrue)
+                    .global(true)
+                    .overrides_with(g.on_flag())
+                    .help(format!("Do not export the {} group", g.name())),
+            );
+    }
+    cmd
+}
+
+/// Parses the process's arguments (exits with clap's message on an error).
+pub fn parse() -> (Cli, clap::ArgMatches) {
+    use clap::FromArgMatches;
+    let matches = command().get_matches();
+    match Cli::from_arg_matches(&matches) {
+        Ok(cli) => (cli, matches),
+        Err(e) => e.exit(),
+    }
+}
+
+/// The groups of `metrics:` with the flags given applied over them.
+pub fn groups(matches: &clap::ArgMatches, mut groups: Groups) -> Groups {
+    for g in Group::ALL {
+        if matches.get_flag(g.on_flag()) {
+            groups.set(g, true);
+        }
+        if matches.get_flag(g.off_flag()) {
+            groups.set(g, false);
+        }
+    }
+    groups
+}
+
 impl Cli {
     /// The log level: as given, else info for the server and warn for the
     /// one-shot commands (their output is the point, not the log).
@@ -209,7 +263,35 @@ mod tests {
 
     #[test]
     fn clap_definition_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn collector_flags_switch_groups_over_the_config() {
+        let m = command()
+            .try_get_matches_from([
+                "roce_exporter",
+                "--no-collector.hw_stat",
+                "once",
+                "--collector.pcie_hops",
+                "--collector.gids",
+                "--no-collector.gids",
+            ])
+            .unwrap();
+        let mut config = Groups::default();
+        config.set(Group::Qos, false);
+        let g = groups(&m, config);
+        assert!(!g.is_on(Group::HwStat));
+        assert!(g.is_on(Group::PcieHops));
+        assert!(!g.is_on(Group::Gids), "the last flag wins");
+        assert!(
+            !g.is_on(Group::Qos),
+            "the config stays where no flag is given"
+        );
+        assert!(g.is_on(Group::Topology));
+        let m = command()
+            .try_get_matches_from(["roce_exporter", "--no-collector.gids", "--collector.gids"])
+            .unwrap();
+        assert!(groups(&m, Groups::default()).is_on(Group::Gids));
     }
 }

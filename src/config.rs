@@ -68,6 +68,9 @@ pub struct Config {
     /// What NCCL jobs on this host really used, from their debug logs and
     /// Inspector output (off by default).
     pub nccl: NcclConfig,
+    /// Groups of series exported (read at start; `--collector.<group>` and
+    /// `--no-collector.<group>` override them).
+    pub metrics: crate::exposition::groups::Groups,
 }
 
 impl Default for Config {
@@ -83,6 +86,7 @@ impl Default for Config {
             rules: RulesConfig::default(),
             web: WebLimits::default(),
             nccl: NcclConfig::default(),
+            metrics: crate::exposition::groups::Groups::default(),
         }
     }
 }
@@ -785,6 +789,7 @@ mod example_file {
         assert_eq!(c.peer_probes, d.peer_probes);
         assert_eq!(c.web, d.web);
         assert_eq!(c.rules, d.rules);
+        assert_eq!(c.metrics, d.metrics);
         assert_eq!(c.expect.mtu, Some(9000));
         assert_eq!(
             c.nccl,

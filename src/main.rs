@@ -4,8 +4,6 @@ use std::process::ExitCode;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use clap::Parser;
-
 use roce_exporter::app::App;
 use roce_exporter::cli::{CheckFormat, Cli, Command, DocsTopic, OnceFormat};
 use roce_exporter::config::{Config, WebLimits};
@@ -27,7 +25,7 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 const SAMPLER_STOP_WAIT: Duration = Duration::from_secs(1);
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, matches) = roce_exporter::cli::parse();
     logging::init(cli.effective_log_level(), cli.log_format);
     // The server's signal handlers come first, before the configuration is
     // read: a SIGHUP from `systemctl reload` right after start is a reload
@@ -58,7 +56,8 @@ fn main() -> ExitCode {
         sysfs: cli.sysfs.clone(),
         procfs: cli.procfs.clone(),
     };
-    let build = BuildInfo::current(config.sample_interval);
+    let mut build = BuildInfo::current(config.sample_interval);
+    build.groups = roce_exporter::cli::groups(&matches, config.metrics);
 
     match cli.command {
         Some(Command::Docs {
@@ -246,6 +245,7 @@ fn run_server(
             cli.config_file.clone(),
             paths.clone(),
             config.web.clone(),
+            config.metrics,
             control_tx,
         ));
         let mut options = server::ServeOptions::new(config.web.clone());
@@ -279,13 +279,14 @@ fn run_server(
 
 /// Re-reads the configuration on SIGHUP (also one received before the
 /// server was ready). A configuration that does not parse is refused and the
-/// running one kept. Listen addresses and web limits are not reloaded (they
-/// need a restart): a change to them is named in a warning.
+/// running one kept. Listen addresses, web limits and `metrics:` are not
+/// reloaded (they need a restart): a change to them is named in a warning.
 async fn reload_on_sighup(
     hup: Option<tokio::signal::unix::Signal>,
     file: Option<std::path::PathBuf>,
     paths: HostPaths,
     running_web: WebLimits,
+    running_metrics: roce_exporter::exposition::groups::Groups,
     control: mpsc::Sender<Control>,
 ) {
     let Some(mut hup) = hup else {
@@ -299,7 +300,10 @@ async fn reload_on_sighup(
         };
         match Config::load(path) {
             Ok(config) => {
-                let restart = web_keys_changed(&running_web, &config.web);
+                let mut restart = web_keys_changed(&running_web, &config.web);
+                if config.metrics != running_metrics {
+                    restart.push("metrics");
+                }
                 let sources = sources::all(&config, &paths);
                 if control
                     .send(Control::Reload {

@@ -7,10 +7,7 @@
 
 use std::io::Write;
 
-use clap::CommandFactory;
 use clap_mangen::Man;
-
-use crate::cli::Cli;
 
 /// Sections after the generated ones. Plain roff; `\-` is a literal minus
 /// (a bare `-` may be typeset as a hyphen and break copy-paste of flags).
@@ -55,7 +52,7 @@ or usage error (for \fBcheck\fR: it could not run).
 
 /// The whole man page as roff.
 pub fn render() -> Result<String, std::io::Error> {
-    let cmd = Cli::command();
+    let cmd = crate::cli::command();
     let man = Man::new(cmd.clone()).manual("roce_exporter manual");
     let mut out: Vec<u8> = Vec::new();
     man.render_title(&mut out)?;

@@ -3,154 +3,160 @@
 //! samples were taken and how many scheduled ones were missed, and rules
 //! that panicked.
 
-use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Kind};
+use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
 use crate::snapshot::Snapshot;
 
-pub const BUILD_INFO: Family = Family {
+pub const BUILD_INFO: Labeled<3> = Labeled::new(Family {
     base: "roce_exporter_build_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["version", "revision", "rustc"],
     help: "Build of the running roce_exporter (value 1).",
     source: "build",
-};
-pub const COLLECTOR_SUCCESS: Family = Family {
+});
+pub const COLLECTOR_SUCCESS: Labeled<1> = Labeled::new(Family {
     base: "roce_collector_success",
     kind: Kind::Gauge,
     unit: None,
     labels: &["collector"],
     help: "1 when the collector ran in the last sample (also when it found nothing to read on this host), 0 when it failed.",
     source: "sampler",
-};
-pub const COLLECTOR_DURATION: Family = Family {
+});
+pub const COLLECTOR_DURATION: Labeled<1> = Labeled::new(Family {
     base: "roce_collector_duration",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &["collector"],
     help: "Time the collector took in the last sample.",
     source: "sampler",
-};
-pub const COLLECTOR_ERRORS: Family = Family {
+});
+pub const COLLECTOR_ERRORS: Labeled<1> = Labeled::new(Family {
     base: "roce_collector_errors",
     kind: Kind::Counter,
     unit: None,
     labels: &["collector"],
     help: "Single reads (files, netlink requests, ioctls) that failed since start; the values concerned are absent, the rest is exported.",
     source: "sampler",
-};
-pub const COLLECTOR_KERNEL_REQUESTS: Family = Family {
+});
+pub const COLLECTOR_KERNEL_REQUESTS: Labeled<2> = Labeled::new(Family {
     base: "roce_collector_kernel_requests",
     kind: Kind::Gauge,
     unit: None,
     labels: &["collector", "kind"],
     help: "Requests the collector's last sample made to the kernel, by kind: file_read (sysfs pread), netlink, ioctl (SIOCETHTOOL). On mlx5 each counters/ read and each netlink statistics request is a firmware command. Only the rdma and netdev collectors count them.",
     source: "sampler",
-};
-pub const COLLECTOR_STATE: Family = Family {
+});
+pub const COLLECTOR_STATE: Labeled<2> = Labeled::new(Family {
     base: "roce_collector_state_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["collector", "state"],
     help: "State of the collector in the last sample (value 1): ok, unavailable (nothing to read on this host), disabled, failed.",
     source: "sampler",
-};
-pub const SAMPLE_TIMESTAMP: Family = Family {
+});
+pub const SAMPLE_TIMESTAMP: Labeled<0> = Labeled::new(Family {
     base: "roce_sample_timestamp",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "Unix time at which the served sample was taken.",
     source: "sampler",
-};
-pub const SAMPLES: Family = Family {
+});
+pub const SAMPLES: Labeled<0> = Labeled::new(Family {
     base: "roce_samples",
     kind: Kind::Counter,
     unit: None,
     labels: &[],
     help: "Samples taken since start, the one being served included. Below elapsed time / sample_interval when ticks were missed.",
     source: "sampler",
-};
-pub const SAMPLE_TICKS_MISSED: Family = Family {
+});
+pub const SAMPLE_TICKS_MISSED: Labeled<0> = Labeled::new(Family {
     base: "roce_sample_ticks_missed",
     kind: Kind::Counter,
     unit: None,
     labels: &[],
     help: "Scheduled sample ticks skipped since start, in whole intervals, because a sample or the host's scheduling of the sampler overran sample_interval (skipped, not run late). Counted after the sample that overran. Nonzero: the sources are too slow for sample_interval, or the host is overloaded.",
     source: "sampler",
-};
-pub const SAMPLE_INTERVAL: Family = Family {
+});
+pub const SAMPLE_INTERVAL: Labeled<0> = Labeled::new(Family {
     base: "roce_sample_interval",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "Configured time between samples.",
     source: "config",
-};
+});
 
-pub const RULE_PANICS: Family = Family {
+pub const RULE_PANICS: Labeled<1> = Labeled::new(Family {
     base: "roce_rule_panics",
     kind: Kind::Counter,
     unit: None,
     labels: &["rule"],
     help: "Evaluations of the rule that panicked since start (a bug; the log has the message). That rule's findings are missing for those samples; the other rules and the sampler go on. Present only for rules that panicked.",
     source: "sampler",
-};
+});
 
 pub static FAMILIES: &[Family] = &[
-    BUILD_INFO,
-    COLLECTOR_SUCCESS,
-    COLLECTOR_DURATION,
-    COLLECTOR_ERRORS,
-    COLLECTOR_KERNEL_REQUESTS,
-    COLLECTOR_STATE,
-    SAMPLE_TIMESTAMP,
-    SAMPLES,
-    SAMPLE_TICKS_MISSED,
-    SAMPLE_INTERVAL,
-    RULE_PANICS,
+    BUILD_INFO.family,
+    COLLECTOR_SUCCESS.family,
+    COLLECTOR_DURATION.family,
+    COLLECTOR_ERRORS.family,
+    COLLECTOR_KERNEL_REQUESTS.family,
+    COLLECTOR_STATE.family,
+    SAMPLE_TIMESTAMP.family,
+    SAMPLES.family,
+    SAMPLE_TICKS_MISSED.family,
+    SAMPLE_INTERVAL.family,
+    RULE_PANICS.family,
 ];
 
 pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySamples>) {
-    let mut build_info = FamilySamples::new(&BUILD_INFO);
-    build_info.push(&[build.version, build.revision, build.rustc], 1u64);
-    out.push(build_info);
+    let mut build_info = Samples::new(&BUILD_INFO);
+    build_info.push([build.version, build.revision, build.rustc], 1u64);
+    out.push(build_info.into());
 
-    let mut success = FamilySamples::new(&COLLECTOR_SUCCESS);
-    let mut duration = FamilySamples::new(&COLLECTOR_DURATION);
-    let mut errors = FamilySamples::new(&COLLECTOR_ERRORS);
-    let mut requests = FamilySamples::new(&COLLECTOR_KERNEL_REQUESTS);
-    let mut state = FamilySamples::new(&COLLECTOR_STATE);
+    let mut success = Samples::new(&COLLECTOR_SUCCESS);
+    let mut duration = Samples::new(&COLLECTOR_DURATION);
+    let mut errors = Samples::new(&COLLECTOR_ERRORS);
+    let mut requests = Samples::new(&COLLECTOR_KERNEL_REQUESTS);
+    let mut state = Samples::new(&COLLECTOR_STATE);
     for s in &snapshot.sources {
-        success.push(&[s.name], s.state.success());
-        duration.push(&[s.name], s.duration.as_secs_f64());
-        errors.push(&[s.name], s.errors_total);
+        success.push([s.name], s.state.success());
+        duration.push([s.name], s.duration.as_secs_f64());
+        errors.push([s.name], s.errors_total);
         if let Some(k) = s.kernel_requests {
-            requests.push(&[s.name, "file_read"], k.file_reads);
-            requests.push(&[s.name, "netlink"], k.netlink);
-            requests.push(&[s.name, "ioctl"], k.ioctls);
+            requests.push([s.name, "file_read"], k.file_reads);
+            requests.push([s.name, "netlink"], k.netlink);
+            requests.push([s.name, "ioctl"], k.ioctls);
         }
-        state.push(&[s.name, s.state.label()], 1u64);
+        state.push([s.name, s.state.label()], 1u64);
     }
-    out.extend([success, duration, errors, requests, state]);
+    out.extend([
+        success.into(),
+        duration.into(),
+        errors.into(),
+        requests.into(),
+        state.into(),
+    ]);
 
     if snapshot.taken_at.is_some() {
-        let mut ts = FamilySamples::new(&SAMPLE_TIMESTAMP);
-        ts.push(&[], snapshot.timestamp_seconds());
-        out.push(ts);
+        let mut ts = Samples::new(&SAMPLE_TIMESTAMP);
+        ts.push([], snapshot.timestamp_seconds());
+        out.push(ts.into());
     }
-    let mut samples = FamilySamples::new(&SAMPLES);
-    samples.push(&[], snapshot.sequence);
-    let mut missed = FamilySamples::new(&SAMPLE_TICKS_MISSED);
-    missed.push(&[], snapshot.ticks_missed_total);
-    out.extend([samples, missed]);
-    let mut interval = FamilySamples::new(&SAMPLE_INTERVAL);
-    interval.push(&[], build.sample_interval.as_secs_f64());
-    out.push(interval);
-    let mut panics = FamilySamples::new(&RULE_PANICS);
+    let mut samples = Samples::new(&SAMPLES);
+    samples.push([], snapshot.sequence);
+    let mut missed = Samples::new(&SAMPLE_TICKS_MISSED);
+    missed.push([], snapshot.ticks_missed_total);
+    out.extend([samples.into(), missed.into()]);
+    let mut interval = Samples::new(&SAMPLE_INTERVAL);
+    interval.push([], build.sample_interval.as_secs_f64());
+    out.push(interval.into());
+    let mut panics = Samples::new(&RULE_PANICS);
     for (rule, n) in &snapshot.rule_panics_total {
-        panics.push(&[rule], *n);
+        panics.push([rule], *n);
     }
-    out.push(panics);
+    out.push(panics.into());
 }
 
 #[cfg(test)]

@@ -21,7 +21,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
         ),
         (
             "RDMA hardware counters with known meaning",
-            super::hw_counters::FAMILIES.iter().collect(),
+            super::hw_counters::FAMILIES
+                .iter()
+                .map(|f| &f.family)
+                .collect(),
         ),
         (
             "Congestion and lossless Ethernet (netdevs)",
@@ -104,5 +107,6 @@ pub fn reference_markdown() -> String {
             out.push('\n');
         }
     }
+    out.push_str(&super::groups::budget_markdown());
     out
 }

@@ -11,7 +11,7 @@
 
 use roce_rdma::{Device, Port};
 
-use super::{Family, FamilySamples, Kind};
+use super::{Family, FamilySamples, Kind, Labeled, Samples};
 use crate::meaning::{hw_meaning, HwMeaning, Provider, HW_MAPPINGS};
 
 const PORT: &[&str] = &["device", "port"];
@@ -21,20 +21,20 @@ const SOURCE: &str =
 
 macro_rules! semantic {
     ($base:literal, $help:literal) => {
-        Family {
+        Labeled::new(Family {
             base: $base,
             kind: Kind::Counter,
             unit: None,
             labels: PORT,
             help: $help,
             source: SOURCE,
-        }
+        })
     };
 }
 
 /// The semantic families, in [`HwMeaning`] order (a fixed-size array, so
 /// that indexing it by a meaning cannot go out of bounds).
-pub static FAMILIES: [Family; 16] = [
+pub static FAMILIES: [Labeled<2>; 16] = [
     semantic!(
         "roce_cnp_sent",
         "Congestion notification packets (CNPs) sent by this port as notification point, in answer to ECN-marked arrivals."
@@ -103,7 +103,7 @@ pub static FAMILIES: [Family; 16] = [
 
 /// The family of a meaning.
 pub fn family(meaning: HwMeaning) -> &'static Family {
-    &FAMILIES[meaning.index()]
+    &FAMILIES[meaning.index()].family
 }
 
 /// The mapping table as markdown, for the metric reference.
@@ -136,8 +136,8 @@ pub fn reference_markdown() -> String {
 /// Gathers the hardware counters of every port into semantic families and
 /// `roce_port_hw_stat_total`.
 pub struct Collector {
-    semantic: Vec<FamilySamples>,
-    other: FamilySamples,
+    semantic: Vec<Samples<2>>,
+    other: Samples<3>,
 }
 
 impl Default for Collector {
@@ -149,8 +149,8 @@ impl Default for Collector {
 impl Collector {
     pub fn new() -> Self {
         Collector {
-            semantic: FAMILIES.iter().map(FamilySamples::new).collect(),
-            other: FamilySamples::new(&super::rdma::HW_STAT),
+            semantic: FAMILIES.iter().map(Samples::new).collect(),
+            other: Samples::new(&super::rdma::HW_STAT),
         }
     }
 
@@ -162,17 +162,17 @@ impl Collector {
             let target =
                 hw_meaning(provider, &counter.name).and_then(|m| self.semantic.get_mut(m.index()));
             match target {
-                Some(samples) => samples.push(&[&device.name, port_label], counter.value),
+                Some(samples) => samples.push([&device.name, port_label], counter.value),
                 None => self
                     .other
-                    .push(&[&device.name, port_label, &counter.name], counter.value),
+                    .push([&device.name, port_label, &counter.name], counter.value),
             }
         }
     }
 
     pub fn finish(self, out: &mut Vec<FamilySamples>) {
-        out.extend(self.semantic);
-        out.push(self.other);
+        out.extend(self.semantic.into_iter().map(FamilySamples::from));
+        out.push(self.other.into());
     }
 }
 
@@ -184,7 +184,7 @@ mod tests {
     fn semantic_order_matches_families() {
         for (i, m) in HwMeaning::ALL.iter().enumerate() {
             assert_eq!(m.index(), i);
-            assert!(std::ptr::eq(family(*m), &FAMILIES[i]));
+            assert!(std::ptr::eq(family(*m), &FAMILIES[i].family));
         }
     }
 

@@ -2,10 +2,13 @@
 //! [`Snapshot`] into Prometheus text 0.0.4 or OpenMetrics 1.0, through
 //! `prometheus-client`'s collector interface.
 //!
-//! Every family is declared once, in a [`Family`] row of a per-source table
-//! (`families::ALL`); the metric reference `docs/metrics.md` is generated from
-//! those rows and a test keeps it in step. A family's labels come from its
-//! row, so a sample cannot carry a label the reference does not name.
+//! Every family is declared once, as a [`Labeled`] constant whose type
+//! carries its label count, and listed in a per-source table
+//! (`families::all`); the metric reference `docs/metrics.md` is generated
+//! from those rows and a test keeps it in step. A family's label names come
+//! from its row and a sample's label values are an array of the row's
+//! arity ([`Samples::push`]), so a sample cannot carry a label the reference
+//! does not name, nor miss one: a wrong count does not compile.
 
 use std::fmt::Write as _;
 
@@ -18,6 +21,7 @@ use crate::snapshot::Snapshot;
 pub mod exporter;
 pub mod families;
 pub mod findings;
+pub mod groups;
 pub mod hw_counters;
 pub mod nccl;
 pub mod netdev;
@@ -55,6 +59,8 @@ pub struct BuildInfo {
     pub rustc: &'static str,
     /// Sampling interval, quoted in HELP texts.
     pub sample_interval: std::time::Duration,
+    /// The groups of series exported (`metrics:`, `--collector.<group>`).
+    pub groups: groups::Groups,
 }
 
 impl BuildInfo {
@@ -64,6 +70,7 @@ impl BuildInfo {
             revision: option_env!("ROCE_EXPORTER_REVISION").unwrap_or("unknown"),
             rustc: option_env!("ROCE_EXPORTER_RUSTC").unwrap_or("unknown"),
             sample_interval,
+            groups: groups::Groups::default(),
         }
     }
 }
@@ -180,6 +187,64 @@ impl Family {
     }
 }
 
+/// A family with its label count in its type: the only way to add samples
+/// to it ([`Samples`], [`push_into`]) takes exactly `N` label values.
+/// [`Labeled::new`] checks at compile time that the row names `N` labels:
+///
+/// ```compile_fail
+/// use roce_exporter::exposition::{Family, Kind, Labeled};
+/// // two label names, declared as three: does not compile
+/// const WRONG: Labeled<3> = Labeled::new(Family {
+///     base: "roce_example",
+///     kind: Kind::Gauge,
+///     unit: None,
+///     labels: &["device", "port"],
+///     help: "",
+///     source: "",
+/// });
+/// let _ = WRONG;
+/// ```
+///
+/// ```
+/// use roce_exporter::exposition::{Family, Kind, Labeled, Samples};
+/// const RIGHT: Labeled<2> = Labeled::new(Family {
+///     base: "roce_example",
+///     kind: Kind::Gauge,
+///     unit: None,
+///     labels: &["device", "port"],
+///     help: "",
+///     source: "",
+/// });
+/// let mut s = Samples::new(&RIGHT);
+/// s.push(["mlx5_0", "1"], 1u64);
+/// // s.push(["mlx5_0"], 1u64); // one value for two labels: does not compile
+/// assert_eq!(s.len(), 1);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Labeled<const N: usize> {
+    pub family: Family,
+}
+
+impl<const N: usize> Labeled<N> {
+    /// The family, checked to name `N` labels (a `const` item built with a
+    /// different count fails to compile).
+    pub const fn new(family: Family) -> Self {
+        assert!(
+            family.labels.len() == N,
+            "a family's label count differs from its declared arity"
+        );
+        Labeled { family }
+    }
+}
+
+impl<const N: usize> std::ops::Deref for Labeled<N> {
+    type Target = Family;
+
+    fn deref(&self) -> &Family {
+        &self.family
+    }
+}
+
 /// A sample value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
@@ -264,6 +329,8 @@ pub struct FamilySamples {
 }
 
 impl FamilySamples {
+    /// Samples of a family known only by its row (a table of families
+    /// filled by [`push_into`]).
     pub fn new(family: &'static Family) -> Self {
         FamilySamples {
             family,
@@ -283,35 +350,15 @@ impl FamilySamples {
         self.samples.len()
     }
 
-    /// Adds a sample; `values` are the label values in the family's order.
-    pub fn push<V: Into<Value>>(&mut self, values: &[&str], value: V) {
-        debug_assert!(self.family.kind != Kind::Histogram);
-        self.push_labels(values);
-        self.samples.push(Sample::Value(value.into()));
-    }
-
-    /// Adds a histogram sample.
-    pub fn push_histogram(&mut self, values: &[&str], histogram: HistogramValue) {
-        debug_assert!(self.family.kind == Kind::Histogram);
-        self.push_labels(values);
-        self.samples.push(Sample::Histogram(histogram));
-    }
-
-    /// Appends exactly one value per label of the family (missing ones
-    /// empty, extra ones dropped), so that sample `i` always owns the same
-    /// slots of `label_ends`.
-    fn push_labels(&mut self, values: &[&str]) {
-        debug_assert_eq!(
-            values.len(),
-            self.family.labels.len(),
-            "labels of {}",
-            self.family.base
-        );
-        for i in 0..self.family.labels.len() {
-            self.label_buf
-                .push_str(values.get(i).copied().unwrap_or(""));
+    /// Appends one sample. Callers pass exactly one value per label of the
+    /// family (the arity of the [`Labeled`] they hold), so sample `i` always
+    /// owns the same slots of `label_ends`.
+    fn push_sample(&mut self, values: &[&str], sample: Sample) {
+        for value in values {
+            self.label_buf.push_str(value);
             self.label_ends.push(self.label_buf.len());
         }
+        self.samples.push(sample);
     }
 
     fn labels_of(&self, sample: usize) -> LabelsRef<'_> {
@@ -377,6 +424,55 @@ impl FamilySamples {
     }
 }
 
+/// The samples of one family under construction, typed by its label count.
+#[derive(Debug)]
+pub struct Samples<const N: usize>(FamilySamples);
+
+impl<const N: usize> Samples<N> {
+    pub fn new(family: &'static Labeled<N>) -> Self {
+        Samples(FamilySamples::new(&family.family))
+    }
+
+    /// Adds a sample; `values` are the label values in the family's order.
+    pub fn push<V: Into<Value>>(&mut self, values: [&str; N], value: V) {
+        self.0.push_sample(&values, Sample::Value(value.into()));
+    }
+
+    /// Adds a histogram sample.
+    pub fn push_histogram(&mut self, values: [&str; N], histogram: HistogramValue) {
+        self.0.push_sample(&values, Sample::Histogram(histogram));
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<const N: usize> From<Samples<N>> for FamilySamples {
+    fn from(s: Samples<N>) -> FamilySamples {
+        s.0
+    }
+}
+
+/// Adds a sample to `family`'s entry of a table of families (one built
+/// with [`FamilySamples::new`] from a source's `FAMILIES`); nothing when
+/// the table lacks the family.
+pub fn push_into<const N: usize, V: Into<Value>>(
+    out: &mut [FamilySamples],
+    family: &Labeled<N>,
+    values: [&str; N],
+    value: V,
+) {
+    if let Some(s) = out.iter_mut().find(|s| s.family.base == family.base) {
+        s.push_sample(&values, Sample::Value(value.into()));
+    }
+}
+
 /// Everything a scrape needs to write one exposition.
 #[derive(Debug)]
 struct SnapshotCollector {
@@ -399,13 +495,19 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     exporter::collect(snapshot, build, &mut out);
     process::collect(&mut out);
     rdma::collect(snapshot, &mut out);
-    netdev::collect(snapshot, &mut out);
+    netdev::collect(snapshot, &build.groups, &mut out);
     phys::collect(snapshot, &mut out);
-    topology::collect(snapshot, &mut out);
+    topology::collect(snapshot, &build.groups, &mut out);
     probes::collect(snapshot, &mut out);
     peer_probes::collect(snapshot, &mut out);
     nccl::collect(snapshot, &mut out);
     findings::collect(snapshot, &mut out);
+    let switched = groups::Group::ALL
+        .into_iter()
+        .any(|g| !build.groups.is_on(g) && !g.families().is_empty());
+    if switched {
+        out.retain(|f| build.groups.exports(f.family));
+    }
     out
 }
 

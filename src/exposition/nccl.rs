@@ -10,46 +10,46 @@
 //! appears only in `roce_nccl_job_connections`, filled when `nccl.job_labels`
 //! is on.
 
-use super::{Family, FamilySamples, FamilyUnit, Kind};
+use super::{Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
 use crate::snapshot::Snapshot;
 
 const LOGS: &str = "NCCL debug logs in nccl.log_dir (NCCL_DEBUG=INFO, NCCL_DEBUG_FILE): channel connection lines (via NET/...), device tables (NET/IB : Using ...), GDR decisions; kept for nccl.window";
 const INSPECTOR: &str = "NCCL Inspector output in nccl.inspector_dir (coll_perf records, or nccl_bus_bandwidth_gbs in its Prometheus mode) of collectives of at least nccl.busbw_min_bytes over 2 or more nodes, in nccl.window";
 const SOURCE: &str = "NCCL source (nccl.log_dir, nccl.inspector_dir)";
 
-pub const CONNECTIONS: Family = Family {
+pub const CONNECTIONS: Labeled<5> = Labeled::new(Family {
     base: "roce_nccl_connections",
     kind: Kind::Gauge,
     unit: None,
     labels: &["device", "port", "net", "transport", "gdr"],
     help: "NET channel connections NCCL set up in the window, by NIC (device and port; a socket interface with port 0 for NET/Socket; unknown when the device table was not seen), NCCL's net name (IB, Socket, a plugin's), transport (ib, roce, socket, other) and whether the connection used GPUDirect RDMA (gdr=on: via .../GDRDMA).",
     source: LOGS,
-};
-pub const JOB_CONNECTIONS: Family = Family {
+});
+pub const JOB_CONNECTIONS: Labeled<5> = Labeled::new(Family {
     base: "roce_nccl_job_connections",
     kind: Kind::Gauge,
     unit: None,
     labels: &["device", "port", "transport", "gdr", "pid"],
     help: "As roce_nccl_connections, per NCCL process id; only with nccl.job_labels on (one series set per job).",
     source: LOGS,
-};
-pub const GDR: Family = Family {
+});
+pub const GDR: Labeled<2> = Labeled::new(Family {
     base: "roce_nccl_gdr_active",
     kind: Kind::Gauge,
     unit: None,
     labels: &["device", "port"],
     help: "1 when some NET connection NCCL set up on the NIC in the window used GPUDirect RDMA, 0 when connections on it were seen and none did (send-side connections without GDRDMA alone are NCCL's default on GPUs where it does not enable GDR reads).",
     source: LOGS,
-};
-pub const VERSION: Family = Family {
+});
+pub const VERSION: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_version_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["version"],
     help: "NCCL versions that logged on this host in the window (NCCL version line), value 1.",
     source: LOGS,
-};
-pub const NETWORK: Family = Family {
+});
+pub const NETWORK: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_network_info",
     kind: Kind::Gauge,
     unit: None,
@@ -57,86 +57,86 @@ pub const NETWORK: Family = Family {
     help:
         "Networks NCCL chose in the window (Using network IB, Socket or a plugin's name), value 1.",
     source: LOGS,
-};
-pub const GDR_REASON: Family = Family {
+});
+pub const GDR_REASON: Labeled<3> = Labeled::new(Family {
     base: "roce_nccl_gdr_disabled_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["reason", "gpu", "hca"],
     help: "Why NCCL did not use GPUDirect RDMA, as it logged it in the window, value 1: reason=hca_unsupported (GPU Direct RDMA Disabled for HCA: no nvidia-peermem or DMA-BUF for that NIC; gpu empty) or path_too_far (Disabled for GPU / HCA (distance d > t): the GPU-NIC path is beyond NCCL_NET_GDR_LEVEL).",
     source: LOGS,
-};
-pub const BUSBW_MEAN: Family = Family {
+});
+pub const BUSBW_MEAN: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_busbw_mean",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
     labels: &["collective"],
     help: "Mean bus bandwidth (NCCL busbw, GB/s times 1e9) of the large multi-node collectives this host took part in, per collective.",
     source: INSPECTOR,
-};
-pub const BUSBW_MIN: Family = Family {
+});
+pub const BUSBW_MIN: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_busbw_min",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
     labels: &["collective"],
     help: "Lowest bus bandwidth of those collectives, per collective.",
     source: INSPECTOR,
-};
-pub const BUSBW_SAMPLES: Family = Family {
+});
+pub const BUSBW_SAMPLES: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_busbw_samples",
     kind: Kind::Gauge,
     unit: None,
     labels: &["collective"],
     help: "Number of those collectives (samples behind the bus bandwidth figures), per collective.",
     source: INSPECTOR,
-};
-pub const FILES: Family = Family {
+});
+pub const FILES: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_files",
     kind: Kind::Gauge,
     unit: None,
     labels: &["dir"],
     help: "Files the NCCL source tracks now (dir=logs or inspector): written within nccl.idle_expiry, at most nccl.max_files each.",
     source: SOURCE,
-};
-pub const READ_BYTES: Family = Family {
+});
+pub const READ_BYTES: Labeled<0> = Labeled::new(Family {
     base: "roce_nccl_read",
     kind: Kind::Counter,
     unit: Some(FamilyUnit::Bytes),
     labels: &[],
     help: "Bytes the NCCL source read from its directories since the exporter started.",
     source: SOURCE,
-};
-pub const REJECTED: Family = Family {
+});
+pub const REJECTED: Labeled<0> = Labeled::new(Family {
     base: "roce_nccl_rejected",
     kind: Kind::Counter,
     unit: None,
     labels: &[],
     help: "Inspector objects that were not valid records and lines longer than the source keeps, since the exporter started.",
     source: SOURCE,
-};
-pub const LAST_READ: Family = Family {
+});
+pub const LAST_READ: Labeled<0> = Labeled::new(Family {
     base: "roce_nccl_last_read_timestamp",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "Unix time the NCCL source last read its directories (every nccl.interval).",
     source: SOURCE,
-};
+});
 
 pub const FAMILIES: &[Family] = &[
-    CONNECTIONS,
-    JOB_CONNECTIONS,
-    GDR,
-    VERSION,
-    NETWORK,
-    GDR_REASON,
-    BUSBW_MEAN,
-    BUSBW_MIN,
-    BUSBW_SAMPLES,
-    FILES,
-    READ_BYTES,
-    REJECTED,
-    LAST_READ,
+    CONNECTIONS.family,
+    JOB_CONNECTIONS.family,
+    GDR.family,
+    VERSION.family,
+    NETWORK.family,
+    GDR_REASON.family,
+    BUSBW_MEAN.family,
+    BUSBW_MIN.family,
+    BUSBW_SAMPLES.family,
+    FILES.family,
+    READ_BYTES.family,
+    REJECTED.family,
+    LAST_READ.family,
 ];
 
 pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
@@ -144,9 +144,9 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         return;
     };
     let s = &n.summary;
-    let mut conns = FamilySamples::new(&CONNECTIONS);
-    let mut jobs = FamilySamples::new(&JOB_CONNECTIONS);
-    let mut gdr = FamilySamples::new(&GDR);
+    let mut conns = Samples::new(&CONNECTIONS);
+    let mut jobs = Samples::new(&JOB_CONNECTIONS);
+    let mut gdr = Samples::new(&GDR);
     // Rows differing only in pid are summed for the unlabelled family.
     let mut per_nic: std::collections::BTreeMap<(&str, u16, &str, &str, bool), u64> =
         std::collections::BTreeMap::new();
@@ -159,7 +159,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             .or_default() += row.lines;
         if let Some(pid) = k.pid {
             jobs.push(
-                &[
+                [
                     &k.device,
                     &k.port.to_string(),
                     k.transport.as_str(),
@@ -176,60 +176,72 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     }
     for ((device, port, net, transport, g), lines) in per_nic {
         conns.push(
-            &[device, &port.to_string(), net, transport, on_off(g)],
+            [device, &port.to_string(), net, transport, on_off(g)],
             lines,
         );
     }
     for ((device, port), on) in gdr_nic {
-        gdr.push(&[device, &port.to_string()], on);
+        gdr.push([device, &port.to_string()], on);
     }
-    let mut version = FamilySamples::new(&VERSION);
+    let mut version = Samples::new(&VERSION);
     for v in &s.versions {
-        version.push(&[v], 1u64);
+        version.push([v], 1u64);
     }
-    let mut network = FamilySamples::new(&NETWORK);
+    let mut network = Samples::new(&NETWORK);
     for v in &s.networks {
-        network.push(&[v], 1u64);
+        network.push([v], 1u64);
     }
-    let mut reason = FamilySamples::new(&GDR_REASON);
+    let mut reason = Samples::new(&GDR_REASON);
     for note in &s.gdr_notes {
         match note {
             roce_nccl::aggregate::GdrNote::HcaUnsupported { hca, .. } => {
-                reason.push(&["hca_unsupported", "", hca], 1u64)
+                reason.push(["hca_unsupported", "", hca], 1u64)
             }
             roce_nccl::aggregate::GdrNote::PathTooFar { gpu, hca, .. } => {
-                reason.push(&["path_too_far", gpu, hca], 1u64)
+                reason.push(["path_too_far", gpu, hca], 1u64)
             }
         }
     }
-    let mut mean = FamilySamples::new(&BUSBW_MEAN);
-    let mut min = FamilySamples::new(&BUSBW_MIN);
-    let mut samples = FamilySamples::new(&BUSBW_SAMPLES);
+    let mut mean = Samples::new(&BUSBW_MEAN);
+    let mut min = Samples::new(&BUSBW_MIN);
+    let mut samples = Samples::new(&BUSBW_SAMPLES);
     for b in &s.busbw {
-        mean.push(&[&b.collective], b.mean_gbs * 1e9);
-        min.push(&[&b.collective], b.min_gbs * 1e9);
-        samples.push(&[&b.collective], b.samples);
+        mean.push([&b.collective], b.mean_gbs * 1e9);
+        min.push([&b.collective], b.min_gbs * 1e9);
+        samples.push([&b.collective], b.samples);
     }
-    let mut files = FamilySamples::new(&FILES);
+    let mut files = Samples::new(&FILES);
     if n.log_dir.is_some() {
-        files.push(&["logs"], n.log_files as u64);
+        files.push(["logs"], n.log_files as u64);
     }
     if n.inspector_dir.is_some() {
-        files.push(&["inspector"], n.inspector_files as u64);
+        files.push(["inspector"], n.inspector_files as u64);
     }
-    let mut read = FamilySamples::new(&READ_BYTES);
-    read.push(&[], n.bytes_read_total);
-    let mut rejected = FamilySamples::new(&REJECTED);
-    rejected.push(&[], n.rejected_total);
-    let mut last = FamilySamples::new(&LAST_READ);
+    let mut read = Samples::new(&READ_BYTES);
+    read.push([], n.bytes_read_total);
+    let mut rejected = Samples::new(&REJECTED);
+    rejected.push([], n.rejected_total);
+    let mut last = Samples::new(&LAST_READ);
     if let Some(t) = n
         .last_read
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
     {
-        last.push(&[], t.as_secs_f64());
+        last.push([], t.as_secs_f64());
     }
     out.extend([
-        conns, jobs, gdr, version, network, reason, mean, min, samples, files, read, rejected, last,
+        conns.into(),
+        jobs.into(),
+        gdr.into(),
+        version.into(),
+        network.into(),
+        reason.into(),
+        mean.into(),
+        min.into(),
+        samples.into(),
+        files.into(),
+        read.into(),
+        rejected.into(),
+        last.into(),
     ]);
 }
 

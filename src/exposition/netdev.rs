@@ -16,20 +16,21 @@ use roce_netdev::dcb::{dcbx_mode_name, tsa_name};
 use roce_netdev::mapping::{Kind as RuleKind, Scale, RULES};
 use roce_netdev::{DcbOutcome, Meaning, Netdev, StatValue};
 
-use super::{Family, FamilySamples, FamilyUnit, Kind};
+use super::groups::{Group, Groups};
+use super::{push_into, Family, FamilySamples, FamilyUnit, Kind, Labeled, Value};
 use crate::snapshot::Snapshot;
 
 const ETHTOOL_SOURCE: &str = "ethtool statistics (SIOCETHTOOL ETHTOOL_GSTATS), mapped per driver";
 
-pub const PFC_PAUSE_FRAMES: Family = Family {
+pub const PFC_PAUSE_FRAMES: Labeled<5> = Labeled::new(Family {
     base: "roce_pfc_pause_frames",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "priority", "direction"],
     help: "PFC pause frames (XOFF and XON) of one priority, received (rx: the peer paused us) or sent (tx: we paused the peer).",
     source: ETHTOOL_SOURCE,
-};
-pub const PFC_PAUSE_DURATION: Family = Family {
+});
+pub const PFC_PAUSE_DURATION: Labeled<5> = Labeled::new(Family {
     base: "roce_pfc_pause_duration",
     kind: Kind::Counter,
     unit: Some(FamilyUnit::Seconds),
@@ -37,255 +38,255 @@ pub const PFC_PAUSE_DURATION: Family = Family {
     help:
         "Time one priority spent paused by PFC (drivers count microseconds; converted to seconds).",
     source: ETHTOOL_SOURCE,
-};
-pub const PFC_PAUSE_TRANSITIONS: Family = Family {
+});
+pub const PFC_PAUSE_TRANSITIONS: Labeled<5> = Labeled::new(Family {
     base: "roce_pfc_pause_transitions",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "priority", "direction"],
     help: "Transitions of one priority between paused and not paused.",
     source: ETHTOOL_SOURCE,
-};
-pub const LINK_PAUSE_FRAMES: Family = Family {
+});
+pub const LINK_PAUSE_FRAMES: Labeled<4> = Labeled::new(Family {
     base: "roce_link_pause_frames",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "direction"],
     help: "IEEE 802.3x global pause frames (XOFF and XON). Standard pause statistics (ethtool netlink) where the driver has them, else the driver's ethtool counters.",
     source: "ethtool netlink ETHTOOL_MSG_PAUSE_GET with ETHTOOL_FLAG_STATS; ethtool statistics mapped per driver",
-};
-pub const PAUSE_STORM_EVENTS: Family = Family {
+});
+pub const PAUSE_STORM_EVENTS: Labeled<4> = Labeled::new(Family {
     base: "roce_pause_storm_events",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "severity"],
     help: "Pause storm detections: mlx5 warning/error (the NIC stalled sending pause), bnxt_en continuous/continuous_roce pause events.",
     source: ETHTOOL_SOURCE,
-};
-pub const DISCARDS: Family = Family {
+});
+pub const DISCARDS: Labeled<4> = Labeled::new(Family {
     base: "roce_netdev_discards",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "reason"],
     help: "Packets the NIC dropped, port-wide counters only, by reason (rx_port, tx_port, rx_out_of_buffer, rx_ring, tx_ring, rx_missed, rx_no_buffer, tx_link_down). The per-priority counters are roce_netdev_priority_discards_total: never add the two.",
     source: ETHTOOL_SOURCE,
-};
-pub const PRIORITY_DISCARDS: Family = Family {
+});
+pub const PRIORITY_DISCARDS: Labeled<5> = Labeled::new(Family {
     base: "roce_netdev_priority_discards",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "reason", "priority"],
     help: "Packets the NIC dropped on one priority, by reason (rx_port, rx_no_buffer, rx_congestion). Parts of the port-wide roce_netdev_discards_total where the driver has both (mlx5 rx_prioN_discards and rx_discards_phy).",
     source: ETHTOOL_SOURCE,
-};
-pub const NIC_ECN_MARKED: Family = Family {
+});
+pub const NIC_ECN_MARKED: Labeled<4> = Labeled::new(Family {
     base: "roce_netdev_nic_ecn_marked_packets",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "priority"],
     help: "Received packets of one priority that the NIC itself ECN-marked because its per-host receive buffers were congested (mlx5 rx_prioN_marked: \"packets ecn marked by device due to per host congestion\"). Marks set by switches on the path are roce_ecn_marked_packets_total.",
     source: ETHTOOL_SOURCE,
-};
-pub const PHY_SYMBOL_ERRORS: Family = Family {
+});
+pub const PHY_SYMBOL_ERRORS: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_phy_symbol_errors",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port"],
     help: "Received packets dropped for physical coding (symbol) errors on the physical port: a 64-bit counter, unlike the 16-bit PMA symbol_error that sticks at 65535.",
     source: ETHTOOL_SOURCE,
-};
-pub const LINK_DOWN_EVENTS: Family = Family {
+});
+pub const LINK_DOWN_EVENTS: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_link_down_events",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port"],
     help: "Times the physical link went down: a 64-bit counter, unlike the 8-bit PMA link_downed that sticks at 255.",
     source: ETHTOOL_SOURCE,
-};
-pub const PHY_ERRORS: Family = Family {
+});
+pub const PHY_ERRORS: Labeled<5> = Labeled::new(Family {
     base: "roce_phy_errors",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "kind", "lane"],
     help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, empty for the total) or pcs_symbol_errors. Absent where the driver has no such counter.",
     source: ETHTOOL_SOURCE,
-};
-pub const NIC_PCIE_ERRORS: Family = Family {
+});
+pub const NIC_PCIE_ERRORS: Labeled<4> = Labeled::new(Family {
     base: "roce_nic_pcie_errors",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "kind"],
     help: "The NIC's own count of trouble on its PCIe link: rx_signal_integrity (link recoveries after framing or CRC errors it received), tx_signal_integrity (recoveries the other end started), outbound_buffer_overflow (packets dropped because the PCIe buffer overflowed). mlx5 only.",
     source: ETHTOOL_SOURCE,
-};
-pub const ETHTOOL_STAT: Family = Family {
+});
+pub const ETHTOOL_STAT: Labeled<4> = Labeled::new(Family {
     base: "roce_netdev_ethtool_stat",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "stat"],
     help: "An ethtool counter without a mapped meaning, exported under its driver name because netdevs.export_raw_ethtool lists it.",
     source: "ethtool statistics (SIOCETHTOOL ETHTOOL_GSTATS)",
-};
-pub const MTU: Family = Family {
+});
+pub const MTU: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_mtu",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Bytes),
     labels: &["netdev", "device", "port"],
     help: "Netdev MTU.",
     source: "/sys/class/net/<netdev>/mtu",
-};
-pub const SPEED: Family = Family {
+});
+pub const SPEED: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_speed",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
     labels: &["netdev", "device", "port"],
     help: "Netdev link speed in bytes per second (absent when the kernel does not know it).",
     source: "/sys/class/net/<netdev>/speed (Mb/s)",
-};
-pub const INFO: Family = Family {
+});
+pub const INFO: Labeled<5> = Labeled::new(Family {
     base: "roce_netdev_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "driver", "operstate"],
     help: "Netdev behind an RDMA port (value 1) with its driver and operational state.",
     source: "/sys/class/net/<netdev>/{operstate,device/driver}",
-};
-pub const PFC_ENABLED: Family = Family {
+});
+pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
     base: "roce_pfc_enabled",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "priority"],
     help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_PFC",
-};
-pub const ECN_ENABLED: Family = Family {
+});
+pub const ECN_ENABLED: Labeled<5> = Labeled::new(Family {
     base: "roce_ecn_enabled",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "priority", "role"],
-    help: "1 when RoCE ECN (DCQCN) is enabled on the priority for the notification point (role=np) or reaction point (role=rp). mlx5 only.",
+    help: "1 when RoCE ECN (DCQCN) is enabled on the priority for the notification point (role=np) or reaction point (role=rp); only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on, or the DCB configuration is unknown. mlx5 only.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/enable/<priority>",
-};
-pub const QOS_TRUST: Family = Family {
+});
+pub const QOS_TRUST: Labeled<4> = Labeled::new(Family {
     base: "roce_qos_trust_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "trust"],
     help: "Packet field the port classifies priority by (value 1): from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE",
-};
-pub const DSCP_PRIORITY: Family = Family {
+});
+pub const DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
     base: "roce_qos_dscp_priority",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "dscp"],
     help: "Priority a DSCP value maps to (DCB APP table, selector DSCP).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_APP_TABLE",
-};
-pub const DCB_SUPPORTED: Family = Family {
+});
+pub const DCB_SUPPORTED: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_dcb_supported",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port"],
     help: "1 when the netdev answers DCB queries, 0 when it has no DCB support (not an error).",
     source: "rtnetlink RTM_GETDCB (EOPNOTSUPP = unsupported)",
-};
+});
 
-pub const QOS_ETS: Family = Family {
+pub const QOS_ETS: Labeled<6> = Labeled::new(Family {
     base: "roce_qos_ets_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "prio_tc", "tc_tsa", "tc_bw"],
     help: "ETS of the port (value 1), one series: prio_tc is the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent (meaningful for ets), each comma separated as `dcb ets show` lists them.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_ETS",
-};
-pub const QOS_BUFFER: Family = Family {
+});
+pub const QOS_BUFFER: Labeled<5> = Labeled::new(Family {
     base: "roce_qos_buffer_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "prio_buffer", "buffer_size"],
     help: "Receive buffers of the port (value 1), one series: prio_buffer is the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes, comma separated as `dcb buffer show` lists them (mlx5).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
-};
-pub const QOS_BUFFER_TOTAL: Family = Family {
+});
+pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::new(Family {
     base: "roce_qos_buffer_port_size",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Bytes),
     labels: &["netdev", "device", "port"],
     help: "Total receive buffer of the port (DCB buffer total_size, mlx5).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
-};
-pub const QOS_DCBX: Family = Family {
+});
+pub const QOS_DCBX: Labeled<4> = Labeled::new(Family {
     base: "roce_qos_dcbx_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "mode"],
     help: "DCBX mode of the port (value 1): off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host when no version bit is set. Without DCBX the host cannot see the switch's PFC and APP settings.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
-};
-pub const QOS_PEER: Family = Family {
+});
+pub const QOS_PEER: Labeled<6> = Labeled::new(Family {
     base: "roce_qos_peer_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "standard", "pfc", "prio_tc"],
     help: "What the switch port advertised through DCBX (value 1), one series when it advertised anything: standard ieee or cee, pfc its PFC-enabled priorities (comma separated, none, or empty when not advertised), prio_tc its traffic class (IEEE) or priority group (CEE) of priorities 0-7 (empty when not advertised). Compare pfc with roce_pfc_enabled.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET DCB_ATTR_IEEE_PEER_PFC / _PEER_ETS; DCB_CMD_CEE_GET DCB_ATTR_CEE_PEER_PFC / _PEER_PG",
-};
-pub const QOS_PEER_DSCP_PRIORITY: Family = Family {
+});
+pub const QOS_PEER_DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
     base: "roce_qos_peer_dscp_priority",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "dscp"],
     help: "Priority a DSCP value maps to on the switch port, from the APP table it advertised through DCBX (selector DSCP). Compare with roce_qos_dscp_priority.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET DCB_ATTR_IEEE_PEER_APP; DCB_CMD_CEE_GET DCB_ATTR_CEE_PEER_APP_TABLE",
-};
-pub const DCQCN_PARAMETER: Family = Family {
+});
+pub const DCQCN_PARAMETER: Labeled<6> = Labeled::new(Family {
     base: "roce_dcqcn_parameter",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "role", "parameter", "source"],
     help: "A DCQCN parameter of the port for the notification point (role=np) or reaction point (role=rp), named and valued as the kernel's file (units as the driver documents them: microseconds, Mb/s, bytes). source=sysfs: MLNX_OFED's ecn/roce_{np,rp}/<name>; source=debugfs: upstream mlx5_ib's cc_params/<name> (root only). Absent where neither is there.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
-};
-pub const RDMA_CM_TOS: Family = Family {
+});
+pub const RDMA_CM_TOS: Labeled<3> = Labeled::new(Family {
     base: "roce_qos_rdma_cm_default_tos",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port"],
     help: "rdma_cm's default IP ToS byte (DSCP << 2 | ECN) for connections on the RDMA port that set none of their own; absent until an administrator created the port's configfs folder.",
     source: "/sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
-};
+});
 
 pub const FAMILIES: &[Family] = &[
-    PFC_PAUSE_FRAMES,
-    PFC_PAUSE_DURATION,
-    PFC_PAUSE_TRANSITIONS,
-    LINK_PAUSE_FRAMES,
-    PAUSE_STORM_EVENTS,
-    DISCARDS,
-    PRIORITY_DISCARDS,
-    NIC_ECN_MARKED,
-    PHY_SYMBOL_ERRORS,
-    LINK_DOWN_EVENTS,
-    PHY_ERRORS,
-    NIC_PCIE_ERRORS,
-    ETHTOOL_STAT,
-    MTU,
-    SPEED,
-    INFO,
-    PFC_ENABLED,
-    ECN_ENABLED,
-    QOS_TRUST,
-    DSCP_PRIORITY,
-    DCB_SUPPORTED,
-    QOS_ETS,
-    QOS_BUFFER,
-    QOS_BUFFER_TOTAL,
-    QOS_DCBX,
-    QOS_PEER,
-    QOS_PEER_DSCP_PRIORITY,
-    DCQCN_PARAMETER,
-    RDMA_CM_TOS,
+    PFC_PAUSE_FRAMES.family,
+    PFC_PAUSE_DURATION.family,
+    PFC_PAUSE_TRANSITIONS.family,
+    LINK_PAUSE_FRAMES.family,
+    PAUSE_STORM_EVENTS.family,
+    DISCARDS.family,
+    PRIORITY_DISCARDS.family,
+    NIC_ECN_MARKED.family,
+    PHY_SYMBOL_ERRORS.family,
+    LINK_DOWN_EVENTS.family,
+    PHY_ERRORS.family,
+    NIC_PCIE_ERRORS.family,
+    ETHTOOL_STAT.family,
+    MTU.family,
+    SPEED.family,
+    INFO.family,
+    PFC_ENABLED.family,
+    ECN_ENABLED.family,
+    QOS_TRUST.family,
+    DSCP_PRIORITY.family,
+    DCB_SUPPORTED.family,
+    QOS_ETS.family,
+    QOS_BUFFER.family,
+    QOS_BUFFER_TOTAL.family,
+    QOS_DCBX.family,
+    QOS_PEER.family,
+    QOS_PEER_DSCP_PRIORITY.family,
+    DCQCN_PARAMETER.family,
+    RDMA_CM_TOS.family,
 ];
 
 /// Eight values comma separated, as the `*_info` labels carry them.
@@ -307,50 +308,48 @@ pub fn pfc_label(bits: u8) -> String {
     }
 }
 
-/// Index of a family in [`FAMILIES`] (the order `collect` fills them).
-fn idx(f: &Family) -> usize {
-    FAMILIES.iter().position(|g| g.base == f.base).unwrap_or(0)
-}
-
 /// Mapping of driver ethtool names to these families, for the metric
 /// reference.
 pub fn reference_markdown() -> String {
     let mut out = String::from(
         "Mapping of driver ethtool counter names to these families (`N` is the priority, 0-7, or the lane for `rx_err_lane_N_phy`; \
          counters with the same family and labels on one netdev are summed, e.g. XON + XOFF). \
-         Names not listed are not exported unless `netdevs.export_raw_ethtool` names them.\n\n\
+         Names not listed are not exported unless `netdevs.export_raw_ethtool` names them. \
+         A per-priority counter at zero on a priority with PFC off and no DSCP mapped to it is left out \
+         (it appears with its first count), and so is `roce_ecn_enabled` of such a priority, unless the `idle_priorities` group is on, or the DCB configuration is unknown.\n\n\
          | driver | ethtool counter | family | labels | unit |\n|---|---|---|---|---|\n",
     );
     for rule in RULES {
-        let (family, labels) = match rule.kind {
+        let (family, labels): (&Family, String) = match rule.kind {
             RuleKind::PfcPauseFrames(d) => (
-                &PFC_PAUSE_FRAMES,
+                &PFC_PAUSE_FRAMES.family,
                 format!("priority=N, direction={}", d.as_str()),
             ),
             RuleKind::PfcPauseDuration(d) => (
-                &PFC_PAUSE_DURATION,
+                &PFC_PAUSE_DURATION.family,
                 format!("priority=N, direction={}", d.as_str()),
             ),
             RuleKind::PfcPauseTransitions(d) => (
-                &PFC_PAUSE_TRANSITIONS,
+                &PFC_PAUSE_TRANSITIONS.family,
                 format!("priority=N, direction={}", d.as_str()),
             ),
-            RuleKind::LinkPauseFrames(d) => {
-                (&LINK_PAUSE_FRAMES, format!("direction={}", d.as_str()))
-            }
-            RuleKind::PauseStormEvents(s) => (&PAUSE_STORM_EVENTS, format!("severity={s}")),
+            RuleKind::LinkPauseFrames(d) => (
+                &LINK_PAUSE_FRAMES.family,
+                format!("direction={}", d.as_str()),
+            ),
+            RuleKind::PauseStormEvents(s) => (&PAUSE_STORM_EVENTS.family, format!("severity={s}")),
             RuleKind::Discards(r) if rule.pattern.contains("{p}") => {
-                (&PRIORITY_DISCARDS, format!("reason={r}, priority=N"))
+                (&PRIORITY_DISCARDS.family, format!("reason={r}, priority=N"))
             }
-            RuleKind::Discards(r) => (&DISCARDS, format!("reason={r}")),
-            RuleKind::EcnMarked => (&NIC_ECN_MARKED, "priority=N".to_string()),
-            RuleKind::PhySymbolErrors => (&PHY_SYMBOL_ERRORS, String::new()),
-            RuleKind::LinkDownEvents => (&LINK_DOWN_EVENTS, String::new()),
+            RuleKind::Discards(r) => (&DISCARDS.family, format!("reason={r}")),
+            RuleKind::EcnMarked => (&NIC_ECN_MARKED.family, "priority=N".to_string()),
+            RuleKind::PhySymbolErrors => (&PHY_SYMBOL_ERRORS.family, String::new()),
+            RuleKind::LinkDownEvents => (&LINK_DOWN_EVENTS.family, String::new()),
             RuleKind::PhyErrors(k) if rule.pattern.contains("{p}") => {
-                (&PHY_ERRORS, format!("kind={k}, lane=N"))
+                (&PHY_ERRORS.family, format!("kind={k}, lane=N"))
             }
-            RuleKind::PhyErrors(k) => (&PHY_ERRORS, format!("kind={k}")),
-            RuleKind::PcieErrors(k) => (&NIC_PCIE_ERRORS, format!("kind={k}")),
+            RuleKind::PhyErrors(k) => (&PHY_ERRORS.family, format!("kind={k}")),
+            RuleKind::PcieErrors(k) => (&NIC_PCIE_ERRORS.family, format!("kind={k}")),
         };
         let unit = match rule.scale {
             Scale::Count => "count",
@@ -370,13 +369,9 @@ pub fn reference_markdown() -> String {
 
 fn push_stat(out: &mut [FamilySamples], base: [&str; 3], meaning: &Meaning, value: StatValue) {
     let [n, d, p] = base;
-    let push = |out: &mut [FamilySamples], f: &Family, labels: &[&str]| {
-        if let Some(s) = out.get_mut(idx(f)) {
-            match value {
-                StatValue::Count(v) => s.push(labels, v),
-                StatValue::Seconds(v) => s.push(labels, v),
-            }
-        }
+    let value = match value {
+        StatValue::Count(v) => Value::U64(v),
+        StatValue::Seconds(v) => Value::F64(v),
     };
     match *meaning {
         Meaning::PfcPauseFrames {
@@ -384,17 +379,23 @@ fn push_stat(out: &mut [FamilySamples], base: [&str; 3], meaning: &Meaning, valu
             direction,
         } => {
             let pr = priority.to_string();
-            push(out, &PFC_PAUSE_FRAMES, &[n, d, p, &pr, direction.as_str()]);
+            push_into(
+                out,
+                &PFC_PAUSE_FRAMES,
+                [n, d, p, &pr, direction.as_str()],
+                value,
+            );
         }
         Meaning::PfcPauseDuration {
             priority,
             direction,
         } => {
             let pr = priority.to_string();
-            push(
+            push_into(
                 out,
                 &PFC_PAUSE_DURATION,
-                &[n, d, p, &pr, direction.as_str()],
+                [n, d, p, &pr, direction.as_str()],
+                value,
             );
         }
         Meaning::PfcPauseTransitions {
@@ -402,48 +403,89 @@ fn push_stat(out: &mut [FamilySamples], base: [&str; 3], meaning: &Meaning, valu
             direction,
         } => {
             let pr = priority.to_string();
-            push(
+            push_into(
                 out,
                 &PFC_PAUSE_TRANSITIONS,
-                &[n, d, p, &pr, direction.as_str()],
+                [n, d, p, &pr, direction.as_str()],
+                value,
             );
         }
         Meaning::LinkPauseFrames { direction } => {
-            push(out, &LINK_PAUSE_FRAMES, &[n, d, p, direction.as_str()]);
+            push_into(
+                out,
+                &LINK_PAUSE_FRAMES,
+                [n, d, p, direction.as_str()],
+                value,
+            );
         }
         Meaning::PauseStormEvents { severity } => {
-            push(out, &PAUSE_STORM_EVENTS, &[n, d, p, severity]);
+            push_into(out, &PAUSE_STORM_EVENTS, [n, d, p, severity], value);
         }
         Meaning::Discards {
             reason,
             priority: None,
         } => {
-            push(out, &DISCARDS, &[n, d, p, reason]);
+            push_into(out, &DISCARDS, [n, d, p, reason], value);
         }
         Meaning::Discards {
             reason,
             priority: Some(priority),
         } => {
             let pr = priority.to_string();
-            push(out, &PRIORITY_DISCARDS, &[n, d, p, reason, &pr]);
+            push_into(out, &PRIORITY_DISCARDS, [n, d, p, reason, &pr], value);
         }
         Meaning::EcnMarked { priority } => {
             let pr = priority.to_string();
-            push(out, &NIC_ECN_MARKED, &[n, d, p, &pr]);
+            push_into(out, &NIC_ECN_MARKED, [n, d, p, &pr], value);
         }
-        Meaning::PhySymbolErrors => push(out, &PHY_SYMBOL_ERRORS, &[n, d, p]),
-        Meaning::LinkDownEvents => push(out, &LINK_DOWN_EVENTS, &[n, d, p]),
+        Meaning::PhySymbolErrors => push_into(out, &PHY_SYMBOL_ERRORS, [n, d, p], value),
+        Meaning::LinkDownEvents => push_into(out, &LINK_DOWN_EVENTS, [n, d, p], value),
         Meaning::PhyErrors { kind, lane } => {
             let lane = lane.map(|v| v.to_string()).unwrap_or_default();
-            push(out, &PHY_ERRORS, &[n, d, p, kind, &lane]);
+            push_into(out, &PHY_ERRORS, [n, d, p, kind, &lane], value);
         }
         Meaning::PcieErrors { kind } => {
-            push(out, &NIC_PCIE_ERRORS, &[n, d, p, kind]);
+            push_into(out, &NIC_PCIE_ERRORS, [n, d, p, kind], value);
         }
     }
 }
 
-fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
+/// The priority a per-priority counter belongs to.
+fn priority_of(meaning: &Meaning) -> Option<u8> {
+    match *meaning {
+        Meaning::PfcPauseFrames { priority, .. }
+        | Meaning::PfcPauseDuration { priority, .. }
+        | Meaning::PfcPauseTransitions { priority, .. }
+        | Meaning::EcnMarked { priority } => Some(priority),
+        Meaning::Discards { priority, .. } => priority,
+        _ => None,
+    }
+}
+
+/// Priorities (bit per priority) whose per-priority counters are exported
+/// even at zero: PFC on, or a DSCP mapped to them. `None` when the DCB
+/// configuration is unknown: then every priority is.
+fn priorities_in_use(netdev: &Netdev) -> Option<u8> {
+    let DcbOutcome::Ok(config) = &netdev.dcb else {
+        return None;
+    };
+    let mut bits = config.pfc_enabled?;
+    for (_, priority) in config.dscp_map() {
+        bits |= 1u8.checked_shl(u32::from(priority)).unwrap_or(0);
+    }
+    Some(bits)
+}
+
+/// Whether the series of a priority are exported: every priority where the
+/// configuration is unknown (or `idle_priorities` is on), else those in use.
+fn exported(in_use: Option<u8>, priority: u8) -> bool {
+    match in_use {
+        None => true,
+        Some(bits) => bits & 1u8.checked_shl(u32::from(priority)).unwrap_or(0) != 0,
+    }
+}
+
+fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
     let port = netdev
         .rdma
         .as_ref()
@@ -456,151 +498,137 @@ fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
         .unwrap_or("");
     let n = netdev.name.as_str();
     let base = [n, device, port.as_str()];
-    let at = |out: &mut [FamilySamples], f: &Family| -> Option<usize> {
-        let i = idx(f);
-        (i < out.len()).then_some(i)
-    };
 
     // Standard pause statistics win over the driver's own link pause
     // counters: they are the same frames, and one series must not double.
     let standard_pause = netdev
         .pause
         .filter(|p| p.rx_frames.is_some() || p.tx_frames.is_some());
+    // A zero counter of a priority that carries no configured traffic says
+    // nothing until it counts, and its ECN enable nothing at all: left out
+    // unless `idle_priorities` is on (8 priorities times every per-priority
+    // family is most of a netdev's series otherwise). PFC enable stays for
+    // all 8: the fleet rules compare it across nodes.
+    let in_use = match groups.is_on(Group::IdlePriorities) {
+        true => None,
+        false => priorities_in_use(netdev),
+    };
     for stat in &netdev.stats {
         if standard_pause.is_some() && matches!(stat.meaning, Meaning::LinkPauseFrames { .. }) {
             continue;
         }
+        if let Some(priority) = priority_of(&stat.meaning) {
+            let zero = match stat.value {
+                StatValue::Count(v) => v == 0,
+                StatValue::Seconds(v) => v == 0.0,
+            };
+            if zero && !exported(in_use, priority) {
+                continue;
+            }
+        }
         push_stat(out, base, &stat.meaning, stat.value);
     }
-    if let (Some(pause), Some(i)) = (standard_pause, at(out, &LINK_PAUSE_FRAMES)) {
+    if let Some(pause) = standard_pause {
         if let Some(v) = pause.rx_frames {
-            out[i].push(&[n, device, &port, "rx"], v);
+            push_into(out, &LINK_PAUSE_FRAMES, [n, device, &port, "rx"], v);
         }
         if let Some(v) = pause.tx_frames {
-            out[i].push(&[n, device, &port, "tx"], v);
+            push_into(out, &LINK_PAUSE_FRAMES, [n, device, &port, "tx"], v);
         }
     }
-    if let Some(i) = at(out, &ETHTOOL_STAT) {
-        for raw in &netdev.raw {
-            out[i].push(&[n, device, &port, &raw.name], raw.value);
-        }
+    for raw in &netdev.raw {
+        push_into(out, &ETHTOOL_STAT, [n, device, &port, &raw.name], raw.value);
     }
-    if let (Some(mtu), Some(i)) = (netdev.mtu, at(out, &MTU)) {
-        out[i].push(&base, mtu);
+    if let Some(mtu) = netdev.mtu {
+        push_into(out, &MTU, base, mtu);
     }
-    if let (Some(speed), Some(i)) = (netdev.speed_mbps, at(out, &SPEED)) {
-        out[i].push(&base, speed.saturating_mul(125_000));
+    if let Some(speed) = netdev.speed_mbps {
+        push_into(out, &SPEED, base, speed.saturating_mul(125_000));
     }
-    if let Some(i) = at(out, &INFO) {
-        let driver = netdev.driver.as_deref().unwrap_or("");
-        let oper = netdev.operstate.as_deref().unwrap_or("");
-        out[i].push(&[n, device, &port, driver, oper], 1u64);
-    }
-    if let (Some(ecn), Some(i)) = (&netdev.ecn, at(out, &ECN_ENABLED)) {
+    let driver = netdev.driver.as_deref().unwrap_or("");
+    let oper = netdev.operstate.as_deref().unwrap_or("");
+    push_into(out, &INFO, [n, device, &port, driver, oper], 1u64);
+    if let Some(ecn) = &netdev.ecn {
         for (role, list) in [("np", &ecn.np), ("rp", &ecn.rp)] {
             for (priority, on) in list {
+                if !exported(in_use, *priority) {
+                    continue;
+                }
                 let pr = priority.to_string();
-                out[i].push(&[n, device, &port, &pr, role], *on);
+                push_into(out, &ECN_ENABLED, [n, device, &port, &pr, role], *on);
             }
         }
     }
-    if let Some(i) = at(out, &DCQCN_PARAMETER) {
-        for p in &netdev.dcqcn {
-            out[i].push(
-                &[n, device, &port, p.role.as_str(), p.name, p.source.as_str()],
-                u64::from(p.value),
-            );
-        }
+    for p in &netdev.dcqcn {
+        let labels = [n, device, &port, p.role.as_str(), p.name, p.source.as_str()];
+        push_into(out, &DCQCN_PARAMETER, labels, u64::from(p.value));
     }
-    if let (Some(tos), Some(i)) = (netdev.qos.rdma_cm_tos, at(out, &RDMA_CM_TOS)) {
-        out[i].push(&base, u64::from(tos));
+    if let Some(tos) = netdev.qos.rdma_cm_tos {
+        push_into(out, &RDMA_CM_TOS, base, u64::from(tos));
     }
     match &netdev.dcb {
         DcbOutcome::Ok(config) => {
-            if let Some(i) = at(out, &DCB_SUPPORTED) {
-                out[i].push(&base, 1u64);
-            }
-            if let (Some(bits), Some(i)) = (config.pfc_enabled, at(out, &PFC_ENABLED)) {
+            push_into(out, &DCB_SUPPORTED, base, 1u64);
+            if let Some(bits) = config.pfc_enabled {
                 for priority in 0u8..8 {
                     let pr = priority.to_string();
-                    out[i].push(&[n, device, &port, &pr], bits & (1 << priority) != 0);
+                    let on = bits & (1 << priority) != 0;
+                    push_into(out, &PFC_ENABLED, [n, device, &port, &pr], on);
                 }
             }
-            if let Some(i) = at(out, &QOS_TRUST) {
-                out[i].push(&[n, device, &port, config.trust().as_str()], 1u64);
-            }
-            if let Some(i) = at(out, &DSCP_PRIORITY) {
-                for (dscp, priority) in config.dscp_map() {
-                    let ds = dscp.to_string();
-                    out[i].push(&[n, device, &port, &ds], u64::from(priority));
-                }
-            }
-            if let (Some(ets), Some(i)) = (&config.ets, at(out, &QOS_ETS)) {
-                let tsa: Vec<&str> = ets.tc_tsa.iter().map(|t| tsa_name(*t)).collect();
-                out[i].push(
-                    &[
-                        n,
-                        device,
-                        &port,
-                        &joined(&ets.prio_tc),
-                        &tsa.join(","),
-                        &joined(&ets.tc_tx_bw),
-                    ],
-                    1u64,
+            let trust = config.trust().as_str();
+            push_into(out, &QOS_TRUST, [n, device, &port, trust], 1u64);
+            for (dscp, priority) in config.dscp_map() {
+                let ds = dscp.to_string();
+                push_into(
+                    out,
+                    &DSCP_PRIORITY,
+                    [n, device, &port, &ds],
+                    u64::from(priority),
                 );
             }
-            if let Some(b) = &config.buffers {
-                if let Some(i) = at(out, &QOS_BUFFER) {
-                    out[i].push(
-                        &[
-                            n,
-                            device,
-                            &port,
-                            &joined(&b.prio2buffer),
-                            &joined(&b.buffer_size),
-                        ],
-                        1u64,
-                    );
-                }
-                if let Some(i) = at(out, &QOS_BUFFER_TOTAL) {
-                    out[i].push(&base, u64::from(b.total_size));
-                }
+            if let Some(ets) = &config.ets {
+                let tsa: Vec<&str> = ets.tc_tsa.iter().map(|t| tsa_name(*t)).collect();
+                let (prio_tc, tc_bw) = (joined(&ets.prio_tc), joined(&ets.tc_tx_bw));
+                let labels = [n, device, &port, &prio_tc, &tsa.join(","), &tc_bw];
+                push_into(out, &QOS_ETS, labels, 1u64);
             }
-            if let (Some(mode), Some(i)) = (config.dcbx, at(out, &QOS_DCBX)) {
-                out[i].push(&[n, device, &port, dcbx_mode_name(mode)], 1u64);
+            if let Some(b) = &config.buffers {
+                let (prio_buffer, size) = (joined(&b.prio2buffer), joined(&b.buffer_size));
+                let labels = [n, device, &port, &prio_buffer, &size];
+                push_into(out, &QOS_BUFFER, labels, 1u64);
+                push_into(out, &QOS_BUFFER_TOTAL, base, u64::from(b.total_size));
+            }
+            if let Some(mode) = config.dcbx {
+                let labels = [n, device, &port, dcbx_mode_name(mode)];
+                push_into(out, &QOS_DCBX, labels, 1u64);
             }
             let peer = &config.peer;
             if !peer.is_empty() {
-                if let Some(i) = at(out, &QOS_PEER) {
-                    let standard = peer.standard.map(|s| s.as_str()).unwrap_or("");
-                    let pfc = peer.pfc_enabled.map(pfc_label).unwrap_or_default();
-                    let prio_tc = peer.prio_tc.map(|t| joined(&t)).unwrap_or_default();
-                    out[i].push(&[n, device, &port, standard, &pfc, &prio_tc], 1u64);
-                }
-                if let (Some(map), Some(i)) = (peer.dscp_map(), at(out, &QOS_PEER_DSCP_PRIORITY)) {
-                    for (dscp, priority) in map {
-                        let ds = dscp.to_string();
-                        out[i].push(&[n, device, &port, &ds], u64::from(priority));
-                    }
+                let standard = peer.standard.map(|s| s.as_str()).unwrap_or("");
+                let pfc = peer.pfc_enabled.map(pfc_label).unwrap_or_default();
+                let prio_tc = peer.prio_tc.map(|t| joined(&t)).unwrap_or_default();
+                let labels = [n, device, &port, standard, &pfc, &prio_tc];
+                push_into(out, &QOS_PEER, labels, 1u64);
+                for (dscp, priority) in peer.dscp_map().into_iter().flatten() {
+                    let ds = dscp.to_string();
+                    let labels = [n, device, &port, &ds];
+                    push_into(out, &QOS_PEER_DSCP_PRIORITY, labels, u64::from(priority));
                 }
             }
         }
-        DcbOutcome::Unsupported => {
-            if let Some(i) = at(out, &DCB_SUPPORTED) {
-                out[i].push(&base, 0u64);
-            }
-        }
+        DcbOutcome::Unsupported => push_into(out, &DCB_SUPPORTED, base, 0u64),
         DcbOutcome::Disabled | DcbOutcome::Failed(_) => {}
     }
 }
 
-pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
+pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples>) {
     let Some(netdevs) = &snapshot.netdev else {
         return;
     };
     let mut families: Vec<FamilySamples> = FAMILIES.iter().map(FamilySamples::new).collect();
     for netdev in &netdevs.netdevs {
-        collect_netdev(netdev, &mut families);
+        collect_netdev(netdev, groups, &mut families);
     }
     out.extend(families);
 }

@@ -12,7 +12,7 @@ use roce_netdev::module::Thresholds;
 use roce_netdev::phys::PhysNetdev;
 use roce_netdev::RdmaPortRef;
 
-use super::{Family, FamilySamples, FamilyUnit, Kind};
+use super::{push_into, Family, FamilySamples, FamilyUnit, Kind, Labeled};
 use crate::snapshot::Snapshot;
 
 const NETDEV: &[&str] = &["netdev", "device", "port"];
@@ -23,23 +23,23 @@ const MODULE_SOURCE: &str = "ethtool netlink ETHTOOL_MSG_MODULE_EEPROM_GET (SFF-
 const AER_SOURCE: &str = "/sys/bus/pci/devices/<pci>/aer_dev_{correctable,nonfatal,fatal}";
 const DEVLINK_SOURCE: &str = "devlink generic netlink DEVLINK_CMD_HEALTH_REPORTER_GET (dump)";
 
-pub const CARRIER_CHANGES: Family = Family {
+pub const CARRIER_CHANGES: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_carrier_changes",
     kind: Kind::Counter,
     unit: None,
     labels: NETDEV,
     help: "Carrier (link) up and down transitions of the netdev since it was created.",
     source: "/sys/class/net/<netdev>/carrier_changes",
-};
-pub const CARRIER_TRANSITIONS: Family = Family {
+});
+pub const CARRIER_TRANSITIONS: Labeled<4> = Labeled::new(Family {
     base: "roce_netdev_carrier_transitions",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "direction"],
     help: "Carrier transitions by direction (up, down) since the netdev was created; 32-bit kernel counts, unlike the 8-bit PMA link_downed.",
     source: "/sys/class/net/<netdev>/carrier_{up,down}_count (Linux 4.16+)",
-};
-pub const FEC_MODE: Family = Family {
+});
+pub const FEC_MODE: Labeled<4> = Labeled::new(Family {
     base: "roce_fec_mode_info",
     kind: Kind::Gauge,
     unit: None,
@@ -47,32 +47,32 @@ pub const FEC_MODE: Family = Family {
     help:
         "The FEC encoding in use (value 1): off, rs (Reed-Solomon), baser (Firecode), llrs, other.",
     source: FEC_SOURCE,
-};
-pub const FEC_CORRECTED_BLOCKS: Family = Family {
+});
+pub const FEC_CORRECTED_BLOCKS: Labeled<4> = Labeled::new(Family {
     base: "roce_fec_corrected_blocks",
     kind: Kind::Counter,
     unit: None,
     labels: LANE,
     help: "FEC codewords with errors that FEC corrected; lane empty for the total, set per lane where the driver counts lanes.",
     source: FEC_SOURCE,
-};
-pub const FEC_UNCORRECTABLE_BLOCKS: Family = Family {
+});
+pub const FEC_UNCORRECTABLE_BLOCKS: Labeled<4> = Labeled::new(Family {
     base: "roce_fec_uncorrectable_blocks",
     kind: Kind::Counter,
     unit: None,
     labels: LANE,
     help: "FEC codewords FEC could not correct (frames lost on the link); lane as for roce_fec_corrected_blocks_total. Post-FEC BER is at least rate(this) / link bits per second.",
     source: FEC_SOURCE,
-};
-pub const FEC_CORRECTED_BITS: Family = Family {
+});
+pub const FEC_CORRECTED_BITS: Labeled<4> = Labeled::new(Family {
     base: "roce_fec_corrected_bits",
     kind: Kind::Counter,
     unit: None,
     labels: LANE,
     help: "Bits FEC corrected; pre-FEC BER = rate(this) / link bits per second (per lane: / lane bits per second).",
     source: FEC_SOURCE,
-};
-pub const MODULE_INFO: Family = Family {
+});
+pub const MODULE_INFO: Labeled<9> = Labeled::new(Family {
     base: "roce_module_info",
     kind: Kind::Gauge,
     unit: None,
@@ -81,120 +81,116 @@ pub const MODULE_INFO: Family = Family {
     ],
     help: "The pluggable module (optic or cable) in the netdev's cage (value 1), from its EEPROM.",
     source: MODULE_SOURCE,
-};
-pub const MODULE_TEMPERATURE: Family = Family {
+});
+pub const MODULE_TEMPERATURE: Labeled<3> = Labeled::new(Family {
     base: "roce_module_temperature",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Celsius),
     labels: NETDEV,
     help: "Module case temperature.",
     source: MODULE_SOURCE,
-};
-pub const MODULE_SUPPLY: Family = Family {
+});
+pub const MODULE_SUPPLY: Labeled<3> = Labeled::new(Family {
     base: "roce_module_supply",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Volts),
     labels: NETDEV,
     help: "Module supply voltage (Vcc).",
     source: MODULE_SOURCE,
-};
-pub const MODULE_TX_BIAS: Family = Family {
+});
+pub const MODULE_TX_BIAS: Labeled<4> = Labeled::new(Family {
     base: "roce_module_tx_bias",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Amperes),
     labels: LANE,
     help: "Laser bias current of one lane (lane 0 is the module's lane 1).",
     source: MODULE_SOURCE,
-};
-pub const MODULE_TX_POWER: Family = Family {
+});
+pub const MODULE_TX_POWER: Labeled<4> = Labeled::new(Family {
     base: "roce_module_tx_power",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Watts),
     labels: LANE,
     help: "Optical power the module transmits on one lane.",
     source: MODULE_SOURCE,
-};
-pub const MODULE_RX_POWER: Family = Family {
+});
+pub const MODULE_RX_POWER: Labeled<4> = Labeled::new(Family {
     base: "roce_module_rx_power",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Watts),
     labels: LANE,
     help: "Optical power the module receives on one lane (average or OMA, as the module measures).",
     source: MODULE_SOURCE,
-};
-pub const MODULE_THRESHOLD: Family = Family {
+});
+pub const MODULE_THRESHOLD: Labeled<5> = Labeled::new(Family {
     base: "roce_module_threshold",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "monitor", "level"],
     help: "The module's own alarm and warning thresholds (level high_alarm, low_alarm, high_warning, low_warning) for each monitor, in the monitor's unit: temperature_celsius, supply_volts, tx_bias_amperes, tx_power_watts, rx_power_watts.",
     source: MODULE_SOURCE,
-};
-pub const PCIE_AER_ERRORS: Family = Family {
+});
+pub const PCIE_AER_ERRORS: Labeled<4> = Labeled::new(Family {
     base: "roce_pcie_aer_errors",
     kind: Kind::Counter,
     unit: None,
     labels: &["pci", "role", "netdev", "severity"],
     help: "PCIe AER errors the kernel counted for a NIC (role nic, with its netdev) or GPU (role gpu) function, by severity: correctable (replayed by the link layer, a sign of a marginal link), nonfatal, fatal (TOTAL_ERR_* lines).",
     source: AER_SOURCE,
-};
-pub const PCIE_AER_ERROR_KINDS: Family = Family {
+});
+pub const PCIE_AER_ERROR_KINDS: Labeled<5> = Labeled::new(Family {
     base: "roce_pcie_aer_error_kinds",
     kind: Kind::Counter,
     unit: None,
     labels: &["pci", "role", "netdev", "severity", "kind"],
     help: "PCIe AER errors by kind as the kernel names them (RxErr, BadTLP, BadDLLP, Rollover, Timeout, ... for correctable; DLP, TLP, CmpltTO, MalfTLP, ... for uncorrectable).",
     source: AER_SOURCE,
-};
-pub const DEVLINK_HEALTHY: Family = Family {
+});
+pub const DEVLINK_HEALTHY: Labeled<4> = Labeled::new(Family {
     base: "roce_devlink_reporter_healthy",
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "pci", "reporter", "devlink_port"],
     help: "1 when the NIC's devlink health reporter (fw, fw_fatal, tx, rx, ...) is healthy, 0 when it is in error.",
     source: DEVLINK_SOURCE,
-};
-pub const DEVLINK_ERRORS: Family = Family {
+});
+pub const DEVLINK_ERRORS: Labeled<4> = Labeled::new(Family {
     base: "roce_devlink_reporter_errors",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "pci", "reporter", "devlink_port"],
     help: "Errors a devlink health reporter saw.",
     source: DEVLINK_SOURCE,
-};
-pub const DEVLINK_RECOVERIES: Family = Family {
+});
+pub const DEVLINK_RECOVERIES: Labeled<4> = Labeled::new(Family {
     base: "roce_devlink_reporter_recoveries",
     kind: Kind::Counter,
     unit: None,
     labels: &["netdev", "pci", "reporter", "devlink_port"],
     help: "Recoveries the driver ran for a devlink health reporter.",
     source: DEVLINK_SOURCE,
-};
+});
 
 pub const FAMILIES: &[Family] = &[
-    CARRIER_CHANGES,
-    CARRIER_TRANSITIONS,
-    FEC_MODE,
-    FEC_CORRECTED_BLOCKS,
-    FEC_UNCORRECTABLE_BLOCKS,
-    FEC_CORRECTED_BITS,
-    MODULE_INFO,
-    MODULE_TEMPERATURE,
-    MODULE_SUPPLY,
-    MODULE_TX_BIAS,
-    MODULE_TX_POWER,
-    MODULE_RX_POWER,
-    MODULE_THRESHOLD,
-    PCIE_AER_ERRORS,
-    PCIE_AER_ERROR_KINDS,
-    DEVLINK_HEALTHY,
-    DEVLINK_ERRORS,
-    DEVLINK_RECOVERIES,
+    CARRIER_CHANGES.family,
+    CARRIER_TRANSITIONS.family,
+    FEC_MODE.family,
+    FEC_CORRECTED_BLOCKS.family,
+    FEC_UNCORRECTABLE_BLOCKS.family,
+    FEC_CORRECTED_BITS.family,
+    MODULE_INFO.family,
+    MODULE_TEMPERATURE.family,
+    MODULE_SUPPLY.family,
+    MODULE_TX_BIAS.family,
+    MODULE_TX_POWER.family,
+    MODULE_RX_POWER.family,
+    MODULE_THRESHOLD.family,
+    PCIE_AER_ERRORS.family,
+    PCIE_AER_ERROR_KINDS.family,
+    DEVLINK_HEALTHY.family,
+    DEVLINK_ERRORS.family,
+    DEVLINK_RECOVERIES.family,
 ];
-
-fn idx(f: &Family) -> usize {
-    FAMILIES.iter().position(|g| g.base == f.base).unwrap_or(0)
-}
 
 fn rdma_labels(rdma: Option<&RdmaPortRef>) -> (String, String) {
     rdma.map(|r| (r.device.clone(), r.port.to_string()))
@@ -208,11 +204,16 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             let (d, p) = rdma_labels(n.rdma.as_ref());
             let base = [n.name.as_str(), d.as_str(), p.as_str()];
             if let Some(v) = n.carrier.changes {
-                f[idx(&CARRIER_CHANGES)].push(&base, v);
+                push_into(&mut f, &CARRIER_CHANGES, base, v);
             }
             for (dir, v) in [("up", n.carrier.up), ("down", n.carrier.down)] {
                 if let Some(v) = v {
-                    f[idx(&CARRIER_TRANSITIONS)].push(&[base[0], base[1], base[2], dir], v);
+                    push_into(
+                        &mut f,
+                        &CARRIER_TRANSITIONS,
+                        [base[0], base[1], base[2], dir],
+                        v,
+                    );
                 }
             }
         }
@@ -233,23 +234,28 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                 port.as_str(),
             ];
             let healthy = r.reporter.state == roce_netdev::devlink::ReporterState::Healthy;
-            f[idx(&DEVLINK_HEALTHY)].push(&labels, healthy);
-            f[idx(&DEVLINK_ERRORS)].push(&labels, r.reporter.errors);
-            f[idx(&DEVLINK_RECOVERIES)].push(&labels, r.reporter.recoveries);
+            push_into(&mut f, &DEVLINK_HEALTHY, labels, healthy);
+            push_into(&mut f, &DEVLINK_ERRORS, labels, r.reporter.errors);
+            push_into(&mut f, &DEVLINK_RECOVERIES, labels, r.reporter.recoveries);
         }
     }
     out.extend(f);
 }
 
-fn push_lanes(f: &mut FamilySamples, base: [&str; 3], c: &FecCounter) {
-    f.push(&[base[0], base[1], base[2], ""], c.total);
+fn push_lanes(f: &mut [FamilySamples], family: &Labeled<4>, base: [&str; 3], c: &FecCounter) {
+    push_into(f, family, [base[0], base[1], base[2], ""], c.total);
     for (i, v) in c.lanes.iter().enumerate() {
         let lane = i.to_string();
-        f.push(&[base[0], base[1], base[2], &lane], *v);
+        push_into(f, family, [base[0], base[1], base[2], &lane], *v);
     }
 }
 
-fn push_thresholds(f: &mut FamilySamples, base: [&str; 3], monitor: &str, t: Option<&Thresholds>) {
+fn push_thresholds(
+    f: &mut [FamilySamples],
+    base: [&str; 3],
+    monitor: &str,
+    t: Option<&Thresholds>,
+) {
     let Some(t) = t else { return };
     for (level, v) in [
         ("high_alarm", t.high_alarm),
@@ -257,7 +263,12 @@ fn push_thresholds(f: &mut FamilySamples, base: [&str; 3], monitor: &str, t: Opt
         ("high_warning", t.high_warning),
         ("low_warning", t.low_warning),
     ] {
-        f.push(&[base[0], base[1], base[2], monitor, level], v);
+        push_into(
+            f,
+            &MODULE_THRESHOLD,
+            [base[0], base[1], base[2], monitor, level],
+            v,
+        );
     }
 }
 
@@ -266,21 +277,28 @@ fn collect_netdev(n: &PhysNetdev, f: &mut [FamilySamples]) {
     let base = [n.name.as_str(), d.as_str(), p.as_str()];
     if let Some(fec) = &n.fec {
         if let Some(mode) = fec.active {
-            f[idx(&FEC_MODE)].push(&[base[0], base[1], base[2], mode.as_str()], 1u64);
+            push_into(
+                f,
+                &FEC_MODE,
+                [base[0], base[1], base[2], mode.as_str()],
+                1u64,
+            );
         }
         if let Some(c) = &fec.corrected_blocks {
-            push_lanes(&mut f[idx(&FEC_CORRECTED_BLOCKS)], base, c);
+            push_lanes(f, &FEC_CORRECTED_BLOCKS, base, c);
         }
         if let Some(c) = &fec.uncorrectable_blocks {
-            push_lanes(&mut f[idx(&FEC_UNCORRECTABLE_BLOCKS)], base, c);
+            push_lanes(f, &FEC_UNCORRECTABLE_BLOCKS, base, c);
         }
         if let Some(c) = &fec.corrected_bits {
-            push_lanes(&mut f[idx(&FEC_CORRECTED_BITS)], base, c);
+            push_lanes(f, &FEC_CORRECTED_BITS, base, c);
         }
     }
     if let Some(m) = &n.module {
-        f[idx(&MODULE_INFO)].push(
-            &[
+        push_into(
+            f,
+            &MODULE_INFO,
+            [
                 base[0],
                 base[1],
                 base[2],
@@ -294,10 +312,10 @@ fn collect_netdev(n: &PhysNetdev, f: &mut [FamilySamples]) {
             1u64,
         );
         if let Some(v) = m.temperature_celsius {
-            f[idx(&MODULE_TEMPERATURE)].push(&base, v);
+            push_into(f, &MODULE_TEMPERATURE, base, v);
         }
         if let Some(v) = m.supply_volts {
-            f[idx(&MODULE_SUPPLY)].push(&base, v);
+            push_into(f, &MODULE_SUPPLY, base, v);
         }
         for (i, lane) in m.lanes.iter().enumerate() {
             let l = i.to_string();
@@ -308,12 +326,12 @@ fn collect_netdev(n: &PhysNetdev, f: &mut [FamilySamples]) {
                 (&MODULE_RX_POWER, lane.rx_power_watts),
             ] {
                 if let Some(v) = v {
-                    f[idx(family)].push(&labels, v);
+                    push_into(f, family, labels, v);
                 }
             }
         }
         let t = &m.thresholds;
-        let th = &mut f[idx(&MODULE_THRESHOLD)];
+        let th = &mut *f;
         push_thresholds(
             th,
             base,
@@ -339,10 +357,15 @@ fn collect_aer(pci: &str, role: &str, netdev: &str, aer: &PciAer, f: &mut [Famil
     for (severity, counts) in files {
         let Some(c) = counts else { continue };
         if let Some(total) = c.total {
-            f[idx(&PCIE_AER_ERRORS)].push(&[pci, role, netdev, severity], total);
+            push_into(f, &PCIE_AER_ERRORS, [pci, role, netdev, severity], total);
         }
         for (kind, v) in &c.kinds {
-            f[idx(&PCIE_AER_ERROR_KINDS)].push(&[pci, role, netdev, severity, kind], *v);
+            push_into(
+                f,
+                &PCIE_AER_ERROR_KINDS,
+                [pci, role, netdev, severity, kind],
+                *v,
+            );
         }
     }
 }

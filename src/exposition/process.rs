@@ -5,50 +5,56 @@
 //! encode time, never from `--path.procfs` (the host tree the sources read,
 //! which can be a fixture). A value that cannot be read is absent.
 
-use super::{Family, FamilySamples, FamilyUnit, Kind};
+use super::{Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
 
-pub const START_TIME: Family = Family {
+pub const START_TIME: Labeled<0> = Labeled::new(Family {
     base: "process_start_time",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "Start time of the exporter process since the Unix epoch.",
     source: "/proc/self/stat starttime, /proc/stat btime",
-};
-pub const CPU: Family = Family {
+});
+pub const CPU: Labeled<0> = Labeled::new(Family {
     base: "process_cpu",
     kind: Kind::Counter,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "User and system CPU time the exporter process spent.",
     source: "/proc/self/stat utime, stime",
-};
-pub const RESIDENT_MEMORY: Family = Family {
+});
+pub const RESIDENT_MEMORY: Labeled<0> = Labeled::new(Family {
     base: "process_resident_memory",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Bytes),
     labels: &[],
     help: "Resident memory of the exporter process.",
     source: "/proc/self/stat rss",
-};
-pub const OPEN_FDS: Family = Family {
+});
+pub const OPEN_FDS: Labeled<0> = Labeled::new(Family {
     base: "process_open_fds",
     kind: Kind::Gauge,
     unit: None,
     labels: &[],
     help: "File descriptors the exporter process has open.",
     source: "/proc/self/fd",
-};
-pub const MAX_FDS: Family = Family {
+});
+pub const MAX_FDS: Labeled<0> = Labeled::new(Family {
     base: "process_max_fds",
     kind: Kind::Gauge,
     unit: None,
     labels: &[],
     help: "Limit of open file descriptors of the exporter process (soft RLIMIT_NOFILE).",
     source: "/proc/self/limits",
-};
+});
 
-pub static FAMILIES: &[Family] = &[START_TIME, CPU, RESIDENT_MEMORY, OPEN_FDS, MAX_FDS];
+pub static FAMILIES: &[Family] = &[
+    START_TIME.family,
+    CPU.family,
+    RESIDENT_MEMORY.family,
+    OPEN_FDS.family,
+    MAX_FDS.family,
+];
 
 /// What `/proc/self/stat` says about the process, in kernel units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,30 +113,36 @@ pub fn collect(out: &mut Vec<FamilySamples>) {
     let ticks = sysconf(libc::_SC_CLK_TCK);
     let page = sysconf(libc::_SC_PAGESIZE);
 
-    let mut start = FamilySamples::new(&START_TIME);
+    let mut start = Samples::new(&START_TIME);
     let btime = read("/proc/stat").and_then(|t| parse_btime(&t));
     if let (Some(s), Some(hz), Some(boot)) = (stat, ticks, btime) {
-        start.push(&[], boot as f64 + s.start_ticks as f64 / hz as f64);
+        start.push([], boot as f64 + s.start_ticks as f64 / hz as f64);
     }
-    let mut cpu = FamilySamples::new(&CPU);
+    let mut cpu = Samples::new(&CPU);
     if let (Some(s), Some(hz)) = (stat, ticks) {
-        cpu.push(&[], s.cpu_ticks as f64 / hz as f64);
+        cpu.push([], s.cpu_ticks as f64 / hz as f64);
     }
-    let mut rss = FamilySamples::new(&RESIDENT_MEMORY);
+    let mut rss = Samples::new(&RESIDENT_MEMORY);
     if let (Some(s), Some(page)) = (stat, page) {
-        rss.push(&[], s.rss_pages.saturating_mul(page));
+        rss.push([], s.rss_pages.saturating_mul(page));
     }
-    let mut open = FamilySamples::new(&OPEN_FDS);
+    let mut open = Samples::new(&OPEN_FDS);
     if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
         // read_dir's own descriptor is among the entries.
         let n = dir.filter(|e| e.is_ok()).count().saturating_sub(1);
-        open.push(&[], n as u64);
+        open.push([], n as u64);
     }
-    let mut max = FamilySamples::new(&MAX_FDS);
+    let mut max = Samples::new(&MAX_FDS);
     if let Some(n) = read("/proc/self/limits").and_then(|t| parse_max_open_files(&t)) {
-        max.push(&[], n);
+        max.push([], n);
     }
-    out.extend([start, cpu, rss, open, max]);
+    out.extend([
+        start.into(),
+        cpu.into(),
+        rss.into(),
+        open.into(),
+        max.into(),
+    ]);
 }
 
 #[cfg(test)]

@@ -4,109 +4,109 @@
 
 use roce_rdma::{Device, Port};
 
-use super::{hw_counters, Family, FamilySamples, FamilyUnit, Kind};
+use super::{hw_counters, Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
 use crate::snapshot::Snapshot;
 
 const PORT: &[&str] = &["device", "port"];
 
-pub const DEVICE_INFO: Family = Family {
+pub const DEVICE_INFO: Labeled<8> = Labeled::new(Family {
     base: "roce_device_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["device", "driver", "fw_version", "board_id", "hca_type", "node_guid", "pci_address", "numa_node"],
     help: "RDMA device (value 1). driver is the kernel driver of the backing PCI function, or rxe/siw for software devices.",
     source: "/sys/class/infiniband/<device>/{fw_ver,board_id,hca_type,node_guid}, device/driver, device/numa_node",
-};
-pub const PORT_INFO: Family = Family {
+});
+pub const PORT_INFO: Labeled<5> = Labeled::new(Family {
     base: "roce_port_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["device", "port", "link_layer", "netdev", "pci_address"],
     help: "RDMA port (value 1) with its link layer and the netdev behind it.",
     source: "ports/<port>/link_layer, gid_attrs/ndevs, device/net, rxe parent",
-};
-pub const PORT_STATE: Family = Family {
+});
+pub const PORT_STATE: Labeled<2> = Labeled::new(Family {
     base: "roce_port_state_id",
     kind: Kind::Gauge,
     unit: None,
     labels: PORT,
     help: "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.",
     source: "ports/<port>/state",
-};
-pub const PORT_PHYS_STATE: Family = Family {
+});
+pub const PORT_PHYS_STATE: Labeled<2> = Labeled::new(Family {
     base: "roce_port_physical_state_id",
     kind: Kind::Gauge,
     unit: None,
     labels: PORT,
     help: "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
     source: "ports/<port>/phys_state",
-};
-pub const PORT_UP: Family = Family {
+});
+pub const PORT_UP: Labeled<2> = Labeled::new(Family {
     base: "roce_port_up",
     kind: Kind::Gauge,
     unit: None,
     labels: PORT,
     help: "1 when the port is ACTIVE and LinkUp, else 0.",
     source: "ports/<port>/{state,phys_state}",
-};
-pub const PORT_RATE: Family = Family {
+});
+pub const PORT_RATE: Labeled<2> = Labeled::new(Family {
     base: "roce_port_rate",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
     labels: PORT,
     help: "Port data rate as the kernel reports it, in bytes per second (100 Gb/sec (4X EDR) is 12.5e9).",
     source: "ports/<port>/rate",
-};
-pub const PORT_LID: Family = Family {
+});
+pub const PORT_LID: Labeled<2> = Labeled::new(Family {
     base: "roce_port_lid",
     kind: Kind::Gauge,
     unit: None,
     labels: PORT,
-    help: "Local identifier of an InfiniBand port (0 on Ethernet).",
+    help: "Local identifier of an InfiniBand port (absent on Ethernet, where the kernel reports 0 and RoCE addresses by GID).",
     source: "ports/<port>/lid",
-};
+});
 /// `family` is a label DESIGN §4 does not name. It is kept: it is a pure
 /// function of `gid` (no extra cardinality), and it lets PromQL tell an
 /// IPv4-mapped RoCE v2 GID (what NCCL and most RoCE stacks select) from a
 /// link-local one without a regular expression over the GID text, which the
 /// fleet-wide GID rules need.
-pub const GID_INFO: Family = Family {
+pub const GID_INFO: Labeled<7> = Labeled::new(Family {
     base: "roce_gid_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["device", "port", "index", "gid", "type", "netdev", "family"],
     help: "Populated GID table slot (value 1): type is IB/RoCE v1 or RoCE v2 as the kernel prints it; family (derived from gid) is ipv4_mapped, ipv6_link_local or ipv6_global, the distinction NCCL-style GID selection needs.",
     source: "ports/<port>/gids/<index>, gid_attrs/{types,ndevs}/<index>",
-};
-pub const HW_COUNTER_PATH: Family = Family {
+});
+pub const HW_COUNTER_PATH: Labeled<3> = Labeled::new(Family {
     base: "roce_port_hw_counters_path_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["device", "port", "path"],
     help: "Where the port's hardware counters were read (value 1): netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter).",
     source: "RDMA reader",
-};
-pub const HW_STAT: Family = Family {
+});
+pub const HW_STAT: Labeled<3> = Labeled::new(Family {
     base: "roce_port_hw_stat",
     kind: Kind::Counter,
     unit: None,
     labels: &["device", "port", "stat"],
     help: "Hardware counter without a semantic mapping, under its kernel name.",
     source: "RDMA netlink RDMA_NLDEV_CMD_STAT_GET, or ports/<port>/hw_counters/<stat>",
-};
-pub const PORT_STAT: Family = Family {
+});
+pub const PORT_STAT: Labeled<3> = Labeled::new(Family {
     base: "roce_port_stat",
     kind: Kind::Counter,
     unit: None,
     labels: &["device", "port", "stat"],
     help: "counters/ entry without a semantic mapping, under its kernel name.",
     source: "ports/<port>/counters/<stat>",
-};
+});
 
 /// `counters/` file → family, with the multiplier to base units.
 pub struct PortCounter {
     pub file: &'static str,
-    pub family: Family,
+    pub family: Labeled<2>,
     pub scale: u64,
 }
 
@@ -115,14 +115,14 @@ macro_rules! port_counter {
         PortCounter {
             file: $file,
             scale: $scale,
-            family: Family {
+            family: Labeled::new(Family {
                 base: $base,
                 kind: Kind::Counter,
                 unit: $unit,
                 labels: PORT,
                 help: $help,
                 source: concat!("ports/<port>/counters/", $file),
-            },
+            }),
         }
     };
 }
@@ -280,22 +280,22 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
 ];
 
 pub const FAMILIES: &[Family] = &[
-    DEVICE_INFO,
-    PORT_INFO,
-    PORT_STATE,
-    PORT_PHYS_STATE,
-    PORT_UP,
-    PORT_RATE,
-    PORT_LID,
-    GID_INFO,
-    HW_COUNTER_PATH,
-    HW_STAT,
-    PORT_STAT,
+    DEVICE_INFO.family,
+    PORT_INFO.family,
+    PORT_STATE.family,
+    PORT_PHYS_STATE.family,
+    PORT_UP.family,
+    PORT_RATE.family,
+    PORT_LID.family,
+    GID_INFO.family,
+    HW_COUNTER_PATH.family,
+    HW_STAT.family,
+    PORT_STAT.family,
 ];
 
 /// Families of `counters/` in table order (for the reference).
 pub fn port_counter_families() -> impl Iterator<Item = &'static Family> {
-    PORT_COUNTERS.iter().map(|c| &c.family)
+    PORT_COUNTERS.iter().map(|c| &c.family.family)
 }
 
 fn opt(s: &Option<String>) -> &str {
@@ -305,26 +305,26 @@ fn opt(s: &Option<String>) -> &str {
 pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let Some(rdma) = &snapshot.rdma else { return };
 
-    let mut device_info = FamilySamples::new(&DEVICE_INFO);
-    let mut port_info = FamilySamples::new(&PORT_INFO);
-    let mut state = FamilySamples::new(&PORT_STATE);
-    let mut phys = FamilySamples::new(&PORT_PHYS_STATE);
-    let mut up = FamilySamples::new(&PORT_UP);
-    let mut rate = FamilySamples::new(&PORT_RATE);
-    let mut lid = FamilySamples::new(&PORT_LID);
-    let mut gids = FamilySamples::new(&GID_INFO);
-    let mut hw_path = FamilySamples::new(&HW_COUNTER_PATH);
-    let mut port_counters: Vec<FamilySamples> = PORT_COUNTERS
+    let mut device_info = Samples::new(&DEVICE_INFO);
+    let mut port_info = Samples::new(&PORT_INFO);
+    let mut state = Samples::new(&PORT_STATE);
+    let mut phys = Samples::new(&PORT_PHYS_STATE);
+    let mut up = Samples::new(&PORT_UP);
+    let mut rate = Samples::new(&PORT_RATE);
+    let mut lid = Samples::new(&PORT_LID);
+    let mut gids = Samples::new(&GID_INFO);
+    let mut hw_path = Samples::new(&HW_COUNTER_PATH);
+    let mut port_counters: Vec<Samples<2>> = PORT_COUNTERS
         .iter()
-        .map(|c| FamilySamples::new(&c.family))
+        .map(|c| Samples::new(&c.family))
         .collect();
-    let mut port_stat = FamilySamples::new(&PORT_STAT);
+    let mut port_stat = Samples::new(&PORT_STAT);
     let mut hw = hw_counters::Collector::new();
 
     for device in &rdma.devices {
         let numa = device.numa_node.map(|n| n.to_string()).unwrap_or_default();
         device_info.push(
-            &[
+            [
                 &device.name,
                 opt(&device.driver),
                 opt(&device.fw_version),
@@ -342,7 +342,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             collect_port(
                 device,
                 port,
-                &labels,
+                labels,
                 &mut port_info,
                 &mut state,
                 &mut phys,
@@ -353,7 +353,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             for gid in &port.gids {
                 let index = gid.index.to_string();
                 gids.push(
-                    &[
+                    [
                         &device.name,
                         &p,
                         &index,
@@ -369,30 +369,30 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                 match PORT_COUNTERS.iter().position(|c| c.file == &*counter.name) {
                     Some(i) => {
                         let scale = PORT_COUNTERS[i].scale;
-                        port_counters[i].push(&labels, counter.value.saturating_mul(scale));
+                        port_counters[i].push(labels, counter.value.saturating_mul(scale));
                     }
-                    None => port_stat.push(&[&device.name, &p, &counter.name], counter.value),
+                    None => port_stat.push([&device.name, &p, &counter.name], counter.value),
                 }
             }
             if port.hw_counter_path != roce_rdma::HwCounterPath::None {
-                hw_path.push(&[&device.name, &p, port.hw_counter_path.as_str()], 1u64);
+                hw_path.push([&device.name, &p, port.hw_counter_path.as_str()], 1u64);
             }
             hw.add_port(device, &p, port);
         }
     }
     out.extend([
-        device_info,
-        port_info,
-        state,
-        phys,
-        up,
-        rate,
-        lid,
-        gids,
-        hw_path,
+        device_info.into(),
+        port_info.into(),
+        state.into(),
+        phys.into(),
+        up.into(),
+        rate.into(),
+        lid.into(),
+        gids.into(),
+        hw_path.into(),
     ]);
-    out.extend(port_counters);
-    out.push(port_stat);
+    out.extend(port_counters.into_iter().map(FamilySamples::from));
+    out.push(port_stat.into());
     hw.finish(out);
 }
 
@@ -400,17 +400,17 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
 fn collect_port(
     device: &Device,
     port: &Port,
-    labels: &[&str; 2],
-    port_info: &mut FamilySamples,
-    state: &mut FamilySamples,
-    phys: &mut FamilySamples,
-    up: &mut FamilySamples,
-    rate: &mut FamilySamples,
-    lid: &mut FamilySamples,
+    labels: [&str; 2],
+    port_info: &mut Samples<5>,
+    state: &mut Samples<2>,
+    phys: &mut Samples<2>,
+    up: &mut Samples<2>,
+    rate: &mut Samples<2>,
+    lid: &mut Samples<2>,
 ) {
     let link_layer = port.link_layer.as_ref().map(|l| l.as_str()).unwrap_or("");
     port_info.push(
-        &[
+        [
             labels[0],
             labels[1],
             link_layer,
@@ -431,7 +431,8 @@ fn collect_port(
     if let Some(r) = port.rate_bytes_per_second {
         rate.push(labels, r);
     }
-    if let Some(l) = port.lid {
+    let ethernet = matches!(port.link_layer, Some(roce_rdma::LinkLayer::Ethernet));
+    if let (Some(l), false) = (port.lid, ethernet) {
         lid.push(labels, u64::from(l));
     }
 }

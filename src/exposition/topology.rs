@@ -4,28 +4,29 @@
 
 use roce_topology::{FunctionRole, PciFunction, TopologySnapshot};
 
-use super::{Family, FamilySamples, FamilyUnit, Kind};
+use super::groups::{Group, Groups};
+use super::{Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
 use crate::snapshot::Snapshot;
 
 const LINK: &[&str] = &["pci_address", "device", "bound"];
 
-pub const GPU_INFO: Family = Family {
+pub const GPU_INFO: Labeled<5> = Labeled::new(Family {
     base: "roce_gpu_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["gpu", "pci_address", "name", "uuid", "numa_node"],
     help: "GPU (value 1): gpu is its index in PCI bus order (as nvidia-smi numbers them); name and uuid come from NVML and are empty without it; numa_node is empty when unknown.",
     source: "/sys/bus/pci/devices/* (vendor 0x10de/0x1002, class 0x0300/0x0302), numa_node; NVML",
-};
-pub const GPU_NIC_PATH: Family = Family {
+});
+pub const GPU_NIC_PATH: Labeled<3> = Labeled::new(Family {
     base: "roce_gpu_nic_path_info",
     kind: Kind::Gauge,
     unit: None,
     labels: &["gpu", "device", "path"],
     help: "PCIe path between a GPU and an RDMA device (value 1), as nvidia-smi topo -m names it: PIX (one switch at most), PXB (several bridges), PHB (through a host bridge), NODE (across host bridges of one NUMA node), SYS (across NUMA nodes).",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
-};
-pub const GPU_NEAREST_NIC: Family = Family {
+});
+pub const GPU_NEAREST_NIC: Labeled<3> = Labeled::new(Family {
     base: "roce_gpu_nearest_nic_info",
     kind: Kind::Gauge,
     unit: None,
@@ -33,48 +34,48 @@ pub const GPU_NEAREST_NIC: Family = Family {
     help:
         "The RDMA device(s) with the best path class from a GPU (value 1; several when they tie).",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
-};
-pub const LINK_SPEED: Family = Family {
+});
+pub const LINK_SPEED: Labeled<3> = Labeled::new(Family {
     base: "roce_pcie_link_speed",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::TransfersPerSecond),
     labels: LINK,
-    help: "PCIe link speed per lane of a function on a GPU's or RDMA device's way to its root port (bound=current: trained; bound=max: what the function supports). device names the RDMA device of a NIC function, empty otherwise.",
+    help: "PCIe link speed per lane of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports). device names the RDMA device of a NIC function, empty otherwise.",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_speed",
-};
-pub const LINK_WIDTH: Family = Family {
+});
+pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
     base: "roce_pcie_link_width",
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Lanes),
     labels: LINK,
-    help: "PCIe link width of a function on a GPU's or RDMA device's way to its root port (bound=current: trained; bound=max: what the function supports).",
+    help: "PCIe link width of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports).",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_width",
-};
-pub const LINK_DOWNTRAINED: Family = Family {
+});
+pub const LINK_DOWNTRAINED: Labeled<4> = Labeled::new(Family {
     base: "roce_pcie_link_downtrained",
     kind: Kind::Gauge,
     unit: None,
     labels: &["pci_address", "device", "upstream", "aspect"],
     help: "1 when the link above pci_address runs below what both ends support (aspect=speed or width: current below min(upstream max, pci_address max)), else 0. upstream is the port above (empty on a root bus).",
     source: "current_link_{speed,width} of the lower end, max_link_{speed,width} of both ends",
-};
-pub const ACS_REDIRECT: Family = Family {
+});
+pub const ACS_REDIRECT: Labeled<2> = Labeled::new(Family {
     base: "roce_pcie_acs_request_redirect",
     kind: Kind::Gauge,
     unit: None,
     labels: &["pci_address", "state"],
-    help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, as a state set (value 1 for the current state): enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN).",
+    help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, one series with value 1, its state label the current state: enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN).",
     source: "/sys/bus/pci/devices/<pci_address>/config (extended capability 0x000d, control bit 0x0004)",
-};
-pub const GPUDIRECT_READY: Family = Family {
+});
+pub const GPUDIRECT_READY: Labeled<1> = Labeled::new(Family {
     base: "roce_gpudirect_rdma_ready",
     kind: Kind::Gauge,
     unit: None,
     labels: &["mechanism"],
     help: "1 when GPUDirect RDMA can work through the mechanism: nvidia_peermem (module loaded) or dmabuf (kernel >= 5.12, NVIDIA open kernel module or amdgpu, libibverbs with ibv_reg_dmabuf_mr). Only on hosts with a GPU.",
     source: "/proc/modules, /sys/module, /proc/sys/kernel/osrelease, /proc/driver/nvidia/version, libibverbs.so.1.<abi> file name",
-};
-pub const GPUDIRECT_AVAILABLE: Family = Family {
+});
+pub const GPUDIRECT_AVAILABLE: Labeled<0> = Labeled::new(Family {
     base: "roce_gpudirect_rdma_available",
     kind: Kind::Gauge,
     unit: None,
@@ -82,54 +83,54 @@ pub const GPUDIRECT_AVAILABLE: Family = Family {
     help:
         "1 when at least one GPUDirect RDMA mechanism is ready, else 0. Only on hosts with a GPU.",
     source: "roce_gpudirect_rdma_ready",
-};
-pub const GPUDIRECT_PREREQUISITE: Family = Family {
+});
+pub const GPUDIRECT_PREREQUISITE: Labeled<2> = Labeled::new(Family {
     base: "roce_gpudirect_rdma_prerequisite",
     kind: Kind::Gauge,
     unit: None,
     labels: &["mechanism", "prerequisite"],
     help: "1 when a prerequisite of a GPUDirect RDMA mechanism is met: nvidia_peermem/module_loaded, dmabuf/kernel (>= 5.12), dmabuf/gpu_driver (NVIDIA open kernel module or amdgpu), dmabuf/rdma_core (libibverbs ABI >= 1.12).",
     source: "/proc/modules, /proc/sys/kernel/osrelease, /proc/driver/nvidia/version, library directories",
-};
-pub const NVML_STATE: Family = Family {
+});
+pub const NVML_STATE: Labeled<0> = Labeled::new(Family {
     base: "roce_gpu_nvml_available",
     kind: Kind::Gauge,
     unit: None,
     labels: &[],
     help: "1 when NVML answered in the last sample (GPU names and UUIDs), 0 when it is absent or failed. Only on hosts with an NVIDIA GPU.",
     source: "NVML (libnvidia-ml.so.1, loaded at run time)",
-};
+});
 
 pub const FAMILIES: &[Family] = &[
-    GPU_INFO,
-    GPU_NIC_PATH,
-    GPU_NEAREST_NIC,
-    LINK_SPEED,
-    LINK_WIDTH,
-    LINK_DOWNTRAINED,
-    ACS_REDIRECT,
-    GPUDIRECT_READY,
-    GPUDIRECT_AVAILABLE,
-    GPUDIRECT_PREREQUISITE,
-    NVML_STATE,
+    GPU_INFO.family,
+    GPU_NIC_PATH.family,
+    GPU_NEAREST_NIC.family,
+    LINK_SPEED.family,
+    LINK_WIDTH.family,
+    LINK_DOWNTRAINED.family,
+    ACS_REDIRECT.family,
+    GPUDIRECT_READY.family,
+    GPUDIRECT_AVAILABLE.family,
+    GPUDIRECT_PREREQUISITE.family,
+    NVML_STATE.family,
 ];
 
-pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
+pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples>) {
     let Some(topo) = &snapshot.topology else {
         return;
     };
-    collect_topology(topo, out);
+    collect_topology(topo, groups.is_on(Group::PcieHops), out);
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
-fn collect_topology(topo: &TopologySnapshot, out: &mut Vec<FamilySamples>) {
-    let mut gpu_info = FamilySamples::new(&GPU_INFO);
+fn collect_topology(topo: &TopologySnapshot, hops: bool, out: &mut Vec<FamilySamples>) {
+    let mut gpu_info = Samples::new(&GPU_INFO);
     for g in &topo.gpus {
         gpu_info.push(
-            &[
+            [
                 &g.index.to_string(),
                 &g.address.to_string(),
                 g.name.as_deref().unwrap_or(""),
@@ -139,25 +140,32 @@ fn collect_topology(topo: &TopologySnapshot, out: &mut Vec<FamilySamples>) {
             1u64,
         );
     }
-    out.push(gpu_info);
+    out.push(gpu_info.into());
 
-    let mut paths = FamilySamples::new(&GPU_NIC_PATH);
+    let mut paths = Samples::new(&GPU_NIC_PATH);
     for p in &topo.paths {
-        paths.push(&[&p.gpu.to_string(), &p.nic, p.class.as_str()], 1u64);
+        paths.push([&p.gpu.to_string(), &p.nic, p.class.as_str()], 1u64);
     }
-    out.push(paths);
+    out.push(paths.into());
 
-    let mut nearest = FamilySamples::new(&GPU_NEAREST_NIC);
+    let mut nearest = Samples::new(&GPU_NEAREST_NIC);
     for g in &topo.gpus {
         for p in topo.nearest_nics(g.index) {
-            nearest.push(&[&p.gpu.to_string(), &p.nic, p.class.as_str()], 1u64);
+            nearest.push([&p.gpu.to_string(), &p.nic, p.class.as_str()], 1u64);
         }
     }
-    out.push(nearest);
+    out.push(nearest.into());
 
-    let mut speed = FamilySamples::new(&LINK_SPEED);
-    let mut width = FamilySamples::new(&LINK_WIDTH);
-    for f in &topo.functions {
+    let mut speed = Samples::new(&LINK_SPEED);
+    let mut width = Samples::new(&LINK_WIDTH);
+    // The bridges' links change only with the hardware, and a downtrained
+    // one shows in roce_pcie_link_downtrained: their speed and width only
+    // with `pcie_hops`.
+    for f in topo
+        .functions
+        .iter()
+        .filter(|f| hops || f.role != FunctionRole::Bridge)
+    {
         let addr = f.address.to_string();
         let device = rdma_name(f);
         for (bound, s, w) in [
@@ -167,17 +175,17 @@ fn collect_topology(topo: &TopologySnapshot, out: &mut Vec<FamilySamples>) {
             if let Some(s) = s {
                 // Whole transfers per second: every PCIe rate is a whole
                 // number of MT/s.
-                speed.push(&[&addr, device, bound], u64::from(s.0) * 1_000_000);
+                speed.push([&addr, device, bound], u64::from(s.0) * 1_000_000);
             }
             if let Some(w) = w {
-                width.push(&[&addr, device, bound], u64::from(w));
+                width.push([&addr, device, bound], u64::from(w));
             }
         }
     }
-    out.push(speed);
-    out.push(width);
+    out.push(speed.into());
+    out.push(width.into());
 
-    let mut down = FamilySamples::new(&LINK_DOWNTRAINED);
+    let mut down = Samples::new(&LINK_DOWNTRAINED);
     for l in &topo.links {
         let addr = l.downstream.to_string();
         let upstream = opt(l.upstream);
@@ -187,34 +195,31 @@ fn collect_topology(topo: &TopologySnapshot, out: &mut Vec<FamilySamples>) {
             ("width", l.width_downtrained()),
         ] {
             if let Some(v) = v {
-                down.push(&[&addr, device, &upstream, aspect], v);
+                down.push([&addr, device, &upstream, aspect], v);
             }
         }
     }
-    out.push(down);
+    out.push(down.into());
 
-    let mut acs = FamilySamples::new(&ACS_REDIRECT);
+    let mut acs = Samples::new(&ACS_REDIRECT);
     for b in &topo.acs {
-        let addr = b.address.to_string();
-        for state in ["enabled", "disabled", "absent", "unknown"] {
-            acs.push(&[&addr, state], b.state.as_str() == state);
-        }
+        acs.push([&b.address.to_string(), b.state.as_str()], 1u64);
     }
-    out.push(acs);
+    out.push(acs.into());
 
     if let Some(gd) = &topo.gpudirect {
-        let mut ready = FamilySamples::new(&GPUDIRECT_READY);
-        ready.push(&["nvidia_peermem"], gd.peermem_ready());
-        ready.push(&["dmabuf"], gd.dmabuf_ready());
-        out.push(ready);
-        let mut available = FamilySamples::new(&GPUDIRECT_AVAILABLE);
-        available.push(&[], gd.ready());
-        out.push(available);
-        let mut prereq = FamilySamples::new(&GPUDIRECT_PREREQUISITE);
+        let mut ready = Samples::new(&GPUDIRECT_READY);
+        ready.push(["nvidia_peermem"], gd.peermem_ready());
+        ready.push(["dmabuf"], gd.dmabuf_ready());
+        out.push(ready.into());
+        let mut available = Samples::new(&GPUDIRECT_AVAILABLE);
+        available.push([], gd.ready());
+        out.push(available.into());
+        let mut prereq = Samples::new(&GPUDIRECT_PREREQUISITE);
         for (mechanism, what, met) in gd.prerequisites() {
-            prereq.push(&[mechanism, what], met);
+            prereq.push([mechanism, what], met);
         }
-        out.push(prereq);
+        out.push(prereq.into());
     }
 
     use roce_topology::nvml::NvmlState;
@@ -224,9 +229,9 @@ fn collect_topology(topo: &TopologySnapshot, out: &mut Vec<FamilySamples>) {
         NvmlState::Absent(_) | NvmlState::Failed(_) => Some(false),
     };
     if let Some(v) = nvml {
-        let mut s = FamilySamples::new(&NVML_STATE);
-        s.push(&[], v);
-        out.push(s);
+        let mut s = Samples::new(&NVML_STATE);
+        s.push([], v);
+        out.push(s.into());
     }
 }
 

@@ -3,7 +3,7 @@
 //! on them, the structure of the text and OpenMetrics outputs, the metric
 //! reference kept in step with the family tables, and exact values from
 //! snapshots built in code (×4 data, rates, port up, GIDs, hardware counter
-//! mapping, hostile label values).
+//! mapping, hostile label values), and the series budget of the demo tree.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{promtool_check, repo};
-use roce_exporter::exposition::{self, families, hw_counters, BuildInfo, Format, Kind};
+use roce_exporter::exposition::{self, families, groups, hw_counters, BuildInfo, Format, Kind};
 use roce_exporter::meaning;
 use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
 use roce_rdma::{
@@ -588,6 +588,7 @@ fn build() -> BuildInfo {
         revision: "abc",
         rustc: "1.0",
         sample_interval: Duration::from_secs(5),
+        groups: groups::Groups::default(),
     }
 }
 
@@ -969,6 +970,110 @@ fn qos_tables_are_one_series_each_and_absent_parts_stay_absent() {
                 .count(),
             1,
             "{family}"
+        );
+    }
+}
+
+/// Series of the demo tree by budget row, with `flags` added.
+fn demo_series(flags: &[String]) -> BTreeMap<&'static str, usize> {
+    let demo = repo().join("examples/demo-gpu-node");
+    let out = Command::new(BIN)
+        .current_dir(repo())
+        .arg("once")
+        .arg("--config.file")
+        .arg(demo.join("demo.yml"))
+        .arg("--path.sysfs")
+        .arg(demo.join("sys"))
+        .arg("--path.procfs")
+        .arg(demo.join("proc"))
+        .args(["--log.level", "error"])
+        .args(flags)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run roce_exporter once");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("exposition is UTF-8");
+    let mut rows = std::collections::BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name = line.split(['{', ' ']).next().unwrap_or("");
+        let family = families::find(name)
+            .or_else(|| {
+                ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s).and_then(families::find))
+            })
+            .unwrap_or_else(|| panic!("{name} is in no family table"));
+        *rows.entry(groups::budget_row(family)).or_insert(0) += 1;
+    }
+    rows
+}
+
+/// The demo tree's exposition stays within the series budget documented in
+/// docs/metrics.md (groups::BUDGET), by default and with every group on.
+#[test]
+fn demo_tree_stays_within_the_series_budget() {
+    let all: Vec<String> = groups::Group::ALL
+        .iter()
+        .map(|g| format!("--{}", g.on_flag()))
+        .collect();
+    let default = demo_series(&[]);
+    let every = demo_series(&all);
+    let measured = |rows: &BTreeMap<&str, usize>| {
+        rows.iter()
+            .map(|(r, n)| format!("{r}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let report = format!(
+        "measured default: {}\nmeasured with every group: {}",
+        measured(&default),
+        measured(&every)
+    );
+    for row in default.keys().chain(every.keys()) {
+        assert!(
+            groups::BUDGET.iter().any(|b| b.row == *row),
+            "row {row} has no budget\n{report}"
+        );
+    }
+    for b in groups::BUDGET {
+        let d = default.get(b.row).copied().unwrap_or(0);
+        let a = every.get(b.row).copied().unwrap_or(0);
+        assert!(
+            d <= b.default,
+            "{}: {d} series by default, budget {}\n{report}",
+            b.row,
+            b.default
+        );
+        assert!(
+            a <= b.all,
+            "{}: {a} series with every group, budget {}\n{report}",
+            b.row,
+            b.all
+        );
+    }
+    // the default is leaner than everything on, and every group can be off
+    let total = |rows: &BTreeMap<&str, usize>| rows.values().sum::<usize>();
+    assert!(total(&default) < total(&every), "{report}");
+    let none: Vec<String> = groups::Group::ALL
+        .iter()
+        .map(|g| format!("--{}", g.off_flag()))
+        .collect();
+    let bare = demo_series(&none);
+    for g in groups::Group::ALL
+        .iter()
+        .filter(|g| !g.families().is_empty())
+    {
+        assert!(
+            !bare.contains_key(g.name()),
+            "{} still exported: {bare:?}",
+            g.name()
         );
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::support::promtool_check;
 use roce_exporter::config::{Config, Toggle};
+use roce_exporter::exposition::groups::{Group, Groups};
 use roce_exporter::exposition::{encode, BuildInfo, Format};
 use roce_exporter::host::HostPaths;
 use roce_exporter::snapshot::{Snapshot, SourceState};
@@ -58,11 +59,9 @@ fn run(config: &Config) -> (SourceState, Vec<String>, String) {
         netdev: Some(netdev),
         ..Default::default()
     };
-    let text = encode(
-        Arc::new(snapshot),
-        &BuildInfo::current(Duration::from_secs(5)),
-        Format::Text,
-    );
+    let mut build = BuildInfo::current(Duration::from_secs(5));
+    build.groups = config.metrics;
+    let text = encode(Arc::new(snapshot), &build, Format::Text);
     (
         state,
         errors.iter().map(ToString::to_string).collect(),
@@ -79,7 +78,10 @@ fn has(text: &str, line: &str) {
 
 #[test]
 fn replayed_mlx5_netdev_exposes_every_family() {
-    let mut config = Config::default();
+    let mut config = Config {
+        metrics: Groups::all(),
+        ..Config::default()
+    };
     config.netdevs.replay = Some(fixture("netdev-mlx5/replay"));
     config.netdevs.export_raw_ethtool = vec!["rx_vport_rdma_unicast_packets".into()];
     let (state, errors, text) = run(&config);
@@ -304,5 +306,65 @@ fn standard_pause_statistics_win_over_driver_counters() {
     has(
         &text,
         &format!(r#"roce_link_pause_frames_total{{{l},direction="rx"}} 5"#),
+    );
+}
+
+/// By default a priority with PFC off and no DSCP mapped to it shows its
+/// per-priority counters only once they count, and no ECN enable; the
+/// priorities in use (PFC on, a DSCP mapped) show everything, zeros too.
+#[test]
+fn idle_priorities_are_left_out_by_default() {
+    let mut config = Config::default();
+    config.netdevs.replay = Some(fixture("netdev-mlx5/replay"));
+    let (_, _, lean) = run(&config);
+    config.metrics.set(Group::IdlePriorities, true);
+    let (_, _, full) = run(&config);
+    let series = |text: &str, prefix: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_string)
+            .collect()
+    };
+    let l = r#"netdev="ens1f0np0",device="mlx5_0",port="1""#;
+    // priority 3: PFC on in the fixture; its zeros stay
+    for text in [&lean, &full] {
+        has(text, &format!(r#"roce_pfc_enabled{{{l},priority="3"}} 1"#));
+        has(text, &format!(r#"roce_pfc_enabled{{{l},priority="4"}} 0"#));
+        has(
+            text,
+            &format!(r#"roce_ecn_enabled{{{l},priority="3",role="np"}} 1"#),
+        );
+        has(
+            text,
+            &format!(
+                r#"roce_netdev_priority_discards_total{{{l},reason="rx_port",priority="3"}} 93"#
+            ),
+        );
+    }
+    // a counting priority stays whatever its configuration
+    has(
+        &lean,
+        &format!(
+            r#"roce_netdev_priority_discards_total{{{l},reason="rx_no_buffer",priority="7"}} 47"#
+        ),
+    );
+    // an idle one: its ECN enable and its zero counters only with the group
+    let idle = format!(r#"roce_ecn_enabled{{{l},priority="5",role="rp"}} 0"#);
+    has(&full, &idle);
+    assert!(!lean.contains(&idle), "{lean}");
+    // nothing else differs: every lean series is in the full exposition
+    let stable = |l: &&str| {
+        l.starts_with("roce_")
+            && !l.starts_with("roce_collector_duration")
+            && !l.starts_with("roce_sample_timestamp")
+    };
+    for line in lean.lines().filter(stable) {
+        assert!(full.lines().any(|f| f == line), "{line} only by default");
+    }
+    assert!(series(&lean, "roce_ecn_enabled").len() < series(&full, "roce_ecn_enabled").len());
+    assert_eq!(
+        series(&lean, "roce_pfc_enabled").len(),
+        8,
+        "PFC enable of all 8 stays"
     );
 }

@@ -4,6 +4,7 @@
 //! machine shape, downtrained links, ACS, GPUDirect readiness, NVML
 //! matching, and the binary on a host without NVML.
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,8 +15,8 @@ use std::time::{Duration, Instant};
 use roce_host::{StdFs, SysFile, SysFs};
 use roce_topology::nvml::{FakeNvml, GpuLibrary, NoNvml, Nvml, NvmlError, NvmlGpu, NvmlState};
 use roce_topology::{
-    AcsState, LinkSpeed, NicRef, PciAddress, PortType, TopologyReader, TopologySnapshot,
-    DEFAULT_RESCAN,
+    AcsState, FunctionRole, LinkSpeed, NicRef, PciAddress, PortType, TopologyReader,
+    TopologySnapshot, DEFAULT_RESCAN,
 };
 
 fn fixtures() -> PathBuf {
@@ -681,4 +682,82 @@ fn a_vanished_bridge_rebuilds_without_errors() {
     let next = reader.read_at(&nics, t0 + Duration::from_secs(2));
     assert_eq!(next, after);
     assert_eq!(reader.rebuilds(), 2);
+}
+
+fn once_over(tree: &str, flags: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_roce_exporter"))
+        .arg("once")
+        .arg("--path.sysfs")
+        .arg(fixtures().join(tree))
+        .arg("--path.procfs")
+        .arg(fixtures().join("pci-gpudirect/none/proc"))
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn pci_addresses(text: &str, prefix: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.split("pci_address=\"").nth(1))
+        .filter_map(|l| l.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// PCIe speed and width of the GPUs and NICs by default, of every bridge on
+/// their way to the root port too with `--collector.pcie_hops`; downtraining
+/// of every hop either way.
+#[test]
+fn pcie_hops_only_with_their_switch() {
+    let snap = read("pci-dgx-h100");
+    let endpoints: BTreeSet<String> = snap
+        .functions
+        .iter()
+        .filter(|f| f.role != FunctionRole::Bridge)
+        .map(|f| f.address.to_string())
+        .collect();
+    let lean = once_over("pci-dgx-h100/sys", &[]);
+    let full = once_over("pci-dgx-h100/sys", &["--collector.pcie_hops"]);
+    for family in [
+        "roce_pcie_link_speed_transfers_per_second{",
+        "roce_pcie_link_width_lanes{",
+    ] {
+        assert_eq!(pci_addresses(&lean, family), endpoints, "{family}");
+        let all = pci_addresses(&full, family);
+        assert!(
+            all.is_superset(&endpoints) && all.len() > endpoints.len(),
+            "{family}"
+        );
+    }
+    let down = "roce_pcie_link_downtrained{";
+    assert_eq!(pci_addresses(&lean, down), pci_addresses(&full, down));
+    assert!(pci_addresses(&lean, down).len() > endpoints.len() / 2);
+}
+
+/// ACS request redirect: one series per bridge, its state in the label.
+#[test]
+fn acs_state_is_one_series_per_bridge() {
+    let text = once_over("pci-acs/sys", &[]);
+    let acs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("roce_pcie_acs_request_redirect{"))
+        .collect();
+    assert_eq!(
+        acs,
+        [
+            r#"roce_pcie_acs_request_redirect{pci_address="0000:01:00.0",state="absent"} 1"#,
+            r#"roce_pcie_acs_request_redirect{pci_address="0000:02:00.0",state="enabled"} 1"#,
+            r#"roce_pcie_acs_request_redirect{pci_address="0000:02:01.0",state="enabled"} 1"#,
+            r#"roce_pcie_acs_request_redirect{pci_address="0000:05:00.0",state="absent"} 1"#,
+            r#"roce_pcie_acs_request_redirect{pci_address="0000:06:00.0",state="unknown"} 1"#,
+            r#"roce_pcie_acs_request_redirect{pci_address="0000:06:01.0",state="disabled"} 1"#,
+        ]
+    );
 }

@@ -1,0 +1,416 @@
+//! Switches that turn groups of series on and off, node_exporter-style:
+//! `metrics:` in the configuration file and `--collector.<group>` /
+//! `--no-collector.<group>` on the command line (the flag wins). They choose
+//! what is exported, not what is read: the rules still see everything their
+//! sources read (`sources:` turns reading off).
+//!
+//! Also the series budget: how many series each group exposes on the demo
+//! tree (`examples/demo-gpu-node`, 8 ports), by default and with every group
+//! on. `docs/metrics.md` renders it and a test keeps the exposition of the
+//! demo tree within it.
+
+use serde::de::{Deserializer, Error as _, MapAccess, Visitor};
+use serde::Deserialize;
+
+use super::Family;
+
+/// A group of series that can be turned on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    PortCounters,
+    HwCounters,
+    HwStat,
+    Gids,
+    Qos,
+    Phys,
+    Topology,
+    PcieHops,
+    IdlePriorities,
+}
+
+impl Group {
+    pub const ALL: [Group; 9] = [
+        Group::PortCounters,
+        Group::HwCounters,
+        Group::HwStat,
+        Group::Gids,
+        Group::Qos,
+        Group::Phys,
+        Group::Topology,
+        Group::PcieHops,
+        Group::IdlePriorities,
+    ];
+
+    /// The name in `metrics:` and in the flags.
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::PortCounters => "port_counters",
+            Group::HwCounters => "hw_counters",
+            Group::HwStat => "hw_stat",
+            Group::Gids => "gids",
+            Group::Qos => "qos",
+            Group::Phys => "phys",
+            Group::Topology => "topology",
+            Group::PcieHops => "pcie_hops",
+            Group::IdlePriorities => "idle_priorities",
+        }
+    }
+
+    /// `--collector.<name>` without the dashes (clap wants a `'static`
+    /// name; a test checks it against [`Group::name`]).
+    pub fn on_flag(self) -> &'static str {
+        match self {
+            Group::PortCounters => "collector.port_counters",
+            Group::HwCounters => "collector.hw_counters",
+            Group::HwStat => "collector.hw_stat",
+            Group::Gids => "collector.gids",
+            Group::Qos => "collector.qos",
+            Group::Phys => "collector.phys",
+            Group::Topology => "collector.topology",
+            Group::PcieHops => "collector.pcie_hops",
+            Group::IdlePriorities => "collector.idle_priorities",
+        }
+    }
+
+    /// `--no-collector.<name>` without the dashes.
+    pub fn off_flag(self) -> &'static str {
+        match self {
+            Group::PortCounters => "no-collector.port_counters",
+            Group::HwCounters => "no-collector.hw_counters",
+            Group::HwStat => "no-collector.hw_stat",
+            Group::Gids => "no-collector.gids",
+            Group::Qos => "no-collector.qos",
+            Group::Phys => "no-collector.phys",
+            Group::Topology => "no-collector.topology",
+            Group::PcieHops => "no-collector.pcie_hops",
+            Group::IdlePriorities => "no-collector.idle_priorities",
+        }
+    }
+
+    pub fn default_on(self) -> bool {
+        !matches!(self, Group::PcieHops | Group::IdlePriorities)
+    }
+
+    pub fn help(self) -> &'static str {
+        match self {
+            Group::PortCounters => "the PMA counters of counters/ (roce_port_*_total, roce_port_stat_total)",
+            Group::HwCounters => "hardware counters with a known meaning (roce_cnp_*, roce_out_of_sequence_packets_total, ...)",
+            Group::HwStat => "hardware counters without a known meaning, under their kernel name (roce_port_hw_stat_total)",
+            Group::Gids => "the populated GID table slots (roce_gid_info; the fleet rule RoceGidTypeInconsistent uses it)",
+            Group::Qos => "PFC and ECN enable per priority, trust mode, DSCP map, DCB support, ETS, buffers, DCBX mode, the switch's DCBX view, DCQCN parameters, rdma_cm default ToS (the recording rule roce_lossless_discards:rate and RocePfcPriorityInconsistent use roce_pfc_enabled)",
+            Group::Phys => "FEC, pluggable modules, carrier changes, PCIe AER, devlink health",
+            Group::Topology => "GPUs, GPU-NIC paths, PCIe links, ACS, GPUDirect RDMA",
+            Group::PcieHops => "PCIe link speed and width of every bridge between a GPU or NIC and its root port, not only of the GPUs and NICs (roce_pcie_link_downtrained covers every hop either way)",
+            Group::IdlePriorities => "per-priority counters (PFC pauses, discards, ECN marks) still at zero, and ECN enable, of priorities with PFC off and no DSCP mapped to them; without it such a counter appears with its first count (every priority is exported where the DCB configuration is unknown)",
+        }
+    }
+
+    /// The families the group turns off whole; empty for the groups that
+    /// add detail inside families.
+    pub fn families(self) -> Vec<&'static Family> {
+        use super::{hw_counters, netdev, phys, rdma, topology};
+        match self {
+            Group::PortCounters => rdma::port_counter_families()
+                .chain([&rdma::PORT_STAT.family])
+                .collect(),
+            Group::HwCounters => hw_counters::FAMILIES.iter().map(|f| &f.family).collect(),
+            Group::HwStat => vec![&rdma::HW_STAT.family],
+            Group::Gids => vec![&rdma::GID_INFO.family],
+            Group::Qos => vec![
+                &netdev::PFC_ENABLED.family,
+                &netdev::ECN_ENABLED.family,
+                &netdev::QOS_TRUST.family,
+                &netdev::DSCP_PRIORITY.family,
+                &netdev::DCB_SUPPORTED.family,
+                &netdev::QOS_ETS.family,
+                &netdev::QOS_BUFFER.family,
+                &netdev::QOS_BUFFER_TOTAL.family,
+                &netdev::QOS_DCBX.family,
+                &netdev::QOS_PEER.family,
+                &netdev::QOS_PEER_DSCP_PRIORITY.family,
+                &netdev::DCQCN_PARAMETER.family,
+                &netdev::RDMA_CM_TOS.family,
+            ],
+            Group::Phys => phys::FAMILIES.iter().collect(),
+            Group::Topology => topology::FAMILIES.iter().collect(),
+            Group::PcieHops | Group::IdlePriorities => Vec::new(),
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Group> {
+        Group::ALL.into_iter().find(|g| g.name() == name)
+    }
+}
+
+/// Which groups are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Groups {
+    on: [bool; Group::ALL.len()],
+}
+
+impl Default for Groups {
+    fn default() -> Self {
+        Groups {
+            on: Group::ALL.map(Group::default_on),
+        }
+    }
+}
+
+impl Groups {
+    /// Every group on.
+    pub fn all() -> Groups {
+        Groups {
+            on: [true; Group::ALL.len()],
+        }
+    }
+
+    pub fn is_on(&self, group: Group) -> bool {
+        self.on[group as usize]
+    }
+
+    pub fn set(&mut self, group: Group, on: bool) {
+        self.on[group as usize] = on;
+    }
+
+    /// Whether a family is exported: off when a group that holds it is off.
+    pub fn exports(&self, family: &Family) -> bool {
+        Group::ALL
+            .into_iter()
+            .all(|g| self.is_on(g) || !g.families().iter().any(|f| f.base == family.base))
+    }
+}
+
+/// Every group's name, for the error on an unknown one (a test checks it
+/// against [`Group::name`]).
+const NAMES: [&str; Group::ALL.len()] = [
+    "port_counters",
+    "hw_counters",
+    "hw_stat",
+    "gids",
+    "qos",
+    "phys",
+    "topology",
+    "pcie_hops",
+    "idle_priorities",
+];
+
+/// `metrics:` in the configuration: group name to on/off; unknown names
+/// are errors.
+impl<'de> Deserialize<'de> for Groups {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct GroupsVisitor;
+        impl<'de> Visitor<'de> for GroupsVisitor {
+            type Value = Groups;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of metric group names to true or false")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Groups, A::Error> {
+                let mut groups = Groups::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    let Some(group) = Group::from_name(&key) else {
+                        return Err(A::Error::unknown_field(&key, &NAMES));
+                    };
+                    groups.set(group, map.next_value::<bool>()?);
+                }
+                Ok(groups)
+            }
+        }
+        deserializer.deserialize_map(GroupsVisitor)
+    }
+}
+
+/// One row of the series budget: series on the demo tree (8 RDMA ports).
+#[derive(Debug, Clone, Copy)]
+pub struct BudgetRow {
+    /// A [`Group`] name, or a section of families no group switches.
+    pub row: &'static str,
+    /// Series by default.
+    pub default: usize,
+    /// Series with every group on.
+    pub all: usize,
+}
+
+/// RDMA ports of the demo tree, the divisor of the per-port figures.
+pub const DEMO_PORTS: usize = 8;
+
+/// The series budget on the demo tree; `tests/exposition.rs` fails when the
+/// exposition exceeds a row (and prints the measured table).
+pub const BUDGET: &[BudgetRow] = &[
+    BudgetRow {
+        row: "exporter",
+        default: 47,
+        all: 47,
+    },
+    BudgetRow {
+        row: "ports",
+        default: 56,
+        all: 56,
+    },
+    BudgetRow {
+        row: "port_counters",
+        default: 168,
+        all: 168,
+    },
+    BudgetRow {
+        row: "hw_counters",
+        default: 104,
+        all: 104,
+    },
+    BudgetRow {
+        row: "hw_stat",
+        default: 144,
+        all: 144,
+    },
+    BudgetRow {
+        row: "gids",
+        default: 32,
+        all: 32,
+    },
+    BudgetRow {
+        row: "congestion",
+        default: 370,
+        all: 464,
+    },
+    BudgetRow {
+        row: "qos",
+        default: 263,
+        all: 357,
+    },
+    BudgetRow {
+        row: "phys",
+        default: 0,
+        all: 0,
+    },
+    BudgetRow {
+        row: "topology",
+        default: 219,
+        all: 315,
+    },
+    BudgetRow {
+        row: "probes",
+        default: 0,
+        all: 0,
+    },
+    BudgetRow {
+        row: "findings",
+        default: 7,
+        all: 7,
+    },
+];
+
+/// The budget row of a family: the group that switches it, else its
+/// section.
+pub fn budget_row(family: &Family) -> &'static str {
+    use super::{exporter, findings, nccl, netdev, peer_probes, probes, process, rdma};
+    for g in Group::ALL {
+        if g.families().iter().any(|f| f.base == family.base) {
+            return g.name();
+        }
+    }
+    let is_in = |table: &[Family]| table.iter().any(|f| f.base == family.base);
+    if is_in(exporter::FAMILIES) || is_in(process::FAMILIES) {
+        "exporter"
+    } else if is_in(rdma::FAMILIES) {
+        "ports"
+    } else if is_in(netdev::FAMILIES) {
+        "congestion"
+    } else if is_in(probes::FAMILIES) || is_in(peer_probes::FAMILIES) || is_in(nccl::FAMILIES) {
+        "probes"
+    } else if is_in(findings::FAMILIES) {
+        "findings"
+    } else {
+        "other"
+    }
+}
+
+/// The budget as markdown, for the metric reference.
+pub fn budget_markdown() -> String {
+    let mut out = String::from(
+        "## Series budget\n\n\
+         Series of the demo tree (`examples/demo-gpu-node`, 8 RDMA ports, `roce_exporter once`), \
+         by default and with every group on, in total and per port; `tests/exposition.rs` keeps \
+         the exposition within these figures. A row is a group (switched by `metrics:` in the \
+         configuration, or `--collector.<group>` / `--no-collector.<group>`, the flag winning) \
+         or a section no group switches.\n\n\
+         | row | default | per port | every group on | per port |\n|---|---|---|---|---|\n",
+    );
+    let per_port = |n: usize| format!("{:.1}", n as f64 / DEMO_PORTS as f64);
+    let (mut d, mut a) = (0, 0);
+    for r in BUDGET {
+        d += r.default;
+        a += r.all;
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            r.row,
+            r.default,
+            per_port(r.default),
+            r.all,
+            per_port(r.all)
+        ));
+    }
+    out.push_str(&format!(
+        "| **total** | **{d}** | **{}** | **{a}** | **{}** |\n\n",
+        per_port(d),
+        per_port(a)
+    ));
+    out.push_str("Groups (default in parentheses):\n\n");
+    for g in Group::ALL {
+        out.push_str(&format!(
+            "- `{}` ({}): {}\n",
+            g.name(),
+            if g.default_on() { "on" } else { "off" },
+            g.help()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_and_names_agree() {
+        for g in Group::ALL {
+            assert_eq!(g.on_flag(), format!("collector.{}", g.name()));
+            assert_eq!(g.off_flag(), format!("no-collector.{}", g.name()));
+            assert_eq!(Group::from_name(g.name()), Some(g));
+            assert_eq!(Group::ALL[g as usize], g);
+            assert_eq!(NAMES[g as usize], g.name());
+        }
+    }
+
+    #[test]
+    fn a_group_switches_its_families() {
+        let mut groups = Groups::default();
+        assert!(groups.exports(&super::super::rdma::HW_STAT));
+        groups.set(Group::HwStat, false);
+        assert!(!groups.exports(&super::super::rdma::HW_STAT));
+        assert!(groups.exports(&super::super::rdma::GID_INFO));
+    }
+
+    #[test]
+    fn metrics_in_the_config_switch_groups_and_refuse_unknown_names() {
+        use crate::config::Config;
+        let c = Config::parse("metrics:\n  hw_stat: false\n  pcie_hops: true\n", "test").unwrap();
+        assert!(!c.metrics.is_on(Group::HwStat));
+        assert!(c.metrics.is_on(Group::PcieHops));
+        assert!(
+            c.metrics.is_on(Group::Gids),
+            "unnamed groups keep their default"
+        );
+        assert!(!c.metrics.is_on(Group::IdlePriorities));
+        let e = Config::parse("metrics:\n  gids: true\n  pcie_hop: true\n", "test").unwrap_err();
+        assert!(e.to_string().contains("pcie_hop"), "{e}");
+        assert!(Config::parse("metrics:\n  gids: 3\n", "test").is_err());
+        assert_eq!(Config::default().metrics, Groups::default());
+    }
+
+    #[test]
+    fn every_budget_row_is_a_group_or_section() {
+        let rows: Vec<&str> = BUDGET.iter().map(|r| r.row).collect();
+        for g in Group::ALL.into_iter().filter(|g| !g.families().is_empty()) {
+            assert!(rows.contains(&g.name()), "{} has no budget row", g.name());
+        }
+    }
+}
