@@ -147,6 +147,7 @@ def sel(params, extra=""):
 # backslashes there).
 M_FW = 'fw_version!=""'
 M_DEV = 'device!=""'
+M_SOCKET = 'transport="socket"'
 
 
 
@@ -290,6 +291,14 @@ def fleet_recording_rules(p):
          f"(\n  sum without (reason) (rate(roce_probe_failures_total{s()}[{r}]))\n"
          f"  or 0 * rate(roce_probe_requests_total{s()}[{r}])\n)\n"
          f"/ (rate(roce_probe_requests_total{s()}[{r}]) > 0)"),
+        # Peer probes (between hosts) of the port not answered, over those
+        # sent, both sizes together (peer_probe_* localize which peer).
+        ("roce_peer_probe_loss:ratio_rate",
+         f"1 - sum without (size) (rate(roce_peer_probe_answered_total{s()}[{r}]))\n"
+         f"  / (sum without (size) (rate(roce_peer_probe_sent_total{s()}[{r}])) > 0)"),
+        # Blocks the FEC could not correct: frames lost on the wire.
+        ("roce_fec_uncorrectable:rate",
+         f"sum without (netdev, lane) (rate(roce_fec_uncorrectable_blocks_total{s()}[{r}]))"),
     ]
     rules = [{"record": PORT + name, "expr": expr} for name, expr in per_port]
     inst = fleet_by_labels(p, "instance")
@@ -300,7 +309,9 @@ def fleet_recording_rules(p):
              ("roce_bit_error_rate:ratio_rate", "max"),
              ("roce_lossless_discards:rate", "sum"),
              ("roce_link_flaps:increase", "sum"),
-             ("roce_probe_loss:ratio_rate", "max")]
+             ("roce_probe_loss:ratio_rate", "max"),
+             ("roce_peer_probe_loss:ratio_rate", "max"),
+             ("roce_fec_uncorrectable:rate", "sum")]
     for level, by in (("instance:", inst), ("rail:", rail)):
         for name, agg in worst:
             metric, op = name.split(":")
@@ -311,6 +322,15 @@ def fleet_recording_rules(p):
          "expr": f"count by ({inst}) (roce_port_up{s()} == 0)"},
         {"record": "rail:roce_ports_down:count",
          "expr": f"count by ({rail}) (roce_port_up{s()} == 0)"},
+        # Per node only: AER and devlink health are per PCI function, not
+        # per RDMA port; NCCL per job.
+        {"record": "instance:roce_pcie_aer_errors:sum_rate",
+         "expr": f"sum by ({fleet_by_labels(p, 'instance', 'severity')}) "
+                 f"(rate(roce_pcie_aer_errors_total{s()}[{r}]))"},
+        {"record": "instance:roce_devlink_unhealthy:count",
+         "expr": f"count by ({inst}) (roce_devlink_reporter_healthy{s()} == 0)"},
+        {"record": "instance:roce_nccl_socket_connections:sum",
+         "expr": f"sum by ({inst}) (roce_nccl_connections{s(M_SOCKET)})"},
         {"record": "instance_rule:roce_findings:count",
          "expr": f"count by ({fleet_by_labels(p, 'instance', 'rule', 'severity')}) "
                  f"(roce_finding{s()} == 1)"},

@@ -532,6 +532,24 @@ FLEET_TOPK = [
      "instance_device_port:roce_link_flaps:increase", None),
     ("Probe loss", "Failed probe rounds per round attempted.", "percentunit",
      "instance_device_port:roce_probe_loss:ratio_rate", ("probe_failures", "max_ratio")),
+    ("Peer probe loss", "Probes between hosts (peer_probes) not answered, per probe sent; "
+     "the node's /findings says whether the port, a peer or one path is at fault.",
+     "percentunit", "instance_device_port:roce_peer_probe_loss:ratio_rate", None),
+    ("FEC uncorrectable blocks", "Blocks the FEC could not correct per second: frames "
+     "lost on the wire (cable, optic, switch port).", "cps",
+     "instance_device_port:roce_fec_uncorrectable:rate", None),
+]
+# Per-node tables for what is per PCI function or per job rather than per
+# RDMA port: (title, description, unit, expression over the node selector).
+FLEET_NODE_TOPK = [
+    ("PCIe AER errors", "PCIe AER errors per second of the node's NICs and GPUs, by "
+     "severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
+     "cps", "instance:roce_pcie_aer_errors:sum_rate"),
+    ("devlink reporters unhealthy", "NIC health reporters (devlink health) in error "
+     "state: firmware, tx/rx queues, PCIe.", "none", "instance:roce_devlink_unhealthy:count"),
+    ("NCCL connections over sockets", "NET connections NCCL jobs set up over TCP "
+     "sockets (NET/Socket) instead of RDMA in the window.", "none",
+     "instance:roce_nccl_socket_connections:sum"),
 ]
 FLEET_TOPK_N = 10
 
@@ -596,6 +614,10 @@ def fleet(c, params):
         if threshold:
             with_threshold(p, rule_default(*threshold))
         panels.append(p)
+    for title, description, unit, record in FLEET_NODE_TOPK:
+        panels.append(node_links(table(f"Top {FLEET_TOPK_N} nodes: {title}", description, unit,
+                                       f"topk({FLEET_TOPK_N}, {record}{{{fs}}})",
+                                       rename={"Value": title}, w=8)))
     for title, description, unit, record, threshold in FLEET_TOPK:
         metric, op = record.split(":", 1)[1].split(":")
         agg = "sum" if op in ("rate", "increase") else "max"

@@ -88,6 +88,11 @@ def write_openmetrics(path, now):
         counter(f, "roce_probe_requests", lambda n, d: 1.0)
         counter(f, "roce_probe_failures", lambda n, d: 0.5 if storm(n, d) else None,
                 ',reason="timeout"')
+        counter(f, "roce_peer_probe_sent", lambda n, d: 5.0, ',size="small"')
+        counter(f, "roce_peer_probe_answered", lambda n, d: 3.0 if storm(n, d) else 5.0,
+                ',size="small"')
+        counter(f, "roce_fec_uncorrectable_blocks", lambda n, d: 20.0 if storm(n, d) else 0.0,
+                lambda d: f',netdev="ens{d}np0",lane=""')
         gauge(f, "roce_port_rate_bytes_per_second", lambda n, d, i: RATE_BYTES)
         gauge(f, "roce_port_up",
               lambda n, d, i: (0 if i in (1, SAMPLES - 1) else 1) if storm(n, d) else 1)
@@ -103,6 +108,22 @@ def write_openmetrics(path, now):
                       f'rule="{rule}",severity="{severity}"')
             for t in times:
                 f.write(f"roce_finding{{{labels}}} 1 {t}\n")
+        # Per node (a NIC's PCI function, a job): on the storm node only.
+        def node_series(name, kind, extra, value, rate=False):
+            f.write(f"# TYPE {name} {kind}\n")
+            labels = (f'cluster="{CLUSTER}",job="{JOB}",instance="{STORM["instance"]}",'
+                      f'device="{STORM["device"]}",{extra}')
+            suffix = "_total" if kind == "counter" else ""
+            for i, t in enumerate(times):
+                v = value * SCRAPE * (i + 10) if rate else value
+                f.write(f"{name}{suffix}{{{labels}}} {v} {t}\n")
+        node_series("roce_pcie_aer_errors", "counter",
+                    'pci="0000:3b:00.0",role="nic",netdev="ens3np0",severity="correctable"',
+                    2.0, rate=True)
+        node_series("roce_devlink_reporter_healthy", "gauge",
+                    'netdev="ens3np0",pci="0000:3b:00.0",reporter="tx",devlink_port=""', 0)
+        node_series("roce_nccl_connections", "gauge",
+                    'port="0",net="Socket",transport="socket",gdr="off"', 16)
         for name in ("roce_exporter_build_info", "up"):
             f.write(f"# TYPE {name} gauge\n")
             for n in range(NODES):
