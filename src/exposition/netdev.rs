@@ -256,6 +256,15 @@ pub const RDMA_CM_TOS: Family = Family {
     source: "/sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
 };
 
+pub const QOS_AGE: Family = Family {
+    base: "roce_qos_config_age",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::Seconds),
+    labels: &["netdev", "device", "port"],
+    help: "Age of the QoS configuration served for the netdev (DCB, DCQCN parameters, CNP marking, rdma_cm ToS): 0 when read in this sample; it is read every netdevs.qos_interval and at once when the netdev appears, its link changes state or its driver changes.",
+    source: "the netdev source's QoS reads (rtnetlink RTM_GETDCB, ecn/roce_rp|roce_np, configfs)",
+};
+
 pub const FAMILIES: &[Family] = &[
     PFC_PAUSE_FRAMES,
     PFC_PAUSE_DURATION,
@@ -286,6 +295,7 @@ pub const FAMILIES: &[Family] = &[
     QOS_PEER_DSCP_PRIORITY,
     DCQCN_PARAMETER,
     RDMA_CM_TOS,
+    QOS_AGE,
 ];
 
 /// Eight values comma separated, as the `*_info` labels carry them.
@@ -514,6 +524,9 @@ fn collect_netdev(netdev: &Netdev, out: &mut [FamilySamples]) {
     }
     if let (Some(tos), Some(i)) = (netdev.qos.rdma_cm_tos, at(out, &RDMA_CM_TOS)) {
         out[i].push(&base, u64::from(tos));
+    }
+    if let (Some(age), Some(i)) = (netdev.qos_age, at(out, &QOS_AGE)) {
+        out[i].push(&base, age.as_secs_f64());
     }
     match &netdev.dcb {
         DcbOutcome::Ok(config) => {

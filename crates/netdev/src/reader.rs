@@ -448,7 +448,9 @@ impl NetdevReader {
             netdev.qos = c.qos;
             netdev.dcqcn = c.dcqcn.clone();
             netdev.dcb = c.dcb.clone();
+            netdev.qos_age = Some(now.saturating_sub(c.read_at));
         } else {
+            netdev.qos_age = Some(Duration::ZERO);
             let clean = self.read_qos(target, sys.exists, &mut netdev, errors);
             if clean {
                 self.qos_cache.insert(
@@ -685,6 +687,8 @@ mod replay_tests {
         assert_eq!(second.netdevs[0].dcb, first.netdevs[0].dcb);
         assert_eq!(second.netdevs[0].dcqcn, first.netdevs[0].dcqcn);
         assert_eq!(second.netdevs[0].qos.cnp_dscp, Some(48));
+        assert_eq!(first.netdevs[0].qos_age, Some(Duration::ZERO));
+        assert_eq!(second.netdevs[0].qos_age, Some(Duration::from_secs(5)));
         // rpg_min_rate, cnp_dscp and cnp_802p_prio as DCQCN parameters,
         // the last two again as the CNP marking: five firmware queries,
         // made only on the QoS cadence.
