@@ -47,6 +47,13 @@ DEFAULTS = {
     "stale_intervals": 3,
     # How far back an instance's RDMA device count is remembered.
     "nic_count_window": "1h",
+    # Labels of roce_device_info that delimit NICs whose QoS settings are
+    # comparable: drift is counted within one NIC model and driver, since
+    # generations legitimately differ (DCQCN parameters, ETS classes). A
+    # target label on every series (e.g. a `rail` label) can be added.
+    # Firmware is left out: a rolling upgrade does not change the fabric's
+    # QoS standard, and RoceFirmwareDrift reports firmware drift itself.
+    "drift_group_by": "hca_type,driver",
 }
 
 # Severities of findings that notify; info findings are for /findings,
@@ -78,6 +85,9 @@ def parse_args(argv):
                    help="Prometheus' scrape interval in seconds (ranges are 4x it)")
     p.add_argument("--stale-intervals", type=int, default=DEFAULTS["stale_intervals"])
     p.add_argument("--nic-count-window", default=DEFAULTS["nic_count_window"])
+    p.add_argument("--drift-group-by", default=DEFAULTS["drift_group_by"],
+                   help="comma separated roce_device_info (or target) labels within which "
+                        "QoS drift is counted")
     p.add_argument("--rules-json", default=RULES_JSON, help="the exporter's rule table")
     p.add_argument("--for-override", default=None,
                    help="use this `for:` in every alert (tests only)")
@@ -90,7 +100,8 @@ def params_from(args):
                   runbook_url_base=args.runbook_url_base,
                   scrape_interval=args.scrape_interval,
                   stale_intervals=args.stale_intervals,
-                  nic_count_window=args.nic_count_window)
+                  nic_count_window=args.nic_count_window,
+                  drift_group_by=args.drift_group_by)
     params["for_override"] = args.for_override
     params["table"] = load_rules(args.rules_json)
     return params
@@ -344,19 +355,34 @@ def fleet_recording_rules(p):
 DRIFT_RECORD = "fleet:roce_qos_config:distinct_values"
 
 
+def drift_group(p):
+    """The `drift_group_by` labels, in order, without blanks."""
+    return [g.strip() for g in p["drift_group_by"].split(",") if g.strip()]
+
+
 def drift_recording_rules(p):
     """One rule per entry of the rule table's `drift` list (src/rules/
     table.rs DRIFT): the number of distinct values of that setting across
     the RoCE netdevs (device set) of a fleet, per `per` label, labelled
-    config=<entry>."""
+    config=<entry>. Only NICs of one comparable group (`drift_group_by`,
+    taken from roce_device_info of the netdev's RDMA device) are compared:
+    two NIC generations in one fleet are two groups."""
     out = []
+    group = drift_group(p)
     for d in p["table"].get("drift", []):
-        by = fleet_by_labels(p, *d["per"])
+        by = fleet_by_labels(p, *d["per"], *group)
         series = f"{d['family']}{sel(p, M_DEV)}"
+        if group:
+            # roce_device_info is 1: the product keeps the setting's value.
+            join = fleet_by_labels(p, "instance", "device")
+            series = (f"{series}\n    * on ({join}) group_left ({', '.join(group)})\n"
+                      f"    max by ({fleet_by_labels(p, 'instance', 'device', *group)}) "
+                      f"(roce_device_info{sel(p)})")
         if d["values"]:
-            inner = f"count by ({fleet_by_labels(p, *d['per'], *d['values'])}) ({series})"
+            inner = (f"count by ({fleet_by_labels(p, *d['per'], *group, *d['values'])}) "
+                     f"(\n    {series}\n  )")
         else:
-            inner = f"count_values by ({by}) (\"value\", {series})"
+            inner = f"count_values by ({by}) (\"value\",\n    {series}\n  )"
         out.append({"record": DRIFT_RECORD,
                     "expr": f"count by ({by}) (\n  {inner}\n)",
                     "labels": {"config": d["config"]}})
@@ -445,8 +471,10 @@ def fleet_alerts(p):
         alert(p, "RoceQosConfigDrift",
               f"{DRIFT_RECORD}{s()} > 1",
               "1h", warning,
-              "QoS setting {{ $labels.config }} differs across " + fleet,
-              "The RoCE netdevs of " + fleet + " hold {{ $value }} different values of "
+              "QoS setting {{ $labels.config }} differs across " + fleet
+              + "{{ if $labels.hca_type }} ({{ $labels.hca_type }}){{ end }}",
+              "The RoCE netdevs of " + fleet + "{{ if $labels.hca_type }} on "
+              "{{ $labels.hca_type }} NICs{{ end }} hold {{ $value }} different values of "
               "{{ $labels.config }}{{ if $labels.priority }} (priority {{ $labels.priority }})"
               "{{ end }}{{ if $labels.parameter }} ({{ $labels.parameter }}){{ end }}"
               "{{ if $labels.dscp }} (DSCP {{ $labels.dscp }}){{ end }}: some nodes do not "

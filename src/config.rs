@@ -174,6 +174,13 @@ pub struct NetdevSelection {
     /// the clock), and their readings change slowly.
     #[serde(deserialize_with = "duration")]
     pub module_interval: Duration,
+    /// How often each netdev's QoS configuration (DCB: PFC, APP, ETS,
+    /// buffers, the switch's DCBX view; DCQCN parameters; CNP marking) is
+    /// read again: on mlx5 each read is a firmware command and the
+    /// configuration changes rarely. It is read at once when a netdev
+    /// appears, its link changes state or its driver changes.
+    #[serde(deserialize_with = "duration")]
+    pub qos_interval: Duration,
 }
 
 impl Default for NetdevSelection {
@@ -183,6 +190,7 @@ impl Default for NetdevSelection {
             export_raw_ethtool: Vec::new(),
             replay: None,
             module_interval: Duration::from_secs(300),
+            qos_interval: Duration::from_secs(300),
         }
     }
 }

@@ -251,6 +251,8 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
     let options = ReaderOptions {
         sysfs: repo_root().join("crates/netdev/tests/fixtures/netdev-mlx5/sys"),
         raw_ethtool: raw_wanted,
+        // Every sample, or the production cadence (cached between reads).
+        qos_interval: std::time::Duration::from_secs(if u.arbitrary::<bool>()? { 0 } else { 300 }),
     };
     let mut reader = NetdevReader::new(options)
         .with_ethtool(Box::new(io))

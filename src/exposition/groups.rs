@@ -130,6 +130,7 @@ impl Group {
                 &netdev::QOS_PEER_DSCP_PRIORITY.family,
                 &netdev::DCQCN_PARAMETER.family,
                 &netdev::RDMA_CM_TOS.family,
+                &netdev::QOS_AGE.family,
             ],
             Group::Phys => phys::FAMILIES.iter().collect(),
             Group::Topology => topology::FAMILIES.iter().collect(),

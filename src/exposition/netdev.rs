@@ -257,6 +257,15 @@ pub const RDMA_CM_TOS: Labeled<3> = Labeled::new(Family {
     source: "/sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
 });
 
+pub const QOS_AGE: Labeled<3> = Labeled::new(Family {
+    base: "roce_qos_config_age",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::Seconds),
+    labels: &["netdev", "device", "port"],
+    help: "Age of the QoS configuration served for the netdev (DCB, DCQCN parameters, CNP marking, rdma_cm ToS): 0 when read in this sample; it is read every netdevs.qos_interval and at once when the netdev appears, its link changes state or its driver changes.",
+    source: "the netdev source's QoS reads (rtnetlink RTM_GETDCB, ecn/roce_rp|roce_np, configfs)",
+});
+
 pub const FAMILIES: &[Family] = &[
     PFC_PAUSE_FRAMES.family,
     PFC_PAUSE_DURATION.family,
@@ -287,6 +296,7 @@ pub const FAMILIES: &[Family] = &[
     QOS_PEER_DSCP_PRIORITY.family,
     DCQCN_PARAMETER.family,
     RDMA_CM_TOS.family,
+    QOS_AGE.family,
 ];
 
 /// Eight values comma separated, as the `*_info` labels carry them.
@@ -565,6 +575,9 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
     }
     if let Some(tos) = netdev.qos.rdma_cm_tos {
         push_into(out, &RDMA_CM_TOS, base, u64::from(tos));
+    }
+    if let Some(age) = netdev.qos_age {
+        push_into(out, &QOS_AGE, base, age.as_secs_f64());
     }
     match &netdev.dcb {
         DcbOutcome::Ok(config) => {

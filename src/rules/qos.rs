@@ -23,7 +23,7 @@ use super::{Context, Finding, Rule, RuleId, Severity};
 pub const RULES: &[Rule] = &[
     Rule {
         id: RuleId::RoceTcShared,
-        checks: "each lossless (PFC) priority has an ETS traffic class without lossy priorities in it",
+        checks: "each lossless (PFC) priority has an ETS traffic class without lossy priorities that carry this host's traffic (priority 0, the DSCP APP table's, CNPs', rdma_cm ToS's)",
         evaluate: roce_tc_shared,
     },
     Rule {
@@ -33,17 +33,17 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: RuleId::LosslessBufferNoHeadroom,
-        checks: "each lossless priority lands on a receive buffer with a size (mlx5 DCB buffers)",
+        checks: "each lossless priority lands on a receive buffer with a size (mlx5 DCB buffers; a driver reporting no buffer sizes at all is not judged)",
         evaluate: lossless_buffer_no_headroom,
     },
     Rule {
         id: RuleId::SwitchPfcMismatch,
-        checks: "the switch port's PFC priorities (DCBX peer) equal the NIC's",
+        checks: "the switch port's PFC priorities (DCBX peer) include the NIC's, and the switch pauses no other priority this host's traffic uses",
         evaluate: switch_pfc_mismatch,
     },
     Rule {
         id: RuleId::SwitchDscpMismatch,
-        checks: "each DSCP in the switch port's APP table (DCBX peer) maps to the same priority on the NIC",
+        checks: "each DSCP the host uses (its APP table, rdma_cm ToS) that the switch port's APP table (DCBX peer) lists maps to the same priority on both",
         evaluate: switch_dscp_mismatch,
     },
     Rule {
@@ -61,6 +61,40 @@ fn lossless(n: &Netdev) -> Option<(&DcbConfig, Vec<u8>)> {
     };
     let pfc = pfc_priorities(dcb.pfc_enabled?);
     (!pfc.is_empty()).then_some((dcb, pfc))
+}
+
+/// The priorities this host's traffic can use on the port, as far as its
+/// configuration tells: 0 (unmarked traffic, TCP), each priority the NIC's
+/// DSCP APP table maps to, the CNPs' priority and the priority of rdma_cm's
+/// default ToS. A priority outside them carries none of this host's
+/// traffic, so sharing its class or its pause setting costs nothing. With
+/// trust pcp the priority is whatever the VLAN tag says, which the port's
+/// configuration does not tell: every priority counts.
+fn used_priorities(n: &Netdev, dcb: &DcbConfig) -> Vec<u8> {
+    if dcb.trust() != Trust::Dscp {
+        return (0..8).collect();
+    }
+    let mut used = vec![0u8];
+    used.extend(dcb.dscp_map().iter().map(|(_, p)| *p));
+    used.extend(n.qos.cnp_prio);
+    if let Some(tos) = n.qos.rdma_cm_tos {
+        used.extend(dscp_priority(dcb, tos >> 2).map(|(p, _)| p));
+    }
+    used.retain(|p| *p < 8);
+    used.sort_unstable();
+    used.dedup();
+    used
+}
+
+/// The DSCPs this host marks or classifies on purpose: the NIC's DSCP APP
+/// entries and rdma_cm's default ToS. Others fall to the default DSCP >> 3
+/// mapping and carry nothing the host sends.
+fn used_dscps(n: &Netdev, dcb: &DcbConfig) -> Vec<u8> {
+    let mut used: Vec<u8> = dcb.dscp_map().iter().map(|(d, _)| *d).collect();
+    used.extend(n.qos.rdma_cm_tos.map(|t| t >> 2));
+    used.sort_unstable();
+    used.dedup();
+    used
 }
 
 fn joined(values: &[u8]) -> String {
@@ -82,12 +116,17 @@ fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
         // A lossy priority in the lossless priority's traffic class: the
         // same transmit queue and scheduler share, so bulk TCP (priority 0
         // is where unmarked traffic lands) queues in front of RoCE, and a
-        // pause of the class stops the lossy traffic too.
+        // pause of the class stops the lossy traffic too. A lossy priority
+        // no traffic of this host uses (nothing maps to it) costs nothing:
+        // switch-style maps often group unused priorities with RoCE's.
+        let used = used_priorities(n, dcb);
         let mut shared = Vec::new();
         for &p in &pfc {
             let tc = ets.prio_tc[usize::from(p)];
             let lossy: Vec<u8> = (0..8u8)
-                .filter(|q| !pfc.contains(q) && ets.prio_tc[usize::from(*q)] == tc)
+                .filter(|q| {
+                    !pfc.contains(q) && used.contains(q) && ets.prio_tc[usize::from(*q)] == tc
+                })
                 .collect();
             if !lossy.is_empty() {
                 shared.push((p, tc, lossy));
@@ -125,9 +164,10 @@ fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
                 subject.describe()
             ),
             evidence: format!(
-                "PFC enabled priorities: {}; prio_tc {}; expected every lossless priority in a traffic class of its own (or with lossless priorities only)",
+                "PFC enabled priorities: {}; prio_tc {}; priorities this host's traffic uses (priority 0, the DSCP APP table, CNPs, rdma_cm ToS): {}; expected every lossless priority in a traffic class without used lossy priorities",
                 list(&pfc),
-                joined(&ets.prio_tc)
+                joined(&ets.prio_tc),
+                list(&used)
             ),
             fix: format!(
                 "Give the RoCE priority its own traffic class, as on the switch port: dcb ets set dev {name} prio-tc {prio_tc} (or mlnx_qos -i {name} --prio_tc {})",
@@ -216,6 +256,12 @@ fn lossless_buffer_no_headroom(ctx: &Context) -> Vec<Finding> {
             continue;
         };
         let Some(b) = dcb.buffers else { continue };
+        // A driver that reports no size for any buffer (all 0: a shared
+        // pool, or sizes the firmware does not give back) says nothing
+        // about headroom.
+        if b.buffer_size.iter().all(|s| *s == 0) {
+            continue;
+        }
         // A lossless priority needs room to absorb what is in flight while
         // its pause travels to the sender; a buffer of size 0 has none, so
         // PFC cannot keep it lossless.
@@ -279,7 +325,16 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
             continue;
         }
         let nic_only = pfc_priorities(nic & !sw);
-        let sw_only = pfc_priorities(sw & !nic);
+        // The switch pausing a priority that none of this host's traffic
+        // uses (fabric-wide lossless classes, e.g. 3 and 4) is harmless.
+        let used = used_priorities(n, dcb);
+        let sw_only: Vec<u8> = pfc_priorities(sw & !nic)
+            .into_iter()
+            .filter(|p| used.contains(p))
+            .collect();
+        if nic_only.is_empty() && sw_only.is_empty() {
+            continue;
+        }
         let (severity, what) = if !nic_only.is_empty() {
             (
                 Severity::Critical,
@@ -339,9 +394,15 @@ fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
             continue;
         }
         let mut diff = Vec::new();
-        // The CNPs' DSCP is judged with the rest of their classification
-        // by cnp_priority_best_effort: one verdict.
-        for &(d, sp) in peer.iter().filter(|(d, _)| Some(*d) != n.qos.cnp_dscp) {
+        // Only the DSCPs this host uses count: switches commonly advertise
+        // their whole map, and a DSCP nobody marks is harmless wherever it
+        // lands. The CNPs' DSCP is judged with the rest of their
+        // classification by cnp_priority_best_effort: one verdict.
+        let used = used_dscps(n, dcb);
+        for &(d, sp) in peer
+            .iter()
+            .filter(|(d, _)| Some(*d) != n.qos.cnp_dscp && used.contains(d))
+        {
             if let Some((np, how)) = dscp_priority(dcb, d) {
                 if np != sp {
                     diff.push((d, sp, np, how));
@@ -383,7 +444,7 @@ fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
                 subject.describe()
             ),
             evidence: format!(
-                "switch APP table (DCBX peer): {}; NIC trust dscp; PFC enabled priorities: {}; expected the same priority for each DSCP",
+                "switch APP table (DCBX peer): {}; NIC trust dscp; PFC enabled priorities: {}; expected the same priority for each DSCP the host uses (its APP table, rdma_cm ToS)",
                 peer.iter()
                     .map(|(d, p)| format!("{d}->{p}"))
                     .collect::<Vec<_>>()

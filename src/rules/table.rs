@@ -202,8 +202,9 @@ impl PartialEq<&str> for RuleId {
 }
 
 /// A piece of QoS configuration that must be the same on every RoCE
-/// netdev of a fleet: the alert generator turns each into a recording rule
-/// counting its distinct values per fleet (and per `per` label) and the
+/// netdev of one NIC model in a fleet: the alert generator turns each into
+/// a recording rule counting its distinct values per fleet, NIC model and
+/// driver (and per `per` label) and the
 /// `RoceQosConfigDrift` alert when there are more than one. One node can
 /// be consistent with itself and still differ from the switches' standard
 /// that the rest of the fleet follows; drift is what shows it.

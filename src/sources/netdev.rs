@@ -35,6 +35,7 @@ impl NetdevSource {
         let options = ReaderOptions {
             sysfs: paths.sysfs.clone(),
             raw_ethtool: config.netdevs.export_raw_ethtool.clone(),
+            qos_interval: config.netdevs.qos_interval,
         };
         let mut reader = NetdevReader::new(options);
         let mut open_error = None;
@@ -131,7 +132,9 @@ impl Source for NetdevSource {
                 Part::Netdev(Default::default()),
             );
         }
-        let netdevs = self.reader.read(&targets, errors);
+        let netdevs = self
+            .reader
+            .read_at(&targets, crate::snapshot::monotonic_now(), errors);
         Reading::new(SourceState::Ok, Part::Netdev(netdevs))
     }
 

@@ -165,7 +165,7 @@ fn roce_priority_in_the_tc_of_lossy_priorities() {
     assert_eq!(f[0].severity, Severity::Warning);
     assert!(
         f[0].finding
-            .contains("priority 3 shares TC 0 with priority 0, 1, 2, 4, 5, 6, 7"),
+            .contains("priority 3 shares TC 0 with priority 0, 6"),
         "{}",
         f[0].finding
     );
@@ -176,6 +176,40 @@ fn roce_priority_in_the_tc_of_lossy_priorities() {
     c.pfc_enabled = Some((1 << 3) | (1 << 4));
     c.ets.as_mut().unwrap().prio_tc = [0, 0, 0, 3, 3, 0, 6, 0];
     assert_eq!(eval(n, "roce_tc_shared"), vec![]);
+    // Lossy priorities nothing maps to (no APP entry, not the CNPs', not
+    // rdma_cm's, not 0) grouped with RoCE: no traffic of this host queues
+    // there.
+    let mut n = healthy();
+    config(&mut n).ets.as_mut().unwrap().prio_tc = [0, 0, 3, 3, 3, 3, 6, 3];
+    assert_eq!(eval(n, "roce_tc_shared"), vec![]);
+    // The same class with a DSCP mapped to priority 4 (AF41 34 -> 4):
+    // that traffic does queue with RoCE.
+    let mut n = healthy();
+    let c = config(&mut n);
+    c.ets.as_mut().unwrap().prio_tc = [0, 0, 3, 3, 3, 3, 6, 3];
+    c.apps.push(dscp(34, 4));
+    let f = eval(n, "roce_tc_shared");
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].finding
+            .contains("priority 3 shares TC 3 with priority 4"),
+        "{}",
+        f[0].finding
+    );
+    // A port shared with TCP on priority 0 in its own class: fine.
+    let mut n = healthy();
+    config(&mut n).ets.as_mut().unwrap().prio_tc = [0, 1, 1, 3, 1, 1, 6, 1];
+    assert_eq!(eval(n, "roce_tc_shared"), vec![]);
+    // ... and priority 0 put in RoCE's class fires, whatever maps to it.
+    let mut n = healthy();
+    config(&mut n).ets.as_mut().unwrap().prio_tc = [3, 1, 1, 3, 1, 1, 6, 1];
+    assert_eq!(eval(n, "roce_tc_shared").len(), 1);
+    // Trust pcp: the VLAN tag picks the priority, any may carry traffic.
+    let mut n = healthy();
+    let c = config(&mut n);
+    c.trust_order = Some(vec![roce_netdev::dcb::DCB_APP_SEL_PCP]);
+    c.ets.as_mut().unwrap().prio_tc = [0, 0, 3, 3, 3, 3, 6, 3];
+    assert_eq!(eval(n, "roce_tc_shared").len(), 1);
 }
 
 #[test]
@@ -200,9 +234,15 @@ fn roce_tc_without_bandwidth_share_or_below_a_strict_bulk_class() {
     assert!(f[0]
         .finding
         .contains("TC 0, which holds priority 0, is strict"));
-    // The RoCE class itself strict is a guarantee, not a lack of one.
+    // The RoCE class itself strict is a guarantee, not a lack of one, even
+    // with no ets share (strict classes report 0%) and priority 0 strict
+    // below it.
     let mut n = healthy();
-    config(&mut n).ets.as_mut().unwrap().tc_tsa[3] = TSA_STRICT;
+    let ets = config(&mut n).ets.as_mut().unwrap();
+    ets.tc_tsa[3] = TSA_STRICT;
+    ets.tc_tx_bw = [100, 0, 0, 0, 0, 0, 0, 0];
+    assert_eq!(eval(n.clone(), "roce_tc_no_bandwidth"), vec![]);
+    config(&mut n).ets.as_mut().unwrap().tc_tsa[0] = TSA_STRICT;
     assert_eq!(eval(n, "roce_tc_no_bandwidth"), vec![]);
 }
 
@@ -217,6 +257,11 @@ fn lossless_priority_on_a_buffer_of_zero_bytes() {
     // A driver without DCB buffers: nothing to judge.
     let mut n = healthy();
     config(&mut n).buffers = None;
+    assert_eq!(eval(n, "lossless_buffer_no_headroom"), vec![]);
+    // A driver that gives every buffer size as 0 (one shared pool, or
+    // sizes it does not report): no buffer is known to lack headroom.
+    let mut n = healthy();
+    config(&mut n).buffers.as_mut().unwrap().buffer_size = [0; 8];
     assert_eq!(eval(n, "lossless_buffer_no_headroom"), vec![]);
 }
 
@@ -234,12 +279,26 @@ fn switch_pfc_on_other_priorities_than_the_nic() {
         "NIC PFC enabled priorities: 3 (pfc_en 0x08); switch port (DCBX ieee peer): 4 (0x10); expected the same priorities"
     );
     assert!(f[0].fix.contains("prio-pfc all:off 4:on"), "{}", f[0].fix);
-    // The switch has PFC on 3 and 4: the NIC's lossless priority is safe,
-    // priority 4 is lossy on this side only.
+    // The switch has PFC on 3 and 4 (both fabric lossless classes): the
+    // NIC's lossless priority is safe and nothing of this host uses 4.
     let mut n = healthy();
     config(&mut n).peer.pfc_enabled = Some((1 << 3) | (1 << 4));
+    assert_eq!(eval(n, "switch_pfc_mismatch"), vec![]);
+    // The switch pauses priority 0, where this host's TCP runs, and the
+    // NIC does not honour those pauses: a warning.
+    let mut n = healthy();
+    config(&mut n).peer.pfc_enabled = Some((1 << 3) | 1);
     let f = eval(n, "switch_pfc_mismatch");
+    assert_eq!(f.len(), 1);
     assert_eq!(f[0].severity, Severity::Warning);
+    assert!(f[0].finding.contains("the switch port pauses priority 0"));
+    // The switch lacks the NIC's priority 3 and has an extra one: critical.
+    let mut n = healthy();
+    config(&mut n).peer.pfc_enabled = Some((1 << 4) | 1);
+    assert_eq!(
+        eval(n, "switch_pfc_mismatch")[0].severity,
+        Severity::Critical
+    );
     // No peer PFC advertised: nothing to compare.
     let mut n = healthy();
     config(&mut n).peer.pfc_enabled = None;
@@ -259,15 +318,42 @@ fn switch_maps_the_roce_dscp_to_another_priority() {
         "{}",
         f[0].finding
     );
-    // A difference away from the lossless priority: a warning. DSCP 10 is
-    // not in the NIC's table, so the NIC uses DSCP >> 3 = 1.
+    // A difference away from the lossless priority on a DSCP the host
+    // maps (AF41 34 -> 4 here, 5 on the switch): a warning.
     let mut n = healthy();
-    config(&mut n).peer.apps = Some(vec![dscp(26, 3), dscp(48, 6), dscp(10, 2)]);
+    let c = config(&mut n);
+    c.apps.push(dscp(34, 4));
+    c.peer.apps = Some(vec![dscp(26, 3), dscp(34, 5), dscp(48, 6)]);
     let f = eval(n, "switch_dscp_mismatch");
+    assert_eq!(f.len(), 1);
     assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].finding
+            .contains("DSCP 34: switch priority 5, NIC priority 4 (DSCP APP table)"),
+        "{}",
+        f[0].finding
+    );
+    // The switch advertises its whole map (DSCP 10 -> 2 where the NIC's
+    // default would give 1; 46 -> 5): DSCPs this host neither maps nor
+    // marks are not compared.
+    let mut n = healthy();
+    config(&mut n).peer.apps = Some(vec![dscp(10, 2), dscp(26, 3), dscp(46, 5), dscp(48, 6)]);
+    assert_eq!(eval(n, "switch_dscp_mismatch"), vec![]);
+    // A partial table without the RoCE DSCP: nothing the host uses differs.
+    let mut n = healthy();
+    config(&mut n).peer.apps = Some(vec![dscp(48, 6)]);
+    assert_eq!(eval(n, "switch_dscp_mismatch"), vec![]);
+    // rdma_cm's ToS (DSCP 24 here) relies on the default map (24 >> 3 =
+    // 3); the switch puts it on 0: compared, and on the lossless priority.
+    let mut n = healthy();
+    n.qos.rdma_cm_tos = Some(24 << 2);
+    config(&mut n).peer.apps = Some(vec![dscp(24, 0), dscp(26, 3), dscp(48, 6)]);
+    let f = eval(n, "switch_dscp_mismatch");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Critical);
     assert!(f[0]
         .finding
-        .contains("DSCP 10: switch priority 2, NIC priority 1 (default DSCP >> 3 mapping)"));
+        .contains("DSCP 24: switch priority 0, NIC priority 3 (default DSCP >> 3 mapping)"));
     // The switch advertises no DSCP entries: nothing to compare.
     let mut n = healthy();
     config(&mut n).peer.apps = Some(vec![]);

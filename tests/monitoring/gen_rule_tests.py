@@ -260,14 +260,49 @@ def groups(scrape):
         "tests": [
             ("50m", "RoceQosConfigDrift", []),
             ("70m", "RoceQosConfigDrift",
-             [({"job": "roce_exporter", "config": "pfc", "priority": "3"}, "2"),
-              ({"job": "roce_exporter", "config": "trust"}, "2")]),
+             [({"job": "roce_exporter", "config": "pfc", "priority": "3",
+                "hca_type": "MT4129"}, "2"),
+              ({"job": "roce_exporter", "config": "trust", "hca_type": "MT4129"}, "2")]),
             ("50m", "RoceFirmwareDrift", []),
             ("70m", "RoceFirmwareDrift", [({"job": "roce_exporter", "hca_type": "MT4129"}, "2")]),
             ("70m", "RoceMtuInconsistent", [({"job": "roce_exporter"}, "2")]),
             ("70m", "RocePfcPriorityInconsistent",
              [({"job": "roce_exporter", "priority": "3"}, "1")]),
             ("70m", "RoceGidTypeInconsistent", [({"job": "roce_exporter", "index": "3"}, "2")]),
+        ],
+    })
+    # Two NIC generations in one fleet: ConnectX-7 (MT4129) on n1 and n2,
+    # ConnectX-6 Dx (MT4125) on n3, each generation with its own ETS and
+    # DCQCN defaults. Only a difference within a generation is drift: n2's
+    # rpg_time_reset differs from n1's.
+    ets7 = 'prio_tc="0,0,0,3,0,0,6,0", tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets", tc_bw="50,0,0,50,0,0,0,0"'
+    ets6 = 'prio_tc="1,0,2,3,4,5,6,7", tc_tsa="ets,ets,ets,ets,ets,ets,ets,ets", tc_bw="13,12,13,12,13,12,13,12"'
+    gens = [(N1, "MT4129", ets7, 1, 300), (N2, "MT4129", ets7, 1, 600),
+            (N3, "MT4125", ets6, 10, 300)]
+    series = [s("up", N2, t.const(1, fleet))]
+    for n, hca, ets, min_rate, reset in gens:
+        series += [
+            s("roce_device_info", n + f', device="mlx5_0", driver="mlx5_core", hca_type="{hca}", '
+              'fw_version="1"', t.const(1, fleet)),
+            s("roce_pfc_enabled", n + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+              t.const(1, fleet)),
+            s("roce_qos_ets_info", n + ', netdev="ens1np0", ' + P0 + ", " + ets, t.const(1, fleet)),
+            s("roce_qos_buffer_info", n + ', netdev="ens1np0", ' + P0
+              + f', prio_buffer="0,0,0,1,0,0,0,0", buffer_size="{min_rate * 130944},130944,0,0,0,0,0,0"',
+              t.const(1, fleet)),
+            s("roce_dcqcn_parameter", n + ', netdev="ens1np0", ' + P0
+              + ', role="rp", parameter="rpg_min_rate", source="sysfs"', t.const(min_rate, fleet)),
+            s("roce_dcqcn_parameter", n + ', netdev="ens1np0", ' + P0
+              + ', role="rp", parameter="rpg_time_reset", source="sysfs"', t.const(reset, fleet)),
+        ]
+    out.append({
+        "name": "two NIC generations: drift within a generation only",
+        "series": series,
+        "tests": [
+            ("70m", "RoceQosConfigDrift",
+             [({"job": "roce_exporter", "config": "dcqcn_parameters", "role": "rp",
+                "parameter": "rpg_time_reset", "source": "sysfs", "hca_type": "MT4129",
+                "driver": "mlx5_core"}, "2")]),
         ],
     })
     out.append({

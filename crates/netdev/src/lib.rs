@@ -96,6 +96,10 @@ pub struct Netdev {
     pub pause: Option<PauseStats>,
     /// DCB configuration (PFC, APP, trust).
     pub dcb: DcbOutcome,
+    /// How old the QoS configuration above (`qos`, `dcqcn`, `dcb`) is:
+    /// zero when read in this sample, else the time since the read it was
+    /// kept from (it is read every `qos_interval`).
+    pub qos_age: Option<std::time::Duration>,
     /// Carrier transition counters (sysfs).
     pub carrier: CarrierCounts,
 }

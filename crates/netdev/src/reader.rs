@@ -3,7 +3,9 @@
 //! optional (turned off on fixture trees) and each netdev is read on its
 //! own: a failing netdev or part never hides the others.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use roce_host::HostError;
 
@@ -25,6 +27,11 @@ pub struct ReaderOptions {
     pub sysfs: PathBuf,
     /// `netdevs.export_raw_ethtool`.
     pub raw_ethtool: Vec<String>,
+    /// `netdevs.qos_interval`: how often the QoS configuration (DCB over
+    /// rtnetlink, the DCQCN parameter files, CNP marking, rdma_cm ToS) is
+    /// read again. On mlx5 each of those reads is a firmware command, and
+    /// the configuration changes rarely; zero reads it every sample.
+    pub qos_interval: Duration,
 }
 
 /// Reads the DCB configuration of one netdev.
@@ -310,7 +317,31 @@ pub struct NetdevReader {
     files: crate::sysfs::SysfsFiles,
     /// Files read by [`crate::qos::read`] this sample.
     qos_reads: u64,
+    /// The last QoS configuration read per netdev, served between reads.
+    qos_cache: HashMap<String, QosCache>,
+    /// The clock of [`NetdevReader::read`].
+    started: Instant,
     calls: Calls,
+}
+
+/// One netdev's QoS configuration as last read, and what the netdev looked
+/// like then: a link that came up, a new carrier transition or another
+/// driver (the netdev re-created) reads it again at once, since DCBX
+/// learns the switch's view on link up and a driver reload resets the
+/// NIC's settings.
+struct QosCache {
+    read_at: Duration,
+    identity: QosIdentity,
+    qos: crate::qos::RoceQos,
+    dcqcn: Vec<crate::qos::DcqcnParam>,
+    dcb: DcbOutcome,
+}
+
+#[derive(PartialEq, Eq)]
+struct QosIdentity {
+    driver: Option<String>,
+    operstate: Option<String>,
+    carrier_changes: Option<u64>,
 }
 
 impl NetdevReader {
@@ -322,6 +353,8 @@ impl NetdevReader {
         NetdevReader {
             files,
             qos_reads: 0,
+            qos_cache: HashMap::new(),
+            started: Instant::now(),
             calls: Calls::default(),
             options,
             ethtool: None,
@@ -358,19 +391,33 @@ impl NetdevReader {
     /// Reads every target. Per-netdev problems are appended to `errors`
     /// and recorded in the netdev's outcome.
     pub fn read(&mut self, targets: &[Target], errors: &mut Vec<HostError>) -> NetdevSnapshot {
+        let now = self.started.elapsed();
+        self.read_at(targets, now, errors)
+    }
+
+    /// [`NetdevReader::read`] at `now`, the sample's monotonic time: the
+    /// QoS configuration of a netdev is read again once
+    /// [`ReaderOptions::qos_interval`] has passed since its last read.
+    pub fn read_at(
+        &mut self,
+        targets: &[Target],
+        now: Duration,
+        errors: &mut Vec<HostError>,
+    ) -> NetdevSnapshot {
         self.calls = Calls::default();
         let mut snapshot = NetdevSnapshot::default();
         for target in targets {
-            snapshot.netdevs.push(self.read_one(target, errors));
+            snapshot.netdevs.push(self.read_one(target, now, errors));
         }
         let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
         self.cache.retain(&names);
         self.files.retain(&names);
+        self.qos_cache.retain(|n, _| names.contains(&n.as_str()));
         self.calls.sysfs_reads = self.files.take_reads() + std::mem::take(&mut self.qos_reads);
         snapshot
     }
 
-    fn read_one(&mut self, target: &Target, errors: &mut Vec<HostError>) -> Netdev {
+    fn read_one(&mut self, target: &Target, now: Duration, errors: &mut Vec<HostError>) -> Netdev {
         let mut sys_errors = Vec::new();
         // The name of a netdev behind an RDMA port was read from the kernel
         // in this sample (GID attributes, the device's `net/` folder).
@@ -389,31 +436,38 @@ impl NetdevReader {
             carrier: sys.carrier,
             ..Netdev::default()
         };
-        if sys.exists {
-            let mut qos_errors = Vec::new();
-            netdev.qos = crate::qos::read(
-                &self.options.sysfs,
-                &target.name,
-                target.rdma.as_ref(),
-                &mut qos_errors,
-                &mut self.qos_reads,
-            );
-            netdev.dcqcn = crate::qos::read_dcqcn(
-                &self.options.sysfs,
-                &target.name,
-                &mut qos_errors,
-                &mut self.qos_reads,
-            );
-            // Upstream kernels have no cnp_dscp file; their debugfs
-            // np_cnp_dscp is the same setting.
-            if netdev.qos.cnp_dscp.is_none() {
-                netdev.qos.cnp_dscp = netdev
-                    .dcqcn
-                    .iter()
-                    .find(|p| p.name == "np_cnp_dscp")
-                    .and_then(|p| u8::try_from(p.value).ok().filter(|d| *d <= 63));
+        let identity = QosIdentity {
+            driver: netdev.driver.clone(),
+            operstate: netdev.operstate.clone(),
+            carrier_changes: netdev.carrier.changes,
+        };
+        let fresh = self.qos_cache.get(&target.name).filter(|c| {
+            c.identity == identity && now.saturating_sub(c.read_at) < self.options.qos_interval
+        });
+        if let Some(c) = fresh {
+            netdev.qos = c.qos;
+            netdev.dcqcn = c.dcqcn.clone();
+            netdev.dcb = c.dcb.clone();
+            netdev.qos_age = Some(now.saturating_sub(c.read_at));
+        } else {
+            netdev.qos_age = Some(Duration::ZERO);
+            let clean = self.read_qos(target, sys.exists, &mut netdev, errors);
+            if clean {
+                self.qos_cache.insert(
+                    target.name.clone(),
+                    QosCache {
+                        read_at: now,
+                        identity,
+                        qos: netdev.qos,
+                        dcqcn: netdev.dcqcn.clone(),
+                        dcb: netdev.dcb.clone(),
+                    },
+                );
+            } else {
+                // A failed read is tried again next sample, not served for
+                // a whole interval.
+                self.qos_cache.remove(&target.name);
             }
-            errors.extend(qos_errors.into_iter().map(HostError::Other));
         }
         if let Some(io) = self.ethtool.as_deref_mut() {
             let mut counted = Counted {
@@ -443,6 +497,45 @@ impl NetdevReader {
                 )),
             }
         }
+        netdev
+    }
+
+    /// Reads the QoS configuration of one netdev into `netdev`: whether it
+    /// went without errors.
+    fn read_qos(
+        &mut self,
+        target: &Target,
+        exists: bool,
+        netdev: &mut Netdev,
+        errors: &mut Vec<HostError>,
+    ) -> bool {
+        let before = errors.len();
+        if exists {
+            let mut qos_errors = Vec::new();
+            netdev.qos = crate::qos::read(
+                &self.options.sysfs,
+                &target.name,
+                target.rdma.as_ref(),
+                &mut qos_errors,
+                &mut self.qos_reads,
+            );
+            netdev.dcqcn = crate::qos::read_dcqcn(
+                &self.options.sysfs,
+                &target.name,
+                &mut qos_errors,
+                &mut self.qos_reads,
+            );
+            // Upstream kernels have no cnp_dscp file; their debugfs
+            // np_cnp_dscp is the same setting.
+            if netdev.qos.cnp_dscp.is_none() {
+                netdev.qos.cnp_dscp = netdev
+                    .dcqcn
+                    .iter()
+                    .find(|p| p.name == "np_cnp_dscp")
+                    .and_then(|p| u8::try_from(p.value).ok().filter(|d| *d <= 63));
+            }
+            errors.extend(qos_errors.into_iter().map(HostError::Other));
+        }
         if let Some(dcb) = self.dcb.as_deref_mut() {
             self.calls.dcb += 1;
             netdev.dcb = match dcb.read_dcb(&target.name) {
@@ -454,7 +547,7 @@ impl NetdevReader {
                 }
             };
         }
-        netdev
+        exists && errors.len() == before
     }
 }
 
@@ -481,6 +574,7 @@ mod replay_tests {
         let mut reader = NetdevReader::new(ReaderOptions {
             sysfs: root.clone(),
             raw_ethtool: vec![],
+            qos_interval: std::time::Duration::ZERO,
         });
         let mut errors = Vec::new();
         let target = Target {
@@ -532,5 +626,77 @@ mod replay_tests {
         ] {
             assert!(parse_dcb_replay(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Counts the DCB requests; answers a fixed configuration.
+    struct CountedDcb(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl DcbRead for CountedDcb {
+        fn read_dcb(&mut self, _netdev: &str) -> Result<DcbConfig, DcbError> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            parse_dcb_replay("pfc: 3\ntrust: dscp\napp: dscp 26 3\n")
+                .map_err(|_| DcbError::Unsupported)
+        }
+    }
+
+    #[test]
+    fn qos_configuration_is_read_on_its_own_cadence_and_at_once_on_link_change() {
+        use std::time::Duration;
+        let root = std::env::temp_dir().join(format!("roce-reader-qosint-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dev = root.join("class/net/ens1np0");
+        // MLNX_OFED's ecn folder: each parameter file a firmware query.
+        let rp = dev.join("ecn/roce_rp");
+        let np = dev.join("ecn/roce_np");
+        std::fs::create_dir_all(&rp).unwrap();
+        std::fs::create_dir_all(&np).unwrap();
+        std::fs::write(dev.join("mtu"), "9000\n").unwrap();
+        std::fs::write(dev.join("operstate"), "up\n").unwrap();
+        std::fs::write(rp.join("rpg_min_rate"), "1\n").unwrap();
+        std::fs::write(np.join("cnp_dscp"), "48\n").unwrap();
+        std::fs::write(np.join("cnp_802p_prio"), "6\n").unwrap();
+        let dcb_calls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut reader = NetdevReader::new(ReaderOptions {
+            sysfs: root.clone(),
+            raw_ethtool: vec![],
+            qos_interval: Duration::from_secs(300),
+        })
+        .with_dcb(Box::new(CountedDcb(dcb_calls.clone())));
+        let targets = [Target {
+            name: "ens1np0".into(),
+            rdma: None,
+        }];
+        let mut errors = Vec::new();
+        let mut sample = |reader: &mut NetdevReader, secs: u64| {
+            let snap = reader.read_at(&targets, Duration::from_secs(secs), &mut errors);
+            (snap, reader.last_calls())
+        };
+        let (first, calls0) = sample(&mut reader, 0);
+        let qos_files = calls0.sysfs_reads;
+        let (second, calls1) = sample(&mut reader, 5);
+        let (_, calls2) = sample(&mut reader, 299);
+        let (_, calls3) = sample(&mut reader, 300);
+        // The link goes down: the DCBX peer is gone, read again at once.
+        std::fs::write(dev.join("operstate"), "down\n").unwrap();
+        let (_, calls4) = sample(&mut reader, 301);
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(calls0.dcb, 1);
+        // Between reads the last values are served, without a request.
+        assert_eq!((calls1.dcb, calls2.dcb), (0, 0));
+        assert_eq!(second.netdevs[0].dcb, first.netdevs[0].dcb);
+        assert_eq!(second.netdevs[0].dcqcn, first.netdevs[0].dcqcn);
+        assert_eq!(second.netdevs[0].qos.cnp_dscp, Some(48));
+        assert_eq!(first.netdevs[0].qos_age, Some(Duration::ZERO));
+        assert_eq!(second.netdevs[0].qos_age, Some(Duration::from_secs(5)));
+        // rpg_min_rate, cnp_dscp and cnp_802p_prio as DCQCN parameters,
+        // the last two again as the CNP marking: five firmware queries,
+        // made only on the QoS cadence.
+        assert_eq!(first.netdevs[0].dcqcn.len(), 3);
+        assert_eq!(calls1.sysfs_reads + 5, qos_files);
+        assert_eq!(calls2.sysfs_reads, calls1.sysfs_reads);
+        assert_eq!((calls3.dcb, calls3.sysfs_reads), (1, qos_files));
+        assert_eq!((calls4.dcb, calls4.sysfs_reads), (1, qos_files));
+        assert_eq!(dcb_calls.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 }

@@ -210,6 +210,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
     let mut reader = NetdevReader::new(ReaderOptions {
         sysfs: here().join("tests/fixtures/netdev-mlx5/sys"),
         raw_ethtool: raw.clone(),
+        qos_interval: std::time::Duration::ZERO,
     })
     .with_ethtool(Box::new(fake));
     let targets = [target("ens1f0np0", "mlx5_0"), target("eth9", "mlx5_1")];
@@ -299,6 +300,7 @@ fn reader_with(start: Vec<(String, u64)>, raw: &str) -> (NetdevReader, Listings,
     let reader = NetdevReader::new(ReaderOptions {
         sysfs: here().join("tests/fixtures/netdev-mlx5/sys"),
         raw_ethtool: vec![raw.to_string()],
+        qos_interval: std::time::Duration::ZERO,
     })
     .with_ethtool(Box::new(fake));
     (reader, listings, calls, cut, grow)

@@ -344,6 +344,7 @@ fn carrier_counters_from_sysfs_and_absent_files() {
     let mut reader = NetdevReader::new(ReaderOptions {
         sysfs: dir.clone(),
         raw_ethtool: vec![],
+        qos_interval: std::time::Duration::ZERO,
     });
     let targets = ["eth0", "eth1"].map(|n| Target {
         name: n.into(),

@@ -16,6 +16,7 @@ fn ecn_mixed_priorities_mtu_and_state() {
     let mut reader = NetdevReader::new(ReaderOptions {
         sysfs: sysfs(),
         raw_ethtool: vec![],
+        qos_interval: std::time::Duration::ZERO,
     });
     let targets = [
         Target {
@@ -66,6 +67,7 @@ fn a_bad_ecn_file_is_reported_and_the_rest_kept() {
     let mut reader = NetdevReader::new(ReaderOptions {
         sysfs: dir.clone(),
         raw_ethtool: vec![],
+        qos_interval: std::time::Duration::ZERO,
     });
     let mut errors = Vec::new();
     let snap = reader.read(
@@ -112,6 +114,7 @@ impl Scratch {
         NetdevReader::new(ReaderOptions {
             sysfs: self.0.clone(),
             raw_ethtool: vec![],
+            qos_interval: std::time::Duration::ZERO,
         })
     }
 }
