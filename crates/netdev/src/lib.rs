@@ -172,3 +172,13 @@ pub struct EcnConfig {
     pub np: Vec<(u8, bool)>,
     pub rp: Vec<(u8, bool)>,
 }
+
+/// A failed read of `path`: the errno when the kernel gave one; otherwise
+/// (text that is not UTF-8) the reason, as a content error.
+pub(crate) fn io_error(path: &std::path::Path, e: &std::io::Error) -> roce_host::ReadError {
+    if e.raw_os_error().is_some() {
+        roce_host::ReadError::io(path, e)
+    } else {
+        roce_host::ReadError::parse(path, e.to_string())
+    }
+}
