@@ -110,30 +110,24 @@ pub struct CarrierCounts {
     pub down: Option<u64>,
 }
 
-/// The result of one kind of read on one netdev.
+/// The result of one kind of read on one netdev: what it gave (`()` when
+/// the values land elsewhere, as the ethtool statistics do), or why not.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Outcome<T = ()> {
     /// Read.
-    Ok,
+    Ok(T),
     /// Not attempted (turned off, or the paths are not the running kernel's).
     #[default]
     Disabled,
-    /// The netdev or driver does not offer it (EOPNOTSUPP, ...): not a failure.
+    /// The netdev or driver does not offer it (EOPNOTSUPP, ...; for DCB, no
+    /// `dcbnl_ops`): not a failure.
     Unsupported,
     /// Failed, with the reason.
     Failed(String),
 }
 
 /// DCB read back for one netdev.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum DcbOutcome {
-    #[default]
-    Disabled,
-    /// No DCB on this netdev (no `dcbnl_ops`: EOPNOTSUPP).
-    Unsupported,
-    Ok(DcbConfig),
-    Failed(String),
-}
+pub type DcbOutcome = Outcome<DcbConfig>;
 
 /// One ethtool statistic with a meaning, in base units (seconds for
 /// durations).

@@ -425,7 +425,7 @@ impl NetdevReader {
                 Ok((stats, raw)) => {
                     netdev.stats = stats;
                     netdev.raw = raw;
-                    Outcome::Ok
+                    Outcome::Ok(())
                 }
                 Err(EthtoolError::Unsupported { .. }) => Outcome::Unsupported,
                 Err(e) => {
