@@ -82,6 +82,14 @@ impl Report {
     }
 }
 
+/// Why `check` could not judge the host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// Without the RDMA devices there is nothing to judge.
+    #[error("the rdma collector failed: {0}")]
+    RdmaFailed(String),
+}
+
 /// Takes two samples `window` apart and builds the report. `progress`
 /// shows a countdown on stderr while waiting (only on a terminal).
 pub fn run(
@@ -89,16 +97,15 @@ pub fn run(
     paths: &HostPaths,
     window: Duration,
     progress: bool,
-) -> Result<Report, String> {
+) -> Result<Report, CheckError> {
     let mut sampler = Sampler::new(sources::all(config, paths), config);
     let first = sampler.sample();
     if let Some(failed) = first
         .source("rdma")
         .filter(|s| matches!(s.state, SourceState::Failed(_)))
     {
-        return Err(format!(
-            "the rdma collector failed: {}",
-            failed.state.detail().unwrap_or("")
+        return Err(CheckError::RdmaFailed(
+            failed.state.detail().unwrap_or("").to_string(),
         ));
     }
     wait(window, progress && std::io::stderr().is_terminal());

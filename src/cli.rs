@@ -114,8 +114,13 @@ pub enum CheckFormat {
     Json,
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 10s, 1m)"))
+/// A duration argument that did not parse, with the form to write.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} (write e.g. 10s, 1m)")]
+pub struct DurationError(humantime::DurationError);
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
+    humantime::parse_duration(s).map_err(DurationError)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -440,6 +440,15 @@ pub enum ConfigError {
     Invalid { path: String, message: String },
 }
 
+/// A configuration whose keys parsed but do not fit together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    #[error("expect.devices must be at least 1 (or a list of device names)")]
+    NoDevicesExpected,
+    #[error("rules.disabled: unknown rule {rule:?} (known: {known})")]
+    UnknownRule { rule: String, known: String },
+}
+
 impl Config {
     /// Parses YAML text. An empty document (or only comments) is the default
     /// configuration.
@@ -455,9 +464,9 @@ impl Config {
             path: origin.to_string(),
             message: e.to_string(),
         })?;
-        config.validate().map_err(|message| ConfigError::Invalid {
+        config.validate().map_err(|e| ConfigError::Invalid {
             path: origin.to_string(),
-            message,
+            message: e.to_string(),
         })?;
         Ok(config)
     }
@@ -472,9 +481,9 @@ impl Config {
 
     /// Checks across keys; single values are checked where they are parsed
     /// (with line and column).
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         if let Some(ExpectedDevices::Count(0)) = self.expect.devices {
-            return Err("expect.devices must be at least 1 (or a list of device names)".into());
+            return Err(ValidationError::NoDevicesExpected);
         }
         let known: Vec<&str> = crate::rules::all().iter().map(|r| r.id.as_str()).collect();
         if let Some(bad) = self
@@ -483,10 +492,10 @@ impl Config {
             .iter()
             .find(|d| !known.contains(&d.as_str()))
         {
-            return Err(format!(
-                "rules.disabled: unknown rule {bad:?} (known: {})",
-                known.join(", ")
-            ));
+            return Err(ValidationError::UnknownRule {
+                rule: bad.to_string(),
+                known: known.join(", "),
+            });
         }
         Ok(())
     }
@@ -520,6 +529,20 @@ mod tests {
         assert_eq!(c.probes.enabled, Toggle::On);
         assert_eq!(c.expect.pfc_priority, Some(3));
         assert_eq!(c.expect.link_rate_gbps, Some(400.0));
+    }
+
+    #[test]
+    fn keys_that_do_not_fit_together_are_refused_with_the_reason() {
+        let msg = |text: &str| Config::parse(text, "t.yml").unwrap_err().to_string();
+        assert_eq!(
+            msg("expect: {devices: 0}\n"),
+            "t.yml: expect.devices must be at least 1 (or a list of device names)"
+        );
+        let m = msg("rules: {disabled: [no_such_rule]}\n");
+        assert!(
+            m.starts_with("t.yml: rules.disabled: unknown rule \"no_such_rule\" (known: "),
+            "{m}"
+        );
     }
 
     #[test]

@@ -601,9 +601,13 @@ mod tests {
             self.step += 1;
             Reading::bare(match step {
                 Ok(n) => {
-                    errors.extend(
-                        (0..n).map(|i| HostError::Other(format!("file {i}: Input/output error"))),
-                    );
+                    errors.extend((0..n).map(|i| {
+                        roce_host::ReadError::io(
+                            std::path::Path::new(&format!("file {i}")),
+                            &std::io::Error::from_raw_os_error(libc::EIO),
+                        )
+                        .into()
+                    }));
                     SourceState::Ok
                 }
                 Err("panic") => panic!("boom"),

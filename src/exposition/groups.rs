@@ -274,8 +274,8 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "qos",
-        default: 263,
-        all: 357,
+        default: 271,
+        all: 365,
     },
     BudgetRow {
         row: "phys",

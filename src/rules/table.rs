@@ -177,15 +177,20 @@ impl std::fmt::Display for RuleId {
     }
 }
 
-impl std::str::FromStr for RuleId {
-    type Err = String;
+/// A name that is no rule's id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown rule {0:?}")]
+pub struct UnknownRule(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for RuleId {
+    type Err = UnknownRule;
+
+    fn from_str(s: &str) -> Result<Self, UnknownRule> {
         RuleId::ALL
             .iter()
             .copied()
             .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("unknown rule {s:?}"))
+            .ok_or_else(|| UnknownRule(s.to_string()))
     }
 }
 

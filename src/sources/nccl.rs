@@ -133,10 +133,10 @@ impl NcclSource {
             self.part.log_files = stats.files_tracked;
             if stats.errors > 0 && stats.entries_seen == 0 {
                 unreadable += 1;
-                errors.push(HostError::Other(format!(
-                    "nccl.log_dir {}: cannot be listed",
-                    t.dir().display()
-                )));
+                errors.push(HostError::Unlistable {
+                    setting: "nccl.log_dir",
+                    dir: t.dir().to_path_buf(),
+                });
             }
         }
         if let Some(t) = self.inspector.as_mut() {
@@ -171,10 +171,10 @@ impl NcclSource {
             self.part.inspector_files = stats.files_tracked;
             if stats.errors > 0 && stats.entries_seen == 0 {
                 unreadable += 1;
-                errors.push(HostError::Other(format!(
-                    "nccl.inspector_dir {}: cannot be listed",
-                    t.dir().display()
-                )));
+                errors.push(HostError::Unlistable {
+                    setting: "nccl.inspector_dir",
+                    dir: t.dir().to_path_buf(),
+                });
             }
         }
         self.last_read = Some(now);

@@ -93,9 +93,7 @@ impl Source for PhysSource {
             );
         }
         let now = crate::snapshot::monotonic_now();
-        let mut texts = Vec::new();
-        let snapshot = self.reader.read(&targets, &gpus, now, &mut texts);
-        errors.extend(texts.into_iter().map(HostError::Other));
+        let snapshot = self.reader.read(&targets, &gpus, now, errors);
         Reading::new(SourceState::Ok, Part::Phys(snapshot))
     }
 

@@ -18,8 +18,19 @@ use crate::config::{Config, GidIndex};
 use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
 
+/// Why the probe thread is not running; the source says so as disabled.
+#[derive(Debug, thiserror::Error)]
+pub enum NotRunning {
+    #[error("probes are off (probes.enabled, or --path.sysfs is not this host's /sys)")]
+    Off,
+    #[error("built without verbs probes (feature `probes`)")]
+    NoVerbs,
+    #[error("cannot start the probe thread: {0}")]
+    Thread(std::io::Error),
+}
+
 pub struct ProbeSource {
-    runner: Result<Runner, String>,
+    runner: Result<Runner, NotRunning>,
     chooser: TargetChooser,
     /// `expect.nccl_ib_tc`: with the netdev's configuration, the traffic
     /// class rounds carry (the RoCE priority, not priority 0).
@@ -37,7 +48,7 @@ pub struct ProbeSource {
 impl ProbeSource {
     pub fn new(config: &Config, paths: &HostPaths) -> Self {
         let runner = if !config.probes.enabled.enabled(paths.is_live()) {
-            Err("probes are off (probes.enabled, or --path.sysfs is not this host's /sys)".into())
+            Err(NotRunning::Off)
         } else {
             spawn(config)
         };
@@ -100,18 +111,18 @@ impl TargetChooser {
 }
 
 #[cfg(feature = "probes")]
-fn spawn(config: &Config) -> Result<Runner, String> {
+fn spawn(config: &Config) -> Result<Runner, NotRunning> {
     Runner::spawn(
         roce_probe::ibverbs::IbVerbs::new(),
         config.probes.interval,
         roce_probe::engine::Settings::default(),
     )
-    .map_err(|e| format!("cannot start the probe thread: {e}"))
+    .map_err(NotRunning::Thread)
 }
 
 #[cfg(not(feature = "probes"))]
-fn spawn(_config: &Config) -> Result<Runner, String> {
-    Err("built without verbs probes (feature `probes`)".into())
+fn spawn(_config: &Config) -> Result<Runner, NotRunning> {
+    Err(NotRunning::NoVerbs)
 }
 
 /// The GID a probe uses when `gid_index` is `auto`: on RoCE, the RoCE v2
@@ -137,7 +148,7 @@ impl Source for ProbeSource {
     fn sample(&mut self, input: &Input, _errors: &mut Vec<HostError>) -> Reading {
         let runner = match &self.runner {
             Ok(r) => r,
-            Err(why) => return Reading::bare(SourceState::Disabled(why.clone())),
+            Err(why) => return Reading::bare(SourceState::Disabled(why.to_string())),
         };
         if let Some(rdma) = &input.rdma {
             // The RoCE DSCP comes from the netdev part, which is read in

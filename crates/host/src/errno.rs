@@ -4,6 +4,9 @@
 //!
 //! The kernel's ways of saying "not here":
 //! - ENOENT: no such attribute (a driver without it, a removed object);
+//! - ENOTDIR: a folder on the way is a file (a name from the configuration
+//!   that is not a device, as `class/net/<name>` of a bonding file), so
+//!   the attribute is not there either;
 //! - ENODEV: reading a descriptor whose sysfs node was removed
 //!   (fs/kernfs/file.c: `kernfs_seq_start` fails with -ENODEV once the node
 //!   is no longer active);
@@ -32,7 +35,10 @@ pub fn errno(e: &io::Error) -> i32 {
 /// The file or folder does not exist (here, or any more).
 pub fn is_absent(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
-        || matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV))
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::ENOENT | libc::ENODEV | libc::ENOTDIR)
+        )
 }
 
 /// A kept handle whose kernel object went away: reopen it once.
@@ -63,7 +69,13 @@ mod tests {
 
     #[test]
     fn absent_and_error() {
-        for code in [libc::ENOENT, libc::ENODEV, libc::ESTALE, libc::EOPNOTSUPP] {
+        for code in [
+            libc::ENOENT,
+            libc::ENODEV,
+            libc::ENOTDIR,
+            libc::ESTALE,
+            libc::EOPNOTSUPP,
+        ] {
             assert!(means_absent(&os(code), Einval::Error), "{code}");
         }
         for code in [libc::EACCES, libc::EIO, libc::EPERM, libc::EBUSY] {

@@ -1,7 +1,8 @@
 //! The errors readers report: [`ReadError`] for a file that should have been
 //! readable and was not (its path, and the errno or the reason its content
 //! did not parse), and [`HostError`], any problem a source met that did not
-//! stop it: such a file, or a failed request to the kernel or a library.
+//! stop it: such a file, a failed request to the kernel or a library, or a
+//! configured folder that cannot be listed.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -66,9 +67,8 @@ pub enum HostError {
     /// A request to the kernel or a library that failed (an ethtool ioctl,
     /// a netlink request, NVML): what was asked, and the answer.
     Request { what: String, error: String },
-    /// A problem a reader words itself (a log folder that cannot be
-    /// listed, a parsed file whose reader reports text).
-    Other(String),
+    /// A configured folder (`setting` names it) that cannot be listed.
+    Unlistable { setting: &'static str, dir: PathBuf },
 }
 
 impl HostError {
@@ -91,7 +91,9 @@ impl std::fmt::Display for HostError {
         match self {
             HostError::File(e) => e.fmt(f),
             HostError::Request { what, error } => write!(f, "{what}: {error}"),
-            HostError::Other(text) => f.write_str(text),
+            HostError::Unlistable { setting, dir } => {
+                write!(f, "{setting} {}: cannot be listed", dir.display())
+            }
         }
     }
 }
@@ -120,5 +122,13 @@ mod tests {
         );
         let e = HostError::request("ens1np0: DCB", "operation timed out");
         assert_eq!(e.to_string(), "ens1np0: DCB: operation timed out");
+        let e = HostError::Unlistable {
+            setting: "nccl.log_dir",
+            dir: PathBuf::from("/var/log/nccl"),
+        };
+        assert_eq!(
+            e.to_string(),
+            "nccl.log_dir /var/log/nccl: cannot be listed"
+        );
     }
 }

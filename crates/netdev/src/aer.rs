@@ -14,6 +14,19 @@
 
 use std::path::Path;
 
+use roce_host::errno::is_absent;
+use roce_host::ReadError;
+
+/// Why the text of an AER file did not parse: the line (from 1) and its
+/// text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AerParseError {
+    #[error("line {line}: expected NAME COUNT: {text:?}")]
+    NotNameCount { line: usize, text: String },
+    #[error("line {line}: not a count: {text:?}")]
+    NotACount { line: usize, text: String },
+}
+
 /// One AER file: the total and each error kind's count.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AerCounts {
@@ -39,7 +52,7 @@ impl PciAer {
 
 /// Parses the text of one AER file. Lines that are not `NAME COUNT` are
 /// errors (reported with their number); nothing is guessed.
-pub fn parse_aer(text: &str) -> Result<AerCounts, String> {
+pub fn parse_aer(text: &str) -> Result<AerCounts, AerParseError> {
     let mut out = AerCounts::default();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -48,11 +61,15 @@ pub fn parse_aer(text: &str) -> Result<AerCounts, String> {
         }
         let mut words = line.split_whitespace();
         let (Some(name), Some(count), None) = (words.next(), words.next(), words.next()) else {
-            return Err(format!("line {}: expected NAME COUNT: {line:?}", n + 1));
+            return Err(AerParseError::NotNameCount {
+                line: n + 1,
+                text: line.to_string(),
+            });
         };
-        let count: u64 = count
-            .parse()
-            .map_err(|_| format!("line {}: not a count: {line:?}", n + 1))?;
+        let count: u64 = count.parse().map_err(|_| AerParseError::NotACount {
+            line: n + 1,
+            text: line.to_string(),
+        })?;
         if name.starts_with("TOTAL_ERR_") {
             out.total = Some(count);
         } else {
@@ -62,18 +79,18 @@ pub fn parse_aer(text: &str) -> Result<AerCounts, String> {
     Ok(out)
 }
 
-fn read_one(path: &Path, errors: &mut Vec<String>) -> Option<AerCounts> {
+fn read_one(path: &Path, errors: &mut Vec<ReadError>) -> Option<AerCounts> {
     match std::fs::read_to_string(path) {
         Ok(text) => match parse_aer(&text) {
             Ok(c) => Some(c),
             Err(e) => {
-                errors.push(format!("{}: {e}", path.display()));
+                errors.push(ReadError::parse(path, e.to_string()));
                 None
             }
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) if is_absent(&e) => None,
         Err(e) => {
-            errors.push(format!("{}: {e}", path.display()));
+            errors.push(crate::io_error(path, &e));
             None
         }
     }
@@ -81,7 +98,7 @@ fn read_one(path: &Path, errors: &mut Vec<String>) -> Option<AerCounts> {
 
 /// Reads the AER files of the PCI function whose sysfs folder is `device`
 /// (`/sys/bus/pci/devices/<address>`, or a netdev's `device` link).
-pub fn read_aer(device: &Path, errors: &mut Vec<String>) -> PciAer {
+pub fn read_aer(device: &Path, errors: &mut Vec<ReadError>) -> PciAer {
     PciAer {
         correctable: read_one(&device.join("aer_dev_correctable"), errors),
         nonfatal: read_one(&device.join("aer_dev_nonfatal"), errors),
@@ -113,6 +130,10 @@ NonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 8\n";
         assert!(parse_aer("RxErr\n").is_err());
         assert!(parse_aer("RxErr x\n").is_err());
         assert!(parse_aer("RxErr 1 2\n").is_err());
+        assert_eq!(
+            parse_aer("RxErr 1\nBadTLP x\n").unwrap_err().to_string(),
+            "line 2: not a count: \"BadTLP x\""
+        );
     }
 
     #[test]

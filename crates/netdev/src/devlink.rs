@@ -20,6 +20,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use roce_host::errno::is_absent;
+use roce_host::{HostError, ReadError};
 use roce_netlink::msg::NLM_F_DUMP;
 use roce_netlink::{Attr, MessageBuilder, NlError};
 
@@ -142,12 +144,12 @@ pub fn parse_reporter(payload: &[u8]) -> Result<HealthReporter, NlError> {
 
 /// Parses every message of a dump; one malformed message is reported in
 /// `errors` and the others kept.
-pub fn parse_dump(payloads: &[Vec<u8>], errors: &mut Vec<String>) -> Vec<HealthReporter> {
+pub fn parse_dump(payloads: &[Vec<u8>], errors: &mut Vec<HostError>) -> Vec<HealthReporter> {
     let mut out = Vec::new();
     for p in payloads {
         match parse_reporter(p) {
             Ok(r) => out.push(r),
-            Err(e) => errors.push(format!("devlink health reporter: {e}")),
+            Err(e) => errors.push(HostError::request("devlink health reporter", e)),
         }
     }
     out
@@ -165,8 +167,8 @@ pub fn dump_request(family: u16) -> Result<Vec<u8>, NlError> {
 pub trait HealthRead: Send {
     fn read_reporters(
         &mut self,
-        errors: &mut Vec<String>,
-    ) -> Result<Option<Vec<HealthReporter>>, String>;
+        errors: &mut Vec<HostError>,
+    ) -> Result<Option<Vec<HealthReporter>>, HostError>;
 }
 
 /// The dump over devlink generic netlink.
@@ -185,13 +187,13 @@ impl DevlinkHealth {
 impl HealthRead for DevlinkHealth {
     fn read_reporters(
         &mut self,
-        errors: &mut Vec<String>,
-    ) -> Result<Option<Vec<HealthReporter>>, String> {
+        errors: &mut Vec<HostError>,
+    ) -> Result<Option<Vec<HealthReporter>>, HostError> {
         match self.client.request(dump_request) {
             Ok(None) => Ok(None),
             Ok(Some(payloads)) => Ok(Some(parse_dump(&payloads, errors))),
             Err(NlError::Kernel { errno, .. }) if errno == libc::EOPNOTSUPP => Ok(None),
-            Err(e) => Err(format!("devlink health: {e}")),
+            Err(e) => Err(HostError::request("devlink health", e)),
         }
     }
 }
@@ -213,15 +215,16 @@ impl DevlinkReplay {
 impl HealthRead for DevlinkReplay {
     fn read_reporters(
         &mut self,
-        errors: &mut Vec<String>,
-    ) -> Result<Option<Vec<HealthReporter>>, String> {
+        errors: &mut Vec<HostError>,
+    ) -> Result<Option<Vec<HealthReporter>>, HostError> {
         let path = self.dir.join(REPLAY_FILE);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) => return Err(crate::io_error(&path, &e).into()),
         };
-        let payloads = parse_hex_messages(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let payloads =
+            parse_hex_messages(&text).map_err(|e| ReadError::parse(&path, e.to_string()))?;
         Ok(Some(parse_dump(&payloads, errors)))
     }
 }

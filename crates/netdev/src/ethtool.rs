@@ -443,7 +443,7 @@ impl Replay {
         let path = self.dir.join(format!("{netdev}.txt"));
         match std::fs::read_to_string(&path) {
             Ok(text) => Ok(parse_ethtool_s(&text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(EthtoolError::Unsupported {
+            Err(e) if roce_host::errno::is_absent(&e) => Err(EthtoolError::Unsupported {
                 netdev: netdev.to_string(),
             }),
             Err(e) => Err(EthtoolError::Replay {

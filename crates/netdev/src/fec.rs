@@ -296,7 +296,7 @@ impl FecRead for FecReplay {
         };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if roce_host::errno::is_absent(&e) => return Ok(None),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
         let msgs = parse_hex_messages(&text).map_err(|e| format!("{}: {e}", path.display()))?;

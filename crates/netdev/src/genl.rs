@@ -108,11 +108,29 @@ impl GenlClient {
     }
 }
 
+/// A line of a replay file (recorded replies, a DCB or EEPROM replay) that
+/// did not parse: its number (from 1) and what was wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {what}")]
+pub struct ReplayError {
+    pub line: usize,
+    pub what: String,
+}
+
+impl ReplayError {
+    pub fn new(line: usize, what: impl Into<String>) -> Self {
+        ReplayError {
+            line,
+            what: what.into(),
+        }
+    }
+}
+
 /// Parses the hex text of recorded replies: byte pairs separated by white
 /// space, `#` comments, an optional `0x0000:`-style offset before a colon on
 /// each line (as `ethtool -m ... hex on` and `xxd` print), and lines of
 /// `---` separating messages. Returns one byte vector per message.
-pub fn parse_hex_messages(text: &str) -> Result<Vec<Vec<u8>>, String> {
+pub fn parse_hex_messages(text: &str) -> Result<Vec<Vec<u8>>, ReplayError> {
     let mut out = Vec::new();
     let mut current = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -129,7 +147,7 @@ pub fn parse_hex_messages(text: &str) -> Result<Vec<Vec<u8>>, String> {
             let byte = u8::from_str_radix(word, 16)
                 .ok()
                 .filter(|_| word.len() == 2)
-                .ok_or_else(|| format!("line {}: not a hex byte: {word:?}", n + 1))?;
+                .ok_or_else(|| ReplayError::new(n + 1, format!("not a hex byte: {word:?}")))?;
             current.push(byte);
         }
     }

@@ -114,30 +114,24 @@ pub struct CarrierCounts {
     pub down: Option<u64>,
 }
 
-/// The result of one kind of read on one netdev.
+/// The result of one kind of read on one netdev: what it gave (`()` when
+/// the values land elsewhere, as the ethtool statistics do), or why not.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Outcome<T = ()> {
     /// Read.
-    Ok,
+    Ok(T),
     /// Not attempted (turned off, or the paths are not the running kernel's).
     #[default]
     Disabled,
-    /// The netdev or driver does not offer it (EOPNOTSUPP, ...): not a failure.
+    /// The netdev or driver does not offer it (EOPNOTSUPP, ...; for DCB, no
+    /// `dcbnl_ops`): not a failure.
     Unsupported,
     /// Failed, with the reason.
     Failed(String),
 }
 
 /// DCB read back for one netdev.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum DcbOutcome {
-    #[default]
-    Disabled,
-    /// No DCB on this netdev (no `dcbnl_ops`: EOPNOTSUPP).
-    Unsupported,
-    Ok(DcbConfig),
-    Failed(String),
-}
+pub type DcbOutcome = Outcome<DcbConfig>;
 
 /// One ethtool statistic with a meaning, in base units (seconds for
 /// durations).
@@ -175,4 +169,14 @@ pub struct EcnConfig {
     /// (priority, enabled) in priority order; only files that exist.
     pub np: Vec<(u8, bool)>,
     pub rp: Vec<(u8, bool)>,
+}
+
+/// A failed read of `path`: the errno when the kernel gave one; otherwise
+/// (text that is not UTF-8) the reason, as a content error.
+pub(crate) fn io_error(path: &std::path::Path, e: &std::io::Error) -> roce_host::ReadError {
+    if e.raw_os_error().is_some() {
+        roce_host::ReadError::io(path, e)
+    } else {
+        roce_host::ReadError::parse(path, e.to_string())
+    }
 }

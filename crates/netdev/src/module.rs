@@ -38,7 +38,7 @@ use std::time::Duration;
 use roce_netlink::{MessageBuilder, NlError};
 
 use crate::fec::{ETHTOOL_A_HEADER_DEV_NAME, ETHTOOL_A_HEADER_FLAGS};
-use crate::genl::{parse_hex_messages, replay_path, split, GenlClient};
+use crate::genl::{parse_hex_messages, replay_path, split, GenlClient, ReplayError};
 
 pub const ETHTOOL_MSG_MODULE_EEPROM_GET: u8 = 31;
 pub const ETHTOOL_MSG_MODULE_EEPROM_GET_REPLY: u8 = 32;
@@ -605,10 +605,10 @@ impl EepromReplay {
 }
 
 /// Parses the [`EepromReplay`] text into half pages.
-pub fn parse_eeprom_replay(text: &str) -> Result<Pages, String> {
+pub fn parse_eeprom_replay(text: &str) -> Result<Pages, ReplayError> {
     let mut pages = Pages::new();
     let mut current: Option<(HalfPage, String)> = None;
-    let finish = |cur: Option<(HalfPage, String)>, pages: &mut Pages| -> Result<(), String> {
+    let finish = |cur: Option<(HalfPage, String)>, pages: &mut Pages| -> Result<(), ReplayError> {
         if let Some((id, hex)) = cur {
             let bytes = parse_hex_messages(&hex)?.concat();
             pages.insert(id, bytes);
@@ -619,12 +619,8 @@ pub fn parse_eeprom_replay(text: &str) -> Result<Pages, String> {
         let trimmed = line.split('#').next().unwrap_or("").trim();
         if let Some(header) = trimmed.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
             finish(current.take(), &mut pages)?;
-            let bad = || {
-                format!(
-                    "line {}: expected [i2c 0xNN page 0xNN bank N lower|upper]",
-                    n + 1
-                )
-            };
+            let bad =
+                || ReplayError::new(n + 1, "expected [i2c 0xNN page 0xNN bank N lower|upper]");
             let words: Vec<&str> = header.split_whitespace().collect();
             let ["i2c", i2c, "page", page, "bank", bank, half] = words.as_slice() else {
                 return Err(bad());
@@ -650,7 +646,7 @@ pub fn parse_eeprom_replay(text: &str) -> Result<Pages, String> {
             hex.push_str(trimmed);
             hex.push('\n');
         } else if !trimmed.is_empty() {
-            return Err(format!("line {}: bytes before a [section] header", n + 1));
+            return Err(ReplayError::new(n + 1, "bytes before a [section] header"));
         }
     }
     finish(current.take(), &mut pages)?;
@@ -664,7 +660,7 @@ impl EepromRead for EepromReplay {
         };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if roce_host::errno::is_absent(&e) => return Ok(None),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
         let mut pages =

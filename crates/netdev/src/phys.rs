@@ -16,6 +16,7 @@ use crate::fec::{FecInfo, FecRead};
 use crate::module::{read_module, EepromRead, ModuleInfo};
 use crate::reader::Target;
 use crate::RdmaPortRef;
+use roce_host::HostError;
 
 /// Everything the physical-layer reader read in one sample.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -175,8 +176,9 @@ impl PhysReader {
         targets: &[Target],
         gpus: &[String],
         now: Duration,
-        errors: &mut Vec<String>,
+        errors: &mut Vec<HostError>,
     ) -> PhysSnapshot {
+        let mut files = Vec::new();
         self.calls = PhysCalls::default();
         let mut out = PhysSnapshot::default();
         let net = self.options.sysfs.join("class/net");
@@ -192,14 +194,15 @@ impl PhysReader {
                 ..PhysNetdev::default()
             };
             if let Some((_, dir)) = &function {
-                n.aer = read_aer(dir, errors);
+                n.aer = read_aer(dir, &mut files);
+                errors.extend(files.drain(..).map(HostError::File));
                 self.calls.aer_files += 3;
             }
             if let Some(fec) = self.fec.as_deref_mut() {
                 self.calls.fec += 1;
                 match fec.read_fec(&target.name) {
                     Ok(f) => n.fec = f,
-                    Err(e) => errors.push(format!("{}: FEC: {e}", target.name)),
+                    Err(e) => errors.push(HostError::request(format!("{}: FEC", target.name), e)),
                 }
             }
             if let Some(io) = self.eeprom.as_deref_mut() {
@@ -215,7 +218,10 @@ impl PhysReader {
                     let info = match read_module(&mut counted, &target.name) {
                         Ok(m) => m,
                         Err(e) => {
-                            errors.push(format!("{}: module EEPROM: {e}", target.name));
+                            errors.push(HostError::request(
+                                format!("{}: module EEPROM", target.name),
+                                e,
+                            ));
                             None
                         }
                     };
@@ -236,8 +242,9 @@ impl PhysReader {
             self.calls.aer_files += 3;
             out.gpus.push(PciHealth {
                 pci: gpu.clone(),
-                aer: read_aer(&devices.join(gpu), errors),
+                aer: read_aer(&devices.join(gpu), &mut files),
             });
+            errors.extend(files.drain(..).map(HostError::File));
         }
         if let Some(health) = self.health.as_deref_mut() {
             self.calls.devlink += 1;

@@ -29,6 +29,9 @@
 use std::io::{ErrorKind, Read};
 use std::path::Path;
 
+use roce_host::errno::is_absent;
+use roce_host::ReadError;
+
 use crate::RdmaPortRef;
 
 /// The QoS marking the host's own configuration gives RoCE traffic on one
@@ -145,7 +148,7 @@ pub const DEBUGFS_CC_PARAMS: &[&str] = &[
 pub fn read_dcqcn(
     sysfs: &Path,
     netdev: &str,
-    errors: &mut Vec<String>,
+    errors: &mut Vec<ReadError>,
     reads: &mut u64,
 ) -> Vec<DcqcnParam> {
     let mut out = Vec::new();
@@ -210,18 +213,16 @@ pub fn read_dcqcn(
 /// and the kernel refuses (debugfs without privileges).
 fn number_u32(
     path: &Path,
-    errors: &mut Vec<String>,
+    errors: &mut Vec<ReadError>,
     reads: &mut u64,
     quiet_denied: bool,
 ) -> Option<u32> {
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
-            return None
-        }
+        Err(e) if is_absent(&e) => return None,
         Err(e) if quiet_denied && e.kind() == ErrorKind::PermissionDenied => return None,
         Err(e) => {
-            errors.push(format!("{}: {e}", path.display()));
+            errors.push(crate::io_error(path, &e));
             return None;
         }
     };
@@ -230,7 +231,7 @@ fn number_u32(
     if let Err(e) = file.by_ref().take(64).read_to_string(&mut text) {
         // The firmware query behind the file can fail (EOPNOTSUPP on a
         // function without congestion control): not a value.
-        errors.push(format!("{}: {e}", path.display()));
+        errors.push(crate::io_error(path, &e));
         return None;
     }
     let t = text.trim();
@@ -238,9 +239,9 @@ fn number_u32(
         Ok(v) if (0..=i64::from(u32::MAX)).contains(&v) => u32::try_from(v).ok(),
         Ok(v) if v < 0 && v >= i64::from(i32::MIN) => Some(v as i32 as u32),
         _ => {
-            errors.push(format!(
-                "{}: expected a number, found {t:?}",
-                path.display()
+            errors.push(ReadError::parse(
+                path,
+                format!("expected a number, found {t:?}"),
             ));
             None
         }
@@ -254,7 +255,7 @@ pub fn read(
     sysfs: &Path,
     netdev: &str,
     rdma: Option<&RdmaPortRef>,
-    errors: &mut Vec<String>,
+    errors: &mut Vec<ReadError>,
     reads: &mut u64,
 ) -> RoceQos {
     let mut out = RoceQos::default();
@@ -279,30 +280,28 @@ pub fn read(
 
 /// One small decimal file: `None` when absent, an error when it holds
 /// anything but a number up to `max`.
-fn number(path: &Path, max: u8, errors: &mut Vec<String>, reads: &mut u64) -> Option<u8> {
+fn number(path: &Path, max: u8, errors: &mut Vec<ReadError>, reads: &mut u64) -> Option<u8> {
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
-            return None
-        }
+        Err(e) if is_absent(&e) => return None,
         Err(e) => {
-            errors.push(format!("{}: {e}", path.display()));
+            errors.push(crate::io_error(path, &e));
             return None;
         }
     };
     *reads += 1;
     let mut text = String::new();
     if let Err(e) = file.by_ref().take(64).read_to_string(&mut text) {
-        errors.push(format!("{}: {e}", path.display()));
+        errors.push(crate::io_error(path, &e));
         return None;
     }
     let t = text.trim();
     match t.parse::<u8>() {
         Ok(v) if v <= max => Some(v),
         _ => {
-            errors.push(format!(
-                "{}: expected a number from 0 to {max}, found {t:?}",
-                path.display()
+            errors.push(ReadError::parse(
+                path,
+                format!("expected a number from 0 to {max}, found {t:?}"),
             ));
             None
         }
@@ -359,6 +358,20 @@ mod tests {
         let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
         assert_eq!(q.cnp_dscp, None);
         assert_eq!(errors.len(), 1, "{errors:?}");
+        // The file's path and what it held, as a content error.
+        assert_eq!(errors[0].path, np.join("cnp_dscp"));
+        assert_eq!(
+            errors[0].to_string(),
+            format!(
+                "{}: expected a number from 0 to 63, found \"64\"",
+                np.join("cnp_dscp").display()
+            )
+        );
+        // A file where a folder should be (ENOTDIR): absent, not an error.
+        errors.clear();
+        let below_file = np.join("cnp_dscp").join("x");
+        assert_eq!(number(&below_file, 63, &mut errors, &mut reads), None);
+        assert!(errors.is_empty(), "{errors:?}");
         let _ = std::fs::remove_dir_all(root);
     }
 

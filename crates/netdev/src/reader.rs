@@ -11,6 +11,7 @@ use roce_host::HostError;
 
 use crate::dcb::{DcbApp, DcbConfig, DcbError};
 use crate::ethtool::{EthtoolError, EthtoolIo, StatsCache};
+use crate::genl::ReplayError;
 use crate::{DcbOutcome, Netdev, NetdevSnapshot, Outcome, PauseStats, RdmaPortRef};
 
 /// A netdev to read, and the RDMA port it backs.
@@ -76,14 +77,14 @@ impl DcbReplay {
 }
 
 /// Parses the replay format of [`DcbReplay`].
-pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, String> {
+pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
     let mut config = DcbConfig::default();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
-        let bad = |what: &str| format!("line {}: {what}: {line:?}", n + 1);
+        let bad = |what: &str| ReplayError::new(n + 1, format!("{what}: {line:?}"));
         let (key, value) = line
             .split_once(':')
             .ok_or_else(|| bad("expected key: value"))?;
@@ -111,7 +112,7 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, String> {
                         "pcp" => Ok(crate::dcb::DCB_APP_SEL_PCP),
                         _ => Err(bad("trust is pcp or dscp")),
                     })
-                    .collect::<Result<Vec<u8>, String>>()?;
+                    .collect::<Result<Vec<u8>, ReplayError>>()?;
                 config.trust_order = Some(order);
             }
             "app" => {
@@ -268,7 +269,7 @@ impl DcbRead for DcbReplay {
         match std::fs::read_to_string(&path) {
             Ok(text) => parse_dcb_replay(&text)
                 .map_err(|e| DcbError::Transport(format!("{}: {e}", path.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(DcbError::Unsupported),
+            Err(e) if roce_host::errno::is_absent(&e) => Err(DcbError::Unsupported),
             Err(e) => Err(DcbError::Transport(format!("{}: {e}", path.display()))),
         }
     }
@@ -478,7 +479,7 @@ impl NetdevReader {
                 Ok((stats, raw)) => {
                     netdev.stats = stats;
                     netdev.raw = raw;
-                    Outcome::Ok
+                    Outcome::Ok(())
                 }
                 Err(EthtoolError::Unsupported { .. }) => Outcome::Unsupported,
                 Err(e) => {
@@ -534,7 +535,7 @@ impl NetdevReader {
                     .find(|p| p.name == "np_cnp_dscp")
                     .and_then(|p| u8::try_from(p.value).ok().filter(|d| *d <= 63));
             }
-            errors.extend(qos_errors.into_iter().map(HostError::Other));
+            errors.extend(qos_errors.into_iter().map(HostError::File));
         }
         if let Some(dcb) = self.dcb.as_deref_mut() {
             self.calls.dcb += 1;

@@ -232,7 +232,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
         let snap = reader.read(&targets, &mut errors);
         assert_eq!(errors, Vec::<HostError>::new());
         let n = &snap.netdevs[0];
-        assert_eq!(n.ethtool, Outcome::Ok);
+        assert_eq!(n.ethtool, Outcome::Ok(()));
         assert_eq!(
             n.stats, want,
             "sample {sample}: the extra channels add no meaning"
@@ -241,7 +241,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
         let far = n.raw.iter().find(|r| r.name == deep.0).map(|r| r.value);
         assert_eq!(far, Some(deep.1), "a raw counter at index 9,990");
         assert_eq!(n.mtu, Some(9000), "sysfs part unaffected");
-        assert_eq!(snap.netdevs[1].ethtool, Outcome::Ok);
+        assert_eq!(snap.netdevs[1].ethtool, Outcome::Ok(()));
         assert_eq!(snap.netdevs[1].stats, want);
         // Names once (count, strings, values), then the count and the
         // values per netdev per sample, 10,000 statistics or not.
@@ -339,7 +339,7 @@ fn a_set_grown_after_start_is_sized_from_the_count_asked_before_the_read() {
     let mut errors = Vec::new();
     let snap = reader.read(&targets, &mut errors);
     assert_eq!(errors, Vec::<HostError>::new());
-    assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok);
+    assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok(()));
     let raw: Vec<(String, u64)> = snap.netdevs[0]
         .raw
         .iter()
@@ -378,7 +378,7 @@ fn a_set_grown_between_the_count_and_the_values_is_cut_at_the_buffer_end_and_rea
     *grow.lock().unwrap() = Some(("ens1f0np0".to_string(), big));
     let snap = reader.read(&targets, &mut errors);
     assert_eq!(errors, Vec::<HostError>::new());
-    assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok);
+    assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok(()));
     let raw: Vec<(String, u64)> = snap.netdevs[0]
         .raw
         .iter()
@@ -403,5 +403,5 @@ fn a_set_grown_between_the_count_and_the_values_is_cut_at_the_buffer_end_and_rea
         held > cx7().len() && held < n,
         "sized from the 16-channel count: {held}"
     );
-    assert_eq!(snap.netdevs[1].ethtool, Outcome::Ok, "eth9 unaffected");
+    assert_eq!(snap.netdevs[1].ethtool, Outcome::Ok(()), "eth9 unaffected");
 }

@@ -1,10 +1,29 @@
 //! Pure parsers for the text the kernel prints in `/sys/class/infiniband`,
 //! and the device-name glob. No I/O: every function takes the file content
-//! (or a name) and returns a value or a message saying why it did not parse.
+//! (or a name) and returns a value or a [`ParseError`] saying why it did not
+//! parse.
 
 use std::net::Ipv6Addr;
 
 use crate::types::{GidType, LinkLayer, PhysState, PortState};
+
+/// Why an attribute's text did not parse; each variant carries the text
+/// (shortened to 64 characters).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("not an unsigned counter: {0:?}")]
+    Counter(String),
+    #[error("expected \"N: NAME\": {0:?}")]
+    IdAndName(String),
+    #[error("expected \"<n> Gb/sec ...\": {0:?}")]
+    Rate(String),
+    #[error("not a hex number: {0:?}")]
+    Hex(String),
+    #[error("not a GID: {0:?}")]
+    Gid(String),
+    #[error("not a NUMA node: {0:?}")]
+    NumaNode(String),
+}
 
 /// What a counter file held.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,20 +37,20 @@ pub enum CounterText {
 
 /// A counter file (`counters/*`, `hw_counters/*`): one unsigned decimal
 /// number (`%u`/`%llu` in sysfs.c), or the "N/A (no PMA)" quirk.
-pub fn counter(text: &str) -> Result<CounterText, String> {
+pub fn counter(text: &str) -> Result<CounterText, ParseError> {
     let t = text.trim();
     if t.starts_with("N/A") {
         return Ok(CounterText::NotAvailable);
     }
     t.parse::<u64>()
         .map(CounterText::Value)
-        .map_err(|_| format!("not an unsigned counter: {:?}", shorten(t)))
+        .map_err(|_| ParseError::Counter(shorten(t)))
 }
 
 /// [`counter`] on the raw bytes of the file: the plain decimal every counter
 /// file holds is parsed in place (no text conversion, no allocation); any
 /// other content goes through [`counter`], so the results are the same.
-pub fn counter_bytes(raw: &[u8]) -> Result<CounterText, String> {
+pub fn counter_bytes(raw: &[u8]) -> Result<CounterText, ParseError> {
     let digits = raw.trim_ascii();
     // Up to 19 digits cannot overflow a u64; 20-digit values (above 10^19)
     // take the checked path below.
@@ -53,21 +72,21 @@ pub fn counter_bytes(raw: &[u8]) -> Result<CounterText, String> {
 
 /// Splits the "N: NAME" form of `state_show`, `phys_state_show` and
 /// `node_type_show` (drivers/infiniband/core/sysfs.c).
-fn id_and_name(text: &str) -> Result<(u32, &str), String> {
+fn id_and_name(text: &str) -> Result<(u32, &str), ParseError> {
     let t = text.trim();
     let (id, name) = t
         .split_once(':')
-        .ok_or_else(|| format!("expected \"N: NAME\": {:?}", shorten(t)))?;
+        .ok_or_else(|| ParseError::IdAndName(shorten(t)))?;
     let id = id
         .trim()
         .parse::<u32>()
-        .map_err(|_| format!("expected \"N: NAME\": {:?}", shorten(t)))?;
+        .map_err(|_| ParseError::IdAndName(shorten(t)))?;
     Ok((id, name.trim()))
 }
 
 /// `state`: "%d: %s" with the names of `ib_port_state_to_str`
 /// (include/rdma/ib_verbs.h): NOP, DOWN, INIT, ARMED, ACTIVE, ACTIVE_DEFER.
-pub fn port_state(text: &str) -> Result<PortState, String> {
+pub fn port_state(text: &str) -> Result<PortState, ParseError> {
     let (id, name) = id_and_name(text)?;
     Ok(match id {
         0 => PortState::Nop,
@@ -83,7 +102,7 @@ pub fn port_state(text: &str) -> Result<PortState, String> {
 /// `phys_state`: "%u: %s" with `phys_state_to_str` (sysfs.c): Sleep,
 /// Polling, Disabled, PortConfigurationTraining, LinkUp, LinkErrorRecovery,
 /// Phy Test; anything else is `"<unknown>"`.
-pub fn phys_state(text: &str) -> Result<PhysState, String> {
+pub fn phys_state(text: &str) -> Result<PhysState, ParseError> {
     let (id, name) = id_and_name(text)?;
     Ok(match id {
         1 => PhysState::Sleep,
@@ -98,7 +117,7 @@ pub fn phys_state(text: &str) -> Result<PhysState, String> {
 }
 
 /// `node_type` ("1: CA", "2: switch", "4: RNIC", ...) without its number.
-pub fn node_type(text: &str) -> Result<String, String> {
+pub fn node_type(text: &str) -> Result<String, ParseError> {
     let (_, name) = id_and_name(text)?;
     Ok(name.to_string())
 }
@@ -108,9 +127,9 @@ pub fn node_type(text: &str) -> Result<String, String> {
 /// `ib_speed` × lanes from `ib_width_enum_to_int`, include/rdma/ib_verbs.h),
 /// ".5" when the deci-Gb/s value is odd, then width and speed name. Only the
 /// leading number matters; "2.5 Gb/sec" without the parenthesis parses too.
-pub fn rate_bytes_per_second(text: &str) -> Result<u64, String> {
+pub fn rate_bytes_per_second(text: &str) -> Result<u64, ParseError> {
     let t = text.trim();
-    let bad = || format!("expected \"<n> Gb/sec ...\": {:?}", shorten(t));
+    let bad = || ParseError::Rate(shorten(t));
     let (number, rest) = t.split_once(' ').ok_or_else(bad)?;
     if !rest.trim_start().starts_with("Gb/sec") {
         return Err(bad());
@@ -142,13 +161,13 @@ pub fn rate_bytes_per_second(text: &str) -> Result<u64, String> {
 }
 
 /// `lid`, `sm_lid`: "0x%x".
-pub fn hex_u32(text: &str) -> Result<u32, String> {
+pub fn hex_u32(text: &str) -> Result<u32, ParseError> {
     let t = text.trim();
     let digits = t
         .strip_prefix("0x")
         .or_else(|| t.strip_prefix("0X"))
         .unwrap_or(t);
-    u32::from_str_radix(digits, 16).map_err(|_| format!("not a hex number: {:?}", shorten(t)))
+    u32::from_str_radix(digits, 16).map_err(|_| ParseError::Hex(shorten(t)))
 }
 
 /// `link_layer`: "InfiniBand", "Ethernet" or "Unknown" (sysfs.c
@@ -162,16 +181,16 @@ pub fn link_layer(text: &str) -> LinkLayer {
 }
 
 /// `gids/N`: "%pI6", eight groups of four hex digits.
-pub fn gid(text: &str) -> Result<Ipv6Addr, String> {
+pub fn gid(text: &str) -> Result<Ipv6Addr, ParseError> {
     let t = text.trim();
     t.parse::<Ipv6Addr>()
-        .map_err(|_| format!("not a GID: {:?}", shorten(t)))
+        .map_err(|_| ParseError::Gid(shorten(t)))
 }
 
 /// [`gid`] on the raw bytes of the file. The kernel's form (eight groups of
 /// four hex digits, 39 bytes) is parsed in place; anything else goes through
 /// [`gid`], so the results are the same.
-pub fn gid_bytes(raw: &[u8]) -> Result<Ipv6Addr, String> {
+pub fn gid_bytes(raw: &[u8]) -> Result<Ipv6Addr, ParseError> {
     let t = raw.trim_ascii();
     if t.len() == 39 {
         let mut groups = [0u16; 8];
@@ -211,11 +230,9 @@ pub fn gid_type(text: &str) -> GidType {
 }
 
 /// `numa_node` of a PCI function: a decimal int, -1 when unknown.
-pub fn numa_node(text: &str) -> Result<Option<u32>, String> {
+pub fn numa_node(text: &str) -> Result<Option<u32>, ParseError> {
     let t = text.trim();
-    let n: i64 = t
-        .parse()
-        .map_err(|_| format!("not a NUMA node: {:?}", shorten(t)))?;
+    let n: i64 = t.parse().map_err(|_| ParseError::NumaNode(shorten(t)))?;
     Ok(u32::try_from(n).ok())
 }
 
@@ -377,9 +394,7 @@ mod tests {
     fn gids_from_bytes_match_text() {
         assert_eq!(
             gid_bytes(b"fe80:0000:0000:0000:ba3f:d2ff:fe00:0001\n"),
-            "fe80::ba3f:d2ff:fe00:1"
-                .parse::<Ipv6Addr>()
-                .map_err(|e| e.to_string())
+            Ok("fe80::ba3f:d2ff:fe00:1".parse::<Ipv6Addr>().unwrap())
         );
         assert_eq!(
             gid_bytes(b"0000:0000:0000:0000:0000:ffff:0a00:020f\n"),
@@ -448,6 +463,26 @@ mod tests {
         assert_eq!(gid_type("RoCE v2\n"), GidType::RoceV2);
         assert_eq!(gid_type("IB/RoCE v1\n"), GidType::IbRoceV1);
         assert_eq!(link_layer("Ethernet\n"), LinkLayer::Ethernet);
+    }
+
+    #[test]
+    fn messages_name_the_format_and_the_text() {
+        let msg = |r: Result<(), ParseError>| r.unwrap_err().to_string();
+        assert_eq!(
+            msg(counter("12abc").map(drop)),
+            "not an unsigned counter: \"12abc\""
+        );
+        assert_eq!(
+            msg(port_state("ACTIVE").map(drop)),
+            "expected \"N: NAME\": \"ACTIVE\""
+        );
+        assert_eq!(
+            msg(rate_bytes_per_second("fast").map(drop)),
+            "expected \"<n> Gb/sec ...\": \"fast\""
+        );
+        assert_eq!(msg(hex_u32("zz").map(drop)), "not a hex number: \"zz\"");
+        assert_eq!(msg(gid("garbage").map(drop)), "not a GID: \"garbage\"");
+        assert_eq!(msg(numa_node("x").map(drop)), "not a NUMA node: \"x\"");
     }
 
     #[test]

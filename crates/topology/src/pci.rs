@@ -61,6 +61,19 @@ impl LinkSpeed {
     }
 }
 
+/// Why a PCI attribute's text did not parse; each variant carries the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PciParseError {
+    #[error("unexpected link speed {0:?}")]
+    LinkSpeed(String),
+    #[error("unexpected link width {0:?}")]
+    LinkWidth(String),
+    #[error("expected hex, got {0:?}")]
+    Hex(String),
+    #[error("unexpected numa_node {0:?}")]
+    NumaNode(String),
+}
+
 /// Result of parsing a `*_link_speed` file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpeedText {
@@ -79,7 +92,7 @@ pub enum SpeedText {
 /// (drivers/pci/pci.h): "2.5 GT/s", "5 GT/s", "8 GT/s", "16 GT/s",
 /// "32 GT/s" or "Unknown speed". Any "<number> GT/s" is accepted so that a
 /// later generation parses without a change here.
-pub fn parse_link_speed(text: &str) -> Result<SpeedText, String> {
+pub fn parse_link_speed(text: &str) -> Result<SpeedText, PciParseError> {
     let text = text.trim();
     let Some(number) = text
         .strip_suffix(" GT/s PCIe")
@@ -88,24 +101,24 @@ pub fn parse_link_speed(text: &str) -> Result<SpeedText, String> {
         if text.starts_with("Unknown") || text.contains("MHz") || text.contains("AGP") {
             return Ok(SpeedText::Unknown);
         }
-        return Err(format!("unexpected link speed {text:?}"));
+        return Err(PciParseError::LinkSpeed(text.to_string()));
     };
     let (whole, frac) = number.split_once('.').unwrap_or((number, "0"));
     let whole: u32 = whole
         .parse()
-        .map_err(|_| format!("unexpected link speed {text:?}"))?;
+        .map_err(|_| PciParseError::LinkSpeed(text.to_string()))?;
     // One decimal at most in every kernel string ("2.5", "16.0").
     let tenths: u32 = match frac {
         "" => 0,
         f if f.len() == 1 => f
             .parse()
-            .map_err(|_| format!("unexpected link speed {text:?}"))?,
-        _ => return Err(format!("unexpected link speed {text:?}")),
+            .map_err(|_| PciParseError::LinkSpeed(text.to_string()))?,
+        _ => return Err(PciParseError::LinkSpeed(text.to_string())),
     };
     let mts = whole
         .checked_mul(1000)
         .and_then(|w| w.checked_add(tenths * 100))
-        .ok_or_else(|| format!("unexpected link speed {text:?}"))?;
+        .ok_or_else(|| PciParseError::LinkSpeed(text.to_string()))?;
     if mts == 0 {
         return Ok(SpeedText::Unknown);
     }
@@ -114,29 +127,29 @@ pub fn parse_link_speed(text: &str) -> Result<SpeedText, String> {
 
 /// Parses `current_link_width`/`max_link_width` ("16"); 0 (what the kernel
 /// prints when the width field is empty) means unknown.
-pub fn parse_link_width(text: &str) -> Result<Option<u32>, String> {
+pub fn parse_link_width(text: &str) -> Result<Option<u32>, PciParseError> {
     let text = text.trim();
     let width: u32 = text
         .parse()
-        .map_err(|_| format!("unexpected link width {text:?}"))?;
+        .map_err(|_| PciParseError::LinkWidth(text.to_string()))?;
     Ok((width > 0).then_some(width))
 }
 
 /// Parses a hex attribute (`0x10de`, `0x030200`).
-pub fn parse_hex(text: &str) -> Result<u32, String> {
+pub fn parse_hex(text: &str) -> Result<u32, PciParseError> {
     let text = text.trim();
     let digits = text
         .strip_prefix("0x")
-        .ok_or_else(|| format!("expected hex, got {text:?}"))?;
-    u32::from_str_radix(digits, 16).map_err(|_| format!("expected hex, got {text:?}"))
+        .ok_or_else(|| PciParseError::Hex(text.to_string()))?;
+    u32::from_str_radix(digits, 16).map_err(|_| PciParseError::Hex(text.to_string()))
 }
 
 /// Parses `numa_node`: -1 (no NUMA information) is `None`.
-pub fn parse_numa_node(text: &str) -> Result<Option<u32>, String> {
+pub fn parse_numa_node(text: &str) -> Result<Option<u32>, PciParseError> {
     let text = text.trim();
     let node: i64 = text
         .parse()
-        .map_err(|_| format!("unexpected numa_node {text:?}"))?;
+        .map_err(|_| PciParseError::NumaNode(text.to_string()))?;
     Ok(u32::try_from(node).ok())
 }
 
@@ -188,6 +201,14 @@ mod tests {
         assert_eq!(s("8x AGP"), SpeedText::Unknown);
         assert!(parse_link_speed("fast").is_err());
         assert!(parse_link_speed("1.25.0 GT/s").is_err());
+        assert_eq!(
+            parse_link_speed("fast\n").unwrap_err().to_string(),
+            "unexpected link speed \"fast\""
+        );
+        assert_eq!(
+            parse_hex("10de").unwrap_err().to_string(),
+            "expected hex, got \"10de\""
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::acs::{acs_state, port_type, AcsState, PortType};
+use roce_host::errno::is_absent;
 use roce_host::{Io, ReadBuf, StdFs, SysFs};
 
 use crate::attr::{Fresh, KeptAttr};
@@ -218,7 +219,7 @@ impl TopologyReader {
         let bus = self.sysfs.join("bus/pci/devices");
         let entries = match std::fs::read_dir(&bus) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (snap, BTreeMap::new()),
+            Err(e) if is_absent(&e) => return (snap, BTreeMap::new()),
             Err(e) => {
                 snap.errors.push(io_error(&bus, &e));
                 return (snap, BTreeMap::new());
@@ -355,7 +356,7 @@ impl TopologyReader {
         let link = self.sysfs.join("bus/pci/devices").join(address.to_string());
         let dir = match std::fs::canonicalize(&link) {
             Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) if is_absent(&e) => return None,
             Err(e) => {
                 errors.push(io_error(&link, &e));
                 return None;
@@ -543,18 +544,18 @@ impl Cache {
 }
 
 /// A re-read attribute's value, with the same errors as a first read.
-fn fresh_parsed<T>(
+fn fresh_parsed<T, E: std::fmt::Display>(
     fresh: Fresh,
     io: &Io<'_>,
     path: &Path,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, E>,
     errors: &mut Vec<ReadError>,
 ) -> Option<T> {
     match fresh {
         Fresh::Len(n) => match parse(&io.buf.text(n)) {
             Ok(v) => Some(v),
             Err(msg) => {
-                errors.push(ReadError::parse(path, msg));
+                errors.push(ReadError::parse(path, msg.to_string()));
                 None
             }
         },
@@ -723,14 +724,7 @@ fn read_port_type(path: &Path, errors: &mut Vec<ReadError>) -> Option<PortType> 
     let result = std::fs::File::open(path).and_then(|f| f.take(256).read_to_end(&mut bytes));
     match result {
         Ok(_) => port_type(&bytes),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            None
-        }
+        Err(e) if is_absent(&e) || e.kind() == std::io::ErrorKind::PermissionDenied => None,
         Err(e) => {
             errors.push(io_error(path, &e));
             None
@@ -750,11 +744,12 @@ fn io_error(path: &Path, e: &std::io::Error) -> ReadError {
     ReadError::io(path, e)
 }
 
-/// The file's text; `None` when absent (ENOENT) or unreadable (recorded).
+/// The file's text; `None` when absent (see [`roce_host::errno`]) or
+/// unreadable (recorded).
 fn read_text(path: &Path, errors: &mut Vec<ReadError>) -> Option<String> {
     match std::fs::read_to_string(path) {
         Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) if is_absent(&e) => None,
         Err(e) => {
             errors.push(io_error(path, &e));
             None
@@ -762,19 +757,16 @@ fn read_text(path: &Path, errors: &mut Vec<ReadError>) -> Option<String> {
     }
 }
 
-fn read_parsed<T>(
+fn read_parsed<T, E: std::fmt::Display>(
     path: &Path,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, E>,
     errors: &mut Vec<ReadError>,
 ) -> Option<T> {
     let text = read_text(path, errors)?;
     match parse(&text) {
         Ok(v) => Some(v),
         Err(msg) => {
-            errors.push(ReadError {
-                path: path.to_path_buf(),
-                kind: ReadErrorKind::Parse(msg),
-            });
+            errors.push(ReadError::parse(path, msg.to_string()));
             None
         }
     }
@@ -798,12 +790,7 @@ fn read_acs(path: &Path, errors: &mut Vec<ReadError>) -> AcsState {
     let result = std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut bytes));
     match result {
         Ok(_) => acs_state(&bytes),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-            ) =>
-        {
+        Err(e) if is_absent(&e) || e.kind() == std::io::ErrorKind::PermissionDenied => {
             AcsState::Unknown
         }
         Err(e) => {

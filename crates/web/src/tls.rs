@@ -69,27 +69,27 @@ impl TlsFile {
     /// The server configuration: protocol versions, certificate and key,
     /// client certificate verification; relative files resolve against
     /// `base`.
-    pub(crate) fn build(&self, base: &Path) -> Result<rustls::ServerConfig, String> {
+    pub(crate) fn build(&self, base: &Path) -> Result<rustls::ServerConfig, TlsError> {
         let versions = self.protocol_versions()?;
         let (certs, key) = self.identity(base)?;
         let roots = self.client_roots(base)?;
         let provider = provider();
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
-            .map_err(|e| format!("tls_server_config: {e}"))?;
+            .map_err(TlsError::Versions)?;
         let builder = match client_verifier(self.client_auth_type, roots, &provider)? {
             Some(v) => builder.with_client_cert_verifier(v),
             None => builder.with_no_client_auth(),
         };
-        let mut config = builder.with_single_cert(certs, key).map_err(|e| {
-            format!("tls_server_config: certificate and key do not work together: {e}")
-        })?;
+        let mut config = builder
+            .with_single_cert(certs, key)
+            .map_err(TlsError::KeyMismatch)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(config)
     }
 
     /// `min_version` to `max_version` (TLS 1.2 to 1.3 unless narrowed).
-    fn protocol_versions(&self) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
+    fn protocol_versions(&self) -> Result<Vec<&'static SupportedProtocolVersion>, TlsError> {
         let min = self.min_version.unwrap_or(TlsVersion::TLS12);
         let max = self.max_version.unwrap_or(TlsVersion::TLS13);
         for (key, v) in [
@@ -97,13 +97,11 @@ impl TlsFile {
             ("max_version", self.max_version),
         ] {
             if matches!(v, Some(TlsVersion::TLS10 | TlsVersion::TLS11)) {
-                return Err(format!(
-                    "tls_server_config.{key}: TLS 1.0 and 1.1 are not supported; use TLS12 or TLS13"
-                ));
+                return Err(TlsError::OldVersion { key });
             }
         }
         if min > max {
-            return Err("tls_server_config: min_version is above max_version".into());
+            return Err(TlsError::VersionOrder);
         }
         let mut versions: Vec<&'static SupportedProtocolVersion> = Vec::new();
         if min <= TlsVersion::TLS12 && max >= TlsVersion::TLS12 {
@@ -119,34 +117,31 @@ impl TlsFile {
     fn identity(
         &self,
         base: &Path,
-    ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
         let cert_path = resolve(base, &self.cert_file);
         let key_path = resolve(base, &self.key_file);
         let certs = pem_certificates(&cert_path, "cert_file")?;
         if certs.is_empty() {
-            return Err(format!(
-                "tls_server_config.cert_file {}: no certificate in the file",
-                cert_path.display()
-            ));
+            return Err(TlsError::NoCertificate { path: cert_path });
         }
-        let key = PrivateKeyDer::from_pem_file(&key_path)
-            .map_err(|e| format!("tls_server_config.key_file {}: {e}", key_path.display()))?;
+        let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|error| TlsError::Pem {
+            key: "key_file",
+            path: key_path,
+            error,
+        })?;
         Ok((certs, key))
     }
 
     /// The CAs client certificates are verified against (`client_ca_file`),
     /// required by the verifying modes.
-    fn client_roots(&self, base: &Path) -> Result<Option<RootCertStore>, String> {
+    fn client_roots(&self, base: &Path) -> Result<Option<RootCertStore>, TlsError> {
         let verifying = matches!(
             self.client_auth_type,
             ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert
         );
         let Some(ca) = &self.client_ca_file else {
             if verifying {
-                return Err(format!(
-                    "tls_server_config: client_auth_type {:?} needs client_ca_file",
-                    self.client_auth_type
-                ));
+                return Err(TlsError::NeedsCa(self.client_auth_type));
             }
             return Ok(None);
         };
@@ -155,20 +150,57 @@ impl TlsFile {
         let (added, _) =
             roots.add_parsable_certificates(pem_certificates(&ca_path, "client_ca_file")?);
         if added == 0 {
-            return Err(format!(
-                "tls_server_config.client_ca_file {}: no usable CA certificate in the file",
-                ca_path.display()
-            ));
+            return Err(TlsError::NoCa { path: ca_path });
         }
         Ok(Some(roots))
     }
 }
 
+/// Why `tls_server_config` does not give a server configuration; each
+/// message names the key concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("tls_server_config: {0}")]
+    Versions(rustls::Error),
+    #[error("tls_server_config.{key}: TLS 1.0 and 1.1 are not supported; use TLS12 or TLS13")]
+    OldVersion { key: &'static str },
+    #[error("tls_server_config: min_version is above max_version")]
+    VersionOrder,
+    #[error("tls_server_config.{key} {}: {error}", path.display())]
+    Pem {
+        key: &'static str,
+        path: PathBuf,
+        error: rustls::pki_types::pem::Error,
+    },
+    #[error("tls_server_config.cert_file {}: no certificate in the file", path.display())]
+    NoCertificate { path: PathBuf },
+    #[error("tls_server_config: certificate and key do not work together: {0}")]
+    KeyMismatch(rustls::Error),
+    #[error("tls_server_config: client_auth_type {0:?} needs client_ca_file")]
+    NeedsCa(ClientAuth),
+    #[error("tls_server_config: client_ca_file is required")]
+    CaRequired,
+    #[error(
+        "tls_server_config.client_ca_file {}: no usable CA certificate in the file",
+        path.display()
+    )]
+    NoCa { path: PathBuf },
+    #[error("tls_server_config.client_ca_file: {0}")]
+    Verifier(rustls::server::VerifierBuilderError),
+}
+
 /// Every certificate of a PEM file; an error names the file and its key.
-fn pem_certificates(path: &Path, key: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+fn pem_certificates(
+    path: &Path,
+    key: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("tls_server_config.{key} {}: {e}", path.display()))
+        .map_err(|error| TlsError::Pem {
+            key,
+            path: path.to_path_buf(),
+            error,
+        })
 }
 
 /// How client certificates are asked for and checked in `mode`; `None`:
@@ -177,7 +209,7 @@ fn client_verifier(
     mode: ClientAuth,
     roots: Option<RootCertStore>,
     provider: &Arc<CryptoProvider>,
-) -> Result<Option<Arc<dyn ClientCertVerifier>>, String> {
+) -> Result<Option<Arc<dyn ClientCertVerifier>>, TlsError> {
     Ok(match (mode, roots) {
         (ClientAuth::NoClientCert, _) => None,
         (ClientAuth::RequestClientCert, _) => Some(Arc::new(AnyClientCert {
@@ -189,7 +221,7 @@ fn client_verifier(
             provider: provider.clone(),
         })),
         (ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert, None) => {
-            return Err("tls_server_config: client_ca_file is required".into())
+            return Err(TlsError::CaRequired)
         }
         (mode, Some(roots)) => {
             let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
@@ -198,10 +230,7 @@ fn client_verifier(
             } else {
                 b
             };
-            Some(
-                b.build()
-                    .map_err(|e| format!("tls_server_config.client_ca_file: {e}"))?,
-            )
+            Some(b.build().map_err(TlsError::Verifier)?)
         }
     })
 }

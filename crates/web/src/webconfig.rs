@@ -443,7 +443,9 @@ fn build(
         message,
     };
     let tls = match &file.tls_server_config {
-        Some(t) => Some(Arc::new(t.build(base_dir).map_err(invalid)?)),
+        Some(t) => Some(Arc::new(
+            t.build(base_dir).map_err(|e| invalid(e.to_string()))?,
+        )),
         None => None,
     };
     for (user, hash) in &file.basic_auth_users {
@@ -718,6 +720,26 @@ mod tests {
         assert!(m.contains("headerz"), "{m}");
         assert!(m.contains("line 3"), "{m}");
         assert!(m.contains("column 3"), "{m}");
+    }
+
+    #[test]
+    fn tls_refusals_name_the_key() {
+        let tls = "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n";
+        assert_eq!(
+            message(&format!("{tls}  min_version: TLS11\n")),
+            "web.yml: tls_server_config.min_version: TLS 1.0 and 1.1 are not supported; use TLS12 or TLS13"
+        );
+        assert_eq!(
+            message(&format!(
+                "{tls}  min_version: TLS13\n  max_version: TLS12\n"
+            )),
+            "web.yml: tls_server_config: min_version is above max_version"
+        );
+        let m = message(tls);
+        assert!(
+            m.starts_with("web.yml: tls_server_config.cert_file /nonexistent-dir/a.crt: "),
+            "{m}"
+        );
     }
 
     #[test]

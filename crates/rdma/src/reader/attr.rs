@@ -35,11 +35,11 @@ pub(super) fn text_attr(attr: &mut Attr, ctx: &mut Ctx<'_>, stale: &mut bool) ->
     }
 }
 
-pub(super) fn parsed_attr<T>(
+pub(super) fn parsed_attr<T, E: std::fmt::Display>(
     attr: &mut Attr,
     ctx: &mut Ctx<'_>,
     stale: &mut bool,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, E>,
 ) -> Option<T> {
     let Got::Len(n) = read_attr(attr, Einval::Error, ctx, stale) else {
         return None;

@@ -208,8 +208,9 @@ pub(super) fn read_port(
     // RoCE has none and the file reads 0x0 (as rxe's in the VM captures).
     let errors_before = ctx.errors.len();
     if refresh {
-        pl.link_layer_seen =
-            parsed_attr(&mut pl.link_layer, ctx, stale, |t| Ok(parse::link_layer(t)));
+        pl.link_layer_seen = parsed_attr(&mut pl.link_layer, ctx, stale, |t| {
+            Ok::<_, std::convert::Infallible>(parse::link_layer(t))
+        });
     }
     let lid_static = matches!(pl.link_layer_seen, Some(LinkLayer::Ethernet));
     if refresh || !lid_static {

@@ -12,6 +12,6 @@ pub(super) fn push_io(errors: &mut Vec<ReadError>, path: &Path, e: &io::Error) {
     errors.push(ReadError::io(path, e));
 }
 
-pub(super) fn push_parse(errors: &mut Vec<ReadError>, path: &Path, msg: String) {
-    errors.push(ReadError::parse(path, msg));
+pub(super) fn push_parse(errors: &mut Vec<ReadError>, path: &Path, msg: impl std::fmt::Display) {
+    errors.push(ReadError::parse(path, msg.to_string()));
 }
