@@ -66,7 +66,8 @@ def main(argv):
     tmp = tempfile.mkdtemp(prefix="roce-perf-")
     # (the per-script sections land in tmp; removed at the end)
     py = sys.executable
-    cost, memory, load = (os.path.join(tmp, n) for n in ("cost.md", "memory.md", "load.md"))
+    cost, memory, load, peer = (os.path.join(tmp, n)
+                                for n in ("cost.md", "memory.md", "load.md", "peer.md"))
     # bench.py's own report stays where it always was, for its README.
     scrape = os.path.join(HERE, "results.md")
     load_report = os.path.join(HERE, "load-results.md")
@@ -82,6 +83,9 @@ def main(argv):
         status["load"] = run([py, "bench/load.py", "--binary", args.binary, "--out", load_report]
                              + (["--duration", "10"] if args.quick else [])).returncode
         load = load_report
+    status["peer probes"] = run([py, "bench/peer_probes.py", "--binary", args.binary,
+                                 "--out", peer]
+                                + (["--seconds", "20"] if args.quick else [])).returncode
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                          text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
@@ -119,6 +123,7 @@ def main(argv):
     ]
     if "load" in status:
         body.append(section(load, "Load"))
+    body.append(section(peer, "Peer probes"))
     with open(OUT, "w") as f:
         f.write("\n".join(header) + "\n" + "\n".join(body))
     print("wrote " + os.path.relpath(OUT, REPO))

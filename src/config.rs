@@ -311,7 +311,10 @@ pub struct PeerProbeConfig {
     pub file: Option<std::path::PathBuf>,
     /// Probe every peer port, not only those on the same rail.
     pub all_to_all: bool,
-    /// Probe packets per second per local port (capped at 50).
+    /// Probe packets per second per local port (capped at 50): a ceiling.
+    /// Probes are sent one at a time, so it is reached while answers come
+    /// within the spacing; each lost probe takes `timeout` instead
+    /// (docs/peer-probes.md, "Achieved rate").
     pub packets_per_second: u32,
     /// Peers probed per round and port (capped at 16).
     pub sample: usize,

@@ -55,7 +55,7 @@ pub const BASELINE: Labeled<2> = Labeled::new(Family {
     kind: Kind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: PORT,
-    help: "The port's own RTT baseline (a low-RTT tracker: falls fast, rises 0.1% per answer).",
+    help: "The port's own RTT baseline: the 25th percentile of the median small-probe RTTs of its last 600 rounds.",
     source: SOURCE,
 });
 pub const UNKNOWN: Labeled<2> = Labeled::new(Family {

@@ -29,7 +29,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: RuleId::PeerProbePathLoss,
-        checks: "no pair of ports loses more than 10% of its recent small probes while the port reaches other peers",
+        checks: "no pair of ports loses more than 10% of its recent small probes while the rest of them pass",
         evaluate: path_loss,
     },
     Rule {
@@ -39,7 +39,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: RuleId::PeerProbeRttAboveBaseline,
-        checks: "the recent peer-probe RTT of a port stays within 10 times its own baseline",
+        checks: "the recent peer-probe RTT of a port (median over its last rounds) stays within 10 times its own baseline (a low percentile of its history)",
         evaluate: rtt_above_baseline,
     },
 ];
@@ -49,9 +49,13 @@ pub const MIN_OUTCOMES: u32 = 4;
 /// Loss ratio of a pair's recent small probes above which the path is
 /// called lossy (with at least two lost: one loss in 16 is noise).
 pub const MAX_LOSS_RATIO: f64 = 0.1;
-/// RTT factor over the port's baseline, and the answers the baseline needs.
+/// RTT factor over the port's baseline
+/// ([`roce_probe::peer::BASELINE_PERCENTILE`] of its round medians), and
+/// the rounds of history the baseline needs before it is trusted. Recent
+/// is the median of the last [`roce_probe::peer::RECENT_ROUNDS`] round
+/// medians, so only an elevation held over most of them fires.
 pub const RTT_FACTOR: f64 = 10.0;
-pub const MIN_RTT_ANSWERS: u64 = 30;
+pub const MIN_RTT_ROUNDS: usize = 30;
 /// The RTT must also exceed the baseline by this much (seconds): a 2 µs
 /// baseline times ten is still no congestion.
 pub const MIN_RTT_EXCESS: f64 = 50e-6;
@@ -210,6 +214,15 @@ fn path_loss(ctx: &Context) -> Vec<Finding> {
         if lossy.is_empty() {
             continue;
         }
+        let passing = stats
+            .peers
+            .iter()
+            .filter(|(k, p)| {
+                judged(&p.recent_small)
+                    && p.recent_small.lost() == 0
+                    && !lossy.iter().any(|(l, _)| l == k)
+            })
+            .count();
         let subject = subject(latest, &local.device, local.port);
         let detail: Vec<String> = lossy
             .iter()
@@ -227,9 +240,14 @@ fn path_loss(ctx: &Context) -> Vec<Finding> {
             rule: RuleId::PeerProbePathLoss,
             severity: Severity::Warning,
             finding: format!(
-                "{}: probes to {} peer port(s) are lost while others pass: the fabric path between",
+                "{}: part of the probes to {} peer port(s) are lost while the rest are answered{}: the fabric path between",
                 subject.describe(),
-                lossy.len()
+                lossy.len(),
+                if passing > 0 {
+                    format!(", and {passing} other peer port(s) lose none")
+                } else {
+                    String::new()
+                }
             ),
             evidence: format!(
                 "{}; expected <= {}% loss",
@@ -302,7 +320,7 @@ fn rtt_above_baseline(ctx: &Context) -> Vec<Finding> {
         let (Some(base), Some(recent)) = (stats.baseline_seconds, stats.recent_seconds) else {
             continue;
         };
-        if stats.rtt.count < MIN_RTT_ANSWERS
+        if stats.round_medians.len() < MIN_RTT_ROUNDS
             || recent <= base * RTT_FACTOR
             || recent - base < MIN_RTT_EXCESS
         {
@@ -318,9 +336,11 @@ fn rtt_above_baseline(ctx: &Context) -> Vec<Finding> {
                 recent / base
             ),
             evidence: format!(
-                "recent RTT {:.1} µs, baseline {:.1} µs; expected <= {RTT_FACTOR} times",
+                "recent RTT {:.1} µs (median of the last {} rounds' medians), baseline {:.1} µs (25th percentile of the last {} rounds' medians); expected <= {RTT_FACTOR} times",
                 recent * 1e6,
-                base * 1e6
+                stats.round_medians.len().min(roce_probe::peer::RECENT_ROUNDS),
+                base * 1e6,
+                stats.round_medians.len()
             ),
             fix: "Look for congestion: PFC pauses, ECN marks and CNPs on this port and its peers, a hot spine; the other findings and roce_peer_probe_peer_lost show whether one path or all are slow".into(),
             verify: "curl -s localhost:9879/metrics | grep roce_peer_probe_rtt_seconds".into(),

@@ -36,6 +36,16 @@ use crate::snapshot::{Snapshot, SourceState};
 
 /// Failures of probes to a peer ask for its endpoints again, at most this often.
 pub const REFETCH_AFTER_FAILURE: Duration = Duration::from_secs(5);
+/// Endpoint documents fetched at once: a dead peer costs a fetch its
+/// timeouts (2–3 s for a refused or silent address, at most 4 × the step
+/// bound of [`super::peer_list::Fetcher`]) on one worker, not the pass.
+pub const FETCH_WORKERS: usize = 16;
+/// A fetch pass starts no fetch after this long; the peers it did not
+/// reach keep their endpoints and are tried at the next retry pass (every
+/// [`REFETCH_AFTER_FAILURE`]), so a pass never holds the coordinator
+/// (port threads started and stopped, retries) longer than this plus one
+/// fetch's bound.
+pub const FETCH_BUDGET: Duration = Duration::from_secs(30);
 /// A port that cannot be opened is tried again after this long.
 const REOPEN_AFTER: Duration = Duration::from_secs(10);
 /// Granularity of the threads' stop checks while idle.
@@ -317,38 +327,91 @@ fn coordinate<V, F>(
     }
 }
 
-/// Fetches the endpoints of `peers`; returns those to ask again (the
-/// fetch failed, or the document listed no endpoint yet). Such a peer
-/// keeps the endpoints fetched before (a stopped peer must show as
-/// unreachable, not vanish).
+/// Fetches the endpoints of `peers` ([`FETCH_WORKERS`] at once, starting
+/// none after [`FETCH_BUDGET`]); returns those to ask again (the fetch
+/// failed, was not started within the budget, or the document listed no
+/// endpoint yet). Such a peer keeps the endpoints fetched before (a
+/// stopped peer must show as unreachable, not vanish).
 fn fetch(
     peers: &[PeerAddress],
     fetcher: &dyn Fetch,
     by_address: &mut BTreeMap<PeerAddress, Vec<Endpoint>>,
     shared: &Shared,
 ) -> BTreeSet<PeerAddress> {
-    let mut failed = BTreeSet::new();
-    for peer in peers {
-        if shared.stop.load(Ordering::SeqCst) {
+    fetch_bounded(
+        peers,
+        fetcher,
+        by_address,
+        shared,
+        FETCH_WORKERS,
+        FETCH_BUDGET,
+    )
+}
+
+type Fetched = Option<Result<Vec<Endpoint>, FetchError>>;
+
+fn fetch_bounded(
+    peers: &[PeerAddress],
+    fetcher: &dyn Fetch,
+    by_address: &mut BTreeMap<PeerAddress, Vec<Endpoint>>,
+    shared: &Shared,
+    workers: usize,
+    budget: Duration,
+) -> BTreeSet<PeerAddress> {
+    let deadline = Instant::now() + budget;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Mutex<Vec<Fetched>> = Mutex::new((0..peers.len()).map(|_| None).collect());
+    let work = || loop {
+        if shared.stop.load(Ordering::SeqCst) || Instant::now() >= deadline {
             break;
         }
-        let result = fetcher.fetch(peer);
-        let mut status = lock(&shared.fetch);
+        let i = next.fetch_add(1, Ordering::SeqCst);
+        let Some(peer) = peers.get(i) else {
+            break;
+        };
+        let r = fetcher.fetch(peer);
+        if let Some(slot) = lock(&results).get_mut(i) {
+            *slot = Some(r);
+        }
+    };
+    std::thread::scope(|s| {
+        // This thread is one of the workers: the pass goes on (slower)
+        // when no thread can be started.
+        for _ in 1..workers.min(peers.len()) {
+            if let Err(e) = std::thread::Builder::new()
+                .name("roce-peer-fetch".into())
+                .spawn_scoped(s, work)
+            {
+                tracing::warn!(error = %e, "cannot start a peer fetch thread");
+                break;
+            }
+        }
+        work();
+    });
+    let results = results.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let mut failed = BTreeSet::new();
+    let mut not_started = 0usize;
+    let mut status = lock(&shared.fetch);
+    for (peer, result) in peers.iter().zip(results) {
         match result {
+            None => {
+                not_started += 1;
+                failed.insert(peer.clone());
+            }
             // A peer that publishes no endpoint yet (started a moment ago,
             // its responders still opening) keeps the endpoints it had and
             // is asked again with the failed ones: taking the empty list
             // would leave nothing to probe, so no loss would ever ask again.
-            Ok(endpoints) if endpoints.is_empty() => {
+            Some(Ok(endpoints)) if endpoints.is_empty() => {
                 failed.insert(peer.clone());
             }
-            Ok(endpoints) => {
+            Some(Ok(endpoints)) => {
                 if status.last.remove(peer).is_some() {
                     tracing::info!(peer = %peer.0, "peer endpoints fetched again");
                 }
                 by_address.insert(peer.clone(), endpoints);
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 *status.errors.entry(e.reason).or_insert(0) += 1;
                 if status.last.get(peer) != Some(&e.message) {
                     tracing::warn!(peer = %peer.0, reason = e.reason, "cannot fetch peer endpoints: {}", e.message);
@@ -357,6 +420,13 @@ fn fetch(
                 failed.insert(peer.clone());
             }
         }
+    }
+    if not_started > 0 && !shared.stop.load(Ordering::SeqCst) {
+        tracing::warn!(
+            not_started,
+            budget_s = budget.as_secs(),
+            "peer endpoint fetches not started within this pass's budget; tried again at the next retry"
+        );
     }
     failed
 }
@@ -445,12 +515,18 @@ fn run_port<V: PeerVerbs>(
                 prober.idle(TICK);
                 prober.stats.peers_known = 0;
             } else {
+                let mut mark = Instant::now();
                 prober.round_with(&peers, &mut || {
                     if halt() {
                         return None;
                     }
                     seed = xorshift(seed);
-                    Some(spacing(pps, (seed % 10_000) as f64 / 10_000.0))
+                    let d = gap_after(
+                        spacing(pps, (seed % 10_000) as f64 / 10_000.0),
+                        mark.elapsed(),
+                    );
+                    mark = Instant::now() + d;
+                    Some(d)
                 });
                 // Only the small probe: a lost large one with the small
                 // answered is a path MTU, which a new document cannot fix.
@@ -470,6 +546,15 @@ fn run_port<V: PeerVerbs>(
         }
         return;
     }
+}
+
+/// The wait after a probe: what is left of its `spacing` once the probe
+/// itself took `spent` (its RTT, or the whole timeout when lost). Probes
+/// are sent one at a time, so this keeps the configured rate while the
+/// answers come faster than the spacing; a lost probe still takes its
+/// timeout (see docs/peer-probes.md, "Achieved rate").
+pub fn gap_after(spacing: Duration, spent: Duration) -> Duration {
+    spacing.saturating_sub(spent)
 }
 
 fn seed() -> u64 {
@@ -721,6 +806,127 @@ mod tests {
                 subnet: None,
             }])
         }
+    }
+
+    /// Peers that each hold their fetch until `want` fetches are in flight
+    /// at once (or 2 s, against a hang): a sequential pass sees one.
+    struct Concurrency {
+        in_flight: Mutex<usize>,
+        max: AtomicU32,
+        want: usize,
+        cv: std::sync::Condvar,
+    }
+
+    impl Fetch for Concurrency {
+        fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {
+            let mut n = lock(&self.in_flight);
+            *n += 1;
+            self.max.fetch_max(*n as u32, Ordering::SeqCst);
+            self.cv.notify_all();
+            let (mut n, _) = self
+                .cv
+                .wait_timeout_while(n, Duration::from_secs(2), |n| *n < self.want)
+                .unwrap_or_else(PoisonError::into_inner);
+            *n -= 1;
+            drop(n);
+            if peer.0.contains("dead") {
+                return Err(FetchError {
+                    reason: "timeout",
+                    message: "no answer".into(),
+                });
+            }
+            Ok(vec![Endpoint {
+                node: peer.0.clone(),
+                device: "mlx5_0".into(),
+                device_index: 0,
+                port: 1,
+                gid: Ipv4Addr::new(10, 0, 1, 2).to_ipv6_mapped(),
+                gid_index: 3,
+                qpn: 5,
+                qkey: QKEY,
+                mtu: 4096,
+                subnet: None,
+            }])
+        }
+    }
+
+    #[test]
+    fn endpoint_fetches_run_concurrently_so_dead_peers_do_not_serialize_the_pass() {
+        let fetcher = Concurrency {
+            in_flight: Mutex::new(0),
+            max: AtomicU32::new(0),
+            want: 8,
+            cv: std::sync::Condvar::new(),
+        };
+        let peers: Vec<PeerAddress> = (0..32)
+            .map(|i| {
+                PeerAddress(if i % 4 == 0 {
+                    format!("http://dead{i}:9879")
+                } else {
+                    format!("http://n{i}:9879")
+                })
+            })
+            .collect();
+        let shared = Shared::default();
+        let mut by_address = BTreeMap::new();
+        let failed = fetch(&peers, &fetcher, &mut by_address, &shared);
+        assert!(
+            fetcher.max.load(Ordering::SeqCst) >= 8,
+            "fetches in flight at once: {}",
+            fetcher.max.load(Ordering::SeqCst)
+        );
+        assert!(fetcher.max.load(Ordering::SeqCst) as usize <= FETCH_WORKERS);
+        assert_eq!(failed.len(), 8, "the dead ones: {failed:?}");
+        assert!(failed.iter().all(|a| a.0.contains("dead")));
+        assert_eq!(by_address.len(), 24);
+        assert_eq!(lock(&shared.fetch).errors.get("timeout"), Some(&8));
+    }
+
+    #[test]
+    fn the_time_a_probe_took_comes_off_the_wait_after_it() {
+        // 50 packets/s: 20 ms apart. An answer after 3 ms leaves 17 ms;
+        // the wait used to be the whole 20 ms on top of the RTT.
+        let spacing = Duration::from_millis(20);
+        assert_eq!(
+            gap_after(spacing, Duration::from_millis(3)),
+            Duration::from_millis(17)
+        );
+        // A lost probe (500 ms timeout) already overran its slot.
+        assert_eq!(
+            gap_after(spacing, Duration::from_millis(500)),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn a_pass_past_its_budget_starts_no_more_fetches_and_keeps_what_peers_had() {
+        let fetcher = PeerExporter(Fabric::default(), AtomicU32::new(0));
+        let peers = vec![PeerAddress("http://a:9879".into())];
+        let shared = Shared::default();
+        let mut by_address = BTreeMap::new();
+        fetch_bounded(
+            &peers,
+            &fetcher,
+            &mut by_address,
+            &shared,
+            4,
+            Duration::from_secs(60),
+        );
+        let had = by_address.clone();
+        assert_eq!(had.len(), 1);
+        // A budget already spent: nothing is fetched, the peer is asked
+        // again at the next retry and keeps its endpoints meanwhile.
+        let failed = fetch_bounded(
+            &peers,
+            &fetcher,
+            &mut by_address,
+            &shared,
+            4,
+            Duration::ZERO,
+        );
+        assert_eq!(failed, peers.iter().cloned().collect());
+        assert_eq!(by_address, had);
+        assert!(lock(&shared.fetch).errors.is_empty());
     }
 
     fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {

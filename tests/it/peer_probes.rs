@@ -141,6 +141,30 @@ fn one_lossy_pair_is_the_path() {
     assert_eq!(rules_of(&f), ["peer_probe_path_loss"]);
     assert_eq!(f[0].subject.device.as_deref(), Some("mlx5_0"));
     assert!(f[0].evidence.contains("peer1"), "{}", f[0].evidence);
+    assert!(
+        f[0].finding.contains("3 other peer port(s) lose none"),
+        "{}",
+        f[0].finding
+    );
+}
+
+#[test]
+fn a_lossy_path_to_the_only_peer_does_not_claim_others_pass() {
+    let peers = vec![ep("peer0", 0, 10)];
+    let local = ep("me", 0, 1);
+    let mut port = FakePort::default();
+    port.lossy.insert("peer0".into(), 3);
+    let mut prober = PortProber::new(local.clone(), port, PeerSettings::default(), 7);
+    for _ in 0..20 {
+        prober.round(&peers, &mut || {});
+    }
+    let f = findings(PeerResults {
+        ports: vec![(local, prober.stats.clone())],
+        ..PeerResults::default()
+    });
+    assert_eq!(rules_of(&f), ["peer_probe_path_loss"]);
+    assert!(!f[0].finding.contains("other"), "{}", f[0].finding);
+    assert!(f[0].finding.contains("1 peer port(s)"), "{}", f[0].finding);
 }
 
 #[test]
@@ -152,42 +176,109 @@ fn large_lost_small_answered_is_the_path_mtu() {
     assert!(f.iter().all(|f| f.evidence.contains("peer3")));
 }
 
-#[test]
-fn rtt_far_above_the_baseline_is_congestion() {
+/// `n` RTTs of a log-normal spread around `median` (σ = 0.4 of the log,
+/// deterministic) with one `outlier` answer in every 50: what a healthy
+/// but busy 400G RoCE fabric answers.
+fn jittery(n: usize, median: Duration, outlier: Duration) -> Vec<Duration> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut unit = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    (0..n)
+        .map(|i| {
+            if i % 50 == 49 {
+                return outlier;
+            }
+            // Box–Muller: a standard normal from two uniforms.
+            let z = (-2.0 * unit().ln()).sqrt() * (std::f64::consts::TAU * unit()).cos();
+            Duration::from_secs_f64(median.as_secs_f64() * (0.4 * z).exp())
+        })
+        .collect()
+}
+
+/// One local port on rail 0 (4 peers, 4 small answers per round): `rounds`
+/// rounds per phase, each phase answering with its own RTT series.
+fn rtt_phases(phases: &[(usize, Vec<Duration>)]) -> PeerResults {
     let peers = peers();
     let local = ep("me", 0, 1);
     let mut prober = PortProber::new(
         local.clone(),
-        FakePort {
-            rtt: Duration::from_micros(20),
-            ..FakePort::default()
-        },
+        FakePort::default(),
         PeerSettings::default(),
         7,
     );
-    for _ in 0..20 {
-        prober.round(&peers, &mut || {});
+    for (rounds, series) in phases {
+        // Same statistics, the fabric's answers change.
+        let mut next = PortProber::new(
+            local.clone(),
+            FakePort {
+                rtt_series: series.clone(),
+                ..FakePort::default()
+            },
+            PeerSettings::default(),
+            7,
+        );
+        next.stats = prober.stats.clone();
+        prober = next;
+        for _ in 0..*rounds {
+            prober.round(&peers, &mut || {});
+        }
     }
-    let healthy = PeerResults {
-        ports: vec![(local.clone(), prober.stats.clone())],
+    PeerResults {
+        ports: vec![(local, prober.stats.clone())],
         ..PeerResults::default()
-    };
-    assert!(findings(healthy).is_empty());
-    // The same port's statistics, now answered at 2 ms (100 times slower).
-    let slow = FakePort {
-        rtt: Duration::from_millis(2),
-        ..FakePort::default()
-    };
-    let mut congested = PortProber::new(local.clone(), slow, PeerSettings::default(), 7);
-    congested.stats = prober.stats.clone();
-    for _ in 0..3 {
-        congested.round(&peers, &mut || {});
     }
-    let f = findings(PeerResults {
-        ports: vec![(local, congested.stats.clone())],
-        ..PeerResults::default()
-    });
+}
+
+#[test]
+fn sustained_congestion_far_above_the_baseline_is_congestion() {
+    // 400G RoCE: a 4 µs baseline; then every answer ~20 times slower
+    // (80 µs: deep queues on a congested spine) for 60 rounds (≈3 minutes
+    // at the default rate) after 200 healthy rounds (≈10 minutes).
+    let healthy = jittery(997, Duration::from_micros(4), Duration::from_micros(300));
+    let congested = jittery(997, Duration::from_micros(80), Duration::from_micros(2000));
+    let r = rtt_phases(&[(200, healthy), (60, congested)]);
+    let stats = &r.ports[0].1;
+    let (base, recent) = (
+        stats.baseline_seconds.unwrap(),
+        stats.recent_seconds.unwrap(),
+    );
+    assert!(base < 6e-6, "baseline stays at the healthy level: {base}");
+    assert!(recent > 50e-6, "recent shows the congestion: {recent}");
+    let f = findings(r);
     assert_eq!(rules_of(&f), ["peer_probe_rtt_above_baseline"]);
+}
+
+#[test]
+fn jittery_rtt_with_outliers_and_short_bursts_is_not_congestion() {
+    // Healthy 400G RoCE with a log-normal spread and a 300 µs outlier in
+    // every 50 answers (75 times the median): no finding.
+    let healthy = jittery(997, Duration::from_micros(4), Duration::from_micros(300));
+    let r = rtt_phases(&[(300, healthy.clone())]);
+    assert!(findings(r).is_empty());
+    // A burst of 3 slow rounds (≈10 s at the default rate) is jitter, not
+    // sustained congestion.
+    let burst = vec![Duration::from_micros(200); 7];
+    let r = rtt_phases(&[(200, healthy.clone()), (3, burst), (1, healthy)]);
+    assert!(findings(r).is_empty());
+}
+
+#[test]
+fn fastest_answers_do_not_make_the_baseline_on_a_loaded_host() {
+    // The healthy but TCG-loaded two-VM run: answers mostly 10–50 ms, a
+    // few at 0.5 ms. The old low-RTT tracker followed the 0.5 ms answers
+    // and called the typical ones congestion.
+    let mut series: Vec<Duration> = (0..97)
+        .map(|i| Duration::from_millis(10 + (i * 7) % 41))
+        .collect();
+    for i in (0..97).step_by(6) {
+        series[i] = Duration::from_micros(500);
+    }
+    let r = rtt_phases(&[(100, series)]);
+    assert!(findings(r).is_empty());
 }
 
 #[test]
