@@ -89,6 +89,10 @@ struct FetchStatus {
     errors: BTreeMap<&'static str, u64>,
     /// Last error text per peer, logged on change.
     last: BTreeMap<PeerAddress, String>,
+    /// Errors of the peer list at the latest refresh (a file that cannot
+    /// be read, a name that does not resolve): the collector reports them
+    /// every sample until a refresh without them, as it does file errors.
+    list_errors: Vec<String>,
 }
 
 #[derive(Default)]
@@ -150,6 +154,11 @@ impl PeerRunner {
         if *t != targets {
             *t = targets;
         }
+    }
+
+    /// The peer-list errors of the latest refresh.
+    pub fn list_errors(&self) -> Vec<String> {
+        lock(&self.shared.fetch).list_errors.clone()
     }
 
     /// The latest results: every port's endpoint and statistics, the
@@ -287,9 +296,8 @@ fn coordinate<V, F>(
         let now = Instant::now();
         if now >= next_fetch {
             configured = list.current();
-            for e in &list.errors {
-                tracing::warn!("peer list: {e}");
-            }
+            // logged by the sampler when the set changes
+            lock(&shared.fetch).list_errors = list.errors.iter().map(|e| e.to_string()).collect();
             by_address.retain(|a, _| configured.contains(a));
             retry = fetch(&configured, fetcher.as_ref(), &mut by_address, shared);
             set_status(shared, &configured, &retry, &by_address);
@@ -586,7 +594,6 @@ pub struct PeerProbeSource {
     chooser: TargetChooser,
     nccl_ib_tc: Option<u8>,
     targets: Vec<LocalTarget>,
-    logged: BTreeMap<String, String>,
 }
 
 impl PeerProbeSource {
@@ -603,7 +610,6 @@ impl PeerProbeSource {
             chooser: TargetChooser::new(config.probes.gid_index),
             nccl_ib_tc: config.expect.nccl_ib_tc,
             targets: Vec::new(),
-            logged: BTreeMap::new(),
         }
     }
 }
@@ -693,7 +699,7 @@ impl Source for PeerProbeSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, _errors: &mut Vec<HostError>) -> Reading {
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading {
         let runner = match &self.runner {
             Ok(r) => r,
             Err(why) => return Reading::bare(SourceState::Disabled(why.clone())),
@@ -704,11 +710,15 @@ impl Source for PeerProbeSource {
             self.targets = local_targets(&mut self.chooser, rdma, last, self.nccl_ib_tc);
             runner.set_targets(self.targets.clone());
         }
+        // reported every sample while they last; the sampler logs changes
         for (port, why) in runner.failures() {
-            if self.logged.get(&port) != Some(&why) {
-                tracing::warn!(port = %port, "peer-probe responder cannot open: {why}");
-                self.logged.insert(port, why);
-            }
+            errors.push(HostError::request(
+                format!("peer-probe responder on {port}"),
+                &why,
+            ));
+        }
+        for e in runner.list_errors() {
+            errors.push(HostError::request("peer_probes peer list", e));
         }
         let results = runner.results();
         let state = match &results.state {
@@ -936,6 +946,41 @@ mod tests {
             assert!(Instant::now() < until, "never happened: {what}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// A peer file that cannot be read is the collector's error (counted
+    /// and exposed every sample, as a file error is), not only a log line;
+    /// a refresh that reads it again clears it.
+    #[test]
+    fn an_unreadable_peer_file_is_a_collector_error_until_it_reads_again() {
+        let dir = std::env::temp_dir().join(format!("roce-peer-file-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let file = dir.join("peers.txt");
+        std::fs::write(&file, [0xff_u8, 0xfe, b'\n']).unwrap();
+        let fabric = Fabric::default();
+        let config = PeerProbeConfig {
+            enabled: true,
+            file: Some(file.clone()),
+            ..PeerProbeConfig::default()
+        };
+        let runner = PeerRunner::spawn(
+            fabric.clone(),
+            PeerExporter(fabric.clone(), AtomicU32::new(0)),
+            PeerList::new(&config, false),
+            RunnerSettings {
+                node: "node-a".into(),
+                probe: PeerSettings::default(),
+                refresh: Duration::from_secs(1),
+                subnet_of: |_| None,
+            },
+        )
+        .unwrap();
+        wait_for("the file's error", || {
+            runner.list_errors().iter().any(|e| e.contains("peers.txt"))
+        });
+        std::fs::write(&file, "node-b:9879\n").unwrap();
+        wait_for("the error cleared", || runner.list_errors().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
