@@ -310,7 +310,7 @@ fn joined<T: ToString>(values: &[T]) -> String {
 
 /// A PFC bitmap as its priorities, comma separated; "none" when empty.
 pub fn pfc_label(bits: u8) -> String {
-    let v: Vec<u8> = (0..8u8).filter(|p| bits & (1 << p) != 0).collect();
+    let v = crate::rules::fabric::pfc_priorities(bits);
     if v.is_empty() {
         "none".into()
     } else {

@@ -60,8 +60,10 @@ pub const MIN_RTT_ROUNDS: usize = 30;
 /// baseline times ten is still no congestion.
 pub const MIN_RTT_EXCESS: f64 = 50e-6;
 
-fn results(s: &Snapshot) -> Option<&PeerResults> {
-    s.peer_probes.as_ref()
+/// The latest snapshot and its peer-probe results, when there are any.
+fn latest_results<'a>(ctx: &'a Context) -> Option<(&'a Snapshot, &'a PeerResults)> {
+    let latest = ctx.latest()?;
+    Some((latest, latest.peer_probes.as_ref()?))
 }
 
 fn subject(s: &Snapshot, device: &str, port: u8) -> Subject {
@@ -92,10 +94,7 @@ fn peer_name(k: &PeerKey) -> String {
 }
 
 fn port_isolated(ctx: &Context) -> Vec<Finding> {
-    let Some(latest) = ctx.latest() else {
-        return vec![];
-    };
-    let Some(r) = results(latest) else {
+    let Some((latest, r)) = latest_results(ctx) else {
         return vec![];
     };
     let mut out = Vec::new();
@@ -154,10 +153,7 @@ fn unreachable_peers(r: &PeerResults) -> BTreeMap<PeerKey, usize> {
 }
 
 fn peer_unreachable(ctx: &Context) -> Vec<Finding> {
-    let Some(latest) = ctx.latest() else {
-        return vec![];
-    };
-    let Some(r) = results(latest) else {
+    let Some((_, r)) = latest_results(ctx) else {
         return vec![];
     };
     let peers = unreachable_peers(r);
@@ -187,10 +183,7 @@ fn peer_unreachable(ctx: &Context) -> Vec<Finding> {
 }
 
 fn path_loss(ctx: &Context) -> Vec<Finding> {
-    let Some(latest) = ctx.latest() else {
-        return vec![];
-    };
-    let Some(r) = results(latest) else {
+    let Some((latest, r)) = latest_results(ctx) else {
         return vec![];
     };
     let unreachable = unreachable_peers(r);
@@ -263,10 +256,7 @@ fn path_loss(ctx: &Context) -> Vec<Finding> {
 }
 
 fn path_mtu(ctx: &Context) -> Vec<Finding> {
-    let Some(latest) = ctx.latest() else {
-        return vec![];
-    };
-    let Some(r) = results(latest) else {
+    let Some((latest, r)) = latest_results(ctx) else {
         return vec![];
     };
     let mut out = Vec::new();
@@ -309,10 +299,7 @@ fn path_mtu(ctx: &Context) -> Vec<Finding> {
 }
 
 fn rtt_above_baseline(ctx: &Context) -> Vec<Finding> {
-    let Some(latest) = ctx.latest() else {
-        return vec![];
-    };
-    let Some(r) = results(latest) else {
+    let Some((latest, r)) = latest_results(ctx) else {
         return vec![];
     };
     let mut out = Vec::new();
