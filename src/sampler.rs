@@ -357,7 +357,10 @@ impl Sampler {
                 Some(Part::Netdev(n)) => snapshot.netdev = Some(n),
                 Some(Part::Topology(t)) => snapshot.topology = Some(*t),
                 Some(Part::Probes(p)) => snapshot.probes = Some(p),
-                Some(Part::PeerProbes(p)) => snapshot.peer_probes = Some(*p),
+                Some(Part::PeerProbes(p)) => {
+                    snapshot.peer_probes = Some(p.results);
+                    snapshot.peer_discovery = Some(p.discovery);
+                }
                 Some(Part::Nccl(n)) => snapshot.nccl = Some(*n),
                 Some(Part::Phys(p)) => snapshot.phys = Some(p),
                 None => {}

@@ -38,6 +38,9 @@ pub struct Snapshot {
     pub probes: Option<roce_probe::ProbeResults>,
     /// Latest results of the probes between hosts (`roce_probe::peer`).
     pub peer_probes: Option<roce_probe::peer::PeerResults>,
+    /// Where the peer prober's endpoints came from and what was refused
+    /// (`sources::peer_probe`); present whenever `peer_probes` is.
+    pub peer_discovery: Option<crate::sources::peer_probe::PeerDiscovery>,
     /// What NCCL jobs on this host used (their debug logs and Inspector
     /// output; `nccl.enabled`).
     pub nccl: Option<crate::sources::nccl::NcclSnapshot>,

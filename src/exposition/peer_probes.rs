@@ -1,7 +1,9 @@
 //! Families of the probes between hosts (`peer_probes:`): RTT histogram and
 //! probe counters per local port and size class, per-peer losses for a
 //! bounded set of peers only (the current sample and the top failing
-//! ones), unknown senders dropped, endpoint fetches.
+//! ones), unknown senders dropped, this node's own endpoints (what the
+//! Prometheus discovery mode of other exporters reads), and the discovery
+//! side: requests made, failed and refused.
 
 use super::{Family, FamilySamples, FamilyUnit, HistogramValue, Kind, Labeled, Samples};
 use crate::snapshot::Snapshot;
@@ -74,20 +76,65 @@ pub const ANSWERED_FOR_PEERS: Labeled<2> = Labeled::new(Family {
     help: "Probes from configured peers this port's responder echoed.",
     source: SOURCE,
 });
+const DISCOVERY: &str = "The peer-probe coordinator (sources::peer_probe): the peer list, endpoint documents or the Prometheus query, and their admission (sources::peer_endpoints)";
+
 pub const FETCH_ERRORS: Labeled<1> = Labeled::new(Family {
     base: "roce_peer_probe_endpoint_fetch_errors",
     kind: Kind::Counter,
     unit: None,
     labels: &["reason"],
-    help: "Failed fetches of peers' endpoint documents, by reason (resolve, connect, timeout, status, parse, unsupported: an https:// peer, which the fetcher cannot reach yet).",
-    source: SOURCE,
+    help: "Failed requests for peer endpoints (documents or the Prometheus query), by reason: resolve, connect, timeout (the absolute fetch deadline), tls, status (not 200), redirect (never followed), too_large, parse, unsupported (https without a CA file), plain_http_credentials (credentials never sent over http).",
+    source: DISCOVERY,
+});
+pub const REFUSED: Labeled<1> = Labeled::new(Family {
+    base: "roce_peer_probe_endpoints_refused",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["reason"],
+    help: "Peer endpoints refused before any probe was aimed at them, by reason: node_mismatch (another node than the peer it came from), node_claimed (a node another peer address holds), gid (not a unicast GID: multicast, ::, loopback, link-local, IPv4 loopback, broadcast), qpn (outside 2..0xFFFFFF), qkey, mtu, name (not label-safe), off_rail (outside the rail networks, or a subnet claim its own GID is not in), too_many, malformed (a Prometheus series that is no endpoint).",
+    source: DISCOVERY,
+});
+pub const REQUESTS: Labeled<1> = Labeled::new(Family {
+    base: "roce_peer_probe_discovery_requests",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["kind"],
+    help: "Requests this node made to find peer endpoints, by kind: document (a peer's /peer-probe/endpoints), prometheus (one instant query), dns (A/AAAA or SRV lookups of the peer list).",
+    source: DISCOVERY,
 });
 pub const CONFIGURED: Labeled<0> = Labeled::new(Family {
     base: "roce_peer_probe_peers_configured",
     kind: Kind::Gauge,
     unit: None,
     labels: &[],
-    help: "Peer exporters configured (static list, DNS records or file), before fetching their endpoints.",
+    help: "Peers listed: exporter addresses of the peer list (static, DNS, SRV, file), or instances in the Prometheus answer.",
+    source: DISCOVERY,
+});
+pub const KNOWN: Labeled<0> = Labeled::new(Family {
+    base: "roce_peer_probe_peers_admitted",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &[],
+    help: "Listed peers whose endpoints are held now, after admission (documents are fetched as the walk reaches each peer, so this grows to the listed count over the first walk).",
+    source: DISCOVERY,
+});
+pub const ENDPOINT_INFO: Labeled<10> = Labeled::new(Family {
+    base: "roce_peer_probe_endpoint_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &[
+        "node",
+        "device",
+        "port",
+        "device_index",
+        "gid",
+        "gid_index",
+        "qpn",
+        "mtu",
+        "subnet",
+        "rail",
+    ],
+    help: "This node's own peer-probe responder per local port (value 1), the endpoint other exporters probe: what peer_probes.prometheus reads back from the fleet's Prometheus. One series per open RDMA port; present only while peer probes are on.",
     source: SOURCE,
 });
 
@@ -101,7 +148,11 @@ pub const FAMILIES: &[Family] = &[
     UNKNOWN.family,
     ANSWERED_FOR_PEERS.family,
     FETCH_ERRORS.family,
+    REFUSED.family,
+    REQUESTS.family,
     CONFIGURED.family,
+    KNOWN.family,
+    ENDPOINT_INFO.family,
 ];
 
 pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
@@ -117,7 +168,11 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut unknown = Samples::new(&UNKNOWN);
     let mut served = Samples::new(&ANSWERED_FOR_PEERS);
     let mut fetch = Samples::new(&FETCH_ERRORS);
+    let mut refused = Samples::new(&REFUSED);
+    let mut requests = Samples::new(&REQUESTS);
     let mut configured = Samples::new(&CONFIGURED);
+    let mut known = Samples::new(&KNOWN);
+    let mut info = Samples::new(&ENDPOINT_INFO);
     for (local, stats) in &r.ports {
         let port = local.port.to_string();
         let labels = [local.device.as_str(), port.as_str()];
@@ -151,10 +206,44 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         unknown.push(labels, stats.served.unknown_dropped);
         served.push(labels, stats.served.answered);
     }
-    for (reason, n) in &r.fetch_errors {
-        fetch.push([reason], *n);
+    for e in &r.endpoints {
+        let (port, index, gid_index, qpn, mtu, gid) = (
+            e.port.to_string(),
+            e.device_index.to_string(),
+            e.gid_index.to_string(),
+            e.qpn.to_string(),
+            e.mtu.to_string(),
+            e.gid.to_string(),
+        );
+        info.push(
+            [
+                &e.node,
+                &e.device,
+                &port,
+                &index,
+                &gid,
+                &gid_index,
+                &qpn,
+                &mtu,
+                e.subnet.as_deref().unwrap_or(""),
+                e.rail.as_deref().unwrap_or(""),
+            ],
+            1u64,
+        );
     }
-    configured.push([], r.peers_configured as u64);
+    if let Some(d) = &snapshot.peer_discovery {
+        for (reason, n) in &d.fetch_errors {
+            fetch.push([reason.as_str()], *n);
+        }
+        for (reason, n) in &d.refused {
+            refused.push([reason.as_str()], *n);
+        }
+        for (kind, n) in &d.requests {
+            requests.push([kind.as_str()], *n);
+        }
+        configured.push([], d.peers_configured as u64);
+        known.push([], d.peers_known as u64);
+    }
     out.extend([
         rtt.into(),
         sent.into(),
@@ -165,6 +254,10 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         unknown.into(),
         served.into(),
         fetch.into(),
+        refused.into(),
+        requests.into(),
         configured.into(),
+        known.into(),
+        info.into(),
     ]);
 }

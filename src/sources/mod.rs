@@ -18,8 +18,12 @@ use crate::snapshot::{KernelRequests, SourceState};
 
 pub mod nccl;
 pub mod netdev;
+pub mod peer_dns;
+pub mod peer_endpoints;
+pub mod peer_http;
 pub mod peer_list;
 pub mod peer_probe;
+pub mod peer_rails;
 pub mod phys;
 pub mod probe;
 pub mod rdma;
@@ -48,7 +52,7 @@ pub enum Part {
     Topology(Box<roce_topology::TopologySnapshot>),
     Probes(roce_probe::ProbeResults),
     /// The probes between hosts (boxed: per-port statistics).
-    PeerProbes(Box<roce_probe::peer::PeerResults>),
+    PeerProbes(Box<peer_probe::PeerProbePart>),
     /// What NCCL jobs used, from their logs and Inspector output.
     Nccl(Box<nccl::NcclSnapshot>),
     Phys(roce_netdev::phys::PhysSnapshot),

@@ -1,51 +1,69 @@
 //! The peer-probe source (`peer_probes:`): chooses the local ports (every
 //! active port, with the probe's GID index choice and the port's RoCE
-//! traffic class, as the loopback probe source does) and copies the peer
-//! prober's latest results into the snapshot, whose endpoints the
-//! `/peer-probe/endpoints` route serves.
+//! traffic class, as the loopback probe source does), keeps the fleet's
+//! endpoints, and copies the peer prober's latest results into the
+//! snapshot, whose endpoints the `/peer-probe/endpoints` route serves.
 //!
 //! The work runs on threads of its own, never in a sample: one thread per
-//! local port keeps the UD responder and runs the paced rounds (a port is
-//! answered between its own probes, and no port waits on another's lost
-//! probe), and one coordinator thread starts and stops the port threads
-//! and fetches the peers' endpoint documents, every `refresh` and again
-//! (at most every [`REFETCH_AFTER_FAILURE`]) when probes to a peer fail,
-//! so that a restarted peer's new QPNs are picked up without a restart.
+//! local port keeps the UD responder and runs the paced rounds over the
+//! peers on its rail (`sources::peer_rails`); one coordinator thread
+//! starts and stops the port threads and plans the discovery work, which
+//! a pool of [`FETCH_WORKERS`] threads carries out: the peer list (DNS,
+//! SRV, file) every `refresh`, then the peers' endpoint documents, or one
+//! Prometheus query every `refresh` (`sources::peer_endpoints`). Each
+//! result is admitted and published as soon as its request ends: a slow
+//! peer holds one worker for at most its fetch deadline, never the rest,
+//! and the snapshot keeps being published and counted meanwhile.
+//!
+//! Documents are not fetched from every peer every refresh (N² requests
+//! over a fleet): a peer's document is fetched when the walk of this node
+//! reaches it (in an order of this node's own, at the pace its ports take
+//! new peers), kept while probes to it pass, and fetched again only when
+//! probes to it fail (a restarted peer has new QPNs), with a growing
+//! interval while that brings nothing new.
+//!
 //! The sampler hands targets in and copies results out (the ownership of
 //! the loopback probe's runner: shared state behind the runner, no
-//! globals); dropping the source stops and joins every thread.
+//! globals); dropping the source stops and joins the coordinator and the
+//! port threads (a fetch worker ends by itself within its deadline).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use roce_probe::peer::{
-    spacing, Endpoint, PeerKey, PeerResults, PeerSettings, PeerVerbs, PortProber, PortStats, QKEY,
+    spacing, Endpoint, PeerKey, PeerResults, PeerSettings, PeerVerbs, PortProber, QKEY,
 };
 use roce_probe::verbs::OpenError;
 use roce_probe::ProbeState;
 
-use super::peer_list::{FetchError, PeerAddress, PeerList};
+use super::peer_endpoints::{instance_host, Admission, Fetch, FleetSeries, Query, Refusal};
+use super::peer_http::{FetchError, FetchReason};
+use super::peer_list::{PeerAddress, PeerList};
+use super::peer_rails::{LocalPort, Net};
 use super::probe::TargetChooser;
 use super::{HostError, Input, Part, Reading, Source};
 use crate::config::{Config, PeerProbeConfig};
 use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
 
-/// Failures of probes to a peer ask for its endpoints again, at most this often.
+/// Failures of probes to a peer ask for its endpoints again, at the
+/// soonest this long after the last fetch; each fetch that brings nothing
+/// new doubles it, up to [`MAX_REFETCH_INTERVAL`].
 pub const REFETCH_AFTER_FAILURE: Duration = Duration::from_secs(5);
-/// Endpoint documents fetched at once: a dead peer costs a fetch its
-/// timeouts (2–3 s for a refused or silent address, at most 4 × the step
-/// bound of [`super::peer_list::Fetcher`]) on one worker, not the pass.
+/// The longest interval between fetches of a peer whose probes keep
+/// failing (a dead peer costs each prober one request per this long).
+pub const MAX_REFETCH_INTERVAL: Duration = Duration::from_secs(300);
+/// Requests (documents, the list, the query) in flight at once: the
+/// threads of the fetch pool. A peer that answers one byte a second holds
+/// one of them for its fetch deadline, not the others.
 pub const FETCH_WORKERS: usize = 16;
-/// A fetch pass starts no fetch after this long; the peers it did not
-/// reach keep their endpoints and are tried at the next retry pass (every
-/// [`REFETCH_AFTER_FAILURE`]), so a pass never holds the coordinator
-/// (port threads started and stopped, retries) longer than this plus one
-/// fetch's bound.
-pub const FETCH_BUDGET: Duration = Duration::from_secs(30);
+/// Documents fetched at once when peers are first known (the first
+/// rounds of every port find peers to probe at once).
+pub const FETCH_BURST: f64 = 16.0;
 /// A port that cannot be opened is tried again after this long.
 const REOPEN_AFTER: Duration = Duration::from_secs(10);
 /// Granularity of the threads' stop checks while idle.
@@ -58,52 +76,119 @@ pub struct LocalTarget {
     pub port: u8,
     pub gid_index: u32,
     pub traffic_class: u8,
-    /// Position of the device in the sorted device list (the rail when
-    /// subnets do not say).
+    /// Position of the device in the sorted device list.
     pub device_index: u32,
-}
-
-/// Fetches a peer's endpoint document (the real one is
-/// [`super::peer_list::Fetcher`]; tests hand in their own).
-pub trait Fetch: Send + Sync + 'static {
-    fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError>;
+    /// The netdev behind the port (rails by netdev name).
+    pub netdev: Option<String>,
 }
 
 /// The subnet of a GID's IPv4 address on this host (the rail key).
-pub type SubnetOf = fn(&std::net::Ipv6Addr) -> Option<String>;
+pub type SubnetOf = fn(&std::net::Ipv6Addr) -> Option<Net>;
+
+/// Where the fleet's endpoints come from.
+pub enum EndpointSource {
+    /// The peer list, and each peer's own document.
+    Documents {
+        list: Box<PeerList>,
+        fetcher: Arc<dyn Fetch>,
+    },
+    /// One query of the fleet's Prometheus per refresh.
+    Prometheus(Arc<dyn Query>),
+}
+
+/// How endpoints are found: the `mode` label.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DiscoveryMode {
+    #[default]
+    Documents,
+    Prometheus,
+}
+
+impl DiscoveryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscoveryMode::Documents => "documents",
+            DiscoveryMode::Prometheus => "prometheus",
+        }
+    }
+}
+
+/// Requests this node made to find endpoints: the `kind` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RequestKind {
+    /// A peer's endpoint document.
+    Document,
+    /// A Prometheus instant query.
+    Prometheus,
+    /// A DNS lookup of the peer list (A/AAAA or SRV).
+    Dns,
+}
+
+impl RequestKind {
+    pub const ALL: [RequestKind; 3] = [
+        RequestKind::Document,
+        RequestKind::Prometheus,
+        RequestKind::Dns,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestKind::Document => "document",
+            RequestKind::Prometheus => "prometheus",
+            RequestKind::Dns => "dns",
+        }
+    }
+}
+
+/// What the discovery side publishes for the sampler.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeerDiscovery {
+    pub mode: DiscoveryMode,
+    /// Peers listed (documents: addresses; Prometheus: instances).
+    pub peers_configured: usize,
+    /// Peers whose admitted endpoints are held now.
+    pub peers_known: usize,
+    /// Peer endpoints held now (admitted).
+    pub endpoints: usize,
+    /// Failed requests, by reason (documents and queries).
+    pub fetch_errors: BTreeMap<FetchReason, u64>,
+    /// Refused endpoints, by reason.
+    pub refused: BTreeMap<Refusal, u64>,
+    /// Requests made, by kind.
+    pub requests: BTreeMap<RequestKind, u64>,
+    /// Completed passes over the peer list or Prometheus queries, failed
+    /// or not: 0 while the first is still under way.
+    pub passes: u64,
+    /// The rail each open local port computed (`device`, `port`, rail);
+    /// `None` when it could not be computed.
+    pub rails: Vec<(String, u8, Option<String>)>,
+    /// Errors of the peer list at the latest refresh (a file that cannot
+    /// be read, a name that does not resolve): the collector reports them
+    /// every sample until a refresh without them.
+    pub list_errors: Vec<String>,
+}
 
 /// What one port thread publishes.
 #[derive(Debug, Clone, Default)]
 struct PortState {
     endpoint: Option<Endpoint>,
-    stats: PortStats,
+    stats: roce_probe::peer::PortStats,
+    /// The rail this port computed (`None`: none could be).
+    rail: Option<String>,
     /// Why the port is not probing (open failed), for the log.
     failure: Option<String>,
     unavailable: Option<String>,
 }
 
-#[derive(Debug, Default)]
-struct FetchStatus {
-    configured: usize,
-    fetched: usize,
-    errors: BTreeMap<&'static str, u64>,
-    /// Last error text per peer, logged on change.
-    last: BTreeMap<PeerAddress, String>,
-    /// Errors of the peer list at the latest refresh (a file that cannot
-    /// be read, a name that does not resolve): the collector reports them
-    /// every sample until a refresh without them, as it does file errors.
-    list_errors: Vec<String>,
-}
-
 #[derive(Default)]
 struct Shared {
     targets: Mutex<Vec<LocalTarget>>,
-    /// Every fetched peer endpoint (all addresses together).
+    /// Every admitted peer endpoint.
     peers: Mutex<Arc<Vec<Endpoint>>>,
     ports: Mutex<BTreeMap<(String, u8), PortState>>,
-    fetch: Mutex<FetchStatus>,
-    /// Peer ports whose latest probe was lost: their exporters' endpoints
-    /// are fetched again soon (a restarted peer has new QPNs).
+    discovery: Mutex<PeerDiscovery>,
+    /// Peer ports whose latest small probe was lost: their endpoints are
+    /// fetched again (a restarted peer has new QPNs).
     failing: Mutex<BTreeSet<PeerKey>>,
     stop: AtomicBool,
 }
@@ -118,31 +203,34 @@ pub struct PeerRunner {
     thread: Option<JoinHandle<()>>,
 }
 
-/// What the runner needs besides the verbs and the fetcher.
+/// What the runner needs besides the verbs and the endpoint source.
 #[derive(Debug, Clone)]
 pub struct RunnerSettings {
     pub node: String,
     pub probe: PeerSettings,
     pub refresh: Duration,
     pub subnet_of: SubnetOf,
+    pub admission: Admission,
 }
 
 impl PeerRunner {
-    pub fn spawn<V, F>(
+    pub fn spawn<V>(
         verbs: V,
-        fetcher: F,
-        peers: PeerList,
+        source: EndpointSource,
         settings: RunnerSettings,
     ) -> std::io::Result<PeerRunner>
     where
         V: PeerVerbs + Clone + 'static,
-        F: Fetch,
     {
         let shared = Arc::new(Shared::default());
+        lock(&shared.discovery).mode = match &source {
+            EndpointSource::Documents { .. } => DiscoveryMode::Documents,
+            EndpointSource::Prometheus(_) => DiscoveryMode::Prometheus,
+        };
         let inner = shared.clone();
         let thread = std::thread::Builder::new()
             .name("roce-peer-probe".into())
-            .spawn(move || coordinate(verbs, Arc::new(fetcher), peers, settings, &inner))?;
+            .spawn(move || coordinate(verbs, source, settings, &inner))?;
         Ok(PeerRunner {
             shared,
             thread: Some(thread),
@@ -158,19 +246,21 @@ impl PeerRunner {
 
     /// The peer-list errors of the latest refresh.
     pub fn list_errors(&self) -> Vec<String> {
-        lock(&self.shared.fetch).list_errors.clone()
+        lock(&self.shared.discovery).list_errors.clone()
     }
 
-    /// The latest results: every port's endpoint and statistics, the
-    /// fetch counters.
-    pub fn results(&self) -> PeerResults {
+    /// The latest results: every port's endpoint and statistics, and the
+    /// discovery's counts.
+    pub fn results(&self) -> (PeerResults, PeerDiscovery) {
         let ports = lock(&self.shared.ports);
         let mut out = PeerResults::default();
         let mut unavailable = None;
-        for state in ports.values() {
+        let mut rails = Vec::new();
+        for ((device, port), state) in ports.iter() {
             if let Some(e) = &state.endpoint {
                 out.endpoints.push(e.clone());
                 out.ports.push((e.clone(), state.stats.clone()));
+                rails.push((device.clone(), *port, state.rail.clone()));
             }
             if let Some(u) = &state.unavailable {
                 unavailable = Some(u.clone());
@@ -182,11 +272,9 @@ impl PeerRunner {
             _ if out.endpoints.is_empty() => ProbeState::Starting,
             _ => ProbeState::Running,
         };
-        let f = lock(&self.shared.fetch);
-        out.peers_configured = f.configured;
-        out.peers_fetched = f.fetched;
-        out.fetch_errors = f.errors.clone();
-        out
+        let mut d = lock(&self.shared.discovery).clone();
+        d.rails = rails;
+        (out, d)
     }
 
     /// Why ports are not probing, by port (for the log).
@@ -226,26 +314,507 @@ struct PortThread {
     handle: JoinHandle<()>,
 }
 
-fn coordinate<V, F>(
-    verbs: V,
-    fetcher: Arc<F>,
-    mut list: PeerList,
-    settings: RunnerSettings,
-    shared: &Arc<Shared>,
-) where
+/// Work for the fetch pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Job {
+    List,
+    Document(PeerAddress),
+    Query,
+}
+
+/// A finished job.
+enum Done {
+    List(Vec<PeerAddress>, Vec<String>),
+    Document(PeerAddress, Result<Vec<Endpoint>, FetchError>),
+    Query(Result<Vec<FleetSeries>, FetchError>),
+}
+
+/// What the pool's workers run jobs with.
+struct Work {
+    list: Mutex<Option<PeerList>>,
+    fetcher: Option<Arc<dyn Fetch>>,
+    query: Option<Arc<dyn Query>>,
+}
+
+impl Work {
+    fn run(&self, job: Job) -> Done {
+        let failed = |what: &str| FetchError {
+            reason: FetchReason::Unsupported,
+            message: format!("no {what} configured"),
+        };
+        match job {
+            Job::List => {
+                let mut list = lock(&self.list);
+                match list.as_mut() {
+                    Some(l) => {
+                        let peers = l.current();
+                        Done::List(peers, l.errors.clone())
+                    }
+                    None => Done::List(Vec::new(), Vec::new()),
+                }
+            }
+            Job::Document(peer) => {
+                let r = match &self.fetcher {
+                    Some(f) => f.fetch(&peer),
+                    None => Err(failed("fetcher")),
+                };
+                Done::Document(peer, r)
+            }
+            Job::Query => Done::Query(match &self.query {
+                Some(q) => q.query(),
+                None => Err(failed("query")),
+            }),
+        }
+    }
+}
+
+/// The fetch workers: jobs in, results out, each as soon as it ends. A
+/// worker that panics answers its job with an error (the coordinator's
+/// count of jobs in flight stays true).
+struct Pool {
+    jobs: Option<mpsc::Sender<Job>>,
+    done: mpsc::Receiver<Done>,
+}
+
+impl Pool {
+    fn start(work: Arc<Work>, workers: usize) -> Pool {
+        let (jobs, job_rx) = mpsc::channel::<Job>();
+        let (done_tx, done) = mpsc::channel::<Done>();
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        for _ in 0..workers.max(1) {
+            let (rx, tx, work) = (job_rx.clone(), done_tx.clone(), work.clone());
+            let spawned = std::thread::Builder::new()
+                .name("roce-peer-fetch".into())
+                .spawn(move || loop {
+                    let job = match lock(&rx).recv() {
+                        Ok(j) => j,
+                        Err(_) => return,
+                    };
+                    let again = job.clone();
+                    let done =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.run(job)))
+                            .unwrap_or_else(|_| {
+                                let e = FetchError {
+                                    reason: FetchReason::Parse,
+                                    message: "the fetch panicked".into(),
+                                };
+                                match again {
+                                    Job::List => Done::List(
+                                        Vec::new(),
+                                        vec!["the peer list panicked".into()],
+                                    ),
+                                    Job::Document(p) => Done::Document(p, Err(e)),
+                                    Job::Query => Done::Query(Err(e)),
+                                }
+                            });
+                    if tx.send(done).is_err() {
+                        return;
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "cannot start a peer fetch thread");
+            }
+        }
+        Pool {
+            jobs: Some(jobs),
+            done,
+        }
+    }
+
+    fn submit(&self, job: Job) -> bool {
+        self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok())
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // Workers end once their current job (bounded by its deadline) is done.
+        self.jobs.take();
+    }
+}
+
+/// One peer address as the coordinator knows it.
+#[derive(Debug, Clone, Default)]
+struct Entry {
+    /// Its admitted endpoints (kept when a later fetch fails: a stopped
+    /// peer shows as unreachable, not gone).
+    endpoints: Vec<Endpoint>,
+    /// The node its endpoints name.
+    node: Option<String>,
+    /// Whether a fetch was started at all.
+    tried: bool,
+    in_flight: bool,
+    /// Consecutive fetches that failed or found no endpoint.
+    failures: u32,
+    /// When to try again after such a fetch.
+    retry_at: Option<Instant>,
+    /// Fetches for failing probes since the endpoints last changed.
+    refetches: u32,
+    /// The soonest next fetch for failing probes.
+    refetch_at: Option<Instant>,
+    /// Last error text, logged on change.
+    last_error: Option<String>,
+}
+
+/// The coordinator's plan: which requests to start and when (no clock
+/// and no I/O of its own: `now` is handed in, so tests drive it).
+struct Catalog {
+    mode: DiscoveryMode,
+    refresh: Duration,
+    entries: BTreeMap<PeerAddress, Entry>,
+    /// This node's walk: the listed peers in an order of its own.
+    order: Vec<PeerAddress>,
+    /// Where this node's walk starts (random per start: the fleet does
+    /// not fetch, nor probe, the same peers first).
+    offset: u64,
+    /// New documents fetched at most at this pace (tokens per second), up
+    /// to [`FETCH_BURST`] at once.
+    rate: f64,
+    tokens: f64,
+    tokens_at: Option<Instant>,
+    list_due: Option<Instant>,
+    query_due: Option<Instant>,
+    query_failures: u32,
+    /// List or query in flight.
+    pass_in_flight: bool,
+    in_flight: usize,
+    /// Prometheus mode: the admitted fleet.
+    fleet: Vec<Endpoint>,
+    fleet_peers: (usize, usize),
+}
+
+/// The interval after `n` unfruitful tries: 5 s, 10 s, 20 s, … up to `max`.
+fn backoff(n: u32, max: Duration) -> Duration {
+    let f = 1u32 << n.saturating_sub(1).min(12);
+    (REFETCH_AFTER_FAILURE * f).min(max.max(REFETCH_AFTER_FAILURE))
+}
+
+impl Catalog {
+    fn new(mode: DiscoveryMode, refresh: Duration, rate: f64, offset: u64) -> Catalog {
+        Catalog {
+            mode,
+            refresh: refresh.max(Duration::from_secs(1)),
+            entries: BTreeMap::new(),
+            order: Vec::new(),
+            offset,
+            rate: rate.max(0.1),
+            tokens: FETCH_BURST,
+            tokens_at: None,
+            list_due: None,
+            query_due: None,
+            query_failures: 0,
+            pass_in_flight: false,
+            in_flight: 0,
+            fleet: Vec::new(),
+            fleet_peers: (0, 0),
+        }
+    }
+
+    /// A new peer list: entries of peers no longer listed are dropped.
+    fn set_list(&mut self, peers: Vec<PeerAddress>) {
+        let listed: BTreeSet<&PeerAddress> = peers.iter().collect();
+        self.entries
+            .retain(|a, e| listed.contains(a) || e.in_flight);
+        for p in &peers {
+            self.entries.entry(p.clone()).or_default();
+        }
+        let n = peers.len().max(1);
+        let start = (self.offset % n as u64) as usize;
+        self.order = peers
+            .iter()
+            .cycle()
+            .skip(start)
+            .take(peers.len())
+            .cloned()
+            .collect();
+    }
+
+    /// The requests to start now, at most `free`, given the peer ports
+    /// whose probes fail.
+    fn plan(&mut self, now: Instant, free: usize, failing: &BTreeSet<PeerKey>) -> Vec<Job> {
+        let mut jobs = Vec::new();
+        if free == 0 {
+            return jobs;
+        }
+        match self.mode {
+            DiscoveryMode::Prometheus => {
+                if !self.pass_in_flight && self.query_due.is_none_or(|t| now >= t) {
+                    self.pass_in_flight = true;
+                    jobs.push(Job::Query);
+                }
+                self.in_flight += jobs.len();
+                return jobs;
+            }
+            DiscoveryMode::Documents => {}
+        }
+        if !self.pass_in_flight && self.list_due.is_none_or(|t| now >= t) {
+            self.pass_in_flight = true;
+            jobs.push(Job::List);
+        }
+        if let Some(at) = self.tokens_at {
+            let add = now.saturating_duration_since(at).as_secs_f64() * self.rate;
+            self.tokens = (self.tokens + add).min(FETCH_BURST);
+        }
+        self.tokens_at = Some(now);
+        // Peers whose probes fail, then peers to try again, then new ones
+        // in this node's order at the pace the ports take new peers.
+        let mut pick: Vec<PeerAddress> = Vec::new();
+        for (addr, e) in &self.entries {
+            let fails = e.endpoints.iter().any(|ep| failing.contains(&ep.key()));
+            if fails && !e.in_flight && e.refetch_at.is_none_or(|t| now >= t) {
+                pick.push(addr.clone());
+            }
+        }
+        for (addr, e) in &self.entries {
+            if e.tried
+                && !e.in_flight
+                && e.retry_at.is_some_and(|t| now >= t)
+                && !pick.contains(addr)
+            {
+                pick.push(addr.clone());
+            }
+        }
+        for addr in &self.order {
+            if self.tokens < 1.0 {
+                break;
+            }
+            if self.entries.get(addr).is_some_and(|e| !e.tried) && !pick.contains(addr) {
+                self.tokens -= 1.0;
+                pick.push(addr.clone());
+            }
+        }
+        for addr in pick {
+            if jobs.len() >= free {
+                break;
+            }
+            let Some(e) = self.entries.get_mut(&addr) else {
+                continue;
+            };
+            let fails = e.endpoints.iter().any(|ep| failing.contains(&ep.key()));
+            if fails && e.refetch_at.is_none_or(|t| now >= t) {
+                e.refetches += 1;
+                e.refetch_at = Some(now + backoff(e.refetches, MAX_REFETCH_INTERVAL));
+            }
+            e.tried = true;
+            e.in_flight = true;
+            e.retry_at = None;
+            jobs.push(Job::Document(addr));
+        }
+        self.in_flight += jobs.len();
+        jobs
+    }
+
+    /// Whether a node is claimed by a listed address other than `addr`.
+    fn claimed_by_other(&self, node: &str, addr: &PeerAddress) -> bool {
+        self.entries
+            .iter()
+            .any(|(a, e)| a != addr && e.node.as_deref() == Some(node) && !e.endpoints.is_empty())
+    }
+
+    /// Every admitted endpoint now.
+    fn endpoints(&self) -> Vec<Endpoint> {
+        match self.mode {
+            DiscoveryMode::Prometheus => self.fleet.clone(),
+            DiscoveryMode::Documents => self
+                .entries
+                .values()
+                .flat_map(|e| e.endpoints.iter().cloned())
+                .collect(),
+        }
+    }
+
+    /// (listed, known) peers.
+    fn peer_counts(&self) -> (usize, usize) {
+        match self.mode {
+            DiscoveryMode::Prometheus => self.fleet_peers,
+            DiscoveryMode::Documents => (
+                self.entries.len(),
+                self.entries
+                    .values()
+                    .filter(|e| !e.endpoints.is_empty())
+                    .count(),
+            ),
+        }
+    }
+
+    /// Takes a finished job in; true when the admitted endpoints changed.
+    fn apply(
+        &mut self,
+        done: Done,
+        now: Instant,
+        admission: &Admission,
+        d: &mut PeerDiscovery,
+    ) -> bool {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        match done {
+            Done::List(peers, errors) => {
+                self.pass_in_flight = false;
+                self.list_due = Some(now + self.refresh);
+                d.passes += 1;
+                d.list_errors = errors;
+                let before = self.endpoints().len();
+                self.set_list(peers);
+                before != self.endpoints().len()
+            }
+            Done::Document(addr, result) => {
+                let refresh = self.refresh;
+                let claimed = match &result {
+                    Ok(eps) => eps
+                        .first()
+                        .is_some_and(|e| self.claimed_by_other(&e.node, &addr)),
+                    Err(_) => false,
+                };
+                let Some(entry) = self.entries.get_mut(&addr) else {
+                    return false;
+                };
+                entry.in_flight = false;
+                match result {
+                    Ok(eps) if eps.is_empty() => {
+                        // Its responders still opening: asked again soon;
+                        // what it had is kept.
+                        entry.failures += 1;
+                        entry.retry_at = Some(now + backoff(entry.failures, refresh));
+                        false
+                    }
+                    Ok(eps) => {
+                        let admitted = admission.admit(addr.host(), eps, &|_| claimed);
+                        for (r, n) in &admitted.refused {
+                            *d.refused.entry(*r).or_insert(0) += n;
+                        }
+                        if entry.last_error.take().is_some() {
+                            tracing::info!(peer = %addr.0, "peer endpoints fetched again");
+                        }
+                        if !admitted.refused.is_empty() {
+                            tracing::warn!(peer = %addr.0, refused = ?admitted.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect::<Vec<_>>(), "peer endpoints refused");
+                        }
+                        entry.failures = 0;
+                        // A document with nothing admissible is asked for
+                        // again at the refresh, not sooner.
+                        entry.retry_at = admitted.endpoints.is_empty().then(|| now + refresh);
+                        let changed = admitted.endpoints != entry.endpoints;
+                        if changed {
+                            // New QPNs or a new incarnation: probes resume,
+                            // and failures ask again soon.
+                            entry.refetches = 0;
+                            entry.refetch_at = None;
+                        }
+                        entry.endpoints = admitted.endpoints;
+                        entry.node = admitted.node;
+                        changed
+                    }
+                    Err(e) => {
+                        *d.fetch_errors.entry(e.reason).or_insert(0) += 1;
+                        if entry.last_error.as_ref() != Some(&e.message) {
+                            tracing::warn!(peer = %addr.0, reason = e.reason.as_str(), "cannot fetch peer endpoints: {}", e.message);
+                            entry.last_error = Some(e.message);
+                        }
+                        entry.failures += 1;
+                        entry.retry_at = Some(now + backoff(entry.failures, refresh));
+                        false
+                    }
+                }
+            }
+            Done::Query(result) => {
+                self.pass_in_flight = false;
+                d.passes += 1;
+                match result {
+                    Ok(series) => {
+                        self.query_failures = 0;
+                        self.query_due = Some(now + self.refresh);
+                        let (fleet, peers) = admit_fleet(series, admission, &mut d.refused);
+                        let changed = fleet != self.fleet;
+                        self.fleet = fleet;
+                        self.fleet_peers = peers;
+                        changed
+                    }
+                    Err(e) => {
+                        *d.fetch_errors.entry(e.reason).or_insert(0) += 1;
+                        tracing::warn!(
+                            reason = e.reason.as_str(),
+                            "cannot query the fleet's peer endpoints: {}",
+                            e.message
+                        );
+                        self.query_failures += 1;
+                        self.query_due = Some(now + backoff(self.query_failures, self.refresh));
+                        false
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Admits the endpoints of a Prometheus answer, grouped by the instance
+/// each was scraped from (the peer), exactly as documents are; a node
+/// claimed by two instances keeps the first (in sorted order). Returns
+/// the endpoints and (instances listed, instances with endpoints).
+fn admit_fleet(
+    series: Vec<FleetSeries>,
+    admission: &Admission,
+    refused: &mut BTreeMap<Refusal, u64>,
+) -> (Vec<Endpoint>, (usize, usize)) {
+    let mut by_instance: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
+    for s in series {
+        match s.endpoint {
+            Ok(e) => by_instance.entry(s.instance).or_default().push(e),
+            Err(r) => {
+                *refused.entry(r).or_insert(0) += 1;
+                by_instance.entry(s.instance).or_default();
+            }
+        }
+    }
+    let mut owners: BTreeMap<String, String> = BTreeMap::new();
+    let mut fleet = Vec::new();
+    let mut known = 0;
+    let listed = by_instance.len();
+    for (instance, eps) in by_instance {
+        let claimed = eps
+            .first()
+            .is_some_and(|e| owners.get(&e.node).is_some_and(|o| *o != instance));
+        let admitted = admission.admit(instance_host(&instance), eps, &|_| claimed);
+        for (r, n) in admitted.refused {
+            *refused.entry(r).or_insert(0) += n;
+        }
+        if let Some(node) = admitted.node.filter(|_| !admitted.endpoints.is_empty()) {
+            owners.entry(node).or_insert(instance);
+            known += 1;
+            fleet.extend(admitted.endpoints);
+        }
+    }
+    (fleet, (listed, known))
+}
+
+fn coordinate<V>(verbs: V, source: EndpointSource, settings: RunnerSettings, shared: &Arc<Shared>)
+where
     V: PeerVerbs + Clone + 'static,
-    F: Fetch,
 {
-    let mut threads: Vec<PortThread> = Vec::new();
-    let mut by_address: BTreeMap<PeerAddress, Vec<Endpoint>> = BTreeMap::new();
-    let mut next_fetch = Instant::now();
-    let mut last_retry: Option<Instant> = None;
-    // Peers whose last fetch failed: tried again every REFETCH_AFTER_FAILURE
-    // (a peer that starts after this exporter is found in seconds, not at
-    // the next refresh).
-    let mut retry: BTreeSet<PeerAddress> = BTreeSet::new();
-    let mut configured: Vec<PeerAddress> = Vec::new();
     let mut seed = seed();
+    let (work, mode) = match source {
+        EndpointSource::Documents { list, fetcher } => (
+            Work {
+                list: Mutex::new(Some(*list)),
+                fetcher: Some(fetcher),
+                query: None,
+            },
+            DiscoveryMode::Documents,
+        ),
+        EndpointSource::Prometheus(q) => (
+            Work {
+                list: Mutex::new(None),
+                fetcher: None,
+                query: Some(q),
+            },
+            DiscoveryMode::Prometheus,
+        ),
+    };
+    let dns_queries = lock(&work.list).as_ref().map_or(0, PeerList::dns_queries) as u64;
+    let pool = Pool::start(Arc::new(work), FETCH_WORKERS);
+    // One new peer per peer slot of a round: a round of `sample` peers
+    // takes 2 × sample probes at packets_per_second.
+    let rate = (settings.probe.packets_per_second / 2.0).max(0.5);
+    seed = xorshift(seed);
+    let mut catalog = Catalog::new(mode, settings.refresh, rate, seed);
+    let mut threads: Vec<PortThread> = Vec::new();
     loop {
         if shared.stop.load(Ordering::SeqCst) {
             break;
@@ -293,34 +862,44 @@ fn coordinate<V, F>(
                 Err(e) => tracing::warn!(error = %e, "cannot start a peer-probe port thread"),
             }
         }
+        // Results that ended since the last tick, each published at once.
         let now = Instant::now();
-        if now >= next_fetch {
-            configured = list.current();
-            // logged by the sampler when the set changes
-            lock(&shared.fetch).list_errors = list.errors.iter().map(|e| e.to_string()).collect();
-            by_address.retain(|a, _| configured.contains(a));
-            retry = fetch(&configured, fetcher.as_ref(), &mut by_address, shared);
-            set_status(shared, &configured, &retry, &by_address);
-            lock(&shared.failing).clear();
-            last_retry = Some(Instant::now());
-            next_fetch = Instant::now() + settings.refresh.max(Duration::from_secs(1));
-        } else if last_retry.is_none_or(|at| now.duration_since(at) >= REFETCH_AFTER_FAILURE) {
-            let failing = std::mem::take(&mut *lock(&shared.failing));
-            let mut again: Vec<PeerAddress> = retry.iter().cloned().collect();
-            again.extend(
-                by_address
-                    .iter()
-                    .filter(|(_, eps)| eps.iter().any(|e| failing.contains(&e.key())))
-                    .map(|(a, _)| a.clone()),
-            );
-            again.sort();
-            again.dedup();
-            if !again.is_empty() {
-                let still = fetch(&again, fetcher.as_ref(), &mut by_address, shared);
-                retry.retain(|a| still.contains(a));
-                retry.extend(still);
-                set_status(shared, &configured, &retry, &by_address);
-                last_retry = Some(Instant::now());
+        let mut changed = false;
+        {
+            let mut d = lock(&shared.discovery);
+            while let Ok(done) = pool.done.try_recv() {
+                changed |= catalog.apply(done, now, &settings.admission, &mut d);
+            }
+        }
+        if changed {
+            *lock(&shared.peers) = Arc::new(catalog.endpoints());
+        }
+        let failing = std::mem::take(&mut *lock(&shared.failing));
+        let jobs = catalog.plan(
+            now,
+            FETCH_WORKERS.saturating_sub(catalog.in_flight),
+            &failing,
+        );
+        {
+            let mut d = lock(&shared.discovery);
+            for job in &jobs {
+                let (kind, n) = match job {
+                    Job::List => (RequestKind::Dns, dns_queries),
+                    Job::Document(_) => (RequestKind::Document, 1),
+                    Job::Query => (RequestKind::Prometheus, 1),
+                };
+                if n > 0 {
+                    *d.requests.entry(kind).or_insert(0) += n;
+                }
+            }
+            let (listed, known) = catalog.peer_counts();
+            d.peers_configured = listed;
+            d.peers_known = known;
+            d.endpoints = lock(&shared.peers).len();
+        }
+        for job in jobs {
+            if !pool.submit(job) {
+                catalog.in_flight = catalog.in_flight.saturating_sub(1);
             }
         }
         if !nap(&shared.stop, TICK) {
@@ -333,127 +912,6 @@ fn coordinate<V, F>(
     for t in threads {
         let _ = t.handle.join();
     }
-}
-
-/// Fetches the endpoints of `peers` ([`FETCH_WORKERS`] at once, starting
-/// none after [`FETCH_BUDGET`]); returns those to ask again (the fetch
-/// failed, was not started within the budget, or the document listed no
-/// endpoint yet). Such a peer keeps the endpoints fetched before (a
-/// stopped peer must show as unreachable, not vanish).
-fn fetch(
-    peers: &[PeerAddress],
-    fetcher: &dyn Fetch,
-    by_address: &mut BTreeMap<PeerAddress, Vec<Endpoint>>,
-    shared: &Shared,
-) -> BTreeSet<PeerAddress> {
-    fetch_bounded(
-        peers,
-        fetcher,
-        by_address,
-        shared,
-        FETCH_WORKERS,
-        FETCH_BUDGET,
-    )
-}
-
-type Fetched = Option<Result<Vec<Endpoint>, FetchError>>;
-
-fn fetch_bounded(
-    peers: &[PeerAddress],
-    fetcher: &dyn Fetch,
-    by_address: &mut BTreeMap<PeerAddress, Vec<Endpoint>>,
-    shared: &Shared,
-    workers: usize,
-    budget: Duration,
-) -> BTreeSet<PeerAddress> {
-    let deadline = Instant::now() + budget;
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Mutex<Vec<Fetched>> = Mutex::new((0..peers.len()).map(|_| None).collect());
-    let work = || loop {
-        if shared.stop.load(Ordering::SeqCst) || Instant::now() >= deadline {
-            break;
-        }
-        let i = next.fetch_add(1, Ordering::SeqCst);
-        let Some(peer) = peers.get(i) else {
-            break;
-        };
-        let r = fetcher.fetch(peer);
-        if let Some(slot) = lock(&results).get_mut(i) {
-            *slot = Some(r);
-        }
-    };
-    std::thread::scope(|s| {
-        // This thread is one of the workers: the pass goes on (slower)
-        // when no thread can be started.
-        for _ in 1..workers.min(peers.len()) {
-            if let Err(e) = std::thread::Builder::new()
-                .name("roce-peer-fetch".into())
-                .spawn_scoped(s, work)
-            {
-                tracing::warn!(error = %e, "cannot start a peer fetch thread");
-                break;
-            }
-        }
-        work();
-    });
-    let results = results.into_inner().unwrap_or_else(PoisonError::into_inner);
-    let mut failed = BTreeSet::new();
-    let mut not_started = 0usize;
-    let mut status = lock(&shared.fetch);
-    for (peer, result) in peers.iter().zip(results) {
-        match result {
-            None => {
-                not_started += 1;
-                failed.insert(peer.clone());
-            }
-            // A peer that publishes no endpoint yet (started a moment ago,
-            // its responders still opening) keeps the endpoints it had and
-            // is asked again with the failed ones: taking the empty list
-            // would leave nothing to probe, so no loss would ever ask again.
-            Some(Ok(endpoints)) if endpoints.is_empty() => {
-                failed.insert(peer.clone());
-            }
-            Some(Ok(endpoints)) => {
-                if status.last.remove(peer).is_some() {
-                    tracing::info!(peer = %peer.0, "peer endpoints fetched again");
-                }
-                by_address.insert(peer.clone(), endpoints);
-            }
-            Some(Err(e)) => {
-                *status.errors.entry(e.reason).or_insert(0) += 1;
-                if status.last.get(peer) != Some(&e.message) {
-                    tracing::warn!(peer = %peer.0, reason = e.reason, "cannot fetch peer endpoints: {}", e.message);
-                    status.last.insert(peer.clone(), e.message);
-                }
-                failed.insert(peer.clone());
-            }
-        }
-    }
-    if not_started > 0 && !shared.stop.load(Ordering::SeqCst) {
-        tracing::warn!(
-            not_started,
-            budget_s = budget.as_secs(),
-            "peer endpoint fetches not started within this pass's budget; tried again at the next retry"
-        );
-    }
-    failed
-}
-
-/// Publishes the peers' endpoints and the fetch counts.
-fn set_status(
-    shared: &Shared,
-    configured: &[PeerAddress],
-    failed: &BTreeSet<PeerAddress>,
-    by_address: &BTreeMap<PeerAddress, Vec<Endpoint>>,
-) {
-    {
-        let mut status = lock(&shared.fetch);
-        status.configured = configured.len();
-        status.fetched = configured.iter().filter(|a| !failed.contains(*a)).count();
-        status.last.retain(|a, _| configured.contains(a));
-    }
-    let all: Vec<Endpoint> = by_address.values().flatten().cloned().collect();
-    *lock(&shared.peers) = Arc::new(all);
 }
 
 fn run_port<V: PeerVerbs>(
@@ -493,6 +951,15 @@ fn run_port<V: PeerVerbs>(
             }
         };
         let (gid, qpn, mtu) = roce_probe::peer::PeerPort::local(&port);
+        let subnet = (settings.subnet_of)(&gid);
+        let rails = &settings.admission.rails;
+        let rail = rails.local(&LocalPort {
+            device: &target.device,
+            device_index: target.device_index,
+            netdev: target.netdev.as_deref(),
+            gid,
+            subnet,
+        });
         let endpoint = Endpoint {
             node: settings.node.clone(),
             device: target.device.clone(),
@@ -503,28 +970,45 @@ fn run_port<V: PeerVerbs>(
             qpn,
             qkey: QKEY,
             mtu,
-            subnet: (settings.subnet_of)(&gid),
+            subnet: subnet.map(|n| n.to_string()),
+            rail: rail.as_ref().map(super::peer_rails::Rail::name),
         };
+        let all_to_all = settings.probe.all_to_all;
         let probe_settings = PeerSettings {
             traffic_class: target.traffic_class,
+            // The peers handed to the prober are already this port's (by
+            // the rail rule above): it does not choose again.
+            all_to_all: true,
             ..settings.probe.clone()
         };
         let mut prober = PortProber::new(endpoint.clone(), port, probe_settings, nonce);
+        let rail_name = endpoint.rail.clone();
         publish(&|s| {
             s.endpoint = Some(endpoint.clone());
+            s.rail = rail_name.clone();
             s.failure = None;
             s.unavailable = None;
         });
         let pps = prober.settings.packets_per_second;
+        let mut seen: Option<Arc<Vec<Endpoint>>> = None;
+        let mut mine: Vec<Endpoint> = Vec::new();
         while !halt() {
             let peers = lock(&shared.peers).clone();
-            if prober.matching(&peers).is_empty() {
-                prober.serve(&peers);
+            if !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &peers)) {
+                mine = peers
+                    .iter()
+                    .filter(|p| all_to_all || rail.as_ref().is_some_and(|r| rails.on_rail(r, p)))
+                    .cloned()
+                    .collect();
+                seen = Some(peers);
+            }
+            if prober.matching(&mine).is_empty() {
+                prober.serve(&mine);
                 prober.idle(TICK);
                 prober.stats.peers_known = 0;
             } else {
                 let mut mark = Instant::now();
-                prober.round_with(&peers, &mut || {
+                prober.round_with(&mine, &mut || {
                     if halt() {
                         return None;
                     }
@@ -582,10 +1066,10 @@ fn xorshift(mut x: u64) -> u64 {
 
 /// The subnet of a RoCE v2 GID's IPv4 address, from this host's interfaces.
 #[cfg(feature = "probes")]
-fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<String> {
+fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<Net> {
     let v4 = gid.to_ipv4_mapped()?;
     let len = roce_probe::peer_ibverbs::ipv4_prefix_len(v4)?;
-    roce_probe::peer::ipv4_subnet(gid, len)
+    Some(Net::of(v4, len))
 }
 
 /// The source of the peer prober's results.
@@ -625,6 +1109,29 @@ pub fn probe_settings(c: &PeerProbeConfig) -> PeerSettings {
     }
 }
 
+/// The admission rule of `peer_probes:` (rails checked by the
+/// configuration's validation already).
+pub fn admission(c: &PeerProbeConfig) -> Result<Admission, String> {
+    Ok(Admission {
+        rails: super::peer_rails::Rails::new(&c.rails)?,
+        allow_link_local: false,
+    })
+}
+
+/// Where the endpoints come from, from `peer_probes:`.
+pub fn endpoint_source(c: &PeerProbeConfig) -> Result<EndpointSource, String> {
+    if let Some(p) = &c.prometheus {
+        let q = super::peer_endpoints::PrometheusQuery::new(p).map_err(|e| e.to_string())?;
+        return Ok(EndpointSource::Prometheus(Arc::new(q)));
+    }
+    let fetcher = super::peer_endpoints::DocumentFetcher::new(c).map_err(|e| e.to_string())?;
+    let tls = fetcher.default_tls();
+    Ok(EndpointSource::Documents {
+        list: Box::new(PeerList::new(c, tls)),
+        fetcher: Arc::new(fetcher),
+    })
+}
+
 fn node_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -635,17 +1142,15 @@ fn node_name() -> String {
 
 #[cfg(feature = "probes")]
 fn spawn(c: &PeerProbeConfig) -> Result<PeerRunner, String> {
-    let fetcher = super::peer_list::Fetcher::new(c)?;
-    let tls = fetcher.default_tls();
     PeerRunner::spawn(
         roce_probe::peer_ibverbs::IbPeerVerbs::new(),
-        fetcher,
-        PeerList::new(c, tls),
+        endpoint_source(c)?,
         RunnerSettings {
             node: node_name(),
             probe: probe_settings(c),
             refresh: c.refresh,
             subnet_of: host_subnet,
+            admission: admission(c)?,
         },
     )
     .map_err(|e| format!("cannot start the peer-probe thread: {e}"))
@@ -659,7 +1164,8 @@ fn spawn(_c: &PeerProbeConfig) -> Result<PeerRunner, String> {
 
 /// The local ports to probe from: the loopback probe's choice (every
 /// active port, the configured or `auto` GID index) with each port's
-/// RoCE traffic class and its device's index in the sorted device list.
+/// RoCE traffic class, its device's index in the sorted device list and
+/// its netdev.
 pub fn local_targets(
     chooser: &mut TargetChooser,
     rdma: &roce_rdma::RdmaSnapshot,
@@ -683,11 +1189,24 @@ pub fn local_targets(
                 .position(|n| *n == t.device)
                 .and_then(|i| u32::try_from(i).ok())
                 .unwrap_or(0),
+            netdev: rdma
+                .devices
+                .iter()
+                .find(|d| d.name == t.device)
+                .and_then(|d| d.ports.iter().find(|p| p.number == u32::from(t.port)))
+                .and_then(|p| p.netdev.clone()),
             device: t.device,
             port: t.port,
             gid_index: t.gid_index,
         })
         .collect()
+}
+
+/// The peer-probe source's part of a snapshot.
+#[derive(Debug, Clone)]
+pub struct PeerProbePart {
+    pub results: PeerResults,
+    pub discovery: PeerDiscovery,
 }
 
 impl Source for PeerProbeSource {
@@ -720,7 +1239,7 @@ impl Source for PeerProbeSource {
         for e in runner.list_errors() {
             errors.push(HostError::request("peer_probes peer list", e));
         }
-        let results = runner.results();
+        let (results, discovery) = runner.results();
         let state = match &results.state {
             ProbeState::Unavailable(why) => SourceState::Unavailable(why.clone()),
             _ if self.targets.is_empty() => {
@@ -728,25 +1247,34 @@ impl Source for PeerProbeSource {
             }
             _ => SourceState::Ok,
         };
-        Reading::new(state, Part::PeerProbes(Box::new(results)))
+        Reading::new(
+            state,
+            Part::PeerProbes(Box::new(PeerProbePart { results, discovery })),
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::RailConfig;
+    use crate::sources::peer_endpoints::Refusal;
+    use crate::sources::peer_rails::Rails;
     use roce_probe::peer::{Outcome, PeerPort, Probe, Served};
     use std::net::{Ipv4Addr, Ipv6Addr};
     use std::sync::atomic::AtomicU32;
 
-    /// A fabric where exactly one responder QPN per node answers: the
-    /// one its exporter publishes now (a restarted peer's old QPN is gone).
+    /// A fabric that records where every probe was aimed. node-b's
+    /// responder answers on `live_qpn` only (a restarted peer's old QPN is
+    /// gone); with `answer_all` every probe is answered.
     #[derive(Clone, Default)]
     struct Fabric {
         live_qpn: Arc<AtomicU32>,
+        answer_all: Arc<AtomicBool>,
         /// Fetches still to answer with an empty document (the peer's
         /// responder not open yet).
         empty_docs: Arc<AtomicU32>,
+        aimed: Arc<Mutex<BTreeSet<(Ipv6Addr, u32)>>>,
     }
 
     struct FabricPort(Fabric);
@@ -763,7 +1291,10 @@ mod tests {
             _allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
             _served: &mut Served,
         ) -> Outcome {
-            if to.qpn == self.0.live_qpn.load(Ordering::SeqCst) {
+            lock(&self.0.aimed).insert((to.gid, to.qpn));
+            if self.0.answer_all.load(Ordering::SeqCst)
+                || to.qpn == self.0.live_qpn.load(Ordering::SeqCst)
+            {
                 Outcome::Answered(Duration::from_micros(30))
             } else {
                 Outcome::Lost
@@ -779,7 +1310,27 @@ mod tests {
         }
     }
 
-    /// The peer's exporter: publishes the responder QPN it has now; not
+    fn ep(node: &str, gid: Ipv6Addr, qpn: u32) -> Endpoint {
+        Endpoint {
+            node: node.into(),
+            device: "rxe0".into(),
+            device_index: 0,
+            port: 1,
+            gid,
+            gid_index: 1,
+            qpn,
+            qkey: QKEY,
+            mtu: 1024,
+            subnet: None,
+            rail: None,
+        }
+    }
+
+    fn b_gid() -> Ipv6Addr {
+        Ipv4Addr::new(10, 0, 2, 16).to_ipv6_mapped()
+    }
+
+    /// node-b's exporter: publishes the responder QPN it has now; not
     /// started yet for its first `.1` fetches.
     struct PeerExporter(Fabric, AtomicU32);
 
@@ -791,7 +1342,7 @@ mod tests {
                 .is_ok()
             {
                 return Err(FetchError {
-                    reason: "connect",
+                    reason: FetchReason::Connect,
                     message: "connection refused".into(),
                 });
             }
@@ -803,19 +1354,65 @@ mod tests {
             {
                 return Ok(Vec::new());
             }
-            Ok(vec![Endpoint {
-                node: "node-b".into(),
-                device: "rxe0".into(),
-                device_index: 0,
-                port: 1,
-                gid: Ipv4Addr::new(10, 0, 2, 16).to_ipv6_mapped(),
-                gid_index: 1,
-                qpn: self.0.live_qpn.load(Ordering::SeqCst),
-                qkey: QKEY,
-                mtu: 1024,
-                subnet: None,
-            }])
+            Ok(vec![ep(
+                "node-b",
+                b_gid(),
+                self.0.live_qpn.load(Ordering::SeqCst),
+            )])
         }
+    }
+
+    fn rx0() -> LocalTarget {
+        LocalTarget {
+            device: "rxe0".into(),
+            port: 1,
+            gid_index: 1,
+            traffic_class: 104,
+            device_index: 0,
+            netdev: Some("eth0".into()),
+        }
+    }
+
+    fn settings(all_to_all: bool, refresh: Duration) -> RunnerSettings {
+        RunnerSettings {
+            node: "node-a".into(),
+            probe: PeerSettings {
+                packets_per_second: 50.0,
+                all_to_all,
+                ..PeerSettings::default()
+            },
+            refresh,
+            subnet_of: |g| g.to_ipv4_mapped().map(|a| Net::of(a, 24)),
+            admission: Admission {
+                rails: Rails::new(&RailConfig::default()).unwrap(),
+                allow_link_local: false,
+            },
+        }
+    }
+
+    fn documents(peers: &[&str], fetcher: impl Fetch) -> EndpointSource {
+        let config = PeerProbeConfig {
+            enabled: true,
+            peers: peers.iter().map(|p| p.to_string()).collect(),
+            ..PeerProbeConfig::default()
+        };
+        EndpointSource::Documents {
+            list: Box::new(PeerList::new(&config, false)),
+            fetcher: Arc::new(fetcher),
+        }
+    }
+
+    fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+        // A bound against a hang, not a timing assertion.
+        let until = Instant::now() + Duration::from_secs(60);
+        while !cond() {
+            assert!(Instant::now() < until, "never happened: {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn answered(r: &PeerResults) -> u64 {
+        r.ports.first().map_or(0, |(_, s)| s.small.answered)
     }
 
     /// Peers that each hold their fetch until `want` fetches are in flight
@@ -841,111 +1438,224 @@ mod tests {
             drop(n);
             if peer.0.contains("dead") {
                 return Err(FetchError {
-                    reason: "timeout",
+                    reason: FetchReason::Timeout,
                     message: "no answer".into(),
                 });
             }
-            Ok(vec![Endpoint {
-                node: peer.0.clone(),
-                device: "mlx5_0".into(),
-                device_index: 0,
-                port: 1,
-                gid: Ipv4Addr::new(10, 0, 1, 2).to_ipv6_mapped(),
-                gid_index: 3,
-                qpn: 5,
-                qkey: QKEY,
-                mtu: 4096,
-                subnet: None,
-            }])
+            let i: u8 = peer.host().trim_start_matches('n').parse().unwrap_or(0);
+            Ok(vec![ep(
+                peer.host(),
+                Ipv4Addr::new(10, 0, 2, 100 + i).to_ipv6_mapped(),
+                5,
+            )])
         }
     }
 
     #[test]
-    fn endpoint_fetches_run_concurrently_so_dead_peers_do_not_serialize_the_pass() {
-        let fetcher = Concurrency {
+    fn endpoint_fetches_run_concurrently_so_dead_peers_do_not_serialize_them() {
+        let fabric = Fabric::default();
+        let fetcher = Arc::new(Concurrency {
             in_flight: Mutex::new(0),
             max: AtomicU32::new(0),
             want: 8,
             cv: std::sync::Condvar::new(),
-        };
-        let peers: Vec<PeerAddress> = (0..32)
+        });
+        struct Shared(Arc<Concurrency>);
+        impl Fetch for Shared {
+            fn fetch(&self, p: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {
+                self.0.fetch(p)
+            }
+        }
+        let peers: Vec<String> = (0..16)
             .map(|i| {
-                PeerAddress(if i % 4 == 0 {
-                    format!("http://dead{i}:9879")
+                if i % 4 == 0 {
+                    format!("dead{i}:9879")
                 } else {
-                    format!("http://n{i}:9879")
-                })
+                    format!("n{i}:9879")
+                }
             })
             .collect();
-        let shared = Shared::default();
-        let mut by_address = BTreeMap::new();
-        let failed = fetch(&peers, &fetcher, &mut by_address, &shared);
-        assert!(
-            fetcher.max.load(Ordering::SeqCst) >= 8,
-            "fetches in flight at once: {}",
-            fetcher.max.load(Ordering::SeqCst)
-        );
-        assert!(fetcher.max.load(Ordering::SeqCst) as usize <= FETCH_WORKERS);
-        assert_eq!(failed.len(), 8, "the dead ones: {failed:?}");
-        assert!(failed.iter().all(|a| a.0.contains("dead")));
-        assert_eq!(by_address.len(), 24);
-        assert_eq!(lock(&shared.fetch).errors.get("timeout"), Some(&8));
+        let peers: Vec<&str> = peers.iter().map(String::as_str).collect();
+        let runner = PeerRunner::spawn(
+            fabric,
+            documents(&peers, Shared(fetcher.clone())),
+            settings(false, Duration::from_secs(3600)),
+        )
+        .unwrap();
+        wait_for("every live peer's endpoints", || {
+            let (_, d) = runner.results();
+            d.peers_known == 12 && d.fetch_errors.get(&FetchReason::Timeout) >= Some(&4)
+        });
+        let max = fetcher.max.load(Ordering::SeqCst);
+        assert!(max >= 8, "fetches in flight at once: {max}");
+        assert!(max as usize <= FETCH_WORKERS);
+        let (_, d) = runner.results();
+        assert_eq!((d.peers_configured, d.endpoints), (16, 12));
+        assert_eq!(d.mode, DiscoveryMode::Documents);
     }
 
+    /// A peer whose fetch never ends within the test holds one worker: the
+    /// others are fetched, probed and published meanwhile.
     #[test]
-    fn the_time_a_probe_took_comes_off_the_wait_after_it() {
-        // 50 packets/s: 20 ms apart. An answer after 3 ms leaves 17 ms;
-        // the wait used to be the whole 20 ms on top of the RTT.
-        let spacing = Duration::from_millis(20);
-        assert_eq!(
-            gap_after(spacing, Duration::from_millis(3)),
-            Duration::from_millis(17)
-        );
-        // A lost probe (500 ms timeout) already overran its slot.
-        assert_eq!(
-            gap_after(spacing, Duration::from_millis(500)),
-            Duration::ZERO
-        );
-    }
-
-    #[test]
-    fn a_pass_past_its_budget_starts_no_more_fetches_and_keeps_what_peers_had() {
-        let fetcher = PeerExporter(Fabric::default(), AtomicU32::new(0));
-        let peers = vec![PeerAddress("http://a:9879".into())];
-        let shared = Shared::default();
-        let mut by_address = BTreeMap::new();
-        fetch_bounded(
-            &peers,
-            &fetcher,
-            &mut by_address,
-            &shared,
-            4,
-            Duration::from_secs(60),
-        );
-        let had = by_address.clone();
-        assert_eq!(had.len(), 1);
-        // A budget already spent: nothing is fetched, the peer is asked
-        // again at the next retry and keeps its endpoints meanwhile.
-        let failed = fetch_bounded(
-            &peers,
-            &fetcher,
-            &mut by_address,
-            &shared,
-            4,
-            Duration::ZERO,
-        );
-        assert_eq!(failed, peers.iter().cloned().collect());
-        assert_eq!(by_address, had);
-        assert!(lock(&shared.fetch).errors.is_empty());
-    }
-
-    fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-        // A bound against a hang, not a timing assertion.
-        let until = Instant::now() + Duration::from_secs(60);
-        while !cond() {
-            assert!(Instant::now() < until, "never happened: {what}");
-            std::thread::sleep(Duration::from_millis(20));
+    fn one_slow_peer_never_freezes_the_others_or_the_published_results() {
+        struct Slow(Arc<(Mutex<bool>, std::sync::Condvar)>);
+        impl Fetch for Slow {
+            fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {
+                if peer.host() == "slow" {
+                    let (m, cv) = &*self.0;
+                    let g = lock(m);
+                    let _ =
+                        cv.wait_timeout_while(g, Duration::from_secs(60), |released| !*released);
+                    return Err(FetchError {
+                        reason: FetchReason::Timeout,
+                        message: "deadline".into(),
+                    });
+                }
+                Ok(vec![ep("node-b", b_gid(), 11)])
+            }
         }
+        let fabric = Fabric::default();
+        fabric.live_qpn.store(11, Ordering::SeqCst);
+        let release = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let runner = PeerRunner::spawn(
+            fabric.clone(),
+            documents(&["slow:9879", "node-b:9879"], Slow(release.clone())),
+            settings(false, Duration::from_secs(3600)),
+        )
+        .unwrap();
+        runner.set_targets(vec![rx0()]);
+        wait_for("node-b probed while slow's fetch is in flight", || {
+            answered(&runner.results().0) > 3
+        });
+        let (_, d) = runner.results();
+        assert_eq!((d.peers_configured, d.peers_known), (2, 1));
+        assert!(d.fetch_errors.is_empty(), "slow's fetch has not ended");
+        *lock(&release.0) = true;
+        release.1.notify_all();
+        wait_for("slow's failure counted", || {
+            runner.results().1.fetch_errors.get(&FetchReason::Timeout) == Some(&1)
+        });
+    }
+
+    /// Each hostile value of a fetched document is refused, counted by
+    /// reason and never probed, even with all_to_all (no rail to hide
+    /// behind); the good peer is probed.
+    #[test]
+    fn hostile_documents_are_refused_counted_and_never_probed() {
+        let v4 = |a, b, c, d| Ipv4Addr::new(a, b, c, d).to_ipv6_mapped();
+        let mut docs: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
+        let mut hostile = |name: &str, f: &dyn Fn(&mut Endpoint)| {
+            let mut e = ep(name, v4(10, 0, 2, 50 + docs.len() as u8), 17);
+            f(&mut e);
+            docs.insert(name.to_string(), vec![e]);
+        };
+        for (i, gid) in [
+            "ff02::1",
+            "::",
+            "::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:255.255.255.255",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let g: Ipv6Addr = gid.parse().unwrap();
+            hostile(&format!("gid{i}"), &move |e| e.gid = g);
+        }
+        for (i, qpn) in [0, 1, u32::MAX].iter().enumerate() {
+            hostile(&format!("qpn{i}"), &move |e| e.qpn = *qpn);
+        }
+        hostile("mtu0", &|e| e.mtu = 0);
+        hostile("offrail", &|e| {
+            e.gid = Ipv4Addr::new(10, 9, 9, 9).to_ipv6_mapped();
+            e.subnet = Some("10.0.2.0/24".into());
+        });
+        // A peer whose document names another node.
+        docs.insert("liar".into(), vec![ep("good", v4(10, 0, 2, 99), 23)]);
+        docs.insert("good".into(), vec![ep("good", b_gid(), 17)]);
+        struct Docs(BTreeMap<String, Vec<Endpoint>>);
+        impl Fetch for Docs {
+            fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {
+                Ok(self.0.get(peer.host()).cloned().unwrap_or_default())
+            }
+        }
+        let peers: Vec<String> = docs.keys().map(|k| format!("{k}:9879")).collect();
+        let peers: Vec<&str> = peers.iter().map(String::as_str).collect();
+        let fabric = Fabric::default();
+        fabric.answer_all.store(true, Ordering::SeqCst);
+        let runner = PeerRunner::spawn(
+            fabric.clone(),
+            documents(&peers, Docs(docs)),
+            settings(true, Duration::from_secs(3600)),
+        )
+        .unwrap();
+        runner.set_targets(vec![rx0()]);
+        wait_for("every document fetched and the good peer probed", || {
+            let (r, d) = runner.results();
+            d.requests.get(&RequestKind::Document) >= Some(&13) && answered(&r) > 4
+        });
+        let (_, d) = runner.results();
+        let refused: Vec<(&str, u64)> = d.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect();
+        assert_eq!(
+            refused,
+            [
+                ("node_mismatch", 1),
+                ("gid", 6),
+                ("qpn", 3),
+                ("mtu", 1),
+                ("off_rail", 1)
+            ]
+        );
+        assert_eq!(*lock(&fabric.aimed), BTreeSet::from([(b_gid(), 17)]));
+        assert_eq!(d.peers_known, 1);
+    }
+
+    #[test]
+    fn a_peer_started_late_or_restarted_with_a_new_qpn_is_fetched_again_without_a_restart() {
+        let fabric = Fabric::default();
+        fabric.live_qpn.store(11, Ordering::SeqCst);
+        fabric.empty_docs.store(1, Ordering::SeqCst);
+        let runner = PeerRunner::spawn(
+            fabric.clone(),
+            // The peer starts after this exporter: its first fetch fails,
+            // the second finds its responder not open yet.
+            documents(
+                &["node-b:9879"],
+                PeerExporter(fabric.clone(), AtomicU32::new(1)),
+            ),
+            // Far beyond the test: only a failure can trigger the re-fetch.
+            settings(false, Duration::from_secs(3600)),
+        )
+        .unwrap();
+        runner.set_targets(vec![rx0()]);
+        let sent = |r: &PeerResults| r.ports.first().map_or(0, |(_, s)| s.small.sent);
+        wait_for("answers from the first QPN", || {
+            answered(&runner.results().0) > 0
+        });
+        let (r, d) = runner.results();
+        assert_eq!(r.endpoints.len(), 1);
+        assert_eq!(r.endpoints[0].node, "node-a");
+        assert_eq!(r.endpoints[0].rail.as_deref(), Some("10.0.2.0/24"));
+        assert_eq!((d.peers_configured, d.peers_known), (1, 1));
+        // The peer restarts: its old QPN is gone; its document is empty
+        // at first (responder opening), then names the new QPN.
+        fabric.empty_docs.store(2, Ordering::SeqCst);
+        fabric.live_qpn.store(99, Ordering::SeqCst);
+        let (before, _) = runner.results();
+        wait_for("a probe to the old QPN lost", || {
+            let (r, _) = runner.results();
+            sent(&r) - answered(&r) > sent(&before) - answered(&before)
+        });
+        // The old QPN never answers again: any answer now is the new one's,
+        // which only a re-fetch (not due for an hour) can have brought.
+        let after_loss = answered(&runner.results().0);
+        wait_for("answers from the new QPN", || {
+            answered(&runner.results().0) > after_loss
+        });
+        let (_, d) = runner.results();
+        assert_eq!(d.fetch_errors.get(&FetchReason::Connect), Some(&1));
+        assert_eq!((d.peers_configured, d.peers_known), (1, 1));
     }
 
     /// A peer file that cannot be read is the collector's error (counted
@@ -965,14 +1675,11 @@ mod tests {
         };
         let runner = PeerRunner::spawn(
             fabric.clone(),
-            PeerExporter(fabric.clone(), AtomicU32::new(0)),
-            PeerList::new(&config, false),
-            RunnerSettings {
-                node: "node-a".into(),
-                probe: PeerSettings::default(),
-                refresh: Duration::from_secs(1),
-                subnet_of: |_| None,
+            EndpointSource::Documents {
+                list: Box::new(PeerList::new(&config, false)),
+                fetcher: Arc::new(PeerExporter(fabric.clone(), AtomicU32::new(0))),
             },
+            settings(false, Duration::from_secs(1)),
         )
         .unwrap();
         wait_for("the file's error", || {
@@ -983,67 +1690,176 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Prometheus mode: one query brings the fleet; its series are
+    /// admitted as documents are; no document is fetched.
     #[test]
-    fn a_peer_started_late_or_restarted_with_a_new_qpn_is_fetched_again_without_a_restart() {
+    fn the_fleet_comes_from_one_prometheus_query_admitted_like_documents() {
+        struct Fleet(AtomicU32);
+        impl Query for Fleet {
+            fn query(&self) -> Result<Vec<FleetSeries>, FetchError> {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                let mut bad = ep("node-c", Ipv4Addr::new(10, 0, 2, 17).to_ipv6_mapped(), 0);
+                bad.device = "mlx5_0".into();
+                Ok(vec![
+                    FleetSeries {
+                        instance: "10.1.0.2:9879".into(),
+                        endpoint: Ok(ep("node-b", b_gid(), 11)),
+                    },
+                    FleetSeries {
+                        instance: "node-c:9879".into(),
+                        endpoint: Ok(bad),
+                    },
+                    FleetSeries {
+                        instance: "node-d:9879".into(),
+                        endpoint: Err(Refusal::Malformed),
+                    },
+                    // Another instance claiming node-b: refused.
+                    FleetSeries {
+                        instance: "10.1.0.9:9879".into(),
+                        endpoint: Ok(ep(
+                            "node-b",
+                            Ipv4Addr::new(10, 0, 2, 66).to_ipv6_mapped(),
+                            12,
+                        )),
+                    },
+                ])
+            }
+        }
         let fabric = Fabric::default();
         fabric.live_qpn.store(11, Ordering::SeqCst);
-        fabric.empty_docs.store(1, Ordering::SeqCst);
-        let config = PeerProbeConfig {
-            enabled: true,
-            peers: vec!["node-b:9879".into()],
-            ..PeerProbeConfig::default()
-        };
         let runner = PeerRunner::spawn(
             fabric.clone(),
-            // The peer starts after this exporter: its first fetch fails,
-            // the second finds its responder not open yet.
-            PeerExporter(fabric.clone(), AtomicU32::new(1)),
-            PeerList::new(&config, false),
-            RunnerSettings {
-                node: "node-a".into(),
-                probe: PeerSettings {
-                    packets_per_second: 50.0,
-                    ..PeerSettings::default()
-                },
-                // Far beyond the test: only a failure can trigger the re-fetch.
-                refresh: Duration::from_secs(3600),
-                subnet_of: |_| None,
-            },
+            EndpointSource::Prometheus(Arc::new(Fleet(AtomicU32::new(0)))),
+            settings(false, Duration::from_secs(3600)),
         )
         .unwrap();
-        runner.set_targets(vec![LocalTarget {
-            device: "rxe0".into(),
-            port: 1,
-            gid_index: 1,
-            traffic_class: 104,
-            device_index: 0,
-        }]);
-        let answered = |r: &PeerResults| r.ports.first().map_or(0, |(_, s)| s.small.answered);
-        let sent = |r: &PeerResults| r.ports.first().map_or(0, |(_, s)| s.small.sent);
-        wait_for("answers from the first QPN", || {
-            answered(&runner.results()) > 0
-        });
-        let r = runner.results();
-        assert_eq!(r.endpoints.len(), 1);
-        assert_eq!(r.endpoints[0].node, "node-a");
-        assert_eq!((r.peers_configured, r.peers_fetched), (1, 1));
-        // The peer restarts: its old QPN is gone; its document is empty
-        // at first (responder opening), then names the new QPN.
-        fabric.empty_docs.store(2, Ordering::SeqCst);
-        fabric.live_qpn.store(99, Ordering::SeqCst);
-        let before = runner.results();
-        wait_for("a probe to the old QPN lost", || {
-            let r = runner.results();
-            sent(&r) - answered(&r) > sent(&before) - answered(&before)
-        });
-        // The old QPN never answers again: any answer now is the new one's,
-        // which only a re-fetch (not due for an hour) can have brought.
-        let after_loss = answered(&runner.results());
-        wait_for("answers from the new QPN", || {
-            answered(&runner.results()) > after_loss
-        });
-        let r = runner.results();
-        assert_eq!(r.fetch_errors.get("connect"), Some(&1));
-        assert_eq!((r.peers_configured, r.peers_fetched), (1, 1));
+        runner.set_targets(vec![rx0()]);
+        wait_for("node-b probed", || answered(&runner.results().0) > 2);
+        let (_, d) = runner.results();
+        assert_eq!(d.mode, DiscoveryMode::Prometheus);
+        assert_eq!(d.requests.get(&RequestKind::Prometheus), Some(&1));
+        assert_eq!(d.requests.get(&RequestKind::Document), None);
+        let refused: Vec<(&str, u64)> = d.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect();
+        assert_eq!(refused, [("node_claimed", 1), ("qpn", 1), ("malformed", 1)]);
+        assert_eq!((d.peers_configured, d.peers_known, d.endpoints), (4, 1, 1));
+        assert_eq!(*lock(&fabric.aimed), BTreeSet::from([(b_gid(), 11)]));
+    }
+
+    #[test]
+    fn the_time_a_probe_took_comes_off_the_wait_after_it() {
+        let spacing = Duration::from_millis(20);
+        assert_eq!(
+            gap_after(spacing, Duration::from_millis(3)),
+            Duration::from_millis(17)
+        );
+        assert_eq!(
+            gap_after(spacing, Duration::from_millis(500)),
+            Duration::ZERO
+        );
+    }
+
+    /// Requests of one node over simulated time with the catalog's own
+    /// planning: every job answered at once with the peer's document.
+    /// `dead` peers fail every fetch; `failing` peer ports fail probes.
+    pub(crate) fn simulate(
+        peers: usize,
+        refresh: Duration,
+        horizon: Duration,
+        dead: usize,
+        failing_ports: usize,
+    ) -> (u64, u64) {
+        let admission = Admission {
+            rails: Rails::new(&RailConfig::default()).unwrap(),
+            allow_link_local: false,
+        };
+        let addrs: Vec<PeerAddress> = (0..peers)
+            .map(|i| {
+                PeerAddress(format!(
+                    "http://10.{}.{}.{}:9879",
+                    i >> 16,
+                    (i >> 8) & 255,
+                    i & 255
+                ))
+            })
+            .collect();
+        let mut c = Catalog::new(DiscoveryMode::Documents, refresh, 2.5, 12345);
+        let mut d = PeerDiscovery::default();
+        let t0 = Instant::now();
+        let tick = Duration::from_millis(200);
+        let (mut documents, mut lists) = (0u64, 0u64);
+        let failing: BTreeSet<PeerKey> = (0..failing_ports)
+            .map(|i| PeerKey {
+                node: format!("n{i}"),
+                device: "mlx5_0".into(),
+                port: 1,
+            })
+            .collect();
+        let mut t = Duration::ZERO;
+        while t < horizon {
+            let now = t0 + t;
+            for job in c.plan(now, FETCH_WORKERS.saturating_sub(c.in_flight), &failing) {
+                let done = match job {
+                    Job::List => {
+                        lists += 1;
+                        Done::List(addrs.clone(), Vec::new())
+                    }
+                    Job::Document(a) => {
+                        documents += 1;
+                        let i = addrs.iter().position(|x| *x == a).unwrap_or(0);
+                        if i < dead {
+                            Done::Document(
+                                a,
+                                Err(FetchError {
+                                    reason: FetchReason::Connect,
+                                    message: "refused".into(),
+                                }),
+                            )
+                        } else {
+                            let gid = Ipv4Addr::new(10, 0, (i >> 8) as u8, (i & 255) as u8)
+                                .to_ipv6_mapped();
+                            let mut e = ep(&format!("n{i}"), gid, 17);
+                            e.device = "mlx5_0".into();
+                            Done::Document(a, Ok(vec![e]))
+                        }
+                    }
+                    Job::Query => Done::Query(Ok(Vec::new())),
+                };
+                c.apply(done, now, &admission, &mut d);
+            }
+            t += tick;
+        }
+        (documents, lists)
+    }
+
+    #[test]
+    fn documents_are_fetched_once_per_peer_at_the_walks_pace_not_every_refresh() {
+        // 1,000 peers, refresh 60 s, one hour: the walk fetches each peer
+        // once (16 at once, then 2.5/s); every refresh re-fetching all
+        // would be 60,000.
+        let (docs, lists) = simulate(
+            1000,
+            Duration::from_secs(60),
+            Duration::from_secs(3600),
+            0,
+            0,
+        );
+        assert_eq!(docs, 1000);
+        assert_eq!(lists, 60);
+        // Ten minutes in, the walk has reached 16 + 2.5/s × 600 s of them.
+        let (early, _) = simulate(
+            1000,
+            Duration::from_secs(60),
+            Duration::from_secs(100),
+            0,
+            0,
+        );
+        assert!((260..=270).contains(&early), "{early}");
+        // A dead peer is asked again at 5, 10, 20, … s, then every refresh.
+        let (docs, _) = simulate(10, Duration::from_secs(60), Duration::from_secs(3600), 1, 0);
+        assert!(docs < 10 + 70, "{docs}");
+        // A live peer whose probes keep failing: asked again at 5, 10, 20,
+        // … s, then every 5 minutes at most.
+        let (docs, _) = simulate(1, Duration::from_secs(60), Duration::from_secs(3600), 0, 1);
+        assert!((12..=20).contains(&docs), "{docs}");
     }
 }

@@ -1004,6 +1004,7 @@ async fn peer_probe_endpoints_are_json_and_absent_while_peer_probes_are_off() {
         qkey: roce_probe::peer::QKEY,
         mtu: 1024,
         subnet: Some("10.0.2.0/24".into()),
+        rail: None,
     };
     let snapshot = Snapshot {
         sequence: 2,

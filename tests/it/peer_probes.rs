@@ -27,6 +27,7 @@ fn ep(node: &str, device_index: u32, host: u8) -> Endpoint {
         qkey: QKEY,
         mtu: 4096,
         subnet: Some(format!("10.0.{device_index}.0/24")),
+        rail: None,
     }
 }
 
@@ -72,9 +73,6 @@ fn run(rounds: usize, fault: impl Fn(u32, &mut FakePort)) -> PeerResults {
         state: ProbeState::Running,
         endpoints: ports.iter().map(|(e, _)| e.clone()).collect(),
         ports,
-        peers_configured: 4,
-        peers_fetched: 4,
-        fetch_errors: Default::default(),
     }
 }
 
@@ -351,9 +349,6 @@ fn a_thousand_peers_keep_the_series_bounded() {
         state: ProbeState::Running,
         endpoints: vec![local.clone()],
         ports: vec![(local, prober.stats.clone())],
-        peers_configured: 1000,
-        peers_fetched: 1000,
-        fetch_errors: Default::default(),
     };
     let s = Snapshot {
         sequence: 1,

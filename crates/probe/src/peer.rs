@@ -90,6 +90,10 @@ pub struct Endpoint {
     /// rail key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnet: Option<String>,
+    /// The rail the publishing node computed for this port (its
+    /// `peer_probes.rails` rule); pairs ports when rails are named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail: Option<String>,
 }
 
 impl Endpoint {
@@ -358,13 +362,6 @@ pub struct PeerResults {
     pub endpoints: Vec<Endpoint>,
     /// Per local port: its endpoint and statistics.
     pub ports: Vec<(Endpoint, PortStats)>,
-    /// Peers (exporter addresses) configured and those whose endpoints
-    /// were fetched at the last attempt.
-    pub peers_configured: usize,
-    pub peers_fetched: usize,
-    /// Endpoint fetches that failed, by reason (`connect`, `timeout`,
-    /// `status`, `parse`, `resolve`, `unsupported`).
-    pub fetch_errors: BTreeMap<&'static str, u64>,
 }
 
 /// The traffic plan of one round on one port: which peers and when.
@@ -780,6 +777,7 @@ mod tests {
             qkey: QKEY,
             mtu: 4096,
             subnet: Some(subnet.into()),
+            rail: None,
         }
     }
 

@@ -1,0 +1,836 @@
+//! Where the peers' endpoints come from, and which of them may be probed.
+//!
+//! Two sources, one admission:
+//! - a peer's own document (`GET /peer-probe/endpoints`, [`DocumentFetcher`]),
+//!   fetched for the peers about to be probed and kept until probes to
+//!   them fail (see `sources::peer_probe`);
+//! - the Prometheus HTTP API ([`PrometheusQuery`]): every exporter with
+//!   peer probes on publishes `roce_peer_probe_endpoint_info`, and one
+//!   instant query per refresh returns the fleet's endpoints, each with the
+//!   `instance` Prometheus scraped it from.
+//!
+//! Whatever the source, [`Admission::admit`] decides, per peer, which
+//! endpoints may be probed: the node identity must match the peer it came
+//! from (one node per document, named as the peer's host when the peer is
+//! addressed by name, and claimed by one peer address at a time), and
+//! every endpoint must be one this node may aim probes at (a unicast GID,
+//! a possible QPN, our Q_Key, a real MTU, label-safe names, on a
+//! configured rail network). Refusals are counted by [`Refusal`] reason.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv6Addr};
+
+use roce_probe::peer::{Endpoint, QKEY};
+use serde::Deserialize;
+
+use super::peer_http::{
+    basic_authorization, client_config, query_escape, read_secret, ClientError, FetchError,
+    FetchReason, HttpClient, Request, Url,
+};
+use super::peer_list::PeerAddress;
+use super::peer_rails::Rails;
+use crate::config::{PeerProbeConfig, PeerPrometheusConfig};
+
+/// Largest endpoints document read from a peer (64 endpoints fit).
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+/// Endpoints taken from one peer at most (no node has more ports).
+pub const MAX_ENDPOINTS_PER_PEER: usize = 64;
+/// Endpoints taken from one Prometheus answer at most: 10,000 nodes of 8
+/// ports, with room.
+pub const MAX_FLEET_ENDPOINTS: usize = 100_000;
+/// Node and device names: bounded and label-safe.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// Why an endpoint (or a whole document) was refused: the `reason` label
+/// of `roce_peer_probe_endpoints_refused_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Refusal {
+    /// The endpoints of one peer name several nodes, or a node other than
+    /// the peer's host name.
+    NodeMismatch,
+    /// The node is already claimed by another peer address.
+    NodeClaimed,
+    /// Not a unicast GID this node may aim at: multicast, unspecified,
+    /// loopback, link-local, an IPv4-mapped loopback, broadcast,
+    /// multicast or unspecified address.
+    Gid,
+    /// A QPN outside 2..=0xFFFFFF (0 and 1 are the QP0/QP1 special QPs,
+    /// QPNs are 24 bits).
+    Qpn,
+    /// Another Q_Key than ours.
+    Qkey,
+    /// An MTU that is no IB MTU (256, 512, 1024, 2048, 4096).
+    Mtu,
+    /// A node, device or rail name that is empty, too long or not
+    /// label-safe; a port number outside 1..=254.
+    Name,
+    /// Off every rail this node knows: outside the configured rail
+    /// networks, or a `subnet` claim that does not hold its own GID.
+    OffRail,
+    /// More endpoints than one peer may have ([`MAX_ENDPOINTS_PER_PEER`]),
+    /// or than one answer ([`MAX_FLEET_ENDPOINTS`]).
+    TooMany,
+    /// A Prometheus series whose labels do not make an endpoint.
+    Malformed,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 10] = [
+        Refusal::NodeMismatch,
+        Refusal::NodeClaimed,
+        Refusal::Gid,
+        Refusal::Qpn,
+        Refusal::Qkey,
+        Refusal::Mtu,
+        Refusal::Name,
+        Refusal::OffRail,
+        Refusal::TooMany,
+        Refusal::Malformed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::NodeMismatch => "node_mismatch",
+            Refusal::NodeClaimed => "node_claimed",
+            Refusal::Gid => "gid",
+            Refusal::Qpn => "qpn",
+            Refusal::Qkey => "qkey",
+            Refusal::Mtu => "mtu",
+            Refusal::Name => "name",
+            Refusal::OffRail => "off_rail",
+            Refusal::TooMany => "too_many",
+            Refusal::Malformed => "malformed",
+        }
+    }
+}
+
+/// Whether a GID may be probed: unicast and routable on a fabric.
+pub fn gid_ok(gid: &Ipv6Addr, allow_link_local: bool) -> bool {
+    if let Some(v4) = gid.to_ipv4_mapped() {
+        return !(v4.is_unspecified()
+            || v4.is_loopback()
+            || v4.is_broadcast()
+            || v4.is_multicast()
+            || v4.octets()[0] == 0);
+    }
+    if gid.is_unspecified() || gid.is_loopback() || gid.is_multicast() {
+        return false;
+    }
+    // fe80::/10
+    let link_local = gid.segments()[0] & 0xffc0 == 0xfe80;
+    !link_local || allow_link_local
+}
+
+fn name_ok(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= MAX_NAME_BYTES
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+/// One endpoint on its own (the document-level checks are in
+/// [`Admission::admit`]).
+pub fn check_endpoint(e: &Endpoint, rails: &Rails, allow_link_local: bool) -> Result<(), Refusal> {
+    if !name_ok(&e.node)
+        || !name_ok(&e.device)
+        || e.port == 0
+        || e.port == 255
+        || e.rail
+            .as_deref()
+            .is_some_and(|r| !name_ok(r.trim_matches('/')))
+    {
+        return Err(Refusal::Name);
+    }
+    if !gid_ok(&e.gid, allow_link_local) {
+        return Err(Refusal::Gid);
+    }
+    if !(2..=0xFF_FFFF).contains(&e.qpn) {
+        return Err(Refusal::Qpn);
+    }
+    if e.qkey != QKEY {
+        return Err(Refusal::Qkey);
+    }
+    if ![256, 512, 1024, 2048, 4096].contains(&e.mtu) {
+        return Err(Refusal::Mtu);
+    }
+    if let Some(claim) = &e.subnet {
+        let holds = super::peer_rails::Net::parse(claim).is_some_and(|n| n.contains_gid(&e.gid));
+        if !holds {
+            return Err(Refusal::OffRail);
+        }
+    }
+    if !rails.admissible(e) {
+        return Err(Refusal::OffRail);
+    }
+    Ok(())
+}
+
+/// Whether `node` may be the node behind `host` (the host of the address
+/// its endpoints came from). A host that is an address (or a Kubernetes
+/// pod name made of one, `10-0-0-5.svc…`) says nothing of the node: only
+/// the one-claim rule binds it. A host that is a name must be the node's
+/// name, compared by first label (`node-b.example.com` is `node-b`).
+pub fn identity_matches(node: &str, host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.parse::<IpAddr>().is_ok() {
+        return true;
+    }
+    let first = |s: &str| s.split('.').next().unwrap_or("").to_ascii_lowercase();
+    let label = first(host);
+    let dashed_ip = label
+        .replace('-', ".")
+        .parse::<std::net::Ipv4Addr>()
+        .is_ok()
+        || label.replace('-', ":").parse::<Ipv6Addr>().is_ok();
+    dashed_ip || label == first(node)
+}
+
+/// What the admission of one peer's endpoints gave.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admitted {
+    pub endpoints: Vec<Endpoint>,
+    pub refused: BTreeMap<Refusal, u64>,
+    /// The node the endpoints name, when they name one.
+    pub node: Option<String>,
+}
+
+/// The admission rule (see the module doc).
+#[derive(Debug, Clone)]
+pub struct Admission {
+    pub rails: Rails,
+    pub allow_link_local: bool,
+}
+
+impl Admission {
+    /// The endpoints of one peer (`host`: its address's host) that may be
+    /// probed. `claimed_by_other(node)` says whether another peer address
+    /// holds that node name now.
+    pub fn admit(
+        &self,
+        host: &str,
+        endpoints: Vec<Endpoint>,
+        claimed_by_other: &dyn Fn(&str) -> bool,
+    ) -> Admitted {
+        let mut out = Admitted::default();
+        if endpoints.is_empty() {
+            return out;
+        }
+        let n = endpoints.len() as u64;
+        let mut refuse_all = |r: Refusal| {
+            out.refused.insert(r, n);
+        };
+        if endpoints.len() > MAX_ENDPOINTS_PER_PEER {
+            refuse_all(Refusal::TooMany);
+            return out;
+        }
+        let node = endpoints[0].node.clone();
+        if endpoints.iter().any(|e| e.node != node) || !identity_matches(&node, host) {
+            refuse_all(Refusal::NodeMismatch);
+            return out;
+        }
+        if claimed_by_other(&node) {
+            refuse_all(Refusal::NodeClaimed);
+            return out;
+        }
+        for e in endpoints {
+            match check_endpoint(&e, &self.rails, self.allow_link_local) {
+                Ok(()) => out.endpoints.push(e),
+                Err(r) => *out.refused.entry(r).or_insert(0) += 1,
+            }
+        }
+        out.endpoints.sort();
+        out.endpoints.dedup();
+        out.node = Some(node);
+        out
+    }
+}
+
+/// Fetches a peer's endpoint document (the real one is
+/// [`DocumentFetcher`]; tests hand in their own).
+pub trait Fetch: Send + Sync + 'static {
+    fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError>;
+}
+
+/// The peers' `/peer-probe/endpoints`, with the TLS and basic auth of
+/// `peer_probes:` (`tls_ca_file`, `username`, `password_file`).
+#[derive(Debug, Clone)]
+pub struct DocumentFetcher {
+    pub client: HttpClient,
+}
+
+impl DocumentFetcher {
+    /// From the configuration; an unreadable CA or password file is an
+    /// error (said once at start, not per fetch).
+    pub fn new(config: &PeerProbeConfig) -> Result<DocumentFetcher, ClientError> {
+        let tls = match &config.tls_ca_file {
+            Some(path) => Some(client_config("peer_probes.tls_ca_file", path)?),
+            None => None,
+        };
+        let authorization = match (&config.username, &config.password_file) {
+            (Some(user), Some(path)) => Some(basic_authorization(
+                user,
+                &read_secret("peer_probes.password_file", path)?,
+            )),
+            _ => None,
+        };
+        Ok(DocumentFetcher {
+            client: HttpClient::new(config.fetch_timeout, tls, authorization),
+        })
+    }
+
+    /// Whether addresses without a scheme mean `https` (a CA is configured).
+    pub fn default_tls(&self) -> bool {
+        self.client.has_tls()
+    }
+}
+
+impl Fetch for DocumentFetcher {
+    fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {
+        let url = peer.url().ok_or_else(|| {
+            super::peer_http::fetch_error(
+                FetchReason::Unsupported,
+                format!("{}: not an http(s) address", peer.0),
+            )
+        })?;
+        let body = self.client.get(
+            &url,
+            &Request {
+                path: "/peer-probe/endpoints",
+                accept: "application/json",
+                max_body: MAX_DOCUMENT_BYTES,
+                gzip: false,
+            },
+        )?;
+        roce_probe::peer::parse_endpoints(&body).map_err(|e| {
+            super::peer_http::fetch_error(FetchReason::Parse, format!("{}: {e}", url.authority))
+        })
+    }
+}
+
+/// One endpoint as the fleet's Prometheus holds it: the `instance` it was
+/// scraped from (the peer) and the endpoint its labels make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetSeries {
+    pub instance: String,
+    pub endpoint: Result<Endpoint, Refusal>,
+}
+
+/// Queries the fleet's endpoints (the real one is [`PrometheusQuery`];
+/// tests hand in their own).
+pub trait Query: Send + Sync + 'static {
+    fn query(&self) -> Result<Vec<FleetSeries>, FetchError>;
+}
+
+/// One instant query of the Prometheus HTTP API per call.
+#[derive(Debug, Clone)]
+pub struct PrometheusQuery {
+    client: HttpClient,
+    url: Url,
+    query: String,
+    max_bytes: usize,
+}
+
+impl PrometheusQuery {
+    pub fn new(c: &PeerPrometheusConfig) -> Result<PrometheusQuery, ClientError> {
+        let url = Url::parse(&c.url).ok_or_else(|| ClientError::File {
+            key: "peer_probes.prometheus.url",
+            path: c.url.clone(),
+            message: "expected http(s)://host[:port][/prefix]".into(),
+        })?;
+        let tls = match &c.tls_ca_file {
+            Some(path) => Some(client_config("peer_probes.prometheus.tls_ca_file", path)?),
+            None => None,
+        };
+        let authorization = match (&c.bearer_token_file, &c.username, &c.password_file) {
+            (Some(path), _, _) => Some(format!(
+                "Bearer {}",
+                read_secret("peer_probes.prometheus.bearer_token_file", path)?
+            )),
+            (None, Some(user), Some(path)) => Some(basic_authorization(
+                user,
+                &read_secret("peer_probes.prometheus.password_file", path)?,
+            )),
+            _ => None,
+        };
+        Ok(PrometheusQuery {
+            client: HttpClient::new(c.timeout, tls, authorization),
+            url,
+            query: c.query.clone(),
+            max_bytes: c.max_bytes,
+        })
+    }
+}
+
+impl Query for PrometheusQuery {
+    fn query(&self) -> Result<Vec<FleetSeries>, FetchError> {
+        let path = format!("/api/v1/query?query={}", query_escape(&self.query));
+        let body = self.client.get(
+            &self.url,
+            &Request {
+                path: &path,
+                accept: "application/json",
+                max_body: self.max_bytes,
+                gzip: true,
+            },
+        )?;
+        parse_query_response(&body).map_err(|e| {
+            super::peer_http::fetch_error(
+                FetchReason::Parse,
+                format!("{}: {e}", self.url.authority),
+            )
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct ApiResponse {
+    status: String,
+    #[serde(default)]
+    data: Option<ApiData>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ApiData {
+    result_type: String,
+    result: Vec<ApiSample>,
+}
+
+#[derive(Deserialize)]
+struct ApiSample {
+    metric: BTreeMap<String, String>,
+}
+
+/// The series of an instant-query answer (`/api/v1/query`), each made an
+/// endpoint or refused as `Malformed`; at most [`MAX_FLEET_ENDPOINTS`]
+/// (the rest refused as `TooMany`).
+pub fn parse_query_response(body: &[u8]) -> Result<Vec<FleetSeries>, String> {
+    let r: ApiResponse = serde_json::from_slice(body).map_err(|e| format!("query answer: {e}"))?;
+    if r.status != "success" {
+        return Err(format!(
+            "query status {:.32?}: {:.200}",
+            r.status,
+            r.error.unwrap_or_default()
+        ));
+    }
+    let data = r.data.ok_or("query answer without data")?;
+    if data.result_type != "vector" {
+        return Err(format!(
+            "query result {:.32?}, expected an instant vector",
+            data.result_type
+        ));
+    }
+    Ok(data
+        .result
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let instance = s.metric.get("instance").cloned().unwrap_or_default();
+            let endpoint = if i >= MAX_FLEET_ENDPOINTS {
+                Err(Refusal::TooMany)
+            } else {
+                endpoint_of_labels(&s.metric)
+            };
+            FleetSeries { instance, endpoint }
+        })
+        .collect())
+}
+
+/// The endpoint described by the labels of one
+/// `roce_peer_probe_endpoint_info` series. A scrape whose target labels
+/// already hold `node` renames the exporter's to `exported_node`.
+pub fn endpoint_of_labels(l: &BTreeMap<String, String>) -> Result<Endpoint, Refusal> {
+    let get = |k: &str| l.get(k).map(String::as_str).ok_or(Refusal::Malformed);
+    let num = |k: &str| get(k)?.parse::<u32>().map_err(|_| Refusal::Malformed);
+    let node = l
+        .get("exported_node")
+        .or_else(|| l.get("node"))
+        .ok_or(Refusal::Malformed)?;
+    let opt = |k: &str| l.get(k).filter(|v| !v.is_empty()).cloned();
+    Ok(Endpoint {
+        node: node.clone(),
+        device: get("device")?.to_string(),
+        device_index: num("device_index")?,
+        port: get("port")?.parse().map_err(|_| Refusal::Malformed)?,
+        gid: get("gid")?.parse().map_err(|_| Refusal::Malformed)?,
+        gid_index: num("gid_index")?,
+        qpn: num("qpn")?,
+        qkey: QKEY,
+        mtu: num("mtu")?,
+        subnet: opt("subnet"),
+        rail: opt("rail"),
+    })
+}
+
+/// The host of an `instance` label (`host:port`, `[v6]:port` or `host`).
+pub fn instance_host(instance: &str) -> &str {
+    if instance.starts_with('[') || instance.matches(':').count() == 1 {
+        super::peer_http::host_of(instance)
+    } else {
+        instance
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{RailBy, RailConfig};
+    use std::net::Ipv4Addr;
+
+    fn ep(node: &str, gid: Ipv6Addr, qpn: u32) -> Endpoint {
+        Endpoint {
+            node: node.into(),
+            device: "mlx5_0".into(),
+            device_index: 0,
+            port: 1,
+            gid,
+            gid_index: 3,
+            qpn,
+            qkey: QKEY,
+            mtu: 4096,
+            subnet: None,
+            rail: None,
+        }
+    }
+
+    fn admission() -> Admission {
+        Admission {
+            rails: Rails::new(&RailConfig::default()).unwrap(),
+            allow_link_local: false,
+        }
+    }
+
+    fn v4(a: u8, b: u8, c: u8, d: u8) -> Ipv6Addr {
+        Ipv4Addr::new(a, b, c, d).to_ipv6_mapped()
+    }
+
+    #[test]
+    fn hostile_endpoint_values_are_refused_by_reason() {
+        let rails = Rails::new(&RailConfig::default()).unwrap();
+        let check = |e: Endpoint| check_endpoint(&e, &rails, false);
+        let good = ep("b", v4(10, 0, 1, 2), 17);
+        assert_eq!(check(good.clone()), Ok(()));
+        for gid in [
+            "ff02::1",
+            "::",
+            "::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:255.255.255.255",
+            "::ffff:0.0.0.0",
+            "::ffff:224.0.0.1",
+        ] {
+            let e = ep("b", gid.parse().unwrap(), 17);
+            assert_eq!(check(e), Err(Refusal::Gid), "{gid}");
+        }
+        // Link-local only where configured.
+        let ll = ep("b", "fe80::1".parse().unwrap(), 17);
+        assert_eq!(check_endpoint(&ll, &rails, true), Ok(()));
+        for qpn in [0, 1, u32::MAX, 0x100_0000] {
+            assert_eq!(
+                check(ep("b", v4(10, 0, 1, 2), qpn)),
+                Err(Refusal::Qpn),
+                "{qpn}"
+            );
+        }
+        assert_eq!(check(ep("b", v4(10, 0, 1, 2), 2)), Ok(()));
+        assert_eq!(check(ep("b", v4(10, 0, 1, 2), 0xFF_FFFF)), Ok(()));
+        let mut e = good.clone();
+        e.mtu = 0;
+        assert_eq!(check(e), Err(Refusal::Mtu));
+        let mut e = good.clone();
+        e.qkey = 0x1111_1111;
+        assert_eq!(check(e), Err(Refusal::Qkey));
+        let mut e = good.clone();
+        e.device = "mlx5_0\"} 1\nroce_fake 1".into();
+        assert_eq!(check(e), Err(Refusal::Name));
+        let mut e = good.clone();
+        e.node = "n".repeat(MAX_NAME_BYTES + 1);
+        assert_eq!(check(e), Err(Refusal::Name));
+        // An off-rail address whose document claims the local subnet.
+        let mut e = ep("b", v4(192, 168, 7, 7), 17);
+        e.subnet = Some("10.0.1.0/24".into());
+        assert_eq!(check(e), Err(Refusal::OffRail));
+        // Configured rail networks: a GID outside all of them.
+        let mut c = RailConfig {
+            by: RailBy::Networks,
+            ..RailConfig::default()
+        };
+        c.networks.insert("rail0".into(), "10.0.0.0/16".into());
+        let nets = Rails::new(&c).unwrap();
+        assert_eq!(
+            check_endpoint(&ep("b", v4(10, 9, 0, 1), 17), &nets, false),
+            Err(Refusal::OffRail)
+        );
+    }
+
+    #[test]
+    fn the_node_must_be_the_peer_it_came_from_and_claimed_once() {
+        let a = admission();
+        let none = |_: &str| false;
+        let doc = vec![ep("node-b", v4(10, 0, 1, 2), 17)];
+        assert_eq!(a.admit("node-b", doc.clone(), &none).endpoints.len(), 1);
+        assert_eq!(
+            a.admit("node-b.example.com", doc.clone(), &none)
+                .endpoints
+                .len(),
+            1
+        );
+        assert_eq!(
+            a.admit("NODE-B.example.com", doc.clone(), &none)
+                .endpoints
+                .len(),
+            1
+        );
+        // Addressed by IP (or a pod name made of one): the claim binds.
+        assert_eq!(a.admit("10.1.2.3", doc.clone(), &none).endpoints.len(), 1);
+        assert_eq!(a.admit("fd00::3", doc.clone(), &none).endpoints.len(), 1);
+        assert_eq!(
+            a.admit(
+                "10-1-2-3.roce.monitoring.svc.cluster.local",
+                doc.clone(),
+                &none
+            )
+            .endpoints
+            .len(),
+            1
+        );
+        let r = a.admit("node-c", doc.clone(), &none);
+        assert!(r.endpoints.is_empty());
+        assert_eq!(r.refused.get(&Refusal::NodeMismatch), Some(&1));
+        // One document naming two nodes.
+        let two = vec![
+            ep("node-b", v4(10, 0, 1, 2), 17),
+            ep("node-x", v4(10, 0, 1, 3), 18),
+        ];
+        let r = a.admit("10.1.2.3", two, &none);
+        assert_eq!(r.refused.get(&Refusal::NodeMismatch), Some(&2));
+        let r = a.admit("10.1.2.3", doc, &|n: &str| n == "node-b");
+        assert_eq!(r.refused.get(&Refusal::NodeClaimed), Some(&1));
+        let many = (0..65)
+            .map(|i| ep("node-b", v4(10, 0, 1, 2), 17 + i))
+            .collect();
+        assert_eq!(
+            a.admit("node-b", many, &none)
+                .refused
+                .get(&Refusal::TooMany),
+            Some(&65)
+        );
+    }
+
+    #[test]
+    fn prometheus_answers_become_endpoints_and_bad_series_are_refused() {
+        // The shape of a real /api/v1/query answer (Prometheus 2.x/3.x).
+        let body = br#"{"status":"success","data":{"resultType":"vector","result":[
+          {"metric":{"__name__":"roce_peer_probe_endpoint_info","instance":"10.1.0.7:9879","job":"roce",
+            "node":"node-b","device":"mlx5_0","device_index":"0","port":"1","gid":"::ffff:10.0.1.7",
+            "gid_index":"3","qpn":"4711","mtu":"4096","subnet":"10.0.1.0/24","rail":"10.0.1.0/24"},
+           "value":[1700000000.123,"1"]},
+          {"metric":{"instance":"node-c:9879","exported_node":"node-c","node":"k8s-node-7",
+            "device":"mlx5_1","device_index":"1","port":"1","gid":"::ffff:10.0.2.8",
+            "gid_index":"3","qpn":"99","mtu":"4096"},"value":[1700000000.123,"1"]},
+          {"metric":{"instance":"node-d:9879","node":"node-d","device":"mlx5_0","port":"x"},
+           "value":[1700000000.123,"1"]}
+        ]}}"#;
+        let got = parse_query_response(body).unwrap();
+        assert_eq!(got.len(), 3);
+        let b = got[0].endpoint.as_ref().unwrap();
+        assert_eq!((b.node.as_str(), b.qpn, b.qkey), ("node-b", 4711, QKEY));
+        assert_eq!(b.rail.as_deref(), Some("10.0.1.0/24"));
+        assert_eq!(instance_host(&got[0].instance), "10.1.0.7");
+        assert_eq!(got[1].endpoint.as_ref().unwrap().node, "node-c");
+        assert_eq!(got[2].endpoint, Err(Refusal::Malformed));
+        for bad in [
+            &br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#[..],
+            br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#,
+            br#"{"status":"success"}"#,
+            b"[1,2",
+        ] {
+            assert!(parse_query_response(bad).is_err());
+        }
+        assert_eq!(instance_host("[fd00::1]:9879"), "fd00::1");
+        assert_eq!(instance_host("node-b"), "node-b");
+    }
+
+    /// Serves one connection with `reply` (or holds it silent) on a local port.
+    fn serve_once(reply: Option<Vec<u8>>) -> (PeerAddress, std::thread::JoinHandle<()>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = std::thread::spawn(move || {
+            if let Ok((mut s, _)) = listener.accept() {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                match reply {
+                    Some(r) => {
+                        let _ = s.write_all(&r);
+                    }
+                    None => std::thread::sleep(std::time::Duration::from_millis(300)),
+                }
+            }
+        });
+        (PeerAddress(format!("http://{addr}")), handle)
+    }
+
+    fn plain(timeout_ms: u64) -> DocumentFetcher {
+        DocumentFetcher::new(&PeerProbeConfig {
+            fetch_timeout: std::time::Duration::from_millis(timeout_ms),
+            ..PeerProbeConfig::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn documents_are_fetched_and_bad_answers_are_classified() {
+        let doc = br#"{"version":1,"endpoints":[{"node":"b","device":"rxe0","device_index":0,"port":1,"gid":"::ffff:10.0.2.16","gid_index":1,"qpn":17,"qkey":1380994353,"mtu":1024,"subnet":"10.0.2.0/24"}]}"#;
+        let mut ok = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n".to_vec();
+        ok.extend_from_slice(doc);
+        let f = plain(5000);
+        let (peer, h) = serve_once(Some(ok));
+        let got = f.fetch(&peer).unwrap();
+        h.join().unwrap();
+        assert_eq!((got.len(), got[0].qpn, got[0].mtu), (1, 17, 1024));
+
+        let reason = |reply: &[u8]| {
+            let (peer, h) = serve_once(Some(reply.to_vec()));
+            let r = f.fetch(&peer).unwrap_err().reason;
+            h.join().unwrap();
+            r
+        };
+        assert_eq!(
+            reason(b"HTTP/1.1 401 Unauthorized\r\n\r\n"),
+            FetchReason::Status
+        );
+        assert_eq!(
+            reason(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://10.0.0.1/\r\n\r\n"),
+            FetchReason::Redirect
+        );
+        assert_eq!(reason(b"HTTP/1.1 200 OK\r\n\r\n{nope"), FetchReason::Parse);
+        let mut big = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        big.extend(std::iter::repeat_n(b' ', MAX_DOCUMENT_BYTES + 1));
+        assert_eq!(reason(&big), FetchReason::TooLarge);
+        let (peer, h) = serve_once(None);
+        let e = plain(50).fetch(&peer).unwrap_err();
+        assert_eq!(e.reason, FetchReason::Timeout, "{e:?}");
+        h.join().unwrap();
+        // Without a CA, https peers are refused before any connection.
+        let https = PeerAddress("https://127.0.0.1:1".into());
+        assert_eq!(
+            f.fetch(&https).unwrap_err().reason,
+            FetchReason::Unsupported
+        );
+    }
+
+    /// A self-signed certificate for 127.0.0.1: (PEM, DER, key).
+    fn self_signed() -> (String, Vec<u8>, Vec<u8>) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        (cert.pem(), cert.der().to_vec(), key.serialize_der())
+    }
+
+    /// A TLS server on a local port answering one request with `reply`
+    /// when its `Authorization` header is `want_auth`, else 401.
+    fn serve_tls_once(
+        identity: &(String, Vec<u8>, Vec<u8>),
+        reply: Vec<u8>,
+        want_auth: &'static str,
+    ) -> (PeerAddress, std::thread::JoinHandle<()>) {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        use std::io::{Read, Write};
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(identity.1.clone())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(identity.2.clone())),
+            )
+            .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = std::thread::spawn(move || {
+            let Ok((tcp, _)) = listener.accept() else {
+                return;
+            };
+            let conn = rustls::ServerConnection::new(std::sync::Arc::new(config)).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match tls.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let text = String::from_utf8_lossy(&req).to_string();
+            let authorized = text
+                .lines()
+                .any(|l| l.eq_ignore_ascii_case(&format!("authorization: {want_auth}")));
+            let answer = if authorized {
+                reply
+            } else {
+                b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n".to_vec()
+            };
+            let _ = tls.write_all(&answer);
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        });
+        (PeerAddress(format!("https://{addr}")), handle)
+    }
+
+    #[test]
+    fn https_peers_behind_basic_auth_are_fetched_with_the_configured_ca_and_credentials() {
+        let dir = std::env::temp_dir().join(format!("peer-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let doc = br#"{"version":1,"endpoints":[{"node":"b","device":"rxe0","device_index":0,"port":1,"gid":"::ffff:10.0.2.16","gid_index":1,"qpn":17,"qkey":1380994353,"mtu":1024}]}"#;
+        let mut ok = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n".to_vec();
+        ok.extend_from_slice(doc);
+        let want = "Basic cHJvYmVyOnMzY3JldA=="; // prober:s3cret
+        assert_eq!(basic_authorization("prober", "s3cret"), want);
+        let identity = self_signed();
+        let (peer, h) = serve_tls_once(&identity, ok.clone(), want);
+        std::fs::write(dir.join("ca.pem"), &identity.0).unwrap();
+        std::fs::write(dir.join("password"), "s3cret\n").unwrap();
+        let config = PeerProbeConfig {
+            tls_ca_file: Some(dir.join("ca.pem")),
+            username: Some("prober".into()),
+            password_file: Some(dir.join("password")),
+            ..PeerProbeConfig::default()
+        };
+        let fetcher = DocumentFetcher::new(&config).unwrap();
+        assert!(fetcher.default_tls());
+        assert!(!format!("{fetcher:?}").contains("s3cret"));
+        let got = fetcher.fetch(&peer).unwrap();
+        h.join().unwrap();
+        assert_eq!((got.len(), got[0].qpn), (1, 17));
+
+        // Wrong credentials: the peer's 401 is a status error.
+        let (peer, h) = serve_tls_once(&identity, ok.clone(), "Basic b3RoZXI6eA==");
+        assert_eq!(
+            fetcher.fetch(&peer).unwrap_err().reason,
+            FetchReason::Status
+        );
+        h.join().unwrap();
+
+        // A server whose certificate another CA signed: refused as TLS.
+        let (peer, h) = serve_tls_once(&self_signed(), ok, want);
+        let e = fetcher.fetch(&peer).unwrap_err();
+        assert_eq!(e.reason, FetchReason::Tls, "{e:?}");
+        h.join().unwrap();
+
+        // The same credentials toward a plain http peer (a peers file may
+        // list one): refused before connecting.
+        let (peer, h) = serve_once(Some(b"HTTP/1.1 200 OK\r\n\r\n{}".to_vec()));
+        assert_eq!(
+            fetcher.fetch(&peer).unwrap_err().reason,
+            FetchReason::PlainHttpCredentials
+        );
+        let _ = std::net::TcpStream::connect(peer.0.trim_start_matches("http://"));
+        h.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
