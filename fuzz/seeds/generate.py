@@ -8,7 +8,9 @@ pause, DCB). Run from anywhere: python3 fuzz/seeds/generate.py
 Every seed is small; each target gets a few dozen files at most. The working
 corpus the fuzzer grows lives in fuzz/corpus/ (git-ignored)."""
 
+import gzip
 import hashlib
+import json
 import os
 import random
 import re
@@ -349,6 +351,66 @@ def phys():
           "BlockedTLP 0\nAtomicOpBlocked 0\nTLPBlockedErr 0\nPoisonTLPBlocked 0\nTOTAL_ERR_FATAL 1\n")
 
 
+# ---- peer_discovery: kind byte, then an HTTP answer, a DNS message (query
+# id first), a Prometheus query answer or an endpoints document
+def dns_name(name):
+    out = b""
+    for label in name.strip(".").split("."):
+        out += bytes([len(label)]) + label.encode()
+    return out + b"\0"
+
+
+def srv_answer(qid, name, targets, flags=0x8180):
+    q = dns_name(name)
+    head = struct.pack(">HHHHHH", qid, flags, 1, len(targets), 0, 0)
+    body = q + struct.pack(">HH", 33, 1)
+    for t, port in targets:
+        rdata = struct.pack(">HHH", 0, 100, port) + dns_name(t)
+        # the owner name as a pointer to the question (offset 12)
+        body += struct.pack(">HHHIH", 0xC00C, 33, 1, 30, len(rdata)) + rdata
+    return head + body
+
+
+def peer_discovery():
+    s = Seeds("peer_discovery")
+    name = "_metrics._tcp.roce-exporter.monitoring.svc.cluster.local"
+    doc = json.dumps({"version": 1, "endpoints": [
+        {"node": "node-b", "device": "mlx5_0", "device_index": 0, "port": 1,
+         "gid": "::ffff:10.0.1.17", "gid_index": 3, "qpn": 1234, "qkey": 1380994353,
+         "mtu": 4096, "subnet": "10.0.1.0/24", "rail": "10.0.1.0/24"}]})
+    hostile = json.dumps({"version": 1, "endpoints": [
+        {"node": "node-b", "device": "mlx5_0", "device_index": 0, "port": 1,
+         "gid": g, "gid_index": 3, "qpn": q, "qkey": 1380994353, "mtu": m}
+        for g, q, m in [("ff02::1", 17, 4096), ("::", 17, 4096), ("::ffff:127.0.0.1", 17, 4096),
+                        ("::ffff:10.0.1.2", 0, 4096), ("::ffff:10.0.1.2", 4294967295, 4096),
+                        ("::ffff:10.0.1.2", 17, 0)]]})
+    s.add("http-doc", b"\0" + b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+          + f"Content-Length: {len(doc)}\r\n\r\n{doc}".encode())
+    chunks = "".join(f"{len(c):x}\r\n{c}\r\n" for c in (doc[:50], doc[50:]))
+    s.add("http-chunked", b"\0HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+          + (chunks + "0\r\n\r\n").encode())
+    gz = gzip.compress(doc.encode(), mtime=0)
+    s.add("http-gzip", b"\0HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
+          + f"Content-Length: {len(gz)}\r\n\r\n".encode() + gz)
+    s.add("http-redirect", b"\0HTTP/1.1 302 Found\r\nLocation: http://10.0.0.1/\r\n\r\n")
+    s.add("http-hostile", b"\0HTTP/1.0 200 OK\r\n\r\n" + hostile.encode())
+    targets = [(f"10-0-0-{i}.roce-exporter.monitoring.svc.cluster.local", 9879) for i in range(1, 6)]
+    s.add("dns-srv", b"\1" + struct.pack(">H", 0x1234) + srv_answer(0x1234, name, targets))
+    s.add("dns-truncated", b"\1" + struct.pack(">H", 7) + srv_answer(7, name, targets[:1], 0x8380))
+    s.add("dns-nxdomain", b"\1" + struct.pack(">H", 9) + srv_answer(9, name, [], 0x8183))
+    series = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"__name__": "roce_peer_probe_endpoint_info", "instance": "10.1.0.7:9879",
+                    "job": "roce", "node": "node-b", "device": "mlx5_0", "device_index": "0",
+                    "port": "1", "gid": "::ffff:10.0.1.7", "gid_index": "3", "qpn": "4711",
+                    "mtu": "4096", "subnet": "10.0.1.0/24", "rail": "10.0.1.0/24"},
+         "value": [1700000000.123, "1"]}]}}
+    s.add("prom-vector", b"\2" + json.dumps(series).encode())
+    s.add("prom-error", b'\2{"status":"error","errorType":"bad_data","error":"parse error"}')
+    s.add("prom-labels", b"\2node=node-b,device=mlx5_0,device_index=0,port=1,gid=::ffff:10.0.1.7,gid_index=3,qpn=17,mtu=4096")
+    s.add("doc-node-b", b"\3node-b.example.com\n" + doc.encode())
+    s.add("doc-hostile", b"\3" + b"10.1.2.3\n" + hostile.encode())
+
+
 def main():
     sysfs_values()
     pci_config()
@@ -359,6 +421,7 @@ def main():
     structured()
     nccl()
     phys()
+    peer_discovery()
     for t in sorted(os.listdir(HERE)):
         d = os.path.join(HERE, t)
         if os.path.isdir(d):

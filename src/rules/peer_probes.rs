@@ -6,7 +6,9 @@
 //! below the port's; an RTT far above the port's own baseline is
 //! congestion. They judge the prober's last [`Recent::LEN`] outcomes per
 //! pair and size (what is happening now), not cumulative counters, so they
-//! need no history and clear as soon as the probes pass again.
+//! need no history and clear as soon as the probes pass again. A port that
+//! knows no peer on its rail probes nothing: that is said too (info), never
+//! silence.
 
 use std::collections::BTreeMap;
 
@@ -36,6 +38,11 @@ pub const RULES: &[Rule] = &[
         id: RuleId::PeerProbePathMtu,
         checks: "MTU-sized probes pass wherever small probes pass",
         evaluate: path_mtu,
+    },
+    Rule {
+        id: RuleId::PeerProbeNoPeerOnRail,
+        checks: "every local port with a responder knows at least one peer port on its rail once the peer list was read",
+        evaluate: no_peer_on_rail,
     },
     Rule {
         id: RuleId::PeerProbeRttAboveBaseline,
@@ -331,6 +338,74 @@ fn rtt_above_baseline(ctx: &Context) -> Vec<Finding> {
             ),
             fix: "Look for congestion: PFC pauses, ECN marks and CNPs on this port and its peers, a hot spine; the other findings and roce_peer_probe_peer_lost show whether one path or all are slow".into(),
             verify: "curl -s localhost:9879/metrics | grep roce_peer_probe_rtt_seconds".into(),
+            subject,
+        });
+    }
+    out
+}
+
+fn no_peer_on_rail(ctx: &Context) -> Vec<Finding> {
+    let Some((latest, r)) = latest_results(ctx) else {
+        return vec![];
+    };
+    let Some(d) = latest.peer_discovery.as_ref() else {
+        return vec![];
+    };
+    // Not before the first pass over the peer list (or query) ended and
+    // what it started came back: a port just started knows no peer yet.
+    if d.passes == 0 || d.in_flight > 0 {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for (local, stats) in &r.ports {
+        if stats.peers_known > 0 {
+            continue;
+        }
+        let rail = d
+            .rails
+            .iter()
+            .find(|(dev, port, _)| *dev == local.device && *port == local.port)
+            .and_then(|(_, _, rail)| rail.clone());
+        let subject = subject(latest, &local.device, local.port);
+        let why = match (&rail, d.peers_configured, d.peers_known) {
+            (None, _, _) => {
+                "this node cannot compute the port's rail (peer_probes.rails)".to_string()
+            }
+            (Some(_), 0, _) => "no peer is listed".to_string(),
+            (Some(rail), _, 0) => format!("no listed peer's endpoints were admitted (rail {rail})"),
+            (Some(rail), _, _) => format!("no admitted peer port is on its rail {rail}"),
+        };
+        let refused: Vec<String> = d
+            .refused
+            .iter()
+            .map(|(reason, n)| format!("{}={n}", reason.as_str()))
+            .collect();
+        let errors: Vec<String> = d
+            .fetch_errors
+            .iter()
+            .map(|(reason, n)| format!("{}={n}", reason.as_str()))
+            .collect();
+        out.push(Finding {
+            rule: RuleId::PeerProbeNoPeerOnRail,
+            severity: Severity::Info,
+            finding: format!(
+                "{}: probes no peer: {why}; its path to the fabric is not tested",
+                subject.describe()
+            ),
+            evidence: format!(
+                "{} peers listed ({} discovery), {} with admitted endpoints, {} peer ports held; refused: [{}]; fetch errors: [{}]",
+                d.peers_configured,
+                d.mode.as_str(),
+                d.peers_known,
+                d.endpoints,
+                refused.join(", "),
+                errors.join(", ")
+            ),
+            fix: "List the peers on this rail (peer_probes.peers, dns, srv, file or prometheus); on a fabric without a shared subnet (a /31 per NIC) set peer_probes.rails (networks, netdev_pattern or map) so that ports of one rail pair; roce_peer_probe_endpoints_refused_total says why endpoints were refused".into(),
+            verify: format!(
+                "curl -s localhost:9879/metrics | grep -E 'roce_peer_probe_peers\\{{device=\"{}\",port=\"{}\"|roce_peer_probe_endpoints_refused'",
+                local.device, local.port
+            ),
             subject,
         });
     }

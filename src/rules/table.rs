@@ -155,6 +155,7 @@ rule_table! {
     PeerProbePathLoss = "peer_probe_path_loss", [Warning], None, [], PeerProbe;
     PeerProbePathMtu = "peer_probe_path_mtu", [Warning], None, [], PeerProbe;
     PeerProbeRttAboveBaseline = "peer_probe_rtt_above_baseline", [Warning], None, [], PeerProbe;
+    PeerProbeNoPeerOnRail = "peer_probe_no_peer_on_rail", [Info], None, [], PeerProbe;
     RdmaDeviceMissing = "rdma_device_missing", [Critical], None, ["devices"], Port;
     RdmaDeviceGone = "rdma_device_gone", [Critical], None, ["devices"], Port;
     RdmaPortGone = "rdma_port_gone", [Critical], None, [], Port;

@@ -583,6 +583,13 @@ fn dechunk(mut body: &[u8], max: usize) -> Result<Vec<u8>, Dechunk> {
     }
 }
 
+/// The body of an answer read whole (`raw`: head and body), checked as
+/// [`HttpClient::get`] checks it; and whether `raw` is complete. For the
+/// fuzz target and tests.
+pub fn parse_answer(raw: &[u8], request: &Request) -> (bool, Result<Vec<u8>, FetchError>) {
+    (complete(raw), decode(raw, "peer", request))
+}
+
 /// The body of a whole answer, after its status, framing and encoding
 /// were checked.
 fn decode(raw: &[u8], authority: &str, request: &Request) -> Result<Vec<u8>, FetchError> {

@@ -54,8 +54,8 @@ use crate::snapshot::{Snapshot, SourceState};
 /// soonest this long after the last fetch; each fetch that brings nothing
 /// new doubles it, up to [`MAX_REFETCH_INTERVAL`].
 pub const REFETCH_AFTER_FAILURE: Duration = Duration::from_secs(5);
-/// The longest interval between fetches of a peer whose probes keep
-/// failing (a dead peer costs each prober one request per this long).
+/// The longest interval between fetches of a peer whose fetches or probes
+/// keep failing (a dead peer costs each prober one request per this long).
 pub const MAX_REFETCH_INTERVAL: Duration = Duration::from_secs(300);
 /// Requests (documents, the list, the query) in flight at once: the
 /// threads of the fetch pool. A peer that answers one byte a second holds
@@ -159,6 +159,8 @@ pub struct PeerDiscovery {
     /// Completed passes over the peer list or Prometheus queries, failed
     /// or not: 0 while the first is still under way.
     pub passes: u64,
+    /// Requests in flight now (documents, the list, the query).
+    pub in_flight: usize,
     /// The rail each open local port computed (`device`, `port`, rail);
     /// `None` when it could not be computed.
     pub rails: Vec<(String, u8, Option<String>)>,
@@ -673,7 +675,7 @@ impl Catalog {
                         // Its responders still opening: asked again soon;
                         // what it had is kept.
                         entry.failures += 1;
-                        entry.retry_at = Some(now + backoff(entry.failures, refresh));
+                        entry.retry_at = Some(now + backoff(entry.failures, MAX_REFETCH_INTERVAL));
                         false
                     }
                     Ok(eps) => {
@@ -709,7 +711,7 @@ impl Catalog {
                             entry.last_error = Some(e.message);
                         }
                         entry.failures += 1;
-                        entry.retry_at = Some(now + backoff(entry.failures, refresh));
+                        entry.retry_at = Some(now + backoff(entry.failures, MAX_REFETCH_INTERVAL));
                         false
                     }
                 }
@@ -862,26 +864,25 @@ where
                 Err(e) => tracing::warn!(error = %e, "cannot start a peer-probe port thread"),
             }
         }
-        // Results that ended since the last tick, each published at once.
+        // Results that ended since the last tick, each published at once;
+        // the next requests planned and counted under the same lock, so a
+        // reader never sees a finished pass without what it started.
         let now = Instant::now();
-        let mut changed = false;
-        {
+        let jobs = {
             let mut d = lock(&shared.discovery);
+            let mut changed = false;
             while let Ok(done) = pool.done.try_recv() {
                 changed |= catalog.apply(done, now, &settings.admission, &mut d);
             }
-        }
-        if changed {
-            *lock(&shared.peers) = Arc::new(catalog.endpoints());
-        }
-        let failing = std::mem::take(&mut *lock(&shared.failing));
-        let jobs = catalog.plan(
-            now,
-            FETCH_WORKERS.saturating_sub(catalog.in_flight),
-            &failing,
-        );
-        {
-            let mut d = lock(&shared.discovery);
+            if changed {
+                *lock(&shared.peers) = Arc::new(catalog.endpoints());
+            }
+            let failing = std::mem::take(&mut *lock(&shared.failing));
+            let jobs = catalog.plan(
+                now,
+                FETCH_WORKERS.saturating_sub(catalog.in_flight),
+                &failing,
+            );
             for job in &jobs {
                 let (kind, n) = match job {
                     Job::List => (RequestKind::Dns, dns_queries),
@@ -896,7 +897,9 @@ where
             d.peers_configured = listed;
             d.peers_known = known;
             d.endpoints = lock(&shared.peers).len();
-        }
+            d.in_flight = catalog.in_flight;
+            jobs
+        };
         for job in jobs {
             if !pool.submit(job) {
                 catalog.in_flight = catalog.in_flight.saturating_sub(1);
@@ -1002,10 +1005,17 @@ fn run_port<V: PeerVerbs>(
                     .collect();
                 seen = Some(peers);
             }
-            if prober.matching(&mine).is_empty() {
+            let known = prober.matching(&mine).len();
+            if known != prober.stats.peers_known {
+                // Published before the round (which takes seconds): the
+                // rules read whether this port has peers at all.
+                prober.stats.peers_known = known;
+                let stats = prober.stats.clone();
+                publish(&|s| s.stats = stats.clone());
+            }
+            if known == 0 {
                 prober.serve(&mine);
                 prober.idle(TICK);
-                prober.stats.peers_known = 0;
             } else {
                 let mut mark = Instant::now();
                 prober.round_with(&mine, &mut || {
@@ -1767,6 +1777,7 @@ mod tests {
         horizon: Duration,
         dead: usize,
         failing_ports: usize,
+        count_after: Duration,
     ) -> (u64, u64) {
         let admission = Admission {
             rails: Rails::new(&RailConfig::default()).unwrap(),
@@ -1798,13 +1809,14 @@ mod tests {
         while t < horizon {
             let now = t0 + t;
             for job in c.plan(now, FETCH_WORKERS.saturating_sub(c.in_flight), &failing) {
+                let counted = t >= count_after;
                 let done = match job {
                     Job::List => {
-                        lists += 1;
+                        lists += u64::from(counted);
                         Done::List(addrs.clone(), Vec::new())
                     }
                     Job::Document(a) => {
-                        documents += 1;
+                        documents += u64::from(counted);
                         let i = addrs.iter().position(|x| *x == a).unwrap_or(0);
                         if i < dead {
                             Done::Document(
@@ -1842,24 +1854,149 @@ mod tests {
             Duration::from_secs(3600),
             0,
             0,
+            Duration::ZERO,
         );
         assert_eq!(docs, 1000);
         assert_eq!(lists, 60);
-        // Ten minutes in, the walk has reached 16 + 2.5/s × 600 s of them.
+        // 100 s in, the walk has reached 16 + 2.5/s × 100 s of them.
         let (early, _) = simulate(
             1000,
             Duration::from_secs(60),
             Duration::from_secs(100),
             0,
             0,
+            Duration::ZERO,
         );
         assert!((260..=270).contains(&early), "{early}");
-        // A dead peer is asked again at 5, 10, 20, … s, then every refresh.
-        let (docs, _) = simulate(10, Duration::from_secs(60), Duration::from_secs(3600), 1, 0);
-        assert!(docs < 10 + 70, "{docs}");
+        // A dead peer is asked again at 5, 10, 20, … s, then every 5 minutes.
+        let (docs, _) = simulate(
+            10,
+            Duration::from_secs(60),
+            Duration::from_secs(3600),
+            1,
+            0,
+            Duration::ZERO,
+        );
+        assert!((10 + 12..10 + 22).contains(&docs), "{docs}");
         // A live peer whose probes keep failing: asked again at 5, 10, 20,
         // … s, then every 5 minutes at most.
-        let (docs, _) = simulate(1, Duration::from_secs(60), Duration::from_secs(3600), 0, 1);
+        let (docs, _) = simulate(
+            1,
+            Duration::from_secs(60),
+            Duration::from_secs(3600),
+            0,
+            1,
+            Duration::ZERO,
+        );
         assert!((12..=20).contains(&docs), "{docs}");
+    }
+}
+
+/// The figures of `bench/peer_discovery.py`: requests one node makes for
+/// endpoints over simulated time, with the coordinator's own planning, per
+/// discovery mode, at fleet sizes of 1,000 and 10,000; and the size and
+/// parse cost of a Prometheus answer for the whole fleet. Ignored: run by
+/// the script (release build).
+#[cfg(test)]
+mod bench {
+    use super::tests::simulate;
+    use super::*;
+
+    /// A Prometheus answer for `nodes` nodes of 8 ports, as Prometheus
+    /// writes it.
+    fn prometheus_answer(nodes: usize) -> String {
+        let mut out =
+            String::from(r#"{"status":"success","data":{"resultType":"vector","result":["#);
+        for n in 0..nodes {
+            for rail in 0..8 {
+                if n + rail > 0 {
+                    out.push(',');
+                }
+                out.push_str(&format!(
+                    r#"{{"metric":{{"__name__":"roce_peer_probe_endpoint_info","device":"mlx5_{rail}","device_index":"{rail}","gid":"::ffff:10.{rail}.{}.{}","gid_index":"3","instance":"10.250.{}.{}:9879","job":"roce_exporter","mtu":"4096","node":"gpu-node-{n:05}","port":"1","qpn":"{}","rail":"10.{rail}.0.0/16","subnet":"10.{rail}.0.0/16"}},"value":[1767225600.123,"1"]}}"#,
+                    n / 250,
+                    n % 250 + 1,
+                    n / 250,
+                    n % 250 + 1,
+                    // QPNs as a real fleet has them: no two alike.
+                    (xorshift((n * 8 + rail + 1) as u64) % 0xFF_FFF0) + 2
+                ));
+            }
+        }
+        out.push_str("]}}");
+        out
+    }
+
+    #[test]
+    #[ignore = "a benchmark: bench/peer_discovery.py runs it"]
+    fn fleet_request_rates() {
+        use std::io::Write as _;
+        let refresh = Duration::from_secs(60);
+        let hour = Duration::from_secs(3600);
+        println!("BENCH mode nodes per_node_requests_per_hour fleet_requests_per_second baseline_fleet_requests_per_second");
+        for nodes in [1000usize, 10_000] {
+            // The per-peer documents every refresh (the baseline).
+            let baseline = (nodes as u64 - 1) * (hour.as_secs() / refresh.as_secs());
+            let fleet = |per_node: u64| per_node as f64 * nodes as f64 / 3600.0;
+            println!(
+                "BENCH every_refresh {nodes} {baseline} {:.1} {:.1}",
+                fleet(baseline),
+                fleet(baseline)
+            );
+            // The first hour (the whole fleet started at once: every node
+            // walks every peer once), then a steady hour (hour 2 of 2).
+            let two = hour * 2;
+            let (docs, lists) = simulate(nodes - 1, refresh, hour, 0, 0, Duration::ZERO);
+            println!(
+                "BENCH documents_first_hour {nodes} {docs} {:.1} {:.1}",
+                fleet(docs),
+                fleet(baseline)
+            );
+            let (steady, _) = simulate(nodes - 1, refresh, two, 0, 0, hour);
+            println!(
+                "BENCH documents_steady {nodes} {steady} {:.1} {:.1}",
+                fleet(steady),
+                fleet(baseline)
+            );
+            // SRV: the list is one DNS query per refresh, documents as above.
+            println!(
+                "BENCH srv_first_hour {nodes} {} {:.1} {:.1}",
+                docs + lists,
+                fleet(docs + lists),
+                fleet(baseline)
+            );
+            println!(
+                "BENCH srv_steady {nodes} {} {:.1} {:.1}",
+                steady + lists,
+                fleet(steady + lists),
+                fleet(baseline)
+            );
+            // 1 % of the peers dead and 1 % whose probes keep failing: the
+            // retries and refetches, in a steady hour.
+            let (bad, _) = simulate(nodes - 1, refresh, two, nodes / 100, nodes / 100, hour);
+            println!(
+                "BENCH documents_steady_1pct_failing {nodes} {bad} {:.1} {:.1}",
+                fleet(bad),
+                fleet(baseline)
+            );
+            let queries = hour.as_secs() / refresh.as_secs();
+            let answer = prometheus_answer(nodes);
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(answer.as_bytes()).unwrap();
+            let gz = gz.finish().unwrap();
+            let started = Instant::now();
+            let parsed =
+                crate::sources::peer_endpoints::parse_query_response(answer.as_bytes()).unwrap();
+            let parse = started.elapsed();
+            assert_eq!(parsed.len(), nodes * 8);
+            println!(
+                "BENCH prometheus {nodes} {queries} {:.1} {:.1} answer_bytes={} gzip_bytes={} parse_ms={:.1}",
+                fleet(queries),
+                fleet(baseline),
+                answer.len(),
+                gz.len(),
+                parse.as_secs_f64() * 1e3
+            );
+        }
     }
 }

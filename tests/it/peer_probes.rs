@@ -11,6 +11,7 @@ use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::exposition::{self, BuildInfo, Format};
 use roce_exporter::rules::{evaluate, Finding};
 use roce_exporter::snapshot::Snapshot;
+use roce_exporter::sources::peer_probe::PeerDiscovery;
 use roce_probe::peer::fake::FakePort;
 use roce_probe::peer::{Endpoint, PeerResults, PeerSettings, PortProber, QKEY};
 use roce_probe::ProbeState;
@@ -76,10 +77,33 @@ fn run(rounds: usize, fault: impl Fn(u32, &mut FakePort)) -> PeerResults {
     }
 }
 
+/// The discovery of a node whose peer list was read and whose fetches
+/// all came back: 4 peers listed and admitted, each port on its subnet.
+fn settled(r: &PeerResults) -> PeerDiscovery {
+    PeerDiscovery {
+        peers_configured: 4,
+        peers_known: 4,
+        endpoints: 8,
+        passes: 1,
+        rails: r
+            .ports
+            .iter()
+            .map(|(e, _)| (e.device.clone(), e.port, e.subnet.clone()))
+            .collect(),
+        ..PeerDiscovery::default()
+    }
+}
+
 fn findings(r: PeerResults) -> Vec<Finding> {
+    let d = settled(&r);
+    findings_with(r, d)
+}
+
+fn findings_with(r: PeerResults, d: PeerDiscovery) -> Vec<Finding> {
     let s = Snapshot {
         sequence: 1,
         peer_probes: Some(r),
+        peer_discovery: Some(d),
         ..Snapshot::default()
     };
     evaluate(
@@ -104,6 +128,60 @@ fn healthy_fabric_fires_nothing() {
     let r = run(20, |_, _| {});
     assert_eq!(r.ports[0].1.peers_known, 4, "rail-aware: 4 of 8 peer ports");
     assert!(findings(r).is_empty());
+}
+
+/// A port whose rail no admitted peer is on (a /31 fabric with the
+/// default subnet rails: every port is alone in its subnet) probes
+/// nobody: said as an info finding, never silence.
+#[test]
+fn a_port_with_no_peer_on_its_rail_is_said_not_silent() {
+    let mut r = run(20, |_, _| {});
+    r.ports[1].1 = Default::default();
+    let mut d = settled(&r);
+    d.rails[1].2 = Some("10.0.1.0/31".into());
+    let f = findings_with(r.clone(), d.clone());
+    assert_eq!(rules_of(&f), ["peer_probe_no_peer_on_rail"]);
+    assert_eq!(f[0].subject.device.as_deref(), Some("mlx5_1"));
+    assert!(
+        f[0].finding
+            .contains("no admitted peer port is on its rail 10.0.1.0/31"),
+        "{}",
+        f[0].finding
+    );
+    assert_eq!(f[0].severity.as_str(), "info");
+    // No rail at all (a netdev the pattern does not match), or no peer
+    // listed: said with its reason.
+    d.rails[1].2 = None;
+    let f = findings_with(r.clone(), d.clone());
+    assert!(
+        f[0].finding.contains("cannot compute the port's rail"),
+        "{}",
+        f[0].finding
+    );
+    let mut none = settled(&r);
+    none.peers_configured = 0;
+    none.peers_known = 0;
+    let f = findings_with(r, none);
+    assert!(
+        f[0].finding.contains("no peer is listed"),
+        "{}",
+        f[0].finding
+    );
+}
+
+/// Before the first pass over the peer list ended, or while fetches it
+/// started are in flight, a port knowing no peer yet is starting, not
+/// alone.
+#[test]
+fn a_port_still_fetching_its_first_peers_is_not_alone() {
+    let mut r = run(20, |_, _| {});
+    r.ports[1].1 = Default::default();
+    let mut d = settled(&r);
+    d.passes = 0;
+    assert!(findings_with(r.clone(), d.clone()).is_empty());
+    d.passes = 1;
+    d.in_flight = 16;
+    assert!(findings_with(r, d).is_empty());
 }
 
 #[test]
