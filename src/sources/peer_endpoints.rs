@@ -137,7 +137,7 @@ pub fn check_endpoint(e: &Endpoint, rails: &Rails, allow_link_local: bool) -> Re
         || e.port == 255
         || e.rail
             .as_deref()
-            .is_some_and(|r| !name_ok(r.trim_matches('/')))
+            .is_some_and(|r| !super::peer_rails::rail_name_ok(r))
     {
         return Err(Refusal::Name);
     }
@@ -510,8 +510,13 @@ mod tests {
     fn hostile_endpoint_values_are_refused_by_reason() {
         let rails = Rails::new(&RailConfig::default()).unwrap();
         let check = |e: Endpoint| check_endpoint(&e, &rails, false);
-        let good = ep("b", v4(10, 0, 1, 2), 17);
+        let mut good = ep("b", v4(10, 0, 1, 2), 17);
+        good.subnet = Some("10.0.1.0/24".into());
+        good.rail = Some("10.0.1.0/24".into());
         assert_eq!(check(good.clone()), Ok(()));
+        let mut e = good.clone();
+        e.rail = Some("rail 0\n".into());
+        assert_eq!(check(e), Err(Refusal::Name));
         for gid in [
             "ff02::1",
             "::",

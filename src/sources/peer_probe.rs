@@ -1595,7 +1595,10 @@ mod tests {
         });
         // A peer whose document names another node.
         docs.insert("liar".into(), vec![ep("good", v4(10, 0, 2, 99), 23)]);
-        docs.insert("good".into(), vec![ep("good", b_gid(), 17)]);
+        let mut good = ep("good", b_gid(), 17);
+        good.subnet = Some("10.0.2.0/24".into());
+        good.rail = Some("10.0.2.0/24".into());
+        docs.insert("good".into(), vec![good]);
         struct Docs(BTreeMap<String, Vec<Endpoint>>);
         impl Fetch for Docs {
             fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {

@@ -121,8 +121,9 @@ pub struct Rails {
     networks: Vec<(String, Net)>,
 }
 
-/// Rail names are label values and JSON strings: short and plain.
-fn rail_name_ok(n: &str) -> bool {
+/// Rail names are label values and JSON strings: short and plain
+/// (`10.0.1.0/24`, `rail3`, `index0`).
+pub fn rail_name_ok(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
         && n.bytes()
