@@ -938,4 +938,26 @@ mod tests {
             "{e}"
         );
     }
+
+    /// A secret file that is a FIFO (a read would block forever) or
+    /// /dev/zero (endless) is refused at start, never read.
+    #[test]
+    fn secrets_are_small_regular_files_never_a_fifo_or_a_device() {
+        let dir = std::env::temp_dir().join(format!("peer-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let e = read_secret("peer_probes.password_file", &fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let e = read_secret("peer_probes.password_file", Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let big = dir.join("big");
+        std::fs::write(&big, vec![b'a'; 5000]).unwrap();
+        assert!(read_secret("k", &big).is_err());
+        let ok = dir.join("ok");
+        std::fs::write(&ok, "s3cret\r\nsecond line\n").unwrap();
+        assert_eq!(read_secret("k", &ok).unwrap(), "s3cret");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
