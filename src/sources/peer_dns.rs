@@ -454,15 +454,21 @@ mod tests {
         (addr, h)
     }
 
-    #[test]
-    fn srv_records_come_over_udp_and_a_truncated_answer_again_over_tcp() {
-        let (addr, h) = server(3, 3);
+    /// The SRV records of [`NAME`] from [`server`].
+    fn lookup(records: usize, udp_records: usize) -> Vec<Srv> {
+        let (addr, h) = server(records, udp_records);
         let r = Resolver {
             servers: vec![addr],
             deadline: Duration::from_secs(10),
         };
         let got = r.srv(NAME).unwrap();
         h.join().unwrap();
+        got
+    }
+
+    #[test]
+    fn srv_records_come_over_udp_and_a_truncated_answer_again_over_tcp() {
+        let got = lookup(3, 3);
         assert_eq!(got.len(), 3);
         assert_eq!(
             got[0],
@@ -474,14 +480,7 @@ mod tests {
         // 800 exporters: 20 records in the UDP answer, all over TCP. An SRV
         // target is never compressed (RFC 2782): with 52-byte targets a
         // DNS message (65,535 bytes) holds about 890 records.
-        let (addr, h) = server(800, 20);
-        let r = Resolver {
-            servers: vec![addr],
-            deadline: Duration::from_secs(10),
-        };
-        let got = r.srv(NAME).unwrap();
-        h.join().unwrap();
-        assert_eq!(got.len(), 800);
+        assert_eq!(lookup(800, 20).len(), 800);
     }
 
     #[test]

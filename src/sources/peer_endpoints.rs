@@ -104,6 +104,18 @@ impl Refusal {
     }
 }
 
+/// GIDs a probe is never aimed at, one of each kind: multicast,
+/// unspecified, loopback, link-local, IPv4-mapped loopback and broadcast
+/// (the values the tests feed the admission with).
+pub const HOSTILE_GIDS: [&str; 6] = [
+    "ff02::1",
+    "::",
+    "::1",
+    "fe80::1",
+    "::ffff:127.0.0.1",
+    "::ffff:255.255.255.255",
+];
+
 /// Whether a GID may be probed: unicast and routable on a fabric.
 pub fn gid_ok(gid: &Ipv6Addr, allow_link_local: bool) -> bool {
     if let Some(v4) = gid.to_ipv4_mapped() {
@@ -517,16 +529,10 @@ mod tests {
         let mut e = good.clone();
         e.rail = Some("rail 0\n".into());
         assert_eq!(check(e), Err(Refusal::Name));
-        for gid in [
-            "ff02::1",
-            "::",
-            "::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "::ffff:255.255.255.255",
-            "::ffff:0.0.0.0",
-            "::ffff:224.0.0.1",
-        ] {
+        for gid in HOSTILE_GIDS
+            .iter()
+            .chain(&["::ffff:0.0.0.0", "::ffff:224.0.0.1"])
+        {
             let e = ep("b", gid.parse().unwrap(), 17);
             assert_eq!(check(e), Err(Refusal::Gid), "{gid}");
         }

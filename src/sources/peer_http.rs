@@ -946,7 +946,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("peer-secret-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let fifo = dir.join("fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
         assert!(made.success());
         let e = read_secret("peer_probes.password_file", &fifo).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");

@@ -1571,16 +1571,9 @@ mod tests {
             f(&mut e);
             docs.insert(name.to_string(), vec![e]);
         };
-        for (i, gid) in [
-            "ff02::1",
-            "::",
-            "::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "::ffff:255.255.255.255",
-        ]
-        .iter()
-        .enumerate()
+        for (i, gid) in crate::sources::peer_endpoints::HOSTILE_GIDS
+            .iter()
+            .enumerate()
         {
             let g: Ipv6Addr = gid.parse().unwrap();
             hostile(&format!("gid{i}"), &move |e| e.gid = g);
