@@ -70,8 +70,9 @@ def findings(share, role, phase):
 
 
 def peer_findings(fs):
-    """[(rule, text)] of the peer-probe findings."""
-    return [(f.get("rule"), f.get("finding", "")) for f in fs
+    """[(rule, text)] of the peer-probe findings; the text is the finding
+    and its evidence (path_loss names its peers in the evidence)."""
+    return [(f.get("rule"), f"{f.get('finding', '')} | {f.get('evidence', '')}") for f in fs
             if str(f.get("rule", "")).startswith("peer_probe_")]
 
 
@@ -278,7 +279,7 @@ def check_wire(out, share):
     check("wire: the ICRC of every RoCE datagram is the one roce_wire.py computes",
           frames and not bad, f"{len(frames)} datagrams, {len(bad)} differ")
     tos = Counter(p["tos"] for _, p in probes)
-    check(f"wire: probes and echoes carry ToS {TOS:#04x} (DSCP {TOS >> 2}, ECN {TOS & 3})",
+    check(f"wire: probes and echoes carry ToS {TOS:#04x} (DSCP {TOS >> 2}, ECT(0))",
           probes and set(tos) == {TOS},
           ", ".join(f"{t:#04x}: {n}" for t, n in sorted(tos.items())))
     for r in ROLES:
