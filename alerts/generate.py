@@ -70,6 +70,12 @@ DEFAULTS = {
     # System Name). Where it is absent the switch rules return nothing.
     "switch_info": "roce_lldp_neighbor_info",
     "switch_label": "system_name",
+    # Which exporter a probed node is: each exporter's own responder per port
+    # (`node`, `device`, `port`), remembered this long after it was last
+    # scraped (a dead node's exporter is not), so the verdict on a node names
+    # its instance and port too.
+    "node_info": "roce_peer_probe_endpoint_info",
+    "node_info_window": "1h",
 }
 
 # Severities of findings that notify; info findings are for /findings,
@@ -112,6 +118,10 @@ def parse_args(argv):
                    help="series naming the switch of each (instance, device, port), e.g. LLDP")
     p.add_argument("--switch-label", default=DEFAULTS["switch_label"],
                    help="the label of --switch-info that names the switch")
+    p.add_argument("--node-info", default=DEFAULTS["node_info"],
+                   help="series naming each exporter's node (labels node, device, port)")
+    p.add_argument("--node-info-window", default=DEFAULTS["node_info_window"],
+                   help="how long a node's --node-info is remembered")
     p.add_argument("--rules-json", default=RULES_JSON, help="the exporter's rule table")
     p.add_argument("--for-override", default=None,
                    help="use this `for:` in every alert (tests only)")
@@ -128,7 +138,8 @@ def params_from(args):
                   drift_group_by=args.drift_group_by,
                   peer_loss_min=args.peer_loss_min,
                   peer_min_witnesses=args.peer_min_witnesses,
-                  switch_info=args.switch_info, switch_label=args.switch_label)
+                  switch_info=args.switch_info, switch_label=args.switch_label,
+                  node_info=args.node_info, node_info_window=args.node_info_window)
     params["for_override"] = args.for_override
     params["table"] = load_rules(args.rules_json)
     return params
@@ -440,6 +451,8 @@ PEER_T = "peer:roce_peer_probe_"
 PEER_P = PORT + "roce_peer_probe_"
 PEER_PAIR = "instance_device_port_peer:roce_peer_probe_path_lost:count"
 PEER_SWITCH_OF_PORT = PORT + "roce_peer_probe_switch:info"
+PEER_NODE_SEEN = "peer:roce_peer_probe_endpoint_info:last"
+PEER_NODE_PORT = "peer:roce_peer_probe_port:info"
 PEER_SWITCH = "switch:roce_peer_probe_"
 M_SMALL = 'size="small"'
 
@@ -502,6 +515,17 @@ def peer_probe_recording_rules(p):
                   f"  unless on ({prt}) {PEER_P}isolated:ratio{s()}\n)")},
         # The switch each port is cabled to, where the series names exactly
         # one (a port with two neighbours is left out).
+        # Each probed node's exporter and port (from its own endpoint info,
+        # as the probers name it: `peer` and `peer_device`), where exactly one
+        # was seen within the window (a node that moved is left out).
+        {"record": PEER_NODE_SEEN,
+         "expr": (f"max by ({tgt}, instance, device, port) (\n"
+                  f"  label_join(\n    label_replace(last_over_time({p['node_info']}{s()}"
+                  f"[{p['node_info_window']}]), \"peer\", \"$1\", \"node\", \"(.+)\"),\n"
+                  f"    \"peer_device\", \"/\", \"device\", \"port\"\n  )\n)")},
+        {"record": PEER_NODE_PORT,
+         "expr": (f"{PEER_NODE_SEEN}{s()}\nunless on ({tgt})\n"
+                  f"(count by ({tgt}) ({PEER_NODE_SEEN}{s()}) > 1)")},
         {"record": PEER_SWITCH_OF_PORT,
          "expr": (f"max by ({prt}, {lab}) ({sw}{s()})\n"
                   f"unless on ({prt})\n"
@@ -520,7 +544,7 @@ def peer_probe_recording_rules(p):
 
 def peer_probe_alerts(p):
     s = lambda extra="": sel(p, extra)  # noqa: E731
-    fleet, _, prt = peer_labels(p)
+    fleet, tgt, prt = peer_labels(p)
     lab = p["switch_label"]
     for_ = finding_for(p)
     critical, warning = {"severity": "critical"}, {"severity": "warning"}
@@ -529,15 +553,25 @@ def peer_probe_alerts(p):
     port = "{{ $labels.device }} port {{ $labels.port }} on {{ $labels.instance }}"
     switch = "{{ $labels." + lab + " }}"
     fails = f"at least {n} of their last 16 small probes lost"
+    named = f"{PEER_T}unreachable:ratio{s()}"
+    exporter = ("{{ if $labels.instance }} ({{ $labels.instance }}{{ if $labels." + lab
+                + " }}, on " + switch + "{{ end }}){{ end }}")
     return [
+        # The node's own exporter, port and switch where they are known: a
+        # dead exporter's RoceExporterDown and a switch's verdict inhibit it.
         alert(p, "RocePeerProbeNodeUnreachable",
-              f"{PEER_T}unreachable:ratio{s()}", for_, critical,
-              "Peers lose their probes to node " + node,
-              "{{ $value | humanizePercentage }} of the ports probing " + node + " (at least "
-              + w + ") fail towards it (" + fails + "): the node is down, its exporter "
-              "and responder stopped, or its port (NIC, cable, switch port) drops RoCE "
-              "traffic (then RocePeerProbePortLosesPeers names that port too). The other "
-              "nodes' peer_probe findings about it are this one fault.",
+              f"(\n  {named}\n  * on ({tgt}) group_left (instance, device, port, {lab})\n"
+              f"  (\n    {PEER_NODE_PORT}{s()}\n"
+              f"    * on ({prt}) group_left ({lab}) {PEER_SWITCH_OF_PORT}{s()}\n"
+              f"    or on ({tgt}) {PEER_NODE_PORT}{s()}\n  )\n)\n"
+              f"or on ({tgt}) {named}",
+              for_, critical,
+              "Peers lose their probes to node " + node + exporter,
+              "Node " + node + exporter + ": {{ $value | humanizePercentage }} of the ports "
+              "probing it (at least " + w + ") fail towards it (" + fails + "): the node is "
+              "down, its exporter and responder stopped, or its port (NIC, cable, switch "
+              "port) drops RoCE traffic (then RocePeerProbePortLosesPeers names that port "
+              "too). The other nodes' peer_probe findings about it are this one fault.",
               "RocePeerProbeNodeUnreachable", live_instance=False),
         alert(p, "RocePeerProbePortLosesPeers",
               f"(\n  {PEER_P}isolated:ratio{s()}\n"
@@ -700,9 +734,11 @@ def inhibit_rules(p):
             "equal": ["instance", "device", "port"],
         },
         {
-            # A switch that loses its ports' peers explains each port's loss.
+            # A switch that loses its ports' peers explains each port's loss
+            # and each of its nodes lost.
             "source_matchers": ['alertname="RocePeerProbeSwitchLosesPeers"'],
-            "target_matchers": ['alertname="RocePeerProbePortLosesPeers"'],
+            "target_matchers": ['alertname=~"RocePeerProbePortLosesPeers|'
+                                'RocePeerProbeNodeUnreachable"'],
             "equal": fleet_by_labels(p, p["switch_label"]).split(", "),
         },
     ]

@@ -125,8 +125,12 @@ def expected_peer_alerts():
     name, and nothing else."""
     down = f"leaf-{SWITCH_DOWN[0]}-{SWITCH_DOWN[1]:02d}"
     return {
-        "RocePeerProbeNodeUnreachable": [peer_target(DEAD, d) for d in range(PORTS)]
-        + [peer_target(n, d) for n, d in lost_ports()],
+        # named with their exporter's port (endpoint info; the dead node's
+        # remembered) and, where LLDP is scraped, their switch
+        "RocePeerProbeNodeUnreachable": [
+            dict(peer_target(DEAD, d), **peer_port(DEAD, d), port="1") for d in range(PORTS)]
+        + [dict(peer_target(n, d), **peer_port(n, d), port="1", system_name=leaf(n, d))
+           for n, d in lost_ports()],
         "RocePeerProbePortLosesPeers": [
             dict(peer_port(n, d), port="1", system_name=leaf(n, d)) for n, d in lost_ports()],
         "RocePeerProbePairLoss": [dict(peer_port(n, d), port="1", **peer_target(t, d))
@@ -218,6 +222,15 @@ def write_openmetrics(path, now):
                       f'peer_device="mlx5_{d}/1",size="small"')
             for ts in times:
                 f.write(f"roce_peer_probe_peer_lost{{{labels}}} {lost} {ts}\n")
+        # every exporter's own responders; the dead node's until it died
+        f.write("# TYPE roce_peer_probe_endpoint_info gauge\n")
+        for n in range(NODES):
+            for d in range(PORTS):
+                labels = (port_labels(n, d) + f',node="{node_name(n)}",device_index="{d}",'
+                          f'gid="::ffff:10.{d}.{n // 250}.{n % 250 + 1}",gid_index="3",'
+                          f'qpn="{1000 + n}",mtu="4096"')
+                for ts in (times[:2] if n == DEAD else times):
+                    f.write(f"roce_peer_probe_endpoint_info{{{labels}}} 1 {ts}\n")
         f.write("# TYPE roce_lldp_neighbor_info gauge\n")
         for n, d in ports:
             labels = (port_labels(n, d) + f',netdev="ens{d}np0",system_name="{leaf(n, d)}",'

@@ -387,8 +387,21 @@ def peer_fleet(nodes, lost):
     return [x for i in nodes for j in nodes if i != j for x in peer_lost(i, j, lost(i, j))]
 
 
-def node_alert(i, value="100%"):
-    return ({"job": "roce_exporter", "peer": f"node{i}", "peer_device": PEER_DEVICE}, value)
+def endpoint_info(i, values):
+    """Exporter i's own responder (roce_peer_probe_endpoint_info): which
+    instance and port node<i> is."""
+    return s("roce_peer_probe_endpoint_info",
+             f'{J}, instance="n{i}:9879", node="node{i}", device="mlx5_0", port="1", '
+             f'device_index="0", gid="::ffff:10.0.0.{i}", gid_index="3", qpn="{100 + i}", '
+             'mtu="4096", subnet="10.0.0.0/24", rail="10.0.0.0/24"', values)
+
+
+def node_alert(i, value="100%", known=False, **extra):
+    """The verdict on node<i>; `known`: its endpoint info names its exporter."""
+    labels = {"job": "roce_exporter", "peer": f"node{i}", "peer_device": PEER_DEVICE}
+    if known:
+        labels.update(instance=f"n{i}:9879", device="mlx5_0", port="1")
+    return (dict(labels, **extra), value)
 
 
 def port_alert(i, value="100%", **extra):
@@ -441,9 +454,13 @@ def peer_probe_groups(scrape):
             series += peer_lost(i, j, values, mtu if {i, j} == {3, 4} else None)
     out.append({
         "name": "peer probes: a dead node, a black-holed port, a lossy path",
-        "series": [s("up", N2, t.const(1, total))] + series,
+        "series": [s("up", N2, t.const(1, total))] + series + [
+            endpoint_info(i, t.const(1, total) if i != 6 else phases(t, (1, onset), ("stale", 0)))
+            for i in range(1, 7)],
         "tests": quiet("4m") + [
-            ("15m", "RocePeerProbeNodeUnreachable", [node_alert(5), node_alert(6)]),
+            # the dead node's exporter is remembered from its endpoint info
+            ("15m", "RocePeerProbeNodeUnreachable", [node_alert(5, known=True),
+                                                     node_alert(6, known=True)]),
             ("15m", "RocePeerProbePortLosesPeers", [port_alert(5)]),
             ("15m", "RocePeerProbePairLoss", [pair_alert(1, 2, "5"), pair_alert(2, 1, "4")]),
             ("15m", "RocePeerProbeSwitchLosesPeers", []),
@@ -452,10 +469,12 @@ def peer_probe_groups(scrape):
 
     # The three VMs of tests/vm/e2e-fleet.sh, scenario by scenario: one
     # node's exporter stopped, one port's RoCE traffic dropped, one path
-    # lossy. A majority of two witnesses is both.
+    # lossy. A majority of two witnesses is both. The exporters' endpoint
+    # info is there in the first (the stopped node's remembered), not in
+    # the others (the verdict names the node by its peer labels only).
     for name, fault, expected in (
             ("node3 stopped", lambda i, j: 16 if j == 3 else 0,
-             [("RocePeerProbeNodeUnreachable", [node_alert(3)])]),
+             [("RocePeerProbeNodeUnreachable", [node_alert(3, known=True)])]),
             ("node1's RoCE traffic dropped", lambda i, j: 16 if 1 in (i, j) else 0,
              [("RocePeerProbeNodeUnreachable", [node_alert(1)]),
               ("RocePeerProbePortLosesPeers", [port_alert(1)])]),
@@ -472,6 +491,9 @@ def peer_probe_groups(scrape):
                 else:
                     values = phases(t, (0, onset), (fault(i, j), 15))
                 series += peer_lost(i, j, values)
+        if name.startswith("node3"):
+            series += [endpoint_info(i, t.const(1, 20) if i != 3 else
+                                     phases(t, (1, onset), ("stale", 0))) for i in range(1, 4)]
         named = dict(expected)
         out.append({
             "name": f"peer probes, three nodes: {name}",
@@ -484,7 +506,7 @@ def peer_probe_groups(scrape):
     # everything from minute 5: its ports lose every peer and every peer
     # loses them; leaf-1 and leaf-2 pass among themselves. node12 sees two
     # LLDP neighbours, so no switch is its own. The same fleet without the
-    # LLDP series names the nodes and ports only.
+    # LLDP and endpoint info series names the nodes and ports only.
     def leaf(i):
         return f"leaf-{(i - 1) // 4 + 1}"
 
@@ -500,16 +522,21 @@ def peer_probe_groups(scrape):
     lldp.append(s("roce_lldp_neighbor_info",
                   f'{J}, instance="n12:9879", device="mlx5_0", port="1", netdev="ens1np0", '
                   'system_name="leaf-3b", port_id="Ethernet12"', t.const(1, 30)))
+    lldp += [endpoint_info(i, t.const(1, 30)) for i in nodes]
     on_leaf3 = range(9, 13)
     for with_lldp in (True, False):
-        ports = [port_alert(i, **({"system_name": "leaf-3"} if with_lldp and i != 12 else {}))
+        on_switch = [with_lldp and i != 12 for i in range(13)]
+        ports = [port_alert(i, **({"system_name": "leaf-3"} if on_switch[i] else {}))
                  for i in on_leaf3]
+        nodes_lost = [node_alert(i, known=with_lldp,
+                                 **({"system_name": "leaf-3"} if on_switch[i] else {}))
+                      for i in on_leaf3]
         out.append({
             "name": "peer probes: a leaf switch down, " + ("LLDP names it" if with_lldp
                                                            else "no LLDP"),
             "series": [s("up", N2, t.const(1, 30))] + fleet + (lldp if with_lldp else []),
             "tests": quiet("4m") + [
-                ("15m", "RocePeerProbeNodeUnreachable", [node_alert(i) for i in on_leaf3]),
+                ("15m", "RocePeerProbeNodeUnreachable", nodes_lost),
                 ("15m", "RocePeerProbePortLosesPeers", ports),
                 ("15m", "RocePeerProbePairLoss", []),
                 ("15m", "RocePeerProbeSwitchLosesPeers",

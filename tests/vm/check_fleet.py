@@ -177,35 +177,41 @@ def port(role):
     return {"instance": f"{IPS[role]}:9879", "device": DEV, "port": PORT}
 
 
-def target(role):
-    return {"peer": NODE[role], "peer_device": PEER_DEVICE}
+def target(role, known):
+    """A node named by the verdict; `known`: its exporter published its
+    endpoint info (roce_peer_probe_endpoint_info), so its port is named too."""
+    return dict({"peer": NODE[role], "peer_device": PEER_DEVICE}, **(port(role) if known else {}))
 
 
-EXPECTED = {
-    "up": [],
-    "c-stopped": [alert_sample("RocePeerProbeNodeUnreachable", **target("c"))],
-    "c-back": [],
-    "a-dropped": [alert_sample("RocePeerProbeNodeUnreachable", **target("a")),
-                  alert_sample("RocePeerProbePortLosesPeers", **port("a"))],
-    "a-clean": [],
-    "ab-lossy": [alert_sample("RocePeerProbePairLoss", **port("a"), **target("b")),
-                 alert_sample("RocePeerProbePairLoss", **port("b"), **target("a"))],
-    "ab-clean": [],
-}
+def expected(phase, known):
+    return {
+        "c-stopped": [alert_sample("RocePeerProbeNodeUnreachable", **target("c", known))],
+        "a-dropped": [alert_sample("RocePeerProbeNodeUnreachable", **target("a", known)),
+                      alert_sample("RocePeerProbePortLosesPeers", **port("a"))],
+        "ab-lossy": [
+            alert_sample("RocePeerProbePairLoss", **port("a"), **target("b", False)),
+            alert_sample("RocePeerProbePairLoss", **port("b"), **target("a", False))],
+    }.get(phase, [])
+
+
+PHASES = ("up", "c-stopped", "c-back", "a-dropped", "a-clean", "ab-lossy", "ab-clean")
 VERDICT = ('group by (alertname, peer, peer_device, instance, device, port, system_name) '
            '(ALERTS{alertname=~"RocePeerProbe.+", alertstate="firing"})')
 
 
 def input_series(share, phase):
     """The phase's roce_peer_probe_peer_lost of the three nodes, as
-    Prometheus would have scraped them (job, instance), held for 10 min."""
+    Prometheus would have scraped them (job, instance), held for 10 min;
+    with each exporter's endpoint info of the first phase (Prometheus
+    remembers it for the verdicts: a stopped exporter's too)."""
     out = []
     for r in ROLES:
-        for labels, v in all_of(samples(share, r, phase), "roce_peer_probe_peer_lost"):
-            ls = dict(labels, job="roce_exporter", instance=f"{IPS[r]}:9879")
-            text = ", ".join(f'{k}="{v2}"' for k, v2 in sorted(ls.items()))
-            out.append({"series": "roce_peer_probe_peer_lost{" + text + "}",
-                        "values": f"{v:g}x20"})
+        for name, when in (("roce_peer_probe_peer_lost", phase),
+                           ("roce_peer_probe_endpoint_info", "up")):
+            for labels, v in all_of(samples(share, r, when), name):
+                ls = dict(labels, job="roce_exporter", instance=f"{IPS[r]}:9879")
+                text = ", ".join(f'{k}="{v2}"' for k, v2 in sorted(ls.items()))
+                out.append({"series": name + "{" + text + "}", "values": f"{v:g}x20"})
     return out
 
 
@@ -223,18 +229,20 @@ def check_fleet_rules(share):
             with open(os.path.join(tmp, name), "w") as f:
                 f.write(text)
             files.append(os.path.join(tmp, name))
-        for phase, expected in EXPECTED.items():
+        for phase in PHASES:
             series = input_series(share, phase)
+            known = any(x["series"].startswith("roce_peer_probe_endpoint_info") for x in series)
+            want_samples = expected(phase, known)
             test = {"rule_files": files, "evaluation_interval": "30s", "tests": [{
                 "interval": "30s", "input_series": series,
                 "promql_expr_test": [{"expr": VERDICT, "eval_time": "5m",
-                                      "exp_samples": expected}]}]}
+                                      "exp_samples": want_samples}]}]}
             path = os.path.join(tmp, f"{phase}.test.yml")
             with open(path, "w") as f:
                 f.write(generate.yaml_dump(test) + "\n")
             r = subprocess.run([promtool, "test", "rules", path], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, timeout=120)
-            want = ", ".join(e["labels"] for e in expected) or "none"
+            want = ", ".join(e["labels"] for e in want_samples) or "none"
             check(f"fleet verdict {phase}: {want}", bool(series) and r.returncode == 0,
                   f"pairs {pairs_text(share, phase)}"
                   + ("" if r.returncode == 0 else "\n" + r.stdout.strip()))
