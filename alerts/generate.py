@@ -9,7 +9,9 @@ the exporter's thresholds and windows (no PromQL re-implements a rule, so
 none can drift from the exporter). PromQL remains only for what one node
 cannot see: the exporter down or stuck, and comparisons across the fleet
 (firmware, MTU, PFC priority and GID type drift, ports slower than their
-peers of the same NIC model, an instance that lost RDMA devices). The
+peers of the same NIC model, an instance that lost RDMA devices, and the
+peer-probe verdicts: which node, port, path or switch the fleet's probes
+blame). The
 committed `alerts/*.yml` are this script's output with the default
 parameters; `tests/monitoring/run.py static` fails when they differ.
 
@@ -54,6 +56,26 @@ DEFAULTS = {
     # Firmware is left out: a rolling upgrade does not change the fabric's
     # QoS standard, and RoceFirmwareDrift reports firmware drift itself.
     "drift_group_by": "hca_type,driver",
+    # Peer-probe localization (the fleet layer over roce_peer_probe_peer_lost,
+    # which counts the lost ones of a pair's last 16 small probes): a pair
+    # fails from this many lost (the exporter's path_loss needs two too:
+    # one loss in 16 is noise) ...
+    "peer_loss_min": 2,
+    # ... and a verdict needs at least this many witnesses: probers of a
+    # node, peers of a port, ports cabled to a switch (more than half of
+    # them failing names the node, port or switch).
+    "peer_min_witnesses": 2,
+    # The switch a port is cabled to: a series that is 1 per (instance,
+    # device, port) with the neighbour's name in `switch_label` (LLDP's
+    # System Name). Where it is absent the switch rules return nothing.
+    "switch_info": "roce_lldp_neighbor_info",
+    "switch_label": "system_name",
+    # Which exporter a probed node is: each exporter's own responder per port
+    # (`node`, `device`, `port`), remembered this long after it was last
+    # scraped (a dead node's exporter is not), so the verdict on a node names
+    # its instance and port too.
+    "node_info": "roce_peer_probe_endpoint_info",
+    "node_info_window": "1h",
 }
 
 # Severities of findings that notify; info findings are for /findings,
@@ -88,6 +110,18 @@ def parse_args(argv):
     p.add_argument("--drift-group-by", default=DEFAULTS["drift_group_by"],
                    help="comma separated roce_device_info (or target) labels within which "
                         "QoS drift is counted")
+    p.add_argument("--peer-loss-min", type=int, default=DEFAULTS["peer_loss_min"],
+                   help="lost probes of a pair's last 16 small ones from which it fails")
+    p.add_argument("--peer-min-witnesses", type=int, default=DEFAULTS["peer_min_witnesses"],
+                   help="probers, peers or ports a peer-probe verdict needs at least")
+    p.add_argument("--switch-info", default=DEFAULTS["switch_info"],
+                   help="series naming the switch of each (instance, device, port), e.g. LLDP")
+    p.add_argument("--switch-label", default=DEFAULTS["switch_label"],
+                   help="the label of --switch-info that names the switch")
+    p.add_argument("--node-info", default=DEFAULTS["node_info"],
+                   help="series naming each exporter's node (labels node, device, port)")
+    p.add_argument("--node-info-window", default=DEFAULTS["node_info_window"],
+                   help="how long a node's --node-info is remembered")
     p.add_argument("--rules-json", default=RULES_JSON, help="the exporter's rule table")
     p.add_argument("--for-override", default=None,
                    help="use this `for:` in every alert (tests only)")
@@ -101,7 +135,11 @@ def params_from(args):
                   scrape_interval=args.scrape_interval,
                   stale_intervals=args.stale_intervals,
                   nic_count_window=args.nic_count_window,
-                  drift_group_by=args.drift_group_by)
+                  drift_group_by=args.drift_group_by,
+                  peer_loss_min=args.peer_loss_min,
+                  peer_min_witnesses=args.peer_min_witnesses,
+                  switch_info=args.switch_info, switch_label=args.switch_label,
+                  node_info=args.node_info, node_info_window=args.node_info_window)
     params["for_override"] = args.for_override
     params["table"] = load_rules(args.rules_json)
     return params
@@ -248,6 +286,7 @@ def recording_rules(p):
 # instance (`instance:`) and per rail (`rail:`, the same device and port
 # on every node: GPU clusters wire NIC N of every node to the same leaf).
 FLEET_RECORDING_FILE = "roce_exporter.recording.rules.yml"
+FLEET_ALERTS_FILE = "roce_exporter.fleet.rules.yml"
 PORT = "instance_device_port:"
 
 
@@ -389,6 +428,183 @@ def drift_recording_rules(p):
     return out
 
 
+# The peer-probe verdicts across nodes. One exporter sees one side of each
+# pair it probes (roce_peer_probe_peer_lost: of a pair's last 16 small
+# probes, how many were lost); the fleet's exporters together say which side
+# is at fault. A pair *fails* when at least `peer_loss_min` were lost. A
+# verdict needs more than half of at least `peer_min_witnesses` witnesses:
+#   a peer port that the ports probing it fail towards: that node, or its
+#     port, is named (RocePeerProbeNodeUnreachable);
+#   a local port failing towards its peers: that port (NIC, cable, switch
+#     port) (RocePeerProbePortLosesPeers);
+#   a failing pair neither end of which is named: the path between the two
+#     (RocePeerProbePairLoss);
+#   the ports cabled to one switch named: that switch, where a `switch_info`
+#     series (LLDP) names each port's switch; nothing without one
+#     (RocePeerProbeSwitchLosesPeers).
+# Each side leaves out what the other explains: a dead node's loss is not
+# its probers' ports', and a black-holed prober's loss is not its peers'.
+# So the first pass names suspects on the raw votes (peers, then ports
+# without the suspect peers), the second names peers without the suspect
+# ports' votes and ports without those peers.
+PEER_T = "peer:roce_peer_probe_"
+PEER_P = PORT + "roce_peer_probe_"
+PEER_PAIR = "instance_device_port_peer:roce_peer_probe_path_lost:count"
+PEER_SWITCH_OF_PORT = PORT + "roce_peer_probe_switch:info"
+PEER_NODE_SEEN = "peer:roce_peer_probe_endpoint_info:last"
+PEER_NODE_PORT = "peer:roce_peer_probe_port:info"
+PEER_SWITCH = "switch:roce_peer_probe_"
+M_SMALL = 'size="small"'
+
+
+def peer_labels(p):
+    """(fleet, per peer port, per local port) labels of the verdicts."""
+    return (fleet_by_labels(p), fleet_by_labels(p, "peer", "peer_device"),
+            fleet_by_labels(p, "instance", "device", "port"))
+
+
+def peer_probe_recording_rules(p):
+    s = lambda extra="": sel(p, extra)  # noqa: E731
+    fleet, tgt, prt = peer_labels(p)
+    lost = f"roce_peer_probe_peer_lost{s(M_SMALL)}"
+    n, w = num(p["peer_loss_min"]), num(p["peer_min_witnesses"])
+    sw, lab = p["switch_info"], p["switch_label"]
+    pair = "peer, peer_device, size"
+
+    def port_vote(unless):
+        """Share of failing pairs per local port, and their number, over
+        the pairs whose peer is not in `unless`."""
+        return (f"avg without ({pair}) (\n  ({lost} >= bool {n})\n  unless on ({tgt}) {unless}\n)",
+                f"count without ({pair}) (\n  {lost}\n  unless on ({tgt}) {unless}\n)")
+
+    suspect_peer = f"{PEER_T}suspect:ratio{s()}"
+    suspect_port = f"{PEER_P}suspect:ratio{s()}"
+    named_peer = f"{PEER_T}unreachable:ratio{s()}"
+    ratio1, count1 = port_vote(suspect_peer)
+    return [
+        # Per peer port (named by the probers' `peer` and `peer_device`
+        # labels): the ports that report on it, and the share of them whose
+        # pair fails; the suspects among them.
+        {"record": PEER_T + "probers:count", "expr": f"count by ({tgt}) ({lost})"},
+        {"record": PEER_T + "losing_probers:ratio",
+         "expr": f"avg by ({tgt}) ({lost} >= bool {n})"},
+        {"record": PEER_T + "suspect:ratio",
+         "expr": (f"{PEER_T}losing_probers:ratio{s()} > 0.5\n"
+                  f"and on ({tgt}) {PEER_T}probers:count{s()} >= {w}")},
+        # Suspect local ports: failing towards the peers that are no suspects.
+        {"record": PEER_P + "suspect:ratio",
+         "expr": f"{ratio1}\n> 0.5\nand on ({prt})\n{count1}\n>= {w}"},
+        # Named peers: on the votes of the ports that are no suspects.
+        {"record": PEER_T + "unreachable:ratio",
+         "expr": (f"avg by ({tgt}) (\n  ({lost} >= bool {n})\n"
+                  f"  unless on ({prt}) {suspect_port}\n)\n> 0.5\n"
+                  f"and on ({tgt})\n"
+                  f"count by ({tgt}) (\n  {lost}\n  unless on ({prt}) {suspect_port}\n)\n"
+                  f">= {w}")},
+        # Per local port, over its peers not named (their loss is theirs):
+        # how many, the share of them that fail, and the named ports.
+        {"record": PEER_P + "judged_peers:count", "expr": port_vote(named_peer)[1]},
+        {"record": PEER_P + "losing_peers:ratio", "expr": port_vote(named_peer)[0]},
+        {"record": PEER_P + "isolated:ratio",
+         "expr": (f"{PEER_P}losing_peers:ratio{s()} > 0.5\n"
+                  f"and on ({prt}) {PEER_P}judged_peers:count{s()} >= {w}")},
+        # Failing pairs neither end of which is named: the path between.
+        {"record": PEER_PAIR,
+         "expr": (f"max without (size) (\n  {lost} >= {n}\n"
+                  f"  unless on ({tgt}) {named_peer}\n"
+                  f"  unless on ({prt}) {PEER_P}isolated:ratio{s()}\n)")},
+        # The switch each port is cabled to, where the series names exactly
+        # one (a port with two neighbours is left out).
+        # Each probed node's exporter and port (from its own endpoint info,
+        # as the probers name it: `peer` and `peer_device`), where exactly one
+        # was seen within the window (a node that moved is left out).
+        {"record": PEER_NODE_SEEN,
+         "expr": (f"max by ({tgt}, instance, device, port) (\n"
+                  f"  label_join(\n    label_replace(last_over_time({p['node_info']}{s()}"
+                  f"[{p['node_info_window']}]), \"peer\", \"$1\", \"node\", \"(.+)\"),\n"
+                  f"    \"peer_device\", \"/\", \"device\", \"port\"\n  )\n)")},
+        {"record": PEER_NODE_PORT,
+         "expr": (f"{PEER_NODE_SEEN}{s()}\nunless on ({tgt})\n"
+                  f"(count by ({tgt}) ({PEER_NODE_SEEN}{s()}) > 1)")},
+        {"record": PEER_SWITCH_OF_PORT,
+         "expr": (f"max by ({prt}, {lab}) ({sw}{s()})\n"
+                  f"unless on ({prt})\n"
+                  f"(count by ({prt}) (max by ({prt}, {lab}) ({sw}{s()})) > 1)")},
+        {"record": PEER_SWITCH + "ports:count",
+         "expr": (f"count by ({fleet}, {lab}) (\n"
+                  f"  {PEER_P}judged_peers:count{s()}\n"
+                  f"  * on ({prt}) group_left ({lab}) {PEER_SWITCH_OF_PORT}{s()}\n)")},
+        {"record": PEER_SWITCH + "isolated_ports:ratio",
+         "expr": (f"count by ({fleet}, {lab}) (\n"
+                  f"  {PEER_P}isolated:ratio{s()}\n"
+                  f"  * on ({prt}) group_left ({lab}) {PEER_SWITCH_OF_PORT}{s()}\n)\n"
+                  f"/ on ({fleet}, {lab}) {PEER_SWITCH}ports:count{s()}")},
+    ]
+
+
+def peer_probe_alerts(p):
+    s = lambda extra="": sel(p, extra)  # noqa: E731
+    fleet, tgt, prt = peer_labels(p)
+    lab = p["switch_label"]
+    for_ = finding_for(p)
+    critical, warning = {"severity": "critical"}, {"severity": "warning"}
+    n, w = num(p["peer_loss_min"]), num(p["peer_min_witnesses"])
+    node = "{{ $labels.peer }} ({{ $labels.peer_device }})"
+    port = "{{ $labels.device }} port {{ $labels.port }} on {{ $labels.instance }}"
+    switch = "{{ $labels." + lab + " }}"
+    fails = f"at least {n} of their last 16 small probes lost"
+    named = f"{PEER_T}unreachable:ratio{s()}"
+    exporter = ("{{ if $labels.instance }} ({{ $labels.instance }}{{ if $labels." + lab
+                + " }}, on " + switch + "{{ end }}){{ end }}")
+    return [
+        # The node's own exporter, port and switch where they are known: a
+        # dead exporter's RoceExporterDown and a switch's verdict inhibit it.
+        alert(p, "RocePeerProbeNodeUnreachable",
+              f"(\n  {named}\n  * on ({tgt}) group_left (instance, device, port, {lab})\n"
+              f"  (\n    {PEER_NODE_PORT}{s()}\n"
+              f"    * on ({prt}) group_left ({lab}) {PEER_SWITCH_OF_PORT}{s()}\n"
+              f"    or on ({tgt}) {PEER_NODE_PORT}{s()}\n  )\n)\n"
+              f"or on ({tgt}) {named}",
+              for_, critical,
+              "Peers lose their probes to node " + node + exporter,
+              "Node " + node + exporter + ": {{ $value | humanizePercentage }} of the ports "
+              "probing it (at least " + w + ") fail towards it (" + fails + "): the node is "
+              "down, its exporter and responder stopped, or its port (NIC, cable, switch "
+              "port) drops RoCE traffic (then RocePeerProbePortLosesPeers names that port "
+              "too). The other nodes' peer_probe findings about it are this one fault.",
+              "RocePeerProbeNodeUnreachable", live_instance=False),
+        alert(p, "RocePeerProbePortLosesPeers",
+              f"(\n  {PEER_P}isolated:ratio{s()}\n"
+              f"  * on ({prt}) group_left ({lab}) {PEER_SWITCH_OF_PORT}{s()}\n)\n"
+              f"or on ({prt}) {PEER_P}isolated:ratio{s()}",
+              for_, critical,
+              "RDMA port " + port + " loses its peers",
+              "Probes from " + port + " fail towards {{ $value | humanizePercentage }} of the "
+              "peers it probes (at least " + w + ", " + fails + ") while the other nodes "
+              "reach those peers: the fault is on this port's side: its NIC, cable or "
+              "optic, or its switch port{{ if $labels." + lab + " }} on " + switch
+              + "{{ end }}.",
+              "RocePeerProbePortLosesPeers"),
+        alert(p, "RocePeerProbePairLoss",
+              f"{PEER_PAIR}{s()}", for_, warning,
+              "Probes from " + port + " to " + node + " are lost",
+              "{{ $value }} of the last 16 small probes from " + port + " to " + node
+              + " were lost, while neither end loses its other peers nor is lost by them: "
+              "the path between the two (an ECMP member, a link between switches) drops "
+              "them.",
+              "RocePeerProbePairLoss"),
+        alert(p, "RocePeerProbeSwitchLosesPeers",
+              f"{PEER_SWITCH}isolated_ports:ratio{s()} > 0.5\n"
+              f"and on ({fleet}, {lab}) {PEER_SWITCH}ports:count{s()} >= {w}",
+              for_, critical,
+              "The ports cabled to switch " + switch + " lose their peers",
+              "{{ $value | humanizePercentage }} of the probing ports cabled to " + switch
+              + " (at least " + w + ") lose most of their peers: the switch or its uplinks "
+              "drop RoCE traffic; its ports' RocePeerProbePortLosesPeers are this one fault.",
+              "RocePeerProbeSwitchLosesPeers", live_instance=False),
+    ]
+
+
 def node_alerts(p):
     s = lambda extra="": sel(p, extra)  # noqa: E731
     on = "on {{ $labels.instance }}"
@@ -498,7 +714,8 @@ def inhibit_rules(p):
     """Alertmanager inhibit_rules: the exporter down silences that
     instance's other alerts; a port down silences the alerts on that port's
     counters (rules whose area judges port counters); a port below its
-    configured rate silences the same port's peer comparison."""
+    configured rate silences the same port's peer comparison; a switch
+    whose ports lose their peers silences those ports' peer-probe verdicts."""
     counters = [r["id"] for r in p["table"]["rules"] if r["port_counters"]]
     return [
         {
@@ -516,6 +733,14 @@ def inhibit_rules(p):
             "target_matchers": ['alertname="RoceLinkRateBelowPeers"'],
             "equal": ["instance", "device", "port"],
         },
+        {
+            # A switch that loses its ports' peers explains each port's loss
+            # and each of its nodes lost.
+            "source_matchers": ['alertname="RocePeerProbeSwitchLosesPeers"'],
+            "target_matchers": ['alertname=~"RocePeerProbePortLosesPeers|'
+                                'RocePeerProbeNodeUnreachable"'],
+            "equal": fleet_by_labels(p, p["switch_label"]).split(", "),
+        },
     ]
 
 
@@ -529,8 +754,12 @@ def groups(p):
         (FLEET_RECORDING_FILE, [
             {"name": "roce_exporter.fleet.recording", "rules": fleet_recording_rules(p)},
         ]),
-        ("roce_exporter.fleet.rules.yml", [
+        (FLEET_ALERTS_FILE, [
             {"name": "roce_exporter.fleet", "interval": "1m", "rules": fleet},
+            # Recording rules and the alerts on them in one group: a group
+            # evaluates in order, so each alert sees this evaluation's verdicts.
+            {"name": "roce_exporter.fleet.peer_probes",
+             "rules": peer_probe_recording_rules(p) + peer_probe_alerts(p)},
         ]),
     ]
 

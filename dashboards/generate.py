@@ -570,6 +570,47 @@ def fleet_variables(c):
     return [out[0], cluster, job] + out[1:]
 
 
+def fleet_peer_probe_panels(c):
+    """The peer-probe verdicts across nodes (alerts/generate.py, group
+    roce_exporter.fleet.peer_probes of roce_exporter.fleet.rules.yml): which
+    node the others lose, which port loses its peers, which path between two
+    ports alone, which switch. A line at one half: above it, the verdict."""
+    fs = f'{c.base}, cluster=~"$cluster", job=~"$job"'
+    fd = f'{fs}, instance=~"$instance", device=~"$device"'
+    n = FLEET_TOPK_N
+    return [
+        # peer: and switch: series aggregate over the probing instances.
+        with_threshold(table(
+            f"Peer probes: top {n} nodes lost by their probers",
+            "Share of the ports probing a node's port that lose at least two of their last 16 "
+            "small probes to it; above one half (with at least two probers) the node is named "
+            "(RocePeerProbeNodeUnreachable): down, its exporter stopped, or its port.",
+            "percentunit", f"topk({n}, peer:roce_peer_probe_losing_probers:ratio{{{fs}}})",
+            rename={"Value": "probers losing it"}, w=12), 0.5),
+        with_threshold(node_links(table(
+            f"Peer probes: top {n} ports losing their peers",
+            "Share of a port's peers (those the other nodes reach) it loses probes to; above "
+            "one half (with at least two peers) the port is named "
+            "(RocePeerProbePortLosesPeers): its NIC, cable or switch port.",
+            "percentunit",
+            f"topk({n}, instance_device_port:roce_peer_probe_losing_peers:ratio{{{fd}}})",
+            rename={"Value": "peers lost"}, w=12)), 0.5),
+        node_links(table(
+            f"Peer probes: top {n} lossy paths",
+            "Pairs of ports losing at least two of their last 16 small probes while neither end "
+            "is named above: the path between the two (RocePeerProbePairLoss).", "none",
+            f"topk({n}, instance_device_port_peer:roce_peer_probe_path_lost:count{{{fd}}})",
+            rename={"Value": "lost of 16"}, w=12)),
+        with_threshold(table(
+            f"Peer probes: top {n} switches losing their ports' peers",
+            "Share of the probing ports cabled to a switch (LLDP) that lose their peers; above "
+            "one half the switch is named (RocePeerProbeSwitchLosesPeers). Empty without an "
+            "LLDP neighbour series.", "percentunit",
+            f"topk({n}, switch:roce_peer_probe_isolated_ports:ratio{{{fs}}})",
+            rename={"Value": "ports losing peers"}, w=12), 0.5),
+    ]
+
+
 def fleet(c, params):
     fs = f'{c.base}, cluster=~"$cluster", job=~"$job", instance=~"$instance"'
     fd = f'{fs}, device=~"$device"'
@@ -618,6 +659,7 @@ def fleet(c, params):
         panels.append(node_links(table(f"Top {FLEET_TOPK_N} nodes: {title}", description, unit,
                                        f"topk({FLEET_TOPK_N}, {record}{{{fs}}})",
                                        rename={"Value": title}, w=8)))
+    panels += fleet_peer_probe_panels(c)
     for title, description, unit, record, threshold in FLEET_TOPK:
         metric, op = record.split(":", 1)[1].split(":")
         agg = "sum" if op in ("rate", "increase") else "max"

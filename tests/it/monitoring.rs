@@ -11,10 +11,12 @@
 //! PFC storm that must reach a webhook receiver with a runbook_url the
 //! exporter serves, a flap on a down port that must be inhibited; bounded to
 //! 150 s) and `fleet` (a synthetic 1,000-node TSDB with one storming port
-//! built by `promtool tsdb create-blocks-from openmetrics`, Prometheus with
-//! the generated recording rules, every query of the fleet dashboard must
-//! find that port; bounded to 90 s). Without the tools the tests are skipped, except under CI where
-//! `.ci/run` installs them.
+//! and four peer-probe faults built by `promtool tsdb create-blocks-from
+//! openmetrics`, Prometheus with the generated recording rules and fleet
+//! alerts, every query of the fleet dashboard must find its culprit and the
+//! peer-probe alerts name exactly the faults; bounded to 150 s). Without
+//! the tools the tests are skipped, except under CI where `.ci/run`
+//! installs them.
 
 use std::path::Path;
 use std::process::Command;

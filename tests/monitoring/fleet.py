@@ -3,10 +3,17 @@ TSDB of NODES nodes with PORTS RDMA ports each, written as OpenMetrics and
 turned into blocks by `promtool tsdb create-blocks-from openmetrics`, in
 which one port (STORM) storms: PFC pauses, ECN marks and CNPs, lossless
 discards, symbol errors, link flaps, probe loss, a pfc_storm finding and a
-port down at the end. A real Prometheus loads the blocks with the generated
-recording rules (alerts/generate.py); then every query of the "RoCE / Fleet"
-dashboard must find that port (its instance, or its rail, on top; a count
-at least 1), and each query's time is printed.
+port down at the end. The peer probes between the nodes carry four faults
+of their own: a dead node (DEAD: not scraped, every prober loses it), a
+black-holed port (BLACKHOLE), one lossy path (LOSSY, both ways) and a leaf
+switch down (SWITCH_DOWN: its ports and the ports behind it), with an LLDP
+series naming every port's leaf. A real Prometheus loads the blocks with
+the generated recording rules and the fleet alerts (alerts/generate.py);
+then every query of the "RoCE / Fleet" dashboard must find its culprit
+(`culprits`: the storming port, or for the peer-probe panels the fault
+they localize; its instance, or its rail, on top; a count at least 1), each
+query's time is printed, and the peer-probe alerts must name exactly the
+faults (`expected_peer_alerts`).
 
 The samples end at the moment of generation, one per SCRAPE seconds, so the
 rules' rate ranges (4x SCRAPE) evaluated by Prometheus right after start
@@ -28,6 +35,18 @@ JOB = "roce_exporter"
 STORM = {"instance": "node0421:9879", "device": "mlx5_3", "port": "1"}
 RATE_BYTES = 50e9  # 400 Gb/s
 
+# Peer probes: port (n, d) probes SAMPLE peers of its rail now (n+1+125k),
+# and exposes EXTRA more it lost probes to lately (the exporter's "top
+# failing others"); roce_peer_probe_peer_lost counts the lost ones of a
+# pair's last 16 small probes.
+SAMPLE = 8
+EXTRA = 16
+DEAD = 77  # node down: no series, `up` 0
+BLACKHOLE = (333, 5)  # node, device: drops RoCE both ways
+LOSSY = {(500, 2, 626): 5, (626, 2, 500): 4}  # (prober, device, peer): lost
+LEAF_NODES = 32  # nodes per leaf switch and rail
+SWITCH_DOWN = (6, 22)  # device (rail), leaf: nodes 704-735 of rail 6
+
 
 def port_labels(node, dev):
     return (f'cluster="{CLUSTER}",job="{JOB}",instance="node{node:04d}:9879",'
@@ -38,10 +57,108 @@ def is_storm(node, dev):
     return f"node{node:04d}:9879" == STORM["instance"] and f"mlx5_{dev}" == STORM["device"]
 
 
+def node_name(n):
+    return f"node{n:04d}"
+
+
+def leaf(n, d):
+    return f"leaf-{d}-{n // LEAF_NODES:02d}"
+
+
+def switch_down(n, d):
+    return (d, n // LEAF_NODES) == SWITCH_DOWN
+
+
+def pair_lost(n, d, t):
+    """Lost of the last 16 small probes from port (n, d) to node t's port d."""
+    if t == DEAD or BLACKHOLE in ((n, d), (t, d)) or switch_down(n, d) or switch_down(t, d):
+        return 16
+    if (n, d, t) in LOSSY:
+        return LOSSY[(n, d, t)]
+    return 1 if (n * 31 + d * 7 + t) % 97 == 0 else 0  # one in 16: noise
+
+
+def peer_pairs():
+    """{(prober, device, peer): lost} of every exposed pair."""
+    pairs = {}
+
+    def add(n, d, t):
+        n, t = n % NODES, t % NODES
+        if n != t and n != DEAD:
+            pairs[(n, d, t)] = pair_lost(n, d, t)
+
+    for n in range(NODES):
+        for d in range(PORTS):
+            for k in range(SAMPLE):
+                add(n, d, n + 1 + 125 * k)
+            # the ports that lose their peers expose the peers they lost
+            if (n, d) == BLACKHOLE or switch_down(n, d):
+                for k in range(EXTRA):
+                    add(n, d, n + 63 + 62 * k)
+    # the peers lost by many are among the top failing of many probers
+    lost_by_many = [(DEAD, d) for d in range(PORTS)] + [BLACKHOLE] + [
+        (n, SWITCH_DOWN[0]) for n in range(NODES) if switch_down(n, SWITCH_DOWN[0])]
+    for t, d in lost_by_many:
+        for k in range(EXTRA):
+            add(t + 300 + 37 * k, d, t)
+    for (n, d, t) in LOSSY:
+        add(n, d, t)
+    return pairs
+
+
+def peer_port(n, d):
+    return {"instance": f"{node_name(n)}:9879", "device": f"mlx5_{d}"}
+
+
+def peer_target(n, d):
+    return {"peer": node_name(n), "peer_device": f"mlx5_{d}/1"}
+
+
+def lost_ports():
+    """The ports that lose their peers (BLACKHOLE and those behind SWITCH_DOWN)."""
+    return [BLACKHOLE] + [(n, SWITCH_DOWN[0]) for n in range(NODES)
+                          if switch_down(n, SWITCH_DOWN[0])]
+
+
+def expected_peer_alerts():
+    """{alert name: [identifying labels]} the peer-probe fleet alerts must
+    name, and nothing else."""
+    down = f"leaf-{SWITCH_DOWN[0]}-{SWITCH_DOWN[1]:02d}"
+    return {
+        # named with their exporter's port (endpoint info; the dead node's
+        # remembered) and, where LLDP is scraped, their switch
+        "RocePeerProbeNodeUnreachable": [
+            dict(peer_target(DEAD, d), **peer_port(DEAD, d), port="1") for d in range(PORTS)]
+        + [dict(peer_target(n, d), **peer_port(n, d), port="1", system_name=leaf(n, d))
+           for n, d in lost_ports()],
+        "RocePeerProbePortLosesPeers": [
+            dict(peer_port(n, d), port="1", system_name=leaf(n, d)) for n, d in lost_ports()],
+        "RocePeerProbePairLoss": [dict(peer_port(n, d), port="1", **peer_target(t, d))
+                                  for n, d, t in LOSSY],
+        "RocePeerProbeSwitchLosesPeers": [{"system_name": down}],
+    }
+
+
+def culprits(where):
+    """What a fleet dashboard query must find on top: the storming port,
+    or for the peer-probe panels the faults they localize."""
+    if "Peer probes:" in where:
+        if "nodes lost" in where:
+            return expected_peer_alerts()["RocePeerProbeNodeUnreachable"]
+        if "ports losing" in where:
+            return [peer_port(n, d) for n, d in lost_ports()]
+        if "lossy paths" in where:
+            return [dict(peer_port(n, d), **peer_target(t, d)) for n, d, t in LOSSY]
+        return expected_peer_alerts()["RocePeerProbeSwitchLosesPeers"]
+    if "Peer probe loss" in where:  # the loss of each port: the storm and the faults
+        return [STORM] + [peer_port(n, d) for n, d in lost_ports()]
+    return [STORM]
+
+
 def write_openmetrics(path, now):
     """The synthetic fleet as OpenMetrics, one family after the other."""
     times = [now - SCRAPE * (SAMPLES - 1 - i) for i in range(SAMPLES)]
-    ports = [(n, d) for n in range(NODES) for d in range(PORTS)]
+    ports = [(n, d) for n in range(NODES) if n != DEAD for d in range(PORTS)]
 
     def counter(f, name, per_second, extra=""):
         """per_second(node, dev) -> rate, or None for no series."""
@@ -89,8 +206,37 @@ def write_openmetrics(path, now):
         counter(f, "roce_probe_failures", lambda n, d: 0.5 if storm(n, d) else None,
                 ',reason="timeout"')
         counter(f, "roce_peer_probe_sent", lambda n, d: 5.0, ',size="small"')
-        counter(f, "roce_peer_probe_answered", lambda n, d: 3.0 if storm(n, d) else 5.0,
-                ',size="small"')
+
+        def answered(n, d):
+            if storm(n, d):
+                return 3.0
+            if (n, d) in lost_ports():
+                return 0.0
+            return 4.9 if (n, d) == (500, 2) else 5.0
+        counter(f, "roce_peer_probe_answered", answered, ',size="small"')
+        f.write("# TYPE roce_peer_probe_peer_lost gauge\n")
+        # small probes only: the large ones (path MTU) are no part of the
+        # verdicts, and half the series keep the proof quick
+        for (n, d, t), lost in sorted(peer_pairs().items()):
+            labels = (port_labels(n, d) + f',peer="{node_name(t)}",'
+                      f'peer_device="mlx5_{d}/1",size="small"')
+            for ts in times:
+                f.write(f"roce_peer_probe_peer_lost{{{labels}}} {lost} {ts}\n")
+        # every exporter's own responders; the dead node's until it died
+        f.write("# TYPE roce_peer_probe_endpoint_info gauge\n")
+        for n in range(NODES):
+            for d in range(PORTS):
+                labels = (port_labels(n, d) + f',node="{node_name(n)}",device_index="{d}",'
+                          f'gid="::ffff:10.{d}.{n // 250}.{n % 250 + 1}",gid_index="3",'
+                          f'qpn="{1000 + n}",mtu="4096"')
+                for ts in (times[:2] if n == DEAD else times):
+                    f.write(f"roce_peer_probe_endpoint_info{{{labels}}} 1 {ts}\n")
+        f.write("# TYPE roce_lldp_neighbor_info gauge\n")
+        for n, d in ports:
+            labels = (port_labels(n, d) + f',netdev="ens{d}np0",system_name="{leaf(n, d)}",'
+                      f'port_id="swp{n % LEAF_NODES + 1}"')
+            for ts in times:
+                f.write(f"roce_lldp_neighbor_info{{{labels}}} 1 {ts}\n")
         counter(f, "roce_fec_uncorrectable_blocks", lambda n, d: 20.0 if storm(n, d) else 0.0,
                 lambda d: f',netdev="ens{d}np0",lane=""')
         gauge(f, "roce_port_rate_bytes_per_second", lambda n, d, i: RATE_BYTES)
@@ -127,9 +273,11 @@ def write_openmetrics(path, now):
         for name in ("roce_exporter_build_info", "up"):
             f.write(f"# TYPE {name} gauge\n")
             for n in range(NODES):
+                if n == DEAD and name != "up":
+                    continue
                 labels = f'cluster="{CLUSTER}",job="{JOB}",instance="node{n:04d}:9879"'
                 for t in times:
-                    f.write(f"{name}{{{labels}}} 1 {t}\n")
+                    f.write(f"{name}{{{labels}}} {0 if n == DEAD else 1} {t}\n")
         f.write("# EOF\n")
     return len(ports)
 
@@ -146,22 +294,41 @@ def query(prom, expr):
     return body["data"]["result"], took
 
 
-def finds_storm(result):
-    """Whether a panel's result points at the storming port: the series
-    with the largest value carries its instance (and device) where the
-    result has those labels; a count without them is at least 1."""
+IDENTITY = ("instance", "device", "peer", "peer_device", "system_name")
+
+
+def finds(result, wanted):
+    """Whether a panel's result points at one of the `wanted` culprits
+    (label dicts): the series with the largest value carries one's
+    identifying labels (those of IDENTITY the result has); a count without
+    them is at least 1."""
     if not result:
         return False, "no data"
-    def storm_labels(labels):
-        return all(labels.get(k, STORM[k]) == STORM[k] for k in ("instance", "device"))
+
+    def is_culprit(labels):
+        keys = [k for k in IDENTITY if k in labels]
+        return any(all(labels[k] == c[k] for k in keys if k in c)
+                   and any(k in c for k in keys) for c in wanted)
 
     top = max(result, key=lambda s: float(s["value"][1]))
     labels, value = top["metric"], float(top["value"][1])
-    if "instance" in labels or "device" in labels:
-        where = f"{labels.get('instance', '')} {labels.get('device', '')}"
-        if all(storm_labels(s["metric"]) for s in result):
-            return True, f"only {where} ({len(result)} series) = {value:g}"
-        if not storm_labels(labels) or value <= 0:
+    if any(k in labels for k in IDENTITY):
+        where = " ".join(labels[k] for k in IDENTITY if k in labels)
+        if all(is_culprit(s["metric"]) for s in result):
+            return True, f"only {where} and its likes ({len(result)} series) = {value:g}"
+        if not is_culprit(labels) or value <= 0:
             return False, f"top series is {labels} = {value}"
         return True, f"top {where} = {value:g} of {len(result)} series"
     return value >= 1, f"value {value:g}"
+
+
+def active_alerts(prom):
+    """{alert name: [labels]} of the RocePeerProbe* alerts pending or firing."""
+    out = {}
+    result, _ = query(prom, 'ALERTS{alertname=~"RocePeerProbe.+"}')
+    for s in result:
+        labels = dict(s["metric"])
+        name = labels.pop("alertname")
+        out.setdefault(name, []).append(
+            {k: v for k, v in labels.items() if k in IDENTITY or k == "port"})
+    return out

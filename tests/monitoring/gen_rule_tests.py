@@ -343,6 +343,207 @@ def groups(scrape):
             ("70m", "RoceGidTypeInconsistent", []),
         ],
     })
+    out += peer_probe_groups(scrape)
+    return out
+
+
+# Peer probes across nodes. Node i runs exporter "n<i>:9879" with one port
+# mlx5_0/1 named "node<i>" in the other exporters' `peer` label; every
+# exporter probes every other (at most 24 peers a port are exposed, so a
+# small fleet is all-to-all). Values are roce_peer_probe_peer_lost: of the
+# last 16 small (or large) probes of the pair, how many were lost.
+PEER_DEVICE = "mlx5_0/1"
+PEER_ALERTS = ("RocePeerProbeNodeUnreachable", "RocePeerProbePortLosesPeers",
+               "RocePeerProbePairLoss", "RocePeerProbeSwitchLosesPeers")
+
+
+def phases(t, *parts):
+    """Values over consecutive phases: (value, minutes), "_" for absent
+    samples, "stale" (minutes ignored) for the staleness marker."""
+    out = []
+    for value, minutes in parts:
+        if value == "stale":
+            out.append("stale")
+            continue
+        k = t.n(minutes)
+        if k <= 0:
+            continue
+        out.append(f"_x{k}" if value == "_" else f"{value}x{k - 1}")
+    return " ".join(out)
+
+
+def peer_lost(i, j, values, large=None):
+    """The pair (node i, node j)'s series, both sizes (the large probes
+    lose what the small ones do unless `large` says otherwise)."""
+    return [s("roce_peer_probe_peer_lost",
+              f'{J}, instance="n{i}:9879", device="mlx5_0", port="1", '
+              f'peer="node{j}", peer_device="{PEER_DEVICE}", size="{size}"', v)
+            for size, v in (("small", values), ("large", large or values))]
+
+
+def peer_fleet(nodes, lost):
+    """roce_peer_probe_peer_lost of an all-to-all fleet of `nodes`;
+    lost(prober, peer) gives the pair's values."""
+    return [x for i in nodes for j in nodes if i != j for x in peer_lost(i, j, lost(i, j))]
+
+
+def endpoint_info(i, values):
+    """Exporter i's own responder (roce_peer_probe_endpoint_info): which
+    instance and port node<i> is."""
+    return s("roce_peer_probe_endpoint_info",
+             f'{J}, instance="n{i}:9879", node="node{i}", device="mlx5_0", port="1", '
+             f'device_index="0", gid="::ffff:10.0.0.{i}", gid_index="3", qpn="{100 + i}", '
+             'mtu="4096", subnet="10.0.0.0/24", rail="10.0.0.0/24"', values)
+
+
+def node_alert(i, value="100%", known=False, **extra):
+    """The verdict on node<i>; `known`: its endpoint info names its exporter."""
+    labels = {"job": "roce_exporter", "peer": f"node{i}", "peer_device": PEER_DEVICE}
+    if known:
+        labels.update(instance=f"n{i}:9879", device="mlx5_0", port="1")
+    return (dict(labels, **extra), value)
+
+
+def port_alert(i, value="100%", **extra):
+    return (dict({"job": "roce_exporter", "instance": f"n{i}:9879", "device": "mlx5_0",
+                  "port": "1"}, **extra), value)
+
+
+def pair_alert(i, j, value):
+    return (dict(port_alert(i)[0], peer=f"node{j}", peer_device=PEER_DEVICE), value)
+
+
+def quiet(at):
+    return [(at, name, []) for name in PEER_ALERTS]
+
+
+def peer_probe_groups(scrape):
+    t = Timeline(scrape)
+    out = []
+    # Six nodes. From minute 5 to 25: node6 is dead (its exporter and
+    # responder gone: every prober loses all of it, its own series end);
+    # node5's port is black-holed (it loses every peer, every peer loses
+    # it); the path node1-node2 loses about a third of its probes, both
+    # ways; the path node3-node4 has a lower MTU (its large probes are
+    # lost, the small ones pass: the node's path_mtu finding, no verdict
+    # here). Before and after: healthy, with single losses here and there
+    # (one in 16 is noise, never a verdict).
+    total, onset, end = 40, 5, 25
+    noise = {(1, 3), (2, 4), (3, 1), (4, 6), (6, 2)}
+
+    def lost(i, j):
+        healthy = 1 if (i, j) in noise else 0
+        if j == 6 or i == 5 or j == 5:
+            fault = 16
+        elif (i, j) in ((1, 2), (2, 1)):
+            fault = 5 if i == 1 else 4
+        else:
+            fault = healthy
+        return phases(t, (healthy, onset), (fault, end - onset), (healthy, total - end))
+
+    series = []
+    for i in range(1, 7):
+        for j in range(1, 7):
+            if i == j:
+                continue
+            if i == 6:  # node6's own series end with it
+                values = phases(t, (1 if (6, j) in noise else 0, onset), ("stale", 0))
+            else:
+                values = lost(i, j)
+            mtu = phases(t, (0, onset), (16, end - onset), (0, total - end))
+            series += peer_lost(i, j, values, mtu if {i, j} == {3, 4} else None)
+    out.append({
+        "name": "peer probes: a dead node, a black-holed port, a lossy path",
+        "series": [s("up", N2, t.const(1, total))] + series + [
+            endpoint_info(i, t.const(1, total) if i != 6 else phases(t, (1, onset), ("stale", 0)))
+            for i in range(1, 7)],
+        "tests": quiet("4m") + [
+            # the dead node's exporter is remembered from its endpoint info
+            ("15m", "RocePeerProbeNodeUnreachable", [node_alert(5, known=True),
+                                                     node_alert(6, known=True)]),
+            ("15m", "RocePeerProbePortLosesPeers", [port_alert(5)]),
+            ("15m", "RocePeerProbePairLoss", [pair_alert(1, 2, "5"), pair_alert(2, 1, "4")]),
+            ("15m", "RocePeerProbeSwitchLosesPeers", []),
+        ] + quiet("33m"),
+    })
+
+    # The three VMs of tests/vm/e2e-fleet.sh, scenario by scenario: one
+    # node's exporter stopped, one port's RoCE traffic dropped, one path
+    # lossy. A majority of two witnesses is both. The exporters' endpoint
+    # info is there in the first (the stopped node's remembered), not in
+    # the others (the verdict names the node by its peer labels only).
+    for name, fault, expected in (
+            ("node3 stopped", lambda i, j: 16 if j == 3 else 0,
+             [("RocePeerProbeNodeUnreachable", [node_alert(3, known=True)])]),
+            ("node1's RoCE traffic dropped", lambda i, j: 16 if 1 in (i, j) else 0,
+             [("RocePeerProbeNodeUnreachable", [node_alert(1)]),
+              ("RocePeerProbePortLosesPeers", [port_alert(1)])]),
+            ("loss between node1 and node2 only",
+             lambda i, j: 7 if {i, j} == {1, 2} else 0,
+             [("RocePeerProbePairLoss", [pair_alert(1, 2, "7"), pair_alert(2, 1, "7")])])):
+        series = []
+        for i in range(1, 4):
+            for j in range(1, 4):
+                if i == j:
+                    continue
+                if name.startswith("node3") and i == 3:
+                    values = phases(t, (0, onset), ("stale", 0))
+                else:
+                    values = phases(t, (0, onset), (fault(i, j), 15))
+                series += peer_lost(i, j, values)
+        if name.startswith("node3"):
+            series += [endpoint_info(i, t.const(1, 20) if i != 3 else
+                                     phases(t, (1, onset), ("stale", 0))) for i in range(1, 4)]
+        named = dict(expected)
+        out.append({
+            "name": f"peer probes, three nodes: {name}",
+            "series": [s("up", N2, t.const(1, 20))] + series,
+            "tests": quiet("4m") + [("15m", a, named.get(a, [])) for a in PEER_ALERTS],
+        })
+
+    # Twelve nodes on three leaf switches (LLDP: roce_lldp_neighbor_info
+    # names each port's switch), node9-node12 on leaf-3, which drops
+    # everything from minute 5: its ports lose every peer and every peer
+    # loses them; leaf-1 and leaf-2 pass among themselves. node12 sees two
+    # LLDP neighbours, so no switch is its own. The same fleet without the
+    # LLDP and endpoint info series names the nodes and ports only.
+    def leaf(i):
+        return f"leaf-{(i - 1) // 4 + 1}"
+
+    def lost12(i, j):
+        fault = 16 if leaf(i) == "leaf-3" or leaf(j) == "leaf-3" else 0
+        return phases(t, (0, onset), (fault, 25))
+
+    nodes = range(1, 13)
+    fleet = peer_fleet(nodes, lost12)
+    lldp = [s("roce_lldp_neighbor_info",
+              f'{J}, instance="n{i}:9879", device="mlx5_0", port="1", netdev="ens1np0", '
+              f'system_name="{leaf(i)}", port_id="Ethernet{i}"', t.const(1, 30)) for i in nodes]
+    lldp.append(s("roce_lldp_neighbor_info",
+                  f'{J}, instance="n12:9879", device="mlx5_0", port="1", netdev="ens1np0", '
+                  'system_name="leaf-3b", port_id="Ethernet12"', t.const(1, 30)))
+    lldp += [endpoint_info(i, t.const(1, 30)) for i in nodes]
+    on_leaf3 = range(9, 13)
+    for with_lldp in (True, False):
+        on_switch = [with_lldp and i != 12 for i in range(13)]
+        ports = [port_alert(i, **({"system_name": "leaf-3"} if on_switch[i] else {}))
+                 for i in on_leaf3]
+        nodes_lost = [node_alert(i, known=with_lldp,
+                                 **({"system_name": "leaf-3"} if on_switch[i] else {}))
+                      for i in on_leaf3]
+        out.append({
+            "name": "peer probes: a leaf switch down, " + ("LLDP names it" if with_lldp
+                                                           else "no LLDP"),
+            "series": [s("up", N2, t.const(1, 30))] + fleet + (lldp if with_lldp else []),
+            "tests": quiet("4m") + [
+                ("15m", "RocePeerProbeNodeUnreachable", nodes_lost),
+                ("15m", "RocePeerProbePortLosesPeers", ports),
+                ("15m", "RocePeerProbePairLoss", []),
+                ("15m", "RocePeerProbeSwitchLosesPeers",
+                 [({"job": "roce_exporter", "system_name": "leaf-3"}, "100%")]
+                 if with_lldp else []),
+            ],
+        })
     return out
 
 

@@ -29,10 +29,13 @@
         stopped and the temporary directory removed, also on failure.
 
     python3 tests/monitoring/run.py fleet
-        the fleet dashboard on a synthetic TSDB of 1,000 nodes with one
-        storming port (tests/monitoring/fleet.py): every query of the
-        "RoCE / Fleet" dashboard must find that port; prints each query's
-        time. Bounded to FLEET_DEADLINE seconds.
+        the fleet dashboard and the fleet alerts on a synthetic TSDB of 1,000
+        nodes with one storming port and four peer-probe faults (a dead
+        node, a black-holed port, a lossy path, a leaf switch down;
+        tests/monitoring/fleet.py): every query of the "RoCE / Fleet"
+        dashboard must find its culprit, and the peer-probe alerts must name
+        exactly the faults; prints each query's time. Bounded to
+        FLEET_DEADLINE seconds.
 
 Exit status: 0 pass, 1 fail, 3 a required tool is missing (the Rust test
 turns that into a skip outside CI).
@@ -266,8 +269,10 @@ def check_dashboard_structure():
             for t in p.get("targets", []):
                 if t.get("datasource") != dash_gen.DS:
                     errors.append(f"{title}: query {t['refId']} data source is not ${{datasource}}")
-                # rail: series aggregate over instances (the fleet dashboard)
-                if '$instance' not in t["expr"] and "rail:" not in t["expr"]:
+                # rail:, peer: and switch: series aggregate over instances
+                # (the fleet dashboard)
+                if '$instance' not in t["expr"] and not re.search(
+                        r"\b(rail|peer|switch):", t["expr"]):
                     errors.append(f"{title}: query {t['refId']} ignores $instance")
     return errors
 
@@ -862,7 +867,7 @@ scrape_configs:
 
 # --------------------------------------------------------------- fleet proof
 
-FLEET_DEADLINE = 90  # seconds for the whole fleet proof
+FLEET_DEADLINE = 150  # seconds for the whole fleet proof
 
 
 def fleet_proof():
@@ -889,17 +894,20 @@ def fleet_proof():
                  "--scrape-interval", str(fleet.SCRAPE), "--out", rules_dir])
         if r.returncode != 0:
             raise Failure(f"alerts/generate.py failed: {r.stdout}")
-        rules = os.path.join(rules_dir, alerts_gen.FLEET_RECORDING_FILE)
+        rules = [os.path.join(rules_dir, name) for name in
+                 (alerts_gen.FLEET_RECORDING_FILE, alerts_gen.FLEET_ALERTS_FILE)]
         port = free_port()
         prom = f"127.0.0.1:{port}"
         with open(os.path.join(t, "prometheus.yml"), "w") as f:
-            f.write(f"global:\n  evaluation_interval: 2s\nrule_files: [\"{rules}\"]\n")
+            f.write(f"global:\n  evaluation_interval: 2s\nrule_files: {json.dumps(rules)}\n")
         stack.start("prometheus", [prometheus, "--config.file", os.path.join(t, "prometheus.yml"),
                                    "--storage.tsdb.path", db, "--web.listen-address", prom])
         stack.wait_for("prometheus", lambda: http_get(f"http://{prom}/-/ready"), 40)
         stack.wait_for("the recording rules", lambda: query(
             prom, "rule:roce_findings:count") and query(
-            prom, "rail:roce_ports_down:count"), max(stack.left() - 20, 5))
+            prom, "rail:roce_ports_down:count") and query(
+            prom, 'ALERTS{alertname="RocePeerProbeSwitchLosesPeers"}'),
+            max(stack.left() - 20, 5))
         errors = []
         for where, e in dashboard_queries():
             if not where.startswith("roce-fleet/") or "/$" in where:
@@ -907,12 +915,32 @@ def fleet_proof():
             ok, detail = False, ""
             try:
                 result, took = fleet.query(f"http://{prom}", substitute(e))
-                ok, detail = fleet.finds_storm(result)
+                ok, detail = fleet.finds(result, fleet.culprits(where))
             except Exception as err:  # noqa: BLE001 (reported as the panel's failure)
                 took, detail = 0.0, str(err)
             print(f"{'ok  ' if ok else 'FAIL'} {took * 1000:7.1f} ms  {where}: {detail}")
             if not ok:
-                errors.append(f"fleet panel does not find the storming port: {where}: {detail}")
+                errors.append(f"fleet panel does not find its culprit: {where}: {detail}")
+        # The peer-probe alerts name the faults, all of them and nothing else.
+        active = fleet.active_alerts(f"http://{prom}")
+        for name, want in fleet.expected_peer_alerts().items():
+            got = active.pop(name, [])
+            key = lambda labels: sorted(labels.items())  # noqa: E731
+            missing = [w for w in want if w not in got]
+            extra = [g for g in got if g not in want]
+            print(f"{'ok  ' if not missing and not extra else 'FAIL'} {name}: "
+                  f"{len(got)} active, {len(want)} expected")
+            if missing or extra:
+                errors.append(f"{name}: missing {sorted(map(key, missing))[:5]}, "
+                              f"unexpected {sorted(map(key, extra))[:5]}")
+        for name, got in active.items():
+            errors.append(f"{name} is active on the synthetic fleet: {got[:5]}")
+        # What each rule group costs Prometheus (its last evaluation): the
+        # peer-probe verdicts beside the fleet layer of the same run.
+        groups = json.loads(http_get(f"http://{prom}/api/v1/rules", timeout=10))
+        for g in groups["data"]["groups"]:
+            print(f"rule group {g['name']}: {len(g['rules'])} rules, last evaluation "
+                  f"{g['evaluationTime'] * 1000:.0f} ms")
         print(f"fleet proof took {time.monotonic() - started:.0f} s")
         return errors
     finally:

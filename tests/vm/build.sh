@@ -7,7 +7,8 @@
 #   initramfs.img        busybox + kernel modules (rxe, ib_core, ib_uverbs, rdma_cm,
 #                        virtio, 9p, ...) + rdma-core userspace (libibverbs, librxe
 #                        provider, ibv_* tools, perftest, rdma tool, ethtool, lspci,
-#                        curl, tc with sch_netem)
+#                        curl, tc with sch_netem, sch_prio
+#                        and cls_u32)
 #                        + the host's glibc, all copied with their ldd closure
 #   manifest.txt         exact kernel/package versions that went in
 #   config-<KVER>        the kernel's .config (for checking CONFIG_* options)
@@ -165,6 +166,7 @@ printf 'passwd: files\ngroup: files\nhosts: files\n' > "$ST/etc/nsswitch.conf"
 # (Debian's 6.1 kernel has CONFIG_RDMA_SIW unset, so no soft-iWARP)
 MODS=(rdma_rxe ib_uverbs ib_umad rdma_ucm crc32_generic crc32_pclmul
       virtio_pci virtio_net 9p 9pnet_virtio e1000 e1000e veth dummy sch_netem
+      sch_prio cls_u32
       ${EXTRA_MODULES:-})
 MDIR=lib/modules/$KVER
 mkdir -p "$ST/usr/$MDIR"

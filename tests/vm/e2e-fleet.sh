@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# e2e-fleet.sh [-t SEC]  --  peer probes between three real kernels on one
+# L2 segment, and the fleet rules on what they report.
+#
+# Boots three Soft-RoCE VMs (tests/vm/README.md), A 10.0.2.15, B 10.0.2.16,
+# C 10.0.2.17, rxe0 on each, whose eth0s hang off a learning switch on the
+# host (tests/vm/hub.py: qemu `dgram` netdevs over unix datagram sockets, a
+# pcap of the segment, an injection socket). Each runs its own exporter
+# probing the other two; guest/e2e-fleet.sh walks them through the phases
+# (C's exporter stopped; A's RoCE traffic dropped on A; loss on the A-B path
+# only; a forged probe, which this script injects with tests/vm/forge.py
+# when A asks for it). Then tests/vm/check_fleet.py judges what the three
+# wrote, the capture (ToS byte and sizes of the probes, the datagrams the
+# forged probe drew) and the fleet alerts of alerts/ (promtool) on the
+# scraped series of each phase.
+#
+# Options:
+#   -t, --timeout SEC   limit for each VM run (default 600); the guests keep
+#                       their own budget 30 s below it
+# Environment:
+#   ROCE_VM_DIR=DIR         image cache (default /tmp/roce-exporter-vm)
+#   ROCE_EXPORTER_BIN=FILE  use this binary instead of `cargo build --release`
+#   E2E_OUT=DIR             where the files go (default target/vm-e2e-fleet):
+#                           share/{a,b,c,ctl}/, the consoles {a,b,c}.log, the
+#                           capture wire.pcap, hub-stats.json, forged.json
+# Exit status: 0 when every check passed; 1 when a check failed; 2 on usage or
+# build errors.  The last line printed is "N passed, M failed".
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+log() { printf '[e2e-fleet] %s\n' "$*" >&2; }
+. "$HERE/host.sh"   # vm_image, exporter_binary
+
+TIMEOUT=600
+while (($#)); do
+  case $1 in
+    -t|--timeout) TIMEOUT=${2:?}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'; exit 0 ;;
+    *) log "unknown argument $1"; exit 2 ;;
+  esac
+done
+((TIMEOUT > 120)) || { log "-t must exceed 120"; exit 2; }
+
+VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
+OUT=${E2E_OUT:-$ROOT/target/vm-e2e-fleet}
+vm_image "$VM"
+exporter_binary
+
+rm -rf "$OUT"; mkdir -p "$OUT/share/a" "$OUT/share/b" "$OUT/share/c" "$OUT/share/ctl"
+# unix socket paths are limited to 107 bytes: keep them short, outside OUT
+SOCKS=$(mktemp -d "${TMPDIR:-/tmp}/roce-hub.XXXXXX")
+declare -A PID=()
+HUB=""
+cleanup() {
+  local p
+  # run.sh kills its qemu on TERM
+  for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; done
+  [[ -n $HUB ]] && { kill "$HUB" 2>/dev/null; wait "$HUB" 2>/dev/null; } || true
+  rm -rf "$SOCKS"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+python3 "$HERE/hub.py" --dir "$SOCKS" --ports a,b,c --pcap "$OUT/wire.pcap" \
+  --stats "$OUT/hub-stats.json" &
+HUB=$!
+for _ in $(seq 50); do [[ -S $SOCKS/inject ]] && break; sleep 0.1; done
+[[ -S $SOCKS/inject ]] || { log "the hub did not start"; exit 2; }
+
+# vm ROLE IP MAC_PREFIX: one VM in the background (its run.sh in PID[ROLE]),
+# its lines prefixed with the role
+vm() {
+  local role=$1 ip=$2 mac=$3
+  bash "$HERE/run.sh" -q -t "$TIMEOUT" --smp 2 --mem 384 --share "$OUT/share" \
+    -l "$OUT/$role.log" --wire "$SOCKS/$role:$SOCKS/hub-$role" --mac-prefix "$mac" \
+    --append "sr.ip0=$ip/24 fleet.role=$role fleet.budget=$((TIMEOUT - 30))" \
+    -a "$BIN:/guest/roce_exporter" "$VM" "$HERE/guest/e2e-fleet.sh" \
+    > >(sed -u "s/^/[$role] /") 2>&1 &
+  PID[$role]=$!
+}
+log "three VMs on one segment (limit ${TIMEOUT}s each)"
+T0=$SECONDS
+vm a 10.0.2.15 52:54:00:00:00
+vm b 10.0.2.16 52:54:00:00:01
+vm c 10.0.2.17 52:54:00:00:02
+
+# A asks for the forged probe (ctl/want-forge): to A's responder, in the
+# name of B's, from the endpoint documents they published
+CTL=$OUT/share/ctl
+running() { local p; for p in "${PID[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+while running; do
+  if [[ -e $CTL/want-forge && ! -e $CTL/forged ]]; then
+    to=$(ls "$OUT"/share/a/own-endpoints-*.json 2>/dev/null | sort -V | tail -1)
+    as=$(ls "$OUT"/share/b/own-endpoints-*.json 2>/dev/null | sort -V | tail -1)
+    if [[ -n $to && -n $as ]] && python3 "$HERE/forge.py" --inject "$SOCKS/inject" \
+        --to "$to" --to-mac 52:54:00:00:00:01 --as "$as" --out "$OUT/forged.json"; then
+      date +%s > "$CTL/forged"
+    else
+      log "no forged probe: endpoint documents of A and B missing or unusable"
+      echo none > "$CTL/forged"
+    fi
+  fi
+  sleep 0.2
+done
+declare -A RC=()
+for role in a b c; do
+  set +e; wait "${PID[$role]}"; RC[$role]=$?; set -e
+  unset "PID[$role]"
+done
+kill "$HUB" 2>/dev/null; wait "$HUB" 2>/dev/null || true; HUB=""
+log "three VMs done in $((SECONDS - T0)) s"
+for role in a b c; do
+  sed "s/^/[$role steps] /" "$OUT/share/$role/steps.txt" 2>/dev/null || true
+done
+python3 "$HERE/check_fleet.py" --dir "$OUT" --rc "a=${RC[a]}" --rc "b=${RC[b]}" --rc "c=${RC[c]}"
+exit $?

@@ -1,0 +1,231 @@
+#!/bin/bash
+# Guest side of tests/vm/e2e-fleet.sh: one of three Soft-RoCE VMs (A, B, C)
+# on one emulated L2 segment (the host's tests/vm/hub.py), each running its
+# own exporter with peer probes to the other two. Collects, does not judge:
+# tests/vm/check_fleet.py reads what lands in /mnt/host/<role>/.
+#
+# The kernel command line says which side this is: fleet.role=a|b|c. All
+# three walk the same phases; at the end of each, every side scrapes
+# (/metrics, /findings) into <phase>.prom and <phase>-findings.json, and
+# waits for the other two (a barrier: files in /mnt/host/ctl):
+#   up          answers from both peers (small and large)
+#   c-stopped   C stops its exporter; A and B wait for peer_unreachable
+#               naming node-c
+#   c-back      C starts a new exporter (a new QPN); all wait until every
+#               pair passes again
+#   a-dropped   A drops its own RoCE traffic (tc: UDP to 4791 leaving eth0
+#               lost); A waits for port_isolated, B and C for
+#               peer_unreachable naming node-a; then A lets it through and
+#               all wait until every pair passes again (a-clean)
+#   ab-lossy    A loses half of its RoCE traffic to B only (tc: a netem band
+#               for B's address and UDP 4791); A and B wait for path_loss
+#               naming the other; then clean again (ab-clean)
+#   forge       A asks the host (ctl/want-forge) to inject a forged probe to
+#               A's responder in the name of B's responder; all wait 12 s
+#               (the host counts the datagrams carrying it on the wire)
+# The control files do not ride the wire the phases break. Every wait is
+# bounded by its own limit and by the run's budget (fleet.budget=SEC), so a
+# side that never gets there makes the run end early with the files so far.
+set -u
+arg() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" /proc/cmdline; }
+ROLE=$(arg fleet.role)
+declare -A IP=([a]=10.0.2.15 [b]=10.0.2.16 [c]=10.0.2.17)
+[[ -n ${IP[$ROLE]:-} ]] || { echo "need fleet.role=a|b|c on the kernel command line"; exit 2; }
+grep -q ' /mnt/host ' /proc/mounts || { echo "no --share mounted at /mnt/host"; exit 2; }
+OTHERS=()
+for r in a b c; do [[ $r != "$ROLE" ]] && OTHERS+=("$r"); done
+O=/mnt/host/$ROLE
+C=/mnt/host/ctl
+mkdir -p "$O" "$C"
+EXP=/guest/roce_exporter
+PORT=9879
+LOCAL=http://127.0.0.1:$PORT
+BUDGET=$(arg fleet.budget)
+DEADLINE=$((SECONDS + ${BUDGET:-400}))
+
+now() { cut -d' ' -f1 /proc/uptime; }
+step() { echo "[fleet-$ROLE $(now)] $*"; echo "$(now) $*" >> "$O/steps.txt"; }
+left() { local l=$((DEADLINE - SECONDS)); ((l < $1)) && echo $((l > 0 ? l : 0)) || echo "$1"; }
+# until_ok SEC CMD...: true once CMD is, tried every 0.5 s
+until_ok() {
+  local sec=$1; shift
+  local end=$((SECONDS + $(left "$sec")))
+  while ((SECONDS < end)); do
+    "$@" && return 0
+    sleep 0.5
+  done
+  return 1
+}
+# barrier NAME SEC: this side is at NAME; wait for the other two
+barrier() {
+  now > "$C/$1-$ROLE"
+  local end=$((SECONDS + $(left "$2"))) r all
+  while ((SECONDS < end)); do
+    all=1
+    for r in "${OTHERS[@]}"; do [[ -e $C/$1-$r ]] || all=0; done
+    ((all)) && { step "barrier $1"; return 0; }
+    [[ -e $C/end ]] && { step "end while at barrier $1"; return 2; }
+    sleep 0.2
+  done
+  step "timeout at barrier $1"; return 1
+}
+metrics() { curl -sS -f --max-time 5 "$LOCAL/metrics" 2>/dev/null; }
+findings() { curl -sS -f --max-time 5 "$LOCAL/findings" 2>/dev/null; }
+scrape() { curl -sS -f --max-time 5 -o "$O/$1.prom" "$LOCAL/metrics"; curl -sS -f --max-time 5 -o "$O/$1-findings.json" "$LOCAL/findings"; }
+# lost PEER: the lost ones of the last small probes to node-PEER ("" when none judged yet)
+lost() { metrics | awk -v p="peer=\"node-$1\"" '$1 ~ /^roce_peer_probe_peer_lost\{/ && index($1, p) && index($1, "size=\"small\"") { print $NF; exit }'; }
+answered() { metrics | grep "^roce_peer_probe_answered_total{.*size=\"$1\"" | awk '{ s += $NF } END { print s + 0 }'; }
+# a finding of RULE whose text names node-PEER (or any, without PEER): one
+# line per finding, each from its "rule" key (the first of a finding)
+has_finding() {
+  findings | tr -d '\n' | awk '{ gsub(/"rule"/, "\n\"rule\""); print }' \
+    | grep "\"rule\": *\"$1\"" | grep -q "${2:+node-$2 }"
+}
+# every pair of this side passes: its last small probes to each peer lost at most one
+clean() {
+  local r l
+  for r in "${OTHERS[@]}"; do
+    l=$(lost "$r"); [[ -n $l ]] && awk -v l="$l" 'BEGIN { exit !(l <= 1) }' || return 1
+  done
+}
+# clean, and still 5 s later: a peer restarted or a fault just lifted
+# leaves the losses of the probes before in the last 16 for a while
+steady() { clean && sleep 5 && clean; }
+answers() { steady && [[ $(answered small) -ge 20 && $(answered large) -ge 20 ]]; }
+active_mtu() { ibv_devinfo -d rxe0 | awk '/active_mtu:/ { print $2; exit }'; }
+
+EPID=""
+NSTART=0
+start() {
+  NSTART=$((NSTART + 1))
+  "$EXP" --config.file=/tmp/fleet.yml --web.listen-address=0.0.0.0:$PORT --log.level=debug \
+    > "$O/exporter-$NSTART.log" 2>&1 &
+  EPID=$!
+  local end=$((SECONDS + 60))
+  until curl -sS -f --max-time 2 -o /dev/null "$LOCAL/healthz" 2>/dev/null; do
+    ((SECONDS < end)) && kill -0 $EPID 2>/dev/null || { step "exporter did not start"; return 1; }
+    sleep 0.2
+  done
+  step "exporter $NSTART up, pid $EPID"
+  until_ok 20 own_endpoint "$NSTART"
+  step "own endpoints $NSTART: $(tr -d '\n' < "$O/own-endpoints-$NSTART.json" | head -c 300)"
+}
+own_endpoint() {
+  curl -sS --max-time 5 -o "$O/own-endpoints-$1.json" "$LOCAL/peer-probe/endpoints" 2>/dev/null
+  grep -q '"qpn"' "$O/own-endpoints-$1.json" 2>/dev/null
+}
+stop() {
+  kill -TERM "$EPID" 2>/dev/null
+  local end=$((SECONDS + 20))
+  while ((SECONDS < end)) && kill -0 "$EPID" 2>/dev/null; do sleep 0.1; done
+  kill -KILL "$EPID" 2>/dev/null
+  wait "$EPID" 2>/dev/null
+  step "exporter $NSTART stopped, exit $?"
+  EPID=""
+}
+# RoCE leaving eth0 for DST (an address, or 0.0.0.0/0 for all) into a
+# netem band losing PCT percent; everything else in band 1 untouched
+tc_loss() {
+  local dst=$1 pct=$2
+  {
+    tc qdisc add dev eth0 root handle 1: prio bands 3 priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+    tc qdisc add dev eth0 parent 1:3 handle 30: netem loss "$pct%"
+    tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst "$dst" \
+      match ip protocol 17 0xff match ip dport 4791 0xffff flowid 1:3
+    echo "rc=$?"; tc -s qdisc show dev eth0; tc filter show dev eth0
+  } >> "$O/tc.txt" 2>&1
+  step "tc: RoCE to $dst loses $pct%"
+}
+tc_clear() { tc qdisc del dev eth0 root >> "$O/tc.txt" 2>&1; step "tc: cleared"; }
+finish() {
+  scrape final
+  [[ -n $EPID ]] && stop
+  rdma statistic show link rxe0/1 > "$O/rdma-stat.txt" 2>&1
+  { ip -s link show eth0; tc -s qdisc show dev eth0; echo "active_mtu=$(active_mtu)"; } > "$O/link.txt" 2>&1
+  dmesg | tail -80 > "$O/dmesg.txt"
+  step "done"
+  exit 0
+}
+# phase NAME SEC CMD...: wait (bounded) for CMD, scrape as NAME, barrier
+phase() {
+  local name=$1 sec=$2; shift 2
+  if [[ $# -eq 0 ]] || until_ok "$sec" "$@"; then step "$name: seen"; else step "$name: not seen"; fi
+  scrape "$name"
+  barrier "$name" $((sec + 60)) || finish
+}
+
+hostname "node-$ROLE"
+peers=""
+for r in "${OTHERS[@]}"; do peers+="${peers:+, }${IP[$r]}:$PORT"; done
+cat > /tmp/fleet.yml <<EOF
+sample_interval: 1s
+# the loopback probe is another test's (e2e-probe.sh)
+probes: {enabled: false}
+# the traffic class NCCL's jobs use (NCCL_IB_TC=106: DSCP 26, ECT(0)):
+# the probes are to ride it
+expect: {nccl_ib_tc: 106}
+peer_probes:
+  enabled: true
+  peers: [$peers]
+  packets_per_second: 50
+  timeout: 500ms
+  refresh: 5s
+rules:
+  hold: 1s
+EOF
+cp /tmp/fleet.yml "$O/config.yml"
+: > "$O/steps.txt"
+{ env | grep '^SR_' | sort; echo "role=$ROLE node=$(hostname) mac=$(cat /sys/class/net/eth0/address)"
+  echo "gid=$(cat /sys/class/infiniband/rxe0/ports/1/gids/${SR_GID0:-1})"; echo "active_mtu=$(active_mtu)"; } > "$O/env.txt"
+step "start, kernel $(uname -r)"
+
+# ---- the segment: the others may still be booting
+for r in "${OTHERS[@]}"; do
+  if until_ok 90 ping -c 1 -W 1 "${IP[$r]}" >/dev/null 2>&1; then step "wire: ${IP[$r]} answers"
+  else step "wire: ${IP[$r]} never answered"; fi
+done
+start || { now > "$C/failed-$ROLE"; finish; }
+
+phase up 90 answers
+step "answers: small $(answered small), large $(answered large)"
+
+# (a) C's exporter stopped
+[[ $ROLE == c ]] && stop
+case $ROLE in
+  c) phase c-stopped 90 ;;
+  *) phase c-stopped 90 has_finding peer_probe_peer_unreachable c ;;
+esac
+[[ $ROLE == c ]] && { start || { now > "$C/failed-$ROLE"; finish; }; }
+phase c-back 90 steady
+
+# (b) A's RoCE traffic dropped on A
+[[ $ROLE == a ]] && tc_loss 0.0.0.0/0 100
+case $ROLE in
+  a) phase a-dropped 90 has_finding peer_probe_port_isolated ;;
+  *) phase a-dropped 90 has_finding peer_probe_peer_unreachable a ;;
+esac
+[[ $ROLE == a ]] && tc_clear
+phase a-clean 90 steady
+
+# (c) loss on the A-B path only
+[[ $ROLE == a ]] && tc_loss "${IP[b]}/32" 50
+case $ROLE in
+  a) phase ab-lossy 90 has_finding peer_probe_path_loss b ;;
+  b) phase ab-lossy 90 has_finding peer_probe_path_loss a ;;
+  c) phase ab-lossy 90 ;;
+esac
+[[ $ROLE == a ]] && tc_clear
+phase ab-clean 90 steady
+
+# (d) a forged probe: the host injects it, everyone waits while the host's
+# capture counts what it draws
+if [[ $ROLE == a ]]; then
+  now > "$C/want-forge"
+  until_ok 30 test -e "$C/forged" && step "forged probe injected" || step "no forged probe"
+fi
+until_ok 40 test -e "$C/forged"
+sleep 12
+scrape forge
+barrier forge 60
+[[ $ROLE == a ]] && now > "$C/end"
+finish
