@@ -483,6 +483,44 @@ mod tests {
         assert_eq!(lookup(800, 20).len(), 800);
     }
 
+    /// SRV records are peers of the list: target and port, the default
+    /// scheme; a name that does not answer is the list's error.
+    #[test]
+    fn srv_names_make_the_peer_list() {
+        let (addr, h) = server(2, 2);
+        let config = crate::config::PeerProbeConfig {
+            srv: vec![NAME.into()],
+            ..crate::config::PeerProbeConfig::default()
+        };
+        let mut list =
+            super::super::peer_list::PeerList::new(&config, true).with_resolver(Resolver {
+                servers: vec![addr],
+                deadline: Duration::from_secs(10),
+            });
+        let got: Vec<String> = list.current().into_iter().map(|a| a.0).collect();
+        h.join().unwrap();
+        assert_eq!(
+            got,
+            [
+                "https://10-0-0-1.roce-exporter.monitoring.svc.cluster.local:9879",
+                "https://10-0-0-2.roce-exporter.monitoring.svc.cluster.local:9879"
+            ]
+        );
+        assert_eq!(list.dns_queries(), 1);
+        let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut list =
+            super::super::peer_list::PeerList::new(&config, true).with_resolver(Resolver {
+                servers: vec![silent.local_addr().unwrap()],
+                deadline: Duration::from_millis(100),
+            });
+        assert!(list.current().is_empty());
+        assert!(
+            list.errors[0].starts_with("peer_probes.srv _metrics._tcp"),
+            "{:?}",
+            list.errors
+        );
+    }
+
     #[test]
     fn a_silent_server_costs_the_deadline_and_bad_answers_are_refused() {
         let silent = UdpSocket::bind("127.0.0.1:0").unwrap();

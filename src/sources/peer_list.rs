@@ -80,11 +80,16 @@ impl PeerList {
             statics: config.peers.clone(),
             dns: config.dns.clone(),
             srv: config.srv.clone(),
-            resolver: super::peer_dns::Resolver::from_resolv_conf(
-                Path::new("/etc/resolv.conf"),
-                config.fetch_timeout,
-            )
-            .map_err(|e| e.to_string()),
+            // Read only when SRV names are configured.
+            resolver: if config.srv.is_empty() {
+                Err("no SRV name configured".into())
+            } else {
+                super::peer_dns::Resolver::from_resolv_conf(
+                    Path::new("/etc/resolv.conf"),
+                    config.fetch_timeout,
+                )
+                .map_err(|e| e.to_string())
+            },
             file: config.file.clone(),
             scheme: if tls { "https" } else { "http" },
             file_seen: None,
