@@ -16,11 +16,16 @@
 //! and the snapshot keeps being published and counted meanwhile.
 //!
 //! Documents are not fetched from every peer every refresh (N² requests
-//! over a fleet): a peer's document is fetched when the walk of this node
-//! reaches it (in an order of this node's own, at the pace its ports take
-//! new peers), kept while probes to it pass, and fetched again only when
-//! probes to it fail (a restarted peer has new QPNs), with a growing
-//! interval while that brings nothing new.
+//! over a fleet, forever): a peer's document is fetched once, when this
+//! node's walk over the list reaches it (in an order of this node's own,
+//! at most [`FETCH_RATE`] new peers a second), kept while probes to it
+//! pass, and fetched again only when probes to it fail (a restarted peer
+//! has new QPNs), with a growing interval while that brings nothing new.
+//! Every listed peer is fetched once rather than only those about to be
+//! probed because the responder answers only the peers whose endpoints it
+//! holds: a node that learnt its peers only as its probe walk reached them
+//! would drop the others' probes for the whole walk (67 minutes over
+//! 10,000 peers), and they would see it lost.
 //!
 //! The sampler hands targets in and copies results out (the ownership of
 //! the loopback probe's runner: shared state behind the runner, no
@@ -70,6 +75,11 @@ pub const FETCH_WORKERS: usize = 16;
 /// Documents fetched at once when peers are first known (the first
 /// rounds of every port find peers to probe at once).
 pub const FETCH_BURST: f64 = 16.0;
+/// New peers' documents fetched a second at most after the burst: a node
+/// knows 1,000 peers 20 s after its start (10,000 in 200 s), and when a
+/// whole fleet starts at once each exporter serves about this many
+/// document requests a second.
+pub const FETCH_RATE: f64 = 50.0;
 /// A port that cannot be opened is tried again after this long.
 const REOPEN_AFTER: Duration = Duration::from_secs(10);
 /// Granularity of the threads' stop checks while idle.
@@ -565,7 +575,7 @@ impl Catalog {
         }
         self.tokens_at = Some(now);
         // Peers whose probes fail, then peers to try again, then new ones
-        // in this node's order at the pace the ports take new peers.
+        // in this node's order, at most FETCH_RATE a second.
         let mut pick: Vec<PeerAddress> = Vec::new();
         for (addr, e) in &self.entries {
             let fails = e.endpoints.iter().any(|ep| failing.contains(&ep.key()));
@@ -823,11 +833,8 @@ where
     };
     let dns_queries = lock(&work.list).as_ref().map_or(0, PeerList::dns_queries) as u64;
     let pool = Pool::start(Arc::new(work), FETCH_WORKERS);
-    // One new peer per peer slot of a round: a round of `sample` peers
-    // takes 2 × sample probes at packets_per_second.
-    let rate = (settings.probe.packets_per_second / 2.0).max(0.5);
     seed = xorshift(seed);
-    let mut catalog = Catalog::new(mode, settings.refresh, rate, seed);
+    let mut catalog = Catalog::new(mode, settings.refresh, FETCH_RATE, seed);
     let mut threads: Vec<PortThread> = Vec::new();
     loop {
         if shared.stop.load(Ordering::SeqCst) {
@@ -1007,6 +1014,10 @@ fn run_port<V: PeerVerbs>(
         let pps = prober.settings.packets_per_second;
         let mut seen: Option<Arc<Vec<Endpoint>>> = None;
         let mut mine: Vec<Endpoint> = Vec::new();
+        // The responder (GID, QPN) each peer port had: another one is a
+        // restarted peer, whose history starts afresh (the probes lost to
+        // its old QPN are no loss on the path).
+        let mut responders: BTreeMap<PeerKey, (std::net::Ipv6Addr, u32)> = BTreeMap::new();
         while !halt() {
             let peers = lock(&shared.peers).clone();
             if !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &peers)) {
@@ -1016,6 +1027,15 @@ fn run_port<V: PeerVerbs>(
                     .cloned()
                     .collect();
                 seen = Some(peers);
+                let mut now = BTreeMap::new();
+                for p in &mine {
+                    let key = p.key();
+                    if responders.get(&key).is_some_and(|r| *r != (p.gid, p.qpn)) {
+                        prober.stats.peers.remove(&key);
+                    }
+                    now.insert(key, (p.gid, p.qpn));
+                }
+                responders = now;
             }
             let known = prober.matching(&mine).len();
             if known != prober.stats.peers_known {
@@ -1293,6 +1313,9 @@ mod tests {
     struct Fabric {
         live_qpn: Arc<AtomicU32>,
         answer_all: Arc<AtomicBool>,
+        /// Every n-th small probe is lost on the path (0: none).
+        lose_every: Arc<AtomicU32>,
+        pings: Arc<AtomicU32>,
         /// Fetches still to answer with an empty document (the peer's
         /// responder not open yet).
         empty_docs: Arc<AtomicU32>,
@@ -1308,12 +1331,19 @@ mod tests {
         fn ping(
             &mut self,
             to: &Endpoint,
-            _probe: &Probe,
+            probe: &Probe,
             _timeout: Duration,
             _allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
             _served: &mut Served,
         ) -> Outcome {
             lock(&self.0.aimed).insert((to.gid, to.qpn));
+            let every = self.0.lose_every.load(Ordering::SeqCst);
+            if every > 0 && probe.size == roce_probe::peer::SMALL_PAYLOAD {
+                let n = self.0.pings.fetch_add(1, Ordering::SeqCst) + 1;
+                if n % every == 0 {
+                    return Outcome::Lost;
+                }
+            }
             if self.0.answer_all.load(Ordering::SeqCst)
                 || to.qpn == self.0.live_qpn.load(Ordering::SeqCst)
             {
@@ -1676,6 +1706,97 @@ mod tests {
         assert_eq!((d.peers_configured, d.peers_known), (1, 1));
     }
 
+    /// The findings of the rules on what the runner publishes now.
+    fn rule_findings(runner: &PeerRunner) -> Vec<&'static str> {
+        let (results, discovery) = runner.results();
+        let s = Snapshot {
+            sequence: 1,
+            peer_probes: Some(results),
+            peer_discovery: Some(discovery),
+            ..Snapshot::default()
+        };
+        let mut ids: Vec<&str> = crate::rules::evaluate(
+            &[Arc::new(s)],
+            &crate::config::RulesConfig::default(),
+            &crate::config::Expectations::default(),
+        )
+        .into_iter()
+        .map(|f| f.rule.as_str())
+        .filter(|r| r.starts_with("peer_probe_"))
+        .collect();
+        ids.dedup();
+        ids
+    }
+
+    /// A peer restarted with a new responder QPN: the probes lost to its
+    /// old QPN until its document is fetched again are not loss on the
+    /// path (its history starts afresh), while the same losses on a peer
+    /// that did not restart are.
+    #[test]
+    fn a_restarted_peer_is_not_path_loss_and_a_lossy_path_is() {
+        let small_recent = |r: &PeerResults| {
+            r.ports
+                .first()
+                .and_then(|(_, s)| s.peers.values().next().map(|p| p.recent_small))
+                .unwrap_or_default()
+        };
+        // Must fire: every fourth small probe to node-b lost, same QPN.
+        let fabric = Fabric::default();
+        fabric.live_qpn.store(11, Ordering::SeqCst);
+        fabric.lose_every.store(4, Ordering::SeqCst);
+        let runner = PeerRunner::spawn(
+            fabric.clone(),
+            documents(
+                &["node-b:9879"],
+                PeerExporter(fabric.clone(), AtomicU32::new(0)),
+            ),
+            settings(false, Duration::from_secs(3600)),
+        )
+        .unwrap();
+        runner.set_targets(vec![rx0()]);
+        wait_for("16 outcomes with losses", || {
+            small_recent(&runner.results().0).len() == 16
+        });
+        assert_eq!(rule_findings(&runner), ["peer_probe_path_loss"]);
+        drop(runner);
+
+        // Must not: node-b restarts (new QPN); probes to the old one are
+        // lost until the re-fetch, then all answered.
+        let fabric = Fabric::default();
+        fabric.live_qpn.store(11, Ordering::SeqCst);
+        let runner = PeerRunner::spawn(
+            fabric.clone(),
+            documents(
+                &["node-b:9879"],
+                PeerExporter(fabric.clone(), AtomicU32::new(0)),
+            ),
+            settings(false, Duration::from_secs(3600)),
+        )
+        .unwrap();
+        runner.set_targets(vec![rx0()]);
+        wait_for("16 answers from the first QPN", || {
+            small_recent(&runner.results().0).answered() == 16
+        });
+        fabric.live_qpn.store(99, Ordering::SeqCst);
+        wait_for("a probe to the old QPN lost", || {
+            small_recent(&runner.results().0).lost() > 0
+        });
+        // The old QPN never answers again: the next answer is the new
+        // one's. The pair's outcomes then hold no loss (without the fresh
+        // start they would for the next 16 probes).
+        let after_loss = answered(&runner.results().0);
+        wait_for("an answer from the new QPN", || {
+            answered(&runner.results().0) > after_loss
+        });
+        let r = small_recent(&runner.results().0);
+        assert_eq!(r.lost(), 0, "{r:?}");
+        assert!(
+            rule_findings(&runner).is_empty(),
+            "{:?}",
+            rule_findings(&runner)
+        );
+    }
+
     /// A peer file that cannot be read is the collector's error (counted
     /// and exposed every sample, as a file error is), not only a log line;
     /// a refresh that reads it again clears it.
@@ -1801,7 +1922,7 @@ mod tests {
                 ))
             })
             .collect();
-        let mut c = Catalog::new(DiscoveryMode::Documents, refresh, 2.5, 12345);
+        let mut c = Catalog::new(DiscoveryMode::Documents, refresh, FETCH_RATE, 12345);
         let mut d = PeerDiscovery::default();
         let t0 = Instant::now();
         let tick = Duration::from_millis(200);
@@ -1853,9 +1974,9 @@ mod tests {
     }
 
     #[test]
-    fn documents_are_fetched_once_per_peer_at_the_walks_pace_not_every_refresh() {
+    fn documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh() {
         // 1,000 peers, refresh 60 s, one hour: the walk fetches each peer
-        // once (16 at once, then 2.5/s); every refresh re-fetching all
+        // once (16 at once, then 50/s); every refresh re-fetching all
         // would be 60,000.
         let (docs, lists) = simulate(
             1000,
@@ -1867,16 +1988,16 @@ mod tests {
         );
         assert_eq!(docs, 1000);
         assert_eq!(lists, 60);
-        // 100 s in, the walk has reached 16 + 2.5/s × 100 s of them.
+        // 10 s in, the walk has reached 16 + 50/s × 10 s of them.
         let (early, _) = simulate(
             1000,
             Duration::from_secs(60),
-            Duration::from_secs(100),
+            Duration::from_secs(10),
             0,
             0,
             Duration::ZERO,
         );
-        assert!((260..=270).contains(&early), "{early}");
+        assert!((490..=520).contains(&early), "{early}");
         // A dead peer is asked again at 5, 10, 20, 40 s, then every minute.
         let (docs, _) = simulate(
             10,
