@@ -1340,7 +1340,7 @@ mod tests {
             let every = self.0.lose_every.load(Ordering::SeqCst);
             if every > 0 && probe.size == roce_probe::peer::SMALL_PAYLOAD {
                 let n = self.0.pings.fetch_add(1, Ordering::SeqCst) + 1;
-                if n % every == 0 {
+                if n.is_multiple_of(every) {
                     return Outcome::Lost;
                 }
             }
