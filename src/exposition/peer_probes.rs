@@ -7,6 +7,9 @@
 
 use super::{Family, FamilySamples, FamilyUnit, HistogramValue, Kind, Labeled, Samples};
 use crate::snapshot::Snapshot;
+use crate::sources::peer_endpoints::Refusal;
+use crate::sources::peer_http::FetchReason;
+use crate::sources::peer_probe::RequestKind;
 
 const SOURCE: &str = "UD probes between hosts (peer_probes): small and MTU-sized datagrams from each local port to a rotating, bounded sample of the configured peers' responders on the same rail, echoed by the peer's responder";
 const PORT: &[&str] = &["device", "port"];
@@ -232,14 +235,22 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         );
     }
     if let Some(d) = &snapshot.peer_discovery {
-        for (reason, n) in &d.fetch_errors {
-            fetch.push([reason.as_str()], *n);
+        // Every reason from the start (0 until it happens), so that
+        // increase() sees the first one.
+        for reason in FetchReason::ALL {
+            fetch.push(
+                [reason.as_str()],
+                d.fetch_errors.get(&reason).copied().unwrap_or(0),
+            );
         }
-        for (reason, n) in &d.refused {
-            refused.push([reason.as_str()], *n);
+        for reason in Refusal::ALL {
+            refused.push(
+                [reason.as_str()],
+                d.refused.get(&reason).copied().unwrap_or(0),
+            );
         }
-        for (kind, n) in &d.requests {
-            requests.push([kind.as_str()], *n);
+        for kind in RequestKind::ALL {
+            requests.push([kind.as_str()], d.requests.get(&kind).copied().unwrap_or(0));
         }
         configured.push([], d.peers_configured as u64);
         known.push([], d.peers_known as u64);

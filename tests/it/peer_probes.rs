@@ -384,6 +384,48 @@ fn families_are_per_port_and_per_peer_bounded() {
         .all(|l| !l.contains("peer=")));
 }
 
+/// This node's own endpoints (what the Prometheus discovery of the
+/// others reads back) and the discovery's counters, every reason present
+/// from the start.
+#[test]
+fn own_endpoints_and_discovery_counts_are_exported() {
+    use roce_exporter::sources::peer_endpoints::Refusal;
+    use roce_exporter::sources::peer_http::FetchReason;
+    use roce_exporter::sources::peer_probe::RequestKind;
+    let mut r = run(2, |_, _| {});
+    for (e, _) in r.ports.iter_mut() {
+        e.rail = e.subnet.clone();
+    }
+    r.endpoints = r.ports.iter().map(|(e, _)| e.clone()).collect();
+    let mut d = settled(&r);
+    d.refused.insert(Refusal::Gid, 6);
+    d.fetch_errors.insert(FetchReason::Redirect, 2);
+    d.requests.insert(RequestKind::Document, 12);
+    let s = Snapshot {
+        sequence: 1,
+        peer_probes: Some(r),
+        peer_discovery: Some(d),
+        ..Snapshot::default()
+    };
+    let text = exposition::encode(
+        Arc::new(s),
+        &BuildInfo::current(Duration::from_secs(5)),
+        Format::Text,
+    );
+    for line in [
+        "roce_peer_probe_endpoint_info{node=\"me\",device=\"mlx5_1\",port=\"1\",device_index=\"1\",gid=\"::ffff:10.0.1.1\",gid_index=\"3\",qpn=\"101\",mtu=\"4096\",subnet=\"10.0.1.0/24\",rail=\"10.0.1.0/24\"} 1",
+        "roce_peer_probe_endpoints_refused_total{reason=\"gid\"} 6",
+        "roce_peer_probe_endpoints_refused_total{reason=\"node_mismatch\"} 0",
+        "roce_peer_probe_endpoint_fetch_errors_total{reason=\"redirect\"} 2",
+        "roce_peer_probe_endpoint_fetch_errors_total{reason=\"plain_http_credentials\"} 0",
+        "roce_peer_probe_discovery_requests_total{kind=\"document\"} 12",
+        "roce_peer_probe_peers_configured 4",
+        "roce_peer_probe_peers_admitted 4",
+    ] {
+        assert!(text.contains(line), "{line} not in:\n{text}");
+    }
+}
+
 /// The figures of docs/performance.md: series per node and the prober's
 /// own CPU and memory with 1,000 configured peers on the fake verbs port
 /// (`cargo test --test it peer_probes::thousand -- --nocapture` prints them).
