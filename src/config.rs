@@ -328,6 +328,9 @@ pub struct PeerProbeConfig {
     pub packets_per_second: u32,
     /// Peers probed per round and port (capped at 16).
     pub sample: usize,
+    /// Distinct flow labels (RoCE v2 UDP source ports, so ECMP paths) each
+    /// pair of ports walks, whatever the number of peers (1 to 256).
+    pub flow_labels: u32,
     /// How long a probe waits for its echo.
     #[serde(deserialize_with = "duration")]
     pub timeout: Duration,
@@ -362,6 +365,7 @@ impl Default for PeerProbeConfig {
             rails: RailConfig::default(),
             packets_per_second: 5,
             sample: 8,
+            flow_labels: roce_probe::peer::DEFAULT_FLOW_LABELS,
             timeout: Duration::from_millis(500),
             refresh: Duration::from_secs(60),
             fetch_timeout: Duration::from_secs(5),
@@ -668,6 +672,13 @@ impl PeerProbeConfig {
     /// Checks across the keys of `peer_probes:`: credentials never over
     /// plain http, one source of endpoints, rails that can be computed.
     pub fn validate(&self) -> Result<(), String> {
+        if !(1..=roce_probe::peer::MAX_FLOW_LABELS).contains(&self.flow_labels) {
+            return Err(format!(
+                "flow_labels {}: expected 1 to {}",
+                self.flow_labels,
+                roce_probe::peer::MAX_FLOW_LABELS
+            ));
+        }
         if self.username.is_some() != self.password_file.is_some() {
             return Err("username and password_file go together".into());
         }

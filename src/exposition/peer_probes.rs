@@ -1,7 +1,8 @@
 //! Families of the probes between hosts (`peer_probes:`): RTT histogram and
 //! probe counters per local port and size class, per-peer losses for a
 //! bounded set of peers only (the current sample and the top failing
-//! ones), unknown senders dropped, this node's own endpoints (what the
+//! ones), what the responder answered and refused, this node's own
+//! endpoints (what the
 //! Prometheus discovery mode of other exporters reads), and the discovery
 //! side: requests made, failed and refused.
 
@@ -28,7 +29,7 @@ pub const SENT: Labeled<3> = Labeled::new(Family {
     kind: Kind::Counter,
     unit: None,
     labels: PORT_SIZE,
-    help: "Peer probes sent from this local port, by size (small: 64-byte payload; large: the port's MTU less the 40-byte GRH).",
+    help: "Peer probes sent from this local port and judged (answered or lost), by size (small: 64-byte payload; large: the port's active MTU). Probes the peer answered \"not admitted\" are counted in roce_peer_probe_pending_total instead.",
     source: SOURCE,
 });
 pub const ANSWERED: Labeled<3> = Labeled::new(Family {
@@ -63,12 +64,44 @@ pub const BASELINE: Labeled<2> = Labeled::new(Family {
     help: "The port's own RTT baseline: the 25th percentile of the median small-probe RTTs of its last 600 rounds.",
     source: SOURCE,
 });
-pub const UNKNOWN: Labeled<2> = Labeled::new(Family {
-    base: "roce_peer_probe_unknown_dropped",
+pub const PEER_PENDING: Labeled<4> = Labeled::new(Family {
+    base: "roce_peer_probe_peer_pending",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["device", "port", "peer", "peer_device"],
+    help: "1 when the latest answer of this peer port was \"not admitted\": its exporter does not (yet) list this node's responder, so its probes are pending, not lost. For the same bounded set of peers as roce_peer_probe_peer_lost.",
+    source: SOURCE,
+});
+pub const PENDING: Labeled<2> = Labeled::new(Family {
+    base: "roce_peer_probe_pending",
     kind: Kind::Counter,
     unit: None,
     labels: PORT,
-    help: "Datagrams received by this port's responder from senders that are no configured peer (GID and QPN) or that are no answer to a probe sent: dropped, not answered.",
+    help: "Probes from this local port that the peer's responder answered \"not admitted\" (it does not list this node yet): neither answered nor lost.",
+    source: SOURCE,
+});
+pub const RESPONDER_REFUSED: Labeled<3> = Labeled::new(Family {
+    base: "roce_peer_probe_responder_refused",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["device", "port", "reason"],
+    help: "Datagrams this port's responder left unanswered, by reason: foreign (not a peer-probe message), stray_answer (an echo or \"not admitted\" answering no probe in flight: answers are never answered), rate_limited (an admitted sender above 100 answers/s), unknown_sender (a sender not admitted, above 5 \"not admitted\" replies/s in all), answer_failed (no address handle for the sender, or the post failed).",
+    source: SOURCE,
+});
+pub const NOT_ADMITTED: Labeled<2> = Labeled::new(Family {
+    base: "roce_peer_probe_responder_not_admitted",
+    kind: Kind::Counter,
+    unit: None,
+    labels: PORT,
+    help: "Probes from senders this port's responder does not admit (no listed peer's responder) that it answered \"not admitted\" (at most 5 per second in all), so their probers call the pair pending instead of lost.",
+    source: SOURCE,
+});
+pub const CLOCK: Labeled<3> = Labeled::new(Family {
+    base: "roce_peer_probe_rtt_clock_info",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &["device", "port", "clock"],
+    help: "The clock this local port's round trips are measured with (value 1): host (the monotonic clock around the post and the answer's receive completion, less the responder's hold time: includes this host's completion handling).",
     source: SOURCE,
 });
 pub const ANSWERED_FOR_PEERS: Labeled<2> = Labeled::new(Family {
@@ -121,7 +154,7 @@ pub const KNOWN: Labeled<0> = Labeled::new(Family {
     help: "Listed peers whose endpoints are held now, after admission (documents are fetched as the walk reaches each peer, so this grows to the listed count over the first walk).",
     source: DISCOVERY,
 });
-pub const ENDPOINT_INFO: Labeled<10> = Labeled::new(Family {
+pub const ENDPOINT_INFO: Labeled<11> = Labeled::new(Family {
     base: "roce_peer_probe_endpoint_info",
     kind: Kind::Gauge,
     unit: None,
@@ -136,6 +169,7 @@ pub const ENDPOINT_INFO: Labeled<10> = Labeled::new(Family {
         "mtu",
         "subnet",
         "rail",
+        "incarnation",
     ],
     help: "This node's own peer-probe responder per local port (value 1), the endpoint other exporters probe: what peer_probes.prometheus reads back from the fleet's Prometheus. One series per open RDMA port; present only while peer probes are on.",
     source: SOURCE,
@@ -148,7 +182,11 @@ pub const FAMILIES: &[Family] = &[
     PEER_LOST.family,
     PEERS.family,
     BASELINE.family,
-    UNKNOWN.family,
+    PEER_PENDING.family,
+    PENDING.family,
+    RESPONDER_REFUSED.family,
+    NOT_ADMITTED.family,
+    CLOCK.family,
     ANSWERED_FOR_PEERS.family,
     FETCH_ERRORS.family,
     REFUSED.family,
@@ -168,7 +206,11 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut lost = Samples::new(&PEER_LOST);
     let mut peers = Samples::new(&PEERS);
     let mut baseline = Samples::new(&BASELINE);
-    let mut unknown = Samples::new(&UNKNOWN);
+    let mut peer_pending = Samples::new(&PEER_PENDING);
+    let mut pending = Samples::new(&PENDING);
+    let mut responder_refused = Samples::new(&RESPONDER_REFUSED);
+    let mut not_admitted = Samples::new(&NOT_ADMITTED);
+    let mut clock = Samples::new(&CLOCK);
     let mut served = Samples::new(&ANSWERED_FOR_PEERS);
     let mut fetch = Samples::new(&FETCH_ERRORS);
     let mut refused = Samples::new(&REFUSED);
@@ -201,22 +243,37 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                     );
                 }
             }
+            if pair.pending > 0 {
+                peer_pending.push(
+                    [&local.device, &port, &key.node, &peer_device],
+                    u64::from(pair.last_pending),
+                );
+            }
         }
         peers.push(labels, stats.peers_known as u64);
         if let Some(b) = stats.baseline_seconds {
             baseline.push(labels, b);
         }
-        unknown.push(labels, stats.served.unknown_dropped);
+        pending.push(labels, stats.pending);
+        for reason in roce_probe::peer::Refusal::ALL {
+            responder_refused.push(
+                [&local.device, &port, reason.as_str()],
+                stats.served.refused(reason),
+            );
+        }
+        not_admitted.push(labels, stats.served.not_admitted);
+        clock.push([&local.device, &port, stats.clock.as_str()], 1u64);
         served.push(labels, stats.served.answered);
     }
     for e in &r.endpoints {
-        let (port, index, gid_index, qpn, mtu, gid) = (
+        let (port, index, gid_index, qpn, mtu, gid, incarnation) = (
             e.port.to_string(),
             e.device_index.to_string(),
             e.gid_index.to_string(),
             e.qpn.to_string(),
             e.mtu.to_string(),
             e.gid.to_string(),
+            e.incarnation.to_string(),
         );
         info.push(
             [
@@ -230,6 +287,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                 &mtu,
                 e.subnet.as_deref().unwrap_or(""),
                 e.rail.as_deref().unwrap_or(""),
+                &incarnation,
             ],
             1u64,
         );
@@ -262,7 +320,11 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         lost.into(),
         peers.into(),
         baseline.into(),
-        unknown.into(),
+        peer_pending.into(),
+        pending.into(),
+        responder_refused.into(),
+        not_admitted.into(),
+        clock.into(),
         served.into(),
         fetch.into(),
         refused.into(),

@@ -143,12 +143,6 @@ pub struct RoceDscp {
 }
 
 impl RoceDscp {
-    /// The IP traffic class a QP should carry for this DSCP (ECN bits 0:
-    /// the NIC sets ECT itself where ECN is on).
-    pub fn traffic_class(&self) -> u8 {
-        self.dscp << 2
-    }
-
     /// Whether the host is known to mark its RoCE traffic (not an
     /// assumption of NCCL's default).
     pub fn configured(&self) -> bool {
@@ -187,9 +181,12 @@ pub fn roce_dscp(n: &Netdev, nccl_ib_tc: Option<u8>) -> RoceDscp {
     }
 }
 
-/// The IP traffic class for probe packets on an RDMA port: the RoCE DSCP
-/// of its netdev ([`roce_dscp`]) << 2; on a RoCE port whose netdev was not
-/// read, the configured `NCCL_IB_TC`'s DSCP; 0 on InfiniBand.
+/// The IP traffic class (ToS byte) for probe packets on an RDMA port: the
+/// one the port's RoCE traffic carries ([`roce_dscp`]), unchanged, ECN bits
+/// included (`NCCL_IB_TC=106` is 0x6a on the wire, so a probe is marked,
+/// not dropped, where an ECN-marking switch marks NCCL's traffic); on a
+/// RoCE port whose netdev was not read, the configured `NCCL_IB_TC`; 0 on
+/// InfiniBand.
 pub fn port_traffic_class(s: &Snapshot, device: &str, port: u32, nccl_ib_tc: Option<u8>) -> u8 {
     let netdev = s.netdev.iter().flat_map(|n| n.netdevs.iter()).find(|n| {
         n.rdma
@@ -198,8 +195,8 @@ pub fn port_traffic_class(s: &Snapshot, device: &str, port: u32, nccl_ib_tc: Opt
     });
     match (netdev, find_port(s, device, port)) {
         (_, Some((_, p))) if matches!(p.link_layer, Some(LinkLayer::InfiniBand)) => 0,
-        (Some(n), _) => roce_dscp(n, nccl_ib_tc).traffic_class(),
-        (None, _) => nccl_ib_tc.map_or(0, |tc| tc & !0b11),
+        (Some(n), _) => roce_dscp(n, nccl_ib_tc).tos,
+        (None, _) => nccl_ib_tc.unwrap_or(0),
     }
 }
 

@@ -473,6 +473,10 @@ pub fn endpoint_of_labels(l: &BTreeMap<String, String>) -> Result<Endpoint, Refu
         mtu: num("mtu")?,
         subnet: opt("subnet"),
         rail: opt("rail"),
+        incarnation: match l.get("incarnation").filter(|v| !v.is_empty()) {
+            Some(v) => v.parse().map_err(|_| Refusal::Malformed)?,
+            None => 0,
+        },
     })
 }
 
@@ -504,6 +508,7 @@ mod tests {
             mtu: 4096,
             subnet: None,
             rail: None,
+            incarnation: 0,
         }
     }
 

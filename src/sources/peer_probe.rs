@@ -40,7 +40,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use roce_probe::peer::{
-    spacing, Endpoint, PeerKey, PeerResults, PeerSettings, PeerVerbs, PortProber, QKEY,
+    spacing, Endpoint, PeerKey, PeerResults, PeerSettings, PeerVerbs, PortProber, ProberId, QKEY,
 };
 use roce_probe::verbs::OpenError;
 use roce_probe::ProbeState;
@@ -813,6 +813,10 @@ where
     V: PeerVerbs + Clone + 'static,
 {
     let mut seed = seed();
+    // This exporter's incarnation: in its endpoints and its probes, so
+    // that peers tell a restart from a path that lost packets.
+    seed = xorshift(seed);
+    let incarnation = seed;
     let (work, mode) = match source {
         EndpointSource::Documents { list, fetcher } => (
             Work {
@@ -870,10 +874,13 @@ where
                 target.clone(),
             );
             seed = xorshift(seed);
-            let nonce = (seed >> 16) as u32;
+            let id = ProberId {
+                nonce: (seed >> 16) as u32,
+                incarnation,
+            };
             let spawned = std::thread::Builder::new()
                 .name(format!("roce-peer-{}", target.device))
-                .spawn(move || run_port(v, t, st, nonce, &sh, &s));
+                .spawn(move || run_port(v, t, st, id, &sh, &s));
             match spawned {
                 Ok(handle) => threads.push(PortThread {
                     target: target.clone(),
@@ -940,7 +947,7 @@ fn run_port<V: PeerVerbs>(
     mut verbs: V,
     target: LocalTarget,
     settings: RunnerSettings,
-    nonce: u32,
+    id: ProberId,
     shared: &Shared,
     stop: &AtomicBool,
 ) {
@@ -950,7 +957,7 @@ fn run_port<V: PeerVerbs>(
         f(ports.entry(key.clone()).or_default());
     };
     let halt = || stop.load(Ordering::SeqCst) || shared.stop.load(Ordering::SeqCst);
-    let mut seed = u64::from(nonce) | 1;
+    let mut seed = u64::from(id.nonce) | 1;
     while !halt() {
         let port = match verbs.open_port(&target.device, target.port, target.gid_index) {
             Ok(p) => p,
@@ -994,6 +1001,7 @@ fn run_port<V: PeerVerbs>(
             mtu,
             subnet: subnet.map(|n| n.to_string()),
             rail: rail.as_ref().map(super::peer_rails::Rail::name),
+            incarnation: id.incarnation,
         };
         let all_to_all = settings.probe.all_to_all;
         let probe_settings = PeerSettings {
@@ -1003,7 +1011,7 @@ fn run_port<V: PeerVerbs>(
             all_to_all: true,
             ..settings.probe.clone()
         };
-        let mut prober = PortProber::new(endpoint.clone(), port, probe_settings, nonce);
+        let mut prober = PortProber::new(endpoint.clone(), port, probe_settings, id);
         let rail_name = endpoint.rail.clone();
         publish(&|s| {
             s.endpoint = Some(endpoint.clone());
@@ -1014,10 +1022,10 @@ fn run_port<V: PeerVerbs>(
         let pps = prober.settings.packets_per_second;
         let mut seen: Option<Arc<Vec<Endpoint>>> = None;
         let mut mine: Vec<Endpoint> = Vec::new();
-        // The responder (GID, QPN) each peer port had: another one is a
-        // restarted peer, whose history starts afresh (the probes lost to
-        // its old QPN are no loss on the path).
-        let mut responders: BTreeMap<PeerKey, (std::net::Ipv6Addr, u32)> = BTreeMap::new();
+        // The responder (GID, QPN, incarnation) each peer port had: another
+        // one is a restarted peer, whose history starts afresh (the probes
+        // lost to its old QPN are no loss on the path).
+        let mut responders: BTreeMap<PeerKey, (std::net::Ipv6Addr, u32, u64)> = BTreeMap::new();
         while !halt() {
             let peers = lock(&shared.peers).clone();
             if !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &peers)) {
@@ -1030,10 +1038,13 @@ fn run_port<V: PeerVerbs>(
                 let mut now = BTreeMap::new();
                 for p in &mine {
                     let key = p.key();
-                    if responders.get(&key).is_some_and(|r| *r != (p.gid, p.qpn)) {
+                    if responders
+                        .get(&key)
+                        .is_some_and(|r| *r != (p.gid, p.qpn, p.incarnation))
+                    {
                         prober.stats.peers.remove(&key);
                     }
-                    now.insert(key, (p.gid, p.qpn));
+                    now.insert(key, (p.gid, p.qpn, p.incarnation));
                 }
                 responders = now;
             }
@@ -1064,11 +1075,24 @@ fn run_port<V: PeerVerbs>(
                 });
                 // Only the small probe: a lost large one with the small
                 // answered is a path MTU, which a new document cannot fix.
+                // A responder whose answers carry another incarnation than
+                // its document is a restarted peer whose new QP took the
+                // old QPN: its document is stale too.
+                let stale = |k: &PeerKey, seen: Option<u64>| {
+                    mine.iter().any(|e| {
+                        e.key() == *k
+                            && e.incarnation != 0
+                            && seen.is_some_and(|i| i != e.incarnation)
+                    })
+                };
                 let failing: Vec<PeerKey> = prober
                     .stats
                     .peers
                     .iter()
-                    .filter(|(_, p)| p.rounds_since_sampled == 0 && p.last_small_ok == Some(false))
+                    .filter(|(k, p)| {
+                        p.rounds_since_sampled == 0
+                            && (p.last_small_ok == Some(false) || stale(k, p.answered_by))
+                    })
                     .map(|(k, _)| k.clone())
                     .collect();
                 if !failing.is_empty() {
@@ -1148,6 +1172,7 @@ pub fn probe_settings(c: &PeerProbeConfig) -> PeerSettings {
         timeout: c.timeout,
         all_to_all: c.all_to_all,
         traffic_class: 0,
+        flow_labels: c.flow_labels,
     }
 }
 
@@ -1302,7 +1327,7 @@ mod tests {
     use crate::config::RailConfig;
     use crate::sources::peer_endpoints::Refusal;
     use crate::sources::peer_rails::Rails;
-    use roce_probe::peer::{Outcome, PeerPort, Probe, Served};
+    use roce_probe::peer::{Outcome, PeerPort, Probe, Responder, Served};
     use std::net::{Ipv4Addr, Ipv6Addr};
     use std::sync::atomic::AtomicU32;
 
@@ -1333,7 +1358,7 @@ mod tests {
             to: &Endpoint,
             probe: &Probe,
             _timeout: Duration,
-            _allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+            _responder: &mut Responder,
             _served: &mut Served,
         ) -> Outcome {
             lock(&self.0.aimed).insert((to.gid, to.qpn));
@@ -1347,12 +1372,15 @@ mod tests {
             if self.0.answer_all.load(Ordering::SeqCst)
                 || to.qpn == self.0.live_qpn.load(Ordering::SeqCst)
             {
-                Outcome::Answered(Duration::from_micros(30))
+                Outcome::Answered {
+                    rtt: Duration::from_micros(30),
+                    incarnation: to.incarnation,
+                }
             } else {
                 Outcome::Lost
             }
         }
-        fn serve(&mut self, _: &dyn Fn(&Ipv6Addr, u32) -> bool, _: &mut Served) {}
+        fn serve(&mut self, _: &mut Responder, _: &mut Served) {}
     }
 
     impl PeerVerbs for Fabric {
@@ -1375,6 +1403,7 @@ mod tests {
             mtu: 1024,
             subnet: None,
             rail: None,
+            incarnation: 0,
         }
     }
 

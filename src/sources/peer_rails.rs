@@ -263,6 +263,7 @@ mod tests {
             mtu: 4096,
             subnet: Some("10.0.1.0/24".into()),
             rail: rail.map(str::to_string),
+            incarnation: 0,
         }
     }
 

@@ -1005,6 +1005,7 @@ async fn peer_probe_endpoints_are_json_and_absent_while_peer_probes_are_off() {
         mtu: 1024,
         subnet: Some("10.0.2.0/24".into()),
         rail: None,
+        incarnation: 1234,
     };
     let snapshot = Snapshot {
         sequence: 2,

@@ -13,7 +13,12 @@ use roce_exporter::rules::{evaluate, Finding};
 use roce_exporter::snapshot::Snapshot;
 use roce_exporter::sources::peer_probe::PeerDiscovery;
 use roce_probe::peer::fake::FakePort;
-use roce_probe::peer::{Endpoint, PeerResults, PeerSettings, PortProber, QKEY};
+use roce_probe::peer::{Endpoint, PeerResults, PeerSettings, PortProber, ProberId, QKEY};
+
+const ID: ProberId = ProberId {
+    nonce: 7,
+    incarnation: 3,
+};
 use roce_probe::ProbeState;
 
 fn ep(node: &str, device_index: u32, host: u8) -> Endpoint {
@@ -29,6 +34,7 @@ fn ep(node: &str, device_index: u32, host: u8) -> Endpoint {
         mtu: 4096,
         subnet: Some(format!("10.0.{device_index}.0/24")),
         rail: None,
+        incarnation: 9,
     }
 }
 
@@ -63,7 +69,7 @@ fn run(rounds: usize, fault: impl Fn(u32, &mut FakePort)) -> PeerResults {
                 sample: 4,
                 ..PeerSettings::default()
             },
-            7,
+            ID,
         );
         for _ in 0..rounds {
             prober.round(&peers, &mut || {});
@@ -230,7 +236,7 @@ fn a_lossy_path_to_the_only_peer_does_not_claim_others_pass() {
     let local = ep("me", 0, 1);
     let mut port = FakePort::default();
     port.lossy.insert("peer0".into(), 3);
-    let mut prober = PortProber::new(local.clone(), port, PeerSettings::default(), 7);
+    let mut prober = PortProber::new(local.clone(), port, PeerSettings::default(), ID);
     for _ in 0..20 {
         prober.round(&peers, &mut || {});
     }
@@ -284,7 +290,7 @@ fn rtt_phases(phases: &[(usize, Vec<Duration>)]) -> PeerResults {
         local.clone(),
         FakePort::default(),
         PeerSettings::default(),
-        7,
+        ID,
     );
     for (rounds, series) in phases {
         // Same statistics, the fabric's answers change.
@@ -295,7 +301,7 @@ fn rtt_phases(phases: &[(usize, Vec<Duration>)]) -> PeerResults {
                 ..FakePort::default()
             },
             PeerSettings::default(),
-            7,
+            ID,
         );
         next.stats = prober.stats.clone();
         prober = next;
@@ -413,7 +419,10 @@ fn own_endpoints_and_discovery_counts_are_exported() {
         Format::Text,
     );
     for line in [
-        "roce_peer_probe_endpoint_info{node=\"me\",device=\"mlx5_1\",port=\"1\",device_index=\"1\",gid=\"::ffff:10.0.1.1\",gid_index=\"3\",qpn=\"101\",mtu=\"4096\",subnet=\"10.0.1.0/24\",rail=\"10.0.1.0/24\"} 1",
+        "roce_peer_probe_endpoint_info{node=\"me\",device=\"mlx5_1\",port=\"1\",device_index=\"1\",gid=\"::ffff:10.0.1.1\",gid_index=\"3\",qpn=\"101\",mtu=\"4096\",subnet=\"10.0.1.0/24\",rail=\"10.0.1.0/24\",incarnation=\"9\"} 1",
+        "roce_peer_probe_responder_refused_total{device=\"mlx5_1\",port=\"1\",reason=\"stray_answer\"} 0",
+        "roce_peer_probe_rtt_clock_info{device=\"mlx5_1\",port=\"1\",clock=\"host\"} 1",
+        "roce_peer_probe_pending_total{device=\"mlx5_1\",port=\"1\"} 0",
         "roce_peer_probe_endpoints_refused_total{reason=\"gid\"} 6",
         "roce_peer_probe_endpoints_refused_total{reason=\"node_mismatch\"} 0",
         "roce_peer_probe_endpoint_fetch_errors_total{reason=\"redirect\"} 2",
@@ -447,7 +456,7 @@ fn a_thousand_peers_keep_the_series_bounded() {
     for i in (0..1000).step_by(37) {
         port.dead.insert(format!("node{i:04}"));
     }
-    let mut prober = PortProber::new(local.clone(), port, PeerSettings::default(), 7);
+    let mut prober = PortProber::new(local.clone(), port, PeerSettings::default(), ID);
     let rounds = 500;
     let cpu = |_: ()| {
         std::fs::read_to_string("/proc/self/stat")

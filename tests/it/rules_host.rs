@@ -186,17 +186,11 @@ fn tc(nccl_ib_tc: u8) -> Expectations {
 fn roce_dscp_comes_from_the_config_then_rdma_cm_then_nccl_default() {
     let mut n = healthy_netdev();
     let d = roce_dscp(&n, None);
-    assert_eq!(
-        (d.dscp, d.source, d.traffic_class()),
-        (0, DscpSource::NcclDefault, 0)
-    );
+    assert_eq!((d.dscp, d.source, d.tos), (0, DscpSource::NcclDefault, 0));
     assert!(!d.configured());
     n.qos.rdma_cm_tos = Some(106);
     let d = roce_dscp(&n, None);
-    assert_eq!(
-        (d.dscp, d.source, d.traffic_class()),
-        (26, DscpSource::RdmaCm, 104)
-    );
+    assert_eq!((d.dscp, d.source, d.tos), (26, DscpSource::RdmaCm, 106));
     assert_eq!(d.describe(), "DSCP 26 (rdma_cm default_roce_tos 106)");
     let d = roce_dscp(&n, Some(98));
     assert_eq!((d.dscp, d.source), (24, DscpSource::Config));
@@ -400,17 +394,20 @@ fn cnps_on_the_best_effort_priority() {
 // Item 11: the probes' traffic class.
 
 #[test]
-fn probes_use_the_roce_dscp_as_traffic_class() {
+fn probes_carry_the_roce_tos_byte_unchanged() {
+    // NCCL_IB_TC=106: DSCP 26 with ECT(0), 0x6a on the wire like NCCL's
+    // own packets (an ECN-marking switch marks them, never drops them
+    // as not ECN-capable).
     let s = sample(0, healthy_netdev());
-    assert_eq!(port_traffic_class(&s, "mlx5_0", 1, Some(106)), 104);
+    assert_eq!(port_traffic_class(&s, "mlx5_0", 1, Some(106)), 0x6a);
     assert_eq!(port_traffic_class(&s, "mlx5_0", 1, None), 0);
     let mut n = healthy_netdev();
     n.qos.rdma_cm_tos = Some(106);
-    assert_eq!(port_traffic_class(&sample(0, n), "mlx5_0", 1, None), 104);
-    // A RoCE port whose netdev was not read: the configured DSCP still.
+    assert_eq!(port_traffic_class(&sample(0, n), "mlx5_0", 1, None), 106);
+    // A RoCE port whose netdev was not read: the configured byte still.
     let mut s = sample(0, healthy_netdev());
     s.netdev = None;
-    assert_eq!(port_traffic_class(&s, "mlx5_0", 1, Some(106)), 104);
+    assert_eq!(port_traffic_class(&s, "mlx5_0", 1, Some(106)), 106);
     // InfiniBand: no DSCP.
     if let Some(r) = s.rdma.as_mut() {
         r.devices[0].ports[0].link_layer = Some(LinkLayer::InfiniBand);

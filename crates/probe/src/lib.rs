@@ -29,8 +29,11 @@ pub mod engine;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
 pub mod peer;
+pub mod peer_admit;
+pub mod peer_ah;
 #[cfg(feature = "ibverbs")]
 pub mod peer_ibverbs;
+pub mod peer_wire;
 pub mod runner;
 pub mod schedule;
 pub mod verbs;

@@ -1,9 +1,8 @@
 //! Probes between hosts ("peer probes"): each exporter keeps one UD
 //! responder queue pair per active port and publishes its [`Endpoint`];
-//! the prober sends small and MTU-sized UD datagrams (a nonce and a
-//! sequence number only, no host data) to a bounded, rotating sample of
-//! the configured peers' endpoints on the same rail, and waits for the
-//! echo.
+//! the prober sends small and MTU-sized UD datagrams (the header of
+//! [`crate::peer_wire`] only, no host data) to a bounded sample of the
+//! configured peers' endpoints on the same rail, and waits for the echo.
 //!
 //! Why UD and not RC: one responder QP per port answers every peer, so a
 //! node holds no per-peer connection state (a fleet of N nodes would need
@@ -15,16 +14,19 @@
 //! R-Pingmesh makes the same choice for the same reasons.
 //!
 //! This module holds the verbs-independent part: the endpoint format, the
-//! rail rule, the rotating sample, the traffic plan (rate bound, sizes,
-//! flow labels) and the statistics. The device work sits behind
-//! [`PeerVerbs`] / [`PeerPort`] so that all of it is tested with a fake.
+//! rail rule, the walk over the peers (a random start per node, suspects
+//! first), the traffic plan (rate bound, sizes, flow labels per pair) and
+//! the statistics. Whom the responder answers is [`crate::peer_admit`];
+//! the device work sits behind [`PeerVerbs`] / [`PeerPort`] so that all of
+//! it is tested with a fake.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv6Addr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::peer_admit::{Refusal, Responder, Served};
 use crate::verbs::OpenError;
 use crate::{Failure, Histogram};
 
@@ -35,10 +37,21 @@ use crate::{Failure, Histogram};
 pub const QKEY: u32 = 0x5250_4d31;
 
 /// Probe payload sizes: the small one fits any MTU; the large one is the
-/// port's active MTU minus the 40-byte GRH a UD receive carries (a UD
-/// message cannot span packets, so "MTU-sized" is exactly this).
+/// port's active MTU, the largest payload a UD message may carry (it
+/// cannot span packets; the 40 bytes of GRH a UD receive starts with are
+/// headers, not payload).
 pub const SMALL_PAYLOAD: u32 = 64;
+/// The GRH area ahead of every UD receive buffer.
 pub const GRH_LEN: u32 = 40;
+/// Flow labels one pair walks by default (each may hash to another ECMP
+/// path), whatever the number of peers.
+pub const DEFAULT_FLOW_LABELS: u32 = 16;
+/// The most flow labels a pair walks.
+pub const MAX_FLOW_LABELS: u32 = 256;
+/// A pair whose small probe was lost is probed again in each of the next
+/// rounds, ahead of the walk, until it has this many outcomes since the
+/// loss (what the rules need to judge it) or answers.
+pub const SUSPECT_PROBES: u8 = 4;
 
 /// The most probe packets per second one local port sends, whatever the
 /// configuration asks (each probe is answered by one packet from the peer).
@@ -94,6 +107,10 @@ pub struct Endpoint {
     /// `peer_probes.rails` rule); pairs ports when rails are named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rail: Option<String>,
+    /// Random per exporter start: another value is a restarted peer,
+    /// whose history starts afresh. 0 in version 1 documents (unknown).
+    #[serde(default)]
+    pub incarnation: u64,
 }
 
 impl Endpoint {
@@ -115,18 +132,27 @@ pub struct Endpoints {
     pub endpoints: Vec<Endpoint>,
 }
 
-pub const ENDPOINTS_VERSION: u32 = 1;
+/// The version this exporter serves: 2 adds `incarnation`.
+pub const ENDPOINTS_VERSION: u32 = 2;
+/// The oldest version read (its endpoints have incarnation 0, unknown).
+pub const ENDPOINTS_MIN_VERSION: u32 = 1;
+
+/// Why an endpoints document was not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentError {
+    #[error("endpoints document: {0}")]
+    Malformed(String),
+    #[error("endpoints document version {0} (this exporter reads {ENDPOINTS_MIN_VERSION} to {ENDPOINTS_VERSION})")]
+    Version(u32),
+}
 
 /// Parses a peer's endpoints document, bounded: at most 64 endpoints
 /// (no node has more ports), malformed input an error, never a panic.
-pub fn parse_endpoints(body: &[u8]) -> Result<Vec<Endpoint>, String> {
+pub fn parse_endpoints(body: &[u8]) -> Result<Vec<Endpoint>, DocumentError> {
     let doc: Endpoints =
-        serde_json::from_slice(body).map_err(|e| format!("endpoints document: {e}"))?;
-    if doc.version != ENDPOINTS_VERSION {
-        return Err(format!(
-            "endpoints document version {} (expected {ENDPOINTS_VERSION})",
-            doc.version
-        ));
+        serde_json::from_slice(body).map_err(|e| DocumentError::Malformed(e.to_string()))?;
+    if !(ENDPOINTS_MIN_VERSION..=ENDPOINTS_VERSION).contains(&doc.version) {
+        return Err(DocumentError::Version(doc.version));
     }
     Ok(doc.endpoints.into_iter().take(64).collect())
 }
@@ -174,48 +200,51 @@ pub struct Probe {
     /// Random per prober start, echoed: an answer with another nonce is not ours.
     pub nonce: u32,
     pub seq: u32,
-    /// Payload bytes (the datagram carries the nonce and seq, then zeros).
+    /// This exporter's incarnation (in the probe's header).
+    pub incarnation: u64,
+    /// Payload bytes (the [`crate::peer_wire`] header, then zeros).
     pub size: u32,
     /// The GRH flow label: RoCE v2 derives the UDP source port from it,
     /// so each value may hash to another ECMP path.
     pub flow_label: u32,
+    /// The IP traffic class (ToS byte) exactly as configured.
     pub traffic_class: u8,
-}
-
-/// The payload of a probe: nonce, sequence, zero padding. No host data.
-pub fn probe_payload(nonce: u32, seq: u32, size: u32) -> Vec<u8> {
-    let mut v = Vec::with_capacity(size as usize);
-    v.extend_from_slice(&nonce.to_be_bytes());
-    v.extend_from_slice(&seq.to_be_bytes());
-    v.resize((size as usize).max(8), 0);
-    v
-}
-
-/// The (nonce, seq) of a received payload; `None` when too short.
-pub fn parse_payload(b: &[u8]) -> Option<(u32, u32)> {
-    let nonce = u32::from_be_bytes(b.get(0..4)?.try_into().ok()?);
-    let seq = u32::from_be_bytes(b.get(4..8)?.try_into().ok()?);
-    Some((nonce, seq))
 }
 
 /// What happened to one probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// Answered by the probed endpoint with the probe's nonce and seq.
-    Answered(Duration),
+    /// Answered by the probed endpoint with the probe's nonce and seq:
+    /// the round trip less the responder's hold time, and the responder's
+    /// incarnation.
+    Answered { rtt: Duration, incarnation: u64 },
     /// No answer within the timeout.
     Lost,
-    /// The probe could not be sent (address handle, post, completion error).
+    /// The responder answered that it does not admit this port (its peer
+    /// list or documents do not name it yet): pending, not lost.
+    NotAdmitted { incarnation: u64 },
+    /// No address handle within the timeout (the neighbour did not
+    /// resolve): the peer is unreachable from here, counted as lost.
+    Unresolved,
+    /// The probe could not be sent (post, completion error).
     Failed(Failure),
 }
 
-/// What the responder did since it was last asked.
+/// The clock a port's round trips are measured with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Served {
-    pub answered: u64,
-    /// Probes from senders that are no configured peer (GID, QPN): not
-    /// answered.
-    pub unknown_dropped: u64,
+pub enum RttClock {
+    /// The host's monotonic clock around the send and the echo's receive
+    /// completion: includes this host's completion handling.
+    #[default]
+    Host,
+}
+
+impl RttClock {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RttClock::Host => "host",
+        }
+    }
 }
 
 /// Opens the per-port UD resources.
@@ -233,32 +262,32 @@ pub trait PeerVerbs: Send {
 pub trait PeerPort: Send {
     /// (GID, QPN, active MTU) of the open queue pair.
     fn local(&self) -> (Ipv6Addr, u32, u32);
-    /// Sends `probe` to `to` and waits for the echo at most `timeout`,
-    /// answering (through `allowed`) the probes other nodes send meanwhile.
-    /// Datagrams that are neither an allowed probe nor this probe's echo
-    /// are dropped and counted in `Served::unknown_dropped`.
+    /// Sends `probe` to `to` and waits for its answer at most `timeout`
+    /// (the wait for the address handle included; the round trip starts
+    /// at the post), answering the probes other nodes send meanwhile as
+    /// `responder` decides. Datagrams that are neither a probe nor this
+    /// probe's answer are dropped and counted in `served`.
     fn ping(
         &mut self,
         to: &Endpoint,
         probe: &Probe,
         timeout: Duration,
-        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        responder: &mut Responder,
         served: &mut Served,
     ) -> Outcome;
     /// Answers pending probes without sending one.
-    fn serve(&mut self, allowed: &dyn Fn(&Ipv6Addr, u32) -> bool, served: &mut Served);
+    fn serve(&mut self, responder: &mut Responder, served: &mut Served);
     /// Waits up to `timeout` for datagrams and answers them, returning
     /// early once some were handled (a port with a completion channel
     /// sleeps in the kernel meanwhile; this default polls every
     /// millisecond).
-    fn idle(
-        &mut self,
-        timeout: Duration,
-        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
-        served: &mut Served,
-    ) {
-        self.serve(allowed, served);
+    fn idle(&mut self, timeout: Duration, responder: &mut Responder, served: &mut Served) {
+        self.serve(responder, served);
         std::thread::sleep(timeout.min(Duration::from_millis(1)));
+    }
+    /// The clock round trips are measured with.
+    fn clock(&self) -> RttClock {
+        RttClock::Host
     }
 }
 
@@ -292,6 +321,22 @@ pub struct PairStats {
     /// judge (cumulative counters say nothing about now).
     pub recent_small: Recent,
     pub recent_large: Recent,
+    /// Probes the responder answered "not admitted" (pending, not sent
+    /// or lost in the counts above).
+    pub pending: u64,
+    /// Whether the latest answer was "not admitted".
+    pub last_pending: bool,
+    /// Probes lost because no address handle resolved in time (counted in
+    /// `small`/`large` as lost too).
+    pub unresolved: u64,
+    /// Visits of this pair while it was kept: with the walk's laps, picks
+    /// its next flow label.
+    pub visits: u64,
+    /// Rounds in which this pair is probed ahead of the walk (a loss made
+    /// it a suspect; an answer clears it).
+    pub suspect_rounds: u8,
+    /// The incarnation the responder's answers carry.
+    pub answered_by: Option<u64>,
 }
 
 /// The last up to 16 outcomes of a pair and size class (bit set: answered).
@@ -330,6 +375,12 @@ impl Recent {
     pub fn lost(&self) -> u32 {
         self.len().saturating_sub(self.answered())
     }
+
+    /// Whether the newest `n` outcomes are held and all lost.
+    pub fn last_all_lost(&self, n: u32) -> bool {
+        let n = n.min(u32::from(Self::LEN));
+        n > 0 && self.len() >= n && self.bits & (u16::MAX >> (16 - n)) == 0
+    }
 }
 
 /// Per local port.
@@ -352,6 +403,10 @@ pub struct PortStats {
     pub peers: BTreeMap<PeerKey, PairStats>,
     /// Matching peers (on the rail) known now.
     pub peers_known: usize,
+    /// Probes answered "not admitted", all pairs.
+    pub pending: u64,
+    /// The clock of the round trips.
+    pub clock: RttClock,
 }
 
 /// What the peer prober publishes for the sampler.
@@ -372,17 +427,44 @@ pub struct Plan {
     pub spacing: Duration,
 }
 
-/// Rotating sample: round r probes `sample` matching peers starting at
-/// offset r·sample, so that every peer is probed once every
-/// ⌈n/sample⌉ rounds and the per-round cost is bounded.
-pub fn rotate(peers: &[Endpoint], sample: usize, round: u64) -> Vec<&Endpoint> {
+/// The peers of one round: first the suspects (pairs whose small probe
+/// was lost lately, at most half the sample, so the walk goes on), then
+/// the next peers of the walk from `cursor`, which each node starts at a
+/// random place so that a fleet's probers spread over the responders
+/// instead of converging on the same ones. Returns the chosen peers, the
+/// cursor for the next round and whether the walk came round to its start
+/// of the list.
+pub fn choose(
+    peers: &[Endpoint],
+    sample: usize,
+    cursor: usize,
+    stats: &BTreeMap<PeerKey, PairStats>,
+) -> (Vec<Endpoint>, usize, bool) {
     let n = peers.len();
     if n == 0 || sample == 0 {
-        return Vec::new();
+        return (Vec::new(), cursor, false);
     }
     let k = sample.min(n);
-    let start = ((round as u128 * k as u128) % n as u128) as usize;
-    (0..k).filter_map(|i| peers.get((start + i) % n)).collect()
+    let mut chosen: Vec<Endpoint> = peers
+        .iter()
+        .filter(|p| stats.get(&p.key()).is_some_and(|s| s.suspect_rounds > 0))
+        .take(k.div_ceil(2))
+        .cloned()
+        .collect();
+    let mut cursor = cursor % n;
+    let mut looked = 0;
+    let mut wrapped = false;
+    while chosen.len() < k && looked < n {
+        if let Some(p) = peers.get(cursor) {
+            if !chosen.iter().any(|c| c.key() == p.key()) {
+                chosen.push(p.clone());
+            }
+        }
+        cursor = (cursor + 1) % n;
+        wrapped |= cursor == 0;
+        looked += 1;
+    }
+    (chosen, cursor, wrapped)
 }
 
 /// Spacing between probes of one port so that `packets_per_second` (capped
@@ -397,15 +479,31 @@ pub fn spacing(packets_per_second: f64, unit: f64) -> Duration {
     Duration::from_secs_f64(jitter / pps)
 }
 
-/// The flow label of the n-th probe to a peer: cycles through 16 values
-/// (20-bit labels, spread), so that ECMP hashing of the UDP source port
-/// takes a pair over up to 16 paths.
-pub fn flow_label(n: u64) -> u32 {
-    const PATHS: u64 = 16;
-    let i = (n % PATHS) as u32;
-    // Spread over the 20-bit space, never 0 (0 means "no label": RoCE v2
-    // would then use a source port of the QP's own choice).
+/// The flow label of a pair's `n`-th visit: the pair walks `labels`
+/// distinct values (20-bit, spread, never 0: 0 means "no label", and RoCE
+/// v2 would then take a source port of the QP's own choice), from a start
+/// of its own (`pair`), so that ECMP hashing of the UDP source port takes
+/// each pair over up to `labels` paths whatever the number of peers.
+pub fn flow_label(pair: u64, n: u64, labels: u32) -> u32 {
+    let labels = u64::from(labels.clamp(1, MAX_FLOW_LABELS));
+    let i = ((pair % labels + n % labels) % labels) as u32;
     (i.wrapping_mul(0x9E37) & 0xF_FFFF) | 0x1_0000
+}
+
+/// A stable number for a pair (FNV-1a of its key): where its flow-label
+/// walk starts.
+fn pair_number(k: &PeerKey) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in k
+        .node
+        .bytes()
+        .chain(k.device.bytes())
+        .chain(std::iter::once(k.port))
+    {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 /// Settings of the prober.
@@ -416,7 +514,10 @@ pub struct PeerSettings {
     pub sample: usize,
     pub timeout: Duration,
     pub all_to_all: bool,
+    /// The IP traffic class (ToS byte) of the probes, unchanged on the wire.
     pub traffic_class: u8,
+    /// Distinct flow labels each pair walks.
+    pub flow_labels: u32,
 }
 
 impl Default for PeerSettings {
@@ -427,37 +528,57 @@ impl Default for PeerSettings {
             timeout: Duration::from_millis(500),
             all_to_all: false,
             traffic_class: 0,
+            flow_labels: DEFAULT_FLOW_LABELS,
         }
     }
 }
 
+/// Who a prober is: its nonce (random per port start) and its exporter's
+/// incarnation (random per process start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProberId {
+    pub nonce: u32,
+    pub incarnation: u64,
+}
+
 /// The peer prober of one local port: runs rounds over a verbs port and
-/// keeps the statistics. No thread and no clock of its own: the caller
-/// sleeps [`PeerSettings`]-spaced between probes (see [`spacing`]).
+/// keeps the statistics. No thread of its own: the caller says how long
+/// to wait between probes (see [`spacing`]).
 pub struct PortProber<P: PeerPort> {
     pub local: Endpoint,
     port: P,
     pub settings: PeerSettings,
-    /// (GID, QPN) of the matching peers' responders as of the last round,
-    /// sorted: who [`PortProber::idle`] answers.
-    known: Vec<(Ipv6Addr, u32)>,
-    nonce: u32,
+    /// Whom the port answers (the matching peers' responders as of the
+    /// last round) and how often.
+    responder: Responder,
+    id: ProberId,
     seq: u32,
-    round: u64,
+    /// Where the walk over the matching peers goes on next round.
+    cursor: usize,
+    /// Walks over the whole list so far: with a pair's own visits, picks
+    /// its flow label (a pair's state is forgotten between visits).
+    laps: u64,
     pub stats: PortStats,
 }
 
 impl<P: PeerPort> PortProber<P> {
-    pub fn new(local: Endpoint, port: P, settings: PeerSettings, nonce: u32) -> Self {
+    pub fn new(local: Endpoint, port: P, settings: PeerSettings, id: ProberId) -> Self {
+        let stats = PortStats {
+            clock: port.clock(),
+            ..PortStats::default()
+        };
         PortProber {
             local,
             port,
             settings,
-            known: Vec::new(),
-            nonce,
+            responder: Responder::new(id.incarnation, Instant::now()),
+            id,
             seq: 0,
-            round: 0,
-            stats: PortStats::default(),
+            // Each node starts its walk at a place of its own: the nonce is
+            // random per start.
+            cursor: id.nonce as usize,
+            laps: 0,
+            stats,
         }
     }
 
@@ -472,6 +593,12 @@ impl<P: PeerPort> PortProber<P> {
         m.sort();
         m.dedup();
         m
+    }
+
+    /// Admits the responders of the matching peers.
+    fn admit(&mut self, matching: &[Endpoint]) {
+        self.responder
+            .set_admitted(matching.iter().map(|p| (p.gid, p.qpn)).collect());
     }
 
     /// One round: a small and a large probe to each peer of this round's
@@ -491,84 +618,54 @@ impl<P: PeerPort> PortProber<P> {
     pub fn round_with(&mut self, peers: &[Endpoint], gap: &mut dyn FnMut() -> Option<Duration>) {
         let matching = self.matching(peers);
         self.stats.peers_known = matching.len();
+        self.admit(&matching);
         let sample = self.settings.sample.clamp(1, MAX_SAMPLE);
-        let chosen: Vec<Endpoint> = rotate(&matching, sample, self.round)
-            .into_iter()
-            .cloned()
-            .collect();
-        self.round += 1;
-        let mut allowed_set: Vec<(Ipv6Addr, u32)> =
-            matching.iter().map(|p| (p.gid, p.qpn)).collect();
-        allowed_set.sort();
-        allowed_set.dedup();
-        self.known = allowed_set.clone();
-        let allowed =
-            move |gid: &Ipv6Addr, qpn: u32| allowed_set.binary_search(&(*gid, qpn)).is_ok();
+        let (chosen, cursor, wrapped) = choose(&matching, sample, self.cursor, &self.stats.peers);
+        self.cursor = cursor;
+        // The lap of this round's peers (a wrap ends the lap after them).
+        let lap = self.laps;
+        self.laps += u64::from(wrapped);
         for p in self.stats.peers.values_mut() {
             p.rounds_since_sampled += 1;
         }
-        let large = self.local.mtu.saturating_sub(GRH_LEN).max(SMALL_PAYLOAD);
+        let large = self.local.mtu.max(SMALL_PAYLOAD);
         // Small probes only: a large probe's RTT includes its
         // serialization, so mixing sizes would blur the baseline.
         let mut round_rtts: Vec<f64> = Vec::with_capacity(chosen.len());
         for peer in &chosen {
             let key = peer.key();
+            let pair = self.stats.peers.entry(key.clone()).or_default();
+            pair.rounds_since_sampled = 0;
+            pair.suspect_rounds = pair.suspect_rounds.saturating_sub(1);
+            let label = flow_label(
+                pair_number(&key),
+                lap.wrapping_add(pair.visits),
+                self.settings.flow_labels,
+            );
+            pair.visits += 1;
             // The large probe is sized by this port's MTU, not the peer's:
             // a peer (or a path) with a lower MTU is what it must reveal.
             for (size, is_large) in [(SMALL_PAYLOAD, false), (large, true)] {
                 self.seq = self.seq.wrapping_add(1);
                 let probe = Probe {
-                    nonce: self.nonce,
+                    nonce: self.id.nonce,
                     seq: self.seq,
+                    incarnation: self.id.incarnation,
                     size,
-                    flow_label: flow_label(u64::from(self.seq / 2)),
+                    flow_label: label,
                     traffic_class: self.settings.traffic_class,
                 };
                 let mut served = Served::default();
-                let outcome =
-                    self.port
-                        .ping(peer, &probe, self.settings.timeout, &allowed, &mut served);
-                self.stats.served.answered += served.answered;
-                self.stats.served.unknown_dropped += served.unknown_dropped;
-                let pair = self.stats.peers.entry(key.clone()).or_default();
-                pair.rounds_since_sampled = 0;
-                let (port_sent, pair_sent, last, recent) = if is_large {
-                    (
-                        &mut self.stats.large,
-                        &mut pair.large,
-                        &mut pair.last_large_ok,
-                        &mut pair.recent_large,
-                    )
-                } else {
-                    (
-                        &mut self.stats.small,
-                        &mut pair.small,
-                        &mut pair.last_small_ok,
-                        &mut pair.recent_small,
-                    )
-                };
-                match outcome {
-                    Outcome::Answered(rtt) => {
-                        port_sent.sent += 1;
-                        port_sent.answered += 1;
-                        pair_sent.sent += 1;
-                        pair_sent.answered += 1;
-                        *last = Some(true);
-                        recent.push(true);
-                        self.stats.rtt.observe(rtt);
-                        if !is_large {
-                            round_rtts.push(rtt.as_secs_f64());
-                        }
-                    }
-                    Outcome::Lost => {
-                        port_sent.sent += 1;
-                        pair_sent.sent += 1;
-                        *last = Some(false);
-                        recent.push(false);
-                    }
-                    Outcome::Failed(f) => {
-                        *pair.errors.entry(f.reason.as_str()).or_insert(0) += 1;
-                    }
+                let outcome = self.port.ping(
+                    peer,
+                    &probe,
+                    self.settings.timeout,
+                    &mut self.responder,
+                    &mut served,
+                );
+                self.stats.served.add(&served);
+                if let Some(rtt) = self.record(&key, is_large, outcome) {
+                    round_rtts.push(rtt);
                 }
                 match gap() {
                     Some(d) => self.idle(d),
@@ -581,46 +678,111 @@ impl<P: PeerPort> PortProber<P> {
         }
         end_round(&mut self.stats, &mut round_rtts);
         let mut served = Served::default();
-        self.port.serve(&allowed, &mut served);
-        self.stats.served.answered += served.answered;
-        self.stats.served.unknown_dropped += served.unknown_dropped;
+        self.port.serve(&mut self.responder, &mut served);
+        self.stats.served.add(&served);
         bound_pairs(&mut self.stats.peers, &chosen);
+    }
+
+    /// Counts one probe's outcome; the RTT of an answered small probe.
+    fn record(&mut self, key: &PeerKey, is_large: bool, outcome: Outcome) -> Option<f64> {
+        let stats = &mut self.stats;
+        let pair = stats.peers.entry(key.clone()).or_default();
+        let (port_sent, pair_sent, last, recent) = if is_large {
+            (
+                &mut stats.large,
+                &mut pair.large,
+                &mut pair.last_large_ok,
+                &mut pair.recent_large,
+            )
+        } else {
+            (
+                &mut stats.small,
+                &mut pair.small,
+                &mut pair.last_small_ok,
+                &mut pair.recent_small,
+            )
+        };
+        let answered = match outcome {
+            Outcome::Answered { rtt, incarnation } => {
+                pair.answered_by = Some(incarnation);
+                pair.last_pending = false;
+                stats.rtt.observe(rtt);
+                Some(rtt)
+            }
+            Outcome::Lost | Outcome::Unresolved => {
+                if outcome == Outcome::Unresolved {
+                    pair.unresolved += 1;
+                }
+                pair.last_pending = false;
+                None
+            }
+            Outcome::NotAdmitted { incarnation } => {
+                pair.answered_by = Some(incarnation);
+                pair.pending += 1;
+                pair.last_pending = true;
+                stats.pending += 1;
+                return None;
+            }
+            Outcome::Failed(f) => {
+                *pair.errors.entry(f.reason.as_str()).or_insert(0) += 1;
+                return None;
+            }
+        };
+        port_sent.sent += 1;
+        pair_sent.sent += 1;
+        if answered.is_some() {
+            port_sent.answered += 1;
+            pair_sent.answered += 1;
+        }
+        *last = Some(answered.is_some());
+        recent.push(answered.is_some());
+        match answered {
+            Some(rtt) => {
+                if !is_large {
+                    pair.suspect_rounds = 0;
+                    return Some(rtt.as_secs_f64());
+                }
+                None
+            }
+            None => {
+                // A first loss makes the pair a suspect for the next rounds;
+                // one whose last probes were all lost is judged, and goes
+                // back to the walk.
+                if !is_large
+                    && pair.suspect_rounds == 0
+                    && !pair.recent_small.last_all_lost(u32::from(SUSPECT_PROBES))
+                {
+                    pair.suspect_rounds = SUSPECT_PROBES - 1;
+                }
+                None
+            }
+        }
     }
 
     /// Waits `d`, answering the probes of the peers known at the last
     /// round meanwhile.
     pub fn idle(&mut self, d: Duration) {
-        let until = std::time::Instant::now() + d;
-        let known = &self.known;
-        let allowed = |g: &Ipv6Addr, q: u32| known.binary_search(&(*g, q)).is_ok();
+        let until = Instant::now() + d;
         let mut served = Served::default();
         loop {
-            let left = until.saturating_duration_since(std::time::Instant::now());
+            let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                self.port.serve(&allowed, &mut served);
+                self.port.serve(&mut self.responder, &mut served);
                 break;
             }
-            self.port.idle(left, &allowed, &mut served);
+            self.port.idle(left, &mut self.responder, &mut served);
         }
-        self.stats.served.answered += served.answered;
-        self.stats.served.unknown_dropped += served.unknown_dropped;
+        self.stats.served.add(&served);
     }
 
-    /// Answers pending probes between rounds.
+    /// Answers pending probes between rounds, admitting `peers`' matching
+    /// responders.
     pub fn serve(&mut self, peers: &[Endpoint]) {
-        let mut set: Vec<(Ipv6Addr, u32)> = self
-            .matching(peers)
-            .iter()
-            .map(|p| (p.gid, p.qpn))
-            .collect();
-        set.sort();
-        set.dedup();
-        self.known = set.clone();
+        let matching = self.matching(peers);
+        self.admit(&matching);
         let mut served = Served::default();
-        self.port
-            .serve(&move |g: &Ipv6Addr, q| set.contains(&(*g, q)), &mut served);
-        self.stats.served.answered += served.answered;
-        self.stats.served.unknown_dropped += served.unknown_dropped;
+        self.port.serve(&mut self.responder, &mut served);
+        self.stats.served.add(&served);
     }
 }
 
@@ -677,13 +839,17 @@ fn median(v: &mut [f64]) -> Option<f64> {
 
 /// A fabric in memory for tests of the prober and the rules: which peer
 /// nodes answer, which paths drop large datagrams or every n-th one, and
-/// datagrams from strangers waiting at the responder.
+/// datagrams from strangers waiting at the responder. Built only for
+/// tests (`cfg(test)` here, the `fake` feature for other crates' tests).
+#[cfg(any(test, feature = "fake"))]
 pub mod fake {
     use std::collections::{BTreeMap, BTreeSet};
     use std::net::Ipv6Addr;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
-    use super::{Endpoint, Outcome, PeerPort, Probe, Served};
+    use super::{Endpoint, Outcome, PeerPort, Probe, Responder, Served};
+    use crate::peer_admit::{handle, Datagram, Handled};
+    use crate::peer_wire::Message;
 
     /// A fabric in memory: which (peer node, size class) answer, with what RTT.
     #[derive(Debug, Default)]
@@ -691,6 +857,10 @@ pub mod fake {
         pub gid: Option<Ipv6Addr>,
         /// Nodes that answer nothing.
         pub dead: BTreeSet<String>,
+        /// Nodes that answer "not admitted" (their lists lack this node).
+        pub not_admitting: BTreeSet<String>,
+        /// Nodes whose address never resolves.
+        pub unresolved: BTreeSet<String>,
         /// Nodes whose path drops datagrams larger than this payload.
         pub mtu_limit: BTreeMap<String, u32>,
         /// Every n-th probe to this node is lost.
@@ -699,7 +869,7 @@ pub mod fake {
         /// When not empty, the n-th answer (by probe sequence) takes
         /// `rtt_series[n % len]` instead of `rtt` (jitter, outliers).
         pub rtt_series: Vec<Duration>,
-        /// Unknown datagrams waiting at the responder.
+        /// Probes from unknown senders waiting at the responder.
         pub strangers: u64,
         pub sent: Vec<(String, Probe)>,
     }
@@ -713,13 +883,21 @@ pub mod fake {
             to: &Endpoint,
             probe: &Probe,
             _timeout: Duration,
-            allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+            responder: &mut Responder,
             served: &mut Served,
         ) -> Outcome {
+            self.serve(responder, served);
+            if self.unresolved.contains(&to.node) {
+                return Outcome::Unresolved;
+            }
             self.sent.push((to.node.clone(), *probe));
-            self.serve(allowed, served);
             if self.dead.contains(&to.node) {
                 return Outcome::Lost;
+            }
+            if self.not_admitting.contains(&to.node) {
+                return Outcome::NotAdmitted {
+                    incarnation: to.incarnation,
+                };
             }
             if self
                 .mtu_limit
@@ -733,20 +911,32 @@ pub mod fake {
                     return Outcome::Lost;
                 }
             }
-            match self.rtt_series.len() {
-                0 => Outcome::Answered(self.rtt),
-                n => Outcome::Answered(self.rtt_series[probe.seq as usize % n]),
+            let rtt = match self.rtt_series.len() {
+                0 => self.rtt,
+                n => self.rtt_series[probe.seq as usize % n],
+            };
+            Outcome::Answered {
+                rtt,
+                incarnation: to.incarnation,
             }
         }
-        fn serve(&mut self, allowed: &dyn Fn(&Ipv6Addr, u32) -> bool, served: &mut Served) {
-            // One datagram from a stranger per call, one from a configured peer.
+        fn serve(&mut self, responder: &mut Responder, served: &mut Served) {
+            // One probe from a stranger per call.
             if self.strangers > 0 {
                 self.strangers -= 1;
-                let stranger = std::net::Ipv4Addr::new(192, 168, 9, 9).to_ipv6_mapped();
-                if allowed(&stranger, 99) {
-                    served.answered += 1;
-                } else {
-                    served.unknown_dropped += 1;
+                let probe = Message::probe(1, 1, 1).encode(64);
+                let d = Datagram {
+                    payload: &probe,
+                    gid: std::net::Ipv4Addr::new(192, 168, 9, 9).to_ipv6_mapped(),
+                    qpn: 99,
+                    traffic_class: 0,
+                };
+                match handle(&d, None, responder, Instant::now(), served) {
+                    Handled::Answer(m, _) if m.kind == crate::peer_wire::Kind::Echo => {
+                        served.answered += 1
+                    }
+                    Handled::Answer(..) => served.not_admitted += 1,
+                    Handled::Reply(_) | Handled::Dropped => {}
                 }
             }
         }
@@ -778,8 +968,14 @@ mod tests {
             mtu: 4096,
             subnet: Some(subnet.into()),
             rail: None,
+            incarnation: 77,
         }
     }
+
+    const ID: ProberId = ProberId {
+        nonce: 1,
+        incarnation: 5,
+    };
 
     fn settings(sample: usize) -> PeerSettings {
         PeerSettings {
@@ -810,19 +1006,24 @@ mod tests {
     }
 
     #[test]
-    fn rotation_covers_every_peer_with_a_bounded_sample() {
+    fn the_walk_covers_every_peer_with_a_bounded_sample() {
         let peers: Vec<Endpoint> = (0..10)
             .map(|i| ep(&format!("n{i}"), 0, "10.0.1.0/24", i))
             .collect();
+        let none = BTreeMap::new();
         let mut seen = BTreeSet::new();
-        for r in 0..5 {
-            let s = rotate(&peers, 3, r);
+        let mut cursor = 7;
+        for _ in 0..4 {
+            let (s, next, _) = choose(&peers, 3, cursor, &none);
             assert_eq!(s.len(), 3);
             seen.extend(s.iter().map(|e| e.node.clone()));
+            cursor = next;
         }
         assert_eq!(seen.len(), 10);
-        assert!(rotate(&peers, 0, 1).is_empty());
-        assert!(rotate(&[], 3, 1).is_empty());
+        assert!(choose(&peers, 0, 1, &none).0.is_empty());
+        assert!(choose(&[], 3, 1, &none).0.is_empty());
+        // Fewer peers than the sample: each once.
+        assert_eq!(choose(&peers[..2], 8, 5, &none).0.len(), 2);
     }
 
     #[test]
@@ -835,18 +1036,45 @@ mod tests {
 
     #[test]
     fn flow_labels_vary_and_are_never_zero() {
-        let labels: BTreeSet<u32> = (0..16).map(flow_label).collect();
+        let labels: BTreeSet<u32> = (0..16).map(|n| flow_label(3, n, 16)).collect();
         assert_eq!(labels.len(), 16);
         assert!(labels.iter().all(|l| *l != 0 && *l <= 0xF_FFFF));
+        let four: BTreeSet<u32> = (0..64).map(|n| flow_label(3, n, 4)).collect();
+        assert_eq!(four.len(), 4);
     }
 
     #[test]
-    fn payload_carries_only_nonce_and_sequence() {
-        let p = probe_payload(0xdead_beef, 7, 64);
-        assert_eq!(p.len(), 64);
-        assert_eq!(parse_payload(&p), Some((0xdead_beef, 7)));
-        assert!(p[8..].iter().all(|b| *b == 0));
-        assert_eq!(parse_payload(&[1, 2, 3]), None);
+    fn each_pair_walks_its_own_flow_labels_whatever_the_number_of_peers() {
+        // 1,000 peers, a sample of 8: each pair is visited once every 125
+        // rounds. After 16 visits of every pair, each has used 16 distinct
+        // labels (a global sequence would hand each pair whatever label
+        // the port's counter stood at).
+        let local = ep("me", 0, "10.0.1.0/24", 7);
+        let peers: Vec<Endpoint> = (0..1000u32)
+            .map(|i| ep(&format!("n{i:04}"), 0, "10.0.1.0/24", i + 10))
+            .collect();
+        let mut p = PortProber::new(local, FakePort::default(), settings(8), ID);
+        for _ in 0..(125 * 16) {
+            p.round(&peers, &mut || {});
+        }
+        let mut per_pair: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+        for (node, probe) in &p.port.sent {
+            per_pair
+                .entry(node.clone())
+                .or_default()
+                .insert(probe.flow_label);
+        }
+        assert_eq!(per_pair.len(), 1000);
+        assert!(per_pair.values().all(|l| l.len() == 16));
+        // Pairs start their walks at different labels.
+        let firsts: BTreeSet<u32> = p
+            .port
+            .sent
+            .iter()
+            .take(200)
+            .map(|(_, pr)| pr.flow_label)
+            .collect();
+        assert!(firsts.len() > 8, "{firsts:?}");
     }
 
     #[test]
@@ -858,7 +1086,13 @@ mod tests {
         let json = serde_json::to_vec(&doc).unwrap();
         assert_eq!(parse_endpoints(&json).unwrap(), doc.endpoints);
         assert!(parse_endpoints(b"{").is_err());
-        assert!(parse_endpoints(br#"{"version":2,"endpoints":[]}"#).is_err());
+        assert_eq!(
+            parse_endpoints(br#"{"version":3,"endpoints":[]}"#),
+            Err(DocumentError::Version(3))
+        );
+        // A version 1 document (no incarnation) is read with incarnation 0.
+        let v1 = br#"{"version":1,"endpoints":[{"node":"a","device":"mlx5_0","device_index":0,"port":1,"gid":"::ffff:10.0.1.2","gid_index":3,"qpn":17,"qkey":1380994353,"mtu":4096}]}"#;
+        assert_eq!(parse_endpoints(v1).unwrap()[0].incarnation, 0);
     }
 
     #[test]
@@ -873,7 +1107,7 @@ mod tests {
             rtt: Duration::from_micros(20),
             ..FakePort::default()
         };
-        let mut p = PortProber::new(local, port, settings(4), 1);
+        let mut p = PortProber::new(local, port, settings(4), ID);
         p.round(&peers, &mut || {});
         assert_eq!(p.stats.peers_known, 2, "the other rail is not probed");
         assert_eq!(
@@ -892,7 +1126,11 @@ mod tests {
         );
         assert_eq!(p.stats.rtt.count, 4);
         let sizes: BTreeSet<u32> = p.port.sent.iter().map(|(_, pr)| pr.size).collect();
-        assert_eq!(sizes, BTreeSet::from([64, 4056]));
+        assert_eq!(
+            sizes,
+            BTreeSet::from([64, 4096]),
+            "the large probe fills the MTU"
+        );
         assert!(p.port.sent.iter().all(|(n, _)| n != "other-rail"));
         let labels: BTreeSet<u32> = p.port.sent.iter().map(|(_, pr)| pr.flow_label).collect();
         assert!(labels.len() >= 2, "flows vary: {labels:?}");
@@ -903,8 +1141,8 @@ mod tests {
         let local = ep("me", 0, "10.0.1.0/24", 7);
         let peers = vec![ep("b", 0, "10.0.1.0/24", 11)];
         let mut port = FakePort::default();
-        port.mtu_limit.insert("b".into(), 1500 - 40);
-        let mut p = PortProber::new(local, port, settings(4), 1);
+        port.mtu_limit.insert("b".into(), 1024);
+        let mut p = PortProber::new(local, port, settings(4), ID);
         for _ in 0..3 {
             p.round(&peers, &mut || {});
         }
@@ -922,10 +1160,11 @@ mod tests {
             strangers: 3,
             ..FakePort::default()
         };
-        let mut p = PortProber::new(local, port, settings(4), 1);
+        let mut p = PortProber::new(local, port, settings(4), ID);
         p.round(&[ep("b", 0, "10.0.1.0/24", 11)], &mut || {});
         p.serve(&[]);
-        assert_eq!(p.stats.served.unknown_dropped, 3);
+        // Told "not admitted" (a few per second in all), never echoed.
+        assert_eq!(p.stats.served.not_admitted, 3);
         assert_eq!(p.stats.served.answered, 0);
     }
 
@@ -939,7 +1178,7 @@ mod tests {
         for i in (0..1000).step_by(50) {
             port.dead.insert(format!("n{i:04}"));
         }
-        let mut p = PortProber::new(local, port, settings(8), 1);
+        let mut p = PortProber::new(local, port, settings(8), ID);
         for _ in 0..200 {
             p.round(&peers, &mut || {});
             assert!(p.stats.peers.len() <= 8 + TOP_FAILING);
@@ -952,6 +1191,107 @@ mod tests {
             .values()
             .filter(|s| s.rounds_since_sampled > 0)
             .all(|s| s.small.lost() > 0));
+    }
+
+    #[test]
+    fn a_lost_peer_is_probed_again_ahead_of_the_walk_until_judged() {
+        let local = ep("me", 0, "10.0.1.0/24", 7);
+        let peers: Vec<Endpoint> = (0..1000u32)
+            .map(|i| ep(&format!("n{i:04}"), 0, "10.0.1.0/24", i + 10))
+            .collect();
+        let mut port = FakePort::default();
+        port.dead.insert("n0003".into());
+        let id = ProberId {
+            nonce: 0,
+            incarnation: 5,
+        };
+        let mut p = PortProber::new(local, port, settings(8), id);
+        p.round(&peers, &mut || {});
+        let key = peers[3].key();
+        assert_eq!(p.stats.peers[&key].recent_small.len(), 1);
+        // The next rounds visit it first, until its last probes were all
+        // lost: judged in SUSPECT_PROBES rounds, not after a walk of 125.
+        for _ in 1..SUSPECT_PROBES {
+            p.round(&peers, &mut || {});
+        }
+        let pair = &p.stats.peers[&key];
+        assert_eq!(pair.recent_small.len(), u32::from(SUSPECT_PROBES));
+        assert!(pair.recent_small.last_all_lost(u32::from(SUSPECT_PROBES)));
+        assert_eq!(pair.suspect_rounds, 0, "judged: back to the walk");
+        p.round(&peers, &mut || {});
+        assert_eq!(
+            p.stats.peers[&key].recent_small.len(),
+            4,
+            "not probed again at once"
+        );
+        // The walk went on meanwhile: 5 rounds of 8, less the re-probes.
+        let distinct: BTreeSet<&String> = p.port.sent.iter().map(|(n, _)| n).collect();
+        assert!(distinct.len() >= 5 * 8 - 4, "{}", distinct.len());
+    }
+
+    #[test]
+    fn each_node_starts_its_walk_at_its_own_place() {
+        let local = ep("me", 0, "10.0.1.0/24", 7);
+        let peers: Vec<Endpoint> = (0..1000u32)
+            .map(|i| ep(&format!("n{i:04}"), 0, "10.0.1.0/24", i + 10))
+            .collect();
+        let first = |nonce: u32| {
+            let id = ProberId {
+                nonce,
+                incarnation: 1,
+            };
+            let mut p = PortProber::new(local.clone(), FakePort::default(), settings(8), id);
+            p.round(&peers, &mut || {});
+            p.port.sent[0].0.clone()
+        };
+        let starts: BTreeSet<String> = [0x1234_5678, 0x9abc_def0, 17, 400_001]
+            .into_iter()
+            .map(first)
+            .collect();
+        assert_eq!(starts.len(), 4, "{starts:?}");
+    }
+
+    #[test]
+    fn a_peer_that_does_not_admit_this_node_yet_is_pending_not_lost() {
+        let local = ep("me", 0, "10.0.1.0/24", 7);
+        let peers = vec![ep("b", 0, "10.0.1.0/24", 11)];
+        let mut port = FakePort::default();
+        port.not_admitting.insert("b".into());
+        let mut p = PortProber::new(local, port, settings(4), ID);
+        for _ in 0..5 {
+            p.round(&peers, &mut || {});
+        }
+        let pair = &p.stats.peers[&peers[0].key()];
+        assert_eq!(
+            (pair.pending, pair.small.sent, pair.small.lost()),
+            (10, 0, 0)
+        );
+        assert!(pair.recent_small.is_empty() && pair.last_pending);
+        assert_eq!(pair.suspect_rounds, 0);
+        assert_eq!(p.stats.pending, 10);
+        // Once admitted, it is answered.
+        p.port.not_admitting.clear();
+        p.round(&peers, &mut || {});
+        let pair = &p.stats.peers[&peers[0].key()];
+        assert_eq!(pair.small.answered, 1);
+        assert!(!pair.last_pending);
+        assert_eq!(pair.answered_by, Some(77));
+    }
+
+    #[test]
+    fn a_neighbour_that_never_resolves_is_lost_and_said_so() {
+        let local = ep("me", 0, "10.0.1.0/24", 7);
+        let peers = vec![ep("b", 0, "10.0.1.0/24", 11)];
+        let mut port = FakePort::default();
+        port.unresolved.insert("b".into());
+        let mut p = PortProber::new(local, port, settings(4), ID);
+        p.round(&peers, &mut || {});
+        let pair = &p.stats.peers[&peers[0].key()];
+        assert_eq!(
+            (pair.small.lost(), pair.large.lost(), pair.unresolved),
+            (1, 1, 2)
+        );
+        assert!(pair.errors.is_empty(), "a loss, not a send failure");
     }
 
     #[test]

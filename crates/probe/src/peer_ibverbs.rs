@@ -11,21 +11,23 @@
 //! on an error path.
 //!
 //! Wire behaviour:
-//! - each send carries its own address handle (GRH: the peer's GID, this
-//!   port's GID index, the RoCE traffic class, the probe's flow label, from
-//!   which RoCE v2 derives the UDP source port, so probes spread over ECMP
-//!   paths), destroyed when the send completes;
+//! - each send carries an address handle (GRH: the peer's GID, this port's
+//!   GID index, the traffic class, the flow label, from which RoCE v2
+//!   derives the UDP source port, so probes spread over ECMP paths), made
+//!   by the resolver thread of [`crate::peer_ah`] and kept between sends:
+//!   the port's thread never waits in the kernel for a neighbour;
 //! - receives are posted with 40 bytes for the GRH (on RoCE v2 over IPv4
 //!   its last 20 bytes are the IPv4 header) ahead of room for a 4096-byte
 //!   payload, so a probe of any IB MTU fits;
 //! - the sender of a datagram is its GID (from the GRH, as rdma-core's
 //!   `ibv_init_ah_from_wc` reads it) and its QPN (`src_qp` of the
-//!   completion): a probe is answered only when the caller's `allowed` says
-//!   the pair is a configured peer's responder, an echo only counts when it
-//!   comes from the probed responder with this probe's nonce and sequence;
-//!   anything else is dropped and counted;
-//! - an answer echoes the received payload (nonce, sequence, zeros: no
-//!   host data) back to the sender's GID and QPN.
+//!   completion); what is answered, and how, is [`crate::peer_admit::handle`]:
+//!   a probe from an admitted responder gets an echo of its size, others a
+//!   short "not admitted" at a small global rate, answers are never
+//!   answered, anything else is dropped and counted;
+//! - an answer leaves with the DSCP its probe arrived with, and carries
+//!   this node's hold time (receive completion to post), which the prober
+//!   subtracts from its round trip.
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
@@ -46,8 +48,12 @@ use rdma_mummy_sys::{
 };
 
 use crate::peer::{
-    flow_label, parse_payload, Endpoint, Outcome, PeerPort, PeerVerbs, Probe, Served, GRH_LEN, QKEY,
+    flow_label, Endpoint, Outcome, PeerPort, PeerVerbs, Probe, Responder, Served,
+    DEFAULT_FLOW_LABELS, GRH_LEN, QKEY,
 };
+use crate::peer_admit::{handle, Datagram, Handled, InFlight, Refusal};
+use crate::peer_ah::{AhCache, AhFactory, AhKey, Lookup};
+use crate::peer_wire::{grh_traffic_class, Kind, Message, HEADER_LEN};
 use crate::verbs::OpenError;
 use crate::{Failure, Reason};
 
@@ -66,6 +72,75 @@ const SEND_ID: u64 = 1 << 32;
 const LINK_LAYER_ETHERNET: u8 = 2;
 /// Hop limit of the GRH (routers decrement it; 64 as rdma-core's examples).
 const HOP_LIMIT: u8 = 64;
+/// Answers waiting for their address handle at most; more are dropped
+/// (counted): a flood of new senders cannot grow the port's memory.
+const WAITING_ANSWERS: usize = 16;
+/// An answer whose address handle has not come in this long is dropped:
+/// its prober has given up.
+const ANSWER_PATIENCE: Duration = Duration::from_secs(1);
+
+/// An address handle of a port's protection domain.
+#[derive(Debug, Clone, Copy)]
+pub struct AhPtr(*mut ibv_ah);
+
+// SAFETY: an address handle is a plain kernel object reference; libibverbs
+// allows it to be created on one thread and used and destroyed on another.
+unsafe impl Send for AhPtr {}
+
+/// Makes address handles in one port's protection domain (on the
+/// resolver thread) and destroys them (on the port's thread).
+struct PdAhFactory {
+    pd: *mut ibv_pd,
+    port: u8,
+    sgid_index: u8,
+}
+
+// SAFETY: libibverbs calls on one PD are thread-safe; the PD outlives the
+// factory (the cache is shut down before the PD is deallocated).
+unsafe impl Send for PdAhFactory {}
+// SAFETY: as above; the factory holds no state of its own.
+unsafe impl Sync for PdAhFactory {}
+
+impl AhFactory for PdAhFactory {
+    type Handle = AhPtr;
+
+    fn create(&self, key: &AhKey) -> Result<AhPtr, i32> {
+        // SAFETY: an all-zero AH attribute is valid.
+        let mut attr: ibv_ah_attr = unsafe { std::mem::zeroed() };
+        attr.is_global = 1;
+        attr.port_num = self.port;
+        attr.grh.dgid = ibv_gid {
+            raw: key.gid.octets(),
+        };
+        attr.grh.sgid_index = self.sgid_index;
+        attr.grh.hop_limit = HOP_LIMIT;
+        attr.grh.traffic_class = key.traffic_class;
+        attr.grh.flow_label = key.flow_label & 0xF_FFFF;
+        // SAFETY: the PD is live (see the Sync note); attr is valid. On
+        // RoCE this may wait in the kernel for the neighbour's address.
+        let ah = unsafe { ibv_create_ah(self.pd, &mut attr) };
+        if ah.is_null() {
+            Err(last_errno())
+        } else {
+            Ok(AhPtr(ah))
+        }
+    }
+
+    fn destroy(&self, h: AhPtr) {
+        // SAFETY: the handle came from create and no send uses it (the
+        // cache destroys only handles not held by a send in flight).
+        unsafe { ibv_destroy_ah(h.0) };
+    }
+}
+
+/// An answer waiting for its address handle.
+struct WaitingAnswer {
+    key: AhKey,
+    qpn: u32,
+    msg: Message,
+    size: usize,
+    received: Instant,
+}
 
 /// Opens UD ports with libibverbs.
 #[derive(Debug, Default, Clone)]
@@ -103,15 +178,14 @@ impl PeerVerbs for IbPeerVerbs {
             sends: 0,
             qp: ptr::null_mut(),
             buf: SlotBuffer::new((RECV_SLOTS + SEND_SLOTS) * SLOT),
-            send_ah: [ptr::null_mut(); SEND_SLOTS],
+            send_busy: [None; SEND_SLOTS],
+            ahs: None,
+            waiting: std::collections::VecDeque::new(),
             gid: Ipv6Addr::UNSPECIFIED,
             qpn: 0,
             mtu: 0,
             port,
             sgid_index: 0,
-            nonce: None,
-            traffic_class: 0,
-            answers: 0,
         };
         p.setup(device, gid_index)?;
         Ok(p)
@@ -238,21 +312,18 @@ pub struct UdPort {
     sends: u64,
     qp: *mut ibv_qp,
     buf: SlotBuffer,
-    /// The address handle of the send in flight on each send slot (null:
-    /// slot free).
-    send_ah: [*mut ibv_ah; SEND_SLOTS],
+    /// The address handle held by the send in flight on each send slot
+    /// (`None`: slot free).
+    send_busy: [Option<AhKey>; SEND_SLOTS],
+    /// The port's address handles and their resolver thread.
+    ahs: Option<AhCache<PdAhFactory>>,
+    /// Answers waiting for their address handle, oldest first.
+    waiting: std::collections::VecDeque<WaitingAnswer>,
     gid: Ipv6Addr,
     qpn: u32,
     mtu: u32,
     port: u8,
     sgid_index: u8,
-    /// This prober's nonce, once it has sent a probe: a datagram carrying
-    /// it is an echo (never answered, so two nodes never ping-pong).
-    nonce: Option<u32>,
-    /// Traffic class of the answers: the one this port's probes use.
-    traffic_class: u8,
-    /// Answers sent, for their flow labels.
-    answers: u64,
 }
 
 // SAFETY: the port is owned and used by one thread at a time (the prober
@@ -269,11 +340,10 @@ impl Drop for UdPort {
             if !self.qp.is_null() {
                 ibv_destroy_qp(self.qp);
             }
-            for ah in &mut self.send_ah {
-                if !ah.is_null() {
-                    ibv_destroy_ah(*ah);
-                    *ah = ptr::null_mut();
-                }
+            // Joins the resolver (it may be in ibv_create_ah on this PD)
+            // and destroys every handle before the PD goes.
+            if let Some(mut ahs) = self.ahs.take() {
+                ahs.shutdown();
             }
             for cq in [self.send_cq, self.recv_cq] {
                 if !cq.is_null() {
@@ -372,6 +442,17 @@ impl UdPort {
                 last_errno(),
             ));
         }
+        let factory = PdAhFactory {
+            pd: self.pd,
+            port,
+            sgid_index: self.sgid_index,
+        };
+        self.ahs = Some(AhCache::new(factory).map_err(|e| {
+            Failure::new(
+                Reason::AllocPd,
+                format!("address-handle resolver thread: {e}"),
+            )
+        })?);
         // SAFETY: the buffer lives as long as the port and is deregistered
         // (Drop) before it is freed (field order: buf drops after Drop ran).
         self.mr = unsafe {
@@ -540,24 +621,17 @@ impl UdPort {
         Ok(())
     }
 
-    /// Sends `payload` to (`gid`, `qpn`) through a new address handle;
-    /// returns the `wr_id` of the send.
-    fn send(
-        &mut self,
-        gid: &Ipv6Addr,
-        qpn: u32,
-        payload: &[u8],
-        traffic_class: u8,
-        label: u32,
-    ) -> Result<u64, Failure> {
-        let slot = match self.send_ah.iter().position(|a| a.is_null()) {
+    /// Sends `payload` to `qpn` through the address handle of `key`
+    /// (`ah`); returns the `wr_id` of the send.
+    fn send(&mut self, key: AhKey, ah: AhPtr, qpn: u32, payload: &[u8]) -> Result<u64, Failure> {
+        let slot = match self.send_busy.iter().position(Option::is_none) {
             Some(s) => s,
             None => {
                 // Every slot busy: reap send completions for a moment.
                 let until = Instant::now() + Duration::from_millis(10);
                 loop {
                     self.reap_sends(None)?;
-                    if let Some(s) = self.send_ah.iter().position(|a| a.is_null()) {
+                    if let Some(s) = self.send_busy.iter().position(Option::is_none) {
                         break s;
                     }
                     if Instant::now() >= until {
@@ -574,24 +648,6 @@ impl UdPort {
         let offset = (RECV_SLOTS + slot) * SLOT;
         self.buf
             .write(offset, payload.get(..len).unwrap_or(payload));
-        // SAFETY: an all-zero AH attribute is valid.
-        let mut ah_attr: ibv_ah_attr = unsafe { std::mem::zeroed() };
-        ah_attr.is_global = 1;
-        ah_attr.port_num = self.port;
-        ah_attr.grh.dgid = ibv_gid { raw: gid.octets() };
-        ah_attr.grh.sgid_index = self.sgid_index;
-        ah_attr.grh.hop_limit = HOP_LIMIT;
-        ah_attr.grh.traffic_class = traffic_class;
-        ah_attr.grh.flow_label = label & 0xF_FFFF;
-        // SAFETY: pd is live; ah_attr is a valid attribute.
-        let ah = unsafe { ibv_create_ah(self.pd, &mut ah_attr) };
-        if ah.is_null() {
-            return Err(os_fail(
-                Reason::PostSend,
-                format!("ibv_create_ah({gid})"),
-                last_errno(),
-            ));
-        }
         // SAFETY: mr is live.
         let lkey = unsafe { (*self.mr).lkey };
         let mut sge = ibv_sge {
@@ -607,24 +663,35 @@ impl UdPort {
         wr.num_sge = 1;
         wr.opcode = ibv_wr_opcode::IBV_WR_SEND;
         wr.send_flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
-        wr.wr.ud.ah = ah;
+        wr.wr.ud.ah = ah.0;
         wr.wr.ud.remote_qpn = qpn;
         wr.wr.ud.remote_qkey = QKEY;
         let mut bad = ptr::null_mut();
-        // SAFETY: qp and ah are live; the SGE lies in the registered buffer
-        // in a slot with no request outstanding.
+        // SAFETY: qp and ah are live (the cache keeps the handle until the
+        // send completes); the SGE lies in the registered buffer in a slot
+        // with no request outstanding.
         let rc = unsafe { ibv_post_send(self.qp, &mut wr, &mut bad) };
         if rc != 0 {
-            // SAFETY: the AH was created above and is used by no request.
-            unsafe { ibv_destroy_ah(ah) };
             return Err(os_fail(Reason::PostSend, "ibv_post_send (UD)".into(), rc));
         }
-        self.send_ah[slot] = ah;
+        if let Some(ahs) = self.ahs.as_mut() {
+            ahs.hold(&key);
+        }
+        self.send_busy[slot] = Some(key);
         Ok(wr.wr_id)
     }
 
-    /// Frees the slots (and address handles) of completed sends; returns
-    /// the failure of the send `expect` names, if it failed.
+    /// The address handle of `key` now, without waiting.
+    fn handle_for(&mut self, key: &AhKey) -> Lookup<AhPtr> {
+        match self.ahs.as_mut() {
+            Some(ahs) => ahs.get(key, Instant::now()),
+            None => Lookup::Failed(libc::EPIPE),
+        }
+    }
+
+    /// Frees the slots of completed sends (their address handles stay in
+    /// the cache); returns the failure of the send `expect` names, if it
+    /// failed.
     fn reap_sends(&mut self, expect: Option<&Expect>) -> Result<Option<Event>, Failure> {
         // SAFETY: an all-zero work completion is valid.
         let mut wcs: [ibv_wc; SEND_SLOTS] = unsafe { std::mem::zeroed() };
@@ -636,11 +703,9 @@ impl UdPort {
         let mut event = None;
         for wc in wcs.iter().take(n as usize) {
             let slot = (wc.wr_id.wrapping_sub(SEND_ID) % SEND_SLOTS as u64) as usize;
-            if let Some(ah) = self.send_ah.get_mut(slot) {
-                if !ah.is_null() {
-                    // SAFETY: the send using this AH has completed.
-                    unsafe { ibv_destroy_ah(*ah) };
-                    *ah = ptr::null_mut();
+            if let Some(key) = self.send_busy.get_mut(slot).and_then(Option::take) {
+                if let Some(ahs) = self.ahs.as_mut() {
+                    ahs.release(&key);
                 }
             }
             if wc.status != ibv_wc_status::IBV_WC_SUCCESS
@@ -653,16 +718,17 @@ impl UdPort {
     }
 
     /// Polls the CQs once and handles what completed: frees finished
-    /// sends, answers allowed probes, reposts receives. Returns how many
-    /// datagrams were received and what happened to `expect` (the probe
-    /// in flight), if anything.
+    /// sends, answers probes, sends the answers whose address handle came
+    /// in, reposts receives. Returns how many datagrams were received and
+    /// what happened to `expect` (the probe in flight), if anything.
     fn poll_once(
         &mut self,
         expect: Option<&Expect>,
-        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        responder: &mut Responder,
         served: &mut Served,
     ) -> Result<(usize, Option<Event>), Failure> {
         let mut event = self.reap_sends(expect)?;
+        self.send_waiting(served);
         // SAFETY: an all-zero work completion is valid.
         let mut wcs: [ibv_wc; 8] = unsafe { std::mem::zeroed() };
         // SAFETY: recv_cq is live; wcs has room for 8 completions.
@@ -676,7 +742,7 @@ impl UdPort {
                 continue;
             }
             if wc.status == ibv_wc_status::IBV_WC_SUCCESS {
-                if let Some(e) = self.received(slot, wc, expect, allowed, served) {
+                if let Some(e) = self.received(slot, wc, expect, responder, served) {
                     event = Some(e);
                 }
             }
@@ -692,47 +758,91 @@ impl UdPort {
         slot: usize,
         wc: &ibv_wc,
         expect: Option<&Expect>,
-        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        responder: &mut Responder,
         served: &mut Served,
     ) -> Option<Event> {
         let at = Instant::now();
         let len = (wc.byte_len as usize).min(SLOT);
         let has_grh = wc.wc_flags & ibv_wc_flags::IBV_WC_GRH.0 != 0;
         let grh = self.buf.slice(slot * SLOT, GRH_LEN as usize);
-        let sender = if has_grh { sender_gid(grh) } else { None };
+        let sender = if has_grh { grh_sender(grh) } else { None };
+        let Some((gid, ipv4)) = sender else {
+            served.refuse(Refusal::Foreign);
+            return None;
+        };
+        let traffic_class = grh_traffic_class(grh, ipv4).unwrap_or(0);
         let payload_len = len.saturating_sub(GRH_LEN as usize);
         let payload = self
             .buf
             .slice(slot * SLOT + GRH_LEN as usize, payload_len)
             .to_vec();
-        let (Some(gid), Some((nonce, seq))) = (sender, parse_payload(&payload)) else {
-            served.unknown_dropped += 1;
-            return None;
+        let d = Datagram {
+            payload: &payload,
+            gid,
+            qpn: wc.src_qp,
+            traffic_class,
         };
-        if Some(nonce) == self.nonce {
-            // An echo of one of our probes: the one in flight, or a late one.
-            if let Some(e) = expect {
-                if e.seq == seq && e.gid == gid && e.qpn == wc.src_qp {
-                    return Some(Event::Echo(at));
+        match handle(&d, expect.map(|e| &e.flight), responder, at, served) {
+            Handled::Reply(m) => Some(Event::Reply(at, m)),
+            Handled::Answer(msg, tc) => {
+                // An echo is as large as its probe (the reverse path
+                // carries the same size); "not admitted" is the header.
+                let size = match msg.kind {
+                    Kind::Echo => payload.len(),
+                    _ => HEADER_LEN,
+                };
+                let key = AhKey {
+                    gid,
+                    traffic_class: tc,
+                    flow_label: flow_label(
+                        u64::from(msg.nonce),
+                        u64::from(msg.seq),
+                        DEFAULT_FLOW_LABELS,
+                    ),
+                };
+                self.waiting.push_back(WaitingAnswer {
+                    key,
+                    qpn: wc.src_qp,
+                    msg,
+                    size,
+                    received: at,
+                });
+                if self.waiting.len() > WAITING_ANSWERS {
+                    self.waiting.pop_front();
+                    served.refuse(Refusal::AnswerFailed);
                 }
+                self.send_waiting(served);
+                None
             }
-            served.unknown_dropped += 1;
-            return None;
+            Handled::Dropped => None,
         }
-        if !allowed(&gid, wc.src_qp) {
-            served.unknown_dropped += 1;
-            return None;
+    }
+
+    /// Sends the waiting answers whose address handle is there, in order;
+    /// drops those whose handle failed or that waited too long.
+    fn send_waiting(&mut self, served: &mut Served) {
+        let mut keep = std::collections::VecDeque::new();
+        while let Some(w) = self.waiting.pop_front() {
+            match self.handle_for(&w.key) {
+                Lookup::Ready(ah) => {
+                    let mut msg = w.msg;
+                    if msg.kind == Kind::Echo {
+                        msg.hold_ns =
+                            u32::try_from(w.received.elapsed().as_nanos()).unwrap_or(u32::MAX);
+                    }
+                    match self.send(w.key, ah, w.qpn, &msg.encode(w.size)) {
+                        Ok(_) if msg.kind == Kind::Echo => served.answered += 1,
+                        Ok(_) => served.not_admitted += 1,
+                        // A failed answer is the peer's loss to see, not
+                        // this port's error.
+                        Err(_) => served.refuse(Refusal::AnswerFailed),
+                    }
+                }
+                Lookup::Waiting if w.received.elapsed() < ANSWER_PATIENCE => keep.push_back(w),
+                Lookup::Waiting | Lookup::Failed(_) => served.refuse(Refusal::AnswerFailed),
+            }
         }
-        self.answers += 1;
-        let label = flow_label(self.answers);
-        // A failed answer is the peer's loss to see, not this port's error.
-        if self
-            .send(&gid, wc.src_qp, &payload, self.traffic_class, label)
-            .is_ok()
-        {
-            served.answered += 1;
-        }
-        None
+        self.waiting = keep;
     }
 }
 
@@ -777,17 +887,16 @@ pub fn ipv4_prefix_len(addr: Ipv4Addr) -> Option<u8> {
     found
 }
 
-/// The probe in flight: whose echo ends a ping.
+/// The probe in flight: whose answer ends a ping.
 struct Expect {
-    gid: Ipv6Addr,
-    qpn: u32,
-    seq: u32,
+    flight: InFlight,
     /// The probe's send.
     wr_id: u64,
 }
 
 enum Event {
-    Echo(Instant),
+    /// The answer to the probe in flight, received at this instant.
+    Reply(Instant, Message),
     SendFailed(u32, u32),
 }
 
@@ -797,6 +906,11 @@ enum Event {
 /// the GID is the IPv4-mapped source address; otherwise it is an IPv6
 /// header or IB GRH whose source GID sits at bytes 8..24.
 pub fn sender_gid(grh: &[u8]) -> Option<Ipv6Addr> {
+    grh_sender(grh).map(|(gid, _)| gid)
+}
+
+/// The sender's GID and whether the header is RoCE v2 over IPv4.
+fn grh_sender(grh: &[u8]) -> Option<(Ipv6Addr, bool)> {
     let grh: &[u8; 40] = grh.get(..40)?.try_into().ok()?;
     let ip6_version = grh[0] >> 4;
     let ip4 = &grh[20..40];
@@ -810,11 +924,11 @@ pub fn sender_gid(grh: &[u8]) -> Option<Ipv6Addr> {
     };
     if ipv4 {
         let src = Ipv4Addr::new(ip4[12], ip4[13], ip4[14], ip4[15]);
-        return Some(src.to_ipv6_mapped());
+        return Some((src.to_ipv6_mapped(), true));
     }
     let mut sgid = [0u8; 16];
     sgid.copy_from_slice(&grh[8..24]);
-    Some(Ipv6Addr::from(sgid))
+    Some((Ipv6Addr::from(sgid), false))
 }
 
 /// Whether a 20-byte IPv4 header carries a valid header checksum.
@@ -846,40 +960,67 @@ impl PeerPort for UdPort {
         to: &Endpoint,
         probe: &Probe,
         timeout: Duration,
-        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
+        responder: &mut Responder,
         served: &mut Served,
     ) -> Outcome {
-        self.nonce = Some(probe.nonce);
-        self.traffic_class = probe.traffic_class;
-        // Answer what is waiting first, so that its echoes do not count
+        // Answer what is waiting first, so that its answers do not count
         // against this probe's round trip.
-        self.serve(allowed, served);
-        let payload = crate::peer::probe_payload(probe.nonce, probe.seq, probe.size);
+        self.serve(responder, served);
+        // The address handle comes before the clock starts; the port goes
+        // on answering while the resolver waits for the neighbour.
+        let key = AhKey {
+            gid: to.gid,
+            traffic_class: probe.traffic_class,
+            flow_label: probe.flow_label,
+        };
+        let give_up = Instant::now() + timeout;
+        let ah = loop {
+            match self.handle_for(&key) {
+                Lookup::Ready(ah) => break ah,
+                Lookup::Failed(_) => return Outcome::Unresolved,
+                Lookup::Waiting => {}
+            }
+            if Instant::now() >= give_up {
+                return Outcome::Unresolved;
+            }
+            self.serve(responder, served);
+            std::thread::sleep(Duration::from_micros(100));
+        };
+        let payload =
+            Message::probe(probe.nonce, probe.seq, probe.incarnation).encode(probe.size as usize);
         let started = Instant::now();
-        let wr_id = match self.send(
-            &to.gid,
-            to.qpn,
-            &payload,
-            probe.traffic_class,
-            probe.flow_label,
-        ) {
+        let wr_id = match self.send(key, ah, to.qpn, &payload) {
             Ok(s) => s,
             Err(f) => return Outcome::Failed(f),
         };
         let expect = Expect {
-            gid: to.gid,
-            qpn: to.qpn,
-            seq: probe.seq,
+            flight: InFlight {
+                gid: to.gid,
+                qpn: to.qpn,
+                nonce: probe.nonce,
+                seq: probe.seq,
+            },
             wr_id,
         };
         let deadline = started + timeout;
         let mut spins = 0u32;
         loop {
             match self
-                .poll_once(Some(&expect), allowed, served)
+                .poll_once(Some(&expect), responder, served)
                 .map(|(_, e)| e)
             {
-                Ok(Some(Event::Echo(at))) => return Outcome::Answered(at - started),
+                Ok(Some(Event::Reply(at, m))) => {
+                    return match m.kind {
+                        Kind::NotAdmitted => Outcome::NotAdmitted {
+                            incarnation: m.incarnation,
+                        },
+                        _ => Outcome::Answered {
+                            rtt: (at - started)
+                                .saturating_sub(Duration::from_nanos(u64::from(m.hold_ns))),
+                            incarnation: m.incarnation,
+                        },
+                    }
+                }
                 Ok(Some(Event::SendFailed(status, vendor))) => {
                     return Outcome::Failed(Failure::new(
                         Reason::Completion(status),
@@ -904,30 +1045,27 @@ impl PeerPort for UdPort {
         }
     }
 
-    fn serve(&mut self, allowed: &dyn Fn(&Ipv6Addr, u32) -> bool, served: &mut Served) {
+    fn serve(&mut self, responder: &mut Responder, served: &mut Served) {
         // Bounded: at most the receive ring and the sends, then return.
         for _ in 0..(RECV_SLOTS + SEND_SLOTS) {
-            match self.poll_once(None, allowed, served) {
+            match self.poll_once(None, responder, served) {
                 Ok((0, _)) | Err(_) => break,
                 Ok(_) => {}
             }
         }
     }
 
-    fn idle(
-        &mut self,
-        timeout: Duration,
-        allowed: &dyn Fn(&Ipv6Addr, u32) -> bool,
-        served: &mut Served,
-    ) {
+    fn idle(&mut self, timeout: Duration, responder: &mut Responder, served: &mut Served) {
         // Arm first, then drain: a completion that lands after the drain
         // raises an event, one that landed before is handled by the drain.
         // SAFETY: recv_cq is live.
         let armed = unsafe { ibv_req_notify_cq(self.recv_cq, 0) } == 0;
         let before = *served;
-        self.serve(allowed, served);
-        if *served != before || !armed {
-            if !armed {
+        self.serve(responder, served);
+        // Answers waiting for an address handle are sent from polls: a
+        // port holding some wakes at least every millisecond.
+        if *served != before || !armed || !self.waiting.is_empty() {
+            if !armed || !self.waiting.is_empty() {
                 std::thread::sleep(timeout.min(Duration::from_millis(1)));
             }
             return;
@@ -952,7 +1090,7 @@ impl PeerPort for UdPort {
                     ibv_ack_cq_events(cq, 1);
                 }
             }
-            self.serve(allowed, served);
+            self.serve(responder, served);
         }
     }
 }
