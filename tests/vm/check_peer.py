@@ -52,7 +52,7 @@ def finding(fs, rule):
 
 def endpoint(doc, node):
     """The rxe0 port 1 endpoint of `node` in an endpoints document."""
-    if not isinstance(doc, dict) or doc.get("version") != 1:
+    if not isinstance(doc, dict) or doc.get("version") != 2:
         return None
     for e in doc.get("endpoints") or []:
         if isinstance(e, dict) and e.get("node") == node and e.get("device") == DEV \

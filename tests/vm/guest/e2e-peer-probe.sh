@@ -8,8 +8,8 @@
 # through the rxe stack (UD send, address handle with GRH, the IPv4/UDP
 # encapsulation of RoCE v2, the receive with its GRH) to the other's QP.
 #   A (:9879) and B (:9880) list each other as peers;
-#   C (:9881) lists A, but A does not list C: A must drop C's probes and
-#   count them (unknown senders), C sees them lost;
+#   C (:9881) lists A, but A does not list C: A answers C "not admitted"
+#   at most 5/s and counts the rest; C sees its probes pending or lost;
 #   B is stopped (A loses its probes) and started again with new QPNs: A
 #   must recover without a restart (the re-fetch after failures).
 set -u
@@ -19,6 +19,7 @@ EXP=/guest/roce_exporter
 TMO=60
 step() { echo "[peer $(cut -d' ' -f1 /proc/uptime)] $*" | tee -a "$O/steps.txt"; }
 : > "$O/steps.txt"
+hostname peer-vm 2>/dev/null || echo peer-vm > /proc/sys/kernel/hostname
 
 conf() { # conf NAME PEERS...
   local name=$1; shift

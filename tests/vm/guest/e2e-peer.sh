@@ -12,7 +12,7 @@
 #   stop     B stops its exporter; A waits for peer_probe_peer_unreachable;
 #            B starts a new one (new QPN); A, not restarted, waits for
 #            answers again and the finding to clear
-#   mtu      B: eth0 MTU 1000 (rxe MTU 512: A's 984-byte probes do not fit
+#   mtu      B: eth0 MTU 1000 (rxe MTU 512: A's 1024-byte probes do not fit
 #            B's echo); A waits for peer_probe_path_mtu
 #
 # The two sides coordinate through files in /mnt/host/ctl: both VMs mount the
