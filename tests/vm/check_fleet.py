@@ -290,9 +290,20 @@ def check_wire(out, share):
     check(f"wire: probes and echoes carry ToS {TOS:#04x} (DSCP {TOS >> 2}, ECT(0))",
           probes and set(tos) == {TOS},
           ", ".join(f"{t:#04x}: {n}" for t, n in sorted(tos.items())))
+    # The message kind (crates/probe/src/peer_wire.rs): byte 5 of an RPRB
+    # payload; probes and echoes are as large as the probe, a "not
+    # admitted" answer (a peer that has not fetched the prober's endpoints
+    # yet) is the 32-byte header.
+    def kind(p):
+        b = p.get("payload", b"")
+        return b[5] if len(b) >= 6 and b[:4] == b"RPRB" else None
+    foreign = [p for _, p in probes if kind(p) not in (1, 2, 3)]
+    check("wire: every datagram between the exporters is a peer-probe message (probe, echo, not admitted)",
+          probes and not foreign, f"{len(foreign)} of {len(probes)} not")
     for r in ROLES:
         mtu = active_mtu(share, r)
-        sizes = Counter(len(p["payload"]) for _, p in probes if p["src_ip"] == IPS[r])
+        sizes = Counter(len(p["payload"]) for _, p in probes
+                        if p["src_ip"] == IPS[r] and kind(p) == 1)
         check(f"wire: {r} sends probes of {SMALL} bytes and of its active MTU ({mtu})",
               mtu and set(sizes) == {SMALL, mtu},
               ", ".join(f"{s} B: {n}" for s, n in sorted(sizes.items())))

@@ -11,7 +11,7 @@ bounds its answers sends at most one echo.
     forge.py --inject SOCKS/inject --to share/a/own-endpoints-1.json \\
         --to-mac 52:54:00:00:00:01 --as share/b/own-endpoints-1.json --out forged.json
 
-Writes --out (JSON): the marker (the payload's first bytes, hex), the time
+Writes --out (JSON): the marker (the payload's nonce and sequence, hex: an echo keeps them), the time
 of injection and the frame's fields, for check_fleet.py to count the
 datagrams that carry the marker in the capture. Exit status 0 when sent, 2
 when an endpoint document is unusable.
@@ -33,14 +33,23 @@ import roce_wire  # noqa: E402  (this folder)
 # The forger's own MAC: locally administered, no VM's, so the injected
 # frame and the answers it draws are told apart on the wire.
 FORGER_MAC = "02:00:00:00:00:66"
-# The payload of a probe (crates/probe/src/peer.rs, probe_payload): nonce
-# and sequence (big-endian u32 each), zero padding to the small size.
+# The payload of a probe (crates/probe/src/peer_wire.rs): magic "RPRB",
+# wire version 1, kind 1 (probe), two zero bytes, nonce, sequence,
+# incarnation, hold time 0, four zero bytes (big-endian), then zero padding
+# to the small size. A valid probe, so that the responder admits it as one.
 SMALL = 64
 SEQ = 0x0BADF00D
 
 
-def probe_payload(nonce, seq, size=SMALL):
-    return struct.pack("!II", nonce, seq) + b"\0" * (size - 8)
+def probe_payload(nonce, seq, incarnation, size=SMALL):
+    head = b"RPRB" + struct.pack("!BBHIIQII", 1, 1, 0, nonce, seq, incarnation, 0, 0)
+    return head + b"\0" * (size - len(head))
+
+
+def marker_of(payload):
+    """What every datagram of this exchange carries unchanged: the nonce and
+    sequence (an echo rewrites the kind, incarnation and hold time)."""
+    return payload[8:16]
 
 
 def endpoint(path):
@@ -73,7 +82,7 @@ def main(argv):
         print(f"forge.py: {e}", file=sys.stderr)
         return 2
     nonce = int.from_bytes(os.urandom(4), "big")
-    payload = probe_payload(nonce, SEQ)
+    payload = probe_payload(nonce, SEQ, int.from_bytes(os.urandom(8), "big"))
     frame = roce_wire.ud_send(src_mac=FORGER_MAC, dst_mac=args.to_mac, src_ip=src_ip,
                               dst_ip=dst_ip, tos=args.tos, dest_qpn=dst_qpn, src_qpn=src_qpn,
                               qkey=qkey, payload=payload)
@@ -81,11 +90,11 @@ def main(argv):
         s.sendto(frame, args.inject)
     sent = time.time()
     with open(args.out, "w") as f:
-        json.dump({"time": sent, "marker": payload[:8].hex(), "frame": frame.hex(),
+        json.dump({"time": sent, "marker": marker_of(payload).hex(), "frame": frame.hex(),
                    "src_ip": src_ip, "src_qpn": src_qpn, "dst_ip": dst_ip, "dst_qpn": dst_qpn,
                    "qkey": qkey, "tos": args.tos, "forger_mac": FORGER_MAC}, f, indent=1)
     print(f"forged probe injected: {src_ip} QPN {src_qpn} -> {dst_ip} QPN {dst_qpn}, "
-          f"marker {payload[:8].hex()}")
+          f"marker {marker_of(payload).hex()}")
     return 0
 
 
