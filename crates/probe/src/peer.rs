@@ -787,21 +787,25 @@ impl<P: PeerPort> PortProber<P> {
 }
 
 /// Keeps the pairs of the current sample and the [`TOP_FAILING`] others
-/// with the most losses; the rest are forgotten (their losses stay in the
-/// port's totals).
+/// with the most losses (then those still pending); the rest are forgotten
+/// (their losses stay in the port's totals).
 fn bound_pairs(pairs: &mut BTreeMap<PeerKey, PairStats>, chosen: &[Endpoint]) {
     let now: Vec<PeerKey> = chosen.iter().map(Endpoint::key).collect();
-    let mut others: Vec<(u64, PeerKey)> = pairs
+    let mut others: Vec<(u64, bool, PeerKey)> = pairs
         .iter()
         .filter(|(k, _)| !now.contains(k))
-        .map(|(k, s)| (s.small.lost() + s.large.lost(), k.clone()))
+        .map(|(k, s)| (s.small.lost() + s.large.lost(), s.last_pending, k.clone()))
         .collect();
-    others.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    others.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then(b.1.cmp(&a.1))
+            .then_with(|| a.2.cmp(&b.2))
+    });
     let keep: Vec<PeerKey> = others
         .into_iter()
-        .filter(|(lost, _)| *lost > 0)
+        .filter(|(lost, pending, _)| *lost > 0 || *pending)
         .take(TOP_FAILING)
-        .map(|(_, k)| k)
+        .map(|(_, _, k)| k)
         .collect();
     pairs.retain(|k, _| now.contains(k) || keep.contains(k));
 }
