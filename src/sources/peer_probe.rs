@@ -33,7 +33,7 @@
 //! port threads (a fetch worker ends by itself within its deadline).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -328,8 +328,23 @@ fn nap(stop: &AtomicBool, d: Duration) -> bool {
 
 struct PortThread {
     target: LocalTarget,
+    /// The traffic class the thread's probes carry: a change applies at
+    /// the next probe, without reopening the port (each address handle
+    /// carries its class; the queue pair has none).
+    class: Arc<AtomicU8>,
     stop: Arc<AtomicBool>,
     handle: JoinHandle<()>,
+}
+
+impl LocalTarget {
+    /// The same port, GID and rail inputs: a change of traffic class alone
+    /// does not reopen the port.
+    fn same_port(&self, other: &LocalTarget) -> bool {
+        LocalTarget {
+            traffic_class: other.traffic_class,
+            ..self.clone()
+        } == *other
+    }
 }
 
 /// Work for the fetch pool.
@@ -845,11 +860,18 @@ where
             break;
         }
         let targets = lock(&shared.targets).clone();
-        // Stop the threads of removed or changed ports.
+        // Stop the threads of removed or changed ports; a new traffic
+        // class alone is handed to the running thread.
         let (keep, gone): (Vec<PortThread>, Vec<PortThread>) = threads
             .into_iter()
-            .partition(|t| targets.contains(&t.target));
+            .partition(|t| targets.iter().any(|n| n.same_port(&t.target)));
         threads = keep;
+        for t in &mut threads {
+            if let Some(n) = targets.iter().find(|n| n.same_port(&t.target)) {
+                t.class.store(n.traffic_class, Ordering::SeqCst);
+                t.target = n.clone();
+            }
+        }
         for t in gone {
             t.stop.store(true, Ordering::SeqCst);
             let _ = t.handle.join();
@@ -866,12 +888,14 @@ where
                 continue;
             }
             let stop = Arc::new(AtomicBool::new(false));
-            let (s, sh, v, st, t) = (
+            let class = Arc::new(AtomicU8::new(target.traffic_class));
+            let (s, sh, v, st, t, c) = (
                 stop.clone(),
                 shared.clone(),
                 verbs.clone(),
                 settings.clone(),
                 target.clone(),
+                class.clone(),
             );
             seed = xorshift(seed);
             let id = ProberId {
@@ -880,10 +904,11 @@ where
             };
             let spawned = std::thread::Builder::new()
                 .name(format!("roce-peer-{}", target.device))
-                .spawn(move || run_port(v, t, st, id, &sh, &s));
+                .spawn(move || run_port(v, t, st, id, &c, &sh, &s));
             match spawned {
                 Ok(handle) => threads.push(PortThread {
                     target: target.clone(),
+                    class,
                     stop,
                     handle,
                 }),
@@ -948,6 +973,7 @@ fn run_port<V: PeerVerbs>(
     target: LocalTarget,
     settings: RunnerSettings,
     id: ProberId,
+    class: &AtomicU8,
     shared: &Shared,
     stop: &AtomicBool,
 ) {
@@ -1048,6 +1074,7 @@ fn run_port<V: PeerVerbs>(
                 }
                 responders = now;
             }
+            prober.settings.traffic_class = class.load(Ordering::SeqCst);
             let known = prober.matching(&mine).len();
             if known != prober.stats.peers_known {
                 // Published before the round (which takes seconds): the
@@ -1345,6 +1372,10 @@ mod tests {
         /// responder not open yet).
         empty_docs: Arc<AtomicU32>,
         aimed: Arc<Mutex<BTreeSet<(Ipv6Addr, u32)>>>,
+        /// The traffic class of every probe, in order.
+        classes: Arc<Mutex<Vec<u8>>>,
+        /// Ports opened.
+        opens: Arc<AtomicU32>,
     }
 
     struct FabricPort(Fabric);
@@ -1362,6 +1393,7 @@ mod tests {
             _served: &mut Served,
         ) -> Outcome {
             lock(&self.0.aimed).insert((to.gid, to.qpn));
+            lock(&self.0.classes).push(probe.traffic_class);
             let every = self.0.lose_every.load(Ordering::SeqCst);
             if every > 0 && probe.size == roce_probe::peer::SMALL_PAYLOAD {
                 let n = self.0.pings.fetch_add(1, Ordering::SeqCst) + 1;
@@ -1386,6 +1418,7 @@ mod tests {
     impl PeerVerbs for Fabric {
         type Port = FabricPort;
         fn open_port(&mut self, _: &str, _: u8, _: u32) -> Result<FabricPort, OpenError> {
+            self.opens.fetch_add(1, Ordering::SeqCst);
             Ok(FabricPort(self.clone()))
         }
     }
@@ -1733,6 +1766,47 @@ mod tests {
         let (_, d) = runner.results();
         assert_eq!(d.fetch_errors.get(&FetchReason::Connect), Some(&1));
         assert_eq!((d.peers_configured, d.peers_known), (1, 1));
+    }
+
+    #[test]
+    fn a_new_traffic_class_applies_without_reopening_the_port() {
+        let fabric = Fabric::default();
+        fabric.answer_all.store(true, Ordering::SeqCst);
+        fabric.live_qpn.store(11, Ordering::SeqCst);
+        let runner = PeerRunner::spawn(
+            fabric.clone(),
+            documents(
+                &["node-b:9879"],
+                PeerExporter(fabric.clone(), AtomicU32::new(0)),
+            ),
+            settings(false, Duration::from_secs(3600)),
+        )
+        .unwrap();
+        runner.set_targets(vec![rx0()]);
+        wait_for("probes with class 104", || {
+            lock(&fabric.classes).contains(&104)
+        });
+        let mut nccl = rx0();
+        nccl.traffic_class = 106;
+        runner.set_targets(vec![nccl]);
+        wait_for("probes with class 106", || {
+            lock(&fabric.classes).contains(&106)
+        });
+        let classes = lock(&fabric.classes).clone();
+        let first = classes.iter().position(|c| *c == 106).unwrap_or(0);
+        assert!(classes[first..].iter().all(|c| *c == 106), "{classes:?}");
+        assert_eq!(
+            fabric.opens.load(Ordering::SeqCst),
+            1,
+            "the port was not reopened"
+        );
+        // A change of the port itself (another GID index) does reopen it.
+        let mut other = rx0();
+        other.gid_index = 3;
+        runner.set_targets(vec![other]);
+        wait_for("the port opened again", || {
+            fabric.opens.load(Ordering::SeqCst) == 2
+        });
     }
 
     /// The findings of the rules on what the runner publishes now.
