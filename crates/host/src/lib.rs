@@ -12,7 +12,9 @@
 //! - [`Reading`]: what one read gave: a value, absent, or a [`ReadError`]
 //!   carrying the path and the errno (or the parse failure);
 //! - [`HostError`]: what a source reports that did not stop it (a file, a
-//!   failed request).
+//!   failed request);
+//! - [`named`]: files a user names (configuration, lists, secrets,
+//!   certificates), read without blocking, within a cap and a deadline.
 
 #![deny(unsafe_code)]
 
@@ -20,6 +22,7 @@ pub mod errno;
 mod error;
 pub mod fs;
 pub mod kept;
+pub mod named;
 mod paths;
 mod reading;
 
