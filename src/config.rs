@@ -593,11 +593,10 @@ fn request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
 /// A configuration that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The file could not be read: absent, not a regular file (a FIFO, a
+    /// device), over 4 MiB, or not read within 5 s (roce_host::named).
+    #[error("cannot read the configuration: {0}")]
+    Read(#[from] roce_host::named::NamedFileError),
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -636,10 +635,7 @@ impl Config {
     }
 
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = roce_host::named::read_text(path, roce_host::named::Limits::CONFIG)?;
         Config::parse(&text, &path.display().to_string())
     }
 

@@ -80,13 +80,8 @@ impl Resolver {
         resolv_conf: &std::path::Path,
         deadline: Duration,
     ) -> Result<Resolver, DnsError> {
-        let text = std::fs::File::open(resolv_conf)
-            .and_then(|f| {
-                let mut s = String::new();
-                f.take(64 * 1024).read_to_string(&mut s)?;
-                Ok(s)
-            })
-            .map_err(|e| DnsError::NoServer(format!("{}: {e}", resolv_conf.display())))?;
+        let text = roce_host::named::read_text(resolv_conf, roce_host::named::Limits::LIST)
+            .map_err(|e| DnsError::NoServer(e.to_string()))?;
         let servers = name_servers(&text);
         if servers.is_empty() {
             return Err(DnsError::NoServer(resolv_conf.display().to_string()));

@@ -692,14 +692,9 @@ pub fn read_secret(key: &'static str, path: &Path) -> Result<String, ClientError
         path: path.display().to_string(),
         message,
     };
-    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(err("not a regular file".into()));
-    }
-    if meta.len() > 4096 {
-        return Err(err("larger than 4096 bytes".into()));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    // A FIFO, a device or a file over 4 KiB is refused, never read.
+    let text = roce_host::named::read_text(path, roce_host::named::Limits::SECRET)
+        .map_err(|e| err(e.to_string()))?;
     let first = text.lines().next().unwrap_or("").trim_end_matches('\r');
     if first.chars().any(|c| c.is_control()) {
         return Err(err("control characters in it".into()));
@@ -720,8 +715,9 @@ pub fn client_config(
         message,
     };
     let mut roots = rustls::RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(path).map_err(|e| err(e.to_string()))?;
-    for cert in certs {
+    let pem = roce_host::named::read_bytes(path, roce_host::named::Limits::PEM)
+        .map_err(|e| err(e.to_string()))?;
+    for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| err(e.to_string()))?;
         roots.add(cert).map_err(|e| err(e.to_string()))?;
     }

@@ -163,7 +163,10 @@ impl PeerList {
         if modified.is_some() && modified == self.file_seen {
             return Ok(());
         }
-        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        // A FIFO or a device swapped in for the file is refused, never read;
+        // a read that hangs is abandoned after 5 s.
+        let text = roce_host::named::read_text(path, roce_host::named::Limits::LIST)
+            .map_err(|e| e.kind.to_string())?;
         self.file_peers = parse_file(&text);
         self.file_seen = modified;
         Ok(())

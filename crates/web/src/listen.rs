@@ -211,6 +211,11 @@ pub async fn serve_with<C: Content>(
         options.limits.max_connections,
     )));
     let shared = Arc::new(Shared::new(content, &options));
+    if let Some(w) = &options.web_config {
+        if let Err(e) = crate::webconfig::WebConfigWatcher::watch(w) {
+            tracing::warn!(error = %e, "cannot watch the web configuration files; changes need a restart");
+        }
+    }
     // `true` once shutting down; a dropped sender (serve cancelled) also
     // stops everything.
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -124,7 +124,8 @@ impl TlsFile {
         if certs.is_empty() {
             return Err(TlsError::NoCertificate { path: cert_path });
         }
-        let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|error| TlsError::Pem {
+        let pem = read_pem(&key_path, "key_file")?;
+        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|error| TlsError::Pem {
             key: "key_file",
             path: key_path,
             error,
@@ -166,6 +167,11 @@ pub enum TlsError {
     OldVersion { key: &'static str },
     #[error("tls_server_config: min_version is above max_version")]
     VersionOrder,
+    #[error("tls_server_config.{key} {}: {}", error.path.display(), error.kind)]
+    File {
+        key: &'static str,
+        error: roce_host::named::NamedFileError,
+    },
     #[error("tls_server_config.{key} {}: {error}", path.display())]
     Pem {
         key: &'static str,
@@ -194,13 +200,21 @@ fn pem_certificates(
     path: &Path,
     key: &'static str,
 ) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    CertificateDer::pem_file_iter(path)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+    let pem = read_pem(path, key)?;
+    CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|error| TlsError::Pem {
             key,
             path: path.to_path_buf(),
             error,
         })
+}
+
+/// The bytes of a PEM file, read within roce_host::named's bounds (a FIFO
+/// or a device is refused, never read).
+fn read_pem(path: &Path, key: &'static str) -> Result<Vec<u8>, TlsError> {
+    roce_host::named::read_bytes(path, roce_host::named::Limits::PEM)
+        .map_err(|error| TlsError::File { key, error })
 }
 
 /// How client certificates are asked for and checked in `mode`; `None`:

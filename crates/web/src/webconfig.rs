@@ -56,11 +56,10 @@ const CACHED_FAILURES: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// Absent, not a regular file, over 4 MiB or not read within 5 s
+    /// (roce_host::named).
+    #[error("cannot read the web configuration: {0}")]
+    Read(roce_host::named::NamedFileError),
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -515,15 +514,12 @@ struct Attempt {
 fn attempt(path: &Path, reload: bool) -> Attempt {
     let mut files = vec![(path.to_path_buf(), stamp(path))];
     let origin = path.display().to_string();
-    let text = match std::fs::read_to_string(path) {
+    let text = match roce_host::named::read_text(path, roce_host::named::Limits::CONFIG) {
         Ok(t) => t,
-        Err(source) => {
+        Err(e) => {
             return Attempt {
                 files,
-                result: Err(WebConfigError::Read {
-                    path: origin,
-                    source,
-                }),
+                result: Err(WebConfigError::Read(e)),
             }
         }
     };
@@ -596,8 +592,8 @@ struct WatchState {
 }
 
 /// The web configuration in force, re-read when its file or a certificate,
-/// key or CA file it names changes (looked at on new connections, at most
-/// once per [`RECHECK_EVERY`]), so certificates rotate without a restart.
+/// key or CA file it names changes (looked at every [`RECHECK_EVERY`] off
+/// the server's path), so certificates rotate without a restart.
 /// A change is refused, with an error in the log, when the file does not
 /// validate, is empty, or would lower the protection in force; the running
 /// configuration stays, and the files the refused one names are watched
@@ -631,11 +627,27 @@ impl WebConfigWatcher {
         })
     }
 
-    /// The configuration for a new connection, after reloading it if a
-    /// file changed since the last look.
+    /// The configuration for a new connection: the one in force, never a
+    /// file read (the files are looked at by [`WebConfigWatcher::watch`]'s
+    /// thread, so a file that hangs never holds a connection up).
     pub fn current(&self) -> Arc<WebConfig> {
-        self.recheck(false);
         self.current.load_full()
+    }
+
+    /// Looks at the files every [`RECHECK_EVERY`] on a thread of its own
+    /// until the watcher is dropped.
+    pub fn watch(watcher: &Arc<WebConfigWatcher>) -> std::io::Result<()> {
+        let weak = Arc::downgrade(watcher);
+        std::thread::Builder::new()
+            .name("roce-web-config".into())
+            .spawn(move || loop {
+                std::thread::sleep(RECHECK_EVERY);
+                match weak.upgrade() {
+                    Some(w) => w.recheck(false),
+                    None => return,
+                }
+            })
+            .map(|_| ())
     }
 
     /// Looks at the files now (`force`) or if the last look is old enough.
