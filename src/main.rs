@@ -29,7 +29,8 @@ fn main() -> ExitCode {
     logging::init(cli.effective_log_level(), cli.log_format);
     // The server's signal handlers come first, before the configuration is
     // read: a SIGHUP from `systemctl reload` right after start is a reload
-    // request (handled once serving), not the default action that kills.
+    // request (handled once serving), not the default action that kills,
+    // and a SIGTERM during start-up bounds the process's life at once.
     let server = match cli.command {
         None => match Server::start() {
             Ok(s) => Some(s),
@@ -122,14 +123,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// The server's runtime and its signal streams, set up before anything else.
+/// The server's runtime and its signals, set up before anything else.
 struct Server {
     runtime: tokio::runtime::Runtime,
-    signals: Signals,
+    /// SIGHUP, registered at start: one that arrives before the reload task
+    /// polls it is kept and seen at the first poll.
+    hup: Option<tokio::signal::unix::Signal>,
+    /// `true` once SIGTERM or SIGINT came: watched from the start, so the
+    /// shutdown limit holds while the configuration is still being read.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
-/// Signal streams, each registered at start: a signal that arrives before
-/// its stream is polled is kept and seen at the first poll.
+/// Signal streams, each registered at start.
 struct Signals {
     hup: Option<tokio::signal::unix::Signal>,
     term: Option<tokio::signal::unix::Signal>,
@@ -142,16 +147,25 @@ impl Server {
             .worker_threads(2)
             .enable_all()
             .build()?;
-        let signals = {
+        let Signals { hup, term, int } = {
             let _entered = runtime.enter();
             Signals::install()
         };
-        Ok(Server { runtime, signals })
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        runtime.spawn(async move {
+            shutdown_signal(term, int).await;
+            let _ = stop_tx.send(true);
+        });
+        Ok(Server { runtime, hup, stop })
     }
 
     fn run(self, cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> ExitCode {
-        let Server { runtime, signals } = self;
-        let code = run_server(&runtime, signals, cli, config, paths, build);
+        let Server { runtime, hup, stop } = self;
+        if *stop.borrow() {
+            tracing::info!("stopped before serving");
+            return ExitCode::SUCCESS;
+        }
+        let code = run_server(&runtime, hup, stop, cli, config, paths, build);
         // Blocking tasks still running (a password check) are not waited
         // for beyond this.
         runtime.shutdown_timeout(SAMPLER_STOP_WAIT);
@@ -179,13 +193,13 @@ impl Signals {
 
 fn run_server(
     runtime: &tokio::runtime::Runtime,
-    signals: Signals,
+    hup: Option<tokio::signal::unix::Signal>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
     cli: &Cli,
     config: Config,
     paths: HostPaths,
     build: BuildInfo,
 ) -> ExitCode {
-    let Signals { hup, term, int } = signals;
     // Checked before anything listens, so a bad file never serves in the
     // clear by accident.
     let web_config = match &cli.web_config_file {
@@ -199,15 +213,8 @@ fn run_server(
         },
     };
     runtime.block_on(async move {
-        // Watched from now on, so that a SIGTERM during the first sample is
-        // bounded like any other.
-        let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            shutdown_signal(term, int).await;
-            let _ = stop_tx.send(true);
-        });
         let stopped = async move {
-            let _ = stop_rx.wait_for(|stop| *stop).await;
+            let _ = stop.wait_for(|stop| *stop).await;
         };
         let listeners = match server::bind(&cli.listen_addresses).await {
             Ok(l) => l,
@@ -220,6 +227,7 @@ fn run_server(
         // The first sample is taken before serving, so that the first scrape
         // already has data.
         let mut sampler = Sampler::new(sources::all(&config, &paths), &config);
+        tracing::info!("taking the first sample before serving");
         let first = sampler.sample();
         let app = Arc::new(App::new(build, first));
         let (control_tx, control_rx) = mpsc::channel::<Control>();
@@ -298,7 +306,17 @@ async fn reload_on_sighup(
             tracing::info!("SIGHUP: no --config.file, nothing to reload");
             continue;
         };
-        match Config::load(path) {
+        // Read off the runtime's workers: the file is the user's to make a
+        // FIFO or put on a hung mount (the read is bounded in time anyway).
+        let owned = path.clone();
+        let loaded = match tokio::task::spawn_blocking(move || Config::load(&owned)).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
+                continue;
+            }
+        };
+        match loaded {
             Ok(config) => {
                 let mut restart = web_keys_changed(&running_web, &config.web);
                 if config.metrics != running_metrics {

@@ -12,6 +12,7 @@ mod support;
 #[path = "../../crates/rdma/tests/common/mod.rs"]
 mod rdma_common;
 
+mod attack;
 mod check;
 mod check_host;
 mod clock;

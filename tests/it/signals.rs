@@ -38,7 +38,7 @@ fn stuck_tree() -> TempTree {
 }
 
 /// A child killed when the test ends early (a failed assertion).
-struct Running(Child);
+pub(crate) struct Running(pub(crate) Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -51,12 +51,31 @@ impl Drop for Running {
 
 /// The exporter on `tree` with `config`, its log lines on a channel.
 fn spawn(tree: &Path, config: &Path) -> (Running, mpsc::Receiver<String>) {
+    spawn_with(tree, config, &[])
+}
+
+/// [`spawn`] with more arguments.
+pub(crate) fn spawn_with(
+    tree: &Path,
+    config: &Path,
+    extra: &[String],
+) -> (Running, mpsc::Receiver<String>) {
+    let mut args = vec![
+        format!("--path.sysfs={}", tree.display()),
+        format!("--path.procfs={}", tree.join("proc").display()),
+    ];
+    args.extend_from_slice(extra);
+    spawn_args(config, &args)
+}
+
+/// The exporter with `config` and `args` (the host's own paths unless
+/// `args` name others), its log lines on a channel.
+pub(crate) fn spawn_args(config: &Path, args: &[String]) -> (Running, mpsc::Receiver<String>) {
     let mut child = Command::new(BIN)
         .arg("--web.listen-address=127.0.0.1:0")
         .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--path.sysfs={}", tree.display()))
-        .arg(format!("--path.procfs={}", tree.join("proc").display()))
         .arg("--log.level=debug")
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -77,7 +96,7 @@ fn spawn(tree: &Path, config: &Path) -> (Running, mpsc::Receiver<String>) {
 }
 
 /// Waits for a log line containing `text`; returns it.
-fn wait_for(log: &mpsc::Receiver<String>, text: &str) -> String {
+pub(crate) fn wait_for(log: &mpsc::Receiver<String>, text: &str) -> String {
     let until = Instant::now() + GUARD;
     loop {
         let left = until.saturating_duration_since(Instant::now());
@@ -120,7 +139,7 @@ fn catches(pid: u32, sig: i32) -> bool {
 }
 
 /// Waits until the process handles `sig`.
-fn wait_until_caught(child: &mut Child, sig: i32) {
+pub(crate) fn wait_until_caught(child: &mut Child, sig: i32) {
     let until = Instant::now() + GUARD;
     while !catches(child.id(), sig) {
         assert!(
@@ -132,11 +151,11 @@ fn wait_until_caught(child: &mut Child, sig: i32) {
     }
 }
 
-fn signal(child: &Child, sig: i32) {
+pub(crate) fn signal(child: &Child, sig: i32) {
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
 }
 
-fn healthz(port: &str) -> String {
+pub(crate) fn healthz(port: &str) -> String {
     let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     s.set_read_timeout(Some(GUARD)).unwrap();
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -147,7 +166,7 @@ fn healthz(port: &str) -> String {
 }
 
 /// Waits for the child to end; its exit status.
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+pub(crate) fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     let until = Instant::now() + GUARD;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -228,6 +247,7 @@ fn sigterm_during_a_first_sample_held_up_by_a_stuck_read_ends_the_process() {
     let (mut running, log) = spawn(&tree.root, &config);
     let child = &mut running.0;
     wait_until_caught(child, libc::SIGTERM);
+    wait_for(&log, "taking the first sample before serving");
     signal(child, libc::SIGTERM);
     let status = wait_exit(child);
     // Cut short by the shutdown limit: not a clean stop.

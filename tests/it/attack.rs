@@ -1,0 +1,204 @@
+//! The standing attack suite: every input surface of the exporter, the
+//! hostile inputs it is fed, and the bound each must hold. New cases of
+//! files the user names live here; the surfaces tested elsewhere are listed
+//! with their tests, so that this list is the one place to look.
+//!
+//! | surface | hostile input | bound | tests |
+//! |---|---|---|---|
+//! | `--config.file` at start | a FIFO, `/dev/zero`, a file growing while read, over 4 MiB | refused in one read (exit 2, the file and why named); a read stuck in the kernel abandoned after 5 s | here; `roce_host::named` |
+//! | `--config.file` on SIGHUP | the same swapped in | refused, the running configuration kept, scrapes go on, SIGTERM ends the process within 10 s | here |
+//! | `--web.config.file` and the files it names | a FIFO, `/dev/zero` swapped in for the file, certificate or key | refused, the running web configuration kept, read off the server's path, scrapes go on | here; tests/it/tls.rs (rotation, refusals) |
+//! | `peer_probes.file`, `password_file`, bearer token, `tls_ca_file`, `resolv.conf` | a FIFO, `/dev/zero`, oversized | refused, a collector error, probing and scrapes go on | here; `sources::peer_list`, `sources::peer_http` unit tests |
+//! | peer endpoint documents, the Prometheus answer, DNS SRV answers | multicast, `::`, loopback, link-local, off-rail GIDs; QPN 0, 1, 2^32-1; MTU 0; a byte a second; redirects; oversized; malformed | refused and counted by reason, never probed; one absolute deadline per request | `sources::peer_probe::tests::hostile_documents_are_refused_counted_and_never_probed`, `sources::peer_http` tests, `fuzz/fuzz_targets/peer_discovery.rs` |
+//! | peer-probe datagrams | a forged probe naming a peer, floods from admitted and unknown senders, foreign payloads, stray echoes | one echo, never a loop; 100 answers/s per sender, 5 "not admitted"/s in all | `roce_probe::peer_admit` tests; tests/vm/e2e-fleet.sh (on the wire) |
+//! | NCCL log directories | distinct-entry floods, 60,000 old files beside a live log, copytruncate, oversized Inspector files, unreadable files, a missing directory | state bounded per process and per file (RSS bound in bench/nccl_memory.py), no live job missed, every skip counted | tests/it/nccl_source.rs, `roce_nccl` tests |
+//! | sysfs and procfs trees | every errno a kernel returns, files vanishing mid-read, a read that never returns | absent or a counted error, the rest of the sample kept; a stuck read times out at one interval | tests/it/faults.rs, tests/it/signals.rs, `crates/*/tests/faults.rs` |
+//! | netlink replies, ethtool replays | truncated, oversized, lying lengths | parsed within bounds, errors counted | `roce_netlink` tests, `crates/netdev/tests/faults.rs`, `fuzz/` |
+//! | HTTP clients | 10x the connection cap, slowloris, oversized and body-carrying requests | no error for well-behaved scrapers, the rest cut | tests/it/http_pressure.rs, tests/it/http.rs, bench/load.py (CI) |
+//!
+//! The cases here run the real binary (`cargo test` builds it; the same
+//! code as the release build).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::rdma_common::TempTree;
+use crate::signals::{healthz, signal, spawn_args, spawn_with, wait_exit, wait_for, Running};
+
+const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
+/// The documented bound on the process's life after SIGTERM.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+}
+
+/// Runs the exporter with `config` as its configuration file until it
+/// exits on its own (a hang fails: bounded by the signals module's guard).
+fn start_with_config(config: &Path) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(BIN)
+        .arg("--web.listen-address=127.0.0.1:0")
+        .arg(format!("--config.file={}", config.display()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let status = wait_exit(&mut child);
+    (status, reader.join().unwrap_or_default())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("roce-attack-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// SIGTERM, then the exit within the documented limit.
+fn stop(running: &mut Running) {
+    signal(&running.0, libc::SIGTERM);
+    let t = Instant::now();
+    let status = wait_exit(&mut running.0);
+    let took = t.elapsed();
+    eprintln!("ended {took:?} after SIGTERM");
+    assert!(status.success(), "{status:?}");
+    assert!(took <= SHUTDOWN_LIMIT, "alive {took:?} after SIGTERM");
+}
+
+#[test]
+fn a_config_file_that_is_a_fifo_a_device_or_growing_is_refused_at_start() {
+    let d = scratch("start");
+    let fifo = d.join("fifo.yml");
+    mkfifo(&fifo);
+    let (status, err) = start_with_config(&fifo);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("not a regular file (a FIFO)"), "{err}");
+    assert!(err.contains("fifo.yml"), "{err}");
+
+    let (status, err) = start_with_config(Path::new("/dev/zero"));
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not a regular file (a character device)"),
+        "{err}"
+    );
+
+    // A file far over the cap, and one that grows while it is read.
+    let big = d.join("big.yml");
+    std::fs::write(&big, vec![b'#'; 5 << 20]).unwrap();
+    let (status, err) = start_with_config(&big);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("larger than 4194304 bytes"), "{err}");
+    let growing = d.join("growing.yml");
+    std::fs::write(&growing, "sample_interval: 5s\n").unwrap();
+    let writer = {
+        let growing = growing.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut w = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&growing)
+                .unwrap();
+            let chunk = vec![b'#'; 1 << 20];
+            for _ in 0..64 {
+                if w.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let (status, err) = start_with_config(&growing);
+    let _ = writer.join();
+    // Read before it passed the cap (a valid file) or refused at the cap:
+    // never read without end.
+    assert!(
+        status.code() == Some(2) && err.contains("larger than"),
+        "{status:?} {err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_fifo_or_device_swapped_in_for_the_config_is_refused_on_sighup_and_serving_goes_on() {
+    let tree = TempTree::copy_of("sys-mlx5-roce");
+    let config = tree.root.join("roce_exporter.yml");
+    std::fs::write(&config, "sample_interval: 1s\n").unwrap();
+    let (mut running, log) = spawn_with(&tree.root, &config, &[]);
+    let listening = wait_for(&log, "msg=listening");
+    let port = listening.rsplit(':').next().unwrap().trim().to_string();
+
+    mkfifo(&config);
+    signal(&running.0, libc::SIGHUP);
+    let refused = wait_for(&log, "configuration reload refused");
+    assert!(refused.contains("a FIFO"), "{refused}");
+    assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+
+    std::fs::remove_file(&config).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &config).unwrap();
+    signal(&running.0, libc::SIGHUP);
+    let refused = wait_for(&log, "configuration reload refused");
+    assert!(refused.contains("a character device"), "{refused}");
+    assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+    stop(&mut running);
+}
+
+#[test]
+fn a_fifo_swapped_in_for_the_web_config_never_stops_a_scrape() {
+    let tree = TempTree::copy_of("sys-mlx5-roce");
+    let config = tree.root.join("roce_exporter.yml");
+    std::fs::write(&config, "sample_interval: 1s\n").unwrap();
+    let web = tree.root.join("web.yml");
+    std::fs::write(&web, "# plain HTTP\n").unwrap();
+    let (mut running, log) = spawn_with(
+        &tree.root,
+        &config,
+        &[format!("--web.config.file={}", web.display())],
+    );
+    let listening = wait_for(&log, "msg=listening");
+    let port = listening.rsplit(':').next().unwrap().trim().to_string();
+    mkfifo(&web);
+    // The watcher looks at the files every second, off the server's path.
+    let refused = wait_for(&log, "web configuration change refused");
+    assert!(refused.contains("a FIFO"), "{refused}");
+    for _ in 0..20 {
+        assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+    }
+    stop(&mut running);
+}
+
+#[test]
+fn a_fifo_as_the_peers_file_is_a_collector_error_and_serving_goes_on() {
+    // Peer probes run on the host's own /sys only (a fixture tree has no
+    // verbs devices behind it): here a host without RDMA ports, where the
+    // peer list is still read.
+    let d = scratch("peers");
+    let peers = d.join("peers");
+    mkfifo(&peers);
+    let config = d.join("roce_exporter.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "sample_interval: 1s\npeer_probes:\n  enabled: true\n  file: {}\n",
+            peers.display()
+        ),
+    )
+    .unwrap();
+    let (mut running, log) = spawn_args(&config, &[]);
+    let listening = wait_for(&log, "msg=listening");
+    let port = listening.rsplit(':').next().unwrap().trim().to_string();
+    let error = wait_for(&log, "a FIFO");
+    assert!(error.contains("peer_probes.file"), "{error}");
+    assert!(error.contains("collector=peer_probe"), "{error}");
+    assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+    stop(&mut running);
+    let _ = std::fs::remove_dir_all(&d);
+}
