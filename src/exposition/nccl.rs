@@ -123,6 +123,47 @@ pub const LAST_READ: Labeled<0> = Labeled::new(Family {
     source: SOURCE,
 });
 
+pub const FILES_SKIPPED: Labeled<2> = Labeled::new(Family {
+    base: "roce_nccl_files_skipped",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["dir", "reason"],
+    help: "Files the NCCL source passed over since the exporter started, by reason: over_cap (written within nccl.idle_expiry but no free slot under nccl.max_files; counted each time the directory's listing meets one), unreadable (open or read failed; the file and errno are in the source's errors), too_large (a rewritten .prom file over 16 MiB), cut (a rewritten file changed again before it was read to its end).",
+    source: SOURCE,
+});
+pub const BUDGET_EXHAUSTED: Labeled<1> = Labeled::new(Family {
+    base: "roce_nccl_read_budget_exhausted",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["dir"],
+    help: "Reads of a directory that ended on nccl.max_bytes_per_read with more to read; the next read goes on from there. Rising every read: the jobs write faster than the source reads.",
+    source: SOURCE,
+});
+pub const PROCESSES: Labeled<0> = Labeled::new(Family {
+    base: "roce_nccl_processes",
+    kind: Kind::Gauge,
+    unit: None,
+    labels: &[],
+    help: "NCCL processes whose device tables the source holds (per log file and writer; at most 1,024, dropped with their file or after an hour of silence).",
+    source: LOGS,
+});
+pub const STATE_BYTES: Labeled<0> = Labeled::new(Family {
+    base: "roce_nccl_state",
+    kind: Kind::Gauge,
+    unit: Some(FamilyUnit::Bytes),
+    labels: &[],
+    help: "Bytes of device-table state the NCCL source holds (estimated from the sizes of what it stores; bounded by 16,384 entries in all).",
+    source: LOGS,
+});
+pub const STATE_DROPPED: Labeled<1> = Labeled::new(Family {
+    base: "roce_nccl_state_dropped",
+    kind: Kind::Counter,
+    unit: None,
+    labels: &["what"],
+    help: "Device-table entries a cap refused or evicted since the exporter started: process (evicted, least recently heard first), net (over 8 per process), device (over 64 indexes per net or 8 ports per merged device), socket (over 32 interfaces per process). Non-zero on a healthy node means a log is not NCCL's or is hostile.",
+    source: LOGS,
+});
+
 pub const FAMILIES: &[Family] = &[
     CONNECTIONS.family,
     JOB_CONNECTIONS.family,
@@ -137,6 +178,11 @@ pub const FAMILIES: &[Family] = &[
     READ_BYTES.family,
     REJECTED.family,
     LAST_READ.family,
+    FILES_SKIPPED.family,
+    BUDGET_EXHAUSTED.family,
+    PROCESSES.family,
+    STATE_BYTES.family,
+    STATE_DROPPED.family,
 ];
 
 pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
@@ -217,6 +263,33 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     if n.inspector_dir.is_some() {
         files.push(["inspector"], n.inspector_files as u64);
     }
+    let mut skipped = Samples::new(&FILES_SKIPPED);
+    let mut budget = Samples::new(&BUDGET_EXHAUSTED);
+    for (dir, on, k) in [
+        ("logs", n.log_dir.is_some(), &n.log_skipped),
+        ("inspector", n.inspector_dir.is_some(), &n.inspector_skipped),
+    ] {
+        if !on {
+            continue;
+        }
+        skipped.push([dir, "over_cap"], k.over_cap);
+        skipped.push([dir, "unreadable"], k.unreadable);
+        skipped.push([dir, "too_large"], k.too_large);
+        skipped.push([dir, "cut"], k.cut);
+        budget.push([dir], k.budget_exhausted);
+    }
+    let mut processes = Samples::new(&PROCESSES);
+    let mut state = Samples::new(&STATE_BYTES);
+    let mut dropped = Samples::new(&STATE_DROPPED);
+    if n.log_dir.is_some() {
+        processes.push([], s.processes as u64);
+        state.push([], s.state_bytes as u64);
+        let d = &s.dropped;
+        dropped.push(["process"], d.processes);
+        dropped.push(["net"], d.nets);
+        dropped.push(["device"], d.devices);
+        dropped.push(["socket"], d.sockets);
+    }
     let mut read = Samples::new(&READ_BYTES);
     read.push([], n.bytes_read_total);
     let mut rejected = Samples::new(&REJECTED);
@@ -242,6 +315,11 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         read.into(),
         rejected.into(),
         last.into(),
+        skipped.into(),
+        budget.into(),
+        processes.into(),
+        state.into(),
+        dropped.into(),
     ]);
 }
 

@@ -17,15 +17,43 @@ use std::time::{Instant, SystemTime};
 use roce_nccl::aggregate::{Aggregator, AggregatorConfig, NcclSummary};
 use roce_nccl::inspector::{parse_prom_line, parse_record, ObjectSplitter, Record};
 use roce_nccl::log::parse_line;
-use roce_nccl::tail::{TailConfig, TailEvent, Tailer};
+use roce_nccl::tail::{PassStats, TailConfig, TailEvent, Tailer};
 
 use super::{HostError, Input, Part, Reading, Source};
 use crate::config::{Config, NcclConfig};
 use crate::snapshot::SourceState;
+use roce_host::ReadError;
 
 /// The largest Inspector JSON object assembled (a verbose record with
 /// per-channel kernel events stays well below).
 const MAX_INSPECTOR_OBJECT: usize = 64 * 1024;
+
+/// Files a directory's reads passed over, by reason, since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FilesSkipped {
+    /// Written within `nccl.idle_expiry` but no free slot under
+    /// `nccl.max_files` (counted each time the listing meets one).
+    pub over_cap: u64,
+    /// Could not be opened or read (each failed attempt).
+    pub unreadable: u64,
+    /// A rewritten (`.prom`) file larger than the source reads whole.
+    pub too_large: u64,
+    /// A rewritten file changed again before it was read to its end.
+    pub cut: u64,
+    /// Reads that ended on `nccl.max_bytes_per_read` with more to read
+    /// (taken up on the next read, not lost).
+    pub budget_exhausted: u64,
+}
+
+impl FilesSkipped {
+    fn add(&mut self, stats: &PassStats) {
+        self.over_cap += stats.over_cap as u64;
+        self.unreadable += stats.unreadable_count;
+        self.too_large += stats.too_large;
+        self.cut += stats.whole_file_cut;
+        self.budget_exhausted += u64::from(stats.budget_exhausted);
+    }
+}
 
 /// The NCCL part of a snapshot.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -36,6 +64,9 @@ pub struct NcclSnapshot {
     /// Files tracked now, per directory.
     pub log_files: usize,
     pub inspector_files: usize,
+    /// Files passed over, per directory, since start.
+    pub log_skipped: FilesSkipped,
+    pub inspector_skipped: FilesSkipped,
     /// Bytes read from both directories since start.
     pub bytes_read_total: u64,
     /// Inspector JSON objects that were not valid records, and lines longer
@@ -56,8 +87,13 @@ pub struct NcclSource {
     splitters: HashMap<PathBuf, ObjectSplitter>,
     agg: Aggregator,
     last_read: Option<Instant>,
-    /// The state of the last read, repeated until the next one.
+    /// The state and errors of the last read, repeated until the next one
+    /// (a directory that stays missing is one lasting error).
     state: SourceState,
+    errors: Vec<HostError>,
+    /// Files without a slot in the last read, per directory: logged when
+    /// that starts and when it ends.
+    over_cap: [usize; 2],
     part: NcclSnapshot,
 }
 
@@ -107,6 +143,8 @@ impl NcclSource {
             agg,
             last_read: None,
             state: SourceState::Ok,
+            errors: Vec::new(),
+            over_cap: [0; 2],
             part,
         }
     }
@@ -131,13 +169,8 @@ impl NcclSource {
             self.part.bytes_read_total += stats.bytes_read;
             self.part.rejected_total += stats.long_lines;
             self.part.log_files = stats.files_tracked;
-            if stats.errors > 0 && stats.entries_seen == 0 {
-                unreadable += 1;
-                errors.push(HostError::Unlistable {
-                    setting: "nccl.log_dir",
-                    dir: t.dir().to_path_buf(),
-                });
-            }
+            self.part.log_skipped.add(&stats);
+            unreadable += report(&stats, "nccl.log_dir", t, &mut self.over_cap[0], errors);
         }
         if let Some(t) = self.inspector.as_mut() {
             let agg = &mut self.agg;
@@ -169,17 +202,63 @@ impl NcclSource {
             self.part.bytes_read_total += stats.bytes_read;
             self.part.rejected_total += rejected + stats.long_lines;
             self.part.inspector_files = stats.files_tracked;
-            if stats.errors > 0 && stats.entries_seen == 0 {
-                unreadable += 1;
-                errors.push(HostError::Unlistable {
-                    setting: "nccl.inspector_dir",
-                    dir: t.dir().to_path_buf(),
-                });
-            }
+            self.part.inspector_skipped.add(&stats);
+            unreadable += report(
+                &stats,
+                "nccl.inspector_dir",
+                t,
+                &mut self.over_cap[1],
+                errors,
+            );
         }
         self.last_read = Some(now);
         self.part.last_read = Some(wall);
         unreadable
+    }
+}
+
+/// The errors of one directory's pass, and a log line when files start or
+/// stop being passed over for lack of a slot. Returns 1 when the directory
+/// could not be listed.
+fn report(
+    stats: &PassStats,
+    setting: &'static str,
+    tailer: &Tailer,
+    over_cap: &mut usize,
+    errors: &mut Vec<HostError>,
+) -> usize {
+    for u in &stats.unreadable {
+        errors.push(HostError::File(ReadError::io(
+            &u.path,
+            &std::io::Error::from_raw_os_error(u.errno),
+        )));
+    }
+    // Counted over a whole listing, which may take several passes.
+    if stats.listing_complete || stats.over_cap > 0 {
+        if stats.over_cap > 0 && *over_cap == 0 {
+            tracing::warn!(
+                dir = %tailer.dir().display(),
+                files = stats.over_cap,
+                tracked = stats.files_tracked,
+                "NCCL files written recently find no free slot under nccl.max_files; they are not read (raise nccl.max_files or clear the directory)"
+            );
+        } else if stats.over_cap == 0 && *over_cap > 0 && stats.listing_complete {
+            tracing::info!(dir = %tailer.dir().display(), "every recently written NCCL file is read again");
+        }
+        if stats.over_cap > 0 || stats.listing_complete {
+            *over_cap = stats.over_cap;
+        }
+    }
+    match stats.dir_error {
+        Some(errno) => {
+            errors.push(HostError::Unlistable {
+                setting,
+                dir: tailer.dir().to_path_buf(),
+                errno,
+            });
+            1
+        }
+        None => 0,
     }
 }
 
@@ -210,12 +289,15 @@ impl Source for NcclSource {
             .is_none_or(|t| t.elapsed() >= self.cfg.interval);
         if due {
             let dirs = usize::from(self.logs.is_some()) + usize::from(self.inspector.is_some());
-            self.state = if self.read(errors) == dirs {
+            let mut fresh = Vec::new();
+            self.state = if self.read(&mut fresh) == dirs {
                 SourceState::Failed("no NCCL directory could be listed".into())
             } else {
                 SourceState::Ok
             };
+            self.errors = fresh;
         }
+        errors.extend(self.errors.iter().cloned());
         self.part.summary = self.agg.summary(Instant::now());
         Reading::new(self.state.clone(), Part::Nccl(Box::new(self.part.clone())))
     }

@@ -113,6 +113,11 @@ fn reads_logs_and_inspector_output_into_the_exposition() {
         "roce_nccl_gdr_disabled_info{reason=\"path_too_far\",gpu=\"1\",hca=\"0\"} 1",
         "roce_nccl_busbw_samples{collective=\"AllReduce\"} 2",
         "roce_nccl_files{dir=\"logs\"} 2",
+        "roce_nccl_files_skipped_total{dir=\"logs\",reason=\"over_cap\"} 0",
+        "roce_nccl_files_skipped_total{dir=\"inspector\",reason=\"unreadable\"} 0",
+        "roce_nccl_read_budget_exhausted_total{dir=\"logs\"} 0",
+        "roce_nccl_processes 2",
+        "roce_nccl_state_dropped_total{what=\"device\"} 0",
     ] {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }
@@ -173,13 +178,58 @@ fn a_missing_directory_fails_the_source_and_says_which() {
     )
     .expect("config");
     let mut source = NcclSource::new(&cfg);
-    let mut errors = Vec::new();
-    let r = source.sample(&Input::default(), &mut errors);
-    assert!(matches!(r.state, SourceState::Failed(_)), "{:?}", r.state);
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.to_string().contains("/nonexistent/nccl-logs")),
-        "{errors:?}"
+    // The same error on every sample while the directory is missing (also
+    // between reads), so the sampler sees one lasting error, not one that
+    // comes and goes with the source's cadence.
+    for _ in 0..3 {
+        let mut errors = Vec::new();
+        let r = source.sample(&Input::default(), &mut errors);
+        assert!(matches!(r.state, SourceState::Failed(_)), "{:?}", r.state);
+        let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            text,
+            vec!["nccl.log_dir /nonexistent/nccl-logs: cannot be listed: No such file or directory (os error 2)"]
+        );
+    }
+}
+
+#[test]
+fn an_unreadable_log_is_an_error_naming_it_and_the_rest_is_read() {
+    let d = scratch("unreadable");
+    let locked = d.0.join("logs/nccl.gpu-z.9.log");
+    fs::write(
+        &locked,
+        "gpu-z:9:9 [0] NCCL INFO NCCL version 2.99.0+cuda12.4\n",
+    )
+    .expect("write");
+    fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+        .expect("chmod");
+    let cfg = config(&d.0, "");
+    // Root reads any file: the sampling thread gives up root's file access
+    // (fsuid and the capabilities that go with it are per thread).
+    let (state, part, errors) = std::thread::spawn(move || {
+        unsafe { libc::setfsuid(65534) };
+        let mut source = NcclSource::new(&cfg);
+        let mut errors = Vec::new();
+        let r = source.sample(&Input::default(), &mut errors);
+        let Some(Part::Nccl(n)) = r.part else {
+            panic!("no NCCL part")
+        };
+        (r.state, *n, errors)
+    })
+    .join()
+    .expect("thread");
+    assert_eq!(state, SourceState::Ok);
+    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        text,
+        vec![format!(
+            "{}: Permission denied (os error 13)",
+            locked.display()
+        )]
     );
+    assert_eq!(part.log_skipped.unreadable, 1);
+    // The readable logs are read.
+    assert!(part.summary.versions.contains(&"2.20.5".to_string()));
+    assert!(!part.summary.versions.contains(&"2.99.0".to_string()));
 }

@@ -68,7 +68,11 @@ pub enum HostError {
     /// a netlink request, NVML): what was asked, and the answer.
     Request { what: String, error: String },
     /// A configured folder (`setting` names it) that cannot be listed.
-    Unlistable { setting: &'static str, dir: PathBuf },
+    Unlistable {
+        setting: &'static str,
+        dir: PathBuf,
+        errno: i32,
+    },
 }
 
 impl HostError {
@@ -91,9 +95,16 @@ impl std::fmt::Display for HostError {
         match self {
             HostError::File(e) => e.fmt(f),
             HostError::Request { what, error } => write!(f, "{what}: {error}"),
-            HostError::Unlistable { setting, dir } => {
-                write!(f, "{setting} {}: cannot be listed", dir.display())
-            }
+            HostError::Unlistable {
+                setting,
+                dir,
+                errno,
+            } => write!(
+                f,
+                "{setting} {}: cannot be listed: {}",
+                dir.display(),
+                io::Error::from_raw_os_error(*errno)
+            ),
         }
     }
 }
@@ -125,10 +136,11 @@ mod tests {
         let e = HostError::Unlistable {
             setting: "nccl.log_dir",
             dir: PathBuf::from("/var/log/nccl"),
+            errno: libc::ENOENT,
         };
         assert_eq!(
             e.to_string(),
-            "nccl.log_dir /var/log/nccl: cannot be listed"
+            "nccl.log_dir /var/log/nccl: cannot be listed: No such file or directory (os error 2)"
         );
     }
 }

@@ -9,6 +9,16 @@
 //! length and character set. Job identity (pid) is kept only when the
 //! operator opts in ([`AggregatorConfig::job_labels`]).
 //!
+//! The device tables (which RDMA port or interface each of a process's net
+//! device indexes is) are the state a hostile log could grow: they are kept
+//! per source file and writer, so that the file's rotation, truncation or
+//! deletion frees them; capped per process ([`MAX_NETS_PER_PROCESS`] nets,
+//! [`MAX_DEVICES_PER_NET`] indexes per net, [`MAX_SOCKETS_PER_PROCESS`]
+//! interfaces, [`MAX_MEMBERS_PER_DEVICE`] ports per merged device) and in
+//! all ([`AggregatorConfig::max_device_entries`]); a process not heard from
+//! for [`AggregatorConfig::process_expiry`] is dropped. What a cap refused
+//! is counted in [`Dropped`].
+//!
 //! A log line carries no time of its own (NCCL's timestamps are off by
 //! default), so "seen" means "read by the tailer" at the `now` given.
 
@@ -16,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::inspector::{CollRecord, PromSample};
-use crate::log::{Event, Line, LinkLayer, NetDevice, Via};
+use crate::log::{Event, IbPort, Line, LinkLayer, NetDevice, Via};
 
 #[derive(Debug, Clone)]
 pub struct AggregatorConfig {
@@ -28,9 +38,25 @@ pub struct AggregatorConfig {
     /// Keep the pid of the process that made a connection as a label.
     pub job_labels: bool,
     pub max_processes: usize,
+    /// Device-table entries (net devices and socket interfaces) of all
+    /// processes together; beyond, the least recently heard process goes.
+    pub max_device_entries: usize,
+    /// A process whose file has said nothing for this long is dropped.
+    pub process_expiry: Duration,
     pub max_keys: usize,
     pub max_samples: usize,
 }
+
+/// Nets a process can name (NCCL loads one net plugin and NET/Socket; a
+/// plugin such as nccl-rdma-sharp adds its `IBext` name and CollNet).
+pub const MAX_NETS_PER_PROCESS: usize = 8;
+/// Device indexes kept per net: NCCL's IB transport opens at most 32
+/// devices (`MAX_IB_DEVS`), merged (virtual) devices add as many again.
+pub const MAX_DEVICES_PER_NET: usize = 64;
+/// Interfaces of NET/Socket per process (NCCL's `MAX_IFS` is 16).
+pub const MAX_SOCKETS_PER_PROCESS: usize = 32;
+/// Ports of one merged device (NCCL merges at most 4 per virtual NIC).
+pub const MAX_MEMBERS_PER_DEVICE: usize = 8;
 
 /// The default size floor: 256 MiB, where nccl-tests' bus bandwidth on a
 /// multi-node ring or tree has reached its plateau.
@@ -43,6 +69,8 @@ impl Default for AggregatorConfig {
             busbw_min_bytes: DEFAULT_BUSBW_MIN_BYTES,
             job_labels: false,
             max_processes: 1024,
+            max_device_entries: 16_384,
+            process_expiry: Duration::from_secs(3600),
             max_keys: 512,
             max_samples: 4096,
         }
@@ -135,6 +163,27 @@ pub struct NcclSummary {
     /// Log lines and Inspector records read in the window (any kind).
     pub log_lines: u64,
     pub inspector_records: u64,
+    /// Processes whose device tables are held now.
+    pub processes: usize,
+    /// Bytes of device-table state held now (an estimate from the sizes of
+    /// what is stored).
+    pub state_bytes: usize,
+    /// What the caps refused since start.
+    pub dropped: Dropped,
+}
+
+/// Entries refused or evicted by a cap, since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Processes evicted to make room (process or device-entry cap).
+    pub processes: u64,
+    /// Nets beyond [`MAX_NETS_PER_PROCESS`].
+    pub nets: u64,
+    /// Device indexes beyond [`MAX_DEVICES_PER_NET`], and merged-device
+    /// ports beyond [`MAX_MEMBERS_PER_DEVICE`].
+    pub devices: u64,
+    /// Interfaces beyond [`MAX_SOCKETS_PER_PROCESS`].
+    pub sockets: u64,
 }
 
 impl NcclSummary {
@@ -146,13 +195,53 @@ impl NcclSummary {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Process {
     /// net name -> device index -> device.
     nets: HashMap<String, BTreeMap<u32, NetDevice>>,
     sockets: BTreeMap<u32, String>,
-    last_seen: Option<Instant>,
+    last_seen: Instant,
 }
+
+impl Process {
+    fn entries(&self) -> usize {
+        self.nets.values().map(BTreeMap::len).sum::<usize>() + self.sockets.len()
+    }
+
+    fn bytes(&self) -> usize {
+        let device = |d: &NetDevice| {
+            std::mem::size_of::<NetDevice>()
+                + d.members
+                    .iter()
+                    .map(|m| std::mem::size_of_val(m) + m.device.capacity())
+                    .sum::<usize>()
+        };
+        std::mem::size_of::<Process>()
+            + self
+                .nets
+                .iter()
+                .map(|(n, t)| n.capacity() + t.values().map(device).sum::<usize>())
+                .sum::<usize>()
+            + self
+                .sockets
+                .values()
+                .map(|s| std::mem::size_of::<u32>() + std::mem::size_of::<String>() + s.capacity())
+                .sum::<usize>()
+    }
+}
+
+impl Dropped {
+    fn add(&mut self, more: Dropped) {
+        self.processes += more.processes;
+        self.nets += more.nets;
+        self.devices += more.devices;
+        self.sockets += more.sockets;
+    }
+}
+
+/// A process writing to a file: the file, and the line prefix's
+/// `host:pid` (empty when lines carry no prefix).
+type ProcessKey = (String, String);
 
 #[derive(Debug)]
 struct Sample {
@@ -164,7 +253,10 @@ struct Sample {
 
 pub struct Aggregator {
     cfg: AggregatorConfig,
-    processes: HashMap<String, Process>,
+    processes: HashMap<ProcessKey, Process>,
+    /// Device-table entries of all processes.
+    device_entries: usize,
+    dropped: Dropped,
     conns: HashMap<ConnKey, (u64, Instant)>,
     versions: HashMap<String, Instant>,
     networks: HashMap<String, Instant>,
@@ -193,6 +285,8 @@ impl Aggregator {
         Aggregator {
             cfg,
             processes: HashMap::new(),
+            device_entries: 0,
+            dropped: Dropped::default(),
             conns: HashMap::new(),
             versions: HashMap::new(),
             networks: HashMap::new(),
@@ -209,9 +303,18 @@ impl Aggregator {
     }
 
     /// Forgets the device tables learnt from `source` (a file that was
-    /// rotated or truncated: its next lines belong to a new process).
+    /// rotated, truncated or deleted: its next lines belong to a new
+    /// process).
     pub fn forget_source(&mut self, source: &str) {
-        self.processes.remove(source);
+        let mut freed = 0;
+        self.processes.retain(|k, p| {
+            let keep = k.0 != source;
+            if !keep {
+                freed += p.entries();
+            }
+            keep
+        });
+        self.device_entries -= freed;
     }
 
     /// One log line. `source` identifies the writer when the line has no
@@ -219,8 +322,14 @@ impl Aggregator {
     pub fn log_line(&mut self, source: &str, line: &Line<'_>, now: Instant) {
         bump(&mut self.lines, now);
         let (proc_key, pid) = match &line.prefix {
-            Some(p) => (format!("{}:{}", p.host, p.pid), Some(p.pid)),
-            None => (source.to_string(), None),
+            Some(p) => (
+                (
+                    source.to_string(),
+                    format!("{}:{}", label_safe(p.host), p.pid),
+                ),
+                Some(p.pid),
+            ),
+            None => ((source.to_string(), String::new()), None),
         };
         match &line.event {
             Event::Other => {}
@@ -231,20 +340,67 @@ impl Aggregator {
                 insert_capped(&mut self.networks, label_safe(name), now, 16);
             }
             Event::IbDevices { net, devices } => {
-                let p = self.process(&proc_key, now);
-                if let Some(p) = p {
-                    let table = p.nets.entry(label_safe(net)).or_default();
-                    for d in devices.iter().take(64) {
-                        table.insert(d.index, d.clone());
+                let net = label_safe(net);
+                let Some(p) = self.process(&proc_key, now) else {
+                    return;
+                };
+                let mut added = 0;
+                let mut refused = Dropped::default();
+                if !p.nets.contains_key(&net) && p.nets.len() >= MAX_NETS_PER_PROCESS {
+                    refused.nets += 1;
+                } else {
+                    let table = p.nets.entry(net).or_default();
+                    for d in devices {
+                        if !table.contains_key(&d.index) && table.len() >= MAX_DEVICES_PER_NET {
+                            refused.devices += 1;
+                            continue;
+                        }
+                        if d.members.len() > MAX_MEMBERS_PER_DEVICE {
+                            refused.devices += 1;
+                        }
+                        let members = d
+                            .members
+                            .iter()
+                            .take(MAX_MEMBERS_PER_DEVICE)
+                            .map(|m| IbPort {
+                                device: label_safe(&m.device),
+                                port: m.port,
+                                link: m.link,
+                            })
+                            .collect();
+                        let entry = NetDevice {
+                            index: d.index,
+                            members,
+                        };
+                        if table.insert(d.index, entry).is_none() {
+                            added += 1;
+                        }
                     }
                 }
+                self.dropped.add(refused);
+                self.device_entries += added;
+                self.keep_entries_capped(&proc_key);
             }
             Event::SocketDevices { ifaces } => {
-                if let Some(p) = self.process(&proc_key, now) {
-                    for i in ifaces.iter().take(64) {
-                        p.sockets.insert(i.index, label_safe(&i.name));
+                let Some(p) = self.process(&proc_key, now) else {
+                    return;
+                };
+                let mut added = 0;
+                let mut refused = Dropped::default();
+                for i in ifaces {
+                    if !p.sockets.contains_key(&i.index)
+                        && p.sockets.len() >= MAX_SOCKETS_PER_PROCESS
+                    {
+                        refused.sockets += 1;
+                        continue;
+                    }
+                    if p.sockets.insert(i.index, label_safe(&i.name)).is_none() {
+                        added += 1;
                     }
                 }
+                self.dropped.add(refused);
+                self.device_entries += added;
+                self.keep_entries_capped(&proc_key);
             }
             Event::Connection {
                 via: Via::Net { net, dev, gdr, .. },
@@ -305,23 +461,50 @@ impl Aggregator {
         }
     }
 
-    fn process(&mut self, key: &str, now: Instant) -> Option<&mut Process> {
+    fn process(&mut self, key: &ProcessKey, now: Instant) -> Option<&mut Process> {
         if !self.processes.contains_key(key) {
             if self.processes.len() >= self.cfg.max_processes {
-                let oldest = self
-                    .processes
-                    .iter()
-                    .min_by_key(|(_, p)| p.last_seen)
-                    .map(|(k, _)| k.clone());
-                if let Some(k) = oldest {
-                    self.processes.remove(&k);
-                }
+                self.evict_least_recent(None);
             }
-            self.processes.insert(key.to_string(), Process::default());
+            self.processes.insert(
+                key.clone(),
+                Process {
+                    nets: HashMap::new(),
+                    sockets: BTreeMap::new(),
+                    last_seen: now,
+                },
+            );
         }
         let p = self.processes.get_mut(key)?;
-        p.last_seen = Some(now);
+        p.last_seen = now;
         Some(p)
+    }
+
+    /// Evicts the least recently heard processes (never `keep`) until the
+    /// device entries are within their cap.
+    fn keep_entries_capped(&mut self, keep: &ProcessKey) {
+        while self.device_entries > self.cfg.max_device_entries {
+            if !self.evict_least_recent(Some(keep)) {
+                break;
+            }
+        }
+    }
+
+    fn evict_least_recent(&mut self, keep: Option<&ProcessKey>) -> bool {
+        let oldest = self
+            .processes
+            .iter()
+            .filter(|(k, _)| Some(*k) != keep)
+            .min_by_key(|(_, p)| p.last_seen)
+            .map(|(k, _)| k.clone());
+        match oldest.and_then(|k| self.processes.remove(&k)) {
+            Some(p) => {
+                self.device_entries -= p.entries();
+                self.dropped.processes += 1;
+                true
+            }
+            None => false,
+        }
     }
 
     /// One Inspector JSON record.
@@ -383,6 +566,15 @@ impl Aggregator {
         });
     }
 
+    /// Bytes of device-table state held (an estimate from the sizes of what
+    /// is stored, keys included).
+    pub fn state_bytes(&self) -> usize {
+        self.processes
+            .iter()
+            .map(|(k, p)| k.0.capacity() + k.1.capacity() + p.bytes())
+            .sum()
+    }
+
     /// Drops what is older than the window and returns the summary.
     pub fn summary(&mut self, now: Instant) -> NcclSummary {
         let window = self.cfg.window;
@@ -392,8 +584,18 @@ impl Aggregator {
         self.networks.retain(|_, t| fresh(*t));
         self.notes.retain(|_, t| fresh(*t));
         // Device tables are logged once, at init: they outlive the window
-        // (a long job's later communicators refer to them) and are bounded
-        // by `max_processes` only.
+        // (a long job's later communicators refer to them) and go when the
+        // process has been silent for `process_expiry`, or with its file.
+        let expiry = self.cfg.process_expiry;
+        let mut freed = 0;
+        self.processes.retain(|_, p| {
+            let keep = now.saturating_duration_since(p.last_seen) <= expiry;
+            if !keep {
+                freed += p.entries();
+            }
+            keep
+        });
+        self.device_entries -= freed;
         while self.samples.front().is_some_and(|s| !fresh(s.at)) {
             self.samples.pop_front();
         }
@@ -442,6 +644,9 @@ impl Aggregator {
             busbw: by_coll.into_values().collect(),
             log_lines: self.lines.iter().map(|l| l.1).sum(),
             inspector_records: self.records.iter().map(|l| l.1).sum(),
+            processes: self.processes.len(),
+            state_bytes: self.state_bytes(),
+            dropped: self.dropped,
         }
     }
 }

@@ -3,34 +3,48 @@
 //! time, with bounded memory and work per pass whatever the files' sizes and
 //! number.
 //!
-//! Per file it keeps the offset read so far and the file's identity
-//! (device, inode): a new inode under the same name is a rotation and a
-//! size below the offset a truncation; both restart the file from its
-//! beginning, and the consumer is told ([`TailEvent::Reset`]) so it drops
-//! what it held for the old content. Files not modified for
-//! [`TailConfig::idle_expiry`] (the jobs that wrote them ended) are
-//! forgotten ([`TailEvent::Gone`]) and not reopened until they change.
+//! Per file it keeps the offset read so far, the file's identity (device,
+//! inode) and the first bytes of its content: a new inode under the same
+//! name is a rotation, a size below the offset a truncation, and different
+//! first bytes a truncation in place that grew past the old offset between
+//! two passes (`copytruncate`); each restarts the file from its beginning,
+//! and the consumer is told ([`TailEvent::Reset`]) so it drops what it held
+//! for the old content. Files not modified for [`TailConfig::idle_expiry`]
+//! (the jobs that wrote them ended) are forgotten ([`TailEvent::Gone`]) and
+//! not reopened until they change; so are deleted files.
 //!
-//! Bounds: at most [`TailConfig::max_files`] files are tracked (the most
-//! recently modified), at most `max_dir_entries` directory entries are
-//! looked at, at most `max_bytes_per_pass` bytes are read per pass and
-//! `max_bytes_per_file` per file, and a line longer than `max_line` is
-//! dropped (counted) without being held. A pass that runs out of budget
-//! resumes with the next file on the following pass, so a busy file cannot
-//! starve the others. Only files that grew are opened.
+//! Finding files: the listing goes on from where the last pass left it, up
+//! to [`TailConfig::max_dir_entries`] entries per pass, so a directory of
+//! 60,000 finished jobs' files is walked in a few passes and a live log
+//! among them is always found. Hidden, compressed and non-regular entries
+//! are passed over by name and type before anything else (no `stat`), and
+//! idle files are passed over before the cap on tracked files applies.
+//! Files tracked keep their slot until they go idle or away; new ones take
+//! free slots, the most recently written first, and those left without one
+//! are counted ([`PassStats::over_cap`]) every time the listing meets them.
+//!
+//! Bounds: at most [`TailConfig::max_files`] files are tracked, at most
+//! `max_bytes_per_pass` bytes are read per pass and `max_bytes_per_file` per
+//! file, a line longer than `max_line` is dropped (counted) without being
+//! held, and a rewritten file larger than `max_whole_file` is skipped
+//! (counted). A pass that runs out of budget resumes with the next file on
+//! the following pass, so a busy file cannot starve the others; a rewritten
+//! file is read to its end across passes, and one rewritten again before it
+//! was finished is counted as cut. Only files that grew are opened.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 #[derive(Debug, Clone)]
 pub struct TailConfig {
-    /// Files tracked at once; beyond, the least recently modified wait.
+    /// Files tracked at once; beyond, new files wait for a free slot.
     pub max_files: usize,
-    /// Directory entries looked at per pass.
+    /// Directory entries looked at per pass; the listing goes on from there
+    /// on the next pass.
     pub max_dir_entries: usize,
     /// Bytes read per pass, all files together.
     pub max_bytes_per_pass: u64,
@@ -46,6 +60,8 @@ pub struct TailConfig {
     /// File names ending with this are re-read whole whenever they change
     /// (the Inspector's Prometheus files are rewritten, not appended).
     pub whole_file_suffix: Option<String>,
+    /// A rewritten file larger than this is not read.
+    pub max_whole_file: u64,
 }
 
 impl Default for TailConfig {
@@ -59,6 +75,7 @@ impl Default for TailConfig {
             idle_expiry: Duration::from_secs(3600),
             catch_up: None,
             whole_file_suffix: None,
+            max_whole_file: 16 << 20,
         }
     }
 }
@@ -71,27 +88,59 @@ pub enum TailEvent<'a> {
     Reset { file: &'a Path },
     /// One complete line, without its newline.
     Line { file: &'a Path, line: &'a [u8] },
-    /// The file is no longer tracked (deleted, idle, or over the cap).
+    /// The file is no longer tracked (deleted, idle, or gone from the
+    /// directory).
     Gone { file: &'a Path },
 }
+
+/// A file that could not be opened or read, and the errno.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub path: PathBuf,
+    pub errno: i32,
+}
+
+/// The unreadable files named per pass; more are counted only.
+pub const MAX_UNREADABLE_NAMED: usize = 16;
 
 /// Counters of one pass.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PassStats {
+    /// Directory entries looked at in this pass.
     pub entries_seen: usize,
+    /// The listing reached the directory's end in this pass (the next pass
+    /// starts a new one).
+    pub listing_complete: bool,
     pub files_tracked: usize,
     pub files_read: usize,
     pub bytes_read: u64,
     pub lines: u64,
     pub long_lines: u64,
     pub rotations: u64,
+    /// Truncations, in place and shorter, or in place and grown again
+    /// (different first bytes).
     pub truncations: u64,
     pub aged_out: u64,
+    pub deleted: u64,
+    /// Files written within the idle expiry that found no free slot.
     pub over_cap: usize,
+    /// Files that could not be opened or read (the first
+    /// [`MAX_UNREADABLE_NAMED`] named in `unreadable`).
+    pub unreadable_count: u64,
+    pub unreadable: Vec<Unreadable>,
+    /// Rewritten files over `max_whole_file`, not read.
+    pub too_large: u64,
+    /// Rewritten files that changed again before they were read to the end:
+    /// the part read came from the old content.
+    pub whole_file_cut: u64,
     /// The pass stopped on its byte budget; more is waiting.
     pub budget_exhausted: bool,
-    pub errors: u64,
+    /// The directory could not be listed: the errno.
+    pub dir_error: Option<i32>,
 }
+
+/// How many of a file's first bytes identify its content.
+const HEAD: usize = 64;
 
 #[derive(Debug)]
 struct FileState {
@@ -102,15 +151,20 @@ struct FileState {
     /// Inside a line that is too long, or before the first line boundary
     /// after a catch-up start: drop bytes up to the next newline.
     discarding: bool,
-    /// For whole-file mode: (mtime, len) of the content last read.
+    /// For whole-file mode: (mtime, len) of the content being read.
     signature: Option<(SystemTime, u64)>,
+    /// The file's first bytes when first read (copytruncate check).
+    head: [u8; HEAD],
+    head_len: u8,
 }
 
 pub struct Tailer {
     dir: PathBuf,
     cfg: TailConfig,
     files: HashMap<PathBuf, FileState>,
-    /// Where the next pass starts among the candidates (fairness).
+    /// The listing in progress, resumed on the next pass.
+    listing: Option<fs::ReadDir>,
+    /// Where the next pass starts among the files to read (fairness).
     cursor: usize,
     buf: Vec<u8>,
 }
@@ -123,12 +177,29 @@ struct Candidate {
     mtime: SystemTime,
 }
 
+impl Candidate {
+    fn new(path: PathBuf, meta: &fs::Metadata) -> Self {
+        Candidate {
+            path,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        }
+    }
+}
+
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
 impl Tailer {
     pub fn new(dir: impl Into<PathBuf>, cfg: TailConfig) -> Self {
         Tailer {
             dir: dir.into(),
             cfg,
             files: HashMap::new(),
+            listing: None,
             cursor: 0,
             buf: Vec::new(),
         }
@@ -142,11 +213,14 @@ impl Tailer {
         self.files.len()
     }
 
-    /// Bytes held for unfinished lines, all files together.
+    /// Bytes held for tracked files and unfinished lines, all files
+    /// together (path names included).
     pub fn held_bytes(&self) -> usize {
         self.files
-            .values()
-            .map(|f| f.partial.capacity())
+            .iter()
+            .map(|(p, f)| {
+                f.partial.capacity() + p.as_os_str().len() + std::mem::size_of::<FileState>()
+            })
             .sum::<usize>()
             + self.buf.capacity()
     }
@@ -154,27 +228,17 @@ impl Tailer {
     /// One pass over the directory. `now` decides which files are idle.
     pub fn poll(&mut self, now: SystemTime, sink: &mut dyn FnMut(TailEvent<'_>)) -> PassStats {
         let mut stats = PassStats::default();
-        let mut candidates = self.list(now, &mut stats, sink);
-        if candidates.len() > self.cfg.max_files {
-            // The most recently modified are the running jobs.
-            candidates.sort_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
-            stats.over_cap = candidates.len() - self.cfg.max_files;
-            candidates.truncate(self.cfg.max_files);
+        let mut candidates = self.refresh_tracked(now, &mut stats, sink);
+        let mut found = self.discover(now, &mut stats);
+        let free = self.cfg.max_files.saturating_sub(candidates.len());
+        if found.len() > free {
+            // The most recently written are the running jobs.
+            found.sort_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
+            stats.over_cap = found.len() - free;
+            found.truncate(free);
         }
+        candidates.append(&mut found);
         candidates.sort_by(|a, b| a.path.cmp(&b.path));
-        // Forget what is no longer listed.
-        let listed: std::collections::HashSet<&Path> =
-            candidates.iter().map(|c| c.path.as_path()).collect();
-        let gone: Vec<PathBuf> = self
-            .files
-            .keys()
-            .filter(|p| !listed.contains(p.as_path()))
-            .cloned()
-            .collect();
-        for path in gone {
-            self.files.remove(&path);
-            sink(TailEvent::Gone { file: &path });
-        }
         let n = candidates.len();
         let mut budget = self.cfg.max_bytes_per_pass;
         let start = if n == 0 { 0 } else { self.cursor % n };
@@ -195,52 +259,106 @@ impl Tailer {
         stats
     }
 
-    fn list(
+    /// The tracked files as they are now; the deleted, replaced by
+    /// something else, and idle ones are forgotten.
+    fn refresh_tracked(
         &mut self,
         now: SystemTime,
         stats: &mut PassStats,
         sink: &mut dyn FnMut(TailEvent<'_>),
     ) -> Vec<Candidate> {
+        let mut out = Vec::with_capacity(self.files.len());
+        let mut drop = Vec::new();
+        for path in self.files.keys() {
+            match fs::symlink_metadata(path) {
+                Ok(meta) if meta.file_type().is_file() => {
+                    let c = Candidate::new(path.clone(), &meta);
+                    let idle = now.duration_since(c.mtime).unwrap_or_default();
+                    if idle > self.cfg.idle_expiry {
+                        stats.aged_out += 1;
+                        drop.push(path.clone());
+                    } else {
+                        out.push(c);
+                    }
+                }
+                Ok(_) => drop.push(path.clone()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    stats.deleted += 1;
+                    drop.push(path.clone());
+                }
+                Err(e) => {
+                    note_unreadable(stats, path, errno(&e));
+                }
+            }
+        }
+        for path in drop {
+            self.files.remove(&path);
+            sink(TailEvent::Gone { file: &path });
+        }
+        out
+    }
+
+    /// Files not tracked yet, from the next slice of the listing: regular,
+    /// not hidden, not compressed, written within the idle expiry.
+    fn discover(&mut self, now: SystemTime, stats: &mut PassStats) -> Vec<Candidate> {
         let mut out = Vec::new();
-        let Ok(entries) = fs::read_dir(&self.dir) else {
-            stats.errors += 1;
-            return out;
+        let listing = match self.listing.take() {
+            Some(l) => l,
+            None => match fs::read_dir(&self.dir) {
+                Ok(l) => l,
+                Err(e) => {
+                    stats.dir_error = Some(errno(&e));
+                    return out;
+                }
+            },
         };
-        for entry in entries.take(self.cfg.max_dir_entries) {
-            let Ok(entry) = entry else {
-                stats.errors += 1;
-                continue;
+        let mut listing = listing;
+        loop {
+            if stats.entries_seen >= self.cfg.max_dir_entries {
+                self.listing = Some(listing);
+                break;
+            }
+            let Some(entry) = listing.next() else {
+                stats.listing_complete = true;
+                break;
             };
             stats.entries_seen += 1;
+            let Ok(entry) = entry else { continue };
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if name.starts_with('.') || name.ends_with(".gz") {
                 continue;
             }
-            // Not following links: only what the jobs wrote here.
-            let Ok(meta) = entry.metadata() else { continue };
+            // The type from the listing itself; links are not followed:
+            // only what the jobs wrote here.
+            match entry.file_type() {
+                Ok(t) if t.is_file() => {}
+                _ => continue,
+            }
+            let path = entry.path();
+            if self.files.contains_key(&path) {
+                continue;
+            }
+            let Ok(meta) = fs::symlink_metadata(&path) else {
+                continue;
+            };
             if !meta.file_type().is_file() {
                 continue;
             }
-            let path = entry.path();
-            let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-            let idle = now.duration_since(mtime).unwrap_or_default();
-            if idle > self.cfg.idle_expiry {
-                if self.files.remove(&path).is_some() {
-                    stats.aged_out += 1;
-                    sink(TailEvent::Gone { file: &path });
-                }
+            let c = Candidate::new(path, &meta);
+            if now.duration_since(c.mtime).unwrap_or_default() > self.cfg.idle_expiry {
                 continue;
             }
-            out.push(Candidate {
-                path,
-                dev: meta.dev(),
-                ino: meta.ino(),
-                len: meta.len(),
-                mtime,
-            });
+            out.push(c);
         }
         out
+    }
+
+    fn is_whole(&self, path: &Path) -> bool {
+        self.cfg
+            .whole_file_suffix
+            .as_deref()
+            .is_some_and(|s| path.to_str().is_some_and(|p| p.ends_with(s)))
     }
 
     /// Reads what is new in one file; returns the bytes read.
@@ -251,18 +369,12 @@ impl Tailer {
         stats: &mut PassStats,
         sink: &mut dyn FnMut(TailEvent<'_>),
     ) -> u64 {
-        let whole = self
-            .cfg
-            .whole_file_suffix
-            .as_deref()
-            .is_some_and(|s| c.path.to_str().is_some_and(|p| p.ends_with(s)));
+        let whole = self.is_whole(&c.path);
         let state = match self.files.get_mut(&c.path) {
             Some(st) if st.dev == c.dev && st.ino == c.ino => {
                 if !whole && c.len < st.offset {
                     stats.truncations += 1;
-                    st.offset = 0;
-                    st.partial.clear();
-                    st.discarding = false;
+                    st.restart();
                     sink(TailEvent::Reset { file: &c.path });
                 }
                 st
@@ -284,6 +396,8 @@ impl Tailer {
                         partial: Vec::new(),
                         discarding,
                         signature: None,
+                        head: [0; HEAD],
+                        head_len: 0,
                     },
                 );
                 if !whole {
@@ -296,44 +410,63 @@ impl Tailer {
             }
         };
         if whole {
-            if state.signature == Some((c.mtime, c.len)) {
-                return 0;
+            let signature = (c.mtime, c.len);
+            if state.signature != Some(signature) {
+                if state.signature.is_some_and(|(_, len)| state.offset < len) {
+                    stats.whole_file_cut += 1;
+                }
+                if c.len > self.cfg.max_whole_file {
+                    // Marked as read, so that it is counted once per change.
+                    state.signature = Some(signature);
+                    state.restart();
+                    state.offset = c.len;
+                    stats.too_large += 1;
+                    return 0;
+                }
+                state.signature = Some(signature);
+                state.restart();
+                sink(TailEvent::Reset { file: &c.path });
             }
-            state.signature = Some((c.mtime, c.len));
-            state.offset = 0;
-            state.partial.clear();
-            state.discarding = false;
-            sink(TailEvent::Reset { file: &c.path });
         }
         if c.len <= state.offset {
             return 0;
         }
-        let want = (c.len - state.offset)
-            .min(self.cfg.max_bytes_per_file)
-            .min(budget);
         // Not following a link swapped in since the listing, not blocking on
         // a FIFO, and only the file that was listed.
         let opened = File::options()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&c.path);
-        let Ok(mut file) = opened else {
-            stats.errors += 1;
-            return 0;
+        let mut file = match opened {
+            Ok(f) => f,
+            Err(e) => {
+                note_unreadable(stats, &c.path, errno(&e));
+                return 0;
+            }
         };
         match file.metadata() {
             Ok(m) if m.is_file() && m.dev() == c.dev && m.ino() == c.ino => {}
             _ => return 0,
         }
+        if !whole && !state.same_head(&file) {
+            // Truncated in place and written past the old offset since the
+            // last pass: new content from the start.
+            stats.truncations += 1;
+            state.restart();
+            sink(TailEvent::Reset { file: &c.path });
+        }
+        let want = (c.len - state.offset)
+            .min(self.cfg.max_bytes_per_file)
+            .min(budget);
         if file.seek(SeekFrom::Start(state.offset)).is_err() {
-            stats.errors += 1;
+            note_unreadable(stats, &c.path, libc::EIO);
             return 0;
         }
         self.buf.clear();
         let got = match (&mut file).take(want).read_to_end(&mut self.buf) {
             Ok(n) => n as u64,
-            Err(_) => {
-                stats.errors += 1;
+            Err(e) => {
+                note_unreadable(stats, &c.path, errno(&e));
                 return 0;
             }
         };
@@ -400,5 +533,52 @@ impl Tailer {
             self.buf = Vec::new();
         }
         got
+    }
+}
+
+impl FileState {
+    /// Back to the beginning of the file, nothing held.
+    fn restart(&mut self) {
+        self.offset = 0;
+        self.partial.clear();
+        self.discarding = false;
+        self.head_len = 0;
+    }
+
+    /// Whether the file still starts with the bytes it started with when
+    /// first read; records them on the first read. A read that fails here
+    /// is left to the read that follows.
+    fn same_head(&mut self, file: &File) -> bool {
+        let mut now = [0u8; HEAD];
+        let want = if self.head_len == 0 {
+            HEAD
+        } else {
+            usize::from(self.head_len)
+        };
+        let mut got = 0;
+        while got < want {
+            match file.read_at(&mut now[got..want], got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+        if self.head_len == 0 {
+            self.head[..got].copy_from_slice(&now[..got]);
+            self.head_len = got as u8;
+            return true;
+        }
+        got == want && now[..got] == self.head[..got]
+    }
+}
+
+fn note_unreadable(stats: &mut PassStats, path: &Path, errno: i32) {
+    stats.unreadable_count += 1;
+    if stats.unreadable.len() < MAX_UNREADABLE_NAMED {
+        stats.unreadable.push(Unreadable {
+            path: path.to_path_buf(),
+            errno,
+        });
     }
 }

@@ -235,3 +235,109 @@ fn device_tables_outlive_the_window() {
     assert_eq!(s.connections.len(), 1);
     assert_eq!(s.connections[0].key.device, "mlx5_1");
 }
+
+/// A device-table line of 64 distinct indexes from `first` on, each a
+/// distinct long device name: the hostile shape that grew the state
+/// without bound.
+fn flood_line(pid: u32, first: u32) -> String {
+    let mut l = format!("gpu-a:{pid}:{pid} [0] NCCL INFO NET/IB : Using");
+    for i in first..first + 64 {
+        l.push_str(&format!(" [{i}]mlx5_{i:0>40}:1/RoCE"));
+    }
+    l.push_str(" [RO]; OOB eth0:10.0.0.1<0>");
+    l
+}
+
+#[test]
+fn distinct_device_entries_stay_within_the_caps_and_are_counted() {
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    // 1,024 processes in 16 files, each naming 640 distinct indexes:
+    // 655,360 entries offered.
+    for file in 0..16u32 {
+        let source = format!("nccl.{file}.log");
+        for pid in 0..64u32 {
+            for round in 0..10u32 {
+                let line = flood_line(file * 1000 + pid, round * 64);
+                agg.log_line(&source, &parse_line(&line), now);
+            }
+        }
+    }
+    let s = agg.summary(now);
+    let cfg = AggregatorConfig::default();
+    assert!(s.processes <= cfg.max_processes, "{}", s.processes);
+    // At most 16,384 entries of at most ~200 bytes each.
+    assert!(s.state_bytes <= 4 << 20, "{} bytes held", s.state_bytes);
+    assert!(s.state_bytes > 0);
+    // 64 indexes kept per process; the other 576 of each refused.
+    assert_eq!(s.dropped.devices, 1024 * 576);
+    // Processes evicted to keep 16,384 entries (256 processes of 64).
+    assert_eq!(s.processes, 256);
+    assert_eq!(s.dropped.processes, 1024 - 256);
+    assert_eq!(s.dropped.nets, 0);
+}
+
+#[test]
+fn nets_and_interfaces_beyond_their_caps_are_refused_and_counted() {
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    for n in 0..20 {
+        let line = format!(
+            "h:1:1 [0] NCCL INFO NET/IBext_v{n} : Using [0]mlx5_0:1/IB ; OOB ib0:10.1.0.1<0>"
+        );
+        agg.log_line("f.log", &parse_line(&line), now);
+    }
+    let mut socket = "h:1:1 [0] NCCL INFO NET/Socket : Using".to_string();
+    for i in 0..100 {
+        socket.push_str(&format!(" [{i}]eth{i}:10.0.0.{i}<0>"));
+    }
+    agg.log_line("f.log", &parse_line(&socket), now);
+    let s = agg.summary(now);
+    assert_eq!(s.dropped.nets, 12);
+    assert_eq!(s.dropped.sockets, 68);
+    assert_eq!(s.processes, 1);
+}
+
+#[test]
+fn a_files_tables_go_with_it_and_a_silent_process_expires() {
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    // The same host:pid in two files (a pid reused by a later job on
+    // another node's log): each file's tables are its own.
+    feed(&mut agg, "a.log", ROCE_JOB, now);
+    feed(&mut agg, "b.log", ROCE_JOB, now);
+    assert_eq!(agg.summary(now).processes, 2);
+    agg.forget_source("a.log");
+    let s = agg.summary(now);
+    assert_eq!(s.processes, 1);
+    // b's connections still resolve to their NIC.
+    agg.log_line(
+        "b.log",
+        &parse_line(
+            "gpu-a:100:105 [0] NCCL INFO Channel 02/0 : 8[0] -> 0[0] [receive] via NET/IB/1/GDRDMA",
+        ),
+        now,
+    );
+    let s = agg.summary(now);
+    assert!(
+        s.connections.iter().all(|r| r.key.device != "unknown"),
+        "{:?}",
+        s.connections
+    );
+    agg.forget_source("b.log");
+    let s = agg.summary(now);
+    assert_eq!((s.processes, s.state_bytes), (0, 0));
+
+    // Silent for longer than the expiry: dropped; a process still talking
+    // is kept.
+    let cfg = AggregatorConfig {
+        process_expiry: Duration::from_secs(600),
+        window: Duration::from_secs(3600),
+        ..AggregatorConfig::default()
+    };
+    let mut agg = Aggregator::new(cfg);
+    feed(&mut agg, "old.log", ROCE_JOB, now);
+    let later = now + Duration::from_secs(601);
+    feed(&mut agg, "new.log", ROCE_JOB, later);
+    assert_eq!(agg.summary(later).processes, 1);
+}

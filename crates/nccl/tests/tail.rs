@@ -300,3 +300,209 @@ fn links_fifos_and_hidden_files_are_not_read() {
     assert_eq!(st.files_tracked, 0);
     assert!(status.is_err() || st.entries_seen >= 3);
 }
+
+fn set_mtime(path: &Path, t: SystemTime) {
+    File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(t))
+        .expect("set mtime");
+}
+
+#[test]
+fn a_live_log_beside_sixty_thousand_old_files_is_read() {
+    let d = Scratch::new("sixty");
+    let old = SystemTime::now() - Duration::from_secs(86_400);
+    for i in 0..60_000 {
+        let p = d.0.join(format!("nccl.old.{i}.log"));
+        fs::write(&p, "done\n").expect("write");
+        set_mtime(&p, old);
+    }
+    let live = d.0.join("nccl.live.7.log");
+    append(&live, "h:7:7 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n");
+    let mut t = Tailer::new(&d.0, TailConfig::default());
+    let now = SystemTime::now();
+    // 20,000 entries per pass: the whole listing in at most 4 passes.
+    let mut found = None;
+    for pass in 1..=4 {
+        let (ev, st) = poll(&mut t, now);
+        assert!(st.entries_seen <= 20_000, "{st:?}");
+        assert_eq!(st.over_cap, 0, "idle files take no slot");
+        if ev.contains(&line(
+            "nccl.live.7.log",
+            "h:7:7 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+        )) {
+            found = Some(pass);
+            break;
+        }
+    }
+    assert!(found.is_some(), "the live log was never read");
+    assert_eq!(t.tracked(), 1);
+    // Written again: read on the next pass, whatever the listing is doing.
+    append(&live, "more\n");
+    assert!(poll(&mut t, now)
+        .0
+        .contains(&line("nccl.live.7.log", "more")));
+}
+
+#[test]
+fn recent_files_without_a_slot_are_counted_and_tracked_files_keep_theirs() {
+    let d = Scratch::new("noise");
+    let now = SystemTime::now();
+    let job = d.0.join("nccl.job.1.log");
+    append(&job, "job line 1\n");
+    set_mtime(&job, now - Duration::from_secs(600));
+    let mut t = Tailer::new(
+        &d.0,
+        TailConfig {
+            max_files: 100,
+            ..TailConfig::default()
+        },
+    );
+    assert!(poll(&mut t, now)
+        .0
+        .contains(&line("nccl.job.1.log", "job line 1")));
+    // 300 fresher files arrive: the job keeps its slot; 201 find none,
+    // counted on every listing that meets them.
+    for i in 0..300 {
+        fs::write(d.0.join(format!("noise.{i}")), "x\n").expect("write");
+    }
+    let (_, st) = poll(&mut t, now);
+    assert_eq!((st.files_tracked, st.over_cap), (100, 201));
+    append(&job, "job line 2\n");
+    set_mtime(&job, now - Duration::from_secs(590));
+    let (ev, st) = poll(&mut t, now);
+    assert!(ev.contains(&line("nccl.job.1.log", "job line 2")), "{ev:?}");
+    assert_eq!(st.over_cap, 201);
+
+    // A job log older than all the noise, first seen with no free slot:
+    // not read, and said.
+    let d2 = Scratch::new("noise-first");
+    for i in 0..300 {
+        fs::write(d2.0.join(format!("noise.{i}")), "x\n").expect("write");
+    }
+    let job = d2.0.join("nccl.job.2.log");
+    append(&job, "job\n");
+    set_mtime(&job, now - Duration::from_secs(600));
+    let mut t = Tailer::new(
+        &d2.0,
+        TailConfig {
+            max_files: 100,
+            ..TailConfig::default()
+        },
+    );
+    let (ev, st) = poll(&mut t, now);
+    assert!(!ev.contains(&line("nccl.job.2.log", "job")));
+    assert_eq!(st.over_cap, 201);
+}
+
+#[test]
+fn a_copytruncated_log_grown_past_the_old_offset_is_read_from_its_start() {
+    let d = Scratch::new("copytruncate");
+    let log = d.0.join("nccl.h.1.log");
+    append(
+        &log,
+        "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE\nold job\n",
+    );
+    let mut t = Tailer::new(&d.0, TailConfig::default());
+    let now = SystemTime::now();
+    poll(&mut t, now);
+    // logrotate's copytruncate, then a new job writes more than the old
+    // offset before the next pass.
+    fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&log)
+        .expect("truncate");
+    let new_table = "h:2:2 [0] NCCL INFO NET/IB : Using [0]mlx5_1:1/RoCE [1]mlx5_2:1/RoCE";
+    append(&log, &format!("{new_table}\nnew job line\n"));
+    let (ev, st) = poll(&mut t, now);
+    assert_eq!(
+        ev,
+        vec![
+            Ev::Reset("nccl.h.1.log".into()),
+            line("nccl.h.1.log", new_table),
+            line("nccl.h.1.log", "new job line"),
+        ]
+    );
+    assert_eq!(st.truncations, 1);
+    // Appends after that are appends.
+    append(&log, "next\n");
+    assert_eq!(poll(&mut t, now).0, vec![line("nccl.h.1.log", "next")]);
+}
+
+#[test]
+fn a_rewritten_file_is_read_to_its_end_across_passes_and_cuts_are_counted() {
+    let d = Scratch::new("whole-big");
+    let prom = d.0.join("inspector.prom");
+    let body: String = (0..2000)
+        .map(|i| format!("nccl_metric{{i=\"{i}\"}} {i}\n"))
+        .collect();
+    fs::write(&prom, &body).expect("write");
+    let cfg = TailConfig {
+        whole_file_suffix: Some(".prom".into()),
+        max_bytes_per_file: 8 << 10,
+        max_whole_file: 1 << 20,
+        ..TailConfig::default()
+    };
+    let mut t = Tailer::new(&d.0, cfg);
+    let now = SystemTime::now();
+    let mut lines = 0;
+    let mut resets = 0;
+    for _ in 0..20 {
+        let (ev, st) = poll(&mut t, now);
+        assert_eq!(st.whole_file_cut, 0);
+        lines += ev.iter().filter(|e| matches!(e, Ev::Line(..))).count();
+        resets += ev.iter().filter(|e| matches!(e, Ev::Reset(..))).count();
+    }
+    assert_eq!((lines, resets), (2000, 1), "read whole, once");
+
+    // Rewritten while half read: the restart is counted.
+    fs::write(&prom, &body).expect("write");
+    set_mtime(&prom, now - Duration::from_secs(5));
+    poll(&mut t, now);
+    fs::write(&prom, format!("{body}x 1\n")).expect("write");
+    let (_, st) = poll(&mut t, now);
+    assert_eq!(st.whole_file_cut, 1);
+
+    // Over the whole-file cap: not read, counted once per change.
+    let huge = d.0.join("huge.prom");
+    fs::write(&huge, vec![b'#'; (1 << 20) + 1]).expect("write");
+    let (ev, st) = poll(&mut t, now);
+    assert_eq!(st.too_large, 1);
+    assert!(!ev
+        .iter()
+        .any(|e| matches!(e, Ev::Line(f, _) if f == "huge.prom")));
+    let (_, st) = poll(&mut t, now);
+    assert_eq!(st.too_large, 0);
+}
+
+#[test]
+fn a_missing_directory_and_an_unreadable_file_name_their_errno() {
+    let d = Scratch::new("errs");
+    let mut t = Tailer::new(d.0.join("absent"), TailConfig::default());
+    let (_, st) = poll(&mut t, SystemTime::now());
+    assert_eq!(st.dir_error, Some(libc::ENOENT));
+
+    let log = d.0.join("nccl.h.1.log");
+    append(&log, "secret\n");
+    fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o000)).expect("chmod");
+    let mut t = Tailer::new(&d.0, TailConfig::default());
+    // Root reads any file: this thread gives up root's file access
+    // (fsuid and the capabilities that go with it are per thread).
+    let st = std::thread::spawn(move || {
+        unsafe { libc::setfsuid(65534) };
+        let mut sink = |_: TailEvent<'_>| {};
+        t.poll(SystemTime::now(), &mut sink)
+    })
+    .join()
+    .expect("thread");
+    assert_eq!(st.unreadable_count, 1);
+    assert_eq!(
+        st.unreadable,
+        vec![roce_nccl::tail::Unreadable {
+            path: log,
+            errno: libc::EACCES
+        }]
+    );
+}
