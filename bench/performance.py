@@ -66,8 +66,9 @@ def main(argv):
     tmp = tempfile.mkdtemp(prefix="roce-perf-")
     # (the per-script sections land in tmp; removed at the end)
     py = sys.executable
-    cost, memory, load, peer = (os.path.join(tmp, n)
-                                for n in ("cost.md", "memory.md", "load.md", "peer.md"))
+    cost, memory, load, peer, nccl, discovery = (
+        os.path.join(tmp, n)
+        for n in ("cost.md", "memory.md", "load.md", "peer.md", "nccl.md", "discovery.md"))
     # bench.py's own report stays where it always was, for its README.
     scrape = os.path.join(HERE, "results.md")
     load_report = os.path.join(HERE, "load-results.md")
@@ -86,6 +87,12 @@ def main(argv):
     status["peer probes"] = run([py, "bench/peer_probes.py", "--binary", args.binary,
                                  "--out", peer]
                                 + (["--seconds", "20"] if args.quick else [])).returncode
+    status["nccl memory"] = run([py, "bench/nccl_memory.py", "--binary", args.binary,
+                                 "--out", nccl]).returncode
+    with open(discovery, "w") as out:
+        print("+ bench/peer_discovery.py", flush=True)
+        status["peer discovery"] = subprocess.run([py, "bench/peer_discovery.py"], cwd=REPO,
+                                                  stdout=out).returncode
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                          text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
@@ -124,6 +131,8 @@ def main(argv):
     if "load" in status:
         body.append(section(load, "Load"))
     body.append(section(peer, "Peer probes"))
+    body.append(section(nccl, "NCCL source memory"))
+    body.append(section(discovery, "Peer-probe endpoint discovery"))
     with open(OUT, "w") as f:
         f.write("\n".join(header) + "\n" + "\n".join(body))
     print("wrote " + os.path.relpath(OUT, REPO))
