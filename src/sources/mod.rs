@@ -6,7 +6,7 @@
 //! others.
 //!
 //! The contract is explicit: a source reads only what it is handed in
-//! [`Input`] (today: the RDMA source's part, for the sources that say
+//! [`Input`] (the RDMA source's part, for the sources that say
 //! [`Source::needs_rdma`]) and writes only its own [`Part`]. Nothing is
 //! shared between sources while they run.
 

@@ -520,9 +520,9 @@ impl Resolved {
 mod tests {
     use super::*;
 
-    /// Issue 14: a driver listing `rx_prio3_pause` and a raw counter twice
-    /// gave two identical `roce_netdev_ethtool_stat_total` series and a
-    /// pause count of both added up. The first occurrence is kept.
+    /// A driver listing `rx_prio3_pause` (or any counter) twice must not
+    /// give two identical `roce_netdev_ethtool_stat_total` series nor a
+    /// pause count of both added up: the first occurrence is kept.
     #[test]
     fn a_name_listed_twice_is_taken_once_at_its_first_occurrence() {
         let names: Vec<String> = [

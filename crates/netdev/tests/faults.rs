@@ -316,10 +316,10 @@ fn steps_of(calls: &Calls, netdev: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// Issue 14 item 6: 16 → 132 channels after start. The count cached from
-/// the first read sized the values buffer for ~1,900 entries and a kernel
-/// without 7b07be1ff1cb wrote ~10,000 into it. Now the count is asked
-/// before every read and the buffer sized from it: every reply fits, and
+/// 16 → 132 channels after start: a count cached from the first read would
+/// size the values buffer for ~1,900 entries while a kernel without
+/// 7b07be1ff1cb writes ~10,000 into it. The count is asked before every
+/// read and the buffer sized from it: every reply fits, and
 /// the new channels' counters are read under their own names.
 #[test]
 fn a_set_grown_after_start_is_sized_from_the_count_asked_before_the_read() {

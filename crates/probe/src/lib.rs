@@ -1,5 +1,5 @@
 //! Active RDMA probes: for each target (a local port, a GID index, a
-//! traffic class and a peer; loopback for now) a long-lived pair of RC
+//! traffic class and a peer: loopback here, other hosts in [`peer`]) a long-lived pair of RC
 //! queue pairs carries one RDMA WRITE and one SEND per round, and the round
 //! trip, the outcome and a precise failure reason are kept per target.
 //! The queue pairs run at the port's active MTU and the target's traffic
