@@ -20,7 +20,7 @@ parameters; `tests/monitoring/run.py static` fails when they differ.
     python3 alerts/generate.py --scrape-interval 15 --runbook-url-base 'https://{instance}/runbook'
     python3 alerts/generate.py --for-override 0s --out /tmp/x   # tests only
 
-Metric names and labels: docs/metrics.md (generated from src/exposition/).
+Metric names and labels: docs/metrics.md (generated from crates/exposition/src/).
 """
 
 import argparse
@@ -400,7 +400,7 @@ def drift_group(p):
 
 
 def drift_recording_rules(p):
-    """One rule per entry of the rule table's `drift` list (src/rules/
+    """One rule per entry of the rule table's `drift` list (crates/rules/src/
     table.rs DRIFT): the number of distinct values of that setting across
     the RoCE netdevs (device set) of a fleet, per `per` label, labelled
     config=<entry>. Only NICs of one comparable group (`drift_group_by`,

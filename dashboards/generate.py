@@ -11,7 +11,7 @@ with the selector of the exporter's series as a parameter. The committed
     python3 dashboards/generate.py                   # rewrite dashboards/*.json
     python3 dashboards/generate.py --selector 'job="rdma"' --out /var/lib/grafana/dashboards
 
-Metric names and labels: docs/metrics.md (generated from src/exposition/).
+Metric names and labels: docs/metrics.md (generated from crates/exposition/src/).
 """
 
 import argparse

@@ -2,7 +2,7 @@
 //! window, runs the rules, and prints what it read, the findings with Fix
 //! and Verify lines, and the NCCL settings this host needs (only those it
 //! can justify from what it read). Same sources and rules as the server:
-//! every verdict here is a finding of the rule table (`src/rules/table.rs`),
+//! every verdict here is a finding of the rule table (`crates/rules/src/table.rs`),
 //! filed under the checklist line of its area and subject; the checklist
 //! itself only reports.
 

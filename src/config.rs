@@ -20,7 +20,7 @@
 //!    `section!(MyRule { window: Duration = "crate::values::opt_duration", ... })`
 //!    naming each key, its type and its check;
 //! 2. add `my_rule: MyRule,` (with a doc comment) to `rules_config!` in
-//!    src/rules/settings.rs and its default to `RulesConfig::default`;
+//!    crates/rules/src/settings.rs and its default to `RulesConfig::default`;
 //!    windows that need history go into `RulesConfig::longest_window`;
 //! 3. document the keys in examples/roce_exporter.yml (a test keeps it in step).
 
@@ -805,22 +805,21 @@ mod tests {
         }
     }
 
-    /// Issue 14: `web.max_request_bytes: 0` was accepted and then every
-    /// request got 431; `expect.link_rate_gbps` took `.nan`, `-400` and
-    /// `.inf`. Every numeric key refuses what has no meaning for it, at the
-    /// value's line and column.
+    /// Every numeric key refuses what has no meaning for it (a request cap
+    /// of 0 that would answer every request with 431, a link rate of `.nan`,
+    /// `-400` or `.inf`), at the value's line and column.
     #[test]
     fn meaningless_numbers_are_refused_at_their_line_and_column() {
         let top = |section: &str, key: &str, value: &str| {
             (
-                format!("# from issue 14\n{section}:\n  {key}: {value}\n"),
+                format!("# a meaningless value\n{section}:\n  {key}: {value}\n"),
                 3,
                 key.len() + 5,
             )
         };
         let rule = |name: &str, key: &str, value: &str| {
             (
-                format!("# from issue 14\nrules:\n  {name}:\n    {key}: {value}\n"),
+                format!("# a meaningless value\nrules:\n  {name}:\n    {key}: {value}\n"),
                 4,
                 key.len() + 7,
             )
@@ -1118,5 +1117,22 @@ mod example_file {
                 ..d.nccl
             }
         );
+    }
+
+    #[test]
+    fn metrics_in_the_config_switch_groups_and_refuse_unknown_names() {
+        use roce_exposition::groups::{Group, Groups};
+        let c = Config::parse("metrics:\n  hw_stat: false\n  pcie_hops: true\n", "test").unwrap();
+        assert!(!c.metrics.is_on(Group::HwStat));
+        assert!(c.metrics.is_on(Group::PcieHops));
+        assert!(
+            c.metrics.is_on(Group::Gids),
+            "unnamed groups keep their default"
+        );
+        assert!(!c.metrics.is_on(Group::IdlePriorities));
+        let e = Config::parse("metrics:\n  gids: true\n  pcie_hop: true\n", "test").unwrap_err();
+        assert!(e.to_string().contains("pcie_hop"), "{e}");
+        assert!(Config::parse("metrics:\n  gids: 3\n", "test").is_err());
+        assert_eq!(Config::default().metrics, Groups::default());
     }
 }

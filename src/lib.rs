@@ -12,19 +12,18 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub mod config;
-pub mod exposition;
 pub mod host;
 pub mod logging;
 pub mod manpage;
-pub mod meaning;
-pub mod rules;
 pub mod runbook;
 pub mod sampler;
-pub mod snapshot;
 pub mod sources;
-pub mod values;
 
-/// The HTTP server (crates/web), under the names the binary, the tests and
-/// the fuzz targets use.
+/// The model (crates/model), the rules (crates/rules), the exposition
+/// (crates/exposition) and the HTTP server (crates/web), under the names the
+/// binary, the tests and the fuzz targets use.
+pub use roce_exposition as exposition;
+pub use roce_model::{meaning, snapshot, values};
+pub use roce_rules as rules;
 pub use roce_web as server;
 pub use roce_web::webconfig;

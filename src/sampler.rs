@@ -231,14 +231,7 @@ fn work(mut source: Box<dyn Source>, jobs: mpsc::Receiver<Job>, done: mpsc::Send
     }
 }
 
-/// The text of a panic payload.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
+pub use roce_rules::panic_message;
 
 /// What was last logged of a source: its state and its set of read errors.
 #[derive(Debug, Clone, PartialEq)]

@@ -17,6 +17,7 @@
 //! a possible QPN, our Q_Key, a real MTU, label-safe names, on a
 //! configured rail network). Refusals are counted by [`Refusal`] reason.
 
+pub use roce_model::peer::Refusal;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -40,69 +41,6 @@ pub const MAX_ENDPOINTS_PER_PEER: usize = 64;
 pub const MAX_FLEET_ENDPOINTS: usize = 100_000;
 /// Node and device names: bounded and label-safe.
 pub const MAX_NAME_BYTES: usize = 128;
-
-/// Why an endpoint (or a whole document) was refused: the `reason` label
-/// of `roce_peer_probe_endpoints_refused_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Refusal {
-    /// The endpoints of one peer name several nodes, or a node other than
-    /// the peer's host name.
-    NodeMismatch,
-    /// The node is already claimed by another peer address.
-    NodeClaimed,
-    /// Not a unicast GID this node may aim at: multicast, unspecified,
-    /// loopback, link-local, an IPv4-mapped loopback, broadcast,
-    /// multicast or unspecified address.
-    Gid,
-    /// A QPN outside 2..=0xFFFFFF (0 and 1 are the QP0/QP1 special QPs,
-    /// QPNs are 24 bits).
-    Qpn,
-    /// Another Q_Key than ours.
-    Qkey,
-    /// An MTU that is no IB MTU (256, 512, 1024, 2048, 4096).
-    Mtu,
-    /// A node, device or rail name that is empty, too long or not
-    /// label-safe; a port number outside 1..=254.
-    Name,
-    /// Off every rail this node knows: outside the configured rail
-    /// networks, or a `subnet` claim that does not hold its own GID.
-    OffRail,
-    /// More endpoints than one peer may have ([`MAX_ENDPOINTS_PER_PEER`]),
-    /// or than one answer ([`MAX_FLEET_ENDPOINTS`]).
-    TooMany,
-    /// A Prometheus series whose labels do not make an endpoint.
-    Malformed,
-}
-
-impl Refusal {
-    pub const ALL: [Refusal; 10] = [
-        Refusal::NodeMismatch,
-        Refusal::NodeClaimed,
-        Refusal::Gid,
-        Refusal::Qpn,
-        Refusal::Qkey,
-        Refusal::Mtu,
-        Refusal::Name,
-        Refusal::OffRail,
-        Refusal::TooMany,
-        Refusal::Malformed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Refusal::NodeMismatch => "node_mismatch",
-            Refusal::NodeClaimed => "node_claimed",
-            Refusal::Gid => "gid",
-            Refusal::Qpn => "qpn",
-            Refusal::Qkey => "qkey",
-            Refusal::Mtu => "mtu",
-            Refusal::Name => "name",
-            Refusal::OffRail => "off_rail",
-            Refusal::TooMany => "too_many",
-            Refusal::Malformed => "malformed",
-        }
-    }
-}
 
 /// GIDs a probe is never aimed at, one of each kind: multicast,
 /// unspecified, loopback, link-local, IPv4-mapped loopback and broadcast

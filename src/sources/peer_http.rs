@@ -14,6 +14,7 @@
 //!
 //! TLS trusts only the CA certificates configured for it (no system store).
 
+pub use roce_model::peer::FetchReason;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::Path;
@@ -22,69 +23,6 @@ use std::time::{Duration, Instant};
 
 /// Bytes of a response head (status line and headers) at most.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
-
-/// Why a GET failed: the `reason` label of the fetch error counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FetchReason {
-    /// The host name did not resolve (within the deadline).
-    Resolve,
-    /// The connection was refused or reset.
-    Connect,
-    /// The deadline passed (connect, handshake or answer).
-    Timeout,
-    /// The TLS handshake failed (an unknown CA, a name mismatch).
-    Tls,
-    /// A status other than 200 (or 3xx, see `Redirect`).
-    Status,
-    /// A redirect (3xx): never followed.
-    Redirect,
-    /// The head or the body exceeds its bound.
-    TooLarge,
-    /// Not an HTTP/1.x answer, a truncated body, a malformed chunk or
-    /// gzip stream, or a document that does not parse.
-    Parse,
-    /// A scheme this client cannot reach (`https://` without a CA file).
-    Unsupported,
-    /// Credentials configured and a plain `http://` address: refused
-    /// before connecting (they would cross the network in clear).
-    PlainHttpCredentials,
-}
-
-impl FetchReason {
-    pub const ALL: [FetchReason; 10] = [
-        FetchReason::Resolve,
-        FetchReason::Connect,
-        FetchReason::Timeout,
-        FetchReason::Tls,
-        FetchReason::Status,
-        FetchReason::Redirect,
-        FetchReason::TooLarge,
-        FetchReason::Parse,
-        FetchReason::Unsupported,
-        FetchReason::PlainHttpCredentials,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FetchReason::Resolve => "resolve",
-            FetchReason::Connect => "connect",
-            FetchReason::Timeout => "timeout",
-            FetchReason::Tls => "tls",
-            FetchReason::Status => "status",
-            FetchReason::Redirect => "redirect",
-            FetchReason::TooLarge => "too_large",
-            FetchReason::Parse => "parse",
-            FetchReason::Unsupported => "unsupported",
-            FetchReason::PlainHttpCredentials => "plain_http_credentials",
-        }
-    }
-}
-
-impl std::fmt::Display for FetchReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A failed GET: its reason and a message naming the address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

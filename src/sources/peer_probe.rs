@@ -32,6 +32,7 @@
 //! globals); dropping the source stops and joins the coordinator and the
 //! port threads (a fetch worker ends by itself within its deadline).
 
+pub use roce_model::peer::{DiscoveryMode, PeerDiscovery, RequestKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc;
@@ -110,80 +111,6 @@ pub enum EndpointSource {
     },
     /// One query of the fleet's Prometheus per refresh.
     Prometheus(Arc<dyn Query>),
-}
-
-/// How endpoints are found: the `mode` label.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub enum DiscoveryMode {
-    #[default]
-    Documents,
-    Prometheus,
-}
-
-impl DiscoveryMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DiscoveryMode::Documents => "documents",
-            DiscoveryMode::Prometheus => "prometheus",
-        }
-    }
-}
-
-/// Requests this node made to find endpoints: the `kind` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum RequestKind {
-    /// A peer's endpoint document.
-    Document,
-    /// A Prometheus instant query.
-    Prometheus,
-    /// A DNS lookup of the peer list (A/AAAA or SRV).
-    Dns,
-}
-
-impl RequestKind {
-    pub const ALL: [RequestKind; 3] = [
-        RequestKind::Document,
-        RequestKind::Prometheus,
-        RequestKind::Dns,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RequestKind::Document => "document",
-            RequestKind::Prometheus => "prometheus",
-            RequestKind::Dns => "dns",
-        }
-    }
-}
-
-/// What the discovery side publishes for the sampler.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PeerDiscovery {
-    pub mode: DiscoveryMode,
-    /// Peers listed (documents: addresses; Prometheus: instances).
-    pub peers_configured: usize,
-    /// Peers whose admitted endpoints are held now.
-    pub peers_known: usize,
-    /// Peer endpoints held now (admitted).
-    pub endpoints: usize,
-    /// Failed requests, by reason (documents and queries).
-    pub fetch_errors: BTreeMap<FetchReason, u64>,
-    /// Refused endpoints, by reason.
-    pub refused: BTreeMap<Refusal, u64>,
-    /// Requests made, by kind.
-    pub requests: BTreeMap<RequestKind, u64>,
-    /// Completed passes over the peer list or Prometheus queries, failed
-    /// or not: 0 while the first is still under way.
-    pub passes: u64,
-    /// Requests in flight now (documents, the list, the query).
-    pub in_flight: usize,
-    /// The rail each open local port computed (`device`, `port`, rail);
-    /// `None` when it could not be computed.
-    pub rails: Vec<(String, u8, Option<String>)>,
-    /// Errors of the peer list at the latest refresh (a file that cannot
-    /// be read, a name that does not resolve): the collector reports them
-    /// every sample until a refresh without them.
-    pub list_errors: Vec<String>,
 }
 
 /// What one port thread publishes.

@@ -21,6 +21,7 @@ mod faults;
 mod http;
 mod http_pressure;
 mod kernel_requests;
+mod layers;
 mod monitoring;
 mod nccl_source;
 mod netdev;

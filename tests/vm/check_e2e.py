@@ -88,7 +88,7 @@ def parse_rdma_stat(path):
 def rxe_mapping(reference, source):
     """kernel counter name -> exposed family name for the rxe provider, from the
     binary's own metric reference (`docs metrics`), else from the table's
-    source (src/exposition/hw_counters.rs)."""
+    source (crates/exposition/src/hw_counters.rs)."""
     text = reference.read_text() if reference and reference.exists() else ""
     rows = re.findall(r"^\|\s*rxe\s*\|\s*`([^`]+)`\s*\|\s*`([^`]+)`\s*\|", text, re.M)
     if rows:

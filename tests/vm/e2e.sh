@@ -72,7 +72,7 @@ log "guest run: status $vm_rc, $((T2 - T1))s (image + build $((T1 - T0))s)"
 log "files: $OUT (total so far $(($(date +%s) - T0))s)"
 set +e
 python3 "$HERE/check_e2e.py" --dir "$OUT/guest" --vm-rc "$vm_rc" --nic-model "$NIC_MODEL" \
-  --reference "$OUT/metrics-reference.md" --table-source "$ROOT/src/exposition/hw_counters.rs"
+  --reference "$OUT/metrics-reference.md" --table-source "$ROOT/crates/exposition/src/hw_counters.rs"
 rc=$?
 set -e
 exit "$rc"

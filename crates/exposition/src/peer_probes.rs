@@ -8,9 +8,7 @@
 
 use super::{Family, FamilySamples, FamilyUnit, HistogramValue, Kind, Labeled, Samples};
 use crate::snapshot::Snapshot;
-use crate::sources::peer_endpoints::Refusal;
-use crate::sources::peer_http::FetchReason;
-use crate::sources::peer_probe::RequestKind;
+use roce_model::peer::{FetchReason, Refusal, RequestKind};
 
 const SOURCE: &str = "UD probes between hosts (peer_probes): small and MTU-sized datagrams from each local port to a rotating, bounded sample of the configured peers' responders on the same rail, echoed by the peer's responder";
 const PORT: &[&str] = &["device", "port"];

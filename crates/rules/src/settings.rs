@@ -43,7 +43,7 @@ pub trait Section {
 /// ```
 macro_rules! section {
     ($ty:ident { $($key:ident: $t:ty = $check:literal),+ $(,)? }) => {
-        impl $crate::rules::settings::Section for $ty {
+        impl $crate::settings::Section for $ty {
             const KEYS: &'static [&'static str] = &[$(stringify!($key)),+];
 
             fn set<'de, A: serde::de::MapAccess<'de>>(

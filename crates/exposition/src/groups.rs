@@ -391,23 +391,6 @@ mod tests {
     }
 
     #[test]
-    fn metrics_in_the_config_switch_groups_and_refuse_unknown_names() {
-        use crate::config::Config;
-        let c = Config::parse("metrics:\n  hw_stat: false\n  pcie_hops: true\n", "test").unwrap();
-        assert!(!c.metrics.is_on(Group::HwStat));
-        assert!(c.metrics.is_on(Group::PcieHops));
-        assert!(
-            c.metrics.is_on(Group::Gids),
-            "unnamed groups keep their default"
-        );
-        assert!(!c.metrics.is_on(Group::IdlePriorities));
-        let e = Config::parse("metrics:\n  gids: true\n  pcie_hop: true\n", "test").unwrap_err();
-        assert!(e.to_string().contains("pcie_hop"), "{e}");
-        assert!(Config::parse("metrics:\n  gids: 3\n", "test").is_err());
-        assert_eq!(Config::default().metrics, Groups::default());
-    }
-
-    #[test]
     fn every_budget_row_is_a_group_or_section() {
         let rows: Vec<&str> = BUDGET.iter().map(|r| r.row).collect();
         for g in Group::ALL.into_iter().filter(|g| !g.families().is_empty()) {

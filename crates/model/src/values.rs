@@ -1,7 +1,7 @@
 //! Configuration values checked where they are parsed (`deserialize_with`
 //! helpers), so that a refused value is reported with its line and column.
 //! Shared by every section of the configuration file: the top-level ones in
-//! [`crate::config`] and the rules' own in [`crate::rules`].
+//! the binary's `config` and the rules' own `rules:` section in roce-rules.
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer};
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// `5s`, `500ms`, `1m30s`; above zero and at most [`MAX_DURATION`].
-pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
     let parsed = humantime::parse_duration(s.trim()).map_err(|e| {
         serde::de::Error::custom(format!(
@@ -34,7 +34,7 @@ pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::E
     Ok(parsed)
 }
 
-pub(crate) fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+pub fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     duration(d).map(Some)
 }
 
@@ -45,7 +45,7 @@ pub const ETH_MTU: std::ops::RangeInclusive<u64> = 68..=65535;
 /// Numbers are checked where they are parsed, so that a refused value is
 /// reported with its line and column: `ok` or the error "expected
 /// `expected`, found `value`". An absent or null value is `None`.
-pub(crate) fn opt_number<'de, D, T>(
+pub fn opt_number<'de, D, T>(
     d: D,
     ok: fn(&T) -> bool,
     expected: &str,
@@ -62,7 +62,7 @@ where
     }
 }
 
-pub(crate) fn number<'de, D, T>(d: D, ok: fn(&T) -> bool, expected: &str) -> Result<T, D::Error>
+pub fn number<'de, D, T>(d: D, ok: fn(&T) -> bool, expected: &str) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de> + std::fmt::Display,
@@ -76,7 +76,7 @@ where
     Ok(v)
 }
 
-pub(crate) fn opt_link_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+pub fn opt_link_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     opt_number(
         d,
         |v: &f64| v.is_finite() && *v > 0.0,
@@ -84,7 +84,7 @@ pub(crate) fn opt_link_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f6
     )
 }
 
-pub(crate) fn opt_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+pub fn opt_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     opt_number(
         d,
         |v: &u32| ETH_MTU.contains(&u64::from(*v)),
@@ -92,7 +92,7 @@ pub(crate) fn opt_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D:
     )
 }
 
-pub(crate) fn opt_min_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub fn opt_min_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     opt_number(
         d,
         |v: &u64| ETH_MTU.contains(v),
@@ -100,11 +100,11 @@ pub(crate) fn opt_min_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>
     )
 }
 
-pub(crate) fn opt_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+pub fn opt_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
     opt_number(d, |v: &u8| *v <= 7, "a priority 0 to 7")
 }
 
-pub(crate) fn opt_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+pub fn opt_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     opt_number(
         d,
         |v: &f64| v.is_finite() && *v >= 0.0,
@@ -112,7 +112,7 @@ pub(crate) fn opt_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f
     )
 }
 
-pub(crate) fn opt_ber<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+pub fn opt_ber<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     opt_number(
         d,
         |v: &f64| v.is_finite() && (0.0..=1.0).contains(v),
@@ -120,7 +120,7 @@ pub(crate) fn opt_ber<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D:
     )
 }
 
-pub(crate) fn opt_share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+pub fn opt_share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     opt_number(
         d,
         |v: &f64| v.is_finite() && (0.0..=1.0).contains(v),
@@ -128,7 +128,7 @@ pub(crate) fn opt_share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, 
     )
 }
 
-pub(crate) fn opt_factor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+pub fn opt_factor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     opt_number(
         d,
         |v: &f64| v.is_finite() && *v >= 1.0,
@@ -136,15 +136,15 @@ pub(crate) fn opt_factor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>,
     )
 }
 
-pub(crate) fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+pub fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     number(d, |v: &usize| *v >= 1, "at least 1")
 }
 
-pub(crate) fn at_least_one_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub fn at_least_one_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     number(d, |v: &u64| *v >= 1, "at least 1")
 }
 
-pub(crate) fn share<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub fn share<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     number(
         d,
         |v: &f64| v.is_finite() && *v > 0.0 && *v <= 1.0,

@@ -16,7 +16,9 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEnc
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::snapshot::Snapshot;
+use roce_model::{meaning, snapshot};
+use roce_rules as rules;
+use snapshot::Snapshot;
 
 pub mod exporter;
 pub mod families;
@@ -192,7 +194,7 @@ impl Family {
 /// [`Labeled::new`] checks at compile time that the row names `N` labels:
 ///
 /// ```compile_fail
-/// use roce_exporter::exposition::{Family, Kind, Labeled};
+/// use roce_exposition::{Family, Kind, Labeled};
 /// // two label names, declared as three: does not compile
 /// const WRONG: Labeled<3> = Labeled::new(Family {
 ///     base: "roce_example",
@@ -206,7 +208,7 @@ impl Family {
 /// ```
 ///
 /// ```
-/// use roce_exporter::exposition::{Family, Kind, Labeled, Samples};
+/// use roce_exposition::{Family, Kind, Labeled, Samples};
 /// const RIGHT: Labeled<2> = Labeled::new(Family {
 ///     base: "roce_example",
 ///     kind: Kind::Gauge,

@@ -11,11 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-
-use crate::snapshot::Snapshot;
 pub use history::History;
+use roce_model::{meaning, snapshot, values};
 use settings::{Expectations, RulesConfig};
+use snapshot::Snapshot;
 
 pub mod congestion;
 pub mod exporter;
@@ -34,89 +33,16 @@ pub mod table;
 pub mod topology;
 pub mod window;
 
+pub use roce_model::finding::{Finding, Severity, Subject};
 pub use table::{Area, RuleId};
 
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Critical,
-    Warning,
-    Info,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Critical => "critical",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-        }
-    }
-}
-
-/// What a finding is about. Fields that do not apply are `None` (and empty
-/// labels on `roce_finding`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct Subject {
-    pub device: Option<String>,
-    pub port: Option<u32>,
-    pub netdev: Option<String>,
-    pub gpu: Option<u32>,
-}
-
-impl Subject {
-    pub fn port(device: &str, port: u32, netdev: Option<&str>) -> Subject {
-        Subject {
-            device: Some(device.into()),
-            port: Some(port),
-            netdev: netdev.map(Into::into),
-            gpu: None,
-        }
-    }
-
-    /// `mlx5_0 port 1 (ens1f0np0)`, for finding texts.
-    pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(g) = self.gpu {
-            parts.push(format!("GPU {g}"));
-        }
-        match (&self.device, self.port) {
-            (Some(d), Some(p)) => parts.push(format!("{d} port {p}")),
-            (Some(d), None) => parts.push(d.clone()),
-            _ => {}
-        }
-        if let Some(n) = &self.netdev {
-            if parts.is_empty() {
-                parts.push(n.clone());
-            } else {
-                parts.push(format!("({n})"));
-            }
-        }
-        if parts.is_empty() {
-            "this host".into()
-        } else {
-            parts.join(" ")
-        }
-    }
-}
-
-/// One finding. The JSON form is the `/findings` schema (docs/findings.md).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Finding {
-    /// Stable rule id (`port_down`, `pfc_storm`, ...; serialised as that
-    /// string).
-    pub rule: RuleId,
-    pub severity: Severity,
-    pub subject: Subject,
-    /// One line: what is wrong.
-    pub finding: String,
-    /// Measured values and what was expected.
-    pub evidence: String,
-    /// What to change.
-    pub fix: String,
-    /// A command that shows whether it is fixed.
-    pub verify: String,
+/// The text of a panic payload.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// What a rule reads.
@@ -221,7 +147,7 @@ fn evaluate_with(
 pub fn run_rule(rule: &Rule, ctx: &Context) -> Result<Vec<Finding>, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (rule.evaluate)(ctx))).map_err(
         |panic| {
-            let why = crate::sampler::panic_message(panic.as_ref());
+            let why = panic_message(panic.as_ref());
             tracing::error!(rule = rule.id.as_str(), error = %why, "rule panicked; its findings are lost for this sample");
             why
         },

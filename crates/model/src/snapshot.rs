@@ -40,13 +40,13 @@ pub struct Snapshot {
     pub peer_probes: Option<roce_probe::peer::PeerResults>,
     /// Where the peer prober's endpoints came from and what was refused
     /// (`sources::peer_probe`); present whenever `peer_probes` is.
-    pub peer_discovery: Option<crate::sources::peer_probe::PeerDiscovery>,
+    pub peer_discovery: Option<crate::peer::PeerDiscovery>,
     /// What NCCL jobs on this host used (their debug logs and Inspector
     /// output; `nccl.enabled`).
-    pub nccl: Option<crate::sources::nccl::NcclSnapshot>,
+    pub nccl: Option<crate::nccl::NcclSnapshot>,
     /// Active findings after this sample (rules over the history, with the
     /// hold time applied).
-    pub findings: Vec<crate::rules::Finding>,
+    pub findings: Vec<crate::finding::Finding>,
     /// Rules that panicked since start, with how many times (a rule that
     /// panics loses its findings for that sample only).
     pub rule_panics_total: Vec<(&'static str, u64)>,

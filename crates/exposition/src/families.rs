@@ -67,7 +67,7 @@ pub fn reference_markdown() -> String {
     let mut out = String::new();
     out.push_str("# Metric reference\n\n");
     out.push_str(
-        "Generated from the family tables in `src/exposition/` by \
+        "Generated from the family tables in `crates/exposition/src/` by \
          `cargo run -- docs metrics > docs/metrics.md`; a test fails when this file is stale.\n\
          Every value is sampled every `sample_interval` (default 5 s); a scrape only encodes the latest sample.\n\n",
     );
@@ -109,4 +109,25 @@ pub fn reference_markdown() -> String {
     }
     out.push_str(&super::groups::budget_markdown());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drift_entries_name_exposed_families_and_their_labels() {
+        for d in crate::rules::table::DRIFT {
+            let family =
+                find(d.family).unwrap_or_else(|| panic!("{}: no family {}", d.config, d.family));
+            for label in d.per.iter().chain(d.values) {
+                assert!(
+                    family.labels.contains(label),
+                    "{}: {} has no label {label}",
+                    d.config,
+                    d.family
+                );
+            }
+        }
+    }
 }

@@ -188,10 +188,10 @@ mod tests {
 
     #[test]
     fn own_process_is_exported_under_the_standard_names() {
-        let text = crate::exposition::encode(
+        let text = crate::encode(
             std::sync::Arc::new(crate::snapshot::Snapshot::default()),
-            &crate::exposition::BuildInfo::current(std::time::Duration::from_secs(5)),
-            crate::exposition::Format::Text,
+            &crate::BuildInfo::current(std::time::Duration::from_secs(5)),
+            crate::Format::Text,
         );
         for name in [
             "process_start_time_seconds ",

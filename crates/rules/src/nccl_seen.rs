@@ -21,7 +21,7 @@ use super::table::RuleId;
 use super::topology::gdr_per_gpu;
 use super::{Context, Finding, Rule, Severity, Subject};
 use crate::snapshot::Snapshot;
-use crate::sources::nccl::NcclSnapshot;
+use roce_model::nccl::NcclSnapshot;
 
 pub const RULES: &[Rule] = &[
     Rule {

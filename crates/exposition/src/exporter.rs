@@ -165,7 +165,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::exposition::{encode, Format};
+    use crate::{encode, Format};
 
     #[test]
     fn rule_panics_are_exported_per_rule_and_absent_without_one() {

@@ -264,7 +264,7 @@ fn module_lane_imbalance(ctx: &Context) -> Vec<Finding> {
             evidence: format!(
                 "{}; limit: a lane below its siblings' median / {} ({:.1} dB); {}",
                 lanes.join(", "),
-                crate::rules::ports::fmt_num(factor),
+                crate::ports::fmt_num(factor),
                 10.0 * factor.log10(),
                 module_name(m)
             ),
@@ -325,7 +325,7 @@ fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
                 "FEC corrected bits +{} over {} at {} Gb/s = pre-FEC BER {ber:.2e}; expected <= {:.0e}",
                 inc.amount,
                 span(inc.seconds),
-                crate::rules::ports::fmt_num(speed as f64 / 1e3),
+                crate::ports::fmt_num(speed as f64 / 1e3),
                 cfg.max_ber
             ),
             fix: "Check the module's Rx power per lane and clean or replace the cable/module; compare with the \

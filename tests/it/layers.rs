@@ -1,0 +1,142 @@
+//! The crate graph, asserted from `cargo metadata`: data flows one way
+//! (readers -> model -> rules -> exposition -> binary), so an edge the wrong
+//! way fails here even where it would compile. docs/architecture.md states
+//! the same invariants in prose.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+/// Each workspace crate and the workspace crates and selected external
+/// crates it depends on (normal dependencies only).
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let mut g = BTreeMap::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        let deps = p["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .filter_map(|d| d["name"].as_str().map(str::to_string))
+            .collect();
+        g.insert(p["name"].as_str().expect("name").to_string(), deps);
+    }
+    g
+}
+
+/// The crates that read the host, each into its own typed part.
+const READERS: &[&str] = &[
+    "roce-host",
+    "roce-netlink",
+    "roce-rdma",
+    "roce-netdev",
+    "roce-topology",
+    "roce-probe",
+    "roce-nccl",
+];
+
+/// What only the binary and the exposition may depend on: serving and
+/// naming metrics.
+const SERVING: &[&str] = &["roce-web", "tokio", "hyper", "prometheus-client"];
+
+fn assert_none(g: &BTreeMap<String, BTreeSet<String>>, krate: &str, forbidden: &[&str]) {
+    let deps = g.get(krate).unwrap_or_else(|| panic!("no crate {krate}"));
+    for f in forbidden {
+        assert!(!deps.contains(*f), "{krate} must not depend on {f}");
+    }
+}
+
+#[test]
+fn readers_know_nothing_of_the_model_rules_or_metrics() {
+    let g = graph();
+    for r in READERS {
+        assert_none(
+            &g,
+            r,
+            &[
+                "roce-model",
+                "roce-rules",
+                "roce-exposition",
+                "roce_exporter",
+                "roce-web",
+                "prometheus-client",
+                "tokio",
+            ],
+        );
+    }
+}
+
+#[test]
+fn the_model_is_plain_data_over_the_readers_parts() {
+    let g = graph();
+    assert_none(
+        &g,
+        "roce-model",
+        &["roce-rules", "roce-exposition", "roce_exporter"],
+    );
+    assert_none(&g, "roce-model", SERVING);
+    let workspace: Vec<&String> = g["roce-model"]
+        .iter()
+        .filter(|d| d.starts_with("roce"))
+        .collect();
+    for d in workspace {
+        assert!(READERS.contains(&d.as_str()), "roce-model depends on {d}");
+    }
+}
+
+#[test]
+fn rules_read_the_model_and_name_no_metric() {
+    let g = graph();
+    assert!(g["roce-rules"].contains("roce-model"));
+    assert_none(&g, "roce-rules", &["roce-exposition", "roce_exporter"]);
+    assert_none(&g, "roce-rules", SERVING);
+}
+
+#[test]
+fn only_the_exposition_names_metrics_and_it_does_not_serve() {
+    let g = graph();
+    for (krate, deps) in &g {
+        if krate != "roce-exposition" {
+            assert!(
+                !deps.contains("prometheus-client"),
+                "{krate} depends on prometheus-client: metrics are named in roce-exposition only"
+            );
+        }
+    }
+    assert_none(
+        &g,
+        "roce-exposition",
+        &["roce_exporter", "roce-web", "tokio", "hyper"],
+    );
+}
+
+#[test]
+fn the_server_knows_no_rules_or_metrics() {
+    let g = graph();
+    assert_none(
+        &g,
+        "roce-web",
+        &[
+            "roce-model",
+            "roce-rules",
+            "roce-exposition",
+            "roce_exporter",
+        ],
+    );
+}
