@@ -77,7 +77,7 @@ pub fn reference_markdown() -> String {
         }
         out.push_str(&format!("## {section}\n\n"));
         out.push_str(
-            "| name | type | labels | unit | source | help |\n|---|---|---|---|---|---|\n",
+            "| name | type | labels | unit | source | judged by | help |\n|---|---|---|---|---|---|---|\n",
         );
         for f in &families {
             let kind = match f.kind {
@@ -87,13 +87,25 @@ pub fn reference_markdown() -> String {
             };
             let unit = f.unit.map(|u| u.as_str()).unwrap_or("");
             let labels = f.labels.join(", ");
+            let name = f.exposed_name();
+            let judges = crate::rules::reads::judged_by(&name);
+            let judged = if judges.is_empty() {
+                "not judged".to_string()
+            } else {
+                judges
+                    .iter()
+                    .map(|r| format!("[{r}](runbook.md#{r})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             out.push_str(&format!(
-                "| `{}` | {} | {} | {} | {} | {} |\n",
-                f.exposed_name(),
+                "| `{}` | {} | {} | {} | {} | {} | {} |\n",
+                name,
                 kind,
                 labels,
                 unit,
                 f.source.replace('|', "\\|"),
+                judged,
                 f.help.replace('|', "\\|")
             ));
         }
@@ -114,6 +126,18 @@ pub fn reference_markdown() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_family_a_rule_reads_is_exposed() {
+        for rule in crate::rules::RuleId::ALL {
+            for family in crate::rules::reads::reads(*rule) {
+                assert!(
+                    find(family).is_some(),
+                    "{rule} reads {family}, which is not exposed"
+                );
+            }
+        }
+    }
 
     #[test]
     fn drift_entries_name_exposed_families_and_their_labels() {

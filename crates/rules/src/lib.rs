@@ -28,6 +28,7 @@ pub mod ports;
 pub mod probes;
 pub mod qos;
 pub mod rates;
+pub mod reads;
 pub mod settings;
 pub mod table;
 pub mod topology;
