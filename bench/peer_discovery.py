@@ -2,9 +2,9 @@
 """Fleet-wide request rate of peer-probe endpoint discovery, per mode, at
 1,000 and 10,000 nodes.
 
-Runs the ignored test `sources::peer_probe::bench::fleet_request_rates`
+Runs the ignored test `runner::bench::fleet_request_rates` of roce-fleet
 (release build), which drives the coordinator's own planning code
-(`Catalog::plan` / `Catalog::apply` in src/sources/peer_probe.rs) for one
+(`Catalog::plan` / `Catalog::apply` in crates/fleet/src/runner.rs) for one
 node over simulated time, every request answered at once, with
 `refresh: 60s` and the default 5 packets/s:
 
@@ -33,11 +33,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-TEST = "sources::peer_probe::bench::fleet_request_rates"
+TEST = "runner::bench::fleet_request_rates"
 
 
 def main():
-    cmd = ["cargo", "test", "--release", "--lib", TEST, "--", "--ignored", "--nocapture", "--exact"]
+    cmd = ["cargo", "test", "--release", "-p", "roce-fleet", "--lib", TEST, "--", "--ignored", "--nocapture", "--exact"]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if out.returncode != 0:
         sys.stderr.write(out.stdout[-4000:] + out.stderr[-4000:])

@@ -18,16 +18,14 @@ use crate::snapshot::{KernelRequests, SourceState};
 
 pub mod nccl;
 pub mod netdev;
-pub mod peer_dns;
-pub mod peer_endpoints;
-pub mod peer_http;
-pub mod peer_list;
 pub mod peer_probe;
-pub mod peer_rails;
+/// Peer discovery and the peer-probe runtime (crates/fleet), under the
+/// names the tests and the fuzz targets use.
+pub use roce_fleet::{peer_dns, peer_endpoints, peer_http, peer_list, peer_rails};
 pub mod phys;
 pub mod probe;
 pub mod rdma;
-pub mod rdma_netlink;
+pub use roce_rdma::netlink as rdma_netlink;
 pub mod topology;
 
 /// What the sampler hands a source for one sample.

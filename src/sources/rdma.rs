@@ -3,11 +3,11 @@
 
 use roce_rdma::{DeviceFilter, RdmaReader, SysfsOnly};
 
-use super::rdma_netlink::{KernelNldev, NetlinkHwCounters, Nldev};
 use super::{HostError, Input, Part, Reading, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{KernelRequests, SourceState};
+use roce_rdma::netlink::{KernelNldev, NetlinkHwCounters, Nldev};
 
 /// `N`: how RDMA netlink is asked (the running kernel; tests pass a kernel
 /// that misbehaves).

@@ -127,6 +127,17 @@ fn only_the_exposition_names_metrics_and_it_does_not_serve() {
 }
 
 #[test]
+fn peer_discovery_fills_the_model_and_names_no_metric() {
+    let g = graph();
+    assert_none(
+        &g,
+        "roce-fleet",
+        &["roce-rules", "roce-exposition", "roce_exporter", "roce-web"],
+    );
+    assert_none(&g, "roce-fleet", SERVING);
+}
+
+#[test]
 fn the_server_knows_no_rules_or_metrics() {
     let g = graph();
     assert_none(

@@ -110,7 +110,7 @@ pub const ANSWERED_FOR_PEERS: Labeled<2> = Labeled::new(Family {
     help: "Probes from configured peers this port's responder echoed.",
     source: SOURCE,
 });
-const DISCOVERY: &str = "The peer-probe coordinator (sources::peer_probe): the peer list, endpoint documents or the Prometheus query, and their admission (sources::peer_endpoints)";
+const DISCOVERY: &str = "The peer-probe coordinator (roce_fleet::runner): the peer list, endpoint documents or the Prometheus query, and their admission (roce_fleet::peer_endpoints)";
 
 pub const FETCH_ERRORS: Labeled<1> = Labeled::new(Family {
     base: "roce_peer_probe_endpoint_fetch_errors",

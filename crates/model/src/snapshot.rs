@@ -39,7 +39,7 @@ pub struct Snapshot {
     /// Latest results of the probes between hosts (`roce_probe::peer`).
     pub peer_probes: Option<roce_probe::peer::PeerResults>,
     /// Where the peer prober's endpoints came from and what was refused
-    /// (`sources::peer_probe`); present whenever `peer_probes` is.
+    /// (`roce_fleet::runner`); present whenever `peer_probes` is.
     pub peer_discovery: Option<crate::peer::PeerDiscovery>,
     /// What NCCL jobs on this host used (their debug logs and Inspector
     /// output; `nccl.enabled`).

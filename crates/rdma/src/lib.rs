@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 
 pub mod fs;
+pub mod netlink;
 pub mod parse;
 pub mod reader;
 pub mod types;

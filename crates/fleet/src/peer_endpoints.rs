@@ -3,7 +3,7 @@
 //! Two sources, one admission:
 //! - a peer's own document (`GET /peer-probe/endpoints`, [`DocumentFetcher`]),
 //!   fetched for the peers about to be probed and kept until probes to
-//!   them fail (see `sources::peer_probe`);
+//!   them fail (see `roce_fleet::runner`);
 //! - the Prometheus HTTP API ([`PrometheusQuery`]): every exporter with
 //!   peer probes on publishes `roce_peer_probe_endpoint_info`, and one
 //!   instant query per refresh returns the fleet's endpoints, each with the

@@ -27,11 +27,11 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use crate::{Counter, CounterNames, HwCounterSource};
 use roce_netlink::rdma::{HwCounter, RdmaDevice};
 use roce_netlink::{NlError, Protocol, Socket};
-use roce_rdma::{Counter, CounterNames, HwCounterSource};
 
-use super::HostError;
+use roce_host::HostError;
 
 /// The two nldev queries, behind a trait so that tests script the kernel.
 pub trait Nldev: Send {

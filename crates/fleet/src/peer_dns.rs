@@ -487,11 +487,10 @@ mod tests {
             srv: vec![NAME.into()],
             ..crate::config::PeerProbeConfig::default()
         };
-        let mut list =
-            super::super::peer_list::PeerList::new(&config, true).with_resolver(Resolver {
-                servers: vec![addr],
-                deadline: Duration::from_secs(10),
-            });
+        let mut list = crate::peer_list::PeerList::new(&config, true).with_resolver(Resolver {
+            servers: vec![addr],
+            deadline: Duration::from_secs(10),
+        });
         let got: Vec<String> = list.current().into_iter().map(|a| a.0).collect();
         h.join().unwrap();
         assert_eq!(
@@ -503,11 +502,10 @@ mod tests {
         );
         assert_eq!(list.dns_queries(), 1);
         let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let mut list =
-            super::super::peer_list::PeerList::new(&config, true).with_resolver(Resolver {
-                servers: vec![silent.local_addr().unwrap()],
-                deadline: Duration::from_millis(100),
-            });
+        let mut list = crate::peer_list::PeerList::new(&config, true).with_resolver(Resolver {
+            servers: vec![silent.local_addr().unwrap()],
+            deadline: Duration::from_millis(100),
+        });
         assert!(list.current().is_empty());
         assert!(
             list.errors[0].starts_with("peer_probes.srv _metrics._tcp"),

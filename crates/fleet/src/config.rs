@@ -1,0 +1,299 @@
+//! The `peer_probes:` section of the configuration: who the peers are
+//! (a list, DNS, a file, or the fleet's Prometheus), how fast to probe them,
+//! how to fetch their endpoint documents, and how this node computes its
+//! rails.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use roce_model::values::{duration, number};
+
+/// `peer_probes:`: UD probes to other exporters' responders
+/// (`roce_probe::peer`; design in docs/peer-probes.md).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PeerProbeConfig {
+    /// Off by default: on, each active port keeps a responder and
+    /// `/peer-probe/endpoints` publishes it.
+    pub enabled: bool,
+    /// Peer exporters: `host:port` or `http(s)://host:port`.
+    pub peers: Vec<String>,
+    /// A DNS name whose A/AAAA records are the peers (`name:port`).
+    pub dns: Option<String>,
+    /// DNS names whose SRV records are the peers (target and port each):
+    /// a Kubernetes headless Service's named port is
+    /// `_<port>._tcp.<service>.<namespace>.svc.cluster.local`.
+    #[serde(deserialize_with = "srv_names")]
+    pub srv: Vec<String>,
+    /// A file of peer addresses, one per line (`#` comments), re-read when
+    /// its modification time changes.
+    pub file: Option<std::path::PathBuf>,
+    /// The fleet's endpoints from the Prometheus HTTP API (one query per
+    /// refresh) instead of a peer list and per-peer documents.
+    pub prometheus: Option<PeerPrometheusConfig>,
+    /// Probe every peer port, not only those on the same rail.
+    pub all_to_all: bool,
+    /// How the rail of a port is found (the ports that probe each other).
+    pub rails: RailConfig,
+    /// Probe packets per second per local port (capped at 50): a ceiling.
+    /// Probes are sent one at a time, so it is reached while answers come
+    /// within the spacing; each lost probe takes `timeout` instead
+    /// (docs/peer-probes.md, "Achieved rate").
+    pub packets_per_second: u32,
+    /// Peers probed per round and port (capped at 16).
+    pub sample: usize,
+    /// Distinct flow labels (RoCE v2 UDP source ports, so ECMP paths) each
+    /// pair of ports walks, whatever the number of peers (1 to 256).
+    pub flow_labels: u32,
+    /// How long a probe waits for its echo.
+    #[serde(deserialize_with = "duration")]
+    pub timeout: Duration,
+    /// How often the peer list (DNS, SRV, file) is read again, or the
+    /// Prometheus query made again.
+    #[serde(deserialize_with = "duration")]
+    pub refresh: Duration,
+    /// The absolute deadline of one endpoint document fetch (resolution,
+    /// connect, TLS, request and the whole answer) and of one DNS lookup.
+    #[serde(deserialize_with = "fetch_timeout")]
+    pub fetch_timeout: Duration,
+    /// PEM file of the CA(s) that signed the peers' server certificates:
+    /// with it, `https://` peers are fetched (and addresses without a
+    /// scheme mean `https`).
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Basic-auth user for the peers' endpoints route (with `password_file`).
+    pub username: Option<String>,
+    /// File holding the basic-auth password (first line; never logged).
+    pub password_file: Option<std::path::PathBuf>,
+}
+
+impl Default for PeerProbeConfig {
+    fn default() -> Self {
+        PeerProbeConfig {
+            enabled: false,
+            peers: Vec::new(),
+            dns: None,
+            srv: Vec::new(),
+            file: None,
+            prometheus: None,
+            all_to_all: false,
+            rails: RailConfig::default(),
+            packets_per_second: 5,
+            sample: 8,
+            flow_labels: roce_probe::peer::DEFAULT_FLOW_LABELS,
+            timeout: Duration::from_millis(500),
+            refresh: Duration::from_secs(60),
+            fetch_timeout: Duration::from_secs(5),
+            tls_ca_file: None,
+            username: None,
+            password_file: None,
+        }
+    }
+}
+
+/// Longest `peer_probes.fetch_timeout`: a fetch holds one of the 16
+/// fetch workers this long at most.
+pub const MAX_FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn fetch_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let v = duration(d)?;
+    if v > MAX_FETCH_TIMEOUT {
+        return Err(serde::de::Error::custom(
+            "a fetch deadline above 60s would hold a fetch worker for minutes",
+        ));
+    }
+    Ok(v)
+}
+
+/// Names of SRV records: at most 16, each a DNS name of at most 253 bytes.
+fn srv_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    if names.len() > 16 {
+        return Err(serde::de::Error::custom("at most 16 SRV names"));
+    }
+    for n in &names {
+        let t = n.trim_end_matches('.');
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if t.is_empty() || t.len() > 253 || !t.split('.').all(label_ok) {
+            return Err(serde::de::Error::custom(format!(
+                "{n:?} is not a DNS name (e.g. _metrics._tcp.roce-exporter.monitoring.svc.cluster.local)"
+            )));
+        }
+    }
+    Ok(names)
+}
+
+/// `peer_probes.prometheus`: where the fleet's endpoints are read from.
+/// Each exporter with peer probes on publishes
+/// `roce_peer_probe_endpoint_info`; one instant query per refresh returns
+/// them all.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerPrometheusConfig {
+    /// `http(s)://host:port[/prefix]` of the Prometheus server (or of
+    /// anything serving its HTTP API: Thanos Query, VictoriaMetrics).
+    pub url: String,
+    /// The instant query; its result must be series of
+    /// `roce_peer_probe_endpoint_info` (narrow it with a selector, e.g.
+    /// `roce_peer_probe_endpoint_info{job="roce"}`).
+    #[serde(default = "default_endpoint_query")]
+    pub query: String,
+    /// PEM file of the CA(s) of the server's certificate (`https://`).
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// A file holding a bearer token (first line; never logged).
+    pub bearer_token_file: Option<std::path::PathBuf>,
+    /// Basic-auth user (with `password_file`).
+    pub username: Option<String>,
+    pub password_file: Option<std::path::PathBuf>,
+    /// The absolute deadline of one query, answer included.
+    #[serde(default = "default_query_timeout", deserialize_with = "fetch_timeout")]
+    pub timeout: Duration,
+    /// Largest answer taken, after decompression.
+    #[serde(default = "default_query_bytes", deserialize_with = "query_bytes")]
+    pub max_bytes: usize,
+}
+
+fn default_endpoint_query() -> String {
+    "roce_peer_probe_endpoint_info".into()
+}
+
+fn default_query_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// 64 MiB: 10,000 nodes of 8 ports at ≈400 bytes per series.
+fn default_query_bytes() -> usize {
+    64 << 20
+}
+
+fn query_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    number(
+        d,
+        |v: &usize| (1024..=(1usize << 30)).contains(v),
+        "between 1024 bytes and 1 GiB",
+    )
+}
+
+/// `peer_probes.rails`: which local port probes which peer port. A rail
+/// is computed by this node for its own ports, and for a peer's port from
+/// what this node can check itself (its GID against this node's subnets
+/// or the configured networks); a document's own `subnet` claim never
+/// decides it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RailConfig {
+    pub by: RailBy,
+    /// `by: netdev`: the port's netdev name with one `*` whose match is
+    /// the rail (`eth*`: eth3 is rail 3; `rdma*np0`).
+    pub netdev_pattern: Option<String>,
+    /// `by: map`: RDMA device (or netdev) name to rail name.
+    pub map: std::collections::BTreeMap<String, String>,
+    /// `by: networks`: rail name to the IPv4 network holding every address
+    /// of that rail (`rail0: 10.0.0.0/16` over the /31s of a pure L3
+    /// fabric).
+    pub networks: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for RailConfig {
+    fn default() -> Self {
+        RailConfig {
+            by: RailBy::Subnet,
+            netdev_pattern: None,
+            map: std::collections::BTreeMap::new(),
+            networks: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+/// How a port's rail is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RailBy {
+    /// The IPv4 subnet of the port's GID on this host: a peer is on the
+    /// rail when its GID is inside it; ports without one (InfiniBand) by
+    /// device index.
+    Subnet,
+    /// The device's position in the sorted device list.
+    DeviceIndex,
+    /// The netdev name against `netdev_pattern`.
+    Netdev,
+    /// The explicit `map`.
+    Map,
+    /// The configured `networks` a GID falls in.
+    Networks,
+}
+
+impl PeerProbeConfig {
+    /// Checks across the keys of `peer_probes:`: credentials never over
+    /// plain http, one source of endpoints, rails that can be computed.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=roce_probe::peer::MAX_FLOW_LABELS).contains(&self.flow_labels) {
+            return Err(format!(
+                "flow_labels {}: expected 1 to {}",
+                self.flow_labels,
+                roce_probe::peer::MAX_FLOW_LABELS
+            ));
+        }
+        if self.username.is_some() != self.password_file.is_some() {
+            return Err("username and password_file go together".into());
+        }
+        if self.username.is_some() {
+            if let Some(p) = self.peers.iter().find(|p| p.trim().starts_with("http://")) {
+                return Err(format!(
+                    "peer {p:?} is http:// while username/password_file are set: credentials are never sent over plain http (use https:// and tls_ca_file)"
+                ));
+            }
+            let listed = !self.peers.is_empty()
+                || self.dns.is_some()
+                || !self.srv.is_empty()
+                || self.file.is_some();
+            if self.tls_ca_file.is_none() && listed {
+                return Err(
+                    "username/password_file without tls_ca_file: peers would be fetched over plain http with credentials; set tls_ca_file (peers are then https)".into(),
+                );
+            }
+        }
+        if let Some(prom) = &self.prometheus {
+            let listed = !self.peers.is_empty()
+                || self.dns.is_some()
+                || !self.srv.is_empty()
+                || self.file.is_some();
+            if listed {
+                return Err("prometheus replaces the peer list: set either prometheus or peers/dns/srv/file".into());
+            }
+            let url = crate::peer_http::Url::parse(&prom.url).ok_or_else(|| {
+                format!(
+                    "prometheus.url {:?}: expected http(s)://host[:port][/prefix]",
+                    prom.url
+                )
+            })?;
+            if prom.username.is_some() != prom.password_file.is_some() {
+                return Err("prometheus.username and prometheus.password_file go together".into());
+            }
+            let credentials = prom.username.is_some() || prom.bearer_token_file.is_some();
+            if prom.username.is_some() && prom.bearer_token_file.is_some() {
+                return Err(
+                    "prometheus: bearer_token_file or username/password_file, not both".into(),
+                );
+            }
+            if credentials && !url.tls {
+                return Err(format!(
+                    "prometheus.url {:?} is http:// while credentials are set: they are never sent over plain http",
+                    prom.url
+                ));
+            }
+            if url.tls && prom.tls_ca_file.is_none() {
+                return Err("prometheus.url is https:// and needs prometheus.tls_ca_file".into());
+            }
+            if prom.query.trim().is_empty() || prom.query.len() > 4096 {
+                return Err("prometheus.query must be 1 to 4096 bytes".into());
+            }
+        }
+        crate::peer_rails::Rails::new(&self.rails).map(|_| ())
+    }
+}
