@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use roce_netdev::devlink::ReporterState;
-use roce_netdev::module::{ModuleInfo, Thresholds};
+use roce_netdev::module::{Medium, ModuleInfo, Thresholds};
 use roce_netdev::phys::PhysNetdev;
 
 use super::history::Value;
@@ -33,7 +33,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: RuleId::ModuleLaneImbalance,
-        checks: "no module lane receives far less optical power than its sibling lanes",
+        checks: "no lane of a parallel-fibre module (SR4, SR8, DR4, PSM4, from its media code) receives far less optical power than its sibling lanes; WDM optics and copper are not judged",
         evaluate: module_lane_imbalance,
     },
     Rule {
@@ -212,6 +212,12 @@ fn module_lane_imbalance(ctx: &Context) -> Vec<Finding> {
     let factor = ctx.rules.module_lane_imbalance.factor;
     let mut out = Vec::new();
     for (n, m) in modules(s) {
+        // Only where each lane is its own fibre: on WDM optics (FR4, LR4,
+        // CWDM4) the lanes share one fibre and differ by several dB within
+        // specification, and an unknown medium says nothing either way.
+        if m.medium != Medium::ParallelFibre {
+            continue;
+        }
         let rx: Vec<f64> = m.lanes.iter().filter_map(|l| l.rx_power_watts).collect();
         if rx.len() < 2 || rx.len() != m.lanes.len() {
             continue;
