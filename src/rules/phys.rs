@@ -33,7 +33,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: RuleId::ModuleLaneImbalance,
-        checks: "no lane of a parallel-fibre module (SR4, SR8, DR4, PSM4, from its media code) receives far less optical power than its sibling lanes; WDM optics and copper are not judged",
+        checks: "no module lane receives far less optical power than its sibling lanes",
         evaluate: module_lane_imbalance,
     },
     Rule {
