@@ -173,12 +173,33 @@ pub fn gdr_not_used(s: &Snapshot) -> Vec<Finding> {
             ));
         }
         let allowed = reasons.is_empty() && drivers == Some(true) && near.iter().any(|g| g.used());
+        // The NIC's netdev and the GPUs it is nearest to, where known.
+        let netdev = members.first().and_then(|m| {
+            ports(s)
+                .find(|(d, p)| d.name == *m && p.number == u32::from(port))
+                .and_then(|(_, p)| p.netdev.clone())
+        });
+        let gpus: Vec<usize> = near.iter().map(|g| g.gpu).collect();
+        let mut nic = format!("{device} port {port}");
+        if let Some(nd) = &netdev {
+            nic.push_str(&format!(" ({nd})"));
+        }
+        if !gpus.is_empty() {
+            let g = gpus
+                .iter()
+                .map(|g| format!("GPU {g}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            nic.push_str(&format!(", nearest to {g},"));
+        }
         let finding = if allowed {
             format!(
-                "NCCL jobs use {device} port {port} without GPUDirect RDMA although the driver is ready and the GPU-NIC path allows it: data is staged through host memory"
+                "NCCL jobs use {nic} without GPUDirect RDMA although the driver is ready and the GPU-NIC path allows it: data is staged through host memory"
             )
         } else {
-            format!("NCCL jobs use {device} port {port} without GPUDirect RDMA: data is staged through host memory")
+            format!(
+                "NCCL jobs use {nic} without GPUDirect RDMA: data is staged through host memory"
+            )
         };
         let why = if allowed {
             "nothing on the host explains it: the job's environment does (NCCL_NET_GDR_LEVEL=LOC, NCCL_DMABUF_ENABLE=0, a container without the peer-memory device, or an NCCL net plugin without GDR)".to_string()
@@ -193,7 +214,11 @@ pub fn gdr_not_used(s: &Snapshot) -> Vec<Finding> {
             subject: Subject {
                 device: Some(members.first().copied().unwrap_or(device).to_string()),
                 port: Some(u32::from(port)),
-                ..Subject::default()
+                netdev,
+                gpu: match gpus.as_slice() {
+                    [g] => u32::try_from(*g).ok(),
+                    _ => None,
+                },
             },
             finding,
             evidence: format!(

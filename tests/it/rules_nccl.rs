@@ -238,6 +238,17 @@ gpu-a:100:105 [0] NCCL INFO Channel 01/0 : 8[0] -> 0[0] [receive] via NET/IB/1/G
         (f[0].subject.device.as_deref(), f[0].subject.port),
         (Some("mlx5_0"), Some(1))
     );
+    // The NIC's netdev (the port's) and the GPU it is nearest to
+    // (the topology's GPU-NIC path).
+    assert_eq!(f[0].subject.netdev.as_deref(), Some("ens1np0"));
+    assert_eq!(f[0].subject.gpu, Some(0));
+    assert!(
+        f[0].finding.starts_with(
+            "NCCL jobs use mlx5_0 port 1 (ens1np0), nearest to GPU 0, without GPUDirect RDMA"
+        ),
+        "{}",
+        f[0].finding
+    );
     assert_eq!(f[0].severity, Severity::Warning);
     assert!(
         f[0].evidence
