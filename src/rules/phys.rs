@@ -312,7 +312,14 @@ fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
         else {
             continue;
         };
-        let Some(ber) = roce_netdev::fec::ber(inc.amount, inc.seconds, speed as f64 * 1e6) else {
+        // Corrected bits are counted on the wire, at the FEC mode's line
+        // rate (425 Gb/s for 400G RS(544,514)), not at the MAC speed.
+        let fec = n.fec.as_ref();
+        let lanes = fec
+            .and_then(|f| f.corrected_bits.as_ref())
+            .map_or(0, |c| c.lanes.len());
+        let (rate, code) = roce_netdev::fec::line_rate(fec.and_then(|f| f.active), speed, lanes);
+        let Some(ber) = roce_netdev::fec::ber(inc.amount, inc.seconds, rate) else {
             continue;
         };
         if ber <= cfg.max_ber {
@@ -328,9 +335,10 @@ fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
                 cfg.max_ber
             ),
             evidence: format!(
-                "FEC corrected bits +{} over {} at {} Gb/s = pre-FEC BER {ber:.2e}; expected <= {:.0e}",
+                "FEC corrected bits +{} over {} at {} Gb/s ({code} line rate of a {} Gb/s link) = pre-FEC BER {ber:.2e}; expected <= {:.0e}",
                 inc.amount,
                 span(inc.seconds),
+                crate::rules::ports::fmt_num(rate / 1e9),
                 crate::rules::ports::fmt_num(speed as f64 / 1e3),
                 cfg.max_ber
             ),

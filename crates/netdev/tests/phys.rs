@@ -296,11 +296,14 @@ fn ber_from_two_readings() {
         *l += 1_500_000;
     }
     cur.uncorrectable_blocks.as_mut().unwrap().total += 6;
+    // RS-FEC on 4 lanes of 25 Gb/s is RS(528,514): corrected bits are
+    // counted at its line rate, 103.125 Gb/s, not the 100 Gb/s MAC rate.
     let ber = fec_ber(&prev, &cur, 60.0, 100_000);
-    assert_close!(ber.pre_fec, 1e-6);
+    let line = 60.0 * 103.125e9;
+    assert_close!(ber.pre_fec, 6e6 / line);
     assert_eq!(ber.pre_fec_lanes.len(), 4);
-    assert_close!(ber.pre_fec_lanes.first().copied(), 1e-6);
-    assert_close!(ber.post_fec, 1e-12);
+    assert_close!(ber.pre_fec_lanes.first().copied(), 1.5e6 / (line / 4.0));
+    assert_close!(ber.post_fec, 6.0 / line);
     // A counter that went back (driver reload) gives no rate.
     let reset = fec_ber(&cur, &prev, 60.0, 100_000);
     assert_eq!((reset.pre_fec, reset.post_fec), (None, None));
@@ -689,4 +692,25 @@ fn a_missing_page_or_an_empty_cage_is_absent_not_an_error() {
     assert_eq!(m.lanes.len(), 4);
     assert_eq!(m.vendor, "");
     assert!(m.thresholds.rx_power_watts.is_some());
+}
+
+#[test]
+fn fec_line_rate_follows_the_code() {
+    use roce_netdev::fec::line_rate;
+    // 400GBASE-R with RS(544,514): 8 lanes of 53.125 GBd PAM4 or 4 of
+    // 106.25: 425 Gb/s on the wire.
+    let (r, code) = line_rate(Some(FecMode::Rs), 400_000, 8);
+    assert_eq!(code, "RS(544,514)");
+    assert!((r - 425e9).abs() < 1.0, "{r}");
+    assert!((line_rate(Some(FecMode::Rs), 400_000, 0).0 - 425e9).abs() < 1.0);
+    // 100GBASE-SR4/CR4, RS(528,514) on 4 x 25.78125 Gb/s NRZ.
+    let (r, code) = line_rate(Some(FecMode::Rs), 100_000, 4);
+    assert_eq!(code, "RS(528,514)");
+    assert!((r - 103.125e9).abs() < 1.0, "{r}");
+    // 100G on 2 PAM4 lanes is RS(544,514): 106.25 Gb/s.
+    assert!((line_rate(Some(FecMode::Rs), 100_000, 2).0 - 106.25e9).abs() < 1.0);
+    // BASE-R keeps 64b/66b; no FEC: the MAC rate.
+    assert!((line_rate(Some(FecMode::BaseR), 25_000, 0).0 - 25.78125e9).abs() < 1.0);
+    assert_eq!(line_rate(Some(FecMode::Off), 100_000, 0).0, 100e9);
+    assert_eq!(line_rate(None, 100_000, 0).0, 100e9);
 }
