@@ -7,7 +7,8 @@
 //!   CMIS 0x1E, SFP-DD 0x1F, SFP+ with CMIS 0x20: the identifiers
 //!   ethtool's `is_cmis` check lists);
 //! - SFF-8472 (SFP/SFP+/SFP28, identifier 0x03): the A0h identity and the
-//!   A2h diagnostics, internally calibrated modules only.
+//!   A2h diagnostics, internally or externally calibrated (the external
+//!   constants applied as ethtool applies them).
 //!
 //! What is decoded: identity (vendor, part number, revision, serial,
 //! type), the medium (copper, parallel fibre, other optics), temperature,
@@ -565,14 +566,73 @@ fn decode_cmis(pages: &Pages, lower: &[u8], id: u8) -> Result<ModuleInfo, Module
     })
 }
 
+/// SFF-8472 external calibration constants (A2h bytes 56-91), applied as
+/// ethtool's `sff8472_calibration` (`sfpdiag.c`) does, so that the values
+/// agree with `ethtool -m`: temperature, Vcc, Tx bias and Tx power are
+/// `raw * slope + offset` (slope unsigned 8.8 fixed point, offset s16,
+/// the product truncated to the raw field's 16 bits); Rx power is
+/// `RXPWR0 + x * (RXPWR1 + RXPWR2 + RXPWR3)` with big-endian IEEE-754
+/// floats (ethtool's form; RXPWR4 unused), truncated to u16.
+struct ExternalCal {
+    txi: (f64, i16),
+    txpwr: (f64, i16),
+    temp: (f64, i16),
+    volt: (f64, i16),
+    rx: [f32; 4],
+}
+
+impl ExternalCal {
+    fn read(a2: &[u8]) -> Option<ExternalCal> {
+        let slope = |o: usize| -> Option<(f64, i16)> {
+            let s = f64::from(*a2.get(o)?) + f64::from(*a2.get(o + 1)?) / 256.0;
+            let off = u16_at(a2, o + 2)? as i16;
+            Some((s, off))
+        };
+        let float = |o: usize| -> Option<f32> {
+            let b = a2.get(o..o + 4)?;
+            Some(f32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        Some(ExternalCal {
+            txi: slope(76)?,
+            txpwr: slope(80)?,
+            temp: slope(84)?,
+            volt: slope(88)?,
+            rx: [float(72)?, float(68)?, float(64)?, float(60)?],
+        })
+    }
+
+    /// Formula 1 on an unsigned field (Vcc, Tx bias, Tx power).
+    fn unsigned(raw: u16, (slope, offset): (f64, i16)) -> u16 {
+        ((f64::from(raw) * slope) as u16).wrapping_add(offset as u16)
+    }
+
+    /// Formula 1 on the signed temperature field.
+    fn signed(raw: u16, (slope, offset): (f64, i16)) -> u16 {
+        ((f64::from(raw as i16) * slope) as i16).wrapping_add(offset) as u16
+    }
+
+    /// Formula 2, Rx power.
+    fn rx_power(&self, raw: u16) -> u16 {
+        let x = f32::from(raw);
+        let v = self.rx[0] + x * self.rx[1] + x * self.rx[2] + x * self.rx[3];
+        if v.is_finite() {
+            v as u16
+        } else {
+            0
+        }
+    }
+}
+
 fn decode_sff8472(pages: &Pages, a0: &[u8], id: u8) -> ModuleInfo {
     // A0h byte 92: bit 6 diagnostics implemented, bit 5 internally
     // calibrated, bit 4 externally calibrated, bit 3 Rx power average.
     let diag = a0.get(92).copied().unwrap_or(0);
-    let internal = diag & 0x40 != 0 && diag & 0x20 != 0;
+    let implemented = diag & 0x40 != 0;
+    let internal = diag & 0x20 != 0;
+    let external = diag & 0x10 != 0;
     let a2 = pages
         .get(&HalfPage::lower(I2C_A2))
-        .filter(|p| p.len() >= HALF && internal);
+        .filter(|p| p.len() >= HALF && implemented && (internal || external));
     let mut info = ModuleInfo {
         standard: Standard::Sff8472,
         identifier: id,
@@ -589,24 +649,53 @@ fn decode_sff8472(pages: &Pages, a0: &[u8], id: u8) -> ModuleInfo {
         thresholds: ModuleThresholds::default(),
         medium: Medium::Unknown,
     };
-    if let Some(a2) = a2 {
-        // A2h: temperature 96, Vcc 98, Tx bias 100, Tx power 102, Rx power
-        // 104; thresholds from 0: temperature, Vcc, bias, Tx power, Rx power.
-        info.temperature_celsius = u16_at(a2, 96).map(temp);
-        info.supply_volts = u16_at(a2, 98).map(volts);
-        info.lanes = vec![Lane {
-            tx_bias_amperes: u16_at(a2, 100).map(amperes),
-            tx_power_watts: u16_at(a2, 102).map(watts),
-            rx_power_watts: u16_at(a2, 104).map(watts),
-        }];
-        info.thresholds = ModuleThresholds {
-            temperature_celsius: thresholds(a2, 0, temp),
-            supply_volts: thresholds(a2, 8, volts),
-            tx_bias_amperes: thresholds(a2, 16, amperes),
-            tx_power_watts: thresholds(a2, 24, watts),
-            rx_power_watts: thresholds(a2, 32, watts),
-        };
+    let Some(a2) = a2 else {
+        return info;
+    };
+    // Internal calibration wins when both bits are set: the raw values are
+    // already in units.
+    let cal = (external && !internal)
+        .then(|| ExternalCal::read(a2))
+        .flatten();
+    if external && !internal && cal.is_none() {
+        return info;
     }
+    let t = |raw: u16| match &cal {
+        Some(c) => temp(ExternalCal::signed(raw, c.temp)),
+        None => temp(raw),
+    };
+    let v = |raw: u16| match &cal {
+        Some(c) => volts(ExternalCal::unsigned(raw, c.volt)),
+        None => volts(raw),
+    };
+    let bias = |raw: u16| match &cal {
+        Some(c) => amperes(ExternalCal::unsigned(raw, c.txi)),
+        None => amperes(raw),
+    };
+    let txp = |raw: u16| match &cal {
+        Some(c) => watts(ExternalCal::unsigned(raw, c.txpwr)),
+        None => watts(raw),
+    };
+    let rxp = |raw: u16| match &cal {
+        Some(c) => watts(c.rx_power(raw)),
+        None => watts(raw),
+    };
+    // A2h: temperature 96, Vcc 98, Tx bias 100, Tx power 102, Rx power
+    // 104; thresholds from 0: temperature, Vcc, bias, Tx power, Rx power.
+    info.temperature_celsius = u16_at(a2, 96).map(t);
+    info.supply_volts = u16_at(a2, 98).map(v);
+    info.lanes = vec![Lane {
+        tx_bias_amperes: u16_at(a2, 100).map(bias),
+        tx_power_watts: u16_at(a2, 102).map(txp),
+        rx_power_watts: u16_at(a2, 104).map(rxp),
+    }];
+    info.thresholds = ModuleThresholds {
+        temperature_celsius: thresholds(a2, 0, t),
+        supply_volts: thresholds(a2, 8, v),
+        tx_bias_amperes: thresholds(a2, 16, bias),
+        tx_power_watts: thresholds(a2, 24, txp),
+        rx_power_watts: thresholds(a2, 32, rxp),
+    };
     info
 }
 

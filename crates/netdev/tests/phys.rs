@@ -714,3 +714,44 @@ fn fec_line_rate_follows_the_code() {
     assert_eq!(line_rate(Some(FecMode::Off), 100_000, 0).0, 100e9);
     assert_eq!(line_rate(None, 100_000, 0).0, 100e9);
 }
+
+/// An externally calibrated SFP (A0h byte 92 bit 4, SFF-8472 rev 12.4
+/// section 9.3): the A2h readings are raw A/D values and the constants at
+/// A2h 56-91 convert them, as ethtool's `sff8472_calibration`
+/// (`sfpdiag.c`) applies them.
+#[test]
+fn sff8472_external_calibration_is_applied_as_ethtool_does() {
+    let mut pages = fixture_pages("ens3np0.eeprom");
+    // DDM implemented, externally calibrated, Rx power average.
+    pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap()[92] = 0x58;
+    let a2 = pages.get_mut(&HalfPage::lower(0x51)).unwrap();
+    // Rx_PWR(4..0), big-endian IEEE-754: 0, 0, 0, 1.0, 0.
+    a2[56..76].fill(0);
+    a2[68..72].copy_from_slice(&1.0f32.to_be_bytes());
+    // Slopes (unsigned 8.8) and offsets (s16): Tx_I x2 +0, Tx_PWR x1
+    // +100 (0.01 mW), T x1 +256 (+1 degC), V x1 +0.
+    a2[76..92].copy_from_slice(&[
+        0x02, 0x00, 0x00, 0x00, // Tx_I
+        0x01, 0x00, 0x00, 0x64, // Tx_PWR
+        0x01, 0x00, 0x01, 0x00, // T
+        0x01, 0x00, 0x00, 0x00, // V
+    ]);
+    let m = decode(&pages).unwrap();
+    // Raw 0x1F80 (31.5) + 1 degC; raw bias 4000 x 2 x 2 uA; Tx power
+    // 6000 + 100 in 0.1 uW; Rx power 5000 x 1.0.
+    assert_close!(m.temperature_celsius, 32.5);
+    assert_close!(m.supply_volts, 3.33);
+    assert_close!(m.lanes[0].tx_bias_amperes, 16e-3);
+    assert_close!(m.lanes[0].tx_power_watts, 0.61e-3);
+    assert_close!(m.lanes[0].rx_power_watts, 0.5e-3);
+    // Thresholds are calibrated the same way: temperature high alarm
+    // raw 78 degC + 1.
+    let t = m.thresholds.temperature_celsius.unwrap();
+    assert_eq!(t.high_alarm, 79.0);
+    assert_close!(m.thresholds.tx_bias_amperes.map(|b| b.high_warning), 22e-3);
+    // Diagnostics not implemented: nothing, whatever the calibration.
+    pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap()[92] = 0x18;
+    let m = decode(&pages).unwrap();
+    assert_eq!(m.temperature_celsius, None);
+    assert!(m.lanes.is_empty());
+}
