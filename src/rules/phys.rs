@@ -488,7 +488,11 @@ fn devlink_reporter_error(ctx: &Context) -> Vec<Finding> {
             .reporter(&r.device, &r.name, r.port)
             .increase(Value::ReporterErrors, window)
             .filter(|i| i.amount > 0);
-        let in_error = r.state == ReporterState::Error;
+        // A reporter without a recover operation (mlx5's `fw`) stays in
+        // the error state until the driver reloads: the state says nothing
+        // new, the growth of its error count does.
+        let recoverable = r.auto_recover.is_some();
+        let in_error = r.state == ReporterState::Error && recoverable;
         if !in_error && inc.is_none() {
             continue;
         }
@@ -517,22 +521,35 @@ fn devlink_reporter_error(ctx: &Context) -> Vec<Finding> {
                 )
             } else {
                 format!(
-                    "{}: the NIC's {} health reporter saw errors (recovered)",
+                    "{}: the NIC's {} health reporter saw errors{}",
                     subject.describe(),
-                    r.name
+                    r.name,
+                    if recoverable { " (recovered)" } else { "" }
                 )
             },
             evidence: format!(
-                "devlink pci/{} reporter {} state {}, {grew}, error count {}, recoveries {}",
+                "devlink pci/{} reporter {} state {}, {grew}, error count {}, recoveries {}{}",
                 r.device,
                 r.name,
                 r.state.as_str(),
                 r.errors,
-                r.recoveries
+                r.recoveries,
+                if recoverable {
+                    ""
+                } else {
+                    " (no recover operation: judged by error-count growth)"
+                }
             ),
-            fix: "Read the reporter's diagnosis and dump (devlink health diagnose/dump show), collect the firmware \
-                  dump for the vendor, then recover it or reload the driver; update the NIC firmware if it repeats"
-                .into(),
+            fix: if recoverable {
+                "Read the reporter's diagnosis and dump (devlink health diagnose/dump show), collect the firmware \
+                 dump for the vendor, then recover it or reload the driver; update the NIC firmware if it repeats"
+                    .into()
+            } else {
+                format!(
+                    "Read the reporter's diagnosis (devlink health diagnose pci/{} reporter {}) and the firmware's syndrome in the kernel log, and send both to the vendor; this reporter has no recover operation and stays in error until the driver reloads; update the NIC firmware if its errors keep growing",
+                    r.device, r.name
+                )
+            },
             verify: format!(
                 "devlink health show pci/{} reporter {}  # state healthy, error count steady",
                 r.device, r.name

@@ -350,7 +350,55 @@ fn reporter(name: &str, state: ReporterState, errors: u64, recoveries: u64) -> H
         state,
         errors,
         recoveries,
+        auto_recover: Some(true),
     }
+}
+
+/// mlx5's `fw` reporter: no recover operation (`mlx5_fw_reporter_ops` in
+/// drivers/net/ethernet/mellanox/mlx5/core/health.c has diagnose and dump
+/// only), so devlink sends no AUTO_RECOVER attribute for it.
+fn fw_reporter(state: ReporterState, errors: u64) -> HealthReporter {
+    HealthReporter {
+        port: None,
+        auto_recover: None,
+        ..reporter("fw", state, errors, 0)
+    }
+}
+
+#[test]
+fn devlink_reporter_without_recover_is_judged_by_error_growth() {
+    let st = |fw: HealthReporter| State {
+        reporters: Some(vec![fw]),
+        ..State::default()
+    };
+    // In error since one syndrome long ago, no new errors: nothing.
+    assert_eq!(
+        run(
+            &[
+                st(fw_reporter(ReporterState::Error, 1)),
+                st(fw_reporter(ReporterState::Error, 1))
+            ],
+            "devlink_reporter_error"
+        ),
+        vec![]
+    );
+    // Its error count grows: a warning, and no `devlink health recover`.
+    let f = run(
+        &[
+            st(fw_reporter(ReporterState::Error, 1)),
+            st(fw_reporter(ReporterState::Error, 3)),
+        ],
+        "devlink_reporter_error",
+    );
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(!f[0].fix.contains("recover it"), "{}", f[0].fix);
+    assert!(!f[0].fix.contains("devlink health recover"), "{}", f[0].fix);
+    assert!(
+        f[0].evidence.contains("no recover operation"),
+        "{}",
+        f[0].evidence
+    );
 }
 
 #[test]

@@ -333,6 +333,10 @@ fn devlink_health_dump_field_by_field() {
     assert_eq!((tx.errors, tx.recoveries), (3, 2));
     assert_eq!((r[1].errors, r[1].recoveries), (1, 1));
     assert_eq!(r[3].state, ReporterState::Healthy);
+    // DEVLINK_ATTR_HEALTH_REPORTER_AUTO_RECOVER only where the reporter can
+    // recover: mlx5's fw reporter has no recover op.
+    assert_eq!(r[0].auto_recover, None);
+    assert_eq!(tx.auto_recover, Some(true));
     // No recording: a kernel without devlink.
     let mut none = DevlinkReplay::new(fixtures().join("missing"));
     assert_eq!(none.read_reporters(&mut errors).unwrap(), None);
