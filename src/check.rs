@@ -413,14 +413,13 @@ fn nccl_seen(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             f.rule == RuleId::NcclBusbwBelowLineRate
                 && f.finding.starts_with(&format!("NCCL {} ", b.collective))
         }));
-        let expected = match &rate {
-            Some(r) => format!(
-                "{:.1} GB/s (line rate of the slowest of the {}: {})",
-                r.rate as f64 / 1e9,
-                r.basis,
-                r.nics.keys().cloned().collect::<Vec<_>>().join(", ")
-            ),
-            None => "unknown (no RDMA port rate)".into(),
+        let expected = match rate
+            .as_ref()
+            .and_then(|r| rules::nccl_seen::expected_busbw(&b.collective, r))
+        {
+            Some(e) => format!("{:.1} GB/s ({})", e.bytes_per_second / 1e9, e.basis),
+            None if rate.is_none() => "unknown (no RDMA port rate)".into(),
+            None => "unknown (no target for this collective)".into(),
         };
         out.push(item(
             section,

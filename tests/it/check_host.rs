@@ -1,7 +1,7 @@
 //! `roce_exporter check` over trees that show the host-configuration
 //! errors: a GPU whose nearest NIC is PHB (GPUDirect RDMA not used though
 //! the drivers are ready), and the demo node without its expectations,
-//! where the rdma_cm default ToS under configfs gives the RoCE DSCP and
+//! where MLNX_OFED's global traffic class gives the RoCE DSCP and
 //! ens8np0's PFC priority does not match it.
 
 use crate::support::repo;
@@ -82,7 +82,7 @@ fn demo_without_expectations_finds_the_priority_mismatch_from_the_roce_dscp() {
     // switch (info) are the demo's other known faults.
     assert!(t.contains("Findings: 3 critical, 0 warning, 1 info"), "{t}");
     assert!(
-        t.contains("[critical] pfc_priority_mismatch: mlx5_7 port 1 (ens8np0): RoCE traffic with DSCP 26 (rdma_cm default_roce_tos 106) lands on priority 3, where PFC is off: RoCE traffic is not lossless"),
+        t.contains("[critical] pfc_priority_mismatch: mlx5_7 port 1 (ens8np0): RoCE traffic with DSCP 26 (MLNX_OFED tc traffic_class Global tclass=106) lands on priority 3, where PFC is off: RoCE traffic is not lossless"),
         "{t}"
     );
     assert!(
@@ -118,7 +118,9 @@ fn the_demo_node_has_only_its_known_faults() {
         "{t}"
     );
     assert!(
-        t.contains("[info] switch_view_unavailable: mlx5_7 port 1 (ens8np0)"),
+        t.contains(
+            "[info] switch_view_unavailable: this host: the mlx5 driver gives no DCBX peer view"
+        ),
         "{t}"
     );
     assert_eq!(t.matches("[ok]   verdict GPU").count(), 8, "{t}");

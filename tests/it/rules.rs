@@ -348,6 +348,56 @@ fn mlx5_ack_timeouts_are_not_counted_as_retransmissions() {
     );
 }
 
+/// mlx5's RoCE accelerator counters (`roce_accl_cnts`,
+/// drivers/infiniband/hw/mlx5/counters.c): `roce_adp_retrans` is its count
+/// of retransmissions, judged by the retransmissions rule; the other
+/// retransmission-side counters keep their own families.
+#[test]
+fn mlx5_adaptive_retransmissions_feed_the_retransmissions_rule() {
+    // 600 adaptive retransmissions in 10 s: 60/s, above the default 10/s.
+    let p = |v| with_hw(roce_port(), "roce_adp_retrans", v);
+    let f = only(run(&history(vec![p(0), p(600)])), "retransmissions");
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(
+        f[0].evidence.starts_with("+600 over 10s = 60/s"),
+        "{}",
+        f[0].evidence
+    );
+    // A healthy port: a handful over the window.
+    assert_eq!(
+        only(run(&history(vec![p(0), p(20)])), "retransmissions"),
+        vec![]
+    );
+    // Slow-restart and adaptive-timeout counters are no retransmissions.
+    for name in [
+        "roce_adp_retrans_to",
+        "roce_slow_restart",
+        "roce_slow_restart_cnps",
+        "roce_slow_restart_trans",
+    ] {
+        let p = |v| with_hw(roce_port(), name, v);
+        assert_eq!(
+            only(run(&history(vec![p(0), p(10_000)])), "retransmissions"),
+            vec![],
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn mlx5_rnr_nak_retry_err_is_the_rnr_naks_received_family() {
+    use roce_exporter::meaning::{hw_meaning, HwMeaning, Provider};
+    assert_eq!(
+        hw_meaning(Some(Provider::Mlx5), "rnr_nak_retry_err"),
+        Some(HwMeaning::RnrNaksReceived)
+    );
+    assert_eq!(
+        hw_meaning(Some(Provider::Mlx5), "roce_adp_retrans"),
+        Some(HwMeaning::Retransmissions)
+    );
+    assert_eq!(hw_meaning(Some(Provider::Mlx5), "roce_slow_restart"), None);
+}
+
 #[test]
 fn sequence_errors_sum_the_meanings() {
     let p = |a, b| {

@@ -147,6 +147,7 @@ fn healthy_netdev() -> Netdev {
         }),
         qos: RoceQos {
             rdma_cm_tos: None,
+            ofed_tclass: None,
             cnp_dscp: Some(48),
             cnp_prio: Some(6),
         },
@@ -183,15 +184,27 @@ fn tc(nccl_ib_tc: u8) -> Expectations {
 // Item 2: the RoCE DSCP against trust and PFC, without expect.pfc_priority.
 
 #[test]
-fn roce_dscp_comes_from_the_config_then_rdma_cm_then_nccl_default() {
+fn roce_dscp_comes_from_the_config_then_mlnx_ofed_traffic_class_then_nccl_default() {
     let mut n = healthy_netdev();
     let d = roce_dscp(&n, None);
     assert_eq!((d.dscp, d.source, d.tos), (0, DscpSource::NcclDefault, 0));
     assert!(!d.configured());
+    // rdma_cm's default ToS does not stand in for NCCL's: NCCL does not
+    // use rdma_cm.
     n.qos.rdma_cm_tos = Some(106);
     let d = roce_dscp(&n, None);
-    assert_eq!((d.dscp, d.source, d.tos), (26, DscpSource::RdmaCm, 106));
-    assert_eq!(d.describe(), "DSCP 26 (rdma_cm default_roce_tos 106)");
+    assert_eq!((d.dscp, d.source), (0, DscpSource::NcclDefault));
+    // MLNX_OFED `tc/1/traffic_class` holding "Global tclass=106".
+    n.qos.ofed_tclass = Some(106);
+    let d = roce_dscp(&n, None);
+    assert_eq!(
+        (d.dscp, d.source, d.tos),
+        (26, DscpSource::OfedTrafficClass, 106)
+    );
+    assert_eq!(
+        d.describe(),
+        "DSCP 26 (MLNX_OFED tc traffic_class Global tclass=106)"
+    );
     let d = roce_dscp(&n, Some(98));
     assert_eq!((d.dscp, d.source), (24, DscpSource::Config));
     assert_eq!(d.describe(), "DSCP 24 (expect.nccl_ib_tc 98)");
@@ -250,8 +263,8 @@ fn the_roce_dscp_on_a_priority_without_pfc_is_found_without_expect_pfc_priority(
         "dcb app show dev ens1np0; dcb pfc show dev ens1np0; mlnx_qos -i ens1np0"
     );
 
-    // The same from the rdma_cm default ToS under configfs.
-    n.qos.rdma_cm_tos = Some(106);
+    // The same from MLNX_OFED's global traffic class.
+    n.qos.ofed_tclass = Some(106);
     let f = only(
         eval(sample(0, n), &Expectations::default()),
         "pfc_priority_mismatch",
@@ -259,11 +272,11 @@ fn the_roce_dscp_on_a_priority_without_pfc_is_found_without_expect_pfc_priority(
     assert_eq!(f[0].severity, Severity::Critical);
     assert!(f[0]
         .finding
-        .contains("DSCP 26 (rdma_cm default_roce_tos 106)"));
+        .contains("DSCP 26 (MLNX_OFED tc traffic_class Global tclass=106)"));
 }
 
 #[test]
-fn nccl_default_dscp_0_on_priority_0_is_a_warning_that_says_it_assumed() {
+fn nccl_default_dscp_0_on_priority_0_is_info_that_says_it_assumed() {
     // Nothing configured: NCCL's default traffic class 0 lands on priority
     // 0 (the default mapping), PFC is on 3.
     let f = only(
@@ -271,10 +284,10 @@ fn nccl_default_dscp_0_on_priority_0_is_a_warning_that_says_it_assumed() {
         "pfc_priority_mismatch",
     );
     assert_eq!(f.len(), 1);
-    assert_eq!(f[0].severity, Severity::Warning);
+    assert_eq!(f[0].severity, Severity::Info);
     assert_eq!(
         f[0].finding,
-        "mlx5_0 port 1 (ens1np0): RoCE traffic with DSCP 0 (NCCL's default NCCL_IB_TC 0; expect.nccl_ib_tc unset, no rdma_cm default ToS) lands on priority 0, where PFC is off: RoCE traffic is not lossless"
+        "mlx5_0 port 1 (ens1np0): RoCE traffic with DSCP 0 (assumed: NCCL's default NCCL_IB_TC 0; expect.nccl_ib_tc unset, no MLNX_OFED global traffic class) lands on priority 0, where PFC is off: RoCE traffic is not lossless"
     );
     assert!(f[0].fix.contains("expect.nccl_ib_tc"));
     // With expect.pfc_priority matching PFC, the DSCP still has to land there.
@@ -317,9 +330,9 @@ fn a_healthy_roce_qos_configuration_gives_no_finding() {
             "{expect:?}"
         );
     }
-    // The rdma_cm default ToS says the same as the config would.
+    // MLNX_OFED's global traffic class says the same as the config would.
     let mut n = healthy_netdev();
-    n.qos.rdma_cm_tos = Some(106);
+    n.qos.ofed_tclass = Some(106);
     assert_eq!(eval(sample(0, n), &Expectations::default()), vec![]);
     // A port without DCB, or without PFC, is not judged.
     let mut n = healthy_netdev();
@@ -402,7 +415,7 @@ fn probes_carry_the_roce_tos_byte_unchanged() {
     assert_eq!(port_traffic_class(&s, "mlx5_0", 1, Some(106)), 0x6a);
     assert_eq!(port_traffic_class(&s, "mlx5_0", 1, None), 0);
     let mut n = healthy_netdev();
-    n.qos.rdma_cm_tos = Some(106);
+    n.qos.ofed_tclass = Some(106);
     assert_eq!(port_traffic_class(&sample(0, n), "mlx5_0", 1, None), 106);
     // A RoCE port whose netdev was not read: the configured byte still.
     let mut s = sample(0, healthy_netdev());

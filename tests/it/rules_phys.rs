@@ -234,8 +234,10 @@ fn fec(corrected_bits: u64, uncorrectable: u64) -> State {
 
 #[test]
 fn fec_ber_high_from_corrected_bits_and_the_link_rate() {
-    // 100 Gb/s, 10 s apart: 1e12 bits a sample. +2e7 corrected bits each
-    // time is a pre-FEC BER of 2e-5, above 1e-5.
+    // 100 Gb/s with RS-FEC, RS(528,514) (no per-lane counts: below 200G
+    // that code): corrected bits count at its 103.125 Gb/s line rate, 10 s
+    // apart. +2e7 corrected bits each time is a pre-FEC BER of 1.94e-5,
+    // above 1e-5.
     let f = run(
         &[
             fec(5_000_000_000, 0),
@@ -247,7 +249,7 @@ fn fec_ber_high_from_corrected_bits_and_the_link_rate() {
     assert_eq!(f.len(), 1);
     assert_eq!(
         f[0].evidence,
-        "FEC corrected bits +40000000 over 20s at 100 Gb/s = pre-FEC BER 2.00e-5; expected <= 1e-5"
+        "FEC corrected bits +40000000 over 20s at 103.125 Gb/s (RS(528,514) line rate of a 100 Gb/s link) = pre-FEC BER 1.94e-5; expected <= 1e-5"
     );
     // Healthy: +1e6 a sample is 1e-6, what a good 100G link with RS-FEC
     // shows; and the first sample alone is never judged.
@@ -348,7 +350,55 @@ fn reporter(name: &str, state: ReporterState, errors: u64, recoveries: u64) -> H
         state,
         errors,
         recoveries,
+        auto_recover: Some(true),
     }
+}
+
+/// mlx5's `fw` reporter: no recover operation (`mlx5_fw_reporter_ops` in
+/// drivers/net/ethernet/mellanox/mlx5/core/health.c has diagnose and dump
+/// only), so devlink sends no AUTO_RECOVER attribute for it.
+fn fw_reporter(state: ReporterState, errors: u64) -> HealthReporter {
+    HealthReporter {
+        port: None,
+        auto_recover: None,
+        ..reporter("fw", state, errors, 0)
+    }
+}
+
+#[test]
+fn devlink_reporter_without_recover_is_judged_by_error_growth() {
+    let st = |fw: HealthReporter| State {
+        reporters: Some(vec![fw]),
+        ..State::default()
+    };
+    // In error since one syndrome long ago, no new errors: nothing.
+    assert_eq!(
+        run(
+            &[
+                st(fw_reporter(ReporterState::Error, 1)),
+                st(fw_reporter(ReporterState::Error, 1))
+            ],
+            "devlink_reporter_error"
+        ),
+        vec![]
+    );
+    // Its error count grows: a warning, and no `devlink health recover`.
+    let f = run(
+        &[
+            st(fw_reporter(ReporterState::Error, 1)),
+            st(fw_reporter(ReporterState::Error, 3)),
+        ],
+        "devlink_reporter_error",
+    );
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(!f[0].fix.contains("recover it"), "{}", f[0].fix);
+    assert!(!f[0].fix.contains("devlink health recover"), "{}", f[0].fix);
+    assert!(
+        f[0].evidence.contains("no recover operation"),
+        "{}",
+        f[0].evidence
+    );
 }
 
 #[test]
@@ -410,4 +460,86 @@ fn link_flap_reads_carrier_down_count_past_the_8_bit_pma_counter() {
         run(&[pma(3), pma(4)], "link_flap")[0].evidence,
         "link_downed +1 over 10s; expected 0"
     );
+}
+
+/// The recorded EEPROM of `netdev` with bytes changed, decoded by the real
+/// decoder: (page, upper half, offset in the page, value).
+fn module_with(netdev: &str, changes: &[(u8, bool, usize, u8)]) -> ModuleInfo {
+    use roce_netdev::module::{decode, parse_eeprom_replay, HalfPage, I2C_A0};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/netdev/tests/fixtures/phys");
+    let text = std::fs::read_to_string(dir.join(format!("{netdev}.eeprom"))).unwrap();
+    let mut pages = parse_eeprom_replay(&text).unwrap();
+    for &(page, upper, offset, value) in changes {
+        let id = if upper {
+            HalfPage::upper(page, 0)
+        } else {
+            HalfPage::lower(I2C_A0)
+        };
+        pages.get_mut(&id).unwrap()[offset % 128] = value;
+    }
+    decode(&pages).unwrap()
+}
+
+#[test]
+fn module_lane_imbalance_judges_parallel_fibre_only() {
+    // The same OSFP readings (lane 6 4.8 dB below its siblings) as
+    // 400G-FR4 (CMIS module type 02h SMF, media code 1Dh): four
+    // wavelengths on one fibre differ by design, nothing to say.
+    let wdm = module_with("ens2np0", &[(0, false, 85, 0x02), (0, false, 87, 0x1D)]);
+    assert_eq!(run(&[with_module(wdm)], "module_lane_imbalance"), vec![]);
+    // As 400GBASE-DR4 (1Ch), four parallel single-mode fibres: judged.
+    let dr4 = module_with("ens2np0", &[(0, false, 85, 0x02), (0, false, 87, 0x1C)]);
+    let f = run(&[with_module(dr4)], "module_lane_imbalance");
+    assert_eq!(f.len(), 1);
+    assert!(f[0].finding.contains("one fiber of the bundle"));
+    // An SFF-8636 100G CWDM4 (byte 192 06h) with a weak lane above its
+    // low warning: not judged either.
+    let cwdm4 = module_with(
+        "ens1np0",
+        &[
+            (0, true, 192, 0x06),
+            (0, false, 40, 0x0f),
+            (0, false, 41, 0xa0),
+        ],
+    );
+    assert_eq!(run(&[with_module(cwdm4)], "module_lane_imbalance"), vec![]);
+}
+
+#[test]
+fn copper_cables_get_no_optical_verdict() {
+    // SFF-8636 active copper cable (byte 147 1100b) with programmed Rx
+    // power thresholds on page 03h and the Rx power bytes at 0: no "no
+    // light" finding, no lane verdict, no temperature finding from a
+    // monitor it lacks.
+    let acc = module_with(
+        "ens1np0",
+        &[
+            (0, true, 147, 0xC0),
+            (0, true, 192, 0x08),
+            (0, true, 220, 0x30),
+            (0, false, 34, 0),
+            (0, false, 35, 0),
+            (0, false, 40, 0),
+            (0, false, 41, 0),
+        ],
+    );
+    // A passive DAC: flat memory, copper unequalized, nothing monitored.
+    let dac = module_with(
+        "ens1np0",
+        &[
+            (0, false, 2, 0x04),
+            (0, true, 147, 0xA0),
+            (0, true, 192, 0x0B),
+            (0, true, 220, 0x00),
+        ],
+    );
+    for m in [acc, dac] {
+        for rule in [
+            "module_rx_power_low",
+            "module_lane_imbalance",
+            "module_temperature_high",
+        ] {
+            assert_eq!(run(&[with_module(m.clone())], rule), vec![], "{rule}");
+        }
+    }
 }

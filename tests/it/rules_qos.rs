@@ -3,7 +3,10 @@
 //! misconfiguration and stays silent on the configuration NVIDIA's RoCE
 //! guides give an mlx5 port (trust dscp, DSCP 26 -> priority 3 with PFC
 //! and DCQCN, priority 3 alone in TC 3 with an ETS share, CNPs DSCP 48 /
-//! priority 6 in a strict TC, firmware DCBX with a switch that agrees).
+//! priority 6 in a strict TC). The switch's DCBX view comes only from a
+//! driver with peer callbacks (qede's `qed_dcbnl_ieee_peer_getpfc`, ...):
+//! mlx5 reports firmware DCBX as 0x0c and never a peer
+//! (`drivers/net/ethernet/mellanox/mlx5/core/en_dcbnl.c`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -12,8 +15,8 @@ use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::rules::{self, Finding, Severity};
 use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
 use roce_netdev::dcb::{
-    Buffers, DcbApp, DcbPeer, Ets, PeerStandard, DCB_CAP_DCBX_LLD_MANAGED, DCB_CAP_DCBX_VER_IEEE,
-    IEEE_8021QAZ_APP_SEL_DSCP, TSA_ETS, TSA_STRICT,
+    Buffers, DcbApp, DcbPeer, Ets, PeerStandard, DCB_CAP_DCBX_LLD_MANAGED, DCB_CAP_DCBX_VER_CEE,
+    DCB_CAP_DCBX_VER_IEEE, IEEE_8021QAZ_APP_SEL_DSCP, TSA_ETS, TSA_STRICT,
 };
 use roce_netdev::qos::RoceQos;
 use roce_netdev::{DcbConfig, DcbOutcome, EcnConfig, Netdev, NetdevSnapshot, RdmaPortRef};
@@ -77,6 +80,9 @@ fn config(n: &mut Netdev) -> &mut DcbConfig {
     }
 }
 
+/// The healthy configuration on a driver that reports the switch's DCBX
+/// view (qede: `ieee_peer_getpfc`, `peer_getapptable`), firmware DCBX with
+/// a switch that agrees.
 fn healthy() -> Netdev {
     let e = TSA_ETS;
     Netdev {
@@ -86,13 +92,14 @@ fn healthy() -> Netdev {
             port: 1,
         }),
         mtu: Some(9000),
-        driver: Some("mlx5_core".into()),
+        driver: Some("qede".into()),
         ecn: Some(EcnConfig {
             np: (0..8).map(|p| (p, p == 3)).collect(),
             rp: (0..8).map(|p| (p, p == 3)).collect(),
         }),
         qos: RoceQos {
             rdma_cm_tos: Some(106),
+            ofed_tclass: None,
             cnp_dscp: Some(48),
             cnp_prio: Some(6),
         },
@@ -123,6 +130,18 @@ fn healthy() -> Netdev {
         }),
         ..Netdev::default()
     }
+}
+
+/// The same configuration as upstream mlx5 reports it: firmware DCBX
+/// (`DCB_ATTR_DCBX` 0x0c, `DCB_CAP_DCBX_VER_CEE | DCB_CAP_DCBX_VER_IEEE`
+/// from `mlx5e_dcbnl_initialize`) and no peer attribute at all.
+fn mlx5_healthy() -> Netdev {
+    let mut n = healthy();
+    n.driver = Some("mlx5_core".into());
+    let c = config(&mut n);
+    c.dcbx = Some(DCB_CAP_DCBX_VER_CEE | DCB_CAP_DCBX_VER_IEEE);
+    c.peer = DcbPeer::default();
+    n
 }
 
 const QOS_RULES: &[&str] = &[
@@ -411,4 +430,95 @@ fn cnps_classified_differently_by_the_switch_or_by_their_pcp() {
     assert!(f[0].finding.contains(
         "they carry 802.1p priority 3 (cnp_802p_prio) but their DSCP maps to priority 6"
     ));
+}
+
+/// Two ConnectX ports of one host, as upstream mlx5 reports them.
+fn mlx5_host() -> Snapshot {
+    let mut s = sample(mlx5_healthy());
+    let mut second = mlx5_healthy();
+    second.name = "ens2np0".into();
+    second.rdma = Some(RdmaPortRef {
+        device: "mlx5_1".into(),
+        port: 1,
+    });
+    if let Some(r) = s.rdma.as_mut() {
+        let mut d = r.devices[0].clone();
+        d.name = "mlx5_1".into();
+        d.ports[0].netdev = Some("ens2np0".into());
+        r.devices.push(d);
+    }
+    if let Some(nd) = s.netdev.as_mut() {
+        nd.netdevs.push(second);
+    }
+    s
+}
+
+#[test]
+fn mlx5_without_a_peer_view_is_said_once_per_host_at_info() {
+    let h = vec![Arc::new(mlx5_host())];
+    let all = rules::evaluate(&h, &RulesConfig::default(), &Expectations::default());
+    let f: Vec<&Finding> = all
+        .iter()
+        .filter(|f| f.rule == "switch_view_unavailable")
+        .collect();
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Info);
+    assert_eq!(f[0].subject, rules::Subject::default());
+    assert!(
+        f[0].finding.starts_with(
+            "this host: the mlx5 driver gives no DCBX peer view, so the switch ports' PFC and DSCP settings cannot be read through DCB netlink on ens1np0, ens2np0"
+        ),
+        "{}",
+        f[0].finding
+    );
+    // Firmware DCBX (0x0c) is named so, not "off".
+    assert!(
+        f[0].evidence
+            .contains("ens1np0 DCBX firmware PFC 3; ens2np0 DCBX firmware PFC 3"),
+        "{}",
+        f[0].evidence
+    );
+    // mlxconfig's parameter names (`mlxconfig query`: LLDP_NB_DCBX_P1,
+    // LLDP_NB_RX_MODE_P1, LLDP_NB_TX_MODE_P1), and no host-side DCBX fix
+    // that cannot bring the view.
+    assert!(f[0].fix.contains("LLDP_NB_RX_MODE_P1=ALL"), "{}", f[0].fix);
+    assert!(!f[0].fix.contains("LLDP_NB_RX_P1"), "{}", f[0].fix);
+    assert!(!f[0].fix.contains("dcb dcbx set"), "{}", f[0].fix);
+    assert!(!f[0].fix.contains("lldpad"), "{}", f[0].fix);
+}
+
+#[test]
+fn healthy_mlx5_host_raises_nothing_above_info() {
+    for expect in [
+        Expectations::default(),
+        Expectations {
+            nccl_ib_tc: Some(106),
+            ..Expectations::default()
+        },
+    ] {
+        let h = vec![Arc::new(mlx5_host()), Arc::new(mlx5_host())];
+        let above: Vec<Finding> = rules::evaluate(&h, &RulesConfig::default(), &expect)
+            .into_iter()
+            .filter(|f| {
+                let qos = QOS_RULES.contains(&f.rule.as_str())
+                    || ["pfc_priority_mismatch", "roce_trust_pcp"].contains(&f.rule.as_str());
+                qos && f.severity != Severity::Info
+            })
+            .collect();
+        assert_eq!(above, vec![], "{expect:?}");
+    }
+}
+
+#[test]
+fn a_driver_without_peer_view_keeps_its_per_port_finding_without_mlxconfig() {
+    let mut n = healthy();
+    let c = config(&mut n);
+    c.peer = DcbPeer::default();
+    let f = eval(n, "switch_view_unavailable");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Info);
+    assert_eq!(f[0].subject.netdev.as_deref(), Some("ens1np0"));
+    assert!(!f[0].fix.contains("mlxconfig"), "{}", f[0].fix);
+    // With the peer's view, nothing to say.
+    assert_eq!(eval(healthy(), "switch_view_unavailable"), vec![]);
 }

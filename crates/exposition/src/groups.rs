@@ -254,13 +254,13 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "hw_counters",
-        default: 104,
-        all: 104,
+        default: 120,
+        all: 120,
     },
     BudgetRow {
         row: "hw_stat",
-        default: 144,
-        all: 144,
+        default: 128,
+        all: 128,
     },
     BudgetRow {
         row: "gids",

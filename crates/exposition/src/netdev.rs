@@ -221,7 +221,7 @@ pub const QOS_DCBX: Labeled<4> = Labeled::new(Family {
     kind: Kind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "mode"],
-    help: "DCBX mode of the port (value 1): off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host when no version bit is set. Without DCBX the host cannot see the switch's PFC and APP settings.",
+    help: "DCBX mode of the port (value 1): off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host). Without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
 });
 pub const QOS_PEER: Labeled<6> = Labeled::new(Family {

@@ -158,12 +158,20 @@ use Provider::{BnxtRe, Efa, Irdma, Mlx5, Rxe};
 ///
 /// - mlx5 (`drivers/infiniband/hw/mlx5/counters.c`): `basic_q_cnts`,
 ///   `out_of_seq_q_cnts`, `retrans_q_cnts`, `extended_err_cnts`, `cong_cnts`,
-///   `ext_ppcnt_cnts`, and the optional `rdmarx_cnp_op_cnts`. Left unmapped:
-///   `rnr_nak_retry_err` (the source does not say whether it counts RNR NAKs
-///   or exhausted retries), `roce_adp_retrans*`/`roce_slow_restart*` (adaptive
-///   retransmission internals), the optional `cc_rx_ce_pkts`/`cc_tx_cnp_pkts`
-///   (they would give a second series of families `np_ecn_marked_roce_packets`
-///   and `np_cnp_sent` already feed), and the `vport_` copies that switchdev
+///   `ext_ppcnt_cnts`, `roce_accl_cnts` (present with the `roce_accl`
+///   capability) and the optional `rdmarx_cnp_op_cnts`. `rnr_nak_retry_err`
+///   (`retrans_q_cnts`) counts received RNR NAKs whose QP retry limit was not
+///   exceeded (NVIDIA's counter documentation; exhausted ones are
+///   `req_rnr_retries_exceeded`); `roce_adp_retrans` counts the adaptive
+///   retransmissions of RoCE traffic (the patch that exposed
+///   `roce_accl_cnts`, "IB/mlx5: Expose RoCE accelerator counters"), mlx5's
+///   count of retransmitted requests. Left unmapped: `roce_adp_retrans_to`
+///   (timeouts of adaptive retransmission, which `local_ack_timeout_err`
+///   may already count: summing both could double it),
+///   `roce_slow_restart*` (congestion-control state changes, not
+///   transport events), the optional `cc_rx_ce_pkts`/`cc_tx_cnp_pkts` (they
+///   would give a second series of families `np_ecn_marked_roce_packets` and
+///   `np_cnp_sent` already feed), and the `vport_` copies that switchdev
 ///   representor ports carry.
 /// - rxe (`drivers/infiniband/sw/rxe/rxe_hw_counters.c`; where each is
 ///   counted: `rxe_comp.c`, `rxe_resp.c`).
@@ -187,6 +195,8 @@ pub static HW_MAPPINGS: &[HwMapping] = &[
     m(Mlx5, "implied_nak_seq_err", ImpliedNakSeqErr, "retrans_q_cnts"),
     m(Mlx5, "local_ack_timeout_err", LocalAckTimeout, "retrans_q_cnts"),
     m(Mlx5, "duplicate_request", DuplicateRequests, "retrans_q_cnts"),
+    m(Mlx5, "rnr_nak_retry_err", RnrNaksReceived, "retrans_q_cnts: RNR NAKs received, QP retry limit not exceeded"),
+    m(Mlx5, "roce_adp_retrans", Retransmissions, "roce_accl_cnts (roce_accl capability): adaptive retransmissions of RoCE traffic"),
     m(Mlx5, "req_rnr_retries_exceeded", RnrRetriesExceeded, "extended_err_cnts"),
     m(Mlx5, "req_transport_retries_exceeded", TransportRetriesExceeded, "extended_err_cnts"),
     m(Mlx5, "rx_icrc_encapsulated", IcrcErrors, "ext_ppcnt_cnts (PPCNT extended group)"),
@@ -295,6 +305,10 @@ mod tests {
             None
         );
         assert_eq!(hw_meaning(None, "np_cnp_sent"), None);
-        assert_eq!(hw_meaning(Some(Provider::Mlx5), "rnr_nak_retry_err"), None);
+        assert_eq!(
+            hw_meaning(Some(Provider::Mlx5), "rnr_nak_retry_err"),
+            Some(RnrNaksReceived)
+        );
+        assert_eq!(hw_meaning(Some(Provider::Mlx5), "roce_slow_restart"), None);
     }
 }

@@ -120,7 +120,7 @@ rule_table! {
     Rocev2GidMissing = "rocev2_gid_missing", [Critical], None, [], Port;
     Rocev2GidLinkLocalOnly = "rocev2_gid_link_local_only", [Warning], None, [], Port;
     PfcWithoutEcn = "pfc_without_ecn", [Warning], None, [], NetdevConfig;
-    PfcPriorityMismatch = "pfc_priority_mismatch", [Critical, Warning], Some("pfc_storm"), ["pfc_priority", "nccl_ib_tc"], NetdevConfig;
+    PfcPriorityMismatch = "pfc_priority_mismatch", [Critical, Warning, Info], Some("pfc_storm"), ["pfc_priority", "nccl_ib_tc"], NetdevConfig;
     RoceTrustPcp = "roce_trust_pcp", [Warning], None, ["nccl_ib_tc"], NetdevConfig;
     CnpPriorityBestEffort = "cnp_priority_best_effort", [Warning], None, [], NetdevConfig;
     RoceTcShared = "roce_tc_shared", [Warning], None, [], NetdevConfig;

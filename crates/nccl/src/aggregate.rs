@@ -698,7 +698,28 @@ fn resolve(p: &Process, net: &str, dev: u32) -> (String, u16, Transport) {
             .unwrap_or_else(|| "unknown".to_string());
         return (name, 0, Transport::Socket);
     }
-    match p.nets.get(net).and_then(|t| t.get(&dev)) {
+    // The HPC-X net plugin (nccl-rdma-sharp-plugins, `src/p2p_plugin.c`)
+    // prints its device table as `NET/IB : Using ...` but names itself
+    // `IBext` / `IBext_vN` on the connection lines: an `IBext` connection
+    // without a table of its own takes the `IB` one (and the other way).
+    let table = p.nets.get(net).or_else(|| {
+        if net.starts_with("IBext") {
+            p.nets.get("IB").or_else(|| {
+                p.nets
+                    .iter()
+                    .find(|(k, _)| k.starts_with("IBext"))
+                    .map(|(_, t)| t)
+            })
+        } else if net == "IB" {
+            p.nets
+                .iter()
+                .find(|(k, _)| k.starts_with("IBext"))
+                .map(|(_, t)| t)
+        } else {
+            None
+        }
+    });
+    match table.and_then(|t| t.get(&dev)) {
         Some(d) => {
             let device = d
                 .members

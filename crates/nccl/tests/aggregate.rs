@@ -145,6 +145,42 @@ h:2:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/5
     assert_eq!(keys.len(), 3);
 }
 
+/// An NGC container's job on RoCE: HPC-X's net plugin
+/// (nccl-rdma-sharp-plugins, `src/p2p_plugin.c`) prints its device table
+/// as `NET/IB : Using ...` (`"NET/IB : Using%s %s; OOB %s:%s"`) while NCCL
+/// (`src/transport/net.cc`) names the plugin's net on each connection:
+/// `via NET/IBext_v8/<dev>/GDRDMA`.
+#[test]
+fn hpcx_plugin_connections_map_to_the_nic_of_the_ib_table() {
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    feed(
+        &mut agg,
+        "f",
+        "h:1:1 [0] NCCL INFO Using network IBext_v8
+h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [2]mlx5_2:1/RoCE [3]mlx5_3:1/RoCE [RO]; OOB eth0:10.0.0.1<0>
+h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IBext_v8/2/GDRDMA
+h:1:1 [0] NCCL INFO Channel 01/0 : 8[0] -> 0[0] [receive] via NET/IBext_v8/3/GDRDMA
+",
+        now,
+    );
+    let keys: Vec<(String, Transport)> = agg
+        .summary(now)
+        .connections
+        .iter()
+        .map(|r| (r.key.device.clone(), r.key.transport))
+        .collect();
+    assert!(
+        keys.contains(&("mlx5_2".into(), Transport::Roce)),
+        "{keys:?}"
+    );
+    assert!(
+        keys.contains(&("mlx5_3".into(), Transport::Roce)),
+        "{keys:?}"
+    );
+    assert!(!keys.iter().any(|(d, _)| d == "unknown"), "{keys:?}");
+}
+
 #[test]
 fn window_expiry_and_caps() {
     let now = Instant::now();

@@ -231,29 +231,45 @@ impl DcbPeer {
 }
 
 /// DCBX mode name from the `DCB_CAP_DCBX_*` bits: who runs DCBX (host LLDP
-/// agent, firmware) and in which version; "off" when neither.
+/// agent, firmware) and in which version; "off" when no bit is set.
+///
+/// Version bits without `DCB_CAP_DCBX_HOST` mean the device negotiates on
+/// its own: mlx5 (`mlx5e_dcbnl_initialize` in
+/// `drivers/net/ethernet/mellanox/mlx5/core/en_dcbnl.c`) reports
+/// `DCB_CAP_DCBX_VER_CEE | DCB_CAP_DCBX_VER_IEEE` (0x0c) when its firmware
+/// runs DCBX and adds `DCB_CAP_DCBX_HOST` (0x0d) only in host mode; it never
+/// sets `DCB_CAP_DCBX_LLD_MANAGED`. Both version bits name the mode
+/// "firmware": the firmware answers whichever version the switch speaks.
 pub fn dcbx_mode_name(mode: u8) -> &'static str {
-    let managed = if mode & DCB_CAP_DCBX_LLD_MANAGED != 0 {
-        "firmware"
-    } else if mode & DCB_CAP_DCBX_HOST != 0 {
+    let ieee = mode & DCB_CAP_DCBX_VER_IEEE != 0;
+    let cee = mode & DCB_CAP_DCBX_VER_CEE != 0;
+    let managed = if mode & DCB_CAP_DCBX_HOST != 0 {
         "host"
+    } else if mode & DCB_CAP_DCBX_LLD_MANAGED != 0 || ieee || cee {
+        "firmware"
     } else if mode & DCB_CAP_DCBX_STATIC != 0 {
         return "static";
     } else {
         return "off";
     };
-    match (
-        managed,
-        mode & DCB_CAP_DCBX_VER_IEEE != 0,
-        mode & DCB_CAP_DCBX_VER_CEE != 0,
-    ) {
-        ("firmware", true, _) => "firmware_ieee",
+    match (managed, ieee, cee) {
+        ("firmware", true, true) => "firmware",
+        ("firmware", true, false) => "firmware_ieee",
         ("firmware", false, true) => "firmware_cee",
         ("firmware", false, false) => "firmware",
-        (_, true, _) => "host_ieee",
+        (_, true, false) => "host_ieee",
         (_, false, true) => "host_cee",
         _ => "host",
     }
+}
+
+/// Whether CEE is the DCBX version in operation: the CEE bit without the
+/// IEEE bit. A device that sets both (mlx5 always does) answers the IEEE
+/// GET with everything it knows; its CEE GET costs the driver far more
+/// (on mlx5 `dcbnl_cee_fill` calls `getpgbwgcfgtx` once per priority
+/// group, each a full `ieee_getets`) and adds nothing.
+pub fn cee_is_operating(mode: u8) -> bool {
+    mode & DCB_CAP_DCBX_VER_CEE != 0 && mode & DCB_CAP_DCBX_VER_IEEE == 0
 }
 
 fn dscp_map(apps: &[DcbApp]) -> Vec<(u8, u8)> {

@@ -9,7 +9,7 @@
 //! 1, `DEVLINK_ATTR_DEV_NAME` 2, `DEVLINK_ATTR_PORT_INDEX` 3,
 //! `DEVLINK_ATTR_HEALTH_REPORTER` 114 (nested),
 //! `DEVLINK_ATTR_HEALTH_REPORTER_{NAME,STATE,ERR_COUNT,RECOVER_COUNT}`
-//! 115..=118, `DEVLINK_HEALTH_REPORTER_STATE_{HEALTHY,ERROR}` 0, 1. Reply
+//! 115..=118, `DEVLINK_ATTR_HEALTH_REPORTER_AUTO_RECOVER` 121, `DEVLINK_HEALTH_REPORTER_STATE_{HEALTHY,ERROR}` 0, 1. Reply
 //! layout from `devlink_nl_health_reporter_fill` (`net/devlink/health.c`):
 //! the device handle (bus and device name), the port index for port
 //! reporters, then the reporter nest (written without `NLA_F_NESTED`) with
@@ -37,6 +37,10 @@ const DEVLINK_ATTR_HEALTH_REPORTER_NAME: u16 = 115;
 const DEVLINK_ATTR_HEALTH_REPORTER_STATE: u16 = 116;
 const DEVLINK_ATTR_HEALTH_REPORTER_ERR_COUNT: u16 = 117;
 const DEVLINK_ATTR_HEALTH_REPORTER_RECOVER_COUNT: u16 = 118;
+/// `DEVLINK_ATTR_HEALTH_REPORTER_AUTO_RECOVER` (u8): written by
+/// `devlink_nl_health_reporter_fill` only when the reporter has a recover
+/// operation (`reporter->ops->recover`).
+const DEVLINK_ATTR_HEALTH_REPORTER_AUTO_RECOVER: u16 = 121;
 
 /// The replay file of [`DevlinkReplay`], in the replay folder.
 pub const REPLAY_FILE: &str = "devlink-health.hex";
@@ -82,6 +86,11 @@ pub struct HealthReporter {
     pub errors: u64,
     /// Recoveries the driver ran (`recover`).
     pub recoveries: u64,
+    /// `Some(auto_recover)` when the reporter has a recover operation;
+    /// `None` when it has none (mlx5's `fw`): such a reporter stays in the
+    /// error state until the driver reloads, and `devlink health recover`
+    /// answers EOPNOTSUPP.
+    pub auto_recover: Option<bool>,
 }
 
 fn count(a: &Attr<'_>) -> Result<u64, NlError> {
@@ -103,6 +112,7 @@ pub fn parse_reporter(payload: &[u8]) -> Result<HealthReporter, NlError> {
     }
     let (mut bus, mut device, mut port) = (None, None, None);
     let (mut name, mut state, mut errors, mut recoveries) = (None, None, None, None);
+    let mut auto_recover = None;
     for a in attrs {
         let a = a?;
         match a.kind {
@@ -119,6 +129,9 @@ pub fn parse_reporter(payload: &[u8]) -> Result<HealthReporter, NlError> {
                         }
                         DEVLINK_ATTR_HEALTH_REPORTER_ERR_COUNT => errors = Some(count(&r)?),
                         DEVLINK_ATTR_HEALTH_REPORTER_RECOVER_COUNT => recoveries = Some(count(&r)?),
+                        DEVLINK_ATTR_HEALTH_REPORTER_AUTO_RECOVER => {
+                            auto_recover = Some(r.as_u8()? != 0)
+                        }
                         _ => {}
                     }
                 }
@@ -139,6 +152,7 @@ pub fn parse_reporter(payload: &[u8]) -> Result<HealthReporter, NlError> {
         errors: errors.ok_or_else(|| missing("DEVLINK_ATTR_HEALTH_REPORTER_ERR_COUNT"))?,
         recoveries: recoveries
             .ok_or_else(|| missing("DEVLINK_ATTR_HEALTH_REPORTER_RECOVER_COUNT"))?,
+        auto_recover,
     })
 }
 

@@ -218,10 +218,41 @@ fn delta(prev: Option<&FecCounter>, cur: Option<&FecCounter>) -> Option<(u64, Ve
     Some((total, lanes))
 }
 
+/// The bit rate on the wire that FEC corrects bits of, for a link of
+/// `speed_mbps` (the MAC rate, sysfs `speed`) under FEC `mode`, and the
+/// code's name. RS-FEC transcodes 64b/66b to 256b/257b and adds parity:
+/// RS(528,514) ("KR4", NRZ lanes below 50 Gb/s) runs at 66/64 of the MAC
+/// rate (103.125 Gb/s for 100G), RS(544,514) ("KP4", PAM4 lanes of 50 Gb/s
+/// and more) at 257/256 x 544/514 = 1.0625 (425 Gb/s for 400G); BASE-R
+/// FEC keeps 64b/66b (66/64). Which RS code: by the per-lane rate when the
+/// driver counts lanes (`lanes` > 0), else RS(544,514) from 200 Gb/s up.
+/// Without FEC, or a mode this exporter does not know, the MAC rate.
+pub fn line_rate(mode: Option<FecMode>, speed_mbps: u64, lanes: usize) -> (f64, &'static str) {
+    let speed = speed_mbps as f64 * 1e6;
+    match mode {
+        Some(FecMode::Rs) => {
+            let pam4 = if lanes > 0 {
+                speed_mbps / lanes as u64 >= 50_000
+            } else {
+                speed_mbps >= 200_000
+            };
+            if pam4 {
+                (speed * 257.0 / 256.0 * 544.0 / 514.0, "RS(544,514)")
+            } else {
+                (speed * 66.0 / 64.0, "RS(528,514)")
+            }
+        }
+        Some(FecMode::BaseR) => (speed * 66.0 / 64.0, "BASE-R"),
+        _ => (speed, "MAC rate"),
+    }
+}
+
 /// The BERs between two readings `seconds` apart on a link of
-/// `speed_mbps` (sysfs `speed`).
+/// `speed_mbps` (sysfs `speed`), at the line rate of the active FEC
+/// mode ([`line_rate`]).
 pub fn fec_ber(prev: &FecInfo, cur: &FecInfo, seconds: f64, speed_mbps: u64) -> FecBer {
-    let rate = speed_mbps as f64 * 1e6;
+    let lanes = cur.corrected_bits.as_ref().map_or(0, |c| c.lanes.len());
+    let (rate, _) = line_rate(cur.active, speed_mbps, lanes);
     let mut out = FecBer::default();
     if let Some((total, lanes)) = delta(prev.corrected_bits.as_ref(), cur.corrected_bits.as_ref()) {
         out.pre_fec = ber(total, seconds, rate);

@@ -83,12 +83,10 @@ impl DcbRead for NetlinkDcb {
             })?;
         let mut config = crate::dcb::decode_payload(&reply.payload)?;
         // A CEE DCBX engine keeps the peer's view in the CEE attributes:
-        // ask for them only then (one more request).
-        if config.peer.is_empty()
-            && config
-                .dcbx
-                .is_some_and(|m| m & crate::dcb::DCB_CAP_DCBX_VER_CEE != 0)
-        {
+        // ask for them only when CEE is the version in operation (one more
+        // request; on mlx5, which sets both version bits, it would cost
+        // about 200 firmware register reads for no data).
+        if config.peer.is_empty() && config.dcbx.is_some_and(crate::dcb::cee_is_operating) {
             let request = crate::dcb::request_cmd(netdev, 0, crate::dcb::DCB_CMD_CEE_GET);
             if let Ok(replies) = socket.request(request) {
                 if let Some(r) = replies.iter().find(|m| m.kind == RTM_GETDCB) {

@@ -11,6 +11,12 @@
 //! - `<sysfs>/class/net/<if>/ecn/roce_np/cnp_dscp` and `cnp_802p_prio`:
 //!   the mlx5 driver's ECN folder (NVIDIA's driver; absent upstream and on
 //!   other drivers).
+//! - `<sysfs>/class/infiniband/<dev>/tc/<port>/traffic_class`: MLNX_OFED's
+//!   mlx5_ib (`traffic_class_show`) prints `Global tclass=%d` on its first
+//!   line once an administrator set a port-wide traffic class (it then
+//!   overrides the one each QP asks for, NCCL's included), followed by any
+//!   per-destination rules; the file is empty when none is set and absent
+//!   on the upstream driver.
 //!
 //! - DCQCN parameters ([`read_dcqcn`]): NVIDIA's driver (MLNX_OFED
 //!   `en_sysfs.c`) puts them next to the enable files, as
@@ -40,6 +46,9 @@ use crate::RdmaPortRef;
 pub struct RoceQos {
     /// rdma_cm's default ToS byte for the RDMA port behind the netdev.
     pub rdma_cm_tos: Option<u8>,
+    /// MLNX_OFED's port-wide traffic class (`tc/<port>/traffic_class`,
+    /// `Global tclass=`), the ToS byte every RoCE QP of the port sends.
+    pub ofed_tclass: Option<u8>,
     /// DSCP of the CNPs the NIC sends as notification point (mlx5).
     pub cnp_dscp: Option<u8>,
     /// 802.1p priority of those CNPs (mlx5).
@@ -268,6 +277,13 @@ pub fn read(
                 .join(r.port.to_string())
                 .join("default_roce_tos");
             out.rdma_cm_tos = number(&path, 255, errors, reads);
+            let path = sysfs
+                .join("class/infiniband")
+                .join(&r.device)
+                .join("tc")
+                .join(r.port.to_string())
+                .join("traffic_class");
+            out.ofed_tclass = global_tclass(&path, errors, reads);
         }
     }
     if !netdev.contains('/') && !netdev.starts_with('.') {
@@ -276,6 +292,39 @@ pub fn read(
         out.cnp_prio = number(&np.join("cnp_802p_prio"), 7, errors, reads);
     }
     out
+}
+
+/// MLNX_OFED's `traffic_class`: the value of its `Global tclass=<n>` line;
+/// `None` when the file is absent, empty (no global class set) or holds
+/// only per-destination rules.
+fn global_tclass(path: &Path, errors: &mut Vec<ReadError>, reads: &mut u64) -> Option<u8> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if is_absent(&e) => return None,
+        Err(e) => {
+            errors.push(crate::io_error(path, &e));
+            return None;
+        }
+    };
+    *reads += 1;
+    let mut text = String::new();
+    if let Err(e) = file.by_ref().take(4096).read_to_string(&mut text) {
+        errors.push(crate::io_error(path, &e));
+        return None;
+    }
+    let value = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Global tclass="))?;
+    match value.trim().parse::<u8>() {
+        Ok(v) => Some(v),
+        Err(_) => {
+            errors.push(ReadError::parse(
+                path,
+                format!("expected Global tclass=<0..255>, found {value:?}"),
+            ));
+            None
+        }
+    }
 }
 
 /// One small decimal file: `None` when absent, an error when it holds
@@ -349,6 +398,7 @@ mod tests {
             q,
             RoceQos {
                 rdma_cm_tos: Some(106),
+                ofed_tclass: None,
                 cnp_dscp: Some(48),
                 cnp_prio: Some(6)
             }
@@ -372,6 +422,33 @@ mod tests {
         let below_file = np.join("cnp_dscp").join("x");
         assert_eq!(number(&below_file, 63, &mut errors, &mut reads), None);
         assert!(errors.is_empty(), "{errors:?}");
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn mlnx_ofed_global_traffic_class() {
+        // MLNX_OFED mlx5_ib `traffic_class_show`: empty until set, then
+        // "Global tclass=%d\n" (after `echo 106 > .../tc/1/traffic_class`).
+        let root = tree().with_extension("tclass");
+        let port = RdmaPortRef {
+            device: "mlx5_0".into(),
+            port: 1,
+        };
+        let mut errors = Vec::new();
+        let mut reads = 0;
+        let tc = root.join("class/infiniband/mlx5_0/tc/1");
+        std::fs::create_dir_all(&tc).unwrap();
+        std::fs::write(tc.join("traffic_class"), "").unwrap();
+        let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
+        assert_eq!((q.ofed_tclass, reads), (None, 1));
+        std::fs::write(tc.join("traffic_class"), "Global tclass=106\n").unwrap();
+        let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
+        assert_eq!(q.ofed_tclass, Some(106));
+        assert!(errors.is_empty(), "{errors:?}");
+        std::fs::write(tc.join("traffic_class"), "Global tclass=300\n").unwrap();
+        let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
+        assert_eq!(q.ofed_tclass, None);
+        assert_eq!(errors.len(), 1, "{errors:?}");
         let _ = std::fs::remove_dir_all(root);
     }
 

@@ -58,7 +58,8 @@ pub trait PauseRead: Send {
 /// prio2buffer: 0 0 0 1 0 0 0 0      # buffer of priorities 0..7
 /// buffer_size: 130944 130944 0 0 0 0 0 0   # bytes per buffer
 /// buffer_total: 262144
-/// dcbx: firmware_ieee               # off, host_ieee, host_cee, firmware_ieee, firmware_cee, static
+/// dcbx: firmware_ieee               # off, host, host_ieee, host_cee, firmware, firmware_ieee, firmware_cee, static
+///                                   # (firmware and host: both version bits, as mlx5 reports them)
 /// peer: ieee                        # ieee or cee: the peer information below came through DCBX
 /// peer_pfc: 3                       # the switch's PFC priorities, as pfc:
 /// peer_app: dscp 26 3               # the switch's APP entries, as app:; repeatable
@@ -180,6 +181,8 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
                 config.dcbx = Some(match value {
                     "off" => 0,
                     "static" => DCB_CAP_DCBX_STATIC,
+                    "host" => DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_CEE | DCB_CAP_DCBX_VER_IEEE,
+                    "firmware" => DCB_CAP_DCBX_VER_CEE | DCB_CAP_DCBX_VER_IEEE,
                     "host_ieee" => DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_IEEE,
                     "host_cee" => DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_CEE,
                     "firmware_ieee" => DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_IEEE,

@@ -403,3 +403,61 @@ fn cee_peer_attributes_decode() {
     let req = request_cmd("eth2", 3, DCB_CMD_CEE_GET);
     assert_eq!(req[17], DCB_CMD_CEE_GET);
 }
+
+/// What upstream mlx5 answers with its firmware running DCBX, as
+/// `dcbnl_ieee_fill` (`net/dcb/dcbnl.c`) builds it from `mlx5e_dcbnl_ops`
+/// (`drivers/net/ethernet/mellanox/mlx5/core/en_dcbnl.c`): ETS, PFC,
+/// buffers and the DSCP APP table, no peer attribute (the ops have no
+/// `ieee_peer_*` or `peer_getapp*` callbacks), and `DCB_ATTR_DCBX` 0x0c
+/// (`DCB_CAP_DCBX_VER_CEE | DCB_CAP_DCBX_VER_IEEE`, set by
+/// `mlx5e_dcbnl_initialize`; `DCB_CAP_DCBX_HOST` is added in host mode).
+fn mlx5_firmware_dcbx_reply(dcbx: u8) -> Vec<u8> {
+    let ets = ieee_ets(
+        [13, 12, 13, 12, 13, 12, 13, 12],
+        [2; 8],
+        [1, 0, 2, 3, 4, 5, 6, 7],
+    );
+    let buffer = dcbnl_buffer(
+        [0, 0, 0, 1, 0, 0, 0, 0],
+        [130_944, 130_944, 0, 0, 0, 0, 0, 0],
+        262_144,
+    );
+    let mut apps = Vec::new();
+    apps.extend(attr(1, &dcb_app(5, 3, 26)));
+    apps.extend(attr(1, &dcb_app(5, 6, 48)));
+    let mut ieee = Vec::new();
+    ieee.extend(attr(1, &ets));
+    ieee.extend(attr(2, &ieee_pfc(8, 0b0000_1000)));
+    ieee.extend(attr(10, &buffer));
+    ieee.extend(attr(3 | NLA_F_NESTED, &apps));
+    let mut body = vec![0u8, 21, 0, 0];
+    body.extend(attr(1, b"ens1f0np0\0"));
+    body.extend(attr(13 | NLA_F_NESTED, &ieee));
+    body.extend(attr(14, &[dcbx]));
+    message(78, &body)
+}
+
+#[test]
+fn mlx5_firmware_dcbx_is_named_firmware_and_sends_no_cee_get() {
+    use roce_netdev::dcb::{cee_is_operating, dcbx_mode_name};
+    let c = decode_reply(&mlx5_firmware_dcbx_reply(0x0c)).unwrap();
+    assert_eq!(c.dcbx, Some(0x0c));
+    assert!(c.peer.is_empty());
+    assert_eq!(dcbx_mode_name(0x0c), "firmware");
+    assert_ne!(dcbx_mode_name(0x0c), "off");
+    // Host mode on mlx5 (`dcb dcbx set dev ... host`).
+    let c = decode_reply(&mlx5_firmware_dcbx_reply(0x0d)).unwrap();
+    assert_eq!(dcbx_mode_name(c.dcbx.unwrap()), "host");
+    // mlx5 sets both version bits in either mode: the CEE GET would
+    // return no peer data, so it is not sent.
+    assert!(!cee_is_operating(0x0c));
+    assert!(!cee_is_operating(0x0d));
+    // A CEE-only DCBX engine (lldpad in CEE mode, a qede port set to CEE)
+    // keeps the peer's view in the CEE attributes: asked for.
+    assert!(cee_is_operating(0x05));
+    assert!(cee_is_operating(0x06));
+    assert!(!cee_is_operating(0x0a));
+    assert!(!cee_is_operating(0));
+    assert_eq!(dcbx_mode_name(0x0e), "firmware");
+    assert_eq!(dcbx_mode_name(0x10), "static");
+}

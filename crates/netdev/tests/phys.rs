@@ -197,7 +197,14 @@ fn flat_memory_and_missing_pages_leave_fields_absent() {
     pages.remove(&HalfPage::upper(3, 0));
     let m = decode(&pages).unwrap();
     assert_eq!(m.thresholds.rx_power_watts, None);
-    assert!(m.temperature_celsius.is_some());
+    // Upper page 00h byte 220 (0x0c here): bits 5 and 4, temperature and
+    // supply voltage monitoring implemented, are clear, so a flat-memory
+    // module has neither: absent, not 0.
+    assert_eq!(m.temperature_celsius, None);
+    assert_eq!(m.supply_volts, None);
+    pages.get_mut(&HalfPage::upper(0, 0)).unwrap()[220 - 128] = 0x3c;
+    let m = decode(&pages).unwrap();
+    assert!(m.temperature_celsius.is_some() && m.supply_volts.is_some());
     // Data_Not_Ready (byte 2 bit 0): the monitors are not valid.
     pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap()[2] = 0x05;
     let m = decode(&pages).unwrap();
@@ -289,11 +296,14 @@ fn ber_from_two_readings() {
         *l += 1_500_000;
     }
     cur.uncorrectable_blocks.as_mut().unwrap().total += 6;
+    // RS-FEC on 4 lanes of 25 Gb/s is RS(528,514): corrected bits are
+    // counted at its line rate, 103.125 Gb/s, not the 100 Gb/s MAC rate.
     let ber = fec_ber(&prev, &cur, 60.0, 100_000);
-    assert_close!(ber.pre_fec, 1e-6);
+    let line = 60.0 * 103.125e9;
+    assert_close!(ber.pre_fec, 6e6 / line);
     assert_eq!(ber.pre_fec_lanes.len(), 4);
-    assert_close!(ber.pre_fec_lanes.first().copied(), 1e-6);
-    assert_close!(ber.post_fec, 1e-12);
+    assert_close!(ber.pre_fec_lanes.first().copied(), 1.5e6 / (line / 4.0));
+    assert_close!(ber.post_fec, 6.0 / line);
     // A counter that went back (driver reload) gives no rate.
     let reset = fec_ber(&cur, &prev, 60.0, 100_000);
     assert_eq!((reset.pre_fec, reset.post_fec), (None, None));
@@ -323,6 +333,10 @@ fn devlink_health_dump_field_by_field() {
     assert_eq!((tx.errors, tx.recoveries), (3, 2));
     assert_eq!((r[1].errors, r[1].recoveries), (1, 1));
     assert_eq!(r[3].state, ReporterState::Healthy);
+    // DEVLINK_ATTR_HEALTH_REPORTER_AUTO_RECOVER only where the reporter can
+    // recover: mlx5's fw reporter has no recover op.
+    assert_eq!(r[0].auto_recover, None);
+    assert_eq!(tx.auto_recover, Some(true));
     // No recording: a kernel without devlink.
     let mut none = DevlinkReplay::new(fixtures().join("missing"));
     assert_eq!(none.read_reporters(&mut errors).unwrap(), None);
@@ -513,4 +527,235 @@ fn virtio_net_aer_is_read_from_the_pci_function_above_it() {
         Some(1)
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn fixture_pages(name: &str) -> Pages {
+    let text = std::fs::read_to_string(fixtures().join(name)).unwrap();
+    parse_eeprom_replay(&text).unwrap()
+}
+
+/// A passive QSFP28 DAC as its EEPROM reads: SFF-8636 flat memory (page
+/// 00h byte 2 bit 2), transmitter technology 1010b "copper cable
+/// unequalized" (upper page 00h byte 147, 0xA0), extended compliance 0Bh
+/// 100GBASE-CR4 (byte 192, byte 131 bit 7), no monitor implemented (byte
+/// 220 0), the monitor bytes 22-57 all zero and no page 03h.
+fn passive_dac() -> Pages {
+    let mut pages = fixture_pages("ens1np0.eeprom");
+    pages.remove(&HalfPage::upper(3, 0));
+    let lower = pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap();
+    lower[2] = 0x04;
+    lower[22..58].fill(0);
+    let upper = pages.get_mut(&HalfPage::upper(0, 0)).unwrap();
+    upper[131 - 128] = 0x80;
+    upper[147 - 128] = 0xA0;
+    upper[192 - 128] = 0x0B;
+    upper[220 - 128] = 0x00;
+    pages
+}
+
+#[test]
+fn passive_dac_exports_no_monitor_it_does_not_have() {
+    use roce_netdev::module::Medium;
+    let m = decode(&passive_dac()).unwrap();
+    assert_eq!(m.medium, Medium::Copper);
+    // Not 0 degC, 0 V, 0 W, 0 A: absent.
+    assert_eq!(m.temperature_celsius, None);
+    assert_eq!(m.supply_volts, None);
+    assert!(m.lanes.is_empty(), "{:?}", m.lanes);
+    assert_eq!(m.thresholds, Default::default());
+    assert_eq!(m.vendor, "Mellanox");
+}
+
+#[test]
+fn active_copper_has_its_module_monitors_but_no_optical_lanes() {
+    use roce_netdev::module::Medium;
+    // An SFF-8636 active copper cable (byte 147 1100b: near and far end
+    // limiting active equalizers), paged, temperature and Vcc monitors
+    // implemented (byte 220 bits 5 and 4) and page 03h thresholds,
+    // including programmed Rx power ones.
+    let mut pages = fixture_pages("ens1np0.eeprom");
+    let lower = pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap();
+    lower[34..58].fill(0);
+    let upper = pages.get_mut(&HalfPage::upper(0, 0)).unwrap();
+    upper[147 - 128] = 0xC0;
+    upper[192 - 128] = 0x08; // 100G ACC
+    upper[220 - 128] = 0x30;
+    let m = decode(&pages).unwrap();
+    assert_eq!(m.medium, Medium::Copper);
+    assert_close!(m.temperature_celsius, 35.5);
+    assert_close!(m.supply_volts, 3.3);
+    assert!(m.lanes.is_empty());
+    assert!(m.thresholds.temperature_celsius.is_some());
+    assert_eq!(m.thresholds.rx_power_watts, None);
+    assert_eq!(m.thresholds.tx_bias_amperes, None);
+    assert_eq!(m.thresholds.tx_power_watts, None);
+}
+
+#[test]
+fn media_codes_tell_parallel_fibre_from_wdm() {
+    use roce_netdev::module::Medium;
+    // The recorded SR4 (byte 192 02h) and SR8 OSFP (MMF, media code 10h).
+    assert_eq!(
+        decode(&fixture_pages("ens1np0.eeprom")).unwrap().medium,
+        Medium::ParallelFibre
+    );
+    assert_eq!(
+        decode(&fixture_pages("ens2np0.eeprom")).unwrap().medium,
+        Medium::ParallelFibre
+    );
+    // 100G CWDM4 (06h) and 100GBASE-LR4 (03h): lanes share one fibre.
+    for code in [0x06, 0x03] {
+        let mut pages = fixture_pages("ens1np0.eeprom");
+        pages.get_mut(&HalfPage::upper(0, 0)).unwrap()[192 - 128] = code;
+        assert_eq!(decode(&pages).unwrap().medium, Medium::Optical, "{code:#x}");
+    }
+    // CMIS SMF: 400GBASE-DR4 (1Ch) parallel, 400G-FR4 (1Dh) WDM.
+    let mut pages = fixture_pages("ens2np0.eeprom");
+    let lower = pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap();
+    lower[85] = 0x02;
+    lower[87] = 0x1C;
+    assert_eq!(decode(&pages).unwrap().medium, Medium::ParallelFibre);
+    pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap()[87] = 0x1D;
+    assert_eq!(decode(&pages).unwrap().medium, Medium::Optical);
+}
+
+#[test]
+fn cmis_monitors_follow_the_page_01h_support_bits() {
+    use roce_netdev::module::Medium;
+    // Page 01h byte 159 0: no temperature or Vcc monitor, so neither the
+    // value nor its thresholds.
+    let mut pages = fixture_pages("ens2np0.eeprom");
+    pages.get_mut(&HalfPage::upper(1, 0)).unwrap()[159 - 128] = 0;
+    let m = decode(&pages).unwrap();
+    assert_eq!((m.temperature_celsius, m.supply_volts), (None, None));
+    assert_eq!(m.thresholds.temperature_celsius, None);
+    assert!(m.thresholds.rx_power_watts.is_some());
+    // A CMIS passive copper cable: flat memory (byte 2 bit 7), module type
+    // 03h, no page 01h: nothing monitored.
+    let mut pages = fixture_pages("ens2np0.eeprom");
+    for p in [1, 2, 0x11] {
+        pages.remove(&HalfPage::upper(p, 0));
+    }
+    let lower = pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap();
+    lower[2] = 0x80;
+    lower[14..18].fill(0);
+    lower[85] = 0x03;
+    lower[87] = 0x01;
+    let m = decode(&pages).unwrap();
+    assert_eq!(m.medium, Medium::Copper);
+    assert_eq!((m.temperature_celsius, m.supply_volts), (None, None));
+    assert!(m.lanes.is_empty());
+    assert_eq!(m.thresholds, Default::default());
+}
+
+/// Answers from recorded pages, with some pages missing (the driver
+/// answered EIO or EINVAL: absent).
+struct Missing {
+    pages: Pages,
+}
+
+impl EepromRead for Missing {
+    fn read_half(&mut self, _netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.pages.get(&page).cloned())
+    }
+}
+
+#[test]
+fn a_missing_page_or_an_empty_cage_is_absent_not_an_error() {
+    use roce_netdev::module::eeprom_errno_is_absent;
+    // mlx5 answers an empty cage, or a page the module does not answer,
+    // with EIO (mlx5_query_mcia: MCIA status != 0 -> -EIO).
+    assert!(eeprom_errno_is_absent(libc::EIO, HalfPage::lower(I2C_A0)));
+    assert!(eeprom_errno_is_absent(libc::EIO, HalfPage::upper(3, 0)));
+    assert!(eeprom_errno_is_absent(libc::EINVAL, HalfPage::upper(3, 0)));
+    assert!(eeprom_errno_is_absent(
+        libc::EOPNOTSUPP,
+        HalfPage::lower(I2C_A0)
+    ));
+    assert!(!eeprom_errno_is_absent(
+        libc::EINVAL,
+        HalfPage::lower(I2C_A0)
+    ));
+    assert!(!eeprom_errno_is_absent(
+        libc::ETIMEDOUT,
+        HalfPage::upper(0, 0)
+    ));
+    // An empty cage: no module.
+    let mut io = Missing {
+        pages: Pages::new(),
+    };
+    assert_eq!(read_module(&mut io, "ens1np0"), Ok(None));
+    // Upper page 00h missing: the monitors of the lower page are kept,
+    // the identity is empty.
+    let mut pages = fixture_pages("ens1np0.eeprom");
+    pages.remove(&HalfPage::upper(0, 0));
+    let m = read_module(&mut Missing { pages }, "ens1np0")
+        .unwrap()
+        .unwrap();
+    assert_close!(m.temperature_celsius, 35.5);
+    assert_eq!(m.lanes.len(), 4);
+    assert_eq!(m.vendor, "");
+    assert!(m.thresholds.rx_power_watts.is_some());
+}
+
+#[test]
+fn fec_line_rate_follows_the_code() {
+    use roce_netdev::fec::line_rate;
+    // 400GBASE-R with RS(544,514): 8 lanes of 53.125 GBd PAM4 or 4 of
+    // 106.25: 425 Gb/s on the wire.
+    let (r, code) = line_rate(Some(FecMode::Rs), 400_000, 8);
+    assert_eq!(code, "RS(544,514)");
+    assert!((r - 425e9).abs() < 1.0, "{r}");
+    assert!((line_rate(Some(FecMode::Rs), 400_000, 0).0 - 425e9).abs() < 1.0);
+    // 100GBASE-SR4/CR4, RS(528,514) on 4 x 25.78125 Gb/s NRZ.
+    let (r, code) = line_rate(Some(FecMode::Rs), 100_000, 4);
+    assert_eq!(code, "RS(528,514)");
+    assert!((r - 103.125e9).abs() < 1.0, "{r}");
+    // 100G on 2 PAM4 lanes is RS(544,514): 106.25 Gb/s.
+    assert!((line_rate(Some(FecMode::Rs), 100_000, 2).0 - 106.25e9).abs() < 1.0);
+    // BASE-R keeps 64b/66b; no FEC: the MAC rate.
+    assert!((line_rate(Some(FecMode::BaseR), 25_000, 0).0 - 25.78125e9).abs() < 1.0);
+    assert_eq!(line_rate(Some(FecMode::Off), 100_000, 0).0, 100e9);
+    assert_eq!(line_rate(None, 100_000, 0).0, 100e9);
+}
+
+/// An externally calibrated SFP (A0h byte 92 bit 4, SFF-8472 rev 12.4
+/// section 9.3): the A2h readings are raw A/D values and the constants at
+/// A2h 56-91 convert them, as ethtool's `sff8472_calibration`
+/// (`sfpdiag.c`) applies them.
+#[test]
+fn sff8472_external_calibration_is_applied_as_ethtool_does() {
+    let mut pages = fixture_pages("ens3np0.eeprom");
+    // DDM implemented, externally calibrated, Rx power average.
+    pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap()[92] = 0x58;
+    let a2 = pages.get_mut(&HalfPage::lower(0x51)).unwrap();
+    // Rx_PWR(4..0), big-endian IEEE-754: 0, 0, 0, 1.0, 0.
+    a2[56..76].fill(0);
+    a2[68..72].copy_from_slice(&1.0f32.to_be_bytes());
+    // Slopes (unsigned 8.8) and offsets (s16): Tx_I x2 +0, Tx_PWR x1
+    // +100 (0.01 mW), T x1 +256 (+1 degC), V x1 +0.
+    a2[76..92].copy_from_slice(&[
+        0x02, 0x00, 0x00, 0x00, // Tx_I
+        0x01, 0x00, 0x00, 0x64, // Tx_PWR
+        0x01, 0x00, 0x01, 0x00, // T
+        0x01, 0x00, 0x00, 0x00, // V
+    ]);
+    let m = decode(&pages).unwrap();
+    // Raw 0x1F80 (31.5) + 1 degC; raw bias 4000 x 2 x 2 uA; Tx power
+    // 6000 + 100 in 0.1 uW; Rx power 5000 x 1.0.
+    assert_close!(m.temperature_celsius, 32.5);
+    assert_close!(m.supply_volts, 3.33);
+    assert_close!(m.lanes[0].tx_bias_amperes, 16e-3);
+    assert_close!(m.lanes[0].tx_power_watts, 0.61e-3);
+    assert_close!(m.lanes[0].rx_power_watts, 0.5e-3);
+    // Thresholds are calibrated the same way: temperature high alarm
+    // raw 78 degC + 1.
+    let t = m.thresholds.temperature_celsius.unwrap();
+    assert_eq!(t.high_alarm, 79.0);
+    assert_close!(m.thresholds.tx_bias_amperes.map(|b| b.high_warning), 22e-3);
+    // Diagnostics not implemented: nothing, whatever the calibration.
+    pages.get_mut(&HalfPage::lower(I2C_A0)).unwrap()[92] = 0x18;
+    let m = decode(&pages).unwrap();
+    assert_eq!(m.temperature_celsius, None);
+    assert!(m.lanes.is_empty());
 }

@@ -62,6 +62,12 @@ pub fn roce_netdevs(s: &Snapshot) -> Vec<(&Netdev, Subject)> {
         .collect()
 }
 
+/// Whether the netdev is driven by mlx5 (ConnectX), whose DCB support
+/// differs: no DCBX peer callbacks, no apptrust callback.
+pub fn is_mlx5(n: &Netdev) -> bool {
+    n.driver.as_deref() == Some("mlx5_core")
+}
+
 /// Every netdev read, with its subject (RDMA port when it backs one).
 pub fn all_netdevs(s: &Snapshot) -> Vec<(&Netdev, Subject)> {
     let Some(nd) = &s.netdev else { return vec![] };
@@ -126,9 +132,11 @@ fn pfc_of(n: &Netdev) -> Option<(u8, Vec<u8>)> {
 pub enum DscpSource {
     /// `expect.nccl_ib_tc`: the `NCCL_IB_TC` the jobs set.
     Config,
-    /// rdma_cm's `default_roce_tos` of the port (configfs).
-    RdmaCm,
-    /// Nothing configured: NCCL's default `NCCL_IB_TC` 0.
+    /// MLNX_OFED's port-wide traffic class
+    /// (`/sys/class/infiniband/<dev>/tc/<port>/traffic_class`), which
+    /// overrides the one NCCL's QPs ask for.
+    OfedTrafficClass,
+    /// Nothing configured: NCCL's default `NCCL_IB_TC` 0, an assumption.
     NcclDefault,
 }
 
@@ -153,9 +161,11 @@ impl RoceDscp {
     pub fn describe(&self) -> String {
         let from = match self.source {
             DscpSource::Config => format!("expect.nccl_ib_tc {}", self.tos),
-            DscpSource::RdmaCm => format!("rdma_cm default_roce_tos {}", self.tos),
+            DscpSource::OfedTrafficClass => {
+                format!("MLNX_OFED tc traffic_class Global tclass={}", self.tos)
+            }
             DscpSource::NcclDefault => {
-                "NCCL's default NCCL_IB_TC 0; expect.nccl_ib_tc unset, no rdma_cm default ToS"
+                "assumed: NCCL's default NCCL_IB_TC 0; expect.nccl_ib_tc unset, no MLNX_OFED global traffic class"
                     .to_string()
             }
         };
@@ -164,14 +174,15 @@ impl RoceDscp {
 }
 
 /// The DSCP of the RoCE traffic on netdev `n`: the configured
-/// `NCCL_IB_TC` (`expect.nccl_ib_tc`) first, then the rdma_cm default ToS
-/// of its port where configfs shows one, else NCCL's default traffic class
-/// 0. The one answer used by the priority rules, the probes' traffic class
-/// and the NCCL advice.
+/// `NCCL_IB_TC` (`expect.nccl_ib_tc`) first, then MLNX_OFED's port-wide
+/// traffic class of its port where sysfs shows one, else NCCL's default
+/// traffic class 0. rdma_cm's default ToS does not count: NCCL does not
+/// use rdma_cm. The one answer used by the priority rules, the probes'
+/// traffic class and the NCCL advice.
 pub fn roce_dscp(n: &Netdev, nccl_ib_tc: Option<u8>) -> RoceDscp {
-    let (tos, source) = match (nccl_ib_tc, n.qos.rdma_cm_tos) {
+    let (tos, source) = match (nccl_ib_tc, n.qos.ofed_tclass) {
         (Some(tc), _) => (tc, DscpSource::Config),
-        (None, Some(tos)) => (tos, DscpSource::RdmaCm),
+        (None, Some(tos)) => (tos, DscpSource::OfedTrafficClass),
         (None, None) => (0, DscpSource::NcclDefault),
     };
     RoceDscp {
@@ -348,10 +359,13 @@ fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                 // priorities, so pause counters cannot show this).
                 Some((p, how)) if !pfc.is_empty() && !pfc.contains(&p) => {
                     let target = expected.unwrap_or(pfc[0]);
+                    // An assumed DSCP (NCCL's default, nothing configured
+                    // says what the jobs set) is not evidence enough to
+                    // page: info, saying it assumed.
                     let severity = if roce.configured() {
                         Severity::Critical
                     } else {
-                        Severity::Warning
+                        Severity::Info
                     };
                     let d = roce.dscp;
                     let assumed = if roce.configured() {
@@ -503,10 +517,24 @@ fn roce_trust_pcp(ctx: &Context) -> Vec<Finding> {
                 "{reported}; PFC enabled priorities: {}; expected trust dscp for DSCP-marked RoCE",
                 list(&pfc)
             ),
-            fix: format!(
-                "Trust DSCP on the port: dcb apptrust set dev {name} order dscp (or mlnx_qos -i {name} --trust dscp), as on the switch ports; keep PCP trust only where RoCE runs on a VLAN whose PCP carries the priority"
-            ),
-            verify: format!("dcb apptrust show dev {name}; mlnx_qos -i {name} | grep -i trust"),
+            fix: if is_mlx5(n) {
+                // mlx5 has no apptrust callback (`mlx5e_dcbnl_ops`): it
+                // switches to DSCP trust when the first DSCP APP entry is
+                // added (`mlx5e_dcbnl_ieee_setapp`).
+                format!(
+                    "Map the RoCE DSCP to the PFC priority, which makes mlx5 trust DSCP: dcb app add dev {name} dscp-prio {}:{} (or mlnx_qos -i {name} --trust dscp --dscp2prio set,{},{}), as on the switch ports; keep PCP trust only where RoCE runs on a VLAN whose PCP carries the priority",
+                    roce.dscp, pfc[0], roce.dscp, pfc[0]
+                )
+            } else {
+                format!(
+                    "Trust DSCP on the port: dcb apptrust set dev {name} order dscp (or mlnx_qos -i {name} --trust dscp), as on the switch ports; keep PCP trust only where RoCE runs on a VLAN whose PCP carries the priority"
+                )
+            },
+            verify: if is_mlx5(n) {
+                format!("dcb app show dev {name} dscp-prio; mlnx_qos -i {name} | grep -i trust")
+            } else {
+                format!("dcb apptrust show dev {name}; mlnx_qos -i {name} | grep -i trust")
+            },
             subject,
         });
     }

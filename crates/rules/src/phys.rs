@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use roce_netdev::devlink::ReporterState;
-use roce_netdev::module::{ModuleInfo, Thresholds};
+use roce_netdev::module::{Medium, ModuleInfo, Thresholds};
 use roce_netdev::phys::PhysNetdev;
 
 use super::history::Value;
@@ -212,6 +212,12 @@ fn module_lane_imbalance(ctx: &Context) -> Vec<Finding> {
     let factor = ctx.rules.module_lane_imbalance.factor;
     let mut out = Vec::new();
     for (n, m) in modules(s) {
+        // Only where each lane is its own fibre: on WDM optics (FR4, LR4,
+        // CWDM4) the lanes share one fibre and differ by several dB within
+        // specification, and an unknown medium says nothing either way.
+        if m.medium != Medium::ParallelFibre {
+            continue;
+        }
         let rx: Vec<f64> = m.lanes.iter().filter_map(|l| l.rx_power_watts).collect();
         if rx.len() < 2 || rx.len() != m.lanes.len() {
             continue;
@@ -306,7 +312,14 @@ fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
         else {
             continue;
         };
-        let Some(ber) = roce_netdev::fec::ber(inc.amount, inc.seconds, speed as f64 * 1e6) else {
+        // Corrected bits are counted on the wire, at the FEC mode's line
+        // rate (425 Gb/s for 400G RS(544,514)), not at the MAC speed.
+        let fec = n.fec.as_ref();
+        let lanes = fec
+            .and_then(|f| f.corrected_bits.as_ref())
+            .map_or(0, |c| c.lanes.len());
+        let (rate, code) = roce_netdev::fec::line_rate(fec.and_then(|f| f.active), speed, lanes);
+        let Some(ber) = roce_netdev::fec::ber(inc.amount, inc.seconds, rate) else {
             continue;
         };
         if ber <= cfg.max_ber {
@@ -322,9 +335,10 @@ fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
                 cfg.max_ber
             ),
             evidence: format!(
-                "FEC corrected bits +{} over {} at {} Gb/s = pre-FEC BER {ber:.2e}; expected <= {:.0e}",
+                "FEC corrected bits +{} over {} at {} Gb/s ({code} line rate of a {} Gb/s link) = pre-FEC BER {ber:.2e}; expected <= {:.0e}",
                 inc.amount,
                 span(inc.seconds),
+                crate::ports::fmt_num(rate / 1e9),
                 crate::ports::fmt_num(speed as f64 / 1e3),
                 cfg.max_ber
             ),
@@ -474,7 +488,11 @@ fn devlink_reporter_error(ctx: &Context) -> Vec<Finding> {
             .reporter(&r.device, &r.name, r.port)
             .increase(Value::ReporterErrors, window)
             .filter(|i| i.amount > 0);
-        let in_error = r.state == ReporterState::Error;
+        // A reporter without a recover operation (mlx5's `fw`) stays in
+        // the error state until the driver reloads: the state says nothing
+        // new, the growth of its error count does.
+        let recoverable = r.auto_recover.is_some();
+        let in_error = r.state == ReporterState::Error && recoverable;
         if !in_error && inc.is_none() {
             continue;
         }
@@ -503,22 +521,35 @@ fn devlink_reporter_error(ctx: &Context) -> Vec<Finding> {
                 )
             } else {
                 format!(
-                    "{}: the NIC's {} health reporter saw errors (recovered)",
+                    "{}: the NIC's {} health reporter saw errors{}",
                     subject.describe(),
-                    r.name
+                    r.name,
+                    if recoverable { " (recovered)" } else { "" }
                 )
             },
             evidence: format!(
-                "devlink pci/{} reporter {} state {}, {grew}, error count {}, recoveries {}",
+                "devlink pci/{} reporter {} state {}, {grew}, error count {}, recoveries {}{}",
                 r.device,
                 r.name,
                 r.state.as_str(),
                 r.errors,
-                r.recoveries
+                r.recoveries,
+                if recoverable {
+                    ""
+                } else {
+                    " (no recover operation: judged by error-count growth)"
+                }
             ),
-            fix: "Read the reporter's diagnosis and dump (devlink health diagnose/dump show), collect the firmware \
-                  dump for the vendor, then recover it or reload the driver; update the NIC firmware if it repeats"
-                .into(),
+            fix: if recoverable {
+                "Read the reporter's diagnosis and dump (devlink health diagnose/dump show), collect the firmware \
+                 dump for the vendor, then recover it or reload the driver; update the NIC firmware if it repeats"
+                    .into()
+            } else {
+                format!(
+                    "Read the reporter's diagnosis (devlink health diagnose pci/{} reporter {}) and the firmware's syndrome in the kernel log, and send both to the vendor; this reporter has no recover operation and stays in error until the driver reloads; update the NIC firmware if its errors keep growing",
+                    r.device, r.name
+                )
+            },
             verify: format!(
                 "devlink health show pci/{} reporter {}  # state healthy, error count steady",
                 r.device, r.name

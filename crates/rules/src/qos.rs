@@ -10,15 +10,15 @@
 //! is not configured for lossless RoCE, which `pfc_priority_mismatch`
 //! judges. Each rule reads only what the driver reported; a part it lacks
 //! (no ETS, no buffers, no peer view) silences the rule, never fires it,
-//! except `switch_view_unavailable`, which says exactly that (Info only:
-//! upstream mlx5 in host DCBX mode has no peer callbacks, so it must never
-//! page).
+//! except `switch_view_unavailable`, which says exactly that (Info only,
+//! and once per host for mlx5: its driver has no DCBX peer callbacks in
+//! any mode, upstream or MLNX_OFED, so the peer rules never fire there).
 
 use roce_netdev::dcb::{dcbx_mode_name, tsa_name, DcbConfig, TSA_ETS, TSA_STRICT};
 use roce_netdev::{DcbOutcome, Netdev, Trust};
 
-use super::fabric::{dscp_priority, list, pfc_priorities, roce_netdevs};
-use super::{Context, Finding, Rule, RuleId, Severity};
+use super::fabric::{dscp_priority, is_mlx5, list, pfc_priorities, roce_netdevs};
+use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 
 pub const RULES: &[Rule] = &[
     Rule {
@@ -48,7 +48,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: RuleId::SwitchViewUnavailable,
-        checks: "a port with lossless priorities runs DCBX and the switch advertised its settings, so NIC and switch can be compared",
+        checks: "a port with lossless priorities runs DCBX and the switch advertised its settings, so NIC and switch can be compared (mlx5, which reports no DCBX peer view in any mode: said once per host)",
         evaluate: switch_view_unavailable,
     },
 ];
@@ -464,11 +464,19 @@ fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
 fn switch_view_unavailable(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
+    // mlx5 ports with lossless priorities and no peer view: one finding for
+    // the host, since the driver (upstream and MLNX_OFED) has no DCBX peer
+    // callbacks and no setting on the host changes that.
+    let mut mlx5: Vec<(&Netdev, &DcbConfig, Vec<u8>)> = Vec::new();
     for (n, subject) in roce_netdevs(s) {
         let Some((dcb, pfc)) = lossless(n) else {
             continue;
         };
         if !dcb.peer.is_empty() {
+            continue;
+        }
+        if is_mlx5(n) {
+            mlx5.push((n, dcb, pfc));
             continue;
         }
         let mode = dcb.dcbx.map(dcbx_mode_name);
@@ -494,10 +502,42 @@ fn switch_view_unavailable(ctx: &Context) -> Vec<Finding> {
                 list(&pfc)
             ),
             fix: format!(
-                "To compare from the host, run DCBX: in the NIC firmware (mlxconfig -d <pci> set LLDP_NB_DCBX_P1=1 LLDP_NB_RX_P1=1 ..., then dcb dcbx set dev {name} ...) or with an LLDP agent (lldpad), and enable DCBX on the switch port; otherwise compare with the switch's configuration by hand"
+                "To compare from the host, run DCBX: in the NIC firmware (dcb dcbx set dev {name} lld-managed ieee) or with an LLDP agent (lldpad), and enable DCBX on the switch port; otherwise compare with the switch's configuration by hand"
             ),
             verify: format!("dcb dcbx show dev {name}; dcb pfc show dev {name}"),
             subject,
+        });
+    }
+    if let Some((first, _, _)) = mlx5.first() {
+        let first = first.name.clone();
+        let names: Vec<&str> = mlx5.iter().map(|(n, _, _)| n.name.as_str()).collect();
+        let modes: Vec<String> = mlx5
+            .iter()
+            .map(|(n, dcb, pfc)| {
+                format!(
+                    "{} DCBX {} PFC {}",
+                    n.name,
+                    dcb.dcbx.map(dcbx_mode_name).unwrap_or("not reported"),
+                    list(pfc)
+                )
+            })
+            .collect();
+        out.push(Finding {
+            rule: RuleId::SwitchViewUnavailable,
+            severity: Severity::Info,
+            finding: format!(
+                "this host: the mlx5 driver gives no DCBX peer view, so the switch ports' PFC and DSCP settings cannot be read through DCB netlink on {} and a NIC/switch mismatch is not judged from the host; nothing on the host is wrong",
+                names.join(", ")
+            ),
+            evidence: format!(
+                "driver mlx5_core (mlx5e_dcbnl_ops has no ieee_peer_getets, ieee_peer_getpfc or peer_getapptable); no DCB_ATTR_IEEE_PEER_* attributes; {}",
+                modes.join("; ")
+            ),
+            fix: "No change on the host makes mlx5 report the switch's view: compare the switch ports' PFC priorities and DSCP map with this host's by hand, or read the switch's LLDP DCBX TLVs. Firmware DCBX (mlxconfig -d <pci> set LLDP_NB_DCBX_P1=TRUE LLDP_NB_RX_MODE_P1=ALL LLDP_NB_TX_MODE_P1=ALL) lets the NIC adopt a willing switch's settings, but still reports none of them to the host".to_string(),
+            verify: format!(
+                "dcb dcbx show dev {first}; dcb pfc show dev {first}; dcb app show dev {first} dscp-prio"
+            ),
+            subject: Subject::default(),
         });
     }
     out

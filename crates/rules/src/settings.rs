@@ -468,8 +468,9 @@ pub struct Expectations {
     pub link_rate_gbps: Option<f64>,
     /// The `NCCL_IB_TC` the jobs on this host set (the whole IP traffic
     /// class byte, DSCP << 2, e.g. 106): the DSCP of their RoCE traffic.
-    /// Unset: the rdma_cm default ToS where configfs shows one, else
-    /// NCCL's default 0.
+    /// Unset: MLNX_OFED's global traffic class of the port
+    /// (`/sys/class/infiniband/<dev>/tc/<port>/traffic_class`) where it is
+    /// set, else NCCL's default 0 (an assumption: findings on it stay info).
     pub nccl_ib_tc: Option<u8>,
     /// The RDMA devices this host should have: a count (`8`) or the names
     /// (`[mlx5_0, mlx5_1]`). Devices seen since start are expected anyway.

@@ -18,7 +18,8 @@
 //! * class/infiniband/mlx5_i with the kernel's port attributes, PMA
 //!   counters, mlx5 hw_counters and a 256-slot GID table;
 //! * class/net/<netdev> for each NIC (mtu 9000, operstate, speed, address,
-//!   the mlx5 DCQCN `ecn/` settings), and rdma_cm's configfs ToS.
+//!   the mlx5 DCQCN `ecn/` settings), rdma_cm's configfs ToS and MLNX_OFED's
+//!   global traffic class.
 //!
 //! Per-port deviations (what the demo wants a dashboard or rule to show)
 //! live in [`nic_tweaks`]: one match arm per NIC index.
@@ -341,6 +342,13 @@ pub fn write(root: &Path) -> io::Result<()> {
                 let cm = format!("kernel/config/rdma_cm/mlx5_{nics}/ports/1");
                 t.attr(&format!("{cm}/default_roce_tos"), 106)?;
                 t.attr(&format!("{cm}/default_roce_mode"), "RoCE v2")?;
+                // MLNX_OFED's port-wide traffic class (`echo 106 >
+                // .../tc/1/traffic_class`), as its `traffic_class_show`
+                // prints it: what NCCL's QPs send with on this port.
+                t.attr(
+                    &format!("class/infiniband/mlx5_{nics}/tc/1/traffic_class"),
+                    "Global tclass=106",
+                )?;
                 nics += 1;
             }
         }
