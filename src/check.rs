@@ -708,6 +708,7 @@ fn nic_vs_switch(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
     use rules::fabric::{pfc_priorities, roce_netdevs};
     let section = "NIC vs switch";
     for (n, subject) in roce_netdevs(s) {
+        cabling(s, n, &subject, findings, section, out);
         let DcbOutcome::Ok(c) = &n.dcb else { continue };
         let Some(bits) = c.pfc_enabled else { continue };
         let pfc = pfc_priorities(bits);
@@ -737,21 +738,19 @@ fn nic_vs_switch(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             ));
             continue;
         }
-        let peer = &c.peer;
+        let (peer, lldp_via) = rules::lldp::effective_peer(s, n, c);
         let dcbx = c.dcbx.map(dcbx_mode_name).unwrap_or("not reported");
+        let peer_source = match &lldp_via {
+            Some(via) => via.clone(),
+            None => format!("DCBX {}", peer.standard.map(|s| s.as_str()).unwrap_or(dcbx)),
+        };
         let nic_map = c.dscp_map();
         let peer_map = peer.dscp_map();
         for &p in &pfc {
             let mut parts = vec!["NIC PFC on".to_string()];
             parts.push(match peer.pfc_enabled {
-                Some(sw) if sw & (1 << p) != 0 => format!(
-                    "switch PFC on (DCBX {})",
-                    peer.standard.map(|s| s.as_str()).unwrap_or(dcbx)
-                ),
-                Some(_) => format!(
-                    "switch PFC OFF (DCBX {})",
-                    peer.standard.map(|s| s.as_str()).unwrap_or(dcbx)
-                ),
+                Some(sw) if sw & (1 << p) != 0 => format!("switch PFC on ({peer_source})"),
+                Some(_) => format!("switch PFC OFF ({peer_source})"),
                 None => format!("switch PFC not visible (DCBX {dcbx})"),
             });
             let role = |entries: &[(u8, bool)]| match entries.iter().find(|(q, _)| *q == p) {
@@ -817,6 +816,65 @@ fn nic_vs_switch(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             ));
         }
     }
+}
+
+/// The port's LLDP neighbour (when the LLDP source runs): the switch and
+/// switch port it is cabled to and what the LLDP rules found.
+fn cabling(
+    s: &Snapshot,
+    n: &roce_netdev::Netdev,
+    subject: &rules::Subject,
+    findings: &[Finding],
+    section: &'static str,
+    out: &mut Vec<Item>,
+) {
+    let Some(lldp) = &s.lldp else { return };
+    let Some(p) = rules::lldp::lldp_port(s, &n.name) else {
+        return;
+    };
+    let here = findings.iter().filter(|f| {
+        f.subject.device == subject.device
+            && f.subject.port == subject.port
+            && [RuleId::LldpNeighborMissing, RuleId::LldpNeighborChanged].contains(&f.rule)
+    });
+    let line = match &p.neighbour {
+        Some(pdu) => {
+            let mut parts = vec![format!(
+                "cabled to {} (chassis {}, LLDP via {})",
+                rules::lldp::neighbour_name(pdu),
+                pdu.chassis_id.value,
+                lldp.via
+            )];
+            if let Some(f) = &pdu.pfc {
+                let on = rules::fabric::pfc_priorities(f.enable);
+                parts.push(format!("switch PFC on {}", rules::fabric::list(&on)));
+            }
+            if let Some(app) = &pdu.app {
+                let dscp: Vec<String> = app
+                    .iter()
+                    .filter(|a| a.selector == roce_lldp::tlv::app_selector::DSCP)
+                    .map(|a| format!("{}->{}", a.protocol, a.priority))
+                    .collect();
+                if !dscp.is_empty() {
+                    parts.push(format!("switch DSCP {}", dscp.join(",")));
+                }
+            }
+            parts.push("rail not judged".to_string());
+            parts.join(", ")
+        }
+        None => format!("no LLDP neighbour heard (LLDP via {})", lldp.via),
+    };
+    let status = status_of(here);
+    let status = if status == Status::Ok && p.neighbour.is_none() {
+        Status::Unknown
+    } else {
+        status
+    };
+    out.push(item(
+        section,
+        status,
+        format!("{}: {line}", subject.describe()),
+    ));
 }
 
 /// The counter rules (link errors, transport, congestion) per port: which

@@ -71,6 +71,9 @@ pub struct Config {
     /// Groups of series exported (read at start; `--collector.<group>` and
     /// `--no-collector.<group>` override them).
     pub metrics: crate::exposition::groups::Groups,
+    /// LLDP neighbours of the RDMA netdevs (`lldp.mode`: auto, off, lldpd,
+    /// capture).
+    pub lldp: crate::sources::lldp::LldpConfig,
 }
 
 impl Default for Config {
@@ -87,6 +90,7 @@ impl Default for Config {
             web: WebLimits::default(),
             nccl: NcclConfig::default(),
             metrics: crate::exposition::groups::Groups::default(),
+            lldp: crate::sources::lldp::LldpConfig::default(),
         }
     }
 }
