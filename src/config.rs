@@ -1113,6 +1113,7 @@ mod example_file {
         assert_eq!(c.web, d.web);
         assert_eq!(c.rules, d.rules);
         assert_eq!(c.metrics, d.metrics);
+        assert_eq!(c.lldp, d.lldp);
         assert_eq!(c.expect.mtu, Some(9000));
         assert_eq!(
             c.nccl,

@@ -387,3 +387,117 @@ fn capture_without_cap_net_raw_is_off_and_says_so() {
     }
     assert!(r.part.is_none());
 }
+
+/// The fleet's rail alerts (alerts/lldp-rails.yml) against their promtool
+/// unit test: an odd node out in its pod, a node alone in its pod, two NICs
+/// on one switch port. Skipped without promtool, except under CI.
+#[test]
+fn fleet_rail_alerts_pass_their_promtool_tests() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = match std::process::Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(root.join("tests/monitoring/lldp-rails.test.yml"))
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "promtool: {e}: CI must provide it"
+            );
+            eprintln!("skipped: promtool: {e}");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Two RoCE NICs, mlx5_0 (rail 0, ens1np0) and mlx5_1 (rail 1, ens2np0),
+/// with the given neighbours.
+fn two_nics(a: Lldpdu, b: Lldpdu) -> Snapshot {
+    let mut s = sample(netdev(), lldp_port(Some(a)));
+    let rdma = s.rdma.as_mut().unwrap();
+    let mut dev = rdma.devices[0].clone();
+    dev.name = "mlx5_1".into();
+    dev.ports[0].netdev = Some("ens2np0".into());
+    rdma.devices.push(dev);
+    let mut n = netdev();
+    n.name = "ens2np0".into();
+    n.rdma = Some(RdmaPortRef {
+        device: "mlx5_1".into(),
+        port: 1,
+    });
+    s.netdev.as_mut().unwrap().netdevs.push(n);
+    let mut p = lldp_port(Some(b));
+    p.netdev = "ens2np0".into();
+    p.rdma = Some(("mlx5_1".into(), 1));
+    s.lldp.as_mut().unwrap().ports.push(p);
+    s
+}
+
+fn rails(pattern: &str) -> Expectations {
+    Expectations {
+        rails: Some(roce_exporter::rules::lldp::ExpectedRails {
+            switch_pattern: Some(pattern.into()),
+            map: Default::default(),
+        }),
+        ..Expectations::default()
+    }
+}
+
+fn eval_with(s: Snapshot, e: &Expectations) -> Vec<Finding> {
+    rules::evaluate(&[Arc::new(s)], &RulesConfig::default(), e)
+        .into_iter()
+        .filter(|f| f.rule == "lldp_rail_mismatch")
+        .collect()
+}
+
+#[test]
+fn rails_cabled_as_planned_are_silent() {
+    // (The test switches share a chassis MAC, so their ports differ.)
+    let s = two_nics(
+        neighbour("leaf-p1-r0", "swp1", 3, 26, 3),
+        neighbour("leaf-p1-r1", "swp2", 3, 26, 3),
+    );
+    assert_eq!(eval_with(s.clone(), &rails("leaf-*-r{rail}")), vec![]);
+    // Without expect.rails nothing is judged.
+    assert_eq!(eval_with(s, &Expectations::default()), vec![]);
+}
+
+#[test]
+fn nic_on_the_other_rails_switch_is_critical() {
+    let s = two_nics(
+        neighbour("leaf-p1-r1", "swp7", 3, 26, 3),
+        neighbour("leaf-p1-r1", "swp8", 3, 26, 3),
+    );
+    let f = eval_with(s, &rails("leaf-*-r{rail}"));
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert!(f[0].finding.contains("mlx5_0 port 1 (ens1np0) (rail 0) is cabled to leaf-p1-r1 port swp7, the switch of rail 1 (mlx5_1)"), "{}", f[0].finding);
+    assert!(
+        f[0].evidence.contains("expected leaf-*-r0 (expect.rails)"),
+        "{}",
+        f[0].evidence
+    );
+}
+
+#[test]
+fn two_nics_on_one_switch_port_is_critical() {
+    let s = two_nics(
+        neighbour("leaf-p1-r0", "swp1", 3, 26, 3),
+        neighbour("leaf-p1-r0", "swp1", 3, 26, 3),
+    );
+    let f = eval_with(s, &rails("leaf-*-r{rail}"));
+    assert!(
+        f.iter().any(|f| f
+            .finding
+            .contains("report the same switch port, leaf-p1-r0 port swp1")),
+        "{f:#?}"
+    );
+    assert!(f.iter().all(|f| f.severity == Severity::Critical));
+}
