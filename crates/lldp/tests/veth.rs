@@ -236,3 +236,48 @@ fn without_cap_net_raw_the_open_says_so() {
     .unwrap();
     assert!(matches!(r, Err(CaptureError::Permission(_))), "{r:?}");
 }
+
+/// The figures of docs/lldp.md: CPU of one drain over 8 ports with nothing
+/// queued (the usual sample at one frame per 30 s per port), and of
+/// draining and decoding one switch frame. Run by hand:
+/// `cargo test -p roce-lldp --release --test veth -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn capture_cost_figures() {
+    if !is_root() {
+        return skip_unless_ci("needs root for network namespaces");
+    }
+    let pid = std::process::id();
+    let sw = Netns::new(format!("lldpfsw{pid}"));
+    let host = Netns::new(format!("lldpfhost{pid}"));
+    let mut names = Vec::new();
+    for i in 0..8 {
+        let (a, b) = (format!("sw{i}"), format!("rdma{i}"));
+        run(&[
+            "ip", "-n", &sw.0, "link", "add", &a, "type", "veth", "peer", "name", &b, "netns",
+            &host.0,
+        ]);
+        run(&["ip", "-n", &sw.0, "link", "set", &a, "up"]);
+        run(&["ip", "-n", &host.0, "link", "set", &b, "up"]);
+        names.push(b);
+    }
+    let frame = roce_lldp::build::switch_frame("leaf-r3-a", "swp17", 4, 26, 4).frame([2; 6]);
+    let host_name = host.0.clone();
+    let (empty_us, frames_us) = in_netns(&host_name, move || {
+        let (mut cap, errors) = PacketCapture::open(&names).expect("open");
+        assert!(errors.is_empty());
+        let n = 10_000;
+        let t = Instant::now();
+        for _ in 0..n {
+            cap.drain(256, &mut |_, _| {}).unwrap();
+        }
+        let empty = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+        let t = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(parse_frame(&frame).unwrap());
+        }
+        let parse = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+        (empty, parse)
+    });
+    eprintln!("drain of 8 ports, nothing queued: {empty_us:.1} us; decoding one switch frame: {frames_us:.2} us");
+}
