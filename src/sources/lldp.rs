@@ -254,7 +254,7 @@ impl LldpSource {
             return SourceState::Ok;
         };
         let doc = match (file, lldpcli) {
-            (Some(path), _) => match roce_host_read(path) {
+            (Some(path), _) => match read_json_file(path) {
                 Ok(d) => d,
                 Err(e) => {
                     errors.push(HostError::request("lldp.json_file", e));
@@ -358,14 +358,17 @@ impl LldpSource {
     }
 }
 
-/// Reads a file through the bounded reader (at most the largest document
-/// the parser accepts, plus one byte so an oversized one is caught).
-fn roce_host_read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    let f = std::fs::File::open(path)?;
-    let mut buf = Vec::new();
-    f.take(roce_lldp::lldpd::MAX_DOCUMENT as u64 + 1)
-        .read_to_end(&mut buf)?;
-    Ok(buf)
+/// Reads `lldp.json_file` as every file a user names is read
+/// (`roce_host::named`: regular files only, opened without blocking, at
+/// most the largest document the parser accepts, under a deadline).
+fn read_json_file(path: &std::path::Path) -> Result<Vec<u8>, roce_host::named::NamedFileError> {
+    roce_host::named::read_bytes(
+        path,
+        roce_host::named::Limits {
+            max_bytes: roce_lldp::lldpd::MAX_DOCUMENT as u64,
+            deadline: LLDPCLI_TIMEOUT,
+        },
+    )
 }
 
 /// Runs `lldpcli [-u socket] -f json0 show neighbors details`, bounded in

@@ -501,3 +501,23 @@ fn two_nics_on_one_switch_port_is_critical() {
     );
     assert!(f.iter().all(|f| f.severity == Severity::Critical));
 }
+
+/// `lldp.json_file` is read as every file a user names: a FIFO without a
+/// writer fails the source at once instead of holding the sample.
+#[test]
+fn json_file_that_is_a_fifo_fails_without_hanging() {
+    let dir = std::env::temp_dir().join(format!("roce-lldp-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("neighbors.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut src = LldpSource::with_json_file(fifo);
+    let started = std::time::Instant::now();
+    let mut errors = vec![];
+    let r = src.sample(&input(), &mut errors);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(matches!(r.state, SourceState::Failed(_)), "{:?}", r.state);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+}
