@@ -24,6 +24,8 @@ use crate::tlv::{decode_org, sanitize_text, Id, Lldpdu, MAX_MGMT};
 pub const MAX_DOCUMENT: usize = 4 << 20;
 /// The most neighbours read from one document.
 pub const MAX_NEIGHBOURS: usize = 1024;
+/// The TTL taken for a listed neighbour without one (seconds).
+pub const DEFAULT_TTL: u16 = 120;
 /// The most custom TLVs read per neighbour.
 pub const MAX_CUSTOM_TLVS: usize = 64;
 
@@ -84,9 +86,13 @@ fn neighbour(iface: &Value) -> Option<LldpdNeighbour> {
     let port = first(iface, "port")?;
     let chassis_id = id(first(chassis, "id")?, true)?;
     let port_id = id(first(port, "id")?, false)?;
+    // lldpd lists only live neighbours and prints no TTL when it is 0; a
+    // neighbour it lists is never a shutdown, so a missing TTL is taken as
+    // IEEE 802.1AB's default (30 s x 4).
     let ttl = text(port, "ttl")
         .and_then(|t| t.parse::<u16>().ok())
-        .unwrap_or(0);
+        .filter(|t| *t > 0)
+        .unwrap_or(DEFAULT_TTL);
     let mut pdu = Lldpdu {
         chassis_id,
         port_id,
@@ -224,6 +230,14 @@ mod tests {
         assert_eq!(parse_age("2 days, 01:02:03"), Some(2 * 86400 + 3723));
         assert_eq!(parse_age("too much"), None);
         assert_eq!(parse_age("1 day, 00:61:00"), None);
+    }
+
+    #[test]
+    fn listed_neighbour_without_ttl_is_alive() {
+        let doc = br#"{"lldp":[{"interface":[{"name":"eth0","via":"LLDP","chassis":[{"id":[{"type":"mac","value":"00:00:00:00:00:02"}]}],"port":[{"id":[{"type":"ifname","value":"swp1"}]}]}]}]}"#;
+        let n = parse_json0(doc).unwrap();
+        assert_eq!(n[0].pdu.ttl, DEFAULT_TTL);
+        assert_eq!(n[0].age_seconds, None);
     }
 
     #[test]
