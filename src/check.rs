@@ -150,7 +150,7 @@ pub fn build_report(
         transport(s, &findings, &mut checklist);
         gpudirect(s, &findings, &mut checklist);
         roce_config(s, &findings, &mut checklist);
-        nic_vs_switch(s, &findings, &mut checklist);
+        nic_vs_switch(s, &findings, expect.rails.is_some(), &mut checklist);
         counters(s, &findings, &mut checklist);
         topology(s, &findings, &mut checklist);
         nccl_seen(s, &findings, &mut checklist);
@@ -703,12 +703,12 @@ fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
 /// Each lossless (PFC) priority of each RoCE netdev: the NIC's PFC, the
 /// switch port's (when DCBX gives it), DCQCN enable and parameters, its
 /// traffic class, its buffer, and the DSCPs mapped to it on each side.
-fn nic_vs_switch(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
+fn nic_vs_switch(s: &Snapshot, findings: &[Finding], rails_set: bool, out: &mut Vec<Item>) {
     use roce_netdev::dcb::{dcbx_mode_name, tsa_name};
     use rules::fabric::{pfc_priorities, roce_netdevs};
     let section = "NIC vs switch";
     for (n, subject) in roce_netdevs(s) {
-        cabling(s, n, &subject, findings, section, out);
+        cabling(s, n, &subject, findings, rails_set, section, out);
         let DcbOutcome::Ok(c) = &n.dcb else { continue };
         let Some(bits) = c.pfc_enabled else { continue };
         let pfc = pfc_priorities(bits);
@@ -825,6 +825,7 @@ fn cabling(
     n: &roce_netdev::Netdev,
     subject: &rules::Subject,
     findings: &[Finding],
+    rails_set: bool,
     section: &'static str,
     out: &mut Vec<Item>,
 ) {
@@ -835,7 +836,12 @@ fn cabling(
     let here = findings.iter().filter(|f| {
         f.subject.device == subject.device
             && f.subject.port == subject.port
-            && [RuleId::LldpNeighborMissing, RuleId::LldpNeighborChanged].contains(&f.rule)
+            && [
+                RuleId::LldpNeighborMissing,
+                RuleId::LldpNeighborChanged,
+                RuleId::LldpRailMismatch,
+            ]
+            .contains(&f.rule)
     });
     let line = match &p.neighbour {
         Some(pdu) => {
@@ -859,7 +865,21 @@ fn cabling(
                     parts.push(format!("switch DSCP {}", dscp.join(",")));
                 }
             }
-            parts.push("rail not judged".to_string());
+            let rail_wrong = findings.iter().any(|f| {
+                f.rule == RuleId::LldpRailMismatch
+                    && f.subject.device == subject.device
+                    && f.subject.port == subject.port
+            });
+            parts.push(
+                if rail_wrong {
+                    "rail WRONG (lldp_rail_mismatch)"
+                } else if rails_set {
+                    "rail ok"
+                } else {
+                    "rail not judged (expect.rails unset)"
+                }
+                .to_string(),
+            );
             parts.join(", ")
         }
         None => format!("no LLDP neighbour heard (LLDP via {})", lldp.via),

@@ -315,7 +315,7 @@ fn lldp_neighbour_shows_in_nic_vs_switch() {
     let text = stdout(&out);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
-        text.contains("mlx5_7 port 1 (ens8np0): cabled to leaf-r3-a port swp17 (chassis 1c:34:da:5a:01:00, LLDP via lldpd), switch PFC on 4, switch DSCP 26->4, rail not judged"),
+        text.contains("mlx5_7 port 1 (ens8np0): cabled to leaf-r3-a port swp17 (chassis 1c:34:da:5a:01:00, LLDP via lldpd), switch PFC on 4, switch DSCP 26->4, rail not judged (expect.rails unset)"),
         "{text}"
     );
     assert!(
