@@ -150,7 +150,7 @@ pub fn build_report(
         transport(s, &findings, &mut checklist);
         gpudirect(s, &findings, &mut checklist);
         roce_config(s, &findings, &mut checklist);
-        nic_vs_switch(s, &findings, &mut checklist);
+        nic_vs_switch(s, &findings, expect.rails.is_some(), &mut checklist);
         counters(s, &findings, &mut checklist);
         topology(s, &findings, &mut checklist);
         nccl_seen(s, &findings, &mut checklist);
@@ -702,11 +702,12 @@ fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
 /// Each lossless (PFC) priority of each RoCE netdev: the NIC's PFC, the
 /// switch port's (when DCBX gives it), DCQCN enable and parameters, its
 /// traffic class, its buffer, and the DSCPs mapped to it on each side.
-fn nic_vs_switch(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
+fn nic_vs_switch(s: &Snapshot, findings: &[Finding], rails_set: bool, out: &mut Vec<Item>) {
     use roce_netdev::dcb::{dcbx_mode_name, tsa_name};
     use rules::fabric::{pfc_priorities, roce_netdevs};
     let section = "NIC vs switch";
     for (n, subject) in roce_netdevs(s) {
+        cabling(s, n, &subject, findings, rails_set, section, out);
         let DcbOutcome::Ok(c) = &n.dcb else { continue };
         let Some(bits) = c.pfc_enabled else { continue };
         let pfc = pfc_priorities(bits);
@@ -736,21 +737,19 @@ fn nic_vs_switch(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             ));
             continue;
         }
-        let peer = &c.peer;
+        let (peer, lldp_via) = rules::lldp::effective_peer(s, n, c);
         let dcbx = c.dcbx.map(dcbx_mode_name).unwrap_or("not reported");
+        let peer_source = match &lldp_via {
+            Some(via) => via.clone(),
+            None => format!("DCBX {}", peer.standard.map(|s| s.as_str()).unwrap_or(dcbx)),
+        };
         let nic_map = c.dscp_map();
         let peer_map = peer.dscp_map();
         for &p in &pfc {
             let mut parts = vec!["NIC PFC on".to_string()];
             parts.push(match peer.pfc_enabled {
-                Some(sw) if sw & (1 << p) != 0 => format!(
-                    "switch PFC on (DCBX {})",
-                    peer.standard.map(|s| s.as_str()).unwrap_or(dcbx)
-                ),
-                Some(_) => format!(
-                    "switch PFC OFF (DCBX {})",
-                    peer.standard.map(|s| s.as_str()).unwrap_or(dcbx)
-                ),
+                Some(sw) if sw & (1 << p) != 0 => format!("switch PFC on ({peer_source})"),
+                Some(_) => format!("switch PFC OFF ({peer_source})"),
                 None => format!("switch PFC not visible (DCBX {dcbx})"),
             });
             let role = |entries: &[(u8, bool)]| match entries.iter().find(|(q, _)| *q == p) {
@@ -816,6 +815,85 @@ fn nic_vs_switch(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
             ));
         }
     }
+}
+
+/// The port's LLDP neighbour (when the LLDP source runs): the switch and
+/// switch port it is cabled to and what the LLDP rules found.
+fn cabling(
+    s: &Snapshot,
+    n: &roce_netdev::Netdev,
+    subject: &rules::Subject,
+    findings: &[Finding],
+    rails_set: bool,
+    section: &'static str,
+    out: &mut Vec<Item>,
+) {
+    let Some(lldp) = &s.lldp else { return };
+    let Some(p) = rules::lldp::lldp_port(s, &n.name) else {
+        return;
+    };
+    let here = findings.iter().filter(|f| {
+        f.subject.device == subject.device
+            && f.subject.port == subject.port
+            && [
+                RuleId::LldpNeighborMissing,
+                RuleId::LldpNeighborChanged,
+                RuleId::LldpRailMismatch,
+            ]
+            .contains(&f.rule)
+    });
+    let line = match &p.neighbour {
+        Some(pdu) => {
+            let mut parts = vec![format!(
+                "cabled to {} (chassis {}, LLDP via {})",
+                rules::lldp::neighbour_name(pdu),
+                pdu.chassis_id.value,
+                lldp.via
+            )];
+            if let Some(f) = &pdu.pfc {
+                let on = rules::fabric::pfc_priorities(f.enable);
+                parts.push(format!("switch PFC on {}", rules::fabric::list(&on)));
+            }
+            if let Some(app) = &pdu.app {
+                let dscp: Vec<String> = app
+                    .iter()
+                    .filter(|a| a.selector == roce_lldp::tlv::app_selector::DSCP)
+                    .map(|a| format!("{}->{}", a.protocol, a.priority))
+                    .collect();
+                if !dscp.is_empty() {
+                    parts.push(format!("switch DSCP {}", dscp.join(",")));
+                }
+            }
+            let rail_wrong = findings.iter().any(|f| {
+                f.rule == RuleId::LldpRailMismatch
+                    && f.subject.device == subject.device
+                    && f.subject.port == subject.port
+            });
+            parts.push(
+                if rail_wrong {
+                    "rail WRONG (lldp_rail_mismatch)"
+                } else if rails_set {
+                    "rail ok"
+                } else {
+                    "rail not judged (expect.rails unset)"
+                }
+                .to_string(),
+            );
+            parts.join(", ")
+        }
+        None => format!("no LLDP neighbour heard (LLDP via {})", lldp.via),
+    };
+    let status = status_of(here);
+    let status = if status == Status::Ok && p.neighbour.is_none() {
+        Status::Unknown
+    } else {
+        status
+    };
+    out.push(item(
+        section,
+        status,
+        format!("{}: {line}", subject.describe()),
+    ));
 }
 
 /// The counter rules (link errors, transport, congestion) per port: which

@@ -71,6 +71,9 @@ pub struct Config {
     /// Groups of series exported (read at start; `--collector.<group>` and
     /// `--no-collector.<group>` override them).
     pub metrics: crate::exposition::groups::Groups,
+    /// LLDP neighbours of the RDMA netdevs (`lldp.mode`: auto, off, lldpd,
+    /// capture).
+    pub lldp: crate::sources::lldp::LldpConfig,
 }
 
 impl Default for Config {
@@ -87,6 +90,7 @@ impl Default for Config {
             web: WebLimits::default(),
             nccl: NcclConfig::default(),
             metrics: crate::exposition::groups::Groups::default(),
+            lldp: crate::sources::lldp::LldpConfig::default(),
         }
     }
 }
@@ -823,6 +827,7 @@ mod example_file {
         assert_eq!(c.web, d.web);
         assert_eq!(c.rules, d.rules);
         assert_eq!(c.metrics, d.metrics);
+        assert_eq!(c.lldp, d.lldp);
         assert_eq!(c.expect.mtu, Some(9000));
         assert_eq!(
             c.nccl,

@@ -356,6 +356,7 @@ impl Sampler {
                 }
                 Some(Part::Nccl(n)) => snapshot.nccl = Some(*n),
                 Some(Part::Phys(p)) => snapshot.phys = Some(p),
+                Some(Part::Lldp(l)) => snapshot.lldp = Some(*l),
                 None => {}
             }
             let total = self.errors_total.entry(name).or_insert(0);

@@ -16,6 +16,7 @@ pub use roce_host::HostError;
 
 use crate::snapshot::{KernelRequests, SourceState};
 
+pub mod lldp;
 pub mod nccl;
 pub mod netdev;
 pub mod peer_probe;
@@ -54,6 +55,8 @@ pub enum Part {
     /// What NCCL jobs used, from their logs and Inspector output.
     Nccl(Box<nccl::NcclSnapshot>),
     Phys(roce_netdev::phys::PhysSnapshot),
+    /// LLDP neighbours of the RDMA netdevs (boxed: per-port TLVs).
+    Lldp(Box<lldp::LldpSnapshot>),
 }
 
 /// What one call of [`Source::sample`] returns.
@@ -116,5 +119,6 @@ pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Ve
         Box::new(peer_probe::PeerProbeSource::new(config, paths)),
         Box::new(nccl::NcclSource::new(config)),
         Box::new(phys::PhysSource::new(config, paths)),
+        Box::new(lldp::LldpSource::new(config, paths)),
     ]
 }

@@ -284,3 +284,46 @@ fn readme_check_excerpt_matches_the_demo_output() {
         "README must say the demo's check exits with status {code}"
     );
 }
+
+/// With lldpd's neighbour list (its real json0 output, heard on the demo's
+/// ens8np0), `check` shows where the port is cabled and the switch's
+/// PFC/APP from LLDP, and the switch view is no longer missing for it.
+#[test]
+fn lldp_neighbour_shows_in_nic_vs_switch() {
+    let dir = tempdir();
+    let fixture = repo().join("crates/lldp/tests/fixtures/lldpcli-json0-neighbors-dcbx.json");
+    let json = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("lv-host", "ens8np0");
+    let json_path = dir.join("neighbors.json");
+    std::fs::write(&json_path, json).unwrap();
+    let demo = std::fs::read_to_string(repo().join("examples/demo-gpu-node/demo.yml")).unwrap();
+    let config = dir.join("demo-lldp.yml");
+    std::fs::write(
+        &config,
+        format!("{demo}\nlldp:\n  json_file: {}\n", json_path.display()),
+    )
+    .unwrap();
+    let out = check(&[
+        "--config.file",
+        config.to_str().unwrap(),
+        "--path.sysfs",
+        "examples/demo-gpu-node/sys",
+        "--path.procfs",
+        "examples/demo-gpu-node/proc",
+    ]);
+    let text = stdout(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        text.contains("mlx5_7 port 1 (ens8np0): cabled to leaf-r3-a port swp17 (chassis 1c:34:da:5a:01:00, LLDP via lldpd), switch PFC on 4, switch DSCP 26->4, rail not judged (expect.rails unset)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[ok]   lldp: read") || text.contains("lldp: read"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("switch_view_unavailable: mlx5_7 port 1"),
+        "{text}"
+    );
+}

@@ -49,6 +49,7 @@ const READERS: &[&str] = &[
     "roce-topology",
     "roce-probe",
     "roce-nccl",
+    "roce-lldp",
 ];
 
 /// What only the binary and the exposition may depend on: serving and

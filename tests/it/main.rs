@@ -33,6 +33,7 @@ mod probe;
 mod rules;
 mod rules_congestion;
 mod rules_host;
+mod rules_lldp;
 mod rules_nccl;
 mod rules_phys;
 mod rules_qos;

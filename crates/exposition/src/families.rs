@@ -48,6 +48,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
             super::nccl::FAMILIES.iter().collect(),
         ),
         (
+            "LLDP neighbours and the switch's DCBX view (`lldp:`)",
+            super::lldp::FAMILIES.iter().collect(),
+        ),
+        (
             "Findings (rules; details at /findings)",
             super::findings::FAMILIES.iter().collect(),
         ),

@@ -239,8 +239,8 @@ pub const DEMO_PORTS: usize = 8;
 pub const BUDGET: &[BudgetRow] = &[
     BudgetRow {
         row: "exporter",
-        default: 47,
-        all: 47,
+        default: 51,
+        all: 51,
     },
     BudgetRow {
         row: "ports",

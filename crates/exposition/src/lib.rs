@@ -25,6 +25,7 @@ pub mod families;
 pub mod findings;
 pub mod groups;
 pub mod hw_counters;
+pub mod lldp;
 pub mod nccl;
 pub mod netdev;
 pub mod peer_probes;
@@ -503,6 +504,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     probes::collect(snapshot, &mut out);
     peer_probes::collect(snapshot, &mut out);
     nccl::collect(snapshot, &mut out);
+    lldp::collect(snapshot, &mut out);
     findings::collect(snapshot, &mut out);
     let switched = groups::Group::ALL
         .into_iter()

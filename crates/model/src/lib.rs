@@ -5,11 +5,12 @@
 //! ([`meaning`]). Plain data and pure functions: no I/O, no Prometheus.
 //!
 //! The crate graph keeps it that way (tests/it/layers.rs): the readers
-//! (roce-rdma, roce-netdev, roce-topology, roce-probe, roce-nccl) produce
+//! (roce-rdma, roce-netdev, roce-topology, roce-probe, roce-nccl, roce-lldp) produce
 //! the parts, roce-rules reads the model and makes findings, roce-exposition
 //! reads the model and names metrics, and only the binary wires them.
 
 pub mod finding;
+pub mod lldp;
 pub mod meaning;
 pub mod nccl;
 pub mod peer;

@@ -129,6 +129,9 @@ rule_table! {
     SwitchPfcMismatch = "switch_pfc_mismatch", [Critical, Warning], None, [], NetdevConfig;
     SwitchDscpMismatch = "switch_dscp_mismatch", [Warning, Critical], None, [], NetdevConfig;
     SwitchViewUnavailable = "switch_view_unavailable", [Info], None, [], NetdevConfig;
+    LldpNeighborMissing = "lldp_neighbor_missing", [Info], None, [], Port;
+    LldpNeighborChanged = "lldp_neighbor_changed", [Warning], None, [], Port;
+    LldpRailMismatch = "lldp_rail_mismatch", [Critical], None, ["rails"], Port;
     MtuBelowJumbo = "mtu_below_jumbo", [Critical, Warning], Some("mtu_below_jumbo"), ["mtu"], NetdevConfig;
     LinkFlap = "link_flap", [Warning], Some("link_flap"), [], LinkErrors;
     SymbolErrors = "symbol_errors", [Warning], Some("symbol_errors"), [], LinkErrors;

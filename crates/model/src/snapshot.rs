@@ -44,6 +44,9 @@ pub struct Snapshot {
     /// What NCCL jobs on this host used (their debug logs and Inspector
     /// output; `nccl.enabled`).
     pub nccl: Option<crate::nccl::NcclSnapshot>,
+    /// LLDP neighbours of the RDMA netdevs and their switch ports' DCBX
+    /// view (`lldp.mode`).
+    pub lldp: Option<crate::lldp::LldpSnapshot>,
     /// Active findings after this sample (rules over the history, with the
     /// hold time applied).
     pub findings: Vec<crate::finding::Finding>,

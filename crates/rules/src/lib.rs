@@ -20,6 +20,7 @@ pub mod congestion;
 pub mod exporter;
 pub mod fabric;
 pub mod history;
+pub mod lldp;
 pub mod nccl;
 pub mod nccl_seen;
 pub mod peer_probes;
@@ -76,6 +77,7 @@ pub fn all() -> Vec<&'static Rule> {
     rules.extend(ports::RULES);
     rules.extend(fabric::RULES);
     rules.extend(qos::RULES);
+    rules.extend(lldp::RULES);
     rules.extend(rates::RULES);
     rules.extend(congestion::RULES);
     rules.extend(topology::RULES);

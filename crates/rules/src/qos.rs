@@ -318,7 +318,12 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
         let DcbOutcome::Ok(dcb) = &n.dcb else {
             continue;
         };
-        let (Some(nic), Some(sw)) = (dcb.pfc_enabled, dcb.peer.pfc_enabled) else {
+        let (peer, lldp) = super::lldp::effective_peer(s, n, dcb);
+        let via = lldp.unwrap_or_else(|| {
+            let standard = peer.standard.map(|s| s.as_str()).unwrap_or("ieee");
+            format!("DCBX {standard} peer")
+        });
+        let (Some(nic), Some(sw)) = (dcb.pfc_enabled, peer.pfc_enabled) else {
             continue;
         };
         if nic == sw {
@@ -353,13 +358,12 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
             )
         };
         let name = &n.name;
-        let standard = dcb.peer.standard.map(|s| s.as_str()).unwrap_or("ieee");
         out.push(Finding {
             rule: RuleId::SwitchPfcMismatch,
             severity,
             finding: format!("{}: NIC and switch disagree on PFC: {what}", subject.describe()),
             evidence: format!(
-                "NIC PFC enabled priorities: {} (pfc_en 0x{nic:02x}); switch port (DCBX {standard} peer): {} (0x{sw:02x}); expected the same priorities",
+                "NIC PFC enabled priorities: {} (pfc_en 0x{nic:02x}); switch port ({via}): {} (0x{sw:02x}); expected the same priorities",
                 list(&pfc_priorities(nic)),
                 list(&pfc_priorities(sw))
             ),
@@ -387,7 +391,9 @@ fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
         // A switch that advertises no DSCP entries says nothing about its
         // map; a port that trusts PCP does not classify by DSCP at all
         // (roce_trust_pcp).
-        let Some(peer) = dcb.peer.dscp_map().filter(|m| !m.is_empty()) else {
+        let (peer, lldp) = super::lldp::effective_peer(s, n, dcb);
+        let via = lldp.unwrap_or_else(|| "DCBX peer".to_string());
+        let Some(peer) = peer.dscp_map().filter(|m| !m.is_empty()) else {
             continue;
         };
         if dcb.trust() != Trust::Dscp {
@@ -444,7 +450,7 @@ fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
                 subject.describe()
             ),
             evidence: format!(
-                "switch APP table (DCBX peer): {}; NIC trust dscp; PFC enabled priorities: {}; expected the same priority for each DSCP the host uses (its APP table, rdma_cm ToS)",
+                "switch APP table ({via}): {}; NIC trust dscp; PFC enabled priorities: {}; expected the same priority for each DSCP the host uses (its APP table, rdma_cm ToS)",
                 peer.iter()
                     .map(|(d, p)| format!("{d}->{p}"))
                     .collect::<Vec<_>>()
@@ -472,7 +478,7 @@ fn switch_view_unavailable(ctx: &Context) -> Vec<Finding> {
         let Some((dcb, pfc)) = lossless(n) else {
             continue;
         };
-        if !dcb.peer.is_empty() {
+        if !super::lldp::effective_peer(s, n, dcb).0.is_empty() {
             continue;
         }
         if is_mlx5(n) {
@@ -502,7 +508,7 @@ fn switch_view_unavailable(ctx: &Context) -> Vec<Finding> {
                 list(&pfc)
             ),
             fix: format!(
-                "To compare from the host, run DCBX: in the NIC firmware (dcb dcbx set dev {name} lld-managed ieee) or with an LLDP agent (lldpad), and enable DCBX on the switch port; otherwise compare with the switch's configuration by hand"
+                "To compare from the host, run DCBX: in the NIC firmware (dcb dcbx set dev {name} lld-managed ieee) or with an LLDP agent (lldpad), or let the exporter read the switch's DCBX TLVs (lldp.mode: lldpd with lldpd running, or capture); and enable DCBX on the switch port; otherwise compare with the switch's configuration by hand"
             ),
             verify: format!("dcb dcbx show dev {name}; dcb pfc show dev {name}"),
             subject,
@@ -533,7 +539,7 @@ fn switch_view_unavailable(ctx: &Context) -> Vec<Finding> {
                 "driver mlx5_core (mlx5e_dcbnl_ops has no ieee_peer_getets, ieee_peer_getpfc or peer_getapptable); no DCB_ATTR_IEEE_PEER_* attributes; {}",
                 modes.join("; ")
             ),
-            fix: "No change on the host makes mlx5 report the switch's view: compare the switch ports' PFC priorities and DSCP map with this host's by hand, or read the switch's LLDP DCBX TLVs. Firmware DCBX (mlxconfig -d <pci> set LLDP_NB_DCBX_P1=TRUE LLDP_NB_RX_MODE_P1=ALL LLDP_NB_TX_MODE_P1=ALL) lets the NIC adopt a willing switch's settings, but still reports none of them to the host".to_string(),
+            fix: "No change on the host makes mlx5 report the switch's view: compare the switch ports' PFC priorities and DSCP map with this host's by hand, or let the exporter read the switch's DCBX TLVs from LLDP (lldp.mode: lldpd with lldpd running, or capture; docs/lldp.md), which switch_pfc_mismatch and switch_dscp_mismatch then use. Firmware DCBX (mlxconfig -d <pci> set LLDP_NB_DCBX_P1=TRUE LLDP_NB_RX_MODE_P1=ALL LLDP_NB_TX_MODE_P1=ALL) lets the NIC adopt a willing switch's settings, but still reports none of them to the host".to_string(),
             verify: format!(
                 "dcb dcbx show dev {first}; dcb pfc show dev {first}; dcb app show dev {first} dscp-prio"
             ),

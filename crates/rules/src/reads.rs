@@ -29,8 +29,16 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         CnpPriorityBestEffort => &["roce_dcqcn_parameter", "roce_pfc_enabled"],
         RoceTcShared | RoceTcNoBandwidth => &["roce_qos_ets_info", "roce_qos_dscp_priority"],
         LosslessBufferNoHeadroom => &["roce_qos_buffer_info", "roce_pfc_enabled"],
-        SwitchPfcMismatch => &["roce_qos_peer_info", "roce_pfc_enabled"],
-        SwitchDscpMismatch => &["roce_qos_peer_dscp_priority", "roce_qos_dscp_priority"],
+        SwitchPfcMismatch => &[
+            "roce_qos_peer_info",
+            "roce_lldp_switch_pfc_enabled_bitmap",
+            "roce_pfc_enabled",
+        ],
+        SwitchDscpMismatch => &[
+            "roce_qos_peer_dscp_priority",
+            "roce_lldp_switch_app_priority",
+            "roce_qos_dscp_priority",
+        ],
         SwitchViewUnavailable => &["roce_qos_dcbx_info", "roce_qos_peer_info"],
         MtuBelowJumbo => &["roce_netdev_mtu_bytes", "roce_port_info"],
         LinkFlap => &[
@@ -133,6 +141,9 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
             "roce_devlink_reporter_healthy",
             "roce_devlink_reporter_errors_total",
         ],
+        LldpNeighborMissing => &["roce_lldp_neighbors", "roce_lldp_last_frame_age_seconds", "roce_port_up"],
+        LldpNeighborChanged => &["roce_lldp_neighbor_info"],
+        LldpRailMismatch => &["roce_lldp_neighbor_info"],
         CollectorFailing => &["roce_collector_success", "roce_collector_errors_total"],
     }
 }

@@ -475,6 +475,9 @@ pub struct Expectations {
     /// The RDMA devices this host should have: a count (`8`) or the names
     /// (`[mlx5_0, mlx5_1]`). Devices seen since start are expected anyway.
     pub devices: Option<ExpectedDevices>,
+    /// The rail cabling: which switch each RoCE NIC's LLDP neighbour must
+    /// be (`lldp_rail_mismatch`).
+    pub rails: Option<crate::lldp::ExpectedRails>,
 }
 
 /// `expect.devices`: how many RDMA devices, or which.

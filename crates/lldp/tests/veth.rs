@@ -1,0 +1,283 @@
+//! The real capture path: a veth pair across two network namespaces made by
+//! the test; tests/send_lldp.py plays the switch on one end (raw socket,
+//! bytes built from IEEE 802.1AB/802.1Qaz), the exporter's
+//! [`PacketCapture`] listens on the other from a thread that joined that
+//! namespace. Also sends IPv4 traffic the kernel filter must keep out, and
+//! checks that a capture without CAP_NET_RAW says so. Needs root, `ip`
+//! (iproute2) and python3; the namespaces are deleted by a guard even when
+//! an assertion fails.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use roce_lldp::capture::{CaptureError, FrameSource, PacketCapture};
+use roce_lldp::parse_frame;
+
+fn run(args: &[&str]) -> std::process::Output {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Deletes the namespace on drop (also while unwinding from a failed assert).
+struct Netns(String);
+
+impl Netns {
+    fn new(name: String) -> Netns {
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        run(&["ip", "netns", "add", &name]);
+        Netns(name)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// A test whose tool or privilege is missing here is skipped, with the
+/// reason; under CI (`CI` set), which provides them, that is a failure.
+fn skip_unless_ci(why: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{why}: CI must provide it, not skip the test"
+    );
+    eprintln!("skipped: {why}");
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("netns file");
+        // SAFETY: setns on a valid namespace descriptor only moves this
+        // thread, which ends right after.
+        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        f()
+    })
+    .join()
+    .expect("netns thread")
+}
+
+fn script() -> String {
+    format!("{}/tests/send_lldp.py", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn capture_hears_the_switch_over_a_veth_pair() {
+    if !is_root() {
+        return skip_unless_ci("needs root for network namespaces");
+    }
+    if Command::new("ip").arg("-V").output().is_err()
+        || Command::new("python3").arg("-V").output().is_err()
+    {
+        return skip_unless_ci("needs ip and python3");
+    }
+    let pid = std::process::id();
+    let sw = Netns::new(format!("lldpsw{pid}"));
+    let host = Netns::new(format!("lldphost{pid}"));
+    run(&[
+        "ip", "-n", &sw.0, "link", "add", "sw0", "type", "veth", "peer", "name", "rdma0", "netns",
+        &host.0,
+    ]);
+    run(&["ip", "-n", &sw.0, "link", "set", "sw0", "up"]);
+    run(&["ip", "-n", &host.0, "link", "set", "rdma0", "up"]);
+    run(&[
+        "ip",
+        "-n",
+        &sw.0,
+        "addr",
+        "add",
+        "192.0.2.1/24",
+        "dev",
+        "sw0",
+    ]);
+    run(&[
+        "ip",
+        "-n",
+        &host.0,
+        "addr",
+        "add",
+        "192.0.2.2/24",
+        "dev",
+        "rdma0",
+    ]);
+
+    // Open the capture first (frames sent before it exists are not queued).
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let host_name = host.0.clone();
+    let listener = std::thread::spawn(move || {
+        in_netns(&host_name, move || {
+            let (mut cap, errors) =
+                PacketCapture::open(&["rdma0".to_string(), "nosuch0".to_string()]).expect("open");
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(matches!(errors[0], CaptureError::NoSuchNetdev(_)));
+            tx.send(()).unwrap();
+            let mut frames = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while frames.len() < 3 && Instant::now() < deadline {
+                cap.drain(16, &mut |netdev, f| {
+                    frames.push((netdev.to_string(), f.to_vec()))
+                })
+                .unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            done_tx.send(frames).unwrap();
+        })
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("capture opened");
+    // Other traffic first: ping makes ARP and ICMP the filter must drop.
+    let _ = Command::new("ip")
+        .args(["netns", "exec", &sw.0, "python3", "-c"])
+        .arg("import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);[s.sendto(b'x'*100,('192.0.2.2',9)) for _ in range(50)]")
+        .output();
+    run(&[
+        "ip",
+        "netns",
+        "exec",
+        &sw.0,
+        "python3",
+        &script(),
+        "--count",
+        "3",
+        "--interval",
+        "0.1",
+        "sw0",
+        "leaf-r3-a",
+        "swp17",
+        "4",
+        "26",
+        "4",
+    ]);
+    let frames = done_rx
+        .recv_timeout(Duration::from_secs(15))
+        .expect("frames");
+    listener.join().unwrap();
+    assert_eq!(
+        frames.len(),
+        3,
+        "only the three LLDP frames pass the filter"
+    );
+    for (netdev, f) in &frames {
+        assert_eq!(netdev, "rdma0");
+        let pdu = parse_frame(f).expect("decodes");
+        assert_eq!(pdu.system_name.as_deref(), Some("leaf-r3-a"));
+        assert_eq!(pdu.port_id.value, "swp17");
+        assert_eq!(pdu.pfc.unwrap().enable, 1 << 4);
+    }
+}
+
+#[test]
+fn without_cap_net_raw_the_open_says_so() {
+    if !is_root() {
+        // Unprivileged already: the open must fail with the permission error.
+        let r = PacketCapture::open(&["lo".to_string()]);
+        assert!(
+            matches!(r, Err(CaptureError::Permission(_))),
+            "{:?}",
+            r.err()
+        );
+        return;
+    }
+    // Drop CAP_NET_RAW from the effective set of a thread (capset works
+    // per thread), then open.
+    let r = std::thread::spawn(|| {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let mut header = Header {
+            version: 0x2008_0522,
+            pid: 0,
+        };
+        let mut data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        // SAFETY: capget/capset with the v3 header and two data words.
+        unsafe {
+            assert_eq!(
+                libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()),
+                0
+            );
+            data[0].effective &= !(1 << 13); // CAP_NET_RAW
+            assert_eq!(
+                libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()),
+                0
+            );
+        }
+        PacketCapture::open(&["lo".to_string()]).map(|_| ())
+    })
+    .join()
+    .unwrap();
+    assert!(matches!(r, Err(CaptureError::Permission(_))), "{r:?}");
+}
+
+/// The figures of docs/lldp.md: CPU of one drain over 8 ports with nothing
+/// queued (the usual sample at one frame per 30 s per port), and of
+/// draining and decoding one switch frame. Run by hand:
+/// `cargo test -p roce-lldp --release --test veth -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn capture_cost_figures() {
+    if !is_root() {
+        return skip_unless_ci("needs root for network namespaces");
+    }
+    let pid = std::process::id();
+    let sw = Netns::new(format!("lldpfsw{pid}"));
+    let host = Netns::new(format!("lldpfhost{pid}"));
+    let mut names = Vec::new();
+    for i in 0..8 {
+        let (a, b) = (format!("sw{i}"), format!("rdma{i}"));
+        run(&[
+            "ip", "-n", &sw.0, "link", "add", &a, "type", "veth", "peer", "name", &b, "netns",
+            &host.0,
+        ]);
+        run(&["ip", "-n", &sw.0, "link", "set", &a, "up"]);
+        run(&["ip", "-n", &host.0, "link", "set", &b, "up"]);
+        names.push(b);
+    }
+    let frame = roce_lldp::build::switch_frame("leaf-r3-a", "swp17", 4, 26, 4).frame([2; 6]);
+    let host_name = host.0.clone();
+    let (empty_us, frames_us) = in_netns(&host_name, move || {
+        let (mut cap, errors) = PacketCapture::open(&names).expect("open");
+        assert!(errors.is_empty());
+        let n = 10_000;
+        let t = Instant::now();
+        for _ in 0..n {
+            cap.drain(256, &mut |_, _| {}).unwrap();
+        }
+        let empty = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+        let t = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(parse_frame(&frame).unwrap());
+        }
+        let parse = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+        (empty, parse)
+    });
+    eprintln!("drain of 8 ports, nothing queued: {empty_us:.1} us; decoding one switch frame: {frames_us:.2} us");
+}

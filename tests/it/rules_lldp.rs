@@ -1,0 +1,523 @@
+//! The LLDP view through the exporter: the source over lldpd's real json0
+//! output and over captured frames, the families, and the rules. The mlx5
+//! port of the tests runs host DCBX, where the driver offers no peer view
+//! (as upstream mlx5), so the switch's PFC and APP come from its LLDP DCBX
+//! TLVs only: "switch PFC on priority 4, NIC on 3" must be found there, and
+//! a switch that agrees (PFC 3, DSCP 26 -> 3) must raise nothing above info.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use roce_exporter::config::{Expectations, RulesConfig};
+use roce_exporter::exposition::{self, BuildInfo, Format};
+use roce_exporter::rules::{self, Finding, Severity};
+use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
+use roce_exporter::sources::lldp::{LldpPort, LldpSnapshot, LldpSource};
+use roce_exporter::sources::{Input, Part, Source};
+use roce_lldp::build::switch_frame;
+use roce_lldp::capture::{CaptureError, FrameSource, QueuedFrames};
+use roce_lldp::{Identity, Lldpdu};
+use roce_netdev::dcb::{
+    DcbApp, DcbPeer, DCB_CAP_DCBX_HOST, DCB_CAP_DCBX_VER_IEEE, IEEE_8021QAZ_APP_SEL_DSCP,
+};
+use roce_netdev::{DcbConfig, DcbOutcome, Netdev, NetdevSnapshot, RdmaPortRef};
+use roce_rdma::{Device, LinkLayer, PhysState, Port, PortState, RdmaSnapshot};
+
+const MAC: [u8; 6] = [0x1c, 0x34, 0xda, 0x5a, 0x01, 0x00];
+
+fn rdma() -> RdmaSnapshot {
+    RdmaSnapshot {
+        devices: vec![Device {
+            name: "mlx5_0".into(),
+            driver: Some("mlx5_core".into()),
+            ports: vec![Port {
+                number: 1,
+                state: Some(PortState::Active),
+                phys_state: Some(PhysState::LinkUp),
+                link_layer: Some(LinkLayer::Ethernet),
+                netdev: Some("ens1np0".into()),
+                ..Port::default()
+            }],
+            ..Device::default()
+        }],
+        errors: vec![],
+    }
+}
+
+fn dscp(d: u16, p: u8) -> DcbApp {
+    DcbApp {
+        selector: IEEE_8021QAZ_APP_SEL_DSCP,
+        priority: p,
+        protocol: d,
+    }
+}
+
+/// mlx5 in host DCBX mode: PFC on 3, trust dscp, DSCP 26 -> 3, no peer.
+fn netdev() -> Netdev {
+    Netdev {
+        name: "ens1np0".into(),
+        rdma: Some(RdmaPortRef {
+            device: "mlx5_0".into(),
+            port: 1,
+        }),
+        mtu: Some(9000),
+        driver: Some("mlx5_core".into()),
+        dcb: DcbOutcome::Ok(DcbConfig {
+            pfc_cap: Some(8),
+            pfc_enabled: Some(1 << 3),
+            apps: vec![dscp(26, 3), dscp(48, 6)],
+            trust_order: Some(vec![IEEE_8021QAZ_APP_SEL_DSCP]),
+            dcbx: Some(DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_IEEE),
+            peer: DcbPeer::default(),
+            ..DcbConfig::default()
+        }),
+        ..Netdev::default()
+    }
+}
+
+fn neighbour(sysname: &str, port: &str, pfc: u8, dscp: u16, app: u8) -> Lldpdu {
+    roce_lldp::parse_frame(&switch_frame(sysname, port, pfc, dscp, app).frame(MAC)).unwrap()
+}
+
+fn lldp_port(neighbour: Option<Lldpdu>) -> LldpPort {
+    LldpPort {
+        netdev: "ens1np0".into(),
+        rdma: Some(("mlx5_0".into(), 1)),
+        neighbours: usize::from(neighbour.is_some()),
+        neighbour,
+        heard_age: Some(Duration::from_secs(12)),
+        last_ttl: Some(120),
+        watched_for: Duration::from_secs(3600),
+        changed: None,
+        frames_total: 120,
+        rejected_total: 0,
+        last_rejection: None,
+    }
+}
+
+fn sample(n: Netdev, port: LldpPort) -> Snapshot {
+    Snapshot {
+        sequence: 1,
+        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
+        sources: vec![SourceStatus {
+            name: "rdma",
+            state: SourceState::Ok,
+            duration: Duration::ZERO,
+            errors: vec![],
+            errors_total: 0,
+            kernel_requests: None,
+        }],
+        rdma: Some(rdma()),
+        netdev: Some(NetdevSnapshot { netdevs: vec![n] }),
+        lldp: Some(LldpSnapshot {
+            via: "capture",
+            ports: vec![port],
+        }),
+        ..Snapshot::default()
+    }
+}
+
+fn eval(s: Snapshot) -> Vec<Finding> {
+    rules::evaluate(
+        &[Arc::new(s)],
+        &RulesConfig::default(),
+        &Expectations::default(),
+    )
+}
+
+fn only(f: &[Finding], rule: &str) -> Vec<Finding> {
+    f.iter().filter(|f| f.rule == rule).cloned().collect()
+}
+
+#[test]
+fn healthy_switch_over_lldp_fires_none_of_the_switch_rules() {
+    let s = sample(
+        netdev(),
+        lldp_port(Some(neighbour("leaf-r3-a", "swp17", 3, 26, 3))),
+    );
+    let f = eval(s);
+    for rule in [
+        "switch_pfc_mismatch",
+        "switch_dscp_mismatch",
+        "switch_view_unavailable",
+        "lldp_neighbor_missing",
+        "lldp_neighbor_changed",
+    ] {
+        assert_eq!(only(&f, rule), vec![], "{rule}");
+    }
+}
+
+#[test]
+fn switch_pfc_mismatch_from_lldp_on_mlx5() {
+    let s = sample(
+        netdev(),
+        lldp_port(Some(neighbour("leaf-r3-a", "swp17", 4, 26, 4))),
+    );
+    let f = eval(s);
+    let pfc = only(&f, "switch_pfc_mismatch");
+    assert_eq!(pfc.len(), 1, "{f:#?}");
+    assert_eq!(pfc[0].severity, Severity::Critical);
+    assert_eq!(
+        pfc[0].evidence,
+        "NIC PFC enabled priorities: 3 (pfc_en 0x08); switch port (LLDP DCBX TLVs of leaf-r3-a port swp17): 4 (0x10); expected the same priorities"
+    );
+    let dscp = only(&f, "switch_dscp_mismatch");
+    assert_eq!(dscp.len(), 1, "{f:#?}");
+    assert_eq!(dscp[0].severity, Severity::Critical);
+    assert!(
+        dscp[0]
+            .finding
+            .contains("DSCP 26: switch priority 4, NIC priority 3"),
+        "{}",
+        dscp[0].finding
+    );
+    assert!(dscp[0]
+        .evidence
+        .contains("LLDP DCBX TLVs of leaf-r3-a port swp17"));
+    // The LLDP view is the switch view: no "cannot see the switch".
+    assert_eq!(only(&f, "switch_view_unavailable"), vec![]);
+}
+
+#[test]
+fn driver_peer_view_wins_over_lldp() {
+    let mut n = netdev();
+    if let DcbOutcome::Ok(c) = &mut n.dcb {
+        c.peer.pfc_enabled = Some(1 << 3);
+    }
+    let s = sample(
+        n,
+        lldp_port(Some(neighbour("leaf-r3-a", "swp17", 4, 26, 3))),
+    );
+    assert_eq!(only(&eval(s), "switch_pfc_mismatch"), vec![]);
+}
+
+#[test]
+fn neighbour_missing_is_info_with_the_causes() {
+    // Never heard in an hour of watching an active RoCE port.
+    let mut p = lldp_port(None);
+    p.heard_age = None;
+    p.last_ttl = None;
+    let f = only(&eval(sample(netdev(), p)), "lldp_neighbor_missing");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Info);
+    for cause in [
+        "LLDP_NB_RX_MODE_P<n>",
+        "LLDP_NB_TX_MODE_P<n>",
+        "LLDP_NB_DCBX_P<n>",
+        "fw-lldp-agent",
+    ] {
+        assert!(f[0].fix.contains(cause), "{cause}: {}", f[0].fix);
+    }
+    // Heard 300 s ago with TTL 120: missing (3 x TTL = 360 s) not yet.
+    let mut p = lldp_port(None);
+    p.heard_age = Some(Duration::from_secs(300));
+    assert_eq!(
+        only(&eval(sample(netdev(), p)), "lldp_neighbor_missing"),
+        vec![]
+    );
+    let mut p = lldp_port(None);
+    p.heard_age = Some(Duration::from_secs(361));
+    assert_eq!(
+        only(&eval(sample(netdev(), p)), "lldp_neighbor_missing").len(),
+        1
+    );
+    // Just started: not judged before 3 x the default TTL.
+    let mut p = lldp_port(None);
+    p.heard_age = None;
+    p.watched_for = Duration::from_secs(30);
+    assert_eq!(
+        only(&eval(sample(netdev(), p)), "lldp_neighbor_missing"),
+        vec![]
+    );
+    // A down port is not expected to hear anything.
+    let mut s = sample(netdev(), lldp_port(None));
+    s.rdma.as_mut().unwrap().devices[0].ports[0].state = Some(PortState::Down);
+    assert_eq!(only(&eval(s), "lldp_neighbor_missing"), vec![]);
+}
+
+#[test]
+fn neighbour_changed_is_a_warning_naming_both() {
+    let mut p = lldp_port(Some(neighbour("leaf-r3-b", "swp9", 3, 26, 3)));
+    p.changed = Some((
+        Identity {
+            chassis_id: "1c:34:da:5a:01:00".into(),
+            port_id: "swp17".into(),
+            system_name: Some("leaf-r3-a".into()),
+        },
+        Identity {
+            chassis_id: "1c:34:da:5a:02:00".into(),
+            port_id: "swp9".into(),
+            system_name: Some("leaf-r3-b".into()),
+        },
+    ));
+    let f = only(&eval(sample(netdev(), p)), "lldp_neighbor_changed");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].finding.contains("was leaf-r3-a port swp17"),
+        "{}",
+        f[0].finding
+    );
+    assert!(
+        f[0].finding.contains("now leaf-r3-b port swp9"),
+        "{}",
+        f[0].finding
+    );
+}
+
+fn input() -> Input {
+    Input {
+        rdma: Some(Arc::new(rdma())),
+        previous: None,
+    }
+}
+
+fn lldp_part(r: roce_exporter::sources::Reading) -> LldpSnapshot {
+    assert_eq!(r.state, SourceState::Ok);
+    match r.part {
+        Some(Part::Lldp(l)) => *l,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn source_over_lldpd_json0() {
+    // lldpd's real output, its interface renamed to this port's netdev.
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/lldp/tests/fixtures/lldpcli-json0-neighbors-dcbx.json"
+    );
+    let doc = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("lv-host", "ens1np0");
+    let dir = std::env::temp_dir().join(format!("roce-lldp-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file: PathBuf = dir.join("neighbors.json");
+    std::fs::write(&file, doc).unwrap();
+    let mut src = LldpSource::with_json_file(file.clone());
+    let l = lldp_part(src.sample(&input(), &mut vec![]));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(l.via, "lldpd");
+    assert_eq!(l.ports.len(), 1);
+    let n = l.ports[0].neighbour.as_ref().expect("neighbour");
+    assert_eq!(n.system_name.as_deref(), Some("leaf-r3-a"));
+    assert_eq!(n.pfc.unwrap().enable, 1 << 4);
+    // And the rules see the mismatch the lldpd view shows.
+    let mut s = sample(netdev(), l.ports[0].clone());
+    s.lldp.as_mut().unwrap().via = "lldpd";
+    assert_eq!(only(&eval(s), "switch_pfc_mismatch").len(), 1);
+}
+
+static FRAMES: Mutex<Vec<(String, Vec<u8>)>> = Mutex::new(Vec::new());
+
+fn queued(_netdevs: &[String]) -> Result<(Box<dyn FrameSource>, Vec<CaptureError>), CaptureError> {
+    struct Shared;
+    impl FrameSource for Shared {
+        fn drain(
+            &mut self,
+            max: usize,
+            f: &mut dyn FnMut(&str, &[u8]),
+        ) -> Result<roce_lldp::capture::DrainStats, CaptureError> {
+            let frames = std::mem::take(&mut *FRAMES.lock().unwrap());
+            QueuedFrames { frames }.drain(max, f)
+        }
+    }
+    Ok((Box::new(Shared), vec![]))
+}
+
+fn denied(_netdevs: &[String]) -> Result<(Box<dyn FrameSource>, Vec<CaptureError>), CaptureError> {
+    Err(CaptureError::Permission(std::io::Error::from_raw_os_error(
+        libc::EPERM,
+    )))
+}
+
+#[test]
+fn source_over_captured_frames_sees_the_recabling_and_rejects_lies() {
+    let mut src = LldpSource::with_capture(queued);
+    let frame = |port: &str| switch_frame("leaf-r3-a", port, 4, 26, 4).frame(MAC);
+    let mut lie = frame("swp17");
+    lie[15] = 0xff; // chassis ID TLV claims 255+ bytes
+    FRAMES.lock().unwrap().extend([
+        ("ens1np0".to_string(), frame("swp17")),
+        ("ens1np0".to_string(), lie),
+        ("eth9".to_string(), frame("swp1")), // not an RDMA netdev: ignored
+    ]);
+    let l = lldp_part(src.sample(&input(), &mut vec![]));
+    let p = &l.ports[0];
+    assert_eq!(p.neighbour.as_ref().unwrap().port_id.value, "swp17");
+    assert_eq!((p.frames_total, p.rejected_total), (1, 1));
+    assert!(p.changed.is_none());
+    FRAMES
+        .lock()
+        .unwrap()
+        .push(("ens1np0".to_string(), frame("swp29")));
+    let l = lldp_part(src.sample(&input(), &mut vec![]));
+    let (old, new) = l.ports[0].changed.clone().expect("changed");
+    assert_eq!(
+        (old.port_id.as_str(), new.port_id.as_str()),
+        ("swp17", "swp29")
+    );
+    // The exposition carries the neighbour and the switch's DCBX view.
+    let s = sample(netdev(), l.ports[0].clone());
+    let text = exposition::encode(
+        Arc::new(s),
+        &BuildInfo::current(Duration::from_secs(5)),
+        Format::Text,
+    );
+    for line in [
+        "roce_lldp_neighbor_info{device=\"mlx5_0\",port=\"1\",netdev=\"ens1np0\",chassis_id=\"1c:34:da:5a:01:00\",port_id=\"swp29\",system_name=\"leaf-r3-a\",port_description=\"leaf-r3-a swp29\",management_address=\"10.0.0.11\"} 1",
+        "roce_lldp_switch_pfc_enabled_bitmap{device=\"mlx5_0\",port=\"1\",netdev=\"ens1np0\"} 16",
+        "roce_lldp_switch_app_priority{device=\"mlx5_0\",port=\"1\",netdev=\"ens1np0\",selector=\"dscp\",protocol=\"26\"} 4",
+        "roce_lldp_switch_ets_priority_traffic_class{device=\"mlx5_0\",port=\"1\",netdev=\"ens1np0\",priority=\"4\"} 1",
+        "roce_lldp_switch_ets_bandwidth_ratio{device=\"mlx5_0\",port=\"1\",netdev=\"ens1np0\",traffic_class=\"1\",tsa=\"ets\"} 0.5",
+        "roce_lldp_frames_rejected_total{device=\"mlx5_0\",port=\"1\",netdev=\"ens1np0\"} 1",
+    ] {
+        assert!(text.contains(line), "missing {line}\n{text}");
+    }
+}
+
+#[test]
+fn capture_without_cap_net_raw_is_off_and_says_so() {
+    let mut src = LldpSource::with_capture(denied);
+    let r = src.sample(&input(), &mut vec![]);
+    match r.state {
+        SourceState::Disabled(why) => assert!(why.contains("CAP_NET_RAW"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(r.part.is_none());
+}
+
+/// The fleet's rail alerts (alerts/lldp-rails.yml) against their promtool
+/// unit test: an odd node out in its pod, a node alone in its pod, two NICs
+/// on one switch port. Skipped without promtool, except under CI.
+#[test]
+fn fleet_rail_alerts_pass_their_promtool_tests() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = match std::process::Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(root.join("tests/monitoring/lldp-rails.test.yml"))
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "promtool: {e}: CI must provide it"
+            );
+            eprintln!("skipped: promtool: {e}");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Two RoCE NICs, mlx5_0 (rail 0, ens1np0) and mlx5_1 (rail 1, ens2np0),
+/// with the given neighbours.
+fn two_nics(a: Lldpdu, b: Lldpdu) -> Snapshot {
+    let mut s = sample(netdev(), lldp_port(Some(a)));
+    let rdma = s.rdma.as_mut().unwrap();
+    let mut dev = rdma.devices[0].clone();
+    dev.name = "mlx5_1".into();
+    dev.ports[0].netdev = Some("ens2np0".into());
+    rdma.devices.push(dev);
+    let mut n = netdev();
+    n.name = "ens2np0".into();
+    n.rdma = Some(RdmaPortRef {
+        device: "mlx5_1".into(),
+        port: 1,
+    });
+    s.netdev.as_mut().unwrap().netdevs.push(n);
+    let mut p = lldp_port(Some(b));
+    p.netdev = "ens2np0".into();
+    p.rdma = Some(("mlx5_1".into(), 1));
+    s.lldp.as_mut().unwrap().ports.push(p);
+    s
+}
+
+fn rails(pattern: &str) -> Expectations {
+    Expectations {
+        rails: Some(roce_exporter::rules::lldp::ExpectedRails {
+            switch_pattern: Some(pattern.into()),
+            map: Default::default(),
+        }),
+        ..Expectations::default()
+    }
+}
+
+fn eval_with(s: Snapshot, e: &Expectations) -> Vec<Finding> {
+    rules::evaluate(&[Arc::new(s)], &RulesConfig::default(), e)
+        .into_iter()
+        .filter(|f| f.rule == "lldp_rail_mismatch")
+        .collect()
+}
+
+#[test]
+fn rails_cabled_as_planned_are_silent() {
+    // (The test switches share a chassis MAC, so their ports differ.)
+    let s = two_nics(
+        neighbour("leaf-p1-r0", "swp1", 3, 26, 3),
+        neighbour("leaf-p1-r1", "swp2", 3, 26, 3),
+    );
+    assert_eq!(eval_with(s.clone(), &rails("leaf-*-r{rail}")), vec![]);
+    // Without expect.rails nothing is judged.
+    assert_eq!(eval_with(s, &Expectations::default()), vec![]);
+}
+
+#[test]
+fn nic_on_the_other_rails_switch_is_critical() {
+    let s = two_nics(
+        neighbour("leaf-p1-r1", "swp7", 3, 26, 3),
+        neighbour("leaf-p1-r1", "swp8", 3, 26, 3),
+    );
+    let f = eval_with(s, &rails("leaf-*-r{rail}"));
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert!(f[0].finding.contains("mlx5_0 port 1 (ens1np0) (rail 0) is cabled to leaf-p1-r1 port swp7, the switch of rail 1 (mlx5_1)"), "{}", f[0].finding);
+    assert!(
+        f[0].evidence.contains("expected leaf-*-r0 (expect.rails)"),
+        "{}",
+        f[0].evidence
+    );
+}
+
+#[test]
+fn two_nics_on_one_switch_port_is_critical() {
+    let s = two_nics(
+        neighbour("leaf-p1-r0", "swp1", 3, 26, 3),
+        neighbour("leaf-p1-r0", "swp1", 3, 26, 3),
+    );
+    let f = eval_with(s, &rails("leaf-*-r{rail}"));
+    assert!(
+        f.iter().any(|f| f
+            .finding
+            .contains("report the same switch port, leaf-p1-r0 port swp1")),
+        "{f:#?}"
+    );
+    assert!(f.iter().all(|f| f.severity == Severity::Critical));
+}
+
+/// `lldp.json_file` is read as every file a user names: a FIFO without a
+/// writer fails the source at once instead of holding the sample.
+#[test]
+fn json_file_that_is_a_fifo_fails_without_hanging() {
+    let dir = std::env::temp_dir().join(format!("roce-lldp-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("neighbors.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut src = LldpSource::with_json_file(fifo);
+    let started = std::time::Instant::now();
+    let mut errors = vec![];
+    let r = src.sample(&input(), &mut errors);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(matches!(r.state, SourceState::Failed(_)), "{:?}", r.state);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+}
