@@ -305,6 +305,10 @@ mod tests {
             None
         );
         assert_eq!(hw_meaning(None, "np_cnp_sent"), None);
-        assert_eq!(hw_meaning(Some(Provider::Mlx5), "rnr_nak_retry_err"), None);
+        assert_eq!(
+            hw_meaning(Some(Provider::Mlx5), "rnr_nak_retry_err"),
+            Some(RnrNaksReceived)
+        );
+        assert_eq!(hw_meaning(Some(Provider::Mlx5), "roce_slow_restart"), None);
     }
 }
