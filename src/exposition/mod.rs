@@ -56,19 +56,42 @@ impl Format {
 pub struct BuildInfo {
     pub version: &'static str,
     pub revision: &'static str,
-    pub rustc: &'static str,
+    /// The git branch it was built from.
+    pub branch: &'static str,
+    /// rustc's version (node_exporter's `goversion`).
+    pub rustversion: &'static str,
     /// Sampling interval, quoted in HELP texts.
     pub sample_interval: std::time::Duration,
     /// The groups of series exported (`metrics:`, `--collector.<group>`).
     pub groups: groups::Groups,
 }
 
+/// `roce_exporter --version`, in node_exporter's layout: version, branch
+/// and revision, then build user, build date, compiler and target.
+pub const VERSION_TEXT: &str = concat!(
+    "version ",
+    env!("CARGO_PKG_VERSION"),
+    " (branch: ",
+    env!("ROCE_EXPORTER_BRANCH"),
+    ", revision: ",
+    env!("ROCE_EXPORTER_REVISION"),
+    ")\n  build user:       ",
+    env!("ROCE_EXPORTER_BUILD_USER"),
+    "\n  build date:       ",
+    env!("ROCE_EXPORTER_BUILD_DATE"),
+    "\n  rust version:     ",
+    env!("ROCE_EXPORTER_RUSTC"),
+    "\n  platform:         ",
+    env!("ROCE_EXPORTER_TARGET"),
+);
+
 impl BuildInfo {
     pub fn current(sample_interval: std::time::Duration) -> BuildInfo {
         BuildInfo {
             version: env!("CARGO_PKG_VERSION"),
             revision: option_env!("ROCE_EXPORTER_REVISION").unwrap_or("unknown"),
-            rustc: option_env!("ROCE_EXPORTER_RUSTC").unwrap_or("unknown"),
+            branch: option_env!("ROCE_EXPORTER_BRANCH").unwrap_or("unknown"),
+            rustversion: option_env!("ROCE_EXPORTER_RUSTC").unwrap_or("unknown"),
             sample_interval,
             groups: groups::Groups::default(),
         }
