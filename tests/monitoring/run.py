@@ -28,6 +28,11 @@
         RocePortDown. Bounded to DEADLINE seconds; every process is
         stopped and the temporary directory removed, also on failure.
 
+    python3 tests/monitoring/run.py mixin
+        mixin/mixin.libsonnet is mixin/generate.py's output, and jsonnet
+        (Debian's jsonnet) renders it to the shipped alerts and dashboards
+        at its default _config, and to the generators' output at another.
+
     python3 tests/monitoring/run.py fleet
         the fleet dashboard and the fleet alerts on a synthetic TSDB of 1,000
         nodes with one storming port and four peer-probe faults (a dead
@@ -1028,11 +1033,77 @@ def fleet_proof():
         stack.close()
 
 
+def mixin_check():
+    """mixin/mixin.libsonnet is mixin/generate.py's output, and jsonnet
+    renders it to what the generators write: at the default _config the
+    shipped alerts/*.yml (whose equality with alerts/generate.py `static`
+    checks) and dashboards/*.json, and at another _config (selector, scrape
+    interval, runbook base, peer-probe thresholds) the generators' output
+    for those parameters."""
+    sys.path.insert(0, os.path.join(ROOT, "mixin"))
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mixin_gen",
+                                                  os.path.join(ROOT, "mixin", "generate.py"))
+    mixin_gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mixin_gen)
+    errors = compare(mixin_gen.OUT, mixin_gen.render(), "mixin/generate.py")
+    jsonnet = tool("jsonnet")
+    custom = {"selector": 'job="rdma-nodes", cluster="a"', "scrapeIntervalSeconds": 30,
+              "runbookUrlBase": "https://wiki.example.com/roce", "peerLossMin": 3,
+              "peerMinWitnesses": 4, "nicCountWindow": "2h", "staleIntervals": 5}
+    for name, cfg in (("default", {}), ("custom", custom)):
+        code = (f"local m = (import 'mixin.libsonnet') + {{ _config+:: {json.dumps(cfg)} }};\n"
+                "{alerts: m.prometheusAlerts, rules: m.prometheusRules, "
+                "dashboards: m.grafanaDashboards}")
+        r = run([jsonnet, "-J", os.path.join(ROOT, "mixin"), "-e", code])
+        if r.returncode != 0:
+            errors.append(f"jsonnet ({name} _config) failed: {r.stdout}")
+            continue
+        got = json.loads(r.stdout)
+        params = alerts_gen.default_params()
+        dparams = dict(dash_gen.DEFAULTS)
+        if cfg:
+            params.update(selector=cfg["selector"], scrape_interval=cfg["scrapeIntervalSeconds"],
+                          runbook_url_base=cfg["runbookUrlBase"], peer_loss_min=cfg["peerLossMin"],
+                          peer_min_witnesses=cfg["peerMinWitnesses"],
+                          nic_count_window=cfg["nicCountWindow"],
+                          stale_intervals=cfg["staleIntervals"])
+            dparams.update(selector=cfg["selector"], scrape_interval=cfg["scrapeIntervalSeconds"])
+        alerts, records = [], []
+        for fname, gs in alerts_gen.groups(params):
+            (records if fname == alerts_gen.FLEET_RECORDING_FILE else alerts).extend(gs)
+        want = json.loads(json.dumps({"alerts": {"groups": alerts},
+                                      "rules": {"groups": records}}))
+        for part in ("alerts", "rules"):
+            if got[part] != want[part]:
+                errors.append(f"mixin ({name} _config): {part} differ from alerts/generate.py's")
+        if not cfg:
+            boards = {n: json.loads(text) for n, text in dashboards_text()}
+        else:
+            boards = {n: json.loads(text) for n, text in dash_gen.render(dparams).items()}
+        for n, d in boards.items():
+            if n == mixin_gen.FLEET_DASHBOARD and cfg:
+                continue  # follows its job variable, not the selector
+            if got["dashboards"].get(n) != d:
+                errors.append(f"mixin ({name} _config): dashboard {n} differs")
+        print(f"mixin ({name} _config): {sum(len(g['rules']) for g in alerts + records)} rules, "
+              f"{len(got['dashboards'])} dashboards compared")
+    return errors
+
+
+def dashboards_text():
+    for n in sorted(os.listdir(os.path.join(ROOT, "dashboards"))):
+        if n.endswith(".json"):
+            with open(os.path.join(ROOT, "dashboards", n), encoding="utf-8") as f:
+                yield n, f.read()
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("static")
     sub.add_parser("fleet")
+    sub.add_parser("mixin")
     e = sub.add_parser("e2e")
     e.add_argument("--exporter", default=os.environ.get(
         "ROCE_EXPORTER", os.path.join(ROOT, "target", "debug", "roce_exporter")))
@@ -1040,6 +1111,8 @@ def main(argv):
     try:
         if args.cmd == "fleet":
             errors = fleet_proof()
+        elif args.cmd == "mixin":
+            errors = mixin_check()
         else:
             errors = static() if args.cmd == "static" else e2e(args.exporter)
     except MissingTool as err:
