@@ -17,6 +17,10 @@
 #             and overlays/example (where kubectl is installed), kubernetes-validate
 #             --strict, ServiceMonitor/PrometheusRule against the
 #             prometheus-operator CRD schemas (@kubernetes-models/prometheus-operator)
+#   helm      charts/roce-exporter linted and rendered by Helm's Go SDK
+#             (PyPI helm-python-sdk) with the default and the TLS+auth
+#             values (charts/check.py), the output through kubernetes-validate
+#             --strict, the operator's CRD schemas and promtool check rules
 # Environment: ROCE_EXPORTER_BIN (default target/debug/roce_exporter, built if
 # missing), PACKAGING_WORK (default /tmp/roce-exporter-packaging, wiped).
 # The last line is "N passed, M failed"; exit status 1 when a check failed.
@@ -28,6 +32,8 @@ CARGO_DEB_VERSION=3.8.0
 CARGO_RPM_VERSION=0.21.1
 KUBERNETES_VALIDATE_VERSION=1.37.0
 K8S_MODELS_VERSION=6.0.0
+HELM_PYTHON_SDK_VERSION=0.2.2
+PYYAML_VERSION=6.0.2
 NETNS=roce-pkg-$$
 NSPAWN_PID=
 
@@ -295,8 +301,9 @@ buildah "${S[@]}" rm "$ctr" >/dev/null 2>&1
 
 # ---- Kubernetes
 check "generated PrometheusRule and dashboard ConfigMaps current" python3 packaging/kubernetes/generate.py --check
-python3 -m venv "$WORK/venv" && "$WORK/venv/bin/pip" install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" ||
-  die "pip install kubernetes-validate"
+python3 -m venv "$WORK/venv" && "$WORK/venv/bin/pip" install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" \
+  "helm-python-sdk==$HELM_PYTHON_SDK_VERSION" "pyyaml==$PYYAML_VERSION" ||
+  die "pip install kubernetes-validate helm-python-sdk pyyaml"
 # The base alone and the example overlay with every component, as kustomize
 # renders them (kubectl's built-in kustomize, where kubectl is installed).
 K8S=packaging/kubernetes
@@ -313,6 +320,9 @@ if command -v kubectl >/dev/null; then
     grep -q '__meta_kubernetes_pod_container_port_number' '$WORK/k8s/example.yaml' &&
     grep -q 'name: roce-exporter-[a-z0-9]\{10\}\$' '$WORK/k8s/base.yaml' &&
     grep -q 'image: registry.example.com/roce_exporter:0.1.0' '$WORK/k8s/example.yaml' &&
+    grep -q 'image: ghcr.io/roce-exporter/roce_exporter:' '$WORK/k8s/base.yaml' &&
+    grep -qx 'kind: Namespace' '$WORK/k8s/base.yaml' &&
+    ! grep -q 'rdma.capable' '$WORK/k8s/base.yaml' && grep -q 'rdma.capable' '$WORK/k8s/example.yaml' &&
     [[ \$(grep -c 'release: prometheus' '$WORK/k8s/example.yaml') -ge 4 ]] &&
     [[ \$(grep -c 'grafana_dashboard: \"1\"' '$WORK/k8s/example.yaml') -eq \$(ls dashboards/*.json | wc -l) ]]"
 else
@@ -327,6 +337,17 @@ mkdir -p "$WORK/npm" && cp packaging/kubernetes/validate-crds.mjs "$WORK/npm/" &
 "$WORK/venv/bin/python" -c 'import json, sys, yaml; print(json.dumps([d for f in sys.argv[1:] for d in yaml.safe_load_all(open(f))]))' \
   "${MANIFESTS[@]}" > "$WORK/npm/docs.json" || die "manifests to JSON"
 check "ServiceMonitor and PrometheusRule against the operator's CRD schemas" bash -c "cd '$WORK/npm' && node validate-crds.mjs < docs.json"
+
+# ---- Helm chart
+mkdir -p "$WORK/helm"
+check "helm chart: lint and render (default, TLS+auth values), rendered objects as the values say" \
+  "$WORK/venv/bin/python" charts/check.py "$WORK/helm"
+check "helm chart: kubernetes-validate --strict (default, TLS+auth)" \
+  "$WORK/venv/bin/kubernetes-validate" --strict --quiet "$WORK/helm/default.yaml" "$WORK/helm/tls-auth.yaml"
+check "helm chart: ServiceMonitor, PodMonitor and PrometheusRules against the operator's CRD schemas" \
+  bash -c "cd '$WORK/npm' && node validate-crds.mjs < '$WORK/helm/tls-auth.json'"
+check "helm chart: promtool check rules of the rendered PrometheusRules" \
+  bash -c "promtool check rules '$WORK'/helm/rules/*.rules.yml"
 
 printf '%d passed, %d failed\n' "$passed" "$failed"
 ((failed == 0))

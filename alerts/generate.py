@@ -17,7 +17,8 @@ parameters; `tests/monitoring/run.py static` fails when they differ.
 
     python3 alerts/generate.py                      # rewrite alerts/*.yml
     python3 alerts/generate.py --selector 'job="rdma"' --out /etc/prometheus/rules
-    python3 alerts/generate.py --scrape-interval 15 --runbook-url-base 'https://{instance}/runbook'
+    python3 alerts/generate.py --scrape-interval 15 --runbook-url-base 'https://wiki.example/roce'
+    python3 alerts/generate.py --runbook-url-base 'https://{instance}/runbook/{section}'
     python3 alerts/generate.py --for-override 0s --out /tmp/x   # tests only
 
 Metric names and labels: docs/metrics.md (generated from crates/exposition/src/).
@@ -38,10 +39,15 @@ DEFAULTS = {
     "selector": 'job="roce_exporter"',
     # Labels that delimit one fleet for the cross-node rules.
     "fleet_by": "job",
-    # Where runbook_url points: `{instance}` becomes the alert's instance
-    # (an exporter serves docs/runbook.md at /runbook/<section>), or, for
-    # alerts without a live instance, one exporter of the selector that is up.
-    "runbook_url_base": "http://{instance}/runbook",
+    # Where runbook_url points: BASE#<anchor of the alert's section> (the
+    # heading's anchor as GitHub renders docs/runbook.md), or a template
+    # with `{section}` (the section's name, as the exporter's
+    # /runbook/<section> takes it) or `{anchor}`; `{instance}` becomes the
+    # alert's instance or, for alerts without a live instance, one exporter
+    # of the selector that is up (`http://{instance}/runbook/{section}`: the
+    # runbook each exporter serves). The default is the runbook of the
+    # project's repository (Cargo.toml `repository`).
+    "runbook_url_base": None,
     # Prometheus' scrape interval (seconds): every rate()/increase() range
     # and every `for:` is derived from it.
     "scrape_interval": 60,
@@ -102,7 +108,9 @@ def parse_args(argv):
     p.add_argument("--fleet-by", default=DEFAULTS["fleet_by"],
                    help="comma separated labels that delimit a fleet")
     p.add_argument("--runbook-url-base", default=DEFAULTS["runbook_url_base"],
-                   help="runbook_url is BASE/<section>; {instance} is the alert's instance")
+                   help="runbook_url is BASE#<section's anchor>, or a template with "
+                        "{section}, {anchor} and {instance} (the alert's instance), e.g. "
+                        "'http://{instance}/runbook/{section}' for the exporter's own")
     p.add_argument("--scrape-interval", type=int, default=DEFAULTS["scrape_interval"],
                    help="Prometheus' scrape interval in seconds (ranges are 4x it)")
     p.add_argument("--stale-intervals", type=int, default=DEFAULTS["stale_intervals"])
@@ -149,6 +157,30 @@ def default_params():
     return dict(DEFAULTS, for_override=None, table=load_rules())
 
 
+def published_runbook():
+    """docs/runbook.md in the project's repository (Cargo.toml's
+    `repository`, main branch)."""
+    repo = "https://github.com/roce-exporter/roce_exporter"
+    try:
+        with open(os.path.join(ROOT, "Cargo.toml"), encoding="utf-8") as f:
+            m = re.search(r'^repository\s*=\s*"([^"]+)"', f.read(), re.M)
+        if m:
+            repo = m.group(1).rstrip("/")
+    except OSError:
+        pass
+    return repo + "/blob/main/docs/runbook.md"
+
+
+DEFAULTS["runbook_url_base"] = published_runbook()
+
+
+def anchor(section):
+    """The anchor GitHub (and most Markdown renderers) gives the heading
+    `## <section>`: lower case, punctuation other than `-` and `_` dropped,
+    spaces as `-`."""
+    return re.sub(r"[^\w\- ]", "", section.lower()).replace(" ", "-")
+
+
 def duration(seconds):
     """Seconds as a Prometheus duration (4m, 90s, 1h)."""
     seconds = int(seconds)
@@ -175,7 +207,11 @@ def camel(rule_id):
 
 
 def alert_name(rule_id):
-    """The alert of a rule: `Roce` + its id in CamelCase (pfc_storm: RocePfcStorm)."""
+    """The alert of a rule: `Roce` + its id in CamelCase (pfc_storm:
+    RocePfcStorm), a leading `roce` of the id not repeated (roce_tc_shared:
+    RoceTcShared, rocev2_gid_missing: RoceV2GidMissing)."""
+    if rule_id.startswith("roce") and len(rule_id) > 4:
+        rule_id = rule_id[4:].lstrip("_")
     return camel(rule_id)
 
 
@@ -197,18 +233,27 @@ def sel(params, extra=""):
 M_FW = 'fw_version!=""'
 M_DEV = 'device!=""'
 M_SOCKET = 'transport="socket"'
+M_TOTAL = 'lane=""'
+M_LANES = 'lane!=""'
 
 
 
 def runbook_url(p, section, live_instance=True):
-    """BASE/<section>; `{instance}` is the alert's instance when it is a live
+    """BASE#<anchor>, or the template BASE with `{section}`, `{anchor}` and
+    `{instance}` filled in: the alert's instance when it is a live
     exporter, else one exporter of the selector that is up."""
-    if live_instance:
-        instance = "{{ $labels.instance }}"
-    else:
-        q = "up{" + p["selector"] + "} == 1"
-        instance = "{{ with query `" + q + "` }}{{ . | first | label \"instance\" }}{{ end }}"
-    return p["runbook_url_base"].replace("{instance}", instance) + "/" + section
+    base = p["runbook_url_base"]
+    if "{section}" not in base and "{anchor}" not in base:
+        base += "#{anchor}"
+    if "{instance}" in base:
+        if live_instance:
+            instance = "{{ $labels.instance }}"
+        else:
+            q = "up{" + p["selector"] + "} == 1"
+            instance = ("{{ with query `" + q + "` }}{{ . | first | label \"instance\" }}"
+                        "{{ end }}")
+        base = base.replace("{instance}", instance)
+    return base.replace("{section}", section).replace("{anchor}", anchor(section))
 
 
 def alert(params, name, expr, for_, labels, summary, description, section, live_instance=True):
@@ -273,9 +318,6 @@ def recording_rules(p):
                      f"* on ({by}, instance, device) group_left (hca_type)\n"
                      f"max by ({by}, instance, device, hca_type) (roce_device_info{s()})"),
         },
-        # QoS drift (RoceQosConfigDrift) lives here, next to the alert's
-        # other inputs, so the alert files work without the fleet layer.
-        *drift_recording_rules(p),
     ]
 
 
@@ -317,10 +359,6 @@ def fleet_recording_rules(p):
         ("roce_cnp_sent_per_packet:ratio_rate",
          f"rate(roce_cnp_sent_total{s()}[{r}])\n"
          f"  / (rate(roce_port_packets_received_total{s()}[{r}]) > 0)"),
-        # Reaction point: CNPs handled per packet transmitted.
-        ("roce_cnp_handled_per_packet:ratio_rate",
-         f"rate(roce_cnp_handled_total{s()}[{r}])\n"
-         f"  / (rate(roce_port_packets_transmitted_total{s()}[{r}]) > 0)"),
         # Symbol errors per bit at the port's rate (symbol_errors' max_ber).
         ("roce_bit_error_rate:ratio_rate",
          f"rate(roce_port_symbol_errors_total{s()}[{r}])\n"
@@ -346,9 +384,14 @@ def fleet_recording_rules(p):
         ("roce_peer_probe_loss:ratio_rate",
          f"1 - sum without (size) (rate(roce_peer_probe_answered_total{s()}[{r}]))\n"
          f"  / (sum without (size) (rate(roce_peer_probe_sent_total{s()}[{r}])) > 0)"),
-        # Blocks the FEC could not correct: frames lost on the wire.
+        # Blocks the FEC could not correct: frames lost on the wire. The
+        # kernel reports the total (lane="") ahead of the per-lane counts,
+        # which add up to it: the total alone, or the lanes' sum where a
+        # series set has no total.
         ("roce_fec_uncorrectable:rate",
-         f"sum without (netdev, lane) (rate(roce_fec_uncorrectable_blocks_total{s()}[{r}]))"),
+         f"sum without (netdev, lane) (rate(roce_fec_uncorrectable_blocks_total{s(M_TOTAL)}[{r}]))\n"
+         f"or sum without (netdev, lane) "
+         f"(rate(roce_fec_uncorrectable_blocks_total{s(M_LANES)}[{r}]))"),
     ]
     rules = [{"record": PORT + name, "expr": expr} for name, expr in per_port]
     inst = fleet_by_labels(p, "instance")
@@ -362,11 +405,12 @@ def fleet_recording_rules(p):
              ("roce_probe_loss:ratio_rate", "max"),
              ("roce_peer_probe_loss:ratio_rate", "max"),
              ("roce_fec_uncorrectable:rate", "sum")]
-    for level, by in (("instance:", inst), ("rail:", rail)):
-        for name, agg in worst:
-            metric, op = name.split(":")
-            rules.append({"record": f"{level}{metric}:{agg}_{op}",
-                          "expr": f"{agg} by ({by}) ({PORT}{name}{s()})"})
+    # Per rail (the fleet dashboard's rail tables); the per-instance worst
+    # port is the dashboard's own topk over the per-port series.
+    for name, agg in worst:
+        metric, op = name.split(":")
+        rules.append({"record": f"rail:{metric}:{agg}_{op}",
+                      "expr": f"{agg} by ({rail}) ({PORT}{name}{s()})"})
     rules += [
         {"record": "instance:roce_ports_down:count",
          "expr": f"count by ({inst}) (roce_port_up{s()} == 0)"},
@@ -384,14 +428,25 @@ def fleet_recording_rules(p):
         {"record": "instance_rule:roce_findings:count",
          "expr": f"count by ({fleet_by_labels(p, 'instance', 'rule', 'severity')}) "
                  f"(roce_finding{s()} == 1)"},
-        {"record": "rule:roce_findings:count",
-         "expr": f"sum by ({fleet_by_labels(p, 'rule', 'severity')}) "
-                 f"(instance_rule:roce_findings:count{s()})"},
     ]
     return rules
 
 
-DRIFT_RECORD = "fleet:roce_qos_config:distinct_values"
+# Fleet comparisons name what deviates. Each member of a comparison (an
+# RDMA device, a RoCE netdev, a GID slot) carries its setting as a label (a
+# gauge's value becomes one through count_values); its record is the number
+# of members of its group that hold the same value. The alert names every
+# member whose value is held by fewer members than the group's most common
+# one, and every member of a group where no value is the most common alone
+# (a tie: no majority to compare with, so each side is named).
+DRIFT_RECORD = "instance_netdev:roce_qos_config:same_value_count"
+
+
+def compare_hint(record):
+    """Where an alert's reader finds every value of the group and how many
+    members hold each."""
+    return ("`" + record + "` by the group's labels lists every member with how many share "
+            "its value.")
 
 
 def drift_group(p):
@@ -399,32 +454,97 @@ def drift_group(p):
     return [g.strip() for g in p["drift_group_by"].split(",") if g.strip()]
 
 
+def same_value_rule(p, record, member, group, values, labels=None):
+    """`record`: each member of `member` (its setting in the `values`
+    labels), valued with how many members of its `group` hold the same
+    setting."""
+    gv = fleet_by_labels(p, *group, *values)
+    rule = {"record": record,
+            "expr": (f"{member}\n* on ({gv}) group_left ()\n"
+                     f"count by ({gv}) (\n  {member}\n)")}
+    if labels:
+        rule["labels"] = labels
+    return rule
+
+
+def deviation_alert_expr(p, record, group):
+    """Members of `record` whose value fewer members of their group hold
+    than the most common one, or all members of a group whose most common
+    count is shared by several values."""
+    g = fleet_by_labels(p, *group)
+    r = f"{record}{sel(p)}"
+    top = f"max by ({g}) ({r})"
+    return (f"{r}\n  < on ({g}) group_left ()\n  {top}\n"
+            f"or\n{r}\n  and on ({g})\n"
+            f"  (\n    count by ({g}) ({r} == on ({g}) group_left () {top})\n"
+            f"    > on ({g}) {top}\n  )")
+
+
+# Member labels of the comparisons: a netdev, an RDMA device, a GID slot.
+NETDEV_MEMBER = ("instance", "netdev", "device", "port")
+
+
+def deviation_defs(p):
+    """{name: (record, group labels, member expression, setting labels)} of
+    the fleet comparisons other than QoS drift."""
+    s = lambda extra="": sel(p, extra)  # noqa: E731
+    group = drift_group(p)
+    return {
+        "mtu": ("instance_netdev:roce_netdev_mtu_bytes:same_value_count", [],
+                f'count_values without () ("mtu", roce_netdev_mtu_bytes{s(M_DEV)})', ["mtu"]),
+        "firmware": ("instance_device:roce_device_fw_version:same_value_count", group,
+                     f"max by ({fleet_by_labels(p, *group, 'instance', 'device', 'fw_version')}) "
+                     f"(roce_device_info{s(M_FW)})", ["fw_version"]),
+        "pfc": ("instance_netdev:roce_pfc_enabled:same_value_count", ["priority"],
+                f'count_values without () ("enabled", roce_pfc_enabled{s(M_DEV)})', ["enabled"]),
+        "gid": ("instance_device_port:roce_gid_type:same_value_count", ["index"],
+                f"max by ({fleet_by_labels(p, 'instance', 'device', 'port', 'netdev', 'index', 'type', 'family')}) "
+                f"(roce_gid_info{s()})", ["type", "family"]),
+    }
+
+
+def qos_deviation_group(p):
+    """The labels of one QoS comparison group, over every drift entry (an
+    entry's absent `per` labels group as empty)."""
+    per = []
+    for d in p["table"].get("drift", []):
+        per += [x for x in d["per"] if x not in per]
+    return ["config", *per, *drift_group(p)]
+
+
+def deviation_rules(p):
+    """The records the fleet alerts compare."""
+    out = [same_value_rule(p, rec, member, group, values)
+           for rec, group, member, values in deviation_defs(p).values()]
+    return out + drift_recording_rules(p)
+
+
 def drift_recording_rules(p):
     """One rule per entry of the rule table's `drift` list (crates/rules/src/
-    table.rs DRIFT): the number of distinct values of that setting across
-    the RoCE netdevs (device set) of a fleet, per `per` label, labelled
-    config=<entry>. Only NICs of one comparable group (`drift_group_by`,
-    taken from roce_device_info of the netdev's RDMA device) are compared:
-    two NIC generations in one fleet are two groups."""
+    table.rs DRIFT): each RoCE netdev (device set) with that setting,
+    labelled config=<entry>, valued with how many netdevs of its fleet, per
+    `per` label, hold the same value. Only NICs of one comparable group
+    (`drift_group_by`, taken from roce_device_info of the netdev's RDMA
+    device) are compared: two NIC generations in one fleet are two groups."""
     out = []
     group = drift_group(p)
     for d in p["table"].get("drift", []):
-        by = fleet_by_labels(p, *d["per"], *group)
         series = f"{d['family']}{sel(p, M_DEV)}"
         if group:
             # roce_device_info is 1: the product keeps the setting's value.
             join = fleet_by_labels(p, "instance", "device")
-            series = (f"{series}\n    * on ({join}) group_left ({', '.join(group)})\n"
-                      f"    max by ({fleet_by_labels(p, 'instance', 'device', *group)}) "
-                      f"(roce_device_info{sel(p)})")
+            series = (f"({series}\n  * on ({join}) group_left ({', '.join(group)})\n"
+                      f"  max by ({fleet_by_labels(p, 'instance', 'device', *group)}) "
+                      f"(roce_device_info{sel(p)}))")
+        members = fleet_by_labels(p, *NETDEV_MEMBER, *d["per"], *group, *d["values"])
         if d["values"]:
-            inner = (f"count by ({fleet_by_labels(p, *d['per'], *group, *d['values'])}) "
-                     f"(\n    {series}\n  )")
+            member = f"max by ({members}) {series}"
+            values = d["values"]
         else:
-            inner = f"count_values by ({by}) (\"value\",\n    {series}\n  )"
-        out.append({"record": DRIFT_RECORD,
-                    "expr": f"count by ({by}) (\n  {inner}\n)",
-                    "labels": {"config": d["config"]}})
+            member = f'count_values without () ("value", {series})'
+            values = ["value"]
+        out.append(same_value_rule(p, DRIFT_RECORD, member, [*d["per"], *group], values,
+                                   {"config": d["config"]}))
     return out
 
 
@@ -658,55 +778,67 @@ def fleet_alerts(p):
               "or fewer lanes.",
               "RoceLinkRateBelowPeers"),
         alert(p, "RoceFirmwareDrift",
-              f"count by ({by}, hca_type) (\n"
-              f"  count by ({by}, hca_type, fw_version) "
-              f"(roce_device_info{sel(p, M_FW)})\n) > 1",
+              deviation_alert_expr(p, *deviation_defs(p)["firmware"][:2]),
               "1h", warning,
-              "RDMA firmware drift in " + fleet + " ({{ $labels.hca_type }})",
-              "{{ $value }} different firmware versions run on RDMA devices of type "
-              "{{ $labels.hca_type }} in " + fleet + ".",
-              "RoceFirmwareDrift", live_instance=False),
+              "{{ $labels.device }} on {{ $labels.instance }} runs firmware "
+              "{{ $labels.fw_version }}, not the most common of its " + fleet
+              + " peers ({{ $labels.hca_type }})",
+              "{{ $labels.device }} ({{ $labels.hca_type }}) on {{ $labels.instance }} runs "
+              "firmware {{ $labels.fw_version }}, which only {{ $value }} RDMA device(s) of that "
+              "NIC model and driver in " + fleet + " run: it is not the version most of them "
+              "run (where no version has a majority, every device is named). "
+              + compare_hint(deviation_defs(p)["firmware"][0]),
+              "RoceFirmwareDrift"),
         alert(p, "RoceMtuInconsistent",
-              f"count by ({by}) (\n"
-              f"  count_values by ({by}) (\"mtu\", roce_netdev_mtu_bytes{s(M_DEV)})\n"
-              ") > 1",
+              deviation_alert_expr(p, *deviation_defs(p)["mtu"][:2]),
               "30m", warning,
-              "RoCE netdev MTUs differ in " + fleet,
-              "The netdevs behind RDMA ports in " + fleet + " use {{ $value }} different MTUs: "
-              "RoCE traffic between them runs at the smallest one or is dropped.",
-              "RoceMtuInconsistent", live_instance=False),
+              "{{ $labels.netdev }} on {{ $labels.instance }} has MTU {{ $labels.mtu }}, "
+              "not the most common in " + fleet,
+              "The RoCE netdev {{ $labels.netdev }} ({{ $labels.device }} port "
+              "{{ $labels.port }}) on {{ $labels.instance }} has MTU {{ $labels.mtu }}, which "
+              "only {{ $value }} RoCE netdev(s) of " + fleet + " use: RoCE traffic between it "
+              "and the others runs at the smallest MTU or is dropped (where no MTU has a "
+              "majority, every netdev is named). " + compare_hint(deviation_defs(p)["mtu"][0]),
+              "RoceMtuInconsistent"),
         alert(p, "RocePfcPriorityInconsistent",
-              f"count by ({by}, priority) (roce_pfc_enabled{s(M_DEV)} == 1)\n"
-              f"  < on ({by}, priority)\n"
-              f"  count by ({by}, priority) (roce_pfc_enabled{s(M_DEV)})",
+              deviation_alert_expr(p, *deviation_defs(p)["pfc"][:2]),
               "30m", warning,
-              "PFC on priority {{ $labels.priority }} is not consistent in " + fleet,
-              "PFC is enabled on priority {{ $labels.priority }} for only {{ $value }} of the RoCE "
-              "netdevs in " + fleet + ": lossless traffic on it is dropped at the others.",
-              "RocePfcPriorityInconsistent", live_instance=False),
+              "PFC on priority {{ $labels.priority }} of {{ $labels.netdev }} on "
+              "{{ $labels.instance }} differs from " + fleet,
+              "PFC on priority {{ $labels.priority }} is {{ $labels.enabled }} (1: on, 0: "
+              "off) on {{ $labels.netdev }} ({{ $labels.device }} port "
+              "{{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE "
+              "netdev(s) of " + fleet + ": lossless traffic on that priority is dropped "
+              "where PFC is off (where neither setting has a majority, every netdev is "
+              "named). " + compare_hint(deviation_defs(p)["pfc"][0]),
+              "RocePfcPriorityInconsistent"),
         alert(p, "RoceQosConfigDrift",
-              f"{DRIFT_RECORD}{s()} > 1",
+              deviation_alert_expr(p, DRIFT_RECORD, qos_deviation_group(p)),
               "1h", warning,
-              "QoS setting {{ $labels.config }} differs across " + fleet
-              + "{{ if $labels.hca_type }} ({{ $labels.hca_type }}){{ end }}",
-              "The RoCE netdevs of " + fleet + "{{ if $labels.hca_type }} on "
-              "{{ $labels.hca_type }} NICs{{ end }} hold {{ $value }} different values of "
-              "{{ $labels.config }}{{ if $labels.priority }} (priority {{ $labels.priority }})"
-              "{{ end }}{{ if $labels.parameter }} ({{ $labels.parameter }}){{ end }}"
-              "{{ if $labels.dscp }} (DSCP {{ $labels.dscp }}){{ end }}: some nodes do not "
-              "follow the fabric's QoS standard, and their RoCE traffic is classified, "
-              "scheduled or paused differently from their peers'.",
-              "RoceQosConfigDrift", live_instance=False),
+              "QoS setting {{ $labels.config }} of {{ $labels.netdev }} on "
+              "{{ $labels.instance }} differs from its peers in " + fleet,
+              "The value of {{ $labels.config }}{{ if $labels.priority }} (priority "
+              "{{ $labels.priority }}){{ end }}{{ if $labels.parameter }} "
+              "({{ $labels.parameter }}){{ end }}{{ if $labels.dscp }} (DSCP "
+              "{{ $labels.dscp }}){{ end }} on {{ $labels.netdev }} ({{ $labels.device }} "
+              "port {{ $labels.port }}) on {{ $labels.instance }} is shared by only "
+              "{{ $value }} RoCE netdev(s) of " + fleet + "{{ if $labels.hca_type }} on "
+              "{{ $labels.hca_type }} NICs{{ end }}: this node does not follow the fabric's "
+              "QoS standard, and its RoCE traffic is classified, scheduled or paused "
+              "differently from its peers' (where no value has a majority, every netdev is "
+              "named). " + compare_hint(DRIFT_RECORD),
+              "RoceQosConfigDrift"),
         alert(p, "RoceGidTypeInconsistent",
-              f"count by ({by}, index) (\n"
-              f"  count by ({by}, index, type, family) (roce_gid_info{s()})\n"
-              ") > 1",
+              deviation_alert_expr(p, *deviation_defs(p)["gid"][:2]),
               "30m", warning,
-              "GID index {{ $labels.index }} has several types in " + fleet,
-              "GID index {{ $labels.index }} holds {{ $value }} different type/address family "
-              "combinations across the RDMA ports of " + fleet + ": a fleet-wide GID index "
-              "(NCCL_IB_GID_INDEX) selects RoCE v1 or a link-local GID on some nodes.",
-              "RoceGidTypeInconsistent", live_instance=False),
+              "GID index {{ $labels.index }} of {{ $labels.device }} port {{ $labels.port }} "
+              "on {{ $labels.instance }} differs from " + fleet,
+              "GID index {{ $labels.index }} of {{ $labels.device }} port {{ $labels.port }} "
+              "on {{ $labels.instance }} is {{ $labels.type }} ({{ $labels.family }}), as on "
+              "only {{ $value }} RDMA port(s) of " + fleet + ": a fleet-wide GID index "
+              "(NCCL_IB_GID_INDEX) selects RoCE v1 or a link-local GID on some nodes (where "
+              "no type has a majority, every port is named). " + compare_hint(deviation_defs(p)["gid"][0]),
+              "RoceGidTypeInconsistent"),
     ]
 
 
@@ -716,7 +848,7 @@ def inhibit_rules(p):
     counters (rules whose area judges port counters); a port below its
     configured rate silences the same port's peer comparison; a switch
     whose ports lose their peers silences those ports' peer-probe verdicts."""
-    counters = [r["id"] for r in p["table"]["rules"] if r["port_counters"]]
+    counters = [r["id"] for r in p["table"]["rules"] if r["port_counters"] and notifies(r)]
     return [
         {
             "source_matchers": ['alertname="RoceExporterDown"'],
@@ -755,7 +887,10 @@ def groups(p):
             {"name": "roce_exporter.fleet.recording", "rules": fleet_recording_rules(p)},
         ]),
         (FLEET_ALERTS_FILE, [
-            {"name": "roce_exporter.fleet", "interval": "1m", "rules": fleet},
+            # The records each fleet alert compares, then the alerts: a group
+            # evaluates in order, so each alert sees this evaluation's records.
+            {"name": "roce_exporter.fleet", "interval": "1m",
+             "rules": deviation_rules(p) + fleet},
             # Recording rules and the alerts on them in one group: a group
             # evaluates in order, so each alert sees this evaluation's verdicts.
             {"name": "roce_exporter.fleet.peer_probes",
@@ -823,13 +958,13 @@ def alert_names(params=None):
 
 def runbook_sections(params=None):
     """{alert name: runbook section} of every alert."""
-    params = params or default_params()
+    params = dict(params or default_params(), runbook_url_base="{section}")
     out = {}
     for _, gs in groups(params):
         for g in gs:
             for r in g["rules"]:
                 if "alert" in r:
-                    out[r["alert"]] = r["annotations"]["runbook_url"].rsplit("/", 1)[1]
+                    out[r["alert"]] = r["annotations"]["runbook_url"]
     return out
 
 

@@ -17,6 +17,7 @@ Metric names and labels: docs/metrics.md (generated from crates/exposition/src/)
 import argparse
 import json
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -119,7 +120,10 @@ def layout(panels):
     return panels
 
 
-def variables(c):
+def variables(c, one_instance=True):
+    """Data source, instance and device. The per-node dashboards start on
+    one instance (Grafana selects the first; at 1,000 nodes `All` would
+    pull every node into every panel); several can be picked."""
     def query_var(name, label, query):
         return {
             "name": name, "label": label, "type": "query", "datasource": DS,
@@ -130,12 +134,17 @@ def variables(c):
             "options": [], "hide": 0, "regex": "",
         }
 
+    instance = query_var("instance", "Instance",
+                         f"label_values(roce_exporter_build_info{{{c.base}}}, instance)")
+    if one_instance:
+        instance.update(includeAll=False, current={})
+        del instance["allValue"]
+
     return [
         {"name": "datasource", "label": "Data source", "type": "datasource",
          "query": "prometheus", "current": {}, "hide": 0, "refresh": 1, "regex": "",
          "options": []},
-        query_var("instance", "Instance",
-                  f"label_values(roce_exporter_build_info{{{c.base}}}, instance)"),
+        instance,
         query_var("device", "RDMA device",
                   f"label_values(roce_port_info{{{c.n}}}, device)"),
     ]
@@ -554,8 +563,25 @@ FLEET_NODE_TOPK = [
 FLEET_TOPK_N = 10
 
 
-def fleet_variables(c):
-    out = variables(c)
+MATCHER = re.compile(r'\s*(\w+)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*")\s*,?')
+
+
+def fleet_selector(selector):
+    """(the selector with its `job` matcher replaced by the `$job`
+    variable, the other matchers, the selector's job): the fleet dashboard
+    compares the jobs the variable picks."""
+    rest, job = [], None
+    for name, op, value in MATCHER.findall(selector):
+        if name == "job":
+            job = json.loads(value) if op == "=" else None
+        else:
+            rest.append(f"{name}{op}{value}")
+    others = ", ".join(rest)
+    return ", ".join(rest + ['job=~"$job"']), others, job
+
+
+def fleet_variables(c, others, default_job):
+    out = variables(c, one_instance=False)
 
     def query_var(name, label, query):
         v = dict(out[1], name=name, label=label, definition=query,
@@ -563,10 +589,13 @@ def fleet_variables(c):
         return v
 
     # cluster (an external or target label) may be absent: All matches it empty.
-    cluster = query_var("cluster", "Cluster",
-                        f"label_values(roce_exporter_build_info{{{c.base}}}, cluster)")
+    info = "roce_exporter_build_info" + (f"{{{others}}}" if others else "")
+    cluster = query_var("cluster", "Cluster", f"label_values({info}, cluster)")
     cluster["allValue"] = ".*"
-    job = query_var("job", "Job", f"label_values(roce_exporter_build_info{{{c.base}}}, job)")
+    # every job that runs roce_exporter; the generator's selector's job first
+    job = query_var("job", "Job", f"label_values({info}, job)")
+    if default_job:
+        job["current"] = {"selected": True, "text": [default_job], "value": [default_job]}
     return [out[0], cluster, job] + out[1:]
 
 
@@ -575,7 +604,7 @@ def fleet_peer_probe_panels(c):
     roce_exporter.fleet.peer_probes of roce_exporter.fleet.rules.yml): which
     node the others lose, which port loses its peers, which path between two
     ports alone, which switch. A line at one half: above it, the verdict."""
-    fs = f'{c.base}, cluster=~"$cluster", job=~"$job"'
+    fs = f'{c.base}, cluster=~"$cluster"'
     fd = f'{fs}, instance=~"$instance", device=~"$device"'
     n = FLEET_TOPK_N
     return [
@@ -612,10 +641,12 @@ def fleet_peer_probe_panels(c):
 
 
 def fleet(c, params):
-    fs = f'{c.base}, cluster=~"$cluster", job=~"$job", instance=~"$instance"'
+    selector, others, default_job = fleet_selector(c.base)
+    c = Ctx(selector)
+    fs = f'{c.base}, cluster=~"$cluster", instance=~"$instance"'
     fd = f'{fs}, device=~"$device"'
     # rail: series have no instance (they aggregate over the nodes).
-    rd = f'{c.base}, cluster=~"$cluster", job=~"$job", device=~"$device"'
+    rd = f'{c.base}, cluster=~"$cluster", device=~"$device"'
     trouble = 'severity=~"critical|warning"'
     panels = [
         stat("Nodes reporting", "Exporters scraped successfully.", "none",
@@ -688,7 +719,7 @@ def fleet(c, params):
     return dashboard(c, "roce-fleet", "RoCE / Fleet",
                      "The fleet on recording rules (alerts/roce_exporter.recording.rules.yml): "
                      "nodes and ports in trouble, top ports, rails.", panels, params,
-                     templating=fleet_variables(c))
+                     templating=fleet_variables(c, others, default_job))
 
 
 BUILDERS = [

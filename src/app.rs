@@ -342,7 +342,7 @@ mod tests {
             interval,
             ..Snapshot::default()
         };
-        let app = App::new(BuildInfo::current(interval), Arc::new(snapshot));
+        let app = App::new(crate::build_info(interval), Arc::new(snapshot));
         let (ok, body) = app.health_at(taken + Duration::from_secs(29));
         assert!(ok, "{body}");
         assert_eq!(body, "ok, sample 7 taken 29s ago\n");

@@ -14,6 +14,7 @@ pub const DEFAULT_LISTEN_ADDRESS: &str = ":9879";
 #[command(
     name = "roce_exporter",
     version,
+    long_version = crate::VERSION_TEXT,
     about = "Prometheus exporter for RDMA fabrics (RoCEv2 and InfiniBand)",
     long_about = "Reads RDMA port state, counters and GID tables, the congestion counters and \
                   lossless-Ethernet settings of the netdevs behind them, the GPU-NIC PCIe topology \

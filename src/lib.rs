@@ -27,3 +27,32 @@ pub use roce_model::{meaning, snapshot, values};
 pub use roce_rules as rules;
 pub use roce_web as server;
 pub use roce_web::webconfig;
+
+/// `roce_exporter --version`, in node_exporter's layout: version, branch
+/// and revision, then build user, build date, compiler and target.
+pub const VERSION_TEXT: &str = concat!(
+    "version ",
+    env!("CARGO_PKG_VERSION"),
+    " (branch: ",
+    env!("ROCE_EXPORTER_BRANCH"),
+    ", revision: ",
+    env!("ROCE_EXPORTER_REVISION"),
+    ")\n  build user:       ",
+    env!("ROCE_EXPORTER_BUILD_USER"),
+    "\n  build date:       ",
+    env!("ROCE_EXPORTER_BUILD_DATE"),
+    "\n  rust version:     ",
+    env!("ROCE_EXPORTER_RUSTC"),
+    "\n  platform:         ",
+    env!("ROCE_EXPORTER_TARGET"),
+);
+
+/// What `roce_exporter_build_info` reports for this build (the facts the
+/// build script recorded), sampling every `sample_interval`.
+pub fn build_info(sample_interval: std::time::Duration) -> exposition::BuildInfo {
+    exposition::BuildInfo::current(sample_interval).with_build(
+        env!("ROCE_EXPORTER_REVISION"),
+        env!("ROCE_EXPORTER_BRANCH"),
+        env!("ROCE_EXPORTER_RUSTC"),
+    )
+}

@@ -57,7 +57,7 @@ fn main() -> ExitCode {
         sysfs: cli.sysfs.clone(),
         procfs: cli.procfs.clone(),
     };
-    let mut build = BuildInfo::current(config.sample_interval);
+    let mut build = roce_exporter::build_info(config.sample_interval);
     build.groups = roce_exporter::cli::groups(&matches, config.metrics);
 
     match cli.command {

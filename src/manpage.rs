@@ -52,7 +52,9 @@ or usage error (for \fBcheck\fR: it could not run).
 
 /// The whole man page as roff.
 pub fn render() -> Result<String, std::io::Error> {
-    let cmd = crate::cli::command();
+    // the page names the version only: `--version`'s long text carries the
+    // build date and user, which would make the committed page stale
+    let cmd = crate::cli::command().long_version(None::<&'static str>);
     let man = Man::new(cmd.clone()).manual("roce_exporter manual");
     let mut out: Vec<u8> = Vec::new();
     man.render_title(&mut out)?;

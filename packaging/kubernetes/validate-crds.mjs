@@ -1,5 +1,5 @@
 // Validates the prometheus-operator objects of packaging/kubernetes
-// (ServiceMonitor, PrometheusRule) against the JSON schemas that the npm
+// and of the Helm chart (ServiceMonitor, PodMonitor, PrometheusRule) against the JSON schemas that the npm
 // package @kubernetes-models/prometheus-operator generates from the
 // operator's published CRDs; kubernetes-validate knows only built-in kinds.
 // Input: a JSON array of every document of the manifests (stdin), as
@@ -8,10 +8,11 @@
 // broken rule and a broken endpoint, so a validator that accepts anything
 // fails here instead of passing silently.
 import { readFileSync } from "node:fs";
+import { PodMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor";
 import { PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule";
 import { ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor";
 
-const KINDS = { PrometheusRule, ServiceMonitor };
+const KINDS = { PodMonitor, PrometheusRule, ServiceMonitor };
 
 function check(doc) {
   const Model = KINDS[doc.kind];

@@ -586,7 +586,8 @@ fn build() -> BuildInfo {
     BuildInfo {
         version: "0.0.0-test",
         revision: "abc",
-        rustc: "1.0",
+        branch: "main",
+        rustversion: "1.0",
         sample_interval: Duration::from_secs(5),
         groups: groups::Groups::default(),
     }
@@ -822,7 +823,7 @@ fn empty_snapshot_still_reports_the_exporter() {
 fn golden_masking_covers_what_varies() {
     let text = "roce_collector_duration_seconds{collector=\"rdma\"} 0.01\n\
                 roce_sample_timestamp_seconds 1.7e9\n\
-                roce_exporter_build_info{version=\"1\",revision=\"x\",rustc=\"y\"} 1\n";
+                roce_exporter_build_info{version=\"1\",revision=\"x\",branch=\"b\",rustversion=\"y\"} 1\n";
     assert_eq!(
         mask(text),
         "roce_collector_duration_seconds{collector=\"rdma\"} <duration>\n\

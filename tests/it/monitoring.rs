@@ -67,6 +67,13 @@ fn rules_and_dashboards_check_with_promtool() {
     run_py(&["static"]);
 }
 
+/// mixin/mixin.libsonnet renders (Debian's jsonnet) to the shipped alerts
+/// and dashboards, and follows its _config.
+#[test]
+fn mixin_renders_the_shipped_alerts_and_dashboards() {
+    run_py(&["mixin"]);
+}
+
 #[test]
 fn pfc_storm_reaches_alertmanager_and_dashboards_have_data() {
     run_py(&["e2e", "--exporter", env!("CARGO_BIN_EXE_roce_exporter")]);

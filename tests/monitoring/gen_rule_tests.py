@@ -33,12 +33,14 @@ import generate  # noqa: E402  (alerts/generate.py)
 EVALUATION = 17  # seconds; prime, so evaluations drift across the samples
 SCRAPE_INTERVALS = (15, 30, 60)
 COMMITTED_RULE_FILES = ["../../alerts/roce_exporter.rules.yml",
+                        "../../alerts/roce_exporter.recording.rules.yml",
                         "../../alerts/roce_exporter.fleet.rules.yml"]
 
 J = 'job="roce_exporter"'
 N1 = J + ', instance="n1:9879"'
 N2 = J + ', instance="n2:9879"'
 N3 = J + ', instance="n3:9879"'
+N4 = J + ', instance="n4:9879"'
 BASE1 = {"job": "roce_exporter", "instance": "n1:9879"}
 BASE2 = {"job": "roce_exporter", "instance": "n2:9879"}
 BASE3 = {"job": "roce_exporter", "instance": "n3:9879"}
@@ -217,68 +219,79 @@ def groups(scrape):
         ],
     })
 
+    # Three nodes, one of which (n3) differs from the other two in every
+    # fleet comparison: each alert names n3's device, netdev or GID slot,
+    # with its value, and nothing of n1 or n2.
     fleet = 80
-    out.append({
-        "name": "fleet inconsistencies",
-        "series": [
-            s("up", N2, t.const(1, fleet)),
-            s("roce_device_info", N1 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.39.1002"',
-              t.const(1, fleet)),
-            s("roce_device_info", N2 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.40.1000"',
-              t.const(1, fleet)),
-            s("roce_device_info", N1 + ', device="mlx5_1", hca_type="MT4125", fw_version="22.39.1002"',
-              t.const(1, fleet)),
-            s("roce_device_info", N2 + ', device="mlx5_1", hca_type="MT4125", fw_version="22.39.1002"',
-              t.const(1, fleet)),
-            s("roce_device_info", N1 + ', device="rxe0", hca_type="", fw_version=""',
-              t.const(1, fleet)),
-            s("roce_netdev_mtu_bytes", N1 + ', netdev="ens1np0", ' + P0, t.const(9000, fleet)),
-            s("roce_netdev_mtu_bytes", N2 + ', netdev="ens1np0", ' + P0, t.const(4200, fleet)),
-            s("roce_pfc_enabled", N1 + ', netdev="ens1np0", ' + P0 + ', priority="3"',
-              t.const(1, fleet)),
-            s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+    FW_OLD, FW_NEW = "28.39.1002", "28.40.1000"
+    series = [s("up", N2, t.const(1, fleet)),
+              # a Soft-RoCE device without firmware: not compared
+              s("roce_device_info", N1 + ', device="rxe0", hca_type="", fw_version=""',
+                t.const(1, fleet))]
+    for n, odd in ((N1, False), (N2, False), (N3, True)):
+        series += [
+            s("roce_device_info", n + ', device="mlx5_0", hca_type="MT4129", fw_version="'
+              + (FW_OLD if odd else FW_NEW) + '"', t.const(1, fleet)),
+            s("roce_device_info", n + ', device="mlx5_1", hca_type="MT4125", '
+              'fw_version="22.39.1002"', t.const(1, fleet)),
+            s("roce_netdev_mtu_bytes", n + ', netdev="ens1np0", ' + P0,
+              t.const(4200 if odd else 9000, fleet)),
+            # management netdev without an RDMA port: not part of the check
+            s("roce_netdev_mtu_bytes", n + ', netdev="eth0", device="", port=""',
+              t.const(1500, fleet)),
+            s("roce_pfc_enabled", n + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+              t.const(0 if odd else 1, fleet)),
+            s("roce_pfc_enabled", n + ', netdev="ens1np0", ' + P0 + ', priority="4"',
               t.const(0, fleet)),
-            s("roce_pfc_enabled", N1 + ', netdev="ens1np0", ' + P0 + ', priority="4"',
-              t.const(0, fleet)),
-            s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="4"',
-              t.const(0, fleet)),
-            # one node trusts PCP, the other DSCP (roce_pfc_enabled above
-            # differs on priority 3 too: both are QoS drift)
-            s("roce_qos_trust_info", N1 + ', netdev="ens1np0", ' + P0 + ', trust="dscp"',
-              t.const(1, fleet)),
-            s("roce_qos_trust_info", N2 + ', netdev="ens1np0", ' + P0 + ', trust="pcp"',
-              t.const(1, fleet)),
-            s("roce_gid_info", N1 + ", " + P0 + ', index="3", type="RoCE v2", '
-              'family="ipv4_mapped", gid="::ffff:10.0.0.1", netdev="ens1np0"', t.const(1, fleet)),
-            s("roce_gid_info", N2 + ", " + P0 + ', index="3", type="IB/RoCE v1", '
-              'family="ipv4_mapped", gid="::ffff:10.0.0.2", netdev="ens1np0"', t.const(1, fleet)),
-            s("roce_gid_info", N1 + ", " + P0 + ', index="0", type="IB/RoCE v1", '
+            s("roce_qos_trust_info", n + ', netdev="ens1np0", ' + P0 + ', trust="'
+              + ("pcp" if odd else "dscp") + '"', t.const(1, fleet)),
+            s("roce_gid_info", n + ", " + P0 + ', index="3", type="'
+              + ("IB/RoCE v1" if odd else "RoCE v2") + '", family="ipv4_mapped", '
+              'gid="::ffff:10.0.0.1", netdev="ens1np0"', t.const(1, fleet)),
+            s("roce_gid_info", n + ", " + P0 + ', index="0", type="IB/RoCE v1", '
               'family="ipv6_link_local", gid="fe80::1", netdev="ens1np0"', t.const(1, fleet)),
-            s("roce_gid_info", N2 + ", " + P0 + ', index="0", type="IB/RoCE v1", '
-              'family="ipv6_link_local", gid="fe80::2", netdev="ens1np0"', t.const(1, fleet)),
-        ],
+        ]
+    netdev3 = dict(BASE3, netdev="ens1np0", device="mlx5_0", port="1")
+    out.append({
+        "name": "fleet inconsistencies: one node differs",
+        "series": series,
         "tests": [
             ("50m", "RoceQosConfigDrift", []),
             ("70m", "RoceQosConfigDrift",
-             [({"job": "roce_exporter", "config": "pfc", "priority": "3",
-                "hca_type": "MT4129"}, "2"),
-              ({"job": "roce_exporter", "config": "trust", "hca_type": "MT4129"}, "2")]),
+             [(dict(netdev3, config="pfc", priority="3", hca_type="MT4129", value="0"), "1"),
+              (dict(netdev3, config="trust", hca_type="MT4129", trust="pcp"), "1")]),
             ("50m", "RoceFirmwareDrift", []),
-            ("70m", "RoceFirmwareDrift", [({"job": "roce_exporter", "hca_type": "MT4129"}, "2")]),
-            ("70m", "RoceMtuInconsistent", [({"job": "roce_exporter"}, "2")]),
+            ("70m", "RoceFirmwareDrift",
+             [(dict(BASE3, device="mlx5_0", hca_type="MT4129", fw_version=FW_OLD), "1")]),
+            ("70m", "RoceMtuInconsistent", [(dict(netdev3, mtu="4200"), "1")]),
             ("70m", "RocePfcPriorityInconsistent",
-             [({"job": "roce_exporter", "priority": "3"}, "1")]),
-            ("70m", "RoceGidTypeInconsistent", [({"job": "roce_exporter", "index": "3"}, "2")]),
+             [(dict(netdev3, priority="3", enabled="0"), "1")]),
+            ("70m", "RoceGidTypeInconsistent",
+             [(dict(netdev3, index="3", type="IB/RoCE v1", family="ipv4_mapped"), "1")]),
         ],
     })
-    # Two NIC generations in one fleet: ConnectX-7 (MT4129) on n1 and n2,
-    # ConnectX-6 Dx (MT4125) on n3, each generation with its own ETS and
+    # Two nodes that differ: no value has a majority, so both are named.
+    out.append({
+        "name": "fleet inconsistencies: two nodes, no majority",
+        "series": [
+            s("up", N2, t.const(1, fleet)),
+            s("roce_netdev_mtu_bytes", N1 + ', netdev="ens1np0", ' + P0, t.const(9000, fleet)),
+            s("roce_netdev_mtu_bytes", N2 + ', netdev="ens1np0", ' + P0, t.const(4200, fleet)),
+        ],
+        "tests": [
+            ("70m", "RoceMtuInconsistent",
+             [(dict(BASE1, netdev="ens1np0", device="mlx5_0", port="1", mtu="9000"), "1"),
+              (dict(BASE2, netdev="ens1np0", device="mlx5_0", port="1", mtu="4200"), "1")]),
+        ],
+    })
+    # Two NIC generations in one fleet: ConnectX-7 (MT4129) on n1, n2 and
+    # n4, ConnectX-6 Dx (MT4125) on n3, each generation with its own ETS and
     # DCQCN defaults. Only a difference within a generation is drift: n2's
-    # rpg_time_reset differs from n1's.
+    # rpg_time_reset differs from n1's and n4's.
     ets7 = 'prio_tc="0,0,0,3,0,0,6,0", tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets", tc_bw="50,0,0,50,0,0,0,0"'
     ets6 = 'prio_tc="1,0,2,3,4,5,6,7", tc_tsa="ets,ets,ets,ets,ets,ets,ets,ets", tc_bw="13,12,13,12,13,12,13,12"'
     gens = [(N1, "MT4129", ets7, 1, 300), (N2, "MT4129", ets7, 1, 600),
-            (N3, "MT4125", ets6, 10, 300)]
+            (N3, "MT4125", ets6, 10, 300), (N4, "MT4129", ets7, 1, 300)]
     series = [s("up", N2, t.const(1, fleet))]
     for n, hca, ets, min_rate, reset in gens:
         series += [
@@ -300,9 +313,9 @@ def groups(scrape):
         "series": series,
         "tests": [
             ("70m", "RoceQosConfigDrift",
-             [({"job": "roce_exporter", "config": "dcqcn_parameters", "role": "rp",
-                "parameter": "rpg_time_reset", "source": "sysfs", "hca_type": "MT4129",
-                "driver": "mlx5_core"}, "2")]),
+             [(dict(BASE2, netdev="ens1np0", device="mlx5_0", port="1",
+                    config="dcqcn_parameters", role="rp", parameter="rpg_time_reset",
+                    source="sysfs", hca_type="MT4129", driver="mlx5_core", value="600"), "1")]),
         ],
     })
     out.append({
@@ -343,8 +356,37 @@ def groups(scrape):
             ("70m", "RoceGidTypeInconsistent", []),
         ],
     })
+    out += fec_groups(scrape)
     out += peer_probe_groups(scrape)
     return out
+
+
+def fec_groups(scrape):
+    """The fleet layer's FEC uncorrectable rate, on series shaped like the
+    kernel's ETHTOOL_A_FEC_STAT_UNCORR: the total (lane="") ahead of the
+    per-lane counts, which add up to it. n1 has both: its rate is the
+    total's, 1 block/s (not the 2 of total plus lanes); n2's driver reports
+    lanes only (a series set without a total): their sum, 0.5 block/s."""
+    t = Timeline(scrape)
+    port = ', netdev="ens1np0", device="mlx5_0", port="1"'
+    series = [s("roce_fec_uncorrectable_blocks_total", N1 + port + ', lane=""',
+                t.ramp(100000, 60, 20))]
+    series += [s("roce_fec_uncorrectable_blocks_total", N1 + port + f', lane="{lane}"',
+                 t.ramp(25000, 15, 20)) for lane in range(4)]
+    series += [s("roce_fec_uncorrectable_blocks_total", N2 + port + f', lane="{lane}"',
+                 t.ramp(25000, 15, 20)) for lane in range(2)]
+    record = "instance_device_port:roce_fec_uncorrectable:rate"
+    at = dict(device="mlx5_0", port="1")
+    return [{
+        "name": "fec uncorrectable: kernel total and lanes",
+        "series": series,
+        "tests": [],
+        "expr_tests": [
+            ("10m", record, [(dict(BASE1, **at), "1"), (dict(BASE2, **at), "0.5")]),
+            ("10m", "rail:roce_fec_uncorrectable:sum_rate",
+             [({"job": "roce_exporter", **at}, "1.5")]),
+        ],
+    }]
 
 
 # Peer probes across nodes. Node i runs exporter "n<i>:9879" with one port
@@ -619,12 +661,26 @@ def build(scrape=60, rule_files=None):
                 ann = {k: render(v, all_labels, value) for k, v in rule["annotations"].items()}
                 exp.append({"exp_labels": all_labels, "exp_annotations": ann})
             cases.append({"eval_time": eval_time, "alertname": name, "exp_alerts": exp})
-        tests.append({
+        exprs = []
+        for eval_time, expr, expected in group.get("expr_tests", []):
+            at = evaluated_at(seconds(eval_time))
+            if at % scrape == 0:
+                raise SystemExit(f"{group['name']}: {expr} at {eval_time} is evaluated on "
+                                 f"a sample of the {scrape} s interval: move the case")
+            # rate()'s extrapolation leaves float residue: compared at 1e-3
+            exprs.append({"expr": f"round({expr}, 0.001)", "eval_time": eval_time, "exp_samples": [
+                {"labels": "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+                 + "}", "value": float(value)} for labels, value in expected]})
+        test = {
             "name": f"{group['name']} ({scrape} s scrape interval)",
             "interval": f"{scrape}s",
             "input_series": group["series"],
-            "alert_rule_test": cases,
-        })
+        }
+        if cases:
+            test["alert_rule_test"] = cases
+        if exprs:
+            test["promql_expr_test"] = exprs
+        tests.append(test)
     missing = set(rules) - covered
     if missing:
         raise SystemExit(f"alerts without a firing test case: {sorted(missing)}")

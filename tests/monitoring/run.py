@@ -28,6 +28,11 @@
         RocePortDown. Bounded to DEADLINE seconds; every process is
         stopped and the temporary directory removed, also on failure.
 
+    python3 tests/monitoring/run.py mixin
+        mixin/mixin.libsonnet is mixin/generate.py's output, and jsonnet
+        (Debian's jsonnet) renders it to the shipped alerts and dashboards
+        at its default _config, and to the generators' output at another.
+
     python3 tests/monitoring/run.py fleet
         the fleet dashboard and the fleet alerts on a synthetic TSDB of 1,000
         nodes with one storming port and four peer-probe faults (a dead
@@ -257,6 +262,17 @@ def check_dashboard_structure():
         for var in ("datasource", "instance", "device"):
             if var not in names:
                 errors.append(f"{name}: no `{var}` template variable")
+        inst = names.get("instance", {})
+        if name == "roce-fleet.json":
+            # $job picks the jobs compared: no query keeps a fixed job
+            if "job" not in names:
+                errors.append(f"{name}: no `job` template variable")
+            for p in d["panels"]:
+                for tg in p.get("targets", []):
+                    if re.search(r'\bjob\s*=\s*"', tg["expr"]) or "$job" not in tg["expr"]:
+                        errors.append(f"{name}: panel {p.get('title')!r} does not follow $job")
+        elif inst.get("includeAll") or inst.get("current"):
+            errors.append(f"{name}: `instance` must default to one instance, not All")
         if names.get("datasource", {}).get("type") != "datasource":
             errors.append(f"{name}: `datasource` is not a data source variable")
         if "__inputs" in d or "__requires" in d:
@@ -299,6 +315,72 @@ def promtool_parse(exprs, tmp):
             f.write(alerts_gen.yaml_dump({"groups": [{"name": "q", "rules": [rules[i]]}]}) + "\n")
         if run([tool("promtool"), "check", "rules", one]).returncode != 0:
             errors.append(f"{where}: does not parse: {e}")
+    return errors
+
+
+def check_runbook_links():
+    """Every runbook_url of the default rule files is the published
+    runbook with the anchor of one of its `##` headings; every runbook_url
+    of the exporter-served form is /runbook/<that heading>."""
+    with open(os.path.join(ROOT, "docs", "runbook.md"), encoding="utf-8") as f:
+        headings = re.findall(r"^## (.+?)\s*$", f.read(), re.M)
+    anchors = {alerts_gen.anchor(h) for h in headings}
+    base = alerts_gen.DEFAULTS["runbook_url_base"]
+    errors = []
+    if "{" in base or not base.startswith("https://"):
+        errors.append(f"default runbook base {base!r} is not a published https URL")
+    params = alerts_gen.default_params()
+    served = dict(params, runbook_url_base="http://{instance}/runbook/{section}")
+    for p, form in ((params, "published"), (served, "served")):
+        for _, gs in alerts_gen.groups(p):
+            for g in gs:
+                for r in g["rules"]:
+                    if "alert" not in r:
+                        continue
+                    url = r["annotations"]["runbook_url"]
+                    if form == "published":
+                        page, _, frag = url.partition("#")
+                        if page != base or frag not in anchors:
+                            errors.append(f"{r['alert']}: runbook_url {url} is no heading of "
+                                          "the published docs/runbook.md")
+                    elif url.rsplit("/", 1)[1] not in headings:
+                        errors.append(f"{r['alert']}: runbook_url {url} is no section the "
+                                      "exporter serves")
+    return errors
+
+
+def check_consumers():
+    """Every recording rule is read by a rule or a dashboard query, and
+    every inhibit rule names alerts (and rules with alerts) that exist."""
+    params = alerts_gen.default_params()
+    rules = [r for _, gs in alerts_gen.groups(params) for g in gs for r in g["rules"]]
+    queries = [e for _, e in dashboard_queries()]
+    errors = []
+    for r in rules:
+        name = r.get("record")
+        if not name:
+            continue
+        pattern = re.compile(r"(?<![\w:])" + re.escape(name) + r"(?![\w:])")
+        if not any(pattern.search(e) for e in [x["expr"] for x in rules] + queries):
+            errors.append(f"recording rule {name}: no rule or dashboard reads it")
+    alerts = {r["alert"] for r in rules if "alert" in r}
+    alerting_rules = {x["id"] for x in params["table"]["rules"] if alerts_gen.notifies(x)}
+    for i, inh in enumerate(alerts_gen.inhibit_rules(params)):
+        for m in inh["source_matchers"] + inh["target_matchers"]:
+            label, op, value = re.match(r'(\w+)(=~|!=|=)"(.*)"$', m).groups()
+            if op == "!=":
+                continue
+            names = alerts if label == "alertname" else alerting_rules if label == "rule" else None
+            if names is None:
+                continue
+            full = re.compile(value if op == "=~" else re.escape(value))
+            matched = {n for n in names if full.fullmatch(n)}
+            if not matched:
+                errors.append(f"inhibit rule {i}: {m} matches no alert")
+            if op == "=~" and "|" in value:
+                for part in value.split("|"):
+                    if part not in names:
+                        errors.append(f"inhibit rule {i}: {part} has no alert")
     return errors
 
 
@@ -394,7 +476,7 @@ def check_rule_table():
         if "severity" in a.get("labels", {}):
             errors.append(f"{a['alert']}: sets severity; it must be the finding's "
                           f"({rule['severities']})")
-        if a["annotations"]["runbook_url"].rsplit("/", 1)[1] != rid:
+        if alerts_gen.runbook_sections(params).get(a["alert"]) != rid:
             errors.append(f"{a['alert']}: runbook_url does not point at the {rid} section")
     for a in alerts:
         if RANGE_CALL.search(a["expr"]):
@@ -508,6 +590,8 @@ def static():
     for where, e in exprs:
         errors += check_names(where, metric_names(substitute(e)), reference, pending, recorded)
     errors += check_runbook()
+    errors += check_runbook_links()
+    errors += check_consumers()
     print(f"{len(rules)} rules, {len(exprs)} dashboard queries checked")
     return errors
 
@@ -700,8 +784,10 @@ def e2e_run(stack, demo, prometheus, alertmanager):
     with open(os.path.join(t, "roce.yml"), "w") as f:
         f.write(f"sample_interval: 1s\nnetdevs:\n  replay: {os.path.join(t, 'replay')}\n")
     rules_dir = os.path.join(t, "rules")
+    # runbook_url: the runbook this exporter serves
     r = run([sys.executable, os.path.join(ROOT, "alerts", "generate.py"),
-             "--for-override", "0s", "--out", rules_dir])
+             "--for-override", "0s", "--out", rules_dir,
+             "--runbook-url-base", "http://{instance}/runbook/{section}"])
     if r.returncode != 0:
         raise Failure(f"alerts/generate.py failed: {r.stdout}")
     with open(os.path.join(t, "prometheus.yml"), "w") as f:
@@ -908,7 +994,7 @@ def fleet_proof():
                                    "--storage.tsdb.path", db, "--web.listen-address", prom])
         stack.wait_for("prometheus", lambda: http_get(f"http://{prom}/-/ready"), 40)
         stack.wait_for("the recording rules", lambda: query(
-            prom, "rule:roce_findings:count") and query(
+            prom, "instance_rule:roce_findings:count") and query(
             prom, "rail:roce_ports_down:count") and query(
             prom, 'ALERTS{alertname="RocePeerProbeSwitchLosesPeers"}'),
             max(stack.left() - 20, 5))
@@ -951,11 +1037,77 @@ def fleet_proof():
         stack.close()
 
 
+def mixin_check():
+    """mixin/mixin.libsonnet is mixin/generate.py's output, and jsonnet
+    renders it to what the generators write: at the default _config the
+    shipped alerts/*.yml (whose equality with alerts/generate.py `static`
+    checks) and dashboards/*.json, and at another _config (selector, scrape
+    interval, runbook base, peer-probe thresholds) the generators' output
+    for those parameters."""
+    sys.path.insert(0, os.path.join(ROOT, "mixin"))
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mixin_gen",
+                                                  os.path.join(ROOT, "mixin", "generate.py"))
+    mixin_gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mixin_gen)
+    errors = compare(mixin_gen.OUT, mixin_gen.render(), "mixin/generate.py")
+    jsonnet = tool("jsonnet")
+    custom = {"selector": 'job="rdma-nodes", cluster="a"', "scrapeIntervalSeconds": 30,
+              "runbookUrlBase": "https://wiki.example.com/roce", "peerLossMin": 3,
+              "peerMinWitnesses": 4, "nicCountWindow": "2h", "staleIntervals": 5}
+    for name, cfg in (("default", {}), ("custom", custom)):
+        code = (f"local m = (import 'mixin.libsonnet') + {{ _config+:: {json.dumps(cfg)} }};\n"
+                "{alerts: m.prometheusAlerts, rules: m.prometheusRules, "
+                "dashboards: m.grafanaDashboards}")
+        r = run([jsonnet, "-J", os.path.join(ROOT, "mixin"), "-e", code])
+        if r.returncode != 0:
+            errors.append(f"jsonnet ({name} _config) failed: {r.stdout}")
+            continue
+        got = json.loads(r.stdout)
+        params = alerts_gen.default_params()
+        dparams = dict(dash_gen.DEFAULTS)
+        if cfg:
+            params.update(selector=cfg["selector"], scrape_interval=cfg["scrapeIntervalSeconds"],
+                          runbook_url_base=cfg["runbookUrlBase"], peer_loss_min=cfg["peerLossMin"],
+                          peer_min_witnesses=cfg["peerMinWitnesses"],
+                          nic_count_window=cfg["nicCountWindow"],
+                          stale_intervals=cfg["staleIntervals"])
+            dparams.update(selector=cfg["selector"], scrape_interval=cfg["scrapeIntervalSeconds"])
+        alerts, records = [], []
+        for fname, gs in alerts_gen.groups(params):
+            (records if fname == alerts_gen.FLEET_RECORDING_FILE else alerts).extend(gs)
+        want = json.loads(json.dumps({"alerts": {"groups": alerts},
+                                      "rules": {"groups": records}}))
+        for part in ("alerts", "rules"):
+            if got[part] != want[part]:
+                errors.append(f"mixin ({name} _config): {part} differ from alerts/generate.py's")
+        if not cfg:
+            boards = {n: json.loads(text) for n, text in dashboards_text()}
+        else:
+            boards = {n: json.loads(text) for n, text in dash_gen.render(dparams).items()}
+        for n, d in boards.items():
+            if n == mixin_gen.FLEET_DASHBOARD and cfg:
+                continue  # follows its job variable, not the selector
+            if got["dashboards"].get(n) != d:
+                errors.append(f"mixin ({name} _config): dashboard {n} differs")
+        print(f"mixin ({name} _config): {sum(len(g['rules']) for g in alerts + records)} rules, "
+              f"{len(got['dashboards'])} dashboards compared")
+    return errors
+
+
+def dashboards_text():
+    for n in sorted(os.listdir(os.path.join(ROOT, "dashboards"))):
+        if n.endswith(".json"):
+            with open(os.path.join(ROOT, "dashboards", n), encoding="utf-8") as f:
+                yield n, f.read()
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("static")
     sub.add_parser("fleet")
+    sub.add_parser("mixin")
     e = sub.add_parser("e2e")
     e.add_argument("--exporter", default=os.environ.get(
         "ROCE_EXPORTER", os.path.join(ROOT, "target", "debug", "roce_exporter")))
@@ -963,6 +1115,8 @@ def main(argv):
     try:
         if args.cmd == "fleet":
             errors = fleet_proof()
+        elif args.cmd == "mixin":
+            errors = mixin_check()
         else:
             errors = static() if args.cmd == "static" else e2e(args.exporter)
     except MissingTool as err:

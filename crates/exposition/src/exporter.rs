@@ -6,12 +6,12 @@
 use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
 use crate::snapshot::Snapshot;
 
-pub const BUILD_INFO: Labeled<3> = Labeled::new(Family {
+pub const BUILD_INFO: Labeled<4> = Labeled::new(Family {
     base: "roce_exporter_build_info",
     kind: Kind::Gauge,
     unit: None,
-    labels: &["version", "revision", "rustc"],
-    help: "Build of the running roce_exporter (value 1).",
+    labels: &["version", "revision", "branch", "rustversion"],
+    help: "Build of the running roce_exporter (value 1): version, git revision and branch, rustc version.",
     source: "build",
 });
 pub const COLLECTOR_SUCCESS: Labeled<1> = Labeled::new(Family {
@@ -112,7 +112,15 @@ pub static FAMILIES: &[Family] = &[
 
 pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySamples>) {
     let mut build_info = Samples::new(&BUILD_INFO);
-    build_info.push([build.version, build.revision, build.rustc], 1u64);
+    build_info.push(
+        [
+            build.version,
+            build.revision,
+            build.branch,
+            build.rustversion,
+        ],
+        1u64,
+    );
     out.push(build_info.into());
 
     let mut success = Samples::new(&COLLECTOR_SUCCESS);

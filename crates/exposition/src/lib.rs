@@ -59,7 +59,10 @@ impl Format {
 pub struct BuildInfo {
     pub version: &'static str,
     pub revision: &'static str,
-    pub rustc: &'static str,
+    /// The git branch it was built from.
+    pub branch: &'static str,
+    /// rustc's version (node_exporter's `goversion`).
+    pub rustversion: &'static str,
     /// Sampling interval, quoted in HELP texts.
     pub sample_interval: std::time::Duration,
     /// The groups of series exported (`metrics:`, `--collector.<group>`).
@@ -67,14 +70,33 @@ pub struct BuildInfo {
 }
 
 impl BuildInfo {
+    /// This build's facts as the binary's build script recorded them
+    /// (`ROCE_EXPORTER_*`, passed in by [`BuildInfo::with_build`]); without
+    /// them (tests of this crate) revision, branch and compiler are
+    /// "unknown".
     pub fn current(sample_interval: std::time::Duration) -> BuildInfo {
         BuildInfo {
             version: env!("CARGO_PKG_VERSION"),
-            revision: option_env!("ROCE_EXPORTER_REVISION").unwrap_or("unknown"),
-            rustc: option_env!("ROCE_EXPORTER_RUSTC").unwrap_or("unknown"),
+            revision: "unknown",
+            branch: "unknown",
+            rustversion: "unknown",
             sample_interval,
             groups: groups::Groups::default(),
         }
+    }
+
+    /// `self` with the revision, branch and compiler version the binary
+    /// was built with.
+    pub fn with_build(
+        mut self,
+        revision: &'static str,
+        branch: &'static str,
+        rustversion: &'static str,
+    ) -> BuildInfo {
+        self.revision = revision;
+        self.branch = branch;
+        self.rustversion = rustversion;
+        self
     }
 }
 

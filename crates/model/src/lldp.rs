@@ -39,4 +39,3 @@ pub struct LldpPort {
     /// Why the last rejected frame was rejected.
     pub last_rejection: Option<String>,
 }
-

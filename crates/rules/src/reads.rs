@@ -141,7 +141,11 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
             "roce_devlink_reporter_healthy",
             "roce_devlink_reporter_errors_total",
         ],
-        LldpNeighborMissing => &["roce_lldp_neighbors", "roce_lldp_last_frame_age_seconds", "roce_port_up"],
+        LldpNeighborMissing => &[
+            "roce_lldp_neighbors",
+            "roce_lldp_last_frame_age_seconds",
+            "roce_port_up",
+        ],
         LldpNeighborChanged => &["roce_lldp_neighbor_info"],
         LldpRailMismatch => &["roce_lldp_neighbor_info"],
         CollectorFailing => &["roce_collector_success", "roce_collector_errors_total"],

@@ -10,9 +10,9 @@ use crate::settings::RulesConfig;
 
 /// A piece of QoS configuration that must be the same on every RoCE
 /// netdev of one NIC model in a fleet: the alert generator turns each into
-/// a recording rule counting its distinct values per fleet, NIC model and
-/// driver (and per `per` label) and the
-/// `RoceQosConfigDrift` alert when there are more than one. One node can
+/// a recording rule holding, for each netdev, how many netdevs of its fleet,
+/// NIC model and driver (and `per` label) share its value, and the
+/// `RoceQosConfigDrift` alert naming the netdevs in the minority. One node can
 /// be consistent with itself and still differ from the switches' standard
 /// that the rest of the fleet follows; drift is what shows it.
 #[derive(Debug, Clone, Copy, Serialize)]
