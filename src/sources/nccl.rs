@@ -40,9 +40,9 @@ pub struct NcclSource {
     /// (a directory that stays missing is one lasting error).
     state: SourceState,
     errors: Vec<HostError>,
-    /// Files without a slot in the last read, per directory: logged when
-    /// that starts and when it ends.
-    over_cap: [usize; 2],
+    /// Files without a slot, per directory: logged when that starts and
+    /// when a whole listing has none again.
+    over_cap: [OverCap; 2],
     part: NcclSnapshot,
 }
 
@@ -93,7 +93,7 @@ impl NcclSource {
             last_read: None,
             state: SourceState::Ok,
             errors: Vec::new(),
-            over_cap: [0; 2],
+            over_cap: [OverCap::default(); 2],
             part,
         }
     }
@@ -166,6 +166,14 @@ impl NcclSource {
     }
 }
 
+/// Files without a slot over one listing of a directory, and whether that
+/// was logged.
+#[derive(Debug, Clone, Copy, Default)]
+struct OverCap {
+    round: usize,
+    warned: bool,
+}
+
 /// The errors of one directory's pass, and a log line when files start or
 /// stop being passed over for lack of a slot. Returns 1 when the directory
 /// could not be listed.
@@ -173,7 +181,7 @@ fn report(
     stats: &PassStats,
     setting: &'static str,
     tailer: &Tailer,
-    over_cap: &mut usize,
+    over_cap: &mut OverCap,
     errors: &mut Vec<HostError>,
 ) -> usize {
     for u in &stats.unreadable {
@@ -182,21 +190,24 @@ fn report(
             &std::io::Error::from_raw_os_error(u.errno),
         )));
     }
-    // Counted over a whole listing, which may take several passes.
-    if stats.listing_complete || stats.over_cap > 0 {
-        if stats.over_cap > 0 && *over_cap == 0 {
-            tracing::warn!(
-                dir = %tailer.dir().display(),
-                files = stats.over_cap,
-                tracked = stats.files_tracked,
-                "NCCL files written recently find no free slot under nccl.max_files; they are not read (raise nccl.max_files or clear the directory)"
-            );
-        } else if stats.over_cap == 0 && *over_cap > 0 && stats.listing_complete {
+    // A listing may take several passes: files without a slot are added up
+    // over one whole listing before it is said that there are none.
+    over_cap.round += stats.over_cap;
+    if stats.over_cap > 0 && !over_cap.warned {
+        over_cap.warned = true;
+        tracing::warn!(
+            dir = %tailer.dir().display(),
+            files = stats.over_cap,
+            tracked = stats.files_tracked,
+            "NCCL files written recently find no free slot under nccl.max_files; they are not read (raise nccl.max_files or clear the directory)"
+        );
+    }
+    if stats.listing_complete {
+        if over_cap.round == 0 && over_cap.warned {
+            over_cap.warned = false;
             tracing::info!(dir = %tailer.dir().display(), "every recently written NCCL file is read again");
         }
-        if stats.over_cap > 0 || stats.listing_complete {
-            *over_cap = stats.over_cap;
-        }
+        over_cap.round = 0;
     }
     match stats.dir_error {
         Some(errno) => {
