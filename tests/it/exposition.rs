@@ -712,6 +712,18 @@ fn exact_values_from_a_snapshot() {
             &[("device", dev), ("port", "1"), ("stat", name)],
         )
     };
+    // Counters without a known meaning are the hw_stat group, off by default.
+    assert_eq!(stat("rxe0", "ack_deferred"), None);
+    let mut with_hw_stat = build();
+    with_hw_stat.groups.set(groups::Group::HwStat, true);
+    let text_hw = exposition::encode(snapshot_of(sample_snapshot()), &with_hw_stat, Format::Text);
+    let p_hw = check_text_structure("sample snapshot with hw_stat", &text_hw);
+    let stat = |dev: &str, name: &str| {
+        p_hw.value(
+            "roce_port_hw_stat_total",
+            &[("device", dev), ("port", "1"), ("stat", name)],
+        )
+    };
     assert_eq!(stat("rxe0", "ack_deferred").as_deref(), Some("1"));
     assert_eq!(stat("rxe0", "sent_pkts").as_deref(), Some("180690"));
     // mlx5's rnr_nak_retry_err (received RNR NAKs) is its semantic family.

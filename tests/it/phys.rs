@@ -73,9 +73,9 @@ fn has(text: &str, line: &str) {
     );
 }
 
-#[test]
-fn replayed_physical_layer_exposes_every_family() {
-    let dir = tree("all");
+/// The netdev and phys parts of the replayed tree `tag`.
+fn replayed_snapshot(tag: &str) -> Snapshot {
+    let dir = tree(tag);
     let mut config = Config::default();
     config.netdevs.replay = Some(replay());
     config.netdevs.extra = vec!["ens2np0".into()];
@@ -99,16 +99,21 @@ fn replayed_physical_layer_exposes_every_family() {
         panic!("no netdev part")
     };
     assert!(errors.is_empty(), "{errors:?}");
-    let snapshot = Snapshot {
+    let _ = std::fs::remove_dir_all(&dir);
+    Snapshot {
         netdev: Some(nd),
         phys: Some(part),
         ..Default::default()
-    };
-    let text = encode(
-        Arc::new(snapshot),
-        &BuildInfo::current(Duration::from_secs(5)),
-        Format::Text,
-    );
+    }
+}
+
+#[test]
+fn replayed_physical_layer_exposes_every_family() {
+    let snapshot = replayed_snapshot("all");
+    // Every group on: the per-lane, threshold and AER kind detail too.
+    let mut build = BuildInfo::current(Duration::from_secs(5));
+    build.groups = roce_exporter::exposition::groups::Groups::all();
+    let text = encode(Arc::new(snapshot), &build, Format::Text);
     let l = r#"netdev="ens1np0",device="mlx5_0",port="1""#;
     let x = r#"netdev="ens2np0",device="",port="""#;
     has(
@@ -181,5 +186,47 @@ fn replayed_physical_layer_exposes_every_family() {
         &text,
         r#"roce_devlink_reporter_recoveries_total{netdev="ens1np0",pci="0000:17:00.0",reporter="fw_fatal",devlink_port=""} 1"#,
     );
-    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// By default a zero AER kind, per-lane FEC counters, each lane's Tx bias
+/// and Tx power and the thresholds other than Rx power's stay out; the
+/// totals, a kind that counted, each lane's Rx power and its thresholds
+/// stay in.
+#[test]
+fn default_exposition_keeps_totals_and_leaves_out_zero_detail() {
+    let snapshot = replayed_snapshot("default");
+    let text = encode(
+        Arc::new(snapshot),
+        &BuildInfo::current(Duration::from_secs(5)),
+        Format::Text,
+    );
+    let l = r#"netdev="ens1np0",device="mlx5_0",port="1""#;
+    has(
+        &text,
+        &format!(r#"roce_fec_corrected_bits_total{{{l},lane=""}} 987654321"#),
+    );
+    assert!(!text.contains(&format!(r#"roce_fec_corrected_bits_total{{{l},lane="2"}}"#)));
+    has(
+        &text,
+        &format!(r#"roce_module_rx_power_watts{{{l},lane="3"}} 0.00004"#),
+    );
+    assert!(!text.contains("roce_module_tx_bias_amperes{"));
+    assert!(!text.contains("roce_module_tx_power_watts{"));
+    assert!(text.contains(r#"monitor="rx_power_watts",level="low_alarm"}"#));
+    assert!(!text.contains(r#"monitor="temperature_celsius""#));
+    let aer = r#"pci="0000:17:00.0",role="nic",netdev="ens1np0""#;
+    has(
+        &text,
+        &format!(r#"roce_pcie_aer_errors_total{{{aer},severity="correctable"}} 4"#),
+    );
+    has(
+        &text,
+        &format!(
+            r#"roce_pcie_aer_error_kinds_total{{{aer},severity="correctable",kind="BadTLP"}} 3"#
+        ),
+    );
+    assert!(
+        !text.contains(r#"kind="RxErr""#),
+        "zero kinds stay out:\n{text}"
+    );
 }

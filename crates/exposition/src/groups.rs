@@ -26,10 +26,13 @@ pub enum Group {
     Topology,
     PcieHops,
     IdlePriorities,
+    PcieAerKinds,
+    Lanes,
+    ModuleThresholds,
 }
 
 impl Group {
-    pub const ALL: [Group; 9] = [
+    pub const ALL: [Group; 12] = [
         Group::PortCounters,
         Group::HwCounters,
         Group::HwStat,
@@ -39,6 +42,9 @@ impl Group {
         Group::Topology,
         Group::PcieHops,
         Group::IdlePriorities,
+        Group::PcieAerKinds,
+        Group::Lanes,
+        Group::ModuleThresholds,
     ];
 
     /// The name in `metrics:` and in the flags.
@@ -53,6 +59,9 @@ impl Group {
             Group::Topology => "topology",
             Group::PcieHops => "pcie_hops",
             Group::IdlePriorities => "idle_priorities",
+            Group::PcieAerKinds => "pcie_aer_kinds",
+            Group::Lanes => "lanes",
+            Group::ModuleThresholds => "module_thresholds",
         }
     }
 
@@ -69,6 +78,9 @@ impl Group {
             Group::Topology => "collector.topology",
             Group::PcieHops => "collector.pcie_hops",
             Group::IdlePriorities => "collector.idle_priorities",
+            Group::PcieAerKinds => "collector.pcie_aer_kinds",
+            Group::Lanes => "collector.lanes",
+            Group::ModuleThresholds => "collector.module_thresholds",
         }
     }
 
@@ -84,11 +96,22 @@ impl Group {
             Group::Topology => "no-collector.topology",
             Group::PcieHops => "no-collector.pcie_hops",
             Group::IdlePriorities => "no-collector.idle_priorities",
+            Group::PcieAerKinds => "no-collector.pcie_aer_kinds",
+            Group::Lanes => "no-collector.lanes",
+            Group::ModuleThresholds => "no-collector.module_thresholds",
         }
     }
 
     pub fn default_on(self) -> bool {
-        !matches!(self, Group::PcieHops | Group::IdlePriorities)
+        !matches!(
+            self,
+            Group::HwStat
+                | Group::PcieHops
+                | Group::IdlePriorities
+                | Group::PcieAerKinds
+                | Group::Lanes
+                | Group::ModuleThresholds
+        )
     }
 
     pub fn help(self) -> &'static str {
@@ -102,6 +125,9 @@ impl Group {
             Group::Topology => "GPUs, GPU-NIC paths, PCIe links, ACS, GPUDirect RDMA",
             Group::PcieHops => "PCIe link speed and width of every bridge between a GPU or NIC and its root port, not only of the GPUs and NICs (roce_pcie_link_downtrained covers every hop either way)",
             Group::IdlePriorities => "per-priority counters (PFC pauses, discards, ECN marks) still at zero, and ECN enable, of priorities with PFC off and no DSCP mapped to them; without it such a counter appears with its first count (every priority is exported where the DCB configuration is unknown)",
+            Group::PcieAerKinds => "PCIe AER errors of every kind the kernel names (roce_pcie_aer_error_kinds_total), zeros included; without it a kind appears with its first count, and the totals by severity (roce_pcie_aer_errors_total) are always there",
+            Group::Lanes => "per-lane detail: each module lane's Tx bias and Tx power (roce_module_tx_bias_amperes, roce_module_tx_power_watts), and the per-lane series of the FEC and PHY error counters; the totals (lane=\"\") and each lane's Rx power, which the rules and dashboards judge, are always there",
+            Group::ModuleThresholds => "the module's own alarm and warning thresholds of temperature, supply voltage, Tx bias and Tx power (roce_module_threshold); the Rx power thresholds, which the dashboards draw beside each lane's Rx power, are always there",
         }
     }
 
@@ -134,7 +160,11 @@ impl Group {
             ],
             Group::Phys => phys::FAMILIES.iter().collect(),
             Group::Topology => topology::FAMILIES.iter().collect(),
-            Group::PcieHops | Group::IdlePriorities => Vec::new(),
+            Group::Lanes => vec![&phys::MODULE_TX_BIAS.family, &phys::MODULE_TX_POWER.family],
+            Group::PcieHops
+            | Group::IdlePriorities
+            | Group::PcieAerKinds
+            | Group::ModuleThresholds => Vec::new(),
         }
     }
 
@@ -193,6 +223,9 @@ const NAMES: [&str; Group::ALL.len()] = [
     "topology",
     "pcie_hops",
     "idle_priorities",
+    "pcie_aer_kinds",
+    "lanes",
+    "module_thresholds",
 ];
 
 /// `metrics:` in the configuration: group name to on/off; unknown names
@@ -259,7 +292,7 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "hw_stat",
-        default: 128,
+        default: 0,
         all: 128,
     },
     BudgetRow {
@@ -269,7 +302,7 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "congestion",
-        default: 370,
+        default: 251,
         all: 464,
     },
     BudgetRow {
@@ -279,8 +312,13 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "phys",
+        default: 148,
+        all: 596,
+    },
+    BudgetRow {
+        row: "lanes",
         default: 0,
-        all: 0,
+        all: 48,
     },
     BudgetRow {
         row: "topology",
@@ -299,11 +337,11 @@ pub const BUDGET: &[BudgetRow] = &[
     },
 ];
 
-/// The budget row of a family: the group that switches it, else its
-/// section.
+/// The budget row of a family: the group that switches it (the narrowest,
+/// listed last, where two do), else its section.
 pub fn budget_row(family: &Family) -> &'static str {
     use super::{exporter, findings, nccl, netdev, peer_probes, probes, process, rdma};
-    for g in Group::ALL {
+    for g in Group::ALL.into_iter().rev() {
         if g.families().iter().any(|f| f.base == family.base) {
             return g.name();
         }
@@ -354,6 +392,23 @@ pub fn budget_markdown() -> String {
         per_port(d),
         per_port(a)
     ));
+    // Rows of node-wide series (GPUs, PCIe, the exporter itself, findings):
+    // the rest is per RDMA port.
+    let node_rows = ["exporter", "topology", "findings", "probes"];
+    let node: usize = BUDGET
+        .iter()
+        .filter(|r| node_rows.contains(&r.row))
+        .map(|r| r.default)
+        .sum();
+    out.push_str(&format!(
+        "Beside node_exporter: its infiniband collector exports about 30 series per port \
+         and its ethtool collector one per `ethtool -S` statistic (113 global statistics on a \
+         ConnectX 100 GbE port, hundreds more per queue), so about 143 per port or more. Ours, \
+         by default on the demo tree: **{} per RDMA port** (every counter with its meaning, the \
+         QoS configuration, FEC, the module and AER) plus {node} for the node (GPUs, PCIe \
+         paths, the exporter, findings).\n\n",
+        per_port(d - node),
+    ));
     out.push_str("Groups (default in parentheses):\n\n");
     for g in Group::ALL {
         out.push_str(&format!(
@@ -384,9 +439,9 @@ mod tests {
     #[test]
     fn a_group_switches_its_families() {
         let mut groups = Groups::default();
-        assert!(groups.exports(&super::super::rdma::HW_STAT));
-        groups.set(Group::HwStat, false);
         assert!(!groups.exports(&super::super::rdma::HW_STAT));
+        groups.set(Group::HwStat, true);
+        assert!(groups.exports(&super::super::rdma::HW_STAT));
         assert!(groups.exports(&super::super::rdma::GID_INFO));
     }
 

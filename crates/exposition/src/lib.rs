@@ -521,7 +521,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     process::collect(&mut out);
     rdma::collect(snapshot, &mut out);
     netdev::collect(snapshot, &build.groups, &mut out);
-    phys::collect(snapshot, &mut out);
+    phys::collect(snapshot, &build.groups, &mut out);
     topology::collect(snapshot, &build.groups, &mut out);
     probes::collect(snapshot, &mut out);
     peer_probes::collect(snapshot, &mut out);

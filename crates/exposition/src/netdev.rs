@@ -377,7 +377,13 @@ pub fn reference_markdown() -> String {
     out
 }
 
-fn push_stat(out: &mut [FamilySamples], base: [&str; 3], meaning: &Meaning, value: StatValue) {
+fn push_stat(
+    out: &mut [FamilySamples],
+    base: [&str; 3],
+    meaning: &Meaning,
+    value: StatValue,
+    groups: &Groups,
+) {
     let [n, d, p] = base;
     let value = match value {
         StatValue::Count(v) => Value::U64(v),
@@ -451,6 +457,9 @@ fn push_stat(out: &mut [FamilySamples], base: [&str; 3], meaning: &Meaning, valu
         Meaning::PhySymbolErrors => push_into(out, &PHY_SYMBOL_ERRORS, [n, d, p], value),
         Meaning::LinkDownEvents => push_into(out, &LINK_DOWN_EVENTS, [n, d, p], value),
         Meaning::PhyErrors { kind, lane } => {
+            if lane.is_some() && !groups.is_on(Group::Lanes) {
+                return;
+            }
             let lane = lane.map(|v| v.to_string()).unwrap_or_default();
             push_into(out, &PHY_ERRORS, [n, d, p, kind, &lane], value);
         }
@@ -536,7 +545,7 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                 continue;
             }
         }
-        push_stat(out, base, &stat.meaning, stat.value);
+        push_stat(out, base, &stat.meaning, stat.value, groups);
     }
     if let Some(pause) = standard_pause {
         if let Some(v) = pause.rx_frames {

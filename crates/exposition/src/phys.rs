@@ -12,6 +12,7 @@ use roce_netdev::module::Thresholds;
 use roce_netdev::phys::PhysNetdev;
 use roce_netdev::RdmaPortRef;
 
+use super::groups::{Group, Groups};
 use super::{push_into, Family, FamilySamples, FamilyUnit, Kind, Labeled};
 use crate::snapshot::Snapshot;
 
@@ -197,7 +198,7 @@ fn rdma_labels(rdma: Option<&RdmaPortRef>) -> (String, String) {
         .unwrap_or_default()
 }
 
-pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
+pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples>) {
     let mut f: Vec<FamilySamples> = FAMILIES.iter().map(FamilySamples::new).collect();
     if let Some(netdevs) = &snapshot.netdev {
         for n in &netdevs.netdevs {
@@ -220,10 +221,10 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     }
     if let Some(phys) = &snapshot.phys {
         for n in &phys.netdevs {
-            collect_netdev(n, &mut f);
+            collect_netdev(n, groups, &mut f);
         }
         for g in &phys.gpus {
-            collect_aer(&g.pci, "gpu", "", &g.aer, &mut f);
+            collect_aer(&g.pci, "gpu", "", &g.aer, groups, &mut f);
         }
         for r in phys.reporters.iter().flatten() {
             let port = r.reporter.port.map(|p| p.to_string()).unwrap_or_default();
@@ -242,8 +243,18 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     out.extend(f);
 }
 
-fn push_lanes(f: &mut [FamilySamples], family: &Labeled<4>, base: [&str; 3], c: &FecCounter) {
+/// The total (`lane=""`) and, with the `lanes` group, each lane.
+fn push_lanes(
+    f: &mut [FamilySamples],
+    family: &Labeled<4>,
+    base: [&str; 3],
+    c: &FecCounter,
+    groups: &Groups,
+) {
     push_into(f, family, [base[0], base[1], base[2], ""], c.total);
+    if !groups.is_on(Group::Lanes) {
+        return;
+    }
     for (i, v) in c.lanes.iter().enumerate() {
         let lane = i.to_string();
         push_into(f, family, [base[0], base[1], base[2], &lane], *v);
@@ -272,7 +283,7 @@ fn push_thresholds(
     }
 }
 
-fn collect_netdev(n: &PhysNetdev, f: &mut [FamilySamples]) {
+fn collect_netdev(n: &PhysNetdev, groups: &Groups, f: &mut [FamilySamples]) {
     let (d, p) = rdma_labels(n.rdma.as_ref());
     let base = [n.name.as_str(), d.as_str(), p.as_str()];
     if let Some(fec) = &n.fec {
@@ -285,13 +296,13 @@ fn collect_netdev(n: &PhysNetdev, f: &mut [FamilySamples]) {
             );
         }
         if let Some(c) = &fec.corrected_blocks {
-            push_lanes(f, &FEC_CORRECTED_BLOCKS, base, c);
+            push_lanes(f, &FEC_CORRECTED_BLOCKS, base, c, groups);
         }
         if let Some(c) = &fec.uncorrectable_blocks {
-            push_lanes(f, &FEC_UNCORRECTABLE_BLOCKS, base, c);
+            push_lanes(f, &FEC_UNCORRECTABLE_BLOCKS, base, c, groups);
         }
         if let Some(c) = &fec.corrected_bits {
-            push_lanes(f, &FEC_CORRECTED_BITS, base, c);
+            push_lanes(f, &FEC_CORRECTED_BITS, base, c, groups);
         }
     }
     if let Some(m) = &n.module {
@@ -325,6 +336,9 @@ fn collect_netdev(n: &PhysNetdev, f: &mut [FamilySamples]) {
                 (&MODULE_TX_POWER, lane.tx_power_watts),
                 (&MODULE_RX_POWER, lane.rx_power_watts),
             ] {
+                if !groups.exports(&family.family) {
+                    continue;
+                }
                 if let Some(v) = v {
                     push_into(f, family, labels, v);
                 }
@@ -332,23 +346,35 @@ fn collect_netdev(n: &PhysNetdev, f: &mut [FamilySamples]) {
         }
         let t = &m.thresholds;
         let th = &mut *f;
-        push_thresholds(
-            th,
-            base,
-            "temperature_celsius",
-            t.temperature_celsius.as_ref(),
-        );
-        push_thresholds(th, base, "supply_volts", t.supply_volts.as_ref());
-        push_thresholds(th, base, "tx_bias_amperes", t.tx_bias_amperes.as_ref());
-        push_thresholds(th, base, "tx_power_watts", t.tx_power_watts.as_ref());
+        if groups.is_on(Group::ModuleThresholds) {
+            push_thresholds(
+                th,
+                base,
+                "temperature_celsius",
+                t.temperature_celsius.as_ref(),
+            );
+            push_thresholds(th, base, "supply_volts", t.supply_volts.as_ref());
+            push_thresholds(th, base, "tx_bias_amperes", t.tx_bias_amperes.as_ref());
+            push_thresholds(th, base, "tx_power_watts", t.tx_power_watts.as_ref());
+        }
         push_thresholds(th, base, "rx_power_watts", t.rx_power_watts.as_ref());
     }
     if let Some(pci) = &n.pci {
-        collect_aer(pci, "nic", &n.name, &n.aer, f);
+        collect_aer(pci, "nic", &n.name, &n.aer, groups, f);
     }
 }
 
-fn collect_aer(pci: &str, role: &str, netdev: &str, aer: &PciAer, f: &mut [FamilySamples]) {
+/// The totals by severity; the kinds that counted, or every kind with the
+/// `pcie_aer_kinds` group (a zero kind says nothing the zero total does not).
+fn collect_aer(
+    pci: &str,
+    role: &str,
+    netdev: &str,
+    aer: &PciAer,
+    groups: &Groups,
+    f: &mut [FamilySamples],
+) {
+    let every_kind = groups.is_on(Group::PcieAerKinds);
     let files: [(&str, Option<&AerCounts>); 3] = [
         ("correctable", aer.correctable.as_ref()),
         ("nonfatal", aer.nonfatal.as_ref()),
@@ -359,7 +385,7 @@ fn collect_aer(pci: &str, role: &str, netdev: &str, aer: &PciAer, f: &mut [Famil
         if let Some(total) = c.total {
             push_into(f, &PCIE_AER_ERRORS, [pci, role, netdev, severity], total);
         }
-        for (kind, v) in &c.kinds {
+        for (kind, v) in c.kinds.iter().filter(|(_, v)| every_kind || *v > 0) {
             push_into(
                 f,
                 &PCIE_AER_ERROR_KINDS,

@@ -23,6 +23,66 @@ spec = importlib.util.spec_from_file_location(
     "gen", os.path.join(HERE, "../../../crates/netdev/tests/fixtures/ethtool/generate.py"))
 gen = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gen)
+spec = importlib.util.spec_from_file_location(
+    "phys", os.path.join(HERE, "../../../crates/netdev/tests/fixtures/phys/generate.py"))
+phys = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(phys)
+
+
+def optic(i):
+    """A healthy CMIS 5.0 OSFP 400GBASE-DR4 (4 lanes of 100G PAM4 over
+    single-mode parallel fibre), the module a ConnectX-7 400G port takes,
+    with every monitor and threshold page 01h advertises."""
+    lower, upper0, page1, page2, page11 = (bytearray(128) for _ in range(5))
+    lower[0] = 0x19                       # identifier: OSFP (SFF-8024 Table 4-1)
+    lower[1] = 0x50                       # CMIS 5.0
+    lower[3] = 0x03 << 1                  # ModuleState ModuleReady, paged memory
+    phys.be16(lower, 14, (46 + i) * 256, 0)   # temperature 46..53 C
+    phys.be16(lower, 16, 32950, 0)        # Vcc 3.295 V
+    lower[85] = 0x02                      # module media type: SMF
+    lower[87] = 0x1C                      # media interface 400GBASE-DR4 (Table 4-7)
+    lower[88] = 0x44                      # host lane count 4, media lane count 4
+    upper0[0] = 0x19
+    phys.ascii_field(upper0, 129, 16, "NVIDIA", 128)
+    phys.ascii_field(upper0, 148, 16, "MMS4X00-NS400", 128)
+    phys.ascii_field(upper0, 164, 2, "A1", 128)
+    phys.ascii_field(upper0, 166, 16, "MT2412FT%05d" % (1100 + i), 128)
+    page1[159 - 128] = 0x03               # temperature and supply voltage monitors
+    page1[160 - 128] = 0x07               # Tx bias, Tx power, Rx power; bias x1
+    for offset, values in [
+        (128, [0x4B00, 0xFB00, 0x4600, 0x0000]),     # temperature 75, -5, 70, 0 C
+        (136, [34650, 31350, 34000, 32000]),         # Vcc 3.465, 3.135, 3.4, 3.2 V
+        (176, [40000, 2000, 32000, 3200]),           # Tx power 4, 0.2, 3.2, 0.32 mW
+        (184, [7500, 1000, 6500, 1500]),             # Tx bias 15, 2, 13, 3 mA
+        (192, [40000, 1000, 32000, 2000]),           # Rx power 4, 0.1, 3.2, 0.2 mW
+    ]:
+        for n, v in enumerate(values):
+            phys.be16(page2, offset + 2 * n, v, 128)
+    for lane in range(4):
+        phys.be16(page11, 154 + 2 * lane, 15800 + 150 * lane, 128)       # Tx power ~1.6 mW
+        phys.be16(page11, 170 + 2 * lane, 3700 + 40 * lane, 128)         # Tx bias ~7.5 mA
+        phys.be16(page11, 186 + 2 * lane, 12600 + 300 * ((lane + i) % 3), 128)  # Rx power ~1.3 mW
+    return [((0x50, 0, False), lower), ((0x50, 0, True), upper0), ((0x50, 1, True), page1),
+            ((0x50, 2, True), page2), ((0x50, 0x11, True), page11)]
+
+
+def dac(i):
+    """A CMIS passive copper cable (flat memory: lower page and upper page
+    00h only, no monitors)."""
+    lower, upper0 = bytearray(128), bytearray(128)
+    lower[0] = 0x19
+    lower[1] = 0x50
+    lower[2] = 0x80                       # MemoryModel 1: flat memory
+    lower[3] = 0x03 << 1
+    lower[85] = 0x03                      # module media type: passive copper
+    lower[88] = 0x44
+    upper0[0] = 0x19
+    phys.ascii_field(upper0, 129, 16, "NVIDIA", 128)
+    phys.ascii_field(upper0, 148, 16, "MCP4Y10-N002", 128)
+    phys.ascii_field(upper0, 164, 2, "A2", 128)
+    phys.ascii_field(upper0, 166, 16, "MT2405VS%05d" % (2200 + i), 128)
+    return [((0x50, 0, False), lower), ((0x50, 0, True), upper0)]
+
 
 for i in range(8):
     name = f"ens{i + 1}np0"
@@ -43,6 +103,12 @@ for i in range(8):
             v = 3 if i == 5 and "warning" in k else 0
         elif k.startswith("rx_prio") and k.endswith(("_buf_discard", "_cong_discard")):
             v = 0
+        elif k.startswith("rx_prio") and k.endswith("_marked"):
+            # the NIC marks only the lossless RoCE priority under host congestion
+            v = 1500 * (i + 1) if int(k[7]) == pfc else 0
+        elif k.startswith("rx_prio") and k.endswith("_discards"):
+            # TCP on priority 0 drops a few at the port; RoCE nothing
+            v = 12 * i if k[7] == "0" else 0
         elif k == "rx_discards_phy":
             v = 17 * i
         elif k == "rx_out_of_buffer":
@@ -77,3 +143,14 @@ for i in range(8):
             f.write("dcbx: firmware_ieee\npeer: ieee\n"
                     f"peer_pfc: {sw}\npeer_app: dscp 26 {sw}\npeer_app: dscp 48 6\n"
                     f"peer_prio_tc: {' '.join(prio_tc)}\n")
+    # ens1np0..ens6np0 take optics, ens7np0 and ens8np0 passive copper; mlx5
+    # reports RS-FEC statistics as totals only (no lanes).
+    if i < 6:
+        phys.write_eeprom(f"{name}.eeprom", f"{name}: CMIS 5.0 OSFP 400GBASE-DR4, healthy",
+                          optic(i), directory=HERE)
+    else:
+        phys.write_eeprom(f"{name}.eeprom", f"{name}: CMIS 5.0 OSFP passive copper 2 m",
+                          dac(i), directory=HERE)
+    reply = phys.fec_reply(10 + i, name, 50, [2_400_000 * (i + 1)], [0], [3_100_000 * (i + 1)])
+    phys.write_msgs(f"{name}.fec", f"FEC_GET reply of {name}: RS-FEC, mlx5 totals", [reply],
+                    directory=HERE)

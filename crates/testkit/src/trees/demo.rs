@@ -124,6 +124,71 @@ fn pci(
     Ok(rel)
 }
 
+/// The AER counters of a PCI function with the AER capability, as
+/// `drivers/pci/pcie/aer.c` (Linux 6.1) prints them: one `NAME COUNT` line
+/// per named error bit, then the total; `bad_dllp` correctable BadDLLP
+/// errors, nothing else.
+fn aer(t: &Tree, rel: &str, bad_dllp: u64) -> io::Result<()> {
+    const CORRECTABLE: [&str; 8] = [
+        "RxErr",
+        "BadTLP",
+        "BadDLLP",
+        "Rollover",
+        "Timeout",
+        "NonFatalErr",
+        "CorrIntErr",
+        "HeaderOF",
+    ];
+    const UNCORRECTABLE: [&str; 18] = [
+        "Undefined",
+        "DLP",
+        "SDES",
+        "TLP",
+        "FCP",
+        "CmpltTO",
+        "CmpltAbrt",
+        "UnxCmplt",
+        "RxOF",
+        "MalfTLP",
+        "ECRC",
+        "UnsupReq",
+        "ACSViol",
+        "UncorrIntErr",
+        "BlockedTLP",
+        "AtomicOpBlocked",
+        "TLPBlockedErr",
+        "PoisonTLPBlocked",
+    ];
+    let text = |names: &[&str], total: &str, count: &dyn Fn(&str) -> u64| {
+        let mut out = String::new();
+        let mut sum = 0;
+        for name in names {
+            let n = count(name);
+            sum += n;
+            out.push_str(&format!("{name} {n}\n"));
+        }
+        out.push_str(&format!("{total} {sum}\n"));
+        out
+    };
+    let cor = text(&CORRECTABLE, "TOTAL_ERR_COR", &|n| {
+        if n == "BadDLLP" {
+            bad_dllp
+        } else {
+            0
+        }
+    });
+    t.write(&format!("{rel}/aer_dev_correctable"), cor)?;
+    let none = |_: &str| 0;
+    t.write(
+        &format!("{rel}/aer_dev_nonfatal"),
+        text(&UNCORRECTABLE, "TOTAL_ERR_NONFATAL", &none),
+    )?;
+    t.write(
+        &format!("{rel}/aer_dev_fatal"),
+        text(&UNCORRECTABLE, "TOTAL_ERR_FATAL", &none),
+    )
+}
+
 fn rdma_device(t: &mut Tree, fn_: &str, nic: &Nic, mac_s: &str) -> io::Result<()> {
     let i = nic.index;
     let name = format!("mlx5_{i}");
@@ -216,6 +281,11 @@ fn nic_defaults(index: usize, ifname: &str, mac_s: &str) -> Nic {
         Nic::set(&mut hw, k, v);
     }
     let mut nd = netdev_attrs(mac_s, 9000, 400000);
+    // The link came up once after the driver loaded: one down (the initial
+    // no-carrier state) and one up.
+    nd.push(("carrier_changes".into(), "2".into()));
+    nd.push(("carrier_up_count".into(), "1".into()));
+    nd.push(("carrier_down_count".into(), "1".into()));
     // NVIDIA's mlx5 driver: DCQCN on for every priority in both roles (its
     // default), CNPs sent with DSCP 48 and 802.1p priority 6 (its default).
     for role in ["roce_np", "roce_rp"] {
@@ -318,6 +388,12 @@ pub fn write(root: &Path) -> io::Result<()> {
                     None,
                     false,
                 )?;
+                // One GPU link has replayed a few TLPs since boot.
+                aer(
+                    &t,
+                    &format!("devices/{}", chain.join("/")),
+                    if gpus == 2 { 3 } else { 0 },
+                )?;
                 gpus += 1;
             } else {
                 let fn_ = pci(
@@ -331,6 +407,7 @@ pub fn write(root: &Path) -> io::Result<()> {
                     None,
                     false,
                 )?;
+                aer(&t, &fn_, 0)?;
                 let ifname = format!("ens{}np0", nics + 1);
                 let mac_s = format!("b8:ce:f6:{:02x}:{ep_bus:02x}:{:02x}", 0x10 + nics, 0x4a);
                 let mut nic = nic_defaults(nics, &ifname, &mac_s);
