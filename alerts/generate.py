@@ -876,6 +876,78 @@ def inhibit_rules(p):
     ]
 
 
+def lldp_rail_rules(p):
+    """Cabling of rail-optimized clusters across the fleet, from the LLDP
+    neighbour each RDMA port reports (roce_lldp_neighbor_info,
+    docs/lldp.md), without a cabling plan: a node's pod is the switch its
+    first NIC (the device whose name ends in a lone 0: mlx5_0, bnxt_re0,
+    rxe0) reaches; within a pod, NIC k of every node should reach one switch
+    (rail k's leaf). Records first, then the alerts on them (one group
+    evaluates in order)."""
+    s = lambda extra="": sel(p, extra)  # noqa: E731
+    by = p["fleet_by"]
+    critical, warning = {"severity": "critical"}, {"severity": "warning"}
+    first_nic = 'device=~".*[^0-9]0"'
+    named_switch = 'system_name!=""'
+    named_port = 'port_id!=""'
+    pod = "instance:roce_lldp_pod:info"
+    switch_pod = "instance_device:roce_lldp_switch:pod"
+    nodes = "pod_device_switch:roce_lldp_nodes:count"
+    return [
+        # A first NIC that reports two neighbours (a recabling in progress,
+        # a host's LLDP agent beside the switch's) gives its node no pod:
+        # one pod per node keeps the joins below one-to-one.
+        {"record": pod,
+         "expr": f"max by ({by}, instance, pod) (\n"
+                 f"  label_replace(\n"
+                 f"    roce_lldp_neighbor_info{s(first_nic)},\n"
+                 f"    \"pod\", \"$1\", \"system_name\", \"(.+)\"\n"
+                 f"  )\n)\n"
+                 f"and on ({by}, instance)\n"
+                 f"(count by ({by}, instance) (roce_lldp_neighbor_info{s(first_nic)}) == 1)"},
+        {"record": switch_pod,
+         "expr": f"max by ({by}, instance, device, system_name, pod) (\n"
+                 f"  roce_lldp_neighbor_info{s(named_switch)}\n"
+                 f"  * on ({by}, instance) group_left (pod) {pod}\n)"},
+        {"record": nodes,
+         "expr": f"count by ({by}, pod, device, system_name) ({switch_pod})"},
+        alert(p, "RoceLldpRailOddOneOut",
+              f"(\n  {switch_pod}\n"
+              f"  * on ({by}, pod, device, system_name) group_left ()\n"
+              f"  {nodes}\n)\n"
+              f"< on ({by}, pod, device) group_left ()\n"
+              f"max by ({by}, pod, device) ({nodes})",
+              "10m", critical,
+              "{{ $labels.device }} on {{ $labels.instance }} is cabled to another rail's switch",
+              "{{ $labels.device }} on {{ $labels.instance }} reaches {{ $labels.system_name }}, "
+              "where only {{ $value }} node(s) of pod {{ $labels.pod }} have their "
+              "{{ $labels.device }}; most of the pod's nodes reach another switch: the cable is "
+              "on the wrong rail (or in the wrong leaf), so this GPU's traffic crosses the spine.",
+              "RoceLldpRailOddOneOut"),
+        alert(p, "RoceLldpPodOfOne",
+              f"{pod}\n"
+              f"and on ({by}, pod) (count by ({by}, pod) ({pod}) == 1)\n"
+              f"and on ({by}) (count by ({by}) ({pod}) >= 4)",
+              "10m", warning,
+              "The first NIC of {{ $labels.instance }} reaches a switch no other node's first "
+              "NIC reaches",
+              "The first RDMA NIC of {{ $labels.instance }} is cabled to {{ $labels.pod }}, "
+              "which no other node's first NIC reaches: that cable is probably on the wrong "
+              "rail, and the node's other NICs cannot be compared with a pod.",
+              "RoceLldpPodOfOne"),
+        alert(p, "RoceLldpTwoNicsOneSwitchPort",
+              f"count by ({by}, instance, system_name, port_id) (\n"
+              f"  roce_lldp_neighbor_info{s(named_port)}\n) > 1",
+              "10m", critical,
+              "Two NICs of {{ $labels.instance }} report the same switch port",
+              "{{ $value }} RDMA ports of {{ $labels.instance }} report "
+              "{{ $labels.system_name }} port {{ $labels.port_id }} as their LLDP neighbour: "
+              "they share a link (a splitter, a hub or a mislabelled breakout), or one of them "
+              "is cabled to the other's port.",
+              "RoceLldpTwoNicsOneSwitchPort"),
+    ]
+
+
 def groups(p):
     fleet = fleet_alerts(p)
     return [
@@ -895,6 +967,7 @@ def groups(p):
             # evaluates in order, so each alert sees this evaluation's verdicts.
             {"name": "roce_exporter.fleet.peer_probes",
              "rules": peer_probe_recording_rules(p) + peer_probe_alerts(p)},
+            {"name": "roce_exporter.fleet.lldp_rails", "rules": lldp_rail_rules(p)},
         ]),
     ]
 

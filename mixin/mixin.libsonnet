@@ -899,6 +899,62 @@ local byInterval(c) = {
             }
           }
         ]
+      },
+      {
+        "name": "roce_exporter.fleet.lldp_rails",
+        "rules": [
+          {
+            "record": "instance:roce_lldp_pod:info",
+            "expr": ("max by (job, instance, pod) (\n  label_replace(\n    roce_lldp_neighbor_info{%(selector)s, device=~\".*[^0-9]0\"},\n    \"pod\", \"$1\", \"system_name\", \"(.+)\"\n  )\n)\nand on (job, instance)\n(count by (job, instance) (roce_lldp_neighbor_info{%(selector)s, device=~\".*[^0-9]0\"}) == 1)" % c)
+          },
+          {
+            "record": "instance_device:roce_lldp_switch:pod",
+            "expr": ("max by (job, instance, device, system_name, pod) (\n  roce_lldp_neighbor_info{%(selector)s, system_name!=\"\"}\n  * on (job, instance) group_left (pod) instance:roce_lldp_pod:info\n)" % c)
+          },
+          {
+            "record": "pod_device_switch:roce_lldp_nodes:count",
+            "expr": "count by (job, pod, device, system_name) (instance_device:roce_lldp_switch:pod)"
+          },
+          {
+            "alert": "RoceLldpRailOddOneOut",
+            "expr": "(\n  instance_device:roce_lldp_switch:pod\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count)",
+            "for": "10m",
+            "labels": {
+              "severity": "critical"
+            },
+            "annotations": {
+              "summary": "{{ $labels.device }} on {{ $labels.instance }} is cabled to another rail's switch",
+              "description": "{{ $labels.device }} on {{ $labels.instance }} reaches {{ $labels.system_name }}, where only {{ $value }} node(s) of pod {{ $labels.pod }} have their {{ $labels.device }}; most of the pod's nodes reach another switch: the cable is on the wrong rail (or in the wrong leaf), so this GPU's traffic crosses the spine.",
+              "runbook_url": ("%(runbookUrlBase)s#rocelldprailoddoneout" % c)
+            }
+          },
+          {
+            "alert": "RoceLldpPodOfOne",
+            "expr": "instance:roce_lldp_pod:info\nand on (job, pod) (count by (job, pod) (instance:roce_lldp_pod:info) == 1)\nand on (job) (count by (job) (instance:roce_lldp_pod:info) >= 4)",
+            "for": "10m",
+            "labels": {
+              "severity": "warning"
+            },
+            "annotations": {
+              "summary": "The first NIC of {{ $labels.instance }} reaches a switch no other node's first NIC reaches",
+              "description": "The first RDMA NIC of {{ $labels.instance }} is cabled to {{ $labels.pod }}, which no other node's first NIC reaches: that cable is probably on the wrong rail, and the node's other NICs cannot be compared with a pod.",
+              "runbook_url": ("%(runbookUrlBase)s#rocelldppodofone" % c)
+            }
+          },
+          {
+            "alert": "RoceLldpTwoNicsOneSwitchPort",
+            "expr": ("count by (job, instance, system_name, port_id) (\n  roce_lldp_neighbor_info{%(selector)s, port_id!=\"\"}\n) > 1" % c),
+            "for": "10m",
+            "labels": {
+              "severity": "critical"
+            },
+            "annotations": {
+              "summary": "Two NICs of {{ $labels.instance }} report the same switch port",
+              "description": "{{ $value }} RDMA ports of {{ $labels.instance }} report {{ $labels.system_name }} port {{ $labels.port_id }} as their LLDP neighbour: they share a link (a splitter, a hub or a mislabelled breakout), or one of them is cabled to the other's port.",
+              "runbook_url": ("%(runbookUrlBase)s#rocelldptwonicsoneswitchport" % c)
+            }
+          }
+        ]
       }
     ],
     "records": [
@@ -9088,6 +9144,62 @@ local byInterval(c) = {
             }
           }
         ]
+      },
+      {
+        "name": "roce_exporter.fleet.lldp_rails",
+        "rules": [
+          {
+            "record": "instance:roce_lldp_pod:info",
+            "expr": ("max by (job, instance, pod) (\n  label_replace(\n    roce_lldp_neighbor_info{%(selector)s, device=~\".*[^0-9]0\"},\n    \"pod\", \"$1\", \"system_name\", \"(.+)\"\n  )\n)\nand on (job, instance)\n(count by (job, instance) (roce_lldp_neighbor_info{%(selector)s, device=~\".*[^0-9]0\"}) == 1)" % c)
+          },
+          {
+            "record": "instance_device:roce_lldp_switch:pod",
+            "expr": ("max by (job, instance, device, system_name, pod) (\n  roce_lldp_neighbor_info{%(selector)s, system_name!=\"\"}\n  * on (job, instance) group_left (pod) instance:roce_lldp_pod:info\n)" % c)
+          },
+          {
+            "record": "pod_device_switch:roce_lldp_nodes:count",
+            "expr": "count by (job, pod, device, system_name) (instance_device:roce_lldp_switch:pod)"
+          },
+          {
+            "alert": "RoceLldpRailOddOneOut",
+            "expr": "(\n  instance_device:roce_lldp_switch:pod\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count)",
+            "for": "10m",
+            "labels": {
+              "severity": "critical"
+            },
+            "annotations": {
+              "summary": "{{ $labels.device }} on {{ $labels.instance }} is cabled to another rail's switch",
+              "description": "{{ $labels.device }} on {{ $labels.instance }} reaches {{ $labels.system_name }}, where only {{ $value }} node(s) of pod {{ $labels.pod }} have their {{ $labels.device }}; most of the pod's nodes reach another switch: the cable is on the wrong rail (or in the wrong leaf), so this GPU's traffic crosses the spine.",
+              "runbook_url": ("%(runbookUrlBase)s#rocelldprailoddoneout" % c)
+            }
+          },
+          {
+            "alert": "RoceLldpPodOfOne",
+            "expr": "instance:roce_lldp_pod:info\nand on (job, pod) (count by (job, pod) (instance:roce_lldp_pod:info) == 1)\nand on (job) (count by (job) (instance:roce_lldp_pod:info) >= 4)",
+            "for": "10m",
+            "labels": {
+              "severity": "warning"
+            },
+            "annotations": {
+              "summary": "The first NIC of {{ $labels.instance }} reaches a switch no other node's first NIC reaches",
+              "description": "The first RDMA NIC of {{ $labels.instance }} is cabled to {{ $labels.pod }}, which no other node's first NIC reaches: that cable is probably on the wrong rail, and the node's other NICs cannot be compared with a pod.",
+              "runbook_url": ("%(runbookUrlBase)s#rocelldppodofone" % c)
+            }
+          },
+          {
+            "alert": "RoceLldpTwoNicsOneSwitchPort",
+            "expr": ("count by (job, instance, system_name, port_id) (\n  roce_lldp_neighbor_info{%(selector)s, port_id!=\"\"}\n) > 1" % c),
+            "for": "10m",
+            "labels": {
+              "severity": "critical"
+            },
+            "annotations": {
+              "summary": "Two NICs of {{ $labels.instance }} report the same switch port",
+              "description": "{{ $value }} RDMA ports of {{ $labels.instance }} report {{ $labels.system_name }} port {{ $labels.port_id }} as their LLDP neighbour: they share a link (a splitter, a hub or a mislabelled breakout), or one of them is cabled to the other's port.",
+              "runbook_url": ("%(runbookUrlBase)s#rocelldptwonicsoneswitchport" % c)
+            }
+          }
+        ]
       }
     ],
     "records": [
@@ -17274,6 +17386,62 @@ local byInterval(c) = {
               "summary": "The ports cabled to switch {{ $labels.system_name }} lose their peers",
               "description": ("{{ $value | humanizePercentage }} of the probing ports cabled to {{ $labels.system_name }} (at least %(peerMinWitnesses)d) lose most of their peers: the switch or its uplinks drop RoCE traffic; its ports' RocePeerProbePortLosesPeers are this one fault." % c),
               "runbook_url": ("%(runbookUrlBase)s#rocepeerprobeswitchlosespeers" % c)
+            }
+          }
+        ]
+      },
+      {
+        "name": "roce_exporter.fleet.lldp_rails",
+        "rules": [
+          {
+            "record": "instance:roce_lldp_pod:info",
+            "expr": ("max by (job, instance, pod) (\n  label_replace(\n    roce_lldp_neighbor_info{%(selector)s, device=~\".*[^0-9]0\"},\n    \"pod\", \"$1\", \"system_name\", \"(.+)\"\n  )\n)\nand on (job, instance)\n(count by (job, instance) (roce_lldp_neighbor_info{%(selector)s, device=~\".*[^0-9]0\"}) == 1)" % c)
+          },
+          {
+            "record": "instance_device:roce_lldp_switch:pod",
+            "expr": ("max by (job, instance, device, system_name, pod) (\n  roce_lldp_neighbor_info{%(selector)s, system_name!=\"\"}\n  * on (job, instance) group_left (pod) instance:roce_lldp_pod:info\n)" % c)
+          },
+          {
+            "record": "pod_device_switch:roce_lldp_nodes:count",
+            "expr": "count by (job, pod, device, system_name) (instance_device:roce_lldp_switch:pod)"
+          },
+          {
+            "alert": "RoceLldpRailOddOneOut",
+            "expr": "(\n  instance_device:roce_lldp_switch:pod\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count)",
+            "for": "10m",
+            "labels": {
+              "severity": "critical"
+            },
+            "annotations": {
+              "summary": "{{ $labels.device }} on {{ $labels.instance }} is cabled to another rail's switch",
+              "description": "{{ $labels.device }} on {{ $labels.instance }} reaches {{ $labels.system_name }}, where only {{ $value }} node(s) of pod {{ $labels.pod }} have their {{ $labels.device }}; most of the pod's nodes reach another switch: the cable is on the wrong rail (or in the wrong leaf), so this GPU's traffic crosses the spine.",
+              "runbook_url": ("%(runbookUrlBase)s#rocelldprailoddoneout" % c)
+            }
+          },
+          {
+            "alert": "RoceLldpPodOfOne",
+            "expr": "instance:roce_lldp_pod:info\nand on (job, pod) (count by (job, pod) (instance:roce_lldp_pod:info) == 1)\nand on (job) (count by (job) (instance:roce_lldp_pod:info) >= 4)",
+            "for": "10m",
+            "labels": {
+              "severity": "warning"
+            },
+            "annotations": {
+              "summary": "The first NIC of {{ $labels.instance }} reaches a switch no other node's first NIC reaches",
+              "description": "The first RDMA NIC of {{ $labels.instance }} is cabled to {{ $labels.pod }}, which no other node's first NIC reaches: that cable is probably on the wrong rail, and the node's other NICs cannot be compared with a pod.",
+              "runbook_url": ("%(runbookUrlBase)s#rocelldppodofone" % c)
+            }
+          },
+          {
+            "alert": "RoceLldpTwoNicsOneSwitchPort",
+            "expr": ("count by (job, instance, system_name, port_id) (\n  roce_lldp_neighbor_info{%(selector)s, port_id!=\"\"}\n) > 1" % c),
+            "for": "10m",
+            "labels": {
+              "severity": "critical"
+            },
+            "annotations": {
+              "summary": "Two NICs of {{ $labels.instance }} report the same switch port",
+              "description": "{{ $value }} RDMA ports of {{ $labels.instance }} report {{ $labels.system_name }} port {{ $labels.port_id }} as their LLDP neighbour: they share a link (a splitter, a hub or a mislabelled breakout), or one of them is cabled to the other's port.",
+              "runbook_url": ("%(runbookUrlBase)s#rocelldptwonicsoneswitchport" % c)
             }
           }
         ]

@@ -388,35 +388,6 @@ fn capture_without_cap_net_raw_is_off_and_says_so() {
     assert!(r.part.is_none());
 }
 
-/// The fleet's rail alerts (alerts/lldp-rails.yml) against their promtool
-/// unit test: an odd node out in its pod, a node alone in its pod, two NICs
-/// on one switch port. Skipped without promtool, except under CI.
-#[test]
-fn fleet_rail_alerts_pass_their_promtool_tests() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = match std::process::Command::new("promtool")
-        .args(["test", "rules"])
-        .arg(root.join("tests/monitoring/lldp-rails.test.yml"))
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "promtool: {e}: CI must provide it"
-            );
-            eprintln!("skipped: promtool: {e}");
-            return;
-        }
-    };
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Two RoCE NICs, mlx5_0 (rail 0, ens1np0) and mlx5_1 (rail 1, ens2np0),
 /// with the given neighbours.
 fn two_nics(a: Lldpdu, b: Lldpdu) -> Snapshot {

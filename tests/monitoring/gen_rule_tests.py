@@ -358,6 +358,7 @@ def groups(scrape):
     })
     out += fec_groups(scrape)
     out += peer_probe_groups(scrape)
+    out += lldp_rail_groups(scrape)
     return out
 
 
@@ -587,6 +588,61 @@ def peer_probe_groups(scrape):
             ],
         })
     return out
+
+
+LLDP_RAIL_ALERTS = ("RoceLldpRailOddOneOut", "RoceLldpPodOfOne", "RoceLldpTwoNicsOneSwitchPort")
+
+
+def lldp_rail_groups(scrape):
+    """Five nodes of a rail-optimized pod by their LLDP neighbours: n1-n4
+    reach leaf-0a with mlx5_0 (pod leaf-0a), n5 reaches leaf-0b (a pod of
+    one); mlx5_1 of n3 reaches leaf-1b where the pod's others reach
+    leaf-1a; mlx5_2 and mlx5_3 of n2 report the same switch port. Then the
+    same fleet cabled right: nothing fires."""
+    t = Timeline(scrape)
+
+    def neighbour(node, nic, switch, port):
+        return s("roce_lldp_neighbor_info",
+                 f'{J}, instance="n{node}:9879", device="mlx5_{nic}", port="1", '
+                 f'netdev="ens{nic}np0", chassis_id="1c:34:da:5a:00:0{nic}", '
+                 f'port_id="{port}", system_name="{switch}"', t.const(1, 20))
+
+    def fleet(odd):
+        out = []
+        for node in range(1, 6):
+            out.append(neighbour(node, 0, "leaf-0b" if odd and node == 5 else "leaf-0a",
+                                 f"swp{node}"))
+            out.append(neighbour(node, 1, "leaf-1b" if odd and node == 3 else "leaf-1a",
+                                 f"swp{node}"))
+        out.append(neighbour(2, 2, "leaf-2a", "swp5"))
+        out.append(neighbour(2, 3, "leaf-2a", "swp5" if odd else "swp6"))
+        return out
+
+    miscabled = [
+        ("12m", "RoceLldpRailOddOneOut",
+         [({"job": "roce_exporter", "instance": "n3:9879", "device": "mlx5_1",
+            "system_name": "leaf-1b", "pod": "leaf-0a"}, "1")]),
+        ("12m", "RoceLldpPodOfOne",
+         [({"job": "roce_exporter", "instance": "n5:9879", "pod": "leaf-0b"}, "1")]),
+        ("12m", "RoceLldpTwoNicsOneSwitchPort",
+         [({"job": "roce_exporter", "instance": "n2:9879", "system_name": "leaf-2a",
+            "port_id": "swp5"}, "2")]),
+    ]
+    return [
+        {"name": "LLDP rails: one NIC on another rail's leaf, a pod of one, a shared port",
+         "series": fleet(True),
+         "tests": [("5m", a, []) for a in LLDP_RAIL_ALERTS] + miscabled,
+         "expr_tests": [
+             ("2m", 'pod_device_switch:roce_lldp_nodes:count{pod="leaf-0a", device="mlx5_1"}',
+              [({"job": "roce_exporter", "pod": "leaf-0a", "device": "mlx5_1",
+                 "system_name": "leaf-1a"}, 3),
+               ({"job": "roce_exporter", "pod": "leaf-0a", "device": "mlx5_1",
+                 "system_name": "leaf-1b"}, 1)]),
+         ]},
+        {"name": "LLDP rails: every NIC on its rail's leaf",
+         "series": fleet(False),
+         "tests": [("12m", a, []) for a in LLDP_RAIL_ALERTS]},
+    ]
 
 
 def rules_by_name(params):

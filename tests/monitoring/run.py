@@ -231,11 +231,7 @@ def check_generated():
     import gen_rule_tests
     errors += compare(os.path.join(HERE, "rules.test.yml"), gen_rule_tests.build(),
                       "tests/monitoring/gen_rule_tests.py")
-    # Rule files written by hand beside the generated ones, each with its own
-    # promtool unit test (alerts/lldp-rails.yml: tests/monitoring/lldp-rails.test.yml).
-    hand_written = {"lldp-rails.yml"}
     committed = {n for n in os.listdir(os.path.join(ROOT, "alerts")) if n.endswith(".yml")}
-    committed -= hand_written
     if committed != set(generated):
         errors.append(f"alerts/: rule files {sorted(committed)} are not the generator's")
     committed = {n for n, _ in dashboards()}
