@@ -7,10 +7,10 @@ use roce_rules::{self as rules, Finding, RuleId};
 use crate::{item, status_of, Item, NcclSetting, Status};
 
 /// The NCCL settings, each with NCCL's default judged on this host
-/// ([`rules::nccl::advice`]).
+/// ([`rules::nccl_advice::advice`]).
 pub(crate) fn nccl_settings(s: &Snapshot, expect: &Expectations) -> Vec<NcclSetting> {
-    use rules::nccl::NcclValue;
-    rules::nccl::advice(s, expect)
+    use rules::nccl_advice::NcclValue;
+    rules::nccl_advice::advice(s, expect)
         .into_iter()
         .map(|a| {
             let (action, value) = match a.value {

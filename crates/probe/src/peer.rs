@@ -213,7 +213,7 @@ pub struct Probe {
 
 /// What happened to one probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ProbeOutcome {
     /// Answered by the probed endpoint with the probe's nonce and seq:
     /// the round trip less the responder's hold time, and the responder's
     /// incarnation.
@@ -274,7 +274,7 @@ pub trait PeerPort: Send {
         timeout: Duration,
         responder: &mut Responder,
         served: &mut Served,
-    ) -> Outcome;
+    ) -> ProbeOutcome;
     /// Answers pending probes without sending one.
     fn serve(&mut self, responder: &mut Responder, served: &mut Served);
     /// Waits up to `timeout` for datagrams and answers them, returning

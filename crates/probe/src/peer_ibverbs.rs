@@ -48,7 +48,7 @@ use rdma_mummy_sys::{
 };
 
 use crate::peer::{
-    flow_label, Endpoint, Outcome, PeerPort, PeerVerbs, Probe, Responder, Served,
+    flow_label, Endpoint, PeerPort, PeerVerbs, Probe, ProbeOutcome, Responder, Served,
     DEFAULT_FLOW_LABELS, GRH_LEN, QKEY,
 };
 use crate::peer_admit::{handle, Datagram, Handled, InFlight, Refusal};

@@ -12,7 +12,7 @@ use serde::Serialize;
 use roce_netdev::{DcbConfig, DcbOutcome, Direction, Meaning, Netdev, Trust};
 use roce_rdma::LinkLayer;
 
-use super::history::{stat_integer, Value};
+use super::history::{stat_integer, FollowedCounter};
 use super::ports::find_port;
 use super::settings::section;
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};

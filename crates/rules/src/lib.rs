@@ -21,7 +21,7 @@ pub mod exporter;
 pub mod fabric;
 pub mod history;
 pub mod lldp;
-pub mod nccl;
+pub mod nccl_advice;
 pub mod nccl_seen;
 pub mod peer_probes;
 pub mod phys;

@@ -14,7 +14,7 @@ use serde::Serialize;
 use roce_netdev::Meaning;
 use roce_rdma::{Device, LinkLayer, Port};
 
-use super::history::Value;
+use super::history::FollowedCounter;
 use super::ports::{fmt_num, ports, subject};
 use super::settings::section;
 use super::window::Increase;
@@ -95,7 +95,7 @@ fn netdev_wide(
     let netdev = p.netdev.as_deref()?;
     ctx.history
         .netdev(netdev)
-        .increase(Value::Stat(meaning), window)
+        .increase(FollowedCounter::Stat(meaning), window)
 }
 
 fn link_flap(ctx: &Context) -> Vec<Finding> {
@@ -120,7 +120,7 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
             let n = netdev?;
             ctx.history
                 .netdev(n)
-                .increase(Value::CarrierDown, window)
+                .increase(FollowedCounter::CarrierDown, window)
                 .map(|inc| {
                     (
                         inc,
@@ -132,7 +132,7 @@ fn link_flap(ctx: &Context) -> Vec<Finding> {
         let pma = || {
             ctx.history
                 .port(&d.name, p.number)
-                .increase(Value::LinkDowned, window)
+                .increase(FollowedCounter::LinkDowned, window)
                 .map(|inc| {
                     (
                         inc,
@@ -181,7 +181,7 @@ fn symbol_errors(ctx: &Context) -> Vec<Finding> {
                 let Some(inc) = ctx
                     .history
                     .port(&d.name, p.number)
-                    .increase(Value::SymbolErrors, cfg.window)
+                    .increase(FollowedCounter::SymbolErrors, cfg.window)
                 else {
                     continue;
                 };
@@ -332,7 +332,7 @@ fn counter_saturated(ctx: &Context) -> Vec<Finding> {
 struct HwRate {
     rule: RuleId,
     /// Summed per sample before the increase is taken.
-    values: &'static [Value],
+    values: &'static [FollowedCounter],
     what: &'static str,
     fix: &'static str,
 }
@@ -388,7 +388,7 @@ fn retransmissions(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.retransmissions,
         &HwRate {
             rule: RuleId::Retransmissions,
-            values: &[Value::Hw(HwMeaning::Retransmissions)],
+            values: &[FollowedCounter::Hw(HwMeaning::Retransmissions)],
             what: "transport retransmissions",
             fix: "Find where packets are lost: check PFC/ECN on the RoCE priority end to end, the switch's drop \
                   counters and the link error counters; loss on RoCE costs whole go-back-N windows",
@@ -402,7 +402,7 @@ fn sequence_errors(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.sequence_errors,
         &HwRate {
             rule: RuleId::SequenceErrors,
-            values: &[Value::Hw(HwMeaning::OutOfSequence), Value::Hw(HwMeaning::PacketSeqErr), Value::Hw(HwMeaning::ImpliedNakSeqErr)],
+            values: &[FollowedCounter::Hw(HwMeaning::OutOfSequence), FollowedCounter::Hw(HwMeaning::PacketSeqErr), FollowedCounter::Hw(HwMeaning::ImpliedNakSeqErr)],
             what: "packet sequence errors",
             fix: "Packets are lost or reordered on the path: make the RoCE priority lossless (PFC) or congestion \
                   controlled (ECN/DCQCN) on every hop, and check for drops on the switches",
@@ -416,7 +416,7 @@ fn out_of_buffer(ctx: &Context) -> Vec<Finding> {
         &ctx.rules.out_of_buffer,
         &HwRate {
             rule: RuleId::OutOfBuffer,
-            values: &[Value::Hw(HwMeaning::OutOfBuffer)],
+            values: &[FollowedCounter::Hw(HwMeaning::OutOfBuffer)],
             what: "receive drops for lack of posted buffers",
             fix: "The receiving application does not post receive WQEs fast enough, or the NIC's receive buffer is \
                   exhausted: check the application's receive queue depth and the host's CPU/PCIe load",
@@ -451,7 +451,7 @@ fn ack_timeouts(ctx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
     for (d, p) in ports(s) {
         let series = ctx.history.port(&d.name, p.number);
-        let value = Value::Hw(HwMeaning::LocalAckTimeout);
+        let value = FollowedCounter::Hw(HwMeaning::LocalAckTimeout);
         let Some(inc) = series.increase(value, cfg.window) else {
             continue;
         };

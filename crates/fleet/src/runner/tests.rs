@@ -5,7 +5,7 @@ use crate::config::{PeerProbeConfig, RailConfig};
 use crate::peer_endpoints::Refusal;
 use crate::peer_rails::Rails;
 use roce_model::snapshot::Snapshot;
-use roce_probe::peer::{Outcome, PeerPort, Probe, Responder, Served};
+use roce_probe::peer::{PeerPort, Probe, ProbeOutcome, Responder, Served};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::AtomicU32;
 
@@ -42,25 +42,25 @@ impl PeerPort for FabricPort {
         _timeout: Duration,
         _responder: &mut Responder,
         _served: &mut Served,
-    ) -> Outcome {
+    ) -> ProbeOutcome {
         lock(&self.0.aimed).insert((to.gid, to.qpn));
         lock(&self.0.classes).push(probe.traffic_class);
         let every = self.0.lose_every.load(Ordering::SeqCst);
         if every > 0 && probe.size == roce_probe::peer::SMALL_PAYLOAD {
             let n = self.0.pings.fetch_add(1, Ordering::SeqCst) + 1;
             if n.is_multiple_of(every) {
-                return Outcome::Lost;
+                return ProbeOutcome::Lost;
             }
         }
         if self.0.answer_all.load(Ordering::SeqCst)
             || to.qpn == self.0.live_qpn.load(Ordering::SeqCst)
         {
-            Outcome::Answered {
+            ProbeOutcome::Answered {
                 rtt: Duration::from_micros(30),
                 incarnation: to.incarnation,
             }
         } else {
-            Outcome::Lost
+            ProbeOutcome::Lost
         }
     }
     fn serve(&mut self, _: &mut Responder, _: &mut Served) {}

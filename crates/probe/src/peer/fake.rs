@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
 use std::time::{Duration, Instant};
 
-use super::{Endpoint, Outcome, PeerPort, Probe, Responder, Served};
+use super::{Endpoint, PeerPort, Probe, ProbeOutcome, Responder, Served};
 use crate::peer_admit::{handle, Datagram, Handled};
 use crate::peer_wire::Message;
 
@@ -45,17 +45,17 @@ impl PeerPort for FakePort {
         _timeout: Duration,
         responder: &mut Responder,
         served: &mut Served,
-    ) -> Outcome {
+    ) -> ProbeOutcome {
         self.serve(responder, served);
         if self.unresolved.contains(&to.node) {
-            return Outcome::Unresolved;
+            return ProbeOutcome::Unresolved;
         }
         self.sent.push((to.node.clone(), *probe));
         if self.dead.contains(&to.node) {
-            return Outcome::Lost;
+            return ProbeOutcome::Lost;
         }
         if self.not_admitting.contains(&to.node) {
-            return Outcome::NotAdmitted {
+            return ProbeOutcome::NotAdmitted {
                 incarnation: to.incarnation,
             };
         }
@@ -64,18 +64,18 @@ impl PeerPort for FakePort {
             .get(&to.node)
             .is_some_and(|l| probe.size > *l)
         {
-            return Outcome::Lost;
+            return ProbeOutcome::Lost;
         }
         if let Some(n) = self.lossy.get(&to.node) {
             if probe.seq.is_multiple_of(*n) {
-                return Outcome::Lost;
+                return ProbeOutcome::Lost;
             }
         }
         let rtt = match self.rtt_series.len() {
             0 => self.rtt,
             n => self.rtt_series[probe.seq as usize % n],
         };
-        Outcome::Answered {
+        ProbeOutcome::Answered {
             rtt,
             incarnation: to.incarnation,
         }

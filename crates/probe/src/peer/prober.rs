@@ -149,7 +149,7 @@ impl<P: PeerPort> PortProber<P> {
     }
 
     /// Counts one probe's outcome; the RTT of an answered small probe.
-    fn record(&mut self, key: &PeerKey, is_large: bool, outcome: Outcome) -> Option<f64> {
+    fn record(&mut self, key: &PeerKey, is_large: bool, outcome: ProbeOutcome) -> Option<f64> {
         let stats = &mut self.stats;
         let pair = stats.peers.entry(key.clone()).or_default();
         let (port_sent, pair_sent, last, recent) = if is_large {
@@ -168,27 +168,27 @@ impl<P: PeerPort> PortProber<P> {
             )
         };
         let answered = match outcome {
-            Outcome::Answered { rtt, incarnation } => {
+            ProbeOutcome::Answered { rtt, incarnation } => {
                 pair.answered_by = Some(incarnation);
                 pair.last_pending = false;
                 stats.rtt.observe(rtt);
                 Some(rtt)
             }
-            Outcome::Lost | Outcome::Unresolved => {
-                if outcome == Outcome::Unresolved {
+            ProbeOutcome::Lost | ProbeOutcome::Unresolved => {
+                if outcome == ProbeOutcome::Unresolved {
                     pair.unresolved += 1;
                 }
                 pair.last_pending = false;
                 None
             }
-            Outcome::NotAdmitted { incarnation } => {
+            ProbeOutcome::NotAdmitted { incarnation } => {
                 pair.answered_by = Some(incarnation);
                 pair.pending += 1;
                 pair.last_pending = true;
                 stats.pending += 1;
                 return None;
             }
-            Outcome::Failed(f) => {
+            ProbeOutcome::Failed(f) => {
                 *pair.errors.entry(f.reason.as_str()).or_insert(0) += 1;
                 return None;
             }

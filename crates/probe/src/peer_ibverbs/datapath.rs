@@ -286,7 +286,7 @@ impl PeerPort for UdPort {
         timeout: Duration,
         responder: &mut Responder,
         served: &mut Served,
-    ) -> Outcome {
+    ) -> ProbeOutcome {
         // Answer what is waiting first, so that its answers do not count
         // against this probe's round trip.
         self.serve(responder, served);
@@ -301,11 +301,11 @@ impl PeerPort for UdPort {
         let ah = loop {
             match self.handle_for(&key) {
                 Lookup::Ready(ah) => break ah,
-                Lookup::Failed(_) => return Outcome::Unresolved,
+                Lookup::Failed(_) => return ProbeOutcome::Unresolved,
                 Lookup::Waiting => {}
             }
             if Instant::now() >= give_up {
-                return Outcome::Unresolved;
+                return ProbeOutcome::Unresolved;
             }
             self.serve(responder, served);
             std::thread::sleep(Duration::from_micros(100));
@@ -315,7 +315,7 @@ impl PeerPort for UdPort {
         let started = Instant::now();
         let wr_id = match self.send(key, ah, to.qpn, &payload) {
             Ok(s) => s,
-            Err(f) => return Outcome::Failed(f),
+            Err(f) => return ProbeOutcome::Failed(f),
         };
         let expect = Expect {
             flight: InFlight {
@@ -335,10 +335,10 @@ impl PeerPort for UdPort {
             {
                 Ok(Some(Event::Reply(at, m))) => {
                     return match m.kind {
-                        Kind::NotAdmitted => Outcome::NotAdmitted {
+                        Kind::NotAdmitted => ProbeOutcome::NotAdmitted {
                             incarnation: m.incarnation,
                         },
-                        _ => Outcome::Answered {
+                        _ => ProbeOutcome::Answered {
                             rtt: (at - started)
                                 .saturating_sub(Duration::from_nanos(u64::from(m.hold_ns))),
                             incarnation: m.incarnation,
@@ -346,7 +346,7 @@ impl PeerPort for UdPort {
                     }
                 }
                 Ok(Some(Event::SendFailed(status, vendor))) => {
-                    return Outcome::Failed(Failure::new(
+                    return ProbeOutcome::Failed(Failure::new(
                         Reason::Completion(status),
                         format!(
                             "work completion {} on the probe's send (vendor error {vendor:#x})",
@@ -355,10 +355,10 @@ impl PeerPort for UdPort {
                     ))
                 }
                 Ok(None) => {}
-                Err(f) => return Outcome::Failed(f),
+                Err(f) => return ProbeOutcome::Failed(f),
             }
             if Instant::now() >= deadline {
-                return Outcome::Lost;
+                return ProbeOutcome::Lost;
             }
             spins += 1;
             if spins < 2000 {

@@ -189,10 +189,10 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                                 priority: p,
                                 direction,
                             };
-                            let inc = ctx
-                                .history
-                                .netdev(name)
-                                .increase(Value::Stat(meaning), ctx.rules.pfc_storm.window);
+                            let inc = ctx.history.netdev(name).increase(
+                                FollowedCounter::Stat(meaning),
+                                ctx.rules.pfc_storm.window,
+                            );
                             if let Some(inc) = inc {
                                 total = total.saturating_add(inc.amount);
                                 seconds = seconds.max(inc.seconds);

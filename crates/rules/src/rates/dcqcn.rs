@@ -22,11 +22,11 @@ impl Share {
         d: &Device,
         p: &Port,
         events: HwMeaning,
-        packets: Value,
+        packets: FollowedCounter,
         cfg: &TrafficRatioRule,
     ) -> Option<Share> {
         let series = ctx.history.port(&d.name, p.number);
-        let events = series.increase_of_sum(&[Value::Hw(events)], cfg.window)?;
+        let events = series.increase_of_sum(&[FollowedCounter::Hw(events)], cfg.window)?;
         let packets = series.increase(packets, cfg.window)?;
         (packets.amount > 0 && packets.per_second() >= cfg.min_packets_per_second).then(|| Share {
             events: events.amount,
@@ -63,7 +63,16 @@ pub(super) fn receiver_congested(ctx: &Context) -> Vec<Finding> {
     traffic_ratio(
         ctx,
         cfg,
-        |d, p| Share::per_traffic(ctx, d, p, HwMeaning::EcnMarked, Value::RcvPackets, cfg),
+        |d, p| {
+            Share::per_traffic(
+                ctx,
+                d,
+                p,
+                HwMeaning::EcnMarked,
+                FollowedCounter::RcvPackets,
+                cfg,
+            )
+        },
         |d, p, subject, t| {
             Finding {
             rule: RuleId::ReceiverCongested,
@@ -103,7 +112,16 @@ pub(super) fn sender_throttled(ctx: &Context) -> Vec<Finding> {
     traffic_ratio(
         ctx,
         cfg,
-        |d, p| Share::per_traffic(ctx, d, p, HwMeaning::CnpHandled, Value::XmitPackets, cfg),
+        |d, p| {
+            Share::per_traffic(
+                ctx,
+                d,
+                p,
+                HwMeaning::CnpHandled,
+                FollowedCounter::XmitPackets,
+                cfg,
+            )
+        },
         |d, p, subject, t| {
             Finding {
             rule: RuleId::SenderThrottled,
@@ -141,8 +159,8 @@ pub(super) fn cnp_not_sent(ctx: &Context) -> Vec<Finding> {
     for (d, p) in ports(s) {
         let series = ctx.history.port(&d.name, p.number);
         let (Some(marked), Some(sent)) = (
-            series.increase(Value::Hw(HwMeaning::EcnMarked), cfg.window),
-            series.increase(Value::Hw(HwMeaning::CnpSent), cfg.window),
+            series.increase(FollowedCounter::Hw(HwMeaning::EcnMarked), cfg.window),
+            series.increase(FollowedCounter::Hw(HwMeaning::CnpSent), cfg.window),
         ) else {
             continue;
         };
@@ -188,9 +206,9 @@ pub(super) fn cnp_ignored(ctx: &Context) -> Vec<Finding> {
     // ignored ones were counted.
     let measure = |d: &Device, p: &Port| {
         let series = ctx.history.port(&d.name, p.number);
-        let ignored = series.increase(Value::Hw(HwMeaning::CnpIgnored), cfg.window)?;
+        let ignored = series.increase(FollowedCounter::Hw(HwMeaning::CnpIgnored), cfg.window)?;
         let handled = series
-            .increase(Value::Hw(HwMeaning::CnpHandled), cfg.window)
+            .increase(FollowedCounter::Hw(HwMeaning::CnpHandled), cfg.window)
             .map_or(0, |i| i.amount);
         let received = ignored.amount.saturating_add(handled);
         if ignored.amount == 0 || ignored.seconds <= 0.0 {
