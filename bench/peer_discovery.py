@@ -4,7 +4,7 @@
 
 Runs the ignored test `runner::bench::fleet_request_rates` of roce-fleet
 (release build), which drives the coordinator's own planning code
-(`Catalog::plan` / `Catalog::apply` in crates/fleet/src/runner.rs) for one
+(`Catalog::plan` / `Catalog::apply` in crates/fleet/src/runner/catalog.rs) for one
 node over simulated time, every request answered at once, with
 `refresh: 60s` and the default 5 packets/s:
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::config::{Config, Expectations, RulesConfig};
 use crate::rules;
 use crate::snapshot::{monotonic_now, KernelRequests, Snapshot, SourceState, SourceStatus};
-use crate::sources::{Input, Part, Reading, Source};
+use crate::sources::{Input, Part, Sampled, Source};
 
 /// A message to a running sampler. Dropping the sender stops it.
 pub enum Control {
@@ -40,7 +40,7 @@ enum Job {
 
 /// What one call returned, measured on the worker.
 struct Done {
-    reading: Reading,
+    reading: Sampled,
     errors: Vec<String>,
     duration: Duration,
     kernel_requests: Option<KernelRequests>,
@@ -210,7 +210,7 @@ fn work(mut source: Box<dyn Source>, jobs: mpsc::Receiver<Job>, done: mpsc::Send
         // RDMA part into the snapshot instead of copying it.
         drop(input);
         let reading = outcome.unwrap_or_else(|panic| {
-            Reading::bare(SourceState::Failed(format!(
+            Sampled::bare(SourceState::Failed(format!(
                 "collector panicked: {}",
                 panic_message(panic.as_ref())
             )))
@@ -593,10 +593,10 @@ mod tests {
         fn name(&self) -> &'static str {
             self.name
         }
-        fn sample(&mut self, _i: &Input, errors: &mut Vec<HostError>) -> Reading {
+        fn sample(&mut self, _i: &Input, errors: &mut Vec<HostError>) -> Sampled {
             let step = self.script[self.step.min(self.script.len() - 1)];
             self.step += 1;
-            Reading::bare(match step {
+            Sampled::bare(match step {
                 Ok(n) => {
                     errors.extend((0..n).map(|i| {
                         roce_host::ReadError::io(
@@ -651,7 +651,7 @@ mod tests {
             fn name(&self) -> &'static str {
                 "rdma"
             }
-            fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Reading {
+            fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Sampled {
                 use roce_rdma::{Counter, Device, Port, RdmaSnapshot};
                 self.0 += 2;
                 let port = Port {
@@ -667,7 +667,7 @@ mod tests {
                     }],
                     errors: vec![],
                 };
-                Reading::new(SourceState::Ok, Part::Rdma(rdma))
+                Sampled::new(SourceState::Ok, Part::Rdma(rdma))
             }
         }
         let mut sampler = Sampler::new(vec![Box::new(Counting(0))], &Config::default());
@@ -678,7 +678,7 @@ mod tests {
         let inc = sampler
             .history()
             .port("x", 1)
-            .increase(rules::history::Value::LinkDowned, Duration::MAX)
+            .increase(rules::history::FollowedCounter::LinkDowned, Duration::MAX)
             .map(|i| i.amount);
         assert_eq!(inc, Some(4));
     }
@@ -705,9 +705,9 @@ mod tests {
             fn name(&self) -> &'static str {
                 "slow"
             }
-            fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Reading {
+            fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Sampled {
                 std::thread::sleep(INTERVAL * 3);
-                Reading::bare(SourceState::Ok)
+                Sampled::bare(SourceState::Ok)
             }
         }
         let sampler = Sampler::new(vec![Box::new(Slow)], &Config::default());
@@ -753,10 +753,10 @@ mod tests {
         fn name(&self) -> &'static str {
             "gate"
         }
-        fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Reading {
+        fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Sampled {
             self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let _ = self.release.lock().unwrap().recv();
-            Reading::bare(SourceState::Ok)
+            Sampled::bare(SourceState::Ok)
         }
     }
 
@@ -838,9 +838,9 @@ mod tests {
             fn name(&self) -> &'static str {
                 "rdma"
             }
-            fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Reading {
+            fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Sampled {
                 match self.0.remove(0) {
-                    Some(name) => Reading::new(
+                    Some(name) => Sampled::new(
                         SourceState::Ok,
                         Part::Rdma(RdmaSnapshot {
                             devices: vec![Device {
@@ -850,7 +850,7 @@ mod tests {
                             errors: vec![],
                         }),
                     ),
-                    None => Reading::bare(SourceState::Failed("no".into())),
+                    None => Sampled::bare(SourceState::Failed("no".into())),
                 }
             }
         }
@@ -862,10 +862,10 @@ mod tests {
             fn needs_rdma(&self) -> bool {
                 true
             }
-            fn sample(&mut self, i: &Input, _e: &mut Vec<HostError>) -> Reading {
+            fn sample(&mut self, i: &Input, _e: &mut Vec<HostError>) -> Sampled {
                 let name = i.rdma.as_ref().map(|r| r.devices[0].name.clone());
                 let _ = self.0.send(name);
-                Reading::bare(SourceState::Ok)
+                Sampled::bare(SourceState::Ok)
             }
         }
         let (tx, seen) = mpsc::channel();

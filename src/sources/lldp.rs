@@ -29,7 +29,7 @@ use serde::Deserialize;
 
 pub use roce_model::lldp::{LldpPort, LldpSnapshot};
 
-use super::{HostError, Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::SourceState;
@@ -403,9 +403,9 @@ impl Source for LldpSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading {
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         if let Backend::Off(state) = &self.backend {
-            return Reading::bare(state.clone());
+            return Sampled::bare(state.clone());
         }
         let targets: Vec<(String, Option<(String, u32)>)> =
             super::netdev::targets(input.rdma.as_deref(), &[])
@@ -413,7 +413,7 @@ impl Source for LldpSource {
                 .map(|t| (t.name, t.rdma.map(|r| (r.device, r.port))))
                 .collect();
         if targets.is_empty() {
-            return Reading::bare(SourceState::Unavailable(
+            return Sampled::bare(SourceState::Unavailable(
                 "no netdev behind an RDMA port".into(),
             ));
         }
@@ -434,7 +434,7 @@ impl Source for LldpSource {
         };
         self.table.expire(now_ms);
         if !matches!(state, SourceState::Ok) {
-            return Reading::bare(state);
+            return Sampled::bare(state);
         }
         let ports = targets
             .into_iter()
@@ -463,6 +463,6 @@ impl Source for LldpSource {
                 }
             })
             .collect();
-        Reading::new(state, Part::Lldp(Box::new(LldpSnapshot { via, ports })))
+        Sampled::new(state, Part::Lldp(Box::new(LldpSnapshot { via, ports })))
     }
 }

@@ -61,16 +61,16 @@ pub enum Part {
 
 /// What one call of [`Source::sample`] returns.
 #[derive(Debug, Clone)]
-pub struct Reading {
+pub struct Sampled {
     /// Whether the source as a whole worked.
     pub state: SourceState,
     /// What it read; `None` when it had nothing to hand over.
     pub part: Option<Part>,
 }
 
-impl Reading {
+impl Sampled {
     pub fn new(state: SourceState, part: Part) -> Self {
-        Reading {
+        Sampled {
             state,
             part: Some(part),
         }
@@ -78,7 +78,7 @@ impl Reading {
 
     /// A state and no part (disabled, or nothing read).
     pub fn bare(state: SourceState) -> Self {
-        Reading { state, part: None }
+        Sampled { state, part: None }
     }
 }
 
@@ -99,7 +99,7 @@ pub trait Source: Send {
     /// Reads the host. Problems that did not stop it (a file, a request)
     /// go into `errors`; the returned state says whether the source as a
     /// whole worked.
-    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading;
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled;
 
     /// What the last sample asked of the kernel; `None` for sources that
     /// do not count it.

@@ -20,7 +20,7 @@ use roce_nccl::inspector::{parse_prom_line, parse_record, ObjectSplitter, Record
 use roce_nccl::log::parse_line;
 use roce_nccl::tail::{PassStats, TailConfig, TailEvent, Tailer};
 
-use super::{HostError, Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::{Config, NcclConfig};
 use crate::snapshot::SourceState;
 use roce_host::ReadError;
@@ -235,12 +235,12 @@ impl Source for NcclSource {
         "nccl"
     }
 
-    fn sample(&mut self, _input: &Input, errors: &mut Vec<HostError>) -> Reading {
+    fn sample(&mut self, _input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         if !self.cfg.enabled {
-            return Reading::bare(SourceState::Disabled("nccl.enabled is false".into()));
+            return Sampled::bare(SourceState::Disabled("nccl.enabled is false".into()));
         }
         if self.logs.is_none() && self.inspector.is_none() {
-            return Reading::bare(SourceState::Disabled(
+            return Sampled::bare(SourceState::Disabled(
                 "neither nccl.log_dir nor nccl.inspector_dir is set".into(),
             ));
         }
@@ -259,6 +259,6 @@ impl Source for NcclSource {
         }
         errors.extend(self.errors.iter().cloned());
         self.part.summary = self.agg.summary(Instant::now());
-        Reading::new(self.state.clone(), Part::Nccl(Box::new(self.part.clone())))
+        Sampled::new(self.state.clone(), Part::Nccl(Box::new(self.part.clone())))
     }
 }

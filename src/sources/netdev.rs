@@ -10,7 +10,7 @@ use roce_netdev::live::{EthtoolPause, NetlinkDcb};
 use roce_netdev::reader::{DcbReplay, ReaderOptions};
 use roce_netdev::{NetdevReader, RdmaPortRef, Target};
 
-use super::{HostError, Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{KernelRequests, SourceState};
@@ -120,14 +120,14 @@ impl Source for NetdevSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading {
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         if let Some(e) = &self.open_error {
             errors.push(e.clone());
         }
         let targets = targets(input.rdma.as_deref(), &self.extra);
         self.read_last_sample = !targets.is_empty();
         if targets.is_empty() {
-            return Reading::new(
+            return Sampled::new(
                 SourceState::Unavailable("no netdev behind an RDMA port".into()),
                 Part::Netdev(Default::default()),
             );
@@ -135,7 +135,7 @@ impl Source for NetdevSource {
         let netdevs = self
             .reader
             .read_at(&targets, crate::snapshot::monotonic_now(), errors);
-        Reading::new(SourceState::Ok, Part::Netdev(netdevs))
+        Sampled::new(SourceState::Ok, Part::Netdev(netdevs))
     }
 
     fn kernel_requests(&self) -> Option<KernelRequests> {

@@ -13,7 +13,7 @@ use roce_probe::peer::{PeerResults, PeerSettings};
 use roce_probe::ProbeState;
 
 use super::probe::TargetChooser;
-use super::{HostError, Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::{Config, PeerProbeConfig};
 use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
@@ -175,10 +175,10 @@ impl Source for PeerProbeSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading {
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         let runner = match &self.runner {
             Ok(r) => r,
-            Err(why) => return Reading::bare(SourceState::Disabled(why.clone())),
+            Err(why) => return Sampled::bare(SourceState::Disabled(why.clone())),
         };
         if let Some(rdma) = &input.rdma {
             let empty = Snapshot::default();
@@ -204,7 +204,7 @@ impl Source for PeerProbeSource {
             }
             _ => SourceState::Ok,
         };
-        Reading::new(
+        Sampled::new(
             state,
             Part::PeerProbes(Box::new(PeerProbePart { results, discovery })),
         )

@@ -14,7 +14,7 @@ use roce_netdev::fec::{EthtoolFec, FecReplay};
 use roce_netdev::module::{EepromReplay, EthtoolEeprom};
 use roce_netdev::phys::{PhysOptions, PhysReader};
 
-use super::{HostError, Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{KernelRequests, SourceState};
@@ -77,7 +77,7 @@ impl Source for PhysSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading {
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         let targets = super::netdev::targets(input.rdma.as_deref(), &self.extra);
         let gpus: Vec<String> = input
             .previous
@@ -87,14 +87,14 @@ impl Source for PhysSource {
             .unwrap_or_default();
         self.read_last_sample = !(targets.is_empty() && gpus.is_empty());
         if !self.read_last_sample {
-            return Reading::new(
+            return Sampled::new(
                 SourceState::Unavailable("no netdev behind an RDMA port and no GPU".into()),
                 Part::Phys(Default::default()),
             );
         }
         let now = crate::snapshot::monotonic_now();
         let snapshot = self.reader.read(&targets, &gpus, now, errors);
-        Reading::new(SourceState::Ok, Part::Phys(snapshot))
+        Sampled::new(SourceState::Ok, Part::Phys(snapshot))
     }
 
     fn kernel_requests(&self) -> Option<KernelRequests> {

@@ -13,7 +13,7 @@ use roce_probe::runner::Runner;
 use roce_probe::{ProbeState, Target};
 use roce_rdma::{LinkLayer, Port, RdmaSnapshot};
 
-use super::{HostError, Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::{Config, GidIndex};
 use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
@@ -145,10 +145,10 @@ impl Source for ProbeSource {
         true
     }
 
-    fn sample(&mut self, input: &Input, _errors: &mut Vec<HostError>) -> Reading {
+    fn sample(&mut self, input: &Input, _errors: &mut Vec<HostError>) -> Sampled {
         let runner = match &self.runner {
             Ok(r) => r,
-            Err(why) => return Reading::bare(SourceState::Disabled(why.to_string())),
+            Err(why) => return Sampled::bare(SourceState::Disabled(why.to_string())),
         };
         if let Some(rdma) = &input.rdma {
             // The RoCE DSCP comes from the netdev part, which is read in
@@ -196,6 +196,6 @@ impl Source for ProbeSource {
         }
         self.logged
             .retain(|t, _| results.targets.iter().any(|(r, _)| r == t));
-        Reading::new(state, Part::Probes(results))
+        Sampled::new(state, Part::Probes(results))
     }
 }

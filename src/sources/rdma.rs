@@ -3,7 +3,7 @@
 
 use roce_rdma::{DeviceFilter, RdmaReader, SysfsOnly};
 
-use super::{HostError, Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::{KernelRequests, SourceState};
@@ -56,7 +56,7 @@ impl<N: Nldev> Source for RdmaSource<N> {
         "rdma"
     }
 
-    fn sample(&mut self, _input: &Input, errors: &mut Vec<HostError>) -> Reading {
+    fn sample(&mut self, _input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         let rdma = match &mut self.netlink {
             Some(netlink) => {
                 netlink.begin_sample();
@@ -72,7 +72,7 @@ impl<N: Nldev> Source for RdmaSource<N> {
         } else {
             SourceState::Ok
         };
-        Reading::new(state, Part::Rdma(rdma))
+        Sampled::new(state, Part::Rdma(rdma))
     }
 
     fn kernel_requests(&self) -> Option<KernelRequests> {

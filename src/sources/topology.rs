@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use roce_topology::nvml::{GpuLibrary, NoNvml, Nvml, NvmlState};
 use roce_topology::{NicRef, TopologyReader, DEFAULT_LIBRARY_DIRS};
 
-use super::{HostError, Input, Part, Reading, Source};
+use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
 use crate::snapshot::SourceState;
@@ -80,7 +80,7 @@ impl Source for TopologySource {
         true
     }
 
-    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Reading {
+    fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         let nics: Vec<NicRef> = input
             .rdma
             .iter()
@@ -118,6 +118,6 @@ impl Source for TopologySource {
         } else {
             SourceState::Ok
         };
-        Reading::new(state, Part::Topology(Box::new(topo)))
+        Sampled::new(state, Part::Topology(Box::new(topo)))
     }
 }

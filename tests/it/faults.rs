@@ -29,7 +29,7 @@ use rdma_common::{fixture, FaultFs, TempTree};
 use roce_exporter::config::Config;
 use roce_exporter::exposition::{self, BuildInfo, Format};
 use roce_exporter::host::HostPaths;
-use roce_exporter::rules::history::Value;
+use roce_exporter::rules::history::FollowedCounter;
 use roce_exporter::sampler::Sampler;
 use roce_exporter::snapshot::{Snapshot, SourceState};
 use roce_exporter::sources::netdev::NetdevSource;
@@ -361,7 +361,7 @@ fn a_driver_reload_resetting_counters_raises_no_rate_finding_and_exports_the_new
         let inc = sampler
             .history()
             .port("mlx5_0", 1)
-            .increase(Value::LinkDowned, Duration::MAX)
+            .increase(FollowedCounter::LinkDowned, Duration::MAX)
             .unwrap();
         assert_eq!((inc.amount, inc.resets), (0, 1));
     }

@@ -110,6 +110,14 @@ fn rules_read_the_model_and_name_no_metric() {
 }
 
 #[test]
+fn the_checklist_reports_findings_and_names_no_metric() {
+    let g = graph();
+    assert!(g["roce-checklist"].contains("roce-rules"));
+    assert_none(&g, "roce-checklist", &["roce-exposition", "roce_exporter"]);
+    assert_none(&g, "roce-checklist", SERVING);
+}
+
+#[test]
 fn only_the_exposition_names_metrics_and_it_does_not_serve() {
     let g = graph();
     for (krate, deps) in &g {

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use roce_exporter::config::{Config, Expectations, ExpectedDevices, RulesConfig};
 use roce_exporter::rules::fabric::{dscp_priority, port_traffic_class, roce_dscp, DscpSource};
-use roce_exporter::rules::nccl::{advice, NcclAdvice, NcclValue};
+use roce_exporter::rules::nccl_advice::{advice, NcclAdvice, NcclValue};
 use roce_exporter::rules::topology::gdr_per_gpu;
 use roce_exporter::rules::{self, Engine, Finding, Severity};
 use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};

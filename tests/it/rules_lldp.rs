@@ -273,7 +273,7 @@ fn input() -> Input {
     }
 }
 
-fn lldp_part(r: roce_exporter::sources::Reading) -> LldpSnapshot {
+fn lldp_part(r: roce_exporter::sources::Sampled) -> LldpSnapshot {
     assert_eq!(r.state, SourceState::Ok);
     match r.part {
         Some(Part::Lldp(l)) => *l,

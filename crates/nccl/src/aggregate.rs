@@ -28,6 +28,13 @@ use std::time::{Duration, Instant};
 use crate::inspector::{CollRecord, PromSample};
 use crate::log::{Event, IbPort, Line, LinkLayer, NetDevice, Via};
 
+mod bounded;
+mod resolve;
+
+use bounded::{bump, evict_oldest, insert_capped};
+pub use resolve::label_safe;
+use resolve::{resolve, transport_of};
+
 #[derive(Debug, Clone)]
 pub struct AggregatorConfig {
     /// How long something seen stays in the summary.
@@ -649,119 +656,4 @@ impl Aggregator {
             dropped: self.dropped,
         }
     }
-}
-
-/// Counts per second of arrival, so the window count is bounded memory.
-fn bump(q: &mut VecDeque<(Instant, u64)>, now: Instant) {
-    match q.back_mut() {
-        Some((t, n)) if now.saturating_duration_since(*t) < Duration::from_secs(1) => *n += 1,
-        _ => {
-            if q.len() >= 4096 {
-                q.pop_front();
-            }
-            q.push_back((now, 1));
-        }
-    }
-}
-
-fn insert_capped<K: std::hash::Hash + Eq + Clone>(
-    map: &mut HashMap<K, Instant>,
-    key: K,
-    now: Instant,
-    cap: usize,
-) {
-    if map.len() >= cap && !map.contains_key(&key) {
-        evict_oldest(map, |t| *t);
-    }
-    map.insert(key, now);
-}
-
-fn evict_oldest<K: std::hash::Hash + Eq + Clone, V>(
-    map: &mut HashMap<K, V>,
-    at: impl Fn(&V) -> Instant,
-) {
-    if let Some(k) = map
-        .iter()
-        .min_by_key(|(_, v)| at(v))
-        .map(|(k, _)| k.clone())
-    {
-        map.remove(&k);
-    }
-}
-
-fn resolve(p: &Process, net: &str, dev: u32) -> (String, u16, Transport) {
-    if net == "Socket" {
-        let name = p
-            .sockets
-            .get(&dev)
-            .cloned()
-            .unwrap_or_else(|| "unknown".to_string());
-        return (name, 0, Transport::Socket);
-    }
-    // The HPC-X net plugin (nccl-rdma-sharp-plugins, `src/p2p_plugin.c`)
-    // prints its device table as `NET/IB : Using ...` but names itself
-    // `IBext` / `IBext_vN` on the connection lines: an `IBext` connection
-    // without a table of its own takes the `IB` one (and the other way).
-    let table = p.nets.get(net).or_else(|| {
-        if net.starts_with("IBext") {
-            p.nets.get("IB").or_else(|| {
-                p.nets
-                    .iter()
-                    .find(|(k, _)| k.starts_with("IBext"))
-                    .map(|(_, t)| t)
-            })
-        } else if net == "IB" {
-            p.nets
-                .iter()
-                .find(|(k, _)| k.starts_with("IBext"))
-                .map(|(_, t)| t)
-        } else {
-            None
-        }
-    });
-    match table.and_then(|t| t.get(&dev)) {
-        Some(d) => {
-            let device = d
-                .members
-                .iter()
-                .map(|m| m.device.as_str())
-                .collect::<Vec<_>>()
-                .join("+");
-            let port = d.members.first().map_or(0, |m| m.port);
-            let link = d.members.first().map(|m| m.link);
-            (label_safe(&device), port, transport_of(net, link))
-        }
-        None => ("unknown".to_string(), 0, transport_of(net, None)),
-    }
-}
-
-/// `IB` and the IB-derived plugins (`IBext`, `IBext_v8`) are verbs: the
-/// link layer of the device decides IB or RoCE.
-fn transport_of(net: &str, link: Option<LinkLayer>) -> Transport {
-    if net == "Socket" {
-        return Transport::Socket;
-    }
-    if net == "IB" || net.starts_with("IBext") {
-        return match link {
-            Some(LinkLayer::Ib) => Transport::Ib,
-            Some(LinkLayer::Roce) => Transport::Roce,
-            _ => Transport::Other,
-        };
-    }
-    Transport::Other
-}
-
-/// A label value: at most 64 characters of a conservative set; anything
-/// else becomes `_`.
-pub fn label_safe(s: &str) -> String {
-    s.chars()
-        .take(64)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+' | ':' | ' ' | '/') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }

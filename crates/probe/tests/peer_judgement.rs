@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use roce_probe::peer::{
-    spacing, Endpoint, Outcome, PeerPort, PeerSettings, PortProber, Probe, ProberId, Responder,
-    Served, DEFAULT_PACKETS_PER_SECOND, QKEY,
+    spacing, Endpoint, PeerPort, PeerSettings, PortProber, Probe, ProbeOutcome, ProberId,
+    Responder, Served, DEFAULT_PACKETS_PER_SECOND, QKEY,
 };
 
 const NODES: u32 = 1000;
@@ -69,15 +69,15 @@ impl PeerPort for SimPort {
         _timeout: Duration,
         _responder: &mut Responder,
         _served: &mut Served,
-    ) -> Outcome {
+    ) -> ProbeOutcome {
         let lost = self.isolated || self.dead.as_deref() == Some(to.node.as_str());
         let mut clock = self.clock.lock().unwrap_or_else(|e| e.into_inner());
         if lost {
             *clock += self.timeout;
-            Outcome::Lost
+            ProbeOutcome::Lost
         } else {
             *clock += 50e-6;
-            Outcome::Answered {
+            ProbeOutcome::Answered {
                 rtt: Duration::from_micros(50),
                 incarnation: to.incarnation,
             }

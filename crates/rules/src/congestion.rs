@@ -14,7 +14,7 @@ use serde::Serialize;
 use roce_netdev::{DcbOutcome, Direction, Meaning, Netdev};
 
 use super::fabric::{all_netdevs, list, pfc_priorities};
-use super::history::Value;
+use super::history::FollowedCounter;
 use super::ports::fmt_num;
 use super::rates::span;
 use super::settings::section;
@@ -67,7 +67,7 @@ fn netdev_increase(
 ) -> Option<Increase> {
     ctx.history
         .netdev(name)
-        .increase(Value::Stat(meaning), window)
+        .increase(FollowedCounter::Stat(meaning), window)
 }
 
 fn direction_words(direction: Direction) -> &'static str {
@@ -520,7 +520,7 @@ fn discard_rate(
         let Some(inc) = ctx
             .history
             .netdev(&n.name)
-            .increase(Value::Discards(reason), window)
+            .increase(FollowedCounter::Discards(reason), window)
         else {
             continue;
         };

@@ -9,7 +9,7 @@
 //! the sample is pushed ([`History::push`]), into one column per (subject,
 //! value) beside a shared column of sample times; a rule reads a column.
 //!
-//! Which values are followed is [`Value`]: adding a rate rule over a new
+//! Which values are followed is [`FollowedCounter`]: adding a rate rule over a new
 //! quantity means adding its variant and taking it in [`followed`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -45,7 +45,7 @@ pub enum SubjectKey {
 
 /// A value followed over time. Every one is a cumulative counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Value {
+pub enum FollowedCounter {
     /// `counters/link_downed` (rxe: its hardware counter of that name).
     LinkDowned,
     /// `counters/symbol_error`.
@@ -86,7 +86,7 @@ pub enum Value {
 /// where the subject or the value was absent.
 #[derive(Debug, Clone)]
 struct Column {
-    value: Value,
+    value: FollowedCounter,
     samples: VecDeque<Option<u64>>,
 }
 
@@ -330,7 +330,7 @@ pub struct Series<'a> {
 
 impl Series<'_> {
     /// Increase of `value` over the samples within `window` of the latest.
-    pub fn increase(&self, value: Value, window: Duration) -> Option<Increase> {
+    pub fn increase(&self, value: FollowedCounter, window: Duration) -> Option<Increase> {
         self.increase_of_sum(&[value], window)
     }
 
@@ -341,7 +341,11 @@ impl Series<'_> {
     /// sample (EIO, say) would make the sum drop and then count the value's
     /// whole size as growth when it comes back, a false spike. The time
     /// covered is the longest of theirs.
-    pub fn increase_of_sum(&self, values: &[Value], window: Duration) -> Option<Increase> {
+    pub fn increase_of_sum(
+        &self,
+        values: &[FollowedCounter],
+        window: Duration,
+    ) -> Option<Increase> {
         let start = self.window_start(window);
         let mut total: Option<Increase> = None;
         for column in self.columns.iter().filter(|c| values.contains(&c.value)) {
@@ -363,7 +367,7 @@ impl Series<'_> {
     }
 
     /// The first present sample of `value` within `window` of the latest.
-    pub fn first_within(&self, value: Value, window: Duration) -> Option<u64> {
+    pub fn first_within(&self, value: FollowedCounter, window: Duration) -> Option<u64> {
         let column = self.columns.iter().find(|c| c.value == value)?;
         let start = self.window_start(window);
         column.samples.range(start..).find_map(|v| *v)
@@ -396,26 +400,26 @@ const FOLLOWED_HW: [HwMeaning; 10] = [
 ];
 
 /// What [`followed`] hands over per subject.
-type TakeSubject<'a> = dyn FnMut(SubjectKey, &[(Value, u64)]) + 'a;
+type TakeSubject<'a> = dyn FnMut(SubjectKey, &[(FollowedCounter, u64)]) + 'a;
 
 /// Calls `take` once per subject of `s` with its followed values.
 fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
-    let mut values: Vec<(Value, u64)> = Vec::new();
+    let mut values: Vec<(FollowedCounter, u64)> = Vec::new();
     for d in s.rdma.iter().flat_map(|r| r.devices.iter()) {
         let provider = Provider::of(d);
         for p in &d.ports {
             values.clear();
             if let Some(v) = link_downed(p) {
-                values.push((Value::LinkDowned, v));
+                values.push((FollowedCounter::LinkDowned, v));
             }
             if let Some(v) = p.counter("symbol_error") {
-                values.push((Value::SymbolErrors, v));
+                values.push((FollowedCounter::SymbolErrors, v));
             }
             if let Some(v) = p.counter("port_rcv_packets") {
-                values.push((Value::RcvPackets, v));
+                values.push((FollowedCounter::RcvPackets, v));
             }
             if let Some(v) = p.counter("port_xmit_packets") {
-                values.push((Value::XmitPackets, v));
+                values.push((FollowedCounter::XmitPackets, v));
             }
             let mut sums = [None::<u64>; HwMeaning::ALL.len()];
             for row in HW_MAPPINGS.iter().filter(|m| Some(m.provider) == provider) {
@@ -426,7 +430,7 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
             }
             for m in FOLLOWED_HW {
                 if let Some(v) = sums[m.index()] {
-                    values.push((Value::Hw(m), v));
+                    values.push((FollowedCounter::Hw(m), v));
                 }
             }
             take(SubjectKey::Port(d.name.clone(), p.number), &values);
@@ -446,8 +450,14 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
                 | Meaning::LinkDownEvents
                 | Meaning::Discards {
                     priority: Some(_), ..
-                } if !values.iter().any(|(v, _)| *v == Value::Stat(stat.meaning)) => {
-                    values.push((Value::Stat(stat.meaning), stat_integer(stat.value)));
+                } if !values
+                    .iter()
+                    .any(|(v, _)| *v == FollowedCounter::Stat(stat.meaning)) =>
+                {
+                    values.push((
+                        FollowedCounter::Stat(stat.meaning),
+                        stat_integer(stat.value),
+                    ));
                 }
                 _ => {}
             }
@@ -459,11 +469,11 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
         }
         for reason in reasons {
             if let Some(v) = discards(n, reason) {
-                values.push((Value::Discards(reason), v));
+                values.push((FollowedCounter::Discards(reason), v));
             }
         }
         if let Some(v) = n.carrier.down {
-            values.push((Value::CarrierDown, v));
+            values.push((FollowedCounter::CarrierDown, v));
         }
         take(SubjectKey::Netdev(n.name.clone()), &values);
     }
@@ -480,11 +490,11 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
         take(
             SubjectKey::Probe(t.device.clone(), t.port, t.gid_index),
             &[
-                (Value::ProbeRequests, st.requests),
-                (Value::ProbeFailures, failures),
-                (Value::ProbeSuccesses, st.successes),
-                (Value::ProbeRttCount, st.rtt.count),
-                (Value::ProbeRttSumNanos, rtt_nanos),
+                (FollowedCounter::ProbeRequests, st.requests),
+                (FollowedCounter::ProbeFailures, failures),
+                (FollowedCounter::ProbeSuccesses, st.successes),
+                (FollowedCounter::ProbeRttCount, st.rtt.count),
+                (FollowedCounter::ProbeRttSumNanos, rtt_nanos),
             ],
         );
     }
@@ -494,13 +504,13 @@ fn followed(s: &Snapshot, take: &mut TakeSubject<'_>) {
 /// netdev's other values were taken above), AER totals per PCI function,
 /// devlink reporter error counts.
 fn followed_phys(phys: &roce_netdev::phys::PhysSnapshot, take: &mut TakeSubject<'_>) {
-    let mut values: Vec<(Value, u64)> = Vec::new();
+    let mut values: Vec<(FollowedCounter, u64)> = Vec::new();
     let aer = |pci: &str, a: &roce_netdev::aer::PciAer, take: &mut TakeSubject<'_>| {
         let mut v = Vec::new();
         for (value, counts) in [
-            (Value::AerCorrectable, &a.correctable),
-            (Value::AerNonfatal, &a.nonfatal),
-            (Value::AerFatal, &a.fatal),
+            (FollowedCounter::AerCorrectable, &a.correctable),
+            (FollowedCounter::AerNonfatal, &a.nonfatal),
+            (FollowedCounter::AerFatal, &a.fatal),
         ] {
             if let Some(total) = counts.as_ref().and_then(|c| c.total) {
                 v.push((value, total));
@@ -512,10 +522,10 @@ fn followed_phys(phys: &roce_netdev::phys::PhysSnapshot, take: &mut TakeSubject<
         values.clear();
         if let Some(fec) = &n.fec {
             if let Some(c) = &fec.corrected_bits {
-                values.push((Value::FecCorrectedBits, c.total));
+                values.push((FollowedCounter::FecCorrectedBits, c.total));
             }
             if let Some(c) = &fec.uncorrectable_blocks {
-                values.push((Value::FecUncorrectable, c.total));
+                values.push((FollowedCounter::FecUncorrectable, c.total));
             }
         }
         take(SubjectKey::Netdev(n.name.clone()), &values);
@@ -530,7 +540,7 @@ fn followed_phys(phys: &roce_netdev::phys::PhysSnapshot, take: &mut TakeSubject<
         let r = &r.reporter;
         take(
             SubjectKey::Reporter(r.device.clone(), r.name.clone(), r.port),
-            &[(Value::ReporterErrors, r.errors)],
+            &[(FollowedCounter::ReporterErrors, r.errors)],
         );
     }
 }
@@ -621,7 +631,7 @@ mod tests {
         assert_eq!(h.len(), 7, "70..=100 s");
         let inc = h
             .port("mlx5_0", 1)
-            .increase(Value::SymbolErrors, Duration::from_secs(3600))
+            .increase(FollowedCounter::SymbolErrors, Duration::from_secs(3600))
             .unwrap();
         assert_eq!((inc.amount, inc.seconds), (30, 30.0));
     }
@@ -649,7 +659,7 @@ mod tests {
         // Thinning keeps the increase whole: one per second.
         let inc = h
             .port("mlx5_0", 1)
-            .increase(Value::SymbolErrors, Duration::from_secs(600))
+            .increase(FollowedCounter::SymbolErrors, Duration::from_secs(600))
             .unwrap();
         assert_eq!(inc.amount as f64, inc.seconds);
     }
@@ -662,7 +672,7 @@ mod tests {
         assert_eq!(h.columns(), 1, "still within the window");
         assert_eq!(
             h.port("mlx5_0", 1)
-                .increase(Value::SymbolErrors, Duration::from_secs(60)),
+                .increase(FollowedCounter::SymbolErrors, Duration::from_secs(60)),
             None,
             "one sample carries it"
         );
@@ -684,7 +694,7 @@ mod tests {
         );
         let inc = h
             .port("mlx5_0", 1)
-            .increase(Value::SymbolErrors, Duration::from_secs(60))
+            .increase(FollowedCounter::SymbolErrors, Duration::from_secs(60))
             .unwrap();
         assert_eq!((inc.amount, inc.seconds), (3, 10.0));
     }
@@ -702,8 +712,8 @@ mod tests {
         let h = History::of([snapshot(0, vec![hw(0, 10)]), snapshot(10, vec![hw(5, 12)])].iter());
         let series = h.port("mlx5_0", 1);
         let both = [
-            Value::Hw(HwMeaning::OutOfSequence),
-            Value::Hw(HwMeaning::PacketSeqErr),
+            FollowedCounter::Hw(HwMeaning::OutOfSequence),
+            FollowedCounter::Hw(HwMeaning::PacketSeqErr),
         ];
         assert_eq!(
             series
@@ -713,14 +723,17 @@ mod tests {
         );
         assert_eq!(
             series.increase(
-                Value::Hw(HwMeaning::Retransmissions),
+                FollowedCounter::Hw(HwMeaning::Retransmissions),
                 Duration::from_secs(60)
             ),
             None,
             "mlx5 has no counter of that meaning"
         );
         assert_eq!(
-            series.first_within(Value::Hw(HwMeaning::PacketSeqErr), Duration::from_secs(60)),
+            series.first_within(
+                FollowedCounter::Hw(HwMeaning::PacketSeqErr),
+                Duration::from_secs(60)
+            ),
             Some(10)
         );
     }
@@ -749,8 +762,8 @@ mod tests {
             .iter(),
         );
         let both = [
-            Value::Hw(HwMeaning::CnpSent),
-            Value::Hw(HwMeaning::CnpHandled),
+            FollowedCounter::Hw(HwMeaning::CnpSent),
+            FollowedCounter::Hw(HwMeaning::CnpHandled),
         ];
         let inc = h
             .port("mlx5_0", 1)

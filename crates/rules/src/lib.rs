@@ -21,7 +21,7 @@ pub mod exporter;
 pub mod fabric;
 pub mod history;
 pub mod lldp;
-pub mod nccl;
+pub mod nccl_advice;
 pub mod nccl_seen;
 pub mod peer_probes;
 pub mod phys;
@@ -144,15 +144,27 @@ fn evaluate_with(
     out
 }
 
+/// A rule that did not run to its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// The rule panicked (a bug meeting input it did not expect): its
+    /// findings for this sample are lost; `message` is the panic's.
+    #[error("rule {rule} panicked: {message}")]
+    Panicked { rule: RuleId, message: String },
+}
+
 /// Runs one rule, isolated: a rule that panics (a bug meeting input it did
 /// not expect) loses its own findings for this sample, not the others' nor
 /// the sampler. The panic is logged here; the caller counts it.
-pub fn run_rule(rule: &Rule, ctx: &Context) -> Result<Vec<Finding>, String> {
+pub fn run_rule(rule: &Rule, ctx: &Context) -> Result<Vec<Finding>, RuleError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (rule.evaluate)(ctx))).map_err(
         |panic| {
-            let why = panic_message(panic.as_ref());
-            tracing::error!(rule = rule.id.as_str(), error = %why, "rule panicked; its findings are lost for this sample");
-            why
+            let message = panic_message(panic.as_ref());
+            tracing::error!(rule = rule.id.as_str(), error = %message, "rule panicked; its findings are lost for this sample");
+            RuleError::Panicked {
+                rule: rule.id,
+                message,
+            }
         },
     )
 }
@@ -308,7 +320,9 @@ mod tests {
             expect: &expect,
         };
         let err = run_rule(&bad, &ctx).unwrap_err();
-        assert!(err.contains("index out of bounds"), "{err}");
+        let RuleError::Panicked { rule, message } = &err;
+        assert_eq!(*rule, RuleId::PortDown, "{err}");
+        assert!(message.contains("index out of bounds"), "{err}");
         assert_eq!(run_rule(&good, &ctx).map(|f| f.len()), Ok(1));
     }
 }

@@ -13,7 +13,7 @@ use roce_netdev::devlink::ReporterState;
 use roce_netdev::module::{Medium, ModuleInfo, Thresholds};
 use roce_netdev::phys::PhysNetdev;
 
-use super::history::Value;
+use super::history::FollowedCounter;
 use super::rates::span;
 use super::settings::section;
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};
@@ -308,7 +308,7 @@ fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
         let Some(inc) = ctx
             .history
             .netdev(&n.name)
-            .increase(Value::FecCorrectedBits, cfg.window)
+            .increase(FollowedCounter::FecCorrectedBits, cfg.window)
         else {
             continue;
         };
@@ -360,7 +360,7 @@ fn fec_uncorrectable(ctx: &Context) -> Vec<Finding> {
         let Some(inc) = ctx
             .history
             .netdev(&n.name)
-            .increase(Value::FecUncorrectable, window)
+            .increase(FollowedCounter::FecUncorrectable, window)
         else {
             continue;
         };
@@ -418,16 +418,16 @@ fn pcie_aer_errors(ctx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
     for (pci, subject, role) in functions {
         let series = ctx.history.pci(&pci);
-        let grew = |v: Value| {
+        let grew = |v: FollowedCounter| {
             series
                 .increase(v, window)
                 .filter(|i| i.amount > 0)
                 .map(|i| (i.amount, i.seconds))
         };
         let (cor, nonfatal, fatal) = (
-            grew(Value::AerCorrectable),
-            grew(Value::AerNonfatal),
-            grew(Value::AerFatal),
+            grew(FollowedCounter::AerCorrectable),
+            grew(FollowedCounter::AerNonfatal),
+            grew(FollowedCounter::AerFatal),
         );
         if cor.is_none() && nonfatal.is_none() && fatal.is_none() {
             continue;
@@ -486,7 +486,7 @@ fn devlink_reporter_error(ctx: &Context) -> Vec<Finding> {
         let inc = ctx
             .history
             .reporter(&r.device, &r.name, r.port)
-            .increase(Value::ReporterErrors, window)
+            .increase(FollowedCounter::ReporterErrors, window)
             .filter(|i| i.amount > 0);
         // A reporter without a recover operation (mlx5's `fw`) stays in
         // the error state until the driver reloads: the state says nothing

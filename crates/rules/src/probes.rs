@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use roce_probe::ProbeResults;
 
-use super::history::Value;
+use super::history::FollowedCounter;
 use super::ports::{find_port, fmt_num};
 use super::rates::span;
 use super::settings::section;
@@ -55,9 +55,9 @@ fn probe_failures(ctx: &Context) -> Vec<Finding> {
         let series = ctx.history.probe(&t.device, t.port, t.gid_index);
         let read = |value| series.increase(value, cfg.window);
         let (Some(requests), Some(failures), Some(successes)) = (
-            read(Value::ProbeRequests),
-            read(Value::ProbeFailures),
-            read(Value::ProbeSuccesses),
+            read(FollowedCounter::ProbeRequests),
+            read(FollowedCounter::ProbeFailures),
+            read(FollowedCounter::ProbeSuccesses),
         ) else {
             continue;
         };
@@ -121,9 +121,9 @@ fn probe_latency_regression(ctx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
     for (t, _) in &r.targets {
         let series = ctx.history.probe(&t.device, t.port, t.gid_index);
-        let count = series.increase(Value::ProbeRttCount, cfg.window);
+        let count = series.increase(FollowedCounter::ProbeRttCount, cfg.window);
         // Nanoseconds, so that the integer window arithmetic applies.
-        let sum = series.increase(Value::ProbeRttSumNanos, cfg.window);
+        let sum = series.increase(FollowedCounter::ProbeRttSumNanos, cfg.window);
         let (Some(count), Some(sum)) = (count, sum) else {
             continue;
         };
@@ -133,8 +133,8 @@ fn probe_latency_regression(ctx: &Context) -> Vec<Finding> {
         }
         // The baseline: the probe's cumulative mean at the window's start.
         let (Some(first_count), Some(first_sum)) = (
-            series.first_within(Value::ProbeRttCount, cfg.window),
-            series.first_within(Value::ProbeRttSumNanos, cfg.window),
+            series.first_within(FollowedCounter::ProbeRttCount, cfg.window),
+            series.first_within(FollowedCounter::ProbeRttSumNanos, cfg.window),
         ) else {
             continue;
         };

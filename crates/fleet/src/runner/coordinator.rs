@@ -1,0 +1,156 @@
+//! The coordinator thread: starts and stops the port threads, feeds the
+//! fetch pool from the catalog's plan and publishes what it admits.
+
+use super::catalog::Catalog;
+use super::pool::{Job, Pool, Work};
+use super::port::{run_port, seed, xorshift};
+use super::*;
+
+pub(super) fn coordinate<V>(
+    verbs: V,
+    source: EndpointSource,
+    settings: RunnerSettings,
+    shared: &Arc<Shared>,
+) where
+    V: PeerVerbs + Clone + 'static,
+{
+    let mut seed = seed();
+    // This exporter's incarnation: in its endpoints and its probes, so
+    // that peers tell a restart from a path that lost packets.
+    seed = xorshift(seed);
+    let incarnation = seed;
+    let (work, mode) = match source {
+        EndpointSource::Documents { list, fetcher } => (
+            Work {
+                list: Mutex::new(Some(*list)),
+                fetcher: Some(fetcher),
+                query: None,
+            },
+            DiscoveryMode::Documents,
+        ),
+        EndpointSource::Prometheus(q) => (
+            Work {
+                list: Mutex::new(None),
+                fetcher: None,
+                query: Some(q),
+            },
+            DiscoveryMode::Prometheus,
+        ),
+    };
+    let dns_queries = lock(&work.list).as_ref().map_or(0, PeerList::dns_queries) as u64;
+    let pool = Pool::start(Arc::new(work), FETCH_WORKERS);
+    seed = xorshift(seed);
+    let mut catalog = Catalog::new(mode, settings.refresh, FETCH_RATE, seed);
+    let mut threads: Vec<PortThread> = Vec::new();
+    loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let targets = lock(&shared.targets).clone();
+        // Stop the threads of removed or changed ports; a new traffic
+        // class alone is handed to the running thread.
+        let (keep, gone): (Vec<PortThread>, Vec<PortThread>) = threads
+            .into_iter()
+            .partition(|t| targets.iter().any(|n| n.same_port(&t.target)));
+        threads = keep;
+        for t in &mut threads {
+            if let Some(n) = targets.iter().find(|n| n.same_port(&t.target)) {
+                t.class.store(n.traffic_class, Ordering::SeqCst);
+                t.target = n.clone();
+            }
+        }
+        for t in gone {
+            t.stop.store(true, Ordering::SeqCst);
+            let _ = t.handle.join();
+            let key = (t.target.device.clone(), t.target.port);
+            if !threads
+                .iter()
+                .any(|o| (o.target.device.clone(), o.target.port) == key)
+            {
+                lock(&shared.ports).remove(&key);
+            }
+        }
+        for target in &targets {
+            if threads.iter().any(|t| &t.target == target) {
+                continue;
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let class = Arc::new(AtomicU8::new(target.traffic_class));
+            let (s, sh, v, st, t, c) = (
+                stop.clone(),
+                shared.clone(),
+                verbs.clone(),
+                settings.clone(),
+                target.clone(),
+                class.clone(),
+            );
+            seed = xorshift(seed);
+            let id = ProberId {
+                nonce: (seed >> 16) as u32,
+                incarnation,
+            };
+            let spawned = std::thread::Builder::new()
+                .name(format!("roce-peer-{}", target.device))
+                .spawn(move || run_port(v, t, st, id, &c, &sh, &s));
+            match spawned {
+                Ok(handle) => threads.push(PortThread {
+                    target: target.clone(),
+                    class,
+                    stop,
+                    handle,
+                }),
+                Err(e) => tracing::warn!(error = %e, "cannot start a peer-probe port thread"),
+            }
+        }
+        // Results that ended since the last tick, each published at once;
+        // the next requests planned and counted under the same lock, so a
+        // reader never sees a finished pass without what it started.
+        let now = Instant::now();
+        let jobs = {
+            let mut d = lock(&shared.discovery);
+            let mut changed = false;
+            while let Ok(done) = pool.done.try_recv() {
+                changed |= catalog.apply(done, now, &settings.admission, &mut d);
+            }
+            if changed {
+                *lock(&shared.peers) = Arc::new(catalog.endpoints());
+            }
+            let failing = std::mem::take(&mut *lock(&shared.failing));
+            let jobs = catalog.plan(
+                now,
+                FETCH_WORKERS.saturating_sub(catalog.in_flight),
+                &failing,
+            );
+            for job in &jobs {
+                let (kind, n) = match job {
+                    Job::List => (RequestKind::Dns, dns_queries),
+                    Job::Document(_) => (RequestKind::Document, 1),
+                    Job::Query => (RequestKind::Prometheus, 1),
+                };
+                if n > 0 {
+                    *d.requests.entry(kind).or_insert(0) += n;
+                }
+            }
+            let (listed, known) = catalog.peer_counts();
+            d.peers_configured = listed;
+            d.peers_known = known;
+            d.endpoints = lock(&shared.peers).len();
+            d.in_flight = catalog.in_flight;
+            jobs
+        };
+        for job in jobs {
+            if !pool.submit(job) {
+                catalog.in_flight = catalog.in_flight.saturating_sub(1);
+            }
+        }
+        if !nap(&shared.stop, TICK) {
+            break;
+        }
+    }
+    for t in &threads {
+        t.stop.store(true, Ordering::SeqCst);
+    }
+    for t in threads {
+        let _ = t.handle.join();
+    }
+}
