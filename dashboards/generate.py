@@ -437,6 +437,12 @@ def topology(c, params):
         table("GPUDirect prerequisites", "Prerequisites of each GPUDirect mechanism.",
               "bool_yes_no", f"roce_gpudirect_rdma_prerequisite{{{c.n}}}",
               rename={"Value": "met"}),
+        table("Cabling", "The switch (system name) and switch port each RDMA port reaches, "
+              "by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for "
+              "the GPU behind each cable, and with the fleet dashboard's \"NICs off their "
+              "pod's rail\".", "none",
+              f"max by (instance, device, port, netdev, system_name, port_id, chassis_id) "
+              f"(roce_lldp_neighbor_info{{{d}}})", hide=["Value"]),
     ]
     return dashboard(c, "roce-topology", "RoCE / GPU-NIC topology",
                      "GPU × NIC path classes, NUMA, PCIe link state and GPUDirect.",
@@ -640,6 +646,26 @@ def fleet_peer_probe_panels(c):
     ]
 
 
+def fleet_cabling_panels(c, fs):
+    """Cabling from each RDMA port's LLDP neighbour: the ports off their
+    pod's rail (the RoceLldpRailOddOneOut verdict, from the fleet recording
+    rules). Each node's own cabling is on its topology dashboard."""
+    switch_pod = f"instance_device:roce_lldp_switch:pod{{{fs}}}"
+    nodes = f"pod_device_switch:roce_lldp_nodes:count{{{c.base}}}"
+    by = "job, pod, device"
+    off_rail = (f"(\n  {switch_pod}\n  * on ({by}, system_name) group_left ()\n"
+                f"  {nodes}\n)\n< on ({by}) group_left ()\nmax by ({by}) ({nodes})")
+    return [
+        node_links(table(
+            "Cabling: NICs off their pod's rail",
+            "RDMA ports whose LLDP neighbour is another switch than the same NIC of most "
+            "nodes of their pod (the pod: the switch a node's first NIC reaches); the value "
+            "is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty "
+            "on a fleet cabled right, and without LLDP.", "none", off_rail,
+            rename={"Value": "nodes on that switch"}, w=12)),
+    ]
+
+
 def fleet(c, params):
     selector, others, default_job = fleet_selector(c.base)
     c = Ctx(selector)
@@ -691,6 +717,7 @@ def fleet(c, params):
                                        f"topk({FLEET_TOPK_N}, {record}{{{fs}}})",
                                        rename={"Value": title}, w=8)))
     panels += fleet_peer_probe_panels(c)
+    panels += fleet_cabling_panels(c, fs)
     for title, description, unit, record, threshold in FLEET_TOPK:
         metric, op = record.split(":", 1)[1].split(":")
         agg = "sum" if op in ("rate", "increase") else "max"

@@ -5039,6 +5039,60 @@ local byInterval(c) = {
               "w": 24,
               "h": 8
             }
+          },
+          {
+            "type": "table",
+            "title": "Cabling",
+            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for the GPU behind each cable, and with the fleet dashboard's \"NICs off their pod's rail\".",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("max by (instance, device, port, netdev, system_name, port_id, chassis_id) (roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"})" % c),
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true,
+                    "Value": true
+                  },
+                  "renameByName": {}
+                }
+              }
+            ],
+            "id": 11,
+            "gridPos": {
+              "x": 0,
+              "y": 48,
+              "w": 24,
+              "h": 8
+            }
           }
         ]
       },
@@ -7566,6 +7620,87 @@ local byInterval(c) = {
             }
           },
           {
+            "type": "table",
+            "title": "Cabling: NICs off their pod's rail",
+            "description": "RDMA ports whose LLDP neighbour is another switch than the same NIC of most nodes of their pod (the pod: the switch a node's first NIC reaches); the value is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty on a fleet cabled right, and without LLDP.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": [
+                {
+                  "matcher": {
+                    "id": "byName",
+                    "options": "instance"
+                  },
+                  "properties": [
+                    {
+                      "id": "links",
+                      "value": [
+                        {
+                          "title": "Node overview",
+                          "url": "/d/roce-overview?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node congestion",
+                          "url": "/d/roce-congestion?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node errors",
+                          "url": "/d/roce-errors?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": "(\n  instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})",
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true
+                  },
+                  "renameByName": {
+                    "Value": "nodes on that switch"
+                  }
+                }
+              }
+            ],
+            "id": 25,
+            "gridPos": {
+              "x": 0,
+              "y": 76,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
             "type": "timeseries",
             "title": "Per rail: PFC pause ratio",
             "description": "Most paused priority of each port (seconds paused per second). Per rail: the same device and port on every node (max over nodes).",
@@ -7627,9 +7762,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 25,
+            "id": 26,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 76,
               "w": 8,
               "h": 8
@@ -7697,10 +7832,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 26,
+            "id": 27,
             "gridPos": {
-              "x": 8,
-              "y": 76,
+              "x": 0,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -7751,10 +7886,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 27,
+            "id": 28,
             "gridPos": {
-              "x": 16,
-              "y": 76,
+              "x": 8,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -7821,9 +7956,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 28,
+            "id": 29,
             "gridPos": {
-              "x": 0,
+              "x": 16,
               "y": 84,
               "w": 8,
               "h": 8
@@ -7891,10 +8026,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 29,
+            "id": 30,
             "gridPos": {
-              "x": 8,
-              "y": 84,
+              "x": 0,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -7945,10 +8080,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 30,
+            "id": 31,
             "gridPos": {
-              "x": 16,
-              "y": 84,
+              "x": 8,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -8015,9 +8150,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 31,
+            "id": 32,
             "gridPos": {
-              "x": 0,
+              "x": 16,
               "y": 92,
               "w": 8,
               "h": 8
@@ -8069,10 +8204,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 32,
+            "id": 33,
             "gridPos": {
-              "x": 8,
-              "y": 92,
+              "x": 0,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -8123,10 +8258,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 33,
+            "id": 34,
             "gridPos": {
-              "x": 16,
-              "y": 92,
+              "x": 8,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -8177,9 +8312,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 34,
+            "id": 35,
             "gridPos": {
-              "x": 0,
+              "x": 16,
               "y": 100,
               "w": 8,
               "h": 8
@@ -8236,7 +8371,7 @@ local byInterval(c) = {
               "mergeValues": true,
               "rowHeight": 0.9
             },
-            "id": 35,
+            "id": 36,
             "gridPos": {
               "x": 0,
               "y": 108,
@@ -13284,6 +13419,60 @@ local byInterval(c) = {
               "w": 24,
               "h": 8
             }
+          },
+          {
+            "type": "table",
+            "title": "Cabling",
+            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for the GPU behind each cable, and with the fleet dashboard's \"NICs off their pod's rail\".",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("max by (instance, device, port, netdev, system_name, port_id, chassis_id) (roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"})" % c),
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true,
+                    "Value": true
+                  },
+                  "renameByName": {}
+                }
+              }
+            ],
+            "id": 11,
+            "gridPos": {
+              "x": 0,
+              "y": 48,
+              "w": 24,
+              "h": 8
+            }
           }
         ]
       },
@@ -15811,6 +16000,87 @@ local byInterval(c) = {
             }
           },
           {
+            "type": "table",
+            "title": "Cabling: NICs off their pod's rail",
+            "description": "RDMA ports whose LLDP neighbour is another switch than the same NIC of most nodes of their pod (the pod: the switch a node's first NIC reaches); the value is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty on a fleet cabled right, and without LLDP.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": [
+                {
+                  "matcher": {
+                    "id": "byName",
+                    "options": "instance"
+                  },
+                  "properties": [
+                    {
+                      "id": "links",
+                      "value": [
+                        {
+                          "title": "Node overview",
+                          "url": "/d/roce-overview?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node congestion",
+                          "url": "/d/roce-congestion?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node errors",
+                          "url": "/d/roce-errors?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": "(\n  instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})",
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true
+                  },
+                  "renameByName": {
+                    "Value": "nodes on that switch"
+                  }
+                }
+              }
+            ],
+            "id": 25,
+            "gridPos": {
+              "x": 0,
+              "y": 76,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
             "type": "timeseries",
             "title": "Per rail: PFC pause ratio",
             "description": "Most paused priority of each port (seconds paused per second). Per rail: the same device and port on every node (max over nodes).",
@@ -15872,9 +16142,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 25,
+            "id": 26,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 76,
               "w": 8,
               "h": 8
@@ -15942,10 +16212,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 26,
+            "id": 27,
             "gridPos": {
-              "x": 8,
-              "y": 76,
+              "x": 0,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -15996,10 +16266,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 27,
+            "id": 28,
             "gridPos": {
-              "x": 16,
-              "y": 76,
+              "x": 8,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -16066,9 +16336,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 28,
+            "id": 29,
             "gridPos": {
-              "x": 0,
+              "x": 16,
               "y": 84,
               "w": 8,
               "h": 8
@@ -16136,10 +16406,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 29,
+            "id": 30,
             "gridPos": {
-              "x": 8,
-              "y": 84,
+              "x": 0,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -16190,10 +16460,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 30,
+            "id": 31,
             "gridPos": {
-              "x": 16,
-              "y": 84,
+              "x": 8,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -16260,9 +16530,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 31,
+            "id": 32,
             "gridPos": {
-              "x": 0,
+              "x": 16,
               "y": 92,
               "w": 8,
               "h": 8
@@ -16314,10 +16584,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 32,
+            "id": 33,
             "gridPos": {
-              "x": 8,
-              "y": 92,
+              "x": 0,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -16368,10 +16638,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 33,
+            "id": 34,
             "gridPos": {
-              "x": 16,
-              "y": 92,
+              "x": 8,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -16422,9 +16692,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 34,
+            "id": 35,
             "gridPos": {
-              "x": 0,
+              "x": 16,
               "y": 100,
               "w": 8,
               "h": 8
@@ -16481,7 +16751,7 @@ local byInterval(c) = {
               "mergeValues": true,
               "rowHeight": 0.9
             },
-            "id": 35,
+            "id": 36,
             "gridPos": {
               "x": 0,
               "y": 108,
@@ -21529,6 +21799,60 @@ local byInterval(c) = {
               "w": 24,
               "h": 8
             }
+          },
+          {
+            "type": "table",
+            "title": "Cabling",
+            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for the GPU behind each cable, and with the fleet dashboard's \"NICs off their pod's rail\".",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("max by (instance, device, port, netdev, system_name, port_id, chassis_id) (roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"})" % c),
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true,
+                    "Value": true
+                  },
+                  "renameByName": {}
+                }
+              }
+            ],
+            "id": 11,
+            "gridPos": {
+              "x": 0,
+              "y": 48,
+              "w": 24,
+              "h": 8
+            }
           }
         ]
       },
@@ -24056,6 +24380,87 @@ local byInterval(c) = {
             }
           },
           {
+            "type": "table",
+            "title": "Cabling: NICs off their pod's rail",
+            "description": "RDMA ports whose LLDP neighbour is another switch than the same NIC of most nodes of their pod (the pod: the switch a node's first NIC reaches); the value is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty on a fleet cabled right, and without LLDP.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": [
+                {
+                  "matcher": {
+                    "id": "byName",
+                    "options": "instance"
+                  },
+                  "properties": [
+                    {
+                      "id": "links",
+                      "value": [
+                        {
+                          "title": "Node overview",
+                          "url": "/d/roce-overview?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node congestion",
+                          "url": "/d/roce-congestion?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node errors",
+                          "url": "/d/roce-errors?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": "(\n  instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})",
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true
+                  },
+                  "renameByName": {
+                    "Value": "nodes on that switch"
+                  }
+                }
+              }
+            ],
+            "id": 25,
+            "gridPos": {
+              "x": 0,
+              "y": 76,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
             "type": "timeseries",
             "title": "Per rail: PFC pause ratio",
             "description": "Most paused priority of each port (seconds paused per second). Per rail: the same device and port on every node (max over nodes).",
@@ -24117,9 +24522,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 25,
+            "id": 26,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 76,
               "w": 8,
               "h": 8
@@ -24187,10 +24592,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 26,
+            "id": 27,
             "gridPos": {
-              "x": 8,
-              "y": 76,
+              "x": 0,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -24241,10 +24646,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 27,
+            "id": 28,
             "gridPos": {
-              "x": 16,
-              "y": 76,
+              "x": 8,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -24311,9 +24716,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 28,
+            "id": 29,
             "gridPos": {
-              "x": 0,
+              "x": 16,
               "y": 84,
               "w": 8,
               "h": 8
@@ -24381,10 +24786,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 29,
+            "id": 30,
             "gridPos": {
-              "x": 8,
-              "y": 84,
+              "x": 0,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -24435,10 +24840,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 30,
+            "id": 31,
             "gridPos": {
-              "x": 16,
-              "y": 84,
+              "x": 8,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -24505,9 +24910,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 31,
+            "id": 32,
             "gridPos": {
-              "x": 0,
+              "x": 16,
               "y": 92,
               "w": 8,
               "h": 8
@@ -24559,10 +24964,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 32,
+            "id": 33,
             "gridPos": {
-              "x": 8,
-              "y": 92,
+              "x": 0,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -24613,10 +25018,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 33,
+            "id": 34,
             "gridPos": {
-              "x": 16,
-              "y": 92,
+              "x": 8,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -24667,9 +25072,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 34,
+            "id": 35,
             "gridPos": {
-              "x": 0,
+              "x": 16,
               "y": 100,
               "w": 8,
               "h": 8
@@ -24726,7 +25131,7 @@ local byInterval(c) = {
               "mergeValues": true,
               "rowHeight": 0.9
             },
-            "id": 35,
+            "id": 36,
             "gridPos": {
               "x": 0,
               "y": 108,

@@ -7,13 +7,13 @@ port down at the end. The peer probes between the nodes carry four faults
 of their own: a dead node (DEAD: not scraped, every prober loses it), a
 black-holed port (BLACKHOLE), one lossy path (LOSSY, both ways) and a leaf
 switch down (SWITCH_DOWN: its ports and the ports behind it), with an LLDP
-series naming every port's leaf. A real Prometheus loads the blocks with
+series naming every port's leaf, one of them on the wrong rail (MISCABLED). A real Prometheus loads the blocks with
 the generated recording rules and the fleet alerts (alerts/generate.py);
 then every query of the "RoCE / Fleet" dashboard must find its culprit
 (`culprits`: the storming port, or for the peer-probe panels the fault
 they localize; its instance, or its rail, on top; a count at least 1), each
 query's time is printed, and the peer-probe alerts must name exactly the
-faults (`expected_peer_alerts`).
+faults and the cabling alerts the miscabled port (`expected_peer_alerts`).
 
 The samples end at the moment of generation, one per SCRAPE seconds, so the
 rules' rate ranges (4x SCRAPE) evaluated by Prometheus right after start
@@ -46,6 +46,9 @@ BLACKHOLE = (333, 5)  # node, device: drops RoCE both ways
 LOSSY = {(500, 2, 626): 5, (626, 2, 500): 4}  # (prober, device, peer): lost
 LEAF_NODES = 32  # nodes per leaf switch and rail
 SWITCH_DOWN = (6, 22)  # device (rail), leaf: nodes 704-735 of rail 6
+# A cable on the wrong rail: mlx5_4 of node 250 reaches rail 5's leaf of its
+# pod, where the pod's other nodes reach rail 4's.
+MISCABLED = {"instance": "node0250:9879", "device": "mlx5_4", "port": "1"}
 
 
 def port_labels(node, dev):
@@ -63,6 +66,21 @@ def node_name(n):
 
 def leaf(n, d):
     return f"leaf-{d}-{n // LEAF_NODES:02d}"
+
+
+def is_miscabled(n, d):
+    return (f"node{n:04d}:9879", f"mlx5_{d}") == (MISCABLED["instance"], MISCABLED["device"])
+
+
+def cabled_leaf(n, d):
+    """The leaf a port's LLDP neighbour names: its rail's, but for MISCABLED
+    (the next rail's leaf of its pod)."""
+    return leaf(n, d + 1) if is_miscabled(n, d) else leaf(n, d)
+
+
+def cabled_port(n, d):
+    """The leaf port: one per node, a spare one for MISCABLED."""
+    return f"swp{LEAF_NODES + 1}" if is_miscabled(n, d) else f"swp{n % LEAF_NODES + 1}"
 
 
 def switch_down(n, d):
@@ -121,8 +139,8 @@ def lost_ports():
 
 
 def expected_peer_alerts():
-    """{alert name: [identifying labels]} the peer-probe fleet alerts must
-    name, and nothing else."""
+    """{alert name: [identifying labels]} the peer-probe and cabling fleet
+    alerts must name, and nothing else."""
     down = f"leaf-{SWITCH_DOWN[0]}-{SWITCH_DOWN[1]:02d}"
     return {
         # named with their exporter's port (endpoint info; the dead node's
@@ -136,6 +154,12 @@ def expected_peer_alerts():
         "RocePeerProbePairLoss": [dict(peer_port(n, d), port="1", **peer_target(t, d))
                                   for n, d, t in LOSSY],
         "RocePeerProbeSwitchLosesPeers": [{"system_name": down}],
+        # the cabling verdicts (pending: their `for` outlasts the samples)
+        "RoceLldpRailOddOneOut": [{"instance": MISCABLED["instance"],
+                                   "device": MISCABLED["device"],
+                                   "system_name": cabled_leaf(250, 4)}],
+        "RoceLldpPodOfOne": [],
+        "RoceLldpTwoNicsOneSwitchPort": [],
     }
 
 
@@ -150,6 +174,8 @@ def culprits(where):
         if "lossy paths" in where:
             return [dict(peer_port(n, d), **peer_target(t, d)) for n, d, t in LOSSY]
         return expected_peer_alerts()["RocePeerProbeSwitchLosesPeers"]
+    if "off their pod's rail" in where:
+        return [MISCABLED]
     if "Peer probe loss" in where:  # the loss of each port: the storm and the faults
         return [STORM] + [peer_port(n, d) for n, d in lost_ports()]
     return [STORM]
@@ -233,8 +259,8 @@ def write_openmetrics(path, now):
                     f.write(f"roce_peer_probe_endpoint_info{{{labels}}} 1 {ts}\n")
         f.write("# TYPE roce_lldp_neighbor_info gauge\n")
         for n, d in ports:
-            labels = (port_labels(n, d) + f',netdev="ens{d}np0",system_name="{leaf(n, d)}",'
-                      f'port_id="swp{n % LEAF_NODES + 1}"')
+            labels = (port_labels(n, d) + f',netdev="ens{d}np0",'
+                      f'system_name="{cabled_leaf(n, d)}",port_id="{cabled_port(n, d)}"')
             for ts in times:
                 f.write(f"roce_lldp_neighbor_info{{{labels}}} 1 {ts}\n")
         counter(f, "roce_fec_uncorrectable_blocks", lambda n, d: 20.0 if storm(n, d) else 0.0,
@@ -323,9 +349,10 @@ def finds(result, wanted):
 
 
 def active_alerts(prom):
-    """{alert name: [labels]} of the RocePeerProbe* alerts pending or firing."""
+    """{alert name: [labels]} of the RocePeerProbe* and RoceLldp* alerts
+    pending or firing."""
     out = {}
-    result, _ = query(prom, 'ALERTS{alertname=~"RocePeerProbe.+"}')
+    result, _ = query(prom, 'ALERTS{alertname=~"RocePeerProbe.+|RoceLldp.+"}')
     for s in result:
         labels = dict(s["metric"])
         name = labels.pop("alertname")
