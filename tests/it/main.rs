@@ -32,6 +32,7 @@ mod privileges;
 mod probe;
 mod rules;
 mod rules_congestion;
+mod rules_fec;
 mod rules_host;
 mod rules_lldp;
 mod rules_nccl;

@@ -237,7 +237,7 @@ fn fec_ber_high_from_corrected_bits_and_the_link_rate() {
     // 100 Gb/s with RS-FEC, RS(528,514) (no per-lane counts: below 200G
     // that code): corrected bits count at its 103.125 Gb/s line rate, 10 s
     // apart. +2e7 corrected bits each time is a pre-FEC BER of 1.94e-5,
-    // above 1e-5.
+    // above that code's 2e-6.
     let f = run(
         &[
             fec(5_000_000_000, 0),
@@ -249,7 +249,7 @@ fn fec_ber_high_from_corrected_bits_and_the_link_rate() {
     assert_eq!(f.len(), 1);
     assert_eq!(
         f[0].evidence,
-        "FEC corrected bits +40000000 over 20s at 103.125 Gb/s (RS(528,514) line rate of a 100 Gb/s link) = pre-FEC BER 1.94e-5; expected <= 1e-5"
+        "FEC corrected bits +40000000 over 20s at 103.125 Gb/s (RS(528,514) line rate of a 100 Gb/s link) = pre-FEC BER 1.94e-5; expected <= 2e-6 for RS(528,514)"
     );
     // Healthy: +1e6 a sample is 1e-6, what a good 100G link with RS-FEC
     // shows; and the first sample alone is never judged.

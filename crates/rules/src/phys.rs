@@ -322,7 +322,8 @@ fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
         let Some(ber) = roce_netdev::fec::ber(inc.amount, inc.seconds, rate) else {
             continue;
         };
-        if ber <= cfg.max_ber {
+        let max_ber = cfg.max_ber_for(code);
+        if ber <= max_ber {
             continue;
         }
         let subject = netdev_subject(n);
@@ -330,17 +331,15 @@ fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
             rule: RuleId::FecBerHigh,
             severity: Severity::Warning,
             finding: format!(
-                "{}: pre-FEC bit error rate {ber:.1e}, above {:.0e}: FEC still hides it, but the margin before frames are lost is shrinking",
+                "{}: pre-FEC bit error rate {ber:.1e}, above {max_ber:.0e} for {code}: FEC still hides it, but the margin before frames are lost is shrinking",
                 subject.describe(),
-                cfg.max_ber
             ),
             evidence: format!(
-                "FEC corrected bits +{} over {} at {} Gb/s ({code} line rate of a {} Gb/s link) = pre-FEC BER {ber:.2e}; expected <= {:.0e}",
+                "FEC corrected bits +{} over {} at {} Gb/s ({code} line rate of a {} Gb/s link) = pre-FEC BER {ber:.2e}; expected <= {max_ber:.0e} for {code}",
                 inc.amount,
                 span(inc.seconds),
                 crate::ports::fmt_num(rate / 1e9),
                 crate::ports::fmt_num(speed as f64 / 1e3),
-                cfg.max_ber
             ),
             fix: "Check the module's Rx power per lane and clean or replace the cable/module; compare with the \
                   switch port's FEC counters to tell which direction degrades"

@@ -236,8 +236,8 @@ rules_config! {
     /// Mean probe RTT over the window against the mean before it.
     probe_latency_regression: ProbeLatencyRule,
     /// Pre-FEC bit error rate (FEC corrected bits over the bits the link
-    /// carried) above `max_ber` over the window.
-    fec_ber: BerRule,
+    /// carried) above the active FEC code's limit over the window.
+    fec_ber: FecBerRule,
     /// Uncorrectable FEC codewords within the window.
     fec_uncorrectable: WindowRule,
     /// AER errors on a NIC's or GPU's PCIe link within the window.
@@ -364,8 +364,11 @@ impl Default for RulesConfig {
                 window: minute,
                 per_second: 0.0,
             },
-            fec_ber: BerRule {
+            fec_ber: FecBerRule {
                 window: Duration::from_secs(300),
+                max_ber_rs544: 1e-5,
+                max_ber_rs528: 2e-6,
+                max_ber_base_r: 1e-8,
                 max_ber: 1e-5,
             },
             fec_uncorrectable: WindowRule {
@@ -452,6 +455,45 @@ section!(BerRule {
     window: Duration = "crate::values::opt_duration",
     max_ber: f64 = "crate::values::opt_ber",
 });
+
+/// The pre-FEC bit error rate above which `fec_ber_high` fires, by the FEC
+/// code the link runs: each about 25 times below the input error rate its
+/// IEEE 802.3 PMDs are specified to (2.4e-4 for RS(544,514) on PAM4 lanes,
+/// 5e-5 for RS(528,514) on 25G NRZ lanes); BASE-R FEC links (10G/25G KR and
+/// CR) are specified to 1e-12 with or without FEC, so any steady correction
+/// there is a link far from its specification.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FecBerRule {
+    pub window: Duration,
+    /// RS(544,514) "KP4", 50G PAM4 lanes and up (200G, 400G, 800G).
+    pub max_ber_rs544: f64,
+    /// RS(528,514) "KR4", 25G NRZ lanes (100G).
+    pub max_ber_rs528: f64,
+    /// BASE-R "Firecode" (Clause 74).
+    pub max_ber_base_r: f64,
+    /// Any other code (low-latency RS, a mode this exporter does not know).
+    pub max_ber: f64,
+}
+
+section!(FecBerRule {
+    window: Duration = "crate::values::opt_duration",
+    max_ber_rs544: f64 = "crate::values::opt_ber",
+    max_ber_rs528: f64 = "crate::values::opt_ber",
+    max_ber_base_r: f64 = "crate::values::opt_ber",
+    max_ber: f64 = "crate::values::opt_ber",
+});
+
+impl FecBerRule {
+    /// The limit for the code [`roce_netdev::fec::line_rate`] named.
+    pub fn max_ber_for(&self, code: &str) -> f64 {
+        match code {
+            "RS(544,514)" => self.max_ber_rs544,
+            "RS(528,514)" => self.max_ber_rs528,
+            "BASE-R" => self.max_ber_base_r,
+            _ => self.max_ber,
+        }
+    }
+}
 
 /// What the operator intends the fabric to be. Unset facts are not checked.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
