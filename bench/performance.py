@@ -141,7 +141,7 @@ def main(argv):
     ]
     body.append(
         "## Equal work against node_exporter, and each source's cost\n\nFrom `bench/bench.py "
-        "--ports 8 --equal-work`, twice in a row (the budget holds in both): the ports' "
+        "--ports 8 --equal-work`, twice in a row (the budget is to hold in both): the ports' "
         "`hw_counters/` and GID tables are removed from the tree, so both exporters read the "
         "same `counters/` and port files. Budget: CPU per sample + scrape <= 0.12 of "
         "node_exporter's CPU per scrape, RSS <= 10 MiB.\n")
