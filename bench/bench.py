@@ -424,6 +424,8 @@ def read_floor(tree, repeats=50):
     for dev in sorted(os.listdir(ib)):
         for group in ("counters", "hw_counters"):
             d = os.path.join(ib, dev, "ports", "1", group)
+            if not os.path.isdir(d):
+                continue  # hw_counters/ of an equal-work tree
             for name in sorted(os.listdir(d)):
                 fds.append(os.open(os.path.join(d, name), os.O_RDONLY))
     try:
@@ -437,17 +439,46 @@ def read_floor(tree, repeats=50):
             os.close(fd)
 
 
-def generate_tree(tree, ports):
+def generate_tree(tree, ports, equal_work=False):
     """Writes the benchmark's mlx5 tree of `ports` devices at `tree`
-    (roce-testkit: crates/testkit/src/trees/bench.rs)."""
+    (roce-testkit: crates/testkit/src/trees/bench.rs). With equal_work, the
+    ports' `hw_counters/` and GID tables (`gids/`, `gid_attrs/`) go: what is
+    left is what node_exporter's infiniband collector reads too (`counters/`
+    and the port attributes), so both exporters do the same work."""
     subprocess.run(["cargo", "run", "-q", "--release", "-p", "roce-testkit", "--",
                     "bench-tree", "--ports", str(ports), "--out", tree], cwd=REPO, check=True)
+    if equal_work:
+        for dirpath, dirnames, _ in os.walk(tree):
+            if os.path.basename(os.path.dirname(dirpath)) != "ports":
+                continue
+            for name in ("hw_counters", "gids", "gid_attrs"):
+                if name in dirnames:
+                    shutil.rmtree(os.path.join(dirpath, name))
+
+
+def threads_cpu(pid):
+    """CPU seconds of each of pid's threads by name (schedstat, ns
+    resolution); threads of one name are added up."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                name = f.read().strip()
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                out[name] = out.get(name, 0.0) + int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
 
 
 def measure(args, ports, binary, workdir):
     tree = os.path.join(args.tree_dir, "roce-bench-%d-%d" % (ports, os.getpid()))
     t0 = time.perf_counter()
-    generate_tree(tree, ports)
+    generate_tree(tree, ports, args.equal_work)
     gen_s = time.perf_counter() - t0
     config = os.path.join(workdir, "config-%d.yml" % ports)
     with open(config, "w") as f:
@@ -493,6 +524,7 @@ def measure(args, ports, binary, workdir):
         c_ours0, c_ne0 = cpu_clock_seconds(ours.pid), cpu_clock_seconds(ne.pid)
         k_ours0 = cpu_ticks_seconds(ours.pid)
         s_ours0 = thread_cpu_seconds(ours.pid, SAMPLER_THREAD)
+        t_ours0 = threads_cpu(ours.pid)
         rss0 = memory_kib(ours.pid)[0]
         w0 = time.perf_counter()
         time.sleep(n_idle * args.interval)
@@ -500,6 +532,7 @@ def measure(args, ports, binary, workdir):
         c_ours1, c_ne1 = cpu_clock_seconds(ours.pid), cpu_clock_seconds(ne.pid)
         k_ours1 = cpu_ticks_seconds(ours.pid)
         s_ours1 = thread_cpu_seconds(ours.pid, SAMPLER_THREAD)
+        t_ours1 = threads_cpu(ours.pid)
         rss1 = memory_kib(ours.pid)[0]
         _, h_idle, b_idle = ours.client.get("/metrics")
         idle_series = parse_exposition(text_of(h_idle, b_idle))
@@ -527,6 +560,12 @@ def measure(args, ports, binary, workdir):
         result["rss_growth_per_sample"] = (rss1 - rss0) / samples
         result["sampler_thread_per_sample"] = (s_ours1 - s_ours0) / samples \
             if s_ours0 is not None and s_ours1 is not None else None
+        # CPU per sample of each source's thread and of the sampler (the
+        # rules, the snapshot) over the idle window.
+        result["thread_cpu_per_sample"] = {
+            name: (t_ours1[name] - t_ours0.get(name, 0.0)) / samples
+            for name in t_ours1
+            if name.startswith(SOURCE_THREAD_PREFIX) or name == SAMPLER_THREAD}
 
         # Scrape loops, interleaved in rounds so that drift on a shared
         # machine hits both alike.
@@ -588,6 +627,12 @@ def measure(args, ports, binary, workdir):
             result["rss_growth_per_sample"] * (args.history - retained)
         result["ne_fds"], result["our_fds"] = open_fds(ne.pid), open_fds(ours.pid)
         result["floor_s"], result["floor_files"] = read_floor(tree)
+        # Last: strace slows the exporter down while it is attached.
+        result["syscalls"] = None
+        if args.syscalls and shutil.which("strace"):
+            import syscalls
+            result["syscalls"] = syscalls.measure(ours.pid, ours.client, args.syscall_window,
+                                                  workdir)
     finally:
         ne.stop()
         result["our_log"] = ours.log_tail(5)
@@ -664,7 +709,14 @@ def render(results, args, meta):
         r = eight[0]
         enc = args.encodings[0]
         ne, ours = r[enc]["node_exporter"], r[enc]["roce_exporter"]
-        checks = [
+        checks = []
+        if args.equal_work:
+            checks.append(
+                ("equal work: CPU per sample + scrape <= 0.12 of node_exporter's CPU per scrape "
+                 "(measured %s)" % ratio(r["our_cpu_per_sample"] + ours["cpu_per_scrape"],
+                                         ne["cpu_per_scrape"]),
+                 r["our_cpu_per_sample"] + ours["cpu_per_scrape"] <= 0.12 * ne["cpu_per_scrape"]))
+        checks += [
             ("CPU per sample + scrape <= 1/5 of node_exporter's CPU per scrape (mixed cadences: "
              "our samples paced, its scrapes back to back; docs/performance.md compares "
              "them at equal cadence)",
@@ -678,6 +730,32 @@ def render(results, args, meta):
         out.append("## Targets at 8 ports (%s)\n" % enc)
         for text, ok in checks:
             out.append("- %s: **%s**" % (text, "met" if ok else "NOT met"))
+        out.append("")
+    out.append("## Cost of one sample per source\n")
+    out.append("CPU per sample of each source's thread (`roce-src-<collector>`, the kernel keeps "
+               "15 bytes of the name) and of the sampler thread (the rules, the snapshot) over "
+               "the idle window; system calls per idle sample from `strace -f` on the running "
+               "exporter (bench/syscalls.py; none counted when strace is missing).\n")
+    for r in results:
+        calls = r.get("syscalls")
+        per, samples = calls if calls else ({}, 0)
+        out.append("%d ports:\n" % r["ports"])
+        out.append("| thread | CPU per sample | syscalls per sample | failed | by call |")
+        out.append("|---|---|---|---|---|")
+        for name, cpu in sorted(r["thread_cpu_per_sample"].items()):
+            who = name[len(SOURCE_THREAD_PREFIX):] if name.startswith(SOURCE_THREAD_PREFIX) \
+                else "(sampler)"
+            c = per.get(who, {})
+            total = sum(n for n, _ in c.values())
+            failed = sum(f for _, f in c.values())
+            by = ", ".join("%s %.1f" % (k, n) for k, (n, _) in
+                           sorted(c.items(), key=lambda kv: -kv[1][0]))
+            out.append("| %s | %s | %s | %s | %s |" % (
+                name, us(cpu), "%.1f" % total if calls else "—",
+                "%.1f" % failed if calls else "—", by or "—"))
+        if calls:
+            out.append("")
+            out.append("strace window: %d samples." % samples)
         out.append("")
     out.append("## Details\n")
     for r in results:
@@ -767,7 +845,10 @@ def header(meta, args):
         "same run, one after the other in interleaved rounds. node_exporter runs with only "
         "its infiniband collector; it does not read `hw_counters/` (Debian's 1.5.0), "
         "roce_exporter does. roce_exporter samples every %g s; sources that ask the running "
-        "kernel (netlink, ioctl) are off because the tree is not `/sys`." % args.interval,
+        "kernel (netlink, ioctl) are off because the tree is not `/sys`." % args.interval
+        + (" **Equal work** (`--equal-work`): the ports' `hw_counters/` and GID tables are "
+           "removed from the trees, so both exporters read the same `counters/` and port "
+           "files." if args.equal_work else ""),
         "",
         "- date: %s" % meta["date"],
         "- machine: %s CPUs, %s, kernel %s, load average at the start %s (on a shared "
@@ -815,6 +896,13 @@ def main(argv):
     p.add_argument("--nofile", type=int,
                    help="soft RLIMIT_NOFILE for both exporters (systemd's default for services "
                         "is 1024; default: inherited)")
+    p.add_argument("--equal-work", action="store_true",
+                   help="remove hw_counters/ and the GID tables from the trees: both exporters "
+                        "read the same counters/ and port files (the issue's budget: <= 0.12)")
+    p.add_argument("--no-syscalls", dest="syscalls", action="store_false",
+                   help="do not count system calls per source with strace")
+    p.add_argument("--syscall-window", type=float, default=5.0,
+                   help="strace window for the system calls per sample, seconds (default 5)")
     p.add_argument("--out", default=os.path.join(HERE, "results.md"),
                    help="markdown report (default bench/results.md; '-' for none)")
     args = p.parse_args(argv)

@@ -9,6 +9,10 @@ Runs, in order, with the release binary:
   2. bench/bench.py        scrape latency and CPU, plain and gzip, at 8 and
                            128 ports against node_exporter (also the
                            foundation targets; writes bench/results.md);
+                           then twice with --equal-work at 8 ports (both
+                           exporters read the same files): the ratio
+                           against node_exporter and each source's CPU and
+                           system calls per sample;
   3. bench/memory.py       RSS over an hour's worth of samples at 8 and 128
                            ports;
   4. bench/load.py         200 concurrent scrapers, slowloris and oversized
@@ -78,6 +82,14 @@ def main(argv):
     status["scrape"] = run([py, "bench/bench.py", "--binary", args.binary, "--ports", "8,128",
                             "--encodings", "identity,gzip", "--out", scrape]
                            + (["--scrapes", "60", "--idle", "4"] if args.quick else [])).returncode
+    equal = []
+    for n in (1, 2):
+        path = os.path.join(tmp, "equal-%d.md" % n)
+        equal.append(path)
+        status["equal work %d" % n] = run(
+            [py, "bench/bench.py", "--binary", args.binary, "--ports", "8", "--equal-work",
+             "--out", path] + (["--scrapes", "60", "--idle", "4"] if args.quick else [])
+        ).returncode
     status["memory"] = run([py, "bench/memory.py", "--binary", args.binary, "--out", memory]
                            + (["--samples", "200"] if args.quick else [])).returncode
     if os.path.exists(os.path.join(HERE, "load.py")):
@@ -126,8 +138,18 @@ def main(argv):
         "## Scrape cost, plain and gzip, against node_exporter\n\nFrom `bench/bench.py --ports "
         "8,128 --encodings identity,gzip` (method: [bench/README.md](../bench/README.md)).\n",
         section(scrape, keep=["Figures", "Ratios", "Targets"]).replace("## ", "### "),
-        section(memory, "Memory"),
     ]
+    body.append(
+        "## Equal work against node_exporter, and each source's cost\n\nFrom `bench/bench.py "
+        "--ports 8 --equal-work`, twice in a row (the budget is to hold in both): the ports' "
+        "`hw_counters/` and GID tables are removed from the tree, so both exporters read the "
+        "same `counters/` and port files. Budget: CPU per sample + scrape <= 0.12 of "
+        "node_exporter's CPU per scrape, RSS <= 10 MiB.\n")
+    for n, path in enumerate(equal, 1):
+        body.append("### Run %d\n" % n)
+        body.append(section(path, keep=["Ratios", "Targets", "Cost of one sample"])
+                    .replace("## ", "#### "))
+    body.append(section(memory, "Memory"))
     if "load" in status:
         body.append(section(load, "Load"))
     body.append(section(peer, "Peer probes"))

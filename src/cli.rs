@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::exposition::groups::{Group, Groups};
+use crate::sources::Switch;
 
 /// Default port of roce_exporter.
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":9879";
@@ -22,6 +23,12 @@ pub const DEFAULT_LISTEN_ADDRESS: &str = ":9879";
                   serves them to Prometheus. Without a subcommand it runs the HTTP server."
 )]
 pub struct Cli {
+    /// The collector switches given (`--collector.<source>` and
+    /// `--no-collector.<source>`), kept to apply over a reloaded
+    /// configuration too; filled from the matches by [`parse`].
+    #[arg(skip)]
+    pub switches: Vec<(Switch, bool)>,
+
     /// YAML configuration file (all keys optional; unknown keys are errors).
     #[arg(long = "config.file", value_name = "FILE", global = true)]
     pub config_file: Option<PathBuf>,
@@ -150,13 +157,48 @@ pub enum LogFormat {
     Json,
 }
 
-/// The command line: [`Cli`] and, for every group of series
-/// ([`Group`]), `--collector.<group>` and `--no-collector.<group>`, built from
-/// the group table (node_exporter's spelling; the last one given wins).
+/// The command line: [`Cli`]; for every collector ([`Switch`]: a source)
+/// `--collector.<source>` and `--no-collector.<source>`, which start and
+/// stop it; and for every group of series ([`Group`]) that is not also a
+/// source, `--collector.<group>` and `--no-collector.<group>`, which choose
+/// what is exported. Built from the two tables (node_exporter's spelling;
+/// the last one given wins).
 pub fn command() -> clap::Command {
     use clap::{Arg, ArgAction, CommandFactory};
     let mut cmd = Cli::command();
-    for g in Group::ALL {
+    for s in Switch::ALL {
+        let with_group = if s.group().is_some() {
+            " and its metric group"
+        } else {
+            ""
+        };
+        cmd = cmd
+            .arg(
+                Arg::new(s.on_flag())
+                    .long(s.on_flag())
+                    .action(ArgAction::SetTrue)
+                    .global(true)
+                    .overrides_with(s.off_flag())
+                    .help(format!(
+                        "Run the {} collector: {} [config: {}]",
+                        s.name(),
+                        s.help(),
+                        s.config_key()
+                    )),
+            )
+            .arg(
+                Arg::new(s.off_flag())
+                    .long(s.off_flag())
+                    .action(ArgAction::SetTrue)
+                    .global(true)
+                    .overrides_with(s.on_flag())
+                    .help(format!(
+                        "Stop the {} collector{with_group}: it reads nothing",
+                        s.name()
+                    )),
+            );
+    }
+    for g in Group::ALL.into_iter().filter(|g| !is_source(*g)) {
         let default = if g.default_on() { "on" } else { "off" };
         cmd = cmd
             .arg(
@@ -184,14 +226,38 @@ pub fn parse() -> (Cli, clap::ArgMatches) {
     use clap::FromArgMatches;
     let matches = command().get_matches();
     match Cli::from_arg_matches(&matches) {
-        Ok(cli) => (cli, matches),
+        Ok(mut cli) => {
+            cli.switches = switches(&matches);
+            (cli, matches)
+        }
         Err(e) => e.exit(),
     }
 }
 
-/// The groups of `metrics:` with the flags given applied over them.
+/// Whether a group's name is a collector's: its flags are the collector's.
+fn is_source(g: Group) -> bool {
+    Switch::ALL.iter().any(|s| s.group() == Some(g))
+}
+
+/// The collector switches given, in table order.
+pub fn switches(matches: &clap::ArgMatches) -> Vec<(Switch, bool)> {
+    let mut out = Vec::new();
+    for s in Switch::ALL {
+        if matches.get_flag(s.on_flag()) {
+            out.push((s, true));
+        }
+        if matches.get_flag(s.off_flag()) {
+            out.push((s, false));
+        }
+    }
+    out
+}
+
+/// The groups of `metrics:` with the group flags given applied over them
+/// (the collector switches have been applied to the configuration's groups
+/// already: [`crate::config::Config::switch_collectors`]).
 pub fn groups(matches: &clap::ArgMatches, mut groups: Groups) -> Groups {
-    for g in Group::ALL {
+    for g in Group::ALL.into_iter().filter(|g| !is_source(*g)) {
         if matches.get_flag(g.on_flag()) {
             groups.set(g, true);
         }
@@ -299,5 +365,42 @@ mod tests {
             .try_get_matches_from(["roce_exporter", "--no-collector.gids", "--collector.gids"])
             .unwrap();
         assert!(groups(&m, Groups::default()).is_on(Group::Gids));
+    }
+
+    #[test]
+    fn collector_flags_of_sources_switch_the_sources_and_their_groups() {
+        use crate::config::{Config, Toggle};
+        for s in Switch::ALL {
+            assert_eq!(s.on_flag(), format!("collector.{}", s.name()));
+            assert_eq!(s.off_flag(), format!("no-collector.{}", s.name()));
+        }
+        let m = command()
+            .try_get_matches_from([
+                "roce_exporter",
+                "--no-collector.phys",
+                "--no-collector.probe",
+                "--collector.qos",
+                "--no-collector.rdma",
+                "--collector.rdma",
+            ])
+            .unwrap();
+        let mut config = Config::parse("collectors: {qos: false}\n", "t").unwrap();
+        assert!(
+            !config.metrics.is_on(Group::Qos),
+            "a source off in the file hides its group"
+        );
+        config.switch_collectors(&switches(&m));
+        assert!(!config.collectors.phys);
+        assert!(
+            !config.metrics.is_on(Group::Phys),
+            "the source switch hides its group"
+        );
+        assert_eq!(config.probes.enabled, Toggle::Off);
+        assert!(config.collectors.qos, "the flag wins over the file");
+        assert!(config.metrics.is_on(Group::Qos));
+        assert!(config.collectors.rdma, "the last flag wins");
+        assert!(config.collectors.topology && config.collectors.netdev);
+        // The groups that are not sources keep their own flags.
+        assert!(!groups(&m, config.metrics).is_on(Group::Phys));
     }
 }

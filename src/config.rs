@@ -69,8 +69,13 @@ pub struct Config {
     /// Inspector output (off by default).
     pub nccl: NcclConfig,
     /// Groups of series exported (read at start; `--collector.<group>` and
-    /// `--no-collector.<group>` override them).
+    /// `--no-collector.<group>` override them, except for qos, phys and
+    /// topology, whose flags are the sources' switches).
     pub metrics: crate::exposition::groups::Groups,
+    /// Sources switched on and off (`--collector.<source>` and
+    /// `--no-collector.<source>` override them). The probe, peer probe,
+    /// NCCL and LLDP sources have theirs in their own sections.
+    pub collectors: Collectors,
     /// LLDP neighbours of the RDMA netdevs (`lldp.mode`: auto, off, lldpd,
     /// capture).
     pub lldp: crate::sources::lldp::LldpConfig,
@@ -90,7 +95,41 @@ impl Default for Config {
             web: WebLimits::default(),
             nccl: NcclConfig::default(),
             metrics: crate::exposition::groups::Groups::default(),
+            collectors: Collectors::default(),
             lldp: crate::sources::lldp::LldpConfig::default(),
+        }
+    }
+}
+
+/// `collectors:`: the sources that are on by default, each `true` or
+/// `false`. A source that is off reads nothing and makes no system call;
+/// `roce_collector_state` says `disabled`. Turning qos, phys or topology off
+/// also turns off the metric group of that name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Collectors {
+    /// RDMA devices, ports, counters, GIDs. The netdev, phys, topology,
+    /// probe and LLDP sources read the netdevs and devices it finds: with
+    /// it off they have only `netdevs.extra`.
+    pub rdma: bool,
+    /// MTU, link state, carrier counts, ECN, ethtool and pause statistics.
+    pub netdev: bool,
+    /// The netdev source's QoS reads: DCB, DCQCN, CNP marking, rdma_cm ToS.
+    pub qos: bool,
+    /// FEC, modules, PCIe AER, devlink health.
+    pub phys: bool,
+    /// GPUs, GPU-NIC PCIe paths, links, ACS, GPUDirect.
+    pub topology: bool,
+}
+
+impl Default for Collectors {
+    fn default() -> Self {
+        Collectors {
+            rdma: true,
+            netdev: true,
+            qos: true,
+            phys: true,
+            topology: true,
         }
     }
 }
@@ -185,6 +224,13 @@ pub struct NetdevSelection {
     /// appears, its link changes state or its driver changes.
     #[serde(deserialize_with = "duration")]
     pub qos_interval: Duration,
+    /// How often the physical-layer source reads FEC, PCIe AER and devlink
+    /// health (and looks whether a module is due): error counters judged
+    /// over windows of minutes, whose reads are netlink requests and firmware
+    /// commands on a live NIC. Read at once when the netdevs or GPUs change
+    /// or a link changes state; the last reading is served in between.
+    #[serde(deserialize_with = "duration")]
+    pub phys_interval: Duration,
 }
 
 impl Default for NetdevSelection {
@@ -195,6 +241,7 @@ impl Default for NetdevSelection {
             replay: None,
             module_interval: Duration::from_secs(300),
             qos_interval: Duration::from_secs(300),
+            phys_interval: Duration::from_secs(30),
         }
     }
 }
@@ -412,15 +459,53 @@ impl Config {
         if !meaningful {
             return Ok(Config::default());
         }
-        let config: Config = serde_saphyr::from_str(text).map_err(|e| ConfigError::Invalid {
-            path: origin.to_string(),
-            message: e.to_string(),
-        })?;
+        let mut config: Config =
+            serde_saphyr::from_str(text).map_err(|e| ConfigError::Invalid {
+                path: origin.to_string(),
+                message: e.to_string(),
+            })?;
+        config.switch_collectors(&[]);
         config.validate().map_err(|e| ConfigError::Invalid {
             path: origin.to_string(),
             message: e.to_string(),
         })?;
         Ok(config)
+    }
+
+    /// Applies collector switches (the command line's
+    /// `--collector.<source>` / `--no-collector.<source>`, in order) over
+    /// the file's keys, then turns off the metric group of each source that
+    /// is off (qos, phys, topology): a source that reads nothing exports
+    /// nothing, whatever `metrics:` says.
+    pub fn switch_collectors(&mut self, switches: &[(crate::sources::Switch, bool)]) {
+        for (switch, on) in switches {
+            switch.set(self, *on);
+        }
+        for switch in crate::sources::Switch::ALL {
+            if let Some(group) = switch.group() {
+                if !switch.is_on(self) {
+                    self.metrics.set(group, false);
+                }
+            }
+        }
+    }
+
+    /// The configuration with the command line's collector switches
+    /// applied ([`Config::switch_collectors`]) and checked again (a switch
+    /// can turn on a source whose section is incomplete).
+    pub fn with_switches(
+        mut self,
+        switches: &[(crate::sources::Switch, bool)],
+    ) -> Result<Config, ConfigError> {
+        if switches.is_empty() {
+            return Ok(self);
+        }
+        self.switch_collectors(switches);
+        self.validate().map_err(|e| ConfigError::Invalid {
+            path: "command line".to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(self)
     }
 
     pub fn load(path: &Path) -> Result<Config, ConfigError> {

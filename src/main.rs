@@ -43,14 +43,16 @@ fn main() -> ExitCode {
     };
 
     let config = match &cli.config_file {
-        None => Config::default(),
-        Some(path) => match Config::load(path) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("roce_exporter: invalid configuration: {e}");
-                return ExitCode::from(EXIT_USAGE);
-            }
-        },
+        None => Ok(Config::default()),
+        Some(path) => Config::load(path),
+    }
+    .and_then(|c| c.with_switches(&cli.switches));
+    let config = match config {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("roce_exporter: invalid configuration: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
     };
     roce_exporter::host::raise_open_file_limit();
     let paths = HostPaths {
@@ -254,6 +256,7 @@ fn run_server(
             paths.clone(),
             config.web.clone(),
             config.metrics,
+            cli.switches.clone(),
             control_tx,
         ));
         let mut options = server::ServeOptions::new(config.web.clone());
@@ -295,6 +298,7 @@ async fn reload_on_sighup(
     paths: HostPaths,
     running_web: WebLimits,
     running_metrics: roce_exporter::exposition::groups::Groups,
+    switches: Vec<(roce_exporter::sources::Switch, bool)>,
     control: mpsc::Sender<Control>,
 ) {
     let Some(mut hup) = hup else {
@@ -309,7 +313,12 @@ async fn reload_on_sighup(
         // Read off the runtime's workers: the file is the user's to make a
         // FIFO or put on a hung mount (the read is bounded in time anyway).
         let owned = path.clone();
-        let loaded = match tokio::task::spawn_blocking(move || Config::load(&owned)).await {
+        let switches = switches.clone();
+        let loaded = match tokio::task::spawn_blocking(move || {
+            Config::load(&owned).and_then(|c| c.with_switches(&switches))
+        })
+        .await
+        {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");

@@ -77,12 +77,26 @@ struct Worker {
     done: mpsc::Receiver<Done>,
     /// When the call whose result has not come back yet started.
     in_flight: Option<Instant>,
+    /// Why the source is off ([`Source::disabled`]): then it has no thread
+    /// and is never called.
+    off: Option<String>,
 }
 
 impl Worker {
     fn spawn(source: Box<dyn Source>) -> Worker {
         let name = source.name();
         let needs_rdma = source.needs_rdma();
+        if let Some(why) = source.disabled() {
+            let (_, done) = mpsc::channel::<Done>();
+            return Worker {
+                name,
+                needs_rdma,
+                jobs: None,
+                done,
+                in_flight: None,
+                off: Some(why),
+            };
+        }
         let (jobs, job_rx) = mpsc::channel::<Job>();
         let (done_tx, done) = mpsc::channel::<Done>();
         let spawned = std::thread::Builder::new()
@@ -101,12 +115,19 @@ impl Worker {
             jobs,
             done,
             in_flight: None,
+            off: None,
         }
     }
 
     /// Hands the worker a new source, applied once its call in flight (if
-    /// any) returns.
+    /// any) returns. A source that is off, or one that replaces a source
+    /// that was off, gets a new worker (the old thread, if any, ends after
+    /// its call in flight).
     fn replace(&mut self, source: Box<dyn Source>) {
+        if self.off.is_some() || source.disabled().is_some() {
+            *self = Worker::spawn(source);
+            return;
+        }
         self.needs_rdma = source.needs_rdma();
         if let Some(jobs) = &self.jobs {
             let _ = jobs.send(Job::Replace(source));
@@ -129,6 +150,15 @@ impl Worker {
     /// Starts a call, unless the last one has not returned: then the
     /// outcome is already known (still timed out).
     fn start(&mut self, input: &Input, deadline: Duration) -> Result<Instant, Box<Outcome>> {
+        if let Some(why) = &self.off {
+            return Err(Box::new(Outcome {
+                state: SourceState::Disabled(why.clone()),
+                part: None,
+                errors: Vec::new(),
+                duration: Duration::ZERO,
+                kernel_requests: None,
+            }));
+        }
         self.collect_late();
         if let Some(since) = self.in_flight {
             return Err(Box::new(Outcome::failed(
@@ -281,6 +311,16 @@ impl Sampler {
             expect: config.expect.clone(),
             engine: rules::Engine::with_retention(retention(config)),
         }
+    }
+
+    /// The sources that have a thread of their own, in order: those that
+    /// are not off ([`Source::disabled`]).
+    pub fn running(&self) -> Vec<&'static str> {
+        self.workers
+            .iter()
+            .filter(|w| w.off.is_none())
+            .map(|w| w.name)
+            .collect()
     }
 
     /// How long one call of a source may take before it is reported timed

@@ -403,6 +403,13 @@ impl Source for LldpSource {
         true
     }
 
+    fn disabled(&self) -> Option<String> {
+        match &self.backend {
+            Backend::Off(SourceState::Disabled(why)) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
     fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         if let Backend::Off(state) = &self.backend {
             return Sampled::bare(state.clone());

@@ -106,19 +106,240 @@ pub trait Source: Send {
     fn kernel_requests(&self) -> Option<KernelRequests> {
         None
     }
+
+    /// Why the source is off for as long as it lives (its collector switch,
+    /// its configuration, paths that are not the running kernel's), or
+    /// `None` when it reads. The sampler starts no thread for a source that
+    /// is off and calls it never: it makes no system call.
+    fn disabled(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The collectors that `--collector.<name>` / `--no-collector.<name>`
+/// start and stop: each is a source (QoS is the netdev source's QoS part).
+/// A switched-off collector reads nothing, makes no system call and is
+/// reported `disabled` in `roce_collector_state`. Qos, phys and topology
+/// are also metric groups (`metrics:`): the switch turns off the group of
+/// the same name with the source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    Rdma,
+    Netdev,
+    Qos,
+    Phys,
+    Topology,
+    Probe,
+    PeerProbe,
+    Nccl,
+    Lldp,
+}
+
+impl Switch {
+    pub const ALL: [Switch; 9] = [
+        Switch::Rdma,
+        Switch::Netdev,
+        Switch::Qos,
+        Switch::Phys,
+        Switch::Topology,
+        Switch::Probe,
+        Switch::PeerProbe,
+        Switch::Nccl,
+        Switch::Lldp,
+    ];
+
+    /// The `collector` label value and the flag's suffix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Switch::Rdma => "rdma",
+            Switch::Netdev => "netdev",
+            Switch::Qos => "qos",
+            Switch::Phys => "phys",
+            Switch::Topology => "topology",
+            Switch::Probe => "probe",
+            Switch::PeerProbe => "peer_probe",
+            Switch::Nccl => "nccl",
+            Switch::Lldp => "lldp",
+        }
+    }
+
+    /// `--collector.<name>` without the dashes (clap wants a `'static`
+    /// name; a test checks it against [`Switch::name`]).
+    pub fn on_flag(self) -> &'static str {
+        match self {
+            Switch::Rdma => "collector.rdma",
+            Switch::Netdev => "collector.netdev",
+            Switch::Qos => "collector.qos",
+            Switch::Phys => "collector.phys",
+            Switch::Topology => "collector.topology",
+            Switch::Probe => "collector.probe",
+            Switch::PeerProbe => "collector.peer_probe",
+            Switch::Nccl => "collector.nccl",
+            Switch::Lldp => "collector.lldp",
+        }
+    }
+
+    /// `--no-collector.<name>` without the dashes.
+    pub fn off_flag(self) -> &'static str {
+        match self {
+            Switch::Rdma => "no-collector.rdma",
+            Switch::Netdev => "no-collector.netdev",
+            Switch::Qos => "no-collector.qos",
+            Switch::Phys => "no-collector.phys",
+            Switch::Topology => "no-collector.topology",
+            Switch::Probe => "no-collector.probe",
+            Switch::PeerProbe => "no-collector.peer_probe",
+            Switch::Nccl => "no-collector.nccl",
+            Switch::Lldp => "no-collector.lldp",
+        }
+    }
+
+    /// The configuration key the switch stands for (the flag overrides it).
+    pub fn config_key(self) -> &'static str {
+        match self {
+            Switch::Rdma => "collectors.rdma",
+            Switch::Netdev => "collectors.netdev",
+            Switch::Qos => "collectors.qos",
+            Switch::Phys => "collectors.phys",
+            Switch::Topology => "collectors.topology",
+            Switch::Probe => "probes.enabled",
+            Switch::PeerProbe => "peer_probes.enabled",
+            Switch::Nccl => "nccl.enabled",
+            Switch::Lldp => "lldp.mode",
+        }
+    }
+
+    /// The metric group of the same name, turned off with the source.
+    pub fn group(self) -> Option<crate::exposition::groups::Group> {
+        use crate::exposition::groups::Group;
+        match self {
+            Switch::Qos => Some(Group::Qos),
+            Switch::Phys => Some(Group::Phys),
+            Switch::Topology => Some(Group::Topology),
+            _ => None,
+        }
+    }
+
+    pub fn help(self) -> &'static str {
+        match self {
+            Switch::Rdma => "the RDMA source: devices, ports, counters, GIDs (the netdev, phys, topology, probe and LLDP sources read the netdevs and devices it finds)",
+            Switch::Netdev => "the netdev source: MTU, link state, carrier counts, ECN, ethtool statistics, pause statistics",
+            Switch::Qos => "the netdev source's QoS reads: DCB (PFC, APP, ETS, buffers, DCBX), DCQCN, CNP marking, rdma_cm ToS; with the qos metric group",
+            Switch::Phys => "the physical-layer source: FEC, modules, PCIe AER, devlink health; with the phys metric group",
+            Switch::Topology => "the topology source: GPUs, GPU-NIC PCIe paths, links, ACS, GPUDirect; with the topology metric group",
+            Switch::Probe => "active verbs probes (probes.enabled)",
+            Switch::PeerProbe => "probes between hosts (peer_probes.enabled; needs peers configured)",
+            Switch::Nccl => "what NCCL jobs used, from their logs (nccl.enabled; needs nccl.log_dir or nccl.inspector_dir)",
+            Switch::Lldp => "LLDP neighbours (lldp.mode; on: auto unless a mode is set)",
+        }
+    }
+
+    /// Whether the configuration has the collector on.
+    pub fn is_on(self, config: &crate::config::Config) -> bool {
+        use crate::config::Toggle;
+        match self {
+            Switch::Rdma => config.collectors.rdma,
+            Switch::Netdev => config.collectors.netdev,
+            Switch::Qos => config.collectors.qos,
+            Switch::Phys => config.collectors.phys,
+            Switch::Topology => config.collectors.topology,
+            Switch::Probe => config.probes.enabled != Toggle::Off,
+            Switch::PeerProbe => config.peer_probes.enabled,
+            Switch::Nccl => config.nccl.enabled,
+            Switch::Lldp => config.lldp.mode != lldp::LldpMode::Off,
+        }
+    }
+
+    /// Turns the collector on or off in the configuration, and with it the
+    /// metric group of the same name.
+    pub fn set(self, config: &mut crate::config::Config, on: bool) {
+        use crate::config::Toggle;
+        match self {
+            Switch::Rdma => config.collectors.rdma = on,
+            Switch::Netdev => config.collectors.netdev = on,
+            Switch::Qos => config.collectors.qos = on,
+            Switch::Phys => config.collectors.phys = on,
+            Switch::Topology => config.collectors.topology = on,
+            Switch::Probe => config.probes.enabled = if on { Toggle::On } else { Toggle::Off },
+            Switch::PeerProbe => config.peer_probes.enabled = on,
+            Switch::Nccl => config.nccl.enabled = on,
+            Switch::Lldp => {
+                if !on {
+                    config.lldp.mode = lldp::LldpMode::Off;
+                } else if config.lldp.mode == lldp::LldpMode::Off {
+                    config.lldp.mode = lldp::LldpMode::Auto;
+                }
+            }
+        }
+        if let Some(group) = self.group() {
+            config.metrics.set(group, on);
+        }
+    }
+}
+
+/// A source whose collector is switched off: read never (the sampler
+/// starts no thread for it).
+pub struct Off {
+    pub name: &'static str,
+    pub why: String,
+}
+
+impl Source for Off {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn sample(&mut self, _input: &Input, _errors: &mut Vec<HostError>) -> Sampled {
+        Sampled::bare(SourceState::Disabled(self.why.clone()))
+    }
+
+    fn disabled(&self) -> Option<String> {
+        Some(self.why.clone())
+    }
+}
+
+fn switched_off(switch: Switch) -> Box<dyn Source> {
+    Box::new(Off {
+        name: switch.name(),
+        why: format!("{} is off", switch.config_key()),
+    })
 }
 
 /// Every source, in the order they are listed (the RDMA source first: the
 /// others read which netdevs and devices it found).
+/// A collector switched off becomes [`Off`]; the QoS switch is listed
+/// (after the netdev source, whose part it is) only when off.
 pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Vec<Box<dyn Source>> {
-    vec![
-        Box::new(rdma::RdmaSource::new(config, paths)),
-        Box::new(netdev::NetdevSource::new(config, paths)),
-        Box::new(topology::TopologySource::new(config, paths)),
-        Box::new(probe::ProbeSource::new(config, paths)),
+    let on = |s: Switch| s.is_on(config);
+    let pick = |s: Switch, make: &dyn Fn() -> Box<dyn Source>| {
+        if on(s) {
+            make()
+        } else {
+            switched_off(s)
+        }
+    };
+    let mut out = vec![
+        pick(Switch::Rdma, &|| {
+            Box::new(rdma::RdmaSource::new(config, paths))
+        }),
+        pick(Switch::Netdev, &|| {
+            Box::new(netdev::NetdevSource::new(config, paths))
+        }),
+    ];
+    if !on(Switch::Qos) {
+        out.push(switched_off(Switch::Qos));
+    }
+    out.extend([
+        pick(Switch::Topology, &|| {
+            Box::new(topology::TopologySource::new(config, paths))
+        }),
+        Box::new(probe::ProbeSource::new(config, paths)) as Box<dyn Source>,
         Box::new(peer_probe::PeerProbeSource::new(config, paths)),
         Box::new(nccl::NcclSource::new(config)),
-        Box::new(phys::PhysSource::new(config, paths)),
+        pick(Switch::Phys, &|| {
+            Box::new(phys::PhysSource::new(config, paths))
+        }),
         Box::new(lldp::LldpSource::new(config, paths)),
-    ]
+    ]);
+    out
 }

@@ -235,6 +235,16 @@ impl Source for NcclSource {
         "nccl"
     }
 
+    fn disabled(&self) -> Option<String> {
+        if !self.cfg.enabled {
+            return Some("nccl.enabled is false".into());
+        }
+        if self.logs.is_none() && self.inspector.is_none() {
+            return Some("neither nccl.log_dir nor nccl.inspector_dir is set".into());
+        }
+        None
+    }
+
     fn sample(&mut self, _input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         if !self.cfg.enabled {
             return Sampled::bare(SourceState::Disabled("nccl.enabled is false".into()));

@@ -38,6 +38,9 @@ impl NetdevSource {
             qos_interval: config.netdevs.qos_interval,
         };
         let mut reader = NetdevReader::new(options);
+        if !config.collectors.qos {
+            reader = reader.without_qos();
+        }
         let mut open_error = None;
         let replay = config.netdevs.replay.clone();
         if config.sources.ethtool.enabled(live) {

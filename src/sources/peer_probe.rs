@@ -175,6 +175,10 @@ impl Source for PeerProbeSource {
         true
     }
 
+    fn disabled(&self) -> Option<String> {
+        self.runner.as_ref().err().cloned()
+    }
+
     fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         let runner = match &self.runner {
             Ok(r) => r,

@@ -8,11 +8,19 @@
 //! paths are the running kernel's); on a fixture tree the recorded replies
 //! under `netdevs.replay` stand in for the kernel. The GPUs are those the
 //! topology source found in the previous sample.
+//!
+//! It reads on its own cadence, `netdevs.phys_interval`, and serves its
+//! last reading (with that reading's errors) in between: at once when the
+//! netdevs or GPUs to read change or a netdev's link changed state (its
+//! `carrier_changes` in the previous sample's netdev part).
 
 use roce_netdev::devlink::{DevlinkHealth, DevlinkReplay};
 use roce_netdev::fec::{EthtoolFec, FecReplay};
 use roce_netdev::module::{EepromReplay, EthtoolEeprom};
-use roce_netdev::phys::{PhysOptions, PhysReader};
+use std::time::Duration;
+
+use roce_netdev::phys::{PhysOptions, PhysReader, PhysSnapshot};
+use roce_netdev::Target;
 
 use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
@@ -26,6 +34,25 @@ pub struct PhysSource {
     live_eeprom: bool,
     live_devlink: bool,
     read_last_sample: bool,
+    interval: Duration,
+    last: Option<Last>,
+}
+
+/// The last reading, what it was read for, and when.
+struct Last {
+    at: Duration,
+    key: Key,
+    part: PhysSnapshot,
+    errors: Vec<HostError>,
+}
+
+/// What makes a served reading out of date at once.
+#[derive(PartialEq)]
+struct Key {
+    targets: Vec<Target>,
+    gpus: Vec<String>,
+    /// `carrier_changes` of each target in the previous sample.
+    carrier: Vec<Option<u64>>,
 }
 
 impl PhysSource {
@@ -64,6 +91,8 @@ impl PhysSource {
             live_eeprom: eeprom,
             live_devlink: devlink,
             read_last_sample: false,
+            interval: config.netdevs.phys_interval,
+            last: None,
         }
     }
 }
@@ -85,15 +114,43 @@ impl Source for PhysSource {
             .and_then(|p| p.topology.as_ref())
             .map(|t| t.gpus.iter().map(|g| g.address.to_string()).collect())
             .unwrap_or_default();
-        self.read_last_sample = !(targets.is_empty() && gpus.is_empty());
-        if !self.read_last_sample {
+        self.read_last_sample = false;
+        if targets.is_empty() && gpus.is_empty() {
+            self.last = None;
             return Sampled::new(
                 SourceState::Unavailable("no netdev behind an RDMA port and no GPU".into()),
                 Part::Phys(Default::default()),
             );
         }
+        let carrier = targets
+            .iter()
+            .map(|t| {
+                let netdevs = input.previous.as_ref()?.netdev.as_ref()?;
+                let n = netdevs.netdevs.iter().find(|n| n.name == t.name)?;
+                n.carrier.changes
+            })
+            .collect();
+        let key = Key {
+            targets,
+            gpus,
+            carrier,
+        };
         let now = crate::snapshot::monotonic_now();
-        let snapshot = self.reader.read(&targets, &gpus, now, errors);
+        if let Some(last) = &self.last {
+            if last.key == key && now.saturating_sub(last.at) < self.interval {
+                errors.extend(last.errors.iter().cloned());
+                return Sampled::new(SourceState::Ok, Part::Phys(last.part.clone()));
+            }
+        }
+        self.read_last_sample = true;
+        let before = errors.len();
+        let snapshot = self.reader.read(&key.targets, &key.gpus, now, errors);
+        self.last = Some(Last {
+            at: now,
+            key,
+            part: snapshot.clone(),
+            errors: errors[before..].to_vec(),
+        });
         Sampled::new(SourceState::Ok, Part::Phys(snapshot))
     }
 

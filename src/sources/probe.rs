@@ -145,6 +145,10 @@ impl Source for ProbeSource {
         true
     }
 
+    fn disabled(&self) -> Option<String> {
+        self.runner.as_ref().err().map(|why| why.to_string())
+    }
+
     fn sample(&mut self, input: &Input, _errors: &mut Vec<HostError>) -> Sampled {
         let runner = match &self.runner {
             Ok(r) => r,

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use roce_exporter::config::Config;
 use roce_exporter::host::HostPaths;
 use roce_exporter::sampler::Sampler;
+use roce_exporter::snapshot::SourceState;
 use roce_exporter::snapshot::{KernelRequests, Snapshot};
-use roce_exporter::sources;
+use roce_exporter::sources::{self, Switch};
 
 fn paths(tree: &str) -> HostPaths {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/rdma/tests/fixtures");
@@ -70,4 +71,90 @@ fn rxe_without_counters_reads_its_hw_counters_and_gids_only() {
     // parent; state, phys_state, rate; no counters/; 15 hw_counters (lifespan
     // is a setting); 2 populated GIDs x 3 files and 4 empty probes.
     assert_eq!(rdma.file_reads, 1 + 3 + 15 + 2 * 3 + 4);
+}
+
+/// Every collector that runs on a fixture tree by default, switched off in
+/// turn: it has no thread (so it makes no system call), reads nothing and
+/// is reported disabled; the others go on, and the one steady sample of the
+/// sources that remain reads what it read with every collector on. The
+/// physical-layer source, on a tree without AER files, reads nothing in a
+/// steady sample (it has learned that there are none, or serves its last
+/// reading).
+#[test]
+fn a_collector_switched_off_makes_no_call_and_says_disabled() {
+    let paths = paths("sys-mlx5-roce");
+    let steady = |config: &Config| {
+        let mut sampler = Sampler::new(sources::all(config, &paths), config);
+        sampler.sample();
+        (sampler.sample(), sampler.running())
+    };
+    let mut config_on = Config::default();
+    let (all_on, running) = steady(&config_on);
+    assert_eq!(
+        running,
+        ["rdma", "netdev", "topology", "phys"],
+        "on a fixture tree"
+    );
+    let phys = requests(&all_on, "phys").expect("the phys collector counts");
+    assert_eq!(
+        phys,
+        KernelRequests::default(),
+        "no AER file: nothing to read"
+    );
+    for switch in [
+        Switch::Rdma,
+        Switch::Netdev,
+        Switch::Qos,
+        Switch::Phys,
+        Switch::Topology,
+    ] {
+        let mut config = config_on.clone();
+        config.switch_collectors(&[(switch, false)]);
+        let (s, running) = steady(&config);
+        assert!(!running.contains(&switch.name()), "{running:?}");
+        let status = s.source(switch.name()).expect("listed");
+        assert!(
+            matches!(&status.state, SourceState::Disabled(why) if why.contains(switch.config_key())),
+            "{:?}",
+            status.state
+        );
+        assert!(status.state.success(), "disabled is not failed");
+        assert_eq!(status.duration, std::time::Duration::ZERO);
+        assert_eq!(status.kernel_requests, None);
+        match switch {
+            Switch::Rdma => {
+                assert!(s.rdma.is_none());
+                assert_eq!(requests(&s, "netdev"), Some(KernelRequests::default()));
+            }
+            Switch::Netdev => assert!(s.netdev.is_none()),
+            Switch::Phys => assert!(s.phys.is_none()),
+            Switch::Topology => assert!(s.topology.is_none()),
+            Switch::Qos => {
+                // The netdev source runs, without its QoS reads.
+                assert_eq!(
+                    requests(&s, "netdev"),
+                    requests(&all_on, "netdev"),
+                    "QoS is read at start and then every qos_interval"
+                );
+                let netdev = s.netdev.as_ref().expect("netdev part");
+                assert!(netdev.netdevs.iter().all(|n| n.dcqcn.is_empty()));
+            }
+            _ => unreachable!(),
+        }
+        if switch != Switch::Rdma {
+            assert_eq!(requests(&s, "rdma"), requests(&all_on, "rdma"));
+        }
+    }
+    // The sources whose own sections switch them: off by configuration, or
+    // because the tree is not the running kernel's, they have no thread.
+    config_on.switch_collectors(&[(Switch::Probe, false), (Switch::Lldp, false)]);
+    let (s, running) = steady(&config_on);
+    for name in ["probe", "peer_probe", "nccl", "lldp"] {
+        assert!(!running.contains(&name));
+        let state = &s.source(name).expect("listed").state;
+        assert!(
+            matches!(state, SourceState::Disabled(_)),
+            "{name}: {state:?}"
+        );
+    }
 }

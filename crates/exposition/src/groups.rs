@@ -2,7 +2,9 @@
 //! `metrics:` in the configuration file and `--collector.<group>` /
 //! `--no-collector.<group>` on the command line (the flag wins). They choose
 //! what is exported, not what is read: the rules still see everything their
-//! sources read (`sources:` turns reading off).
+//! sources read. Where a group and a source share a name (qos, phys,
+//! topology) the flag is the source's: it stops the reads and so the group's
+//! series; `metrics:` alone hides the series of a source that still reads.
 //!
 //! Also the series budget: how many series each group exposes on the demo
 //! tree (`examples/demo-gpu-node`, 8 ports), by default and with every group
@@ -369,8 +371,9 @@ pub fn budget_markdown() -> String {
          Series of the demo tree (`examples/demo-gpu-node`, 8 RDMA ports, `roce_exporter once`), \
          by default and with every group on, in total and per port; `tests/exposition.rs` keeps \
          the exposition within these figures. A row is a group (switched by `metrics:` in the \
-         configuration, or `--collector.<group>` / `--no-collector.<group>`, the flag winning) \
-         or a section no group switches.\n\n\
+         configuration, or `--collector.<group>` / `--no-collector.<group>`, the flag winning; \
+         for qos, phys and topology that flag stops the source itself) or a section no group \
+         switches.\n\n\
          | row | default | per port | every group on | per port |\n|---|---|---|---|---|\n",
     );
     let per_port = |n: usize| format!("{:.1}", n as f64 / DEMO_PORTS as f64);

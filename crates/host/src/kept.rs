@@ -8,6 +8,12 @@
 //! that fails with ENODEV/ENOENT/ESTALE (its kernel object went away: a
 //! driver reload, a removed netdev) is dropped and the file reopened once;
 //! the caller is told (`stale`) so that it can list the object afresh.
+//!
+//! A file that a driver or kernel may simply not have (AER files, carrier
+//! counts, vendor attributes) is made with [`KeptAttr::optional`]: once its
+//! open fails with ENOENT it is remembered absent and not opened again;
+//! the owner probes it anew by listing the object again (a new handle), on
+//! its own refresh, so that a steady sample makes no failing open.
 
 use std::borrow::Cow;
 use std::io;
@@ -109,6 +115,11 @@ pub struct Io<'a> {
 pub struct KeptAttr {
     pub path: PathBuf,
     file: Option<Box<dyn SysFile>>,
+    /// Made with [`KeptAttr::optional`].
+    optional: bool,
+    /// An optional file whose open failed with ENOENT: read as absent
+    /// without a system call.
+    absent: bool,
 }
 
 impl std::fmt::Debug for KeptAttr {
@@ -116,6 +127,7 @@ impl std::fmt::Debug for KeptAttr {
         f.debug_struct("KeptAttr")
             .field("path", &self.path)
             .field("open", &self.file.is_some())
+            .field("absent", &self.absent)
             .finish()
     }
 }
@@ -123,7 +135,26 @@ impl std::fmt::Debug for KeptAttr {
 impl KeptAttr {
     /// Opens nothing yet: the first read does.
     pub fn new(path: PathBuf) -> Self {
-        KeptAttr { path, file: None }
+        KeptAttr {
+            path,
+            file: None,
+            optional: false,
+            absent: false,
+        }
+    }
+
+    /// A file that may not exist: once an open fails with ENOENT, every
+    /// later read is absent without a system call (see the module doc).
+    pub fn optional(path: PathBuf) -> Self {
+        KeptAttr {
+            optional: true,
+            ..KeptAttr::new(path)
+        }
+    }
+
+    /// Whether the file was found absent and is no longer opened.
+    pub fn known_absent(&self) -> bool {
+        self.absent
     }
 
     /// Whether a handle is kept.
@@ -166,6 +197,9 @@ impl KeptAttr {
     /// with EIO or similar: the value may come back) unless it is stale or
     /// over the budget.
     pub fn read(&mut self, io: &mut Io<'_>, einval: Einval, stale: &mut bool) -> Reading<usize> {
+        if self.absent {
+            return Reading::Absent;
+        }
         let mut reopened = false;
         if let Some(file) = self.file.as_deref() {
             match io.buf.read(file, &mut io.reads) {
@@ -182,6 +216,9 @@ impl KeptAttr {
         let file = match io.fs.open(&self.path) {
             Ok(f) => f,
             Err(e) => {
+                if self.optional && e.raw_os_error() == Some(libc::ENOENT) {
+                    self.absent = true;
+                }
                 if reopened && is_stale(&e) {
                     return Reading::Absent;
                 }
@@ -254,6 +291,70 @@ mod tests {
             attr.read(&mut io, Einval::Error, &mut stale),
             Reading::Absent
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Counts the opens made through it.
+    struct CountingFs(std::sync::atomic::AtomicUsize);
+
+    impl SysFs for CountingFs {
+        fn open(&self, path: &std::path::Path) -> io::Result<Box<dyn SysFile>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            StdFs.open(path)
+        }
+        fn read_dir(&self, path: &std::path::Path) -> io::Result<Vec<std::ffi::OsString>> {
+            StdFs.read_dir(path)
+        }
+        fn read_link(&self, path: &std::path::Path) -> io::Result<PathBuf> {
+            StdFs.read_link(path)
+        }
+        fn canonicalize(&self, path: &std::path::Path) -> io::Result<PathBuf> {
+            StdFs.canonicalize(path)
+        }
+    }
+
+    #[test]
+    fn an_optional_file_found_absent_is_not_opened_again() {
+        let dir = tmp("optional");
+        let fs = CountingFs(Default::default());
+        let mut buf = ReadBuf::new();
+        let mut io = Io {
+            fs: &fs,
+            buf: &mut buf,
+            open: 0,
+            max_open: usize::MAX,
+            reads: 0,
+        };
+        let opens = || fs.0.load(std::sync::atomic::Ordering::SeqCst);
+        let mut stale = false;
+        let mut aer = KeptAttr::optional(dir.join("aer_dev_fatal"));
+        assert_eq!(
+            aer.read(&mut io, Einval::Error, &mut stale),
+            Reading::Absent
+        );
+        assert!(aer.known_absent());
+        // Created since: still absent until the owner lists the device
+        // again (a new handle), and no open is tried meanwhile.
+        std::fs::write(dir.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 0\n").unwrap();
+        assert_eq!(
+            aer.read(&mut io, Einval::Error, &mut stale),
+            Reading::Absent
+        );
+        assert_eq!(opens(), 1);
+        let mut listed_again = KeptAttr::optional(dir.join("aer_dev_fatal"));
+        assert!(matches!(
+            listed_again.read(&mut io, Einval::Error, &mut stale),
+            Reading::Value(_)
+        ));
+        // A plain handle tries again every read.
+        let mut plain = KeptAttr::new(dir.join("missing"));
+        for _ in 0..2 {
+            assert_eq!(
+                plain.read(&mut io, Einval::Error, &mut stale),
+                Reading::Absent
+            );
+        }
+        assert_eq!(opens(), 4);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use roce_host::errno::is_absent;
-use roce_host::ReadError;
+use roce_host::{Einval, Io, KeptAttr, ReadError, Reading};
 
 /// Why the text of an AER file did not parse: the line (from 1) and its
 /// text.
@@ -103,6 +103,57 @@ pub fn read_aer(device: &Path, errors: &mut Vec<ReadError>) -> PciAer {
         correctable: read_one(&device.join("aer_dev_correctable"), errors),
         nonfatal: read_one(&device.join("aer_dev_nonfatal"), errors),
         fatal: read_one(&device.join("aer_dev_fatal"), errors),
+    }
+}
+
+/// The three AER files of one function kept open between samples and
+/// read with `pread`; a file found absent is remembered absent (no open
+/// until the function is learned again: [`KeptAttr::optional`]).
+#[derive(Debug)]
+pub struct AerFiles {
+    correctable: KeptAttr,
+    nonfatal: KeptAttr,
+    fatal: KeptAttr,
+}
+
+impl AerFiles {
+    /// The files of the function whose sysfs folder is `device`; nothing is
+    /// opened until the first read.
+    pub fn new(device: &Path) -> Self {
+        AerFiles {
+            correctable: KeptAttr::optional(device.join("aer_dev_correctable")),
+            nonfatal: KeptAttr::optional(device.join("aer_dev_nonfatal")),
+            fatal: KeptAttr::optional(device.join("aer_dev_fatal")),
+        }
+    }
+
+    /// Reads the files that exist. `stale` is set when a kept handle went
+    /// stale (the function was removed): its owner learns it afresh.
+    pub fn read(
+        &mut self,
+        io: &mut Io<'_>,
+        errors: &mut Vec<ReadError>,
+        stale: &mut bool,
+    ) -> PciAer {
+        let mut one = |file: &mut KeptAttr| match file.read(io, Einval::Error, stale) {
+            Reading::Value(n) => match parse_aer(&io.buf.text(n)) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    errors.push(ReadError::parse(&file.path, e.to_string()));
+                    None
+                }
+            },
+            Reading::Absent => None,
+            Reading::Error(e) => {
+                errors.push(e);
+                None
+            }
+        };
+        PciAer {
+            correctable: one(&mut self.correctable),
+            nonfatal: one(&mut self.nonfatal),
+            fatal: one(&mut self.fatal),
+        }
     }
 }
 

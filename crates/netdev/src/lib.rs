@@ -49,6 +49,14 @@ pub use mapping::{Direction, Meaning};
 pub use reader::{NetdevReader, ReaderOptions, Target};
 pub use roce_host::HostError;
 
+/// How often what a reader learned of a netdev's layout (its files, which
+/// of them exist, its PCI function) is learned again although nothing said
+/// it changed: files that appear later (AER once the driver enables it,
+/// carrier counts after a kernel upgrade with a netdev kept) are found
+/// within this time. A netdev removed or re-created shows sooner, through
+/// its kept handles going stale or its PCI function changing.
+pub const LAYOUT_REFRESH: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Everything read about netdevs in one sample.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NetdevSnapshot {

@@ -5,18 +5,26 @@
 //! health reporters of the NICs ([`crate::devlink`]). Each kernel part is
 //! optional (off, or replayed on fixture trees), each netdev is read on its
 //! own, and what a driver does not offer is absent, never 0.
+//!
+//! What a netdev's or GPU's PCI function is, and which of its AER files
+//! exist, is learned once (a `realpath` of the netdev's `device` link: a
+//! `readlink` per path component) and kept, with the AER files open: a
+//! steady sample is one `pread` per AER file that exists and nothing for
+//! those that do not. It is learned again when the RDMA port behind the
+//! netdev changes, when a kept file goes stale (the function was removed),
+//! and every [`crate::LAYOUT_REFRESH`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::aer::{read_aer, PciAer};
+use crate::aer::{AerFiles, PciAer};
 use crate::devlink::{HealthRead, HealthReporter};
 use crate::fec::{FecInfo, FecRead};
 use crate::module::{read_module, EepromRead, ModuleInfo};
 use crate::reader::Target;
 use crate::RdmaPortRef;
-use roce_host::HostError;
+use roce_host::{HostError, Io, ReadBuf, StdFs};
 
 /// Everything the physical-layer reader read in one sample.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -77,8 +85,25 @@ pub struct PhysCalls {
     /// Half pages of module EEPROM read.
     pub eeprom: u64,
     pub devlink: u64,
-    /// AER files read.
+    /// `pread`s of AER files.
     pub aer_files: u64,
+}
+
+/// What was learned of one netdev's PCI function.
+struct NetdevLayout {
+    learned_at: Duration,
+    /// The RDMA port the netdev backed when it was learned: another one
+    /// (the netdev name moved to another device) is learned again.
+    rdma: Option<RdmaPortRef>,
+    /// The PCI address of the function, if PCI.
+    pci: Option<String>,
+    aer: Option<AerFiles>,
+}
+
+/// What was learned of one GPU's PCI function.
+struct GpuLayout {
+    learned_at: Duration,
+    aer: AerFiles,
 }
 
 struct Module {
@@ -110,6 +135,9 @@ pub struct PhysReader {
     health: Option<Box<dyn HealthRead>>,
     modules: HashMap<String, Module>,
     calls: PhysCalls,
+    netdev_layouts: HashMap<String, NetdevLayout>,
+    gpu_layouts: HashMap<String, GpuLayout>,
+    buf: ReadBuf,
 }
 
 fn is_pci_address(name: &str) -> bool {
@@ -145,6 +173,9 @@ impl PhysReader {
             health: None,
             modules: HashMap::new(),
             calls: PhysCalls::default(),
+            netdev_layouts: HashMap::new(),
+            gpu_layouts: HashMap::new(),
+            buf: ReadBuf::new(),
         }
     }
 
@@ -182,21 +213,51 @@ impl PhysReader {
         self.calls = PhysCalls::default();
         let mut out = PhysSnapshot::default();
         let net = self.options.sysfs.join("class/net");
+        // AER files are few and kept for as long as their netdev or GPU is
+        // read: no open-file budget.
+        let mut io = Io {
+            fs: &StdFs,
+            buf: &mut self.buf,
+            open: 0,
+            max_open: usize::MAX,
+            reads: 0,
+        };
+        let due = |learned_at: Duration| now.saturating_sub(learned_at) >= crate::LAYOUT_REFRESH;
         for target in targets {
             if target.name.is_empty() || target.name.contains('/') || target.name.starts_with('.') {
                 continue;
             }
-            let function = pci_function(&net.join(&target.name).join("device"));
+            let known = self
+                .netdev_layouts
+                .get(&target.name)
+                .is_some_and(|l| l.rdma == target.rdma && !due(l.learned_at));
+            if !known {
+                let function = pci_function(&net.join(&target.name).join("device"));
+                self.netdev_layouts.insert(
+                    target.name.clone(),
+                    NetdevLayout {
+                        learned_at: now,
+                        rdma: target.rdma.clone(),
+                        pci: function.as_ref().map(|(a, _)| a.clone()),
+                        aer: function.as_ref().map(|(_, dir)| AerFiles::new(dir)),
+                    },
+                );
+            }
             let mut n = PhysNetdev {
                 name: target.name.clone(),
                 rdma: target.rdma.clone(),
-                pci: function.as_ref().map(|(a, _)| a.clone()),
                 ..PhysNetdev::default()
             };
-            if let Some((_, dir)) = &function {
-                n.aer = read_aer(dir, &mut files);
-                errors.extend(files.drain(..).map(HostError::File));
-                self.calls.aer_files += 3;
+            if let Some(layout) = self.netdev_layouts.get_mut(&target.name) {
+                n.pci = layout.pci.clone();
+                if let Some(aer) = &mut layout.aer {
+                    let mut stale = false;
+                    n.aer = aer.read(&mut io, &mut files, &mut stale);
+                    errors.extend(files.drain(..).map(HostError::File));
+                    if stale {
+                        self.netdev_layouts.remove(&target.name);
+                    }
+                }
             }
             if let Some(fec) = self.fec.as_deref_mut() {
                 self.calls.fec += 1;
@@ -234,18 +295,38 @@ impl PhysReader {
         }
         self.modules
             .retain(|name, _| targets.iter().any(|t| &t.name == name));
+        self.netdev_layouts
+            .retain(|name, _| targets.iter().any(|t| &t.name == name));
         let devices = self.options.sysfs.join("bus/pci/devices");
         for gpu in gpus {
             if gpu.is_empty() || gpu.contains('/') || gpu.starts_with('.') {
                 continue;
             }
-            self.calls.aer_files += 3;
+            let layout = self
+                .gpu_layouts
+                .entry(gpu.clone())
+                .or_insert_with(|| GpuLayout {
+                    learned_at: now,
+                    aer: AerFiles::new(&devices.join(gpu)),
+                });
+            if due(layout.learned_at) {
+                *layout = GpuLayout {
+                    learned_at: now,
+                    aer: AerFiles::new(&devices.join(gpu)),
+                };
+            }
+            let mut stale = false;
             out.gpus.push(PciHealth {
                 pci: gpu.clone(),
-                aer: read_aer(&devices.join(gpu), &mut files),
+                aer: layout.aer.read(&mut io, &mut files, &mut stale),
             });
             errors.extend(files.drain(..).map(HostError::File));
+            if stale {
+                self.gpu_layouts.remove(gpu);
+            }
         }
+        self.gpu_layouts.retain(|g, _| gpus.contains(g));
+        self.calls.aer_files = io.reads as u64;
         if let Some(health) = self.health.as_deref_mut() {
             self.calls.devlink += 1;
             match health.read_reporters(errors) {

@@ -326,6 +326,9 @@ pub struct NetdevReader {
     /// The clock of [`NetdevReader::read`].
     started: Instant,
     calls: Calls,
+    /// Whether the QoS configuration is read at all (`--no-collector.qos`
+    /// turns it off: no file, no DCB request).
+    qos: bool,
 }
 
 /// One netdev's QoS configuration as last read, and what the netdev looked
@@ -365,7 +368,16 @@ impl NetdevReader {
             pause: None,
             dcb: None,
             cache,
+            qos: true,
         }
+    }
+
+    /// A reader that never reads the QoS configuration (DCB, DCQCN, CNP
+    /// marking, rdma_cm ToS): its parts stay empty and DCB reads as not
+    /// read.
+    pub fn without_qos(mut self) -> Self {
+        self.qos = false;
+        self
     }
 
     pub fn with_ethtool(mut self, io: Box<dyn EthtoolIo>) -> Self {
@@ -448,7 +460,9 @@ impl NetdevReader {
         let fresh = self.qos_cache.get(&target.name).filter(|c| {
             c.identity == identity && now.saturating_sub(c.read_at) < self.options.qos_interval
         });
-        if let Some(c) = fresh {
+        if !self.qos {
+            netdev.dcb = DcbOutcome::Disabled;
+        } else if let Some(c) = fresh {
             netdev.qos = c.qos;
             netdev.dcqcn = c.dcqcn.clone();
             netdev.dcb = c.dcb.clone();

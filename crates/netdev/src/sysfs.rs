@@ -19,9 +19,16 @@
 //! `net/` folder), which saves a path walk per netdev. A handle that fails
 //! with ENODEV, ENOENT or ESTALE (the netdev was removed and created again
 //! under the same name) is reopened once, and the netdev listed afresh.
+//!
+//! Files a driver may not have (the carrier counts, the `ecn` files) are
+//! remembered absent once an open finds them missing
+//! ([`KeptAttr::optional`]); every netdev is listed afresh every
+//! [`crate::LAYOUT_REFRESH`], which probes them again, so a steady sample
+//! makes no failing open.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use roce_host::{Einval, Io, KeptAttr, ReadBuf, ReadError, Reading, StdFs};
 
@@ -69,6 +76,8 @@ struct NetdevFiles {
     driver: Option<String>,
     /// `None`: no `ecn` folder (not mlx5).
     ecn: Option<Vec<(Role, u8, KeptAttr)>>,
+    /// When the folder was listed.
+    listed: Instant,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +97,7 @@ impl NetdevFiles {
             for (role, name) in [(Role::Np, "roce_np"), (Role::Rp, "roce_rp")] {
                 for priority in 0u8..8 {
                     let path = ecn_dir.join(name).join("enable").join(priority.to_string());
-                    files.push((role, priority, KeptAttr::new(path)));
+                    files.push((role, priority, KeptAttr::optional(path)));
                 }
             }
             files
@@ -97,11 +106,12 @@ impl NetdevFiles {
             mtu: KeptAttr::new(dir.join("mtu")),
             operstate: KeptAttr::new(dir.join("operstate")),
             speed: KeptAttr::new(dir.join("speed")),
-            carrier_changes: KeptAttr::new(dir.join("carrier_changes")),
-            carrier_up: KeptAttr::new(dir.join("carrier_up_count")),
-            carrier_down: KeptAttr::new(dir.join("carrier_down_count")),
+            carrier_changes: KeptAttr::optional(dir.join("carrier_changes")),
+            carrier_up: KeptAttr::optional(dir.join("carrier_up_count")),
+            carrier_down: KeptAttr::optional(dir.join("carrier_down_count")),
             driver,
             ecn,
+            listed: Instant::now(),
         }
     }
 
@@ -215,6 +225,9 @@ impl SysfsFiles {
             .netdevs
             .entry(netdev.to_string())
             .or_insert_with(|| NetdevFiles::list(&dir));
+        if files.listed.elapsed() >= crate::LAYOUT_REFRESH {
+            *files = NetdevFiles::list(&dir);
+        }
         let mut stale = false;
         let mut errs = Vec::new();
         let out = files.read(&mut io, &mut errs, &mut stale);

@@ -11,7 +11,7 @@
 //! error on one of them has them read again next sample, so the error keeps
 //! being reported.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::parse::{self, CounterText};
@@ -246,7 +246,7 @@ pub(super) fn read_port(
     port.gids = read_gid_table(pl, &port.state, ctx, stale);
     port.netdev = port.gids.iter().find_map(|g| g.netdev.clone());
     if port.netdev.is_none() {
-        port.netdev = device_netdev(&pl.state.path, ctx);
+        port.netdev = device_netdev(pl, ctx);
     }
     if port.netdev.is_none() {
         port.netdev = dev.parent_netdev.clone();
@@ -277,20 +277,32 @@ pub(super) fn read_counters(
 }
 
 /// The first netdev in the backing function's `net/` folder. Listed every
-/// time it is needed: a rename changes the folder's entries. `state_path` is
-/// `<dev>/ports/N/state`.
-pub(super) fn device_netdev(state_path: &Path, ctx: &mut Ctx<'_>) -> Option<String> {
-    let dev_dir = state_path.parent()?.parent()?.parent()?;
+/// time it is needed (a rename changes the folder's entries), through the
+/// port's kept handle of the folder; a failed or empty listing lets go of
+/// the handle, so the next one opens the folder afresh.
+pub(super) fn device_netdev(pl: &mut PortLayout, ctx: &mut Ctx<'_>) -> Option<String> {
+    // `<dev>/ports/N/state`.
+    let dev_dir = pl.state.path.parent()?.parent()?.parent()?;
     let net = dev_dir.join("device/net");
-    let mut names: Vec<String> = match ctx.io.fs.read_dir(&net) {
-        Ok(n) => n.into_iter().filter_map(|n| n.into_string().ok()).collect(),
-        Err(e) => {
-            if !is_absent(&e) {
-                push_io(ctx.errors, &net, &e);
-            }
-            return None;
+    if let Err(e) = ctx
+        .io
+        .fs
+        .list_kept(&net, &mut pl.net_dir, &mut pl.net_names)
+    {
+        pl.net_dir.forget();
+        if !is_absent(&e) {
+            push_io(ctx.errors, &net, &e);
         }
-    };
-    names.sort();
-    names.into_iter().next()
+        return None;
+    }
+    let first = pl
+        .net_names
+        .iter()
+        .filter_map(|n| n.to_str())
+        .min()
+        .map(str::to_string);
+    if first.is_none() {
+        pl.net_dir.forget();
+    }
+    first
 }

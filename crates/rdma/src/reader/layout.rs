@@ -79,6 +79,11 @@ pub(super) struct PortLayout {
     /// read with the device's static attributes only).
     pub(super) link_layer_seen: Option<LinkLayer>,
     pub(super) lid_seen: Option<u32>,
+    /// The device's `device/net` folder, kept open for the ports whose
+    /// netdev no GID names (no populated slot): listed with a seek and a
+    /// `getdents64` instead of an open, a stat, two listings and a close.
+    pub(super) net_dir: roce_host::KeptDir,
+    pub(super) net_names: Vec<OsString>,
 }
 
 impl Layout {
@@ -248,6 +253,8 @@ pub(super) fn scan_port(
         state_seen: None,
         link_layer_seen: None,
         lid_seen: None,
+        net_dir: roce_host::KeptDir::default(),
+        net_names: Vec::new(),
     }
 }
 
