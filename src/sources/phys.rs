@@ -36,6 +36,11 @@ pub struct PhysSource {
     read_last_sample: bool,
     interval: Duration,
     last: Option<Last>,
+    sysfs: std::path::PathBuf,
+    /// The GPUs this source listed itself, once, for the samples that have
+    /// no topology from the sample before (the first, `once`, `check`, or
+    /// the topology collector off).
+    listed_gpus: Option<Vec<String>>,
 }
 
 /// The last reading, what it was read for, and when.
@@ -93,6 +98,8 @@ impl PhysSource {
             read_last_sample: false,
             interval: config.netdevs.phys_interval,
             last: None,
+            sysfs: paths.sysfs.clone(),
+            listed_gpus: None,
         }
     }
 }
@@ -108,12 +115,20 @@ impl Source for PhysSource {
 
     fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         let targets = super::netdev::targets(input.rdma.as_deref(), &self.extra);
-        let gpus: Vec<String> = input
-            .previous
-            .as_ref()
-            .and_then(|p| p.topology.as_ref())
-            .map(|t| t.gpus.iter().map(|g| g.address.to_string()).collect())
-            .unwrap_or_default();
+        let gpus: Vec<String> = match input.previous.as_ref().and_then(|p| p.topology.as_ref()) {
+            Some(t) => t.gpus.iter().map(|g| g.address.to_string()).collect(),
+            None => {
+                let sysfs = &self.sysfs;
+                self.listed_gpus
+                    .get_or_insert_with(|| {
+                        let mut read_errors = Vec::new();
+                        let gpus = roce_topology::list_gpus(sysfs, &mut read_errors);
+                        errors.extend(read_errors.into_iter().map(HostError::from));
+                        gpus.iter().map(|a| a.to_string()).collect()
+                    })
+                    .clone()
+            }
+        };
         self.read_last_sample = false;
         if targets.is_empty() && gpus.is_empty() {
             self.last = None;

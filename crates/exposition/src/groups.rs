@@ -314,8 +314,8 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "phys",
-        default: 148,
-        all: 596,
+        default: 173,
+        all: 972,
     },
     BudgetRow {
         row: "lanes",

@@ -17,5 +17,5 @@ pub mod pci;
 mod reader;
 mod types;
 
-pub use reader::{TopologyReader, DEFAULT_LIBRARY_DIRS, DEFAULT_RESCAN};
+pub use reader::{list_gpus, TopologyReader, DEFAULT_LIBRARY_DIRS, DEFAULT_RESCAN};
 pub use types::*;

@@ -578,6 +578,26 @@ fn unbudgeted<'a>(fs: &'a dyn SysFs, buf: &'a mut ReadBuf) -> Io<'a> {
     }
 }
 
+/// The PCI addresses of the GPUs under `sysfs`/bus/pci/devices, as the
+/// topology reader finds them (NVIDIA's and AMD's display and 3D
+/// controllers), for a reader that needs them before the topology has been
+/// read once. A bus that cannot be listed has no GPUs; absent is not an
+/// error.
+pub fn list_gpus(sysfs: &Path, errors: &mut Vec<ReadError>) -> Vec<PciAddress> {
+    let bus = sysfs.join("bus/pci/devices");
+    match std::fs::read_dir(&bus) {
+        Ok(entries) => gpu_functions(entries, errors)
+            .into_iter()
+            .map(|(address, _, _)| address)
+            .collect(),
+        Err(e) if is_absent(&e) => Vec::new(),
+        Err(e) => {
+            errors.push(io_error(&bus, &e));
+            Vec::new()
+        }
+    }
+}
+
 /// The GPUs among the PCI functions listed: vendor and class of every
 /// function, sorted by address.
 fn gpu_functions(
