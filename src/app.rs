@@ -199,12 +199,14 @@ impl App {
                 src.duration.as_secs_f64() * 1e3,
                 src.errors.len(),
                 src.errors_total,
-                escape(
-                    src.state
-                        .detail()
-                        .or(src.errors.first().map(String::as_str))
-                        .unwrap_or("")
-                )
+                escape(&match src.state.detail() {
+                    Some(detail) => detail.to_string(),
+                    None => src
+                        .errors
+                        .first()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
+                })
             ));
         }
         html.push_str("</table>\n");

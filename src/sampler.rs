@@ -20,6 +20,7 @@ use crate::config::{Config, Expectations, RulesConfig};
 use crate::rules;
 use crate::snapshot::{monotonic_now, KernelRequests, Snapshot, SourceState, SourceStatus};
 use crate::sources::{Input, Part, Sampled, Source};
+use roce_host::{ErrorKind, HostError};
 
 /// A message to a running sampler. Dropping the sender stops it.
 pub enum Control {
@@ -41,7 +42,7 @@ enum Job {
 /// What one call returned, measured on the worker.
 struct Done {
     reading: Sampled,
-    errors: Vec<String>,
+    errors: Vec<HostError>,
     duration: Duration,
     kernel_requests: Option<KernelRequests>,
 }
@@ -50,7 +51,7 @@ struct Done {
 struct Outcome {
     state: SourceState,
     part: Option<Part>,
-    errors: Vec<String>,
+    errors: Vec<HostError>,
     duration: Duration,
     kernel_requests: Option<KernelRequests>,
 }
@@ -251,7 +252,7 @@ fn work(mut source: Box<dyn Source>, jobs: mpsc::Receiver<Job>, done: mpsc::Send
                 .unwrap_or(None);
         let sent = done.send(Done {
             reading,
-            errors: errors.iter().map(ToString::to_string).collect(),
+            errors,
             duration,
             kernel_requests,
         });
@@ -278,7 +279,9 @@ pub struct Sampler {
     interval: Duration,
     sequence: u64,
     ticks_missed: u64,
-    errors_total: HashMap<&'static str, u64>,
+    /// Errors since start by collector, by kind in [`ErrorKind::ALL`]'s
+    /// order.
+    errors_total: HashMap<&'static str, [u64; ErrorKind::ALL.len()]>,
     /// What was last logged per source, to log a change once instead of
     /// every sample.
     last_logged: HashMap<&'static str, Logged>,
@@ -399,11 +402,16 @@ impl Sampler {
                 Some(Part::Lldp(l)) => snapshot.lldp = Some(*l),
                 None => {}
             }
-            let total = self.errors_total.entry(name).or_insert(0);
-            *total += outcome.errors.len() as u64;
+            let by_kind = self.errors_total.entry(name).or_default();
+            for e in &outcome.errors {
+                let kind = e.kind();
+                if let Some(i) = ErrorKind::ALL.iter().position(|k| *k == kind) {
+                    by_kind[i] += 1;
+                }
+            }
             let logged = Logged {
                 state: outcome.state.clone(),
-                errors: outcome.errors.iter().cloned().collect(),
+                errors: outcome.errors.iter().map(ToString::to_string).collect(),
             };
             log_change(name, self.last_logged.get(name), &logged);
             self.last_logged.insert(name, logged);
@@ -412,7 +420,8 @@ impl Sampler {
                 state: outcome.state,
                 duration: outcome.duration,
                 errors: outcome.errors,
-                errors_total: *total,
+                errors_total: by_kind.iter().sum(),
+                errors_by_kind: *by_kind,
                 kernel_requests: outcome.kernel_requests,
             });
         }

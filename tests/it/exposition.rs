@@ -575,6 +575,7 @@ fn snapshot_of(rdma: RdmaSnapshot) -> Arc<Snapshot> {
             duration: Duration::from_millis(2),
             errors: Vec::new(),
             errors_total: 0,
+            errors_by_kind: Default::default(),
             kernel_requests: None,
         }],
         rdma: Some(rdma),

@@ -25,6 +25,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use crate::support::skip_unless_ci;
+use crate::support::texts;
 use rdma_common::{fixture, FaultFs, TempTree};
 use roce_exporter::config::Config;
 use roce_exporter::exposition::{self, BuildInfo, Format};
@@ -198,7 +199,11 @@ fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports()
         assert_eq!(device_names(&s), ["mlx5_0"]);
         let rdma = s.source("rdma").unwrap();
         assert_eq!(rdma.state, SourceState::Ok);
-        assert_eq!(rdma.errors, Vec::<String>::new(), "gone is not an error");
+        assert_eq!(
+            texts(&rdma.errors),
+            Vec::<String>::new(),
+            "gone is not an error"
+        );
         let netdevs: Vec<&str> = s
             .netdev
             .iter()
@@ -233,8 +238,12 @@ fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports()
             Some(1.0)
         );
         assert_eq!(
-            value(&t, r#"roce_collector_errors_total{collector="rdma"}"#),
-            Some(0.0)
+            value(
+                &t,
+                r#"roce_collector_errors_total{collector="rdma",kind="absent"}"#
+            ),
+            Some(0.0),
+            "a device that went away between listing and reading is not a read error"
         );
     }
 }
@@ -398,13 +407,17 @@ fn a_counter_returning_eio_forever_is_reported_every_sample_and_the_rest_exports
         let s = sampler.sample();
         let rdma = s.source("rdma").unwrap();
         assert_eq!(rdma.state, SourceState::Ok);
-        assert_eq!(rdma.errors, vec![line.clone()], "sample {n}");
+        assert_eq!(texts(&rdma.errors), vec![line.clone()], "sample {n}");
         assert_eq!(rdma.errors_total, n);
         assert!(s.sources.iter().all(|st| st.state.success()));
         let t = text(&s);
         assert_eq!(
-            value(&t, r#"roce_collector_errors_total{collector="rdma"}"#),
-            Some(n as f64)
+            value(
+                &t,
+                r#"roce_collector_errors_total{collector="rdma",kind="failed"}"#
+            ),
+            Some(n as f64),
+            "EIO is a failed read"
         );
         assert_eq!(
             value(&t, r#"roce_collector_success{collector="rdma"}"#),
@@ -429,7 +442,10 @@ fn a_counter_returning_eio_forever_is_reported_every_sample_and_the_rest_exports
         )
         .is_some());
         assert_eq!(
-            value(&t, r#"roce_collector_errors_total{collector="netdev"}"#),
+            value(
+                &t,
+                r#"roce_collector_errors_total{collector="netdev",kind="failed"}"#
+            ),
             Some(0.0)
         );
     }
@@ -489,7 +505,12 @@ fn a_thousand_ports_export_through_every_source() {
             // For the record, not asserted.
             eprintln!("{} ({round}) took {:?}", st.name, st.duration);
             assert!(st.state.success(), "{}: {:?}", st.name, st.state);
-            assert_eq!(st.errors, Vec::<String>::new(), "{} ({round})", st.name);
+            assert_eq!(
+                texts(&st.errors),
+                Vec::<String>::new(),
+                "{} ({round})",
+                st.name
+            );
         }
         assert_eq!(s.netdev.as_ref().map(|n| n.netdevs.len()), Some(1000));
         let t = text(&s);
@@ -558,7 +579,7 @@ fn a_hung_rdma_netlink_costs_one_timeout_per_sample_and_sysfs_answers() {
         let rdma = s.source("rdma").unwrap();
         assert_eq!(rdma.state, SourceState::Ok);
         assert_eq!(
-            rdma.errors,
+            texts(&rdma.errors),
             vec!["rdma netlink RDMA_NLDEV_CMD_GET: netlink request timed out".to_string()],
             "one timeout per sample, not one per port"
         );
@@ -583,7 +604,10 @@ fn a_hung_rdma_netlink_costs_one_timeout_per_sample_and_sysfs_answers() {
             Some(1.0)
         );
         assert_eq!(
-            value(&t, r#"roce_collector_errors_total{collector="rdma"}"#),
+            value(
+                &t,
+                r#"roce_collector_errors_total{collector="rdma",kind="failed"}"#
+            ),
             Some(n as f64 + 1.0)
         );
         // For the record, not asserted (no timing assertions): the sample
@@ -632,14 +656,17 @@ fn nvml_present_but_failing_is_reported_and_gpus_export_from_sysfs() {
         assert!(topo.gpus.iter().all(|g| g.name.is_none()));
         let st = s.source("topology").unwrap();
         assert_eq!(st.state, SourceState::Ok);
-        assert_eq!(st.errors, vec![format!("NVML: {why}")]);
+        assert_eq!(texts(&st.errors), vec![format!("NVML: {why}")]);
         assert_eq!(st.errors_total, n);
         let t = text(&s);
         assert_eq!(value(&t, "roce_gpu_nvml_available"), Some(0.0));
         assert_eq!(lines_starting(&t, "roce_gpu_info{"), 8);
         assert_eq!(lines_starting(&t, "roce_gpu_nic_path_info{"), 8 * 8);
         assert_eq!(
-            value(&t, r#"roce_collector_errors_total{collector="topology"}"#),
+            value(
+                &t,
+                r#"roce_collector_errors_total{collector="topology",kind="failed"}"#
+            ),
             Some(n as f64)
         );
         assert_eq!(

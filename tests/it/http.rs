@@ -36,6 +36,7 @@ fn app(sequence: u64) -> Arc<App> {
                 duration: Duration::from_micros(1500),
                 errors: Vec::new(),
                 errors_total: 0,
+                errors_by_kind: Default::default(),
                 kernel_requests: None,
             },
             SourceStatus {
@@ -44,6 +45,7 @@ fn app(sequence: u64) -> Arc<App> {
                 duration: Duration::ZERO,
                 errors: Vec::new(),
                 errors_total: 0,
+                errors_by_kind: Default::default(),
                 kernel_requests: None,
             },
         ],

@@ -178,7 +178,7 @@ fn every_source_reads_the_same_unprivileged() {
             assert!(line.ends_with(" 1"), "{name} as nobody: {line}");
         }
         assert!(
-            !text.contains("roce_collector_errors_total{collector=\"rdma\"} 1"),
+            !text.contains("roce_collector_errors_total{collector=\"rdma\",kind=\"permission\"} 1"),
             "{name}: read errors as nobody"
         );
         let privileged = run_privileged(&s.bin(), &args);
@@ -234,7 +234,7 @@ fn an_unreadable_file_is_named_with_its_errno() {
         )),
         "{log}"
     );
-    assert!(text.contains("roce_collector_errors_total{collector=\"rdma\"} 1"));
+    assert!(text.contains("roce_collector_errors_total{collector=\"rdma\",kind=\"permission\"} 1"));
     assert!(text.contains("roce_collector_success{collector=\"rdma\"} 1"));
     // the value concerned is absent, the port's other counters are not
     assert!(!text.contains("roce_port_data_received_bytes_total{device=\"mlx5_0\",port=\"1\"}"));

@@ -463,6 +463,7 @@ fn collector_failing() {
         duration: Duration::ZERO,
         errors: vec![],
         errors_total: 0,
+        errors_by_kind: Default::default(),
         kernel_requests: None,
     });
     s.sources.push(SourceStatus {
@@ -471,6 +472,7 @@ fn collector_failing() {
         duration: Duration::ZERO,
         errors: vec![],
         errors_total: 0,
+        errors_by_kind: Default::default(),
         kernel_requests: None,
     });
     let f = run(&[Arc::new(s)]);
@@ -538,6 +540,7 @@ fn rdma_device_missing_only_when_the_source_ran_empty() {
         duration: Duration::ZERO,
         errors: vec![],
         errors_total: 0,
+        errors_by_kind: Default::default(),
         kernel_requests: None,
     };
     let mut s = Snapshot {

@@ -68,6 +68,7 @@ fn status(state: SourceState) -> SourceStatus {
         duration: Duration::ZERO,
         errors: vec![],
         errors_total: 0,
+        errors_by_kind: Default::default(),
         kernel_requests: None,
     }
 }

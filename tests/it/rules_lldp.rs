@@ -106,6 +106,7 @@ fn sample(n: Netdev, port: LldpPort) -> Snapshot {
             duration: Duration::ZERO,
             errors: vec![],
             errors_total: 0,
+            errors_by_kind: Default::default(),
             kernel_requests: None,
         }],
         rdma: Some(rdma()),

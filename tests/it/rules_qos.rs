@@ -32,6 +32,7 @@ fn sample(netdev: Netdev) -> Snapshot {
             duration: Duration::ZERO,
             errors: vec![],
             errors_total: 0,
+            errors_by_kind: Default::default(),
             kernel_requests: None,
         }],
         rdma: Some(RdmaSnapshot {

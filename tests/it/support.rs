@@ -98,3 +98,8 @@ pub fn golden(name: &str, actual: &str) {
         );
     }
 }
+
+/// A source's errors as the log and the status page word them.
+pub fn texts(errors: &[roce_host::HostError]) -> Vec<String> {
+    errors.iter().map(ToString::to_string).collect()
+}

@@ -4,7 +4,8 @@
 //! that panicked.
 
 use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, SourceState};
+use roce_host::ErrorKind;
 
 pub const BUILD_INFO: Labeled<4> = Labeled::new(Family {
     base: "roce_exporter_build_info",
@@ -30,12 +31,12 @@ pub const COLLECTOR_DURATION: Labeled<1> = Labeled::new(Family {
     help: "Time the collector took in the last sample.",
     source: "sampler",
 });
-pub const COLLECTOR_ERRORS: Labeled<1> = Labeled::new(Family {
+pub const COLLECTOR_ERRORS: Labeled<2> = Labeled::new(Family {
     base: "roce_collector_errors",
     kind: Kind::Counter,
     unit: None,
-    labels: &["collector"],
-    help: "Single reads (files, netlink requests, ioctls) that failed since start; the values concerned are absent, the rest is exported.",
+    labels: &["collector", "kind"],
+    help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request); the values concerned are absent, the rest is exported. Not exported for a disabled collector.",
     source: "sampler",
 });
 pub const COLLECTOR_KERNEL_REQUESTS: Labeled<2> = Labeled::new(Family {
@@ -131,7 +132,11 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySampl
     for s in &snapshot.sources {
         success.push([s.name], s.state.success());
         duration.push([s.name], s.duration.as_secs_f64());
-        errors.push([s.name], s.errors_total);
+        if !matches!(s.state, SourceState::Disabled(_)) {
+            for (kind, n) in ErrorKind::ALL.iter().zip(s.errors_by_kind) {
+                errors.push([s.name, kind.as_str()], n);
+            }
+        }
         if let Some(k) = s.kernel_requests {
             requests.push([s.name, "file_read"], k.file_reads);
             requests.push([s.name, "netlink"], k.netlink);

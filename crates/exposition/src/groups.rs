@@ -274,8 +274,8 @@ pub const DEMO_PORTS: usize = 8;
 pub const BUDGET: &[BudgetRow] = &[
     BudgetRow {
         row: "exporter",
-        default: 51,
-        all: 51,
+        default: 63,
+        all: 63,
     },
     BudgetRow {
         row: "ports",

@@ -58,6 +58,65 @@ impl std::fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
+/// What kind of problem an error is: the `kind` label of
+/// `roce_collector_errors_total`, so that an operator tells a device that
+/// went away from a permission the exporter lacks, from data it could not
+/// parse, from a kernel that was busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorKind {
+    /// The file or device went away (ENOENT, ENODEV, ENXIO, ESRCH).
+    Absent,
+    /// Not allowed (EACCES, EPERM).
+    Permission,
+    /// Read, but its content did not parse.
+    Malformed,
+    /// The kernel or device asked to try again (EBUSY, EAGAIN, EINTR,
+    /// ETIMEDOUT).
+    Busy,
+    /// Anything else: another errno, a request the kernel or a library
+    /// refused.
+    Failed,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 5] = [
+        ErrorKind::Absent,
+        ErrorKind::Permission,
+        ErrorKind::Malformed,
+        ErrorKind::Busy,
+        ErrorKind::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Absent => "absent",
+            ErrorKind::Permission => "permission",
+            ErrorKind::Malformed => "malformed",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Failed => "failed",
+        }
+    }
+
+    /// The kind of a failed system call's errno.
+    pub fn of_errno(errno: i32) -> ErrorKind {
+        match errno {
+            libc::ENOENT | libc::ENODEV | libc::ENXIO | libc::ESRCH => ErrorKind::Absent,
+            libc::EACCES | libc::EPERM => ErrorKind::Permission,
+            libc::EBUSY | libc::EAGAIN | libc::EINTR | libc::ETIMEDOUT => ErrorKind::Busy,
+            _ => ErrorKind::Failed,
+        }
+    }
+}
+
+impl ReadError {
+    pub fn error_kind(&self) -> ErrorKind {
+        match self.kind {
+            ReadErrorKind::Io(errno) => ErrorKind::of_errno(errno),
+            ReadErrorKind::Parse(_) => ErrorKind::Malformed,
+        }
+    }
+}
+
 /// A problem a source met that did not stop it: the value concerned is
 /// absent, the rest was read. Logged, counted and listed by collector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +135,14 @@ pub enum HostError {
 }
 
 impl HostError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            HostError::File(e) => e.error_kind(),
+            HostError::Request { .. } => ErrorKind::Failed,
+            HostError::Unlistable { errno, .. } => ErrorKind::of_errno(*errno),
+        }
+    }
+
     pub fn request(what: impl Into<String>, error: impl std::fmt::Display) -> Self {
         HostError::Request {
             what: what.into(),

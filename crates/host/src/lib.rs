@@ -27,7 +27,7 @@ mod paths;
 mod reading;
 
 pub use errno::Einval;
-pub use error::{HostError, ReadError, ReadErrorKind};
+pub use error::{ErrorKind, HostError, ReadError, ReadErrorKind};
 pub use fs::{default_max_open, KeptDir, StdFs, SysFile, SysFs};
 pub use kept::{Io, KeptAttr, ReadBuf};
 pub use paths::HostPaths;

@@ -4,6 +4,8 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
+use roce_host::{ErrorKind, HostError};
+
 /// One sample of the host.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -110,10 +112,12 @@ pub struct SourceStatus {
     pub duration: Duration,
     /// Read errors in this sample (files, requests) that did not stop the
     /// source: the values concerned are absent, the rest was exported.
-    pub errors: Vec<String>,
-    /// Read errors since the exporter started (the counter behind
-    /// `roce_collector_errors_total`).
+    pub errors: Vec<HostError>,
+    /// Read errors since the exporter started, of every kind.
     pub errors_total: u64,
+    /// Read errors since the exporter started by kind, in
+    /// [`ErrorKind::ALL`]'s order (`roce_collector_errors_total`).
+    pub errors_by_kind: [u64; ErrorKind::ALL.len()],
     /// What the sample asked of the kernel, for the sources that count it.
     pub kernel_requests: Option<KernelRequests>,
 }
