@@ -152,3 +152,21 @@ fn the_server_knows_no_rules_or_metrics() {
         ],
     );
 }
+
+#[test]
+fn the_testkit_is_for_tests_only() {
+    let g = graph();
+    // It builds the model's snapshots for the tests, so it sits above the
+    // model; no crate depends on it outside its tests and benchmarks.
+    for (krate, deps) in &g {
+        assert!(
+            !deps.contains("roce-testkit"),
+            "{krate} depends on roce-testkit outside its tests"
+        );
+    }
+    assert_none(
+        &g,
+        "roce-testkit",
+        &["roce-rules", "roce-exposition", "roce_exporter", "roce-web"],
+    );
+}
