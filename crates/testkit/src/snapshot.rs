@@ -79,6 +79,23 @@ pub fn dscp_app(dscp: u16, priority: u8) -> DcbApp {
     }
 }
 
+/// PFC on `on` of the 8 priorities, DCBX in the NIC's firmware (IEEE), and
+/// a switch port that advertises the same PFC: a lossless setup as
+/// ConnectX ships it.
+pub fn lossless(on: &[u8]) -> DcbConfig {
+    DcbConfig {
+        pfc_cap: Some(8),
+        pfc_enabled: Some(priorities(on)),
+        dcbx: Some(DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_IEEE),
+        peer: DcbPeer {
+            standard: Some(PeerStandard::Ieee),
+            pfc_enabled: Some(priorities(on)),
+            ..DcbPeer::default()
+        },
+        ..DcbConfig::default()
+    }
+}
+
 /// The netdev behind port 1 of `device` as mlx5 names it: `ens{N+1}np0`
 /// for `mlx5_N`, `ens1np0` for a name without an index.
 pub fn netdev_of(device: &str) -> String {
