@@ -4,7 +4,6 @@
 //! interface. Needs root, `ip` (iproute2) and `ethtool`; the namespaces are
 //! deleted by a guard even when an assertion fails.
 
-
 use roce_netdev::ethtool::{
     decode_gstrings, parse_ethtool_s, read_listing, set_u32, Ioctl, ReplyBuf, StatsCache,
     ETHTOOL_GSTRINGS, ETH_SS_STATS,
