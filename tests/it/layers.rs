@@ -160,3 +160,21 @@ fn the_server_knows_no_rules_or_metrics() {
         ],
     );
 }
+
+#[test]
+fn the_testkit_is_for_tests_only() {
+    let g = graph();
+    // It builds the model's snapshots for the tests, so it sits above the
+    // model; no crate depends on it outside its tests and benchmarks.
+    let users: Vec<&String> = g
+        .iter()
+        .filter(|(_, deps)| deps.contains("roce-testkit"))
+        .map(|(krate, _)| krate)
+        .collect();
+    assert!(users.is_empty(), "roce-testkit outside tests: {users:?}");
+    assert_none(
+        &g,
+        "roce-testkit",
+        &["roce-rules", "roce-exposition", "roce_exporter", "roce-web"],
+    );
+}

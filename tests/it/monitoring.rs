@@ -21,26 +21,20 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::output_of;
+
 /// Exit status of run.py when a required tool is missing.
 const MISSING_TOOL: i32 = 3;
 
 fn run_py(args: &[&str]) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new("python3")
-        .arg(root.join("tests/monitoring/run.py"))
-        .args(args)
-        .current_dir(root)
-        .output();
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "python3 not runnable under CI: {e}"
-            );
-            eprintln!("skipping: python3 not runnable ({e})");
-            return;
-        }
+    let Some(out) = output_of(
+        Command::new("python3")
+            .arg(root.join("tests/monitoring/run.py"))
+            .args(args)
+            .current_dir(root),
+    ) else {
+        return;
     };
     let text = format!(
         "{}{}",

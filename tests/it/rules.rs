@@ -2,72 +2,24 @@
 //! severity) and sequences that must not (healthy values, counter reset,
 //! missing inputs, first sample).
 
-use std::net::Ipv6Addr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use roce_exporter::config::{Config, Expectations, RulesConfig};
 use roce_exporter::rules::{self, Engine, Finding, Severity};
 use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
-use roce_rdma::{
-    Counter, Device, Gid, GidType, LinkLayer, PhysState, Port, PortState, RdmaSnapshot,
+use roce_rdma::{Counter, GidType, LinkLayer, PhysState, Port, PortState, RdmaSnapshot};
+use roce_testkit::snapshot::{
+    self as testkit, gid, mlx5, roce_port, NetdevBuilder, SnapshotBuilder,
 };
 
-fn gid(index: u32, text: &str, gid_type: GidType) -> Gid {
-    Gid {
-        index,
-        gid: text.parse::<Ipv6Addr>().unwrap(),
-        gid_type,
-        netdev: Some("ens1np0".into()),
-    }
-}
-
-fn roce_port() -> Port {
-    Port {
-        number: 1,
-        state: Some(PortState::Active),
-        phys_state: Some(PhysState::LinkUp),
-        rate_bytes_per_second: Some(50_000_000_000),
-        link_layer: Some(LinkLayer::Ethernet),
-        lid: Some(0),
-        netdev: Some("ens1np0".into()),
-        gids: vec![
-            gid(0, "fe80::1", GidType::IbRoceV1),
-            gid(1, "fe80::1", GidType::RoceV2),
-            gid(2, "::ffff:10.0.0.1", GidType::IbRoceV1),
-            gid(3, "::ffff:10.0.0.1", GidType::RoceV2),
-        ],
-        ..Port::default()
-    }
-}
-
-fn mlx5(port: Port) -> Device {
-    Device {
-        name: "mlx5_0".into(),
-        driver: Some("mlx5_core".into()),
-        ports: vec![port],
-        ..Device::default()
-    }
-}
-
-/// Snapshots 10 s apart, one per port state given.
+/// Snapshots 10 s apart, one per state of mlx5_0 port 1 given.
 fn history(ports: Vec<Port>) -> Vec<Arc<Snapshot>> {
-    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    ports
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| {
-            Arc::new(Snapshot {
-                sequence: i as u64 + 1,
-                taken_at: Some(t0 + Duration::from_secs(10 * i as u64)),
-                rdma: Some(RdmaSnapshot {
-                    devices: vec![mlx5(p)],
-                    errors: vec![],
-                }),
-                ..Snapshot::default()
-            })
-        })
-        .collect()
+    testkit::history(
+        ports
+            .into_iter()
+            .map(|p| SnapshotBuilder::new().with_port("mlx5_0", p)),
+    )
 }
 
 fn with_counter(mut p: Port, name: &str, value: u64) -> Port {
@@ -96,7 +48,7 @@ fn only(findings: Vec<Finding>, rule: &str) -> Vec<Finding> {
 
 #[test]
 fn a_healthy_port_has_no_finding() {
-    let h = history(vec![roce_port(), roce_port()]);
+    let h = history(vec![roce_port(1), roce_port(1)]);
     assert_eq!(run(&h), vec![]);
 }
 
@@ -112,7 +64,7 @@ fn no_snapshot_and_no_rdma_are_silent() {
 
 #[test]
 fn port_down() {
-    let mut p = roce_port();
+    let mut p = roce_port(1);
     p.state = Some(PortState::Down);
     p.phys_state = Some(PhysState::Polling);
     let f = only(run(&history(vec![p])), "port_down");
@@ -133,7 +85,7 @@ fn port_down() {
 
 #[test]
 fn port_down_without_subnet_manager_on_infiniband() {
-    let mut p = roce_port();
+    let mut p = roce_port(1);
     p.link_layer = Some(LinkLayer::InfiniBand);
     p.state = Some(PortState::Init);
     p.netdev = None;
@@ -147,14 +99,14 @@ fn port_down_without_subnet_manager_on_infiniband() {
 
 #[test]
 fn port_state_unknown_is_silent() {
-    let mut p = roce_port();
+    let mut p = roce_port(1);
     p.state = None;
     assert_eq!(only(run(&history(vec![p])), "port_down"), vec![]);
 }
 
 #[test]
 fn link_rate_below_expected() {
-    let h = history(vec![roce_port()]);
+    let h = history(vec![roce_port(1)]);
     let expect = |gbps| Expectations {
         link_rate_gbps: Some(gbps),
         ..Expectations::default()
@@ -183,7 +135,7 @@ fn link_rate_below_expected() {
         vec![]
     );
     assert_eq!(only(run(&h), "link_rate_below_expected"), vec![]);
-    let mut down = roce_port();
+    let mut down = roce_port(1);
     down.state = Some(PortState::Down);
     let h = history(vec![down]);
     assert_eq!(
@@ -197,7 +149,7 @@ fn link_rate_below_expected() {
 
 #[test]
 fn rocev2_gid_missing_with_only_v1() {
-    let mut p = roce_port();
+    let mut p = roce_port(1);
     p.gids.retain(|g| g.gid_type == GidType::IbRoceV1);
     let f = only(run(&history(vec![p])), "rocev2_gid_missing");
     assert_eq!(f.len(), 1);
@@ -214,7 +166,7 @@ fn rocev2_gid_missing_with_only_v1() {
 
 #[test]
 fn rocev2_gid_missing_with_no_gid() {
-    let mut p = roce_port();
+    let mut p = roce_port(1);
     p.gids.clear();
     let f = only(run(&history(vec![p])), "rocev2_gid_missing");
     assert_eq!(
@@ -226,10 +178,10 @@ fn rocev2_gid_missing_with_no_gid() {
 
 #[test]
 fn gid_rules_ignore_infiniband_and_down_ports() {
-    let mut ib = roce_port();
+    let mut ib = roce_port(1);
     ib.link_layer = Some(LinkLayer::InfiniBand);
     ib.gids.clear();
-    let mut down = roce_port();
+    let mut down = roce_port(1);
     down.state = Some(PortState::Down);
     down.gids.clear();
     for p in [ib, down] {
@@ -243,7 +195,7 @@ fn gid_rules_ignore_infiniband_and_down_ports() {
 
 #[test]
 fn rocev2_gid_link_local_only() {
-    let mut p = roce_port();
+    let mut p = roce_port(1);
     p.gids.retain(|g| g.gid.segments()[0] == 0xfe80);
     let f = only(run(&history(vec![p])), "rocev2_gid_link_local_only");
     assert_eq!(f.len(), 1);
@@ -257,7 +209,7 @@ fn rocev2_gid_link_local_only() {
         "RoCE v2 GIDs at index 1: all fe80::/10; expected an IPv4-mapped or global GID"
     );
     // A global IPv6 RoCE v2 GID is routable.
-    let mut p = roce_port();
+    let mut p = roce_port(1);
     p.gids = vec![
         gid(1, "fe80::1", GidType::RoceV2),
         gid(2, "2001:db8::1", GidType::RoceV2),
@@ -270,7 +222,7 @@ fn rocev2_gid_link_local_only() {
 
 #[test]
 fn link_flap_fires_on_increment_and_not_on_first_sample_or_reset() {
-    let p = |v| with_counter(roce_port(), "link_downed", v);
+    let p = |v| with_counter(roce_port(1), "link_downed", v);
     let f = only(run(&history(vec![p(3), p(3), p(5)])), "link_flap");
     assert_eq!(f.len(), 1);
     assert_eq!(
@@ -294,7 +246,7 @@ fn link_flap_fires_on_increment_and_not_on_first_sample_or_reset() {
         "driver reload resets to 0"
     );
     // rxe counts link_downed among its hw counters.
-    let rxe = |v| with_hw(roce_port(), "link_downed", v);
+    let rxe = |v| with_hw(roce_port(1), "link_downed", v);
     assert_eq!(
         only(run(&history(vec![rxe(0), rxe(1)])), "link_flap").len(),
         1
@@ -304,7 +256,7 @@ fn link_flap_fires_on_increment_and_not_on_first_sample_or_reset() {
 #[test]
 fn symbol_errors_above_ber() {
     // 400 Gb/s for 10 s = 4e12 bits; 100 errors = BER 2.5e-11 > 1e-12.
-    let p = |v| with_counter(roce_port(), "symbol_error", v);
+    let p = |v| with_counter(roce_port(1), "symbol_error", v);
     let f = only(run(&history(vec![p(0), p(100)])), "symbol_errors");
     assert_eq!(f.len(), 1);
     assert_eq!(
@@ -337,7 +289,7 @@ fn symbol_errors_above_ber() {
 #[test]
 fn mlx5_ack_timeouts_are_not_counted_as_retransmissions() {
     // local_ack_timeout_err is its own rule (ack_timeouts, rules_congestion.rs).
-    let p = |v| with_hw(roce_port(), "local_ack_timeout_err", v);
+    let p = |v| with_hw(roce_port(1), "local_ack_timeout_err", v);
     assert_eq!(
         only(run(&history(vec![p(0), p(1000)])), "retransmissions"),
         vec![]
@@ -355,7 +307,7 @@ fn mlx5_ack_timeouts_are_not_counted_as_retransmissions() {
 #[test]
 fn mlx5_adaptive_retransmissions_feed_the_retransmissions_rule() {
     // 600 adaptive retransmissions in 10 s: 60/s, above the default 10/s.
-    let p = |v| with_hw(roce_port(), "roce_adp_retrans", v);
+    let p = |v| with_hw(roce_port(1), "roce_adp_retrans", v);
     let f = only(run(&history(vec![p(0), p(600)])), "retransmissions");
     assert_eq!(f.len(), 1, "{f:?}");
     assert!(
@@ -375,7 +327,7 @@ fn mlx5_adaptive_retransmissions_feed_the_retransmissions_rule() {
         "roce_slow_restart_cnps",
         "roce_slow_restart_trans",
     ] {
-        let p = |v| with_hw(roce_port(), name, v);
+        let p = |v| with_hw(roce_port(1), name, v);
         assert_eq!(
             only(run(&history(vec![p(0), p(10_000)])), "retransmissions"),
             vec![],
@@ -402,7 +354,7 @@ fn mlx5_rnr_nak_retry_err_is_the_rnr_naks_received_family() {
 fn sequence_errors_sum_the_meanings() {
     let p = |a, b| {
         with_hw(
-            with_hw(roce_port(), "out_of_sequence", a),
+            with_hw(roce_port(1), "out_of_sequence", a),
             "packet_seq_err",
             b,
         )
@@ -416,7 +368,7 @@ fn sequence_errors_sum_the_meanings() {
 
 #[test]
 fn out_of_buffer_drops() {
-    let p = |v| with_hw(roce_port(), "out_of_buffer", v);
+    let p = |v| with_hw(roce_port(1), "out_of_buffer", v);
     let f = only(run(&history(vec![p(0), p(20)])), "out_of_buffer");
     assert_eq!(
         f[0].finding,
@@ -428,7 +380,7 @@ fn out_of_buffer_drops() {
 
 #[test]
 fn unknown_driver_counters_have_no_meaning() {
-    let mut d = mlx5(with_hw(roce_port(), "out_of_buffer", 0));
+    let mut d = mlx5("mlx5_0", vec![with_hw(roce_port(1), "out_of_buffer", 0)]);
     d.name = "foo0".into();
     d.driver = Some("foo".into());
     let mut d2 = d.clone();
@@ -490,7 +442,7 @@ fn collector_failing() {
 
 #[test]
 fn disabled_rules_do_not_run() {
-    let mut p = roce_port();
+    let mut p = roce_port(1);
     p.state = Some(PortState::Down);
     let h = history(vec![p]);
     let cfg = RulesConfig {
@@ -520,8 +472,8 @@ fn findings_are_held_until_the_condition_stays_false() {
         hold: Duration::from_secs(25),
         ..RulesConfig::default()
     };
-    let up = roce_port();
-    let mut down = roce_port();
+    let up = roce_port(1);
+    let mut down = roce_port(1);
     down.state = Some(PortState::Down);
     let h = history(vec![up.clone(), down, up.clone(), up.clone(), up]);
     let mut engine = Engine::new();
@@ -569,47 +521,21 @@ fn rdma_device_missing_only_when_the_source_ran_empty() {
 mod netdev_rules {
     use super::*;
     use roce_netdev::{
-        DcbConfig, DcbOutcome, Direction, EcnConfig, MappedStat, Meaning, Netdev, NetdevSnapshot,
-        RdmaPortRef, StatValue,
+        DcbConfig, DcbOutcome, Direction, EcnConfig, MappedStat, Meaning, Netdev, StatValue,
     };
 
     /// mlx5 RoCE netdev: MTU 9000, PFC on 3, ECN on for 3 in both roles.
     pub fn healthy() -> Netdev {
-        Netdev {
-            name: "ens1np0".into(),
-            rdma: Some(RdmaPortRef {
-                device: "mlx5_0".into(),
-                port: 1,
-            }),
-            mtu: Some(9000),
-            operstate: Some("up".into()),
-            driver: Some("mlx5_core".into()),
-            ecn: Some(EcnConfig {
-                np: (0..8).map(|p| (p, p == 3)).collect(),
-                rp: (0..8).map(|p| (p, p == 3)).collect(),
-            }),
-            dcb: DcbOutcome::Ok(pfc(&[3])),
-            ..Netdev::default()
-        }
+        NetdevBuilder::mlx5("ens1np0", "mlx5_0", 1)
+            .up()
+            .ecn(&[3])
+            .dcb(pfc(&[3]))
+            .build()
     }
 
     /// PFC on `priorities`, firmware DCBX, and a switch port that agrees.
     pub fn pfc(priorities: &[u8]) -> DcbConfig {
-        let bits = priorities.iter().fold(0u8, |b, p| b | (1 << p));
-        DcbConfig {
-            pfc_cap: Some(8),
-            pfc_enabled: Some(bits),
-            dcbx: Some(
-                roce_netdev::dcb::DCB_CAP_DCBX_LLD_MANAGED
-                    | roce_netdev::dcb::DCB_CAP_DCBX_VER_IEEE,
-            ),
-            peer: roce_netdev::dcb::DcbPeer {
-                standard: Some(roce_netdev::dcb::PeerStandard::Ieee),
-                pfc_enabled: Some(bits),
-                ..Default::default()
-            },
-            ..DcbConfig::default()
-        }
+        testkit::lossless(priorities)
     }
 
     pub fn with_stat(mut n: Netdev, meaning: Meaning, value: StatValue) -> Netdev {
@@ -619,16 +545,11 @@ mod netdev_rules {
 
     /// Snapshots 10 s apart with the healthy RoCE port and one netdev each.
     pub fn history_nd(netdevs: Vec<Netdev>) -> Vec<Arc<Snapshot>> {
-        let ports = netdevs.iter().map(|_| roce_port()).collect();
-        history(ports)
-            .into_iter()
-            .zip(netdevs)
-            .map(|(s, n)| {
-                let mut s = (*s).clone();
-                s.netdev = Some(NetdevSnapshot { netdevs: vec![n] });
-                Arc::new(s)
-            })
-            .collect()
+        testkit::history(netdevs.into_iter().map(|n| {
+            SnapshotBuilder::new()
+                .with_port("mlx5_0", roce_port(1))
+                .netdev(n)
+        }))
     }
 
     fn expect_pfc(p: u8) -> Expectations {
@@ -1424,7 +1345,7 @@ mod probe_rules {
     }
 
     fn history_probes(samples: Vec<TargetStats>) -> Vec<Arc<Snapshot>> {
-        let ports = samples.iter().map(|_| roce_port()).collect();
+        let ports = samples.iter().map(|_| roce_port(1)).collect();
         history(ports)
             .into_iter()
             .zip(samples)
@@ -1481,7 +1402,7 @@ mod probe_rules {
         }
         // No probe results (probes off): silent.
         assert_eq!(
-            eval(&history(vec![roce_port(), roce_port()]), "probe_failures"),
+            eval(&history(vec![roce_port(1), roce_port(1)]), "probe_failures"),
             vec![]
         );
     }

@@ -12,17 +12,14 @@
 //! second, 119 million per 10 s sample.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use roce_exporter::config::{Config, Expectations, RulesConfig};
 use roce_exporter::rules::{self, Finding, Severity};
 use roce_exporter::snapshot::Snapshot;
-use roce_netdev::{
-    DcbConfig, DcbOutcome, Direction, EcnConfig, MappedStat, Meaning, Netdev, NetdevSnapshot,
-    RdmaPortRef, StatValue,
-};
-use roce_rdma::{
-    Counter, Device, Gid, GidType, LinkLayer, PhysState, Port, PortState, RdmaSnapshot,
+use roce_netdev::{Direction, Meaning, Netdev, StatValue};
+use roce_rdma::{Counter, GidType, Port};
+use roce_testkit::snapshot::{
+    self as testkit, gid, lossless, roce_port, NetdevBuilder, SnapshotBuilder,
 };
 
 /// Packets per 10 s sample at 400 GbE line rate with 4096-byte RoCE MTU.
@@ -62,21 +59,11 @@ impl Sample {
     }
 }
 
+/// The healthy 400 GbE port with its RoCE v2 GID at index 3 and the
+/// sample's counters.
 fn port(sample: &Sample) -> Port {
     Port {
-        number: 1,
-        state: Some(PortState::Active),
-        phys_state: Some(PhysState::LinkUp),
-        rate_bytes_per_second: Some(50_000_000_000),
-        link_layer: Some(LinkLayer::Ethernet),
-        lid: Some(0),
-        netdev: Some("ens1np0".into()),
-        gids: vec![Gid {
-            index: 3,
-            gid: "::ffff:10.0.0.1".parse().unwrap(),
-            gid_type: GidType::RoceV2,
-            netdev: Some("ens1np0".into()),
-        }],
+        gids: vec![gid(3, "::ffff:10.0.0.1", GidType::RoceV2)],
         counters: sample
             .counters
             .iter()
@@ -87,7 +74,7 @@ fn port(sample: &Sample) -> Port {
             .iter()
             .map(|(n, v)| Counter::new(*n, *v))
             .collect(),
-        ..Port::default()
+        ..roce_port(1)
     }
 }
 
@@ -95,71 +82,26 @@ fn port(sample: &Sample) -> Port {
 /// priority 3, ECN on for priority 3 in both roles, firmware DCBX with a
 /// switch port that agrees.
 fn netdev(sample: &Sample) -> Netdev {
-    Netdev {
-        name: "ens1np0".into(),
-        rdma: Some(RdmaPortRef {
-            device: "mlx5_0".into(),
-            port: 1,
-        }),
-        mtu: Some(9000),
-        operstate: Some("up".into()),
-        driver: Some("mlx5_core".into()),
-        ecn: Some(EcnConfig {
-            np: (0..8).map(|p| (p, p == 3)).collect(),
-            rp: (0..8).map(|p| (p, p == 3)).collect(),
-        }),
-        dcb: DcbOutcome::Ok(DcbConfig {
-            pfc_cap: Some(8),
-            pfc_enabled: Some(1 << 3),
-            dcbx: Some(
-                roce_netdev::dcb::DCB_CAP_DCBX_LLD_MANAGED
-                    | roce_netdev::dcb::DCB_CAP_DCBX_VER_IEEE,
-            ),
-            peer: roce_netdev::dcb::DcbPeer {
-                standard: Some(roce_netdev::dcb::PeerStandard::Ieee),
-                pfc_enabled: Some(1 << 3),
-                ..Default::default()
-            },
-            ..DcbConfig::default()
-        }),
-        stats: sample
-            .stats
-            .iter()
-            .map(|(meaning, value)| MappedStat {
-                meaning: *meaning,
-                value: *value,
-            })
-            .collect(),
-        ..Netdev::default()
-    }
+    let healthy = NetdevBuilder::mlx5("ens1np0", "mlx5_0", 1)
+        .up()
+        .ecn(&[3])
+        .dcb(lossless(&[3]));
+    sample
+        .stats
+        .iter()
+        .fold(healthy, |n, (meaning, value)| {
+            n.stat_value(*meaning, *value)
+        })
+        .build()
 }
 
 /// Snapshots 10 s apart, one per sample.
 fn history(samples: &[Sample]) -> Vec<Arc<Snapshot>> {
-    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    samples
-        .iter()
-        .enumerate()
-        .map(|(i, sample)| {
-            Arc::new(Snapshot {
-                sequence: i as u64 + 1,
-                taken_at: Some(t0 + Duration::from_secs(10 * i as u64)),
-                rdma: Some(RdmaSnapshot {
-                    devices: vec![Device {
-                        name: "mlx5_0".into(),
-                        driver: Some("mlx5_core".into()),
-                        ports: vec![port(sample)],
-                        ..Device::default()
-                    }],
-                    errors: vec![],
-                }),
-                netdev: Some(NetdevSnapshot {
-                    netdevs: vec![netdev(sample)],
-                }),
-                ..Snapshot::default()
-            })
-        })
-        .collect()
+    testkit::history(samples.iter().map(|sample| {
+        SnapshotBuilder::new()
+            .with_port("mlx5_0", port(sample))
+            .netdev(netdev(sample))
+    }))
 }
 
 /// `n` samples, the i-th made by `f(i)`.

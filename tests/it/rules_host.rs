@@ -5,93 +5,30 @@
 //! probes' traffic class, and the NCCL advice. Each: a sequence that fires
 //! (exact text where it matters) and healthy ones that must not.
 
-use std::net::Ipv6Addr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use roce_exporter::config::{Config, Expectations, ExpectedDevices, RulesConfig};
 use roce_exporter::rules::fabric::{dscp_priority, port_traffic_class, roce_dscp, DscpSource};
 use roce_exporter::rules::nccl_advice::{advice, NcclAdvice, NcclValue};
 use roce_exporter::rules::topology::gdr_per_gpu;
 use roce_exporter::rules::{self, Engine, Finding, Severity};
-use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
+use roce_exporter::snapshot::{Snapshot, SourceState};
 use roce_netdev::dcb::{DcbApp, IEEE_8021QAZ_APP_SEL_DSCP};
 use roce_netdev::qos::RoceQos;
-use roce_netdev::{DcbConfig, DcbOutcome, EcnConfig, Netdev, NetdevSnapshot, RdmaPortRef};
-use roce_rdma::{Device, Gid, GidType, LinkLayer, PhysState, Port, PortState, RdmaSnapshot};
-
-fn gid(index: u32, text: &str, gid_type: GidType) -> Gid {
-    Gid {
-        index,
-        gid: text.parse::<Ipv6Addr>().unwrap(),
-        gid_type,
-        netdev: Some("ens1np0".into()),
-    }
-}
-
-fn roce_port(number: u32) -> Port {
-    Port {
-        number,
-        state: Some(PortState::Active),
-        phys_state: Some(PhysState::LinkUp),
-        rate_bytes_per_second: Some(50_000_000_000),
-        link_layer: Some(LinkLayer::Ethernet),
-        lid: Some(0),
-        netdev: Some("ens1np0".into()),
-        gids: vec![
-            gid(0, "fe80::1", GidType::IbRoceV1),
-            gid(1, "fe80::1", GidType::RoceV2),
-            gid(2, "::ffff:10.0.0.1", GidType::IbRoceV1),
-            gid(3, "::ffff:10.0.0.1", GidType::RoceV2),
-        ],
-        ..Port::default()
-    }
-}
-
-fn device(name: &str, ports: Vec<Port>) -> Device {
-    Device {
-        name: name.into(),
-        driver: Some("mlx5_core".into()),
-        ports,
-        ..Device::default()
-    }
-}
-
-fn rdma_ok() -> SourceStatus {
-    status(SourceState::Ok)
-}
-
-fn status(state: SourceState) -> SourceStatus {
-    SourceStatus {
-        name: "rdma",
-        state,
-        duration: Duration::ZERO,
-        errors: vec![],
-        errors_total: 0,
-        errors_by_kind: Default::default(),
-        kernel_requests: None,
-    }
-}
-
-fn at(i: u64) -> Option<SystemTime> {
-    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + 10 * i))
-}
+use roce_netdev::{DcbConfig, DcbOutcome, Netdev};
+use roce_rdma::{Device, GidType, LinkLayer, RdmaSnapshot};
+use roce_testkit::snapshot::{
+    at, gid, mlx5 as device, roce_port, source, NetdevBuilder, SnapshotBuilder,
+};
 
 /// One sample of one mlx5 RoCE port behind `netdev`.
 fn sample(i: u64, netdev: Netdev) -> Snapshot {
-    Snapshot {
-        sequence: i + 1,
-        taken_at: at(i),
-        sources: vec![rdma_ok()],
-        rdma: Some(RdmaSnapshot {
-            devices: vec![device("mlx5_0", vec![roce_port(1)])],
-            errors: vec![],
-        }),
-        netdev: Some(NetdevSnapshot {
-            netdevs: vec![netdev],
-        }),
-        ..Snapshot::default()
-    }
+    SnapshotBuilder::new()
+        .sample(i)
+        .rdma_ok()
+        .with_port("mlx5_0", roce_port(1))
+        .netdev(netdev)
+        .build()
 }
 
 fn eval(s: Snapshot, expect: &Expectations) -> Vec<Finding> {
@@ -133,45 +70,24 @@ fn dcb(pfc: &[u8], apps: Vec<DcbApp>, trust_order: Option<Vec<u8>>) -> DcbConfig
 /// DSCP 26 -> priority 3 with PFC and ECN on 3, CNPs with DSCP 48
 /// (priority 6 by the default mapping).
 fn healthy_netdev() -> Netdev {
-    Netdev {
-        name: "ens1np0".into(),
-        rdma: Some(RdmaPortRef {
-            device: "mlx5_0".into(),
-            port: 1,
-        }),
-        mtu: Some(9000),
-        operstate: Some("up".into()),
-        driver: Some("mlx5_core".into()),
-        ecn: Some(EcnConfig {
-            np: (0..8).map(|p| (p, p == 3)).collect(),
-            rp: (0..8).map(|p| (p, p == 3)).collect(),
-        }),
-        qos: RoceQos {
+    NetdevBuilder::mlx5("ens1np0", "mlx5_0", 1)
+        .up()
+        .ecn(&[3])
+        .qos(RoceQos {
             rdma_cm_tos: None,
             ofed_tclass: None,
             cnp_dscp: Some(48),
             cnp_prio: Some(6),
-        },
-        dcb: DcbOutcome::Ok(DcbConfig {
-            // Firmware DCBX, and a switch port that agrees.
-            dcbx: Some(
-                roce_netdev::dcb::DCB_CAP_DCBX_LLD_MANAGED
-                    | roce_netdev::dcb::DCB_CAP_DCBX_VER_IEEE,
-            ),
-            peer: roce_netdev::dcb::DcbPeer {
-                standard: Some(roce_netdev::dcb::PeerStandard::Ieee),
-                pfc_enabled: Some(1 << 3),
-                apps: Some(mlx5_dscp_map(&[(26, 3)])),
-                prio_tc: None,
-            },
-            ..dcb(
-                &[3],
-                mlx5_dscp_map(&[(26, 3)]),
-                Some(vec![IEEE_8021QAZ_APP_SEL_DSCP]),
-            )
-        }),
-        ..Netdev::default()
-    }
+        })
+        .dcb(dcb(
+            &[3],
+            mlx5_dscp_map(&[(26, 3)]),
+            Some(vec![IEEE_8021QAZ_APP_SEL_DSCP]),
+        ))
+        // Firmware DCBX, and a switch port that agrees.
+        .firmware_dcbx(&[3])
+        .edit_dcb(|c| c.peer.apps = Some(mlx5_dscp_map(&[(26, 3)])))
+        .build()
 }
 
 fn tc(nccl_ib_tc: u8) -> Expectations {
@@ -433,20 +349,19 @@ fn probes_carry_the_roce_tos_byte_unchanged() {
 // Item 10: devices and ports that went away.
 
 fn devices_sample(i: u64, devices: Vec<Device>) -> Snapshot {
-    Snapshot {
-        sequence: i + 1,
-        taken_at: at(i),
-        sources: vec![status(if devices.is_empty() {
-            SourceState::Unavailable("no RDMA device in /sys/class/infiniband".into())
-        } else {
-            SourceState::Ok
-        })],
-        rdma: Some(RdmaSnapshot {
+    let state = if devices.is_empty() {
+        SourceState::Unavailable("no RDMA device in /sys/class/infiniband".into())
+    } else {
+        SourceState::Ok
+    };
+    SnapshotBuilder::new()
+        .sample(i)
+        .source("rdma", state)
+        .rdma(RdmaSnapshot {
             devices,
             errors: vec![],
-        }),
-        ..Snapshot::default()
-    }
+        })
+        .build()
 }
 
 fn two_nics() -> Vec<Device> {
@@ -492,7 +407,7 @@ fn a_nic_that_falls_off_the_bus_is_critical_until_it_returns() {
     );
     // Back: the finding clears after the hold time.
     let mut later = devices_sample(20, two_nics());
-    later.taken_at = at(20);
+    later.taken_at = Some(at(20));
     assert_eq!(engine.evaluate(&later, &rules, &expect), vec![]);
 }
 
@@ -584,7 +499,7 @@ fn devices_are_not_judged_when_the_rdma_source_did_not_run() {
     let mut engine = Engine::new();
     engine.evaluate(&devices_sample(0, two_nics()), &rules, &expect);
     let mut failed = devices_sample(1, vec![]);
-    failed.sources = vec![status(SourceState::Failed("EACCES".into()))];
+    failed.sources = vec![source("rdma", SourceState::Failed("EACCES".into()))];
     failed.rdma = None;
     let f = engine.evaluate(&failed, &rules, &expect);
     assert!(
@@ -737,12 +652,7 @@ mod gdr {
     }
 
     fn snap(t: TopologySnapshot) -> Snapshot {
-        Snapshot {
-            sequence: 1,
-            taken_at: at(0),
-            topology: Some(t),
-            ..Snapshot::default()
-        }
+        SnapshotBuilder::new().topology(t).build()
     }
 
     #[test]

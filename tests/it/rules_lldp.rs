@@ -7,73 +7,44 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::exposition::{self, BuildInfo, Format};
 use roce_exporter::rules::{self, Finding, Severity};
-use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
+use roce_exporter::snapshot::{Snapshot, SourceState};
 use roce_exporter::sources::lldp::{LldpPort, LldpSnapshot, LldpSource};
 use roce_exporter::sources::{Input, Part, Source};
 use roce_lldp::build::switch_frame;
 use roce_lldp::capture::{CaptureError, FrameSource, QueuedFrames};
 use roce_lldp::{Identity, Lldpdu};
-use roce_netdev::dcb::{
-    DcbApp, DcbPeer, DCB_CAP_DCBX_HOST, DCB_CAP_DCBX_VER_IEEE, IEEE_8021QAZ_APP_SEL_DSCP,
-};
-use roce_netdev::{DcbConfig, DcbOutcome, Netdev, NetdevSnapshot, RdmaPortRef};
-use roce_rdma::{Device, LinkLayer, PhysState, Port, PortState, RdmaSnapshot};
+use roce_netdev::dcb::{DCB_CAP_DCBX_HOST, DCB_CAP_DCBX_VER_IEEE};
+use roce_netdev::{DcbOutcome, Netdev};
+use roce_rdma::{PortState, RdmaSnapshot};
+use roce_testkit::snapshot::{active_port, mlx5, NetdevBuilder, SnapshotBuilder};
 
 const MAC: [u8; 6] = [0x1c, 0x34, 0xda, 0x5a, 0x01, 0x00];
 
 fn rdma() -> RdmaSnapshot {
     RdmaSnapshot {
-        devices: vec![Device {
-            name: "mlx5_0".into(),
-            driver: Some("mlx5_core".into()),
-            ports: vec![Port {
-                number: 1,
-                state: Some(PortState::Active),
-                phys_state: Some(PhysState::LinkUp),
-                link_layer: Some(LinkLayer::Ethernet),
-                netdev: Some("ens1np0".into()),
-                ..Port::default()
-            }],
-            ..Device::default()
-        }],
+        devices: vec![mlx5("mlx5_0", vec![active_port(1)])],
         errors: vec![],
-    }
-}
-
-fn dscp(d: u16, p: u8) -> DcbApp {
-    DcbApp {
-        selector: IEEE_8021QAZ_APP_SEL_DSCP,
-        priority: p,
-        protocol: d,
     }
 }
 
 /// mlx5 in host DCBX mode: PFC on 3, trust dscp, DSCP 26 -> 3, no peer.
 fn netdev() -> Netdev {
-    Netdev {
-        name: "ens1np0".into(),
-        rdma: Some(RdmaPortRef {
-            device: "mlx5_0".into(),
-            port: 1,
-        }),
-        mtu: Some(9000),
-        driver: Some("mlx5_core".into()),
-        dcb: DcbOutcome::Ok(DcbConfig {
-            pfc_cap: Some(8),
-            pfc_enabled: Some(1 << 3),
-            apps: vec![dscp(26, 3), dscp(48, 6)],
-            trust_order: Some(vec![IEEE_8021QAZ_APP_SEL_DSCP]),
-            dcbx: Some(DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_IEEE),
-            peer: DcbPeer::default(),
-            ..DcbConfig::default()
-        }),
-        ..Netdev::default()
-    }
+    host_dcbx("ens1np0", "mlx5_0")
+}
+
+fn host_dcbx(name: &str, device: &str) -> Netdev {
+    NetdevBuilder::mlx5(name, device, 1)
+        .pfc(&[3])
+        .dscp(26, 3)
+        .dscp(48, 6)
+        .trust_dscp()
+        .dcbx(DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_IEEE)
+        .build()
 }
 
 fn neighbour(sysname: &str, port: &str, pfc: u8, dscp: u16, app: u8) -> Lldpdu {
@@ -97,26 +68,15 @@ fn lldp_port(neighbour: Option<Lldpdu>) -> LldpPort {
 }
 
 fn sample(n: Netdev, port: LldpPort) -> Snapshot {
-    Snapshot {
-        sequence: 1,
-        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
-        sources: vec![SourceStatus {
-            name: "rdma",
-            state: SourceState::Ok,
-            duration: Duration::ZERO,
-            errors: vec![],
-            errors_total: 0,
-            errors_by_kind: Default::default(),
-            kernel_requests: None,
-        }],
-        rdma: Some(rdma()),
-        netdev: Some(NetdevSnapshot { netdevs: vec![n] }),
-        lldp: Some(LldpSnapshot {
+    SnapshotBuilder::new()
+        .rdma_ok()
+        .port("mlx5_0", 1)
+        .netdev(n)
+        .lldp(LldpSnapshot {
             via: "capture",
             ports: vec![port],
-        }),
-        ..Snapshot::default()
-    }
+        })
+        .build()
 }
 
 fn eval(s: Snapshot) -> Vec<Finding> {
@@ -392,24 +352,20 @@ fn capture_without_cap_net_raw_is_off_and_says_so() {
 /// Two RoCE NICs, mlx5_0 (rail 0, ens1np0) and mlx5_1 (rail 1, ens2np0),
 /// with the given neighbours.
 fn two_nics(a: Lldpdu, b: Lldpdu) -> Snapshot {
-    let mut s = sample(netdev(), lldp_port(Some(a)));
-    let rdma = s.rdma.as_mut().unwrap();
-    let mut dev = rdma.devices[0].clone();
-    dev.name = "mlx5_1".into();
-    dev.ports[0].netdev = Some("ens2np0".into());
-    rdma.devices.push(dev);
-    let mut n = netdev();
-    n.name = "ens2np0".into();
-    n.rdma = Some(RdmaPortRef {
-        device: "mlx5_1".into(),
-        port: 1,
-    });
-    s.netdev.as_mut().unwrap().netdevs.push(n);
     let mut p = lldp_port(Some(b));
     p.netdev = "ens2np0".into();
     p.rdma = Some(("mlx5_1".into(), 1));
-    s.lldp.as_mut().unwrap().ports.push(p);
-    s
+    SnapshotBuilder::new()
+        .rdma_ok()
+        .port("mlx5_0", 1)
+        .port("mlx5_1", 1)
+        .netdev(netdev())
+        .netdev(host_dcbx("ens2np0", "mlx5_1"))
+        .lldp(LldpSnapshot {
+            via: "capture",
+            ports: vec![lldp_port(Some(a)), p],
+        })
+        .build()
 }
 
 fn rails(pattern: &str) -> Expectations {

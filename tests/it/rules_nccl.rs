@@ -4,7 +4,7 @@
 //! crates/nccl/tests) and stays silent on a healthy job.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::rules::{self, Finding, Severity};
@@ -13,7 +13,8 @@ use roce_exporter::sources::nccl::NcclSnapshot;
 use roce_nccl::aggregate::{Aggregator, AggregatorConfig};
 use roce_nccl::inspector::{parse_record, Record};
 use roce_nccl::log::parse_line;
-use roce_rdma::{Device, LinkLayer, PhysState, Port, PortState, RdmaSnapshot};
+use roce_rdma::{Port, PortState, RdmaSnapshot};
+use roce_testkit::snapshot::{active_port, mlx5, SnapshotBuilder};
 use roce_topology::gpudirect::{GpuDirect, NvidiaModule};
 use roce_topology::path::PathClass;
 use roce_topology::pci::PciAddress;
@@ -22,25 +23,18 @@ use roce_topology::{Gpu, GpuNicPath, GpuVendor, TopologySnapshot};
 /// 400 Gb/s RoCE ports: 50e9 bytes per second.
 fn port(state: PortState) -> Port {
     Port {
-        number: 1,
         state: Some(state),
-        phys_state: Some(PhysState::LinkUp),
         rate_bytes_per_second: Some(50_000_000_000),
-        link_layer: Some(LinkLayer::Ethernet),
-        netdev: Some("ens1np0".into()),
-        ..Port::default()
+        ..active_port(1)
     }
 }
 
 fn rdma(state: PortState) -> RdmaSnapshot {
-    let dev = |name: &str| Device {
-        name: name.into(),
-        driver: Some("mlx5_core".into()),
-        ports: vec![port(state.clone())],
-        ..Device::default()
-    };
     RdmaSnapshot {
-        devices: vec![dev("mlx5_0"), dev("mlx5_1")],
+        devices: vec![
+            mlx5("mlx5_0", vec![port(state.clone())]),
+            mlx5("mlx5_1", vec![port(state)]),
+        ],
         errors: vec![],
     }
 }
@@ -121,20 +115,24 @@ fn snapshot(
     if let Some(bw) = busbw {
         busbw_records(&mut agg, bw, now);
     }
-    Arc::new(Snapshot {
-        sequence: 1,
-        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
-        rdma: Some(rdma(state)),
-        topology: topo,
-        nccl: Some(NcclSnapshot {
-            summary: agg.summary(now),
-            window: Duration::from_secs(900),
-            busbw_min_bytes: 256 << 20,
-            min_line_rate_fraction: 0.7,
-            ..NcclSnapshot::default()
-        }),
-        ..Snapshot::default()
-    })
+    let mut s = SnapshotBuilder::new()
+        .rdma(rdma(state))
+        .nccl(nccl_part(&mut agg, now))
+        .build();
+    s.topology = topo;
+    Arc::new(s)
+}
+
+/// What the nccl source makes of `agg`: a 15-minute window, collectives
+/// from 256 MiB judged against 70% of the line rate.
+fn nccl_part(agg: &mut Aggregator, now: Instant) -> NcclSnapshot {
+    NcclSnapshot {
+        summary: agg.summary(now),
+        window: Duration::from_secs(900),
+        busbw_min_bytes: 256 << 20,
+        min_line_rate_fraction: 0.7,
+        ..NcclSnapshot::default()
+    }
 }
 
 fn findings(s: Arc<Snapshot>, rule: &str) -> Vec<Finding> {
@@ -454,28 +452,10 @@ fn eight_nic_job(coll: &str, busbw: f64) -> Arc<Snapshot> {
         agg.log_line("nccl.gpu-a.100.log", &parse_line(l), now);
     }
     coll_records(&mut agg, coll, busbw, now);
-    let dev = |i: usize| Device {
-        name: format!("mlx5_{i}"),
-        driver: Some("mlx5_core".into()),
-        ports: vec![port(PortState::Active)],
-        ..Device::default()
-    };
-    Arc::new(Snapshot {
-        sequence: 1,
-        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
-        rdma: Some(RdmaSnapshot {
-            devices: (0..8).map(dev).collect(),
-            errors: vec![],
-        }),
-        nccl: Some(NcclSnapshot {
-            summary: agg.summary(now),
-            window: Duration::from_secs(900),
-            busbw_min_bytes: 256 << 20,
-            min_line_rate_fraction: 0.7,
-            ..NcclSnapshot::default()
-        }),
-        ..Snapshot::default()
-    })
+    let job = (0..8).fold(SnapshotBuilder::new(), |s, i| {
+        s.with_port(&format!("mlx5_{i}"), port(PortState::Active))
+    });
+    job.nccl(nccl_part(&mut agg, now)).arc()
 }
 
 #[test]

@@ -5,19 +5,16 @@
 //! AER counts grow at rates seen on real links, snapshots are 10 s apart.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::rules::{self, Finding, Severity};
-use roce_exporter::snapshot::Snapshot;
 use roce_netdev::aer::{AerCounts, PciAer};
 use roce_netdev::devlink::{HealthReporter, ReporterState};
 use roce_netdev::fec::{FecCounter, FecInfo, FecMode};
 use roce_netdev::module::{read_module, EepromReplay, ModuleInfo};
 use roce_netdev::phys::{NicReporter, PciHealth, PhysNetdev, PhysSnapshot};
-use roce_netdev::{CarrierCounts, Netdev, NetdevSnapshot, RdmaPortRef};
-use roce_rdma::{Counter, Device, LinkLayer, PhysState, Port, PortState, RdmaSnapshot};
+use roce_netdev::{CarrierCounts, Netdev, RdmaPortRef};
+use roce_testkit::snapshot::{history, SnapshotBuilder};
 
 fn module(netdev: &str) -> ModuleInfo {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/netdev/tests/fixtures/phys");
@@ -38,84 +35,53 @@ struct State {
     reporters: Option<Vec<HealthReporter>>,
 }
 
-fn snapshot(i: usize, st: &State) -> Arc<Snapshot> {
-    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let mut port = Port {
-        number: 1,
-        state: Some(PortState::Active),
-        phys_state: Some(PhysState::LinkUp),
-        rate_bytes_per_second: Some(12_500_000_000),
-        link_layer: Some(LinkLayer::Ethernet),
-        netdev: Some("ens1np0".into()),
-        ..Port::default()
-    };
-    if let Some(v) = st.link_downed {
-        port.counters.push(Counter {
-            name: "link_downed".into(),
-            value: v,
-        });
-    }
+/// A 100 GbE port of mlx5_0 behind `ens1np0`, in the state `st`.
+fn sample(st: &State) -> SnapshotBuilder {
     let rdma = Some(RdmaPortRef {
         device: "mlx5_0".into(),
         port: 1,
     });
-    Arc::new(Snapshot {
-        sequence: i as u64 + 1,
-        taken_at: Some(t0 + Duration::from_secs(10 * i as u64)),
-        rdma: Some(RdmaSnapshot {
-            devices: vec![Device {
-                name: "mlx5_0".into(),
-                driver: Some("mlx5_core".into()),
-                ports: vec![port],
-                ..Device::default()
-            }],
-            errors: vec![],
+    let mut s = SnapshotBuilder::new().port("mlx5_0", 1).rate_gbps(100);
+    if let Some(v) = st.link_downed {
+        s = s.counter("link_downed", v);
+    }
+    s.netdev(Netdev {
+        name: "ens1np0".into(),
+        rdma: rdma.clone(),
+        speed_mbps: Some(100_000),
+        carrier: CarrierCounts {
+            changes: st.carrier_down.map(|d| 2 * d + 1),
+            up: st.carrier_down.map(|d| d + 1),
+            down: st.carrier_down,
+        },
+        ..Netdev::default()
+    })
+    .phys(PhysSnapshot {
+        netdevs: vec![PhysNetdev {
+            name: "ens1np0".into(),
+            rdma,
+            pci: Some("0000:17:00.0".into()),
+            fec: st.fec.clone(),
+            module: st.module.clone(),
+            aer: st.nic_aer.clone(),
+        }],
+        gpus: vec![PciHealth {
+            pci: "0000:18:00.0".into(),
+            aer: st.gpu_aer.clone(),
+        }],
+        reporters: st.reporters.clone().map(|rs| {
+            rs.into_iter()
+                .map(|reporter| NicReporter {
+                    netdev: "ens1np0".into(),
+                    reporter,
+                })
+                .collect()
         }),
-        netdev: Some(NetdevSnapshot {
-            netdevs: vec![Netdev {
-                name: "ens1np0".into(),
-                rdma: rdma.clone(),
-                speed_mbps: Some(100_000),
-                carrier: CarrierCounts {
-                    changes: st.carrier_down.map(|d| 2 * d + 1),
-                    up: st.carrier_down.map(|d| d + 1),
-                    down: st.carrier_down,
-                },
-                ..Netdev::default()
-            }],
-        }),
-        phys: Some(PhysSnapshot {
-            netdevs: vec![PhysNetdev {
-                name: "ens1np0".into(),
-                rdma,
-                pci: Some("0000:17:00.0".into()),
-                fec: st.fec.clone(),
-                module: st.module.clone(),
-                aer: st.nic_aer.clone(),
-            }],
-            gpus: vec![PciHealth {
-                pci: "0000:18:00.0".into(),
-                aer: st.gpu_aer.clone(),
-            }],
-            reporters: st.reporters.clone().map(|rs| {
-                rs.into_iter()
-                    .map(|reporter| NicReporter {
-                        netdev: "ens1np0".into(),
-                        reporter,
-                    })
-                    .collect()
-            }),
-        }),
-        ..Snapshot::default()
     })
 }
 
 fn run(states: &[State], rule: &str) -> Vec<Finding> {
-    let h: Vec<Arc<Snapshot>> = states
-        .iter()
-        .enumerate()
-        .map(|(i, s)| snapshot(i, s))
-        .collect();
+    let h = history(states.iter().map(sample));
     rules::evaluate(&h, &RulesConfig::default(), &Expectations::default())
         .into_iter()
         .filter(|f| f.rule == rule)

@@ -9,53 +9,23 @@
 //! (`drivers/net/ethernet/mellanox/mlx5/core/en_dcbnl.c`).
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::rules::{self, Finding, Severity};
-use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
+use roce_exporter::snapshot::Snapshot;
 use roce_netdev::dcb::{
-    Buffers, DcbApp, DcbPeer, Ets, PeerStandard, DCB_CAP_DCBX_LLD_MANAGED, DCB_CAP_DCBX_VER_CEE,
-    DCB_CAP_DCBX_VER_IEEE, IEEE_8021QAZ_APP_SEL_DSCP, TSA_ETS, TSA_STRICT,
+    Buffers, DcbPeer, Ets, DCB_CAP_DCBX_VER_CEE, DCB_CAP_DCBX_VER_IEEE, TSA_ETS, TSA_STRICT,
 };
 use roce_netdev::qos::RoceQos;
-use roce_netdev::{DcbConfig, DcbOutcome, EcnConfig, Netdev, NetdevSnapshot, RdmaPortRef};
-use roce_rdma::{Device, LinkLayer, PhysState, Port, PortState, RdmaSnapshot};
+use roce_netdev::{DcbConfig, DcbOutcome, Netdev, RdmaPortRef};
+use roce_testkit::snapshot::{dscp_app as dscp, NetdevBuilder, SnapshotBuilder};
 
 fn sample(netdev: Netdev) -> Snapshot {
-    Snapshot {
-        sequence: 1,
-        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
-        sources: vec![SourceStatus {
-            name: "rdma",
-            state: SourceState::Ok,
-            duration: Duration::ZERO,
-            errors: vec![],
-            errors_total: 0,
-            errors_by_kind: Default::default(),
-            kernel_requests: None,
-        }],
-        rdma: Some(RdmaSnapshot {
-            devices: vec![Device {
-                name: "mlx5_0".into(),
-                driver: Some("mlx5_core".into()),
-                ports: vec![Port {
-                    number: 1,
-                    state: Some(PortState::Active),
-                    phys_state: Some(PhysState::LinkUp),
-                    link_layer: Some(LinkLayer::Ethernet),
-                    netdev: Some("ens1np0".into()),
-                    ..Port::default()
-                }],
-                ..Device::default()
-            }],
-            errors: vec![],
-        }),
-        netdev: Some(NetdevSnapshot {
-            netdevs: vec![netdev],
-        }),
-        ..Snapshot::default()
-    }
+    SnapshotBuilder::new()
+        .rdma_ok()
+        .port("mlx5_0", 1)
+        .netdev(netdev)
+        .build()
 }
 
 fn eval(n: Netdev, rule: &str) -> Vec<Finding> {
@@ -64,14 +34,6 @@ fn eval(n: Netdev, rule: &str) -> Vec<Finding> {
         .into_iter()
         .filter(|f| f.rule == rule)
         .collect()
-}
-
-fn dscp(d: u16, p: u8) -> DcbApp {
-    DcbApp {
-        selector: IEEE_8021QAZ_APP_SEL_DSCP,
-        priority: p,
-        protocol: d,
-    }
 }
 
 fn config(n: &mut Netdev) -> &mut DcbConfig {
@@ -86,51 +48,39 @@ fn config(n: &mut Netdev) -> &mut DcbConfig {
 /// a switch that agrees.
 fn healthy() -> Netdev {
     let e = TSA_ETS;
-    Netdev {
-        name: "ens1np0".into(),
-        rdma: Some(RdmaPortRef {
-            device: "mlx5_0".into(),
-            port: 1,
-        }),
-        mtu: Some(9000),
-        driver: Some("qede".into()),
-        ecn: Some(EcnConfig {
-            np: (0..8).map(|p| (p, p == 3)).collect(),
-            rp: (0..8).map(|p| (p, p == 3)).collect(),
-        }),
-        qos: RoceQos {
+    NetdevBuilder::new("ens1np0")
+        .rdma("mlx5_0", 1)
+        .mtu(9000)
+        .driver("qede")
+        .ecn(&[3])
+        .qos(RoceQos {
             rdma_cm_tos: Some(106),
             ofed_tclass: None,
             cnp_dscp: Some(48),
             cnp_prio: Some(6),
-        },
-        dcb: DcbOutcome::Ok(DcbConfig {
-            pfc_cap: Some(8),
-            pfc_enabled: Some(1 << 3),
-            apps: vec![dscp(26, 3), dscp(48, 6)],
-            trust_order: Some(vec![IEEE_8021QAZ_APP_SEL_DSCP]),
-            ets: Some(Ets {
+        })
+        .pfc(&[3])
+        .dscp(26, 3)
+        .dscp(48, 6)
+        .trust_dscp()
+        .firmware_dcbx(&[3])
+        .edit_dcb(|c| {
+            c.ets = Some(Ets {
                 willing: false,
                 ets_cap: 8,
                 tc_tx_bw: [50, 0, 0, 50, 0, 0, 0, 0],
                 tc_tsa: [e, e, e, e, e, e, TSA_STRICT, e],
                 prio_tc: [0, 0, 0, 3, 0, 0, 6, 0],
-            }),
-            buffers: Some(Buffers {
+            });
+            c.buffers = Some(Buffers {
                 prio2buffer: [0, 0, 0, 1, 0, 0, 0, 0],
                 buffer_size: [130_944, 130_944, 0, 0, 0, 0, 0, 0],
                 total_size: 262_144,
-            }),
-            dcbx: Some(DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_IEEE),
-            peer: DcbPeer {
-                standard: Some(PeerStandard::Ieee),
-                pfc_enabled: Some(1 << 3),
-                apps: Some(vec![dscp(26, 3), dscp(48, 6)]),
-                prio_tc: Some([0, 0, 0, 3, 0, 0, 6, 0]),
-            },
-        }),
-        ..Netdev::default()
-    }
+            });
+            c.peer.apps = Some(vec![dscp(26, 3), dscp(48, 6)]);
+            c.peer.prio_tc = Some([0, 0, 0, 3, 0, 0, 6, 0]);
+        })
+        .build()
 }
 
 /// The same configuration as upstream mlx5 reports it: firmware DCBX
@@ -435,23 +385,19 @@ fn cnps_classified_differently_by_the_switch_or_by_their_pcp() {
 
 /// Two ConnectX ports of one host, as upstream mlx5 reports them.
 fn mlx5_host() -> Snapshot {
-    let mut s = sample(mlx5_healthy());
     let mut second = mlx5_healthy();
     second.name = "ens2np0".into();
     second.rdma = Some(RdmaPortRef {
         device: "mlx5_1".into(),
         port: 1,
     });
-    if let Some(r) = s.rdma.as_mut() {
-        let mut d = r.devices[0].clone();
-        d.name = "mlx5_1".into();
-        d.ports[0].netdev = Some("ens2np0".into());
-        r.devices.push(d);
-    }
-    if let Some(nd) = s.netdev.as_mut() {
-        nd.netdevs.push(second);
-    }
-    s
+    SnapshotBuilder::new()
+        .rdma_ok()
+        .port("mlx5_0", 1)
+        .port("mlx5_1", 1)
+        .netdev(mlx5_healthy())
+        .netdev(second)
+        .build()
 }
 
 #[test]

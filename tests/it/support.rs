@@ -5,7 +5,7 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 /// The repository root (the root crate's folder).
@@ -102,4 +102,26 @@ pub fn golden(name: &str, actual: &str) {
 /// A source's errors as the log and the status page word them.
 pub fn texts(errors: &[roce_host::HostError]) -> Vec<String> {
     errors.iter().map(ToString::to_string).collect()
+}
+
+/// Runs `cmd` to its end; `None` when its program cannot start here
+/// (skipped, with the reason; a failure under CI, which provides it).
+pub fn output_of(cmd: &mut Command) -> Option<Output> {
+    match cmd.output() {
+        Ok(out) => Some(out),
+        Err(e) => {
+            skip_unless_ci(&format!("{:?} not runnable ({e})", cmd.get_program()));
+            None
+        }
+    }
+}
+
+/// Fails with the command's stdout and stderr unless it exited 0.
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -23,22 +23,12 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 log() { printf '[e2e-peer] %s\n' "$*" >&2; }
-. "$HERE/host.sh"   # vm_image, exporter_binary
+. "$HERE/host.sh"   # timeout_args, e2e_prepare
 
-TIMEOUT=200
-while (($#)); do
-  case $1 in
-    -t|--timeout) TIMEOUT=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'; exit 0 ;;
-    *) log "unknown argument $1"; exit 2 ;;
-  esac
-done
+timeout_args 200 "$@"
 ((TIMEOUT > 60)) || { log "-t must exceed 60"; exit 2; }
 
-VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
-OUT=${E2E_OUT:-$ROOT/target/vm-e2e-peer}
-vm_image "$VM"
-exporter_binary
+e2e_prepare vm-e2e-peer
 
 rm -rf "$OUT"; mkdir -p "$OUT/share/a" "$OUT/share/b" "$OUT/share/ctl"
 # unix socket paths are limited to 107 bytes: keep them short, outside OUT

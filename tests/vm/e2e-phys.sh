@@ -21,21 +21,11 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 log() { printf '[e2e-phys] %s\n' "$*" >&2; }
-. "$HERE/host.sh"   # vm_image, exporter_binary
+. "$HERE/host.sh"   # timeout_args, e2e_prepare
 
-TIMEOUT=240
-while (($#)); do
-  case $1 in
-    -t|--timeout) TIMEOUT=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'; exit 0 ;;
-    *) log "unknown argument $1"; exit 2 ;;
-  esac
-done
+timeout_args 240 "$@"
 
-VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
-OUT=${E2E_OUT:-$ROOT/target/vm-phys}
-vm_image "$VM"
-exporter_binary
+e2e_prepare vm-phys
 command -v setpci >/dev/null || { log "setpci (pciutils) missing on the host"; exit 2; }
 rm -rf "$OUT"; mkdir -p "$OUT/guest"
 MON=$OUT/monitor.sock

@@ -20,7 +20,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 log() { printf '[e2e-probe] %s\n' "$*" >&2; }
-. "$HERE/host.sh"   # vm_image, exporter_binary
+. "$HERE/host.sh"   # usage, e2e_prepare
 
 TIMEOUT=480
 BENCH=1
@@ -28,15 +28,12 @@ while (($#)); do
   case $1 in
     -t|--timeout) TIMEOUT=${2:?}; shift 2 ;;
     --no-bench) BENCH=0; shift ;;
-    -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'; exit 0 ;;
+    -h|--help) usage ;;
     *) log "unknown argument $1"; exit 2 ;;
   esac
 done
 
-VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
-OUT=${E2E_OUT:-$ROOT/target/vm-e2e-probe}
-vm_image "$VM"
-exporter_binary
+e2e_prepare vm-e2e-probe
 
 rm -rf "$OUT"; mkdir -p "$OUT/guest"
 EXTRA=()

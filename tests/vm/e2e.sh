@@ -30,7 +30,7 @@ while (($#)); do
     --nic-model) NIC_MODEL=${2:?}; shift 2 ;;
     --nic-model=*) NIC_MODEL=${1#*=}; shift ;;
     -t|--timeout) TIMEOUT=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'; exit 0 ;;
+    -h|--help) usage ;;
     *) log "unknown argument $1"; exit 2 ;;
   esac
 done

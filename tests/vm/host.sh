@@ -1,4 +1,4 @@
-# Helpers shared by the host-side drivers e2e.sh, e2e-probe.sh and soak.sh
+# Helpers shared by the host-side drivers (e2e*.sh, soak.sh)
 # (sourced; bash). The caller sets HERE (this folder) and ROOT (the
 # repository) and defines log(). Not part of the image: editing this file
 # does not rebuild it.
@@ -27,4 +27,34 @@ exporter_binary() {
     BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/roce_exporter
   fi
   [[ -x $BIN ]] || { log "no exporter binary at $BIN"; exit 2; }
+}
+
+# usage: prints the calling script's header comment (its help), exits 0.
+usage() {
+  sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'
+  exit 0
+}
+
+# timeout_args DEFAULT [ARGS...]: the options of a driver that takes only
+# -t/--timeout SEC (TIMEOUT, DEFAULT without) and -h/--help; exits 2 on any
+# other argument.
+timeout_args() {
+  TIMEOUT=$1
+  shift
+  while (($#)); do
+    case $1 in
+      -t|--timeout) TIMEOUT=${2:?}; shift 2 ;;
+      -h|--help) usage ;;
+      *) log "unknown argument $1"; exit 2 ;;
+    esac
+  done
+}
+
+# e2e_prepare DIR: VM (the image cache, $ROCE_VM_DIR), OUT ($E2E_OUT, else
+# target/DIR), the image built when stale, and BIN (exporter_binary).
+e2e_prepare() {
+  VM=${ROCE_VM_DIR:-/tmp/roce-exporter-vm}
+  OUT=${E2E_OUT:-$ROOT/target/$1}
+  vm_image "$VM"
+  exporter_binary
 }

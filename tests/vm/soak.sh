@@ -36,7 +36,7 @@ while (($#)); do
     --interval) RECORD=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     --markdown) MARKDOWN=(--markdown "${2:?}"); shift 2 ;;
-    -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'; exit 0 ;;
+    -h|--help) usage ;;
     *) log "unknown argument $1"; exit 2 ;;
   esac
 done

@@ -12,65 +12,7 @@ use std::time::{Duration, Instant};
 
 use roce_lldp::capture::{CaptureError, FrameSource, PacketCapture};
 use roce_lldp::parse_frame;
-
-fn run(args: &[&str]) -> std::process::Output {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Deletes the namespace on drop (also while unwinding from a failed assert).
-struct Netns(String);
-
-impl Netns {
-    fn new(name: String) -> Netns {
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        run(&["ip", "netns", "add", &name]);
-        Netns(name)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
-
-/// A test whose tool or privilege is missing here is skipped, with the
-/// reason; under CI (`CI` set), which provides them, that is a failure.
-fn skip_unless_ci(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}: CI must provide it, not skip the test"
-    );
-    eprintln!("skipped: {why}");
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("netns file");
-        // SAFETY: setns on a valid namespace descriptor only moves this
-        // thread, which ends right after.
-        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-        f()
-    })
-    .join()
-    .expect("netns thread")
-}
+use roce_testkit::netns::{in_netns, is_root, run, skip_unless_ci, Netns};
 
 fn script() -> String {
     format!("{}/tests/send_lldp.py", env!("CARGO_MANIFEST_DIR"))
@@ -89,32 +31,9 @@ fn capture_hears_the_switch_over_a_veth_pair() {
     let pid = std::process::id();
     let sw = Netns::new(format!("lldpsw{pid}"));
     let host = Netns::new(format!("lldphost{pid}"));
-    run(&[
-        "ip", "-n", &sw.0, "link", "add", "sw0", "type", "veth", "peer", "name", "rdma0", "netns",
-        &host.0,
-    ]);
-    run(&["ip", "-n", &sw.0, "link", "set", "sw0", "up"]);
-    run(&["ip", "-n", &host.0, "link", "set", "rdma0", "up"]);
-    run(&[
-        "ip",
-        "-n",
-        &sw.0,
-        "addr",
-        "add",
-        "192.0.2.1/24",
-        "dev",
-        "sw0",
-    ]);
-    run(&[
-        "ip",
-        "-n",
-        &host.0,
-        "addr",
-        "add",
-        "192.0.2.2/24",
-        "dev",
-        "rdma0",
-    ]);
+    sw.veth("sw0", &host, "rdma0");
+    sw.addr("sw0", "192.0.2.1/24");
+    host.addr("rdma0", "192.0.2.2/24");
 
     // Open the capture first (frames sent before it exists are not queued).
     let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -253,12 +172,7 @@ fn capture_cost_figures() {
     let mut names = Vec::new();
     for i in 0..8 {
         let (a, b) = (format!("sw{i}"), format!("rdma{i}"));
-        run(&[
-            "ip", "-n", &sw.0, "link", "add", &a, "type", "veth", "peer", "name", &b, "netns",
-            &host.0,
-        ]);
-        run(&["ip", "-n", &sw.0, "link", "set", &a, "up"]);
-        run(&["ip", "-n", &host.0, "link", "set", &b, "up"]);
+        sw.veth(&a, &host, &b);
         names.push(b);
     }
     let frame = roce_lldp::build::switch_frame("leaf-r3-a", "swp17", 4, 26, 4).frame([2; 6]);

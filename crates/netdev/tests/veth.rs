@@ -4,96 +4,34 @@
 //! interface. Needs root, `ip` (iproute2) and `ethtool`; the namespaces are
 //! deleted by a guard even when an assertion fails.
 
-use std::process::Command;
-
 use roce_netdev::ethtool::{
     decode_gstrings, parse_ethtool_s, read_listing, set_u32, Ioctl, ReplyBuf, StatsCache,
     ETHTOOL_GSTRINGS, ETH_SS_STATS,
 };
 use roce_netdev::{EthtoolError, EthtoolIo};
-
-fn run(args: &[&str]) -> std::process::Output {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Deletes the namespace on drop (also while unwinding from a failed assert).
-struct Netns(String);
-
-impl Netns {
-    fn new(name: String) -> Netns {
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        run(&["ip", "netns", "add", &name]);
-        Netns(name)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
-}
-
-/// A test whose tool, privilege or kernel feature is missing here is
-/// skipped, with the reason; under CI (`CI` set), which provides all of
-/// them, that is a failure instead, so that nothing passes untested.
-fn skip_unless_ci(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}: CI must provide it, not skip the test"
-    );
-    eprintln!("skipped: {why}");
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use roce_testkit::netns::{in_netns, is_root, join, run, skip_unless_ci, Netns};
 
 /// Reads `netdev` through the ioctl from inside `ns` (a thread that joins
 /// the namespace: the socket belongs to the namespace it is opened in).
 fn read_in_netns(ns: &str, netdev: &str) -> (Vec<String>, Vec<u64>) {
-    let path = format!("/run/netns/{ns}");
     let netdev = netdev.to_string();
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("netns file");
-        // SAFETY: setns on a valid namespace descriptor only moves this
-        // thread, which ends right after.
-        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+    in_netns(ns, move || {
         let mut io = Ioctl::open().expect("socket");
         read_listing(&mut io, &netdev).expect("names and values")
     })
-    .join()
-    .expect("reader thread")
 }
 
 /// Sends `n` UDP datagrams from inside `ns` (ARP, the datagrams and the
 /// ICMP port-unreachable replies move the counters; no `ping` needed).
 fn send_udp_in_netns(ns: &str, to: &str, n: usize) {
-    let path = format!("/run/netns/{ns}");
     let to = to.to_string();
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("netns file");
-        // SAFETY: as in read_in_netns.
-        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+    in_netns(ns, move || {
         let sock = std::net::UdpSocket::bind("0.0.0.0:0").expect("bind");
         for _ in 0..n {
             let _ = sock.send_to(b"roce_exporter veth test", &to);
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-    })
-    .join()
-    .expect("sender thread");
+    });
     // Let the last replies land before the counters are compared.
     std::thread::sleep(std::time::Duration::from_millis(200));
 }
@@ -128,32 +66,9 @@ fn ioctl_matches_ethtool_s_on_a_veth_pair() {
             "net.ipv6.conf.default.disable_ipv6=1",
         ]);
     }
-    run(&[
-        "ip", "-n", &a.0, "link", "add", "vethA", "type", "veth", "peer", "name", "vethB", "netns",
-        &b.0,
-    ]);
-    run(&[
-        "ip",
-        "-n",
-        &a.0,
-        "addr",
-        "add",
-        "10.231.0.1/30",
-        "dev",
-        "vethA",
-    ]);
-    run(&[
-        "ip",
-        "-n",
-        &b.0,
-        "addr",
-        "add",
-        "10.231.0.2/30",
-        "dev",
-        "vethB",
-    ]);
-    run(&["ip", "-n", &a.0, "link", "set", "vethA", "up"]);
-    run(&["ip", "-n", &b.0, "link", "set", "vethB", "up"]);
+    a.veth("vethA", &b, "vethB");
+    a.addr("vethA", "10.231.0.1/30");
+    b.addr("vethB", "10.231.0.2/30");
     send_udp_in_netns(&a.0, "10.231.0.2:9", 5);
 
     let before = run(&["ip", "netns", "exec", &a.0, "ethtool", "-S", "vethA"]);
@@ -233,8 +148,8 @@ fn a_set_grown_by_ethtool_l_is_read_whole_and_the_kernel_stops_at_the_guard_page
         "netns",
         &b.0,
     ]);
-    run(&["ip", "-n", &a.0, "link", "set", "vethG", "up"]);
-    run(&["ip", "-n", &b.0, "link", "set", "vethH", "up"]);
+    a.up("vethG");
+    b.up("vethH");
     let channels = |n: &str| {
         run(&[
             "ip", "netns", "exec", &a.0, "ethtool", "-L", "vethG", "rx", n, "tx", n,
@@ -252,10 +167,7 @@ fn a_set_grown_by_ethtool_l_is_read_whole_and_the_kernel_stops_at_the_guard_page
     let (cache_tx, cache_rx) = std::sync::mpsc::channel::<()>();
     let (grown_tx, grown_rx) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("netns file");
-        // SAFETY: as in read_in_netns.
-        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        join(&path);
         let mut io = Ioctl::open().expect("socket");
         let wanted = ["peer_ifindex", "tx_queue_0_xdp_xmit", "rx_queue_31_drops"];
         let mut cache = StatsCache::new(wanted.iter().map(|s| s.to_string()).collect());

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use crate::{Failure, Target};
 
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+
 /// Opens probe sessions on a host.
 pub trait Verbs: Send {
     type Session: Session;

@@ -2,129 +2,33 @@
 //! classification per step, resource reuse and recreation, caps, the
 //! "unavailable once" rule, jitter bounds. No device, no timing assertions.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use roce_probe::engine::{classify, payload, Engine, Settings, MAX_TARGETS};
 use roce_probe::runner::Runner;
 use roce_probe::schedule::{Schedule, JITTER};
-use roce_probe::verbs::{Landed, OpenError, Session, Verbs};
+use roce_probe::verbs::fake::{FakeDevice, FakeVerbs, Step};
+use roce_probe::verbs::OpenError;
 use roce_probe::{Failure, ProbeState, Reason, Target, RTT_BUCKETS};
 
-/// What the fake does on its next open / round.
-#[derive(Debug, Clone)]
-enum Step {
-    Ok(Duration),
-    Fail(Failure),
-    /// Lands something else than what was sent.
-    Garbage,
-    WrongTag,
-}
-
-#[derive(Default)]
-struct Log {
-    opens: usize,
-    closes: usize,
-    rounds: usize,
-    timeouts_seen: Vec<Duration>,
-}
-
-struct Fake {
-    opens: VecDeque<Result<(), OpenError>>,
-    rounds: Arc<Mutex<VecDeque<Step>>>,
-    port_up: Arc<Mutex<bool>>,
-    log: Arc<Mutex<Log>>,
-}
-
-struct FakeSession {
-    rounds: Arc<Mutex<VecDeque<Step>>>,
-    port_up: Arc<Mutex<bool>>,
-    log: Arc<Mutex<Log>>,
-}
-
-impl Drop for FakeSession {
-    fn drop(&mut self) {
-        self.log.lock().unwrap().closes += 1;
-    }
-}
-
-impl Verbs for Fake {
-    type Session = FakeSession;
-    fn open(&mut self, _t: &Target, buffer_len: usize) -> Result<FakeSession, OpenError> {
-        assert!(buffer_len <= 4096);
-        self.opens.pop_front().unwrap_or(Ok(()))?;
-        self.log.lock().unwrap().opens += 1;
-        Ok(FakeSession {
-            rounds: self.rounds.clone(),
-            port_up: self.port_up.clone(),
-            log: self.log.clone(),
-        })
-    }
-}
-
-impl Session for FakeSession {
-    fn port_active(&mut self) -> Result<bool, Failure> {
-        Ok(*self.port_up.lock().unwrap())
-    }
-    fn round(&mut self, p: &[u8], tag: u32, timeout: Duration) -> Result<Landed, Failure> {
-        let mut log = self.log.lock().unwrap();
-        log.rounds += 1;
-        log.timeouts_seen.push(timeout);
-        let step = self
-            .rounds
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(Step::Ok(Duration::from_micros(7)));
-        match step {
-            Step::Ok(rtt) => Ok(Landed {
-                rtt,
-                written: p.to_vec(),
-                tag,
-            }),
-            Step::Fail(f) => Err(f),
-            Step::Garbage => Ok(Landed {
-                rtt: Duration::from_micros(7),
-                written: vec![0; p.len()],
-                tag,
-            }),
-            Step::WrongTag => Ok(Landed {
-                rtt: Duration::from_micros(7),
-                written: p.to_vec(),
-                tag: tag.wrapping_add(1),
-            }),
-        }
-    }
-}
-
 struct Rig {
-    engine: Engine<Fake>,
-    rounds: Arc<Mutex<VecDeque<Step>>>,
-    port_up: Arc<Mutex<bool>>,
-    log: Arc<Mutex<Log>>,
+    engine: Engine<FakeVerbs>,
+    dev: Arc<FakeDevice>,
 }
 
 fn rig(opens: Vec<Result<(), OpenError>>) -> Rig {
-    let rounds = Arc::new(Mutex::new(VecDeque::new()));
-    let port_up = Arc::new(Mutex::new(true));
-    let log = Arc::new(Mutex::new(Log::default()));
-    let fake = Fake {
-        opens: opens.into(),
-        rounds: rounds.clone(),
-        port_up: port_up.clone(),
-        log: log.clone(),
-    };
+    let dev = FakeDevice::new();
+    dev.opens.lock().unwrap().extend(opens);
     Rig {
         engine: Engine::new(
-            fake,
+            FakeVerbs(dev.clone()),
             Settings {
                 timeout: Duration::from_millis(1500),
             },
         ),
-        rounds,
-        port_up,
-        log,
+        dev,
     }
 }
 
@@ -141,7 +45,7 @@ fn stats(r: &Rig) -> roce_probe::TargetStats {
 #[test]
 fn success_keeps_the_session_and_records_the_rtt() {
     let mut r = rig(vec![]);
-    r.rounds.lock().unwrap().extend([
+    r.dev.rounds.lock().unwrap().extend([
         Step::Ok(Duration::from_micros(3)),
         Step::Ok(Duration::from_micros(40)),
         Step::Ok(Duration::from_millis(200)),
@@ -153,7 +57,7 @@ fn success_keeps_the_session_and_records_the_rtt() {
     assert_eq!((s.requests, s.successes), (3, 3));
     assert!(s.failures.is_empty());
     assert_eq!(s.sessions_opened, 1);
-    assert_eq!(r.log.lock().unwrap().opens, 1);
+    assert_eq!(r.dev.log.lock().unwrap().opens, 1);
     assert_eq!(s.last_rtt, Some(Duration::from_millis(200)));
     assert_eq!(s.last_ok, Some(true));
     assert!(s.last_success.is_some());
@@ -171,6 +75,7 @@ fn success_keeps_the_session_and_records_the_rtt() {
     assert!((s.rtt.sum_seconds - 0.200043).abs() < 1e-9);
     // the configured timeout reaches the verbs layer
     assert!(r
+        .dev
         .log
         .lock()
         .unwrap()
@@ -182,7 +87,7 @@ fn success_keeps_the_session_and_records_the_rtt() {
 #[test]
 fn a_failure_drops_the_session_and_the_next_round_recreates_it() {
     let mut r = rig(vec![]);
-    r.rounds.lock().unwrap().extend([
+    r.dev.rounds.lock().unwrap().extend([
         Step::Ok(Duration::from_micros(5)),
         Step::Fail(Failure::new(Reason::Timeout, "3 of 3 completions missing")),
         Step::Ok(Duration::from_micros(5)),
@@ -191,7 +96,7 @@ fn a_failure_drops_the_session_and_the_next_round_recreates_it() {
     let f = r.engine.round(&t()).unwrap().unwrap_err();
     assert_eq!(f.reason, Reason::Timeout);
     assert_eq!(r.engine.open_sessions(), 0);
-    assert_eq!(r.log.lock().unwrap().closes, 1);
+    assert_eq!(r.dev.log.lock().unwrap().closes, 1);
     r.engine.round(&t());
     let s = stats(&r);
     assert_eq!((s.requests, s.successes), (3, 2));
@@ -251,7 +156,7 @@ fn memlock_failures_say_how_to_fix_them() {
 #[test]
 fn completion_errors_are_named_by_status() {
     let mut r = rig(vec![]);
-    r.rounds.lock().unwrap().extend([
+    r.dev.rounds.lock().unwrap().extend([
         Step::Fail(Failure::new(Reason::Completion(12), "retry")),
         Step::Fail(Failure::new(Reason::Completion(5), "flush")),
         Step::Fail(Failure::new(Reason::Completion(999), "odd driver")),
@@ -273,7 +178,8 @@ fn completion_errors_are_named_by_status() {
 #[test]
 fn payload_and_tag_are_verified() {
     let mut r = rig(vec![]);
-    r.rounds
+    r.dev
+        .rounds
         .lock()
         .unwrap()
         .extend([Step::Garbage, Step::WrongTag]);
@@ -291,12 +197,12 @@ fn payload_and_tag_are_verified() {
 #[test]
 fn a_down_port_is_reported_before_any_request() {
     let mut r = rig(vec![]);
-    *r.port_up.lock().unwrap() = false;
+    r.dev.port_up.store(false, Ordering::SeqCst);
     let f = r.engine.round(&t()).unwrap().unwrap_err();
     assert_eq!(f.reason, Reason::PortDown);
     assert_eq!(f.message, "rxe0/1 is not ACTIVE");
-    assert_eq!(r.log.lock().unwrap().rounds, 0);
-    *r.port_up.lock().unwrap() = true;
+    assert_eq!(r.dev.log.lock().unwrap().rounds, 0);
+    r.dev.port_up.store(true, Ordering::SeqCst);
     assert!(r.engine.round(&t()).unwrap().is_ok());
     let s = stats(&r);
     assert_eq!(s.failures.get("port_down"), Some(&1));
@@ -333,7 +239,7 @@ fn targets_are_capped_and_removed_ones_freed() {
     assert_eq!(r.engine.results().targets.len(), MAX_TARGETS);
     r.engine.retain(&many[..2]);
     assert_eq!(r.engine.open_sessions(), 2);
-    assert_eq!(r.log.lock().unwrap().closes, MAX_TARGETS - 2);
+    assert_eq!(r.dev.log.lock().unwrap().closes, MAX_TARGETS - 2);
     assert_eq!(r.engine.results().targets.len(), 2);
 }
 
@@ -393,14 +299,8 @@ fn schedule_runs_new_targets_early_then_every_interval() {
 
 #[test]
 fn the_runner_publishes_results_and_stops_on_drop() {
-    let rounds = Arc::new(Mutex::new(VecDeque::new()));
-    let log = Arc::new(Mutex::new(Log::default()));
-    let fake = Fake {
-        opens: VecDeque::new(),
-        rounds,
-        port_up: Arc::new(Mutex::new(true)),
-        log: log.clone(),
-    };
+    let dev = FakeDevice::new();
+    let fake = FakeVerbs(dev.clone());
     // a long interval: only the first round (within its first tenth) runs
     let runner = Runner::spawn(fake, Duration::from_millis(200), Settings::default()).unwrap();
     assert_eq!(runner.results().state, ProbeState::Starting);
@@ -431,7 +331,7 @@ fn the_runner_publishes_results_and_stops_on_drop() {
     }
     assert_eq!(n, 0, "a removed target leaves the results");
     drop(runner);
-    let log = log.lock().unwrap();
+    let log = dev.log.lock().unwrap();
     assert_eq!(log.opens, log.closes, "every session closed");
 }
 

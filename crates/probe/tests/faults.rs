@@ -1,5 +1,5 @@
-//! The probed device disappearing (hot-unplug, driver reload) with a fake
-//! verbs layer that fails as libibverbs does once the kernel has
+//! The probed device disappearing (hot-unplug, driver reload) with the fake
+//! verbs layer (`verbs::fake`), which fails as libibverbs does once the kernel has
 //! disassociated the device: a round in flight gets no completions (the
 //! mlx5 CQ buffer is remapped to a zero page) and times out,
 //! `ibv_query_port` fails with EIO, and the device is no longer listed, so
@@ -9,105 +9,24 @@
 //! resource destructors, which panic when a destroy fails with EIO, are
 //! covered by the unit test in src/ibverbs.rs.)
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use roce_probe::engine::{Engine, Settings};
 use roce_probe::runner::Runner;
-use roce_probe::verbs::{Landed, OpenError, Session, Verbs};
-use roce_probe::{Failure, ProbeState, Reason, Target};
+use roce_probe::verbs::fake::{FakeDevice, FakeVerbs};
+use roce_probe::{ProbeState, Reason, Target};
 
-#[derive(Default)]
-struct Host {
-    /// The device is registered (listed by libibverbs, answering).
-    present: AtomicBool,
-    /// Unregister it while the next round waits for its completions.
-    vanish_mid_round: AtomicBool,
-    opened: AtomicUsize,
-    released: AtomicUsize,
-    /// Whether releasing a session on a vanished device panics (as
-    /// sideway's asserting destructors do on their own).
-    panicking_release: AtomicBool,
-}
-
-struct Fake(Arc<Host>);
-
-struct FakeSession(Arc<Host>);
-
-impl Drop for FakeSession {
-    fn drop(&mut self) {
-        self.0.released.fetch_add(1, Ordering::SeqCst);
-        if !self.0.present.load(Ordering::SeqCst) && self.0.panicking_release.load(Ordering::SeqCst)
-        {
-            panic!("assertion `left == right` failed: ibv_destroy_qp returned 5");
-        }
-    }
-}
-
-impl Verbs for Fake {
-    type Session = FakeSession;
-    fn open(&mut self, t: &Target, _len: usize) -> Result<FakeSession, OpenError> {
-        if !self.0.present.load(Ordering::SeqCst) {
-            // What the real layer says when the device list lacks it.
-            return Err(OpenError::Failed(Failure::new(
-                Reason::DeviceOpen,
-                format!(
-                    "{} is not listed by libibverbs (no uverbs device or provider for it)",
-                    t.device
-                ),
-            )));
-        }
-        self.0.opened.fetch_add(1, Ordering::SeqCst);
-        Ok(FakeSession(self.0.clone()))
-    }
-}
-
-impl Session for FakeSession {
-    fn port_active(&mut self) -> Result<bool, Failure> {
-        if self.0.present.load(Ordering::SeqCst) {
-            Ok(true)
-        } else {
-            Err(Failure::with_errno(
-                Reason::QueryPort,
-                Some(libc::EIO),
-                "ibv_query_port(port 1): Input/output error (os error 5)",
-            ))
-        }
-    }
-
-    fn round(&mut self, payload: &[u8], tag: u32, timeout: Duration) -> Result<Landed, Failure> {
-        if self.0.vanish_mid_round.swap(false, Ordering::SeqCst) {
-            self.0.present.store(false, Ordering::SeqCst);
-        }
-        if !self.0.present.load(Ordering::SeqCst) {
-            return Err(Failure::new(
-                Reason::Timeout,
-                format!(
-                    "3 of 3 completions missing after {} ms",
-                    timeout.as_millis()
-                ),
-            ));
-        }
-        Ok(Landed {
-            rtt: Duration::from_micros(9),
-            written: payload.to_vec(),
-            tag,
-        })
-    }
-}
-
-fn host() -> Arc<Host> {
-    let h = Arc::new(Host::default());
-    h.present.store(true, Ordering::SeqCst);
-    h
+fn host() -> Arc<FakeDevice> {
+    FakeDevice::new()
 }
 
 fn target() -> Target {
     Target::loopback("mlx5_0", 1, 3)
 }
 
-fn reasons(engine: &Engine<Fake>) -> Vec<(String, u64)> {
+fn reasons(engine: &Engine<FakeVerbs>) -> Vec<(String, u64)> {
     let r = engine.results();
     r.targets[0]
         .1
@@ -120,14 +39,14 @@ fn reasons(engine: &Engine<Fake>) -> Vec<(String, u64)> {
 #[test]
 fn the_device_vanishing_during_a_round_is_a_timeout_then_device_open_until_it_is_back() {
     let h = host();
-    let mut engine = Engine::new(Fake(h.clone()), Settings::default());
+    let mut engine = Engine::new(FakeVerbs(h.clone()), Settings::default());
     assert!(matches!(engine.round(&target()), Some(Ok(_))));
 
     h.vanish_mid_round.store(true, Ordering::SeqCst);
     let f = engine.round(&target()).unwrap().unwrap_err();
     assert_eq!(f.reason, Reason::Timeout);
     assert_eq!(engine.open_sessions(), 0, "the session is released");
-    assert_eq!(h.released.load(Ordering::SeqCst), 1);
+    assert_eq!(h.log.lock().unwrap().closes, 1);
 
     // Gone: every later round fails to open, nothing is held.
     for _ in 0..3 {
@@ -158,7 +77,7 @@ fn the_device_vanishing_during_a_round_is_a_timeout_then_device_open_until_it_is
 #[test]
 fn the_device_vanishing_between_rounds_fails_the_port_query() {
     let h = host();
-    let mut engine = Engine::new(Fake(h.clone()), Settings::default());
+    let mut engine = Engine::new(FakeVerbs(h.clone()), Settings::default());
     assert!(matches!(engine.round(&target()), Some(Ok(_))));
     h.present.store(false, Ordering::SeqCst);
     let f = engine.round(&target()).unwrap().unwrap_err();
@@ -182,7 +101,7 @@ fn the_runner_survives_a_session_release_that_panics_and_keeps_probing() {
     h.panicking_release.store(true, Ordering::SeqCst);
     h.vanish_mid_round.store(false, Ordering::SeqCst);
     let runner = Runner::spawn(
-        Fake(h.clone()),
+        FakeVerbs(h.clone()),
         Duration::from_millis(50),
         Settings {
             timeout: Duration::from_millis(10),
@@ -217,9 +136,6 @@ fn the_runner_survives_a_session_release_that_panics_and_keeps_probing() {
     assert_eq!(s.last_ok, Some(true));
     assert_eq!(runner.results().state, ProbeState::Running);
     drop(runner);
-    assert_eq!(
-        h.opened.load(Ordering::SeqCst),
-        h.released.load(Ordering::SeqCst),
-        "every session released"
-    );
+    let log = h.log.lock().unwrap();
+    assert_eq!(log.opens, log.closes, "every session released");
 }

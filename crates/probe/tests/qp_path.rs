@@ -3,56 +3,20 @@
 //! the libibverbs one does (`qp_path` over the port's active MTU) reports
 //! the path each session was opened with, and the engine says it.
 
-use std::time::Duration;
-
 use roce_probe::engine::{Engine, Settings};
-use roce_probe::verbs::{qp_path, Landed, OpenError, QpPath, Session, Verbs};
-use roce_probe::{Failure, Target};
+use roce_probe::verbs::fake::{FakeDevice, FakeVerbs};
+use roce_probe::verbs::QpPath;
+use roce_probe::Target;
 
-/// A port with this active MTU (what `ibv_query_port` reports).
-struct FakePort {
-    active_mtu: u32,
-    opened: Vec<QpPath>,
-}
-
-struct FakeSession {
-    path: QpPath,
-}
-
-impl Verbs for FakePort {
-    type Session = FakeSession;
-    fn open(&mut self, target: &Target, _buffer_len: usize) -> Result<FakeSession, OpenError> {
-        let path = qp_path(target, self.active_mtu);
-        self.opened.push(path);
-        Ok(FakeSession { path })
-    }
-}
-
-impl Session for FakeSession {
-    fn path(&self) -> Option<QpPath> {
-        Some(self.path)
-    }
-    fn port_active(&mut self) -> Result<bool, Failure> {
-        Ok(true)
-    }
-    fn round(&mut self, payload: &[u8], tag: u32, _timeout: Duration) -> Result<Landed, Failure> {
-        Ok(Landed {
-            rtt: Duration::from_micros(5),
-            written: payload.to_vec(),
-            tag,
-        })
-    }
+/// The fake layer on a port whose active MTU (what `ibv_query_port`
+/// reports) is `mtu` bytes.
+fn port(mtu: u32) -> FakeVerbs {
+    FakeVerbs(FakeDevice::with_active_mtu(Some(mtu)))
 }
 
 #[test]
 fn rounds_run_at_the_roce_dscp_and_the_active_mtu() {
-    let mut engine = Engine::new(
-        FakePort {
-            active_mtu: 4096,
-            opened: Vec::new(),
-        },
-        Settings::default(),
-    );
+    let mut engine = Engine::new(port(4096), Settings::default());
     // DSCP 26, as `roce_dscp` gives for NCCL_IB_TC=106: traffic class 104.
     let target = Target::loopback("mlx5_0", 1, 3).with_traffic_class(26 << 2);
     assert!(matches!(engine.round(&target), Some(Ok(_))));
@@ -68,13 +32,7 @@ fn rounds_run_at_the_roce_dscp_and_the_active_mtu() {
 
 #[test]
 fn a_new_traffic_class_is_a_new_session() {
-    let mut engine = Engine::new(
-        FakePort {
-            active_mtu: 2048,
-            opened: Vec::new(),
-        },
-        Settings::default(),
-    );
+    let mut engine = Engine::new(port(2048), Settings::default());
     let before = Target::loopback("mlx5_0", 1, 3);
     let after = before.clone().with_traffic_class(104);
     assert!(matches!(engine.round(&before), Some(Ok(_))));

@@ -2,13 +2,19 @@
 //! in the kernel's layout ([`tree::Tree`], [`rdma`], [`pci`]), one list of
 //! kernel names ([`kernel`]), and the trees built from them ([`trees`]):
 //! the fixtures the crates' tests read, the demo node, the benchmark tree.
+//! Network namespaces with veth pairs for the tests of real netdevs
+//! ([`netns`]). With the `snapshot` feature, snapshots of the model for the rule and
+//! exposition tests ([`snapshot`]).
 //! The committed trees are regenerated with
 //! `cargo run -p roce-testkit -- fixtures`; a test keeps them in step.
 
 pub mod compare;
 pub mod kernel;
+pub mod netns;
 pub mod pci;
 pub mod rdma;
+#[cfg(feature = "snapshot")]
+pub mod snapshot;
 pub mod tree;
 pub mod trees;
 
