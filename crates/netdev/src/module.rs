@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use roce_netlink::{MessageBuilder, NlError};
 
+use crate::error::NetdevError;
 use crate::fec::{ETHTOOL_A_HEADER_DEV_NAME, ETHTOOL_A_HEADER_FLAGS};
 use crate::genl::{parse_hex_messages, replay_path, split, GenlClient, ReplayError};
 
@@ -702,12 +703,15 @@ fn decode_sff8472(pages: &Pages, a0: &[u8], id: u8) -> ModuleInfo {
 /// Reads half pages of a module's EEPROM. `Ok(None)`: not available (no
 /// module support in the driver, no module, or a page the module lacks).
 pub trait EepromRead: Send {
-    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String>;
+    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, NetdevError>;
 }
 
 /// Reads and decodes one module: lower page 0, then the pages its map
 /// needs. `Ok(None)` when the netdev has no readable module.
-pub fn read_module(io: &mut dyn EepromRead, netdev: &str) -> Result<Option<ModuleInfo>, String> {
+pub fn read_module(
+    io: &mut dyn EepromRead,
+    netdev: &str,
+) -> Result<Option<ModuleInfo>, NetdevError> {
     let Some(lower) = io.read_half(netdev, HalfPage::lower(I2C_A0))? else {
         return Ok(None);
     };
@@ -719,9 +723,13 @@ pub fn read_module(io: &mut dyn EepromRead, netdev: &str) -> Result<Option<Modul
             pages.insert(id, data);
         }
     }
-    decode(&pages)
-        .map(Some)
-        .map_err(|e| format!("{netdev}: {e}"))
+    match decode(&pages) {
+        Ok(info) => Ok(Some(info)),
+        Err(source) => Err(NetdevError::Module {
+            netdev: netdev.to_string(),
+            source,
+        }),
+    }
 }
 
 /// The `MODULE_EEPROM_GET` request for one half page.
@@ -772,14 +780,14 @@ impl EthtoolEeprom {
 }
 
 impl EepromRead for EthtoolEeprom {
-    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String> {
+    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, NetdevError> {
         match self
             .client
             .request(|family| eeprom_request(family, netdev, page))
         {
             Ok(None) => Ok(None),
             Ok(Some(replies)) => match replies.first() {
-                Some(p) => parse_eeprom_reply(p).map(Some).map_err(|e| e.to_string()),
+                Some(p) => Ok(Some(parse_eeprom_reply(p)?)),
                 None => Ok(None),
             },
             Err(NlError::Kernel { errno, .. }) if eeprom_errno_is_absent(errno, page) => Ok(None),
@@ -790,7 +798,11 @@ impl EepromRead for EthtoolEeprom {
             Err(NlError::Kernel { errno, .. }) if errno == libc::EPERM || errno == libc::EACCES => {
                 Ok(None)
             }
-            Err(e) => Err(format!("{netdev}: module EEPROM {page:?}: {e}")),
+            Err(source) => Err(NetdevError::Eeprom {
+                netdev: netdev.to_string(),
+                page,
+                source,
+            }),
         }
     }
 }
@@ -870,17 +882,18 @@ pub fn parse_eeprom_replay(text: &str) -> Result<Pages, ReplayError> {
 }
 
 impl EepromRead for EepromReplay {
-    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String> {
+    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, NetdevError> {
         let Some(path) = replay_path(&self.dir, netdev, "eeprom") else {
             return Ok(None);
         };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if roce_host::errno::is_absent(&e) => return Ok(None),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) => return Err(crate::io_error(&path, &e).into()),
         };
-        let mut pages =
-            parse_eeprom_replay(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(pages.remove(&page))
+        match parse_eeprom_replay(&text) {
+            Ok(mut pages) => Ok(pages.remove(&page)),
+            Err(source) => Err(NetdevError::Replay { path, source }),
+        }
     }
 }
