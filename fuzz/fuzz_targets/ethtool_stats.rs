@@ -22,7 +22,7 @@ use roce_netdev::ethtool::{
 };
 use roce_netdev::mapping::{self, Resolved};
 use roce_netdev::reader::{DcbRead, PauseRead, ReaderOptions, Target};
-use roce_netdev::{EthtoolIo, NetdevReader, PauseStats};
+use roce_netdev::{EthtoolIo, NetdevError, NetdevReader, PauseStats};
 
 const ETH_GSTRING_LEN: usize = 32;
 
@@ -176,9 +176,9 @@ struct Pause(Replies);
 struct Dcb(Replies);
 
 impl PauseRead for Pause {
-    fn read_pause(&mut self, _: &str) -> std::result::Result<Option<PauseStats>, String> {
+    fn read_pause(&mut self, _: &str) -> std::result::Result<Option<PauseStats>, NetdevError> {
         let payload = self.0.pause.pop_front().unwrap_or_default();
-        roce_netdev::live::parse_pause_reply(&payload).map_err(|e| e.to_string())
+        Ok(roce_netdev::live::parse_pause_reply(&payload)?)
     }
 }
 

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use roce_netlink::{MessageBuilder, NlError};
 
+use crate::error::NetdevError;
 use crate::genl::{parse_hex_messages, replay_path, split, GenlClient};
 
 pub const ETHTOOL_MSG_FEC_GET: u8 = 29;
@@ -276,7 +277,7 @@ pub fn fec_ber(prev: &FecInfo, cur: &FecInfo, seconds: f64, speed_mbps: u64) -> 
 /// Reads the FEC state of one netdev; `Ok(None)` when the driver or kernel
 /// has none (not a failure).
 pub trait FecRead: Send {
-    fn read_fec(&mut self, netdev: &str) -> Result<Option<FecInfo>, String>;
+    fn read_fec(&mut self, netdev: &str) -> Result<Option<FecInfo>, NetdevError>;
 }
 
 /// `FEC_GET` over ethtool generic netlink.
@@ -293,15 +294,15 @@ impl EthtoolFec {
 }
 
 impl FecRead for EthtoolFec {
-    fn read_fec(&mut self, netdev: &str) -> Result<Option<FecInfo>, String> {
+    fn read_fec(&mut self, netdev: &str) -> Result<Option<FecInfo>, NetdevError> {
         match self.client.request(|family| fec_request(family, netdev)) {
             Ok(None) => Ok(None),
             Ok(Some(replies)) => match replies.first() {
-                Some(p) => parse_fec_reply(p).map(Some).map_err(|e| e.to_string()),
+                Some(p) => Ok(Some(parse_fec_reply(p)?)),
                 None => Ok(None),
             },
             Err(NlError::Kernel { errno, .. }) if errno == libc::EOPNOTSUPP => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -321,19 +322,23 @@ impl FecReplay {
 }
 
 impl FecRead for FecReplay {
-    fn read_fec(&mut self, netdev: &str) -> Result<Option<FecInfo>, String> {
+    fn read_fec(&mut self, netdev: &str) -> Result<Option<FecInfo>, NetdevError> {
         let Some(path) = replay_path(&self.dir, netdev, "fec") else {
             return Ok(None);
         };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if roce_host::errno::is_absent(&e) => return Ok(None),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) => return Err(crate::io_error(&path, &e).into()),
         };
-        let msgs = parse_hex_messages(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let msgs = match parse_hex_messages(&text) {
+            Ok(m) => m,
+            Err(source) => return Err(NetdevError::Replay { path, source }),
+        };
         let payload = msgs.first().map(Vec::as_slice).unwrap_or(&[]);
-        parse_fec_reply(payload)
-            .map(Some)
-            .map_err(|e| format!("{}: {e}", path.display()))
+        match parse_fec_reply(payload) {
+            Ok(f) => Ok(Some(f)),
+            Err(source) => Err(NetdevError::ReplayReply { path, source }),
+        }
     }
 }

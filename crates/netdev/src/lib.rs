@@ -32,6 +32,7 @@
 pub mod aer;
 pub mod dcb;
 pub mod devlink;
+pub mod error;
 pub mod ethtool;
 pub mod fec;
 pub mod genl;
@@ -44,6 +45,7 @@ pub mod reader;
 pub mod sysfs;
 
 pub use dcb::{DcbConfig, DcbError, Trust};
+pub use error::{ErrorKind, NetdevError};
 pub use ethtool::{EthtoolError, EthtoolIo};
 pub use mapping::{Direction, Meaning};
 pub use reader::{NetdevReader, ReaderOptions, Target};

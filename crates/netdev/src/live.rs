@@ -18,6 +18,7 @@ use std::time::Duration;
 use roce_netlink::{attrs, MessageBuilder, NlError, Protocol, Socket};
 
 use crate::dcb::{DcbConfig, DcbError, RTM_GETDCB};
+use crate::error::NetdevError;
 use crate::reader::{DcbRead, PauseRead};
 use crate::PauseStats;
 
@@ -171,31 +172,30 @@ pub fn parse_pause_reply(payload: &[u8]) -> Result<Option<PauseStats>, NlError> 
 }
 
 impl PauseRead for EthtoolPause {
-    fn read_pause(&mut self, netdev: &str) -> Result<Option<PauseStats>, String> {
-        let Some(family) = self.family().map_err(|e| e.to_string())? else {
+    fn read_pause(&mut self, netdev: &str) -> Result<Option<PauseStats>, NetdevError> {
+        let Some(family) = self.family()? else {
             return Ok(None);
         };
-        let socket =
-            open(&mut self.socket, Protocol::Generic, self.timeout).map_err(|e| e.to_string())?;
+        let socket = open(&mut self.socket, Protocol::Generic, self.timeout)?;
         let mut b = MessageBuilder::new(family, 0);
         b.header(&[ETHTOOL_MSG_PAUSE_GET, ETHTOOL_GENL_VERSION, 0, 0]);
         let nest = b.nest_begin(ETHTOOL_A_PAUSE_HEADER);
         b.attr_str(ETHTOOL_A_HEADER_DEV_NAME, netdev)
             .attr_u32(ETHTOOL_A_HEADER_FLAGS, ETHTOOL_FLAG_STATS);
         b.nest_end(nest);
-        let msg = b.finish().map_err(|e| e.to_string())?;
+        let msg = b.finish()?;
         match socket.request(msg) {
             Ok(replies) => {
                 for m in &replies {
                     if m.kind == family {
-                        return parse_pause_reply(&m.payload).map_err(|e| e.to_string());
+                        return Ok(parse_pause_reply(&m.payload)?);
                     }
                 }
                 Ok(None)
             }
             // A driver without pause support answers EOPNOTSUPP.
             Err(NlError::Kernel { errno, .. }) if errno == libc::EOPNOTSUPP => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -122,7 +122,7 @@ impl EepromRead for CountedEeprom<'_> {
         &mut self,
         netdev: &str,
         page: crate::module::HalfPage,
-    ) -> Result<Option<Vec<u8>>, String> {
+    ) -> Result<Option<Vec<u8>>, crate::NetdevError> {
         *self.calls += 1;
         self.io.read_half(netdev, page)
     }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use roce_host::HostError;
 
 use crate::dcb::{DcbApp, DcbConfig, DcbError};
+use crate::error::NetdevError;
 use crate::ethtool::{EthtoolError, EthtoolIo, StatsCache};
 use crate::genl::ReplayError;
 use crate::{DcbOutcome, Netdev, NetdevSnapshot, Outcome, PauseStats, RdmaPortRef};
@@ -43,7 +44,7 @@ pub trait DcbRead: Send {
 /// Reads the standard pause statistics of one netdev; `Ok(None)` when the
 /// driver has none.
 pub trait PauseRead: Send {
-    fn read_pause(&mut self, netdev: &str) -> Result<Option<PauseStats>, String>;
+    fn read_pause(&mut self, netdev: &str) -> Result<Option<PauseStats>, NetdevError>;
 }
 
 /// Replays recorded DCB settings from `<dir>/<netdev>.dcb`, a small text

@@ -157,7 +157,11 @@ struct Counting {
 }
 
 impl EepromRead for Counting {
-    fn read_half(&mut self, netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String> {
+    fn read_half(
+        &mut self,
+        netdev: &str,
+        page: HalfPage,
+    ) -> Result<Option<Vec<u8>>, roce_netdev::NetdevError> {
         self.asked.push(page);
         self.inner.read_half(netdev, page)
     }
@@ -655,7 +659,11 @@ struct Missing {
 }
 
 impl EepromRead for Missing {
-    fn read_half(&mut self, _netdev: &str, page: HalfPage) -> Result<Option<Vec<u8>>, String> {
+    fn read_half(
+        &mut self,
+        _netdev: &str,
+        page: HalfPage,
+    ) -> Result<Option<Vec<u8>>, roce_netdev::NetdevError> {
         Ok(self.pages.get(&page).cloned())
     }
 }
