@@ -222,7 +222,8 @@ impl Catalog {
                 self.pass_in_flight = false;
                 self.list_due = Some(now + self.refresh);
                 d.passes += 1;
-                d.list_errors = errors;
+                // The published discovery holds them as the log prints them.
+                d.list_errors = errors.iter().map(ToString::to_string).collect();
                 let before = self.endpoints().len();
                 self.set_list(peers);
                 before != self.endpoints().len()

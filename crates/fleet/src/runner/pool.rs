@@ -14,7 +14,7 @@ pub(super) enum Job {
 
 /// A finished job.
 pub(super) enum Done {
-    List(Vec<PeerAddress>, Vec<String>),
+    List(Vec<PeerAddress>, Vec<crate::FleetError>),
     Document(PeerAddress, Result<Vec<Endpoint>, FetchError>),
     Query(Result<Vec<FleetSeries>, FetchError>),
 }
@@ -91,7 +91,7 @@ impl Pool {
                                 match again {
                                     Job::List => Done::List(
                                         Vec::new(),
-                                        vec!["the peer list panicked".into()],
+                                        vec![crate::FleetError::ListPanicked],
                                     ),
                                     Job::Document(p) => Done::Document(p, Err(e)),
                                     Job::Query => Done::Query(Err(e)),
