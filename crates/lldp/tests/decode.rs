@@ -7,7 +7,7 @@
 
 use roce_lldp::build::{switch_frame, FrameBuilder};
 use roce_lldp::lldpd::parse_json0;
-use roce_lldp::tlv::{app_selector, parse_frame, tlv_type, ParseError, MAX_APP, MAX_TEXT};
+use roce_lldp::tlv::{app_selector, parse_frame, tlv_type, FrameError, MAX_APP, MAX_TEXT};
 use roce_lldp::{App, Pfc};
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -163,7 +163,7 @@ fn lying_lengths_and_order() {
     f[at + 1] = 0xff; // 511 bytes claimed
     assert!(matches!(
         parse_frame(&f),
-        Err(ParseError::TruncatedTlv { .. })
+        Err(FrameError::TruncatedTlv { .. })
     ));
     // Port ID before chassis ID.
     let pdu = FrameBuilder::default()
@@ -172,28 +172,28 @@ fn lying_lengths_and_order() {
         .raw_tlv(tlv_type::TTL, &[0, 120]);
     assert_eq!(
         parse_frame(&pdu.frame([2; 6])),
-        Err(ParseError::OutOfOrder(2))
+        Err(FrameError::OutOfOrder(2))
     );
     // A second TTL.
     let f = base().raw_tlv(tlv_type::TTL, &[0, 1]).frame([2; 6]);
-    assert_eq!(parse_frame(&f), Err(ParseError::Duplicate(3)));
+    assert_eq!(parse_frame(&f), Err(FrameError::Duplicate(3)));
     // Bad ID subtype and a one-byte ID.
     let pdu = FrameBuilder::default().raw_tlv(tlv_type::CHASSIS_ID, b"\x09abc");
     assert!(matches!(
         parse_frame(&pdu.frame([2; 6])),
-        Err(ParseError::BadSubtype { .. })
+        Err(FrameError::BadSubtype { .. })
     ));
     let pdu = FrameBuilder::default().raw_tlv(tlv_type::CHASSIS_ID, b"\x04");
     assert!(matches!(
         parse_frame(&pdu.frame([2; 6])),
-        Err(ParseError::BadLength { .. })
+        Err(FrameError::BadLength { .. })
     ));
     // Missing End TLV: lldpd rejects it, so do we.
     let mut f = base().pdu();
     f.truncate(f.len() - 2);
     assert_eq!(
         roce_lldp::tlv::parse_pdu(&f),
-        Err(ParseError::MissingMandatory)
+        Err(FrameError::MissingMandatory)
     );
     // End TLV with a length.
     let mut f = base().pdu();
@@ -204,14 +204,14 @@ fn lying_lengths_and_order() {
     // Not LLDP: wrong destination, wrong ethertype, oversized.
     let mut f = base().frame([2; 6]);
     f[5] = 0x01;
-    assert_eq!(parse_frame(&f), Err(ParseError::NotLldpDestination));
+    assert_eq!(parse_frame(&f), Err(FrameError::NotLldpDestination));
     let mut f = base().frame([2; 6]);
     f[12] = 0x08;
     f[13] = 0x00;
-    assert_eq!(parse_frame(&f), Err(ParseError::NotLldp(0x0800)));
+    assert_eq!(parse_frame(&f), Err(FrameError::NotLldp(0x0800)));
     assert!(matches!(
         parse_frame(&vec![0u8; 10_000]),
-        Err(ParseError::TooLong(_))
+        Err(FrameError::TooLong(_))
     ));
 }
 

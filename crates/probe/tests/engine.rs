@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use roce_probe::engine::{classify, payload, Engine, Settings, MAX_TARGETS};
+use roce_probe::engine::{classify, payload, ProbeEngine, Settings, MAX_TARGETS};
 use roce_probe::runner::Runner;
 use roce_probe::schedule::{Schedule, JITTER};
 use roce_probe::verbs::{Landed, OpenError, Session, Verbs};
@@ -99,7 +99,7 @@ impl Session for FakeSession {
 }
 
 struct Rig {
-    engine: Engine<Fake>,
+    engine: ProbeEngine<Fake>,
     rounds: Arc<Mutex<VecDeque<Step>>>,
     port_up: Arc<Mutex<bool>>,
     log: Arc<Mutex<Log>>,
@@ -116,7 +116,7 @@ fn rig(opens: Vec<Result<(), OpenError>>) -> Rig {
         log: log.clone(),
     };
     Rig {
-        engine: Engine::new(
+        engine: ProbeEngine::new(
             fake,
             Settings {
                 timeout: Duration::from_millis(1500),

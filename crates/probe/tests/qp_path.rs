@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use roce_probe::engine::{Engine, Settings};
+use roce_probe::engine::{ProbeEngine, Settings};
 use roce_probe::verbs::{qp_path, Landed, OpenError, QpPath, Session, Verbs};
 use roce_probe::{Failure, Target};
 
@@ -46,7 +46,7 @@ impl Session for FakeSession {
 
 #[test]
 fn rounds_run_at_the_roce_dscp_and_the_active_mtu() {
-    let mut engine = Engine::new(
+    let mut engine = ProbeEngine::new(
         FakePort {
             active_mtu: 4096,
             opened: Vec::new(),
@@ -68,7 +68,7 @@ fn rounds_run_at_the_roce_dscp_and_the_active_mtu() {
 
 #[test]
 fn a_new_traffic_class_is_a_new_session() {
-    let mut engine = Engine::new(
+    let mut engine = ProbeEngine::new(
         FakePort {
             active_mtu: 2048,
             opened: Vec::new(),
