@@ -89,7 +89,7 @@ pub struct Id {
 
 /// ETS configuration or recommendation (802.1Qaz).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ets {
+pub struct AdvertisedEts {
     /// Willing bit (configuration TLV only; false in a recommendation).
     pub willing: bool,
     /// Credit-based shaper supported (configuration TLV only).
@@ -121,7 +121,7 @@ pub struct Pfc {
 /// One APP priority entry (802.1Qaz): `protocol` (an ethertype, port or,
 /// with selector 5, a DSCP) maps to `priority`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct App {
+pub struct AppEntry {
     pub selector: u8,
     pub protocol: u16,
     pub priority: u8,
@@ -141,12 +141,12 @@ pub struct Lldpdu {
     pub management_addresses: Vec<String>,
     pub pvid: Option<u16>,
     pub max_frame_size: Option<u16>,
-    pub ets_configuration: Option<Ets>,
-    pub ets_recommendation: Option<Ets>,
+    pub ets_configuration: Option<AdvertisedEts>,
+    pub ets_recommendation: Option<AdvertisedEts>,
     pub pfc: Option<Pfc>,
     /// APP priority table, `None` when the TLV was absent (an empty table
     /// is `Some(vec![])`); at most [`MAX_APP`] entries.
-    pub app: Option<Vec<App>>,
+    pub app: Option<Vec<AppEntry>>,
     /// TLVs skipped: unknown types and org TLVs not decoded here.
     pub skipped_tlvs: u32,
     /// Decoded org TLVs dropped for a length that does not fit their layout.
@@ -408,7 +408,7 @@ pub fn decode_org(oui: [u8; 3], subtype: u8, info: &[u8], out: &mut Lldpdu) {
 /// 0x07; recommendation: reserved), the priority assignment table (4
 /// octets, a nibble per priority, priority 0 in the high nibble), the TC
 /// bandwidth table (8 octets) and the TSA table (8 octets): 21 octets.
-fn decode_ets(info: &[u8], configuration: bool) -> Option<Ets> {
+fn decode_ets(info: &[u8], configuration: bool) -> Option<AdvertisedEts> {
     if info.len() != 21 {
         return None;
     }
@@ -432,7 +432,7 @@ fn decode_ets(info: &[u8], configuration: bool) -> Option<Ets> {
     } else {
         (false, false, 0)
     };
-    Some(Ets {
+    Some(AdvertisedEts {
         willing,
         cbs,
         max_tcs,
@@ -457,7 +457,7 @@ fn decode_app(info: &[u8], out: &mut Lldpdu) -> bool {
     }
     let mut app = Vec::with_capacity((entries.len() / 3).min(MAX_APP));
     for e in entries.chunks_exact(3).take(MAX_APP) {
-        let entry = App {
+        let entry = AppEntry {
             priority: e[0] >> 5,
             selector: e[0] & 0x07,
             protocol: u16::from_be_bytes([e[1], e[2]]),

@@ -8,7 +8,7 @@
 use roce_lldp::build::{switch_frame, FrameBuilder};
 use roce_lldp::lldpd::parse_json0;
 use roce_lldp::tlv::{app_selector, parse_frame, tlv_type, FrameError, MAX_APP, MAX_TEXT};
-use roce_lldp::{App, Pfc};
+use roce_lldp::{AppEntry, Pfc};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -69,7 +69,7 @@ fn python_built_switch_frame() {
     assert!(!pfc.willing);
     assert_eq!(
         pdu.app,
-        Some(vec![App {
+        Some(vec![AppEntry {
             selector: app_selector::DSCP,
             protocol: 26,
             priority: 4
@@ -258,8 +258,8 @@ fn lying_dcbx_tlvs_are_dropped_alone() {
 #[test]
 fn bounded_text_app_and_addresses() {
     let long = "x".repeat(500);
-    let entries: Vec<App> = (0..160)
-        .map(|i| App {
+    let entries: Vec<AppEntry> = (0..160)
+        .map(|i| AppEntry {
             selector: 5,
             protocol: i,
             priority: (i % 8) as u8,
