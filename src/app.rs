@@ -266,10 +266,10 @@ fn age_seconds(s: &Snapshot) -> f64 {
 /// What the server (crates/web) serves: this state, the runbook, nothing
 /// else.
 impl roce_web::Content for App {
-    fn metrics(&self, format: roce_web::Format, gzip: bool) -> (&'static str, Bytes) {
+    fn metrics(&self, format: roce_web::ScrapeFormat, gzip: bool) -> (&'static str, Bytes) {
         let format = match format {
-            roce_web::Format::Text => Format::Text,
-            roce_web::Format::OpenMetrics => Format::OpenMetrics,
+            roce_web::ScrapeFormat::Text => Format::Text,
+            roce_web::ScrapeFormat::OpenMetrics => Format::OpenMetrics,
         };
         (format.content_type(), App::metrics(self, format, gzip))
     }

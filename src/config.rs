@@ -445,7 +445,7 @@ pub enum ValidationError {
     #[error("rules.disabled: unknown rule {rule:?} (known: {known})")]
     UnknownRule { rule: String, known: String },
     #[error("peer_probes: {0}")]
-    PeerProbes(String),
+    PeerProbes(roce_fleet::FleetError),
 }
 
 impl Config {

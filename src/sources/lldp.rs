@@ -338,9 +338,53 @@ fn read_json_file(path: &std::path::Path) -> Result<Vec<u8>, roce_host::named::N
     )
 }
 
+/// Why `lldpcli` gave no document.
+#[derive(Debug, thiserror::Error)]
+enum LldpcliError {
+    /// The program could not be started (absent, not executable).
+    #[error("{}: {error}", cli.display())]
+    Start { cli: PathBuf, error: std::io::Error },
+    /// The child came without the pipe asked for (`stdout` or `stderr`).
+    #[error("no {0}")]
+    NoPipe(Pipe),
+    /// Killed past [`LLDPCLI_TIMEOUT`].
+    #[error("timed out after {0:?}")]
+    TimedOut(Duration),
+    /// Waiting for the child, or reading its output, failed.
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("reader panicked")]
+    ReaderPanicked,
+    /// A failed exit, with the start of what it wrote to stderr.
+    #[error("exit {status}: {stderr}")]
+    Exit {
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+}
+
+/// A pipe to the child.
+#[derive(Debug, Clone, Copy)]
+enum Pipe {
+    Stdout,
+    Stderr,
+}
+
+impl std::fmt::Display for Pipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Pipe::Stdout => "stdout",
+            Pipe::Stderr => "stderr",
+        })
+    }
+}
+
 /// Runs `lldpcli [-u socket] -f json0 show neighbors details`, bounded in
 /// output and time (killed past [`LLDPCLI_TIMEOUT`]).
-fn run_lldpcli(cli: &std::path::Path, socket: Option<&std::path::Path>) -> Result<Vec<u8>, String> {
+fn run_lldpcli(
+    cli: &std::path::Path,
+    socket: Option<&std::path::Path>,
+) -> Result<Vec<u8>, LldpcliError> {
     let mut cmd = Command::new(cli);
     if let Some(s) = socket {
         cmd.arg("-u").arg(s);
@@ -349,9 +393,18 @@ fn run_lldpcli(cli: &std::path::Path, socket: Option<&std::path::Path>) -> Resul
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", cli.display()))?;
-    let mut stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    let mut child = cmd.spawn().map_err(|error| LldpcliError::Start {
+        cli: cli.to_path_buf(),
+        error,
+    })?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or(LldpcliError::NoPipe(Pipe::Stdout))?;
+    let mut stderr = child
+        .stderr
+        .take()
+        .ok_or(LldpcliError::NoPipe(Pipe::Stderr))?;
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         let r = (&mut stdout)
@@ -377,19 +430,21 @@ fn run_lldpcli(cli: &std::path::Path, socket: Option<&std::path::Path>) -> Resul
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("timed out after {LLDPCLI_TIMEOUT:?}"));
+                return Err(LldpcliError::TimedOut(LLDPCLI_TIMEOUT));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(LldpcliError::Io(e)),
         }
     };
     let out = reader
         .join()
-        .map_err(|_| "reader panicked".to_string())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| LldpcliError::ReaderPanicked)?
+        .map_err(LldpcliError::Io)?;
     let err = err_reader.join().unwrap_or_default();
     if !status.success() {
-        let msg = roce_lldp::tlv::sanitize_text(&err);
-        return Err(format!("exit {status}: {msg}"));
+        return Err(LldpcliError::Exit {
+            status,
+            stderr: roce_lldp::tlv::sanitize_text(&err),
+        });
     }
     Ok(out)
 }

@@ -20,6 +20,7 @@ use crate::snapshot::{Snapshot, SourceState};
 use roce_fleet::peer_endpoints::Admission;
 use roce_fleet::peer_list::PeerList;
 use roce_fleet::peer_rails::Net;
+use roce_fleet::FleetError;
 
 #[cfg(feature = "probes")]
 fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<Net> {
@@ -28,9 +29,26 @@ fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<Net> {
     Some(Net::of(v4, len))
 }
 
+/// Why the peer prober is not running.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerProbeOff {
+    #[error("peer probes are off (peer_probes.enabled)")]
+    Disabled,
+    #[error("peer probes need this host's /sys (--path.sysfs is another)")]
+    NotLive,
+    /// A setting that the configuration's check let through and the
+    /// runtime cannot use (a CA or secret file unreadable at start).
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+    #[error("cannot start the peer-probe thread: {0}")]
+    Thread(std::io::Error),
+    #[error("built without verbs probes (feature `probes`)")]
+    NoVerbs,
+}
+
 /// The source of the peer prober's results.
 pub struct PeerProbeSource {
-    runner: Result<PeerRunner, String>,
+    runner: Result<PeerRunner, PeerProbeOff>,
     chooser: TargetChooser,
     nccl_ib_tc: Option<u8>,
     targets: Vec<LocalTarget>,
@@ -39,9 +57,9 @@ pub struct PeerProbeSource {
 impl PeerProbeSource {
     pub fn new(config: &Config, paths: &HostPaths) -> Self {
         let runner = if !config.peer_probes.enabled {
-            Err("peer probes are off (peer_probes.enabled)".into())
+            Err(PeerProbeOff::Disabled)
         } else if !paths.is_live() {
-            Err("peer probes need this host's /sys (--path.sysfs is another)".into())
+            Err(PeerProbeOff::NotLive)
         } else {
             spawn(&config.peer_probes)
         };
@@ -68,7 +86,7 @@ pub fn probe_settings(c: &PeerProbeConfig) -> PeerSettings {
 
 /// The admission rule of `peer_probes:` (rails checked by the
 /// configuration's validation already).
-pub fn admission(c: &PeerProbeConfig) -> Result<Admission, String> {
+pub fn admission(c: &PeerProbeConfig) -> Result<Admission, FleetError> {
     Ok(Admission {
         rails: super::peer_rails::Rails::new(&c.rails)?,
         allow_link_local: false,
@@ -76,12 +94,12 @@ pub fn admission(c: &PeerProbeConfig) -> Result<Admission, String> {
 }
 
 /// Where the endpoints come from, from `peer_probes:`.
-pub fn endpoint_source(c: &PeerProbeConfig) -> Result<EndpointSource, String> {
+pub fn endpoint_source(c: &PeerProbeConfig) -> Result<EndpointSource, FleetError> {
     if let Some(p) = &c.prometheus {
-        let q = super::peer_endpoints::PrometheusQuery::new(p).map_err(|e| e.to_string())?;
+        let q = super::peer_endpoints::PrometheusQuery::new(p)?;
         return Ok(EndpointSource::Prometheus(Arc::new(q)));
     }
-    let fetcher = super::peer_endpoints::DocumentFetcher::new(c).map_err(|e| e.to_string())?;
+    let fetcher = super::peer_endpoints::DocumentFetcher::new(c)?;
     let tls = fetcher.default_tls();
     Ok(EndpointSource::Documents {
         list: Box::new(PeerList::new(c, tls)),
@@ -98,7 +116,7 @@ fn node_name() -> String {
 }
 
 #[cfg(feature = "probes")]
-fn spawn(c: &PeerProbeConfig) -> Result<PeerRunner, String> {
+fn spawn(c: &PeerProbeConfig) -> Result<PeerRunner, PeerProbeOff> {
     PeerRunner::spawn(
         roce_probe::peer_ibverbs::IbPeerVerbs::new(),
         endpoint_source(c)?,
@@ -110,13 +128,13 @@ fn spawn(c: &PeerProbeConfig) -> Result<PeerRunner, String> {
             admission: admission(c)?,
         },
     )
-    .map_err(|e| format!("cannot start the peer-probe thread: {e}"))
+    .map_err(PeerProbeOff::Thread)
 }
 
 #[cfg(not(feature = "probes"))]
-fn spawn(_c: &PeerProbeConfig) -> Result<PeerRunner, String> {
+fn spawn(_c: &PeerProbeConfig) -> Result<PeerRunner, PeerProbeOff> {
     let _ = node_name;
-    Err("built without verbs probes (feature `probes`)".into())
+    Err(PeerProbeOff::NoVerbs)
 }
 
 /// The local ports to probe from: the loopback probe's choice (every
@@ -176,13 +194,13 @@ impl Source for PeerProbeSource {
     }
 
     fn disabled(&self) -> Option<String> {
-        self.runner.as_ref().err().cloned()
+        self.runner.as_ref().err().map(ToString::to_string)
     }
 
     fn sample(&mut self, input: &Input, errors: &mut Vec<HostError>) -> Sampled {
         let runner = match &self.runner {
             Ok(r) => r,
-            Err(why) => return Sampled::bare(SourceState::Disabled(why.clone())),
+            Err(why) => return Sampled::bare(SourceState::Disabled(why.to_string())),
         };
         if let Some(rdma) = &input.rdma {
             let empty = Snapshot::default();

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{promtool_check, repo};
-use roce_exporter::exposition::{self, families, groups, hw_counters, BuildInfo, Format, Kind};
+use roce_exporter::exposition::{
+    self, families, groups, hw_counters, BuildInfo, Format, MetricKind,
+};
 use roce_exporter::meaning;
 use roce_exporter::snapshot::{Snapshot, SourceState, SourceStatus};
 use roce_rdma::{
@@ -392,9 +394,9 @@ fn every_exposed_family_is_in_the_reference_with_its_type() {
             let family = families::find(name)
                 .unwrap_or_else(|| panic!("{tree}: {name} is not in docs/metrics.md"));
             let want = match family.kind {
-                Kind::Counter => "counter",
-                Kind::Gauge => "gauge",
-                Kind::Histogram => "histogram",
+                MetricKind::Counter => "counter",
+                MetricKind::Gauge => "gauge",
+                MetricKind::Histogram => "histogram",
             };
             assert_eq!(kind, want, "{tree}: type of {name}");
         }
@@ -444,7 +446,11 @@ fn family_table_is_consistent() {
                 assert!(!f.base.ends_with(unit.as_str()), "{name}: unit doubled");
             }
             if f.base.ends_with("_info") {
-                assert_eq!(f.kind, Kind::Gauge, "{name}: info families are gauges");
+                assert_eq!(
+                    f.kind,
+                    MetricKind::Gauge,
+                    "{name}: info families are gauges"
+                );
             }
             assert!(!f.help.is_empty() && !f.source.is_empty(), "{name}");
             let help = f.help_line(Duration::from_secs(5));
@@ -455,9 +461,9 @@ fn family_table_is_consistent() {
             assert!(help.contains(f.source), "{name}: HELP names the source");
             // promtool's lint rejects a metric's own type in its name.
             let own_type = match f.kind {
-                Kind::Counter => "counter",
-                Kind::Gauge => "gauge",
-                Kind::Histogram => "histogram",
+                MetricKind::Counter => "counter",
+                MetricKind::Gauge => "gauge",
+                MetricKind::Histogram => "histogram",
             };
             assert!(
                 !name.contains(&format!("_{own_type}_"))

@@ -3,13 +3,13 @@
 //! samples were taken and how many scheduled ones were missed, and rules
 //! that panicked.
 
-use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
+use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
 use crate::snapshot::{Snapshot, SourceState};
 use roce_host::ErrorKind;
 
 pub const BUILD_INFO: Labeled<4> = Labeled::new(Family {
     base: "roce_exporter_build_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["version", "revision", "branch", "rustversion"],
     help: "Build of the running roce_exporter (value 1): version, git revision and branch, rustc version.",
@@ -17,7 +17,7 @@ pub const BUILD_INFO: Labeled<4> = Labeled::new(Family {
 });
 pub const COLLECTOR_SUCCESS: Labeled<1> = Labeled::new(Family {
     base: "roce_collector_success",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["collector"],
     help: "1 when the collector ran in the last sample (also when it found nothing to read on this host), 0 when it failed.",
@@ -25,7 +25,7 @@ pub const COLLECTOR_SUCCESS: Labeled<1> = Labeled::new(Family {
 });
 pub const COLLECTOR_DURATION: Labeled<1> = Labeled::new(Family {
     base: "roce_collector_duration",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &["collector"],
     help: "Time the collector took in the last sample.",
@@ -33,7 +33,7 @@ pub const COLLECTOR_DURATION: Labeled<1> = Labeled::new(Family {
 });
 pub const COLLECTOR_ERRORS: Labeled<2> = Labeled::new(Family {
     base: "roce_collector_errors",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["collector", "kind"],
     help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request); the values concerned are absent, the rest is exported. Not exported for a disabled collector.",
@@ -41,7 +41,7 @@ pub const COLLECTOR_ERRORS: Labeled<2> = Labeled::new(Family {
 });
 pub const COLLECTOR_KERNEL_REQUESTS: Labeled<2> = Labeled::new(Family {
     base: "roce_collector_kernel_requests",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["collector", "kind"],
     help: "Requests the collector's last sample made to the kernel, by kind: file_read (sysfs pread), netlink, ioctl (SIOCETHTOOL). On mlx5 each counters/ read and each netlink statistics request is a firmware command. Only the rdma and netdev collectors count them.",
@@ -49,7 +49,7 @@ pub const COLLECTOR_KERNEL_REQUESTS: Labeled<2> = Labeled::new(Family {
 });
 pub const COLLECTOR_STATE: Labeled<2> = Labeled::new(Family {
     base: "roce_collector_state_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["collector", "state"],
     help: "State of the collector in the last sample (value 1): ok, unavailable (nothing to read on this host), disabled, failed.",
@@ -57,7 +57,7 @@ pub const COLLECTOR_STATE: Labeled<2> = Labeled::new(Family {
 });
 pub const SAMPLE_TIMESTAMP: Labeled<0> = Labeled::new(Family {
     base: "roce_sample_timestamp",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "Unix time at which the served sample was taken.",
@@ -65,7 +65,7 @@ pub const SAMPLE_TIMESTAMP: Labeled<0> = Labeled::new(Family {
 });
 pub const SAMPLES: Labeled<0> = Labeled::new(Family {
     base: "roce_samples",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &[],
     help: "Samples taken since start, the one being served included. Below elapsed time / sample_interval when ticks were missed.",
@@ -73,7 +73,7 @@ pub const SAMPLES: Labeled<0> = Labeled::new(Family {
 });
 pub const SAMPLE_TICKS_MISSED: Labeled<0> = Labeled::new(Family {
     base: "roce_sample_ticks_missed",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &[],
     help: "Scheduled sample ticks skipped since start, in whole intervals, because a sample or the host's scheduling of the sampler overran sample_interval (skipped, not run late). Counted after the sample that overran. Nonzero: the sources are too slow for sample_interval, or the host is overloaded.",
@@ -81,7 +81,7 @@ pub const SAMPLE_TICKS_MISSED: Labeled<0> = Labeled::new(Family {
 });
 pub const SAMPLE_INTERVAL: Labeled<0> = Labeled::new(Family {
     base: "roce_sample_interval",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "Configured time between samples.",
@@ -90,7 +90,7 @@ pub const SAMPLE_INTERVAL: Labeled<0> = Labeled::new(Family {
 
 pub const RULE_PANICS: Labeled<1> = Labeled::new(Family {
     base: "roce_rule_panics",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["rule"],
     help: "Evaluations of the rule that panicked since start (a bug; the log has the message). That rule's findings are missing for those samples; the other rules and the sampler go on. Present only for rules that panicked.",

@@ -1,7 +1,7 @@
 //! The list of every family the exporter can expose, and the metric
 //! reference (`docs/metrics.md`) generated from it.
 
-use super::{Family, Kind};
+use super::{Family, MetricKind};
 
 /// Every family table, in the order the reference lists them.
 pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
@@ -85,9 +85,9 @@ pub fn reference_markdown() -> String {
         );
         for f in &families {
             let kind = match f.kind {
-                Kind::Counter => "counter",
-                Kind::Gauge => "gauge",
-                Kind::Histogram => "histogram",
+                MetricKind::Counter => "counter",
+                MetricKind::Gauge => "gauge",
+                MetricKind::Histogram => "histogram",
             };
             let unit = f.unit.map(|u| u.as_str()).unwrap_or("");
             let labels = f.labels.join(", ");

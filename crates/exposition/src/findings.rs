@@ -1,12 +1,12 @@
 //! `roce_finding`: one series per active finding, so that Alertmanager can
 //! route on rule and severity. The text of a finding is at `/findings`.
 
-use super::{Family, FamilySamples, Kind, Labeled, Samples};
+use super::{Family, FamilySamples, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
 
 pub const FINDING: Labeled<6> = Labeled::new(Family {
     base: "roce_finding",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["rule", "severity", "device", "port", "netdev", "gpu"],
     help: "Active finding of the rules (value 1); labels that do not apply are empty. Details at /findings.",
@@ -15,7 +15,7 @@ pub const FINDING: Labeled<6> = Labeled::new(Family {
 
 pub const FINDINGS_ACTIVE: Labeled<1> = Labeled::new(Family {
     base: "roce_findings_active",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["severity"],
     help: "Number of active findings by severity.",

@@ -11,7 +11,7 @@
 
 use roce_rdma::{Device, Port};
 
-use super::{Family, FamilySamples, Kind, Labeled, Samples};
+use super::{Family, FamilySamples, Labeled, MetricKind, Samples};
 use crate::meaning::{hw_meaning, HwMeaning, Provider, HW_MAPPINGS};
 
 const PORT: &[&str] = &["device", "port"];
@@ -23,7 +23,7 @@ macro_rules! semantic {
     ($base:literal, $help:literal) => {
         Labeled::new(Family {
             base: $base,
-            kind: Kind::Counter,
+            kind: MetricKind::Counter,
             unit: None,
             labels: PORT,
             help: $help,

@@ -102,7 +102,7 @@ impl BuildInfo {
 
 /// Metric type of a family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum MetricKind {
     Counter,
     Gauge,
     Histogram,
@@ -115,7 +115,7 @@ pub struct Family {
     /// Base name as registered with prometheus-client: without the unit
     /// suffix and without `_total` (both are appended by the encoder).
     pub base: &'static str,
-    pub kind: Kind,
+    pub kind: MetricKind,
     pub unit: Option<FamilyUnit>,
     pub labels: &'static [&'static str],
     pub help: &'static str,
@@ -173,7 +173,7 @@ impl Family {
             name.push('_');
             name.push_str(unit.as_str());
         }
-        if self.kind == Kind::Counter {
+        if self.kind == MetricKind::Counter {
             name.push_str("_total");
         }
         name
@@ -205,9 +205,9 @@ impl Family {
 
     fn metric_type(&self) -> MetricType {
         match self.kind {
-            Kind::Counter => MetricType::Counter,
-            Kind::Gauge => MetricType::Gauge,
-            Kind::Histogram => MetricType::Histogram,
+            MetricKind::Counter => MetricType::Counter,
+            MetricKind::Gauge => MetricType::Gauge,
+            MetricKind::Histogram => MetricType::Histogram,
         }
     }
 }
@@ -217,11 +217,11 @@ impl Family {
 /// [`Labeled::new`] checks at compile time that the row names `N` labels:
 ///
 /// ```compile_fail
-/// use roce_exposition::{Family, Kind, Labeled};
+/// use roce_exposition::{Family, MetricKind, Labeled};
 /// // two label names, declared as three: does not compile
 /// const WRONG: Labeled<3> = Labeled::new(Family {
 ///     base: "roce_example",
-///     kind: Kind::Gauge,
+///     kind: MetricKind::Gauge,
 ///     unit: None,
 ///     labels: &["device", "port"],
 ///     help: "",
@@ -231,10 +231,10 @@ impl Family {
 /// ```
 ///
 /// ```
-/// use roce_exposition::{Family, Kind, Labeled, Samples};
+/// use roce_exposition::{Family, MetricKind, Labeled, Samples};
 /// const RIGHT: Labeled<2> = Labeled::new(Family {
 ///     base: "roce_example",
-///     kind: Kind::Gauge,
+///     kind: MetricKind::Gauge,
 ///     unit: None,
 ///     labels: &["device", "port"],
 ///     help: "",
@@ -430,10 +430,10 @@ impl FamilySamples {
                 (_, Sample::Histogram(h)) => {
                     m.encode_histogram::<LabelsRef>(h.sum, h.count, &h.buckets, None)?;
                 }
-                (Kind::Counter, Sample::Value(Value::U64(v))) => {
+                (MetricKind::Counter, Sample::Value(Value::U64(v))) => {
                     m.encode_counter::<LabelsRef, _, u64>(v, None)?;
                 }
-                (Kind::Counter, Sample::Value(Value::F64(v))) => {
+                (MetricKind::Counter, Sample::Value(Value::F64(v))) => {
                     m.encode_counter::<LabelsRef, _, f64>(v, None)?;
                 }
                 (_, Sample::Value(Value::U64(v))) => {

@@ -10,7 +10,7 @@
 
 use roce_netdev::dcb::tsa_name;
 
-use super::{Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
+use super::{Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
 
 const SOURCE: &str = "LLDP (IEEE 802.1AB) frames of the link partner: lldpd's `lldpcli -f json0 show neighbors details` or passive AF_PACKET capture of ethertype 0x88cc (lldp.mode)";
@@ -22,7 +22,7 @@ pub const MAX_LABEL: usize = 128;
 
 pub const NEIGHBOR_INFO: Labeled<8> = Labeled::new(Family {
     base: "roce_lldp_neighbor_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[
         "device",
@@ -39,7 +39,7 @@ pub const NEIGHBOR_INFO: Labeled<8> = Labeled::new(Family {
 });
 pub const NEIGHBORS: Labeled<3> = Labeled::new(Family {
     base: "roce_lldp_neighbors",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: PORT,
     help: "Link partners heard on the netdev and still within their TTL (1 on a switch port; 0: none heard, see roce_lldp_last_frame_age_seconds).",
@@ -47,7 +47,7 @@ pub const NEIGHBORS: Labeled<3> = Labeled::new(Family {
 });
 pub const LAST_FRAME_AGE: Labeled<3> = Labeled::new(Family {
     base: "roce_lldp_last_frame_age",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: PORT,
     help: "Seconds since an LLDP frame was last heard on the netdev (capture), or since lldpd last listed a neighbour on it (lldpd). Absent: nothing heard since the exporter started.",
@@ -55,7 +55,7 @@ pub const LAST_FRAME_AGE: Labeled<3> = Labeled::new(Family {
 });
 pub const NEIGHBOR_TTL: Labeled<3> = Labeled::new(Family {
     base: "roce_lldp_neighbor_ttl",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: PORT,
     help: "The TTL the link partner's last LLDP frame carried: how long its information stays valid (it is aged out that long after it was last heard).",
@@ -63,7 +63,7 @@ pub const NEIGHBOR_TTL: Labeled<3> = Labeled::new(Family {
 });
 pub const FRAMES: Labeled<3> = Labeled::new(Family {
     base: "roce_lldp_frames",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: PORT,
     help: "LLDP frames accepted on the netdev since the exporter started (capture), or lldpd listings of its neighbour (lldpd).",
@@ -71,7 +71,7 @@ pub const FRAMES: Labeled<3> = Labeled::new(Family {
 });
 pub const FRAMES_REJECTED: Labeled<3> = Labeled::new(Family {
     base: "roce_lldp_frames_rejected",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: PORT,
     help: "LLDP frames captured on the netdev and rejected as malformed (truncated or lying TLV lengths, mandatory TLVs missing or out of order) since the exporter started.",
@@ -79,7 +79,7 @@ pub const FRAMES_REJECTED: Labeled<3> = Labeled::new(Family {
 });
 pub const SWITCH_PFC: Labeled<3> = Labeled::new(Family {
     base: "roce_lldp_switch_pfc_enabled_bitmap",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: PORT,
     help: "The switch port's PFC enable bitmap from its PFC configuration TLV: bit n set = PFC on priority n (16 = priority 4 only). Absent: the switch sends no PFC TLV.",
@@ -87,7 +87,7 @@ pub const SWITCH_PFC: Labeled<3> = Labeled::new(Family {
 });
 pub const SWITCH_PFC_WILLING: Labeled<3> = Labeled::new(Family {
     base: "roce_lldp_switch_pfc_willing",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: PORT,
     help: "1 when the switch port's PFC configuration TLV sets the willing bit (it would take the NIC's PFC settings), 0 when not.",
@@ -95,7 +95,7 @@ pub const SWITCH_PFC_WILLING: Labeled<3> = Labeled::new(Family {
 });
 pub const SWITCH_APP: Labeled<5> = Labeled::new(Family {
     base: "roce_lldp_switch_app_priority",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "netdev", "selector", "protocol"],
     help: "The priority the switch port's APP priority TLV maps a protocol to: selector dscp (protocol = DSCP), ethertype, tcp_sctp, udp_dccp, tcp_udp, or the number; at most 64 entries per port.",
@@ -103,7 +103,7 @@ pub const SWITCH_APP: Labeled<5> = Labeled::new(Family {
 });
 pub const SWITCH_ETS_PRIO_TC: Labeled<4> = Labeled::new(Family {
     base: "roce_lldp_switch_ets_priority_traffic_class",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "netdev", "priority"],
     help: "The traffic class the switch port's ETS configuration TLV puts each priority in.",
@@ -111,7 +111,7 @@ pub const SWITCH_ETS_PRIO_TC: Labeled<4> = Labeled::new(Family {
 });
 pub const SWITCH_ETS_BW: Labeled<5> = Labeled::new(Family {
     base: "roce_lldp_switch_ets_bandwidth",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Ratio),
     labels: &["device", "port", "netdev", "traffic_class", "tsa"],
     help: "The bandwidth share the switch port's ETS configuration TLV gives each traffic class (0..1), with its transmission selection algorithm (ets, strict, cbs, vendor).",

@@ -10,7 +10,7 @@
 //! appears only in `roce_nccl_job_connections`, filled when `nccl.job_labels`
 //! is on.
 
-use super::{Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
+use super::{Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
 
 const LOGS: &str = "NCCL debug logs in nccl.log_dir (NCCL_DEBUG=INFO, NCCL_DEBUG_FILE): channel connection lines (via NET/...), device tables (NET/IB : Using ...), GDR decisions; kept for nccl.window";
@@ -19,7 +19,7 @@ const SOURCE: &str = "NCCL source (nccl.log_dir, nccl.inspector_dir)";
 
 pub const CONNECTIONS: Labeled<5> = Labeled::new(Family {
     base: "roce_nccl_connections",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "net", "transport", "gdr"],
     help: "NET channel connections NCCL set up in the window, by NIC (device and port; a socket interface with port 0 for NET/Socket; unknown when the device table was not seen), NCCL's net name (IB, Socket, a plugin's), transport (ib, roce, socket, other) and whether the connection used GPUDirect RDMA (gdr=on: via .../GDRDMA).",
@@ -27,7 +27,7 @@ pub const CONNECTIONS: Labeled<5> = Labeled::new(Family {
 });
 pub const JOB_CONNECTIONS: Labeled<5> = Labeled::new(Family {
     base: "roce_nccl_job_connections",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "transport", "gdr", "pid"],
     help: "As roce_nccl_connections, per NCCL process id; only with nccl.job_labels on (one series set per job).",
@@ -35,7 +35,7 @@ pub const JOB_CONNECTIONS: Labeled<5> = Labeled::new(Family {
 });
 pub const GDR: Labeled<2> = Labeled::new(Family {
     base: "roce_nccl_gdr_active",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port"],
     help: "1 when some NET connection NCCL set up on the NIC in the window used GPUDirect RDMA, 0 when connections on it were seen and none did (send-side connections without GDRDMA alone are NCCL's default on GPUs where it does not enable GDR reads).",
@@ -43,7 +43,7 @@ pub const GDR: Labeled<2> = Labeled::new(Family {
 });
 pub const VERSION: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_version_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["version"],
     help: "NCCL versions that logged on this host in the window (NCCL version line), value 1.",
@@ -51,7 +51,7 @@ pub const VERSION: Labeled<1> = Labeled::new(Family {
 });
 pub const NETWORK: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_network_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["network"],
     help:
@@ -60,7 +60,7 @@ pub const NETWORK: Labeled<1> = Labeled::new(Family {
 });
 pub const GDR_REASON: Labeled<3> = Labeled::new(Family {
     base: "roce_nccl_gdr_disabled_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["reason", "gpu", "hca"],
     help: "Why NCCL did not use GPUDirect RDMA, as it logged it in the window, value 1: reason=hca_unsupported (GPU Direct RDMA Disabled for HCA: no nvidia-peermem or DMA-BUF for that NIC; gpu empty) or path_too_far (Disabled for GPU / HCA (distance d > t): the GPU-NIC path is beyond NCCL_NET_GDR_LEVEL).",
@@ -68,7 +68,7 @@ pub const GDR_REASON: Labeled<3> = Labeled::new(Family {
 });
 pub const BUSBW_MEAN: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_busbw_mean",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
     labels: &["collective"],
     help: "Mean bus bandwidth (NCCL busbw, GB/s times 1e9) of the large multi-node collectives this host took part in, per collective.",
@@ -76,7 +76,7 @@ pub const BUSBW_MEAN: Labeled<1> = Labeled::new(Family {
 });
 pub const BUSBW_MIN: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_busbw_min",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
     labels: &["collective"],
     help: "Lowest bus bandwidth of those collectives, per collective.",
@@ -84,7 +84,7 @@ pub const BUSBW_MIN: Labeled<1> = Labeled::new(Family {
 });
 pub const BUSBW_SAMPLES: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_busbw_samples",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["collective"],
     help: "Number of those collectives (samples behind the bus bandwidth figures), per collective.",
@@ -92,7 +92,7 @@ pub const BUSBW_SAMPLES: Labeled<1> = Labeled::new(Family {
 });
 pub const FILES: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_files",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["dir"],
     help: "Files the NCCL source tracks now (dir=logs or inspector): written within nccl.idle_expiry, at most nccl.max_files each.",
@@ -100,7 +100,7 @@ pub const FILES: Labeled<1> = Labeled::new(Family {
 });
 pub const READ_BYTES: Labeled<0> = Labeled::new(Family {
     base: "roce_nccl_read",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: Some(FamilyUnit::Bytes),
     labels: &[],
     help: "Bytes the NCCL source read from its directories since the exporter started.",
@@ -108,7 +108,7 @@ pub const READ_BYTES: Labeled<0> = Labeled::new(Family {
 });
 pub const REJECTED: Labeled<0> = Labeled::new(Family {
     base: "roce_nccl_rejected",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &[],
     help: "Inspector objects that were not valid records and lines longer than the source keeps, since the exporter started.",
@@ -116,7 +116,7 @@ pub const REJECTED: Labeled<0> = Labeled::new(Family {
 });
 pub const LAST_READ: Labeled<0> = Labeled::new(Family {
     base: "roce_nccl_last_read_timestamp",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "Unix time the NCCL source last read its directories (every nccl.interval).",
@@ -125,7 +125,7 @@ pub const LAST_READ: Labeled<0> = Labeled::new(Family {
 
 pub const FILES_SKIPPED: Labeled<2> = Labeled::new(Family {
     base: "roce_nccl_files_skipped",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["dir", "reason"],
     help: "Files the NCCL source passed over since the exporter started, by reason: over_cap (written within nccl.idle_expiry but no free slot under nccl.max_files; counted each time the directory's listing meets one), unreadable (open or read failed; the file and errno are in the source's errors), too_large (a rewritten .prom file over 16 MiB), cut (a rewritten file changed again before it was read to its end).",
@@ -133,7 +133,7 @@ pub const FILES_SKIPPED: Labeled<2> = Labeled::new(Family {
 });
 pub const BUDGET_EXHAUSTED: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_read_budget_exhausted",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["dir"],
     help: "Reads of a directory that ended on nccl.max_bytes_per_read with more to read; the next read goes on from there. Rising every read: the jobs write faster than the source reads.",
@@ -141,7 +141,7 @@ pub const BUDGET_EXHAUSTED: Labeled<1> = Labeled::new(Family {
 });
 pub const PROCESSES: Labeled<0> = Labeled::new(Family {
     base: "roce_nccl_processes",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[],
     help: "NCCL processes whose device tables the source holds (per log file and writer; at most 1,024, dropped with their file or after an hour of silence).",
@@ -149,7 +149,7 @@ pub const PROCESSES: Labeled<0> = Labeled::new(Family {
 });
 pub const STATE_BYTES: Labeled<0> = Labeled::new(Family {
     base: "roce_nccl_state",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
     labels: &[],
     help: "Bytes of device-table state the NCCL source holds (estimated from the sizes of what it stores; bounded by 16,384 entries in all).",
@@ -157,7 +157,7 @@ pub const STATE_BYTES: Labeled<0> = Labeled::new(Family {
 });
 pub const STATE_DROPPED: Labeled<1> = Labeled::new(Family {
     base: "roce_nccl_state_dropped",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["what"],
     help: "Device-table entries a cap refused or evicted since the exporter started: process (evicted, least recently heard first), net (over 8 per process), device (over 64 indexes per net or 8 ports per merged device), socket (over 32 interfaces per process). Non-zero on a healthy node means a log is not NCCL's or is hostile.",

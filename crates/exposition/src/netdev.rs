@@ -17,14 +17,14 @@ use roce_netdev::mapping::{Kind as RuleKind, Scale, RULES};
 use roce_netdev::{DcbOutcome, Meaning, Netdev, StatValue};
 
 use super::groups::{Group, Groups};
-use super::{push_into, Family, FamilySamples, FamilyUnit, Kind, Labeled, Value};
+use super::{push_into, Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Value};
 use crate::snapshot::Snapshot;
 
 const ETHTOOL_SOURCE: &str = "ethtool statistics (SIOCETHTOOL ETHTOOL_GSTATS), mapped per driver";
 
 pub const PFC_PAUSE_FRAMES: Labeled<5> = Labeled::new(Family {
     base: "roce_pfc_pause_frames",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "priority", "direction"],
     help: "PFC pause frames (XOFF and XON) of one priority, received (rx: the peer paused us) or sent (tx: we paused the peer).",
@@ -32,7 +32,7 @@ pub const PFC_PAUSE_FRAMES: Labeled<5> = Labeled::new(Family {
 });
 pub const PFC_PAUSE_DURATION: Labeled<5> = Labeled::new(Family {
     base: "roce_pfc_pause_duration",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: Some(FamilyUnit::Seconds),
     labels: &["netdev", "device", "port", "priority", "direction"],
     help:
@@ -41,7 +41,7 @@ pub const PFC_PAUSE_DURATION: Labeled<5> = Labeled::new(Family {
 });
 pub const PFC_PAUSE_TRANSITIONS: Labeled<5> = Labeled::new(Family {
     base: "roce_pfc_pause_transitions",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "priority", "direction"],
     help: "Transitions of one priority between paused and not paused.",
@@ -49,7 +49,7 @@ pub const PFC_PAUSE_TRANSITIONS: Labeled<5> = Labeled::new(Family {
 });
 pub const LINK_PAUSE_FRAMES: Labeled<4> = Labeled::new(Family {
     base: "roce_link_pause_frames",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "direction"],
     help: "IEEE 802.3x global pause frames (XOFF and XON). Standard pause statistics (ethtool netlink) where the driver has them, else the driver's ethtool counters.",
@@ -57,7 +57,7 @@ pub const LINK_PAUSE_FRAMES: Labeled<4> = Labeled::new(Family {
 });
 pub const PAUSE_STORM_EVENTS: Labeled<4> = Labeled::new(Family {
     base: "roce_pause_storm_events",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "severity"],
     help: "Pause storm detections: mlx5 warning/error (the NIC stalled sending pause), bnxt_en continuous/continuous_roce pause events.",
@@ -65,7 +65,7 @@ pub const PAUSE_STORM_EVENTS: Labeled<4> = Labeled::new(Family {
 });
 pub const DISCARDS: Labeled<4> = Labeled::new(Family {
     base: "roce_netdev_discards",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "reason"],
     help: "Packets the NIC dropped, port-wide counters only, by reason (rx_port, tx_port, rx_out_of_buffer, rx_ring, tx_ring, rx_missed, rx_no_buffer, tx_link_down). The per-priority counters are roce_netdev_priority_discards_total: never add the two.",
@@ -73,7 +73,7 @@ pub const DISCARDS: Labeled<4> = Labeled::new(Family {
 });
 pub const PRIORITY_DISCARDS: Labeled<5> = Labeled::new(Family {
     base: "roce_netdev_priority_discards",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "reason", "priority"],
     help: "Packets the NIC dropped on one priority, by reason (rx_port, rx_no_buffer, rx_congestion). Parts of the port-wide roce_netdev_discards_total where the driver has both (mlx5 rx_prioN_discards and rx_discards_phy).",
@@ -81,7 +81,7 @@ pub const PRIORITY_DISCARDS: Labeled<5> = Labeled::new(Family {
 });
 pub const NIC_ECN_MARKED: Labeled<4> = Labeled::new(Family {
     base: "roce_netdev_nic_ecn_marked_packets",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "priority"],
     help: "Received packets of one priority that the NIC itself ECN-marked because its per-host receive buffers were congested (mlx5 rx_prioN_marked: \"packets ecn marked by device due to per host congestion\"). Marks set by switches on the path are roce_ecn_marked_packets_total.",
@@ -89,7 +89,7 @@ pub const NIC_ECN_MARKED: Labeled<4> = Labeled::new(Family {
 });
 pub const PHY_SYMBOL_ERRORS: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_phy_symbol_errors",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port"],
     help: "Received packets dropped for physical coding (symbol) errors on the physical port: a 64-bit counter, unlike the 16-bit PMA symbol_error that sticks at 65535.",
@@ -97,7 +97,7 @@ pub const PHY_SYMBOL_ERRORS: Labeled<3> = Labeled::new(Family {
 });
 pub const LINK_DOWN_EVENTS: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_link_down_events",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port"],
     help: "Times the physical link went down: a 64-bit counter, unlike the 8-bit PMA link_downed that sticks at 255.",
@@ -105,7 +105,7 @@ pub const LINK_DOWN_EVENTS: Labeled<3> = Labeled::new(Family {
 });
 pub const PHY_ERRORS: Labeled<5> = Labeled::new(Family {
     base: "roce_phy_errors",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "kind", "lane"],
     help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, empty for the total) or pcs_symbol_errors. Absent where the driver has no such counter.",
@@ -113,7 +113,7 @@ pub const PHY_ERRORS: Labeled<5> = Labeled::new(Family {
 });
 pub const NIC_PCIE_ERRORS: Labeled<4> = Labeled::new(Family {
     base: "roce_nic_pcie_errors",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "kind"],
     help: "The NIC's own count of trouble on its PCIe link: rx_signal_integrity (link recoveries after framing or CRC errors it received), tx_signal_integrity (recoveries the other end started), outbound_buffer_overflow (packets dropped because the PCIe buffer overflowed). mlx5 only.",
@@ -121,7 +121,7 @@ pub const NIC_PCIE_ERRORS: Labeled<4> = Labeled::new(Family {
 });
 pub const ETHTOOL_STAT: Labeled<4> = Labeled::new(Family {
     base: "roce_netdev_ethtool_stat",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "stat"],
     help: "An ethtool counter without a mapped meaning, exported under its driver name because netdevs.export_raw_ethtool lists it.",
@@ -129,7 +129,7 @@ pub const ETHTOOL_STAT: Labeled<4> = Labeled::new(Family {
 });
 pub const MTU: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_mtu",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
     labels: &["netdev", "device", "port"],
     help: "Netdev MTU.",
@@ -137,7 +137,7 @@ pub const MTU: Labeled<3> = Labeled::new(Family {
 });
 pub const SPEED: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_speed",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
     labels: &["netdev", "device", "port"],
     help: "Netdev link speed in bytes per second (absent when the kernel does not know it).",
@@ -145,7 +145,7 @@ pub const SPEED: Labeled<3> = Labeled::new(Family {
 });
 pub const INFO: Labeled<5> = Labeled::new(Family {
     base: "roce_netdev_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "driver", "operstate"],
     help: "Netdev behind an RDMA port (value 1) with its driver and operational state.",
@@ -153,7 +153,7 @@ pub const INFO: Labeled<5> = Labeled::new(Family {
 });
 pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
     base: "roce_pfc_enabled",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "priority"],
     help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0.",
@@ -161,7 +161,7 @@ pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
 });
 pub const ECN_ENABLED: Labeled<5> = Labeled::new(Family {
     base: "roce_ecn_enabled",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "priority", "role"],
     help: "1 when RoCE ECN (DCQCN) is enabled on the priority for the notification point (role=np) or reaction point (role=rp); only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on, or the DCB configuration is unknown. mlx5 only.",
@@ -169,7 +169,7 @@ pub const ECN_ENABLED: Labeled<5> = Labeled::new(Family {
 });
 pub const QOS_TRUST: Labeled<4> = Labeled::new(Family {
     base: "roce_qos_trust_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "trust"],
     help: "Packet field the port classifies priority by (value 1): from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp.",
@@ -177,7 +177,7 @@ pub const QOS_TRUST: Labeled<4> = Labeled::new(Family {
 });
 pub const DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
     base: "roce_qos_dscp_priority",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "dscp"],
     help: "Priority a DSCP value maps to (DCB APP table, selector DSCP).",
@@ -185,7 +185,7 @@ pub const DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
 });
 pub const DCB_SUPPORTED: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_dcb_supported",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port"],
     help: "1 when the netdev answers DCB queries, 0 when it has no DCB support (not an error).",
@@ -194,7 +194,7 @@ pub const DCB_SUPPORTED: Labeled<3> = Labeled::new(Family {
 
 pub const QOS_ETS: Labeled<6> = Labeled::new(Family {
     base: "roce_qos_ets_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "prio_tc", "tc_tsa", "tc_bw"],
     help: "ETS of the port (value 1), one series: prio_tc is the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent (meaningful for ets), each comma separated as `dcb ets show` lists them.",
@@ -202,7 +202,7 @@ pub const QOS_ETS: Labeled<6> = Labeled::new(Family {
 });
 pub const QOS_BUFFER: Labeled<5> = Labeled::new(Family {
     base: "roce_qos_buffer_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "prio_buffer", "buffer_size"],
     help: "Receive buffers of the port (value 1), one series: prio_buffer is the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes, comma separated as `dcb buffer show` lists them (mlx5).",
@@ -210,7 +210,7 @@ pub const QOS_BUFFER: Labeled<5> = Labeled::new(Family {
 });
 pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::new(Family {
     base: "roce_qos_buffer_port_size",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
     labels: &["netdev", "device", "port"],
     help: "Total receive buffer of the port (DCB buffer total_size, mlx5).",
@@ -218,7 +218,7 @@ pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::new(Family {
 });
 pub const QOS_DCBX: Labeled<4> = Labeled::new(Family {
     base: "roce_qos_dcbx_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "mode"],
     help: "DCBX mode of the port (value 1): off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host). Without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings.",
@@ -226,7 +226,7 @@ pub const QOS_DCBX: Labeled<4> = Labeled::new(Family {
 });
 pub const QOS_PEER: Labeled<6> = Labeled::new(Family {
     base: "roce_qos_peer_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "standard", "pfc", "prio_tc"],
     help: "What the switch port advertised through DCBX (value 1), one series when it advertised anything: standard ieee or cee, pfc its PFC-enabled priorities (comma separated, none, or empty when not advertised), prio_tc its traffic class (IEEE) or priority group (CEE) of priorities 0-7 (empty when not advertised). Compare pfc with roce_pfc_enabled.",
@@ -234,7 +234,7 @@ pub const QOS_PEER: Labeled<6> = Labeled::new(Family {
 });
 pub const QOS_PEER_DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
     base: "roce_qos_peer_dscp_priority",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "dscp"],
     help: "Priority a DSCP value maps to on the switch port, from the APP table it advertised through DCBX (selector DSCP). Compare with roce_qos_dscp_priority.",
@@ -242,7 +242,7 @@ pub const QOS_PEER_DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
 });
 pub const DCQCN_PARAMETER: Labeled<6> = Labeled::new(Family {
     base: "roce_dcqcn_parameter",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "role", "parameter", "source"],
     help: "A DCQCN parameter of the port for the notification point (role=np) or reaction point (role=rp), named and valued as the kernel's file (units as the driver documents them: microseconds, Mb/s, bytes). source=sysfs: MLNX_OFED's ecn/roce_{np,rp}/<name>; source=debugfs: upstream mlx5_ib's cc_params/<name> (root only). Absent where neither is there.",
@@ -250,7 +250,7 @@ pub const DCQCN_PARAMETER: Labeled<6> = Labeled::new(Family {
 });
 pub const RDMA_CM_TOS: Labeled<3> = Labeled::new(Family {
     base: "roce_qos_rdma_cm_default_tos",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port"],
     help: "rdma_cm's default IP ToS byte (DSCP << 2 | ECN) for connections on the RDMA port that set none of their own; absent until an administrator created the port's configfs folder.",
@@ -259,7 +259,7 @@ pub const RDMA_CM_TOS: Labeled<3> = Labeled::new(Family {
 
 pub const QOS_AGE: Labeled<3> = Labeled::new(Family {
     base: "roce_qos_config_age",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &["netdev", "device", "port"],
     help: "Age of the QoS configuration served for the netdev (DCB, DCQCN parameters, CNP marking, rdma_cm ToS): 0 when read in this sample; it is read every netdevs.qos_interval and at once when the netdev appears, its link changes state or its driver changes.",

@@ -6,7 +6,7 @@
 //! Prometheus discovery mode of other exporters reads), and the discovery
 //! side: requests made, failed and refused.
 
-use super::{Family, FamilySamples, FamilyUnit, HistogramValue, Kind, Labeled, Samples};
+use super::{Family, FamilySamples, FamilyUnit, HistogramValue, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
 use roce_model::peer::{FetchReason, Refusal, RequestKind};
 
@@ -16,7 +16,7 @@ const PORT_SIZE: &[&str] = &["device", "port", "size"];
 
 pub const RTT: Labeled<2> = Labeled::new(Family {
     base: "roce_peer_probe_rtt",
-    kind: Kind::Histogram,
+    kind: MetricKind::Histogram,
     unit: Some(FamilyUnit::Seconds),
     labels: PORT,
     help: "Round trip of answered peer probes from this local port (all peers and sizes together: per port, not per peer).",
@@ -24,7 +24,7 @@ pub const RTT: Labeled<2> = Labeled::new(Family {
 });
 pub const SENT: Labeled<3> = Labeled::new(Family {
     base: "roce_peer_probe_sent",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: PORT_SIZE,
     help: "Peer probes sent from this local port and judged (answered or lost), by size (small: 64-byte payload; large: the port's active MTU). Probes the peer answered \"not admitted\" are counted in roce_peer_probe_pending_total instead.",
@@ -32,7 +32,7 @@ pub const SENT: Labeled<3> = Labeled::new(Family {
 });
 pub const ANSWERED: Labeled<3> = Labeled::new(Family {
     base: "roce_peer_probe_answered",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: PORT_SIZE,
     help: "Peer probes from this local port answered within the timeout, by size; sent minus answered is the loss.",
@@ -40,7 +40,7 @@ pub const ANSWERED: Labeled<3> = Labeled::new(Family {
 });
 pub const PEER_LOST: Labeled<5> = Labeled::new(Family {
     base: "roce_peer_probe_peer_lost",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "peer", "peer_device", "size"],
     help: "Of the last 16 probes of a size to a peer port, how many were lost; only for the peers sampled now and the top failing others (at most 24 peers per local port), so the series do not grow with the fleet.",
@@ -48,7 +48,7 @@ pub const PEER_LOST: Labeled<5> = Labeled::new(Family {
 });
 pub const PEERS: Labeled<2> = Labeled::new(Family {
     base: "roce_peer_probe_peers",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: PORT,
     help: "Peer ports on this local port's rail (or all of them with peer_probes.all_to_all) whose endpoints are known now.",
@@ -56,7 +56,7 @@ pub const PEERS: Labeled<2> = Labeled::new(Family {
 });
 pub const BASELINE: Labeled<2> = Labeled::new(Family {
     base: "roce_peer_probe_baseline_rtt",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: PORT,
     help: "The port's own RTT baseline: the 25th percentile of the median small-probe RTTs of its last 600 rounds.",
@@ -64,7 +64,7 @@ pub const BASELINE: Labeled<2> = Labeled::new(Family {
 });
 pub const PEER_PENDING: Labeled<4> = Labeled::new(Family {
     base: "roce_peer_probe_peer_pending",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "peer", "peer_device"],
     help: "1 when the latest answer of this peer port was \"not admitted\": its exporter does not (yet) list this node's responder, so its probes are pending, not lost. For the same bounded set of peers as roce_peer_probe_peer_lost.",
@@ -72,7 +72,7 @@ pub const PEER_PENDING: Labeled<4> = Labeled::new(Family {
 });
 pub const PENDING: Labeled<2> = Labeled::new(Family {
     base: "roce_peer_probe_pending",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: PORT,
     help: "Probes from this local port that the peer's responder answered \"not admitted\" (it does not list this node yet): neither answered nor lost.",
@@ -80,7 +80,7 @@ pub const PENDING: Labeled<2> = Labeled::new(Family {
 });
 pub const RESPONDER_REFUSED: Labeled<3> = Labeled::new(Family {
     base: "roce_peer_probe_responder_refused",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["device", "port", "reason"],
     help: "Datagrams this port's responder left unanswered, by reason: foreign (not a peer-probe message), stray_answer (an echo or \"not admitted\" answering no probe in flight: answers are never answered), rate_limited (an admitted sender above 100 answers/s), unknown_sender (a sender not admitted, above 5 \"not admitted\" replies/s in all), answer_failed (no address handle for the sender, or the post failed).",
@@ -88,7 +88,7 @@ pub const RESPONDER_REFUSED: Labeled<3> = Labeled::new(Family {
 });
 pub const NOT_ADMITTED: Labeled<2> = Labeled::new(Family {
     base: "roce_peer_probe_responder_not_admitted",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: PORT,
     help: "Probes from senders this port's responder does not admit (no listed peer's responder) that it answered \"not admitted\" (at most 5 per second in all), so their probers call the pair pending instead of lost.",
@@ -96,7 +96,7 @@ pub const NOT_ADMITTED: Labeled<2> = Labeled::new(Family {
 });
 pub const CLOCK: Labeled<3> = Labeled::new(Family {
     base: "roce_peer_probe_rtt_clock_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "clock"],
     help: "The clock this local port's round trips are measured with (value 1): host (the monotonic clock around the post and the answer's receive completion, less the responder's hold time: includes this host's completion handling).",
@@ -104,7 +104,7 @@ pub const CLOCK: Labeled<3> = Labeled::new(Family {
 });
 pub const ANSWERED_FOR_PEERS: Labeled<2> = Labeled::new(Family {
     base: "roce_peer_probe_responder_answered",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: PORT,
     help: "Probes from configured peers this port's responder echoed.",
@@ -114,7 +114,7 @@ const DISCOVERY: &str = "The peer-probe coordinator (roce_fleet::runner): the pe
 
 pub const FETCH_ERRORS: Labeled<1> = Labeled::new(Family {
     base: "roce_peer_probe_endpoint_fetch_errors",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["reason"],
     help: "Failed requests for peer endpoints (documents or the Prometheus query), by reason: resolve, connect, timeout (the absolute fetch deadline), tls, status (not 200), redirect (never followed), too_large, parse, unsupported (https without a CA file), plain_http_credentials (credentials never sent over http).",
@@ -122,7 +122,7 @@ pub const FETCH_ERRORS: Labeled<1> = Labeled::new(Family {
 });
 pub const REFUSED: Labeled<1> = Labeled::new(Family {
     base: "roce_peer_probe_endpoints_refused",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["reason"],
     help: "Peer endpoints refused before any probe was aimed at them, by reason: node_mismatch (another node than the peer it came from), node_claimed (a node another peer address holds), gid (not a unicast GID: multicast, ::, loopback, link-local, IPv4 loopback, broadcast), qpn (outside 2..0xFFFFFF), qkey, mtu, name (not label-safe), off_rail (outside the rail networks, or a subnet claim its own GID is not in), too_many, malformed (a Prometheus series that is no endpoint).",
@@ -130,7 +130,7 @@ pub const REFUSED: Labeled<1> = Labeled::new(Family {
 });
 pub const REQUESTS: Labeled<1> = Labeled::new(Family {
     base: "roce_peer_probe_discovery_requests",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["kind"],
     help: "Requests this node made to find peer endpoints, by kind: document (a peer's /peer-probe/endpoints), prometheus (one instant query), dns (A/AAAA or SRV lookups of the peer list).",
@@ -138,7 +138,7 @@ pub const REQUESTS: Labeled<1> = Labeled::new(Family {
 });
 pub const CONFIGURED: Labeled<0> = Labeled::new(Family {
     base: "roce_peer_probe_peers_configured",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[],
     help: "Peers listed: exporter addresses of the peer list (static, DNS, SRV, file), or instances in the Prometheus answer.",
@@ -146,7 +146,7 @@ pub const CONFIGURED: Labeled<0> = Labeled::new(Family {
 });
 pub const KNOWN: Labeled<0> = Labeled::new(Family {
     base: "roce_peer_probe_peers_admitted",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[],
     help: "Listed peers whose endpoints are held now, after admission (documents are fetched as the walk reaches each peer, so this grows to the listed count over the first walk).",
@@ -154,7 +154,7 @@ pub const KNOWN: Labeled<0> = Labeled::new(Family {
 });
 pub const ENDPOINT_INFO: Labeled<11> = Labeled::new(Family {
     base: "roce_peer_probe_endpoint_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[
         "node",
@@ -253,7 +253,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             baseline.push(labels, b);
         }
         pending.push(labels, stats.pending);
-        for reason in roce_probe::peer::Refusal::ALL {
+        for reason in roce_probe::peer::DatagramRefusal::ALL {
             responder_refused.push(
                 [&local.device, &port, reason.as_str()],
                 stats.served.refused(reason),

@@ -13,7 +13,7 @@ use roce_netdev::phys::PhysNetdev;
 use roce_netdev::RdmaPortRef;
 
 use super::groups::{Group, Groups};
-use super::{push_into, Family, FamilySamples, FamilyUnit, Kind, Labeled};
+use super::{push_into, Family, FamilySamples, FamilyUnit, Labeled, MetricKind};
 use crate::snapshot::Snapshot;
 
 const NETDEV: &[&str] = &["netdev", "device", "port"];
@@ -26,7 +26,7 @@ const DEVLINK_SOURCE: &str = "devlink generic netlink DEVLINK_CMD_HEALTH_REPORTE
 
 pub const CARRIER_CHANGES: Labeled<3> = Labeled::new(Family {
     base: "roce_netdev_carrier_changes",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: NETDEV,
     help: "Carrier (link) up and down transitions of the netdev since it was created.",
@@ -34,7 +34,7 @@ pub const CARRIER_CHANGES: Labeled<3> = Labeled::new(Family {
 });
 pub const CARRIER_TRANSITIONS: Labeled<4> = Labeled::new(Family {
     base: "roce_netdev_carrier_transitions",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "direction"],
     help: "Carrier transitions by direction (up, down) since the netdev was created; 32-bit kernel counts, unlike the 8-bit PMA link_downed.",
@@ -42,7 +42,7 @@ pub const CARRIER_TRANSITIONS: Labeled<4> = Labeled::new(Family {
 });
 pub const FEC_MODE: Labeled<4> = Labeled::new(Family {
     base: "roce_fec_mode_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "mode"],
     help:
@@ -51,7 +51,7 @@ pub const FEC_MODE: Labeled<4> = Labeled::new(Family {
 });
 pub const FEC_CORRECTED_BLOCKS: Labeled<4> = Labeled::new(Family {
     base: "roce_fec_corrected_blocks",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: LANE,
     help: "FEC codewords with errors that FEC corrected; lane empty for the total, set per lane where the driver counts lanes.",
@@ -59,7 +59,7 @@ pub const FEC_CORRECTED_BLOCKS: Labeled<4> = Labeled::new(Family {
 });
 pub const FEC_UNCORRECTABLE_BLOCKS: Labeled<4> = Labeled::new(Family {
     base: "roce_fec_uncorrectable_blocks",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: LANE,
     help: "FEC codewords FEC could not correct (frames lost on the link); lane as for roce_fec_corrected_blocks_total. Post-FEC BER is at least rate(this) / link bits per second.",
@@ -67,7 +67,7 @@ pub const FEC_UNCORRECTABLE_BLOCKS: Labeled<4> = Labeled::new(Family {
 });
 pub const FEC_CORRECTED_BITS: Labeled<4> = Labeled::new(Family {
     base: "roce_fec_corrected_bits",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: LANE,
     help: "Bits FEC corrected; pre-FEC BER = rate(this) / link bits per second (per lane: / lane bits per second).",
@@ -75,7 +75,7 @@ pub const FEC_CORRECTED_BITS: Labeled<4> = Labeled::new(Family {
 });
 pub const MODULE_INFO: Labeled<9> = Labeled::new(Family {
     base: "roce_module_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[
         "netdev", "device", "port", "type", "standard", "vendor", "part", "revision", "serial",
@@ -85,7 +85,7 @@ pub const MODULE_INFO: Labeled<9> = Labeled::new(Family {
 });
 pub const MODULE_TEMPERATURE: Labeled<3> = Labeled::new(Family {
     base: "roce_module_temperature",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Celsius),
     labels: NETDEV,
     help: "Module case temperature.",
@@ -93,7 +93,7 @@ pub const MODULE_TEMPERATURE: Labeled<3> = Labeled::new(Family {
 });
 pub const MODULE_SUPPLY: Labeled<3> = Labeled::new(Family {
     base: "roce_module_supply",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Volts),
     labels: NETDEV,
     help: "Module supply voltage (Vcc).",
@@ -101,7 +101,7 @@ pub const MODULE_SUPPLY: Labeled<3> = Labeled::new(Family {
 });
 pub const MODULE_TX_BIAS: Labeled<4> = Labeled::new(Family {
     base: "roce_module_tx_bias",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Amperes),
     labels: LANE,
     help: "Laser bias current of one lane (lane 0 is the module's lane 1).",
@@ -109,7 +109,7 @@ pub const MODULE_TX_BIAS: Labeled<4> = Labeled::new(Family {
 });
 pub const MODULE_TX_POWER: Labeled<4> = Labeled::new(Family {
     base: "roce_module_tx_power",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Watts),
     labels: LANE,
     help: "Optical power the module transmits on one lane.",
@@ -117,7 +117,7 @@ pub const MODULE_TX_POWER: Labeled<4> = Labeled::new(Family {
 });
 pub const MODULE_RX_POWER: Labeled<4> = Labeled::new(Family {
     base: "roce_module_rx_power",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Watts),
     labels: LANE,
     help: "Optical power the module receives on one lane (average or OMA, as the module measures).",
@@ -125,7 +125,7 @@ pub const MODULE_RX_POWER: Labeled<4> = Labeled::new(Family {
 });
 pub const MODULE_THRESHOLD: Labeled<5> = Labeled::new(Family {
     base: "roce_module_threshold",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "monitor", "level"],
     help: "The module's own alarm and warning thresholds (level high_alarm, low_alarm, high_warning, low_warning) for each monitor, in the monitor's unit: temperature_celsius, supply_volts, tx_bias_amperes, tx_power_watts, rx_power_watts.",
@@ -133,7 +133,7 @@ pub const MODULE_THRESHOLD: Labeled<5> = Labeled::new(Family {
 });
 pub const PCIE_AER_ERRORS: Labeled<4> = Labeled::new(Family {
     base: "roce_pcie_aer_errors",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["pci", "role", "netdev", "severity"],
     help: "PCIe AER errors the kernel counted for a NIC (role nic, with its netdev) or GPU (role gpu) function, by severity: correctable (replayed by the link layer, a sign of a marginal link), nonfatal, fatal (TOTAL_ERR_* lines).",
@@ -141,7 +141,7 @@ pub const PCIE_AER_ERRORS: Labeled<4> = Labeled::new(Family {
 });
 pub const PCIE_AER_ERROR_KINDS: Labeled<5> = Labeled::new(Family {
     base: "roce_pcie_aer_error_kinds",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["pci", "role", "netdev", "severity", "kind"],
     help: "PCIe AER errors by kind as the kernel names them (RxErr, BadTLP, BadDLLP, Rollover, Timeout, ... for correctable; DLP, TLP, CmpltTO, MalfTLP, ... for uncorrectable).",
@@ -149,7 +149,7 @@ pub const PCIE_AER_ERROR_KINDS: Labeled<5> = Labeled::new(Family {
 });
 pub const DEVLINK_HEALTHY: Labeled<4> = Labeled::new(Family {
     base: "roce_devlink_reporter_healthy",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "pci", "reporter", "devlink_port"],
     help: "1 when the NIC's devlink health reporter (fw, fw_fatal, tx, rx, ...) is healthy, 0 when it is in error.",
@@ -157,7 +157,7 @@ pub const DEVLINK_HEALTHY: Labeled<4> = Labeled::new(Family {
 });
 pub const DEVLINK_ERRORS: Labeled<4> = Labeled::new(Family {
     base: "roce_devlink_reporter_errors",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "pci", "reporter", "devlink_port"],
     help: "Errors a devlink health reporter saw.",
@@ -165,7 +165,7 @@ pub const DEVLINK_ERRORS: Labeled<4> = Labeled::new(Family {
 });
 pub const DEVLINK_RECOVERIES: Labeled<4> = Labeled::new(Family {
     base: "roce_devlink_reporter_recoveries",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "pci", "reporter", "devlink_port"],
     help: "Recoveries the driver ran for a devlink health reporter.",

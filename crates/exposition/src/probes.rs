@@ -1,7 +1,7 @@
 //! Families of the verbs probes: round-trip histogram, rounds, failures by
 //! reason, whether the last round worked, and when one last did.
 
-use super::{Family, FamilySamples, FamilyUnit, HistogramValue, Kind, Labeled, Samples};
+use super::{Family, FamilySamples, FamilyUnit, HistogramValue, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
 
 const SOURCE: &str = "ibverbs loopback probe: RDMA WRITE + SEND between two RC QPs of the port at its active MTU and the RoCE DSCP's traffic class, on the probe's own schedule (probes.interval, jittered); loopback never leaves the NIC (not the cable, switch or fabric)";
@@ -9,7 +9,7 @@ const PORT: &[&str] = &["device", "port"];
 
 pub const RTT: Labeled<4> = Labeled::new(Family {
     base: "roce_probe_rtt",
-    kind: Kind::Histogram,
+    kind: MetricKind::Histogram,
     unit: Some(FamilyUnit::Seconds),
     labels: &["device", "port", "gid_index", "op"],
     help: "Round trip of a probe (op=write_send: from posting an RDMA WRITE and a SEND to the SEND's completion, acknowledged by the responder QP), successful rounds only.",
@@ -17,7 +17,7 @@ pub const RTT: Labeled<4> = Labeled::new(Family {
 });
 pub const REQUESTS: Labeled<2> = Labeled::new(Family {
     base: "roce_probe_requests",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: PORT,
     help: "Probe rounds attempted on the port since the exporter started (successful or not).",
@@ -25,7 +25,7 @@ pub const REQUESTS: Labeled<2> = Labeled::new(Family {
 });
 pub const FAILURES: Labeled<3> = Labeled::new(Family {
     base: "roce_probe_failures",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["device", "port", "reason"],
     help: "Failed probe rounds by reason: the step that failed (device_open, port_down, gid_index, alloc_pd, reg_mr, memlock, create_cq, create_qp, qp_init, qp_rtr, qp_rts, post_recv, post_send, poll_cq), a work completion error (wc_<ibv_wc_status>, e.g. wc_retry_exc_err), timeout or payload_mismatch.",
@@ -33,7 +33,7 @@ pub const FAILURES: Labeled<3> = Labeled::new(Family {
 });
 pub const SUCCESS: Labeled<2> = Labeled::new(Family {
     base: "roce_probe_success",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: PORT,
     help: "1 when the port's last probe round succeeded, 0 when it failed (the reason is the failure counter that moved).",
@@ -41,7 +41,7 @@ pub const SUCCESS: Labeled<2> = Labeled::new(Family {
 });
 pub const LAST_SUCCESS: Labeled<2> = Labeled::new(Family {
     base: "roce_probe_last_success_timestamp",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: PORT,
     help: "Unix time of the port's last successful probe round (absent before the first one).",

@@ -5,11 +5,11 @@
 //! encode time, never from `--path.procfs` (the host tree the sources read,
 //! which can be a fixture). A value that cannot be read is absent.
 
-use super::{Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
+use super::{Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
 
 pub const START_TIME: Labeled<0> = Labeled::new(Family {
     base: "process_start_time",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "Start time of the exporter process since the Unix epoch.",
@@ -17,7 +17,7 @@ pub const START_TIME: Labeled<0> = Labeled::new(Family {
 });
 pub const CPU: Labeled<0> = Labeled::new(Family {
     base: "process_cpu",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: Some(FamilyUnit::Seconds),
     labels: &[],
     help: "User and system CPU time the exporter process spent.",
@@ -25,7 +25,7 @@ pub const CPU: Labeled<0> = Labeled::new(Family {
 });
 pub const RESIDENT_MEMORY: Labeled<0> = Labeled::new(Family {
     base: "process_resident_memory",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
     labels: &[],
     help: "Resident memory of the exporter process.",
@@ -33,7 +33,7 @@ pub const RESIDENT_MEMORY: Labeled<0> = Labeled::new(Family {
 });
 pub const OPEN_FDS: Labeled<0> = Labeled::new(Family {
     base: "process_open_fds",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[],
     help: "File descriptors the exporter process has open.",
@@ -41,7 +41,7 @@ pub const OPEN_FDS: Labeled<0> = Labeled::new(Family {
 });
 pub const MAX_FDS: Labeled<0> = Labeled::new(Family {
     base: "process_max_fds",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[],
     help: "Limit of open file descriptors of the exporter process (soft RLIMIT_NOFILE).",

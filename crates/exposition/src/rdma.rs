@@ -4,14 +4,14 @@
 
 use roce_rdma::{Device, Port};
 
-use super::{hw_counters, Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
+use super::{hw_counters, Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
 
 const PORT: &[&str] = &["device", "port"];
 
 pub const DEVICE_INFO: Labeled<8> = Labeled::new(Family {
     base: "roce_device_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "driver", "fw_version", "board_id", "hca_type", "node_guid", "pci_address", "numa_node"],
     help: "RDMA device (value 1). driver is the kernel driver of the backing PCI function, or rxe/siw for software devices.",
@@ -19,7 +19,7 @@ pub const DEVICE_INFO: Labeled<8> = Labeled::new(Family {
 });
 pub const PORT_INFO: Labeled<5> = Labeled::new(Family {
     base: "roce_port_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "link_layer", "netdev", "pci_address"],
     help: "RDMA port (value 1) with its link layer and the netdev behind it.",
@@ -27,7 +27,7 @@ pub const PORT_INFO: Labeled<5> = Labeled::new(Family {
 });
 pub const PORT_STATE: Labeled<2> = Labeled::new(Family {
     base: "roce_port_state_id",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: PORT,
     help: "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.",
@@ -35,7 +35,7 @@ pub const PORT_STATE: Labeled<2> = Labeled::new(Family {
 });
 pub const PORT_PHYS_STATE: Labeled<2> = Labeled::new(Family {
     base: "roce_port_physical_state_id",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: PORT,
     help: "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
@@ -43,7 +43,7 @@ pub const PORT_PHYS_STATE: Labeled<2> = Labeled::new(Family {
 });
 pub const PORT_UP: Labeled<2> = Labeled::new(Family {
     base: "roce_port_up",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: PORT,
     help: "1 when the port is ACTIVE and LinkUp, else 0.",
@@ -51,7 +51,7 @@ pub const PORT_UP: Labeled<2> = Labeled::new(Family {
 });
 pub const PORT_RATE: Labeled<2> = Labeled::new(Family {
     base: "roce_port_rate",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
     labels: PORT,
     help: "Port data rate as the kernel reports it, in bytes per second (100 Gb/sec (4X EDR) is 12.5e9).",
@@ -59,7 +59,7 @@ pub const PORT_RATE: Labeled<2> = Labeled::new(Family {
 });
 pub const PORT_LID: Labeled<2> = Labeled::new(Family {
     base: "roce_port_lid",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: PORT,
     help: "Local identifier of an InfiniBand port (absent on Ethernet, where the kernel reports 0 and RoCE addresses by GID).",
@@ -72,7 +72,7 @@ pub const PORT_LID: Labeled<2> = Labeled::new(Family {
 /// fleet-wide GID rules need.
 pub const GID_INFO: Labeled<7> = Labeled::new(Family {
     base: "roce_gid_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "index", "gid", "type", "netdev", "family"],
     help: "Populated GID table slot (value 1): type is IB/RoCE v1 or RoCE v2 as the kernel prints it; family (derived from gid) is ipv4_mapped, ipv6_link_local or ipv6_global, the distinction NCCL-style GID selection needs.",
@@ -80,7 +80,7 @@ pub const GID_INFO: Labeled<7> = Labeled::new(Family {
 });
 pub const HW_COUNTER_PATH: Labeled<3> = Labeled::new(Family {
     base: "roce_port_hw_counters_path_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["device", "port", "path"],
     help: "Where the port's hardware counters were read (value 1): netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter).",
@@ -88,7 +88,7 @@ pub const HW_COUNTER_PATH: Labeled<3> = Labeled::new(Family {
 });
 pub const HW_STAT: Labeled<3> = Labeled::new(Family {
     base: "roce_port_hw_stat",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["device", "port", "stat"],
     help: "Hardware counter without a semantic mapping, under its kernel name.",
@@ -96,7 +96,7 @@ pub const HW_STAT: Labeled<3> = Labeled::new(Family {
 });
 pub const PORT_STAT: Labeled<3> = Labeled::new(Family {
     base: "roce_port_stat",
-    kind: Kind::Counter,
+    kind: MetricKind::Counter,
     unit: None,
     labels: &["device", "port", "stat"],
     help: "counters/ entry without a semantic mapping, under its kernel name.",
@@ -117,7 +117,7 @@ macro_rules! port_counter {
             scale: $scale,
             family: Labeled::new(Family {
                 base: $base,
-                kind: Kind::Counter,
+                kind: MetricKind::Counter,
                 unit: $unit,
                 labels: PORT,
                 help: $help,

@@ -5,14 +5,14 @@
 use roce_topology::{FunctionRole, PciFunction, TopologySnapshot};
 
 use super::groups::{Group, Groups};
-use super::{Family, FamilySamples, FamilyUnit, Kind, Labeled, Samples};
+use super::{Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
 
 const LINK: &[&str] = &["pci_address", "device", "bound"];
 
 pub const GPU_INFO: Labeled<5> = Labeled::new(Family {
     base: "roce_gpu_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["gpu", "pci_address", "name", "uuid", "numa_node"],
     help: "GPU (value 1): gpu is its index in PCI bus order (as nvidia-smi numbers them); name and uuid come from NVML and are empty without it; numa_node is empty when unknown.",
@@ -20,7 +20,7 @@ pub const GPU_INFO: Labeled<5> = Labeled::new(Family {
 });
 pub const GPU_NIC_PATH: Labeled<3> = Labeled::new(Family {
     base: "roce_gpu_nic_path_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["gpu", "device", "path"],
     help: "PCIe path between a GPU and an RDMA device (value 1), as nvidia-smi topo -m names it: PIX (one switch at most), PXB (several bridges), PHB (through a host bridge), NODE (across host bridges of one NUMA node), SYS (across NUMA nodes).",
@@ -28,7 +28,7 @@ pub const GPU_NIC_PATH: Labeled<3> = Labeled::new(Family {
 });
 pub const GPU_NEAREST_NIC: Labeled<3> = Labeled::new(Family {
     base: "roce_gpu_nearest_nic_info",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["gpu", "device", "path"],
     help:
@@ -37,7 +37,7 @@ pub const GPU_NEAREST_NIC: Labeled<3> = Labeled::new(Family {
 });
 pub const LINK_SPEED: Labeled<3> = Labeled::new(Family {
     base: "roce_pcie_link_speed",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::TransfersPerSecond),
     labels: LINK,
     help: "PCIe link speed per lane of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports). device names the RDMA device of a NIC function, empty otherwise.",
@@ -45,7 +45,7 @@ pub const LINK_SPEED: Labeled<3> = Labeled::new(Family {
 });
 pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
     base: "roce_pcie_link_width",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Lanes),
     labels: LINK,
     help: "PCIe link width of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports).",
@@ -53,7 +53,7 @@ pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
 });
 pub const LINK_DOWNTRAINED: Labeled<4> = Labeled::new(Family {
     base: "roce_pcie_link_downtrained",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["pci_address", "device", "upstream", "aspect"],
     help: "1 when the link above pci_address runs below what both ends support (aspect=speed or width: current below min(upstream max, pci_address max)), else 0. upstream is the port above (empty on a root bus).",
@@ -61,7 +61,7 @@ pub const LINK_DOWNTRAINED: Labeled<4> = Labeled::new(Family {
 });
 pub const ACS_REDIRECT: Labeled<2> = Labeled::new(Family {
     base: "roce_pcie_acs_request_redirect",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["pci_address", "state"],
     help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, one series with value 1, its state label the current state: enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN).",
@@ -69,7 +69,7 @@ pub const ACS_REDIRECT: Labeled<2> = Labeled::new(Family {
 });
 pub const GPUDIRECT_READY: Labeled<1> = Labeled::new(Family {
     base: "roce_gpudirect_rdma_ready",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["mechanism"],
     help: "1 when GPUDirect RDMA can work through the mechanism: nvidia_peermem (module loaded) or dmabuf (kernel >= 5.12, NVIDIA open kernel module or amdgpu, libibverbs with ibv_reg_dmabuf_mr). Only on hosts with a GPU.",
@@ -77,7 +77,7 @@ pub const GPUDIRECT_READY: Labeled<1> = Labeled::new(Family {
 });
 pub const GPUDIRECT_AVAILABLE: Labeled<0> = Labeled::new(Family {
     base: "roce_gpudirect_rdma_available",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[],
     help:
@@ -86,7 +86,7 @@ pub const GPUDIRECT_AVAILABLE: Labeled<0> = Labeled::new(Family {
 });
 pub const GPUDIRECT_PREREQUISITE: Labeled<2> = Labeled::new(Family {
     base: "roce_gpudirect_rdma_prerequisite",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &["mechanism", "prerequisite"],
     help: "1 when a prerequisite of a GPUDirect RDMA mechanism is met: nvidia_peermem/module_loaded, dmabuf/kernel (>= 5.12), dmabuf/gpu_driver (NVIDIA open kernel module or amdgpu), dmabuf/rdma_core (libibverbs ABI >= 1.12).",
@@ -94,7 +94,7 @@ pub const GPUDIRECT_PREREQUISITE: Labeled<2> = Labeled::new(Family {
 });
 pub const NVML_STATE: Labeled<0> = Labeled::new(Family {
     base: "roce_gpu_nvml_available",
-    kind: Kind::Gauge,
+    kind: MetricKind::Gauge,
     unit: None,
     labels: &[],
     help: "1 when NVML answered in the last sample (GPU names and UUIDs), 0 when it is absent or failed. Only on hosts with an NVIDIA GPU.",

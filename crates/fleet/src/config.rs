@@ -9,6 +9,8 @@ use serde::{Deserialize, Deserializer};
 
 use roce_model::values::{duration, number};
 
+use crate::error::FleetError;
+
 /// `peer_probes:`: UD probes to other exporters' responders
 /// (`roce_probe::peer`; design in docs/peer-probes.md).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -231,31 +233,29 @@ pub enum RailBy {
 impl PeerProbeConfig {
     /// Checks across the keys of `peer_probes:`: credentials never over
     /// plain http, one source of endpoints, rails that can be computed.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FleetError> {
         if !(1..=roce_probe::peer::MAX_FLOW_LABELS).contains(&self.flow_labels) {
-            return Err(format!(
-                "flow_labels {}: expected 1 to {}",
-                self.flow_labels,
-                roce_probe::peer::MAX_FLOW_LABELS
-            ));
+            return Err(FleetError::FlowLabels {
+                value: self.flow_labels,
+                max: roce_probe::peer::MAX_FLOW_LABELS,
+            });
         }
         if self.username.is_some() != self.password_file.is_some() {
-            return Err("username and password_file go together".into());
+            return Err(FleetError::Unpaired {
+                first: "username",
+                second: "password_file",
+            });
         }
         if self.username.is_some() {
             if let Some(p) = self.peers.iter().find(|p| p.trim().starts_with("http://")) {
-                return Err(format!(
-                    "peer {p:?} is http:// while username/password_file are set: credentials are never sent over plain http (use https:// and tls_ca_file)"
-                ));
+                return Err(FleetError::CredentialsToPlainPeer { peer: p.clone() });
             }
             let listed = !self.peers.is_empty()
                 || self.dns.is_some()
                 || !self.srv.is_empty()
                 || self.file.is_some();
             if self.tls_ca_file.is_none() && listed {
-                return Err(
-                    "username/password_file without tls_ca_file: peers would be fetched over plain http with credentials; set tls_ca_file (peers are then https)".into(),
-                );
+                return Err(FleetError::CredentialsWithoutCa);
             }
         }
         if let Some(prom) = &self.prometheus {
@@ -264,34 +264,33 @@ impl PeerProbeConfig {
                 || !self.srv.is_empty()
                 || self.file.is_some();
             if listed {
-                return Err("prometheus replaces the peer list: set either prometheus or peers/dns/srv/file".into());
+                return Err(FleetError::PrometheusAndPeerList);
             }
             let url = crate::peer_http::Url::parse(&prom.url).ok_or_else(|| {
-                format!(
-                    "prometheus.url {:?}: expected http(s)://host[:port][/prefix]",
-                    prom.url
-                )
+                FleetError::PrometheusUrl {
+                    url: prom.url.clone(),
+                }
             })?;
             if prom.username.is_some() != prom.password_file.is_some() {
-                return Err("prometheus.username and prometheus.password_file go together".into());
+                return Err(FleetError::Unpaired {
+                    first: "prometheus.username",
+                    second: "prometheus.password_file",
+                });
             }
             let credentials = prom.username.is_some() || prom.bearer_token_file.is_some();
             if prom.username.is_some() && prom.bearer_token_file.is_some() {
-                return Err(
-                    "prometheus: bearer_token_file or username/password_file, not both".into(),
-                );
+                return Err(FleetError::TwoCredentials);
             }
             if credentials && !url.tls {
-                return Err(format!(
-                    "prometheus.url {:?} is http:// while credentials are set: they are never sent over plain http",
-                    prom.url
-                ));
+                return Err(FleetError::CredentialsToPlainPrometheus {
+                    url: prom.url.clone(),
+                });
             }
             if url.tls && prom.tls_ca_file.is_none() {
-                return Err("prometheus.url is https:// and needs prometheus.tls_ca_file".into());
+                return Err(FleetError::PrometheusWithoutCa);
             }
             if prom.query.trim().is_empty() || prom.query.len() > 4096 {
-                return Err("prometheus.query must be 1 to 4096 bytes".into());
+                return Err(FleetError::QueryLength);
             }
         }
         crate::peer_rails::Rails::new(&self.rails).map(|_| ())

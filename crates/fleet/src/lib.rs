@@ -11,9 +11,12 @@
 //! copies its results into the snapshot.
 
 pub mod config;
+pub mod error;
 pub mod peer_dns;
 pub mod peer_endpoints;
 pub mod peer_http;
 pub mod peer_list;
 pub mod peer_rails;
 pub mod runner;
+
+pub use error::{FailureKind, FleetError, SharedError};

@@ -508,10 +508,13 @@ mod tests {
         });
         assert!(list.current().is_empty());
         assert!(
-            list.errors[0].starts_with("peer_probes.srv _metrics._tcp"),
+            list.errors[0]
+                .to_string()
+                .starts_with("peer_probes.srv _metrics._tcp"),
             "{:?}",
             list.errors
         );
+        assert_eq!(list.errors[0].kind(), crate::FailureKind::Busy);
     }
 
     #[test]

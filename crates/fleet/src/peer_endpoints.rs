@@ -31,6 +31,7 @@ use super::peer_http::{
 use super::peer_list::PeerAddress;
 use super::peer_rails::Rails;
 use crate::config::{PeerProbeConfig, PeerPrometheusConfig};
+use crate::error::FleetError;
 
 /// Largest endpoints document read from a peer (64 endpoints fit).
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
@@ -356,21 +357,20 @@ struct ApiSample {
 /// The series of an instant-query answer (`/api/v1/query`), each made an
 /// endpoint or refused as `Malformed`; at most [`MAX_FLEET_ENDPOINTS`]
 /// (the rest refused as `TooMany`).
-pub fn parse_query_response(body: &[u8]) -> Result<Vec<FleetSeries>, String> {
-    let r: ApiResponse = serde_json::from_slice(body).map_err(|e| format!("query answer: {e}"))?;
+pub fn parse_query_response(body: &[u8]) -> Result<Vec<FleetSeries>, FleetError> {
+    let r: ApiResponse =
+        serde_json::from_slice(body).map_err(|e| FleetError::QueryAnswer(e.into()))?;
     if r.status != "success" {
-        return Err(format!(
-            "query status {:.32?}: {:.200}",
-            r.status,
-            r.error.unwrap_or_default()
-        ));
+        return Err(FleetError::QueryStatus {
+            status: r.status,
+            error: r.error.unwrap_or_default(),
+        });
     }
-    let data = r.data.ok_or("query answer without data")?;
+    let data = r.data.ok_or(FleetError::QueryWithoutData)?;
     if data.result_type != "vector" {
-        return Err(format!(
-            "query result {:.32?}, expected an instant vector",
-            data.result_type
-        ));
+        return Err(FleetError::QueryResultType {
+            result_type: data.result_type,
+        });
     }
     Ok(data
         .result
@@ -596,14 +596,24 @@ mod tests {
         assert_eq!(instance_host(&got[0].instance), "10.1.0.7");
         assert_eq!(got[1].endpoint.as_ref().unwrap().node, "node-c");
         assert_eq!(got[2].endpoint, Err(Refusal::Malformed));
-        for bad in [
-            &br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#[..],
-            br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#,
-            br#"{"status":"success"}"#,
-            b"[1,2",
-        ] {
-            assert!(parse_query_response(bad).is_err());
-        }
+        let refused = |bad: &[u8]| parse_query_response(bad).unwrap_err();
+        assert_eq!(
+            refused(br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#),
+            FleetError::QueryStatus {
+                status: "error".into(),
+                error: "parse error".into()
+            }
+        );
+        assert_eq!(
+            refused(br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#)
+                .to_string(),
+            "query result \"matrix\", expected an instant vector"
+        );
+        assert_eq!(
+            refused(br#"{"status":"success"}"#),
+            FleetError::QueryWithoutData
+        );
+        assert!(matches!(refused(b"[1,2"), FleetError::QueryAnswer(_)));
         assert_eq!(instance_host("[fd00::1]:9879"), "fd00::1");
         assert_eq!(instance_host("node-b"), "node-b");
     }

@@ -21,6 +21,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::error::FleetError;
+
 /// Bytes of a response head (status line and headers) at most.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
@@ -388,28 +390,37 @@ struct Head {
 }
 
 /// The head once it is complete; `Err` when it is not HTTP/1.x or too long.
-fn head(raw: &[u8]) -> Option<Result<Head, String>> {
+fn head(raw: &[u8]) -> Option<Result<Head, FleetError>> {
     let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
         if raw.len() > MAX_HEAD_BYTES {
-            return Some(Err(format!("no end of the head in {MAX_HEAD_BYTES} bytes")));
+            return Some(Err(FleetError::HeadUnterminated {
+                max: MAX_HEAD_BYTES,
+            }));
         }
         return None;
     };
     if end > MAX_HEAD_BYTES {
-        return Some(Err(format!("a head longer than {MAX_HEAD_BYTES} bytes")));
+        return Some(Err(FleetError::HeadTooLong {
+            max: MAX_HEAD_BYTES,
+        }));
     }
     let text = String::from_utf8_lossy(&raw[..end]);
     let mut lines = text.split("\r\n");
     let status_line = lines.next().unwrap_or("");
+    let bad_status = || {
+        Some(Err(FleetError::StatusLine {
+            line: status_line.to_string(),
+        }))
+    };
     let status = match status_line.split_once(' ') {
         Some(("HTTP/1.1" | "HTTP/1.0", rest)) => {
             let code = rest.split(' ').next().unwrap_or("");
             match (code.len(), code.parse::<u16>()) {
                 (3, Ok(c)) => c,
-                _ => return Some(Err(format!("status line {status_line:.64?}"))),
+                _ => return bad_status(),
             }
         }
-        _ => return Some(Err(format!("status line {status_line:.64?}"))),
+        _ => return bad_status(),
     };
     let mut h = Head {
         status,
@@ -419,6 +430,12 @@ fn head(raw: &[u8]) -> Option<Result<Head, String>> {
         gzip: false,
         location: None,
     };
+    let refused = |header: &'static str, value: &str| {
+        Some(Err(FleetError::Header {
+            header,
+            value: value.to_string(),
+        }))
+    };
     for line in lines {
         let Some((name, value)) = line.split_once(':') else {
             continue;
@@ -427,14 +444,14 @@ fn head(raw: &[u8]) -> Option<Result<Head, String>> {
         match name.trim().to_ascii_lowercase().as_str() {
             "content-length" => match value.parse::<usize>() {
                 Ok(n) if h.content_length.is_none_or(|m| m == n) => h.content_length = Some(n),
-                _ => return Some(Err(format!("content-length {value:.32?}"))),
+                _ => return refused("content-length", value),
             },
             "transfer-encoding" => {
                 let v = value.to_ascii_lowercase();
                 if v == "chunked" {
                     h.chunked = true;
                 } else {
-                    return Some(Err(format!("transfer-encoding {value:.32?}")));
+                    return refused("transfer-encoding", value);
                 }
             }
             "content-encoding" => {
@@ -442,7 +459,7 @@ fn head(raw: &[u8]) -> Option<Result<Head, String>> {
                 match v.as_str() {
                     "gzip" => h.gzip = true,
                     "identity" => {}
-                    _ => return Some(Err(format!("content-encoding {value:.32?}"))),
+                    _ => return refused("content-encoding", value),
                 }
             }
             "location" => h.location = Some(value.chars().take(128).collect()),
@@ -473,8 +490,29 @@ fn complete(raw: &[u8]) -> bool {
 #[derive(Debug, PartialEq, Eq)]
 enum Dechunk {
     Incomplete,
-    Malformed(&'static str),
+    Malformed(ChunkPart),
     TooLarge,
+}
+
+/// The part of a `chunked` body that is malformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkPart {
+    /// No line end within 64 bytes.
+    SizeLine,
+    /// Not 1 to 16 hexadecimal digits.
+    Size,
+    /// Data not followed by `\r\n`.
+    End,
+}
+
+impl std::fmt::Display for ChunkPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ChunkPart::SizeLine => "chunk size line",
+            ChunkPart::Size => "chunk size",
+            ChunkPart::End => "chunk end",
+        })
+    }
 }
 
 /// Decodes a `chunked` body, at most `max` bytes of data.
@@ -483,7 +521,7 @@ fn dechunk(mut body: &[u8], max: usize) -> Result<Vec<u8>, Dechunk> {
     loop {
         let Some(eol) = body.windows(2).position(|w| w == b"\r\n") else {
             return Err(if body.len() > 64 {
-                Dechunk::Malformed("chunk size line")
+                Dechunk::Malformed(ChunkPart::SizeLine)
             } else {
                 Dechunk::Incomplete
             });
@@ -491,13 +529,13 @@ fn dechunk(mut body: &[u8], max: usize) -> Result<Vec<u8>, Dechunk> {
         let line = &body[..eol];
         let size_text = line.split(|b| *b == b';').next().unwrap_or(&[]);
         let size_text = std::str::from_utf8(size_text)
-            .map_err(|_| Dechunk::Malformed("chunk size"))?
+            .map_err(|_| Dechunk::Malformed(ChunkPart::Size))?
             .trim();
         if size_text.is_empty() || size_text.len() > 16 {
-            return Err(Dechunk::Malformed("chunk size"));
+            return Err(Dechunk::Malformed(ChunkPart::Size));
         }
-        let size =
-            usize::from_str_radix(size_text, 16).map_err(|_| Dechunk::Malformed("chunk size"))?;
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| Dechunk::Malformed(ChunkPart::Size))?;
         body = &body[eol + 2..];
         if size == 0 {
             // Trailers (ignored) end with an empty line.
@@ -515,7 +553,7 @@ fn dechunk(mut body: &[u8], max: usize) -> Result<Vec<u8>, Dechunk> {
         }
         out.extend_from_slice(&body[..size]);
         if &body[size..size + 2] != b"\r\n" {
-            return Err(Dechunk::Malformed("chunk end"));
+            return Err(Dechunk::Malformed(ChunkPart::End));
         }
         body = &body[size + 2..];
     }

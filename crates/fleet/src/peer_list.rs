@@ -10,7 +10,11 @@ use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use roce_host::named::NamedFileErrorKind;
+
 use crate::config::PeerProbeConfig;
+use crate::error::FleetError;
+use crate::peer_dns::{DnsError, Resolver};
 
 /// Peer exporters taken from all sources together, at most.
 pub const MAX_PEERS: usize = 10_000;
@@ -63,15 +67,16 @@ pub struct PeerList {
     statics: Vec<String>,
     dns: Option<String>,
     srv: Vec<String>,
-    /// Asks the SRV names; `None` when `/etc/resolv.conf` names no server
-    /// (said in `errors` at each refresh).
-    resolver: Result<super::peer_dns::Resolver, String>,
+    /// Asks the SRV names; `None` when no SRV name is configured, an error
+    /// when `/etc/resolv.conf` names no server (said in `errors` at each
+    /// refresh).
+    resolver: Option<Result<Resolver, DnsError>>,
     file: Option<PathBuf>,
     scheme: &'static str,
     file_seen: Option<SystemTime>,
     file_peers: Vec<String>,
     /// Why the last read of a source failed (for the log), by source.
-    pub errors: Vec<String>,
+    pub errors: Vec<FleetError>,
 }
 
 impl PeerList {
@@ -81,15 +86,9 @@ impl PeerList {
             dns: config.dns.clone(),
             srv: config.srv.clone(),
             // Read only when SRV names are configured.
-            resolver: if config.srv.is_empty() {
-                Err("no SRV name configured".into())
-            } else {
-                super::peer_dns::Resolver::from_resolv_conf(
-                    Path::new("/etc/resolv.conf"),
-                    config.fetch_timeout,
-                )
-                .map_err(|e| e.to_string())
-            },
+            resolver: (!config.srv.is_empty()).then(|| {
+                Resolver::from_resolv_conf(Path::new("/etc/resolv.conf"), config.fetch_timeout)
+            }),
             file: config.file.clone(),
             scheme: if tls { "https" } else { "http" },
             file_seen: None,
@@ -99,8 +98,8 @@ impl PeerList {
     }
 
     /// A resolver other than the system's for the SRV names (tests).
-    pub fn with_resolver(mut self, resolver: super::peer_dns::Resolver) -> Self {
-        self.resolver = Ok(resolver);
+    pub fn with_resolver(mut self, resolver: Resolver) -> Self {
+        self.resolver = Some(Ok(resolver));
         self
     }
 
@@ -118,13 +117,18 @@ impl PeerList {
         if let Some(name) = &self.dns {
             match resolve(name) {
                 Ok(addrs) => texts.extend(addrs),
-                Err(e) => self.errors.push(format!("peer_probes.dns {name}: {e}")),
+                Err(e) => self.errors.push(FleetError::Resolve {
+                    name: name.clone(),
+                    error: e.into(),
+                }),
             }
         }
         for name in &self.srv {
             let records = match &self.resolver {
-                Ok(r) => r.srv(name).map_err(|e| e.to_string()),
-                Err(e) => Err(e.clone()),
+                Some(Ok(r)) => r.srv(name),
+                Some(Err(e)) => Err(e.clone()),
+                // `srv` is not empty, so the resolver was made.
+                None => continue,
             };
             match records {
                 Ok(records) => texts.extend(records.into_iter().map(|r| {
@@ -134,13 +138,18 @@ impl PeerList {
                         format!("{}:{}", r.target, r.port)
                     }
                 })),
-                Err(e) => self.errors.push(format!("peer_probes.srv {name}: {e}")),
+                Err(error) => self.errors.push(FleetError::Srv {
+                    name: name.clone(),
+                    error,
+                }),
             }
         }
         if let Some(path) = self.file.clone() {
             if let Err(e) = self.refresh_file(&path) {
-                self.errors
-                    .push(format!("peer_probes.file {}: {e}", path.display()));
+                self.errors.push(FleetError::PeerFile {
+                    path: path.clone(),
+                    error: e.into(),
+                });
             }
             texts.extend(self.file_peers.iter().cloned());
         }
@@ -154,10 +163,12 @@ impl PeerList {
         out
     }
 
-    fn refresh_file(&mut self, path: &Path) -> Result<(), String> {
-        let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    /// Reads the file again when its modification time changed; the
+    /// error is that of its metadata (as an open) or of its read.
+    fn refresh_file(&mut self, path: &Path) -> Result<(), NamedFileErrorKind> {
+        let meta = std::fs::metadata(path).map_err(NamedFileErrorKind::Open)?;
         if meta.len() > MAX_FILE_BYTES {
-            return Err(format!("larger than {MAX_FILE_BYTES} bytes"));
+            return Err(NamedFileErrorKind::TooLarge(MAX_FILE_BYTES));
         }
         let modified = meta.modified().ok();
         if modified.is_some() && modified == self.file_seen {
@@ -166,7 +177,7 @@ impl PeerList {
         // A FIFO or a device swapped in for the file is refused, never read;
         // a read that hangs is abandoned after 5 s.
         let text = roce_host::named::read_text(path, roce_host::named::Limits::LIST)
-            .map_err(|e| e.kind.to_string())?;
+            .map_err(|e| e.kind)?;
         self.file_peers = parse_file(&text);
         self.file_seen = modified;
         Ok(())
@@ -184,8 +195,8 @@ pub fn parse_file(text: &str) -> Vec<String> {
 }
 
 /// `name:port` to one `ip:port` per A/AAAA record (IPv6 in brackets).
-fn resolve(name_port: &str) -> Result<Vec<String>, String> {
-    let addrs = name_port.to_socket_addrs().map_err(|e| e.to_string())?;
+fn resolve(name_port: &str) -> std::io::Result<Vec<String>> {
+    let addrs = name_port.to_socket_addrs()?;
     Ok(addrs.take(MAX_PEERS).map(|a| a.to_string()).collect())
 }
 

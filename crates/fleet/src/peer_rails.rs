@@ -23,6 +23,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use roce_probe::peer::Endpoint;
 
 use crate::config::{RailBy, RailConfig};
+use crate::error::FleetError;
 
 /// An IPv4 network (`10.0.0.0/16`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -131,26 +132,33 @@ pub fn rail_name_ok(n: &str) -> bool {
 }
 
 impl Rails {
-    pub fn new(c: &RailConfig) -> Result<Rails, String> {
+    pub fn new(c: &RailConfig) -> Result<Rails, FleetError> {
         let mut networks = Vec::new();
         for (name, text) in &c.networks {
             if !rail_name_ok(name) {
-                return Err(format!("rails.networks: rail name {name:?}"));
+                return Err(FleetError::RailName { rail: name.clone() });
             }
-            let net = Net::parse(text).ok_or_else(|| {
-                format!("rails.networks.{name}: {text:?} is not an IPv4 network (e.g. 10.0.0.0/16)")
+            let net = Net::parse(text).ok_or_else(|| FleetError::RailNetwork {
+                rail: name.clone(),
+                network: text.clone(),
             })?;
             if let Some((other, _)) = networks
                 .iter()
                 .find(|(_, n): &&(String, Net)| n.contains(net.addr) || net.contains(n.addr))
             {
-                return Err(format!("rails.networks: {name} and {other} overlap"));
+                return Err(FleetError::RailsOverlap {
+                    rail: name.clone(),
+                    other: other.clone(),
+                });
             }
             networks.push((name.clone(), net));
         }
         for (k, v) in &c.map {
             if !rail_name_ok(v) || k.is_empty() || k.len() > 64 {
-                return Err(format!("rails.map: {k:?}: {v:?}"));
+                return Err(FleetError::RailMapEntry {
+                    key: k.clone(),
+                    rail: v.clone(),
+                });
             }
         }
         let pattern = match &c.netdev_pattern {
@@ -159,17 +167,15 @@ impl Rails {
                 let (pre, post) = p
                     .split_once('*')
                     .filter(|(_, post)| !post.contains('*'))
-                    .ok_or_else(|| {
-                        format!("rails.netdev_pattern {p:?}: one `*` marks the rail (eth*)")
-                    })?;
+                    .ok_or_else(|| FleetError::NetdevPattern { pattern: p.clone() })?;
                 Some((pre.to_string(), post.to_string()))
             }
         };
-        let need = |ok: bool, what: &str| {
+        let need = |ok: bool, setting: &'static str| {
             if ok {
                 Ok(())
             } else {
-                Err(format!("rails.by {:?} needs rails.{what}", c.by))
+                Err(FleetError::RailsNeed { by: c.by, setting })
             }
         };
         match c.by {
@@ -355,9 +361,19 @@ mod tests {
         let bad = |f: fn(&mut RailConfig)| {
             let mut c = RailConfig::default();
             f(&mut c);
-            Rails::new(&c).unwrap_err()
+            Rails::new(&c).unwrap_err().to_string()
         };
         assert!(bad(|c| c.by = RailBy::Netdev).contains("netdev_pattern"));
+        assert_eq!(
+            Rails::new(&RailConfig {
+                by: RailBy::Map,
+                ..RailConfig::default()
+            }),
+            Err(FleetError::RailsNeed {
+                by: RailBy::Map,
+                setting: "map"
+            })
+        );
         assert!(bad(|c| {
             c.by = RailBy::Netdev;
             c.netdev_pattern = Some("eth".into());

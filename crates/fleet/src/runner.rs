@@ -108,7 +108,7 @@ pub enum EndpointSource {
 
 /// What one port thread publishes.
 #[derive(Debug, Clone, Default)]
-struct PortState {
+struct PublishedPort {
     endpoint: Option<Endpoint>,
     stats: roce_probe::peer::PortStats,
     /// The rail this port computed (`None`: none could be).
@@ -123,7 +123,7 @@ struct Shared {
     targets: Mutex<Vec<LocalTarget>>,
     /// Every admitted peer endpoint.
     peers: Mutex<Arc<Vec<Endpoint>>>,
-    ports: Mutex<BTreeMap<(String, u8), PortState>>,
+    ports: Mutex<BTreeMap<(String, u8), PublishedPort>>,
     discovery: Mutex<PeerDiscovery>,
     /// Peer ports whose latest small probe was lost: their endpoints are
     /// fetched again (a restarted peer has new QPNs).

@@ -3,7 +3,7 @@
 //! decodes them). For tests and for the harness that plays the switch;
 //! the exporter itself never transmits.
 
-use crate::tlv::{dot1, tlv_type, App, Ets, Pfc, ETH_P_LLDP, OUI_DOT1, OUI_DOT3};
+use crate::tlv::{dot1, tlv_type, AdvertisedEts, AppEntry, Pfc, ETH_P_LLDP, OUI_DOT1, OUI_DOT3};
 
 /// An LLDPDU under construction.
 #[derive(Debug, Clone, Default)]
@@ -78,14 +78,14 @@ impl FrameBuilder {
         self.org(OUI_DOT3, crate::tlv::DOT3_MFS, &mfs.to_be_bytes())
     }
 
-    pub fn ets_configuration(self, ets: &Ets) -> Self {
+    pub fn ets_configuration(self, ets: &AdvertisedEts) -> Self {
         let flags = (u8::from(ets.willing) << 7)
             | (u8::from(ets.cbs) << 6)
             | (if ets.max_tcs >= 8 { 0 } else { ets.max_tcs & 7 });
         self.org(OUI_DOT1, dot1::ETS_CONFIGURATION, &ets_info(flags, ets))
     }
 
-    pub fn ets_recommendation(self, ets: &Ets) -> Self {
+    pub fn ets_recommendation(self, ets: &AdvertisedEts) -> Self {
         self.org(OUI_DOT1, dot1::ETS_RECOMMENDATION, &ets_info(0, ets))
     }
 
@@ -94,7 +94,7 @@ impl FrameBuilder {
         self.org(OUI_DOT1, dot1::PFC_CONFIGURATION, &[flags, pfc.enable])
     }
 
-    pub fn app(self, entries: &[App]) -> Self {
+    pub fn app(self, entries: &[AppEntry]) -> Self {
         let mut v = vec![0u8];
         for e in entries {
             v.push((e.priority << 5) | (e.selector & 0x07));
@@ -124,7 +124,7 @@ impl FrameBuilder {
     }
 }
 
-fn ets_info(flags: u8, ets: &Ets) -> Vec<u8> {
+fn ets_info(flags: u8, ets: &AdvertisedEts) -> Vec<u8> {
     let mut v = vec![flags];
     for pair in ets.prio_tc.chunks_exact(2) {
         v.push((pair[0] << 4) | (pair[1] & 0x0f));
@@ -146,7 +146,7 @@ pub fn switch_frame(
 ) -> FrameBuilder {
     let mut prio_tc = [0u8; 8];
     prio_tc[usize::from(pfc_priority & 7)] = 1;
-    let ets = Ets {
+    let ets = AdvertisedEts {
         willing: false,
         cbs: false,
         max_tcs: 8,
@@ -170,7 +170,7 @@ pub fn switch_frame(
             cap: 8,
             enable: 1 << (pfc_priority & 7),
         })
-        .app(&[App {
+        .app(&[AppEntry {
             selector: crate::tlv::app_selector::DSCP,
             protocol: dscp,
             priority: app_priority,

@@ -24,4 +24,4 @@ pub mod table;
 pub mod tlv;
 
 pub use table::{Identity, NeighbourTable, PortNeighbours};
-pub use tlv::{parse_frame, App, Ets, Id, Lldpdu, ParseError, Pfc};
+pub use tlv::{parse_frame, AdvertisedEts, AppEntry, FrameError, Id, Lldpdu, Pfc};

@@ -89,7 +89,7 @@ pub struct Id {
 
 /// ETS configuration or recommendation (802.1Qaz).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ets {
+pub struct AdvertisedEts {
     /// Willing bit (configuration TLV only; false in a recommendation).
     pub willing: bool,
     /// Credit-based shaper supported (configuration TLV only).
@@ -121,7 +121,7 @@ pub struct Pfc {
 /// One APP priority entry (802.1Qaz): `protocol` (an ethertype, port or,
 /// with selector 5, a DSCP) maps to `priority`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct App {
+pub struct AppEntry {
     pub selector: u8,
     pub protocol: u16,
     pub priority: u8,
@@ -141,12 +141,12 @@ pub struct Lldpdu {
     pub management_addresses: Vec<String>,
     pub pvid: Option<u16>,
     pub max_frame_size: Option<u16>,
-    pub ets_configuration: Option<Ets>,
-    pub ets_recommendation: Option<Ets>,
+    pub ets_configuration: Option<AdvertisedEts>,
+    pub ets_recommendation: Option<AdvertisedEts>,
     pub pfc: Option<Pfc>,
     /// APP priority table, `None` when the TLV was absent (an empty table
     /// is `Some(vec![])`); at most [`MAX_APP`] entries.
-    pub app: Option<Vec<App>>,
+    pub app: Option<Vec<AppEntry>>,
     /// TLVs skipped: unknown types and org TLVs not decoded here.
     pub skipped_tlvs: u32,
     /// Decoded org TLVs dropped for a length that does not fit their layout.
@@ -155,7 +155,7 @@ pub struct Lldpdu {
 
 /// Why a frame was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
+pub enum FrameError {
     #[error("frame of {0} bytes is shorter than an Ethernet header")]
     TooShort(usize),
     #[error("frame of {0} bytes is larger than {MAX_FRAME}")]
@@ -186,27 +186,27 @@ pub enum ParseError {
 }
 
 /// Decodes a whole Ethernet frame (destination, source, ethertype, LLDPDU).
-pub fn parse_frame(frame: &[u8]) -> Result<Lldpdu, ParseError> {
+pub fn parse_frame(frame: &[u8]) -> Result<Lldpdu, FrameError> {
     if frame.len() > MAX_FRAME {
-        return Err(ParseError::TooLong(frame.len()));
+        return Err(FrameError::TooLong(frame.len()));
     }
     if frame.len() < 14 {
-        return Err(ParseError::TooShort(frame.len()));
+        return Err(FrameError::TooShort(frame.len()));
     }
     if !LLDP_MULTICAST.iter().any(|m| frame[..6] == m[..]) {
-        return Err(ParseError::NotLldpDestination);
+        return Err(FrameError::NotLldpDestination);
     }
     let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
     if ethertype != ETH_P_LLDP {
-        return Err(ParseError::NotLldp(ethertype));
+        return Err(FrameError::NotLldp(ethertype));
     }
     parse_pdu(&frame[14..])
 }
 
 /// Decodes an LLDPDU (the bytes after the ethertype).
-pub fn parse_pdu(pdu: &[u8]) -> Result<Lldpdu, ParseError> {
+pub fn parse_pdu(pdu: &[u8]) -> Result<Lldpdu, FrameError> {
     if pdu.len() > MAX_FRAME {
-        return Err(ParseError::TooLong(pdu.len()));
+        return Err(FrameError::TooLong(pdu.len()));
     }
     let mut out = Lldpdu::default();
     let (mut got_chassis, mut got_port, mut got_ttl, mut got_end) = (false, false, false, false);
@@ -214,14 +214,14 @@ pub fn parse_pdu(pdu: &[u8]) -> Result<Lldpdu, ParseError> {
     let mut count = 0usize;
     while off < pdu.len() {
         let Some(hdr) = pdu.get(off..off + 2) else {
-            return Err(ParseError::TruncatedHeader(off));
+            return Err(FrameError::TruncatedHeader(off));
         };
         let header = u16::from_be_bytes([hdr[0], hdr[1]]);
         let tlv_type = (header >> 9) as u8;
         let len = usize::from(header & 0x1ff);
         let start = off + 2;
         let Some(value) = pdu.get(start..start + len) else {
-            return Err(ParseError::TruncatedTlv {
+            return Err(FrameError::TruncatedTlv {
                 tlv_type,
                 offset: off,
                 len,
@@ -238,31 +238,31 @@ pub fn parse_pdu(pdu: &[u8]) -> Result<Lldpdu, ParseError> {
             _ => None,
         };
         match expected {
-            Some(want) if want != tlv_type => return Err(ParseError::OutOfOrder(tlv_type)),
+            Some(want) if want != tlv_type => return Err(FrameError::OutOfOrder(tlv_type)),
             None if matches!(
                 tlv_type,
                 tlv_type::CHASSIS_ID | tlv_type::PORT_ID | tlv_type::TTL
             ) =>
             {
-                return Err(ParseError::Duplicate(tlv_type))
+                return Err(FrameError::Duplicate(tlv_type))
             }
             _ => {}
         }
         match tlv_type {
             tlv_type::END => {
                 if len != 0 {
-                    return Err(ParseError::BadLength { tlv_type, len });
+                    return Err(FrameError::BadLength { tlv_type, len });
                 }
                 got_end = true;
                 break;
             }
             tlv_type::CHASSIS_ID | tlv_type::PORT_ID => {
                 if !(2..=256).contains(&len) {
-                    return Err(ParseError::BadLength { tlv_type, len });
+                    return Err(FrameError::BadLength { tlv_type, len });
                 }
                 let subtype = value[0];
                 if subtype == 0 || subtype > 7 {
-                    return Err(ParseError::BadSubtype { tlv_type, subtype });
+                    return Err(FrameError::BadSubtype { tlv_type, subtype });
                 }
                 let id = Id {
                     subtype,
@@ -278,7 +278,7 @@ pub fn parse_pdu(pdu: &[u8]) -> Result<Lldpdu, ParseError> {
             }
             tlv_type::TTL => {
                 if len < 2 {
-                    return Err(ParseError::BadLength { tlv_type, len });
+                    return Err(FrameError::BadLength { tlv_type, len });
                 }
                 out.ttl = u16::from_be_bytes([value[0], value[1]]);
                 got_ttl = true;
@@ -296,13 +296,13 @@ pub fn parse_pdu(pdu: &[u8]) -> Result<Lldpdu, ParseError> {
             }
             tlv_type::SYSTEM_CAP => {
                 if len < 4 {
-                    return Err(ParseError::BadLength { tlv_type, len });
+                    return Err(FrameError::BadLength { tlv_type, len });
                 }
             }
             tlv_type::MGMT_ADDR => decode_mgmt(value, &mut out)?,
             tlv_type::ORG => {
                 if len < 4 {
-                    return Err(ParseError::BadLength { tlv_type, len });
+                    return Err(FrameError::BadLength { tlv_type, len });
                 }
                 let oui = [value[0], value[1], value[2]];
                 decode_org(oui, value[3], &value[4..], &mut out);
@@ -311,7 +311,7 @@ pub fn parse_pdu(pdu: &[u8]) -> Result<Lldpdu, ParseError> {
         }
     }
     if !(got_chassis && got_port && got_ttl && got_end) {
-        return Err(ParseError::MissingMandatory);
+        return Err(FrameError::MissingMandatory);
     }
     Ok(out)
 }
@@ -319,8 +319,8 @@ pub fn parse_pdu(pdu: &[u8]) -> Result<Lldpdu, ParseError> {
 /// The management address TLV: string length (subtype + address), address
 /// subtype (IANA family: 1 IPv4, 2 IPv6), address, interface numbering
 /// subtype and number, OID. Other families are skipped.
-fn decode_mgmt(value: &[u8], out: &mut Lldpdu) -> Result<(), ParseError> {
-    let bad = || ParseError::BadLength {
+fn decode_mgmt(value: &[u8], out: &mut Lldpdu) -> Result<(), FrameError> {
+    let bad = || FrameError::BadLength {
         tlv_type: tlv_type::MGMT_ADDR,
         len: value.len(),
     };
@@ -408,7 +408,7 @@ pub fn decode_org(oui: [u8; 3], subtype: u8, info: &[u8], out: &mut Lldpdu) {
 /// 0x07; recommendation: reserved), the priority assignment table (4
 /// octets, a nibble per priority, priority 0 in the high nibble), the TC
 /// bandwidth table (8 octets) and the TSA table (8 octets): 21 octets.
-fn decode_ets(info: &[u8], configuration: bool) -> Option<Ets> {
+fn decode_ets(info: &[u8], configuration: bool) -> Option<AdvertisedEts> {
     if info.len() != 21 {
         return None;
     }
@@ -432,7 +432,7 @@ fn decode_ets(info: &[u8], configuration: bool) -> Option<Ets> {
     } else {
         (false, false, 0)
     };
-    Some(Ets {
+    Some(AdvertisedEts {
         willing,
         cbs,
         max_tcs,
@@ -457,7 +457,7 @@ fn decode_app(info: &[u8], out: &mut Lldpdu) -> bool {
     }
     let mut app = Vec::with_capacity((entries.len() / 3).min(MAX_APP));
     for e in entries.chunks_exact(3).take(MAX_APP) {
-        let entry = App {
+        let entry = AppEntry {
             priority: e[0] >> 5,
             selector: e[0] & 0x07,
             protocol: u16::from_be_bytes([e[1], e[2]]),

@@ -7,8 +7,8 @@
 
 use roce_lldp::build::{switch_frame, FrameBuilder};
 use roce_lldp::lldpd::parse_json0;
-use roce_lldp::tlv::{app_selector, parse_frame, tlv_type, ParseError, MAX_APP, MAX_TEXT};
-use roce_lldp::{App, Pfc};
+use roce_lldp::tlv::{app_selector, parse_frame, tlv_type, FrameError, MAX_APP, MAX_TEXT};
+use roce_lldp::{AppEntry, Pfc};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -69,7 +69,7 @@ fn python_built_switch_frame() {
     assert!(!pfc.willing);
     assert_eq!(
         pdu.app,
-        Some(vec![App {
+        Some(vec![AppEntry {
             selector: app_selector::DSCP,
             protocol: 26,
             priority: 4
@@ -163,7 +163,7 @@ fn lying_lengths_and_order() {
     f[at + 1] = 0xff; // 511 bytes claimed
     assert!(matches!(
         parse_frame(&f),
-        Err(ParseError::TruncatedTlv { .. })
+        Err(FrameError::TruncatedTlv { .. })
     ));
     // Port ID before chassis ID.
     let pdu = FrameBuilder::default()
@@ -172,28 +172,28 @@ fn lying_lengths_and_order() {
         .raw_tlv(tlv_type::TTL, &[0, 120]);
     assert_eq!(
         parse_frame(&pdu.frame([2; 6])),
-        Err(ParseError::OutOfOrder(2))
+        Err(FrameError::OutOfOrder(2))
     );
     // A second TTL.
     let f = base().raw_tlv(tlv_type::TTL, &[0, 1]).frame([2; 6]);
-    assert_eq!(parse_frame(&f), Err(ParseError::Duplicate(3)));
+    assert_eq!(parse_frame(&f), Err(FrameError::Duplicate(3)));
     // Bad ID subtype and a one-byte ID.
     let pdu = FrameBuilder::default().raw_tlv(tlv_type::CHASSIS_ID, b"\x09abc");
     assert!(matches!(
         parse_frame(&pdu.frame([2; 6])),
-        Err(ParseError::BadSubtype { .. })
+        Err(FrameError::BadSubtype { .. })
     ));
     let pdu = FrameBuilder::default().raw_tlv(tlv_type::CHASSIS_ID, b"\x04");
     assert!(matches!(
         parse_frame(&pdu.frame([2; 6])),
-        Err(ParseError::BadLength { .. })
+        Err(FrameError::BadLength { .. })
     ));
     // Missing End TLV: lldpd rejects it, so do we.
     let mut f = base().pdu();
     f.truncate(f.len() - 2);
     assert_eq!(
         roce_lldp::tlv::parse_pdu(&f),
-        Err(ParseError::MissingMandatory)
+        Err(FrameError::MissingMandatory)
     );
     // End TLV with a length.
     let mut f = base().pdu();
@@ -204,14 +204,14 @@ fn lying_lengths_and_order() {
     // Not LLDP: wrong destination, wrong ethertype, oversized.
     let mut f = base().frame([2; 6]);
     f[5] = 0x01;
-    assert_eq!(parse_frame(&f), Err(ParseError::NotLldpDestination));
+    assert_eq!(parse_frame(&f), Err(FrameError::NotLldpDestination));
     let mut f = base().frame([2; 6]);
     f[12] = 0x08;
     f[13] = 0x00;
-    assert_eq!(parse_frame(&f), Err(ParseError::NotLldp(0x0800)));
+    assert_eq!(parse_frame(&f), Err(FrameError::NotLldp(0x0800)));
     assert!(matches!(
         parse_frame(&vec![0u8; 10_000]),
-        Err(ParseError::TooLong(_))
+        Err(FrameError::TooLong(_))
     ));
 }
 
@@ -258,8 +258,8 @@ fn lying_dcbx_tlvs_are_dropped_alone() {
 #[test]
 fn bounded_text_app_and_addresses() {
     let long = "x".repeat(500);
-    let entries: Vec<App> = (0..160)
-        .map(|i| App {
+    let entries: Vec<AppEntry> = (0..160)
+        .map(|i| AppEntry {
             selector: 5,
             protocol: i,
             priority: (i % 8) as u8,

@@ -57,7 +57,7 @@ pub enum Record {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum ParseError {
+pub enum RecordError {
     Json,
     MissingHeader,
     BadNumber,
@@ -109,14 +109,14 @@ struct RawCollPerf {
 }
 
 /// Parses one JSON object of the Inspector's output.
-pub fn parse_record(bytes: &[u8]) -> Result<Record, ParseError> {
-    let raw: RawRecord = serde_json::from_slice(bytes).map_err(|_| ParseError::Json)?;
-    let header = raw.header.ok_or(ParseError::MissingHeader)?;
+pub fn parse_record(bytes: &[u8]) -> Result<Record, RecordError> {
+    let raw: RawRecord = serde_json::from_slice(bytes).map_err(|_| RecordError::Json)?;
+    let header = raw.header.ok_or(RecordError::MissingHeader)?;
     let Some(perf) = raw.coll_perf else {
         return Ok(Record::Other);
     };
     if !perf.coll_busbw_gbs.is_finite() || perf.coll_busbw_gbs < 0.0 {
-        return Err(ParseError::BadNumber);
+        return Err(RecordError::BadNumber);
     }
     let meta = raw.metadata.unwrap_or_default();
     Ok(Record::Coll(CollRecord {

@@ -4,7 +4,8 @@
 //! inspector_prom.cc for the Prometheus mode).
 
 use roce_nccl::inspector::{
-    parse_human_size, parse_prom_line, parse_record, ObjectSplitter, ParseError, Record, MAX_OBJECT,
+    parse_human_size, parse_prom_line, parse_record, ObjectSplitter, Record, RecordError,
+    MAX_OBJECT,
 };
 
 /// One line as the plugin's JSON writer emits it (format v4.0).
@@ -50,10 +51,10 @@ fn newer_records_with_algo_proto_and_verbose_traces_and_dump_stats() {
 
 #[test]
 fn bad_records_are_errors_not_panics() {
-    assert_eq!(parse_record(b"{"), Err(ParseError::Json));
-    assert_eq!(parse_record(b"{}"), Err(ParseError::MissingHeader));
-    assert_eq!(parse_record(br#"{"header":{},"coll_perf":{"coll":"AllReduce","coll_msg_size_bytes":-1,"coll_busbw_gbs":1}}"#), Err(ParseError::Json));
-    assert_eq!(parse_record(b"\xff\xfe"), Err(ParseError::Json));
+    assert_eq!(parse_record(b"{"), Err(RecordError::Json));
+    assert_eq!(parse_record(b"{}"), Err(RecordError::MissingHeader));
+    assert_eq!(parse_record(br#"{"header":{},"coll_perf":{"coll":"AllReduce","coll_msg_size_bytes":-1,"coll_busbw_gbs":1}}"#), Err(RecordError::Json));
+    assert_eq!(parse_record(b"\xff\xfe"), Err(RecordError::Json));
 }
 
 #[test]

@@ -21,5 +21,5 @@ pub mod rdma;
 pub mod socket;
 
 pub use error::NlError;
-pub use msg::{attrs, messages, Attr, Attrs, Message, MessageBuilder, NestToken, RawMessage};
+pub use msg::{attrs, messages, Attr, Attrs, MessageBuilder, NestToken, NlMessage, RawMessage};
 pub use socket::{Protocol, Socket};

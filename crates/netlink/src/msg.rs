@@ -69,14 +69,14 @@ fn read_u32(b: &[u8], at: usize) -> Option<u32> {
 /// `payload` is everything after the `nlmsghdr`: the family header (if the
 /// family has one) and then the attributes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Message {
+pub struct NlMessage {
     pub kind: u16,
     pub flags: u16,
     pub seq: u32,
     pub payload: Vec<u8>,
 }
 
-impl Message {
+impl NlMessage {
     /// The attributes after a family header of `header_len` bytes (0 for
     /// RDMA nldev, 4 for `struct genlmsghdr`, `struct dcbmsg`, ...).
     pub fn attrs(&self, header_len: usize) -> Result<Attrs<'_>, NlError> {
@@ -110,8 +110,8 @@ pub struct RawMessage<'a> {
 }
 
 impl RawMessage<'_> {
-    pub fn to_message(&self) -> Message {
-        Message {
+    pub fn to_message(&self) -> NlMessage {
+        NlMessage {
             kind: self.kind,
             flags: self.flags,
             seq: self.seq,

@@ -75,7 +75,7 @@ pub struct HwCounter {
 
 /// A parsed `STAT_GET` reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortStats {
+pub struct StatGetReply {
     pub dev_index: Option<u32>,
     pub port: Option<u32>,
     pub counters: Vec<HwCounter>,
@@ -120,7 +120,7 @@ pub fn parse_device(payload: &[u8]) -> Result<RdmaDevice, NlError> {
 }
 
 /// Parses one `RDMA_NLDEV_CMD_STAT_GET` reply payload.
-pub fn parse_port_stats(payload: &[u8]) -> Result<PortStats, NlError> {
+pub fn parse_port_stats(payload: &[u8]) -> Result<StatGetReply, NlError> {
     let (mut dev_index, mut port, mut table) = (None, None, None);
     for a in attrs(payload) {
         let a = a?;
@@ -134,7 +134,7 @@ pub fn parse_port_stats(payload: &[u8]) -> Result<PortStats, NlError> {
     let table = table.ok_or(NlError::MissingAttr {
         what: "RDMA_NLDEV_ATTR_STAT_HWCOUNTERS",
     })?;
-    Ok(PortStats {
+    Ok(StatGetReply {
         dev_index,
         port,
         counters: parse_hw_counter_table(table)?,

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::NlError;
 use crate::msg::{
-    messages, parse_done, parse_error, Message, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, NLMSG_NOOP,
-    NLMSG_OVERRUN, NLM_F_ACK, NLM_F_DUMP_INTR, NLM_F_MULTI, NLM_F_REQUEST,
+    messages, parse_done, parse_error, NlMessage, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN,
+    NLMSG_NOOP, NLMSG_OVERRUN, NLM_F_ACK, NLM_F_DUMP_INTR, NLM_F_MULTI, NLM_F_REQUEST,
 };
 
 /// `NETLINK_RDMA` and `NETLINK_CONNECTOR` from
@@ -202,7 +202,7 @@ impl Socket {
     /// at a reply without `NLM_F_MULTI`, or at the ack; an `NLMSG_ERROR`
     /// with an errno becomes [`NlError::Kernel`]. Messages of other
     /// sequence numbers (late answers to an earlier request) are skipped.
-    pub fn request(&mut self, mut msg: Vec<u8>) -> Result<Vec<Message>, NlError> {
+    pub fn request(&mut self, mut msg: Vec<u8>) -> Result<Vec<NlMessage>, NlError> {
         if self.desynced {
             let (fd, port_id) = open_fd(self.protocol, self.timeout)?;
             self.fd = fd;
@@ -224,7 +224,7 @@ impl Socket {
         result
     }
 
-    fn exchange(&mut self, msg: &mut [u8]) -> Result<Vec<Message>, NlError> {
+    fn exchange(&mut self, msg: &mut [u8]) -> Result<Vec<NlMessage>, NlError> {
         let len = u32::try_from(msg.len()).ok();
         let (Some(len), Some(hdr)) = (len, msg.get_mut(..NLMSG_HDRLEN)) else {
             return Err(NlError::Malformed {

@@ -35,7 +35,7 @@ impl Default for Settings {
 /// The outcome of one round.
 pub type RoundOutcome = Result<Duration, Failure>;
 
-pub struct Engine<V: Verbs> {
+pub struct ProbeEngine<V: Verbs> {
     verbs: V,
     settings: Settings,
     sessions: BTreeMap<Target, V::Session>,
@@ -46,9 +46,9 @@ pub struct Engine<V: Verbs> {
     round: u32,
 }
 
-impl<V: Verbs> Engine<V> {
+impl<V: Verbs> ProbeEngine<V> {
     pub fn new(verbs: V, settings: Settings) -> Self {
-        Engine {
+        ProbeEngine {
             verbs,
             settings,
             sessions: BTreeMap::new(),

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::peer_admit::{Refusal, Responder, Served};
+pub use crate::peer_admit::{DatagramRefusal, Responder, Served};
 use crate::verbs::OpenError;
 use crate::{Failure, Histogram};
 

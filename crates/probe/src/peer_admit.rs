@@ -3,7 +3,7 @@
 //! endpoint documents name them), each answered at most
 //! [`ANSWERS_PER_SECOND`] (token bucket), and anyone else told "not
 //! admitted" at most [`NOT_ADMITTED_PER_SECOND`] in all. Everything not
-//! answered is counted by [`Refusal`].
+//! answered is counted by [`DatagramRefusal`].
 //!
 //! The bounds make the responder useless as a weapon: a flood naming an
 //! admitted sender gets at most that sender's rate back, a flood naming
@@ -15,7 +15,7 @@ use std::net::Ipv6Addr;
 use std::time::Instant;
 
 use crate::peer::MAX_PACKETS_PER_SECOND;
-use crate::peer_wire::{answer_traffic_class, Kind, Message};
+use crate::peer_wire::{answer_traffic_class, Message, MessageKind};
 
 /// Echoes per second one admitted sender (GID, QPN) gets at most: twice
 /// the most a prober port sends ([`MAX_PACKETS_PER_SECOND`]), so jitter
@@ -31,7 +31,7 @@ pub const MAX_BUCKETS: usize = 65_536;
 
 /// Why a received datagram got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Refusal {
+pub enum DatagramRefusal {
     /// Not a message of this format (no magic, other version or kind,
     /// too short, no GRH to read the sender from).
     Foreign,
@@ -47,23 +47,23 @@ pub enum Refusal {
     AnswerFailed,
 }
 
-impl Refusal {
-    pub const ALL: [Refusal; 5] = [
-        Refusal::Foreign,
-        Refusal::StrayAnswer,
-        Refusal::RateLimited,
-        Refusal::Unknown,
-        Refusal::AnswerFailed,
+impl DatagramRefusal {
+    pub const ALL: [DatagramRefusal; 5] = [
+        DatagramRefusal::Foreign,
+        DatagramRefusal::StrayAnswer,
+        DatagramRefusal::RateLimited,
+        DatagramRefusal::Unknown,
+        DatagramRefusal::AnswerFailed,
     ];
 
     /// The label value (`reason`).
     pub fn as_str(&self) -> &'static str {
         match self {
-            Refusal::Foreign => "foreign",
-            Refusal::StrayAnswer => "stray_answer",
-            Refusal::RateLimited => "rate_limited",
-            Refusal::Unknown => "unknown_sender",
-            Refusal::AnswerFailed => "answer_failed",
+            DatagramRefusal::Foreign => "foreign",
+            DatagramRefusal::StrayAnswer => "stray_answer",
+            DatagramRefusal::RateLimited => "rate_limited",
+            DatagramRefusal::Unknown => "unknown_sender",
+            DatagramRefusal::AnswerFailed => "answer_failed",
         }
     }
 
@@ -84,12 +84,12 @@ pub struct Served {
 
 impl Served {
     /// Counts one datagram left unanswered.
-    pub fn refuse(&mut self, why: Refusal) {
+    pub fn refuse(&mut self, why: DatagramRefusal) {
         self.refused[why.index()] += 1;
     }
 
     /// Datagrams left unanswered for `why`.
-    pub fn refused(&self, why: Refusal) -> u64 {
+    pub fn refused(&self, why: DatagramRefusal) -> u64 {
         self.refused[why.index()]
     }
 
@@ -110,10 +110,10 @@ impl Served {
 
 /// What to do with a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
+pub enum Verdict {
     Echo,
     NotAdmitted,
-    Refuse(Refusal),
+    Refuse(DatagramRefusal),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -185,27 +185,27 @@ impl Responder {
     }
 
     /// The answer a probe from (`gid`, `qpn`) gets at `now`.
-    pub fn admit(&mut self, gid: &Ipv6Addr, qpn: u32, now: Instant) -> Admission {
+    pub fn admit(&mut self, gid: &Ipv6Addr, qpn: u32, now: Instant) -> Verdict {
         if self.is_admitted(gid, qpn) {
             if self.buckets.len() >= MAX_BUCKETS && !self.buckets.contains_key(&(*gid, qpn)) {
-                return Admission::Refuse(Refusal::RateLimited);
+                return Verdict::Refuse(DatagramRefusal::RateLimited);
             }
             let b = self
                 .buckets
                 .entry((*gid, qpn))
                 .or_insert_with(|| Bucket::full(ANSWER_BURST, now));
             if b.take(ANSWERS_PER_SECOND, ANSWER_BURST, now) {
-                Admission::Echo
+                Verdict::Echo
             } else {
-                Admission::Refuse(Refusal::RateLimited)
+                Verdict::Refuse(DatagramRefusal::RateLimited)
             }
         } else if self
             .not_admitted
             .take(NOT_ADMITTED_PER_SECOND, NOT_ADMITTED_PER_SECOND, now)
         {
-            Admission::NotAdmitted
+            Verdict::NotAdmitted
         } else {
-            Admission::Refuse(Refusal::Unknown)
+            Verdict::Refuse(DatagramRefusal::Unknown)
         }
     }
 }
@@ -257,16 +257,16 @@ pub fn handle(
     let msg = match Message::decode(d.payload) {
         Ok(m) => m,
         Err(_) => {
-            served.refuse(Refusal::Foreign);
+            served.refuse(DatagramRefusal::Foreign);
             return Handled::Dropped;
         }
     };
     match msg.kind {
-        Kind::Probe => {
+        MessageKind::Probe => {
             let admitted = match responder.admit(gid, qpn, now) {
-                Admission::Echo => true,
-                Admission::NotAdmitted => false,
-                Admission::Refuse(why) => {
+                Verdict::Echo => true,
+                Verdict::NotAdmitted => false,
+                Verdict::Refuse(why) => {
                     served.refuse(why);
                     return Handled::Dropped;
                 }
@@ -274,19 +274,19 @@ pub fn handle(
             match msg.answer(admitted, responder.incarnation(), 0) {
                 Some(a) => Handled::Answer(a, answer_traffic_class(d.traffic_class)),
                 None => {
-                    served.refuse(Refusal::Foreign);
+                    served.refuse(DatagramRefusal::Foreign);
                     Handled::Dropped
                 }
             }
         }
-        Kind::Echo | Kind::NotAdmitted => match in_flight {
+        MessageKind::Echo | MessageKind::NotAdmitted => match in_flight {
             Some(f)
                 if f.nonce == msg.nonce && f.seq == msg.seq && f.gid == *gid && f.qpn == qpn =>
             {
                 Handled::Reply(msg)
             }
             _ => {
-                served.refuse(Refusal::StrayAnswer);
+                served.refuse(DatagramRefusal::StrayAnswer);
                 Handled::Dropped
             }
         },
@@ -309,14 +309,14 @@ mod tests {
         r.set_admitted(vec![(gid(2), 17)]);
         // A flood of 1,000 probes in one instant: the burst is answered.
         let echoes = (0..1000)
-            .filter(|_| r.admit(&gid(2), 17, t0) == Admission::Echo)
+            .filter(|_| r.admit(&gid(2), 17, t0) == Verdict::Echo)
             .count();
         assert_eq!(echoes, ANSWER_BURST as usize);
         // Over 10 s at 1,000/s: at most the rate (plus the burst).
         let mut answered = 0;
         for i in 0..10_000u64 {
             let now = t0 + Duration::from_millis(i);
-            if r.admit(&gid(2), 17, now) == Admission::Echo {
+            if r.admit(&gid(2), 17, now) == Verdict::Echo {
                 answered += 1;
             }
         }
@@ -332,7 +332,7 @@ mod tests {
         let mut r = Responder::new(1, t0);
         r.set_admitted(vec![(gid(2), 17)]);
         let step = Duration::from_secs_f64(1.0 / MAX_PACKETS_PER_SECOND);
-        assert!((0..2000u32).all(|i| r.admit(&gid(2), 17, t0 + step * i) == Admission::Echo));
+        assert!((0..2000u32).all(|i| r.admit(&gid(2), 17, t0 + step * i) == Verdict::Echo));
     }
 
     #[test]
@@ -344,8 +344,7 @@ mod tests {
         for i in 0..10_000u64 {
             // Each datagram names another sender, as a forger would.
             let g = gid((i % 250) as u8);
-            if r.admit(&g, 1000 + i as u32, t0 + Duration::from_millis(i)) == Admission::NotAdmitted
-            {
+            if r.admit(&g, 1000 + i as u32, t0 + Duration::from_millis(i)) == Verdict::NotAdmitted {
                 nacks += 1;
             }
         }
@@ -354,8 +353,8 @@ mod tests {
             "{nacks}"
         );
         // The known QPN of a known GID is still answered, another QPN not.
-        assert_eq!(r.admit(&gid(2), 17, t0), Admission::Echo);
-        assert_ne!(r.admit(&gid(2), 18, t0), Admission::Echo);
+        assert_eq!(r.admit(&gid(2), 17, t0), Verdict::Echo);
+        assert_ne!(r.admit(&gid(2), 18, t0), Verdict::Echo);
     }
 
     #[test]
@@ -363,11 +362,11 @@ mod tests {
         let t0 = Instant::now();
         let mut r = Responder::new(1, t0);
         r.set_admitted(vec![(gid(2), 17), (gid(3), 18)]);
-        while r.admit(&gid(2), 17, t0) == Admission::Echo {}
+        while r.admit(&gid(2), 17, t0) == Verdict::Echo {}
         r.set_admitted(vec![(gid(3), 18), (gid(2), 17)]);
         assert_eq!(
             r.admit(&gid(2), 17, t0),
-            Admission::Refuse(Refusal::RateLimited)
+            Verdict::Refuse(DatagramRefusal::RateLimited)
         );
         r.set_admitted(vec![(gid(3), 18)]);
         assert!(!r.is_admitted(&gid(2), 17));
@@ -418,14 +417,14 @@ mod tests {
         let (carried, sa, sb) = exchange(&forged, 100_000);
         assert_eq!(carried, 2, "the forged probe and one echo");
         assert_eq!(sa.answered + sa.not_admitted + sa.unanswered(), 0);
-        assert_eq!(sb.refused(Refusal::StrayAnswer), 1);
+        assert_eq!(sb.refused(DatagramRefusal::StrayAnswer), 1);
         // A forged echo or "not admitted" gets nothing at all.
-        for kind in [Kind::Echo, Kind::NotAdmitted] {
+        for kind in [MessageKind::Echo, MessageKind::NotAdmitted] {
             let mut m = Message::probe(1, 1, 1);
             m.kind = kind;
             let (carried, sa, _) = exchange(&m.encode(64), 100);
             assert_eq!(carried, 1);
-            assert_eq!(sa.refused(Refusal::StrayAnswer), 1);
+            assert_eq!(sa.refused(DatagramRefusal::StrayAnswer), 1);
         }
         // The payload format before the type field (nonce, seq, zeros) is
         // foreign: never answered.
@@ -433,7 +432,7 @@ mod tests {
         old[..4].copy_from_slice(&0x5eed_f00du32.to_be_bytes());
         let (carried, sa, _) = exchange(&old, 100);
         assert_eq!(carried, 1);
-        assert_eq!(sa.refused(Refusal::Foreign), 1);
+        assert_eq!(sa.refused(DatagramRefusal::Foreign), 1);
     }
 
     #[test]
@@ -448,7 +447,7 @@ mod tests {
             seq: 3,
         };
         let echo = Message {
-            kind: Kind::Echo,
+            kind: MessageKind::Echo,
             nonce: 7,
             seq: 3,
             incarnation: 9,
@@ -496,7 +495,7 @@ mod tests {
             Handled::Answer(m, tc) => {
                 assert_eq!(
                     (m.kind, m.nonce, m.incarnation, tc),
-                    (Kind::Echo, 55, 1, 106)
+                    (MessageKind::Echo, 55, 1, 106)
                 );
             }
             other => panic!("{other:?}"),
@@ -506,17 +505,20 @@ mod tests {
     #[test]
     fn served_counts_add_up_by_reason() {
         let mut a = Served::default();
-        a.refuse(Refusal::Foreign);
-        a.refuse(Refusal::StrayAnswer);
+        a.refuse(DatagramRefusal::Foreign);
+        a.refuse(DatagramRefusal::StrayAnswer);
         a.answered = 2;
         let mut total = Served::default();
         total.add(&a);
         total.add(&a);
         assert_eq!(total.answered, 4);
-        assert_eq!(total.refused(Refusal::Foreign), 2);
+        assert_eq!(total.refused(DatagramRefusal::Foreign), 2);
         assert_eq!(total.unanswered(), 4);
         assert_eq!(
-            Refusal::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+            DatagramRefusal::ALL
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>(),
             [
                 "foreign",
                 "stray_answer",

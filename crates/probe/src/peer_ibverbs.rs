@@ -51,9 +51,9 @@ use crate::peer::{
     flow_label, Endpoint, PeerPort, PeerVerbs, Probe, ProbeOutcome, Responder, Served,
     DEFAULT_FLOW_LABELS, GRH_LEN, QKEY,
 };
-use crate::peer_admit::{handle, Datagram, Handled, InFlight, Refusal};
+use crate::peer_admit::{handle, Datagram, DatagramRefusal, Handled, InFlight};
 use crate::peer_ah::{AhCache, AhFactory, AhKey, Lookup};
-use crate::peer_wire::{grh_traffic_class, Kind, Message, HEADER_LEN};
+use crate::peer_wire::{grh_traffic_class, Message, MessageKind, HEADER_LEN};
 use crate::verbs::OpenError;
 use crate::{Failure, Reason};
 

@@ -32,7 +32,7 @@ pub const HEADER_LEN: usize = 32;
 
 /// What a datagram is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum MessageKind {
     /// A prober asks for an echo.
     Probe = 1,
     /// A responder's answer to a probe it admitted.
@@ -46,7 +46,7 @@ pub enum Kind {
 /// The header of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Message {
-    pub kind: Kind,
+    pub kind: MessageKind,
     pub nonce: u32,
     pub seq: u32,
     /// The incarnation of the exporter that sent this message.
@@ -72,7 +72,7 @@ impl Message {
     /// A probe with these fields.
     pub fn probe(nonce: u32, seq: u32, incarnation: u64) -> Message {
         Message {
-            kind: Kind::Probe,
+            kind: MessageKind::Probe,
             nonce,
             seq,
             incarnation,
@@ -114,9 +114,9 @@ impl Message {
             return Err(Foreign::Version(h[4]));
         }
         let kind = match h[5] {
-            1 => Kind::Probe,
-            2 => Kind::Echo,
-            3 => Kind::NotAdmitted,
+            1 => MessageKind::Probe,
+            2 => MessageKind::Echo,
+            3 => MessageKind::NotAdmitted,
             k => return Err(Foreign::Kind(k)),
         };
         let word = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
@@ -135,14 +135,14 @@ impl Message {
     /// echo (admitted sender) or a "not admitted"; `None` for anything that
     /// is not a probe (answers are never answered).
     pub fn answer(&self, admitted: bool, incarnation: u64, hold_ns: u32) -> Option<Message> {
-        if self.kind != Kind::Probe {
+        if self.kind != MessageKind::Probe {
             return None;
         }
         Some(Message {
             kind: if admitted {
-                Kind::Echo
+                MessageKind::Echo
             } else {
-                Kind::NotAdmitted
+                MessageKind::NotAdmitted
             },
             nonce: self.nonce,
             seq: self.seq,
@@ -220,10 +220,10 @@ mod tests {
                 echo.incarnation,
                 echo.hold_ns
             ),
-            (Kind::Echo, 5, 6, 42, 900)
+            (MessageKind::Echo, 5, 6, 42, 900)
         );
         let nack = p.answer(false, 42, 900).unwrap();
-        assert_eq!((nack.kind, nack.hold_ns), (Kind::NotAdmitted, 0));
+        assert_eq!((nack.kind, nack.hold_ns), (MessageKind::NotAdmitted, 0));
         assert_eq!(echo.answer(true, 1, 0), None);
         assert_eq!(nack.answer(true, 1, 0), None);
     }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::engine::{Engine, Settings};
+use crate::engine::{ProbeEngine, Settings};
 use crate::schedule::Schedule;
 use crate::verbs::Verbs;
 use crate::{ProbeResults, Target};
@@ -48,7 +48,7 @@ impl Runner {
             .name("roce-probe".into())
             .spawn(move || {
                 run(
-                    Engine::new(verbs, settings),
+                    ProbeEngine::new(verbs, settings),
                     Schedule::new(interval, seed),
                     &inner,
                     &stopped,
@@ -94,7 +94,7 @@ impl Drop for Runner {
 }
 
 fn run<V: Verbs>(
-    mut engine: Engine<V>,
+    mut engine: ProbeEngine<V>,
     mut schedule: Schedule,
     shared: &Shared,
     stop: &mpsc::Receiver<()>,

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use roce_probe::engine::{classify, payload, Engine, Settings, MAX_TARGETS};
+use roce_probe::engine::{classify, payload, ProbeEngine, Settings, MAX_TARGETS};
 use roce_probe::runner::Runner;
 use roce_probe::schedule::{Schedule, JITTER};
 use roce_probe::verbs::fake::{FakeDevice, FakeVerbs, Step};
@@ -14,7 +14,7 @@ use roce_probe::verbs::OpenError;
 use roce_probe::{Failure, ProbeState, Reason, Target, RTT_BUCKETS};
 
 struct Rig {
-    engine: Engine<FakeVerbs>,
+    engine: ProbeEngine<FakeVerbs>,
     dev: Arc<FakeDevice>,
 }
 
@@ -22,7 +22,7 @@ fn rig(opens: Vec<Result<(), OpenError>>) -> Rig {
     let dev = FakeDevice::new();
     dev.opens.lock().unwrap().extend(opens);
     Rig {
-        engine: Engine::new(
+        engine: ProbeEngine::new(
             FakeVerbs(dev.clone()),
             Settings {
                 timeout: Duration::from_millis(1500),

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use roce_probe::engine::{Engine, Settings};
+use roce_probe::engine::{ProbeEngine, Settings};
 use roce_probe::runner::Runner;
 use roce_probe::verbs::fake::{FakeDevice, FakeVerbs};
 use roce_probe::{ProbeState, Reason, Target};
@@ -26,7 +26,7 @@ fn target() -> Target {
     Target::loopback("mlx5_0", 1, 3)
 }
 
-fn reasons(engine: &Engine<FakeVerbs>) -> Vec<(String, u64)> {
+fn reasons(engine: &ProbeEngine<FakeVerbs>) -> Vec<(String, u64)> {
     let r = engine.results();
     r.targets[0]
         .1
@@ -39,7 +39,7 @@ fn reasons(engine: &Engine<FakeVerbs>) -> Vec<(String, u64)> {
 #[test]
 fn the_device_vanishing_during_a_round_is_a_timeout_then_device_open_until_it_is_back() {
     let h = host();
-    let mut engine = Engine::new(FakeVerbs(h.clone()), Settings::default());
+    let mut engine = ProbeEngine::new(FakeVerbs(h.clone()), Settings::default());
     assert!(matches!(engine.round(&target()), Some(Ok(_))));
 
     h.vanish_mid_round.store(true, Ordering::SeqCst);
@@ -77,7 +77,7 @@ fn the_device_vanishing_during_a_round_is_a_timeout_then_device_open_until_it_is
 #[test]
 fn the_device_vanishing_between_rounds_fails_the_port_query() {
     let h = host();
-    let mut engine = Engine::new(FakeVerbs(h.clone()), Settings::default());
+    let mut engine = ProbeEngine::new(FakeVerbs(h.clone()), Settings::default());
     assert!(matches!(engine.round(&target()), Some(Ok(_))));
     h.present.store(false, Ordering::SeqCst);
     let f = engine.round(&target()).unwrap().unwrap_err();

@@ -3,7 +3,7 @@
 //! the libibverbs one does (`qp_path` over the port's active MTU) reports
 //! the path each session was opened with, and the engine says it.
 
-use roce_probe::engine::{Engine, Settings};
+use roce_probe::engine::{ProbeEngine, Settings};
 use roce_probe::verbs::fake::{FakeDevice, FakeVerbs};
 use roce_probe::verbs::QpPath;
 use roce_probe::Target;
@@ -16,7 +16,7 @@ fn port(mtu: u32) -> FakeVerbs {
 
 #[test]
 fn rounds_run_at_the_roce_dscp_and_the_active_mtu() {
-    let mut engine = Engine::new(port(4096), Settings::default());
+    let mut engine = ProbeEngine::new(port(4096), Settings::default());
     // DSCP 26, as `roce_dscp` gives for NCCL_IB_TC=106: traffic class 104.
     let target = Target::loopback("mlx5_0", 1, 3).with_traffic_class(26 << 2);
     assert!(matches!(engine.round(&target), Some(Ok(_))));
@@ -32,7 +32,7 @@ fn rounds_run_at_the_roce_dscp_and_the_active_mtu() {
 
 #[test]
 fn a_new_traffic_class_is_a_new_session() {
-    let mut engine = Engine::new(port(2048), Settings::default());
+    let mut engine = ProbeEngine::new(port(2048), Settings::default());
     let before = Target::loopback("mlx5_0", 1, 3);
     let after = before.clone().with_traffic_class(104);
     assert!(matches!(engine.round(&before), Some(Ok(_))));

@@ -56,7 +56,7 @@ pub mod webconfig;
 
 pub use connection::{serve_stream, ServeOptions};
 pub use listen::{bind, raise_open_file_limit, serve, serve_with, ServerError};
-pub use negotiation::Format;
+pub use negotiation::ScrapeFormat;
 pub use routes::Content;
 
 /// The server's limits (`web:` in the configuration file).

@@ -5,7 +5,7 @@ use hyper::header::{self, HeaderMap};
 
 /// The exposition formats a scraper may ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum ScrapeFormat {
     /// The Prometheus text format 0.0.4.
     Text,
     /// OpenMetrics 1.0.0.
@@ -59,7 +59,7 @@ fn list_items<'a>(
 /// format otherwise, including for unknown or missing `Accept` headers.
 /// OpenMetrics versions 1.0.0 and 0.0.1 (or none) are served as 1.0.0, as
 /// client_golang does; text/plain of any version gets 0.0.4.
-pub(crate) fn negotiate_format(headers: &HeaderMap) -> Format {
+pub(crate) fn negotiate_format(headers: &HeaderMap) -> ScrapeFormat {
     let mut openmetrics = 0.0_f32;
     let mut text = 0.0_f32;
     for item in list_items(headers, header::ACCEPT) {
@@ -80,9 +80,9 @@ pub(crate) fn negotiate_format(headers: &HeaderMap) -> Format {
         }
     }
     if openmetrics > 0.0 && openmetrics >= text {
-        Format::OpenMetrics
+        ScrapeFormat::OpenMetrics
     } else {
-        Format::Text
+        ScrapeFormat::Text
     }
 }
 
@@ -118,7 +118,7 @@ mod tests {
         h
     }
 
-    fn format_for(accept: &str) -> Format {
+    fn format_for(accept: &str) -> ScrapeFormat {
         negotiate_format(&headers(&[("accept", accept)]))
     }
 
@@ -127,41 +127,44 @@ mod tests {
         // Prometheus 2.x default scrape Accept header.
         assert_eq!(
             format_for("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
-            Format::OpenMetrics
+            ScrapeFormat::OpenMetrics
         );
         // Prometheus 3.x, with escaping parameters.
         assert_eq!(
             format_for("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"),
-            Format::OpenMetrics
+            ScrapeFormat::OpenMetrics
         );
         assert_eq!(
             format_for("application/openmetrics-text"),
-            Format::OpenMetrics
+            ScrapeFormat::OpenMetrics
         );
     }
 
     #[test]
     fn text_is_the_default_and_q_values_decide() {
-        assert_eq!(negotiate_format(&HeaderMap::new()), Format::Text);
-        assert_eq!(format_for("*/*"), Format::Text);
-        assert_eq!(format_for("application/json"), Format::Text);
-        assert_eq!(format_for("text/plain;version=0.0.4"), Format::Text);
+        assert_eq!(negotiate_format(&HeaderMap::new()), ScrapeFormat::Text);
+        assert_eq!(format_for("*/*"), ScrapeFormat::Text);
+        assert_eq!(format_for("application/json"), ScrapeFormat::Text);
+        assert_eq!(format_for("text/plain;version=0.0.4"), ScrapeFormat::Text);
         assert_eq!(
             format_for("text/plain;version=0.0.4, application/openmetrics-text;q=0.5"),
-            Format::Text
+            ScrapeFormat::Text
         );
-        assert_eq!(format_for("application/openmetrics-text;q=0"), Format::Text);
+        assert_eq!(
+            format_for("application/openmetrics-text;q=0"),
+            ScrapeFormat::Text
+        );
         assert_eq!(
             format_for("application/openmetrics-text;version=2.0.0"),
-            Format::Text
+            ScrapeFormat::Text
         );
         assert_eq!(
             format_for("application/openmetrics-text;q=bogus"),
-            Format::Text
+            ScrapeFormat::Text
         );
         assert_eq!(
             format_for("Application/OpenMetrics-Text; Version=\"1.0.0\"; Q=0.9, text/plain;q=0.8"),
-            Format::OpenMetrics
+            ScrapeFormat::OpenMetrics
         );
     }
 

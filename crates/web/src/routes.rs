@@ -7,7 +7,7 @@ use http_body_util::Full;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Response, StatusCode};
 
-use crate::negotiation::{accepts_gzip, negotiate_format, Format};
+use crate::negotiation::{accepts_gzip, negotiate_format, ScrapeFormat};
 use crate::webconfig::REALM;
 
 /// What the server serves, provided by the exporter. Each call answers one
@@ -15,7 +15,7 @@ use crate::webconfig::REALM;
 pub trait Content: Send + Sync + 'static {
     /// `/metrics`: the exposition in `format`, gzip-compressed when `gzip`,
     /// and its content type.
-    fn metrics(&self, format: Format, gzip: bool) -> (&'static str, Bytes);
+    fn metrics(&self, format: ScrapeFormat, gzip: bool) -> (&'static str, Bytes);
     /// `/healthz`: whether the exporter is healthy, and a plain-text status.
     fn health(&self) -> (bool, String);
     /// `/`: an HTML page.
@@ -201,7 +201,7 @@ pub(crate) mod tests {
     pub(crate) struct Fixed;
 
     impl Content for Fixed {
-        fn metrics(&self, _: Format, _: bool) -> (&'static str, Bytes) {
+        fn metrics(&self, _: ScrapeFormat, _: bool) -> (&'static str, Bytes) {
             ("text/plain; version=0.0.4", Bytes::from_static(b"up 1\n"))
         }
         fn health(&self) -> (bool, String) {

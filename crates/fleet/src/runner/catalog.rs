@@ -1,12 +1,12 @@
 //! The coordinator's plan and state: which peers are known, which
 //! requests to start and when, and what each finished request admits.
 
-use super::pool::{Done, Job};
+use super::pool::{FetchJob, Finished};
 use super::*;
 
 /// One peer address as the coordinator knows it.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Entry {
+pub(super) struct PeerEntry {
     /// Its admitted endpoints (kept when a later fetch fails: a stopped
     /// peer shows as unreachable, not gone).
     pub(super) endpoints: Vec<Endpoint>,
@@ -32,7 +32,7 @@ pub(super) struct Entry {
 pub(super) struct Catalog {
     pub(super) mode: DiscoveryMode,
     pub(super) refresh: Duration,
-    pub(super) entries: BTreeMap<PeerAddress, Entry>,
+    pub(super) entries: BTreeMap<PeerAddress, PeerEntry>,
     /// This node's walk: the listed peers in an order of its own.
     pub(super) order: Vec<PeerAddress>,
     /// Where this node's walk starts (random per start: the fleet does
@@ -107,7 +107,7 @@ impl Catalog {
         now: Instant,
         free: usize,
         failing: &BTreeSet<PeerKey>,
-    ) -> Vec<Job> {
+    ) -> Vec<FetchJob> {
         let mut jobs = Vec::new();
         if free == 0 {
             return jobs;
@@ -116,7 +116,7 @@ impl Catalog {
             DiscoveryMode::Prometheus => {
                 if !self.pass_in_flight && self.query_due.is_none_or(|t| now >= t) {
                     self.pass_in_flight = true;
-                    jobs.push(Job::Query);
+                    jobs.push(FetchJob::Query);
                 }
                 self.in_flight += jobs.len();
                 return jobs;
@@ -125,7 +125,7 @@ impl Catalog {
         }
         if !self.pass_in_flight && self.list_due.is_none_or(|t| now >= t) {
             self.pass_in_flight = true;
-            jobs.push(Job::List);
+            jobs.push(FetchJob::List);
         }
         if let Some(at) = self.tokens_at {
             let add = now.saturating_duration_since(at).as_secs_f64() * self.rate;
@@ -169,7 +169,7 @@ impl Catalog {
             e.tried = true;
             e.in_flight = true;
             e.retry_at = None;
-            jobs.push(Job::Document(addr));
+            jobs.push(FetchJob::Document(addr));
         }
         self.in_flight += jobs.len();
         jobs
@@ -211,23 +211,24 @@ impl Catalog {
     /// Takes a finished job in; true when the admitted endpoints changed.
     pub(super) fn apply(
         &mut self,
-        done: Done,
+        done: Finished,
         now: Instant,
         admission: &Admission,
         d: &mut PeerDiscovery,
     ) -> bool {
         self.in_flight = self.in_flight.saturating_sub(1);
         match done {
-            Done::List(peers, errors) => {
+            Finished::List(peers, errors) => {
                 self.pass_in_flight = false;
                 self.list_due = Some(now + self.refresh);
                 d.passes += 1;
-                d.list_errors = errors;
+                // The published discovery holds them as the log prints them.
+                d.list_errors = errors.iter().map(ToString::to_string).collect();
                 let before = self.endpoints().len();
                 self.set_list(peers);
                 before != self.endpoints().len()
             }
-            Done::Document(addr, result) => {
+            Finished::Document(addr, result) => {
                 let refresh = self.refresh;
                 let claimed = match &result {
                     Ok(eps) => eps
@@ -296,7 +297,7 @@ impl Catalog {
                     }
                 }
             }
-            Done::Query(result) => {
+            Finished::Query(result) => {
                 self.pass_in_flight = false;
                 d.passes += 1;
                 match result {

@@ -2,7 +2,7 @@
 //! fetch pool from the catalog's plan and publishes what it admits.
 
 use super::catalog::Catalog;
-use super::pool::{Job, Pool, Work};
+use super::pool::{FetchJob, Pool, Work};
 use super::port::{run_port, seed, xorshift};
 use super::*;
 
@@ -123,9 +123,9 @@ pub(super) fn coordinate<V>(
             );
             for job in &jobs {
                 let (kind, n) = match job {
-                    Job::List => (RequestKind::Dns, dns_queries),
-                    Job::Document(_) => (RequestKind::Document, 1),
-                    Job::Query => (RequestKind::Prometheus, 1),
+                    FetchJob::List => (RequestKind::Dns, dns_queries),
+                    FetchJob::Document(_) => (RequestKind::Document, 1),
+                    FetchJob::Query => (RequestKind::Prometheus, 1),
                 };
                 if n > 0 {
                     *d.requests.entry(kind).or_insert(0) += n;

@@ -6,15 +6,15 @@ use super::*;
 
 /// Work for the fetch pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Job {
+pub(super) enum FetchJob {
     List,
     Document(PeerAddress),
     Query,
 }
 
 /// A finished job.
-pub(super) enum Done {
-    List(Vec<PeerAddress>, Vec<String>),
+pub(super) enum Finished {
+    List(Vec<PeerAddress>, Vec<crate::FleetError>),
     Document(PeerAddress, Result<Vec<Endpoint>, FetchError>),
     Query(Result<Vec<FleetSeries>, FetchError>),
 }
@@ -27,30 +27,30 @@ pub(super) struct Work {
 }
 
 impl Work {
-    pub(super) fn run(&self, job: Job) -> Done {
+    pub(super) fn run(&self, job: FetchJob) -> Finished {
         let failed = |what: &str| FetchError {
             reason: FetchReason::Unsupported,
             message: format!("no {what} configured"),
         };
         match job {
-            Job::List => {
+            FetchJob::List => {
                 let mut list = lock(&self.list);
                 match list.as_mut() {
                     Some(l) => {
                         let peers = l.current();
-                        Done::List(peers, l.errors.clone())
+                        Finished::List(peers, l.errors.clone())
                     }
-                    None => Done::List(Vec::new(), Vec::new()),
+                    None => Finished::List(Vec::new(), Vec::new()),
                 }
             }
-            Job::Document(peer) => {
+            FetchJob::Document(peer) => {
                 let r = match &self.fetcher {
                     Some(f) => f.fetch(&peer),
                     None => Err(failed("fetcher")),
                 };
-                Done::Document(peer, r)
+                Finished::Document(peer, r)
             }
-            Job::Query => Done::Query(match &self.query {
+            FetchJob::Query => Finished::Query(match &self.query {
                 Some(q) => q.query(),
                 None => Err(failed("query")),
             }),
@@ -62,14 +62,14 @@ impl Work {
 /// worker that panics answers its job with an error (the coordinator's
 /// count of jobs in flight stays true).
 pub(super) struct Pool {
-    pub(super) jobs: Option<mpsc::Sender<Job>>,
-    pub(super) done: mpsc::Receiver<Done>,
+    pub(super) jobs: Option<mpsc::Sender<FetchJob>>,
+    pub(super) done: mpsc::Receiver<Finished>,
 }
 
 impl Pool {
     pub(super) fn start(work: Arc<Work>, workers: usize) -> Pool {
-        let (jobs, job_rx) = mpsc::channel::<Job>();
-        let (done_tx, done) = mpsc::channel::<Done>();
+        let (jobs, job_rx) = mpsc::channel::<FetchJob>();
+        let (done_tx, done) = mpsc::channel::<Finished>();
         let job_rx = Arc::new(Mutex::new(job_rx));
         for _ in 0..workers.max(1) {
             let (rx, tx, work) = (job_rx.clone(), done_tx.clone(), work.clone());
@@ -89,12 +89,12 @@ impl Pool {
                                     message: "the fetch panicked".into(),
                                 };
                                 match again {
-                                    Job::List => Done::List(
+                                    FetchJob::List => Finished::List(
                                         Vec::new(),
-                                        vec!["the peer list panicked".into()],
+                                        vec![crate::FleetError::ListPanicked],
                                     ),
-                                    Job::Document(p) => Done::Document(p, Err(e)),
-                                    Job::Query => Done::Query(Err(e)),
+                                    FetchJob::Document(p) => Finished::Document(p, Err(e)),
+                                    FetchJob::Query => Finished::Query(Err(e)),
                                 }
                             });
                     if tx.send(done).is_err() {
@@ -111,7 +111,7 @@ impl Pool {
         }
     }
 
-    pub(super) fn submit(&self, job: Job) -> bool {
+    pub(super) fn submit(&self, job: FetchJob) -> bool {
         self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok())
     }
 }

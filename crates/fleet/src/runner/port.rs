@@ -13,7 +13,7 @@ pub(super) fn run_port<V: PeerVerbs>(
     stop: &AtomicBool,
 ) {
     let key = (target.device.clone(), target.port);
-    let publish = |f: &dyn Fn(&mut PortState)| {
+    let publish = |f: &dyn Fn(&mut PublishedPort)| {
         let mut ports = lock(&shared.ports);
         f(ports.entry(key.clone()).or_default());
     };

@@ -1,5 +1,5 @@
 use super::catalog::Catalog;
-use super::pool::{Done, Job};
+use super::pool::{FetchJob, Finished};
 use super::*;
 use crate::config::{PeerProbeConfig, RailConfig};
 use crate::peer_endpoints::Refusal;
@@ -691,15 +691,15 @@ pub(crate) fn simulate(
         for job in c.plan(now, FETCH_WORKERS.saturating_sub(c.in_flight), &failing) {
             let counted = t >= count_after;
             let done = match job {
-                Job::List => {
+                FetchJob::List => {
                     lists += u64::from(counted);
-                    Done::List(addrs.clone(), Vec::new())
+                    Finished::List(addrs.clone(), Vec::new())
                 }
-                Job::Document(a) => {
+                FetchJob::Document(a) => {
                     documents += u64::from(counted);
                     let i = addrs.iter().position(|x| *x == a).unwrap_or(0);
                     if i < dead {
-                        Done::Document(
+                        Finished::Document(
                             a,
                             Err(FetchError {
                                 reason: FetchReason::Connect,
@@ -711,10 +711,10 @@ pub(crate) fn simulate(
                             Ipv4Addr::new(10, 0, (i >> 8) as u8, (i & 255) as u8).to_ipv6_mapped();
                         let mut e = ep(&format!("n{i}"), gid, 17);
                         e.device = "mlx5_0".into();
-                        Done::Document(a, Ok(vec![e]))
+                        Finished::Document(a, Ok(vec![e]))
                     }
                 }
-                Job::Query => Done::Query(Ok(Vec::new())),
+                FetchJob::Query => Finished::Query(Ok(Vec::new())),
             };
             c.apply(done, now, &admission, &mut d);
         }

@@ -306,7 +306,7 @@ fn malformed_attributes_end_with_one_error() {
 fn attrs_after_family_header() {
     let mut p = vec![1, 2, 3, 4];
     p.extend(nla(9, &[1]));
-    let m = Message {
+    let m = NlMessage {
         kind: 1,
         flags: 0,
         seq: 1,

@@ -92,7 +92,7 @@ impl PeerPort for FakePort {
                 traffic_class: 0,
             };
             match handle(&d, None, responder, Instant::now(), served) {
-                Handled::Answer(m, _) if m.kind == crate::peer_wire::Kind::Echo => {
+                Handled::Answer(m, _) if m.kind == crate::peer_wire::MessageKind::Echo => {
                     served.answered += 1
                 }
                 Handled::Answer(..) => served.not_admitted += 1,

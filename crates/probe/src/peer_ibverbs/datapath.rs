@@ -182,7 +182,7 @@ impl UdPort {
         let grh = self.buf.slice(slot * SLOT, GRH_LEN as usize);
         let sender = if has_grh { grh_sender(grh) } else { None };
         let Some((gid, ipv4)) = sender else {
-            served.refuse(Refusal::Foreign);
+            served.refuse(DatagramRefusal::Foreign);
             return None;
         };
         let traffic_class = grh_traffic_class(grh, ipv4).unwrap_or(0);
@@ -203,7 +203,7 @@ impl UdPort {
                 // An echo is as large as its probe (the reverse path
                 // carries the same size); "not admitted" is the header.
                 let size = match msg.kind {
-                    Kind::Echo => payload.len(),
+                    MessageKind::Echo => payload.len(),
                     _ => HEADER_LEN,
                 };
                 let key = AhKey {
@@ -224,7 +224,7 @@ impl UdPort {
                 });
                 if self.waiting.len() > WAITING_ANSWERS {
                     self.waiting.pop_front();
-                    served.refuse(Refusal::AnswerFailed);
+                    served.refuse(DatagramRefusal::AnswerFailed);
                 }
                 self.send_waiting(served);
                 None
@@ -241,20 +241,20 @@ impl UdPort {
             match self.handle_for(&w.key) {
                 Lookup::Ready(ah) => {
                     let mut msg = w.msg;
-                    if msg.kind == Kind::Echo {
+                    if msg.kind == MessageKind::Echo {
                         msg.hold_ns =
                             u32::try_from(w.received.elapsed().as_nanos()).unwrap_or(u32::MAX);
                     }
                     match self.send(w.key, ah, w.qpn, &msg.encode(w.size)) {
-                        Ok(_) if msg.kind == Kind::Echo => served.answered += 1,
+                        Ok(_) if msg.kind == MessageKind::Echo => served.answered += 1,
                         Ok(_) => served.not_admitted += 1,
                         // A failed answer is the peer's loss to see, not
                         // this port's error.
-                        Err(_) => served.refuse(Refusal::AnswerFailed),
+                        Err(_) => served.refuse(DatagramRefusal::AnswerFailed),
                     }
                 }
                 Lookup::Waiting if w.received.elapsed() < ANSWER_PATIENCE => keep.push_back(w),
-                Lookup::Waiting | Lookup::Failed(_) => served.refuse(Refusal::AnswerFailed),
+                Lookup::Waiting | Lookup::Failed(_) => served.refuse(DatagramRefusal::AnswerFailed),
             }
         }
         self.waiting = keep;
@@ -335,7 +335,7 @@ impl PeerPort for UdPort {
             {
                 Ok(Some(Event::Reply(at, m))) => {
                     return match m.kind {
-                        Kind::NotAdmitted => ProbeOutcome::NotAdmitted {
+                        MessageKind::NotAdmitted => ProbeOutcome::NotAdmitted {
                             incarnation: m.incarnation,
                         },
                         _ => ProbeOutcome::Answered {
