@@ -312,8 +312,13 @@ mod tests {
             max_bytes: 1 << 20,
             deadline: Duration::from_secs(5),
         };
+        // Read until a read that began with the file already past the cap
+        // has returned: that one must refuse; every read before it returns
+        // at most the cap. (Bounded by the writer, not by a count of reads,
+        // which a loaded machine could finish before the file grows.)
         let mut refused = false;
-        for _ in 0..50 {
+        loop {
+            let past_cap = std::fs::metadata(&f).is_ok_and(|m| m.len() > limits.max_bytes);
             match read_bytes(&f, limits) {
                 Ok(b) => assert!(b.len() as u64 <= limits.max_bytes),
                 Err(NamedFileError {
@@ -325,6 +330,10 @@ mod tests {
                 }
                 Err(e) => panic!("{e}"),
             }
+            if past_cap || writer.is_finished() {
+                break;
+            }
+            std::thread::yield_now();
         }
         stop.store(true, Ordering::SeqCst);
         let _ = writer.join();
