@@ -19,11 +19,11 @@ use crate::host::HostPaths;
 use crate::snapshot::{Snapshot, SourceState};
 use roce_fleet::peer_endpoints::Admission;
 use roce_fleet::peer_list::PeerList;
-use roce_fleet::peer_rails::Net;
 use roce_fleet::FleetError;
 
 #[cfg(feature = "probes")]
-fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<Net> {
+fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<roce_fleet::peer_rails::Net> {
+    use roce_fleet::peer_rails::Net;
     let v4 = gid.to_ipv4_mapped()?;
     let len = roce_probe::peer_ibverbs::ipv4_prefix_len(v4)?;
     Some(Net::of(v4, len))
