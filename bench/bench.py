@@ -459,16 +459,11 @@ def generate_tree(tree, ports, equal_work=False):
 def threads_cpu(pid):
     """CPU seconds of each of pid's threads by name (schedstat, ns
     resolution); threads of one name are added up."""
+    import syscalls
     out = {}
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return out
-    for tid in tids:
+    for tid, name in syscalls.thread_names(pid).items():
         try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                name = f.read().strip()
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+            with open("/proc/%d/task/%d/schedstat" % (pid, tid)) as f:
                 out[name] = out.get(name, 0.0) + int(f.read().split()[0]) / 1e9
         except (OSError, ValueError, IndexError):
             continue

@@ -486,15 +486,7 @@ fn findings_are_held_until_the_condition_stays_false() {
 
 #[test]
 fn rdma_device_missing_only_when_the_source_ran_empty() {
-    let status = |state| SourceStatus {
-        name: "rdma",
-        state,
-        duration: Duration::ZERO,
-        errors: vec![],
-        errors_total: 0,
-        errors_by_kind: Default::default(),
-        kernel_requests: None,
-    };
+    let status = |state| roce_testkit::snapshot::source("rdma", state);
     let mut s = Snapshot {
         sequence: 1,
         rdma: Some(RdmaSnapshot::default()),
