@@ -414,6 +414,55 @@ fn nic_on_the_other_rails_switch_is_critical() {
     );
 }
 
+/// Two GPUs, each behind a PCIe switch with one of the two NICs: GPU 0
+/// nearest mlx5_0 (PIX), GPU 1 nearest mlx5_1; across the switches SYS.
+fn two_gpus() -> roce_topology::TopologySnapshot {
+    use roce_topology::{Gpu, GpuNicPath, GpuVendor, PathClass, PciAddress};
+    let addr = |a: &str| PciAddress::parse(a).expect("a PCI address");
+    let gpu = |index, a| Gpu {
+        index,
+        address: addr(a),
+        vendor: GpuVendor::Nvidia,
+        device_id: Some(0x2330),
+        numa_node: Some(0),
+        name: None,
+        uuid: None,
+    };
+    let path = |gpu, nic: &str, class| GpuNicPath {
+        gpu,
+        nic: nic.into(),
+        class,
+        bridges: vec![],
+    };
+    roce_topology::TopologySnapshot {
+        gpus: vec![gpu(0, "0000:03:00.0"), gpu(1, "0000:13:00.0")],
+        paths: vec![
+            path(0, "mlx5_0", PathClass::Pix),
+            path(0, "mlx5_1", PathClass::Sys),
+            path(1, "mlx5_0", PathClass::Sys),
+            path(1, "mlx5_1", PathClass::Pix),
+        ],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn the_miscabled_nic_is_named_with_its_gpu() {
+    let mut s = two_nics(
+        neighbour("leaf-p1-r1", "swp7", 3, 26, 3),
+        neighbour("leaf-p1-r1", "swp8", 3, 26, 3),
+    );
+    s.topology = Some(two_gpus());
+    let f = eval_with(s, &rails("leaf-*-r{rail}"));
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(
+        f[0].finding
+            .contains("mlx5_0 port 1 (ens1np0) (rail 0, the NIC of GPU 0) is cabled to leaf-p1-r1"),
+        "{}",
+        f[0].finding
+    );
+}
+
 #[test]
 fn two_nics_on_one_switch_port_is_critical() {
     let s = two_nics(

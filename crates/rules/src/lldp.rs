@@ -183,8 +183,9 @@ fn lldp_rail_mismatch(ctx: &Context) -> Vec<Finding> {
             rule: RuleId::LldpRailMismatch,
             severity: Severity::Critical,
             finding: format!(
-                "{} (rail {rail}) is cabled to {}, {whose}: its traffic to rail {rail} of the other nodes crosses the spine",
+                "{} (rail {rail}{}) is cabled to {}, {whose}: its traffic to rail {rail} of the other nodes crosses the spine",
                 subject.describe(),
+                gpus_of(s, &r.device),
                 neighbour_name(pdu)
             ),
             evidence: format!(
@@ -197,6 +198,25 @@ fn lldp_rail_mismatch(ctx: &Context) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// ", the NIC of GPU 2" (or "of GPUs 2 and 3"): the GPUs whose nearest NIC
+/// `device` is, by the topology source's PCIe paths; empty without them.
+fn gpus_of(s: &Snapshot, device: &str) -> String {
+    let Some(t) = &s.topology else {
+        return String::new();
+    };
+    let gpus: Vec<String> = t
+        .gpus
+        .iter()
+        .filter(|g| t.nearest_nics(g.index).iter().any(|p| p.nic == device))
+        .map(|g| g.index.to_string())
+        .collect();
+    match gpus.as_slice() {
+        [] => String::new(),
+        [one] => format!(", the NIC of GPU {one}"),
+        [first @ .., last] => format!(", the NIC of GPUs {} and {last}", first.join(", ")),
+    }
 }
 
 /// A neighbour is missing after this many TTLs without a frame.
