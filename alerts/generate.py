@@ -908,15 +908,15 @@ def lldp_rail_rules(p):
         {"record": switch_pod,
          "expr": f"max by ({by}, instance, device, system_name, pod) (\n"
                  f"  roce_lldp_neighbor_info{s(named_switch)}\n"
-                 f"  * on ({by}, instance) group_left (pod) {pod}\n)"},
+                 f"  * on ({by}, instance) group_left (pod) {pod}{s()}\n)"},
         {"record": nodes,
-         "expr": f"count by ({by}, pod, device, system_name) ({switch_pod})"},
+         "expr": f"count by ({by}, pod, device, system_name) ({switch_pod}{s()})"},
         alert(p, "RoceLldpRailOddOneOut",
-              f"(\n  {switch_pod}\n"
+              f"(\n  {switch_pod}{s()}\n"
               f"  * on ({by}, pod, device, system_name) group_left ()\n"
-              f"  {nodes}\n)\n"
+              f"  {nodes}{s()}\n)\n"
               f"< on ({by}, pod, device) group_left ()\n"
-              f"max by ({by}, pod, device) ({nodes})",
+              f"max by ({by}, pod, device) ({nodes}{s()})",
               "10m", critical,
               "{{ $labels.device }} on {{ $labels.instance }} is cabled to another rail's switch",
               "{{ $labels.device }} on {{ $labels.instance }} reaches {{ $labels.system_name }}, "
@@ -925,9 +925,9 @@ def lldp_rail_rules(p):
               "on the wrong rail (or in the wrong leaf), so this GPU's traffic crosses the spine.",
               "RoceLldpRailOddOneOut"),
         alert(p, "RoceLldpPodOfOne",
-              f"{pod}\n"
-              f"and on ({by}, pod) (count by ({by}, pod) ({pod}) == 1)\n"
-              f"and on ({by}) (count by ({by}) ({pod}) >= 4)",
+              f"{pod}{s()}\n"
+              f"and on ({by}, pod) (count by ({by}, pod) ({pod}{s()}) == 1)\n"
+              f"and on ({by}) (count by ({by}) ({pod}{s()}) >= 4)",
               "10m", warning,
               "The first NIC of {{ $labels.instance }} reaches a switch no other node's first "
               "NIC reaches",

@@ -909,15 +909,15 @@ local byInterval(c) = {
           },
           {
             "record": "instance_device:roce_lldp_switch:pod",
-            "expr": ("max by (job, instance, device, system_name, pod) (\n  roce_lldp_neighbor_info{%(selector)s, system_name!=\"\"}\n  * on (job, instance) group_left (pod) instance:roce_lldp_pod:info\n)" % c)
+            "expr": ("max by (job, instance, device, system_name, pod) (\n  roce_lldp_neighbor_info{%(selector)s, system_name!=\"\"}\n  * on (job, instance) group_left (pod) instance:roce_lldp_pod:info{%(selector)s}\n)" % c)
           },
           {
             "record": "pod_device_switch:roce_lldp_nodes:count",
-            "expr": "count by (job, pod, device, system_name) (instance_device:roce_lldp_switch:pod)"
+            "expr": ("count by (job, pod, device, system_name) (instance_device:roce_lldp_switch:pod{%(selector)s})" % c)
           },
           {
             "alert": "RoceLldpRailOddOneOut",
-            "expr": "(\n  instance_device:roce_lldp_switch:pod\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count)",
+            "expr": ("(\n  instance_device:roce_lldp_switch:pod{%(selector)s}\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count{%(selector)s}\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{%(selector)s})" % c),
             "for": "10m",
             "labels": {
               "severity": "critical"
@@ -930,7 +930,7 @@ local byInterval(c) = {
           },
           {
             "alert": "RoceLldpPodOfOne",
-            "expr": "instance:roce_lldp_pod:info\nand on (job, pod) (count by (job, pod) (instance:roce_lldp_pod:info) == 1)\nand on (job) (count by (job) (instance:roce_lldp_pod:info) >= 4)",
+            "expr": ("instance:roce_lldp_pod:info{%(selector)s}\nand on (job, pod) (count by (job, pod) (instance:roce_lldp_pod:info{%(selector)s}) == 1)\nand on (job) (count by (job) (instance:roce_lldp_pod:info{%(selector)s}) >= 4)" % c),
             "for": "10m",
             "labels": {
               "severity": "warning"
@@ -9289,15 +9289,15 @@ local byInterval(c) = {
           },
           {
             "record": "instance_device:roce_lldp_switch:pod",
-            "expr": ("max by (job, instance, device, system_name, pod) (\n  roce_lldp_neighbor_info{%(selector)s, system_name!=\"\"}\n  * on (job, instance) group_left (pod) instance:roce_lldp_pod:info\n)" % c)
+            "expr": ("max by (job, instance, device, system_name, pod) (\n  roce_lldp_neighbor_info{%(selector)s, system_name!=\"\"}\n  * on (job, instance) group_left (pod) instance:roce_lldp_pod:info{%(selector)s}\n)" % c)
           },
           {
             "record": "pod_device_switch:roce_lldp_nodes:count",
-            "expr": "count by (job, pod, device, system_name) (instance_device:roce_lldp_switch:pod)"
+            "expr": ("count by (job, pod, device, system_name) (instance_device:roce_lldp_switch:pod{%(selector)s})" % c)
           },
           {
             "alert": "RoceLldpRailOddOneOut",
-            "expr": "(\n  instance_device:roce_lldp_switch:pod\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count)",
+            "expr": ("(\n  instance_device:roce_lldp_switch:pod{%(selector)s}\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count{%(selector)s}\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{%(selector)s})" % c),
             "for": "10m",
             "labels": {
               "severity": "critical"
@@ -9310,7 +9310,7 @@ local byInterval(c) = {
           },
           {
             "alert": "RoceLldpPodOfOne",
-            "expr": "instance:roce_lldp_pod:info\nand on (job, pod) (count by (job, pod) (instance:roce_lldp_pod:info) == 1)\nand on (job) (count by (job) (instance:roce_lldp_pod:info) >= 4)",
+            "expr": ("instance:roce_lldp_pod:info{%(selector)s}\nand on (job, pod) (count by (job, pod) (instance:roce_lldp_pod:info{%(selector)s}) == 1)\nand on (job) (count by (job) (instance:roce_lldp_pod:info{%(selector)s}) >= 4)" % c),
             "for": "10m",
             "labels": {
               "severity": "warning"
@@ -17669,15 +17669,15 @@ local byInterval(c) = {
           },
           {
             "record": "instance_device:roce_lldp_switch:pod",
-            "expr": ("max by (job, instance, device, system_name, pod) (\n  roce_lldp_neighbor_info{%(selector)s, system_name!=\"\"}\n  * on (job, instance) group_left (pod) instance:roce_lldp_pod:info\n)" % c)
+            "expr": ("max by (job, instance, device, system_name, pod) (\n  roce_lldp_neighbor_info{%(selector)s, system_name!=\"\"}\n  * on (job, instance) group_left (pod) instance:roce_lldp_pod:info{%(selector)s}\n)" % c)
           },
           {
             "record": "pod_device_switch:roce_lldp_nodes:count",
-            "expr": "count by (job, pod, device, system_name) (instance_device:roce_lldp_switch:pod)"
+            "expr": ("count by (job, pod, device, system_name) (instance_device:roce_lldp_switch:pod{%(selector)s})" % c)
           },
           {
             "alert": "RoceLldpRailOddOneOut",
-            "expr": "(\n  instance_device:roce_lldp_switch:pod\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count)",
+            "expr": ("(\n  instance_device:roce_lldp_switch:pod{%(selector)s}\n  * on (job, pod, device, system_name) group_left ()\n  pod_device_switch:roce_lldp_nodes:count{%(selector)s}\n)\n< on (job, pod, device) group_left ()\nmax by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{%(selector)s})" % c),
             "for": "10m",
             "labels": {
               "severity": "critical"
@@ -17690,7 +17690,7 @@ local byInterval(c) = {
           },
           {
             "alert": "RoceLldpPodOfOne",
-            "expr": "instance:roce_lldp_pod:info\nand on (job, pod) (count by (job, pod) (instance:roce_lldp_pod:info) == 1)\nand on (job) (count by (job) (instance:roce_lldp_pod:info) >= 4)",
+            "expr": ("instance:roce_lldp_pod:info{%(selector)s}\nand on (job, pod) (count by (job, pod) (instance:roce_lldp_pod:info{%(selector)s}) == 1)\nand on (job) (count by (job) (instance:roce_lldp_pod:info{%(selector)s}) >= 4)" % c),
             "for": "10m",
             "labels": {
               "severity": "warning"
