@@ -219,6 +219,37 @@ fn delta(prev: Option<&FecCounter>, cur: Option<&FecCounter>) -> Option<(u64, Ve
     Some((total, lanes))
 }
 
+/// The code a link's corrected bits are counted under, as [`line_rate`]
+/// tells it from the FEC mode, the speed and the lanes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FecCode {
+    /// RS(544,514) "KP4": PAM4 lanes of 50 Gb/s and more.
+    Rs544,
+    /// RS(528,514) "KR4": NRZ lanes below 50 Gb/s.
+    Rs528,
+    /// BASE-R "Firecode" (Clause 74).
+    BaseR,
+    /// No FEC, or a mode this exporter does not know: the MAC rate.
+    MacRate,
+}
+
+impl FecCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FecCode::Rs544 => "RS(544,514)",
+            FecCode::Rs528 => "RS(528,514)",
+            FecCode::BaseR => "BASE-R",
+            FecCode::MacRate => "MAC rate",
+        }
+    }
+}
+
+impl std::fmt::Display for FecCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The bit rate on the wire that FEC corrects bits of, for a link of
 /// `speed_mbps` (the MAC rate, sysfs `speed`) under FEC `mode`, and the
 /// code's name. RS-FEC transcodes 64b/66b to 256b/257b and adds parity:
@@ -228,7 +259,7 @@ fn delta(prev: Option<&FecCounter>, cur: Option<&FecCounter>) -> Option<(u64, Ve
 /// FEC keeps 64b/66b (66/64). Which RS code: by the per-lane rate when the
 /// driver counts lanes (`lanes` > 0), else RS(544,514) from 200 Gb/s up.
 /// Without FEC, or a mode this exporter does not know, the MAC rate.
-pub fn line_rate(mode: Option<FecMode>, speed_mbps: u64, lanes: usize) -> (f64, &'static str) {
+pub fn line_rate(mode: Option<FecMode>, speed_mbps: u64, lanes: usize) -> (f64, FecCode) {
     let speed = speed_mbps as f64 * 1e6;
     match mode {
         Some(FecMode::Rs) => {
@@ -238,13 +269,13 @@ pub fn line_rate(mode: Option<FecMode>, speed_mbps: u64, lanes: usize) -> (f64, 
                 speed_mbps >= 200_000
             };
             if pam4 {
-                (speed * 257.0 / 256.0 * 544.0 / 514.0, "RS(544,514)")
+                (speed * 257.0 / 256.0 * 544.0 / 514.0, FecCode::Rs544)
             } else {
-                (speed * 66.0 / 64.0, "RS(528,514)")
+                (speed * 66.0 / 64.0, FecCode::Rs528)
             }
         }
-        Some(FecMode::BaseR) => (speed * 66.0 / 64.0, "BASE-R"),
-        _ => (speed, "MAC rate"),
+        Some(FecMode::BaseR) => (speed * 66.0 / 64.0, FecCode::BaseR),
+        _ => (speed, FecCode::MacRate),
     }
 }
 

@@ -11,6 +11,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use roce_netdev::fec::FecCode;
 use serde::de::{DeserializeSeed, Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -484,13 +485,13 @@ section!(FecBerRule {
 });
 
 impl FecBerRule {
-    /// The limit for the code [`roce_netdev::fec::line_rate`] named.
-    pub fn max_ber_for(&self, code: &str) -> f64 {
+    /// The limit for the code [`roce_netdev::fec::line_rate`] found.
+    pub fn max_ber_for(&self, code: FecCode) -> f64 {
         match code {
-            "RS(544,514)" => self.max_ber_rs544,
-            "RS(528,514)" => self.max_ber_rs528,
-            "BASE-R" => self.max_ber_base_r,
-            _ => self.max_ber,
+            FecCode::Rs544 => self.max_ber_rs544,
+            FecCode::Rs528 => self.max_ber_rs528,
+            FecCode::BaseR => self.max_ber_base_r,
+            FecCode::MacRate => self.max_ber,
         }
     }
 }
