@@ -215,9 +215,7 @@ impl Source for PeerProbeSource {
                 &why,
             ));
         }
-        for e in runner.list_errors() {
-            errors.push(HostError::request("peer_probes peer list", e));
-        }
+        errors.extend(runner.list_errors());
         let (results, discovery) = runner.results();
         let state = match &results.state {
             ProbeState::Unavailable(why) => SourceState::Unavailable(why.clone()),

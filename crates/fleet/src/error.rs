@@ -9,42 +9,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use roce_host::named::NamedFileErrorKind;
+use roce_host::ErrorKind;
 
 use crate::config::RailBy;
 use crate::peer_dns::DnsError;
 use crate::peer_http::ClientError;
-
-/// The class of a failure, for a caller that acts on it rather than
-/// printing it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FailureKind {
-    /// What was named does not exist: a file, a host name.
-    Absent,
-    /// Refused by the file's permissions.
-    Permission,
-    /// There but not usable: a setting, a file or an answer that does not
-    /// hold what it must.
-    Malformed,
-    /// Not done in time, or the resources to do it are taken: a read
-    /// stuck in the kernel, a DNS server that does not answer.
-    Busy,
-    /// Any other failure (an I/O error of another class).
-    Other,
-}
-
-impl FailureKind {
-    /// The class of an I/O error.
-    pub fn of_io(e: &std::io::Error) -> FailureKind {
-        use std::io::ErrorKind as K;
-        match e.kind() {
-            K::NotFound => FailureKind::Absent,
-            K::PermissionDenied => FailureKind::Permission,
-            K::InvalidInput | K::InvalidData => FailureKind::Malformed,
-            K::TimedOut | K::WouldBlock | K::ResourceBusy => FailureKind::Busy,
-            _ => FailureKind::Other,
-        }
-    }
-}
 
 /// An error of another crate held by a [`FleetError`], so that the
 /// latter can be cloned and compared (as the configuration's errors are):
@@ -175,28 +144,26 @@ pub enum FleetError {
 
 impl FleetError {
     /// The class of the failure.
-    pub fn kind(&self) -> FailureKind {
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            FleetError::Resolve { error, .. } => FailureKind::of_io(&error.0),
+            FleetError::Resolve { error, .. } => ErrorKind::of_io(&error.0),
             FleetError::Srv { error, .. } => match error {
-                DnsError::Timeout { .. } => FailureKind::Busy,
-                DnsError::NoServer(_) | DnsError::Rcode { .. } => FailureKind::Absent,
-                DnsError::Io { .. } => FailureKind::Other,
-                DnsError::Name(_) | DnsError::Malformed(_) => FailureKind::Malformed,
+                DnsError::Timeout { .. } => ErrorKind::Busy,
+                DnsError::NoServer(_) | DnsError::Rcode { .. } => ErrorKind::Absent,
+                DnsError::Io { .. } => ErrorKind::Failed,
+                DnsError::Name(_) | DnsError::Malformed(_) => ErrorKind::Malformed,
             },
             FleetError::PeerFile { error, .. } => match &*error.0 {
-                NamedFileErrorKind::Open(e) | NamedFileErrorKind::Read(e) => FailureKind::of_io(e),
+                NamedFileErrorKind::Open(e) | NamedFileErrorKind::Read(e) => ErrorKind::of_io(e),
                 NamedFileErrorKind::TimedOut(_) | NamedFileErrorKind::TooManyStuck => {
-                    FailureKind::Busy
+                    ErrorKind::Busy
                 }
                 NamedFileErrorKind::NotRegular(_)
                 | NamedFileErrorKind::TooLarge(_)
-                | NamedFileErrorKind::NotText => FailureKind::Malformed,
+                | NamedFileErrorKind::NotText => ErrorKind::Malformed,
             },
-            FleetError::Client(ClientError::Tls(_)) | FleetError::ListPanicked => {
-                FailureKind::Other
-            }
-            _ => FailureKind::Malformed,
+            FleetError::Client(ClientError::Tls(_)) | FleetError::ListPanicked => ErrorKind::Failed,
+            _ => ErrorKind::Malformed,
         }
     }
 }
@@ -211,7 +178,7 @@ mod tests {
             path: "/etc/peers".into(),
             error: NamedFileErrorKind::Open(std::io::Error::from_raw_os_error(libc::ENOENT)).into(),
         };
-        assert_eq!(gone.kind(), FailureKind::Absent);
+        assert_eq!(gone.kind(), ErrorKind::Absent);
         assert_eq!(
             gone.to_string(),
             "peer_probes.file /etc/peers: No such file or directory (os error 2)"
@@ -220,13 +187,13 @@ mod tests {
             name: "x:1".into(),
             error: std::io::Error::from_raw_os_error(libc::EACCES).into(),
         };
-        assert_eq!(denied.kind(), FailureKind::Permission);
+        assert_eq!(denied.kind(), ErrorKind::Permission);
         let stuck = FleetError::PeerFile {
             path: "/nfs/peers".into(),
             error: NamedFileErrorKind::TooManyStuck.into(),
         };
-        assert_eq!(stuck.kind(), FailureKind::Busy);
-        assert_eq!(FleetError::QueryWithoutData.kind(), FailureKind::Malformed);
+        assert_eq!(stuck.kind(), ErrorKind::Busy);
+        assert_eq!(FleetError::QueryWithoutData.kind(), ErrorKind::Malformed);
         assert_eq!(
             FleetError::Unpaired {
                 first: "username",

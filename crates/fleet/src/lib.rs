@@ -19,4 +19,4 @@ pub mod peer_list;
 pub mod peer_rails;
 pub mod runner;
 
-pub use error::{FailureKind, FleetError, SharedError};
+pub use error::{FleetError, SharedError};

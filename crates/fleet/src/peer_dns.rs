@@ -514,7 +514,7 @@ mod tests {
             "{:?}",
             list.errors
         );
-        assert_eq!(list.errors[0].kind(), crate::FailureKind::Busy);
+        assert_eq!(list.errors[0].kind(), roce_host::ErrorKind::Busy);
     }
 
     #[test]

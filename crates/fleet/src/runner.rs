@@ -183,7 +183,7 @@ impl PeerRunner {
     }
 
     /// The peer-list errors of the latest refresh.
-    pub fn list_errors(&self) -> Vec<String> {
+    pub fn list_errors(&self) -> Vec<roce_host::HostError> {
         lock(&self.shared.discovery).list_errors.clone()
     }
 

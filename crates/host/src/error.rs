@@ -97,6 +97,22 @@ impl ErrorKind {
         }
     }
 
+    /// The kind of an I/O error: by its errno where it carries one, else
+    /// by its class (a timeout is busy, a bad input malformed).
+    pub fn of_io(e: &std::io::Error) -> ErrorKind {
+        use std::io::ErrorKind as K;
+        if let Some(errno) = e.raw_os_error() {
+            return ErrorKind::of_errno(errno);
+        }
+        match e.kind() {
+            K::NotFound => ErrorKind::Absent,
+            K::PermissionDenied => ErrorKind::Permission,
+            K::InvalidInput | K::InvalidData => ErrorKind::Malformed,
+            K::TimedOut | K::WouldBlock | K::ResourceBusy | K::Interrupted => ErrorKind::Busy,
+            _ => ErrorKind::Failed,
+        }
+    }
+
     /// The kind of a failed system call's errno.
     pub fn of_errno(errno: i32) -> ErrorKind {
         match errno {
@@ -123,9 +139,14 @@ impl ReadError {
 pub enum HostError {
     /// A file that should have been readable and was not.
     File(ReadError),
-    /// A request to the kernel or a library that failed (an ethtool ioctl,
-    /// a netlink request, NVML): what was asked, and the answer.
-    Request { what: String, error: String },
+    /// A request to the kernel, a library or the network that failed (an
+    /// ethtool ioctl, a netlink request, NVML, a DNS lookup): what was
+    /// asked, the answer, and its kind.
+    Request {
+        what: String,
+        error: String,
+        kind: ErrorKind,
+    },
     /// A configured folder (`setting` names it) that cannot be listed.
     Unlistable {
         setting: &'static str,
@@ -138,15 +159,26 @@ impl HostError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             HostError::File(e) => e.error_kind(),
-            HostError::Request { .. } => ErrorKind::Failed,
+            HostError::Request { kind, .. } => *kind,
             HostError::Unlistable { errno, .. } => ErrorKind::of_errno(*errno),
         }
     }
 
+    /// A failed request of no more precise kind.
     pub fn request(what: impl Into<String>, error: impl std::fmt::Display) -> Self {
+        HostError::request_of(what, error, ErrorKind::Failed)
+    }
+
+    /// A failed request whose kind the caller knows.
+    pub fn request_of(
+        what: impl Into<String>,
+        error: impl std::fmt::Display,
+        kind: ErrorKind,
+    ) -> Self {
         HostError::Request {
             what: what.into(),
             error: error.to_string(),
+            kind,
         }
     }
 }
@@ -161,7 +193,7 @@ impl std::fmt::Display for HostError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HostError::File(e) => e.fmt(f),
-            HostError::Request { what, error } => write!(f, "{what}: {error}"),
+            HostError::Request { what, error, .. } => write!(f, "{what}: {error}"),
             HostError::Unlistable {
                 setting,
                 dir,

@@ -199,7 +199,7 @@ pub struct PeerDiscovery {
     /// `None` when it could not be computed.
     pub rails: Vec<(String, u8, Option<String>)>,
     /// Errors of the peer list at the latest refresh (a file that cannot
-    /// be read, a name that does not resolve): the collector reports them
-    /// every sample until a refresh without them.
-    pub list_errors: Vec<String>,
+    /// be read, a name that does not resolve), each with its kind: the
+    /// collector reports them every sample until a refresh without them.
+    pub list_errors: Vec<roce_host::HostError>,
 }

@@ -3,6 +3,7 @@
 
 use super::pool::{FetchJob, Finished};
 use super::*;
+use roce_host::HostError;
 
 /// One peer address as the coordinator knows it.
 #[derive(Debug, Clone, Default)]
@@ -222,8 +223,10 @@ impl Catalog {
                 self.pass_in_flight = false;
                 self.list_due = Some(now + self.refresh);
                 d.passes += 1;
-                // The published discovery holds them as the log prints them.
-                d.list_errors = errors.iter().map(ToString::to_string).collect();
+                d.list_errors = errors
+                    .iter()
+                    .map(|e| HostError::request_of("peer_probes peer list", e, e.kind()))
+                    .collect();
                 let before = self.endpoints().len();
                 self.set_list(peers);
                 before != self.endpoints().len()
