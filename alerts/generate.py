@@ -495,8 +495,9 @@ def deviation_defs(p):
         "firmware": ("instance_device:roce_device_fw_version:same_value_count", group,
                      f"max by ({fleet_by_labels(p, *group, 'instance', 'device', 'fw_version')}) "
                      f"(roce_device_info{s(M_FW)})", ["fw_version"]),
-        "pfc": ("instance_netdev:roce_pfc_enabled:same_value_count", ["priority"],
-                f'count_values without () ("enabled", roce_pfc_enabled{s(M_DEV)})', ["enabled"]),
+        "pfc": ("instance_netdev:roce_pfc_priorities:same_value_count", [],
+                f"max by ({fleet_by_labels(p, *NETDEV_MEMBER, 'enabled')}) "
+                f"(roce_pfc_priorities_info{s(M_DEV)})", ["enabled"]),
         "gid": ("instance_device_port:roce_gid_type:same_value_count", ["index"],
                 f"max by ({fleet_by_labels(p, 'instance', 'device', 'port', 'netdev', 'index', 'type', 'family')}) "
                 f"(roce_gid_info{s()})", ["type", "family"]),
@@ -803,13 +804,13 @@ def fleet_alerts(p):
         alert(p, "RocePfcPriorityInconsistent",
               deviation_alert_expr(p, *deviation_defs(p)["pfc"][:2]),
               "30m", warning,
-              "PFC on priority {{ $labels.priority }} of {{ $labels.netdev }} on "
-              "{{ $labels.instance }} differs from " + fleet,
-              "PFC on priority {{ $labels.priority }} is {{ $labels.enabled }} (1: on, 0: "
-              "off) on {{ $labels.netdev }} ({{ $labels.device }} port "
-              "{{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE "
-              "netdev(s) of " + fleet + ": lossless traffic on that priority is dropped "
-              "where PFC is off (where neither setting has a majority, every netdev is "
+              "PFC priorities of {{ $labels.netdev }} on {{ $labels.instance }} differ "
+              "from " + fleet,
+              "PFC is on for priorities {{ $labels.enabled }} on {{ $labels.netdev }} "
+              "({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as "
+              "on only {{ $value }} RoCE netdev(s) of " + fleet + ": lossless traffic is "
+              "dropped on a priority where one end has PFC off, and pauses on a priority "
+              "that should be lossy stall it (where no set has a majority, every netdev is "
               "named). " + compare_hint(deviation_defs(p)["pfc"][0]),
               "RocePfcPriorityInconsistent"),
         alert(p, "RoceQosConfigDrift",

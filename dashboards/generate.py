@@ -302,7 +302,7 @@ def congestion(c, params):
            [target(f"rate(roce_out_of_buffer_drops_total{{{d}}}[{RI}])",
                    "{{instance}} {{device}}/{{port}}")]),
         table("PFC enabled priorities", "Priorities with PFC on (DCB), per netdev.", "none",
-              f"roce_pfc_enabled{{{d}}} == 1", hide=["Value"], w=12),
+              f"roce_pfc_priorities_info{{{d}}}", hide=["Value"], w=12),
         table("ECN enabled priorities", "Priorities with RoCE ECN (DCQCN) on, per role "
               "(mlx5).", "none", f"roce_ecn_enabled{{{d}}} == 1", hide=["Value"], w=12),
         table("QoS trust and MTU", "Packet field the port classifies priority by, and the "

@@ -644,8 +644,8 @@ local byInterval(c) = {
             "expr": ("max by (job, cluster, hca_type, driver, instance, device, fw_version) (roce_device_info{%(selector)s, fw_version!=\"\"})\n* on (job, cluster, hca_type, driver, fw_version) group_left ()\ncount by (job, cluster, hca_type, driver, fw_version) (\n  max by (job, cluster, hca_type, driver, instance, device, fw_version) (roce_device_info{%(selector)s, fw_version!=\"\"})\n)" % c)
           },
           {
-            "record": "instance_netdev:roce_pfc_enabled:same_value_count",
-            "expr": ("count_values without () (\"enabled\", roce_pfc_enabled{%(selector)s, device!=\"\"})\n* on (job, cluster, priority, enabled) group_left ()\ncount by (job, cluster, priority, enabled) (\n  count_values without () (\"enabled\", roce_pfc_enabled{%(selector)s, device!=\"\"})\n)" % c)
+            "record": "instance_netdev:roce_pfc_priorities:same_value_count",
+            "expr": ("max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n* on (job, cluster, enabled) group_left ()\ncount by (job, cluster, enabled) (\n  max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n)" % c)
           },
           {
             "record": "instance_device_port:roce_gid_type:same_value_count",
@@ -653,7 +653,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_pfc_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, priority, hca_type, driver, value) group_left ()\ncount by (job, cluster, priority, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_pfc_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, enabled) group_left ()\ncount by (job, cluster, hca_type, driver, enabled) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "pfc"
             }
@@ -702,7 +702,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_dcqcn_parameter{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, role, parameter, source, hca_type, driver, value) group_left ()\ncount by (job, cluster, role, parameter, source, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_dcqcn_parameter{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, source, hca_type, driver, parameters) group_left ()\ncount by (job, cluster, source, hca_type, driver, parameters) (\n  max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcqcn_parameters"
             }
@@ -748,20 +748,20 @@ local byInterval(c) = {
           },
           {
             "alert": "RocePfcPriorityInconsistent",
-            "expr": ("instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s}\n  < on (job, cluster, priority) group_left ()\n  max by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_pfc_enabled:same_value_count{%(selector)s}\n  and on (job, cluster, priority)\n  (\n    count by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s} == on (job, cluster, priority) group_left () max by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s}))\n    > on (job, cluster, priority) max by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s})\n  )" % c),
+            "expr": ("instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s}\n  < on (job, cluster) group_left ()\n  max by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_pfc_priorities:same_value_count{%(selector)s}\n  and on (job, cluster)\n  (\n    count by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s} == on (job, cluster) group_left () max by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s}))\n    > on (job, cluster) max by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s})\n  )" % c),
             "for": "30m",
             "labels": {
               "severity": "warning"
             },
             "annotations": {
-              "summary": "PFC on priority {{ $labels.priority }} of {{ $labels.netdev }} on {{ $labels.instance }} differs from {{ $labels.job }}",
-              "description": "PFC on priority {{ $labels.priority }} is {{ $labels.enabled }} (1: on, 0: off) on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic on that priority is dropped where PFC is off (where neither setting has a majority, every netdev is named). `instance_netdev:roce_pfc_enabled:same_value_count` by the group's labels lists every member with how many share its value.",
+              "summary": "PFC priorities of {{ $labels.netdev }} on {{ $labels.instance }} differ from {{ $labels.job }}",
+              "description": "PFC is on for priorities {{ $labels.enabled }} on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic is dropped on a priority where one end has PFC off, and pauses on a priority that should be lossy stall it (where no set has a majority, every netdev is named). `instance_netdev:roce_pfc_priorities:same_value_count` by the group's labels lists every member with how many share its value.",
               "runbook_url": ("%(runbookUrlBase)s#rocepfcpriorityinconsistent" % c)
             }
           },
           {
             "alert": "RoceQosConfigDrift",
-            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver)\n  (\n    count by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) group_left () max by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) max by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
+            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, dscp, priority, role, source, hca_type, driver)\n  (\n    count by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left () max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, dscp, priority, role, source, hca_type, driver) max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
             "for": "1h",
             "labels": {
               "severity": "warning"
@@ -2981,7 +2981,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_pfc_enabled{%(selector)s, instance=~\"$instance\", device=~\"$device\"} == 1" % c),
+                "expr": ("roce_pfc_priorities_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -9024,8 +9024,8 @@ local byInterval(c) = {
             "expr": ("max by (job, cluster, hca_type, driver, instance, device, fw_version) (roce_device_info{%(selector)s, fw_version!=\"\"})\n* on (job, cluster, hca_type, driver, fw_version) group_left ()\ncount by (job, cluster, hca_type, driver, fw_version) (\n  max by (job, cluster, hca_type, driver, instance, device, fw_version) (roce_device_info{%(selector)s, fw_version!=\"\"})\n)" % c)
           },
           {
-            "record": "instance_netdev:roce_pfc_enabled:same_value_count",
-            "expr": ("count_values without () (\"enabled\", roce_pfc_enabled{%(selector)s, device!=\"\"})\n* on (job, cluster, priority, enabled) group_left ()\ncount by (job, cluster, priority, enabled) (\n  count_values without () (\"enabled\", roce_pfc_enabled{%(selector)s, device!=\"\"})\n)" % c)
+            "record": "instance_netdev:roce_pfc_priorities:same_value_count",
+            "expr": ("max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n* on (job, cluster, enabled) group_left ()\ncount by (job, cluster, enabled) (\n  max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n)" % c)
           },
           {
             "record": "instance_device_port:roce_gid_type:same_value_count",
@@ -9033,7 +9033,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_pfc_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, priority, hca_type, driver, value) group_left ()\ncount by (job, cluster, priority, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_pfc_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, enabled) group_left ()\ncount by (job, cluster, hca_type, driver, enabled) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "pfc"
             }
@@ -9082,7 +9082,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_dcqcn_parameter{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, role, parameter, source, hca_type, driver, value) group_left ()\ncount by (job, cluster, role, parameter, source, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_dcqcn_parameter{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, source, hca_type, driver, parameters) group_left ()\ncount by (job, cluster, source, hca_type, driver, parameters) (\n  max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcqcn_parameters"
             }
@@ -9128,20 +9128,20 @@ local byInterval(c) = {
           },
           {
             "alert": "RocePfcPriorityInconsistent",
-            "expr": ("instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s}\n  < on (job, cluster, priority) group_left ()\n  max by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_pfc_enabled:same_value_count{%(selector)s}\n  and on (job, cluster, priority)\n  (\n    count by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s} == on (job, cluster, priority) group_left () max by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s}))\n    > on (job, cluster, priority) max by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s})\n  )" % c),
+            "expr": ("instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s}\n  < on (job, cluster) group_left ()\n  max by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_pfc_priorities:same_value_count{%(selector)s}\n  and on (job, cluster)\n  (\n    count by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s} == on (job, cluster) group_left () max by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s}))\n    > on (job, cluster) max by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s})\n  )" % c),
             "for": "30m",
             "labels": {
               "severity": "warning"
             },
             "annotations": {
-              "summary": "PFC on priority {{ $labels.priority }} of {{ $labels.netdev }} on {{ $labels.instance }} differs from {{ $labels.job }}",
-              "description": "PFC on priority {{ $labels.priority }} is {{ $labels.enabled }} (1: on, 0: off) on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic on that priority is dropped where PFC is off (where neither setting has a majority, every netdev is named). `instance_netdev:roce_pfc_enabled:same_value_count` by the group's labels lists every member with how many share its value.",
+              "summary": "PFC priorities of {{ $labels.netdev }} on {{ $labels.instance }} differ from {{ $labels.job }}",
+              "description": "PFC is on for priorities {{ $labels.enabled }} on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic is dropped on a priority where one end has PFC off, and pauses on a priority that should be lossy stall it (where no set has a majority, every netdev is named). `instance_netdev:roce_pfc_priorities:same_value_count` by the group's labels lists every member with how many share its value.",
               "runbook_url": ("%(runbookUrlBase)s#rocepfcpriorityinconsistent" % c)
             }
           },
           {
             "alert": "RoceQosConfigDrift",
-            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver)\n  (\n    count by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) group_left () max by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) max by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
+            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, dscp, priority, role, source, hca_type, driver)\n  (\n    count by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left () max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, dscp, priority, role, source, hca_type, driver) max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
             "for": "1h",
             "labels": {
               "severity": "warning"
@@ -11361,7 +11361,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_pfc_enabled{%(selector)s, instance=~\"$instance\", device=~\"$device\"} == 1" % c),
+                "expr": ("roce_pfc_priorities_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -17404,8 +17404,8 @@ local byInterval(c) = {
             "expr": ("max by (job, cluster, hca_type, driver, instance, device, fw_version) (roce_device_info{%(selector)s, fw_version!=\"\"})\n* on (job, cluster, hca_type, driver, fw_version) group_left ()\ncount by (job, cluster, hca_type, driver, fw_version) (\n  max by (job, cluster, hca_type, driver, instance, device, fw_version) (roce_device_info{%(selector)s, fw_version!=\"\"})\n)" % c)
           },
           {
-            "record": "instance_netdev:roce_pfc_enabled:same_value_count",
-            "expr": ("count_values without () (\"enabled\", roce_pfc_enabled{%(selector)s, device!=\"\"})\n* on (job, cluster, priority, enabled) group_left ()\ncount by (job, cluster, priority, enabled) (\n  count_values without () (\"enabled\", roce_pfc_enabled{%(selector)s, device!=\"\"})\n)" % c)
+            "record": "instance_netdev:roce_pfc_priorities:same_value_count",
+            "expr": ("max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n* on (job, cluster, enabled) group_left ()\ncount by (job, cluster, enabled) (\n  max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n)" % c)
           },
           {
             "record": "instance_device_port:roce_gid_type:same_value_count",
@@ -17413,7 +17413,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_pfc_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, priority, hca_type, driver, value) group_left ()\ncount by (job, cluster, priority, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_pfc_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, enabled) group_left ()\ncount by (job, cluster, hca_type, driver, enabled) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "pfc"
             }
@@ -17462,7 +17462,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_dcqcn_parameter{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, role, parameter, source, hca_type, driver, value) group_left ()\ncount by (job, cluster, role, parameter, source, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_dcqcn_parameter{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, source, hca_type, driver, parameters) group_left ()\ncount by (job, cluster, source, hca_type, driver, parameters) (\n  max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcqcn_parameters"
             }
@@ -17508,20 +17508,20 @@ local byInterval(c) = {
           },
           {
             "alert": "RocePfcPriorityInconsistent",
-            "expr": ("instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s}\n  < on (job, cluster, priority) group_left ()\n  max by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_pfc_enabled:same_value_count{%(selector)s}\n  and on (job, cluster, priority)\n  (\n    count by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s} == on (job, cluster, priority) group_left () max by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s}))\n    > on (job, cluster, priority) max by (job, cluster, priority) (instance_netdev:roce_pfc_enabled:same_value_count{%(selector)s})\n  )" % c),
+            "expr": ("instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s}\n  < on (job, cluster) group_left ()\n  max by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_pfc_priorities:same_value_count{%(selector)s}\n  and on (job, cluster)\n  (\n    count by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s} == on (job, cluster) group_left () max by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s}))\n    > on (job, cluster) max by (job, cluster) (instance_netdev:roce_pfc_priorities:same_value_count{%(selector)s})\n  )" % c),
             "for": "30m",
             "labels": {
               "severity": "warning"
             },
             "annotations": {
-              "summary": "PFC on priority {{ $labels.priority }} of {{ $labels.netdev }} on {{ $labels.instance }} differs from {{ $labels.job }}",
-              "description": "PFC on priority {{ $labels.priority }} is {{ $labels.enabled }} (1: on, 0: off) on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic on that priority is dropped where PFC is off (where neither setting has a majority, every netdev is named). `instance_netdev:roce_pfc_enabled:same_value_count` by the group's labels lists every member with how many share its value.",
+              "summary": "PFC priorities of {{ $labels.netdev }} on {{ $labels.instance }} differ from {{ $labels.job }}",
+              "description": "PFC is on for priorities {{ $labels.enabled }} on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic is dropped on a priority where one end has PFC off, and pauses on a priority that should be lossy stall it (where no set has a majority, every netdev is named). `instance_netdev:roce_pfc_priorities:same_value_count` by the group's labels lists every member with how many share its value.",
               "runbook_url": ("%(runbookUrlBase)s#rocepfcpriorityinconsistent" % c)
             }
           },
           {
             "alert": "RoceQosConfigDrift",
-            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver)\n  (\n    count by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) group_left () max by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) max by (job, cluster, config, priority, dscp, role, parameter, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
+            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, dscp, priority, role, source, hca_type, driver)\n  (\n    count by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left () max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, dscp, priority, role, source, hca_type, driver) max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
             "for": "1h",
             "labels": {
               "severity": "warning"
@@ -19741,7 +19741,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_pfc_enabled{%(selector)s, instance=~\"$instance\", device=~\"$device\"} == 1" % c),
+                "expr": ("roce_pfc_priorities_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,

@@ -12,7 +12,7 @@
 //! It reads on its own cadence, `netdevs.phys_interval`, and serves its
 //! last reading (with that reading's errors) in between: at once when the
 //! netdevs or GPUs to read change or a netdev's link changed state (its
-//! `carrier_changes` in the previous sample's netdev part).
+//! carrier transitions in the previous sample's netdev part).
 
 use roce_netdev::devlink::{DevlinkHealth, DevlinkReplay};
 use roce_netdev::fec::{EthtoolFec, FecReplay};
@@ -56,7 +56,7 @@ struct Last {
 struct Key {
     targets: Vec<Target>,
     gpus: Vec<String>,
-    /// `carrier_changes` of each target in the previous sample.
+    /// Carrier transitions of each target in the previous sample.
     carrier: Vec<Option<u64>>,
 }
 
@@ -142,7 +142,7 @@ impl Source for PhysSource {
             .map(|t| {
                 let netdevs = input.previous.as_ref()?.netdev.as_ref()?;
                 let n = netdevs.netdevs.iter().find(|n| n.name == t.name)?;
-                n.carrier.changes
+                n.carrier.transitions()
             })
             .collect();
         let key = Key {

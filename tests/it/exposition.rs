@@ -959,7 +959,8 @@ fn qos_tables_are_one_series_each_and_absent_parts_stay_absent() {
             ),
         ],
     });
-    let text = exposition::encode(Arc::new(s), &build(), Format::Text);
+    let s = Arc::new(s);
+    let text = exposition::encode(s.clone(), &build(), Format::Text);
     let l = r#"netdev="ens1np0",device="mlx5_0",port="1""#;
     for line in [
         format!(
@@ -973,18 +974,41 @@ fn qos_tables_are_one_series_each_and_absent_parts_stay_absent() {
         format!(r#"roce_qos_peer_info{{{l},standard="ieee",pfc="4",prio_tc=""}} 1"#),
         format!(r#"roce_qos_peer_dscp_priority{{{l},dscp="26"}} 4"#),
         format!(
-            r#"roce_dcqcn_parameter{{{l},role="rp",parameter="rpg_time_reset",source="sysfs"}} 300"#
+            r#"roce_dcqcn_parameters_info{{{l},source="sysfs",parameters="rp.rpg_time_reset=300"}} 1"#
         ),
         format!(r#"roce_qos_rdma_cm_default_tos{{{l}}} 106"#),
+        r#"roce_pfc_priorities_info{netdev="ens2np0",device="mlx5_0",port="1",enabled="3"} 1"#
+            .to_string(),
+        r#"roce_pfc_enabled{netdev="ens2np0",device="mlx5_0",port="1",priority="3"} 1"#.to_string(),
     ] {
         assert!(text.contains(&line), "missing {line}\n{text}");
+    }
+    // the per-parameter gauges are a group's, off by default; PFC enable of
+    // a priority with PFC off and no DSCP mapped is an idle priority's
+    assert!(!text.contains("roce_dcqcn_parameter{"), "{text}");
+    assert!(
+        !text.contains(
+            r#"roce_pfc_enabled{netdev="ens2np0",device="mlx5_0",port="1",priority="0"}"#
+        ),
+        "{text}"
+    );
+    let mut every = build();
+    every.groups = groups::Groups::all();
+    let all = exposition::encode(s, &every, Format::Text);
+    for line in [
+        format!(
+            r#"roce_dcqcn_parameter{{{l},role="rp",parameter="rpg_time_reset",source="sysfs"}} 300"#
+        ),
+        r#"roce_pfc_enabled{netdev="ens2np0",device="mlx5_0",port="1",priority="0"} 0"#.into(),
+    ] {
+        assert!(all.contains(&line), "missing {line}\n{all}");
     }
     for family in [
         "roce_qos_ets_info",
         "roce_qos_buffer_info",
         "roce_qos_dcbx_info",
         "roce_qos_peer_info",
-        "roce_dcqcn_parameter",
+        "roce_dcqcn_parameters_info",
     ] {
         assert!(
             !text.contains(&format!("{family}{{netdev=\"ens2np0\"")),

@@ -326,10 +326,13 @@ fn idle_priorities_are_left_out_by_default() {
             .collect()
     };
     let l = r#"netdev="ens1f0np0",device="mlx5_0",port="1""#;
-    // priority 3: PFC on in the fixture; its zeros stay
+    // priority 3: PFC on in the fixture; its zeros stay, and the set
     for text in [&lean, &full] {
         has(text, &format!(r#"roce_pfc_enabled{{{l},priority="3"}} 1"#));
-        has(text, &format!(r#"roce_pfc_enabled{{{l},priority="4"}} 0"#));
+        has(
+            text,
+            &format!(r#"roce_pfc_priorities_info{{{l},enabled="3"}} 1"#),
+        );
         has(
             text,
             &format!(r#"roce_ecn_enabled{{{l},priority="3",role="np"}} 1"#),
@@ -348,10 +351,15 @@ fn idle_priorities_are_left_out_by_default() {
             r#"roce_netdev_priority_discards_total{{{l},reason="rx_no_buffer",priority="7"}} 47"#
         ),
     );
-    // an idle one: its ECN enable and its zero counters only with the group
-    let idle = format!(r#"roce_ecn_enabled{{{l},priority="5",role="rp"}} 0"#);
-    has(&full, &idle);
-    assert!(!lean.contains(&idle), "{lean}");
+    // an idle one: its PFC and ECN enable and its zero counters only with
+    // the group
+    for idle in [
+        format!(r#"roce_ecn_enabled{{{l},priority="5",role="rp"}} 0"#),
+        format!(r#"roce_pfc_enabled{{{l},priority="4"}} 0"#),
+    ] {
+        has(&full, &idle);
+        assert!(!lean.contains(&idle), "{lean}");
+    }
     // nothing else differs: every lean series is in the full exposition
     let stable = |l: &&str| {
         l.starts_with("roce_")
@@ -362,9 +370,8 @@ fn idle_priorities_are_left_out_by_default() {
         assert!(full.lines().any(|f| f == line), "{line} only by default");
     }
     assert!(series(&lean, "roce_ecn_enabled").len() < series(&full, "roce_ecn_enabled").len());
-    assert_eq!(
-        series(&lean, "roce_pfc_enabled").len(),
-        8,
-        "PFC enable of all 8 stays"
-    );
+    // PFC enable of the priorities in use (3, and 6 which a DSCP maps to);
+    // all 8 with the group
+    assert_eq!(series(&lean, "roce_pfc_enabled").len(), 2, "{lean}");
+    assert_eq!(series(&full, "roce_pfc_enabled").len(), 8, "{full}");
 }

@@ -239,10 +239,8 @@ def groups(scrape):
             # management netdev without an RDMA port: not part of the check
             s("roce_netdev_mtu_bytes", n + ', netdev="eth0", device="", port=""',
               t.const(1500, fleet)),
-            s("roce_pfc_enabled", n + ', netdev="ens1np0", ' + P0 + ', priority="3"',
-              t.const(0 if odd else 1, fleet)),
-            s("roce_pfc_enabled", n + ', netdev="ens1np0", ' + P0 + ', priority="4"',
-              t.const(0, fleet)),
+            s("roce_pfc_priorities_info", n + ', netdev="ens1np0", ' + P0 + ', enabled="'
+              + ("none" if odd else "3") + '"', t.const(1, fleet)),
             s("roce_qos_trust_info", n + ', netdev="ens1np0", ' + P0 + ', trust="'
               + ("pcp" if odd else "dscp") + '"', t.const(1, fleet)),
             s("roce_gid_info", n + ", " + P0 + ', index="3", type="'
@@ -258,14 +256,14 @@ def groups(scrape):
         "tests": [
             ("50m", "RoceQosConfigDrift", []),
             ("70m", "RoceQosConfigDrift",
-             [(dict(netdev3, config="pfc", priority="3", hca_type="MT4129", value="0"), "1"),
+             [(dict(netdev3, config="pfc", hca_type="MT4129", enabled="none"), "1"),
               (dict(netdev3, config="trust", hca_type="MT4129", trust="pcp"), "1")]),
             ("50m", "RoceFirmwareDrift", []),
             ("70m", "RoceFirmwareDrift",
              [(dict(BASE3, device="mlx5_0", hca_type="MT4129", fw_version=FW_OLD), "1")]),
             ("70m", "RoceMtuInconsistent", [(dict(netdev3, mtu="4200"), "1")]),
             ("70m", "RocePfcPriorityInconsistent",
-             [(dict(netdev3, priority="3", enabled="0"), "1")]),
+             [(dict(netdev3, enabled="none"), "1")]),
             ("70m", "RoceGidTypeInconsistent",
              [(dict(netdev3, index="3", type="IB/RoCE v1", family="ipv4_mapped"), "1")]),
         ],
@@ -297,16 +295,15 @@ def groups(scrape):
         series += [
             s("roce_device_info", n + f', device="mlx5_0", driver="mlx5_core", hca_type="{hca}", '
               'fw_version="1"', t.const(1, fleet)),
-            s("roce_pfc_enabled", n + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+            s("roce_pfc_priorities_info", n + ', netdev="ens1np0", ' + P0 + ', enabled="3"',
               t.const(1, fleet)),
             s("roce_qos_ets_info", n + ', netdev="ens1np0", ' + P0 + ", " + ets, t.const(1, fleet)),
             s("roce_qos_buffer_info", n + ', netdev="ens1np0", ' + P0
               + f', prio_buffer="0,0,0,1,0,0,0,0", buffer_size="{min_rate * 130944},130944,0,0,0,0,0,0"',
               t.const(1, fleet)),
-            s("roce_dcqcn_parameter", n + ', netdev="ens1np0", ' + P0
-              + ', role="rp", parameter="rpg_min_rate", source="sysfs"', t.const(min_rate, fleet)),
-            s("roce_dcqcn_parameter", n + ', netdev="ens1np0", ' + P0
-              + ', role="rp", parameter="rpg_time_reset", source="sysfs"', t.const(reset, fleet)),
+            s("roce_dcqcn_parameters_info", n + ', netdev="ens1np0", ' + P0
+              + ', source="sysfs", parameters="'
+              + f'rp.rpg_min_rate={min_rate},rp.rpg_time_reset={reset}"', t.const(1, fleet)),
         ]
     out.append({
         "name": "two NIC generations: drift within a generation only",
@@ -314,8 +311,9 @@ def groups(scrape):
         "tests": [
             ("70m", "RoceQosConfigDrift",
              [(dict(BASE2, netdev="ens1np0", device="mlx5_0", port="1",
-                    config="dcqcn_parameters", role="rp", parameter="rpg_time_reset",
-                    source="sysfs", hca_type="MT4129", driver="mlx5_core", value="600"), "1")]),
+                    config="dcqcn_parameters", source="sysfs", hca_type="MT4129",
+                    driver="mlx5_core",
+                    parameters="rp.rpg_min_rate=1,rp.rpg_time_reset=600"), "1")]),
         ],
     })
     out.append({
@@ -326,9 +324,9 @@ def groups(scrape):
             # management netdev without an RDMA port: not part of the check.
             s("roce_netdev_mtu_bytes", N2 + ', netdev="eth0", device="", port=""',
               t.const(1500, fleet)),
-            s("roce_pfc_enabled", N1 + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+            s("roce_pfc_priorities_info", N1 + ', netdev="ens1np0", ' + P0 + ', enabled="3"',
               t.const(1, fleet)),
-            s("roce_pfc_enabled", N2 + ', netdev="ens1np0", ' + P0 + ', priority="3"',
+            s("roce_pfc_priorities_info", N2 + ', netdev="ens1np0", ' + P0 + ', enabled="3"',
               t.const(1, fleet)),
             s("roce_device_info", N1 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.39.1002"',
               t.const(1, fleet)),

@@ -31,10 +31,11 @@ pub enum Group {
     PcieAerKinds,
     Lanes,
     ModuleThresholds,
+    DcqcnParameters,
 }
 
 impl Group {
-    pub const ALL: [Group; 12] = [
+    pub const ALL: [Group; 13] = [
         Group::PortCounters,
         Group::HwCounters,
         Group::HwStat,
@@ -47,6 +48,7 @@ impl Group {
         Group::PcieAerKinds,
         Group::Lanes,
         Group::ModuleThresholds,
+        Group::DcqcnParameters,
     ];
 
     /// The name in `metrics:` and in the flags.
@@ -64,6 +66,7 @@ impl Group {
             Group::PcieAerKinds => "pcie_aer_kinds",
             Group::Lanes => "lanes",
             Group::ModuleThresholds => "module_thresholds",
+            Group::DcqcnParameters => "dcqcn_parameters",
         }
     }
 
@@ -83,6 +86,7 @@ impl Group {
             Group::PcieAerKinds => "collector.pcie_aer_kinds",
             Group::Lanes => "collector.lanes",
             Group::ModuleThresholds => "collector.module_thresholds",
+            Group::DcqcnParameters => "collector.dcqcn_parameters",
         }
     }
 
@@ -101,6 +105,7 @@ impl Group {
             Group::PcieAerKinds => "no-collector.pcie_aer_kinds",
             Group::Lanes => "no-collector.lanes",
             Group::ModuleThresholds => "no-collector.module_thresholds",
+            Group::DcqcnParameters => "no-collector.dcqcn_parameters",
         }
     }
 
@@ -113,6 +118,7 @@ impl Group {
                 | Group::PcieAerKinds
                 | Group::Lanes
                 | Group::ModuleThresholds
+                | Group::DcqcnParameters
         )
     }
 
@@ -122,13 +128,14 @@ impl Group {
             Group::HwCounters => "hardware counters with a known meaning (roce_cnp_*, roce_out_of_sequence_packets_total, ...)",
             Group::HwStat => "hardware counters without a known meaning, under their kernel name (roce_port_hw_stat_total)",
             Group::Gids => "the populated GID table slots (roce_gid_info; the fleet rule RoceGidTypeInconsistent uses it)",
-            Group::Qos => "PFC and ECN enable per priority, trust mode, DSCP map, DCB support, ETS, buffers, DCBX mode, the switch's DCBX view, DCQCN parameters, rdma_cm default ToS (the recording rule roce_lossless_discards:rate and RocePfcPriorityInconsistent use roce_pfc_enabled)",
+            Group::Qos => "PFC and ECN enable per priority and the PFC set, trust mode, DSCP map, DCB support, ETS, buffers, DCBX mode, the switch's DCBX view, DCQCN parameters, rdma_cm default ToS (the recording rule roce_lossless_discards:rate uses roce_pfc_enabled, RocePfcPriorityInconsistent roce_pfc_priorities_info)",
             Group::Phys => "FEC, pluggable modules, carrier changes, PCIe AER, devlink health",
             Group::Topology => "GPUs, GPU-NIC paths, PCIe links, ACS, GPUDirect RDMA",
             Group::PcieHops => "PCIe link speed and width of every bridge between a GPU or NIC and its root port, not only of the GPUs and NICs (roce_pcie_link_downtrained covers every hop either way)",
             Group::IdlePriorities => "per-priority counters (PFC pauses, discards, ECN marks) still at zero, and ECN enable, of priorities with PFC off and no DSCP mapped to them; without it such a counter appears with its first count (every priority is exported where the DCB configuration is unknown)",
             Group::PcieAerKinds => "PCIe AER errors of every kind the kernel names (roce_pcie_aer_error_kinds_total), zeros included; without it a kind appears with its first count, and the totals by severity (roce_pcie_aer_errors_total) are always there",
             Group::Lanes => "per-lane detail: each module lane's Tx bias and Tx power (roce_module_tx_bias_amperes, roce_module_tx_power_watts), and the per-lane series of the FEC and PHY error counters; the totals (lane=\"\") and each lane's Rx power, which the rules and dashboards judge, are always there",
+            Group::DcqcnParameters => "each DCQCN parameter as its own gauge (roce_dcqcn_parameter); without it the parameters are there as one list per port (roce_dcqcn_parameters_info), which the fleet rules compare",
             Group::ModuleThresholds => "the module's own alarm and warning thresholds of temperature, supply voltage, Tx bias and Tx power (roce_module_threshold); the Rx power thresholds, which the dashboards draw beside each lane's Rx power, are always there",
         }
     }
@@ -146,6 +153,7 @@ impl Group {
             Group::Gids => vec![&rdma::GID_INFO.family],
             Group::Qos => vec![
                 &netdev::PFC_ENABLED.family,
+                &netdev::PFC_PRIORITIES.family,
                 &netdev::ECN_ENABLED.family,
                 &netdev::QOS_TRUST.family,
                 &netdev::DSCP_PRIORITY.family,
@@ -157,12 +165,14 @@ impl Group {
                 &netdev::QOS_PEER.family,
                 &netdev::QOS_PEER_DSCP_PRIORITY.family,
                 &netdev::DCQCN_PARAMETER.family,
+                &netdev::DCQCN_PARAMETERS.family,
                 &netdev::RDMA_CM_TOS.family,
                 &netdev::QOS_AGE.family,
             ],
             Group::Phys => phys::FAMILIES.iter().collect(),
             Group::Topology => topology::FAMILIES.iter().collect(),
             Group::Lanes => vec![&phys::MODULE_TX_BIAS.family, &phys::MODULE_TX_POWER.family],
+            Group::DcqcnParameters => vec![&netdev::DCQCN_PARAMETER.family],
             Group::PcieHops
             | Group::IdlePriorities
             | Group::PcieAerKinds
@@ -228,6 +238,7 @@ const NAMES: [&str; Group::ALL.len()] = [
     "pcie_aer_kinds",
     "lanes",
     "module_thresholds",
+    "dcqcn_parameters",
 ];
 
 /// `metrics:` in the configuration: group name to on/off; unknown names
@@ -309,13 +320,18 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "qos",
-        default: 271,
-        all: 365,
+        default: 168,
+        all: 309,
+    },
+    BudgetRow {
+        row: "dcqcn_parameters",
+        default: 0,
+        all: 72,
     },
     BudgetRow {
         row: "phys",
-        default: 173,
-        all: 972,
+        default: 165,
+        all: 964,
     },
     BudgetRow {
         row: "lanes",

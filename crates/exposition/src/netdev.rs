@@ -156,7 +156,15 @@ pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
     kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "priority"],
-    help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0.",
+    help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0; only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on (roce_pfc_priorities_info lists the whole set).",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_PFC",
+});
+pub const PFC_PRIORITIES: Labeled<4> = Labeled::new(Family {
+    base: "roce_pfc_priorities_info",
+    kind: MetricKind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "enabled"],
+    help: "The priorities with PFC enabled (value 1): enabled lists them comma separated, or none. One series per netdev whose DCB configuration is known; the fleet rules compare it across nodes.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_PFC",
 });
 pub const ECN_ENABLED: Labeled<5> = Labeled::new(Family {
@@ -248,6 +256,14 @@ pub const DCQCN_PARAMETER: Labeled<6> = Labeled::new(Family {
     help: "A DCQCN parameter of the port for the notification point (role=np) or reaction point (role=rp), named and valued as the kernel's file (units as the driver documents them: microseconds, Mb/s, bytes). source=sysfs: MLNX_OFED's ecn/roce_{np,rp}/<name>; source=debugfs: upstream mlx5_ib's cc_params/<name> (root only). Absent where neither is there.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
 });
+pub const DCQCN_PARAMETERS: Labeled<5> = Labeled::new(Family {
+    base: "roce_dcqcn_parameters_info",
+    kind: MetricKind::Gauge,
+    unit: None,
+    labels: &["netdev", "device", "port", "source", "parameters"],
+    help: "Every DCQCN parameter of the port read from one source (value 1): parameters lists role.name=value sorted by role and name (np.cnp_dscp=48,...,rp.rpg_ai_rate=5,...), the same pairs as roce_dcqcn_parameter (dcqcn_parameters group). One series per port and source, so two nodes configured alike carry the same label.",
+    source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
+});
 pub const RDMA_CM_TOS: Labeled<3> = Labeled::new(Family {
     base: "roce_qos_rdma_cm_default_tos",
     kind: MetricKind::Gauge,
@@ -284,6 +300,7 @@ pub const FAMILIES: &[Family] = &[
     SPEED.family,
     INFO.family,
     PFC_ENABLED.family,
+    PFC_PRIORITIES.family,
     ECN_ENABLED.family,
     QOS_TRUST.family,
     DSCP_PRIORITY.family,
@@ -295,6 +312,7 @@ pub const FAMILIES: &[Family] = &[
     QOS_PEER.family,
     QOS_PEER_DSCP_PRIORITY.family,
     DCQCN_PARAMETER.family,
+    DCQCN_PARAMETERS.family,
     RDMA_CM_TOS.family,
     QOS_AGE.family,
 ];
@@ -306,6 +324,24 @@ fn joined<T: ToString>(values: &[T]) -> String {
         .map(T::to_string)
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// A port's DCQCN parameters as one label value per source:
+/// `role.name=value` pairs, sorted, comma separated.
+fn dcqcn_lists(params: &[roce_netdev::qos::DcqcnParam]) -> Vec<(&'static str, String)> {
+    let mut by_source: std::collections::BTreeMap<&'static str, Vec<String>> =
+        std::collections::BTreeMap::new();
+    for p in params {
+        let pair = format!("{}.{}={}", p.role.as_str(), p.name, p.value);
+        by_source.entry(p.source.as_str()).or_default().push(pair);
+    }
+    by_source
+        .into_iter()
+        .map(|(source, mut pairs)| {
+            pairs.sort();
+            (source, pairs.join(","))
+        })
+        .collect()
 }
 
 /// A PFC bitmap as its priorities, comma separated; "none" when empty.
@@ -524,10 +560,10 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
         .pause
         .filter(|p| p.rx_frames.is_some() || p.tx_frames.is_some());
     // A zero counter of a priority that carries no configured traffic says
-    // nothing until it counts, and its ECN enable nothing at all: left out
-    // unless `idle_priorities` is on (8 priorities times every per-priority
-    // family is most of a netdev's series otherwise). PFC enable stays for
-    // all 8: the fleet rules compare it across nodes.
+    // nothing until it counts, and its PFC and ECN enable nothing at all:
+    // left out unless `idle_priorities` is on (8 priorities times every
+    // per-priority family is most of a netdev's series otherwise). The
+    // whole PFC set stays in one series, which the fleet rules compare.
     let in_use = match groups.is_on(Group::IdlePriorities) {
         true => None,
         false => priorities_in_use(netdev),
@@ -578,9 +614,19 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
             }
         }
     }
-    for p in &netdev.dcqcn {
-        let labels = [n, device, &port, p.role.as_str(), p.name, p.source.as_str()];
-        push_into(out, &DCQCN_PARAMETER, labels, u64::from(p.value));
+    if groups.is_on(Group::DcqcnParameters) {
+        for p in &netdev.dcqcn {
+            let labels = [n, device, &port, p.role.as_str(), p.name, p.source.as_str()];
+            push_into(out, &DCQCN_PARAMETER, labels, u64::from(p.value));
+        }
+    }
+    for (source, parameters) in dcqcn_lists(&netdev.dcqcn) {
+        push_into(
+            out,
+            &DCQCN_PARAMETERS,
+            [n, device, &port, source, &parameters],
+            1u64,
+        );
     }
     if let Some(tos) = netdev.qos.rdma_cm_tos {
         push_into(out, &RDMA_CM_TOS, base, u64::from(tos));
@@ -592,11 +638,13 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
         DcbOutcome::Ok(config) => {
             push_into(out, &DCB_SUPPORTED, base, 1u64);
             if let Some(bits) = config.pfc_enabled {
-                for priority in 0u8..8 {
+                for priority in (0u8..8).filter(|p| exported(in_use, *p)) {
                     let pr = priority.to_string();
                     let on = bits & (1 << priority) != 0;
                     push_into(out, &PFC_ENABLED, [n, device, &port, &pr], on);
                 }
+                let enabled = pfc_label(bits);
+                push_into(out, &PFC_PRIORITIES, [n, device, &port, &enabled], 1u64);
             }
             let trust = config.trust().as_str();
             push_into(out, &QOS_TRUST, [n, device, &port, trust], 1u64);

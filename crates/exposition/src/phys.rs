@@ -29,7 +29,7 @@ pub const CARRIER_CHANGES: Labeled<3> = Labeled::new(Family {
     kind: MetricKind::Counter,
     unit: None,
     labels: NETDEV,
-    help: "Carrier (link) up and down transitions of the netdev since it was created.",
+    help: "Carrier (link) up and down transitions of the netdev since it was created; only on kernels without carrier_{up,down}_count (before 4.16), whose sum it is (roce_netdev_carrier_transitions_total).",
     source: "/sys/class/net/<netdev>/carrier_changes",
 });
 pub const CARRIER_TRANSITIONS: Labeled<4> = Labeled::new(Family {
@@ -204,8 +204,12 @@ pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples
         for n in &netdevs.netdevs {
             let (d, p) = rdma_labels(n.rdma.as_ref());
             let base = [n.name.as_str(), d.as_str(), p.as_str()];
-            if let Some(v) = n.carrier.changes {
-                push_into(&mut f, &CARRIER_CHANGES, base, v);
+            // carrier_changes is the sum of the two directions: exported only
+            // where the kernel counts no directions (before Linux 4.16)
+            if n.carrier.up.is_none() && n.carrier.down.is_none() {
+                if let Some(v) = n.carrier.changes {
+                    push_into(&mut f, &CARRIER_CHANGES, base, v);
+                }
             }
             for (dir, v) in [("up", n.carrier.up), ("down", n.carrier.down)] {
                 if let Some(v) = v {

@@ -119,9 +119,22 @@ pub struct Netdev {
 /// 4.16).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CarrierCounts {
+    /// `carrier_changes`, read only where the kernel counts no directions:
+    /// elsewhere it is `up + down`.
     pub changes: Option<u64>,
     pub up: Option<u64>,
     pub down: Option<u64>,
+}
+
+impl CarrierCounts {
+    /// Transitions either way: the two directions summed where the kernel
+    /// counts them, else `carrier_changes`.
+    pub fn transitions(&self) -> Option<u64> {
+        match (self.up, self.down) {
+            (None, None) => self.changes,
+            (up, down) => Some(up.unwrap_or(0).saturating_add(down.unwrap_or(0))),
+        }
+    }
 }
 
 /// The result of one kind of read on one netdev: what it gave (`()` when

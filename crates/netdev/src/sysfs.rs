@@ -141,12 +141,18 @@ impl NetdevFiles {
             }
         }
         for (file, slot) in [
-            (&mut self.carrier_changes, &mut out.carrier.changes),
             (&mut self.carrier_up, &mut out.carrier.up),
             (&mut self.carrier_down, &mut out.carrier.down),
         ] {
             let text = read_text(file, io, stale);
             *slot = parse_u64(&file.path, text).value_or_record(errors);
+        }
+        // carrier_changes is the sum of the two: read only where the kernel
+        // counts no directions (before Linux 4.16)
+        if out.carrier.up.is_none() && out.carrier.down.is_none() {
+            let text = read_text(&mut self.carrier_changes, io, stale);
+            out.carrier.changes =
+                parse_u64(&self.carrier_changes.path, text).value_or_record(errors);
         }
         if let Some(files) = &mut self.ecn {
             let mut config = crate::EcnConfig::default();

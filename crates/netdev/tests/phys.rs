@@ -352,6 +352,9 @@ fn carrier_counters_from_sysfs_and_absent_files() {
     let net = dir.join("class/net");
     std::fs::create_dir_all(net.join("eth0")).unwrap();
     std::fs::create_dir_all(net.join("eth1")).unwrap();
+    std::fs::create_dir_all(net.join("eth2")).unwrap();
+    // a kernel before 4.16: carrier_changes only
+    std::fs::write(net.join("eth2/carrier_changes"), "5\n").unwrap();
     for (f, v) in [
         ("carrier_changes", "7"),
         ("carrier_up_count", "4"),
@@ -364,7 +367,7 @@ fn carrier_counters_from_sysfs_and_absent_files() {
         raw_ethtool: vec![],
         qos_interval: std::time::Duration::ZERO,
     });
-    let targets = ["eth0", "eth1"].map(|n| Target {
+    let targets = ["eth0", "eth1", "eth2"].map(|n| Target {
         name: n.into(),
         rdma: None,
     });
@@ -374,13 +377,17 @@ fn carrier_counters_from_sysfs_and_absent_files() {
     assert_eq!(
         snap.netdevs[0].carrier,
         CarrierCounts {
-            changes: Some(7),
+            changes: None,
             up: Some(4),
             down: Some(3)
         }
     );
-    // A kernel before 4.16 has carrier_changes only; absent is not 0.
+    assert_eq!(snap.netdevs[0].carrier.transitions(), Some(7));
+    // Absent is not 0.
     assert_eq!(snap.netdevs[1].carrier, CarrierCounts::default());
+    assert_eq!(snap.netdevs[1].carrier.transitions(), None);
+    assert_eq!(snap.netdevs[2].carrier.changes, Some(5));
+    assert_eq!(snap.netdevs[2].carrier.transitions(), Some(5));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

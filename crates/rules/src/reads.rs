@@ -26,13 +26,13 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
             "roce_qos_dscp_priority",
         ],
         RoceTrustPcp => &["roce_qos_trust_info"],
-        CnpPriorityBestEffort => &["roce_dcqcn_parameter", "roce_pfc_enabled"],
+        CnpPriorityBestEffort => &["roce_dcqcn_parameters_info", "roce_pfc_priorities_info"],
         RoceTcShared | RoceTcNoBandwidth => &["roce_qos_ets_info", "roce_qos_dscp_priority"],
         LosslessBufferNoHeadroom => &["roce_qos_buffer_info", "roce_pfc_enabled"],
         SwitchPfcMismatch => &[
             "roce_qos_peer_info",
             "roce_lldp_switch_pfc_enabled_bitmap",
-            "roce_pfc_enabled",
+            "roce_pfc_priorities_info",
         ],
         SwitchDscpMismatch => &[
             "roce_qos_peer_dscp_priority",
@@ -43,7 +43,7 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         MtuBelowJumbo => &["roce_netdev_mtu_bytes", "roce_port_info"],
         LinkFlap => &[
             "roce_port_link_downed_total",
-            "roce_netdev_carrier_changes_total",
+            "roce_netdev_carrier_transitions_total",
             "roce_netdev_link_down_events_total",
         ],
         SymbolErrors => &[

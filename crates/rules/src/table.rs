@@ -33,9 +33,9 @@ pub struct Drift {
 pub const DRIFT: &[Drift] = &[
     Drift {
         config: "pfc",
-        family: "roce_pfc_enabled",
-        per: &["priority"],
-        values: &[],
+        family: "roce_pfc_priorities_info",
+        per: &[],
+        values: &["enabled"],
         rule: RuleId::PfcPriorityMismatch,
     },
     Drift {
@@ -82,9 +82,9 @@ pub const DRIFT: &[Drift] = &[
     },
     Drift {
         config: "dcqcn_parameters",
-        family: "roce_dcqcn_parameter",
-        per: &["role", "parameter", "source"],
-        values: &[],
+        family: "roce_dcqcn_parameters_info",
+        per: &["source"],
+        values: &["parameters"],
         rule: RuleId::PfcWithoutEcn,
     },
 ];
