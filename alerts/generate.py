@@ -232,6 +232,7 @@ def sel(params, extra=""):
 # backslashes there).
 M_FW = 'fw_version!=""'
 M_DEV = 'device!=""'
+M_DEV_PFC = 'device!="", pfc!=""'
 M_SOCKET = 'transport="socket"'
 M_TOTAL = 'lane=""'
 M_LANES = 'lane!=""'
@@ -496,8 +497,8 @@ def deviation_defs(p):
                      f"max by ({fleet_by_labels(p, *group, 'instance', 'device', 'fw_version')}) "
                      f"(roce_device_info{s(M_FW)})", ["fw_version"]),
         "pfc": ("instance_netdev:roce_pfc_priorities:same_value_count", [],
-                f"max by ({fleet_by_labels(p, *NETDEV_MEMBER, 'enabled')}) "
-                f"(roce_pfc_priorities_info{s(M_DEV)})", ["enabled"]),
+                f"max by ({fleet_by_labels(p, *NETDEV_MEMBER, 'pfc')}) "
+                f"(roce_qos_info{s(M_DEV_PFC)})", ["pfc"]),
         "gid": ("instance_device_port:roce_gid_type:same_value_count", ["index"],
                 f"max by ({fleet_by_labels(p, 'instance', 'device', 'port', 'netdev', 'index', 'type', 'family')}) "
                 f"(roce_gid_info{s()})", ["type", "family"]),
@@ -530,7 +531,10 @@ def drift_recording_rules(p):
     out = []
     group = drift_group(p)
     for d in p["table"].get("drift", []):
-        series = f"{d['family']}{sel(p, M_DEV)}"
+        # a part of an info series the driver does not report is empty:
+        # not a setting to compare
+        known = "".join(f', {v}!=""' for v in d["values"])
+        series = f"{d['family']}{sel(p, M_DEV + known)}"
         if group:
             # roce_device_info is 1: the product keeps the setting's value.
             join = fleet_by_labels(p, "instance", "device")
@@ -806,7 +810,7 @@ def fleet_alerts(p):
               "30m", warning,
               "PFC priorities of {{ $labels.netdev }} on {{ $labels.instance }} differ "
               "from " + fleet,
-              "PFC is on for priorities {{ $labels.enabled }} on {{ $labels.netdev }} "
+              "PFC is on for priorities {{ $labels.pfc }} on {{ $labels.netdev }} "
               "({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as "
               "on only {{ $value }} RoCE netdev(s) of " + fleet + ": lossless traffic is "
               "dropped on a priority where one end has PFC off, and pauses on a priority "

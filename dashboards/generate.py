@@ -301,14 +301,15 @@ def congestion(c, params):
            "pps",
            [target(f"rate(roce_out_of_buffer_drops_total{{{d}}}[{RI}])",
                    "{{instance}} {{device}}/{{port}}")]),
-        table("PFC enabled priorities", "Priorities with PFC on (DCB), per netdev.", "none",
-              f"roce_pfc_priorities_info{{{d}}}", hide=["Value"], w=12),
+        table("QoS configuration", "Per netdev: trust, the priorities with PFC on, ETS "
+              "(traffic class, selection and bandwidth per class), receive buffers, DCBX mode.",
+              "none", f"roce_qos_info{{{d}}}", hide=["Value"], w=12),
         table("ECN enabled priorities", "Priorities with RoCE ECN (DCQCN) on, per role "
               "(mlx5).", "none", f"roce_ecn_enabled{{{d}}} == 1", hide=["Value"], w=12),
         table("QoS trust and MTU", "Packet field the port classifies priority by, and the "
               "netdev MTU.", "bytes",
               f"roce_netdev_mtu_bytes{{{d}}} * on (instance, netdev) group_left (trust) "
-              f"roce_qos_trust_info{{{d}}}", rename={"Value": "mtu"}),
+              f"roce_qos_info{{{d}}}", rename={"Value": "mtu"}),
     ]
     return dashboard(c, "roce-congestion", "RoCE / Congestion",
                      "PFC per priority, pause time, CNP/ECN and discards.", panels, params)

@@ -645,7 +645,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_pfc_priorities:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n* on (job, cluster, enabled) group_left ()\ncount by (job, cluster, enabled) (\n  max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n)" % c)
+            "expr": ("max by (job, cluster, instance, netdev, device, port, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"})\n* on (job, cluster, pfc) group_left ()\ncount by (job, cluster, pfc) (\n  max by (job, cluster, instance, netdev, device, port, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"})\n)" % c)
           },
           {
             "record": "instance_device_port:roce_gid_type:same_value_count",
@@ -653,14 +653,14 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, enabled) group_left ()\ncount by (job, cluster, hca_type, driver, enabled) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, pfc) group_left ()\ncount by (job, cluster, hca_type, driver, pfc) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "pfc"
             }
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_trust_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, trust) group_left ()\ncount by (job, cluster, hca_type, driver, trust) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_trust_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_info{%(selector)s, device!=\"\", trust!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, trust) group_left ()\ncount by (job, cluster, hca_type, driver, trust) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_info{%(selector)s, device!=\"\", trust!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "trust"
             }
@@ -674,21 +674,21 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_ets_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) group_left ()\ncount by (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_ets_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_info{%(selector)s, device!=\"\", prio_tc!=\"\", tc_tsa!=\"\", tc_bw!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) group_left ()\ncount by (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_info{%(selector)s, device!=\"\", prio_tc!=\"\", tc_tsa!=\"\", tc_bw!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "ets"
             }
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_buffer_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_buffer) group_left ()\ncount by (job, cluster, hca_type, driver, prio_buffer) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_buffer_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_info{%(selector)s, device!=\"\", prio_buffer!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_buffer) group_left ()\ncount by (job, cluster, hca_type, driver, prio_buffer) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_info{%(selector)s, device!=\"\", prio_buffer!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "buffers"
             }
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, mode) (roce_qos_dcbx_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, mode) group_left ()\ncount by (job, cluster, hca_type, driver, mode) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, mode) (roce_qos_dcbx_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, dcbx) (roce_qos_info{%(selector)s, device!=\"\", dcbx!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, dcbx) group_left ()\ncount by (job, cluster, hca_type, driver, dcbx) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, dcbx) (roce_qos_info{%(selector)s, device!=\"\", dcbx!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcbx"
             }
@@ -702,7 +702,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, source, hca_type, driver, parameters) group_left ()\ncount by (job, cluster, source, hca_type, driver, parameters) (\n  max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\", parameters!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, source, hca_type, driver, parameters) group_left ()\ncount by (job, cluster, source, hca_type, driver, parameters) (\n  max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\", parameters!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcqcn_parameters"
             }
@@ -755,7 +755,7 @@ local byInterval(c) = {
             },
             "annotations": {
               "summary": "PFC priorities of {{ $labels.netdev }} on {{ $labels.instance }} differ from {{ $labels.job }}",
-              "description": "PFC is on for priorities {{ $labels.enabled }} on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic is dropped on a priority where one end has PFC off, and pauses on a priority that should be lossy stall it (where no set has a majority, every netdev is named). `instance_netdev:roce_pfc_priorities:same_value_count` by the group's labels lists every member with how many share its value.",
+              "description": "PFC is on for priorities {{ $labels.pfc }} on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic is dropped on a priority where one end has PFC off, and pauses on a priority that should be lossy stall it (where no set has a majority, every netdev is named). `instance_netdev:roce_pfc_priorities:same_value_count` by the group's labels lists every member with how many share its value.",
               "runbook_url": ("%(runbookUrlBase)s#rocepfcpriorityinconsistent" % c)
             }
           },
@@ -2962,8 +2962,8 @@ local byInterval(c) = {
           },
           {
             "type": "table",
-            "title": "PFC enabled priorities",
-            "description": "Priorities with PFC on (DCB), per netdev.",
+            "title": "QoS configuration",
+            "description": "Per netdev: trust, the priorities with PFC on, ETS (traffic class, selection and bandwidth per class), receive buffers, DCBX mode.",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -2981,7 +2981,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_pfc_priorities_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
+                "expr": ("roce_qos_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -3089,7 +3089,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_netdev_mtu_bytes{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, netdev) group_left (trust) roce_qos_trust_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
+                "expr": ("roce_netdev_mtu_bytes{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, netdev) group_left (trust) roce_qos_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -9025,7 +9025,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_pfc_priorities:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n* on (job, cluster, enabled) group_left ()\ncount by (job, cluster, enabled) (\n  max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n)" % c)
+            "expr": ("max by (job, cluster, instance, netdev, device, port, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"})\n* on (job, cluster, pfc) group_left ()\ncount by (job, cluster, pfc) (\n  max by (job, cluster, instance, netdev, device, port, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"})\n)" % c)
           },
           {
             "record": "instance_device_port:roce_gid_type:same_value_count",
@@ -9033,14 +9033,14 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, enabled) group_left ()\ncount by (job, cluster, hca_type, driver, enabled) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, pfc) group_left ()\ncount by (job, cluster, hca_type, driver, pfc) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "pfc"
             }
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_trust_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, trust) group_left ()\ncount by (job, cluster, hca_type, driver, trust) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_trust_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_info{%(selector)s, device!=\"\", trust!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, trust) group_left ()\ncount by (job, cluster, hca_type, driver, trust) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_info{%(selector)s, device!=\"\", trust!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "trust"
             }
@@ -9054,21 +9054,21 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_ets_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) group_left ()\ncount by (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_ets_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_info{%(selector)s, device!=\"\", prio_tc!=\"\", tc_tsa!=\"\", tc_bw!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) group_left ()\ncount by (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_info{%(selector)s, device!=\"\", prio_tc!=\"\", tc_tsa!=\"\", tc_bw!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "ets"
             }
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_buffer_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_buffer) group_left ()\ncount by (job, cluster, hca_type, driver, prio_buffer) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_buffer_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_info{%(selector)s, device!=\"\", prio_buffer!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_buffer) group_left ()\ncount by (job, cluster, hca_type, driver, prio_buffer) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_info{%(selector)s, device!=\"\", prio_buffer!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "buffers"
             }
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, mode) (roce_qos_dcbx_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, mode) group_left ()\ncount by (job, cluster, hca_type, driver, mode) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, mode) (roce_qos_dcbx_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, dcbx) (roce_qos_info{%(selector)s, device!=\"\", dcbx!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, dcbx) group_left ()\ncount by (job, cluster, hca_type, driver, dcbx) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, dcbx) (roce_qos_info{%(selector)s, device!=\"\", dcbx!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcbx"
             }
@@ -9082,7 +9082,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, source, hca_type, driver, parameters) group_left ()\ncount by (job, cluster, source, hca_type, driver, parameters) (\n  max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\", parameters!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, source, hca_type, driver, parameters) group_left ()\ncount by (job, cluster, source, hca_type, driver, parameters) (\n  max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\", parameters!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcqcn_parameters"
             }
@@ -9135,7 +9135,7 @@ local byInterval(c) = {
             },
             "annotations": {
               "summary": "PFC priorities of {{ $labels.netdev }} on {{ $labels.instance }} differ from {{ $labels.job }}",
-              "description": "PFC is on for priorities {{ $labels.enabled }} on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic is dropped on a priority where one end has PFC off, and pauses on a priority that should be lossy stall it (where no set has a majority, every netdev is named). `instance_netdev:roce_pfc_priorities:same_value_count` by the group's labels lists every member with how many share its value.",
+              "description": "PFC is on for priorities {{ $labels.pfc }} on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic is dropped on a priority where one end has PFC off, and pauses on a priority that should be lossy stall it (where no set has a majority, every netdev is named). `instance_netdev:roce_pfc_priorities:same_value_count` by the group's labels lists every member with how many share its value.",
               "runbook_url": ("%(runbookUrlBase)s#rocepfcpriorityinconsistent" % c)
             }
           },
@@ -11342,8 +11342,8 @@ local byInterval(c) = {
           },
           {
             "type": "table",
-            "title": "PFC enabled priorities",
-            "description": "Priorities with PFC on (DCB), per netdev.",
+            "title": "QoS configuration",
+            "description": "Per netdev: trust, the priorities with PFC on, ETS (traffic class, selection and bandwidth per class), receive buffers, DCBX mode.",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -11361,7 +11361,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_pfc_priorities_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
+                "expr": ("roce_qos_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -11469,7 +11469,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_netdev_mtu_bytes{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, netdev) group_left (trust) roce_qos_trust_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
+                "expr": ("roce_netdev_mtu_bytes{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, netdev) group_left (trust) roce_qos_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -17405,7 +17405,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_pfc_priorities:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n* on (job, cluster, enabled) group_left ()\ncount by (job, cluster, enabled) (\n  max by (job, cluster, instance, netdev, device, port, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"})\n)" % c)
+            "expr": ("max by (job, cluster, instance, netdev, device, port, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"})\n* on (job, cluster, pfc) group_left ()\ncount by (job, cluster, pfc) (\n  max by (job, cluster, instance, netdev, device, port, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"})\n)" % c)
           },
           {
             "record": "instance_device_port:roce_gid_type:same_value_count",
@@ -17413,14 +17413,14 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, enabled) group_left ()\ncount by (job, cluster, hca_type, driver, enabled) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, enabled) (roce_pfc_priorities_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, pfc) group_left ()\ncount by (job, cluster, hca_type, driver, pfc) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, pfc) (roce_qos_info{%(selector)s, device!=\"\", pfc!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "pfc"
             }
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_trust_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, trust) group_left ()\ncount by (job, cluster, hca_type, driver, trust) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_trust_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_info{%(selector)s, device!=\"\", trust!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, trust) group_left ()\ncount by (job, cluster, hca_type, driver, trust) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, trust) (roce_qos_info{%(selector)s, device!=\"\", trust!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "trust"
             }
@@ -17434,21 +17434,21 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_ets_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) group_left ()\ncount by (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_ets_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_info{%(selector)s, device!=\"\", prio_tc!=\"\", tc_tsa!=\"\", tc_bw!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) group_left ()\ncount by (job, cluster, hca_type, driver, prio_tc, tc_tsa, tc_bw) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_tc, tc_tsa, tc_bw) (roce_qos_info{%(selector)s, device!=\"\", prio_tc!=\"\", tc_tsa!=\"\", tc_bw!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "ets"
             }
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_buffer_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_buffer) group_left ()\ncount by (job, cluster, hca_type, driver, prio_buffer) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_buffer_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_info{%(selector)s, device!=\"\", prio_buffer!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, prio_buffer) group_left ()\ncount by (job, cluster, hca_type, driver, prio_buffer) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, prio_buffer) (roce_qos_info{%(selector)s, device!=\"\", prio_buffer!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "buffers"
             }
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, mode) (roce_qos_dcbx_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, mode) group_left ()\ncount by (job, cluster, hca_type, driver, mode) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, mode) (roce_qos_dcbx_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, dcbx) (roce_qos_info{%(selector)s, device!=\"\", dcbx!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, dcbx) group_left ()\ncount by (job, cluster, hca_type, driver, dcbx) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, dcbx) (roce_qos_info{%(selector)s, device!=\"\", dcbx!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcbx"
             }
@@ -17462,7 +17462,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, source, hca_type, driver, parameters) group_left ()\ncount by (job, cluster, source, hca_type, driver, parameters) (\n  max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\", parameters!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, source, hca_type, driver, parameters) group_left ()\ncount by (job, cluster, source, hca_type, driver, parameters) (\n  max by (job, cluster, instance, netdev, device, port, source, hca_type, driver, parameters) (roce_dcqcn_parameters_info{%(selector)s, device!=\"\", parameters!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcqcn_parameters"
             }
@@ -17515,7 +17515,7 @@ local byInterval(c) = {
             },
             "annotations": {
               "summary": "PFC priorities of {{ $labels.netdev }} on {{ $labels.instance }} differ from {{ $labels.job }}",
-              "description": "PFC is on for priorities {{ $labels.enabled }} on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic is dropped on a priority where one end has PFC off, and pauses on a priority that should be lossy stall it (where no set has a majority, every netdev is named). `instance_netdev:roce_pfc_priorities:same_value_count` by the group's labels lists every member with how many share its value.",
+              "description": "PFC is on for priorities {{ $labels.pfc }} on {{ $labels.netdev }} ({{ $labels.device }} port {{ $labels.port }}) on {{ $labels.instance }}, as on only {{ $value }} RoCE netdev(s) of {{ $labels.job }}: lossless traffic is dropped on a priority where one end has PFC off, and pauses on a priority that should be lossy stall it (where no set has a majority, every netdev is named). `instance_netdev:roce_pfc_priorities:same_value_count` by the group's labels lists every member with how many share its value.",
               "runbook_url": ("%(runbookUrlBase)s#rocepfcpriorityinconsistent" % c)
             }
           },
@@ -19722,8 +19722,8 @@ local byInterval(c) = {
           },
           {
             "type": "table",
-            "title": "PFC enabled priorities",
-            "description": "Priorities with PFC on (DCB), per netdev.",
+            "title": "QoS configuration",
+            "description": "Per netdev: trust, the priorities with PFC on, ETS (traffic class, selection and bandwidth per class), receive buffers, DCBX mode.",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -19741,7 +19741,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_pfc_priorities_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
+                "expr": ("roce_qos_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -19849,7 +19849,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_netdev_mtu_bytes{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, netdev) group_left (trust) roce_qos_trust_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
+                "expr": ("roce_netdev_mtu_bytes{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, netdev) group_left (trust) roce_qos_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,

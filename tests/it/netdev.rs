@@ -188,7 +188,9 @@ fn replayed_mlx5_netdev_exposes_every_family() {
     );
     has(
         &text,
-        &format!(r#"roce_qos_trust_info{{{l},trust="dscp"}} 1"#),
+        &format!(
+            r#"roce_qos_info{{{l},trust="dscp",pfc="3",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",dcbx=""}} 1"#
+        ),
     );
     has(
         &text,
@@ -326,13 +328,10 @@ fn idle_priorities_are_left_out_by_default() {
             .collect()
     };
     let l = r#"netdev="ens1f0np0",device="mlx5_0",port="1""#;
-    // priority 3: PFC on in the fixture; its zeros stay, and the set
+    // priority 3: PFC on in the fixture, 6: a DSCP maps to it; their zeros stay
     for text in [&lean, &full] {
         has(text, &format!(r#"roce_pfc_enabled{{{l},priority="3"}} 1"#));
-        has(
-            text,
-            &format!(r#"roce_pfc_priorities_info{{{l},enabled="3"}} 1"#),
-        );
+        has(text, &format!(r#"roce_pfc_enabled{{{l},priority="6"}} 0"#));
         has(
             text,
             &format!(r#"roce_ecn_enabled{{{l},priority="3",role="np"}} 1"#),

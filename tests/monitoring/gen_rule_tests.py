@@ -239,10 +239,11 @@ def groups(scrape):
             # management netdev without an RDMA port: not part of the check
             s("roce_netdev_mtu_bytes", n + ', netdev="eth0", device="", port=""',
               t.const(1500, fleet)),
-            s("roce_pfc_priorities_info", n + ', netdev="ens1np0", ' + P0 + ', enabled="'
-              + ("none" if odd else "3") + '"', t.const(1, fleet)),
-            s("roce_qos_trust_info", n + ', netdev="ens1np0", ' + P0 + ', trust="'
-              + ("pcp" if odd else "dscp") + '"', t.const(1, fleet)),
+            # ETS and buffers not reported by the driver: empty, not compared
+            s("roce_qos_info", n + ', netdev="ens1np0", ' + P0 + ', trust="'
+              + ("pcp" if odd else "dscp") + '", pfc="' + ("none" if odd else "3")
+              + '", prio_tc="", tc_tsa="", tc_bw="", prio_buffer="", buffer_size="", '
+              'dcbx="firmware"', t.const(1, fleet)),
             s("roce_gid_info", n + ", " + P0 + ', index="3", type="'
               + ("IB/RoCE v1" if odd else "RoCE v2") + '", family="ipv4_mapped", '
               'gid="::ffff:10.0.0.1", netdev="ens1np0"', t.const(1, fleet)),
@@ -256,14 +257,14 @@ def groups(scrape):
         "tests": [
             ("50m", "RoceQosConfigDrift", []),
             ("70m", "RoceQosConfigDrift",
-             [(dict(netdev3, config="pfc", hca_type="MT4129", enabled="none"), "1"),
+             [(dict(netdev3, config="pfc", hca_type="MT4129", pfc="none"), "1"),
               (dict(netdev3, config="trust", hca_type="MT4129", trust="pcp"), "1")]),
             ("50m", "RoceFirmwareDrift", []),
             ("70m", "RoceFirmwareDrift",
              [(dict(BASE3, device="mlx5_0", hca_type="MT4129", fw_version=FW_OLD), "1")]),
             ("70m", "RoceMtuInconsistent", [(dict(netdev3, mtu="4200"), "1")]),
             ("70m", "RocePfcPriorityInconsistent",
-             [(dict(netdev3, enabled="none"), "1")]),
+             [(dict(netdev3, pfc="none"), "1")]),
             ("70m", "RoceGidTypeInconsistent",
              [(dict(netdev3, index="3", type="IB/RoCE v1", family="ipv4_mapped"), "1")]),
         ],
@@ -295,11 +296,9 @@ def groups(scrape):
         series += [
             s("roce_device_info", n + f', device="mlx5_0", driver="mlx5_core", hca_type="{hca}", '
               'fw_version="1"', t.const(1, fleet)),
-            s("roce_pfc_priorities_info", n + ', netdev="ens1np0", ' + P0 + ', enabled="3"',
-              t.const(1, fleet)),
-            s("roce_qos_ets_info", n + ', netdev="ens1np0", ' + P0 + ", " + ets, t.const(1, fleet)),
-            s("roce_qos_buffer_info", n + ', netdev="ens1np0", ' + P0
-              + f', prio_buffer="0,0,0,1,0,0,0,0", buffer_size="{min_rate * 130944},130944,0,0,0,0,0,0"',
+            s("roce_qos_info", n + ', netdev="ens1np0", ' + P0 + ', trust="dscp", pfc="3", '
+              + ets + ', prio_buffer="0,0,0,1,0,0,0,0", '
+              + f'buffer_size="{min_rate * 130944},130944,0,0,0,0,0,0", dcbx="firmware"',
               t.const(1, fleet)),
             s("roce_dcqcn_parameters_info", n + ', netdev="ens1np0", ' + P0
               + ', source="sysfs", parameters="'
@@ -324,27 +323,22 @@ def groups(scrape):
             # management netdev without an RDMA port: not part of the check.
             s("roce_netdev_mtu_bytes", N2 + ', netdev="eth0", device="", port=""',
               t.const(1500, fleet)),
-            s("roce_pfc_priorities_info", N1 + ', netdev="ens1np0", ' + P0 + ', enabled="3"',
-              t.const(1, fleet)),
-            s("roce_pfc_priorities_info", N2 + ', netdev="ens1np0", ' + P0 + ', enabled="3"',
-              t.const(1, fleet)),
             s("roce_device_info", N1 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.39.1002"',
               t.const(1, fleet)),
             s("roce_device_info", N2 + ', device="mlx5_0", hca_type="MT4129", fw_version="28.39.1002"',
               t.const(1, fleet)),
-            s("roce_qos_trust_info", N1 + ', netdev="ens1np0", ' + P0 + ', trust="dscp"',
+            s("roce_qos_info", N1 + ', netdev="ens1np0", ' + P0 + ', trust="dscp", pfc="3", '
+              'prio_tc="0,0,0,3,0,0,6,0", tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets", '
+              'tc_bw="50,0,0,50,0,0,0,0", prio_buffer="", buffer_size="", dcbx="firmware"',
               t.const(1, fleet)),
-            s("roce_qos_trust_info", N2 + ', netdev="ens1np0", ' + P0 + ', trust="dscp"',
+            s("roce_qos_info", N2 + ', netdev="ens1np0", ' + P0 + ', trust="dscp", pfc="3", '
+              'prio_tc="0,0,0,3,0,0,6,0", tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets", '
+              'tc_bw="50,0,0,50,0,0,0,0", prio_buffer="", buffer_size="", dcbx="firmware"',
               t.const(1, fleet)),
-            s("roce_qos_ets_info", N1 + ', netdev="ens1np0", ' + P0
-              + ', prio_tc="0,0,0,3,0,0,6,0", tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets", '
-              'tc_bw="50,0,0,50,0,0,0,0"', t.const(1, fleet)),
-            s("roce_qos_ets_info", N2 + ', netdev="ens1np0", ' + P0
-              + ', prio_tc="0,0,0,3,0,0,6,0", tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets", '
-              'tc_bw="50,0,0,50,0,0,0,0"', t.const(1, fleet)),
             # a management netdev without an RDMA port: not compared.
-            s("roce_qos_trust_info", N2 + ', netdev="eth0", device="", port="", trust="pcp"',
-              t.const(1, fleet)),
+            s("roce_qos_info", N2 + ', netdev="eth0", device="", port="", trust="pcp", '
+              'pfc="none", prio_tc="", tc_tsa="", tc_bw="", prio_buffer="", buffer_size="", '
+              'dcbx=""', t.const(1, fleet)),
         ],
         "tests": [
             ("70m", "RoceQosConfigDrift", []),

@@ -156,15 +156,7 @@ pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
     kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "priority"],
-    help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0; only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on (roce_pfc_priorities_info lists the whole set).",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_PFC",
-});
-pub const PFC_PRIORITIES: Labeled<4> = Labeled::new(Family {
-    base: "roce_pfc_priorities_info",
-    kind: MetricKind::Gauge,
-    unit: None,
-    labels: &["netdev", "device", "port", "enabled"],
-    help: "The priorities with PFC enabled (value 1): enabled lists them comma separated, or none. One series per netdev whose DCB configuration is known; the fleet rules compare it across nodes.",
+    help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0; only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on (the pfc label of roce_qos_info lists the whole set).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_PFC",
 });
 pub const ECN_ENABLED: Labeled<5> = Labeled::new(Family {
@@ -175,13 +167,25 @@ pub const ECN_ENABLED: Labeled<5> = Labeled::new(Family {
     help: "1 when RoCE ECN (DCQCN) is enabled on the priority for the notification point (role=np) or reaction point (role=rp); only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on, or the DCB configuration is unknown. mlx5 only.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/enable/<priority>",
 });
-pub const QOS_TRUST: Labeled<4> = Labeled::new(Family {
-    base: "roce_qos_trust_info",
+pub const QOS_INFO: Labeled<11> = Labeled::new(Family {
+    base: "roce_qos_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "trust"],
-    help: "Packet field the port classifies priority by (value 1): from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp.",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE",
+    labels: &[
+        "netdev",
+        "device",
+        "port",
+        "trust",
+        "pfc",
+        "prio_tc",
+        "tc_tsa",
+        "tc_bw",
+        "prio_buffer",
+        "buffer_size",
+        "dcbx",
+    ],
+    help: "The port's QoS configuration (value 1), one series per netdev whose DCB configuration is known; a part the driver does not report is empty. trust: the packet field the port classifies priority by (from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp). pfc: the priorities with PFC enabled, comma separated, or none. ETS as `dcb ets show` lists it: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent. Receive buffers as `dcb buffer show` lists them (mlx5): prio_buffer the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes. dcbx: the DCBX mode, off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host); without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings. The fleet rules compare each part across nodes.",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET: DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE, DCB_ATTR_IEEE_PFC, DCB_ATTR_IEEE_ETS, DCB_ATTR_DCB_BUFFER, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
 });
 pub const DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
     base: "roce_qos_dscp_priority",
@@ -200,22 +204,6 @@ pub const DCB_SUPPORTED: Labeled<3> = Labeled::new(Family {
     source: "rtnetlink RTM_GETDCB (EOPNOTSUPP = unsupported)",
 });
 
-pub const QOS_ETS: Labeled<6> = Labeled::new(Family {
-    base: "roce_qos_ets_info",
-    kind: MetricKind::Gauge,
-    unit: None,
-    labels: &["netdev", "device", "port", "prio_tc", "tc_tsa", "tc_bw"],
-    help: "ETS of the port (value 1), one series: prio_tc is the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent (meaningful for ets), each comma separated as `dcb ets show` lists them.",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_ETS",
-});
-pub const QOS_BUFFER: Labeled<5> = Labeled::new(Family {
-    base: "roce_qos_buffer_info",
-    kind: MetricKind::Gauge,
-    unit: None,
-    labels: &["netdev", "device", "port", "prio_buffer", "buffer_size"],
-    help: "Receive buffers of the port (value 1), one series: prio_buffer is the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes, comma separated as `dcb buffer show` lists them (mlx5).",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
-});
 pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::new(Family {
     base: "roce_qos_buffer_port_size",
     kind: MetricKind::Gauge,
@@ -223,14 +211,6 @@ pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::new(Family {
     labels: &["netdev", "device", "port"],
     help: "Total receive buffer of the port (DCB buffer total_size, mlx5).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
-});
-pub const QOS_DCBX: Labeled<4> = Labeled::new(Family {
-    base: "roce_qos_dcbx_info",
-    kind: MetricKind::Gauge,
-    unit: None,
-    labels: &["netdev", "device", "port", "mode"],
-    help: "DCBX mode of the port (value 1): off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host). Without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings.",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
 });
 pub const QOS_PEER: Labeled<6> = Labeled::new(Family {
     base: "roce_qos_peer_info",
@@ -300,15 +280,11 @@ pub const FAMILIES: &[Family] = &[
     SPEED.family,
     INFO.family,
     PFC_ENABLED.family,
-    PFC_PRIORITIES.family,
     ECN_ENABLED.family,
-    QOS_TRUST.family,
+    QOS_INFO.family,
     DSCP_PRIORITY.family,
     DCB_SUPPORTED.family,
-    QOS_ETS.family,
-    QOS_BUFFER.family,
     QOS_BUFFER_TOTAL.family,
-    QOS_DCBX.family,
     QOS_PEER.family,
     QOS_PEER_DSCP_PRIORITY.family,
     DCQCN_PARAMETER.family,
@@ -643,11 +619,7 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                     let on = bits & (1 << priority) != 0;
                     push_into(out, &PFC_ENABLED, [n, device, &port, &pr], on);
                 }
-                let enabled = pfc_label(bits);
-                push_into(out, &PFC_PRIORITIES, [n, device, &port, &enabled], 1u64);
             }
-            let trust = config.trust().as_str();
-            push_into(out, &QOS_TRUST, [n, device, &port, trust], 1u64);
             for (dscp, priority) in config.dscp_map() {
                 let ds = dscp.to_string();
                 push_into(
@@ -657,22 +629,36 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                     u64::from(priority),
                 );
             }
-            if let Some(ets) = &config.ets {
-                let tsa: Vec<&str> = ets.tc_tsa.iter().map(|t| tsa_name(*t)).collect();
-                let (prio_tc, tc_bw) = (joined(&ets.prio_tc), joined(&ets.tc_tx_bw));
-                let labels = [n, device, &port, &prio_tc, &tsa.join(","), &tc_bw];
-                push_into(out, &QOS_ETS, labels, 1u64);
-            }
-            if let Some(b) = &config.buffers {
-                let (prio_buffer, size) = (joined(&b.prio2buffer), joined(&b.buffer_size));
-                let labels = [n, device, &port, &prio_buffer, &size];
-                push_into(out, &QOS_BUFFER, labels, 1u64);
-                push_into(out, &QOS_BUFFER_TOTAL, base, u64::from(b.total_size));
-            }
-            if let Some(mode) = config.dcbx {
-                let labels = [n, device, &port, dcbx_mode_name(mode)];
-                push_into(out, &QOS_DCBX, labels, 1u64);
-            }
+            let pfc = config.pfc_enabled.map(pfc_label).unwrap_or_default();
+            let (prio_tc, tc_tsa, tc_bw) = match &config.ets {
+                Some(ets) => {
+                    let tsa: Vec<&str> = ets.tc_tsa.iter().map(|t| tsa_name(*t)).collect();
+                    (joined(&ets.prio_tc), tsa.join(","), joined(&ets.tc_tx_bw))
+                }
+                None => Default::default(),
+            };
+            let (prio_buffer, buffer_size) = match &config.buffers {
+                Some(b) => {
+                    push_into(out, &QOS_BUFFER_TOTAL, base, u64::from(b.total_size));
+                    (joined(&b.prio2buffer), joined(&b.buffer_size))
+                }
+                None => Default::default(),
+            };
+            let dcbx = config.dcbx.map(dcbx_mode_name).unwrap_or("");
+            let labels = [
+                n,
+                device,
+                &port,
+                config.trust().as_str(),
+                &pfc,
+                &prio_tc,
+                &tc_tsa,
+                &tc_bw,
+                &prio_buffer,
+                &buffer_size,
+                dcbx,
+            ];
+            push_into(out, &QOS_INFO, labels, 1u64);
             let peer = &config.peer;
             if !peer.is_empty() {
                 let standard = peer.standard.map(|s| s.as_str()).unwrap_or("");

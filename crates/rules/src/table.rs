@@ -33,14 +33,14 @@ pub struct Drift {
 pub const DRIFT: &[Drift] = &[
     Drift {
         config: "pfc",
-        family: "roce_pfc_priorities_info",
+        family: "roce_qos_info",
         per: &[],
-        values: &["enabled"],
+        values: &["pfc"],
         rule: RuleId::PfcPriorityMismatch,
     },
     Drift {
         config: "trust",
-        family: "roce_qos_trust_info",
+        family: "roce_qos_info",
         per: &[],
         values: &["trust"],
         rule: RuleId::RoceTrustPcp,
@@ -54,23 +54,23 @@ pub const DRIFT: &[Drift] = &[
     },
     Drift {
         config: "ets",
-        family: "roce_qos_ets_info",
+        family: "roce_qos_info",
         per: &[],
         values: &["prio_tc", "tc_tsa", "tc_bw"],
         rule: RuleId::RoceTcShared,
     },
     Drift {
         config: "buffers",
-        family: "roce_qos_buffer_info",
+        family: "roce_qos_info",
         per: &[],
         values: &["prio_buffer"],
         rule: RuleId::LosslessBufferNoHeadroom,
     },
     Drift {
         config: "dcbx",
-        family: "roce_qos_dcbx_info",
+        family: "roce_qos_info",
         per: &[],
-        values: &["mode"],
+        values: &["dcbx"],
         rule: RuleId::SwitchViewUnavailable,
     },
     Drift {
