@@ -721,6 +721,34 @@ fn netdev_rename_is_picked_up_on_the_next_sample() {
     );
 }
 
+/// A port whose GIDs name no netdev takes it from the device's `net/`
+/// folder: listed once and again at each refresh of the static attributes
+/// (or when the port's state changes), not in every sample.
+#[test]
+fn netdev_of_the_net_folder_is_listed_at_refresh_only() {
+    let tree = TempTree::copy_of("sys-mlx5-roce");
+    let port = tree.root.join("class/infiniband/mlx5_0/ports/1");
+    std::fs::remove_dir_all(port.join("gid_attrs/ndevs")).unwrap();
+    let mut reader = RdmaReader::new(tree.root.clone(), DeviceFilter::default());
+    let netdev = |snap: &RdmaSnapshot| device(snap, "mlx5_0").ports[0].netdev.clone();
+    assert_eq!(
+        netdev(&reader.read(&mut SysfsOnly)).as_deref(),
+        Some("ens1f0np0")
+    );
+
+    let net = tree.root.join("class/infiniband/mlx5_0/device/net");
+    std::fs::rename(net.join("ens1f0np0"), net.join("roce0")).unwrap();
+    assert_eq!(
+        netdev(&reader.read(&mut SysfsOnly)).as_deref(),
+        Some("ens1f0np0")
+    );
+    reader.set_static_refresh_interval(std::time::Duration::ZERO);
+    assert_eq!(
+        netdev(&reader.read(&mut SysfsOnly)).as_deref(),
+        Some("roce0")
+    );
+}
+
 #[test]
 fn counters_ext_is_normalised_where_counters_lacks_the_name() {
     let tree = TempTree::copy_of("sys-mlx5-ib");

@@ -243,10 +243,18 @@ pub(super) fn read_port(
         None => {}
     }
 
+    let state_changed = pl.state_seen.as_ref() != Some(&port.state);
     port.gids = read_gid_table(pl, &port.state, ctx, stale);
     port.netdev = port.gids.iter().find_map(|g| g.netdev.clone());
     if port.netdev.is_none() {
-        port.netdev = device_netdev(pl, ctx);
+        port.netdev = match &pl.listed_netdev {
+            Some(listed) if !refresh && !state_changed => listed.clone(),
+            _ => {
+                let listed = device_netdev(pl, ctx);
+                pl.listed_netdev = Some(listed.clone());
+                listed
+            }
+        };
     }
     if port.netdev.is_none() {
         port.netdev = dev.parent_netdev.clone();

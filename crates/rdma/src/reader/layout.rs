@@ -84,6 +84,10 @@ pub(super) struct PortLayout {
     /// `getdents64` instead of an open, a stat, two listings and a close.
     pub(super) net_dir: roce_host::KeptDir,
     pub(super) net_names: Vec<OsString>,
+    /// The netdev that listing gave, kept between refreshes of the static
+    /// attributes: a rename shows at the next refresh, not in every
+    /// sample's system calls. `None` before the first listing.
+    pub(super) listed_netdev: Option<Option<String>>,
 }
 
 impl Layout {
@@ -255,6 +259,7 @@ pub(super) fn scan_port(
         lid_seen: None,
         net_dir: roce_host::KeptDir::default(),
         net_names: Vec::new(),
+        listed_netdev: None,
     }
 }
 
