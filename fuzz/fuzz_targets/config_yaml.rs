@@ -19,7 +19,7 @@ use roce_exporter::server::{self, ServeOptions};
 use roce_exporter::snapshot::Snapshot;
 use roce_exporter::webconfig::WebConfig;
 use roce_probe::schedule::Schedule;
-use roce_probe::Target;
+use roce_probe::ProbeTarget;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -83,7 +83,7 @@ fuzz_target!(|data: &[u8]| {
     // The probe thread's schedule.
     let mut schedule = Schedule::new(config.probes.interval, 7);
     let now = Instant::now();
-    let target = Target::loopback("mlx5_0", 1, 3);
+    let target = ProbeTarget::loopback("mlx5_0", 1, 3);
     schedule.retain(std::slice::from_ref(&target), now);
     schedule.done(&target, now);
     let _ = schedule.next_due();

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use roce_probe::runner::Runner;
-use roce_probe::{ProbeState, Target};
+use roce_probe::{ProbeState, ProbeTarget};
 use roce_rdma::{LinkLayer, Port, RdmaSnapshot};
 
 use super::{HostError, Input, Part, Sampled, Source};
@@ -39,10 +39,10 @@ pub struct ProbeSource {
     /// over; when the RDMA source fails, the sampler hands over its last
     /// part, so a transient read failure neither frees the probe's
     /// resources nor resets its counters).
-    targets: Vec<Target>,
+    targets: Vec<ProbeTarget>,
     /// Last failure reason logged per target (`None`: healthy), to log
     /// changes, not rounds.
-    logged: BTreeMap<Target, Option<&'static str>>,
+    logged: BTreeMap<ProbeTarget, Option<&'static str>>,
 }
 
 impl ProbeSource {
@@ -81,7 +81,7 @@ impl TargetChooser {
         }
     }
 
-    pub fn choose(&mut self, rdma: &RdmaSnapshot) -> Vec<Target> {
+    pub fn choose(&mut self, rdma: &RdmaSnapshot) -> Vec<ProbeTarget> {
         let mut out = Vec::new();
         let mut seen = Vec::new();
         for dev in &rdma.devices {
@@ -100,7 +100,7 @@ impl TargetChooser {
                     }
                 }
                 if let Some(g) = self.chosen.get(&key) {
-                    out.push(Target::loopback(dev.name.clone(), number, *g));
+                    out.push(ProbeTarget::loopback(dev.name.clone(), number, *g));
                     seen.push(key);
                 }
             }

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use roce_exporter::exposition::{self, BuildInfo, Format};
 use roce_exporter::snapshot::Snapshot;
-use roce_probe::{Failure, Histogram, ProbeResults, ProbeState, Reason, Target, TargetStats};
+use roce_probe::{Failure, Histogram, ProbeResults, ProbeState, ProbeTarget, Reason, TargetStats};
 
 fn results() -> ProbeResults {
     let mut rtt = Histogram::default();
@@ -40,8 +40,8 @@ fn results() -> ProbeResults {
     ProbeResults {
         state: ProbeState::Running,
         targets: vec![
-            (Target::loopback("mlx5_0", 1, 3), ok),
-            (Target::loopback("mlx5_1", 1, 77), bad),
+            (ProbeTarget::loopback("mlx5_0", 1, 3), ok),
+            (ProbeTarget::loopback("mlx5_1", 1, 77), bad),
         ],
     }
 }
@@ -200,13 +200,13 @@ fn targets_follow_active_ports_with_the_nccl_gid() {
     assert_eq!(
         t,
         vec![
-            Target::loopback("mlx5_0", 1, 3),
-            Target::loopback("rxe0", 1, 1)
+            ProbeTarget::loopback("mlx5_0", 1, 3),
+            ProbeTarget::loopback("rxe0", 1, 1)
         ]
     );
     // rxe0 goes down (its GID may vanish too): still probed, to say port_down
     let t = auto.choose(&rdma(vec![("rxe0", rxe_port(false, &[]))]));
-    assert_eq!(t, vec![Target::loopback("rxe0", 1, 1)]);
+    assert_eq!(t, vec![ProbeTarget::loopback("rxe0", 1, 1)]);
     // a device that disappears is forgotten
     assert!(auto.choose(&rdma(vec![])).is_empty());
     assert!(auto
@@ -216,6 +216,6 @@ fn targets_follow_active_ports_with_the_nccl_gid() {
     let mut fixed = TargetChooser::new(GidIndex::Index(77));
     assert_eq!(
         fixed.choose(&rdma(vec![("rxe0", rxe_port(true, &rxe))])),
-        vec![Target::loopback("rxe0", 1, 77)]
+        vec![ProbeTarget::loopback("rxe0", 1, 77)]
     );
 }

@@ -1308,7 +1308,9 @@ mod topology_rules {
 
 mod probe_rules {
     use super::*;
-    use roce_probe::{Failure, Histogram, ProbeResults, ProbeState, Reason, Target, TargetStats};
+    use roce_probe::{
+        Failure, Histogram, ProbeResults, ProbeState, ProbeTarget, Reason, TargetStats,
+    };
 
     /// Cumulative statistics: `requests` rounds, `failed` of them failed,
     /// `rtt_us` the mean RTT of the successes.
@@ -1345,7 +1347,7 @@ mod probe_rules {
                 let mut s = (*s).clone();
                 s.probes = Some(ProbeResults {
                     state: ProbeState::Running,
-                    targets: vec![(Target::loopback("mlx5_0", 1, 3), st)],
+                    targets: vec![(ProbeTarget::loopback("mlx5_0", 1, 3), st)],
                 });
                 Arc::new(s)
             })

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::inspector::{CollRecord, PromSample};
-use crate::log::{Event, IbPort, Line, LinkLayer, NetDevice, Via};
+use crate::log::{Event, IbPort, Line, NcclLinkLayer, NetDevice, Via};
 
 mod bounded;
 mod resolve;

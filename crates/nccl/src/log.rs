@@ -54,7 +54,7 @@ pub enum Level {
 
 /// Link layer of an NCCL IB device, as `NCCL_IB_LLSTR` prints it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LinkLayer {
+pub enum NcclLinkLayer {
     Ib,
     Roce,
     Unspecified,
@@ -72,7 +72,7 @@ pub struct NetDevice {
 pub struct IbPort {
     pub device: String,
     pub port: u16,
-    pub link: LinkLayer,
+    pub link: NcclLinkLayer,
 }
 
 /// One interface of NET/Socket (`[0]eth0:10.0.0.1<0>`).
@@ -99,7 +99,7 @@ pub enum Via {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
+pub enum ChannelDirection {
     Send,
     Receive,
     Unknown,
@@ -129,7 +129,7 @@ pub enum Event {
     /// A channel connection line.
     Connection {
         channel: u32,
-        direction: Direction,
+        direction: ChannelDirection,
         via: Via,
     },
     /// `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'`: the NIC or
@@ -349,9 +349,9 @@ fn parse_ib_port(s: &str) -> Option<IbPort> {
     let (name_port, ll) = s.rsplit_once('/')?;
     let (name, port) = name_port.rsplit_once(':')?;
     let link = match ll {
-        "IB" => LinkLayer::Ib,
-        "RoCE" => LinkLayer::Roce,
-        "UNSPECIFIED" => LinkLayer::Unspecified,
+        "IB" => NcclLinkLayer::Ib,
+        "RoCE" => NcclLinkLayer::Roce,
+        "UNSPECIFIED" => NcclLinkLayer::Unspecified,
         _ => return None,
     };
     if name.is_empty() || name.len() > 64 {
@@ -394,11 +394,11 @@ fn parse_connection(head: &str, via: &str) -> Option<Event> {
         return None;
     }
     let direction = if head.ends_with("[send]") {
-        Direction::Send
+        ChannelDirection::Send
     } else if head.ends_with("[receive]") {
-        Direction::Receive
+        ChannelDirection::Receive
     } else {
-        Direction::Unknown
+        ChannelDirection::Unknown
     };
     let via = via.trim();
     let via = match via.strip_prefix("NET/") {

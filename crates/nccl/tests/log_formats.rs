@@ -2,7 +2,7 @@
 //! (file and release named at each sample), plus lines it must ignore.
 
 use roce_nccl::log::{
-    parse_line, Direction, Event, IbPort, Level, LinkLayer, NetDevice, SocketIface, Via,
+    parse_line, ChannelDirection, Event, IbPort, Level, NcclLinkLayer, NetDevice, SocketIface, Via,
 };
 
 /// `src/debug.cc`: `"%s:%d:%d [%d] NCCL INFO "` (hostname, pid, tid, cudaDev).
@@ -94,17 +94,17 @@ fn ib_device_table_roce_ib_merged_and_relaxed_ordering() {
         vec![
             NetDevice {
                 index: 0,
-                members: vec![port("mlx5_0", LinkLayer::Roce)]
+                members: vec![port("mlx5_0", NcclLinkLayer::Roce)]
             },
             NetDevice {
                 index: 1,
-                members: vec![port("mlx5_3", LinkLayer::Ib)]
+                members: vec![port("mlx5_3", NcclLinkLayer::Ib)]
             },
             NetDevice {
                 index: 2,
                 members: vec![
-                    port("mlx5_4", LinkLayer::Roce),
-                    port("mlx5_5", LinkLayer::Roce)
+                    port("mlx5_4", NcclLinkLayer::Roce),
+                    port("mlx5_5", NcclLinkLayer::Roce)
                 ]
             },
         ]
@@ -121,13 +121,13 @@ fn plugin_device_tables() {
         panic!("not a device table")
     };
     assert_eq!(net, "IBext_v8");
-    let names: Vec<(&str, LinkLayer)> = devices
+    let names: Vec<(&str, NcclLinkLayer)> = devices
         .iter()
         .map(|d| (d.members[0].device.as_str(), d.members[0].link))
         .collect();
     assert_eq!(
         names,
-        vec![("mlx5_0", LinkLayer::Ib), ("mlx5_1", LinkLayer::Ib)]
+        vec![("mlx5_0", NcclLinkLayer::Ib), ("mlx5_1", NcclLinkLayer::Ib)]
     );
 }
 
@@ -152,7 +152,7 @@ fn socket_interfaces() {
     );
 }
 
-fn via(line: &str) -> (u32, Direction, Via) {
+fn via(line: &str) -> (u32, ChannelDirection, Via) {
     match parse_line(line).event {
         Event::Connection {
             channel,
@@ -180,11 +180,15 @@ fn connection_lines_ib_with_and_without_gdrdma() {
         via(&info(
             "Channel 02/0 : 9[1] -> 1[1] [receive] via NET/IB/1/GDRDMA"
         )),
-        (2, Direction::Receive, net("IB", 1, None, true, false))
+        (
+            2,
+            ChannelDirection::Receive,
+            net("IB", 1, None, true, false)
+        )
     );
     assert_eq!(
         via(&info("Channel 00/0 : 1[1] -> 9[1] [send] via NET/IB/1")),
-        (0, Direction::Send, net("IB", 1, None, false, false))
+        (0, ChannelDirection::Send, net("IB", 1, None, false, false))
     );
     // later net.cc: "%d%s%s%s" with "(PCI)" (ncclTopoGdrModePci) and the
     // proxied "%d(%d)" (PXN), "/Shared" on connIndex 1.
@@ -192,14 +196,14 @@ fn connection_lines_ib_with_and_without_gdrdma() {
         via(&info(
             "Channel 03/1 : 1[1] -> 9[1] [send] via NET/IB/2(0)/GDRDMA(PCI)/Shared"
         )),
-        (3, Direction::Send, net("IB", 2, Some(0), true, true))
+        (3, ChannelDirection::Send, net("IB", 2, Some(0), true, true))
     );
     // the 2.7-era form with bus ids: "Channel %02d : %d[%lx] -> %d[%lx] [send] via NET/%s/%d%s%s"
     assert_eq!(
         via(&info(
             "Channel 00 : 0[1b000] -> 8[1b000] [send] via NET/IB/0/GDRDMA"
         )),
-        (0, Direction::Send, net("IB", 0, None, true, false))
+        (0, ChannelDirection::Send, net("IB", 0, None, true, false))
     );
 }
 

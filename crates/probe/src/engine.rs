@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use crate::verbs::{OpenError, Session, Verbs};
-use crate::{Failure, ProbeResults, ProbeState, Reason, Target, TargetStats};
+use crate::{Failure, ProbeResults, ProbeState, ProbeTarget, Reason, TargetStats};
 
 /// Hard caps, whatever the configuration says: at most this many targets
 /// hold resources at once (each a few KiB of registered memory, one CQ and
@@ -38,8 +38,8 @@ pub type RoundOutcome = Result<Duration, Failure>;
 pub struct ProbeEngine<V: Verbs> {
     verbs: V,
     settings: Settings,
-    sessions: BTreeMap<Target, V::Session>,
-    stats: BTreeMap<Target, TargetStats>,
+    sessions: BTreeMap<ProbeTarget, V::Session>,
+    stats: BTreeMap<ProbeTarget, TargetStats>,
     state: ProbeState,
     /// Round counter: the tag of the SEND and the seed of the payload, so
     /// that a stale write from an earlier round cannot pass for this one.
@@ -60,15 +60,15 @@ impl<V: Verbs> ProbeEngine<V> {
 
     /// Keeps only `targets` (capped at [`MAX_TARGETS`]): the others' sessions
     /// are closed and their statistics dropped.
-    pub fn retain(&mut self, targets: &[Target]) {
-        let keep: Vec<&Target> = targets.iter().take(MAX_TARGETS).collect();
+    pub fn retain(&mut self, targets: &[ProbeTarget]) {
+        let keep: Vec<&ProbeTarget> = targets.iter().take(MAX_TARGETS).collect();
         self.sessions.retain(|t, _| keep.contains(&t));
         self.stats.retain(|t, _| keep.contains(&t));
     }
 
     /// Runs one round on `target`. Rounds on a target beyond the cap are
     /// refused without touching the device.
-    pub fn round(&mut self, target: &Target) -> Option<RoundOutcome> {
+    pub fn round(&mut self, target: &ProbeTarget) -> Option<RoundOutcome> {
         if !self.stats.contains_key(target) && self.stats.len() >= MAX_TARGETS {
             return None;
         }
@@ -100,7 +100,7 @@ impl<V: Verbs> ProbeEngine<V> {
 
     /// A panic in the verbs layer, caught by the runner: counted, and the
     /// session (in an unknown state) dropped.
-    pub fn record_panic(&mut self, target: &Target, what: &str) {
+    pub fn record_panic(&mut self, target: &ProbeTarget, what: &str) {
         // Dropping may panic again (a destroy that fails asserts in the
         // binding): forget the session rather than risk that.
         if let Some(session) = self.sessions.remove(target) {
@@ -117,7 +117,7 @@ impl<V: Verbs> ProbeEngine<V> {
     }
 
     /// `None` when verbs are unavailable on this host (not a round).
-    fn try_round(&mut self, target: &Target, tag: u32) -> Option<RoundOutcome> {
+    fn try_round(&mut self, target: &ProbeTarget, tag: u32) -> Option<RoundOutcome> {
         if !self.sessions.contains_key(target) {
             match self.verbs.open(target, BUFFER_LEN) {
                 Ok(session) => {
@@ -192,7 +192,7 @@ impl<V: Verbs> ProbeEngine<V> {
 
     /// The path (MTU, traffic class) the open session of `target` was
     /// connected with, when the verbs layer says.
-    pub fn path(&self, target: &Target) -> Option<crate::verbs::QpPath> {
+    pub fn path(&self, target: &ProbeTarget) -> Option<crate::verbs::QpPath> {
         self.sessions.get(target)?.path()
     }
 }

@@ -31,7 +31,7 @@ use sideway::ibverbs::queue_pair::{
 use sideway::ibverbs::AccessFlags;
 
 use crate::verbs::{qp_path, Landed, OpenError, QpPath, Session, Verbs};
-use crate::{Failure, Peer, Reason, Target};
+use crate::{Failure, Peer, ProbeTarget, Reason};
 
 /// Offsets in the registered buffer.
 const SRC: usize = 0;
@@ -95,7 +95,7 @@ fn fail<E: std::error::Error + 'static>(reason: Reason, what: &str, e: &E) -> Fa
 impl Verbs for IbVerbs {
     type Session = IbSession;
 
-    fn open(&mut self, target: &Target, buffer_len: usize) -> Result<IbSession, OpenError> {
+    fn open(&mut self, target: &ProbeTarget, buffer_len: usize) -> Result<IbSession, OpenError> {
         match target.peer {
             Peer::Loopback => {}
         }
@@ -300,7 +300,7 @@ impl Drop for RegisteredBuffer {
 impl IbSession {
     fn create(
         ctx: Arc<DeviceContext>,
-        target: &Target,
+        target: &ProbeTarget,
         buffer_len: usize,
     ) -> Result<Self, Failure> {
         let port_attr = active_port(&ctx, target)?;
@@ -342,7 +342,7 @@ impl IbSession {
 }
 
 /// The target's port, which must be ACTIVE.
-fn active_port(ctx: &DeviceContext, target: &Target) -> Result<PortAttr, Failure> {
+fn active_port(ctx: &DeviceContext, target: &ProbeTarget) -> Result<PortAttr, Failure> {
     let port = target.port;
     let port_attr = ctx.query_port(port).map_err(|e| {
         fail(
@@ -361,7 +361,7 @@ fn active_port(ctx: &DeviceContext, target: &Target) -> Result<PortAttr, Failure
 }
 
 /// The target's GID (not empty) and its index as the 8-bit `sgid_index`.
-fn source_gid(ctx: &DeviceContext, target: &Target) -> Result<(Gid, u8), Failure> {
+fn source_gid(ctx: &DeviceContext, target: &ProbeTarget) -> Result<(Gid, u8), Failure> {
     let port = target.port;
     let gid = ctx.query_gid(port, target.gid_index).map_err(|e| {
         fail(
@@ -449,7 +449,7 @@ fn loopback_qps(
 
 /// How the two QPs of a session reach each other through the port.
 struct Link<'a> {
-    target: &'a Target,
+    target: &'a ProbeTarget,
     access: AccessFlags,
     gid: Gid,
     sgid_index: u8,

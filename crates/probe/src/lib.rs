@@ -41,7 +41,7 @@ pub mod verbs;
 /// What one probe round exercises: a local port, the GID index its packets
 /// use, and the peer that answers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Target {
+pub struct ProbeTarget {
     /// RDMA device name (`mlx5_0`, `rxe0`).
     pub device: String,
     /// Port number, from 1.
@@ -64,9 +64,9 @@ pub enum Peer {
     Loopback,
 }
 
-impl Target {
-    pub fn loopback(device: impl Into<String>, port: u8, gid_index: u32) -> Target {
-        Target {
+impl ProbeTarget {
+    pub fn loopback(device: impl Into<String>, port: u8, gid_index: u32) -> ProbeTarget {
+        ProbeTarget {
             device: device.into(),
             port,
             gid_index,
@@ -76,7 +76,7 @@ impl Target {
     }
 
     /// The same target with its packets marked with `traffic_class`.
-    pub fn with_traffic_class(mut self, traffic_class: u8) -> Target {
+    pub fn with_traffic_class(mut self, traffic_class: u8) -> ProbeTarget {
         self.traffic_class = traffic_class;
         self
     }
@@ -87,7 +87,7 @@ impl Target {
     }
 }
 
-impl fmt::Display for Target {
+impl fmt::Display for ProbeTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -357,5 +357,5 @@ pub enum ProbeState {
 pub struct ProbeResults {
     pub state: ProbeState,
     /// One entry per current target, in target order.
-    pub targets: Vec<(Target, TargetStats)>,
+    pub targets: Vec<(ProbeTarget, TargetStats)>,
 }

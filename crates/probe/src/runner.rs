@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 use crate::engine::{ProbeEngine, Settings};
 use crate::schedule::Schedule;
 use crate::verbs::Verbs;
-use crate::{ProbeResults, Target};
+use crate::{ProbeResults, ProbeTarget};
 
 /// How often the thread looks at the target list when nothing is due.
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct Shared {
-    targets: Mutex<Vec<Target>>,
+    targets: Mutex<Vec<ProbeTarget>>,
     results: Mutex<ProbeResults>,
 }
 
@@ -63,7 +63,7 @@ impl Runner {
 
     /// Replaces the targets; rounds on removed ones stop and their
     /// resources are freed.
-    pub fn set_targets(&self, targets: Vec<Target>) {
+    pub fn set_targets(&self, targets: Vec<ProbeTarget>) {
         let mut t = self
             .shared
             .targets

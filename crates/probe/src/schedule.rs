@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::Target;
+use crate::ProbeTarget;
 
 /// Jitter as a fraction of the interval, each way.
 pub const JITTER: f64 = 0.1;
 
 pub struct Schedule {
     interval: Duration,
-    next: BTreeMap<Target, Instant>,
+    next: BTreeMap<ProbeTarget, Instant>,
     rng: u64,
 }
 
@@ -33,7 +33,7 @@ impl Schedule {
     }
 
     /// Forgets targets no longer wanted, schedules new ones.
-    pub fn retain(&mut self, targets: &[Target], now: Instant) {
+    pub fn retain(&mut self, targets: &[ProbeTarget], now: Instant) {
         self.next.retain(|t, _| targets.contains(t));
         for t in targets {
             if !self.next.contains_key(t) {
@@ -44,8 +44,8 @@ impl Schedule {
     }
 
     /// Targets due at `now`, earliest first.
-    pub fn due(&self, now: Instant) -> Vec<Target> {
-        let mut due: Vec<(&Instant, &Target)> = self
+    pub fn due(&self, now: Instant) -> Vec<ProbeTarget> {
+        let mut due: Vec<(&Instant, &ProbeTarget)> = self
             .next
             .iter()
             .filter(|(_, at)| **at <= now)
@@ -57,7 +57,7 @@ impl Schedule {
 
     /// Records that `target` ran (finishing at `now`): next in one interval,
     /// jittered.
-    pub fn done(&mut self, target: &Target, now: Instant) {
+    pub fn done(&mut self, target: &ProbeTarget, now: Instant) {
         let delay = self.jittered();
         if let Some(at) = self.next.get_mut(target) {
             *at = now + delay;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::{Failure, Target};
+use crate::{Failure, ProbeTarget};
 
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
@@ -16,7 +16,8 @@ pub trait Verbs: Send {
     /// Creates everything a round on `target` needs (device context, PD, a
     /// registered buffer of `buffer_len` bytes, CQ, two RC QPs taken to RTS
     /// and connected to each other or to the peer).
-    fn open(&mut self, target: &Target, buffer_len: usize) -> Result<Self::Session, OpenError>;
+    fn open(&mut self, target: &ProbeTarget, buffer_len: usize)
+        -> Result<Self::Session, OpenError>;
 }
 
 /// Why a session could not be opened.
@@ -51,7 +52,7 @@ pub struct QpPath {
 /// packets as large as the port's traffic does (RoCE: 4096 behind a 9000
 /// netdev MTU), and the target's traffic class. An active MTU that is not
 /// one of the IB MTUs is taken down to the next one (256 at least).
-pub fn qp_path(target: &Target, active_mtu: u32) -> QpPath {
+pub fn qp_path(target: &ProbeTarget, active_mtu: u32) -> QpPath {
     let mtu = [4096, 2048, 1024, 512, 256]
         .into_iter()
         .find(|m| active_mtu >= *m)
@@ -95,7 +96,7 @@ mod tests {
 
     #[test]
     fn the_path_carries_the_active_mtu_and_the_traffic_class() {
-        let t = Target::loopback("mlx5_0", 1, 3).with_traffic_class(26 << 2);
+        let t = ProbeTarget::loopback("mlx5_0", 1, 3).with_traffic_class(26 << 2);
         assert_eq!(
             qp_path(&t, 4096),
             QpPath {
@@ -107,7 +108,7 @@ mod tests {
         assert_eq!(qp_path(&t, 3000).mtu, 2048);
         assert_eq!(qp_path(&t, 0).mtu, 256);
         assert_eq!(
-            qp_path(&Target::loopback("rxe0", 1, 1), 1024).traffic_class,
+            qp_path(&ProbeTarget::loopback("rxe0", 1, 1), 1024).traffic_class,
             0
         );
     }

@@ -11,7 +11,7 @@ use roce_probe::runner::Runner;
 use roce_probe::schedule::{Schedule, JITTER};
 use roce_probe::verbs::fake::{FakeDevice, FakeVerbs, Step};
 use roce_probe::verbs::OpenError;
-use roce_probe::{Failure, ProbeState, Reason, Target, RTT_BUCKETS};
+use roce_probe::{Failure, ProbeState, ProbeTarget, Reason, RTT_BUCKETS};
 
 struct Rig {
     engine: ProbeEngine<FakeVerbs>,
@@ -32,8 +32,8 @@ fn rig(opens: Vec<Result<(), OpenError>>) -> Rig {
     }
 }
 
-fn t() -> Target {
-    Target::loopback("rxe0", 1, 1)
+fn t() -> ProbeTarget {
+    ProbeTarget::loopback("rxe0", 1, 1)
 }
 
 fn stats(r: &Rig) -> roce_probe::TargetStats {
@@ -229,8 +229,8 @@ fn unavailable_is_a_state_not_a_failure_per_round() {
 #[test]
 fn targets_are_capped_and_removed_ones_freed() {
     let mut r = rig(vec![]);
-    let many: Vec<Target> = (0..MAX_TARGETS + 5)
-        .map(|i| Target::loopback(format!("mlx5_{i}"), 1, 3))
+    let many: Vec<ProbeTarget> = (0..MAX_TARGETS + 5)
+        .map(|i| ProbeTarget::loopback(format!("mlx5_{i}"), 1, 3))
         .collect();
     for target in &many {
         r.engine.round(target);
@@ -274,8 +274,8 @@ fn schedule_runs_new_targets_early_then_every_interval() {
     let interval = Duration::from_secs(10);
     let mut s = Schedule::new(interval, 7);
     let now = Instant::now();
-    let a = Target::loopback("mlx5_0", 1, 3);
-    let b = Target::loopback("mlx5_1", 1, 3);
+    let a = ProbeTarget::loopback("mlx5_0", 1, 3);
+    let b = ProbeTarget::loopback("mlx5_1", 1, 3);
     s.retain(&[a.clone(), b.clone()], now);
     let first = now + interval.mul_f64(JITTER);
     let due = s.due(first);
@@ -289,7 +289,7 @@ fn schedule_runs_new_targets_early_then_every_interval() {
         .is_empty());
     assert_eq!(s.due(first + interval.mul_f64(1.0 + JITTER)).len(), 2);
     // a removed target is no longer scheduled; an added one is
-    let c = Target::loopback("mlx5_2", 1, 3);
+    let c = ProbeTarget::loopback("mlx5_2", 1, 3);
     s.retain(&[b.clone(), c.clone()], first);
     let later = first + interval * 2;
     assert_eq!(s.due(later).len(), 2);

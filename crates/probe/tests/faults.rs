@@ -16,14 +16,14 @@ use std::time::Duration;
 use roce_probe::engine::{ProbeEngine, Settings};
 use roce_probe::runner::Runner;
 use roce_probe::verbs::fake::{FakeDevice, FakeVerbs};
-use roce_probe::{ProbeState, Reason, Target};
+use roce_probe::{ProbeState, ProbeTarget, Reason};
 
 fn host() -> Arc<FakeDevice> {
     FakeDevice::new()
 }
 
-fn target() -> Target {
-    Target::loopback("mlx5_0", 1, 3)
+fn target() -> ProbeTarget {
+    ProbeTarget::loopback("mlx5_0", 1, 3)
 }
 
 fn reasons(engine: &ProbeEngine<FakeVerbs>) -> Vec<(String, u64)> {

@@ -6,7 +6,7 @@
 use roce_probe::engine::{ProbeEngine, Settings};
 use roce_probe::verbs::fake::{FakeDevice, FakeVerbs};
 use roce_probe::verbs::QpPath;
-use roce_probe::Target;
+use roce_probe::ProbeTarget;
 
 /// The fake layer on a port whose active MTU (what `ibv_query_port`
 /// reports) is `mtu` bytes.
@@ -18,7 +18,7 @@ fn port(mtu: u32) -> FakeVerbs {
 fn rounds_run_at_the_roce_dscp_and_the_active_mtu() {
     let mut engine = ProbeEngine::new(port(4096), Settings::default());
     // DSCP 26, as `roce_dscp` gives for NCCL_IB_TC=106: traffic class 104.
-    let target = Target::loopback("mlx5_0", 1, 3).with_traffic_class(26 << 2);
+    let target = ProbeTarget::loopback("mlx5_0", 1, 3).with_traffic_class(26 << 2);
     assert!(matches!(engine.round(&target), Some(Ok(_))));
     assert_eq!(
         engine.path(&target),
@@ -33,7 +33,7 @@ fn rounds_run_at_the_roce_dscp_and_the_active_mtu() {
 #[test]
 fn a_new_traffic_class_is_a_new_session() {
     let mut engine = ProbeEngine::new(port(2048), Settings::default());
-    let before = Target::loopback("mlx5_0", 1, 3);
+    let before = ProbeTarget::loopback("mlx5_0", 1, 3);
     let after = before.clone().with_traffic_class(104);
     assert!(matches!(engine.round(&before), Some(Ok(_))));
     engine.retain(std::slice::from_ref(&after));

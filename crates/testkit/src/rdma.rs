@@ -57,8 +57,8 @@ pub fn ib_device(
     Ok(rel)
 }
 
-/// One populated GID table slot.
-pub struct Gid {
+/// The files of one populated GID table slot.
+pub struct GidFiles {
     pub index: usize,
     pub gid: String,
     pub gid_type: &'static str,
@@ -67,9 +67,9 @@ pub struct Gid {
     pub ndev: Option<String>,
 }
 
-impl Gid {
-    pub fn new(index: usize, gid: &str, gid_type: &'static str, ndev: Option<&str>) -> Gid {
-        Gid {
+impl GidFiles {
+    pub fn new(index: usize, gid: &str, gid_type: &'static str, ndev: Option<&str>) -> GidFiles {
+        GidFiles {
             index,
             gid: gid.to_string(),
             gid_type,
@@ -88,23 +88,23 @@ pub enum EmptySlots {
     Absent,
 }
 
-/// A port of an RDMA device.
-pub struct Port {
+/// The files of a port of an RDMA device, as written into a tree.
+pub struct PortFiles {
     pub num: u32,
     pub attrs: Attrs,
     /// `counters/`; `None`: no such folder (rxe).
     pub counters: Option<Attrs>,
     /// `hw_counters/`; `None`: no such folder.
     pub hw: Option<Attrs>,
-    pub gids: Vec<Gid>,
+    pub gids: Vec<GidFiles>,
     /// GID table length (`gids/0` .. `gids/slots-1`).
     pub slots: usize,
     pub empty: EmptySlots,
 }
 
-impl Port {
-    pub fn new(num: u32, attrs: Attrs) -> Port {
-        Port {
+impl PortFiles {
+    pub fn new(num: u32, attrs: Attrs) -> PortFiles {
+        PortFiles {
             num,
             attrs,
             counters: None,

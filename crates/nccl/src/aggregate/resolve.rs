@@ -51,14 +51,14 @@ pub(super) fn resolve(p: &Process, net: &str, dev: u32) -> (String, u16, Transpo
 
 /// `IB` and the IB-derived plugins (`IBext`, `IBext_v8`) are verbs: the
 /// link layer of the device decides IB or RoCE.
-pub(super) fn transport_of(net: &str, link: Option<LinkLayer>) -> Transport {
+pub(super) fn transport_of(net: &str, link: Option<NcclLinkLayer>) -> Transport {
     if net == "Socket" {
         return Transport::Socket;
     }
     if net == "IB" || net.starts_with("IBext") {
         return match link {
-            Some(LinkLayer::Ib) => Transport::Ib,
-            Some(LinkLayer::Roce) => Transport::Roce,
+            Some(NcclLinkLayer::Ib) => Transport::Ib,
+            Some(NcclLinkLayer::Roce) => Transport::Roce,
             _ => Transport::Other,
         };
     }

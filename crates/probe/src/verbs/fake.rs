@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{qp_path, Landed, OpenError, QpPath, Session, Verbs};
-use crate::{Failure, Reason, Target};
+use crate::{Failure, ProbeTarget, Reason};
 
 /// The round trip of a round the script says nothing about.
 pub const RTT: Duration = Duration::from_micros(7);
@@ -110,7 +110,7 @@ pub struct FakeSession {
 impl Verbs for FakeVerbs {
     type Session = FakeSession;
 
-    fn open(&mut self, target: &Target, buffer_len: usize) -> Result<FakeSession, OpenError> {
+    fn open(&mut self, target: &ProbeTarget, buffer_len: usize) -> Result<FakeSession, OpenError> {
         assert!(buffer_len <= 4096, "a probe buffer fits in a page");
         if !self.0.present() {
             // What the real layer says when the device list lacks it.

@@ -20,7 +20,7 @@ use std::io;
 use std::path::Path;
 
 use crate::kernel::{self, link_local_gid, mac_text, mlx5, ROCE_V1, ROCE_V2};
-use crate::rdma::{attrs, EmptySlots, Gid, Port};
+use crate::rdma::{attrs, EmptySlots, GidFiles, PortFiles};
 use crate::tree::Tree;
 
 const GID_TABLE_LEN: usize = 255;
@@ -180,7 +180,7 @@ pub fn write(root: &Path, ports: usize, seed: usize) -> io::Result<()> {
         t.link_raw(&format!("{ib}/device"), &format!("../../../{bdf}"))?;
         t.link(&format!("class/infiniband/{dev}"), &ib)?;
 
-        let mut port = Port::new(
+        let mut port = PortFiles::new(
             1,
             attrs(&[
                 ("state", "4: ACTIVE"),
@@ -199,10 +199,10 @@ pub fn write(root: &Path, ports: usize, seed: usize) -> io::Result<()> {
         let v4 = ipv4_mapped_gid(i + 1);
         let nd = Some(ifname.as_str());
         port.gids = vec![
-            Gid::new(0, &ll, ROCE_V1, nd),
-            Gid::new(1, &ll, ROCE_V2, nd),
-            Gid::new(2, &v4, ROCE_V1, nd),
-            Gid::new(3, &v4, ROCE_V2, nd),
+            GidFiles::new(0, &ll, ROCE_V1, nd),
+            GidFiles::new(1, &ll, ROCE_V2, nd),
+            GidFiles::new(2, &v4, ROCE_V1, nd),
+            GidFiles::new(3, &v4, ROCE_V2, nd),
         ];
         port.slots = GID_TABLE_LEN;
         port.empty = EmptySlots::Absent;

@@ -31,7 +31,7 @@ use crate::kernel::{self, link_local_gid, mac, mlx5, ROCE_V1, ROCE_V2};
 use crate::pci::{
     ConfigSpace, Function, Link, CLASS_BRIDGE, DOWNSTREAM, ENDPOINT, ROOT_PORT, UPSTREAM,
 };
-use crate::rdma::{attrs, ib_device, netdev, netdev_attrs, Attrs, Gid, Port};
+use crate::rdma::{attrs, ib_device, netdev, netdev_attrs, Attrs, GidFiles, PortFiles};
 use crate::tree::Tree;
 
 const GID_SLOTS: usize = 256;
@@ -210,7 +210,7 @@ fn rdma_device(t: &mut Tree, fn_: &str, nic: &Nic, mac_s: &str) -> io::Result<()
         ]),
         true,
     )?;
-    let mut port = Port::new(
+    let mut port = PortFiles::new(
         1,
         attrs(&[
             ("state", "4: ACTIVE"),
@@ -233,10 +233,10 @@ fn rdma_device(t: &mut Tree, fn_: &str, nic: &Nic, mac_s: &str) -> io::Result<()
     let v4 = format!("0000:0000:0000:0000:0000:ffff:0a00:{i:02x}0b");
     let nd = Some(nic.ifname.as_str());
     port.gids = vec![
-        Gid::new(0, &ll, ROCE_V1, nd),
-        Gid::new(1, &ll, ROCE_V2, nd),
-        Gid::new(2, &v4, ROCE_V1, nd),
-        Gid::new(3, &v4, ROCE_V2, nd),
+        GidFiles::new(0, &ll, ROCE_V1, nd),
+        GidFiles::new(1, &ll, ROCE_V2, nd),
+        GidFiles::new(2, &v4, ROCE_V1, nd),
+        GidFiles::new(3, &v4, ROCE_V2, nd),
     ];
     port.slots = GID_SLOTS;
     // On a kernel the attributes of empty slots fail with EINVAL; the demo

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::kernel::{self, guid_gid, link_local_gid, mac, mlx5, v4_gid, ROCE_V1, ROCE_V2};
 use crate::pci::Function;
-use crate::rdma::{attrs, ib_device, netdev, netdev_attrs, numbered, Attrs, Gid, Port};
+use crate::rdma::{attrs, ib_device, netdev, netdev_attrs, numbered, Attrs, GidFiles, PortFiles};
 use crate::tree::Tree;
 
 /// Writes every tree under `dir` (tests/fixtures of the rdma crate).
@@ -104,7 +104,7 @@ fn mlx5_roce(root: &Path) -> io::Result<()> {
         let ll = link_local_gid(mac(mac_s));
         let v4 = v4_gid(ip);
         let big = |v: u64| (v + cbase).to_string();
-        let mut port = Port::new(
+        let mut port = PortFiles::new(
             1,
             attrs(&[
                 ("state", "4: ACTIVE"),
@@ -133,10 +133,10 @@ fn mlx5_roce(root: &Path) -> io::Result<()> {
         ));
         port.hw = Some(hw(&mlx5::roce_hw(), hbase, &[]));
         port.gids = vec![
-            Gid::new(0, &ll, ROCE_V1, Some(ifname)),
-            Gid::new(1, &ll, ROCE_V2, Some(ifname)),
-            Gid::new(2, &v4, ROCE_V1, Some(ifname)),
-            Gid::new(3, &v4, ROCE_V2, Some(ifname)),
+            GidFiles::new(0, &ll, ROCE_V1, Some(ifname)),
+            GidFiles::new(1, &ll, ROCE_V2, Some(ifname)),
+            GidFiles::new(2, &v4, ROCE_V1, Some(ifname)),
+            GidFiles::new(3, &v4, ROCE_V2, Some(ifname)),
         ];
         port.slots = 256;
         port.write(&mut t, &dev)?;
@@ -195,7 +195,7 @@ fn mlx5_ib(root: &Path) -> io::Result<()> {
             ]),
             true,
         )?;
-        let mut port = Port::new(
+        let mut port = PortFiles::new(
             1,
             attrs(&[
                 ("state", "4: ACTIVE"),
@@ -217,7 +217,7 @@ fn mlx5_ib(root: &Path) -> io::Result<()> {
             ],
         ));
         port.hw = Some(hw(&mlx5::ib_hw(), hbase, &[]));
-        port.gids = vec![Gid::new(0, &guid_gid(guid), ROCE_V1, None)];
+        port.gids = vec![GidFiles::new(0, &guid_gid(guid), ROCE_V1, None)];
         port.slots = 128;
         port.write(&mut t, &dev)?;
     }
@@ -257,7 +257,7 @@ fn rxe(root: &Path) -> io::Result<()> {
         ]),
         false,
     )?;
-    let mut port = Port::new(
+    let mut port = PortFiles::new(
         1,
         attrs(&[
             ("cap_mask", "0x00010000"),
@@ -291,13 +291,13 @@ fn rxe(root: &Path) -> io::Result<()> {
         ("sent_pkts", "180690"),
     ]));
     port.gids = vec![
-        Gid::new(
+        GidFiles::new(
             0,
             "fe80:0000:0000:0000:5054:00ff:fe00:0001",
             ROCE_V2,
             Some("eth0"),
         ),
-        Gid::new(
+        GidFiles::new(
             1,
             "0000:0000:0000:0000:0000:ffff:0a00:020f",
             ROCE_V2,
@@ -357,7 +357,7 @@ fn bnxt_re(root: &Path) -> io::Result<()> {
     )?;
     let ll = link_local_gid(mac("00:0a:f7:c1:22:30"));
     let v4 = v4_gid([10, 0, 3, 21]);
-    let mut port = Port::new(
+    let mut port = PortFiles::new(
         1,
         attrs(&[
             ("state", "4: ACTIVE"),
@@ -378,10 +378,10 @@ fn bnxt_re(root: &Path) -> io::Result<()> {
     ));
     let nd = Some("ens3f0np0");
     port.gids = vec![
-        Gid::new(0, &ll, ROCE_V1, nd),
-        Gid::new(1, &ll, ROCE_V2, nd),
-        Gid::new(2, &v4, ROCE_V1, nd),
-        Gid::new(3, &v4, ROCE_V2, nd),
+        GidFiles::new(0, &ll, ROCE_V1, nd),
+        GidFiles::new(1, &ll, ROCE_V2, nd),
+        GidFiles::new(2, &v4, ROCE_V1, nd),
+        GidFiles::new(3, &v4, ROCE_V2, nd),
     ];
     port.slots = 256;
     port.write(&mut t, &dev)?;
@@ -412,7 +412,7 @@ fn broken(root: &Path) -> io::Result<()> {
         ]),
         true,
     )?;
-    let mut port = Port::new(
+    let mut port = PortFiles::new(
         1,
         attrs(&[
             ("state", "4: ACTIVE"),
@@ -444,9 +444,9 @@ fn broken(root: &Path) -> io::Result<()> {
     let ll = link_local_gid(mac("b8:ce:f6:a1:b2:c4"));
     let nd = Some("ens1f0np0");
     port.gids = vec![
-        Gid::new(0, &ll, ROCE_V1, nd),
-        Gid::new(1, &ll, ROCE_V2, nd),
-        Gid::new(2, "not-a-gid", ROCE_V2, nd),
+        GidFiles::new(0, &ll, ROCE_V1, nd),
+        GidFiles::new(1, &ll, ROCE_V2, nd),
+        GidFiles::new(2, "not-a-gid", ROCE_V2, nd),
     ];
     port.slots = 8;
     port.write(&mut t, &dev)?;
@@ -494,7 +494,7 @@ fn broken(root: &Path) -> io::Result<()> {
         ]),
         false,
     )?;
-    Port::new(
+    PortFiles::new(
         1,
         attrs(&[
             ("state", "1: DOWN"),
