@@ -533,20 +533,54 @@ fn discard_rate(
     (total > 0 && seconds > 0.0).then_some((grew, total, seconds))
 }
 
-fn discards_growing(ctx: &Context) -> Vec<Finding> {
+/// A netdev whose port-wide discards of some reasons run above a rule's
+/// rate.
+struct Discarding<'a> {
+    netdev: &'a Netdev,
+    subject: Subject,
+    /// `reason +count` of each counter that grew.
+    grew: Vec<String>,
+    rate: f64,
+    seconds: f64,
+}
+
+/// The netdevs whose discards of the host's own rings (`host_ring`) or of
+/// every other reason exceed `per_second` over `window`.
+fn discarding<'a>(
+    ctx: &'a Context,
+    window: std::time::Duration,
+    per_second: f64,
+    host_ring: bool,
+) -> Vec<Discarding<'a>> {
     let Some(s) = ctx.latest() else { return vec![] };
+    all_netdevs(s)
+        .into_iter()
+        .filter_map(|(netdev, subject)| {
+            let wanted = |r: &str| HOST_RING_REASONS.contains(&r) == host_ring;
+            let (grew, total, seconds) = discard_rate(ctx, netdev, window, wanted)?;
+            let rate = total as f64 / seconds;
+            (rate > per_second).then_some(Discarding {
+                netdev,
+                subject,
+                grew,
+                rate,
+                seconds,
+            })
+        })
+        .collect()
+}
+
+fn discards_growing(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.discards_growing;
     let mut out = Vec::new();
-    for (n, subject) in all_netdevs(s) {
-        let Some((grew, total, seconds)) =
-            discard_rate(ctx, n, cfg.window, |r| !HOST_RING_REASONS.contains(&r))
-        else {
-            continue;
-        };
-        let rate = total as f64 / seconds;
-        if rate <= cfg.per_second {
-            continue;
-        }
+    for d in discarding(ctx, cfg.window, cfg.per_second, false) {
+        let Discarding {
+            netdev: n,
+            subject,
+            grew,
+            rate,
+            seconds,
+        } = d;
         let name = &n.name;
         out.push(Finding {
             rule: RuleId::DiscardsGrowing,
@@ -577,19 +611,16 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
 }
 
 fn host_ring_drops(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
     let cfg = &ctx.rules.host_ring_drops;
     let mut out = Vec::new();
-    for (n, subject) in all_netdevs(s) {
-        let Some((grew, total, seconds)) =
-            discard_rate(ctx, n, cfg.window, |r| HOST_RING_REASONS.contains(&r))
-        else {
-            continue;
-        };
-        let rate = total as f64 / seconds;
-        if rate <= cfg.per_second {
-            continue;
-        }
+    for d in discarding(ctx, cfg.window, cfg.per_second, true) {
+        let Discarding {
+            netdev: n,
+            subject,
+            grew,
+            rate,
+            seconds,
+        } = d;
         let name = &n.name;
         out.push(Finding {
             rule: RuleId::HostRingDrops,

@@ -63,6 +63,33 @@ fn lossless(n: &Netdev) -> Option<(&DcbConfig, Vec<u8>)> {
     (!pfc.is_empty()).then_some((dcb, pfc))
 }
 
+/// A RoCE netdev with PFC on some priorities, as the lossless-QoS rules
+/// judge it.
+struct Lossless<'a> {
+    netdev: &'a Netdev,
+    subject: Subject,
+    dcb: &'a DcbConfig,
+    /// The priorities with PFC on, never empty.
+    pfc: Vec<u8>,
+}
+
+/// The RoCE netdevs of the latest sample that have lossless priorities.
+fn lossless_netdevs<'a>(ctx: &'a Context) -> Vec<Lossless<'a>> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    roce_netdevs(s)
+        .into_iter()
+        .filter_map(|(netdev, subject)| {
+            let (dcb, pfc) = lossless(netdev)?;
+            Some(Lossless {
+                netdev,
+                subject,
+                dcb,
+                pfc,
+            })
+        })
+        .collect()
+}
+
 /// The priorities this host's traffic can use on the port, as far as its
 /// configuration tells: 0 (unmarked traffic, TCP), each priority the NIC's
 /// DSCP APP table maps to, the CNPs' priority and the priority of rdma_cm's
@@ -106,12 +133,14 @@ fn joined(values: &[u8]) -> String {
 }
 
 fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
-    for (n, subject) in roce_netdevs(s) {
-        let Some((dcb, pfc)) = lossless(n) else {
-            continue;
-        };
+    for l in lossless_netdevs(ctx) {
+        let Lossless {
+            netdev: n,
+            subject,
+            dcb,
+            pfc,
+        } = l;
         let Some(ets) = dcb.ets else { continue };
         // A lossy priority in the lossless priority's traffic class: the
         // same transmit queue and scheduler share, so bulk TCP (priority 0
@@ -181,12 +210,14 @@ fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
 }
 
 fn roce_tc_no_bandwidth(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
-    for (n, subject) in roce_netdevs(s) {
-        let Some((dcb, pfc)) = lossless(n) else {
-            continue;
-        };
+    for l in lossless_netdevs(ctx) {
+        let Lossless {
+            netdev: n,
+            subject,
+            dcb,
+            pfc,
+        } = l;
         let Some(ets) = dcb.ets else { continue };
         let tc0 = ets.prio_tc[0];
         let mut why = Vec::new();
@@ -249,12 +280,14 @@ fn roce_tc_no_bandwidth(ctx: &Context) -> Vec<Finding> {
 }
 
 fn lossless_buffer_no_headroom(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
-    for (n, subject) in roce_netdevs(s) {
-        let Some((dcb, pfc)) = lossless(n) else {
-            continue;
-        };
+    for l in lossless_netdevs(ctx) {
+        let Lossless {
+            netdev: n,
+            subject,
+            dcb,
+            pfc,
+        } = l;
         let Some(b) = dcb.buffers else { continue };
         // A driver that reports no size for any buffer (all 0: a shared
         // pool, or sizes the firmware does not give back) says nothing
