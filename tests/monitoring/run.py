@@ -12,7 +12,9 @@
         or is node_exporter's or dcgm-exporter's in foreign-metrics.txt);
         a runbook section per alert and per rule; one alert per rule of
         docs/rules.json, routed on its finding with the finding's severity
-        (no PromQL re-implements a rule); every rate()/increase() range at
+        (no PromQL re-implements a rule); alert names without a stutter;
+        alerts/README.md and dashboards/README.md list every shipped file;
+        every rate()/increase() range at
         least 4x the scrape interval; the promtool cases again with rule
         files generated for 15 s, 30 s and 60 s scrape intervals.
     python3 tests/monitoring/run.py e2e --exporter target/debug/roce_exporter
@@ -381,6 +383,43 @@ def check_consumers():
     return errors
 
 
+def check_readmes():
+    """alerts/README.md and dashboards/README.md list every shipped file
+    of their directory in their file table, and nothing else."""
+    errors = []
+    for d in ("alerts", "dashboards"):
+        with open(os.path.join(ROOT, d, "README.md"), encoding="utf-8") as f:
+            text = f.read()
+        # the table whose header starts with `| file |`
+        table = re.search(r"^\| file \|.*\n((?:\|.*\n)+)", text, re.M)
+        listed_files = set(re.findall(r"^\| `([^`]+)` \|", table.group(1) if table else "",
+                                      re.M))
+        shipped = {n for n in os.listdir(os.path.join(ROOT, d))
+                   if not n.startswith(".") and os.path.isfile(os.path.join(ROOT, d, n))}
+        for n in sorted(shipped - listed_files):
+            errors.append(f"{d}/README.md does not list {n}")
+        for n in sorted(listed_files - shipped):
+            errors.append(f"{d}/README.md lists {n}, which {d}/ does not have")
+    return errors
+
+
+def check_alert_names():
+    """Alert names are `Roce` + CamelCase words, no word twice in a row
+    (RoceTcShared, not RoceRoceTcShared), and unique."""
+    errors = []
+    names = alerts_gen.alert_names()
+    for name in names:
+        words = re.findall(r"[A-Z][a-z0-9]*", name)
+        if not re.fullmatch(r"Roce([A-Z][a-z0-9]*)+", name):
+            errors.append(f"alert {name}: not Roce + CamelCase")
+        for a, b in zip(words, words[1:]):
+            if a.lower() == b.lower():
+                errors.append(f"alert {name}: stutters ({a}{b})")
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        errors.append(f"alert {name}: defined {names.count(name)} times")
+    return errors
+
+
 def check_runbook():
     with open(os.path.join(ROOT, "docs", "runbook.md"), encoding="utf-8") as f:
         text = f.read()
@@ -593,6 +632,8 @@ def static():
     errors += check_runbook()
     errors += check_runbook_links()
     errors += check_consumers()
+    errors += check_readmes()
+    errors += check_alert_names()
     print(f"{len(rules)} rules, {len(exprs)} dashboard queries checked")
     return errors
 
