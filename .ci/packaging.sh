@@ -295,6 +295,24 @@ check "image: non-root, --version and once on the demo tree" bash -c "
   f='$WORK/out/container-once.txt'
   [[ \$(head -1 \"\$f\") == 65534 ]] && grep -q '^roce_exporter ' \"\$f\" &&
   grep -qx 'roce_collector_success{collector=\"topology\"} 1' \"\$f\" || { head -20 \"\$f\"; exit 1; }"
+# the image as it runs: the server on the demo tree, /metrics over HTTP from
+# inside the container (bash's /dev/tcp: the slim image has no HTTP client)
+port=$((20000 + RANDOM % 20000))
+buildah "${S[@]}" run --isolation chroot -v "$WORK/demo:/demo:ro" "$ctr" -- bash -c '
+  roce_exporter --config.file=/demo/demo.yml --path.sysfs=/demo/sys --path.procfs=/demo/proc \
+    --web.listen-address=127.0.0.1:'"$port"' 2>/tmp/server.log & pid=$!
+  for _ in $(seq 100); do
+    (exec 3<>/dev/tcp/127.0.0.1/'"$port"' && printf "GET /metrics HTTP/1.0\r\nHost: ci\r\n\r\n" >&3 &&
+      cat <&3) > /tmp/metrics.http 2>/dev/null
+    grep -q "^roce_port_up{" /tmp/metrics.http && break
+    sleep 0.2
+  done
+  kill -TERM $pid; wait $pid; echo "exit $?"; cat /tmp/metrics.http; cat /tmp/server.log' \
+  > "$WORK/out/container-serve.txt" 2>&1
+check "image serves /metrics on the demo tree (HTTP inside the container) and stops on SIGTERM" bash -c "
+  f='$WORK/out/container-serve.txt'
+  grep -qx 'exit 0' \"\$f\" && grep -q '^HTTP/1.[01] 200' \"\$f\" &&
+  grep -q '^roce_port_up{device=\"mlx5_0\",port=\"1\"} 1' \"\$f\" || { head -30 \"\$f\"; exit 1; }"
 check "image carries libibverbs for the probes" buildah "${S[@]}" run --isolation chroot "$ctr" -- \
   sh -c 'ls /usr/lib/x86_64-linux-gnu/libibverbs.so.1 && ls /etc/libibverbs.d | grep -q mlx5'
 buildah "${S[@]}" rm "$ctr" >/dev/null 2>&1
