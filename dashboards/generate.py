@@ -30,6 +30,12 @@ DEFAULTS = {
     # Prometheus' scrape interval (seconds): rate()/increase() ranges are 4x
     # it, so a window always holds at least three samples.
     "scrape_interval": 60,
+    # Matchers of the series of the exporters beside this one that some
+    # panels show next to ours (joined through the recording rules of
+    # alerts/generate.py's group roce_exporter.joins): none by default, as
+    # their metric names are their own.
+    "node_exporter_selector": "",
+    "dcgm_selector": "",
 }
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -38,8 +44,12 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 class Ctx:
     """Selectors of one generation run."""
 
-    def __init__(self, selector):
+    def __init__(self, selector, params=None):
+        params = params or DEFAULTS
         self.base = selector
+        # node_exporter's and dcgm-exporter's series.
+        self.ne = params.get("node_exporter_selector", "")
+        self.dcgm = params.get("dcgm_selector", "")
         # Node level series (no device label).
         self.n = f'{selector}, instance=~"$instance"'
         # Series with a device label.
@@ -297,6 +307,19 @@ def congestion(c, params):
            [target(f"sum by (instance, netdev, priority, reason) "
                    f"(rate(roce_netdev_priority_discards_total{{{d}}}[{RI}]))",
                    "{{instance}} {{netdev}} prio {{priority}} {{reason}}")]),
+        ts("Kernel drops and errors (node_exporter)", "The same netdevs as node_exporter "
+           "reports them from the kernel's /proc/net/dev (node_network_*), beside the NIC's "
+           "own discards: packets the kernel or driver dropped, and errors. Joined to the RDMA "
+           "port through node_exporter_device:roce_netdev_port:info (docs/deploy.md); empty "
+           "without node_exporter.", "pps",
+           [target(f"rate(node_network_{metric}_total{{{c.ne}}}[{RI}])\n"
+                   f"  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n"
+                   f"  node_exporter_device:roce_netdev_port:info{{{c.base}, "
+                   f"roce_instance=~\"$instance\", rdma_device=~\"$device\"}}",
+                   "{{roce_instance}} {{device}} " + legend)
+            for metric, legend in (("receive_drop", "rx drop"), ("receive_errs", "rx errors"),
+                                   ("transmit_drop", "tx drop"),
+                                   ("transmit_errs", "tx errors"))]),
         ts("RDMA out_of_buffer drops", "Packets dropped for lack of receive WQEs or buffers.",
            "pps",
            [target(f"rate(roce_out_of_buffer_drops_total{{{d}}}[{RI}])",
@@ -417,6 +440,18 @@ def topology(c, params):
               f"roce_gpu_info{{{c.n}}}", hide=["Value"], w=12),
         table("RDMA devices", "NUMA node and PCI address of each RDMA device.", "none",
               f"roce_device_info{{{d}}}", hide=["Value"], w=12),
+        ts("GPU PCIe throughput (dcgm-exporter)", "What dcgm-exporter measures on each GPU's "
+           "PCIe link (DCGM_FI_PROF_PCIE_RX_BYTES and _TX_BYTES, headers included), by our "
+           "GPU index: GPUDirect RDMA traffic of the GPU's nearest NIC crosses it. Joined on "
+           "dcgm-exporter's Hostname (or hostname) and pci_bus_id through "
+           "dcgm_exporter_gpu:roce_gpu:info (docs/deploy.md); empty without dcgm-exporter.",
+           "Bps",
+           [target(f"max by (cluster, {host}, pci_bus_id) (DCGM_FI_PROF_PCIE_{way}_BYTES"
+                   f"{{{c.dcgm}}})\n"
+                   f"* on (cluster, {host}, pci_bus_id) group_right ()\n"
+                   f"dcgm_exporter_gpu:roce_gpu:info{{{c.n}}}",
+                   "{{instance}} GPU {{gpu}} " + way.lower(), ref=f"{way}{host}")
+            for way in ("RX", "TX") for host in ("Hostname", "hostname")], w=24),
         ts("PCIe link speed", "Per-lane speed of the GPUs and NICs (current and max); of every "
            "bridge on the way to the root port too with --collector.pcie_hops.", "si:T/s",
            [target(f"roce_pcie_link_speed_transfers_per_second{{{c.n}}}",
@@ -669,7 +704,7 @@ def fleet_cabling_panels(c, fs):
 
 def fleet(c, params):
     selector, others, default_job = fleet_selector(c.base)
-    c = Ctx(selector)
+    c = Ctx(selector, params)
     fs = f'{c.base}, cluster=~"$cluster", instance=~"$instance"'
     fd = f'{fs}, device=~"$device"'
     # rail: series have no instance (they aggregate over the nodes).
@@ -763,7 +798,7 @@ BUILDERS = [
 def render(params):
     global RI
     RI = rate_range(params.get("scrape_interval", DEFAULTS["scrape_interval"]))
-    c = Ctx(params["selector"])
+    c = Ctx(params["selector"], params)
     return {name: json.dumps(build(c, params), indent=2, ensure_ascii=False) + "\n"
             for name, build in BUILDERS}
 
@@ -774,8 +809,14 @@ def main(argv):
     p.add_argument("--selector", default=DEFAULTS["selector"])
     p.add_argument("--scrape-interval", type=int, default=DEFAULTS["scrape_interval"],
                    help="Prometheus' scrape interval in seconds (rate ranges are 4x it)")
+    p.add_argument("--node-exporter-selector", default=DEFAULTS["node_exporter_selector"],
+                   help="matchers of node_exporter's series (none: any job)")
+    p.add_argument("--dcgm-selector", default=DEFAULTS["dcgm_selector"],
+                   help="matchers of dcgm-exporter's series (none: any job)")
     args = p.parse_args(argv)
-    params = dict(DEFAULTS, selector=args.selector, scrape_interval=args.scrape_interval)
+    params = dict(DEFAULTS, selector=args.selector, scrape_interval=args.scrape_interval,
+                  node_exporter_selector=args.node_exporter_selector,
+                  dcgm_selector=args.dcgm_selector)
     os.makedirs(args.out, exist_ok=True)
     for name, text in render(params).items():
         with open(os.path.join(args.out, name), "w", encoding="utf-8") as f:

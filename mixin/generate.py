@@ -50,6 +50,10 @@ CONFIG = [
     ("peerMinWitnesses", "peer_min_witnesses", "d"),
     ("nicCountWindow", "nic_count_window", "s"),
     ("staleIntervals", "stale_intervals", "d"),
+    # node_exporter's and dcgm-exporter's series, for the joins with them
+    # (the recording rules read node_exporter's, dashboards both)
+    ("nodeExporterSelector", "node_exporter_selector", "s"),
+    ("dcgmExporterSelector", "dcgm_selector", "s"),
 ]
 
 
@@ -58,7 +62,8 @@ def placeholders():
 
 
 def config_defaults():
-    out = {key: alerts_gen.DEFAULTS[param] for key, param, _ in CONFIG}
+    defaults = dict(dash_gen.DEFAULTS, **alerts_gen.DEFAULTS)
+    out = {key: defaults[param] for key, param, _ in CONFIG}
     out["scrapeIntervalSeconds"] = alerts_gen.DEFAULTS["scrape_interval"]
     return out
 
@@ -111,7 +116,7 @@ FLEET_DASHBOARD = "roce-fleet.json"
 
 def dashboards(scrape):
     params = dict(dash_gen.DEFAULTS, scrape_interval=scrape,
-                  selector=placeholders()["selector"])
+                  **{k: v for k, v in placeholders().items() if k in dash_gen.DEFAULTS})
     out = {name: json.loads(text) for name, text in dash_gen.render(params).items()}
     fleet = dash_gen.render(dict(dash_gen.DEFAULTS, scrape_interval=scrape))[FLEET_DASHBOARD]
     out[FLEET_DASHBOARD] = json.loads(fleet)
@@ -140,8 +145,11 @@ local byInterval(c) = {jsonnet(per, 0)};
     // of docs/runbook.md>. peerLossMin, peerMinWitnesses: the peer-probe
     // verdicts' thresholds; nicCountWindow: how long RoceNicCountDropped
     // remembers a higher device count; staleIntervals: sample intervals
-    // after which RoceSampleStale fires. The findings' own thresholds are the
-    // exporter's `rules:` configuration, not the alerts'.
+    // after which RoceSampleStale fires. nodeExporterSelector,
+    // dcgmExporterSelector: matchers of node_exporter's and dcgm-exporter's
+    // series, whose joins with ours the recording rules and dashboards make
+    // (none: any job). The findings' own thresholds are the exporter's
+    // `rules:` configuration, not the alerts'.
   }},
   local set = byInterval($._config)[std.toString($._config.scrapeIntervalSeconds)],
   prometheusAlerts+:: {{ groups+: set.alerts }},

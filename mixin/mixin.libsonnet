@@ -1058,6 +1058,19 @@ local byInterval(c) = {
             "expr": ("count by (job, cluster, instance, rule, severity) (roce_finding{%(selector)s} == 1)" % c)
           }
         ]
+      },
+      {
+        "name": "roce_exporter.joins",
+        "rules": [
+          {
+            "record": "node_exporter_device:roce_netdev_port:info",
+            "expr": ("max by (job, cluster, instance, device, rdma_device, port, roce_instance) (\n  label_replace(label_replace(label_replace(label_replace(\n    roce_netdev_info{%(selector)s},\n    \"roce_instance\", \"$1\", \"instance\", \"(.*)\"),\n    \"rdma_device\", \"$1\", \"device\", \"(.*)\"),\n    \"device\", \"$1\", \"netdev\", \"(.*)\"),\n    \"host\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\")\n  * on (cluster, host, device) group_left (instance)\n  topk by (cluster, host, device) (1,\n    label_replace(\n      node_network_info{%(nodeExporterSelector)s},\n      \"host\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\")\n    or\n    label_replace(\n      node_network_info{%(nodeExporterSelector)s} * on (cluster, job, instance) group_left (nodename) node_uname_info{%(nodeExporterSelector)s},\n      \"host\", \"$1\", \"nodename\", \"(.+)\")\n  )\n)" % c)
+          },
+          {
+            "record": "dcgm_exporter_gpu:roce_gpu:info",
+            "expr": ("max by (job, cluster, instance, gpu, roce_instance, roce_gpu, pci_bus_id, UUID, Hostname, hostname) (\n  label_replace(label_replace(label_replace(label_replace(label_replace(\n    roce_gpu_info{%(selector)s},\n    \"roce_instance\", \"$1\", \"instance\", \"(.*)\"),\n    \"roce_gpu\", \"$1\", \"gpu\", \"(.*)\"),\n    \"UUID\", \"$1\", \"uuid\", \"(.*)\"),\n    \"Hostname\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\"),\n    \"hostname\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\")\n)" % c)
+          }
+        ]
       }
     ],
     "dashboards": {
@@ -2908,6 +2921,90 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "Kernel drops and errors (node_exporter)",
+            "description": "The same netdevs as node_exporter reports them from the kernel's /proc/net/dev (node_network_*), beside the NIC's own discards: packets the kernel or driver dropped, and errors. Joined to the RDMA port through node_exporter_device:roce_netdev_port:info (docs/deploy.md); empty without node_exporter.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "pps",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("rate(node_network_receive_drop_total{%(nodeExporterSelector)s}[1m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} rx drop",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("rate(node_network_receive_errs_total{%(nodeExporterSelector)s}[1m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} rx errors",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "C",
+                "expr": ("rate(node_network_transmit_drop_total{%(nodeExporterSelector)s}[1m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} tx drop",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "D",
+                "expr": ("rate(node_network_transmit_errs_total{%(nodeExporterSelector)s}[1m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} tx errors",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 11,
+            "gridPos": {
+              "x": 0,
+              "y": 40,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "RDMA out_of_buffer drops",
             "description": "Packets dropped for lack of receive WQEs or buffers.",
             "datasource": {
@@ -2952,9 +3049,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 11,
+            "id": 12,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 40,
               "w": 12,
               "h": 8
@@ -3006,10 +3103,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 12,
+            "id": 13,
             "gridPos": {
-              "x": 12,
-              "y": 40,
+              "x": 0,
+              "y": 48,
               "w": 12,
               "h": 8
             }
@@ -3060,9 +3157,9 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 13,
+            "id": 14,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 48,
               "w": 12,
               "h": 8
@@ -3115,7 +3212,7 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 14,
+            "id": 15,
             "gridPos": {
               "x": 0,
               "y": 56,
@@ -4715,6 +4812,90 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "GPU PCIe throughput (dcgm-exporter)",
+            "description": "What dcgm-exporter measures on each GPU's PCIe link (DCGM_FI_PROF_PCIE_RX_BYTES and _TX_BYTES, headers included), by our GPU index: GPUDirect RDMA traffic of the GPU's nearest NIC crosses it. Joined on dcgm-exporter's Hostname (or hostname) and pci_bus_id through dcgm_exporter_gpu:roce_gpu:info (docs/deploy.md); empty without dcgm-exporter.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "Bps",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("max by (cluster, Hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_RX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, Hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} rx",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("max by (cluster, hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_RX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} rx",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "C",
+                "expr": ("max by (cluster, Hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_TX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, Hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} tx",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "D",
+                "expr": ("max by (cluster, hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_TX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} tx",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 5,
+            "gridPos": {
+              "x": 0,
+              "y": 16,
+              "w": 24,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "PCIe link speed",
             "description": "Per-lane speed of the GPUs and NICs (current and max); of every bridge on the way to the root port too with --collector.pcie_hops.",
             "datasource": {
@@ -4759,10 +4940,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 5,
+            "id": 6,
             "gridPos": {
               "x": 0,
-              "y": 16,
+              "y": 24,
               "w": 12,
               "h": 8
             }
@@ -4813,10 +4994,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 6,
+            "id": 7,
             "gridPos": {
               "x": 12,
-              "y": 16,
+              "y": 24,
               "w": 12,
               "h": 8
             }
@@ -4868,10 +5049,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 7,
+            "id": 8,
             "gridPos": {
               "x": 0,
-              "y": 24,
+              "y": 32,
               "w": 24,
               "h": 8
             }
@@ -4922,10 +5103,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 8,
+            "id": 9,
             "gridPos": {
               "x": 0,
-              "y": 32,
+              "y": 40,
               "w": 12,
               "h": 8
             }
@@ -4977,10 +5158,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 9,
+            "id": 10,
             "gridPos": {
               "x": 12,
-              "y": 32,
+              "y": 40,
               "w": 12,
               "h": 8
             }
@@ -5032,10 +5213,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 10,
+            "id": 11,
             "gridPos": {
               "x": 0,
-              "y": 40,
+              "y": 48,
               "w": 24,
               "h": 8
             }
@@ -5086,10 +5267,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 11,
+            "id": 12,
             "gridPos": {
               "x": 0,
-              "y": 48,
+              "y": 56,
               "w": 24,
               "h": 8
             }
@@ -9438,6 +9619,19 @@ local byInterval(c) = {
             "expr": ("count by (job, cluster, instance, rule, severity) (roce_finding{%(selector)s} == 1)" % c)
           }
         ]
+      },
+      {
+        "name": "roce_exporter.joins",
+        "rules": [
+          {
+            "record": "node_exporter_device:roce_netdev_port:info",
+            "expr": ("max by (job, cluster, instance, device, rdma_device, port, roce_instance) (\n  label_replace(label_replace(label_replace(label_replace(\n    roce_netdev_info{%(selector)s},\n    \"roce_instance\", \"$1\", \"instance\", \"(.*)\"),\n    \"rdma_device\", \"$1\", \"device\", \"(.*)\"),\n    \"device\", \"$1\", \"netdev\", \"(.*)\"),\n    \"host\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\")\n  * on (cluster, host, device) group_left (instance)\n  topk by (cluster, host, device) (1,\n    label_replace(\n      node_network_info{%(nodeExporterSelector)s},\n      \"host\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\")\n    or\n    label_replace(\n      node_network_info{%(nodeExporterSelector)s} * on (cluster, job, instance) group_left (nodename) node_uname_info{%(nodeExporterSelector)s},\n      \"host\", \"$1\", \"nodename\", \"(.+)\")\n  )\n)" % c)
+          },
+          {
+            "record": "dcgm_exporter_gpu:roce_gpu:info",
+            "expr": ("max by (job, cluster, instance, gpu, roce_instance, roce_gpu, pci_bus_id, UUID, Hostname, hostname) (\n  label_replace(label_replace(label_replace(label_replace(label_replace(\n    roce_gpu_info{%(selector)s},\n    \"roce_instance\", \"$1\", \"instance\", \"(.*)\"),\n    \"roce_gpu\", \"$1\", \"gpu\", \"(.*)\"),\n    \"UUID\", \"$1\", \"uuid\", \"(.*)\"),\n    \"Hostname\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\"),\n    \"hostname\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\")\n)" % c)
+          }
+        ]
       }
     ],
     "dashboards": {
@@ -11288,6 +11482,90 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "Kernel drops and errors (node_exporter)",
+            "description": "The same netdevs as node_exporter reports them from the kernel's /proc/net/dev (node_network_*), beside the NIC's own discards: packets the kernel or driver dropped, and errors. Joined to the RDMA port through node_exporter_device:roce_netdev_port:info (docs/deploy.md); empty without node_exporter.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "pps",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("rate(node_network_receive_drop_total{%(nodeExporterSelector)s}[2m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} rx drop",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("rate(node_network_receive_errs_total{%(nodeExporterSelector)s}[2m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} rx errors",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "C",
+                "expr": ("rate(node_network_transmit_drop_total{%(nodeExporterSelector)s}[2m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} tx drop",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "D",
+                "expr": ("rate(node_network_transmit_errs_total{%(nodeExporterSelector)s}[2m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} tx errors",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 11,
+            "gridPos": {
+              "x": 0,
+              "y": 40,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "RDMA out_of_buffer drops",
             "description": "Packets dropped for lack of receive WQEs or buffers.",
             "datasource": {
@@ -11332,9 +11610,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 11,
+            "id": 12,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 40,
               "w": 12,
               "h": 8
@@ -11386,10 +11664,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 12,
+            "id": 13,
             "gridPos": {
-              "x": 12,
-              "y": 40,
+              "x": 0,
+              "y": 48,
               "w": 12,
               "h": 8
             }
@@ -11440,9 +11718,9 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 13,
+            "id": 14,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 48,
               "w": 12,
               "h": 8
@@ -11495,7 +11773,7 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 14,
+            "id": 15,
             "gridPos": {
               "x": 0,
               "y": 56,
@@ -13095,6 +13373,90 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "GPU PCIe throughput (dcgm-exporter)",
+            "description": "What dcgm-exporter measures on each GPU's PCIe link (DCGM_FI_PROF_PCIE_RX_BYTES and _TX_BYTES, headers included), by our GPU index: GPUDirect RDMA traffic of the GPU's nearest NIC crosses it. Joined on dcgm-exporter's Hostname (or hostname) and pci_bus_id through dcgm_exporter_gpu:roce_gpu:info (docs/deploy.md); empty without dcgm-exporter.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "Bps",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("max by (cluster, Hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_RX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, Hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} rx",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("max by (cluster, hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_RX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} rx",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "C",
+                "expr": ("max by (cluster, Hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_TX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, Hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} tx",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "D",
+                "expr": ("max by (cluster, hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_TX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} tx",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 5,
+            "gridPos": {
+              "x": 0,
+              "y": 16,
+              "w": 24,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "PCIe link speed",
             "description": "Per-lane speed of the GPUs and NICs (current and max); of every bridge on the way to the root port too with --collector.pcie_hops.",
             "datasource": {
@@ -13139,10 +13501,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 5,
+            "id": 6,
             "gridPos": {
               "x": 0,
-              "y": 16,
+              "y": 24,
               "w": 12,
               "h": 8
             }
@@ -13193,10 +13555,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 6,
+            "id": 7,
             "gridPos": {
               "x": 12,
-              "y": 16,
+              "y": 24,
               "w": 12,
               "h": 8
             }
@@ -13248,10 +13610,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 7,
+            "id": 8,
             "gridPos": {
               "x": 0,
-              "y": 24,
+              "y": 32,
               "w": 24,
               "h": 8
             }
@@ -13302,10 +13664,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 8,
+            "id": 9,
             "gridPos": {
               "x": 0,
-              "y": 32,
+              "y": 40,
               "w": 12,
               "h": 8
             }
@@ -13357,10 +13719,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 9,
+            "id": 10,
             "gridPos": {
               "x": 12,
-              "y": 32,
+              "y": 40,
               "w": 12,
               "h": 8
             }
@@ -13412,10 +13774,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 10,
+            "id": 11,
             "gridPos": {
               "x": 0,
-              "y": 40,
+              "y": 48,
               "w": 24,
               "h": 8
             }
@@ -13466,10 +13828,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 11,
+            "id": 12,
             "gridPos": {
               "x": 0,
-              "y": 48,
+              "y": 56,
               "w": 24,
               "h": 8
             }
@@ -17818,6 +18180,19 @@ local byInterval(c) = {
             "expr": ("count by (job, cluster, instance, rule, severity) (roce_finding{%(selector)s} == 1)" % c)
           }
         ]
+      },
+      {
+        "name": "roce_exporter.joins",
+        "rules": [
+          {
+            "record": "node_exporter_device:roce_netdev_port:info",
+            "expr": ("max by (job, cluster, instance, device, rdma_device, port, roce_instance) (\n  label_replace(label_replace(label_replace(label_replace(\n    roce_netdev_info{%(selector)s},\n    \"roce_instance\", \"$1\", \"instance\", \"(.*)\"),\n    \"rdma_device\", \"$1\", \"device\", \"(.*)\"),\n    \"device\", \"$1\", \"netdev\", \"(.*)\"),\n    \"host\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\")\n  * on (cluster, host, device) group_left (instance)\n  topk by (cluster, host, device) (1,\n    label_replace(\n      node_network_info{%(nodeExporterSelector)s},\n      \"host\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\")\n    or\n    label_replace(\n      node_network_info{%(nodeExporterSelector)s} * on (cluster, job, instance) group_left (nodename) node_uname_info{%(nodeExporterSelector)s},\n      \"host\", \"$1\", \"nodename\", \"(.+)\")\n  )\n)" % c)
+          },
+          {
+            "record": "dcgm_exporter_gpu:roce_gpu:info",
+            "expr": ("max by (job, cluster, instance, gpu, roce_instance, roce_gpu, pci_bus_id, UUID, Hostname, hostname) (\n  label_replace(label_replace(label_replace(label_replace(label_replace(\n    roce_gpu_info{%(selector)s},\n    \"roce_instance\", \"$1\", \"instance\", \"(.*)\"),\n    \"roce_gpu\", \"$1\", \"gpu\", \"(.*)\"),\n    \"UUID\", \"$1\", \"uuid\", \"(.*)\"),\n    \"Hostname\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\"),\n    \"hostname\", \"$1\", \"instance\", \"(.+?)(?::[0-9]+)?\")\n)" % c)
+          }
+        ]
       }
     ],
     "dashboards": {
@@ -19668,6 +20043,90 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "Kernel drops and errors (node_exporter)",
+            "description": "The same netdevs as node_exporter reports them from the kernel's /proc/net/dev (node_network_*), beside the NIC's own discards: packets the kernel or driver dropped, and errors. Joined to the RDMA port through node_exporter_device:roce_netdev_port:info (docs/deploy.md); empty without node_exporter.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "pps",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("rate(node_network_receive_drop_total{%(nodeExporterSelector)s}[4m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} rx drop",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("rate(node_network_receive_errs_total{%(nodeExporterSelector)s}[4m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} rx errors",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "C",
+                "expr": ("rate(node_network_transmit_drop_total{%(nodeExporterSelector)s}[4m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} tx drop",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "D",
+                "expr": ("rate(node_network_transmit_errs_total{%(nodeExporterSelector)s}[4m])\n  * on (cluster, instance, device) group_left (roce_instance, rdma_device, port)\n  node_exporter_device:roce_netdev_port:info{%(selector)s, roce_instance=~\"$instance\", rdma_device=~\"$device\"}" % c),
+                "legendFormat": "{{roce_instance}} {{device}} tx errors",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 11,
+            "gridPos": {
+              "x": 0,
+              "y": 40,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "RDMA out_of_buffer drops",
             "description": "Packets dropped for lack of receive WQEs or buffers.",
             "datasource": {
@@ -19712,9 +20171,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 11,
+            "id": 12,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 40,
               "w": 12,
               "h": 8
@@ -19766,10 +20225,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 12,
+            "id": 13,
             "gridPos": {
-              "x": 12,
-              "y": 40,
+              "x": 0,
+              "y": 48,
               "w": 12,
               "h": 8
             }
@@ -19820,9 +20279,9 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 13,
+            "id": 14,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 48,
               "w": 12,
               "h": 8
@@ -19875,7 +20334,7 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 14,
+            "id": 15,
             "gridPos": {
               "x": 0,
               "y": 56,
@@ -21475,6 +21934,90 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "GPU PCIe throughput (dcgm-exporter)",
+            "description": "What dcgm-exporter measures on each GPU's PCIe link (DCGM_FI_PROF_PCIE_RX_BYTES and _TX_BYTES, headers included), by our GPU index: GPUDirect RDMA traffic of the GPU's nearest NIC crosses it. Joined on dcgm-exporter's Hostname (or hostname) and pci_bus_id through dcgm_exporter_gpu:roce_gpu:info (docs/deploy.md); empty without dcgm-exporter.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "Bps",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("max by (cluster, Hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_RX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, Hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} rx",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("max by (cluster, hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_RX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} rx",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "C",
+                "expr": ("max by (cluster, Hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_TX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, Hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} tx",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "D",
+                "expr": ("max by (cluster, hostname, pci_bus_id) (DCGM_FI_PROF_PCIE_TX_BYTES{%(dcgmExporterSelector)s})\n* on (cluster, hostname, pci_bus_id) group_right ()\ndcgm_exporter_gpu:roce_gpu:info{%(selector)s, instance=~\"$instance\"}" % c),
+                "legendFormat": "{{instance}} GPU {{gpu}} tx",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 5,
+            "gridPos": {
+              "x": 0,
+              "y": 16,
+              "w": 24,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "PCIe link speed",
             "description": "Per-lane speed of the GPUs and NICs (current and max); of every bridge on the way to the root port too with --collector.pcie_hops.",
             "datasource": {
@@ -21519,10 +22062,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 5,
+            "id": 6,
             "gridPos": {
               "x": 0,
-              "y": 16,
+              "y": 24,
               "w": 12,
               "h": 8
             }
@@ -21573,10 +22116,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 6,
+            "id": 7,
             "gridPos": {
               "x": 12,
-              "y": 16,
+              "y": 24,
               "w": 12,
               "h": 8
             }
@@ -21628,10 +22171,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 7,
+            "id": 8,
             "gridPos": {
               "x": 0,
-              "y": 24,
+              "y": 32,
               "w": 24,
               "h": 8
             }
@@ -21682,10 +22225,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 8,
+            "id": 9,
             "gridPos": {
               "x": 0,
-              "y": 32,
+              "y": 40,
               "w": 12,
               "h": 8
             }
@@ -21737,10 +22280,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 9,
+            "id": 10,
             "gridPos": {
               "x": 12,
-              "y": 32,
+              "y": 40,
               "w": 12,
               "h": 8
             }
@@ -21792,10 +22335,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 10,
+            "id": 11,
             "gridPos": {
               "x": 0,
-              "y": 40,
+              "y": 48,
               "w": 24,
               "h": 8
             }
@@ -21846,10 +22389,10 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 11,
+            "id": 12,
             "gridPos": {
               "x": 0,
-              "y": 48,
+              "y": 56,
               "w": 24,
               "h": 8
             }
@@ -25153,6 +25696,8 @@ local byInterval(c) = {
     peerMinWitnesses: 2,
     nicCountWindow: "1h",
     staleIntervals: 3,
+    nodeExporterSelector: "",
+    dcgmExporterSelector: "",
     scrapeIntervalSeconds: 60,
     // Prometheus' scrape interval: rate ranges are 4x it, the finding
     // alerts' `for:` 2x; one of 15, 30, 60.
@@ -25160,8 +25705,11 @@ local byInterval(c) = {
     // of docs/runbook.md>. peerLossMin, peerMinWitnesses: the peer-probe
     // verdicts' thresholds; nicCountWindow: how long RoceNicCountDropped
     // remembers a higher device count; staleIntervals: sample intervals
-    // after which RoceSampleStale fires. The findings' own thresholds are the
-    // exporter's `rules:` configuration, not the alerts'.
+    // after which RoceSampleStale fires. nodeExporterSelector,
+    // dcgmExporterSelector: matchers of node_exporter's and dcgm-exporter's
+    // series, whose joins with ours the recording rules and dashboards make
+    // (none: any job). The findings' own thresholds are the exporter's
+    // `rules:` configuration, not the alerts'.
   },
   local set = byInterval($._config)[std.toString($._config.scrapeIntervalSeconds)],
   prometheusAlerts+:: { groups+: set.alerts },

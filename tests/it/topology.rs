@@ -434,7 +434,7 @@ fn binary_reports_gpus_from_sysfs_without_nvml() {
         .collect();
     assert_eq!(gpu_info.len(), 8, "{stdout}");
     assert!(stdout.contains(
-        "roce_gpu_info{gpu=\"0\",pci_address=\"0000:18:00.0\",name=\"\",uuid=\"\",numa_node=\"0\"} 1"
+        "roce_gpu_info{gpu=\"0\",pci_address=\"0000:18:00.0\",pci_bus_id=\"00000000:18:00.0\",name=\"\",uuid=\"\",numa_node=\"0\"} 1"
     ));
     assert!(stdout.contains("roce_gpu_nic_path_info{gpu=\"0\",device=\"mlx5_0\",path=\"PIX\"} 1"));
     assert!(stdout.contains("roce_gpu_nic_path_info{gpu=\"7\",device=\"mlx5_0\",path=\"SYS\"} 1"));

@@ -47,6 +47,8 @@ BASE3 = {"job": "roce_exporter", "instance": "n3:9879"}
 # The exporter that is up in every group (runbook URLs of alerts without a
 # live instance point at it).
 UP_INSTANCE = "n2:9879"
+NODE_EXPORTER_JOIN = generate.NODE_EXPORTER_JOIN
+DCGM_JOIN = generate.DCGM_JOIN
 
 
 def s(name, labels, values):
@@ -351,6 +353,7 @@ def groups(scrape):
     out += fec_groups(scrape)
     out += peer_probe_groups(scrape)
     out += lldp_rail_groups(scrape)
+    out += join_groups(scrape)
     return out
 
 
@@ -635,6 +638,222 @@ def lldp_rail_groups(scrape):
          "series": fleet(False),
          "tests": [("12m", a, []) for a in LLDP_RAIL_ALERTS]},
     ]
+
+
+def dashboard_query(scrape, board, title, index=0):
+    """A dashboard panel's query as Prometheus runs it (Grafana's
+    variables as tests/monitoring/run.py substitutes them)."""
+    import json
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "dashboards_generate", os.path.join(ROOT, "dashboards", "generate.py"))
+    dash = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dash)
+    d = json.loads(dash.render(dict(dash.DEFAULTS, scrape_interval=scrape))[board])
+    (panel,) = [p for p in d["panels"] if p["title"] == title]
+    expr = panel["targets"][index]["expr"]
+    for var, value in (('"$instance"', '".+"'), ('"$device"', '".+"')):
+        expr = expr.replace(var, value)
+    return expr
+
+
+# Two GPU nodes and the exporters beside ours, labelled as each exporter
+# labels its series (node_exporter: collector/netclass_linux.go,
+# collector/uname.go, collector/netdev_common.go, collector/ethtool_linux.go;
+# dcgm-exporter: internal/pkg/rendermetrics/render_metrics.go, with the
+# Kubernetes pod attributes of internal/pkg/transformation/kubernetes.go).
+# gpu-a: node_exporter scraped by host name (instance gpu-a:9100, under two
+# jobs), dcgm-exporter up to 4.5.x (Hostname), NVML present (our uuid).
+# gpu-b: node_exporter scraped by address as kube-prometheus-stack does
+# (10.0.0.12:9100, its nodename gpu-b), a newer dcgm-exporter (hostname), no
+# NVML; its GPU 0 has gpu-a's GPU 0 address. gpu-c: node_exporter and
+# dcgm-exporter only, no roce_exporter.
+UUID_A0 = "GPU-6b1a3c2e-58d4-8b1e-2a7f-0c9d4e5f6a70"
+UUID_A1 = "GPU-0f3e7d21-9c4b-4a6e-b8d2-51e3a7c9f012"
+
+
+def join_groups(scrape):
+    t = Timeline(scrape)
+    minutes = 20
+    ne = {"gpu-a": "gpu-a:9100", "gpu-b": "10.0.0.12:9100", "gpu-c": "gpu-c:9100"}
+
+    def netdev_info(host, dev, rdma):
+        return s("roce_netdev_info",
+                 f'{J}, instance="{host}:9879", netdev="{dev}", device="{rdma}", port="1", '
+                 f'driver="mlx5_core", operstate="up"', t.const(1, minutes))
+
+    def node_info(host, dev, job="node-exporter", mac="b8:3f:d2:00:00:01"):
+        return s("node_network_info",
+                 f'job="{job}", instance="{ne[host]}", device="{dev}", address="{mac}", '
+                 f'adminstate="up", broadcast="ff:ff:ff:ff:ff:ff", duplex="full", ifalias="", '
+                 f'operstate="up"', t.const(1, minutes))
+
+    def uname(host, job="node-exporter"):
+        return s("node_uname_info",
+                 f'job="{job}", instance="{ne[host]}", domainname="(none)", machine="x86_64", '
+                 f'nodename="{host}", release="6.8.0-45-generic", sysname="Linux", '
+                 f'version="#45-Ubuntu SMP PREEMPT_DYNAMIC Fri Aug 30 12:02:04 UTC 2024"',
+                 t.const(1, minutes))
+
+    def gpu_info(host, gpu, address, bus_id, name="", uuid=""):
+        return s("roce_gpu_info",
+                 f'{J}, instance="{host}:9879", gpu="{gpu}", pci_address="{address}", '
+                 f'pci_bus_id="{bus_id}", name="{name}", uuid="{uuid}", numa_node="{gpu // 4}"',
+                 t.const(1, minutes))
+
+    def dcgm(metric, host, gpu, bus_id, uuid, value, host_label="Hostname", pod="nccl-test-0"):
+        return s(metric,
+                 f'gpu="{gpu}", UUID="{uuid}", pci_bus_id="{bus_id}", device="nvidia{gpu}", '
+                 f'modelName="NVIDIA H100 80GB HBM3", {host_label}="{host}", '
+                 f'DCGM_FI_DRIVER_VERSION="550.54.15", job="nvidia-dcgm-exporter", '
+                 f'instance="10.244.{ord(host[-1]) - 96}.17:9400", container="trainer", '
+                 f'namespace="ml", pod="{pod}"', t.const(value, minutes))
+
+    uuid_b0 = "GPU-a1c5e2b7-3d48-4f9a-8e61-7b20c4d9e355"
+    series = [
+        netdev_info("gpu-a", "ens1np0", "mlx5_0"), netdev_info("gpu-a", "ens2np0", "mlx5_1"),
+        netdev_info("gpu-b", "ens1np0", "mlx5_0"),
+        node_info("gpu-a", "ens1np0"), node_info("gpu-a", "ens2np0", mac="b8:3f:d2:00:00:02"),
+        node_info("gpu-a", "eth0", mac="3c:ec:ef:00:00:01"),
+        node_info("gpu-a", "ens1np0", job="node"), uname("gpu-a"), uname("gpu-a", job="node"),
+        node_info("gpu-b", "ens1np0"), uname("gpu-b"),
+        node_info("gpu-c", "ens1np0"), uname("gpu-c"),
+        # /proc/net/dev drops, and mlx5's rx_discards_phy as node_exporter's
+        # ethtool collector names it
+        s("node_network_receive_drop_total",
+          f'job="node-exporter", instance="{ne["gpu-a"]}", device="ens1np0"',
+          t.ramp(1000, 120, minutes)),
+        s("node_network_receive_drop_total",
+          f'job="node-exporter", instance="{ne["gpu-a"]}", device="eth0"',
+          t.ramp(0, 60, minutes)),
+        s("node_network_receive_drop_total",
+          f'job="node-exporter", instance="{ne["gpu-b"]}", device="ens1np0"',
+          t.ramp(0, 30, minutes)),
+        s("node_network_receive_drop_total",
+          f'job="node-exporter", instance="{ne["gpu-c"]}", device="ens1np0"',
+          t.ramp(0, 600, minutes)),
+        s("node_ethtool_received_discards_phy",
+          f'job="node-exporter", instance="{ne["gpu-b"]}", device="ens1np0"',
+          t.ramp(500, 60, minutes)),
+        gpu_info("gpu-a", 0, "0000:1b:00.0", "00000000:1B:00.0",
+                 "NVIDIA H100 80GB HBM3", UUID_A0),
+        gpu_info("gpu-a", 1, "0000:43:00.0", "00000000:43:00.0",
+                 "NVIDIA H100 80GB HBM3", UUID_A1),
+        gpu_info("gpu-b", 0, "0000:1b:00.0", "00000000:1B:00.0"),
+        s("roce_gpu_nearest_nic_info", f'{J}, instance="gpu-a:9879", gpu="0", device="mlx5_0", '
+          'path="PIX"', t.const(1, minutes)),
+        dcgm("DCGM_FI_PROF_PCIE_RX_BYTES", "gpu-a", 0, "00000000:1B:00.0", UUID_A0, 5e9),
+        dcgm("DCGM_FI_PROF_PCIE_RX_BYTES", "gpu-a", 1, "00000000:43:00.0", UUID_A1, 1e9),
+        dcgm("DCGM_FI_PROF_PCIE_RX_BYTES", "gpu-b", 0, "00000000:1B:00.0", uuid_b0, 7e9,
+             host_label="hostname"),
+        dcgm("DCGM_FI_PROF_PCIE_RX_BYTES", "gpu-c", 0, "00000000:1B:00.0",
+             "GPU-5d0e9b44-12aa-4c3b-9f7e-e0a1b2c3d4e5", 9e9),
+        dcgm("DCGM_FI_PROF_PCIE_TX_BYTES", "gpu-a", 0, "00000000:1B:00.0", UUID_A0, 4e9),
+    ]
+    port = {"job": "roce_exporter", "port": "1"}
+    netdevs = [
+        (dict(port, instance="gpu-a:9100", device="ens1np0", rdma_device="mlx5_0",
+              roce_instance="gpu-a:9879"), 1),
+        (dict(port, instance="gpu-a:9100", device="ens2np0", rdma_device="mlx5_1",
+              roce_instance="gpu-a:9879"), 1),
+        (dict(port, instance="10.0.0.12:9100", device="ens1np0", rdma_device="mlx5_0",
+              roce_instance="gpu-b:9879"), 1),
+    ]
+    gpus = {
+        ("gpu-a", 0): {"job": "roce_exporter", "instance": "gpu-a:9879", "gpu": "0",
+                       "roce_instance": "gpu-a:9879", "roce_gpu": "0",
+                       "pci_bus_id": "00000000:1B:00.0", "UUID": UUID_A0,
+                       "Hostname": "gpu-a", "hostname": "gpu-a"},
+        ("gpu-a", 1): {"job": "roce_exporter", "instance": "gpu-a:9879", "gpu": "1",
+                       "roce_instance": "gpu-a:9879", "roce_gpu": "1",
+                       "pci_bus_id": "00000000:43:00.0", "UUID": UUID_A1,
+                       "Hostname": "gpu-a", "hostname": "gpu-a"},
+        ("gpu-b", 0): {"job": "roce_exporter", "instance": "gpu-b:9879", "gpu": "0",
+                       "roce_instance": "gpu-b:9879", "roce_gpu": "0",
+                       "pci_bus_id": "00000000:1B:00.0",
+                       "Hostname": "gpu-b", "hostname": "gpu-b"},
+    }
+
+    def dcgm_labels(host, gpu, bus_id, uuid, host_label="Hostname", **extra):
+        return dict(gpu=str(gpu), UUID=uuid, pci_bus_id=bus_id, device=f"nvidia{gpu}",
+                    modelName="NVIDIA H100 80GB HBM3", DCGM_FI_DRIVER_VERSION="550.54.15",
+                    job="nvidia-dcgm-exporter", instance=f"10.244.{ord(host[-1]) - 96}.17:9400",
+                    container="trainer", namespace="ml", pod="nccl-test-0",
+                    **{host_label: host}, **extra)
+
+    def node_labels(host, dev, **extra):
+        return dict(job="node-exporter", instance=ne[host], device=dev, **extra)
+
+    return [{
+        "name": "joins: node_exporter's netdevs and dcgm-exporter's GPUs with ours",
+        "series": series,
+        "tests": [],
+        "expr_tests": [
+            # one series per RoCE netdev, as node_exporter names it (gpu-b
+            # through its nodename; gpu-c has no roce_exporter; eth0 no RDMA
+            # port; gpu-a's two node_exporter jobs give one)
+            ("10m", NODE_EXPORTER_JOIN, netdevs),
+            # the one-step joins docs/deploy.md shows
+            ("10m", "rate(node_network_receive_drop_total[5m])\n"
+                    "* on (instance, device) group_left (roce_instance, rdma_device, port)\n"
+                    + NODE_EXPORTER_JOIN,
+             [(node_labels("gpu-a", "ens1np0", roce_instance="gpu-a:9879",
+                           rdma_device="mlx5_0", port="1"), 2),
+              (node_labels("gpu-b", "ens1np0", roce_instance="gpu-b:9879",
+                           rdma_device="mlx5_0", port="1"), 0.5)]),
+            ("10m", "rate(node_ethtool_received_discards_phy[5m])\n"
+                    "* on (instance, device) group_left (roce_instance, rdma_device, port)\n"
+                    + NODE_EXPORTER_JOIN,
+             [(node_labels("gpu-b", "ens1np0", roce_instance="gpu-b:9879",
+                           rdma_device="mlx5_0", port="1"), 1)]),
+            # the congestion dashboard's node_exporter panel
+            ("10m", dashboard_query(scrape, "roce-congestion.json",
+                                    "Kernel drops and errors (node_exporter)"),
+             [(node_labels("gpu-a", "ens1np0", roce_instance="gpu-a:9879",
+                           rdma_device="mlx5_0", port="1"), 2),
+              (node_labels("gpu-b", "ens1np0", roce_instance="gpu-b:9879",
+                           rdma_device="mlx5_0", port="1"), 0.5)]),
+            ("10m", DCGM_JOIN, [(gpus[k], 1) for k in sorted(gpus)]),
+            # dcgm-exporter up to 4.5.x (Hostname), newer (hostname), and
+            # by UUID where NVML named our GPUs: gpu-c has no roce_exporter,
+            # gpu-b's GPU 0 shares gpu-a's GPU 0 address and joins its own
+            ("10m", "DCGM_FI_PROF_PCIE_RX_BYTES\n"
+                    "* on (Hostname, pci_bus_id) group_left (roce_instance, roce_gpu)\n"
+                    + DCGM_JOIN,
+             [(dcgm_labels("gpu-a", 0, "00000000:1B:00.0", UUID_A0, roce_instance="gpu-a:9879",
+                           roce_gpu="0"), 5e9),
+              (dcgm_labels("gpu-a", 1, "00000000:43:00.0", UUID_A1, roce_instance="gpu-a:9879",
+                           roce_gpu="1"), 1e9)]),
+            ("10m", "DCGM_FI_PROF_PCIE_RX_BYTES\n"
+                    "* on (hostname, pci_bus_id) group_left (roce_instance, roce_gpu)\n"
+                    + DCGM_JOIN,
+             [(dcgm_labels("gpu-b", 0, "00000000:1B:00.0", uuid_b0, host_label="hostname",
+                           roce_instance="gpu-b:9879", roce_gpu="0"), 7e9)]),
+            ("10m", "DCGM_FI_PROF_PCIE_RX_BYTES\n"
+                    "* on (UUID) group_left (roce_instance, roce_gpu)\n" + DCGM_JOIN,
+             [(dcgm_labels("gpu-a", 0, "00000000:1B:00.0", UUID_A0, roce_instance="gpu-a:9879",
+                           roce_gpu="0"), 5e9),
+              (dcgm_labels("gpu-a", 1, "00000000:43:00.0", UUID_A1, roce_instance="gpu-a:9879",
+                           roce_gpu="1"), 1e9)]),
+            # ours with dcgm-exporter's keys: the nearest NIC of each GPU
+            ("10m", "roce_gpu_nearest_nic_info\n"
+                    "* on (job, instance, gpu) group_left (pci_bus_id, UUID)\n" + DCGM_JOIN,
+             [({"job": "roce_exporter", "instance": "gpu-a:9879", "gpu": "0",
+                "device": "mlx5_0", "path": "PIX", "pci_bus_id": "00000000:1B:00.0",
+                "UUID": UUID_A0}, 1)]),
+            # the topology dashboard's dcgm-exporter panel: received bytes
+            # by Hostname, by hostname, and transmitted by Hostname
+            ("10m", dashboard_query(scrape, "roce-topology.json",
+                                    "GPU PCIe throughput (dcgm-exporter)", 0),
+             [(gpus[("gpu-a", 0)], 5e9), (gpus[("gpu-a", 1)], 1e9)]),
+            ("10m", dashboard_query(scrape, "roce-topology.json",
+                                    "GPU PCIe throughput (dcgm-exporter)", 1),
+             [(gpus[("gpu-b", 0)], 7e9)]),
+            ("10m", dashboard_query(scrape, "roce-topology.json",
+                                    "GPU PCIe throughput (dcgm-exporter)", 2),
+             [(gpus[("gpu-a", 0)], 4e9)]),
+        ],
+    }]
 
 
 def rules_by_name(params):

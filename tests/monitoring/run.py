@@ -8,10 +8,13 @@
         variable, instance/device variables, a unit on every panel); every
         PromQL expression of the dashboards parses (as recording rules under
         `promtool check rules`); every metric named by a rule or a dashboard
-        exists in docs/metrics.md (or in pending-metrics.txt, with a reason);
+        exists in docs/metrics.md (or in pending-metrics.txt, with a reason,
+        or is node_exporter's or dcgm-exporter's in foreign-metrics.txt);
         a runbook section per alert and per rule; one alert per rule of
         docs/rules.json, routed on its finding with the finding's severity
-        (no PromQL re-implements a rule); every rate()/increase() range at
+        (no PromQL re-implements a rule); alert names without a stutter;
+        alerts/README.md and dashboards/README.md list every shipped file;
+        every rate()/increase() range at
         least 4x the scrape interval; the promtool cases again with rule
         files generated for 15 s, 30 s and 60 s scrape intervals.
     python3 tests/monitoring/run.py e2e --exporter target/debug/roce_exporter
@@ -177,10 +180,10 @@ def metric_names(expr):
     return names
 
 
-def check_names(where, names, reference, pending, recorded):
+def check_names(where, names, reference, pending, recorded, foreign=()):
     errors = []
     for name in sorted(names):
-        if name in BUILTIN_METRICS or name in recorded or name in reference:
+        if name in BUILTIN_METRICS or name in recorded or name in reference or name in foreign:
             continue
         base = re.sub(r"_(bucket|sum|count)$", "", name)
         if base != name and reference.get(base) == "histogram":
@@ -380,6 +383,43 @@ def check_consumers():
     return errors
 
 
+def check_readmes():
+    """alerts/README.md and dashboards/README.md list every shipped file
+    of their directory in their file table, and nothing else."""
+    errors = []
+    for d in ("alerts", "dashboards"):
+        with open(os.path.join(ROOT, d, "README.md"), encoding="utf-8") as f:
+            text = f.read()
+        # the table whose header starts with `| file |`
+        table = re.search(r"^\| file \|.*\n((?:\|.*\n)+)", text, re.M)
+        listed_files = set(re.findall(r"^\| `([^`]+)` \|", table.group(1) if table else "",
+                                      re.M))
+        shipped = {n for n in os.listdir(os.path.join(ROOT, d))
+                   if not n.startswith(".") and os.path.isfile(os.path.join(ROOT, d, n))}
+        for n in sorted(shipped - listed_files):
+            errors.append(f"{d}/README.md does not list {n}")
+        for n in sorted(listed_files - shipped):
+            errors.append(f"{d}/README.md lists {n}, which {d}/ does not have")
+    return errors
+
+
+def check_alert_names():
+    """Alert names are `Roce` + CamelCase words, no word twice in a row
+    (RoceTcShared, not RoceRoceTcShared), and unique."""
+    errors = []
+    names = alerts_gen.alert_names()
+    for name in names:
+        words = re.findall(r"[A-Z][a-z0-9]*", name)
+        if not re.fullmatch(r"Roce([A-Z][a-z0-9]*)+", name):
+            errors.append(f"alert {name}: not Roce + CamelCase")
+        for a, b in zip(words, words[1:]):
+            if a.lower() == b.lower():
+                errors.append(f"alert {name}: stutters ({a}{b})")
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        errors.append(f"alert {name}: defined {names.count(name)} times")
+    return errors
+
+
 def check_runbook():
     with open(os.path.join(ROOT, "docs", "runbook.md"), encoding="utf-8") as f:
         text = f.read()
@@ -558,6 +598,8 @@ def static():
     errors += check_dashboard_structure()
     reference = reference_metrics()
     pending = listed(os.path.join(HERE, "pending-metrics.txt"))
+    # node_exporter's and dcgm-exporter's, read by the joins with them
+    foreign = listed(os.path.join(HERE, "foreign-metrics.txt"))
     for name in pending:
         if name in reference:
             errors.append(f"tests/monitoring/pending-metrics.txt: {name} is in docs/metrics.md "
@@ -573,7 +615,8 @@ def static():
                     recorded.add(rule["record"])
     for rule in rules:
         where = f"alerts: {rule.get('alert') or rule.get('record')}"
-        errors += check_names(where, metric_names(rule["expr"]), reference, pending, recorded)
+        errors += check_names(where, metric_names(rule["expr"]), reference, pending, recorded,
+                              foreign)
     exprs = dashboard_queries()
     with tempfile.TemporaryDirectory(prefix="roce-monitoring-") as tmp:
         errors += promtool_parse(exprs, tmp)
@@ -584,10 +627,13 @@ def static():
     errors += check_rule_table()
     errors += check_inhibit_config()
     for where, e in exprs:
-        errors += check_names(where, metric_names(substitute(e)), reference, pending, recorded)
+        errors += check_names(where, metric_names(substitute(e)), reference, pending, recorded,
+                              foreign)
     errors += check_runbook()
     errors += check_runbook_links()
     errors += check_consumers()
+    errors += check_readmes()
+    errors += check_alert_names()
     print(f"{len(rules)} rules, {len(exprs)} dashboard queries checked")
     return errors
 
@@ -1050,7 +1096,9 @@ def mixin_check():
     jsonnet = tool("jsonnet")
     custom = {"selector": 'job="rdma-nodes", cluster="a"', "scrapeIntervalSeconds": 30,
               "runbookUrlBase": "https://wiki.example.com/roce", "peerLossMin": 3,
-              "peerMinWitnesses": 4, "nicCountWindow": "2h", "staleIntervals": 5}
+              "peerMinWitnesses": 4, "nicCountWindow": "2h", "staleIntervals": 5,
+              "nodeExporterSelector": 'job="node-exporter"',
+              "dcgmExporterSelector": 'job="nvidia-dcgm-exporter"'}
     for name, cfg in (("default", {}), ("custom", custom)):
         code = (f"local m = (import 'mixin.libsonnet') + {{ _config+:: {json.dumps(cfg)} }};\n"
                 "{alerts: m.prometheusAlerts, rules: m.prometheusRules, "
@@ -1067,8 +1115,11 @@ def mixin_check():
                           runbook_url_base=cfg["runbookUrlBase"], peer_loss_min=cfg["peerLossMin"],
                           peer_min_witnesses=cfg["peerMinWitnesses"],
                           nic_count_window=cfg["nicCountWindow"],
-                          stale_intervals=cfg["staleIntervals"])
-            dparams.update(selector=cfg["selector"], scrape_interval=cfg["scrapeIntervalSeconds"])
+                          stale_intervals=cfg["staleIntervals"],
+                          node_exporter_selector=cfg["nodeExporterSelector"])
+            dparams.update(selector=cfg["selector"], scrape_interval=cfg["scrapeIntervalSeconds"],
+                           node_exporter_selector=cfg["nodeExporterSelector"],
+                           dcgm_selector=cfg["dcgmExporterSelector"])
         alerts, records = [], []
         for fname, gs in alerts_gen.groups(params):
             (records if fname == alerts_gen.FLEET_RECORDING_FILE else alerts).extend(gs)

@@ -10,12 +10,12 @@ use crate::snapshot::Snapshot;
 
 const LINK: &[&str] = &["pci_address", "device", "bound"];
 
-pub const GPU_INFO: Labeled<5> = Labeled::new(Family {
+pub const GPU_INFO: Labeled<6> = Labeled::new(Family {
     base: "roce_gpu_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["gpu", "pci_address", "name", "uuid", "numa_node"],
-    help: "GPU (value 1): gpu is its index in PCI bus order (as nvidia-smi numbers them); name and uuid come from NVML and are empty without it; numa_node is empty when unknown.",
+    labels: &["gpu", "pci_address", "pci_bus_id", "name", "uuid", "numa_node"],
+    help: "GPU (value 1): gpu is its index in PCI bus order (as nvidia-smi numbers them); pci_bus_id is pci_address as NVML and dcgm-exporter write it (00000000:1B:00.0), to join with dcgm-exporter's series; name and uuid come from NVML and are empty without it; numa_node is empty when unknown.",
     source: "/sys/bus/pci/devices/* (vendor 0x10de/0x1002, class 0x0300/0x0302), numa_node; NVML",
 });
 pub const GPU_NIC_PATH: Labeled<3> = Labeled::new(Family {
@@ -133,6 +133,7 @@ fn collect_topology(topo: &TopologySnapshot, hops: bool, out: &mut Vec<FamilySam
             [
                 &g.index.to_string(),
                 &g.address.to_string(),
+                &g.address.nvml_bus_id(),
                 g.name.as_deref().unwrap_or(""),
                 g.uuid.as_deref().unwrap_or(""),
                 &opt(g.numa_node),

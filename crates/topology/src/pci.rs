@@ -39,6 +39,18 @@ impl PciAddress {
         }
         Some(address)
     }
+
+    /// The address as NVML writes `nvmlPciInfo_t.busId`
+    /// (`NVML_DEVICE_PCI_BUS_ID_FMT`, `%08X:%02X:%02X.0`) and dcgm-exporter
+    /// labels its series (`pci_bus_id="00000000:1B:00.0"`): an 8-digit
+    /// domain and upper-case hex, which PromQL cannot derive from the
+    /// kernel's form (it has no case conversion).
+    pub fn nvml_bus_id(&self) -> String {
+        format!(
+            "{:08X}:{:02X}:{:02X}.{:X}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
 }
 
 impl fmt::Display for PciAddress {
@@ -177,6 +189,11 @@ mod tests {
         assert_eq!(
             PciAddress::parse("10000:e1:00.1").unwrap().to_string(),
             "10000:e1:00.1"
+        );
+        assert_eq!(a.nvml_bus_id(), "00000000:1A:00.0");
+        assert_eq!(
+            PciAddress::parse("10000:e1:00.1").unwrap().nvml_bus_id(),
+            "00010000:E1:00.1"
         );
         assert_eq!(PciAddress::parse("0000:1a:20.0"), None);
         assert_eq!(PciAddress::parse("0000:1a:00.8"), None);
