@@ -344,9 +344,10 @@ check "kubectl kustomize base and overlays/example" bash -c "
   '$KUBECTL' kustomize $K8S/base > '$WORK/k8s/base.yaml' &&
   '$KUBECTL' kustomize $K8S/overlays/example > '$WORK/k8s/example.yaml'"
 MANIFESTS=("$WORK/k8s/base.yaml" "$WORK/k8s/example.yaml")
-check "kustomize: probes off in the base, on with the component; tolerations Exists; instance keeps the port" bash -c "
+check "kustomize: probes off in the base, on with the component (the RDMA shared device plugin's resource, no hostPath); tolerations Exists; instance keeps the port" bash -c "
   grep -q 'enabled: false' '$WORK/k8s/base.yaml' && ! grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/base.yaml' &&
-  grep -q 'enabled: auto' '$WORK/k8s/example.yaml' && grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/example.yaml' &&
+  grep -q 'enabled: auto' '$WORK/k8s/example.yaml' && grep -q 'rdma/rdma_shared_device_a: \"1\"' '$WORK/k8s/example.yaml' &&
+  ! grep -q 'path: /dev/infiniband' '$WORK/k8s/example.yaml' &&
   grep -A1 'tolerations:' '$WORK/k8s/base.yaml' | grep -qx '      - operator: Exists' &&
   grep -q '__meta_kubernetes_pod_container_port_number' '$WORK/k8s/example.yaml' &&
   grep -q 'name: roce-exporter-[a-z0-9]\{10\}\$' '$WORK/k8s/base.yaml' &&
