@@ -450,6 +450,26 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RocePcieAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
+            }
+          },
+          {
+            "alert": "RoceDevlinkReporterError",
+            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+            }
+          },
+          {
             "alert": "RoceFecBerHigh",
             "expr": ("roce_finding{%(selector)s, rule=\"fec_ber_high\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
@@ -470,23 +490,23 @@ local byInterval(c) = {
             }
           },
           {
-            "alert": "RocePcieAerErrors",
-            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "alert": "RoceFecLaneSkew",
+            "expr": ("roce_finding{%(selector)s, rule=\"fec_lane_skew\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
             "annotations": {
-              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
+              "summary": "fec_lane_skew: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding fec_lane_skew for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that FEC corrects bits on every lane of a link alike: no one lane carries nearly all of them since the link came up). Thresholds and windows: the exporter's `rules.fec_lane_skew`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#fec_lane_skew" % c)
             }
           },
           {
-            "alert": "RoceDevlinkReporterError",
-            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "alert": "RocePostFecErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"post_fec_errors\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
             "annotations": {
-              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+              "summary": "post_fec_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding post_fec_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no bit errors got past FEC since the link came up (or the counters started)). Thresholds and windows: the exporter's `rules.post_fec_errors`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#post_fec_errors" % c)
             }
           },
           {
@@ -8830,6 +8850,26 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RocePcieAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
+            }
+          },
+          {
+            "alert": "RoceDevlinkReporterError",
+            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+            }
+          },
+          {
             "alert": "RoceFecBerHigh",
             "expr": ("roce_finding{%(selector)s, rule=\"fec_ber_high\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
@@ -8850,23 +8890,23 @@ local byInterval(c) = {
             }
           },
           {
-            "alert": "RocePcieAerErrors",
-            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "alert": "RoceFecLaneSkew",
+            "expr": ("roce_finding{%(selector)s, rule=\"fec_lane_skew\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
             "annotations": {
-              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
+              "summary": "fec_lane_skew: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding fec_lane_skew for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that FEC corrects bits on every lane of a link alike: no one lane carries nearly all of them since the link came up). Thresholds and windows: the exporter's `rules.fec_lane_skew`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#fec_lane_skew" % c)
             }
           },
           {
-            "alert": "RoceDevlinkReporterError",
-            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "alert": "RocePostFecErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"post_fec_errors\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
             "annotations": {
-              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+              "summary": "post_fec_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding post_fec_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no bit errors got past FEC since the link came up (or the counters started)). Thresholds and windows: the exporter's `rules.post_fec_errors`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#post_fec_errors" % c)
             }
           },
           {
@@ -17210,6 +17250,26 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RocePcieAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
+            }
+          },
+          {
+            "alert": "RoceDevlinkReporterError",
+            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+            }
+          },
+          {
             "alert": "RoceFecBerHigh",
             "expr": ("roce_finding{%(selector)s, rule=\"fec_ber_high\", severity=~\"critical|warning\"} == 1" % c),
             "for": "2m",
@@ -17230,23 +17290,23 @@ local byInterval(c) = {
             }
           },
           {
-            "alert": "RocePcieAerErrors",
-            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "alert": "RoceFecLaneSkew",
+            "expr": ("roce_finding{%(selector)s, rule=\"fec_lane_skew\", severity=~\"critical|warning\"} == 1" % c),
             "for": "2m",
             "annotations": {
-              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
+              "summary": "fec_lane_skew: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding fec_lane_skew for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that FEC corrects bits on every lane of a link alike: no one lane carries nearly all of them since the link came up). Thresholds and windows: the exporter's `rules.fec_lane_skew`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#fec_lane_skew" % c)
             }
           },
           {
-            "alert": "RoceDevlinkReporterError",
-            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "alert": "RocePostFecErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"post_fec_errors\", severity=~\"critical|warning\"} == 1" % c),
             "for": "2m",
             "annotations": {
-              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+              "summary": "post_fec_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding post_fec_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no bit errors got past FEC since the link came up (or the counters started)). Thresholds and windows: the exporter's `rules.post_fec_errors`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#post_fec_errors" % c)
             }
           },
           {
