@@ -450,16 +450,6 @@ local byInterval(c) = {
             }
           },
           {
-            "alert": "RocePcieAerErrors",
-            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
-            "for": "30s",
-            "annotations": {
-              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
-            }
-          },
-          {
             "alert": "RoceDevlinkReporterError",
             "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
@@ -507,6 +497,26 @@ local byInterval(c) = {
               "summary": "post_fec_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
               "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding post_fec_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no bit errors got past FEC since the link came up (or the counters started)). Thresholds and windows: the exporter's `rules.post_fec_errors`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#post_fec_errors" % c)
+            }
+          },
+          {
+            "alert": "RocePcieAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
+            }
+          },
+          {
+            "alert": "RocePcieBridgeAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_bridge_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "pcie_bridge_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_bridge_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on the bridge ports of a NIC's or GPU's path within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_bridge_aer_errors" % c)
             }
           },
           {
@@ -1063,7 +1073,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance:roce_pcie_aer_errors:sum_rate",
-            "expr": ("sum by (job, cluster, instance, severity) (rate(roce_pcie_aer_errors_total{%(selector)s}[1m]))" % c)
+            "expr": ("sum by (job, cluster, instance, severity) (rate({%(selector)s, __name__=~\"roce_pcie_aer_errors_total|roce_pcie_bridge_aer_errors_total\"}[1m]))" % c)
           },
           {
             "record": "instance:roce_devlink_unhealthy:count",
@@ -3148,7 +3158,7 @@ local byInterval(c) = {
       "roce-errors.json": {
         "uid": "roce-errors",
         "title": "RoCE / Errors",
-        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC, optics, carrier transitions, PCIe AER, devlink health.",
+        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC (rate, per lane, past FEC), optics, carrier transitions, PCIe AER (NICs, GPUs and the bridge ports of their paths), devlink health.",
         "tags": [
           "roce_exporter",
           "rdma"
@@ -3919,7 +3929,7 @@ local byInterval(c) = {
           {
             "type": "timeseries",
             "title": "Pre-FEC bit error rate",
-            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET). Above 1e-5 is the fec_ber_high finding.",
+            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET); fec_ber_high divides by the FEC code's line rate (425 Gb/s for 400G RS(544,514)) and judges each code against its own limit (RS(544,514) 1e-5, RS(528,514) 2e-6, BASE-R 1e-8).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -4026,6 +4036,124 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "FEC corrected bits per lane",
+            "description": "Bits FEC corrected on each lane since the link came up (mlx5 rx_err_lane_N_phy, or FEC_GET's lanes; the lanes metric group). Lanes of a healthy link count alike; one lane with nearly all of them is the fec_lane_skew finding, judged whether or not the group is on.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"fec_corrected_bits\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}}",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("roce_fec_corrected_bits_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}} (FEC_GET)",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 15,
+            "gridPos": {
+              "x": 0,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "Bits past FEC since link-up",
+            "description": "Error bits FEC did not correct, counted since the link came up (mlx5 rx_pcs_symbol_err_phy: the firmware clears it at link-up). From 100 on, the post_fec_errors finding; growth is fec_uncorrectable.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"pcs_symbol_errors\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 16,
+            "gridPos": {
+              "x": 12,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "Module Rx power per lane",
             "description": "Optical power each lane of the module receives, in dBm; compare with the module's own low warning threshold (module_rx_power_low) and with the other lanes (module_lane_imbalance).",
             "datasource": {
@@ -4080,10 +4208,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 15,
+            "id": 17,
             "gridPos": {
               "x": 0,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -4134,10 +4262,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 16,
+            "id": 18,
             "gridPos": {
               "x": 12,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -4188,10 +4316,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 17,
+            "id": 19,
             "gridPos": {
               "x": 0,
-              "y": 64,
+              "y": 72,
               "w": 12,
               "h": 8
             }
@@ -4242,10 +4370,64 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 18,
+            "id": 20,
             "gridPos": {
               "x": 12,
-              "y": 64,
+              "y": 72,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "PCIe AER errors on bridge ports",
+            "description": "AER errors the root ports and PCIe switch ports on NIC and GPU paths counted, by severity (pcie_bridge_aer_errors). The port above a NIC counts the errors of what the NIC sends (its DMA writes, GPUDirect RDMA into GPU memory): link=nic is that port; netdevs and gpus are what the port serves.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("increase(roce_pcie_bridge_aer_errors_total{%(selector)s, instance=~\"$instance\"}[1m])" % c),
+                "legendFormat": "{{instance}} {{pci}} ({{link}}: {{netdevs}} {{gpus}}) {{severity}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 21,
+            "gridPos": {
+              "x": 0,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -4296,10 +4478,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 19,
+            "id": 22,
             "gridPos": {
-              "x": 0,
-              "y": 72,
+              "x": 12,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -4350,10 +4532,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 20,
+            "id": 23,
             "gridPos": {
-              "x": 12,
-              "y": 72,
+              "x": 0,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -4404,10 +4586,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 21,
+            "id": 24,
             "gridPos": {
-              "x": 0,
-              "y": 80,
+              "x": 12,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -7073,7 +7255,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Top 10 nodes: PCIe AER errors",
-            "description": "PCIe AER errors per second of the node's NICs and GPUs, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
+            "description": "PCIe AER errors per second of the node's NICs and GPUs and of the bridge ports on their paths, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -8850,16 +9032,6 @@ local byInterval(c) = {
             }
           },
           {
-            "alert": "RocePcieAerErrors",
-            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
-            "for": "1m",
-            "annotations": {
-              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
-            }
-          },
-          {
             "alert": "RoceDevlinkReporterError",
             "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
@@ -8907,6 +9079,26 @@ local byInterval(c) = {
               "summary": "post_fec_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
               "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding post_fec_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no bit errors got past FEC since the link came up (or the counters started)). Thresholds and windows: the exporter's `rules.post_fec_errors`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#post_fec_errors" % c)
+            }
+          },
+          {
+            "alert": "RocePcieAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
+            }
+          },
+          {
+            "alert": "RocePcieBridgeAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_bridge_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "pcie_bridge_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_bridge_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on the bridge ports of a NIC's or GPU's path within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_bridge_aer_errors" % c)
             }
           },
           {
@@ -9463,7 +9655,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance:roce_pcie_aer_errors:sum_rate",
-            "expr": ("sum by (job, cluster, instance, severity) (rate(roce_pcie_aer_errors_total{%(selector)s}[2m]))" % c)
+            "expr": ("sum by (job, cluster, instance, severity) (rate({%(selector)s, __name__=~\"roce_pcie_aer_errors_total|roce_pcie_bridge_aer_errors_total\"}[2m]))" % c)
           },
           {
             "record": "instance:roce_devlink_unhealthy:count",
@@ -11548,7 +11740,7 @@ local byInterval(c) = {
       "roce-errors.json": {
         "uid": "roce-errors",
         "title": "RoCE / Errors",
-        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC, optics, carrier transitions, PCIe AER, devlink health.",
+        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC (rate, per lane, past FEC), optics, carrier transitions, PCIe AER (NICs, GPUs and the bridge ports of their paths), devlink health.",
         "tags": [
           "roce_exporter",
           "rdma"
@@ -12319,7 +12511,7 @@ local byInterval(c) = {
           {
             "type": "timeseries",
             "title": "Pre-FEC bit error rate",
-            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET). Above 1e-5 is the fec_ber_high finding.",
+            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET); fec_ber_high divides by the FEC code's line rate (425 Gb/s for 400G RS(544,514)) and judges each code against its own limit (RS(544,514) 1e-5, RS(528,514) 2e-6, BASE-R 1e-8).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -12426,6 +12618,124 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "FEC corrected bits per lane",
+            "description": "Bits FEC corrected on each lane since the link came up (mlx5 rx_err_lane_N_phy, or FEC_GET's lanes; the lanes metric group). Lanes of a healthy link count alike; one lane with nearly all of them is the fec_lane_skew finding, judged whether or not the group is on.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"fec_corrected_bits\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}}",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("roce_fec_corrected_bits_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}} (FEC_GET)",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 15,
+            "gridPos": {
+              "x": 0,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "Bits past FEC since link-up",
+            "description": "Error bits FEC did not correct, counted since the link came up (mlx5 rx_pcs_symbol_err_phy: the firmware clears it at link-up). From 100 on, the post_fec_errors finding; growth is fec_uncorrectable.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"pcs_symbol_errors\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 16,
+            "gridPos": {
+              "x": 12,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "Module Rx power per lane",
             "description": "Optical power each lane of the module receives, in dBm; compare with the module's own low warning threshold (module_rx_power_low) and with the other lanes (module_lane_imbalance).",
             "datasource": {
@@ -12480,10 +12790,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 15,
+            "id": 17,
             "gridPos": {
               "x": 0,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -12534,10 +12844,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 16,
+            "id": 18,
             "gridPos": {
               "x": 12,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -12588,10 +12898,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 17,
+            "id": 19,
             "gridPos": {
               "x": 0,
-              "y": 64,
+              "y": 72,
               "w": 12,
               "h": 8
             }
@@ -12642,10 +12952,64 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 18,
+            "id": 20,
             "gridPos": {
               "x": 12,
-              "y": 64,
+              "y": 72,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "PCIe AER errors on bridge ports",
+            "description": "AER errors the root ports and PCIe switch ports on NIC and GPU paths counted, by severity (pcie_bridge_aer_errors). The port above a NIC counts the errors of what the NIC sends (its DMA writes, GPUDirect RDMA into GPU memory): link=nic is that port; netdevs and gpus are what the port serves.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("increase(roce_pcie_bridge_aer_errors_total{%(selector)s, instance=~\"$instance\"}[2m])" % c),
+                "legendFormat": "{{instance}} {{pci}} ({{link}}: {{netdevs}} {{gpus}}) {{severity}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 21,
+            "gridPos": {
+              "x": 0,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -12696,10 +13060,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 19,
+            "id": 22,
             "gridPos": {
-              "x": 0,
-              "y": 72,
+              "x": 12,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -12750,10 +13114,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 20,
+            "id": 23,
             "gridPos": {
-              "x": 12,
-              "y": 72,
+              "x": 0,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -12804,10 +13168,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 21,
+            "id": 24,
             "gridPos": {
-              "x": 0,
-              "y": 80,
+              "x": 12,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -15473,7 +15837,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Top 10 nodes: PCIe AER errors",
-            "description": "PCIe AER errors per second of the node's NICs and GPUs, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
+            "description": "PCIe AER errors per second of the node's NICs and GPUs and of the bridge ports on their paths, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -17250,16 +17614,6 @@ local byInterval(c) = {
             }
           },
           {
-            "alert": "RocePcieAerErrors",
-            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
-            "for": "2m",
-            "annotations": {
-              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
-            }
-          },
-          {
             "alert": "RoceDevlinkReporterError",
             "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
             "for": "2m",
@@ -17307,6 +17661,26 @@ local byInterval(c) = {
               "summary": "post_fec_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
               "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding post_fec_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no bit errors got past FEC since the link came up (or the counters started)). Thresholds and windows: the exporter's `rules.post_fec_errors`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#post_fec_errors" % c)
+            }
+          },
+          {
+            "alert": "RocePcieAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "pcie_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on NIC or GPU links within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_aer_errors" % c)
+            }
+          },
+          {
+            "alert": "RocePcieBridgeAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_bridge_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "pcie_bridge_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_bridge_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on the bridge ports of a NIC's or GPU's path within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_bridge_aer_errors" % c)
             }
           },
           {
@@ -17863,7 +18237,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance:roce_pcie_aer_errors:sum_rate",
-            "expr": ("sum by (job, cluster, instance, severity) (rate(roce_pcie_aer_errors_total{%(selector)s}[4m]))" % c)
+            "expr": ("sum by (job, cluster, instance, severity) (rate({%(selector)s, __name__=~\"roce_pcie_aer_errors_total|roce_pcie_bridge_aer_errors_total\"}[4m]))" % c)
           },
           {
             "record": "instance:roce_devlink_unhealthy:count",
@@ -19948,7 +20322,7 @@ local byInterval(c) = {
       "roce-errors.json": {
         "uid": "roce-errors",
         "title": "RoCE / Errors",
-        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC, optics, carrier transitions, PCIe AER, devlink health.",
+        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC (rate, per lane, past FEC), optics, carrier transitions, PCIe AER (NICs, GPUs and the bridge ports of their paths), devlink health.",
         "tags": [
           "roce_exporter",
           "rdma"
@@ -20719,7 +21093,7 @@ local byInterval(c) = {
           {
             "type": "timeseries",
             "title": "Pre-FEC bit error rate",
-            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET). Above 1e-5 is the fec_ber_high finding.",
+            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET); fec_ber_high divides by the FEC code's line rate (425 Gb/s for 400G RS(544,514)) and judges each code against its own limit (RS(544,514) 1e-5, RS(528,514) 2e-6, BASE-R 1e-8).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -20826,6 +21200,124 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "FEC corrected bits per lane",
+            "description": "Bits FEC corrected on each lane since the link came up (mlx5 rx_err_lane_N_phy, or FEC_GET's lanes; the lanes metric group). Lanes of a healthy link count alike; one lane with nearly all of them is the fec_lane_skew finding, judged whether or not the group is on.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"fec_corrected_bits\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}}",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("roce_fec_corrected_bits_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}} (FEC_GET)",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 15,
+            "gridPos": {
+              "x": 0,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "Bits past FEC since link-up",
+            "description": "Error bits FEC did not correct, counted since the link came up (mlx5 rx_pcs_symbol_err_phy: the firmware clears it at link-up). From 100 on, the post_fec_errors finding; growth is fec_uncorrectable.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"pcs_symbol_errors\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 16,
+            "gridPos": {
+              "x": 12,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "Module Rx power per lane",
             "description": "Optical power each lane of the module receives, in dBm; compare with the module's own low warning threshold (module_rx_power_low) and with the other lanes (module_lane_imbalance).",
             "datasource": {
@@ -20880,10 +21372,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 15,
+            "id": 17,
             "gridPos": {
               "x": 0,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -20934,10 +21426,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 16,
+            "id": 18,
             "gridPos": {
               "x": 12,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -20988,10 +21480,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 17,
+            "id": 19,
             "gridPos": {
               "x": 0,
-              "y": 64,
+              "y": 72,
               "w": 12,
               "h": 8
             }
@@ -21042,10 +21534,64 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 18,
+            "id": 20,
             "gridPos": {
               "x": 12,
-              "y": 64,
+              "y": 72,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "PCIe AER errors on bridge ports",
+            "description": "AER errors the root ports and PCIe switch ports on NIC and GPU paths counted, by severity (pcie_bridge_aer_errors). The port above a NIC counts the errors of what the NIC sends (its DMA writes, GPUDirect RDMA into GPU memory): link=nic is that port; netdevs and gpus are what the port serves.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("increase(roce_pcie_bridge_aer_errors_total{%(selector)s, instance=~\"$instance\"}[4m])" % c),
+                "legendFormat": "{{instance}} {{pci}} ({{link}}: {{netdevs}} {{gpus}}) {{severity}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 21,
+            "gridPos": {
+              "x": 0,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -21096,10 +21642,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 19,
+            "id": 22,
             "gridPos": {
-              "x": 0,
-              "y": 72,
+              "x": 12,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -21150,10 +21696,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 20,
+            "id": 23,
             "gridPos": {
-              "x": 12,
-              "y": 72,
+              "x": 0,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -21204,10 +21750,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 21,
+            "id": 24,
             "gridPos": {
-              "x": 0,
-              "y": 80,
+              "x": 12,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -23873,7 +24419,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Top 10 nodes: PCIe AER errors",
-            "description": "PCIe AER errors per second of the node's NICs and GPUs, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
+            "description": "PCIe AER errors per second of the node's NICs and GPUs and of the bridge ports on their paths, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"

@@ -61,6 +61,7 @@ fn sample(i: u64, speed_mbps: u64, mode: FecMode, corrected_bits: u64) -> Arc<Sn
                 aer: Default::default(),
             }],
             gpus: vec![],
+            bridges: vec![],
             reporters: None,
         }),
         ..Snapshot::default()

@@ -177,6 +177,7 @@ rule_table! {
     FecLaneSkew = "fec_lane_skew", [Warning], Some("fec_lane_skew"), [], LinkErrors;
     PostFecErrors = "post_fec_errors", [Warning], Some("post_fec_errors"), [], LinkErrors;
     PcieAerErrors = "pcie_aer_errors", [Warning, Critical], Some("pcie_aer"), [], PcieLink;
+    PcieBridgeAerErrors = "pcie_bridge_aer_errors", [Warning, Critical], Some("pcie_aer"), [], PcieLink;
     DevlinkReporterError = "devlink_reporter_error", [Critical, Warning], Some("devlink_health"), [], Port;
     CollectorFailing = "collector_failing", [Warning], None, [], Exporter;
 }

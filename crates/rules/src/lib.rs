@@ -16,6 +16,7 @@ use roce_model::{meaning, snapshot, values};
 use settings::{Expectations, RulesConfig};
 use snapshot::Snapshot;
 
+pub mod aer;
 pub mod congestion;
 pub mod exporter;
 pub mod fabric;
@@ -84,6 +85,7 @@ pub fn all() -> Vec<&'static Rule> {
     rules.extend(topology::RULES);
     rules.extend(phys::RULES);
     rules.extend(fec::RULES);
+    rules.extend(aer::RULES);
     rules.extend(probes::RULES);
     rules.extend(peer_probes::RULES);
     rules.extend(nccl_seen::RULES);

@@ -1,7 +1,7 @@
 //! Rules on the physical layer and device health: optics against the
 //! module's own thresholds (Rx power low, temperature high) and against
-//! their sibling lanes, PCIe AER errors on NIC and GPU links, and devlink
-//! health reporters (FEC is [`crate::fec`]'s). Module readings are judged as read (the module is the
+//! their sibling lanes, and devlink health reporters (FEC is
+//! [`crate::fec`]'s, PCIe AER [`crate::aer`]'s). Module readings are judged as read (the module is the
 //! authority on its limits); counters by their reset-aware growth over the
 //! rule's window, silent on the first sample. What a driver does not offer
 //! is never judged.
@@ -34,11 +34,6 @@ pub const RULES: &[Rule] = &[
         id: RuleId::ModuleLaneImbalance,
         checks: "no module lane receives far less optical power than its sibling lanes",
         evaluate: module_lane_imbalance,
-    },
-    Rule {
-        id: RuleId::PcieAerErrors,
-        checks: "no PCIe AER errors on NIC or GPU links within the window",
-        evaluate: pcie_aer_errors,
     },
     Rule {
         id: RuleId::DevlinkReporterError,
@@ -267,88 +262,6 @@ fn module_lane_imbalance(ctx: &Context) -> Vec<Finding> {
                   replace the cable if the lane stays low"
                 .into(),
             verify: verify_module(&n.name),
-            subject,
-        });
-    }
-    out
-}
-
-fn pcie_aer_errors(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
-    let Some(phys) = &s.phys else { return vec![] };
-    let window = ctx.rules.pcie_aer.window;
-    let gpu_index = |pci: &str| {
-        s.topology
-            .as_ref()
-            .and_then(|t| t.gpus.iter().find(|g| g.address.to_string() == pci))
-            .map(|g| g.index as u32)
-    };
-    let mut functions: Vec<(String, Subject, &str)> = Vec::new();
-    for n in &phys.netdevs {
-        if let Some(pci) = &n.pci {
-            functions.push((pci.clone(), netdev_subject(n), "NIC"));
-        }
-    }
-    for g in &phys.gpus {
-        let subject = Subject {
-            gpu: gpu_index(&g.pci),
-            ..Subject::default()
-        };
-        functions.push((g.pci.clone(), subject, "GPU"));
-    }
-    let mut out = Vec::new();
-    for (pci, subject, role) in functions {
-        let series = ctx.history.pci(&pci);
-        let grew = |v: FollowedCounter| {
-            series
-                .increase(v, window)
-                .filter(|i| i.amount > 0)
-                .map(|i| (i.amount, i.seconds))
-        };
-        let (cor, nonfatal, fatal) = (
-            grew(FollowedCounter::AerCorrectable),
-            grew(FollowedCounter::AerNonfatal),
-            grew(FollowedCounter::AerFatal),
-        );
-        if cor.is_none() && nonfatal.is_none() && fatal.is_none() {
-            continue;
-        }
-        let mut parts = Vec::new();
-        for (name, v) in [
-            ("correctable", cor),
-            ("nonfatal", nonfatal),
-            ("fatal", fatal),
-        ] {
-            if let Some((amount, secs)) = v {
-                parts.push(format!("{name} +{amount} over {}", span(secs)));
-            }
-        }
-        let uncorrectable = nonfatal.is_some() || fatal.is_some();
-        out.push(Finding {
-            rule: RuleId::PcieAerErrors,
-            severity: if uncorrectable {
-                Severity::Critical
-            } else {
-                Severity::Warning
-            },
-            finding: if uncorrectable {
-                format!(
-                    "{} ({role} {pci}): uncorrectable PCIe errors: transactions were lost or the device was reset",
-                    subject.describe()
-                )
-            } else {
-                format!(
-                    "{} ({role} {pci}): correctable PCIe errors are growing: the link replays packets and is marginal (riser, slot, retimer)",
-                    subject.describe()
-                )
-            },
-            evidence: format!("AER {}; expected none", parts.join(", ")),
-            fix: "Reseat the card and its riser, check the slot's retimer/cabling and the BIOS/firmware level; \
-                  move the card to another slot if it persists; the kernel log names the error kinds"
-                .into(),
-            verify: format!(
-                "cat /sys/bus/pci/devices/{pci}/aer_dev_correctable /sys/bus/pci/devices/{pci}/aer_dev_nonfatal /sys/bus/pci/devices/{pci}/aer_dev_fatal  # TOTAL_ERR_* must stop growing"
-            ),
             subject,
         });
     }

@@ -142,6 +142,11 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
             "roce_pcie_aer_errors_total",
             "roce_pcie_aer_error_kinds_total",
         ],
+        PcieBridgeAerErrors => &[
+            "roce_pcie_bridge_aer_errors_total",
+            "roce_pcie_aer_error_kinds_total",
+            "roce_gpu_nearest_nic_info",
+        ],
         DevlinkReporterError => &[
             "roce_devlink_reporter_healthy",
             "roce_devlink_reporter_errors_total",
