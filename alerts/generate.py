@@ -242,6 +242,7 @@ M_FW = 'fw_version!=""'
 M_DEV = 'device!=""'
 M_DEV_PFC = 'device!="", pfc!=""'
 M_SOCKET = 'transport="socket"'
+M_AER = '__name__=~"roce_pcie_aer_errors_total|roce_pcie_bridge_aer_errors_total"'
 M_TOTAL = 'lane=""'
 M_LANES = 'lane!=""'
 
@@ -426,10 +427,11 @@ def fleet_recording_rules(p):
         {"record": "rail:roce_ports_down:count",
          "expr": f"count by ({rail}) (roce_port_up{s()} == 0)"},
         # Per node only: AER and devlink health are per PCI function, not
-        # per RDMA port; NCCL per job.
+        # per RDMA port; NCCL per job. AER of the NICs and GPUs and of the
+        # bridge ports on their paths (each port once).
         {"record": "instance:roce_pcie_aer_errors:sum_rate",
          "expr": f"sum by ({fleet_by_labels(p, 'instance', 'severity')}) "
-                 f"(rate(roce_pcie_aer_errors_total{s()}[{r}]))"},
+                 f"(rate({s(M_AER)}[{r}]))"},
         {"record": "instance:roce_devlink_unhealthy:count",
          "expr": f"count by ({inst}) (roce_devlink_reporter_healthy{s()} == 0)"},
         {"record": "instance:roce_nccl_socket_connections:sum",

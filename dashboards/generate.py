@@ -382,13 +382,28 @@ def errors(c, params):
         port_rate("ICRC errors", "RoCE packets received with an invalid ICRC.",
                   "roce_icrc_errors_total"),
         ts("Pre-FEC bit error rate", "FEC corrected bits per bit at the netdev's speed "
-           "(ethtool netlink FEC_GET). Above 1e-5 is the fec_ber_high finding.", "sci",
+           "(ethtool netlink FEC_GET); fec_ber_high divides by the FEC code's line rate "
+           "(425 Gb/s for 400G RS(544,514)) and judges each code against its own limit "
+           "(RS(544,514) 1e-5, RS(528,514) 2e-6, BASE-R 1e-8).", "sci",
            [target(f"rate(roce_fec_corrected_bits_total{{{d}, lane=\"\"}}[{RI}])\n"
                    f"  / ignoring(lane) (8 * roce_netdev_speed_bytes_per_second{{{d}}} > 0)",
                    "{{instance}} {{netdev}}")]),
         ts("FEC uncorrectable blocks", "Codewords FEC could not correct: frames lost on the "
            "link (fec_uncorrectable).", "short",
            [target(f"increase(roce_fec_uncorrectable_blocks_total{{{d}, lane=\"\"}}[{RI}])",
+                   "{{instance}} {{netdev}}")]),
+        ts("FEC corrected bits per lane", "Bits FEC corrected on each lane since the link "
+           "came up (mlx5 rx_err_lane_N_phy, or FEC_GET's lanes; the lanes metric group). "
+           "Lanes of a healthy link count alike; one lane with nearly all of them is the "
+           "fec_lane_skew finding, judged whether or not the group is on.", "short",
+           [target(f"roce_phy_errors_total{{{d}, kind=\"fec_corrected_bits\", lane!=\"\"}}",
+                   "{{instance}} {{netdev}} lane {{lane}}"),
+            target(f"roce_fec_corrected_bits_total{{{d}, lane!=\"\"}}",
+                   "{{instance}} {{netdev}} lane {{lane}} (FEC_GET)", ref="B")]),
+        ts("Bits past FEC since link-up", "Error bits FEC did not correct, counted since the "
+           "link came up (mlx5 rx_pcs_symbol_err_phy: the firmware clears it at link-up). "
+           "From 100 on, the post_fec_errors finding; growth is fec_uncorrectable.", "short",
+           [target(f"roce_phy_errors_total{{{d}, kind=\"pcs_symbol_errors\"}}",
                    "{{instance}} {{netdev}}")]),
         ts("Module Rx power per lane", "Optical power each lane of the module receives, in "
            "dBm; compare with the module's own low warning threshold "
@@ -409,6 +424,13 @@ def errors(c, params):
            "(pcie_aer_errors: correctable warns, nonfatal and fatal are critical).", "short",
            [target(f"increase(roce_pcie_aer_errors_total{{{c.n}}}[{RI}])",
                    "{{instance}} {{role}} {{pci}} {{severity}}")]),
+        ts("PCIe AER errors on bridge ports", "AER errors the root ports and PCIe switch "
+           "ports on NIC and GPU paths counted, by severity (pcie_bridge_aer_errors). The "
+           "port above a NIC counts the errors of what the NIC sends (its DMA writes, "
+           "GPUDirect RDMA into GPU memory): link=nic is that port; netdevs and gpus are "
+           "what the port serves.", "short",
+           [target(f"increase(roce_pcie_bridge_aer_errors_total{{{c.n}}}[{RI}])",
+                   "{{instance}} {{pci}} ({{link}}: {{netdevs}} {{gpus}}) {{severity}}")]),
         ts("devlink health reporters in error", "NIC devlink health reporters (fw, fw_fatal, "
            "tx, rx, ...) not healthy (devlink_reporter_error).", "short",
            [target(f"roce_devlink_reporter_healthy{{{c.n}}} == 0",
@@ -424,7 +446,8 @@ def errors(c, params):
     panels[-1]["targets"][0]["legendFormat"] = "{{instance}} {{collector}}"
     return dashboard(c, "roce-errors", "RoCE / Errors",
                      "Symbol errors and BER, retransmissions, sequence errors, link flaps; "
-                     "FEC, optics, carrier transitions, PCIe AER, devlink health.",
+                     "FEC (rate, per lane, past FEC), optics, carrier transitions, PCIe AER "
+                     "(NICs, GPUs and the bridge ports of their paths), devlink health.",
                      panels, params)
 
 
@@ -593,8 +616,9 @@ FLEET_TOPK = [
 # Per-node tables for what is per PCI function or per job rather than per
 # RDMA port: (title, description, unit, expression over the node selector).
 FLEET_NODE_TOPK = [
-    ("PCIe AER errors", "PCIe AER errors per second of the node's NICs and GPUs, by "
-     "severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
+    ("PCIe AER errors", "PCIe AER errors per second of the node's NICs and GPUs and of "
+     "the bridge ports on their paths, by severity (correctable: a marginal link; "
+     "nonfatal and fatal: lost transactions).",
      "cps", "instance:roce_pcie_aer_errors:sum_rate"),
     ("devlink reporters unhealthy", "NIC health reporters (devlink health) in error "
      "state: firmware, tx/rx queues, PCIe.", "none", "instance:roce_devlink_unhealthy:count"),

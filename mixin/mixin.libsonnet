@@ -450,6 +450,16 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceDevlinkReporterError",
+            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+            }
+          },
+          {
             "alert": "RoceFecBerHigh",
             "expr": ("roce_finding{%(selector)s, rule=\"fec_ber_high\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
@@ -470,6 +480,26 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceFecLaneSkew",
+            "expr": ("roce_finding{%(selector)s, rule=\"fec_lane_skew\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "fec_lane_skew: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding fec_lane_skew for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that FEC corrects bits on every lane of a link alike: no one lane carries nearly all of them since the link came up). Thresholds and windows: the exporter's `rules.fec_lane_skew`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#fec_lane_skew" % c)
+            }
+          },
+          {
+            "alert": "RocePostFecErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"post_fec_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "post_fec_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding post_fec_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no bit errors got past FEC since the link came up (or the counters started)). Thresholds and windows: the exporter's `rules.post_fec_errors`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#post_fec_errors" % c)
+            }
+          },
+          {
             "alert": "RocePcieAerErrors",
             "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
@@ -480,13 +510,13 @@ local byInterval(c) = {
             }
           },
           {
-            "alert": "RoceDevlinkReporterError",
-            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "alert": "RocePcieBridgeAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_bridge_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
             "annotations": {
-              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+              "summary": "pcie_bridge_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_bridge_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on the bridge ports of a NIC's or GPU's path within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_bridge_aer_errors" % c)
             }
           },
           {
@@ -1043,7 +1073,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance:roce_pcie_aer_errors:sum_rate",
-            "expr": ("sum by (job, cluster, instance, severity) (rate(roce_pcie_aer_errors_total{%(selector)s}[1m]))" % c)
+            "expr": ("sum by (job, cluster, instance, severity) (rate({%(selector)s, __name__=~\"roce_pcie_aer_errors_total|roce_pcie_bridge_aer_errors_total\"}[1m]))" % c)
           },
           {
             "record": "instance:roce_devlink_unhealthy:count",
@@ -3225,7 +3255,7 @@ local byInterval(c) = {
       "roce-errors.json": {
         "uid": "roce-errors",
         "title": "RoCE / Errors",
-        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC, optics, carrier transitions, PCIe AER, devlink health.",
+        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC (rate, per lane, past FEC), optics, carrier transitions, PCIe AER (NICs, GPUs and the bridge ports of their paths), devlink health.",
         "tags": [
           "roce_exporter",
           "rdma"
@@ -3996,7 +4026,7 @@ local byInterval(c) = {
           {
             "type": "timeseries",
             "title": "Pre-FEC bit error rate",
-            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET). Above 1e-5 is the fec_ber_high finding.",
+            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET); fec_ber_high divides by the FEC code's line rate (425 Gb/s for 400G RS(544,514)) and judges each code against its own limit (RS(544,514) 1e-5, RS(528,514) 2e-6, BASE-R 1e-8).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -4103,6 +4133,124 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "FEC corrected bits per lane",
+            "description": "Bits FEC corrected on each lane since the link came up (mlx5 rx_err_lane_N_phy, or FEC_GET's lanes; the lanes metric group). Lanes of a healthy link count alike; one lane with nearly all of them is the fec_lane_skew finding, judged whether or not the group is on.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"fec_corrected_bits\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}}",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("roce_fec_corrected_bits_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}} (FEC_GET)",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 15,
+            "gridPos": {
+              "x": 0,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "Bits past FEC since link-up",
+            "description": "Error bits FEC did not correct, counted since the link came up (mlx5 rx_pcs_symbol_err_phy: the firmware clears it at link-up). From 100 on, the post_fec_errors finding; growth is fec_uncorrectable.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"pcs_symbol_errors\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 16,
+            "gridPos": {
+              "x": 12,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "Module Rx power per lane",
             "description": "Optical power each lane of the module receives, in dBm; compare with the module's own low warning threshold (module_rx_power_low) and with the other lanes (module_lane_imbalance).",
             "datasource": {
@@ -4157,10 +4305,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 15,
+            "id": 17,
             "gridPos": {
               "x": 0,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -4211,10 +4359,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 16,
+            "id": 18,
             "gridPos": {
               "x": 12,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -4265,10 +4413,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 17,
+            "id": 19,
             "gridPos": {
               "x": 0,
-              "y": 64,
+              "y": 72,
               "w": 12,
               "h": 8
             }
@@ -4319,10 +4467,64 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 18,
+            "id": 20,
             "gridPos": {
               "x": 12,
-              "y": 64,
+              "y": 72,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "PCIe AER errors on bridge ports",
+            "description": "AER errors the root ports and PCIe switch ports on NIC and GPU paths counted, by severity (pcie_bridge_aer_errors). The port above a NIC counts the errors of what the NIC sends (its DMA writes, GPUDirect RDMA into GPU memory): link=nic is that port; netdevs and gpus are what the port serves.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("increase(roce_pcie_bridge_aer_errors_total{%(selector)s, instance=~\"$instance\"}[1m])" % c),
+                "legendFormat": "{{instance}} {{pci}} ({{link}}: {{netdevs}} {{gpus}}) {{severity}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 21,
+            "gridPos": {
+              "x": 0,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -4373,10 +4575,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 19,
+            "id": 22,
             "gridPos": {
-              "x": 0,
-              "y": 72,
+              "x": 12,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -4427,10 +4629,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 20,
+            "id": 23,
             "gridPos": {
-              "x": 12,
-              "y": 72,
+              "x": 0,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -4481,10 +4683,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 21,
+            "id": 24,
             "gridPos": {
-              "x": 0,
-              "y": 80,
+              "x": 12,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -7234,7 +7436,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Top 10 nodes: PCIe AER errors",
-            "description": "PCIe AER errors per second of the node's NICs and GPUs, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
+            "description": "PCIe AER errors per second of the node's NICs and GPUs and of the bridge ports on their paths, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -9011,6 +9213,16 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceDevlinkReporterError",
+            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+            }
+          },
+          {
             "alert": "RoceFecBerHigh",
             "expr": ("roce_finding{%(selector)s, rule=\"fec_ber_high\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
@@ -9031,6 +9243,26 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceFecLaneSkew",
+            "expr": ("roce_finding{%(selector)s, rule=\"fec_lane_skew\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "fec_lane_skew: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding fec_lane_skew for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that FEC corrects bits on every lane of a link alike: no one lane carries nearly all of them since the link came up). Thresholds and windows: the exporter's `rules.fec_lane_skew`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#fec_lane_skew" % c)
+            }
+          },
+          {
+            "alert": "RocePostFecErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"post_fec_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "post_fec_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding post_fec_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no bit errors got past FEC since the link came up (or the counters started)). Thresholds and windows: the exporter's `rules.post_fec_errors`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#post_fec_errors" % c)
+            }
+          },
+          {
             "alert": "RocePcieAerErrors",
             "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
@@ -9041,13 +9273,13 @@ local byInterval(c) = {
             }
           },
           {
-            "alert": "RoceDevlinkReporterError",
-            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "alert": "RocePcieBridgeAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_bridge_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
             "annotations": {
-              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+              "summary": "pcie_bridge_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_bridge_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on the bridge ports of a NIC's or GPU's path within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_bridge_aer_errors" % c)
             }
           },
           {
@@ -9604,7 +9836,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance:roce_pcie_aer_errors:sum_rate",
-            "expr": ("sum by (job, cluster, instance, severity) (rate(roce_pcie_aer_errors_total{%(selector)s}[2m]))" % c)
+            "expr": ("sum by (job, cluster, instance, severity) (rate({%(selector)s, __name__=~\"roce_pcie_aer_errors_total|roce_pcie_bridge_aer_errors_total\"}[2m]))" % c)
           },
           {
             "record": "instance:roce_devlink_unhealthy:count",
@@ -11786,7 +12018,7 @@ local byInterval(c) = {
       "roce-errors.json": {
         "uid": "roce-errors",
         "title": "RoCE / Errors",
-        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC, optics, carrier transitions, PCIe AER, devlink health.",
+        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC (rate, per lane, past FEC), optics, carrier transitions, PCIe AER (NICs, GPUs and the bridge ports of their paths), devlink health.",
         "tags": [
           "roce_exporter",
           "rdma"
@@ -12557,7 +12789,7 @@ local byInterval(c) = {
           {
             "type": "timeseries",
             "title": "Pre-FEC bit error rate",
-            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET). Above 1e-5 is the fec_ber_high finding.",
+            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET); fec_ber_high divides by the FEC code's line rate (425 Gb/s for 400G RS(544,514)) and judges each code against its own limit (RS(544,514) 1e-5, RS(528,514) 2e-6, BASE-R 1e-8).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -12664,6 +12896,124 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "FEC corrected bits per lane",
+            "description": "Bits FEC corrected on each lane since the link came up (mlx5 rx_err_lane_N_phy, or FEC_GET's lanes; the lanes metric group). Lanes of a healthy link count alike; one lane with nearly all of them is the fec_lane_skew finding, judged whether or not the group is on.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"fec_corrected_bits\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}}",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("roce_fec_corrected_bits_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}} (FEC_GET)",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 15,
+            "gridPos": {
+              "x": 0,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "Bits past FEC since link-up",
+            "description": "Error bits FEC did not correct, counted since the link came up (mlx5 rx_pcs_symbol_err_phy: the firmware clears it at link-up). From 100 on, the post_fec_errors finding; growth is fec_uncorrectable.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"pcs_symbol_errors\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 16,
+            "gridPos": {
+              "x": 12,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "Module Rx power per lane",
             "description": "Optical power each lane of the module receives, in dBm; compare with the module's own low warning threshold (module_rx_power_low) and with the other lanes (module_lane_imbalance).",
             "datasource": {
@@ -12718,10 +13068,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 15,
+            "id": 17,
             "gridPos": {
               "x": 0,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -12772,10 +13122,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 16,
+            "id": 18,
             "gridPos": {
               "x": 12,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -12826,10 +13176,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 17,
+            "id": 19,
             "gridPos": {
               "x": 0,
-              "y": 64,
+              "y": 72,
               "w": 12,
               "h": 8
             }
@@ -12880,10 +13230,64 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 18,
+            "id": 20,
             "gridPos": {
               "x": 12,
-              "y": 64,
+              "y": 72,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "PCIe AER errors on bridge ports",
+            "description": "AER errors the root ports and PCIe switch ports on NIC and GPU paths counted, by severity (pcie_bridge_aer_errors). The port above a NIC counts the errors of what the NIC sends (its DMA writes, GPUDirect RDMA into GPU memory): link=nic is that port; netdevs and gpus are what the port serves.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("increase(roce_pcie_bridge_aer_errors_total{%(selector)s, instance=~\"$instance\"}[2m])" % c),
+                "legendFormat": "{{instance}} {{pci}} ({{link}}: {{netdevs}} {{gpus}}) {{severity}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 21,
+            "gridPos": {
+              "x": 0,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -12934,10 +13338,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 19,
+            "id": 22,
             "gridPos": {
-              "x": 0,
-              "y": 72,
+              "x": 12,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -12988,10 +13392,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 20,
+            "id": 23,
             "gridPos": {
-              "x": 12,
-              "y": 72,
+              "x": 0,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -13042,10 +13446,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 21,
+            "id": 24,
             "gridPos": {
-              "x": 0,
-              "y": 80,
+              "x": 12,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -15795,7 +16199,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Top 10 nodes: PCIe AER errors",
-            "description": "PCIe AER errors per second of the node's NICs and GPUs, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
+            "description": "PCIe AER errors per second of the node's NICs and GPUs and of the bridge ports on their paths, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -17572,6 +17976,16 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceDevlinkReporterError",
+            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+            }
+          },
+          {
             "alert": "RoceFecBerHigh",
             "expr": ("roce_finding{%(selector)s, rule=\"fec_ber_high\", severity=~\"critical|warning\"} == 1" % c),
             "for": "2m",
@@ -17592,6 +18006,26 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceFecLaneSkew",
+            "expr": ("roce_finding{%(selector)s, rule=\"fec_lane_skew\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "fec_lane_skew: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding fec_lane_skew for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that FEC corrects bits on every lane of a link alike: no one lane carries nearly all of them since the link came up). Thresholds and windows: the exporter's `rules.fec_lane_skew`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#fec_lane_skew" % c)
+            }
+          },
+          {
+            "alert": "RocePostFecErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"post_fec_errors\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "post_fec_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding post_fec_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no bit errors got past FEC since the link came up (or the counters started)). Thresholds and windows: the exporter's `rules.post_fec_errors`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#post_fec_errors" % c)
+            }
+          },
+          {
             "alert": "RocePcieAerErrors",
             "expr": ("roce_finding{%(selector)s, rule=\"pcie_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
             "for": "2m",
@@ -17602,13 +18036,13 @@ local byInterval(c) = {
             }
           },
           {
-            "alert": "RoceDevlinkReporterError",
-            "expr": ("roce_finding{%(selector)s, rule=\"devlink_reporter_error\", severity=~\"critical|warning\"} == 1" % c),
+            "alert": "RocePcieBridgeAerErrors",
+            "expr": ("roce_finding{%(selector)s, rule=\"pcie_bridge_aer_errors\", severity=~\"critical|warning\"} == 1" % c),
             "for": "2m",
             "annotations": {
-              "summary": "devlink_reporter_error: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding devlink_reporter_error for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every NIC devlink health reporter is healthy and counts no new errors). Thresholds and windows: the exporter's `rules.devlink_health`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
-              "runbook_url": ("%(runbookUrlBase)s#devlink_reporter_error" % c)
+              "summary": "pcie_bridge_aer_errors: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_bridge_aer_errors for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no PCIe AER errors on the bridge ports of a NIC's or GPU's path within the window). Thresholds and windows: the exporter's `rules.pcie_aer`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#pcie_bridge_aer_errors" % c)
             }
           },
           {
@@ -18165,7 +18599,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance:roce_pcie_aer_errors:sum_rate",
-            "expr": ("sum by (job, cluster, instance, severity) (rate(roce_pcie_aer_errors_total{%(selector)s}[4m]))" % c)
+            "expr": ("sum by (job, cluster, instance, severity) (rate({%(selector)s, __name__=~\"roce_pcie_aer_errors_total|roce_pcie_bridge_aer_errors_total\"}[4m]))" % c)
           },
           {
             "record": "instance:roce_devlink_unhealthy:count",
@@ -20347,7 +20781,7 @@ local byInterval(c) = {
       "roce-errors.json": {
         "uid": "roce-errors",
         "title": "RoCE / Errors",
-        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC, optics, carrier transitions, PCIe AER, devlink health.",
+        "description": "Symbol errors and BER, retransmissions, sequence errors, link flaps; FEC (rate, per lane, past FEC), optics, carrier transitions, PCIe AER (NICs, GPUs and the bridge ports of their paths), devlink health.",
         "tags": [
           "roce_exporter",
           "rdma"
@@ -21118,7 +21552,7 @@ local byInterval(c) = {
           {
             "type": "timeseries",
             "title": "Pre-FEC bit error rate",
-            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET). Above 1e-5 is the fec_ber_high finding.",
+            "description": "FEC corrected bits per bit at the netdev's speed (ethtool netlink FEC_GET); fec_ber_high divides by the FEC code's line rate (425 Gb/s for 400G RS(544,514)) and judges each code against its own limit (RS(544,514) 1e-5, RS(528,514) 2e-6, BASE-R 1e-8).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -21225,6 +21659,124 @@ local byInterval(c) = {
           },
           {
             "type": "timeseries",
+            "title": "FEC corrected bits per lane",
+            "description": "Bits FEC corrected on each lane since the link came up (mlx5 rx_err_lane_N_phy, or FEC_GET's lanes; the lanes metric group). Lanes of a healthy link count alike; one lane with nearly all of them is the fec_lane_skew finding, judged whether or not the group is on.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"fec_corrected_bits\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}}",
+                "range": true
+              },
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "B",
+                "expr": ("roce_fec_corrected_bits_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", lane!=\"\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}} lane {{lane}} (FEC_GET)",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 15,
+            "gridPos": {
+              "x": 0,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "Bits past FEC since link-up",
+            "description": "Error bits FEC did not correct, counted since the link came up (mlx5 rx_pcs_symbol_err_phy: the firmware clears it at link-up). From 100 on, the post_fec_errors finding; growth is fec_uncorrectable.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("roce_phy_errors_total{%(selector)s, instance=~\"$instance\", device=~\"$device\", kind=\"pcs_symbol_errors\"}" % c),
+                "legendFormat": "{{instance}} {{netdev}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 16,
+            "gridPos": {
+              "x": 12,
+              "y": 56,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
             "title": "Module Rx power per lane",
             "description": "Optical power each lane of the module receives, in dBm; compare with the module's own low warning threshold (module_rx_power_low) and with the other lanes (module_lane_imbalance).",
             "datasource": {
@@ -21279,10 +21831,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 15,
+            "id": 17,
             "gridPos": {
               "x": 0,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -21333,10 +21885,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 16,
+            "id": 18,
             "gridPos": {
               "x": 12,
-              "y": 56,
+              "y": 64,
               "w": 12,
               "h": 8
             }
@@ -21387,10 +21939,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 17,
+            "id": 19,
             "gridPos": {
               "x": 0,
-              "y": 64,
+              "y": 72,
               "w": 12,
               "h": 8
             }
@@ -21441,10 +21993,64 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 18,
+            "id": 20,
             "gridPos": {
               "x": 12,
-              "y": 64,
+              "y": 72,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "timeseries",
+            "title": "PCIe AER errors on bridge ports",
+            "description": "AER errors the root ports and PCIe switch ports on NIC and GPU paths counted, by severity (pcie_bridge_aer_errors). The port above a NIC counts the errors of what the NIC sends (its DMA writes, GPUDirect RDMA into GPU memory): link=nic is that port; netdevs and gpus are what the port serves.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "short",
+                "custom": {
+                  "drawStyle": "line",
+                  "fillOpacity": 10,
+                  "lineWidth": 1,
+                  "showPoints": "never"
+                }
+              },
+              "overrides": []
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": ("increase(roce_pcie_bridge_aer_errors_total{%(selector)s, instance=~\"$instance\"}[4m])" % c),
+                "legendFormat": "{{instance}} {{pci}} ({{link}}: {{netdevs}} {{gpus}}) {{severity}}",
+                "range": true
+              }
+            ],
+            "options": {
+              "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "calcs": [
+                  "max",
+                  "lastNotNull"
+                ]
+              },
+              "tooltip": {
+                "mode": "multi",
+                "sort": "desc"
+              }
+            },
+            "id": 21,
+            "gridPos": {
+              "x": 0,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -21495,10 +22101,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 19,
+            "id": 22,
             "gridPos": {
-              "x": 0,
-              "y": 72,
+              "x": 12,
+              "y": 80,
               "w": 12,
               "h": 8
             }
@@ -21549,10 +22155,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 20,
+            "id": 23,
             "gridPos": {
-              "x": 12,
-              "y": 72,
+              "x": 0,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -21603,10 +22209,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 21,
+            "id": 24,
             "gridPos": {
-              "x": 0,
-              "y": 80,
+              "x": 12,
+              "y": 88,
               "w": 12,
               "h": 8
             }
@@ -24356,7 +24962,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Top 10 nodes: PCIe AER errors",
-            "description": "PCIe AER errors per second of the node's NICs and GPUs, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
+            "description": "PCIe AER errors per second of the node's NICs and GPUs and of the bridge ports on their paths, by severity (correctable: a marginal link; nonfatal and fatal: lost transactions).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"

@@ -1,7 +1,8 @@
 //! The physical-layer source: FEC (ethtool netlink `FEC_GET`), pluggable
 //! modules (ethtool netlink `MODULE_EEPROM_GET`, every
 //! `netdevs.module_interval`), PCIe AER of the NICs' and the GPUs' PCI
-//! functions (sysfs `aer_dev_*`) and devlink health reporters, through
+//! functions and of the bridge ports on their paths (sysfs `aer_dev_*`)
+//! and devlink health reporters, through
 //! `roce-netdev`'s phys reader, for the netdevs behind RDMA ports plus
 //! `netdevs.extra`. The kernel parts follow `sources.fec`,
 //! `sources.module_eeprom` and `sources.devlink` (on by default when the

@@ -1,5 +1,6 @@
 //! The physical-layer source end to end: a sysfs tree with a NIC function
-//! (AER files as `drivers/pci/pcie/aer.c` prints them) and carrier
+//! and the root port above it (AER files as `drivers/pci/pcie/aer.c`
+//! prints them) and carrier
 //! counters, FEC, module EEPROM and devlink replies replayed from
 //! `crates/netdev/tests/fixtures/phys` (the `netdevs.replay` path for trees
 //! that are not the running kernel), through the exposition. Exact lines of
@@ -33,6 +34,17 @@ fn tree(tag: &str) -> PathBuf {
     );
     w(
         &nic.join("aer_dev_nonfatal"),
+        "Undefined 0\nDLP 0\nTOTAL_ERR_NONFATAL 0\n",
+    );
+    // The root port above the NIC received the NIC's writes with errors:
+    // the kernel counts them on the port, not on the NIC.
+    let port = dir.join("devices/pci0000:16/0000:16:01.0");
+    w(
+        &port.join("aer_dev_correctable"),
+        "RxErr 17\nBadTLP 0\nBadDLLP 2\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 19\n",
+    );
+    w(
+        &port.join("aer_dev_nonfatal"),
         "Undefined 0\nDLP 0\nTOTAL_ERR_NONFATAL 0\n",
     );
     for n in ["ens1np0", "ens2np0"] {
@@ -180,6 +192,20 @@ fn replayed_physical_layer_exposes_every_family() {
         &text,
         r#"roce_pcie_aer_error_kinds_total{pci="0000:17:00.0",role="nic",netdev="ens1np0",severity="correctable",kind="BadTLP"} 3"#,
     );
+    // The NIC's upstream port, once, with what it serves; its kinds with
+    // the pcie_aer_kinds group.
+    has(
+        &text,
+        r#"roce_pcie_bridge_aer_errors_total{pci="0000:16:01.0",link="nic",netdevs="ens1np0",gpus="",severity="correctable"} 19"#,
+    );
+    has(
+        &text,
+        r#"roce_pcie_bridge_aer_errors_total{pci="0000:16:01.0",link="nic",netdevs="ens1np0",gpus="",severity="nonfatal"} 0"#,
+    );
+    has(
+        &text,
+        r#"roce_pcie_aer_error_kinds_total{pci="0000:16:01.0",role="bridge",netdev="",severity="correctable",kind="RxErr"} 17"#,
+    );
     // No aer_dev_fatal file: absent, not 0.
     assert!(!text.contains(r#"severity="fatal""#));
     has(
@@ -234,7 +260,14 @@ fn default_exposition_keeps_totals_and_leaves_out_zero_detail() {
         ),
     );
     assert!(
-        !text.contains(r#"kind="RxErr""#),
+        !text.contains(r#"role="nic",netdev="ens1np0",severity="correctable",kind="RxErr""#),
         "zero kinds stay out:\n{text}"
     );
+    // A bridge port: one series per severity, no kinds, even those that
+    // counted.
+    has(
+        &text,
+        r#"roce_pcie_bridge_aer_errors_total{pci="0000:16:01.0",link="nic",netdevs="ens1np0",gpus="",severity="correctable"} 19"#,
+    );
+    assert!(!text.contains(r#"role="bridge""#), "{text}");
 }

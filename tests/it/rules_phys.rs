@@ -12,7 +12,7 @@ use roce_netdev::aer::{AerCounts, PciAer};
 use roce_netdev::devlink::{HealthReporter, ReporterState};
 use roce_netdev::fec::{FecCounter, FecInfo, FecMode};
 use roce_netdev::module::{read_module, EepromReplay, ModuleInfo};
-use roce_netdev::phys::{NicReporter, PciHealth, PhysNetdev, PhysSnapshot};
+use roce_netdev::phys::{BridgeHealth, NicReporter, PciHealth, PhysNetdev, PhysSnapshot};
 use roce_netdev::{CarrierCounts, Netdev, RdmaPortRef};
 use roce_testkit::snapshot::{history, SnapshotBuilder};
 
@@ -32,6 +32,9 @@ struct State {
     fec: Option<FecInfo>,
     nic_aer: PciAer,
     gpu_aer: PciAer,
+    bridges: Vec<BridgeHealth>,
+    /// GPU 2 at 0000:18:00.0, nearest NIC mlx5_0, from the topology source.
+    topology: bool,
     reporters: Option<Vec<HealthReporter>>,
 }
 
@@ -69,6 +72,7 @@ fn sample(st: &State) -> SnapshotBuilder {
             pci: "0000:18:00.0".into(),
             aer: st.gpu_aer.clone(),
         }],
+        bridges: st.bridges.clone(),
         reporters: st.reporters.clone().map(|rs| {
             rs.into_iter()
                 .map(|reporter| NicReporter {
@@ -81,7 +85,14 @@ fn sample(st: &State) -> SnapshotBuilder {
 }
 
 fn run(states: &[State], rule: &str) -> Vec<Finding> {
-    let h = history(states.iter().map(sample));
+    let h = history(states.iter().map(|st| {
+        let s = sample(st);
+        if st.topology {
+            s.topology(gpu_2_near_mlx5_0())
+        } else {
+            s
+        }
+    }));
     rules::evaluate(&h, &RulesConfig::default(), &Expectations::default())
         .into_iter()
         .filter(|f| f.rule == rule)
@@ -508,4 +519,202 @@ fn copper_cables_get_no_optical_verdict() {
             assert_eq!(run(&[with_module(m.clone())], rule), vec![], "{rule}");
         }
     }
+}
+
+/// GPU 2 (0000:18:00.0) behind the same PCIe switch as mlx5_0 (PIX), its
+/// nearest NIC.
+fn gpu_2_near_mlx5_0() -> roce_topology::TopologySnapshot {
+    use roce_topology::{Gpu, GpuNicPath, GpuVendor, PathClass, PciAddress};
+    roce_topology::TopologySnapshot {
+        gpus: vec![Gpu {
+            index: 2,
+            address: PciAddress::parse("0000:18:00.0").expect("a PCI address"),
+            vendor: GpuVendor::Nvidia,
+            device_id: Some(0x2330),
+            numa_node: Some(0),
+            name: None,
+            uuid: None,
+        }],
+        paths: vec![GpuNicPath {
+            gpu: 2,
+            nic: "mlx5_0".into(),
+            class: PathClass::Pix,
+            bridges: vec![],
+        }],
+        ..Default::default()
+    }
+}
+
+/// The bridge ports of a DGX-like branch as the phys reader reports them:
+/// root port 0000:14:01.0 and switch upstream port 0000:15:00.0 above both,
+/// downstream port 0000:16:00.0 above the NIC of ens1np0 (0000:17:00.0; the
+/// port is its upstream port), 0000:16:01.0 above the GPU 0000:18:00.0. Each port's correctable
+/// file counts `rx_err[i]` RxErr (as aer.c prints it: kinds, then the
+/// total), its nonfatal file `nonfatal[i]` completion timeouts.
+fn branch(rx_err: [u64; 4], nonfatal: [u64; 4]) -> Vec<BridgeHealth> {
+    let ports = [
+        ("0000:14:01.0", true, true, false),
+        ("0000:15:00.0", true, true, false),
+        ("0000:16:00.0", true, false, true),
+        ("0000:16:01.0", false, true, true),
+    ];
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, &(pci, nic, gpu, endpoint_link))| {
+            let counts = |kind: &str, v: u64| AerCounts {
+                total: Some(v),
+                kinds: vec![(kind.to_string(), v)],
+            };
+            BridgeHealth {
+                pci: pci.into(),
+                netdevs: if nic { vec!["ens1np0".into()] } else { vec![] },
+                gpus: if gpu {
+                    vec!["0000:18:00.0".into()]
+                } else {
+                    vec![]
+                },
+                endpoint_link,
+                aer: PciAer {
+                    correctable: Some(counts("RxErr", rx_err[i])),
+                    nonfatal: Some(counts("CmpltTO", nonfatal[i])),
+                    fatal: Some(counts("DLP", 0)),
+                },
+            }
+        })
+        .collect()
+}
+
+fn bridges(rx_err: [u64; 4], nonfatal: [u64; 4]) -> State {
+    State {
+        bridges: branch(rx_err, nonfatal),
+        topology: true,
+        ..State::default()
+    }
+}
+
+#[test]
+fn errors_on_the_nics_upstream_port_name_the_nic_and_its_gpu() {
+    // The NIC's writes (GPUDirect RDMA into GPU 2) arrive with receiver
+    // errors at the switch port above it; the NIC's own AER files stay 0.
+    let f = run(
+        &[
+            bridges([0, 0, 2, 0], [0; 4]),
+            bridges([0, 0, 9, 0], [0; 4]),
+            bridges([0, 0, 19, 0], [0; 4]),
+        ],
+        "pcie_bridge_aer_errors",
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert_eq!(f[0].subject.device.as_deref(), Some("mlx5_0"));
+    assert_eq!(f[0].subject.netdev.as_deref(), Some("ens1np0"));
+    assert_eq!(f[0].subject.gpu, Some(2));
+    assert_eq!(
+        f[0].finding,
+        "GPU 2 mlx5_0 port 1 (ens1np0): correctable PCIe errors (the link replays packets: it is marginal) on the bridge port(s) of its PCIe path, 0000:16:00.0 (the upstream port of ens1np0's NIC): the port counts the errors of what the NIC sends, its DMA writes into GPU 2's memory (GPUDirect RDMA) among them, which the NIC's own counters do not show"
+    );
+    assert_eq!(
+        f[0].evidence,
+        "0000:16:00.0: AER correctable +17 over 20s (by kind, since boot: RxErr 19); expected none"
+    );
+    assert!(
+        f[0].verify.starts_with(
+            "cat /sys/bus/pci/devices/0000:16:00.0/aer_dev_{correctable,nonfatal,fatal}"
+        ),
+        "{}",
+        f[0].verify
+    );
+    // The NIC's own rule sees nothing: its files did not move.
+    assert_eq!(
+        run(
+            &[
+                bridges([0, 0, 2, 0], [0; 4]),
+                bridges([0, 0, 19, 0], [0; 4])
+            ],
+            "pcie_aer_errors"
+        ),
+        vec![]
+    );
+}
+
+#[test]
+fn bridge_ports_whose_counts_hold_still_are_healthy() {
+    // Counts since boot (a bring-up replay, an old incident) that do not
+    // grow, and ports without the AER capability, are no finding.
+    let still = bridges([3, 0, 7, 1], [0, 1, 0, 0]);
+    assert_eq!(
+        run(
+            &[still.clone(), still.clone(), still],
+            "pcie_bridge_aer_errors"
+        ),
+        vec![]
+    );
+    let mut bare = bridges([0; 4], [0; 4]);
+    for b in &mut bare.bridges {
+        b.aer = PciAer::default();
+    }
+    assert_eq!(run(&[bare.clone(), bare], "pcie_bridge_aer_errors"), vec![]);
+    // The first sample alone judges no growth.
+    assert_eq!(
+        run(&[bridges([0, 0, 19, 0], [0; 4])], "pcie_bridge_aer_errors"),
+        vec![]
+    );
+}
+
+#[test]
+fn a_shared_port_is_one_finding_with_every_port_of_the_path() {
+    // The root port above NIC and GPU loses a completion (nonfatal) while
+    // the NIC's upstream port replays: critical, one finding for the NIC
+    // and GPU 2 naming both ports.
+    let f = run(
+        &[
+            bridges([0, 0, 5, 0], [0; 4]),
+            bridges([0, 0, 8, 0], [1, 0, 0, 0]),
+        ],
+        "pcie_bridge_aer_errors",
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert!(
+        f[0].finding.contains(
+            "uncorrectable PCIe errors (transactions lost, or a reset) on the bridge port(s) of its PCIe path, 0000:14:01.0 (a port above ens1np0, GPU 2); 0000:16:00.0 (the upstream port of ens1np0's NIC)"
+        ),
+        "{}",
+        f[0].finding
+    );
+    assert_eq!(
+        f[0].evidence,
+        "0000:14:01.0: AER nonfatal +1 over 10s (by kind, since boot: CmpltTO 1); 0000:16:00.0: AER correctable +3 over 10s (by kind, since boot: RxErr 8); expected none"
+    );
+}
+
+#[test]
+fn a_gpu_only_port_is_filed_under_the_gpu() {
+    let f = run(
+        &[bridges([0; 4], [0; 4]), bridges([0, 0, 0, 4], [0; 4])],
+        "pcie_bridge_aer_errors",
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].subject.gpu, Some(2));
+    assert_eq!(f[0].subject.device, None);
+    assert!(
+        f[0].finding
+            .starts_with("GPU 2: correctable PCIe errors (the link replays packets: it is marginal) on the bridge port(s) of its PCIe path, 0000:16:01.0 (the upstream port of GPU 2)"),
+        "{}",
+        f[0].finding
+    );
+    // Without the topology source the GPU is named by its address.
+    let mut no_topology = [bridges([0; 4], [0; 4]), bridges([0, 0, 0, 4], [0; 4])];
+    for st in &mut no_topology {
+        st.topology = false;
+    }
+    let f = run(&no_topology, "pcie_bridge_aer_errors");
+    assert_eq!(f[0].subject.gpu, None);
+    assert!(
+        f[0].finding
+            .contains("0000:16:01.0 (the upstream port of GPU 0000:18:00.0)"),
+        "{}",
+        f[0].finding
+    );
 }

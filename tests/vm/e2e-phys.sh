@@ -7,9 +7,11 @@
 # socket. The guest (guest/e2e-phys.sh) runs the exporter and asks, through
 # files in the shared folder, for two events this script makes with the
 # monitor: a correctable AER error on the NIC (`pcie_aer_inject_error nic0
-# BAD_TLP`) and a link flap (`set_link nic0 off`, then on). The guest checks
-# that the kernel's counters moved and that the exporter's families and
-# findings (pcie_aer_errors, link_flap from carrier_down_count) followed.
+# BAD_TLP`), a nonfatal one on the root port above it (`pcie_aer_inject_error
+# rp0 0x4000`) and a link flap (`set_link nic0 off`, then on). The guest
+# checks that the kernel's counters moved and that the exporter's families
+# and findings (pcie_aer_errors, pcie_bridge_aer_errors, link_flap from
+# carrier_down_count) followed.
 #
 # Options:
 #   -t, --timeout SEC   limit for the VM run (default 240)
@@ -60,7 +62,7 @@ bash "$HERE/run.sh" -t "$TIMEOUT" --nic-model virtio-net-pci --root-port --monit
   -a "$(command -v setpci):/usr/bin/setpci" \
   "$VM" "$HERE/guest/e2e-phys.sh" &
 RUN=$!
-aer_done=0 flap_done=0
+aer_done=0 rp_done=0 flap_done=0
 while kill -0 "$RUN" 2>/dev/null; do
   if ((!aer_done)) && [[ -e $OUT/guest/want-aer ]]; then
     # BAD_TLP: correctable; 0x4000: PCI_ERR_UNC_COMP_TIME, nonfatal by default
@@ -69,6 +71,12 @@ while kill -0 "$RUN" 2>/dev/null; do
     monitor "pcie_aer_inject_error nic0 0x4000" >> "$OUT/aer-inject.txt" 2>&1 || true
     printf 'pcie_aer_inject_error nic0 BAD_TLP\npcie_aer_inject_error nic0 0x4000\n' > "$OUT/guest/aer-injected"
     aer_done=1
+  fi
+  if ((!rp_done)) && [[ -e $OUT/guest/want-rp-aer ]]; then
+    # a Completion Timeout the root port itself detects: counted on the port
+    monitor "pcie_aer_inject_error rp0 0x4000" > "$OUT/aer-inject-root-port.txt" 2>&1 || true
+    echo "pcie_aer_inject_error rp0 0x4000" > "$OUT/guest/rp-aer-injected"
+    rp_done=1
   fi
   if ((!flap_done)) && [[ -e $OUT/guest/want-flap ]]; then
     monitor "set_link nic0 off" > "$OUT/set-link.txt" 2>&1 || true

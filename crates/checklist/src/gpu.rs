@@ -1,10 +1,10 @@
 //! The GPUs: GPUDirect RDMA readiness and verdicts, and the GPU-NIC
-//! placement, ACS and PCIe links of the topology.
+//! placement, ACS, PCIe links and PCIe AER counters of the topology.
 
 use roce_model::snapshot::Snapshot;
-use roce_rules::{self as rules, Area, Finding};
+use roce_rules::{self as rules, Area, Finding, RuleId};
 
-use crate::{in_areas, item, status_of, topology_with_gpus, Item, Status};
+use crate::{in_areas, item, rule_list, status_of, topology_with_gpus, Item, Status};
 
 pub(crate) fn gpudirect(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
     let section = "GPUDirect RDMA";
@@ -182,14 +182,49 @@ pub(crate) fn topology(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) 
         out.push(item(section, status, text));
     }
     if !t.links.is_empty() {
-        let down = in_areas(findings, &[Area::PcieLink]).count();
+        let downtrained = || {
+            findings
+                .iter()
+                .filter(|f| f.rule == RuleId::PcieDowntrained)
+        };
         out.push(item(
             section,
-            status_of(in_areas(findings, &[Area::PcieLink])),
+            status_of(downtrained()),
             format!(
-                "PCIe links of GPUs and NICs: {} checked, {down} below what both ends support",
-                t.links.len()
+                "PCIe links of GPUs and NICs: {} checked, {} below what both ends support",
+                t.links.len(),
+                downtrained().count()
             ),
         ));
     }
+    aer(s, findings, section, out);
+}
+
+/// The AER counters read: of the NICs, the GPUs and the bridge ports on
+/// their paths, and whether any grew over the window.
+fn aer(s: &Snapshot, findings: &[Finding], section: &'static str, out: &mut Vec<Item>) {
+    let Some(p) = &s.phys else { return };
+    let nics = p.netdevs.iter().filter(|n| !n.aer.is_empty()).count();
+    let gpus = p.gpus.iter().filter(|g| !g.aer.is_empty()).count();
+    let bridges = p.bridges.iter().filter(|b| !b.aer.is_empty()).count();
+    if nics + gpus + bridges == 0 {
+        return;
+    }
+    let grew = || {
+        findings
+            .iter()
+            .filter(|f| matches!(f.rule, RuleId::PcieAerErrors | RuleId::PcieBridgeAerErrors))
+    };
+    let verdict = if grew().next().is_none() {
+        "none grew over the window".to_string()
+    } else {
+        format!("{} (below)", rule_list(grew()))
+    };
+    out.push(item(
+        section,
+        status_of(grew()),
+        format!(
+            "PCIe AER counters of {nics} NIC(s), {gpus} GPU(s) and {bridges} bridge port(s) on their paths: {verdict}"
+        ),
+    ));
 }

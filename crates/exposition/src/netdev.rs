@@ -108,7 +108,7 @@ pub const PHY_ERRORS: Labeled<5> = Labeled::new(Family {
     kind: MetricKind::Counter,
     unit: None,
     labels: &["netdev", "device", "port", "kind", "lane"],
-    help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, empty for the total) or pcs_symbol_errors. Absent where the driver has no such counter.",
+    help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, empty for the total) or pcs_symbol_errors (error bits FEC did not correct). On mlx5 both run since the link last came up (the firmware clears them at link-up). Absent where the driver has no such counter.",
     source: ETHTOOL_SOURCE,
 });
 pub const NIC_PCIE_ERRORS: Labeled<4> = Labeled::new(Family {

@@ -1,15 +1,15 @@
 //! Families of the physical layer and device health: carrier transitions
 //! (netdev source, sysfs), FEC mode and counts, the pluggable module's
-//! identity, readings and own thresholds, PCIe AER of NICs and GPUs, and
-//! devlink health reporters (phys source). A driver that does not offer
-//! one of them leaves its series out; nothing is exported as 0 in its
-//! place. Netdev series carry `netdev`, and `device`/`port` of the RDMA
+//! identity, readings and own thresholds, PCIe AER of NICs and GPUs and of
+//! the bridge ports on their paths, and devlink health reporters (phys
+//! source). A driver that does not offer one of them leaves its series
+//! out; nothing is exported as 0 in its place. Netdev series carry `netdev`, and `device`/`port` of the RDMA
 //! port the netdev backs (empty for `netdevs.extra` ones).
 
 use roce_netdev::aer::{AerCounts, PciAer};
 use roce_netdev::fec::FecCounter;
 use roce_netdev::module::Thresholds;
-use roce_netdev::phys::PhysNetdev;
+use roce_netdev::phys::{BridgeHealth, PhysNetdev};
 use roce_netdev::RdmaPortRef;
 
 use super::groups::{Group, Groups};
@@ -144,8 +144,16 @@ pub const PCIE_AER_ERROR_KINDS: Labeled<5> = Labeled::new(Family {
     kind: MetricKind::Counter,
     unit: None,
     labels: &["pci", "role", "netdev", "severity", "kind"],
-    help: "PCIe AER errors by kind as the kernel names them (RxErr, BadTLP, BadDLLP, Rollover, Timeout, ... for correctable; DLP, TLP, CmpltTO, MalfTLP, ... for uncorrectable).",
+    help: "PCIe AER errors by kind as the kernel names them (RxErr, BadTLP, BadDLLP, Rollover, Timeout, ... for correctable; DLP, TLP, CmpltTO, MalfTLP, ... for uncorrectable), of NICs and GPUs (role nic, gpu) and, with the pcie_aer_kinds group, of the bridge ports on their paths (role bridge).",
     source: AER_SOURCE,
+});
+pub const PCIE_BRIDGE_AER_ERRORS: Labeled<5> = Labeled::new(Family {
+    base: "roce_pcie_bridge_aer_errors",
+    kind: MetricKind::Counter,
+    unit: None,
+    labels: &["pci", "link", "netdevs", "gpus", "severity"],
+    help: "PCIe AER errors the kernel counted on a bridge port (root port or switch port) of a NIC's or GPU's path, by severity (TOTAL_ERR_* lines). A port counts the errors its receiver saw: those of what the device below it sends (a NIC's DMA writes, GPUDirect RDMA into GPU memory among them) land here, not on the NIC. link: nic or gpu where the port's own link leads to that NIC or GPU (their upstream port), bridge where it leads to another bridge; netdevs and gpus (PCI addresses): the NICs and GPUs below the port, comma-separated. A port shared by several paths is one series. A severity appears with its first count (zeros too, and the kinds as roce_pcie_aer_error_kinds_total{role=\"bridge\"}, with the pcie_aer_kinds group); the rules judge every port either way.",
+    source: "/sys/bus/pci/devices/<bridge>/aer_dev_{correctable,nonfatal,fatal} of the bridges above the NICs and GPUs in /sys/devices",
 });
 pub const DEVLINK_HEALTHY: Labeled<4> = Labeled::new(Family {
     base: "roce_devlink_reporter_healthy",
@@ -188,6 +196,7 @@ pub const FAMILIES: &[Family] = &[
     MODULE_THRESHOLD.family,
     PCIE_AER_ERRORS.family,
     PCIE_AER_ERROR_KINDS.family,
+    PCIE_BRIDGE_AER_ERRORS.family,
     DEVLINK_HEALTHY.family,
     DEVLINK_ERRORS.family,
     DEVLINK_RECOVERIES.family,
@@ -229,6 +238,9 @@ pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples
         }
         for g in &phys.gpus {
             collect_aer(&g.pci, "gpu", "", &g.aer, groups, &mut f);
+        }
+        for b in &phys.bridges {
+            collect_bridge(b, groups, &mut f);
         }
         for r in phys.reporters.iter().flatten() {
             let port = r.reporter.port.map(|p| p.to_string()).unwrap_or_default();
@@ -365,6 +377,48 @@ fn collect_netdev(n: &PhysNetdev, groups: &Groups, f: &mut [FamilySamples]) {
     }
     if let Some(pci) = &n.pci {
         collect_aer(pci, "nic", &n.name, &n.aer, groups, f);
+    }
+}
+
+/// A bridge port's totals by severity with what it serves, one series per
+/// port and severity that counted (every one, zeros too, and the kinds
+/// with the `pcie_aer_kinds` group): a healthy node has a few dozen bridge
+/// ports whose zeros say nothing, and the rules judge them from the
+/// samples either way.
+fn collect_bridge(b: &BridgeHealth, groups: &Groups, f: &mut [FamilySamples]) {
+    let every = groups.is_on(Group::PcieAerKinds);
+    let link = match (b.endpoint_link, b.netdevs.is_empty(), b.gpus.is_empty()) {
+        (true, false, _) => "nic",
+        (true, true, false) => "gpu",
+        _ => "bridge",
+    };
+    let netdevs = b.netdevs.join(",");
+    let gpus = b.gpus.join(",");
+    let files: [(&str, Option<&AerCounts>); 3] = [
+        ("correctable", b.aer.correctable.as_ref()),
+        ("nonfatal", b.aer.nonfatal.as_ref()),
+        ("fatal", b.aer.fatal.as_ref()),
+    ];
+    for (severity, counts) in files {
+        let Some(c) = counts else { continue };
+        if let Some(total) = c.total.filter(|t| every || *t > 0) {
+            push_into(
+                f,
+                &PCIE_BRIDGE_AER_ERRORS,
+                [&b.pci, link, &netdevs, &gpus, severity],
+                total,
+            );
+        }
+        if every {
+            for (kind, v) in &c.kinds {
+                push_into(
+                    f,
+                    &PCIE_AER_ERROR_KINDS,
+                    [&b.pci, "bridge", "", severity, kind],
+                    *v,
+                );
+            }
+        }
     }
 }
 

@@ -174,7 +174,10 @@ rule_table! {
     ModuleLaneImbalance = "module_lane_imbalance", [Warning], Some("module_lane_imbalance"), [], LinkErrors;
     FecBerHigh = "fec_ber_high", [Warning], Some("fec_ber"), [], LinkErrors;
     FecUncorrectable = "fec_uncorrectable", [Warning], Some("fec_uncorrectable"), [], LinkErrors;
+    FecLaneSkew = "fec_lane_skew", [Warning], Some("fec_lane_skew"), [], LinkErrors;
+    PostFecErrors = "post_fec_errors", [Warning], Some("post_fec_errors"), [], LinkErrors;
     PcieAerErrors = "pcie_aer_errors", [Warning, Critical], Some("pcie_aer"), [], PcieLink;
+    PcieBridgeAerErrors = "pcie_bridge_aer_errors", [Warning, Critical], Some("pcie_aer"), [], PcieLink;
     DevlinkReporterError = "devlink_reporter_error", [Critical, Warning], Some("devlink_health"), [], Port;
     CollectorFailing = "collector_failing", [Warning], None, [], Exporter;
 }

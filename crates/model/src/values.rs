@@ -128,6 +128,10 @@ pub fn opt_share<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Erro
     )
 }
 
+pub fn opt_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    opt_number(d, |_: &u64| true, "a count, an integer >= 0")
+}
+
 pub fn opt_factor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     opt_number(
         d,

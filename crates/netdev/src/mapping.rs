@@ -84,7 +84,8 @@ pub enum Meaning {
     LinkDownEvents,
     /// Physical layer error counts below the MAC: `kind` is
     /// "fec_corrected_bits" (bits the FEC corrected, per lane when `lane`
-    /// is set) or "pcs_symbol_errors" (PCS symbol errors before FEC).
+    /// is set) or "pcs_symbol_errors" (error bits FEC did not correct, or
+    /// every error where no FEC runs: mlx5's `phy_symbol_errors`).
     PhyErrors {
         kind: &'static str,
         lane: Option<u8>,

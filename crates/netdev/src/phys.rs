@@ -1,20 +1,29 @@
 //! One sample of the physical layer and device health of the netdevs
 //! behind RDMA ports and of the GPUs: FEC ([`crate::fec`]), the pluggable
 //! module ([`crate::module`], on its own slow cadence), PCIe AER of the
-//! NIC's and each GPU's PCI function ([`crate::aer`]), and the devlink
-//! health reporters of the NICs ([`crate::devlink`]). Each kernel part is
+//! NIC's and each GPU's PCI function and of the bridge ports on their way
+//! to the root ([`crate::aer`]), and the devlink health reporters of the
+//! NICs ([`crate::devlink`]). Each kernel part is
 //! optional (off, or replayed on fixture trees), each netdev is read on its
 //! own, and what a driver does not offer is absent, never 0.
 //!
-//! What a netdev's or GPU's PCI function is, and which of its AER files
-//! exist, is learned once (a `realpath` of the netdev's `device` link: a
-//! `readlink` per path component) and kept, with the AER files open: a
-//! steady sample is one `pread` per AER file that exists and nothing for
-//! those that do not. It is learned again when the RDMA port behind the
+//! What a netdev's or GPU's PCI function is, the bridge ports above it,
+//! and which of their AER files exist, is learned once (a `realpath` of
+//! the netdev's `device` link or of the GPU's `bus/pci/devices` entry: a
+//! `readlink` per path component; the bridges are the PCI functions on
+//! that path, as the kernel nests a device's folder in its bridge's) and
+//! kept, with the AER files open: a steady sample is one `pread` per AER
+//! file that exists and nothing for those that do not.
+//!
+//! A PCIe error is counted by the device whose receiver saw it: errors on
+//! the TLPs a NIC sends (its DMA writes, GPUDirect RDMA into GPU memory
+//! among them) land on the bridge port above it, not on the NIC. So the
+//! bridge ports of every NIC's and GPU's path are read too, each once
+//! however many paths share it, with the netdevs and GPUs it serves. It is learned again when the RDMA port behind the
 //! netdev changes, when a kept file goes stale (the function was removed),
 //! and every [`crate::LAYOUT_REFRESH`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -32,6 +41,9 @@ pub struct PhysSnapshot {
     pub netdevs: Vec<PhysNetdev>,
     /// PCIe AER of each GPU given to the reader, in the order given.
     pub gpus: Vec<PciHealth>,
+    /// PCIe AER of the bridge ports (root ports, switch ports) on the
+    /// NICs' and GPUs' paths, each once, by address.
+    pub bridges: Vec<BridgeHealth>,
     /// Health reporters of the NICs' PCI functions; `None` when devlink was
     /// not read (off, or the kernel has none).
     pub reporters: Option<Vec<NicReporter>>,
@@ -58,6 +70,23 @@ pub struct PhysNetdev {
 pub struct PciHealth {
     /// PCI address ("0000:18:00.0").
     pub pci: String,
+    pub aer: PciAer,
+}
+
+/// A bridge port on the PCIe path of NICs or GPUs: what it serves and its
+/// AER counters (absent where the port has no AER capability).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BridgeHealth {
+    /// PCI address ("0000:16:02.0").
+    pub pci: String,
+    /// The netdevs whose NIC sits below the port, in the order read.
+    pub netdevs: Vec<String>,
+    /// The GPUs below the port (PCI addresses), in the order given.
+    pub gpus: Vec<String>,
+    /// The port's own link leads to those NICs or GPUs themselves (it is
+    /// their upstream port, which counts the errors of what they send),
+    /// not to another bridge.
+    pub endpoint_link: bool,
     pub aer: PciAer,
 }
 
@@ -98,10 +127,27 @@ struct NetdevLayout {
     /// The PCI address of the function, if PCI.
     pci: Option<String>,
     aer: Option<AerFiles>,
+    /// The bridge ports above the function, root port first.
+    bridges: Vec<Bridge>,
 }
 
 /// What was learned of one GPU's PCI function.
 struct GpuLayout {
+    learned_at: Duration,
+    aer: AerFiles,
+    /// The bridge ports above the function, root port first.
+    bridges: Vec<Bridge>,
+}
+
+/// A bridge port on a learned path: its address and sysfs folder.
+#[derive(Clone)]
+struct Bridge {
+    pci: String,
+    dir: PathBuf,
+}
+
+/// What was learned of one bridge port: its AER files, kept open.
+struct BridgeLayout {
     learned_at: Duration,
     aer: AerFiles,
 }
@@ -137,6 +183,7 @@ pub struct PhysReader {
     calls: PhysCalls,
     netdev_layouts: HashMap<String, NetdevLayout>,
     gpu_layouts: HashMap<String, GpuLayout>,
+    bridge_layouts: HashMap<String, BridgeLayout>,
     buf: ReadBuf,
 }
 
@@ -162,6 +209,25 @@ fn pci_function(device_link: &Path) -> Option<(String, PathBuf)> {
     found
 }
 
+/// The bridge ports above the PCI function whose canonical sysfs folder is
+/// `function`, root port first: the PCI functions among its ancestors
+/// (`/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/<fn>`).
+fn bridges_above(function: &Path) -> Vec<Bridge> {
+    let mut out: Vec<Bridge> = function
+        .ancestors()
+        .skip(1)
+        .map_while(|p| {
+            let name = p.file_name()?.to_str()?;
+            is_pci_address(name).then(|| Bridge {
+                pci: name.to_string(),
+                dir: p.to_path_buf(),
+            })
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
 impl PhysReader {
     /// A reader with only the sysfs parts (AER); add the kernel parts with
     /// the `with_*` methods.
@@ -175,6 +241,7 @@ impl PhysReader {
             calls: PhysCalls::default(),
             netdev_layouts: HashMap::new(),
             gpu_layouts: HashMap::new(),
+            bridge_layouts: HashMap::new(),
             buf: ReadBuf::new(),
         }
     }
@@ -197,6 +264,77 @@ impl PhysReader {
     /// What the last [`PhysReader::read`] asked.
     pub fn last_calls(&self) -> PhysCalls {
         self.calls
+    }
+
+    /// The bridge ports on the learned paths of `targets` and `gpus`, each
+    /// read once, with what it serves; their AER files are kept like the
+    /// functions' and learned again on the same occasions.
+    fn read_bridges(
+        layouts: (&HashMap<String, NetdevLayout>, &HashMap<String, GpuLayout>),
+        bridge_layouts: &mut HashMap<String, BridgeLayout>,
+        targets: &[Target],
+        gpus: &[String],
+        now: Duration,
+        io: &mut Io<'_>,
+        errors: &mut Vec<HostError>,
+    ) -> Vec<BridgeHealth> {
+        let mut files = Vec::new();
+        let mut served: BTreeMap<String, (PathBuf, BridgeHealth)> = BTreeMap::new();
+        let mut serve = |path: &[Bridge], netdev: Option<&str>, gpu: Option<&str>| {
+            for (i, b) in path.iter().enumerate() {
+                let (_, h) = served.entry(b.pci.clone()).or_insert_with(|| {
+                    (
+                        b.dir.clone(),
+                        BridgeHealth {
+                            pci: b.pci.clone(),
+                            ..BridgeHealth::default()
+                        },
+                    )
+                });
+                if let Some(n) = netdev.filter(|n| !h.netdevs.iter().any(|x| x == n)) {
+                    h.netdevs.push(n.to_string());
+                }
+                if let Some(g) = gpu.filter(|g| !h.gpus.iter().any(|x| x == g)) {
+                    h.gpus.push(g.to_string());
+                }
+                h.endpoint_link |= i + 1 == path.len();
+            }
+        };
+        for t in targets {
+            if let Some(l) = layouts.0.get(&t.name) {
+                serve(&l.bridges, Some(&t.name), None);
+            }
+        }
+        for g in gpus {
+            if let Some(l) = layouts.1.get(g) {
+                serve(&l.bridges, None, Some(g));
+            }
+        }
+        let due = |learned_at: Duration| now.saturating_sub(learned_at) >= crate::LAYOUT_REFRESH;
+        let mut out = Vec::with_capacity(served.len());
+        for (pci, (dir, mut health)) in served {
+            let layout = bridge_layouts
+                .entry(pci.clone())
+                .or_insert_with(|| BridgeLayout {
+                    learned_at: now,
+                    aer: AerFiles::new(&dir),
+                });
+            if due(layout.learned_at) {
+                *layout = BridgeLayout {
+                    learned_at: now,
+                    aer: AerFiles::new(&dir),
+                };
+            }
+            let mut stale = false;
+            health.aer = layout.aer.read(io, &mut files, &mut stale);
+            errors.extend(files.drain(..).map(HostError::File));
+            if stale {
+                bridge_layouts.remove(&pci);
+            }
+            out.push(health);
+        }
+        bridge_layouts.retain(|pci, _| out.iter().any(|b| &b.pci == pci));
+        out
     }
 
     /// Reads every target netdev and every GPU (PCI addresses). `now` is
@@ -240,6 +378,10 @@ impl PhysReader {
                         rdma: target.rdma.clone(),
                         pci: function.as_ref().map(|(a, _)| a.clone()),
                         aer: function.as_ref().map(|(_, dir)| AerFiles::new(dir)),
+                        bridges: function
+                            .as_ref()
+                            .map(|(_, dir)| bridges_above(dir))
+                            .unwrap_or_default(),
                     },
                 );
             }
@@ -302,18 +444,21 @@ impl PhysReader {
             if gpu.is_empty() || gpu.contains('/') || gpu.starts_with('.') {
                 continue;
             }
-            let layout = self
-                .gpu_layouts
-                .entry(gpu.clone())
-                .or_insert_with(|| GpuLayout {
+            let learn = || {
+                let entry = devices.join(gpu);
+                // The GPU's folder under devices/, nested in its bridges'.
+                let bridges = std::fs::canonicalize(&entry)
+                    .map(|dir| bridges_above(&dir))
+                    .unwrap_or_default();
+                GpuLayout {
                     learned_at: now,
-                    aer: AerFiles::new(&devices.join(gpu)),
-                });
+                    aer: AerFiles::new(&entry),
+                    bridges,
+                }
+            };
+            let layout = self.gpu_layouts.entry(gpu.clone()).or_insert_with(learn);
             if due(layout.learned_at) {
-                *layout = GpuLayout {
-                    learned_at: now,
-                    aer: AerFiles::new(&devices.join(gpu)),
-                };
+                *layout = learn();
             }
             let mut stale = false;
             out.gpus.push(PciHealth {
@@ -326,6 +471,15 @@ impl PhysReader {
             }
         }
         self.gpu_layouts.retain(|g, _| gpus.contains(g));
+        out.bridges = Self::read_bridges(
+            (&self.netdev_layouts, &self.gpu_layouts),
+            &mut self.bridge_layouts,
+            targets,
+            gpus,
+            now,
+            &mut io,
+            errors,
+        );
         self.calls.aer_files = io.reads as u64;
         if let Some(health) = self.health.as_deref_mut() {
             self.calls.devlink += 1;

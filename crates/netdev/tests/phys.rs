@@ -774,3 +774,169 @@ fn sff8472_external_calibration_is_applied_as_ethtool_does() {
     assert_eq!(m.temperature_celsius, None);
     assert!(m.lanes.is_empty());
 }
+
+/// `aer_dev_correctable` of a device that replayed `bad_dllp` DLLPs and saw
+/// `rx_err` receiver errors, as aer.c prints it.
+fn correctable(rx_err: u64, bad_dllp: u64) -> String {
+    format!(
+        "RxErr {rx_err}\nBadTLP 0\nBadDLLP {bad_dllp}\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR {}\n",
+        rx_err + bad_dllp
+    )
+}
+
+/// A DGX-like PCIe branch: root port 0000:15:01.0, a switch (upstream port
+/// 0000:16:00.0, downstream ports 0000:17:00.0 and 0000:17:01.0), the NIC
+/// of `ens1np0` (0000:18:00.0) below the first, the GPU 0000:19:00.0 below
+/// the second; a second root port 0000:80:01.0 with a GPU 0000:81:00.0
+/// directly below it. Every port has the AER files but the second root
+/// port, which has none; the NIC's upstream port counted RxErr on the
+/// NIC's writes. `bus/pci/devices` and the netdev's `device` link point
+/// into `devices/` as the kernel's do.
+fn bridge_tree(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("roce-bridges-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let root = "devices/pci0000:15/0000:15:01.0";
+    let usp = format!("{root}/0000:16:00.0");
+    let nic_dsp = format!("{usp}/0000:17:00.0");
+    let gpu_dsp = format!("{usp}/0000:17:01.0");
+    let nic = format!("{nic_dsp}/0000:18:00.0");
+    let gpu = format!("{gpu_dsp}/0000:19:00.0");
+    let root2 = "devices/pci0000:80/0000:80:01.0";
+    let gpu2 = format!("{root2}/0000:81:00.0");
+    for d in [&nic, &gpu, &gpu2] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    for (d, cor) in [
+        (root.to_string(), correctable(0, 0)),
+        (usp.clone(), correctable(0, 0)),
+        (nic_dsp.clone(), correctable(17, 2)),
+        (gpu_dsp.clone(), correctable(0, 0)),
+        (nic.clone(), correctable(0, 0)),
+    ] {
+        std::fs::write(dir.join(&d).join("aer_dev_correctable"), cor).unwrap();
+        std::fs::write(
+            dir.join(&d).join("aer_dev_nonfatal"),
+            "CmpltTO 0\nTOTAL_ERR_NONFATAL 0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(&d).join("aer_dev_fatal"),
+            "DLP 0\nTOTAL_ERR_FATAL 0\n",
+        )
+        .unwrap();
+    }
+    let net = dir.join("class/net/ens1np0");
+    std::fs::create_dir_all(&net).unwrap();
+    std::os::unix::fs::symlink(format!("../../../{nic}"), net.join("device")).unwrap();
+    let pci = dir.join("bus/pci/devices");
+    std::fs::create_dir_all(&pci).unwrap();
+    for (addr, d) in [("0000:19:00.0", &gpu), ("0000:81:00.0", &gpu2)] {
+        std::os::unix::fs::symlink(format!("../../../{d}"), pci.join(addr)).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn bridge_ports_on_nic_and_gpu_paths_are_read_once_with_what_they_serve() {
+    let dir = bridge_tree("serve");
+    let mut reader = roce_netdev::phys::PhysReader::new(roce_netdev::phys::PhysOptions {
+        sysfs: dir.clone(),
+        module_interval: std::time::Duration::from_secs(300),
+    });
+    let targets = [Target {
+        name: "ens1np0".into(),
+        rdma: None,
+    }];
+    let gpus = ["0000:19:00.0".to_string(), "0000:81:00.0".to_string()];
+    let mut errors = Vec::new();
+    let snap = reader.read(&targets, &gpus, std::time::Duration::ZERO, &mut errors);
+    assert!(errors.is_empty(), "{errors:?}");
+    let addresses: Vec<&str> = snap.bridges.iter().map(|b| b.pci.as_str()).collect();
+    // The root port and the switch's upstream port, shared by the NIC's and
+    // the GPU's paths, appear once.
+    assert_eq!(
+        addresses,
+        [
+            "0000:15:01.0",
+            "0000:16:00.0",
+            "0000:17:00.0",
+            "0000:17:01.0",
+            "0000:80:01.0"
+        ]
+    );
+    let b = |a: &str| snap.bridges.iter().find(|b| b.pci == a).unwrap();
+    assert_eq!(b("0000:15:01.0").netdevs, ["ens1np0"]);
+    assert_eq!(b("0000:15:01.0").gpus, ["0000:19:00.0"]);
+    assert!(!b("0000:15:01.0").endpoint_link);
+    assert!(!b("0000:16:00.0").endpoint_link);
+    // The NIC's upstream port: its link is the NIC's, and it counted the
+    // errors of what the NIC sent.
+    let up = b("0000:17:00.0");
+    assert_eq!(
+        (up.netdevs.as_slice(), up.gpus.len()),
+        (&["ens1np0".to_string()][..], 0)
+    );
+    assert!(up.endpoint_link);
+    let cor = up.aer.correctable.as_ref().unwrap();
+    assert_eq!(cor.total, Some(19));
+    assert_eq!(cor.kinds[0], ("RxErr".to_string(), 17));
+    assert_eq!(b("0000:17:01.0").gpus, ["0000:19:00.0"]);
+    assert!(b("0000:17:01.0").endpoint_link);
+    // A root port without the AER capability: absent, not 0.
+    let bare = b("0000:80:01.0");
+    assert!(bare.aer.is_empty());
+    assert_eq!(bare.gpus, ["0000:81:00.0"]);
+    assert!(bare.endpoint_link);
+    // Three files on each of four ports and on the NIC.
+    assert_eq!(reader.last_calls().aer_files, 15);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bridge_layout_is_learned_once_and_refreshed() {
+    use std::time::Duration;
+    let dir = bridge_tree("learn");
+    let mut reader = roce_netdev::phys::PhysReader::new(roce_netdev::phys::PhysOptions {
+        sysfs: dir.clone(),
+        module_interval: Duration::from_secs(300),
+    });
+    let gpus = ["0000:81:00.0".to_string()];
+    let mut errors = Vec::new();
+    let first = reader.read(&[], &gpus, Duration::ZERO, &mut errors);
+    assert!(first.bridges[0].aer.is_empty());
+    // The files appear (a kernel with AER now): remembered absent until the
+    // layout is learned again, then read.
+    let root2 = dir.join("devices/pci0000:80/0000:80:01.0");
+    std::fs::write(root2.join("aer_dev_correctable"), correctable(0, 4)).unwrap();
+    let steady = reader.read(&[], &gpus, Duration::from_secs(10), &mut errors);
+    assert!(steady.bridges[0].aer.is_empty());
+    assert_eq!(reader.last_calls().aer_files, 0);
+    let later = reader.read(&[], &gpus, roce_netdev::LAYOUT_REFRESH, &mut errors);
+    assert_eq!(
+        later.bridges[0].aer.correctable.as_ref().unwrap().total,
+        Some(4)
+    );
+    // Its counts follow in place (pread on the kept file).
+    std::fs::write(root2.join("aer_dev_correctable"), correctable(0, 6)).unwrap();
+    let next = reader.read(
+        &[],
+        &gpus,
+        roce_netdev::LAYOUT_REFRESH + Duration::from_secs(10),
+        &mut errors,
+    );
+    assert_eq!(
+        next.bridges[0].aer.correctable.as_ref().unwrap().total,
+        Some(6)
+    );
+    assert_eq!(reader.last_calls().aer_files, 1);
+    // A GPU no longer read takes its bridges with it.
+    let none = reader.read(
+        &[],
+        &[],
+        roce_netdev::LAYOUT_REFRESH + Duration::from_secs(20),
+        &mut errors,
+    );
+    assert!(none.bridges.is_empty());
+    assert!(errors.is_empty(), "{errors:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -37,7 +37,7 @@ pub enum SubjectKey {
     Netdev(String),
     /// A probe target: device, port, GID index.
     Probe(String, u8, u32),
-    /// A PCI function (NIC or GPU) by address: its AER counts.
+    /// A PCI function (NIC, GPU or bridge port) by address: its AER counts.
     Pci(String),
     /// A devlink health reporter: PCI address, reporter name, devlink port.
     Reporter(String, String, Option<u32>),
@@ -535,6 +535,9 @@ fn followed_phys(phys: &roce_netdev::phys::PhysSnapshot, take: &mut TakeSubject<
     }
     for g in &phys.gpus {
         aer(&g.pci, &g.aer, take);
+    }
+    for b in &phys.bridges {
+        aer(&b.pci, &b.aer, take);
     }
     for r in phys.reporters.iter().flatten() {
         let r = &r.reporter;

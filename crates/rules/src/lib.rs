@@ -16,9 +16,11 @@ use roce_model::{meaning, snapshot, values};
 use settings::{Expectations, RulesConfig};
 use snapshot::Snapshot;
 
+pub mod aer;
 pub mod congestion;
 pub mod exporter;
 pub mod fabric;
+pub mod fec;
 pub mod history;
 pub mod lldp;
 pub mod nccl_advice;
@@ -82,6 +84,8 @@ pub fn all() -> Vec<&'static Rule> {
     rules.extend(congestion::RULES);
     rules.extend(topology::RULES);
     rules.extend(phys::RULES);
+    rules.extend(fec::RULES);
+    rules.extend(aer::RULES);
     rules.extend(probes::RULES);
     rules.extend(peer_probes::RULES);
     rules.extend(nccl_seen::RULES);

@@ -1,8 +1,7 @@
 //! Rules on the physical layer and device health: optics against the
 //! module's own thresholds (Rx power low, temperature high) and against
-//! their sibling lanes, pre-FEC bit error rate and uncorrectable FEC
-//! codewords, PCIe AER errors on NIC and GPU links, and devlink health
-//! reporters. Module readings are judged as read (the module is the
+//! their sibling lanes, and devlink health reporters (FEC is
+//! [`crate::fec`]'s, PCIe AER [`crate::aer`]'s). Module readings are judged as read (the module is the
 //! authority on its limits); counters by their reset-aware growth over the
 //! rule's window, silent on the first sample. What a driver does not offer
 //! is never judged.
@@ -37,21 +36,6 @@ pub const RULES: &[Rule] = &[
         evaluate: module_lane_imbalance,
     },
     Rule {
-        id: RuleId::FecBerHigh,
-        checks: "the pre-FEC bit error rate stays below the limit",
-        evaluate: fec_ber_high,
-    },
-    Rule {
-        id: RuleId::FecUncorrectable,
-        checks: "no uncorrectable FEC codewords within the window",
-        evaluate: fec_uncorrectable,
-    },
-    Rule {
-        id: RuleId::PcieAerErrors,
-        checks: "no PCIe AER errors on NIC or GPU links within the window",
-        evaluate: pcie_aer_errors,
-    },
-    Rule {
         id: RuleId::DevlinkReporterError,
         checks: "every NIC devlink health reporter is healthy and counts no new errors",
         evaluate: devlink_reporter_error,
@@ -59,7 +43,7 @@ pub const RULES: &[Rule] = &[
 ];
 
 /// The subject of a netdev: its RDMA port when it backs one.
-fn netdev_subject(n: &PhysNetdev) -> Subject {
+pub(crate) fn netdev_subject(n: &PhysNetdev) -> Subject {
     match &n.rdma {
         Some(r) => Subject::port(&r.device, r.port, Some(&n.name)),
         None => Subject {
@@ -69,7 +53,7 @@ fn netdev_subject(n: &PhysNetdev) -> Subject {
     }
 }
 
-fn phys_netdevs(s: &Snapshot) -> impl Iterator<Item = &PhysNetdev> {
+pub(crate) fn phys_netdevs(s: &Snapshot) -> impl Iterator<Item = &PhysNetdev> {
     s.phys.iter().flat_map(|p| p.netdevs.iter())
 }
 
@@ -278,195 +262,6 @@ fn module_lane_imbalance(ctx: &Context) -> Vec<Finding> {
                   replace the cable if the lane stays low"
                 .into(),
             verify: verify_module(&n.name),
-            subject,
-        });
-    }
-    out
-}
-
-/// The link speed of a netdev in Mb/s, from the netdev part.
-fn speed_mbps(s: &Snapshot, netdev: &str) -> Option<u64> {
-    s.netdev
-        .iter()
-        .flat_map(|n| n.netdevs.iter())
-        .find(|n| n.name == netdev)
-        .and_then(|n| n.speed_mbps)
-}
-
-fn verify_fec(netdev: &str) -> String {
-    format!("ethtool -I --show-fec {netdev}  # corrected bits and uncorrectable blocks must stop growing")
-}
-
-fn fec_ber_high(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
-    let cfg = &ctx.rules.fec_ber;
-    let mut out = Vec::new();
-    for n in phys_netdevs(s) {
-        let Some(speed) = speed_mbps(s, &n.name) else {
-            continue;
-        };
-        let Some(inc) = ctx
-            .history
-            .netdev(&n.name)
-            .increase(FollowedCounter::FecCorrectedBits, cfg.window)
-        else {
-            continue;
-        };
-        // Corrected bits are counted on the wire, at the FEC mode's line
-        // rate (425 Gb/s for 400G RS(544,514)), not at the MAC speed.
-        let fec = n.fec.as_ref();
-        let lanes = fec
-            .and_then(|f| f.corrected_bits.as_ref())
-            .map_or(0, |c| c.lanes.len());
-        let (rate, code) = roce_netdev::fec::line_rate(fec.and_then(|f| f.active), speed, lanes);
-        let Some(ber) = roce_netdev::fec::ber(inc.amount, inc.seconds, rate) else {
-            continue;
-        };
-        let max_ber = cfg.max_ber_for(code);
-        if ber <= max_ber {
-            continue;
-        }
-        let subject = netdev_subject(n);
-        out.push(Finding {
-            rule: RuleId::FecBerHigh,
-            severity: Severity::Warning,
-            finding: format!(
-                "{}: pre-FEC bit error rate {ber:.1e}, above {max_ber:.0e} for {code}: FEC still hides it, but the margin before frames are lost is shrinking",
-                subject.describe(),
-            ),
-            evidence: format!(
-                "FEC corrected bits +{} over {} at {} Gb/s ({code} line rate of a {} Gb/s link) = pre-FEC BER {ber:.2e}; expected <= {max_ber:.0e} for {code}",
-                inc.amount,
-                span(inc.seconds),
-                crate::ports::fmt_num(rate / 1e9),
-                crate::ports::fmt_num(speed as f64 / 1e3),
-            ),
-            fix: "Check the module's Rx power per lane and clean or replace the cable/module; compare with the \
-                  switch port's FEC counters to tell which direction degrades"
-                .into(),
-            verify: verify_fec(&n.name),
-            subject,
-        });
-    }
-    out
-}
-
-fn fec_uncorrectable(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
-    let window = ctx.rules.fec_uncorrectable.window;
-    let mut out = Vec::new();
-    for n in phys_netdevs(s) {
-        let Some(inc) = ctx
-            .history
-            .netdev(&n.name)
-            .increase(FollowedCounter::FecUncorrectable, window)
-        else {
-            continue;
-        };
-        if inc.amount == 0 {
-            continue;
-        }
-        let subject = netdev_subject(n);
-        out.push(Finding {
-            rule: RuleId::FecUncorrectable,
-            severity: Severity::Warning,
-            finding: format!(
-                "{}: {} FEC codeword(s) could not be corrected in the last {}: frames were lost on the link (RoCE retransmits them)",
-                subject.describe(),
-                inc.amount,
-                span(inc.seconds)
-            ),
-            evidence: format!(
-                "FEC uncorrectable blocks +{} over {}; expected 0",
-                inc.amount,
-                span(inc.seconds)
-            ),
-            fix: "The link is beyond what FEC repairs: clean or replace the cable/module now, and check the \
-                  pre-FEC BER and Rx power per lane"
-                .into(),
-            verify: verify_fec(&n.name),
-            subject,
-        });
-    }
-    out
-}
-
-fn pcie_aer_errors(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
-    let Some(phys) = &s.phys else { return vec![] };
-    let window = ctx.rules.pcie_aer.window;
-    let gpu_index = |pci: &str| {
-        s.topology
-            .as_ref()
-            .and_then(|t| t.gpus.iter().find(|g| g.address.to_string() == pci))
-            .map(|g| g.index as u32)
-    };
-    let mut functions: Vec<(String, Subject, &str)> = Vec::new();
-    for n in &phys.netdevs {
-        if let Some(pci) = &n.pci {
-            functions.push((pci.clone(), netdev_subject(n), "NIC"));
-        }
-    }
-    for g in &phys.gpus {
-        let subject = Subject {
-            gpu: gpu_index(&g.pci),
-            ..Subject::default()
-        };
-        functions.push((g.pci.clone(), subject, "GPU"));
-    }
-    let mut out = Vec::new();
-    for (pci, subject, role) in functions {
-        let series = ctx.history.pci(&pci);
-        let grew = |v: FollowedCounter| {
-            series
-                .increase(v, window)
-                .filter(|i| i.amount > 0)
-                .map(|i| (i.amount, i.seconds))
-        };
-        let (cor, nonfatal, fatal) = (
-            grew(FollowedCounter::AerCorrectable),
-            grew(FollowedCounter::AerNonfatal),
-            grew(FollowedCounter::AerFatal),
-        );
-        if cor.is_none() && nonfatal.is_none() && fatal.is_none() {
-            continue;
-        }
-        let mut parts = Vec::new();
-        for (name, v) in [
-            ("correctable", cor),
-            ("nonfatal", nonfatal),
-            ("fatal", fatal),
-        ] {
-            if let Some((amount, secs)) = v {
-                parts.push(format!("{name} +{amount} over {}", span(secs)));
-            }
-        }
-        let uncorrectable = nonfatal.is_some() || fatal.is_some();
-        out.push(Finding {
-            rule: RuleId::PcieAerErrors,
-            severity: if uncorrectable {
-                Severity::Critical
-            } else {
-                Severity::Warning
-            },
-            finding: if uncorrectable {
-                format!(
-                    "{} ({role} {pci}): uncorrectable PCIe errors: transactions were lost or the device was reset",
-                    subject.describe()
-                )
-            } else {
-                format!(
-                    "{} ({role} {pci}): correctable PCIe errors are growing: the link replays packets and is marginal (riser, slot, retimer)",
-                    subject.describe()
-                )
-            },
-            evidence: format!("AER {}; expected none", parts.join(", ")),
-            fix: "Reseat the card and its riser, check the slot's retimer/cabling and the BIOS/firmware level; \
-                  move the card to another slot if it persists; the kernel log names the error kinds"
-                .into(),
-            verify: format!(
-                "cat /sys/bus/pci/devices/{pci}/aer_dev_correctable /sys/bus/pci/devices/{pci}/aer_dev_nonfatal /sys/bus/pci/devices/{pci}/aer_dev_fatal  # TOTAL_ERR_* must stop growing"
-            ),
             subject,
         });
     }

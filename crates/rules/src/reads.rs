@@ -133,9 +133,19 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         ModuleLaneImbalance => &["roce_module_rx_power_watts", "roce_module_info"],
         FecBerHigh => &["roce_fec_corrected_bits_total", "roce_fec_mode_info"],
         FecUncorrectable => &["roce_fec_uncorrectable_blocks_total"],
+        FecLaneSkew => &["roce_phy_errors_total", "roce_fec_corrected_bits_total"],
+        PostFecErrors => &[
+            "roce_phy_errors_total",
+            "roce_fec_uncorrectable_blocks_total",
+        ],
         PcieAerErrors => &[
             "roce_pcie_aer_errors_total",
             "roce_pcie_aer_error_kinds_total",
+        ],
+        PcieBridgeAerErrors => &[
+            "roce_pcie_bridge_aer_errors_total",
+            "roce_pcie_aer_error_kinds_total",
+            "roce_gpu_nearest_nic_info",
         ],
         DevlinkReporterError => &[
             "roce_devlink_reporter_healthy",

@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::congestion::PfcStormRule;
 use super::fabric::{MtuRule, ROCE_4096_MIN_NETDEV_MTU};
+use super::fec::{LaneSkewRule, PostFecRule};
 use super::phys::LaneRule;
 use super::probes::{ProbeFailureRule, ProbeLatencyRule};
 use super::rates::{RateRule, TrafficRatioRule};
@@ -241,6 +242,12 @@ rules_config! {
     fec_ber: FecBerRule,
     /// Uncorrectable FEC codewords within the window.
     fec_uncorrectable: WindowRule,
+    /// One lane holding at least `share` of the bits FEC corrected since
+    /// the link came up, once they number `min_bits`.
+    fec_lane_skew: LaneSkewRule,
+    /// Bit errors past FEC since the link came up (or the counters
+    /// started), from `min_errors` on.
+    post_fec_errors: PostFecRule,
     /// AER errors on a NIC's or GPU's PCIe link within the window.
     pcie_aer: WindowRule,
     /// devlink health reporter errors within the window.
@@ -375,6 +382,17 @@ impl Default for RulesConfig {
             fec_uncorrectable: WindowRule {
                 window: Duration::from_secs(600),
             },
+            // A healthy RS-FEC link corrects bits on every lane at similar
+            // rates; one lane with nine tenths of a million corrected bits
+            // is no burst at bring-up but a lane far worse than the others.
+            fec_lane_skew: LaneSkewRule {
+                share: 0.9,
+                min_bits: 1_000_000,
+            },
+            // A link at IEEE 802.3's frame loss target (post-FEC BER about
+            // 1e-15) loses an error every few hours at 100G: a hundred is
+            // weeks of that, or a link that lost frames in earnest.
+            post_fec_errors: PostFecRule { min_errors: 100 },
             pcie_aer: WindowRule {
                 window: Duration::from_secs(600),
             },

@@ -11,6 +11,12 @@
 #     qemu forwards ERR_COR, 8.0 on; nonfatal), the exporter's
 #     roce_pcie_aer_errors_total{role="nic",severity=...} shows the new
 #     totals, and /findings has pcie_aer_errors for the NIC;
+#   - the root port above the NIC, found from the kernel's sysfs nesting,
+#     is roce_pcie_bridge_aer_errors_total{link="nic",netdevs=<netdev>}
+#     with the kernel's TOTAL_ERR_COR (absent where it has no AER files);
+#     a nonfatal error injected on the port itself (want-rp-aer /
+#     rp-aer-injected) moves the port's count, the series follows and
+#     /findings has pcie_bridge_aer_errors for the netdev;
 #   - carrier_down_count moved, roce_netdev_carrier_transitions_total
 #     {direction="down"} shows it, and /findings has link_flap for rxe0
 #     with carrier_down_count as its evidence;
@@ -68,8 +74,12 @@ nonfatal() { awk '$1 ~ /^TOTAL_ERR_NONFATAL$/ { print $2 }' "$DEV/aer_dev_nonfat
 carrier_down() { cat "/sys/class/net/$IF/carrier_down_count" 2>/dev/null; }
 [[ -r $DEV/aer_dev_correctable ]] && ok "aer_dev_correctable present: $(total)" || bad "no $DEV/aer_dev_correctable (AER capability or CONFIG_PCIEAER missing)"
 
+# The phys source reads AER every netdevs.phys_interval (30 s by default):
+# 2 s here, so that each injected error shows within seconds.
 cat > /tmp/phys.yml <<EOF
 sample_interval: 1s
+netdevs:
+  phys_interval: 2s
 EOF
 "$EXP" --config.file=/tmp/phys.yml --web.listen-address=$ADDR > "$O/phys-exporter.log" 2>&1 &
 EPID=$!
@@ -96,6 +106,19 @@ before=$(total)
 step "waiting for the exporter's first AER reading ($before)"
 scrape_until scrape-before.txt "roce_pcie_aer_errors_total{$NIC,severity=\"correctable\"}" "$before" \
   && ok "exporter reads TOTAL_ERR_COR $before" || bad "roce_pcie_aer_errors_total{$NIC,severity=\"correctable\"} never read $before"
+# The root port above the NIC, found from the kernel's own sysfs nesting:
+# one series per severity with what it serves, the kernel's totals.
+RPDIR=$(dirname "$DEV")
+BRIDGE="pci=\"$RP\",link=\"nic\",netdevs=\"$IF\",gpus=\"\""
+if [[ -r $RPDIR/aer_dev_correctable ]]; then
+  rp_before=$(awk '$1 == "TOTAL_ERR_COR" { print $2 }' "$RPDIR/aer_dev_correctable")
+  scrape_until scrape-bridge.txt "roce_pcie_bridge_aer_errors_total{$BRIDGE,severity=\"correctable\"}" "$rp_before" \
+    && ok "root port $RP: roce_pcie_bridge_aer_errors_total{link=\"nic\",netdevs=\"$IF\"} reads TOTAL_ERR_COR $rp_before" \
+    || bad "roce_pcie_bridge_aer_errors_total{$BRIDGE,severity=\"correctable\"} never read $rp_before"
+else
+  grep -q "^roce_pcie_bridge_aer_errors_total{pci=\"$RP\"" "$O/scrape-before.txt" \
+    && bad "root port $RP has no AER files but a series" || ok "root port $RP without AER files: no series (absent, not 0)"
+fi
 grep -q '^roce_fec_' "$O/scrape-before.txt" && bad "FEC families on $DRV (it has no FEC)" || ok "no FEC families on $DRV (absent, not 0)"
 grep -q '^roce_module_' "$O/scrape-before.txt" && bad "module families on $DRV" || ok "no module families on $DRV"
 [[ "$(val 'roce_collector_success{collector="phys"}' scrape-before.txt)" == 1 ]] && ok "phys collector success" || bad "phys collector not successful"
@@ -126,6 +149,32 @@ fi
 sleep 2
 scrape /findings findings-aer.json
 grep -q '"pcie_aer_errors"' "$O/findings-aer.json" && ok "finding pcie_aer_errors" || bad "no pcie_aer_errors finding"
+
+# An error the root port itself detects is counted on the port, not on the
+# NIC: the exporter's bridge series follows it and pcie_bridge_aer_errors
+# names the NIC the port serves.
+if [[ -r $RPDIR/aer_dev_nonfatal ]]; then
+  rp_nonfatal() { awk '$1 == "TOTAL_ERR_NONFATAL" { print $2 }' "$RPDIR/aer_dev_nonfatal" 2>/dev/null; }
+  rp_nf_before=$(rp_nonfatal)
+  step "asking the host for a nonfatal AER error on the root port $RP ($rp_nf_before)"
+  touch "$O/want-rp-aer"
+  wait_file rp-aer-injected && ok "host injected: $(tr '\n' ' ' < "$O/rp-aer-injected")" || bad "host did not inject on the root port"
+  deadline=$((SECONDS + 20))
+  while ((SECONDS < deadline)) && [[ "$(rp_nonfatal)" == "$rp_nf_before" ]]; do sleep 0.3; done
+  rp_nf_after=$(rp_nonfatal)
+  dmesg | grep -iE 'aer|pcieport' > "$O/dmesg-aer-root-port.txt" 2>&1
+  if [[ $rp_nf_after != "$rp_nf_before" ]]; then
+    ok "kernel root port TOTAL_ERR_NONFATAL $rp_nf_before -> $rp_nf_after"
+    scrape_until scrape-bridge.txt "roce_pcie_bridge_aer_errors_total{$BRIDGE,severity=\"nonfatal\"}" "$rp_nf_after" \
+      && ok "exporter shows the root port's TOTAL_ERR_NONFATAL $rp_nf_after" || bad "exporter did not show the root port's TOTAL_ERR_NONFATAL $rp_nf_after"
+    sleep 2
+    scrape /findings findings-bridge.json
+    grep -q '"pcie_bridge_aer_errors"' "$O/findings-bridge.json" && grep -q "\"netdev\": *\"$IF\"" "$O/findings-bridge.json" \
+      && ok "finding pcie_bridge_aer_errors for $IF" || bad "no pcie_bridge_aer_errors finding for $IF"
+  else
+    echo "note: the root port's TOTAL_ERR_NONFATAL did not move ($rp_nf_before): qemu did not report the injected error"
+  fi
+fi
 
 down=$(carrier_down)
 step "asking the host to toggle the link (carrier_down_count $down)"
