@@ -140,6 +140,67 @@ fn switch_pfc_mismatch_from_lldp_on_mlx5() {
     assert_eq!(only(&f, "switch_view_unavailable"), vec![]);
 }
 
+/// A RoCE netdev whose driver has no DCB netlink (Soft-RoCE on virtio-net
+/// or e1000, as in the VM harness): the NIC's PFC cannot be read.
+fn no_dcb() -> Netdev {
+    NetdevBuilder::new("ens1np0")
+        .rdma("mlx5_0", 1)
+        .up()
+        .edit(|n| n.dcb = DcbOutcome::Unsupported)
+        .build()
+}
+
+fn expect_priority(p: u8) -> Expectations {
+    Expectations {
+        pfc_priority: Some(p),
+        ..Expectations::default()
+    }
+}
+
+#[test]
+fn switch_pfc_against_the_expected_priority_where_the_nic_has_no_dcb() {
+    // Switch PFC on 4, this host's RoCE priority 3: the switch drops it.
+    let s = sample(
+        no_dcb(),
+        lldp_port(Some(neighbour("leaf-p1-r0", "swp1", 4, 26, 4))),
+    );
+    let f = only(
+        &rules::evaluate(
+            &[Arc::new(s.clone())],
+            &RulesConfig::default(),
+            &expect_priority(3),
+        ),
+        "switch_pfc_mismatch",
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert_eq!(
+        f[0].evidence,
+        "switch port (LLDP DCBX TLVs of leaf-p1-r0 port swp1): PFC enabled priorities 4 (0x10); expected RoCE priority 3 (expect.pfc_priority); NIC PFC unknown (its driver offers no DCB netlink)"
+    );
+    assert!(
+        f[0].finding.contains("does not run PFC on priority 3"),
+        "{}",
+        f[0].finding
+    );
+    // Without expect.pfc_priority there is nothing to compare with.
+    assert_eq!(only(&eval(s), "switch_pfc_mismatch"), vec![]);
+}
+
+#[test]
+fn switch_pausing_the_expected_priority_is_silent_where_the_nic_has_no_dcb() {
+    for pfc in [3, 4] {
+        let mut n = neighbour("leaf-p1-r0", "swp1", 4, 26, 3);
+        if let Some(p) = &mut n.pfc {
+            // 3 alone, or 3 beside a fabric-wide lossless 4.
+            p.enable = (1 << 3) | (1 << pfc);
+        }
+        let s = sample(no_dcb(), lldp_port(Some(n)));
+        let f = rules::evaluate(&[Arc::new(s)], &RulesConfig::default(), &expect_priority(3));
+        assert_eq!(only(&f, "switch_pfc_mismatch"), vec![], "{pfc}");
+    }
+}
+
 #[test]
 fn driver_peer_view_wins_over_lldp() {
     let mut n = netdev();

@@ -238,13 +238,19 @@ pub fn effective_peer<'a>(
     n: &Netdev,
     dcb: &'a DcbConfig,
 ) -> (Cow<'a, DcbPeer>, Option<String>) {
-    let driver = || (Cow::Borrowed(&dcb.peer), None);
-    if !dcb.peer.is_empty() {
-        return driver();
+    if dcb.peer.is_empty() {
+        if let Some((peer, who)) = lldp_peer(s, &n.name) {
+            return (Cow::Owned(peer), Some(who));
+        }
     }
-    let Some(pdu) = lldp_port(s, &n.name).and_then(|p| p.neighbour.as_ref()) else {
-        return driver();
-    };
+    (Cow::Borrowed(&dcb.peer), None)
+}
+
+/// The DCBX settings the LLDP neighbour of `netdev` advertised (PFC, APP,
+/// ETS priority map), with "LLDP DCBX TLVs of <switch> port <port>"; none
+/// without a neighbour or when it advertised none of them.
+pub fn lldp_peer(s: &Snapshot, netdev: &str) -> Option<(DcbPeer, String)> {
+    let pdu = lldp_port(s, netdev)?.neighbour.as_ref()?;
     let peer = DcbPeer {
         standard: Some(PeerStandard::Ieee),
         pfc_enabled: pdu.pfc.map(|p| p.enable),
@@ -260,10 +266,9 @@ pub fn effective_peer<'a>(
         prio_tc: pdu.ets_configuration.map(|e| e.prio_tc),
     };
     if peer.is_empty() {
-        return driver();
+        return None;
     }
-    let who = neighbour_name(pdu);
-    (Cow::Owned(peer), Some(format!("LLDP DCBX TLVs of {who}")))
+    Some((peer, format!("LLDP DCBX TLVs of {}", neighbour_name(pdu))))
 }
 
 /// "leaf-r3-a swp17" (system name, or chassis ID, and port ID).
