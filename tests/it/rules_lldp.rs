@@ -525,6 +525,28 @@ fn the_miscabled_nic_is_named_with_its_gpu() {
 }
 
 #[test]
+fn a_rail_without_a_nic_here_is_named_by_the_pattern() {
+    // One RoCE NIC (rail 0) on rail 3's leaf, and on a switch no rail has.
+    let one = |n: Lldpdu| sample(netdev(), lldp_port(Some(n)));
+    let f = eval_with(
+        one(neighbour("leaf-p1-r3", "swp1", 3, 26, 3)),
+        &rails("leaf-*-r{rail}"),
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(f[0].finding.contains("(rail 0) is cabled to leaf-p1-r3 port swp1, the switch of rail 3 by expect.rails (no RoCE NIC of this node has that rail)"), "{}", f[0].finding);
+    let f = eval_with(
+        one(neighbour("spine-1", "swp1", 3, 26, 3)),
+        &rails("leaf-*-r{rail}"),
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(
+        f[0].finding.contains("is cabled to spine-1 port swp1, a switch of no rail"),
+        "{}",
+        f[0].finding
+    );
+}
+
+#[test]
 fn two_nics_on_one_switch_port_is_critical() {
     let s = two_nics(
         neighbour("leaf-p1-r0", "swp1", 3, 26, 3),

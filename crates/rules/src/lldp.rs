@@ -51,6 +51,10 @@ pub struct ExpectedRails {
     pub map: std::collections::BTreeMap<String, String>,
 }
 
+/// The rail indices tried when naming the rail a switch belongs to by the
+/// pattern alone.
+const MAX_RAILS: usize = 64;
+
 /// Whether `text` matches `pattern`, `*` standing for any text.
 fn glob(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
@@ -175,10 +179,19 @@ fn lldp_rail_mismatch(ctx: &Context) -> Vec<Finding> {
             (i != rail && rail_matches(rails, i, d, netdev, system_name).is_some_and(|(m, _)| m))
                 .then(|| format!("rail {i} ({d})"))
         });
-        let whose = owner.map_or_else(
-            || "a switch of no rail".to_string(),
-            |o| format!("the switch of {o}"),
-        );
+        // Else the rail index the pattern gives that name, when this node
+        // has no NIC of that rail (a node with fewer NICs than rails).
+        let by_pattern = || {
+            let pattern = rails.switch_pattern.as_ref()?;
+            (0..MAX_RAILS)
+                .filter(|i| *i != rail)
+                .find(|i| glob(&pattern.replace("{rail}", &i.to_string()), system_name))
+                .map(|i| format!("the switch of rail {i} by expect.rails (no RoCE NIC of this node has that rail)"))
+        };
+        let whose = match owner {
+            Some(o) => format!("the switch of {o}"),
+            None => by_pattern().unwrap_or_else(|| "a switch of no rail".to_string()),
+        };
         out.push(Finding {
             rule: RuleId::LldpRailMismatch,
             severity: Severity::Critical,
