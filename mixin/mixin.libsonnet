@@ -5043,7 +5043,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Cabling",
-            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for the GPU behind each cable, and with the fleet dashboard's \"NICs off their pod's rail\".",
+            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture), with the GPUs whose nearest NIC it is (gpus, from the PCIe topology: two when a NIC serves two GPUs; empty for a NIC nearest to none); the rail verdict is on the fleet dashboard's \"Cabling\".",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -5061,7 +5061,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("max by (instance, device, port, netdev, system_name, port_id, chassis_id) (roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"})" % c),
+                "expr": ("max by (instance, device, port, netdev, gpus, system_name, port_id, chassis_id) (\n  roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, device) group_left (gpus) roce_nic_nearest_gpus_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n  or on (instance, device, port) roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n)" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -5082,7 +5082,17 @@ local byInterval(c) = {
                     "job": true,
                     "Value": true
                   },
-                  "renameByName": {}
+                  "renameByName": {},
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "port": 2,
+                    "netdev": 3,
+                    "gpus": 4,
+                    "system_name": 5,
+                    "port_id": 6,
+                    "chassis_id": 7
+                  }
                 }
               }
             ],
@@ -7621,6 +7631,98 @@ local byInterval(c) = {
           },
           {
             "type": "table",
+            "title": "Cabling",
+            "description": "Every RDMA port by its LLDP neighbour: node, NIC, the GPUs whose nearest NIC it is (from the PCIe topology; two when a NIC serves two GPUs), the switch (system name) and switch port, and the rail verdict without a cabling plan: ok when the NIC reaches the switch most nodes of its pod reach with that NIC, WRONG when another (RoceLldpRailOddOneOut), not judged when the node has no pod (its first NIC reports none or two neighbours). WRONG rows first. Empty without LLDP.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": [
+                {
+                  "matcher": {
+                    "id": "byName",
+                    "options": "instance"
+                  },
+                  "properties": [
+                    {
+                      "id": "links",
+                      "value": [
+                        {
+                          "title": "Node overview",
+                          "url": "/d/roce-overview?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node congestion",
+                          "url": "/d/roce-congestion?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node errors",
+                          "url": "/d/roce-errors?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": "sort_desc(max by (instance, device, gpus, system_name, port_id, rail) (\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      < on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 2),\n    \"rail\", \"WRONG\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      >= on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 0),\n    \"rail\", \"ok\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(0 * (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  ) + 1, \"rail\", \"not judged\", \"\", \"\")\n))",
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true,
+                    "Value": true
+                  },
+                  "renameByName": {
+                    "gpus": "GPUs",
+                    "system_name": "switch",
+                    "port_id": "switch port"
+                  },
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "gpus": 2,
+                    "system_name": 3,
+                    "port_id": 4,
+                    "rail": 5
+                  }
+                }
+              }
+            ],
+            "id": 25,
+            "gridPos": {
+              "x": 0,
+              "y": 76,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "table",
             "title": "Cabling: NICs off their pod's rail",
             "description": "RDMA ports whose LLDP neighbour is another switch than the same NIC of most nodes of their pod (the pod: the switch a node's first NIC reaches); the value is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty on a fleet cabled right, and without LLDP.",
             "datasource": {
@@ -7692,9 +7794,9 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 25,
+            "id": 26,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 76,
               "w": 12,
               "h": 8
@@ -7762,10 +7864,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 26,
+            "id": 27,
             "gridPos": {
-              "x": 12,
-              "y": 76,
+              "x": 0,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -7832,9 +7934,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 27,
+            "id": 28,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 84,
               "w": 8,
               "h": 8
@@ -7886,9 +7988,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 28,
+            "id": 29,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 84,
               "w": 8,
               "h": 8
@@ -7956,10 +8058,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 29,
+            "id": 30,
             "gridPos": {
-              "x": 16,
-              "y": 84,
+              "x": 0,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -8026,9 +8128,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 30,
+            "id": 31,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 92,
               "w": 8,
               "h": 8
@@ -8080,9 +8182,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 31,
+            "id": 32,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 92,
               "w": 8,
               "h": 8
@@ -8150,10 +8252,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 32,
+            "id": 33,
             "gridPos": {
-              "x": 16,
-              "y": 92,
+              "x": 0,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -8204,9 +8306,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 33,
+            "id": 34,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 100,
               "w": 8,
               "h": 8
@@ -8258,9 +8360,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 34,
+            "id": 35,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 100,
               "w": 8,
               "h": 8
@@ -8312,10 +8414,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 35,
+            "id": 36,
             "gridPos": {
-              "x": 16,
-              "y": 100,
+              "x": 0,
+              "y": 108,
               "w": 8,
               "h": 8
             }
@@ -8371,10 +8473,10 @@ local byInterval(c) = {
               "mergeValues": true,
               "rowHeight": 0.9
             },
-            "id": 36,
+            "id": 37,
             "gridPos": {
               "x": 0,
-              "y": 108,
+              "y": 116,
               "w": 24,
               "h": 8
             }
@@ -13423,7 +13525,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Cabling",
-            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for the GPU behind each cable, and with the fleet dashboard's \"NICs off their pod's rail\".",
+            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture), with the GPUs whose nearest NIC it is (gpus, from the PCIe topology: two when a NIC serves two GPUs; empty for a NIC nearest to none); the rail verdict is on the fleet dashboard's \"Cabling\".",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -13441,7 +13543,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("max by (instance, device, port, netdev, system_name, port_id, chassis_id) (roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"})" % c),
+                "expr": ("max by (instance, device, port, netdev, gpus, system_name, port_id, chassis_id) (\n  roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, device) group_left (gpus) roce_nic_nearest_gpus_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n  or on (instance, device, port) roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n)" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -13462,7 +13564,17 @@ local byInterval(c) = {
                     "job": true,
                     "Value": true
                   },
-                  "renameByName": {}
+                  "renameByName": {},
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "port": 2,
+                    "netdev": 3,
+                    "gpus": 4,
+                    "system_name": 5,
+                    "port_id": 6,
+                    "chassis_id": 7
+                  }
                 }
               }
             ],
@@ -16001,6 +16113,98 @@ local byInterval(c) = {
           },
           {
             "type": "table",
+            "title": "Cabling",
+            "description": "Every RDMA port by its LLDP neighbour: node, NIC, the GPUs whose nearest NIC it is (from the PCIe topology; two when a NIC serves two GPUs), the switch (system name) and switch port, and the rail verdict without a cabling plan: ok when the NIC reaches the switch most nodes of its pod reach with that NIC, WRONG when another (RoceLldpRailOddOneOut), not judged when the node has no pod (its first NIC reports none or two neighbours). WRONG rows first. Empty without LLDP.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": [
+                {
+                  "matcher": {
+                    "id": "byName",
+                    "options": "instance"
+                  },
+                  "properties": [
+                    {
+                      "id": "links",
+                      "value": [
+                        {
+                          "title": "Node overview",
+                          "url": "/d/roce-overview?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node congestion",
+                          "url": "/d/roce-congestion?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node errors",
+                          "url": "/d/roce-errors?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": "sort_desc(max by (instance, device, gpus, system_name, port_id, rail) (\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      < on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 2),\n    \"rail\", \"WRONG\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      >= on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 0),\n    \"rail\", \"ok\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(0 * (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  ) + 1, \"rail\", \"not judged\", \"\", \"\")\n))",
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true,
+                    "Value": true
+                  },
+                  "renameByName": {
+                    "gpus": "GPUs",
+                    "system_name": "switch",
+                    "port_id": "switch port"
+                  },
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "gpus": 2,
+                    "system_name": 3,
+                    "port_id": 4,
+                    "rail": 5
+                  }
+                }
+              }
+            ],
+            "id": 25,
+            "gridPos": {
+              "x": 0,
+              "y": 76,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "table",
             "title": "Cabling: NICs off their pod's rail",
             "description": "RDMA ports whose LLDP neighbour is another switch than the same NIC of most nodes of their pod (the pod: the switch a node's first NIC reaches); the value is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty on a fleet cabled right, and without LLDP.",
             "datasource": {
@@ -16072,9 +16276,9 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 25,
+            "id": 26,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 76,
               "w": 12,
               "h": 8
@@ -16142,10 +16346,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 26,
+            "id": 27,
             "gridPos": {
-              "x": 12,
-              "y": 76,
+              "x": 0,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -16212,9 +16416,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 27,
+            "id": 28,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 84,
               "w": 8,
               "h": 8
@@ -16266,9 +16470,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 28,
+            "id": 29,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 84,
               "w": 8,
               "h": 8
@@ -16336,10 +16540,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 29,
+            "id": 30,
             "gridPos": {
-              "x": 16,
-              "y": 84,
+              "x": 0,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -16406,9 +16610,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 30,
+            "id": 31,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 92,
               "w": 8,
               "h": 8
@@ -16460,9 +16664,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 31,
+            "id": 32,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 92,
               "w": 8,
               "h": 8
@@ -16530,10 +16734,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 32,
+            "id": 33,
             "gridPos": {
-              "x": 16,
-              "y": 92,
+              "x": 0,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -16584,9 +16788,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 33,
+            "id": 34,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 100,
               "w": 8,
               "h": 8
@@ -16638,9 +16842,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 34,
+            "id": 35,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 100,
               "w": 8,
               "h": 8
@@ -16692,10 +16896,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 35,
+            "id": 36,
             "gridPos": {
-              "x": 16,
-              "y": 100,
+              "x": 0,
+              "y": 108,
               "w": 8,
               "h": 8
             }
@@ -16751,10 +16955,10 @@ local byInterval(c) = {
               "mergeValues": true,
               "rowHeight": 0.9
             },
-            "id": 36,
+            "id": 37,
             "gridPos": {
               "x": 0,
-              "y": 108,
+              "y": 116,
               "w": 24,
               "h": 8
             }
@@ -21803,7 +22007,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Cabling",
-            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for the GPU behind each cable, and with the fleet dashboard's \"NICs off their pod's rail\".",
+            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture), with the GPUs whose nearest NIC it is (gpus, from the PCIe topology: two when a NIC serves two GPUs; empty for a NIC nearest to none); the rail verdict is on the fleet dashboard's \"Cabling\".",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -21821,7 +22025,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("max by (instance, device, port, netdev, system_name, port_id, chassis_id) (roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"})" % c),
+                "expr": ("max by (instance, device, port, netdev, gpus, system_name, port_id, chassis_id) (\n  roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, device) group_left (gpus) roce_nic_nearest_gpus_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n  or on (instance, device, port) roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n)" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -21842,7 +22046,17 @@ local byInterval(c) = {
                     "job": true,
                     "Value": true
                   },
-                  "renameByName": {}
+                  "renameByName": {},
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "port": 2,
+                    "netdev": 3,
+                    "gpus": 4,
+                    "system_name": 5,
+                    "port_id": 6,
+                    "chassis_id": 7
+                  }
                 }
               }
             ],
@@ -24381,6 +24595,98 @@ local byInterval(c) = {
           },
           {
             "type": "table",
+            "title": "Cabling",
+            "description": "Every RDMA port by its LLDP neighbour: node, NIC, the GPUs whose nearest NIC it is (from the PCIe topology; two when a NIC serves two GPUs), the switch (system name) and switch port, and the rail verdict without a cabling plan: ok when the NIC reaches the switch most nodes of its pod reach with that NIC, WRONG when another (RoceLldpRailOddOneOut), not judged when the node has no pod (its first NIC reports none or two neighbours). WRONG rows first. Empty without LLDP.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": [
+                {
+                  "matcher": {
+                    "id": "byName",
+                    "options": "instance"
+                  },
+                  "properties": [
+                    {
+                      "id": "links",
+                      "value": [
+                        {
+                          "title": "Node overview",
+                          "url": "/d/roce-overview?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node congestion",
+                          "url": "/d/roce-congestion?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node errors",
+                          "url": "/d/roce-errors?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": "sort_desc(max by (instance, device, gpus, system_name, port_id, rail) (\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      < on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 2),\n    \"rail\", \"WRONG\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      >= on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 0),\n    \"rail\", \"ok\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(0 * (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  ) + 1, \"rail\", \"not judged\", \"\", \"\")\n))",
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true,
+                    "Value": true
+                  },
+                  "renameByName": {
+                    "gpus": "GPUs",
+                    "system_name": "switch",
+                    "port_id": "switch port"
+                  },
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "gpus": 2,
+                    "system_name": 3,
+                    "port_id": 4,
+                    "rail": 5
+                  }
+                }
+              }
+            ],
+            "id": 25,
+            "gridPos": {
+              "x": 0,
+              "y": 76,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "table",
             "title": "Cabling: NICs off their pod's rail",
             "description": "RDMA ports whose LLDP neighbour is another switch than the same NIC of most nodes of their pod (the pod: the switch a node's first NIC reaches); the value is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty on a fleet cabled right, and without LLDP.",
             "datasource": {
@@ -24452,9 +24758,9 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 25,
+            "id": 26,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 76,
               "w": 12,
               "h": 8
@@ -24522,10 +24828,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 26,
+            "id": 27,
             "gridPos": {
-              "x": 12,
-              "y": 76,
+              "x": 0,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -24592,9 +24898,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 27,
+            "id": 28,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 84,
               "w": 8,
               "h": 8
@@ -24646,9 +24952,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 28,
+            "id": 29,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 84,
               "w": 8,
               "h": 8
@@ -24716,10 +25022,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 29,
+            "id": 30,
             "gridPos": {
-              "x": 16,
-              "y": 84,
+              "x": 0,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -24786,9 +25092,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 30,
+            "id": 31,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 92,
               "w": 8,
               "h": 8
@@ -24840,9 +25146,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 31,
+            "id": 32,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 92,
               "w": 8,
               "h": 8
@@ -24910,10 +25216,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 32,
+            "id": 33,
             "gridPos": {
-              "x": 16,
-              "y": 92,
+              "x": 0,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -24964,9 +25270,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 33,
+            "id": 34,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 100,
               "w": 8,
               "h": 8
@@ -25018,9 +25324,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 34,
+            "id": 35,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 100,
               "w": 8,
               "h": 8
@@ -25072,10 +25378,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 35,
+            "id": 36,
             "gridPos": {
-              "x": 16,
-              "y": 100,
+              "x": 0,
+              "y": 108,
               "w": 8,
               "h": 8
             }
@@ -25131,10 +25437,10 @@ local byInterval(c) = {
               "mergeValues": true,
               "rowHeight": 0.9
             },
-            "id": 36,
+            "id": 37,
             "gridPos": {
               "x": 0,
-              "y": 108,
+              "y": 116,
               "w": 24,
               "h": 8
             }

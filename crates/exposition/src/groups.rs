@@ -324,8 +324,8 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "topology",
-        default: 219,
-        all: 315,
+        default: 227,
+        all: 323,
     },
     BudgetRow {
         row: "probes",
