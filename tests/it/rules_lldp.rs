@@ -475,6 +475,48 @@ fn nic_on_the_other_rails_switch_is_critical() {
     );
 }
 
+#[test]
+fn nics_on_each_others_rails_are_both_critical() {
+    // The two cables swapped: each NIC reaches the other's leaf.
+    let s = two_nics(
+        neighbour("leaf-p1-r1", "swp7", 3, 26, 3),
+        neighbour("leaf-p1-r0", "swp8", 3, 26, 3),
+    );
+    let f = eval_with(s, &rails("leaf-*-r{rail}"));
+    assert_eq!(f.len(), 2, "{f:#?}");
+    assert!(f.iter().all(|f| f.severity == Severity::Critical));
+    assert!(f[0].finding.contains("mlx5_0 port 1 (ens1np0) (rail 0) is cabled to leaf-p1-r1 port swp7, the switch of rail 1 (mlx5_1)"), "{}", f[0].finding);
+    assert!(f[1].finding.contains("mlx5_1 port 1 (ens2np0) (rail 1) is cabled to leaf-p1-r0 port swp8, the switch of rail 0 (mlx5_0)"), "{}", f[1].finding);
+}
+
+#[test]
+fn the_explicit_map_wins_over_the_pattern() {
+    let s = two_nics(
+        neighbour("leaf-p1-r0", "swp1", 3, 26, 3),
+        neighbour("spine-7", "swp2", 3, 26, 3),
+    );
+    let mut e = rails("leaf-*-r{rail}");
+    let set = |e: &mut Expectations, dev: &str, name: &str| {
+        if let Some(r) = &mut e.rails {
+            r.map.insert(dev.into(), name.into());
+        }
+    };
+    // mlx5_1 by the map (device name) on spine-7, as planned: silent.
+    set(&mut e, "mlx5_1", "spine-7");
+    assert_eq!(eval_with(s.clone(), &e), vec![]);
+    // mlx5_0 by the map (netdev name) expected on leaf-p1-r9: critical,
+    // naming the map's switch, though the pattern would pass it.
+    set(&mut e, "ens1np0", "leaf-p1-r9");
+    let f = eval_with(s, &e);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert!(
+        f[0].evidence.contains("expected leaf-p1-r9 (expect.rails)"),
+        "{}",
+        f[0].evidence
+    );
+}
+
 /// Two GPUs, each behind a PCIe switch with one of the two NICs: GPU 0
 /// nearest mlx5_0 (PIX), GPU 1 nearest mlx5_1; across the switches SYS.
 fn two_gpus() -> roce_topology::TopologySnapshot {
@@ -540,7 +582,8 @@ fn a_rail_without_a_nic_here_is_named_by_the_pattern() {
     );
     assert_eq!(f.len(), 1, "{f:#?}");
     assert!(
-        f[0].finding.contains("is cabled to spine-1 port swp1, a switch of no rail"),
+        f[0].finding
+            .contains("is cabled to spine-1 port swp1, a switch of no rail"),
         "{}",
         f[0].finding
     );
