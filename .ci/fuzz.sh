@@ -10,9 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Seconds of fuzzing per target. 10 targets, two at a time: ~5 x this, plus
+# Seconds of fuzzing per target. 13 targets, two at a time: ~7 x this, plus
 # the build (~2.5-3 min from a fresh fuzz/target on two idle cores, ~270
-# CPU-seconds), is the step's wall time: under 5 minutes.
+# CPU-seconds), is the step's wall time: about 5 minutes.
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 # cargo fuzz needs nightly flags (-Zsanitizer, sancov passes): allowed on the
 # stable toolchain this way.

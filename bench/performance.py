@@ -17,6 +17,8 @@ Runs, in order, with the release binary:
                            ports;
   4. bench/load.py         200 concurrent scrapers, slowloris and oversized
                            requests (when present);
+  then the peer-probe, NCCL memory, endpoint discovery and LLDP capture
+  (bench/lldp_cost.py, root) figures;
 and writes their sections under a header naming the machine, the commit
 and the command. Needs prometheus-node-exporter, strace and rustc.
 
@@ -70,9 +72,10 @@ def main(argv):
     tmp = tempfile.mkdtemp(prefix="roce-perf-")
     # (the per-script sections land in tmp; removed at the end)
     py = sys.executable
-    cost, memory, load, peer, nccl, discovery = (
+    cost, memory, load, peer, nccl, discovery, lldp = (
         os.path.join(tmp, n)
-        for n in ("cost.md", "memory.md", "load.md", "peer.md", "nccl.md", "discovery.md"))
+        for n in ("cost.md", "memory.md", "load.md", "peer.md", "nccl.md", "discovery.md",
+                  "lldp.md"))
     # bench.py's own report stays where it always was, for its README.
     scrape = os.path.join(HERE, "results.md")
     load_report = os.path.join(HERE, "load-results.md")
@@ -101,6 +104,10 @@ def main(argv):
                                 + (["--seconds", "20"] if args.quick else [])).returncode
     status["nccl memory"] = run([py, "bench/nccl_memory.py", "--binary", args.binary,
                                  "--out", nccl]).returncode
+    status["lldp capture"] = run([py, "bench/lldp_cost.py", "--binary", args.binary,
+                                  "--out", lldp]
+                                 + (["--seconds", "30", "--rounds", "1"] if args.quick
+                                    else [])).returncode
     with open(discovery, "w") as out:
         print("+ bench/peer_discovery.py", flush=True)
         status["peer discovery"] = subprocess.run([py, "bench/peer_discovery.py"], cwd=REPO,
@@ -155,6 +162,7 @@ def main(argv):
     body.append(section(peer, "Peer probes"))
     body.append(section(nccl, "NCCL source memory"))
     body.append(section(discovery, "Peer-probe endpoint discovery"))
+    body.append(section(lldp, "LLDP capture"))
     with open(OUT, "w") as f:
         f.write("\n".join(header) + "\n" + "\n".join(body))
     print("wrote " + os.path.relpath(OUT, REPO))

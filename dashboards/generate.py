@@ -106,14 +106,18 @@ def stat(title, description, unit, expr, w=4, h=4, thresholds=None):
     return p
 
 
-def table(title, description, unit, expr, hide=(), w=24, h=8, rename=None):
+def table(title, description, unit, expr, hide=(), w=24, h=8, rename=None, order=()):
+    """An instant query as a table; `order`: the columns named first, in
+    that order (the others follow as Grafana orders them)."""
     excluded = {"Time": True, "__name__": True, "job": True}
     excluded.update({k: True for k in hide})
+    options = {"excludeByName": excluded, "renameByName": rename or {}}
+    if order:
+        options["indexByName"] = {k: i for i, k in enumerate(order)}
     return panel("table", title, description, unit,
                  [target(expr, fmt="table", instant=True)], w, h,
                  options={"showHeader": True, "cellHeight": "sm"},
-                 transformations=[{"id": "organize", "options": {
-                     "excludeByName": excluded, "renameByName": rename or {}}}])
+                 transformations=[{"id": "organize", "options": options}])
 
 
 def layout(panels):
@@ -497,11 +501,14 @@ def topology(c, params):
               "bool_yes_no", f"roce_gpudirect_rdma_prerequisite{{{c.n}}}",
               rename={"Value": "met"}),
         table("Cabling", "The switch (system name) and switch port each RDMA port reaches, "
-              "by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for "
-              "the GPU behind each cable, and with the fleet dashboard's \"NICs off their "
-              "pod's rail\".", "none",
-              f"max by (instance, device, port, netdev, system_name, port_id, chassis_id) "
-              f"(roce_lldp_neighbor_info{{{d}}})", hide=["Value"]),
+              "by LLDP (lldp.mode lldpd or capture), with the GPUs whose nearest NIC it is "
+              "(gpus, from the PCIe topology: two when a NIC serves two GPUs; empty for a NIC "
+              "nearest to none); the rail verdict is on the fleet dashboard's \"Cabling\".",
+              "none",
+              f"max by (instance, device, port, netdev, gpus, system_name, port_id, chassis_id) (\n"
+              f"  {CABLING_GPUS.format(info=f'roce_lldp_neighbor_info{{{d}}}', gpus=f'roce_nic_nearest_gpus_info{{{d}}}', by='instance, device', port='instance, device, port')}\n)",
+              hide=["Value"], order=["instance", "device", "port", "netdev", "gpus",
+                                     "system_name", "port_id", "chassis_id"]),
     ]
     return dashboard(c, "roce-topology", "RoCE / GPU-NIC topology",
                      "GPU × NIC path classes, NUMA, PCIe link state and GPUDirect.",
@@ -706,16 +713,60 @@ def fleet_peer_probe_panels(c):
     ]
 
 
-def fleet_cabling_panels(c, fs):
-    """Cabling from each RDMA port's LLDP neighbour: the ports off their
+# Each LLDP neighbour series ({info}) with the GPUs whose nearest NIC its
+# device is ({gpus}: roce_nic_nearest_gpus_info, one series per NIC), kept
+# without them (empty gpus) where the NIC is nearest to no GPU or the
+# topology source is off.
+CABLING_GPUS = ("{info} * on ({by}) group_left (gpus) {gpus}\n"
+                "  or on ({port}) {info}")
+
+
+def fleet_cabling_panels(c, fs, fd):
+    """Cabling from each RDMA port's LLDP neighbour: every port with its
+    GPU(s), switch, switch port and rail verdict, and the ports off their
     pod's rail (the RoceLldpRailOddOneOut verdict, from the fleet recording
-    rules). Each node's own cabling is on its topology dashboard."""
+    rules). Each node's own cabling is also on its topology dashboard."""
     switch_pod = f"instance_device:roce_lldp_switch:pod{{{fs}}}"
     nodes = f"pod_device_switch:roce_lldp_nodes:count{{{c.base}}}"
     by = "job, pod, device"
     off_rail = (f"(\n  {switch_pod}\n  * on ({by}, system_name) group_left ()\n"
                 f"  {nodes}\n)\n< on ({by}) group_left ()\nmax by ({by}) ({nodes})")
+    # The pod's nodes on each port's switch against the most of the pod
+    # on one switch for that NIC: fewer is the odd one out (the alert's
+    # expression), as many is on the rail; a node without a pod is not
+    # judged. Values rank the rows: WRONG 2, not judged 1, ok 0.
+    on_switch = (f"{switch_pod}\n      * on ({by}, system_name) group_left ()\n"
+                 f"      {nodes}")
+    most = f"max by ({by}) ({nodes})"
+    port = "job, instance, device, port"
+    ports = CABLING_GPUS.format(info=f"roce_lldp_neighbor_info{{{fd}}}",
+                                gpus=f"roce_nic_nearest_gpus_info{{{fd}}}",
+                                by="job, instance, device", port=port)
+    ports = f"(\n    {ports}\n  )"
+    judged = "job, instance, device, system_name"
+
+    def verdict(value, cmp, rail):
+        return (f"label_replace(\n    {ports}\n    * on ({judged}) group_left ()\n"
+                f"    (0 * ({on_switch}\n      {cmp} on ({by}) group_left () {most}) + {value}),\n"
+                f"    \"rail\", \"{rail}\", \"\", \"\"\n  )")
+    cabling = (f"sort_desc(max by (instance, device, gpus, system_name, port_id, rail) (\n"
+               f"  {verdict(2, '<', 'WRONG')}\n"
+               f"  or on ({port})\n  {verdict(0, '>=', 'ok')}\n"
+               f"  or on ({port})\n  label_replace(0 * {ports} + 1, \"rail\", \"not judged\", "
+               f"\"\", \"\")\n))")
     return [
+        node_links(table(
+            "Cabling",
+            "Every RDMA port by its LLDP neighbour: node, NIC, the GPUs whose nearest NIC it "
+            "is (from the PCIe topology; two when a NIC serves two GPUs), the switch (system "
+            "name) and switch port, and the rail verdict without a cabling plan: ok when the "
+            "NIC reaches the switch most nodes of its pod reach with that NIC, WRONG when "
+            "another (RoceLldpRailOddOneOut), not judged when the node has no pod (its first "
+            "NIC reports none or two neighbours). WRONG rows first. Empty without LLDP.",
+            "none", cabling, hide=["Value"],
+            order=["instance", "device", "gpus", "system_name", "port_id", "rail"],
+            rename={"gpus": "GPUs", "system_name": "switch", "port_id": "switch port"},
+            w=12)),
         node_links(table(
             "Cabling: NICs off their pod's rail",
             "RDMA ports whose LLDP neighbour is another switch than the same NIC of most "
@@ -777,7 +828,7 @@ def fleet(c, params):
                                        f"topk({FLEET_TOPK_N}, {record}{{{fs}}})",
                                        rename={"Value": title}, w=8)))
     panels += fleet_peer_probe_panels(c)
-    panels += fleet_cabling_panels(c, fs)
+    panels += fleet_cabling_panels(c, fs, fd)
     for title, description, unit, record, threshold in FLEET_TOPK:
         metric, op = record.split(":", 1)[1].split(":")
         agg = "sum" if op in ("rate", "increase") else "max"

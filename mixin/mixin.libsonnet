@@ -185,7 +185,7 @@ local byInterval(c) = {
             "for": "30s",
             "annotations": {
               "summary": "switch_pfc_mismatch: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding switch_pfc_mismatch for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the switch port's PFC priorities (DCBX peer) include the NIC's, and the switch pauses no other priority this host's traffic uses). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding switch_pfc_mismatch for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the switch port's PFC priorities (DCBX peer, else its LLDP DCBX TLVs) include the NIC's, and the switch pauses no other priority this host's traffic uses; where the NIC's PFC cannot be read (no DCB netlink), they include expect.pfc_priority). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#switch_pfc_mismatch" % c)
             }
           },
@@ -5426,7 +5426,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Cabling",
-            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for the GPU behind each cable, and with the fleet dashboard's \"NICs off their pod's rail\".",
+            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture), with the GPUs whose nearest NIC it is (gpus, from the PCIe topology: two when a NIC serves two GPUs; empty for a NIC nearest to none); the rail verdict is on the fleet dashboard's \"Cabling\".",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -5444,7 +5444,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("max by (instance, device, port, netdev, system_name, port_id, chassis_id) (roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"})" % c),
+                "expr": ("max by (instance, device, port, netdev, gpus, system_name, port_id, chassis_id) (\n  roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, device) group_left (gpus) roce_nic_nearest_gpus_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n  or on (instance, device, port) roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n)" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -5465,7 +5465,17 @@ local byInterval(c) = {
                     "job": true,
                     "Value": true
                   },
-                  "renameByName": {}
+                  "renameByName": {},
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "port": 2,
+                    "netdev": 3,
+                    "gpus": 4,
+                    "system_name": 5,
+                    "port_id": 6,
+                    "chassis_id": 7
+                  }
                 }
               }
             ],
@@ -8004,6 +8014,98 @@ local byInterval(c) = {
           },
           {
             "type": "table",
+            "title": "Cabling",
+            "description": "Every RDMA port by its LLDP neighbour: node, NIC, the GPUs whose nearest NIC it is (from the PCIe topology; two when a NIC serves two GPUs), the switch (system name) and switch port, and the rail verdict without a cabling plan: ok when the NIC reaches the switch most nodes of its pod reach with that NIC, WRONG when another (RoceLldpRailOddOneOut), not judged when the node has no pod (its first NIC reports none or two neighbours). WRONG rows first. Empty without LLDP.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": [
+                {
+                  "matcher": {
+                    "id": "byName",
+                    "options": "instance"
+                  },
+                  "properties": [
+                    {
+                      "id": "links",
+                      "value": [
+                        {
+                          "title": "Node overview",
+                          "url": "/d/roce-overview?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node congestion",
+                          "url": "/d/roce-congestion?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node errors",
+                          "url": "/d/roce-errors?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": "sort_desc(max by (instance, device, gpus, system_name, port_id, rail) (\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      < on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 2),\n    \"rail\", \"WRONG\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      >= on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 0),\n    \"rail\", \"ok\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(0 * (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  ) + 1, \"rail\", \"not judged\", \"\", \"\")\n))",
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true,
+                    "Value": true
+                  },
+                  "renameByName": {
+                    "gpus": "GPUs",
+                    "system_name": "switch",
+                    "port_id": "switch port"
+                  },
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "gpus": 2,
+                    "system_name": 3,
+                    "port_id": 4,
+                    "rail": 5
+                  }
+                }
+              }
+            ],
+            "id": 25,
+            "gridPos": {
+              "x": 0,
+              "y": 76,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "table",
             "title": "Cabling: NICs off their pod's rail",
             "description": "RDMA ports whose LLDP neighbour is another switch than the same NIC of most nodes of their pod (the pod: the switch a node's first NIC reaches); the value is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty on a fleet cabled right, and without LLDP.",
             "datasource": {
@@ -8075,9 +8177,9 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 25,
+            "id": 26,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 76,
               "w": 12,
               "h": 8
@@ -8145,10 +8247,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 26,
+            "id": 27,
             "gridPos": {
-              "x": 12,
-              "y": 76,
+              "x": 0,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -8215,9 +8317,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 27,
+            "id": 28,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 84,
               "w": 8,
               "h": 8
@@ -8269,9 +8371,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 28,
+            "id": 29,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 84,
               "w": 8,
               "h": 8
@@ -8339,10 +8441,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 29,
+            "id": 30,
             "gridPos": {
-              "x": 16,
-              "y": 84,
+              "x": 0,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -8409,9 +8511,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 30,
+            "id": 31,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 92,
               "w": 8,
               "h": 8
@@ -8463,9 +8565,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 31,
+            "id": 32,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 92,
               "w": 8,
               "h": 8
@@ -8533,10 +8635,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 32,
+            "id": 33,
             "gridPos": {
-              "x": 16,
-              "y": 92,
+              "x": 0,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -8587,9 +8689,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 33,
+            "id": 34,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 100,
               "w": 8,
               "h": 8
@@ -8641,9 +8743,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 34,
+            "id": 35,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 100,
               "w": 8,
               "h": 8
@@ -8695,10 +8797,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 35,
+            "id": 36,
             "gridPos": {
-              "x": 16,
-              "y": 100,
+              "x": 0,
+              "y": 108,
               "w": 8,
               "h": 8
             }
@@ -8754,10 +8856,10 @@ local byInterval(c) = {
               "mergeValues": true,
               "rowHeight": 0.9
             },
-            "id": 36,
+            "id": 37,
             "gridPos": {
               "x": 0,
-              "y": 108,
+              "y": 116,
               "w": 24,
               "h": 8
             }
@@ -8948,7 +9050,7 @@ local byInterval(c) = {
             "for": "1m",
             "annotations": {
               "summary": "switch_pfc_mismatch: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding switch_pfc_mismatch for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the switch port's PFC priorities (DCBX peer) include the NIC's, and the switch pauses no other priority this host's traffic uses). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding switch_pfc_mismatch for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the switch port's PFC priorities (DCBX peer, else its LLDP DCBX TLVs) include the NIC's, and the switch pauses no other priority this host's traffic uses; where the NIC's PFC cannot be read (no DCB netlink), they include expect.pfc_priority). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#switch_pfc_mismatch" % c)
             }
           },
@@ -14189,7 +14291,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Cabling",
-            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for the GPU behind each cable, and with the fleet dashboard's \"NICs off their pod's rail\".",
+            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture), with the GPUs whose nearest NIC it is (gpus, from the PCIe topology: two when a NIC serves two GPUs; empty for a NIC nearest to none); the rail verdict is on the fleet dashboard's \"Cabling\".",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -14207,7 +14309,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("max by (instance, device, port, netdev, system_name, port_id, chassis_id) (roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"})" % c),
+                "expr": ("max by (instance, device, port, netdev, gpus, system_name, port_id, chassis_id) (\n  roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, device) group_left (gpus) roce_nic_nearest_gpus_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n  or on (instance, device, port) roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n)" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -14228,7 +14330,17 @@ local byInterval(c) = {
                     "job": true,
                     "Value": true
                   },
-                  "renameByName": {}
+                  "renameByName": {},
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "port": 2,
+                    "netdev": 3,
+                    "gpus": 4,
+                    "system_name": 5,
+                    "port_id": 6,
+                    "chassis_id": 7
+                  }
                 }
               }
             ],
@@ -16767,6 +16879,98 @@ local byInterval(c) = {
           },
           {
             "type": "table",
+            "title": "Cabling",
+            "description": "Every RDMA port by its LLDP neighbour: node, NIC, the GPUs whose nearest NIC it is (from the PCIe topology; two when a NIC serves two GPUs), the switch (system name) and switch port, and the rail verdict without a cabling plan: ok when the NIC reaches the switch most nodes of its pod reach with that NIC, WRONG when another (RoceLldpRailOddOneOut), not judged when the node has no pod (its first NIC reports none or two neighbours). WRONG rows first. Empty without LLDP.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": [
+                {
+                  "matcher": {
+                    "id": "byName",
+                    "options": "instance"
+                  },
+                  "properties": [
+                    {
+                      "id": "links",
+                      "value": [
+                        {
+                          "title": "Node overview",
+                          "url": "/d/roce-overview?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node congestion",
+                          "url": "/d/roce-congestion?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node errors",
+                          "url": "/d/roce-errors?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": "sort_desc(max by (instance, device, gpus, system_name, port_id, rail) (\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      < on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 2),\n    \"rail\", \"WRONG\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      >= on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 0),\n    \"rail\", \"ok\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(0 * (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  ) + 1, \"rail\", \"not judged\", \"\", \"\")\n))",
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true,
+                    "Value": true
+                  },
+                  "renameByName": {
+                    "gpus": "GPUs",
+                    "system_name": "switch",
+                    "port_id": "switch port"
+                  },
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "gpus": 2,
+                    "system_name": 3,
+                    "port_id": 4,
+                    "rail": 5
+                  }
+                }
+              }
+            ],
+            "id": 25,
+            "gridPos": {
+              "x": 0,
+              "y": 76,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "table",
             "title": "Cabling: NICs off their pod's rail",
             "description": "RDMA ports whose LLDP neighbour is another switch than the same NIC of most nodes of their pod (the pod: the switch a node's first NIC reaches); the value is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty on a fleet cabled right, and without LLDP.",
             "datasource": {
@@ -16838,9 +17042,9 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 25,
+            "id": 26,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 76,
               "w": 12,
               "h": 8
@@ -16908,10 +17112,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 26,
+            "id": 27,
             "gridPos": {
-              "x": 12,
-              "y": 76,
+              "x": 0,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -16978,9 +17182,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 27,
+            "id": 28,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 84,
               "w": 8,
               "h": 8
@@ -17032,9 +17236,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 28,
+            "id": 29,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 84,
               "w": 8,
               "h": 8
@@ -17102,10 +17306,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 29,
+            "id": 30,
             "gridPos": {
-              "x": 16,
-              "y": 84,
+              "x": 0,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -17172,9 +17376,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 30,
+            "id": 31,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 92,
               "w": 8,
               "h": 8
@@ -17226,9 +17430,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 31,
+            "id": 32,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 92,
               "w": 8,
               "h": 8
@@ -17296,10 +17500,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 32,
+            "id": 33,
             "gridPos": {
-              "x": 16,
-              "y": 92,
+              "x": 0,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -17350,9 +17554,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 33,
+            "id": 34,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 100,
               "w": 8,
               "h": 8
@@ -17404,9 +17608,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 34,
+            "id": 35,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 100,
               "w": 8,
               "h": 8
@@ -17458,10 +17662,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 35,
+            "id": 36,
             "gridPos": {
-              "x": 16,
-              "y": 100,
+              "x": 0,
+              "y": 108,
               "w": 8,
               "h": 8
             }
@@ -17517,10 +17721,10 @@ local byInterval(c) = {
               "mergeValues": true,
               "rowHeight": 0.9
             },
-            "id": 36,
+            "id": 37,
             "gridPos": {
               "x": 0,
-              "y": 108,
+              "y": 116,
               "w": 24,
               "h": 8
             }
@@ -17711,7 +17915,7 @@ local byInterval(c) = {
             "for": "2m",
             "annotations": {
               "summary": "switch_pfc_mismatch: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding switch_pfc_mismatch for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the switch port's PFC priorities (DCBX peer) include the NIC's, and the switch pauses no other priority this host's traffic uses). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding switch_pfc_mismatch for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the switch port's PFC priorities (DCBX peer, else its LLDP DCBX TLVs) include the NIC's, and the switch pauses no other priority this host's traffic uses; where the NIC's PFC cannot be read (no DCB netlink), they include expect.pfc_priority). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#switch_pfc_mismatch" % c)
             }
           },
@@ -22952,7 +23156,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "Cabling",
-            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture); compare with \"Nearest NIC per GPU\" for the GPU behind each cable, and with the fleet dashboard's \"NICs off their pod's rail\".",
+            "description": "The switch (system name) and switch port each RDMA port reaches, by LLDP (lldp.mode lldpd or capture), with the GPUs whose nearest NIC it is (gpus, from the PCIe topology: two when a NIC serves two GPUs; empty for a NIC nearest to none); the rail verdict is on the fleet dashboard's \"Cabling\".",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -22970,7 +23174,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("max by (instance, device, port, netdev, system_name, port_id, chassis_id) (roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"})" % c),
+                "expr": ("max by (instance, device, port, netdev, gpus, system_name, port_id, chassis_id) (\n  roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"} * on (instance, device) group_left (gpus) roce_nic_nearest_gpus_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n  or on (instance, device, port) roce_lldp_neighbor_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}\n)" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -22991,7 +23195,17 @@ local byInterval(c) = {
                     "job": true,
                     "Value": true
                   },
-                  "renameByName": {}
+                  "renameByName": {},
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "port": 2,
+                    "netdev": 3,
+                    "gpus": 4,
+                    "system_name": 5,
+                    "port_id": 6,
+                    "chassis_id": 7
+                  }
                 }
               }
             ],
@@ -25530,6 +25744,98 @@ local byInterval(c) = {
           },
           {
             "type": "table",
+            "title": "Cabling",
+            "description": "Every RDMA port by its LLDP neighbour: node, NIC, the GPUs whose nearest NIC it is (from the PCIe topology; two when a NIC serves two GPUs), the switch (system name) and switch port, and the rail verdict without a cabling plan: ok when the NIC reaches the switch most nodes of its pod reach with that NIC, WRONG when another (RoceLldpRailOddOneOut), not judged when the node has no pod (its first NIC reports none or two neighbours). WRONG rows first. Empty without LLDP.",
+            "datasource": {
+              "type": "prometheus",
+              "uid": "${datasource}"
+            },
+            "fieldConfig": {
+              "defaults": {
+                "unit": "none"
+              },
+              "overrides": [
+                {
+                  "matcher": {
+                    "id": "byName",
+                    "options": "instance"
+                  },
+                  "properties": [
+                    {
+                      "id": "links",
+                      "value": [
+                        {
+                          "title": "Node overview",
+                          "url": "/d/roce-overview?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node congestion",
+                          "url": "/d/roce-congestion?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        },
+                        {
+                          "title": "Node errors",
+                          "url": "/d/roce-errors?var-instance=${__data.fields.instance}&var-device=${__data.fields.device}&${__url_time_range}"
+                        }
+                      ]
+                    }
+                  ]
+                }
+              ]
+            },
+            "targets": [
+              {
+                "datasource": {
+                  "type": "prometheus",
+                  "uid": "${datasource}"
+                },
+                "refId": "A",
+                "expr": "sort_desc(max by (instance, device, gpus, system_name, port_id, rail) (\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      < on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 2),\n    \"rail\", \"WRONG\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(\n    (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  )\n    * on (job, instance, device, system_name) group_left ()\n    (0 * (instance_device:roce_lldp_switch:pod{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\"}\n      * on (job, pod, device, system_name) group_left ()\n      pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"}\n      >= on (job, pod, device) group_left () max by (job, pod, device) (pod_device_switch:roce_lldp_nodes:count{job=~\"$job\"})) + 0),\n    \"rail\", \"ok\", \"\", \"\"\n  )\n  or on (job, instance, device, port)\n  label_replace(0 * (\n    roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"} * on (job, instance, device) group_left (gpus) roce_nic_nearest_gpus_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  or on (job, instance, device, port) roce_lldp_neighbor_info{job=~\"$job\", cluster=~\"$cluster\", instance=~\"$instance\", device=~\"$device\"}\n  ) + 1, \"rail\", \"not judged\", \"\", \"\")\n))",
+                "legendFormat": "__auto",
+                "format": "table",
+                "instant": true,
+                "range": false
+              }
+            ],
+            "options": {
+              "showHeader": true,
+              "cellHeight": "sm"
+            },
+            "transformations": [
+              {
+                "id": "organize",
+                "options": {
+                  "excludeByName": {
+                    "Time": true,
+                    "__name__": true,
+                    "job": true,
+                    "Value": true
+                  },
+                  "renameByName": {
+                    "gpus": "GPUs",
+                    "system_name": "switch",
+                    "port_id": "switch port"
+                  },
+                  "indexByName": {
+                    "instance": 0,
+                    "device": 1,
+                    "gpus": 2,
+                    "system_name": 3,
+                    "port_id": 4,
+                    "rail": 5
+                  }
+                }
+              }
+            ],
+            "id": 25,
+            "gridPos": {
+              "x": 0,
+              "y": 76,
+              "w": 12,
+              "h": 8
+            }
+          },
+          {
+            "type": "table",
             "title": "Cabling: NICs off their pod's rail",
             "description": "RDMA ports whose LLDP neighbour is another switch than the same NIC of most nodes of their pod (the pod: the switch a node's first NIC reaches); the value is how many of the pod's nodes share that switch (RoceLldpRailOddOneOut). Empty on a fleet cabled right, and without LLDP.",
             "datasource": {
@@ -25601,9 +25907,9 @@ local byInterval(c) = {
                 }
               }
             ],
-            "id": 25,
+            "id": 26,
             "gridPos": {
-              "x": 0,
+              "x": 12,
               "y": 76,
               "w": 12,
               "h": 8
@@ -25671,10 +25977,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 26,
+            "id": 27,
             "gridPos": {
-              "x": 12,
-              "y": 76,
+              "x": 0,
+              "y": 84,
               "w": 8,
               "h": 8
             }
@@ -25741,9 +26047,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 27,
+            "id": 28,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 84,
               "w": 8,
               "h": 8
@@ -25795,9 +26101,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 28,
+            "id": 29,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 84,
               "w": 8,
               "h": 8
@@ -25865,10 +26171,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 29,
+            "id": 30,
             "gridPos": {
-              "x": 16,
-              "y": 84,
+              "x": 0,
+              "y": 92,
               "w": 8,
               "h": 8
             }
@@ -25935,9 +26241,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 30,
+            "id": 31,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 92,
               "w": 8,
               "h": 8
@@ -25989,9 +26295,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 31,
+            "id": 32,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 92,
               "w": 8,
               "h": 8
@@ -26059,10 +26365,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 32,
+            "id": 33,
             "gridPos": {
-              "x": 16,
-              "y": 92,
+              "x": 0,
+              "y": 100,
               "w": 8,
               "h": 8
             }
@@ -26113,9 +26419,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 33,
+            "id": 34,
             "gridPos": {
-              "x": 0,
+              "x": 8,
               "y": 100,
               "w": 8,
               "h": 8
@@ -26167,9 +26473,9 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 34,
+            "id": 35,
             "gridPos": {
-              "x": 8,
+              "x": 16,
               "y": 100,
               "w": 8,
               "h": 8
@@ -26221,10 +26527,10 @@ local byInterval(c) = {
                 "sort": "desc"
               }
             },
-            "id": 35,
+            "id": 36,
             "gridPos": {
-              "x": 16,
-              "y": 100,
+              "x": 0,
+              "y": 108,
               "w": 8,
               "h": 8
             }
@@ -26280,10 +26586,10 @@ local byInterval(c) = {
               "mergeValues": true,
               "rowHeight": 0.9
             },
-            "id": 36,
+            "id": 37,
             "gridPos": {
               "x": 0,
-              "y": 108,
+              "y": 116,
               "w": 24,
               "h": 8
             }

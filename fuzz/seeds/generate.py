@@ -411,6 +411,35 @@ def peer_discovery():
     s.add("doc-hostile", b"\3" + b"10.1.2.3\n" + hostile.encode())
 
 
+def lldp():
+    """LLDP frames and lldpd documents: the ConnectX firmware frame of
+    lldpd's test captures, the switch frames of the tests (hex), frames of
+    tests/vm/lldp_wire.py (switch ports of a lossless fabric, a shutdown
+    frame), and lldpcli's real json0 output with and without neighbours."""
+    s = Seeds("lldp")
+    fx = os.path.join(ROOT, "crates", "lldp", "tests", "fixtures")
+    with open(os.path.join(fx, "connectx-lldpd-tests.pcap"), "rb") as f:
+        pcap = f.read()
+    pos = 24
+    while pos + 16 <= len(pcap):
+        incl = struct.unpack_from("<I", pcap, pos + 8)[0]
+        frame = pcap[pos + 16:pos + 16 + incl]
+        if frame[12:14] == b"\x88\xcc":
+            s.add(f"pcap-{pos}", frame)
+        pos += 16 + incl
+    s.add("switch-pfc4-dscp26", bytes.fromhex(read(os.path.join(
+        fx, "switch-pfc4-dscp26.hex")).decode().strip()))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "vm"))
+    import lldp_wire
+    for name, port, pfc, dscp, app, ttl in (("leaf-p1-r0", "swp1", 4, 26, 4, 120),
+                                            ("leaf-p1-r1", "swp2", 3, 26, 3, 120),
+                                            ("leaf-p1-r0", "swp1", 3, 46, 5, 0)):
+        s.add(f"{name}-{port}-ttl{ttl}", lldp_wire.switch_frame(
+            "1c:34:da:5a:01:00", port, name, pfc, dscp, app, ttl=ttl))
+    for doc in ("lldpcli-json0-neighbors-dcbx.json", "lldpcli-json0-no-neighbors.json"):
+        s.add(doc, read(os.path.join(fx, doc)))
+
+
 def main():
     sysfs_values()
     pci_config()
@@ -422,6 +451,7 @@ def main():
     nccl()
     phys()
     peer_discovery()
+    lldp()
     for t in sorted(os.listdir(HERE)):
         d = os.path.join(HERE, t)
         if os.path.isdir(d):

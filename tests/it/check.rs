@@ -285,6 +285,59 @@ fn readme_check_excerpt_matches_the_demo_output() {
     );
 }
 
+/// With `expect.rails`, the port's cabling line carries the verdict: the
+/// map names leaf-r3-a for mlx5_7 (ok), or the pattern makes it rail 3's
+/// switch while mlx5_7 is rail 7 (WRONG, with the finding naming the GPUs
+/// whose nearest NIC mlx5_7 is).
+#[test]
+fn lldp_rail_verdict_in_nic_vs_switch() {
+    let dir = tempdir();
+    let fixture = repo().join("crates/lldp/tests/fixtures/lldpcli-json0-neighbors-dcbx.json");
+    let json = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("lv-host", "ens8np0");
+    let json_path = dir.join("neighbors.json");
+    std::fs::write(&json_path, json).unwrap();
+    let demo = std::fs::read_to_string(repo().join("examples/demo-gpu-node/demo.yml")).unwrap();
+    assert!(
+        demo.contains("\nexpect:\n"),
+        "demo.yml has an expect section"
+    );
+    let run = |rails: &str| {
+        let config = dir.join("demo-rails.yml");
+        let text = demo.replace("\nexpect:\n", &format!("\nexpect:\n  rails: {rails}\n"));
+        std::fs::write(
+            &config,
+            format!("{text}\nlldp:\n  json_file: {}\n", json_path.display()),
+        )
+        .unwrap();
+        stdout(&check(&[
+            "--config.file",
+            config.to_str().unwrap(),
+            "--path.sysfs",
+            "examples/demo-gpu-node/sys",
+            "--path.procfs",
+            "examples/demo-gpu-node/proc",
+        ]))
+    };
+    let ok = run("{map: {mlx5_7: leaf-r3-a}}");
+    let wrong = run("{switch_pattern: \"leaf-r{rail}-*\"}");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        ok.contains("cabled to leaf-r3-a port swp17 (chassis 1c:34:da:5a:01:00, LLDP via lldpd), switch PFC on 4, switch DSCP 26->4, rail ok"),
+        "{ok}"
+    );
+    assert!(!ok.contains("lldp_rail_mismatch"), "{ok}");
+    assert!(
+        wrong.contains("switch DSCP 26->4, rail WRONG (lldp_rail_mismatch)"),
+        "{wrong}"
+    );
+    assert!(
+        wrong.contains("mlx5_7 port 1 (ens8np0) (rail 7, the NIC of GPUs 6 and 7) is cabled to leaf-r3-a port swp17, the switch of rail 3 (mlx5_3)"),
+        "{wrong}"
+    );
+}
+
 /// With lldpd's neighbour list (its real json0 output, heard on the demo's
 /// ens8np0), `check` shows where the port is cabled and the switch's
 /// PFC/APP from LLDP, and the switch view is no longer missing for it.

@@ -140,6 +140,67 @@ fn switch_pfc_mismatch_from_lldp_on_mlx5() {
     assert_eq!(only(&f, "switch_view_unavailable"), vec![]);
 }
 
+/// A RoCE netdev whose driver has no DCB netlink (Soft-RoCE on virtio-net
+/// or e1000, as in the VM harness): the NIC's PFC cannot be read.
+fn no_dcb() -> Netdev {
+    NetdevBuilder::new("ens1np0")
+        .rdma("mlx5_0", 1)
+        .up()
+        .edit(|n| n.dcb = DcbOutcome::Unsupported)
+        .build()
+}
+
+fn expect_priority(p: u8) -> Expectations {
+    Expectations {
+        pfc_priority: Some(p),
+        ..Expectations::default()
+    }
+}
+
+#[test]
+fn switch_pfc_against_the_expected_priority_where_the_nic_has_no_dcb() {
+    // Switch PFC on 4, this host's RoCE priority 3: the switch drops it.
+    let s = sample(
+        no_dcb(),
+        lldp_port(Some(neighbour("leaf-p1-r0", "swp1", 4, 26, 4))),
+    );
+    let f = only(
+        &rules::evaluate(
+            &[Arc::new(s.clone())],
+            &RulesConfig::default(),
+            &expect_priority(3),
+        ),
+        "switch_pfc_mismatch",
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert_eq!(
+        f[0].evidence,
+        "switch port (LLDP DCBX TLVs of leaf-p1-r0 port swp1): PFC enabled priorities 4 (0x10); expected RoCE priority 3 (expect.pfc_priority); NIC PFC unknown (its driver offers no DCB netlink)"
+    );
+    assert!(
+        f[0].finding.contains("does not run PFC on priority 3"),
+        "{}",
+        f[0].finding
+    );
+    // Without expect.pfc_priority there is nothing to compare with.
+    assert_eq!(only(&eval(s), "switch_pfc_mismatch"), vec![]);
+}
+
+#[test]
+fn switch_pausing_the_expected_priority_is_silent_where_the_nic_has_no_dcb() {
+    for pfc in [3, 4] {
+        let mut n = neighbour("leaf-p1-r0", "swp1", 4, 26, 3);
+        if let Some(p) = &mut n.pfc {
+            // 3 alone, or 3 beside a fabric-wide lossless 4.
+            p.enable = (1 << 3) | (1 << pfc);
+        }
+        let s = sample(no_dcb(), lldp_port(Some(n)));
+        let f = rules::evaluate(&[Arc::new(s)], &RulesConfig::default(), &expect_priority(3));
+        assert_eq!(only(&f, "switch_pfc_mismatch"), vec![], "{pfc}");
+    }
+}
+
 #[test]
 fn driver_peer_view_wins_over_lldp() {
     let mut n = netdev();
@@ -414,6 +475,48 @@ fn nic_on_the_other_rails_switch_is_critical() {
     );
 }
 
+#[test]
+fn nics_on_each_others_rails_are_both_critical() {
+    // The two cables swapped: each NIC reaches the other's leaf.
+    let s = two_nics(
+        neighbour("leaf-p1-r1", "swp7", 3, 26, 3),
+        neighbour("leaf-p1-r0", "swp8", 3, 26, 3),
+    );
+    let f = eval_with(s, &rails("leaf-*-r{rail}"));
+    assert_eq!(f.len(), 2, "{f:#?}");
+    assert!(f.iter().all(|f| f.severity == Severity::Critical));
+    assert!(f[0].finding.contains("mlx5_0 port 1 (ens1np0) (rail 0) is cabled to leaf-p1-r1 port swp7, the switch of rail 1 (mlx5_1)"), "{}", f[0].finding);
+    assert!(f[1].finding.contains("mlx5_1 port 1 (ens2np0) (rail 1) is cabled to leaf-p1-r0 port swp8, the switch of rail 0 (mlx5_0)"), "{}", f[1].finding);
+}
+
+#[test]
+fn the_explicit_map_wins_over_the_pattern() {
+    let s = two_nics(
+        neighbour("leaf-p1-r0", "swp1", 3, 26, 3),
+        neighbour("spine-7", "swp2", 3, 26, 3),
+    );
+    let mut e = rails("leaf-*-r{rail}");
+    let set = |e: &mut Expectations, dev: &str, name: &str| {
+        if let Some(r) = &mut e.rails {
+            r.map.insert(dev.into(), name.into());
+        }
+    };
+    // mlx5_1 by the map (device name) on spine-7, as planned: silent.
+    set(&mut e, "mlx5_1", "spine-7");
+    assert_eq!(eval_with(s.clone(), &e), vec![]);
+    // mlx5_0 by the map (netdev name) expected on leaf-p1-r9: critical,
+    // naming the map's switch, though the pattern would pass it.
+    set(&mut e, "ens1np0", "leaf-p1-r9");
+    let f = eval_with(s, &e);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert!(
+        f[0].evidence.contains("expected leaf-p1-r9 (expect.rails)"),
+        "{}",
+        f[0].evidence
+    );
+}
+
 /// Two GPUs, each behind a PCIe switch with one of the two NICs: GPU 0
 /// nearest mlx5_0 (PIX), GPU 1 nearest mlx5_1; across the switches SYS.
 fn two_gpus() -> roce_topology::TopologySnapshot {
@@ -458,6 +561,29 @@ fn the_miscabled_nic_is_named_with_its_gpu() {
     assert!(
         f[0].finding
             .contains("mlx5_0 port 1 (ens1np0) (rail 0, the NIC of GPU 0) is cabled to leaf-p1-r1"),
+        "{}",
+        f[0].finding
+    );
+}
+
+#[test]
+fn a_rail_without_a_nic_here_is_named_by_the_pattern() {
+    // One RoCE NIC (rail 0) on rail 3's leaf, and on a switch no rail has.
+    let one = |n: Lldpdu| sample(netdev(), lldp_port(Some(n)));
+    let f = eval_with(
+        one(neighbour("leaf-p1-r3", "swp1", 3, 26, 3)),
+        &rails("leaf-*-r{rail}"),
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(f[0].finding.contains("(rail 0) is cabled to leaf-p1-r3 port swp1, the switch of rail 3 by expect.rails (no RoCE NIC of this node has that rail)"), "{}", f[0].finding);
+    let f = eval_with(
+        one(neighbour("spine-1", "swp1", 3, 26, 3)),
+        &rails("leaf-*-r{rail}"),
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(
+        f[0].finding
+            .contains("is cabled to spine-1 port swp1, a switch of no rail"),
         "{}",
         f[0].finding
     );

@@ -438,6 +438,18 @@ fn binary_reports_gpus_from_sysfs_without_nvml() {
     ));
     assert!(stdout.contains("roce_gpu_nic_path_info{gpu=\"0\",device=\"mlx5_0\",path=\"PIX\"} 1"));
     assert!(stdout.contains("roce_gpu_nic_path_info{gpu=\"7\",device=\"mlx5_0\",path=\"SYS\"} 1"));
+    // Two GPUs and two NICs behind each PCIe switch: each NIC is the
+    // nearest (PIX) of both GPUs there, so no single GPU is its own.
+    assert!(stdout.contains("roce_nic_nearest_gpus_info{device=\"mlx5_0\",gpus=\"0,1\"} 1"));
+    assert!(stdout.contains("roce_nic_nearest_gpus_info{device=\"mlx5_7\",gpus=\"6,7\"} 1"));
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("roce_nic_nearest_gpus_info{"))
+            .count(),
+        8,
+        "one series per NIC"
+    );
     assert!(stdout.contains("roce_gpu_nvml_available 0"));
     assert!(stdout.contains("roce_gpudirect_rdma_ready{mechanism=\"nvidia_peermem\"} 0"));
     assert!(stdout.contains("roce_gpudirect_rdma_available 0"));

@@ -83,6 +83,14 @@ def cabled_port(n, d):
     return f"swp{LEAF_NODES + 1}" if is_miscabled(n, d) else f"swp{n % LEAF_NODES + 1}"
 
 
+def nearest_gpus(d):
+    """roce_nic_nearest_gpus_info's gpus of NIC mlx5_<d>: two GPUs and two
+    NICs behind each PCIe switch (as in the demo tree), so each NIC is the
+    nearest of two GPUs."""
+    g = d - d % 2
+    return f"{g},{g + 1}"
+
+
 def switch_down(n, d):
     return (d, n // LEAF_NODES) == SWITCH_DOWN
 
@@ -176,6 +184,9 @@ def culprits(where):
         return expected_peer_alerts()["RocePeerProbeSwitchLosesPeers"]
     if "off their pod's rail" in where:
         return [MISCABLED]
+    if where.startswith("roce-fleet/Cabling/"):  # every port, the WRONG one on top
+        return [dict(MISCABLED, system_name=cabled_leaf(250, 4), gpus=nearest_gpus(4),
+                     rail="WRONG")]
     if "Peer probe loss" in where:  # the loss of each port: the storm and the faults
         return [STORM] + [peer_port(n, d) for n, d in lost_ports()]
     return [STORM]
@@ -263,6 +274,15 @@ def write_openmetrics(path, now):
                       f'system_name="{cabled_leaf(n, d)}",port_id="{cabled_port(n, d)}"')
             for ts in times:
                 f.write(f"roce_lldp_neighbor_info{{{labels}}} 1 {ts}\n")
+        f.write("# TYPE roce_nic_nearest_gpus_info gauge\n")
+        for n in range(NODES):
+            if n == DEAD:
+                continue
+            for d in range(PORTS):
+                labels = (f'cluster="{CLUSTER}",job="{JOB}",instance="node{n:04d}:9879",'
+                          f'device="mlx5_{d}",gpus="{nearest_gpus(d)}"')
+                for ts in times:
+                    f.write(f"roce_nic_nearest_gpus_info{{{labels}}} 1 {ts}\n")
         counter(f, "roce_fec_uncorrectable_blocks", lambda n, d: 20.0 if storm(n, d) else 0.0,
                 lambda d: f',netdev="ens{d}np0",lane=""')
         gauge(f, "roce_port_rate_bytes_per_second", lambda n, d, i: RATE_BYTES)
@@ -320,7 +340,7 @@ def query(prom, expr):
     return body["data"]["result"], took
 
 
-IDENTITY = ("instance", "device", "peer", "peer_device", "system_name")
+IDENTITY = ("instance", "device", "peer", "peer_device", "system_name", "gpus", "rail")
 
 
 def finds(result, wanted):

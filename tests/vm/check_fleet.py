@@ -18,7 +18,11 @@ phase, endpoint documents, step lines), the capture of their segment
                         it); probes and echoes leave with the configured ToS
                         byte (NCCL_IB_TC=106: 0x6a) and in the two sizes (64
                         bytes; the active MTU); the forged probe draws at
-                        most one echo on the wire within 10 s, never a loop.
+                        most one echo on the wire within 10 s, never a loop;
+  LLDP                  the host's switch on A's wire and what A's exporter
+                        made of it (tests/vm/check_lldp.py: the neighbour,
+                        the switch's PFC and APP, switch_pfc_mismatch,
+                        lldp_neighbor_changed, lldp_rail_mismatch).
 
 Prints one PASS/FAIL line per check and ends with "N passed, M failed";
 exit status 1 when anything failed, 2 on usage. Stdlib only (promtool from
@@ -38,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from checks import all_of, check, counts, get, parse_prom, read  # noqa: E402
+import check_lldp  # noqa: E402
 import roce_wire  # noqa: E402
 
 DEV, PORT = "rxe0", "1"
@@ -349,6 +354,7 @@ def main(argv):
     check_nodes(share)
     check_fleet_rules(share)
     check_wire(args.dir, share)
+    check_lldp.check_lldp(args.dir)
     passed, failed = counts()
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

@@ -14,6 +14,15 @@
 # forged probe drew) and the fleet alerts of alerts/ (promtool) on the
 # scraped series of each phase.
 #
+# Beside the phases, the host plays the switch's LLDP on A's port
+# (tests/vm/lldp_switch.py through the hub's SOCKS/own-a: frames built byte
+# by byte, PFC on priority 4 and DSCP 26 -> 4, while A expects priority 3):
+# A's exporter, capturing, must report the neighbour, the switch's PFC and
+# APP and switch_pfc_mismatch; then, as A asks, the port ID changes
+# (lldp_neighbor_changed) and a switch of another rail answers
+# (lldp_rail_mismatch, expect.rails). tests/vm/check_lldp.py judges it
+# (check_fleet.py runs its checks with its own).
+#
 # Options:
 #   -t, --timeout SEC   limit for each VM run (default 600); the guests keep
 #                       their own budget 30 s below it
@@ -22,7 +31,8 @@
 #   ROCE_EXPORTER_BIN=FILE  use this binary instead of `cargo build --release`
 #   E2E_OUT=DIR             where the files go (default target/vm-e2e-fleet):
 #                           share/{a,b,c,ctl}/, the consoles {a,b,c}.log, the
-#                           capture wire.pcap, hub-stats.json, forged.json
+#                           capture wire.pcap, hub-stats.json, forged.json,
+#                           lldp-sent.json
 # Exit status: 0 when every check passed; 1 when a check failed; 2 on usage or
 # build errors.  The last line printed is "N passed, M failed".
 set -euo pipefail
@@ -41,10 +51,12 @@ rm -rf "$OUT"; mkdir -p "$OUT/share/a" "$OUT/share/b" "$OUT/share/c" "$OUT/share
 SOCKS=$(mktemp -d "${TMPDIR:-/tmp}/roce-hub.XXXXXX")
 declare -A PID=()
 HUB=""
+LLDP=""
 cleanup() {
   local p
   # run.sh kills its qemu on TERM
   for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; done
+  [[ -n $LLDP ]] && { kill "$LLDP" 2>/dev/null; wait "$LLDP" 2>/dev/null; } || true
   [[ -n $HUB ]] && { kill "$HUB" 2>/dev/null; wait "$HUB" 2>/dev/null; } || true
   rm -rf "$SOCKS"
 }
@@ -56,6 +68,11 @@ python3 "$HERE/hub.py" --dir "$SOCKS" --ports a,b,c --pcap "$OUT/wire.pcap" \
 HUB=$!
 for _ in $(seq 50); do [[ -S $SOCKS/inject ]] && break; sleep 0.1; done
 [[ -S $SOCKS/inject ]] || { log "the hub did not start"; exit 2; }
+# the switch's LLDP out of A's port, one frame a second (a switch sends one
+# every 30 s; the TTL, 120 s, is a switch's default)
+python3 "$HERE/lldp_switch.py" --inject "$SOCKS/own-a" --ctl "$OUT/share/ctl" \
+  --out "$OUT/lldp-sent.json" &
+LLDP=$!
 
 # vm ROLE IP MAC_PREFIX: one VM in the background (its run.sh in PID[ROLE]),
 # its lines prefixed with the role
@@ -97,6 +114,7 @@ for role in a b c; do
   set +e; wait "${PID[$role]}"; RC[$role]=$?; set -e
   unset "PID[$role]"
 done
+kill "$LLDP" 2>/dev/null; wait "$LLDP" 2>/dev/null || true; LLDP=""
 kill "$HUB" 2>/dev/null; wait "$HUB" 2>/dev/null || true; HUB=""
 log "three VMs done in $((SECONDS - T0)) s"
 for role in a b c; do

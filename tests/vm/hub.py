@@ -12,8 +12,13 @@ written to the pcap once, as it enters, then sent to the port its
 destination MAC was learned on, or to every other port (broadcast,
 multicast, unknown). SOCKS/inject takes frames from the host (tests/vm/
 forge.py): captured and forwarded like any other, never learned from, so a
-forged source MAC moves no entry. A frame a VM cannot take yet (its socket
-not bound: still booting) is dropped, as on an unplugged cable.
+forged source MAC moves no entry. SOCKS/own-P takes the frames the switch
+itself sends out of port P (its LLDP, tests/vm/lldp_switch.py): captured
+and sent to port P only. Frames to the IEEE 802.1Q reserved group
+addresses 01:80:c2:00:00:00-0f (LLDP's nearest-bridge address among them)
+end at the switch, as a bridge filters them: captured, never forwarded. A
+frame a VM cannot take yet (its socket not bound: still booting) is
+dropped, as on an unplugged cable.
 
 Runs until SIGTERM or SIGINT, then flushes the pcap and writes the
 counters (frames in and out per port, drops, injected) to --stats.
@@ -33,6 +38,8 @@ MAX_FRAME = 65536  # a datagram is one Ethernet frame, without FCS
 # pcap: magic, version 2.4, UTC offset, accuracy, snaplen, LINKTYPE_ETHERNET
 PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, MAX_FRAME, 1)
 INJECT = "inject"
+OWN = "own-"  # SOCKS/own-<port>: the switch's own frames out of <port>
+RESERVED = bytes.fromhex("0180c20000")  # 01:80:c2:00:00:0X, never forwarded
 
 
 class Hub:
@@ -55,12 +62,19 @@ class Hub:
             os.unlink(path)
         inj.bind(path)
         self.socks[INJECT] = inj
+        for p in ports:
+            own = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            path = os.path.join(folder, OWN + p)
+            if os.path.exists(path):
+                os.unlink(path)
+            own.bind(path)
+            self.socks[OWN + p] = own
         self.by_fd = {s.fileno(): p for p, s in self.socks.items()}
         self.mac = {}  # MAC -> port
         self.pcap = open(pcap, "wb")
         self.pcap.write(PCAP_HEADER)
         self.stats = {"in": {p: 0 for p in self.socks}, "out": {p: 0 for p in ports},
-                      "dropped": {p: 0 for p in ports}, "flooded": 0}
+                      "dropped": {p: 0 for p in ports}, "flooded": 0, "filtered": 0}
 
     def capture(self, frame):
         now = time.time()
@@ -80,8 +94,14 @@ class Hub:
         if len(frame) < 14:
             return
         self.capture(frame)
+        if src.startswith(OWN):
+            self.send(src[len(OWN):], frame)
+            return
         dst, smac = frame[0:6], frame[6:12]
-        if src != INJECT and not smac[0] & 1:
+        if dst[:5] == RESERVED and dst[5] <= 0x0F:
+            self.stats["filtered"] += 1
+            return
+        if src in self.peer and not smac[0] & 1:
             self.mac[smac] = src
         out = self.mac.get(dst) if not dst[0] & 1 else None
         if out is not None:
@@ -112,7 +132,7 @@ class Hub:
         self.pcap.close()
         for p, s in self.socks.items():
             s.close()
-            name = INJECT if p == INJECT else f"hub-{p}"
+            name = p if p == INJECT or p.startswith(OWN) else f"hub-{p}"
             try:
                 os.unlink(os.path.join(self.folder, name))
             except OSError:

@@ -336,8 +336,8 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "topology",
-        default: 219,
-        all: 315,
+        default: 227,
+        all: 323,
     },
     BudgetRow {
         row: "probes",

@@ -35,6 +35,14 @@ pub const GPU_NEAREST_NIC: Labeled<3> = Labeled::new(Family {
         "The RDMA device(s) with the best path class from a GPU (value 1; several when they tie).",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
+pub const NIC_NEAREST_GPUS: Labeled<2> = Labeled::new(Family {
+    base: "roce_nic_nearest_gpus_info",
+    kind: MetricKind::Gauge,
+    unit: None,
+    labels: &["device", "gpus"],
+    help: "The GPUs whose nearest RDMA device this is (value 1): their indices in PCI bus order, comma-separated in ascending order (2,3 for two GPUs behind one PCIe switch with one NIC; a GPU whose nearest NICs tie is listed with each). One series per RDMA device nearest to a GPU, none for the others: the GPU(s) beside a NIC for a PromQL join (group_left(gpus)), which roce_gpu_nearest_nic_info cannot give when a NIC serves two GPUs.",
+    source: "/sys/devices/pci*/... bridge chains, numa_node",
+});
 pub const LINK_SPEED: Labeled<3> = Labeled::new(Family {
     base: "roce_pcie_link_speed",
     kind: MetricKind::Gauge,
@@ -105,6 +113,7 @@ pub const FAMILIES: &[Family] = &[
     GPU_INFO.family,
     GPU_NIC_PATH.family,
     GPU_NEAREST_NIC.family,
+    NIC_NEAREST_GPUS.family,
     LINK_SPEED.family,
     LINK_WIDTH.family,
     LINK_DOWNTRAINED.family,
@@ -150,12 +159,27 @@ fn collect_topology(topo: &TopologySnapshot, hops: bool, out: &mut Vec<FamilySam
     out.push(paths.into());
 
     let mut nearest = Samples::new(&GPU_NEAREST_NIC);
+    let mut gpus_of: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
     for g in &topo.gpus {
         for p in topo.nearest_nics(g.index) {
             nearest.push([&p.gpu.to_string(), &p.nic, p.class.as_str()], 1u64);
+            gpus_of.entry(p.nic.as_str()).or_default().push(p.gpu);
         }
     }
     out.push(nearest.into());
+
+    let mut nic_gpus = Samples::new(&NIC_NEAREST_GPUS);
+    for (nic, mut gpus) in gpus_of {
+        gpus.sort_unstable();
+        gpus.dedup();
+        let list = gpus
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        nic_gpus.push([nic, &list], 1u64);
+    }
+    out.push(nic_gpus.into());
 
     let mut speed = Samples::new(&LINK_SPEED);
     let mut width = Samples::new(&LINK_WIDTH);

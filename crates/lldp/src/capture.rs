@@ -60,6 +60,8 @@ pub enum CaptureError {
 pub trait FrameSource: Send {
     /// Reads the frames queued since the last call, at most `max_frames`,
     /// handing each to `f` with the netdev it arrived on. Never blocks.
+    /// With several netdevs the bound is shared among them, so that one
+    /// flooded netdev does not keep the others' frames unread.
     fn drain(
         &mut self,
         max_frames: usize,
@@ -100,6 +102,9 @@ struct PortSocket {
 /// Live capture on a set of netdevs.
 pub struct PacketCapture {
     sockets: Vec<PortSocket>,
+    /// The socket the next drain starts with (each drain starts one
+    /// further, so the remainder of the bound goes round).
+    next: usize,
 }
 
 impl PacketCapture {
@@ -115,7 +120,7 @@ impl PacketCapture {
                 Err(e) => errors.push(e),
             }
         }
-        Ok((PacketCapture { sockets }, errors))
+        Ok((PacketCapture { sockets, next: 0 }, errors))
     }
 
     /// The netdevs with an open socket.
@@ -268,10 +273,24 @@ impl FrameSource for PacketCapture {
     ) -> Result<DrainStats, CaptureError> {
         let mut stats = DrainStats::default();
         let mut buf = vec![0u8; SNAP_LEN as usize];
-        for s in &self.sockets {
+        let count = self.sockets.len();
+        if count == 0 {
+            return Ok(stats);
+        }
+        // Each socket gets an equal share of the bound (the first ones in
+        // this drain's order one more, while the remainder lasts): a
+        // flooding neighbour on one port fills its own share, never the
+        // others', whose switches keep being heard.
+        let (share, extra) = (max_frames / count, max_frames % count);
+        let start = self.next % count;
+        self.next = (start + 1) % count;
+        for i in 0..count {
+            let s = &self.sockets[(start + i) % count];
+            let budget = share + usize::from(i < extra);
             let fd = s.fd.as_raw_fd();
+            let mut taken = 0;
             loop {
-                if stats.frames as usize >= max_frames {
+                if taken >= budget {
                     stats.left_queued = true;
                     break;
                 }
@@ -303,6 +322,8 @@ impl FrameSource for PacketCapture {
                     }
                 }
                 let n = n as usize;
+                // Skipped frames count too: the bound is on the work done.
+                taken += 1;
                 if from.sll_pkttype == PACKET_OUTGOING || from.sll_ifindex != s.ifindex {
                     continue;
                 }

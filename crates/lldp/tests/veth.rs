@@ -102,6 +102,79 @@ fn capture_hears_the_switch_over_a_veth_pair() {
 }
 
 #[test]
+fn a_flooded_port_leaves_the_others_their_share() {
+    if !is_root() {
+        return skip_unless_ci("needs root for network namespaces");
+    }
+    if Command::new("ip").arg("-V").output().is_err()
+        || Command::new("python3").arg("-V").output().is_err()
+    {
+        return skip_unless_ci("needs ip and python3");
+    }
+    let pid = std::process::id();
+    let sw = Netns::new(format!("lldpqsw{pid}"));
+    let host = Netns::new(format!("lldpqhost{pid}"));
+    let names: Vec<String> = (0..3).map(|i| format!("rdma{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        sw.veth(&format!("sw{i}"), &host, name);
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let host_name = host.0.clone();
+    let listener = std::thread::spawn(move || {
+        in_netns(&host_name, move || {
+            let (mut cap, errors) = PacketCapture::open(&names).expect("open");
+            assert!(errors.is_empty(), "{errors:?}");
+            tx.send(()).unwrap();
+            go_rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("frames sent");
+            // Two drains of 6: the first netdev has 40 frames queued, the
+            // others one each; a shared bound reads the quiet ones at once.
+            let mut per = std::collections::BTreeMap::<String, usize>::new();
+            for _ in 0..2 {
+                let stats = cap
+                    .drain(6, &mut |netdev, _| {
+                        *per.entry(netdev.to_string()).or_default() += 1
+                    })
+                    .unwrap();
+                assert!(stats.frames <= 6, "{stats:?}");
+            }
+            per
+        })
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("capture opened");
+    for (iface, count) in [("sw0", "40"), ("sw1", "1"), ("sw2", "1")] {
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &sw.0,
+            "python3",
+            &script(),
+            "--count",
+            count,
+            iface,
+            "leaf-r3-a",
+            "swp17",
+            "4",
+            "26",
+            "4",
+        ]);
+    }
+    go_tx.send(()).unwrap();
+    let per = listener.join().unwrap();
+    assert_eq!(per.get("rdma1"), Some(&1), "{per:?}");
+    assert_eq!(per.get("rdma2"), Some(&1), "{per:?}");
+    // The flooded netdev gets its own share of each drain, not more.
+    assert!(
+        per.get("rdma0").is_some_and(|n| (2..=6).contains(n)),
+        "{per:?}"
+    );
+}
+
+#[test]
 fn without_cap_net_raw_the_open_says_so() {
     if !is_root() {
         // Unprivileged already: the open must fail with the permission error.

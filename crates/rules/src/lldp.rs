@@ -51,6 +51,10 @@ pub struct ExpectedRails {
     pub map: std::collections::BTreeMap<String, String>,
 }
 
+/// The rail indices tried when naming the rail a switch belongs to by the
+/// pattern alone.
+const MAX_RAILS: usize = 64;
+
 /// Whether `text` matches `pattern`, `*` standing for any text.
 fn glob(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
@@ -175,10 +179,19 @@ fn lldp_rail_mismatch(ctx: &Context) -> Vec<Finding> {
             (i != rail && rail_matches(rails, i, d, netdev, system_name).is_some_and(|(m, _)| m))
                 .then(|| format!("rail {i} ({d})"))
         });
-        let whose = owner.map_or_else(
-            || "a switch of no rail".to_string(),
-            |o| format!("the switch of {o}"),
-        );
+        // Else the rail index the pattern gives that name, when this node
+        // has no NIC of that rail (a node with fewer NICs than rails).
+        let by_pattern = || {
+            let pattern = rails.switch_pattern.as_ref()?;
+            (0..MAX_RAILS)
+                .filter(|i| *i != rail)
+                .find(|i| glob(&pattern.replace("{rail}", &i.to_string()), system_name))
+                .map(|i| format!("the switch of rail {i} by expect.rails (no RoCE NIC of this node has that rail)"))
+        };
+        let whose = match owner {
+            Some(o) => format!("the switch of {o}"),
+            None => by_pattern().unwrap_or_else(|| "a switch of no rail".to_string()),
+        };
         out.push(Finding {
             rule: RuleId::LldpRailMismatch,
             severity: Severity::Critical,
@@ -238,13 +251,19 @@ pub fn effective_peer<'a>(
     n: &Netdev,
     dcb: &'a DcbConfig,
 ) -> (Cow<'a, DcbPeer>, Option<String>) {
-    let driver = || (Cow::Borrowed(&dcb.peer), None);
-    if !dcb.peer.is_empty() {
-        return driver();
+    if dcb.peer.is_empty() {
+        if let Some((peer, who)) = lldp_peer(s, &n.name) {
+            return (Cow::Owned(peer), Some(who));
+        }
     }
-    let Some(pdu) = lldp_port(s, &n.name).and_then(|p| p.neighbour.as_ref()) else {
-        return driver();
-    };
+    (Cow::Borrowed(&dcb.peer), None)
+}
+
+/// The DCBX settings the LLDP neighbour of `netdev` advertised (PFC, APP,
+/// ETS priority map), with "LLDP DCBX TLVs of <switch> port <port>"; none
+/// without a neighbour or when it advertised none of them.
+pub fn lldp_peer(s: &Snapshot, netdev: &str) -> Option<(DcbPeer, String)> {
+    let pdu = lldp_port(s, netdev)?.neighbour.as_ref()?;
     let peer = DcbPeer {
         standard: Some(PeerStandard::Ieee),
         pfc_enabled: pdu.pfc.map(|p| p.enable),
@@ -260,10 +279,9 @@ pub fn effective_peer<'a>(
         prio_tc: pdu.ets_configuration.map(|e| e.prio_tc),
     };
     if peer.is_empty() {
-        return driver();
+        return None;
     }
-    let who = neighbour_name(pdu);
-    (Cow::Owned(peer), Some(format!("LLDP DCBX TLVs of {who}")))
+    Some((peer, format!("LLDP DCBX TLVs of {}", neighbour_name(pdu))))
 }
 
 /// "leaf-r3-a swp17" (system name, or chassis ID, and port ID).

@@ -38,7 +38,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: RuleId::SwitchPfcMismatch,
-        checks: "the switch port's PFC priorities (DCBX peer) include the NIC's, and the switch pauses no other priority this host's traffic uses",
+        checks: "the switch port's PFC priorities (DCBX peer, else its LLDP DCBX TLVs) include the NIC's, and the switch pauses no other priority this host's traffic uses; where the NIC's PFC cannot be read (no DCB netlink), they include expect.pfc_priority",
         evaluate: switch_pfc_mismatch,
     },
     Rule {
@@ -348,8 +348,12 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
     for (n, subject) in roce_netdevs(s) {
-        let DcbOutcome::Ok(dcb) = &n.dcb else {
-            continue;
+        let dcb = match &n.dcb {
+            DcbOutcome::Ok(dcb) if dcb.pfc_enabled.is_some() => dcb,
+            unread => {
+                out.extend(switch_pfc_against_expected(ctx, s, n, unread, subject));
+                continue;
+            }
         };
         let (peer, lldp) = super::lldp::effective_peer(s, n, dcb);
         let via = lldp.unwrap_or_else(|| {
@@ -412,6 +416,56 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// Where the NIC's own PFC cannot be read (a driver without DCB netlink,
+/// DCB not read or failed), the switch port's PFC as its LLDP DCBX TLVs
+/// give it against the RoCE priority this host expects
+/// (`expect.pfc_priority`): a switch port that does not pause that
+/// priority drops RoCE traffic when congested, whatever the NIC does.
+/// Priorities the switch pauses beyond it are not judged (fabric-wide
+/// lossless classes are common, and harmless to traffic not on them).
+fn switch_pfc_against_expected(
+    ctx: &Context,
+    s: &crate::snapshot::Snapshot,
+    n: &Netdev,
+    dcb: &DcbOutcome,
+    subject: Subject,
+) -> Option<Finding> {
+    let e = ctx.expect.pfc_priority?;
+    let (peer, via) = super::lldp::lldp_peer(s, &n.name)?;
+    let sw = peer.pfc_enabled?;
+    if sw & (1 << (e & 7)) != 0 {
+        return None;
+    }
+    let unknown = match dcb {
+        DcbOutcome::Unsupported => "its driver offers no DCB netlink".to_string(),
+        DcbOutcome::Disabled => "DCB not read".to_string(),
+        DcbOutcome::Failed(why) => format!("reading DCB failed: {why}"),
+        DcbOutcome::Ok(_) => "the driver reports no PFC configuration".to_string(),
+    };
+    let on = pfc_priorities(sw);
+    let name = &n.name;
+    Some(Finding {
+        rule: RuleId::SwitchPfcMismatch,
+        severity: Severity::Critical,
+        finding: format!(
+            "{}: the switch port does not run PFC on priority {e}, this host's RoCE priority: it drops that traffic when congested instead of pausing it, so RoCE is not lossless",
+            subject.describe()
+        ),
+        evidence: format!(
+            "switch port ({via}): PFC enabled priorities {} (0x{sw:02x}); expected RoCE priority {e} (expect.pfc_priority); NIC PFC unknown ({unknown})",
+            list(&on)
+        ),
+        fix: format!(
+            "Enable PFC on priority {e} on the switch port, as the fabric's RoCE priority; or, if the fabric's RoCE priority is {} (as the switch port says), put this host's RoCE traffic and PFC there and set expect.pfc_priority to it",
+            on.first().map_or_else(|| "another".to_string(), u8::to_string)
+        ),
+        verify: format!(
+            "roce_lldp_switch_pfc_enabled_bitmap{{netdev=\"{name}\"}} (the switch port's PFC as it advertises it); the switch port's PFC configuration (e.g. show interfaces ... priority-flow-control)"
+        ),
+        subject,
+    })
 }
 
 fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {

@@ -157,7 +157,7 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
             "roce_port_up",
         ],
         LldpNeighborChanged => &["roce_lldp_neighbor_info"],
-        LldpRailMismatch => &["roce_lldp_neighbor_info"],
+        LldpRailMismatch => &["roce_lldp_neighbor_info", "roce_nic_nearest_gpus_info"],
         CollectorFailing => &["roce_collector_success", "roce_collector_errors_total"],
     }
 }

@@ -23,6 +23,17 @@
 #   forge       A asks the host (ctl/want-forge) to inject a forged probe to
 #               A's responder in the name of B's responder; all wait 12 s
 #               (the host counts the datagrams carrying it on the wire)
+# Beside the phases, on A only, the LLDP walk: the host sends a switch
+# port's LLDP on A's wire (tests/vm/lldp_switch.py); A's exporter captures
+# it (lldp.mode capture; root, so CAP_NET_RAW). A waits for each state and
+# scrapes it as lldp-<state>, then asks the host for the next
+# (ctl/want-lldp-moved, ctl/want-lldp-rails):
+#   switch      the neighbour leaf-p1-r0 swp1, its PFC (4) and APP (26 -> 4),
+#               and switch_pfc_mismatch (A expects priority 3)
+#   moved       the port ID swp2: lldp_neighbor_changed
+#   rails       leaf-p1-r1, rail 1's switch: lldp_rail_mismatch
+# B and C capture too and hear nothing (the hub filters LLDP's group
+# address and sends the switch's frames to A only).
 # The control files do not ride the wire the phases break. Every wait is
 # bounded by its own limit and by the run's budget (fleet.budget=SEC), so a
 # side that never gets there makes the run end early with the files so far.
@@ -138,6 +149,7 @@ tc_loss() {
 }
 tc_clear() { tc qdisc del dev eth0 root >> "$O/tc.txt" 2>&1; step "tc: cleared"; }
 finish() {
+  lldp_done
   scrape final
   [[ -n $EPID ]] && stop
   rdma statistic show link rxe0/1 > "$O/rdma-stat.txt" 2>&1
@@ -145,6 +157,34 @@ finish() {
   dmesg | tail -80 > "$O/dmesg.txt"
   step "done"
   exit 0
+}
+# The LLDP walk (A, in the background): the neighbour whose port ID and
+# system name are $1 and $2 is the current one on eth0
+neighbour() {
+  metrics | grep '^roce_lldp_neighbor_info{' | grep 'netdev="eth0"' | grep "port_id=\"$1\"" \
+    | grep -q "system_name=\"$2\""
+}
+lldp_state() { neighbour "$1" "$2" && has_finding "$3"; }
+lldp_walk() {
+  local state port name rule want
+  for state in "switch swp1 leaf-p1-r0 switch_pfc_mismatch -" \
+      "moved swp2 leaf-p1-r0 lldp_neighbor_changed want-lldp-moved" \
+      "rails swp1 leaf-p1-r1 lldp_rail_mismatch want-lldp-rails"; do
+    read -r state port name rule want <<< "$state"
+    [[ $want != - ]] && now > "$C/$want"
+    if until_ok 60 lldp_state "$port" "$name" "$rule"; then step "lldp $state: seen"
+    else step "lldp $state: not seen"; fi
+    scrape "lldp-$state"
+  done
+}
+LWALK=""
+# waits (bounded) for the walk, then stops it
+lldp_done() {
+  [[ -n $LWALK ]] || return 0
+  local end=$((SECONDS + 30))
+  while ((SECONDS < end)) && kill -0 "$LWALK" 2>/dev/null; do sleep 0.2; done
+  kill "$LWALK" 2>/dev/null; wait "$LWALK" 2>/dev/null
+  LWALK=""
 }
 # phase NAME SEC CMD...: wait (bounded) for CMD, scrape as NAME, barrier
 phase() {
@@ -163,7 +203,14 @@ sample_interval: 1s
 probes: {enabled: false}
 # the traffic class NCCL's jobs use (NCCL_IB_TC=106: DSCP 26, ECT(0)):
 # the probes are to ride it
-expect: {nccl_ib_tc: 106}
+# and their priority 3, where the switch of the LLDP walk has PFC on 4;
+# rail k's leaf is named leaf-<pod>-r<k>
+expect:
+  nccl_ib_tc: 106
+  pfc_priority: 3
+  rails: {switch_pattern: "leaf-*-r{rail}"}
+# the switch's LLDP frames on eth0, captured (the guest runs as root)
+lldp: {mode: capture}
 peer_probes:
   enabled: true
   peers: [$peers]
@@ -185,6 +232,7 @@ for r in "${OTHERS[@]}"; do
   else step "wire: ${IP[$r]} never answered"; fi
 done
 start || { now > "$C/failed-$ROLE"; finish; }
+[[ $ROLE == a ]] && { lldp_walk & LWALK=$!; }
 
 phase up 90 answers
 step "answers: small $(answered small), large $(answered large)"
