@@ -298,7 +298,7 @@ fn lldp_rail_verdict_in_nic_vs_switch() {
         .replace("lv-host", "ens8np0");
     let json_path = dir.join("neighbors.json");
     std::fs::write(&json_path, json).unwrap();
-    let demo = std::fs::read_to_string(repo().join("examples/demo-gpu-node/demo.yml")).unwrap();
+    let demo = demo_without_lldp();
     assert!(
         demo.contains("\nexpect:\n"),
         "demo.yml has an expect section"
@@ -338,6 +338,25 @@ fn lldp_rail_verdict_in_nic_vs_switch() {
     );
 }
 
+/// The demo's configuration without its LLDP neighbours and rails, for a
+/// test that gives its own.
+fn demo_without_lldp() -> String {
+    let demo = std::fs::read_to_string(repo().join("examples/demo-gpu-node/demo.yml")).unwrap();
+    // the LLDP section ends the file; rails is expect's last key
+    let head = demo.split("# The switches' side").next().unwrap_or("");
+    let mut out = String::new();
+    let mut in_rails = false;
+    for line in head.lines() {
+        in_rails = line.starts_with("  rails:") || (in_rails && line.starts_with("    "));
+        if !in_rails {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(!out.contains("lldp:") && !out.contains("rails:"), "{out}");
+    out
+}
+
 /// With lldpd's neighbour list (its real json0 output, heard on the demo's
 /// ens8np0), `check` shows where the port is cabled and the switch's
 /// PFC/APP from LLDP, and the switch view is no longer missing for it.
@@ -350,7 +369,7 @@ fn lldp_neighbour_shows_in_nic_vs_switch() {
         .replace("lv-host", "ens8np0");
     let json_path = dir.join("neighbors.json");
     std::fs::write(&json_path, json).unwrap();
-    let demo = std::fs::read_to_string(repo().join("examples/demo-gpu-node/demo.yml")).unwrap();
+    let demo = demo_without_lldp();
     let config = dir.join("demo-lldp.yml");
     std::fs::write(
         &config,

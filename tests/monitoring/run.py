@@ -806,6 +806,7 @@ def e2e_run(stack, demo, prometheus, alertmanager):
     for part in ("sys", "proc"):
         shutil.copytree(os.path.join(demo, part), os.path.join(t, part), symlinks=True)
     shutil.copytree(os.path.join(demo, "netdev-replay"), os.path.join(t, "replay"))
+    shutil.copy(os.path.join(demo, "lldp-neighbors.json"), os.path.join(t, "lldp.json"))
     # One port down: a critical finding (port_down) and RocePortDown exist,
     # so the findings queries have data.
     port7 = os.path.join(t, "sys", "class", "infiniband", "mlx5_7", "ports", "1")
@@ -824,7 +825,8 @@ def e2e_run(stack, demo, prometheus, alertmanager):
     exp_addr, prom, am = f"127.0.0.1:{p_exp}", f"127.0.0.1:{p_prom}", f"127.0.0.1:{p_am}"
 
     with open(os.path.join(t, "roce.yml"), "w") as f:
-        f.write(f"sample_interval: 1s\nnetdevs:\n  replay: {os.path.join(t, 'replay')}\n")
+        f.write(f"sample_interval: 1s\nnetdevs:\n  replay: {os.path.join(t, 'replay')}\n"
+                f"lldp:\n  json_file: {os.path.join(t, 'lldp.json')}\n")
     rules_dir = os.path.join(t, "rules")
     # runbook_url: the runbook this exporter serves
     r = run([sys.executable, os.path.join(ROOT, "alerts", "generate.py"),

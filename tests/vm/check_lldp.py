@@ -129,18 +129,16 @@ def check_switch(share, sent):
           f"{get(s, 'roce_lldp_neighbor_ttl_seconds', **port)}")
     pfc = get(s, "roce_lldp_switch_pfc_enabled_bitmap", **port)
     app = all_of(s, "roce_lldp_switch_app_priority", **port)
-    ets = {int(l["priority"]): v for l, v in
-           all_of(s, "roce_lldp_switch_ets_priority_traffic_class", **port)}
-    bw = {(l.get("traffic_class"), l.get("tsa")): v for l, v in
-          all_of(s, "roce_lldp_switch_ets_bandwidth_ratio", **port) if v}
+    ets = [(l.get("prio_tc"), l.get("tc_tsa"), l.get("tc_bw")) for l, _ in
+           all_of(s, "roce_lldp_switch_ets_info", **port)]
     check("switch: the switch's PFC (priority 4: bitmap 16, not willing), APP (DSCP 26 -> 4) "
           "and ETS (priority 4 alone in TC 1, 50/50 ETS) as its TLVs carry them",
           pfc == 16 and get(s, "roce_lldp_switch_pfc_willing", **port) == 0
           and [(l.get("selector"), l.get("protocol"), v) for l, v in app]
           == [("dscp", "26", 4)]
-          and ets == {p: (1 if p == 4 else 0) for p in range(8)}
-          and bw == {("0", "ets"): 0.5, ("1", "ets"): 0.5},
-          f"PFC bitmap {pfc}, APP {app}, ETS priority->TC {ets}, bandwidth {bw}")
+          and len(ets) == 1 and ets[0][0] == "0,0,0,0,1,0,0,0"
+          and ets[0][1].startswith("ets,ets,") and ets[0][2] == "50,50,0,0,0,0,0,0",
+          f"PFC bitmap {pfc}, APP {app}, ETS {ets}")
     m = of_rule(fs, "switch_pfc_mismatch")
     check("switch: switch_pfc_mismatch (critical) on rxe0: the switch pauses 4, the host "
           f"expects {EXPECTED_PRIORITY}, seen through the switch port's LLDP TLVs",

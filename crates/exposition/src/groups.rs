@@ -281,8 +281,8 @@ pub const DEMO_PORTS: usize = 8;
 pub const BUDGET: &[BudgetRow] = &[
     BudgetRow {
         row: "exporter",
-        default: 63,
-        all: 63,
+        default: 68,
+        all: 68,
     },
     BudgetRow {
         row: "ports",
@@ -316,8 +316,8 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "qos",
-        default: 136,
-        all: 277,
+        default: 115,
+        all: 256,
     },
     BudgetRow {
         row: "dcqcn_parameters",
@@ -340,6 +340,11 @@ pub const BUDGET: &[BudgetRow] = &[
         all: 323,
     },
     BudgetRow {
+        row: "lldp",
+        default: 88,
+        all: 88,
+    },
+    BudgetRow {
         row: "probes",
         default: 0,
         all: 0,
@@ -354,7 +359,7 @@ pub const BUDGET: &[BudgetRow] = &[
 /// The budget row of a family: the group that switches it (the narrowest,
 /// listed last, where two do), else its section.
 pub fn budget_row(family: &Family) -> &'static str {
-    use super::{exporter, findings, nccl, netdev, peer_probes, probes, process, rdma};
+    use super::{exporter, findings, lldp, nccl, netdev, peer_probes, probes, process, rdma};
     for g in Group::ALL.into_iter().rev() {
         if g.families().iter().any(|f| f.base == family.base) {
             return g.name();
@@ -367,6 +372,8 @@ pub fn budget_row(family: &Family) -> &'static str {
         "ports"
     } else if is_in(netdev::FAMILIES) {
         "congestion"
+    } else if is_in(lldp::FAMILIES) {
+        "lldp"
     } else if is_in(probes::FAMILIES) || is_in(peer_probes::FAMILIES) || is_in(nccl::FAMILIES) {
         "probes"
     } else if is_in(findings::FAMILIES) {

@@ -5,10 +5,12 @@
 //! Label values from the wire are already sanitized by `roce-lldp`
 //! (control characters replaced, 255 bytes at most); here they are cut to
 //! [`MAX_LABEL`] bytes. Per port: one info series, the APP table (at most
-//! 64 entries; switches advertise a few), 8 ETS priority and 8 ETS class
-//! series, and a handful of gauges and counters.
+//! 64 entries; switches advertise a few), one ETS series, and a handful of
+//! gauges and counters.
 
 use roce_netdev::dcb::tsa_name;
+
+use super::netdev::joined;
 
 use super::{Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
@@ -101,20 +103,12 @@ pub const SWITCH_APP: Labeled<5> = Labeled::new(Family {
     help: "The priority the switch port's APP priority TLV maps a protocol to: selector dscp (protocol = DSCP), ethertype, tcp_sctp, udp_dccp, tcp_udp, or the number; at most 64 entries per port.",
     source: DCBX,
 });
-pub const SWITCH_ETS_PRIO_TC: Labeled<4> = Labeled::new(Family {
-    base: "roce_lldp_switch_ets_priority_traffic_class",
+pub const SWITCH_ETS: Labeled<6> = Labeled::new(Family {
+    base: "roce_lldp_switch_ets_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["device", "port", "netdev", "priority"],
-    help: "The traffic class the switch port's ETS configuration TLV puts each priority in.",
-    source: DCBX,
-});
-pub const SWITCH_ETS_BW: Labeled<5> = Labeled::new(Family {
-    base: "roce_lldp_switch_ets_bandwidth",
-    kind: MetricKind::Gauge,
-    unit: Some(FamilyUnit::Ratio),
-    labels: &["device", "port", "netdev", "traffic_class", "tsa"],
-    help: "The bandwidth share the switch port's ETS configuration TLV gives each traffic class (0..1), with its transmission selection algorithm (ets, strict, cbs, vendor).",
+    labels: &["device", "port", "netdev", "prio_tc", "tc_tsa", "tc_bw"],
+    help: "The switch port's ETS configuration TLV (value 1), in the form of roce_qos_info's ETS labels so that the two compare as text: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their bandwidth share in percent, each comma separated.",
     source: DCBX,
 });
 
@@ -128,8 +122,7 @@ pub const FAMILIES: &[Family] = &[
     SWITCH_PFC.family,
     SWITCH_PFC_WILLING.family,
     SWITCH_APP.family,
-    SWITCH_ETS_PRIO_TC.family,
-    SWITCH_ETS_BW.family,
+    SWITCH_ETS.family,
 ];
 
 /// A label value cut to [`MAX_LABEL`] bytes on a character boundary.
@@ -168,8 +161,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut pfc = Samples::new(&SWITCH_PFC);
     let mut willing = Samples::new(&SWITCH_PFC_WILLING);
     let mut app = Samples::new(&SWITCH_APP);
-    let mut prio_tc = Samples::new(&SWITCH_ETS_PRIO_TC);
-    let mut bw = Samples::new(&SWITCH_ETS_BW);
+    let mut ets_info = Samples::new(&SWITCH_ETS);
     for p in &lldp.ports {
         let (device, port) = match &p.rdma {
             Some((d, n)) => (d.as_str(), n.to_string()),
@@ -219,24 +211,12 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             );
         }
         if let Some(ets) = &n.ets_configuration {
-            for (prio, tc) in ets.prio_tc.iter().enumerate() {
-                prio_tc.push(
-                    [device, &port, &p.netdev, &prio.to_string()],
-                    u64::from(*tc),
-                );
-            }
-            for (tc, share) in ets.tc_bw.iter().enumerate() {
-                bw.push(
-                    [
-                        device,
-                        &port,
-                        &p.netdev,
-                        &tc.to_string(),
-                        tsa_name(ets.tsa[tc]),
-                    ],
-                    f64::from(*share) / 100.0,
-                );
-            }
+            let tsa: Vec<&str> = ets.tsa.iter().map(|t| tsa_name(*t)).collect();
+            let (prio_tc, tc_bw) = (joined(&ets.prio_tc), joined(&ets.tc_bw));
+            ets_info.push(
+                [device, &port, &p.netdev, &prio_tc, &tsa.join(","), &tc_bw],
+                1u64,
+            );
         }
     }
     out.extend([
@@ -249,8 +229,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         pfc.into(),
         willing.into(),
         app.into(),
-        prio_tc.into(),
-        bw.into(),
+        ets_info.into(),
     ]);
 }
 

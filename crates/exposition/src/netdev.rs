@@ -294,7 +294,7 @@ pub const FAMILIES: &[Family] = &[
 ];
 
 /// Eight values comma separated, as the `*_info` labels carry them.
-fn joined<T: ToString>(values: &[T]) -> String {
+pub fn joined<T: ToString>(values: &[T]) -> String {
     values
         .iter()
         .map(T::to_string)

@@ -9,13 +9,18 @@ Not captured from a real host: the counter names and order are mlx5's
 (crates/netdev/tests/fixtures/ethtool/generate.py, from en_stats.c), the values are made
 up so that the demo shows every family: ens6np0 receives a pause storm on
 priority 3, ens8np0 has PFC on priority 4 instead of 3 (a misconfiguration
-the rules flag) and runs no DCBX, so the host cannot see its switch port;
-ens4np0's switch port advertises (through firmware DCBX) PFC on priority 4
-and DSCP 26 -> priority 4 while the NIC uses 3 (a NIC/switch mismatch);
-the others are healthy and agree with their switch. Regenerate:
+the rules flag) and runs no DCBX; the others run the firmware's DCBX as
+mlx5 reports it (mode 0x0c, CEE and IEEE bits: "firmware") with no peer
+view, since mlx5 has none. The switches' side comes from LLDP instead:
+../lldp-neighbors.json, as `lldpcli -f json0 show neighbors details`
+prints it (lldpd passes the 802.1Qaz TLVs on as unknown-tlvs), one leaf of
+rail i per NIC i; ens4np0's switch port advertises PFC on priority 4 and
+DSCP 26 -> priority 4 while the NIC uses 3 (a NIC/switch mismatch), the
+others agree with their NIC. Regenerate:
     python3 examples/demo-gpu-node/netdev-replay/generate.py
 """
 import importlib.util
+import json
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -158,13 +163,7 @@ for i in range(8):
                 f"prio2buffer: {' '.join(p2b)}\n"
                 "buffer_size: 130944 130944 0 0 0 0 0 0\n"
                 "buffer_total: 262144\n")
-        if i == 7:
-            f.write("dcbx: off\n")
-        else:
-            sw = 4 if i == 3 else 3
-            f.write("dcbx: firmware_ieee\npeer: ieee\n"
-                    f"peer_pfc: {sw}\npeer_app: dscp 26 {sw}\npeer_app: dscp 48 6\n"
-                    f"peer_prio_tc: {' '.join(prio_tc)}\n")
+        f.write("dcbx: off\n" if i == 7 else "dcbx: firmware\n")
     # ens1np0..ens6np0 take optics, ens7np0 and ens8np0 passive copper; mlx5
     # reports RS-FEC statistics as totals only (no lanes).
     if i < 6:
@@ -176,3 +175,59 @@ for i in range(8):
     reply = phys.fec_reply(10 + i, name, 50, [2_400_000 * (i + 1)], [0], [corrected_bits(i)])
     phys.write_msgs(f"{name}.fec", f"FEC_GET reply of {name}: RS-FEC, mlx5 totals", [reply],
                     directory=HERE)
+
+
+def hexbytes(values):
+    """Bytes as lldpcli prints an unknown TLV's value: "00,1A"."""
+    return ",".join(f"{v:02X}" for v in values)
+
+
+def switch_port(i):
+    """The switch port NIC i reaches, as lldpcli json0 lists a neighbour:
+    leaf-p1-r<i> (rail i), port swp<i+1>, with the 802.1Qaz TLVs of a
+    lossless RoCE setup: ETS (priority 3 alone in its class with half the
+    link, CNPs' priority 6 strict), PFC on priority 3 (4 on ens4np0's), and
+    the APP table DSCP 26 -> that priority, DSCP 48 -> 6."""
+    lossless = 4 if i == 3 else 3
+    prio_tc = [0] * 8
+    prio_tc[3], prio_tc[6] = 3, 6
+    prio_bytes = [(prio_tc[p] << 4) | prio_tc[p + 1] for p in range(0, 8, 2)]
+    bw = [50, 0, 0, 50, 0, 0, 0, 0]
+    tsa = [2, 2, 2, 2, 2, 2, 0, 2]          # ETS, but class 6 strict (0)
+    ets = [0x00] + prio_bytes + bw + tsa
+    pfc = [0x08, 1 << lossless]             # PFC capability 8, enable bitmap
+    app = [0x00,
+           (lossless << 5) | 5, 0x00, 26,   # priority, selector 5 (DSCP), DSCP 26
+           (6 << 5) | 5, 0x00, 48]
+    tlv = lambda sub, value: {"oui": "00,80,C2", "subtype": str(sub),  # noqa: E731
+                              "len": str(len(value)), "value": hexbytes(value)}
+    leaf = f"leaf-p1-r{i}"
+    return {
+        "name": f"ens{i + 1}np0",
+        "via": "LLDP",
+        "rid": str(i + 1),
+        "age": "0 day, 00:00:12",
+        "chassis": [{
+            "id": [{"type": "mac", "value": f"1c:34:da:5a:0{i}:00"}],
+            "name": [{"value": leaf}],
+            "descr": [{"value": "Cumulus Linux version 5.9.1 running on Nvidia SN5600"}],
+            "mgmt-ip": [{"value": f"10.0.0.{11 + i}"}],
+            "mgmt-iface": [{"value": "2"}],
+            "capability": [{"type": "Bridge", "enabled": True},
+                           {"type": "Router", "enabled": False}],
+        }],
+        "port": [{
+            "id": [{"type": "ifname", "value": f"swp{i + 1}"}],
+            "descr": [{"value": f"{leaf} swp{i + 1}"}],
+            "ttl": [{"value": "120"}],
+            "mfs": [{"value": "9216"}],
+        }],
+        "vlan": [{"vlan-id": "1", "pvid": True}],
+        "unknown-tlvs": [{"unknown-tlv": [tlv(9, ets), tlv(10, ets), tlv(11, pfc),
+                                          tlv(12, app)]}],
+    }
+
+
+with open(os.path.join(HERE, "..", "lldp-neighbors.json"), "w") as f:
+    json.dump({"lldp": [{"interface": [switch_port(i) for i in range(8)]}]}, f, indent=2)
+    f.write("\n")
