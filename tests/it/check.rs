@@ -292,12 +292,7 @@ fn readme_check_excerpt_matches_the_demo_output() {
 #[test]
 fn lldp_rail_verdict_in_nic_vs_switch() {
     let dir = tempdir();
-    let fixture = repo().join("crates/lldp/tests/fixtures/lldpcli-json0-neighbors-dcbx.json");
-    let json = std::fs::read_to_string(fixture)
-        .unwrap()
-        .replace("lv-host", "ens8np0");
-    let json_path = dir.join("neighbors.json");
-    std::fs::write(&json_path, json).unwrap();
+    let json_path = ens8np0_neighbours(&dir);
     let demo = demo_without_lldp();
     assert!(
         demo.contains("\nexpect:\n"),
@@ -338,6 +333,18 @@ fn lldp_rail_verdict_in_nic_vs_switch() {
     );
 }
 
+/// lldpd's real json0 output of one neighbour (a leaf-r3-a port with PFC
+/// and APP on priority 4), heard on the demo's ens8np0, written into `dir`.
+fn ens8np0_neighbours(dir: &std::path::Path) -> std::path::PathBuf {
+    let fixture = repo().join("crates/lldp/tests/fixtures/lldpcli-json0-neighbors-dcbx.json");
+    let json = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("lv-host", "ens8np0");
+    let path = dir.join("neighbors.json");
+    std::fs::write(&path, json).unwrap();
+    path
+}
+
 /// The demo's configuration without its LLDP neighbours and rails, for a
 /// test that gives its own.
 fn demo_without_lldp() -> String {
@@ -363,12 +370,7 @@ fn demo_without_lldp() -> String {
 #[test]
 fn lldp_neighbour_shows_in_nic_vs_switch() {
     let dir = tempdir();
-    let fixture = repo().join("crates/lldp/tests/fixtures/lldpcli-json0-neighbors-dcbx.json");
-    let json = std::fs::read_to_string(fixture)
-        .unwrap()
-        .replace("lv-host", "ens8np0");
-    let json_path = dir.join("neighbors.json");
-    std::fs::write(&json_path, json).unwrap();
+    let json_path = ens8np0_neighbours(&dir);
     let demo = demo_without_lldp();
     let config = dir.join("demo-lldp.yml");
     std::fs::write(

@@ -574,13 +574,8 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.discards_growing;
     let mut out = Vec::new();
     for d in discarding(ctx, cfg.window, cfg.per_second, false) {
-        let Discarding {
-            netdev: n,
-            subject,
-            grew,
-            rate,
-            seconds,
-        } = d;
+        let (n, subject, grew) = (d.netdev, d.subject, d.grew);
+        let (rate, seconds) = (d.rate, d.seconds);
         let name = &n.name;
         out.push(Finding {
             rule: RuleId::DiscardsGrowing,
@@ -614,13 +609,8 @@ fn host_ring_drops(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.host_ring_drops;
     let mut out = Vec::new();
     for d in discarding(ctx, cfg.window, cfg.per_second, true) {
-        let Discarding {
-            netdev: n,
-            subject,
-            grew,
-            rate,
-            seconds,
-        } = d;
+        let (n, subject, grew) = (d.netdev, d.subject, d.grew);
+        let (rate, seconds) = (d.rate, d.seconds);
         let name = &n.name;
         out.push(Finding {
             rule: RuleId::HostRingDrops,

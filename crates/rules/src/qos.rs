@@ -135,12 +135,7 @@ fn joined(values: &[u8]) -> String {
 fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
     for l in lossless_netdevs(ctx) {
-        let Lossless {
-            netdev: n,
-            subject,
-            dcb,
-            pfc,
-        } = l;
+        let (n, subject, dcb, pfc) = (l.netdev, l.subject, l.dcb, l.pfc);
         let Some(ets) = dcb.ets else { continue };
         // A lossy priority in the lossless priority's traffic class: the
         // same transmit queue and scheduler share, so bulk TCP (priority 0
@@ -212,12 +207,7 @@ fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
 fn roce_tc_no_bandwidth(ctx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
     for l in lossless_netdevs(ctx) {
-        let Lossless {
-            netdev: n,
-            subject,
-            dcb,
-            pfc,
-        } = l;
+        let (n, subject, dcb, pfc) = (l.netdev, l.subject, l.dcb, l.pfc);
         let Some(ets) = dcb.ets else { continue };
         let tc0 = ets.prio_tc[0];
         let mut why = Vec::new();
@@ -282,12 +272,7 @@ fn roce_tc_no_bandwidth(ctx: &Context) -> Vec<Finding> {
 fn lossless_buffer_no_headroom(ctx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
     for l in lossless_netdevs(ctx) {
-        let Lossless {
-            netdev: n,
-            subject,
-            dcb,
-            pfc,
-        } = l;
+        let (n, subject, dcb, pfc) = (l.netdev, l.subject, l.dcb, l.pfc);
         let Some(b) = dcb.buffers else { continue };
         // A driver that reports no size for any buffer (all 0: a shared
         // pool, or sizes the firmware does not give back) says nothing
