@@ -403,8 +403,8 @@ check "release: the SBOM lists exactly the crates the binary links (cargo tree),
 L=(--storage-driver vfs --root "$WORK/oci-load" --runroot "$WORK/oci-load-run")
 check "release: the OCI archive loads into an empty storage and its binary says $VERSION" bash -c "
   c=\$(buildah ${L[*]} from --quiet 'oci-archive:$REL/roce_exporter-$VERSION.oci.tar') &&
-  buildah ${L[*]} run --isolation chroot \"\$c\" -- roce_exporter --version | head -1 | tee /dev/stderr |
-    grep -q '^roce_exporter version $VERSION '"
+  v=\$(buildah ${L[*]} run --isolation chroot \"\$c\" -- roce_exporter --version | head -1) &&
+  echo \"\$v\" && grep -q '^roce_exporter version $VERSION ' <<<\"\$v\""
 
 printf '%d passed, %d failed\n' "$passed" "$failed"
 ((failed == 0))
