@@ -313,17 +313,13 @@ impl PhysReader {
         let due = |learned_at: Duration| now.saturating_sub(learned_at) >= crate::LAYOUT_REFRESH;
         let mut out = Vec::with_capacity(served.len());
         for (pci, (dir, mut health)) in served {
-            let layout = bridge_layouts
-                .entry(pci.clone())
-                .or_insert_with(|| BridgeLayout {
-                    learned_at: now,
-                    aer: AerFiles::new(&dir),
-                });
+            let learn = || BridgeLayout {
+                learned_at: now,
+                aer: AerFiles::new(&dir),
+            };
+            let layout = bridge_layouts.entry(pci.clone()).or_insert_with(learn);
             if due(layout.learned_at) {
-                *layout = BridgeLayout {
-                    learned_at: now,
-                    aer: AerFiles::new(&dir),
-                };
+                *layout = learn();
             }
             let mut stale = false;
             health.aer = layout.aer.read(io, &mut files, &mut stale);
