@@ -3,36 +3,12 @@
 //! JSON output against the `/findings` schema, and its exit status
 //! (0 clean, 1 critical findings, 2 could not run).
 
-use crate::support::{golden, repo};
+use crate::support::{check, check_demo_tree, golden, repo};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
-
-/// Runs `check` from the repository root (the demo config names its replay
-/// folder relative to it).
-fn check(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .current_dir(repo())
-        .arg("check")
-        .args(["--window", "1s", "--log.level", "error"])
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run roce_exporter check")
-}
+use std::process::Output;
 
 fn demo(extra: &[&str]) -> Output {
-    let mut args = vec![
-        "--config.file",
-        "examples/demo-gpu-node/demo.yml",
-        "--path.sysfs",
-        "examples/demo-gpu-node/sys",
-        "--path.procfs",
-        "examples/demo-gpu-node/proc",
-    ];
-    args.extend_from_slice(extra);
-    check(&args)
+    check_demo_tree("examples/demo-gpu-node/demo.yml", extra)
 }
 
 fn fixture(tree: &str, extra: &[&str]) -> Output {
@@ -306,14 +282,7 @@ fn lldp_rail_verdict_in_nic_vs_switch() {
             format!("{text}\nlldp:\n  json_file: {}\n", json_path.display()),
         )
         .unwrap();
-        stdout(&check(&[
-            "--config.file",
-            config.to_str().unwrap(),
-            "--path.sysfs",
-            "examples/demo-gpu-node/sys",
-            "--path.procfs",
-            "examples/demo-gpu-node/proc",
-        ]))
+        stdout(&check_demo_tree(config.to_str().unwrap(), &[]))
     };
     let ok = run("{map: {mlx5_7: leaf-r3-a}}");
     let wrong = run("{switch_pattern: \"leaf-r{rail}-*\"}");
@@ -378,14 +347,7 @@ fn lldp_neighbour_shows_in_nic_vs_switch() {
         format!("{demo}\nlldp:\n  json_file: {}\n", json_path.display()),
     )
     .unwrap();
-    let out = check(&[
-        "--config.file",
-        config.to_str().unwrap(),
-        "--path.sysfs",
-        "examples/demo-gpu-node/sys",
-        "--path.procfs",
-        "examples/demo-gpu-node/proc",
-    ]);
+    let out = check_demo_tree(config.to_str().unwrap(), &[]);
     let text = stdout(&out);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
@@ -449,14 +411,7 @@ fn check_judges_fec_counters_since_link_up_in_one_pass() {
         ),
     )
     .unwrap();
-    let out = check(&[
-        "--config.file",
-        config.to_str().unwrap(),
-        "--path.sysfs",
-        "examples/demo-gpu-node/sys",
-        "--path.procfs",
-        "examples/demo-gpu-node/proc",
-    ]);
+    let out = check_demo_tree(config.to_str().unwrap(), &[]);
     let text = stdout(&out);
     assert!(
         text.contains("[warning] fec_lane_skew: mlx5_0 port 1 (ens1np0)"),

@@ -4,21 +4,8 @@
 //! where MLNX_OFED's global traffic class gives the RoCE DSCP and
 //! ens8np0's PFC priority does not match it.
 
-use crate::support::repo;
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_roce_exporter");
-
-fn check(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .current_dir(repo())
-        .arg("check")
-        .args(["--window", "1s", "--log.level", "error"])
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run roce_exporter check")
-}
+use crate::support::{check, check_demo_tree};
+use std::process::Output;
 
 fn text(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
@@ -67,14 +54,7 @@ fn demo_without_expectations_finds_the_priority_mismatch_from_the_roce_dscp() {
         "netdevs: {replay: examples/demo-gpu-node/netdev-replay}\n",
     )
     .unwrap();
-    let out = check(&[
-        "--config.file",
-        config.to_str().unwrap(),
-        "--path.sysfs",
-        "examples/demo-gpu-node/sys",
-        "--path.procfs",
-        "examples/demo-gpu-node/proc",
-    ]);
+    let out = check_demo_tree(config.to_str().unwrap(), &[]);
     let t = text(&out);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1), "{t}");
@@ -101,14 +81,7 @@ fn demo_without_expectations_finds_the_priority_mismatch_from_the_roce_dscp() {
 
 #[test]
 fn the_demo_node_has_only_its_known_faults() {
-    let out = check(&[
-        "--config.file",
-        "examples/demo-gpu-node/demo.yml",
-        "--path.sysfs",
-        "examples/demo-gpu-node/sys",
-        "--path.procfs",
-        "examples/demo-gpu-node/proc",
-    ]);
+    let out = check_demo_tree("examples/demo-gpu-node/demo.yml", &[]);
     let t = text(&out);
     // ens8np0's PFC on priority 4 (against the expected 3 and its switch
     // port's 3), ens4np0's switch port, as its LLDP frames say, on other PFC

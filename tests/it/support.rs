@@ -125,3 +125,31 @@ pub fn assert_success(out: &Output) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs `roce_exporter check` from the repository root (the demo config
+/// names its replay folder relative to it), with a 1 s window.
+pub fn check(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roce_exporter"))
+        .current_dir(repo())
+        .arg("check")
+        .args(["--window", "1s", "--log.level", "error"])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run roce_exporter check")
+}
+
+/// `check` on the demo node's tree with the configuration file `config`
+/// (relative to the repository root, or absolute) and `extra` arguments.
+pub fn check_demo_tree(config: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "--config.file",
+        config,
+        "--path.sysfs",
+        "examples/demo-gpu-node/sys",
+        "--path.procfs",
+        "examples/demo-gpu-node/proc",
+    ];
+    args.extend_from_slice(extra);
+    check(&args)
+}
