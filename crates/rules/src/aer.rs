@@ -157,10 +157,9 @@ fn gpus_near(s: &Snapshot, device: &str) -> Vec<u32> {
     let Some(t) = &s.topology else {
         return vec![];
     };
-    t.gpus
-        .iter()
-        .filter(|g| t.nearest_nics(g.index).iter().any(|p| p.nic == device))
-        .map(|g| g.index as u32)
+    t.gpus_nearest_to(device)
+        .into_iter()
+        .map(|g| g as u32)
         .collect()
 }
 

@@ -220,10 +220,9 @@ fn gpus_of(s: &Snapshot, device: &str) -> String {
         return String::new();
     };
     let gpus: Vec<String> = t
-        .gpus
+        .gpus_nearest_to(device)
         .iter()
-        .filter(|g| t.nearest_nics(g.index).iter().any(|p| p.nic == device))
-        .map(|g| g.index.to_string())
+        .map(usize::to_string)
         .collect();
     match gpus.as_slice() {
         [] => String::new(),

@@ -54,6 +54,16 @@ impl TopologySnapshot {
             .collect()
     }
 
+    /// The GPUs (by index, in PCI bus order) whose nearest NIC is the RDMA
+    /// device `nic` (a GPU whose nearest NICs tie counts for each).
+    pub fn gpus_nearest_to(&self, nic: &str) -> Vec<usize> {
+        self.gpus
+            .iter()
+            .map(|g| g.index)
+            .filter(|&g| self.nearest_nics(g).iter().any(|p| p.nic == nic))
+            .collect()
+    }
+
     /// The GPU × NIC matrix as `nvidia-smi topo -m` prints its NIC columns
     /// (GPU rows `GPU<i>`, NIC columns by RDMA device name), one row per line,
     /// cells separated by single spaces.
