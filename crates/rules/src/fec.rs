@@ -26,6 +26,7 @@ use roce_netdev::fec::{line_rate, FecCounter};
 use roce_netdev::phys::PhysNetdev;
 use roce_netdev::{Meaning, Netdev, StatValue};
 
+use super::fabric::{find_netdev, is_mlx5};
 use super::history::FollowedCounter;
 use super::phys::{netdev_subject, phys_netdevs};
 use super::ports::fmt_num;
@@ -57,8 +58,6 @@ pub const RULES: &[Rule] = &[
     },
 ];
 
-const MLX5: &str = "mlx5_core";
-
 /// Since when a counter runs: a phrase for the finding and the reason,
 /// for the evidence.
 #[derive(Clone, Copy)]
@@ -85,19 +84,7 @@ const SINCE_DRIVER: Since = Since {
 
 /// The link speed of a netdev in Mb/s, from the netdev part.
 fn speed_mbps(s: &Snapshot, netdev: &str) -> Option<u64> {
-    netdev_of(s, netdev).and_then(|n| n.speed_mbps)
-}
-
-/// The netdev part's view of a netdev (driver, speed, ethtool statistics).
-fn netdev_of<'a>(s: &'a Snapshot, netdev: &str) -> Option<&'a Netdev> {
-    s.netdev
-        .iter()
-        .flat_map(|n| n.netdevs.iter())
-        .find(|n| n.name == netdev)
-}
-
-fn is_mlx5(n: Option<&Netdev>) -> bool {
-    n.and_then(|n| n.driver.as_deref()) == Some(MLX5)
+    find_netdev(s, netdev).and_then(|n| n.speed_mbps)
 }
 
 /// The first ethtool statistic with this meaning, as a count.
@@ -232,7 +219,7 @@ fn min_lanes(speed_mbps: Option<u64>) -> usize {
 /// least as many as the link speed needs: a single-lane link is never
 /// judged against lanes it does not use.
 fn lane_bits(p: &PhysNetdev, n: Option<&Netdev>) -> Option<LaneBits> {
-    let mlx5 = is_mlx5(n);
+    let mlx5 = n.is_some_and(is_mlx5);
     if let Some(c) = p.fec.as_ref().and_then(|f| f.corrected_bits.as_ref()) {
         if c.lanes.len() >= 2 {
             return Some(LaneBits {
@@ -291,7 +278,7 @@ fn fec_lane_skew(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.fec_lane_skew;
     let mut out = Vec::new();
     for p in phys_netdevs(s) {
-        let Some(bits) = lane_bits(p, netdev_of(s, &p.name)) else {
+        let Some(bits) = lane_bits(p, find_netdev(s, &p.name)) else {
             continue;
         };
         let total = bits.lanes.iter().fold(0u64, |a, &v| a.saturating_add(v));
@@ -346,7 +333,7 @@ fn fec_lane_skew(ctx: &Context) -> Vec<Finding> {
 /// `rx_pcs_symbol_err_phy`: error bits FEC did not correct) where the
 /// driver has them, else ethtool's uncorrectable FEC codewords.
 fn post_fec(p: &PhysNetdev, n: Option<&Netdev>) -> Option<(u64, &'static str, Since)> {
-    let mlx5 = is_mlx5(n);
+    let mlx5 = n.is_some_and(is_mlx5);
     let symbol = n.and_then(|n| {
         stat(
             n,
@@ -383,7 +370,7 @@ fn post_fec_errors(ctx: &Context) -> Vec<Finding> {
     let min = ctx.rules.post_fec_errors.min_errors;
     let mut out = Vec::new();
     for p in phys_netdevs(s) {
-        let n = netdev_of(s, &p.name);
+        let n = find_netdev(s, &p.name);
         let Some((count, what, since)) = post_fec(p, n) else {
             continue;
         };
