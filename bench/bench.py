@@ -85,9 +85,9 @@ def cpu_ticks_seconds(pid):
 
 
 SAMPLER_THREAD = "roce-sampler"
-# Each source runs on a thread of its own, named roce-src-<collector>
-# (truncated to 15 bytes by the kernel): sampling work too.
-SOURCE_THREAD_PREFIX = "roce-src-"
+# The sources are called in turn on the reader thread (a new one replaces
+# a reader left to a stuck call): sampling work too.
+SOURCE_THREAD = "roce-sources"
 
 
 def thread_cpu_seconds(pid, comm):
@@ -103,8 +103,7 @@ def thread_cpu_seconds(pid, comm):
         try:
             with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
                 name = f.read().strip()
-                ours = name == comm or (
-                    comm == SAMPLER_THREAD and name.startswith(SOURCE_THREAD_PREFIX))
+                ours = name == comm or (comm == SAMPLER_THREAD and name == SOURCE_THREAD)
                 if not ours:
                     continue
             with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
@@ -535,6 +534,14 @@ def measure(args, ports, binary, workdir):
         result["our_durations"] = sorted(
             (dict(lbls).get("collector", "?"), v) for (name, lbls), v in idle_series.items()
             if name == "roce_collector_duration_seconds")
+        # What each source asked of the kernel in the last sample, by its own
+        # count: the split of the reader thread's system calls by source.
+        requests = {}
+        for (name, lbls), v in idle_series.items():
+            if name == "roce_collector_kernel_requests":
+                d = dict(lbls)
+                requests.setdefault(d.get("collector", "?"), {})[d.get("kind", "?")] = v
+        result["our_kernel_requests"] = requests
         samples = n_idle
         if ts0 is not None and ts1 is not None and ts1 > ts0:
             # The timestamps of the first and last sample seen bracket the
@@ -560,7 +567,7 @@ def measure(args, ports, binary, workdir):
         result["thread_cpu_per_sample"] = {
             name: (t_ours1[name] - t_ours0.get(name, 0.0)) / samples
             for name in t_ours1
-            if name.startswith(SOURCE_THREAD_PREFIX) or name == SAMPLER_THREAD}
+            if name in (SOURCE_THREAD, SAMPLER_THREAD)}
 
         # Scrape loops, interleaved in rounds so that drift on a shared
         # machine hits both alike.
@@ -727,10 +734,13 @@ def render(results, args, meta):
             out.append("- %s: **%s**" % (text, "met" if ok else "NOT met"))
         out.append("")
     out.append("## Cost of one sample per source\n")
-    out.append("CPU per sample of each source's thread (`roce-src-<collector>`, the kernel keeps "
-               "15 bytes of the name) and of the sampler thread (the rules, the snapshot) over "
-               "the idle window; system calls per idle sample from `strace -f` on the running "
-               "exporter (bench/syscalls.py; none counted when strace is missing).\n")
+    out.append("CPU per sample of the reader thread (`%s`: every source, called in turn) and "
+               "of the sampler thread (the rules, the snapshot) over the idle window; system "
+               "calls per idle sample from `strace -f` on the running exporter (bench/syscalls.py; "
+               "none counted when strace is missing). Then each source: the wall time of its "
+               "call in the last sample (`roce_collector_duration_seconds`) and what it asked of "
+               "the kernel by its own count (`roce_collector_kernel_requests`), which splits the "
+               "reader's system calls by source.\n" % SOURCE_THREAD)
     for r in results:
         calls = r.get("syscalls")
         per, samples = calls if calls else ({}, 0)
@@ -738,8 +748,7 @@ def render(results, args, meta):
         out.append("| thread | CPU per sample | syscalls per sample | failed | by call |")
         out.append("|---|---|---|---|---|")
         for name, cpu in sorted(r["thread_cpu_per_sample"].items()):
-            who = name[len(SOURCE_THREAD_PREFIX):] if name.startswith(SOURCE_THREAD_PREFIX) \
-                else "(sampler)"
+            who = "(sources)" if name == SOURCE_THREAD else "(sampler)"
             c = per.get(who, {})
             total = sum(n for n, _ in c.values())
             failed = sum(f for _, f in c.values())
@@ -748,6 +757,16 @@ def render(results, args, meta):
             out.append("| %s | %s | %s | %s | %s |" % (
                 name, us(cpu), "%.1f" % total if calls else "—",
                 "%.1f" % failed if calls else "—", by or "—"))
+        out.append("")
+        out.append("| source | wall time of its call | kernel requests per sample |")
+        out.append("|---|---|---|")
+        requests = r.get("our_kernel_requests", {})
+        for who, seconds in r.get("our_durations", []):
+            if seconds <= 0 and not requests.get(who):
+                continue
+            asked = ", ".join("%s %d" % (k, v) for k, v in sorted(requests.get(who, {}).items())
+                              if v) or "none"
+            out.append("| %s | %s | %s |" % (who, us(seconds), asked))
         if calls:
             out.append("")
             out.append("strace window: %d samples." % samples)

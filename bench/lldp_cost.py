@@ -24,8 +24,8 @@ them, so that drift on a shared machine hits all alike):
           kernel drops what does not fit the socket buffer (64 KiB asked).
 
 Per run, over a window of --seconds after --settle (default sample interval,
-5 s): the process CPU (clock of the pid, ns), the CPU of the LLDP source's
-own thread (roce-src-lldp, schedstat, ns) per sample, VmRSS and VmHWM at
+5 s): the process CPU (clock of the pid, ns), the time of the LLDP source's
+call in the last sample (roce_collector_duration_seconds), VmRSS and VmHWM at
 the end, series on /metrics (roce_lldp_* apart, and per port), frames sent
 and accepted (roce_lldp_frames_total) per port. Writes a Markdown section
 (--out, default stdout): the median of the rounds per configuration and
@@ -55,7 +55,6 @@ import bench  # noqa: E402
 import lldp_wire  # noqa: E402
 
 CLONE_NEWNET = 0x40000000
-LLDP_THREAD = "roce-src-lldp"
 CONFIGS = ("off", "slow", "fast")
 
 
@@ -155,12 +154,10 @@ def run_one(args, tree, workdir, config, ports):
         ts0 = bench.lookup(before, "roce_sample_timestamp_seconds")
         sent0 = sum(switches.sent)
         cpu0 = bench.cpu_clock_seconds(exp.pid)
-        thr0 = bench.threads_cpu(exp.pid).get(LLDP_THREAD)
         t0 = time.monotonic()
         switches.run(t0 + args.seconds, interval)
         wall = time.monotonic() - t0
         cpu = bench.cpu_clock_seconds(exp.pid) - cpu0
-        thr1 = bench.threads_cpu(exp.pid).get(LLDP_THREAD)
         rss, hwm = bench.memory_kib(exp.pid)
         after = scrape(exp)
         ts1 = bench.lookup(after, "roce_sample_timestamp_seconds")
@@ -170,8 +167,8 @@ def run_one(args, tree, workdir, config, ports):
         lldp_series = sum(1 for (name, _) in after if name.startswith("roce_lldp_"))
         return {
             "config": config, "cpu_pct": 100 * cpu / wall, "cpu_per_sample_us": 1e6 * cpu / samples,
-            "lldp_thread_us": (1e6 * (thr1 - thr0) / samples) if thr0 is not None
-            and thr1 is not None else None,
+            "lldp_call_us": 1e6 * call if (call := bench.lookup(
+                after, "roce_collector_duration_seconds", collector="lldp")) is not None else None,
             "rss": rss, "hwm": hwm, "series": len(after), "lldp_series": lldp_series,
             "sent": sum(switches.sent) - sent0, "accepted": sum(accepted.values()),
             "accepted_min": min(accepted.values()) if accepted else 0,
@@ -218,13 +215,13 @@ def render(results, args):
         out.append("|---|---|---|---|---|---|")
         rows = [("process CPU (% of one core)", "cpu_pct", 3),
                 ("process CPU per sample (µs)", "cpu_per_sample_us", 0),
-                ("LLDP source thread per sample (µs)", "lldp_thread_us", 1),
+                ("LLDP source's call in the last sample (µs)", "lldp_call_us", 1),
                 ("VmRSS at the end (KiB)", "rss", 0), ("VmHWM (KiB)", "hwm", 0),
                 ("series on /metrics", "series", 0)]
         for label, key, digits in rows:
             b = base.get(key)
             s, f = med(by["slow"], key), med(by["fast"], key)
-            out.append(f"| {label} | {fmt(b, digits) if key != 'lldp_thread_us' else '-'} | "
+            out.append(f"| {label} | {fmt(b, digits) if key != 'lldp_call_us' else '-'} | "
                        f"{fmt(s, digits)} | {ratio(s, b)} | {fmt(f, digits)} | {ratio(f, b)} |")
         spread = {c: (min(r["cpu_pct"] for r in by[c]), max(r["cpu_pct"] for r in by[c]))
                   for c in CONFIGS if by[c]}

@@ -1,8 +1,8 @@
 //! `cargo bench --bench sample`: the CPU time of one full sample (every
 //! source, then the rules) in process, on a generated mlx5 tree, split into
 //! the sources (their own timing) and the rest (rules, history, snapshot),
-//! with the process's CPU clock (each source runs on a thread of its own;
-//! nothing else runs in this process meanwhile). Samples are taken at an interval, as the
+//! with the process's CPU clock (the sources run on the sampler's reader
+//! thread; nothing else runs in this process meanwhile). Samples are taken at an interval, as the
 //! exporter takes them, so that each starts with caches as cold as in
 //! production; `ROCE_BENCH_HOT=1` takes them back to back.
 //!

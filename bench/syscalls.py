@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """System calls of one idle sample of roce_exporter, per source.
 
-Each source runs on a thread of its own named `roce-src-<collector>` (the
-kernel keeps 15 bytes of the name); the sampler thread is `roce-sampler`.
+The sources are called in turn on the reader thread `roce-sources`; the
+sampler thread (the rules, the snapshot) is `roce-sampler`. The exporter's
+own `roce_collector_kernel_requests` splits the reader's calls by source.
 `strace -f` on the running exporter over a window of whole sample
 intervals, no scrapes, counts every system call per thread and whether it
 failed; the counts are divided by the samples taken in the window
@@ -58,8 +59,8 @@ def samples_total(client):
 
 
 def collector_of(thread):
-    if thread.startswith("roce-src-"):
-        return thread[len("roce-src-"):]
+    if thread == "roce-sources":
+        return "(sources)"
     if thread == "roce-sampler":
         return "(sampler)"
     return None

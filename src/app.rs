@@ -15,7 +15,8 @@ use crate::snapshot::{Snapshot, SourceState};
 /// `/healthz` answers 503 once the newest sample started more than this many
 /// sample intervals ago ([`STALE_AFTER_MIN`] at least). A running sampler
 /// never gets there: a sample takes at most two source deadlines (one
-/// interval each), and after an overrun the next starts one interval later,
+/// interval each; the sampler stops waiting for more), and after an overrun
+/// the next starts one interval later,
 /// so the newest sample is at most five intervals old.
 pub const STALE_AFTER_INTERVALS: u32 = 6;
 /// The least age at which a sample is stale, whatever the interval: a short

@@ -1,6 +1,6 @@
 //! The sources: each reads one part of the host and hands it back as its
-//! [`Part`]. They know nothing of Prometheus. The sampler runs each on its
-//! own worker thread under a deadline, times it, records its
+//! [`Part`]. They know nothing of Prometheus. The sampler calls each in
+//! turn on its reader thread under a deadline, times it, records its
 //! [`SourceState`] and assembles the [`Snapshot`](crate::snapshot::Snapshot)
 //! from the parts; a source that fails, panics or hangs never stops the
 //! others.
@@ -82,9 +82,10 @@ impl Sampled {
     }
 }
 
-/// One part of the host, read once per sample. Runs on a thread of its own:
-/// a call may block (a firmware read that stalls), the sampler then reports
-/// it timed out and does not call it again until the call has returned.
+/// One part of the host, read once per sample, on the sampler's reader
+/// thread under the source's own lock: a call may block (a firmware read
+/// that stalls), the sampler then leaves the thread to it, reports it timed
+/// out and does not call it again until the call has returned.
 pub trait Source: Send {
     /// The `collector` label value.
     fn name(&self) -> &'static str;

@@ -3,7 +3,7 @@
 //! (`nccl.log_dir` for `NCCL_DEBUG=INFO` logs, `nccl.inspector_dir` for the
 //! NCCL Inspector's output), through `roce-nccl`.
 //!
-//! It runs like every source, on its worker thread under the sampler's
+//! It runs like every source, on the sampler's reader thread under its
 //! deadline, but reads the directories only every `nccl.interval` (its own
 //! cadence); in between it hands on what it has. Each read is bounded in
 //! bytes and files (see `roce_nccl::tail`), so a directory of 10,000 files
