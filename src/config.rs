@@ -229,6 +229,8 @@ pub struct NetdevSelection {
     /// over windows of minutes, whose reads are netlink requests and firmware
     /// commands on a live NIC. Read at once when the netdevs or GPUs change
     /// or a link changes state; the last reading is served in between.
+    /// The topology source reads the PCIe links' training (current speed
+    /// and width) at the same cadence.
     #[serde(deserialize_with = "duration")]
     pub phys_interval: Duration,
 }

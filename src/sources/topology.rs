@@ -3,9 +3,10 @@
 //! source's part (handed over by the sampler). NVML is asked only when
 //! `sources.nvml` allows it (`auto`: when `--path.sysfs` is this host's);
 //! its absence is logged once per change of state, never per sample.
-//! The reader caches the PCI tree and re-reads only link training per
-//! sample; NVML and the GPUDirect evidence are asked again at each rebuild
-//! (RDMA device set changed, a cached path vanished, or every 5 minutes).
+//! The reader caches the PCI tree and re-reads only the links' training,
+//! every `netdevs.phys_interval` like the other physical-layer reads; NVML
+//! and the GPUDirect evidence are asked again at each rebuild (RDMA device
+//! set changed, a cached path vanished, or every 5 minutes).
 
 use std::path::PathBuf;
 
@@ -37,7 +38,8 @@ impl TopologySource {
                 paths.procfs.clone(),
                 library_dirs(paths, live),
                 nvml,
-            ),
+            )
+            .with_link_interval(config.netdevs.phys_interval),
             nvml_logged: None,
         }
     }

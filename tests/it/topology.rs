@@ -581,6 +581,35 @@ fn steady_state_samples_only_pread_the_link_attributes() {
 }
 
 #[test]
+fn with_a_link_interval_the_links_are_read_at_that_cadence_and_served_in_between() {
+    let tree = TreeCopy::new("pci-dgx-h100", "cadence");
+    let files = CountingFiles::default();
+    let mut reader = tree
+        .reader(&files)
+        .with_link_interval(Duration::from_secs(30));
+    let nics = nics(&tree.sys());
+    let t0 = Instant::now();
+    let first = reader.read_at(&nics, t0);
+    let functions = first.functions.len();
+    let nic = addr("0000:19:00.0");
+    let dir = tree.dir("0000:19:00.0");
+    std::fs::write(dir.join("current_link_speed"), "16.0 GT/s PCIe\n").unwrap();
+    // Samples within the interval: the walk's reading, no read at all.
+    for i in 1..30 {
+        let snap = reader.read_at(&nics, t0 + Duration::from_secs(i));
+        assert_eq!(snap, first);
+    }
+    assert_eq!(files.reads.load(Ordering::Relaxed), 0);
+    // At the interval: both attributes of every function read once, and
+    // the downtrained link seen.
+    let later = reader.read_at(&nics, t0 + Duration::from_secs(30));
+    assert_eq!(files.reads.load(Ordering::Relaxed), 2 * functions);
+    let link = later.links.iter().find(|l| l.downstream == nic).unwrap();
+    assert_eq!(link.speed_downtrained(), Some(true));
+    assert_eq!(reader.rebuilds(), 1);
+}
+
+#[test]
 fn a_link_that_downtrains_is_seen_on_the_next_sample() {
     let tree = TreeCopy::new("pci-dgx-h100", "downtrain");
     let files = CountingFiles::default();

@@ -63,6 +63,10 @@ pub const DEFAULT_LIBRARY_DIRS: &[&str] = &[
 /// How often the tree is walked again when nothing forced it earlier.
 pub const DEFAULT_RESCAN: Duration = Duration::from_secs(300);
 
+/// How often the links' training (current speed and width) is read again
+/// between walks unless the reader is told otherwise: every read.
+pub const DEFAULT_LINK_INTERVAL: Duration = Duration::ZERO;
+
 /// Reads the topology of one host.
 pub struct TopologyReader {
     sysfs: PathBuf,
@@ -76,6 +80,7 @@ pub struct TopologyReader {
     /// Where the kept attributes are read to.
     buf: ReadBuf,
     rescan: Duration,
+    link_interval: Duration,
     cache: Option<Cache>,
     rebuilds: u64,
 }
@@ -109,6 +114,7 @@ impl TopologyReader {
             files: Box::new(StdFs),
             buf: ReadBuf::new(),
             rescan: DEFAULT_RESCAN,
+            link_interval: DEFAULT_LINK_INTERVAL,
             cache: None,
             rebuilds: 0,
         }
@@ -124,6 +130,15 @@ impl TopologyReader {
     /// How often the tree is walked again ([`DEFAULT_RESCAN`]).
     pub fn with_rescan_interval(mut self, rescan: Duration) -> TopologyReader {
         self.rescan = rescan;
+        self
+    }
+
+    /// How often the links' training is read again between walks
+    /// ([`DEFAULT_LINK_INTERVAL`]): a link trains at boot, after a reset or
+    /// when it degrades, and its reads are the only per-read system calls
+    /// of a steady tree.
+    pub fn with_link_interval(mut self, interval: Duration) -> TopologyReader {
+        self.link_interval = interval;
         self
     }
 
@@ -144,8 +159,14 @@ impl TopologyReader {
             let due = cache.nics.as_slice() != nics
                 || now.saturating_duration_since(cache.built) >= self.rescan;
             if !due {
+                if let Some((at, snap)) = &cache.links {
+                    if now.saturating_duration_since(*at) < self.link_interval {
+                        return snap.clone();
+                    }
+                }
                 let mut io = unbudgeted(self.files.as_ref(), &mut self.buf);
                 if let Some(snap) = cache.refresh(&mut io) {
+                    cache.links = Some((now, snap.clone()));
                     return snap;
                 }
             }

@@ -1,6 +1,7 @@
 //! The last walk kept between walks: its snapshot, its errors, and the
 //! run-time link attributes (`current_link_speed`, `current_link_width`)
-//! that a sample re-reads through kept descriptors ([`crate::attr`]).
+//! that are re-read through kept descriptors ([`crate::attr`]) every link
+//! interval; in between the last reading is served.
 
 use std::path::Path;
 use std::time::Instant;
@@ -18,6 +19,8 @@ pub(super) struct Cache {
     pub(super) nics: Vec<NicRef>,
     pub(super) built: Instant,
     snap: TopologySnapshot,
+    /// The last reading of the link attributes, and when it was taken.
+    pub(super) links: Option<(Instant, TopologySnapshot)>,
     /// The walk's errors except those of the re-read files: they stay true
     /// until the next walk, so every sample repeats them (as each walk
     /// did before the cache).
@@ -74,6 +77,7 @@ impl TopologyReader {
             nics: nics.to_vec(),
             built: now,
             snap: snap.clone(),
+            links: Some((now, snap.clone())),
             static_errors,
             kept,
             link_functions,
