@@ -331,8 +331,9 @@ def congestion(c, params):
         table("QoS configuration", "Per netdev: trust, the priorities with PFC on, ETS "
               "(traffic class, selection and bandwidth per class), receive buffers, DCBX mode.",
               "none", f"roce_qos_info{{{d}}}", hide=["Value"], w=12),
-        table("ECN enabled priorities", "Priorities with RoCE ECN (DCQCN) on, per role "
-              "(mlx5).", "none", f"roce_ecn_enabled{{{d}}} == 1", hide=["Value"], w=12),
+        table("ECN enabled priorities", "Priorities with RoCE ECN (DCQCN) on, per role: np "
+              "(marks CNPs back), rp (slows down on CNPs) (mlx5).", "none",
+              f"roce_ecn_info{{{d}}}", hide=["Value"], w=12),
         table("QoS trust and MTU", "Packet field the port classifies priority by, and the "
               "netdev MTU.", "bytes",
               f"roce_netdev_mtu_bytes{{{d}}} * on (instance, netdev) group_left (trust) "

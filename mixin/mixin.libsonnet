@@ -697,7 +697,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_qos_dscp_priority{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, dscp, hca_type, driver, value) group_left ()\ncount by (job, cluster, dscp, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_qos_dscp_priority{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, dscp_priority) (roce_qos_info{%(selector)s, device!=\"\", dscp_priority!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, dscp_priority) group_left ()\ncount by (job, cluster, hca_type, driver, dscp_priority) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, dscp_priority) (roce_qos_info{%(selector)s, device!=\"\", dscp_priority!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dscp_map"
             }
@@ -725,7 +725,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_ecn_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, priority, role, hca_type, driver, value) group_left ()\ncount by (job, cluster, priority, role, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_ecn_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, np, rp) (roce_ecn_info{%(selector)s, device!=\"\", np!=\"\", rp!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, np, rp) group_left ()\ncount by (job, cluster, hca_type, driver, np, rp) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, np, rp) (roce_ecn_info{%(selector)s, device!=\"\", np!=\"\", rp!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcqcn_enable"
             }
@@ -791,7 +791,7 @@ local byInterval(c) = {
           },
           {
             "alert": "RoceQosConfigDrift",
-            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, dscp, priority, role, source, hca_type, driver)\n  (\n    count by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left () max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, dscp, priority, role, source, hca_type, driver) max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
+            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, source, hca_type, driver)\n  (\n    count by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, source, hca_type, driver) group_left () max by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, source, hca_type, driver) max by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
             "for": "1h",
             "labels": {
               "severity": "warning"
@@ -3144,7 +3144,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "ECN enabled priorities",
-            "description": "Priorities with RoCE ECN (DCQCN) on, per role (mlx5).",
+            "description": "Priorities with RoCE ECN (DCQCN) on, per role: np (marks CNPs back), rp (slows down on CNPs) (mlx5).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -3162,7 +3162,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_ecn_enabled{%(selector)s, instance=~\"$instance\", device=~\"$device\"} == 1" % c),
+                "expr": ("roce_ecn_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -9562,7 +9562,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_qos_dscp_priority{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, dscp, hca_type, driver, value) group_left ()\ncount by (job, cluster, dscp, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_qos_dscp_priority{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, dscp_priority) (roce_qos_info{%(selector)s, device!=\"\", dscp_priority!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, dscp_priority) group_left ()\ncount by (job, cluster, hca_type, driver, dscp_priority) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, dscp_priority) (roce_qos_info{%(selector)s, device!=\"\", dscp_priority!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dscp_map"
             }
@@ -9590,7 +9590,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_ecn_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, priority, role, hca_type, driver, value) group_left ()\ncount by (job, cluster, priority, role, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_ecn_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, np, rp) (roce_ecn_info{%(selector)s, device!=\"\", np!=\"\", rp!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, np, rp) group_left ()\ncount by (job, cluster, hca_type, driver, np, rp) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, np, rp) (roce_ecn_info{%(selector)s, device!=\"\", np!=\"\", rp!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcqcn_enable"
             }
@@ -9656,7 +9656,7 @@ local byInterval(c) = {
           },
           {
             "alert": "RoceQosConfigDrift",
-            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, dscp, priority, role, source, hca_type, driver)\n  (\n    count by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left () max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, dscp, priority, role, source, hca_type, driver) max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
+            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, source, hca_type, driver)\n  (\n    count by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, source, hca_type, driver) group_left () max by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, source, hca_type, driver) max by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
             "for": "1h",
             "labels": {
               "severity": "warning"
@@ -12009,7 +12009,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "ECN enabled priorities",
-            "description": "Priorities with RoCE ECN (DCQCN) on, per role (mlx5).",
+            "description": "Priorities with RoCE ECN (DCQCN) on, per role: np (marks CNPs back), rp (slows down on CNPs) (mlx5).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -12027,7 +12027,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_ecn_enabled{%(selector)s, instance=~\"$instance\", device=~\"$device\"} == 1" % c),
+                "expr": ("roce_ecn_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,
@@ -18427,7 +18427,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_qos_dscp_priority{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, dscp, hca_type, driver, value) group_left ()\ncount by (job, cluster, dscp, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_qos_dscp_priority{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, dscp_priority) (roce_qos_info{%(selector)s, device!=\"\", dscp_priority!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, dscp_priority) group_left ()\ncount by (job, cluster, hca_type, driver, dscp_priority) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, dscp_priority) (roce_qos_info{%(selector)s, device!=\"\", dscp_priority!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dscp_map"
             }
@@ -18455,7 +18455,7 @@ local byInterval(c) = {
           },
           {
             "record": "instance_netdev:roce_qos_config:same_value_count",
-            "expr": ("count_values without () (\"value\", (roce_ecn_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n* on (job, cluster, priority, role, hca_type, driver, value) group_left ()\ncount by (job, cluster, priority, role, hca_type, driver, value) (\n  count_values without () (\"value\", (roce_ecn_enabled{%(selector)s, device!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s})))\n)" % c),
+            "expr": ("max by (job, cluster, instance, netdev, device, port, hca_type, driver, np, rp) (roce_ecn_info{%(selector)s, device!=\"\", np!=\"\", rp!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n* on (job, cluster, hca_type, driver, np, rp) group_left ()\ncount by (job, cluster, hca_type, driver, np, rp) (\n  max by (job, cluster, instance, netdev, device, port, hca_type, driver, np, rp) (roce_ecn_info{%(selector)s, device!=\"\", np!=\"\", rp!=\"\"}\n  * on (job, cluster, instance, device) group_left (hca_type, driver)\n  max by (job, cluster, instance, device, hca_type, driver) (roce_device_info{%(selector)s}))\n)" % c),
             "labels": {
               "config": "dcqcn_enable"
             }
@@ -18521,7 +18521,7 @@ local byInterval(c) = {
           },
           {
             "alert": "RoceQosConfigDrift",
-            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, dscp, priority, role, source, hca_type, driver)\n  (\n    count by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, dscp, priority, role, source, hca_type, driver) group_left () max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, dscp, priority, role, source, hca_type, driver) max by (job, cluster, config, dscp, priority, role, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
+            "expr": ("instance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  < on (job, cluster, config, source, hca_type, driver) group_left ()\n  max by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\nor\ninstance_netdev:roce_qos_config:same_value_count{%(selector)s}\n  and on (job, cluster, config, source, hca_type, driver)\n  (\n    count by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s} == on (job, cluster, config, source, hca_type, driver) group_left () max by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s}))\n    > on (job, cluster, config, source, hca_type, driver) max by (job, cluster, config, source, hca_type, driver) (instance_netdev:roce_qos_config:same_value_count{%(selector)s})\n  )" % c),
             "for": "1h",
             "labels": {
               "severity": "warning"
@@ -20874,7 +20874,7 @@ local byInterval(c) = {
           {
             "type": "table",
             "title": "ECN enabled priorities",
-            "description": "Priorities with RoCE ECN (DCQCN) on, per role (mlx5).",
+            "description": "Priorities with RoCE ECN (DCQCN) on, per role: np (marks CNPs back), rp (slows down on CNPs) (mlx5).",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -20892,7 +20892,7 @@ local byInterval(c) = {
                   "uid": "${datasource}"
                 },
                 "refId": "A",
-                "expr": ("roce_ecn_enabled{%(selector)s, instance=~\"$instance\", device=~\"$device\"} == 1" % c),
+                "expr": ("roce_ecn_info{%(selector)s, instance=~\"$instance\", device=~\"$device\"}" % c),
                 "legendFormat": "__auto",
                 "format": "table",
                 "instant": true,

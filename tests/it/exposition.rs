@@ -964,7 +964,7 @@ fn qos_configuration_is_one_series_and_absent_parts_stay_empty() {
     let l = r#"netdev="ens1np0",device="mlx5_0",port="1""#;
     for line in [
         format!(
-            r#"roce_qos_info{{{l},trust="dscp",pfc="3",prio_tc="0,0,0,3,0,0,6,0",tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets",tc_bw="50,0,0,50,0,0,0,0",prio_buffer="0,0,0,1,0,0,0,0",buffer_size="130944,130944,0,0,0,0,0,0",dcbx="firmware_ieee"}} 1"#
+            r#"roce_qos_info{{{l},trust="dscp",pfc="3",dscp_priority="26=3",prio_tc="0,0,0,3,0,0,6,0",tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets",tc_bw="50,0,0,50,0,0,0,0",prio_buffer="0,0,0,1,0,0,0,0",buffer_size="130944,130944,0,0,0,0,0,0",dcbx="firmware_ieee"}} 1"#
         ),
         format!(r#"roce_qos_buffer_port_size_bytes{{{l}}} 262144"#),
         format!(r#"roce_qos_peer_info{{{l},standard="ieee",pfc="4",prio_tc=""}} 1"#),
@@ -974,7 +974,7 @@ fn qos_configuration_is_one_series_and_absent_parts_stay_empty() {
         ),
         format!(r#"roce_qos_rdma_cm_default_tos{{{l}}} 106"#),
         // PFC only: the parts the driver did not report are empty
-        r#"roce_qos_info{netdev="ens2np0",device="mlx5_0",port="1",trust="pcp",pfc="3",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",dcbx=""} 1"#
+        r#"roce_qos_info{netdev="ens2np0",device="mlx5_0",port="1",trust="pcp",pfc="3",dscp_priority="none",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",dcbx=""} 1"#
             .to_string(),
         r#"roce_pfc_enabled{netdev="ens2np0",device="mlx5_0",port="1",priority="3"} 1"#.to_string(),
     ] {

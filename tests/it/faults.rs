@@ -661,7 +661,10 @@ fn nvml_present_but_failing_is_reported_and_gpus_export_from_sysfs() {
         let t = text(&s);
         assert_eq!(value(&t, "roce_gpu_nvml_available"), Some(0.0));
         assert_eq!(lines_starting(&t, "roce_gpu_info{"), 8);
-        assert_eq!(lines_starting(&t, "roce_gpu_nic_path_info{"), 8 * 8);
+        // Every pair but those across the CPU interconnect (SYS).
+        let near = topo.paths.iter().filter(|p| p.class.as_str() != "SYS");
+        assert_eq!(topo.paths.len(), 8 * 8);
+        assert_eq!(lines_starting(&t, "roce_gpu_nic_path_info{"), near.count());
         assert_eq!(
             value(
                 &t,

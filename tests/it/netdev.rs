@@ -174,29 +174,17 @@ fn replayed_mlx5_netdev_exposes_every_family() {
     );
     has(
         &text,
-        &format!(r#"roce_netdev_info{{{l},driver="",operstate="up"}} 1"#),
+        &format!(r#"roce_netdev_info{{{l},driver="",operstate="up",dcb="supported"}} 1"#),
     );
     has(&text, &format!(r#"roce_pfc_enabled{{{l},priority="3"}} 1"#));
     has(&text, &format!(r#"roce_pfc_enabled{{{l},priority="4"}} 0"#));
-    has(
-        &text,
-        &format!(r#"roce_ecn_enabled{{{l},priority="3",role="np"}} 1"#),
-    );
-    has(
-        &text,
-        &format!(r#"roce_ecn_enabled{{{l},priority="5",role="rp"}} 0"#),
-    );
+    has(&text, &format!(r#"roce_ecn_info{{{l},np="3,5",rp="3"}} 1"#));
     has(
         &text,
         &format!(
-            r#"roce_qos_info{{{l},trust="dscp",pfc="3",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",dcbx=""}} 1"#
+            r#"roce_qos_info{{{l},trust="dscp",pfc="3",dscp_priority="26=3,48=6",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",dcbx=""}} 1"#
         ),
     );
-    has(
-        &text,
-        &format!(r#"roce_qos_dscp_priority{{{l},dscp="26"}} 3"#),
-    );
-    has(&text, &format!(r#"roce_netdev_dcb_supported{{{l}}} 1"#));
     // unknown counters are not exported
     assert!(!text.contains("rx_global_pause"));
     assert!(!text.contains("tx0_packets"));
@@ -225,7 +213,7 @@ fn fixture_tree_without_replay_reads_sysfs_only() {
     );
     // ethtool and DCB ask the running kernel: off on a fixture tree
     assert!(!text.contains("roce_pfc_pause_frames_total"));
-    assert!(!text.contains("roce_netdev_dcb_supported"));
+    assert!(text.contains(r#"operstate="up",dcb=""}"#), "{text}");
 }
 
 #[test]
@@ -241,7 +229,7 @@ fn extra_netdevs_have_empty_device_and_port() {
     );
     has(
         &text,
-        r#"roce_netdev_info{netdev="eth9",device="",port="",driver="",operstate="down"} 1"#,
+        r#"roce_netdev_info{netdev="eth9",device="",port="",driver="",operstate="down",dcb=""} 1"#,
     );
 }
 
@@ -334,10 +322,6 @@ fn idle_priorities_are_left_out_by_default() {
         has(text, &format!(r#"roce_pfc_enabled{{{l},priority="6"}} 0"#));
         has(
             text,
-            &format!(r#"roce_ecn_enabled{{{l},priority="3",role="np"}} 1"#),
-        );
-        has(
-            text,
             &format!(
                 r#"roce_netdev_priority_discards_total{{{l},reason="rx_port",priority="3"}} 93"#
             ),
@@ -350,15 +334,11 @@ fn idle_priorities_are_left_out_by_default() {
             r#"roce_netdev_priority_discards_total{{{l},reason="rx_no_buffer",priority="7"}} 47"#
         ),
     );
-    // an idle one: its PFC and ECN enable and its zero counters only with
-    // the group
-    for idle in [
-        format!(r#"roce_ecn_enabled{{{l},priority="5",role="rp"}} 0"#),
-        format!(r#"roce_pfc_enabled{{{l},priority="4"}} 0"#),
-    ] {
-        has(&full, &idle);
-        assert!(!lean.contains(&idle), "{lean}");
-    }
+    // an idle one: its PFC enable and its zero counters only with the
+    // group
+    let idle = format!(r#"roce_pfc_enabled{{{l},priority="4"}} 0"#);
+    has(&full, &idle);
+    assert!(!lean.contains(&idle), "{lean}");
     // nothing else differs: every lean series is in the full exposition
     let stable = |l: &&str| {
         l.starts_with("roce_")
@@ -368,7 +348,6 @@ fn idle_priorities_are_left_out_by_default() {
     for line in lean.lines().filter(stable) {
         assert!(full.lines().any(|f| f == line), "{line} only by default");
     }
-    assert!(series(&lean, "roce_ecn_enabled").len() < series(&full, "roce_ecn_enabled").len());
     // PFC enable of the priorities in use (3, and 6 which a DSCP maps to);
     // all 8 with the group
     assert_eq!(series(&lean, "roce_pfc_enabled").len(), 2, "{lean}");

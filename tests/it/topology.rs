@@ -437,7 +437,8 @@ fn binary_reports_gpus_from_sysfs_without_nvml() {
         "roce_gpu_info{gpu=\"0\",pci_address=\"0000:18:00.0\",pci_bus_id=\"00000000:18:00.0\",name=\"\",uuid=\"\",numa_node=\"0\"} 1"
     ));
     assert!(stdout.contains("roce_gpu_nic_path_info{gpu=\"0\",device=\"mlx5_0\",path=\"PIX\"} 1"));
-    assert!(stdout.contains("roce_gpu_nic_path_info{gpu=\"7\",device=\"mlx5_0\",path=\"SYS\"} 1"));
+    // A SYS pair only with the sys_paths group.
+    assert!(!stdout.contains("roce_gpu_nic_path_info{gpu=\"7\",device=\"mlx5_0\""));
     // Two GPUs and two NICs behind each PCIe switch: each NIC is the
     // nearest (PIX) of both GPUs there, so no single GPU is its own.
     assert!(stdout.contains("roce_nic_nearest_gpus_info{device=\"mlx5_0\",gpus=\"0,1\"} 1"));

@@ -127,18 +127,14 @@ def check_switch(share, sent):
           f"{get(s, 'roce_lldp_frames_rejected_total', **port)}, neighbours "
           f"{get(s, 'roce_lldp_neighbors', **port)}, TTL "
           f"{get(s, 'roce_lldp_neighbor_ttl_seconds', **port)}")
-    pfc = get(s, "roce_lldp_switch_pfc_enabled_bitmap", **port)
-    app = all_of(s, "roce_lldp_switch_app_priority", **port)
-    ets = [(l.get("prio_tc"), l.get("tc_tsa"), l.get("tc_bw")) for l, _ in
-           all_of(s, "roce_lldp_switch_ets_info", **port)]
-    check("switch: the switch's PFC (priority 4: bitmap 16, not willing), APP (DSCP 26 -> 4) "
+    qos = [l for l, _ in all_of(s, "roce_lldp_switch_qos_info", **port)]
+    want = {"pfc": "4", "pfc_willing": "0", "dscp_priority": "26=4",
+            "prio_tc": "0,0,0,0,1,0,0,0", "tc_bw": "50,50,0,0,0,0,0,0"}
+    check("switch: the switch's PFC (priority 4, not willing), APP (DSCP 26 -> 4) "
           "and ETS (priority 4 alone in TC 1, 50/50 ETS) as its TLVs carry them",
-          pfc == 16 and get(s, "roce_lldp_switch_pfc_willing", **port) == 0
-          and [(l.get("selector"), l.get("protocol"), v) for l, v in app]
-          == [("dscp", "26", 4)]
-          and len(ets) == 1 and ets[0][0] == "0,0,0,0,1,0,0,0"
-          and ets[0][1].startswith("ets,ets,") and ets[0][2] == "50,50,0,0,0,0,0,0",
-          f"PFC bitmap {pfc}, APP {app}, ETS {ets}")
+          len(qos) == 1 and all(qos[0].get(k) == v for k, v in want.items())
+          and qos[0].get("tc_tsa", "").startswith("ets,ets,"),
+          f"roce_lldp_switch_qos_info {qos}")
     m = of_rule(fs, "switch_pfc_mismatch")
     check("switch: switch_pfc_mismatch (critical) on rxe0: the switch pauses 4, the host "
           f"expects {EXPECTED_PRIORITY}, seen through the switch port's LLDP TLVs",

@@ -32,10 +32,11 @@ pub enum Group {
     Lanes,
     ModuleThresholds,
     DcqcnParameters,
+    SysPaths,
 }
 
 impl Group {
-    pub const ALL: [Group; 13] = [
+    pub const ALL: [Group; 14] = [
         Group::PortCounters,
         Group::HwCounters,
         Group::HwStat,
@@ -49,6 +50,7 @@ impl Group {
         Group::Lanes,
         Group::ModuleThresholds,
         Group::DcqcnParameters,
+        Group::SysPaths,
     ];
 
     /// The name in `metrics:` and in the flags.
@@ -67,6 +69,7 @@ impl Group {
             Group::Lanes => "lanes",
             Group::ModuleThresholds => "module_thresholds",
             Group::DcqcnParameters => "dcqcn_parameters",
+            Group::SysPaths => "sys_paths",
         }
     }
 
@@ -87,6 +90,7 @@ impl Group {
             Group::Lanes => "collector.lanes",
             Group::ModuleThresholds => "collector.module_thresholds",
             Group::DcqcnParameters => "collector.dcqcn_parameters",
+            Group::SysPaths => "collector.sys_paths",
         }
     }
 
@@ -106,6 +110,7 @@ impl Group {
             Group::Lanes => "no-collector.lanes",
             Group::ModuleThresholds => "no-collector.module_thresholds",
             Group::DcqcnParameters => "no-collector.dcqcn_parameters",
+            Group::SysPaths => "no-collector.sys_paths",
         }
     }
 
@@ -119,6 +124,7 @@ impl Group {
                 | Group::Lanes
                 | Group::ModuleThresholds
                 | Group::DcqcnParameters
+                | Group::SysPaths
         )
     }
 
@@ -128,7 +134,7 @@ impl Group {
             Group::HwCounters => "hardware counters with a known meaning (roce_cnp_*, roce_out_of_sequence_packets_total, ...)",
             Group::HwStat => "hardware counters without a known meaning, under their kernel name (roce_port_hw_stat_total)",
             Group::Gids => "the populated GID table slots (roce_gid_info; the fleet rule RoceGidTypeInconsistent uses it)",
-            Group::Qos => "PFC and ECN enable per priority, the QoS configuration (trust, PFC set, ETS, buffers, DCBX mode: roce_qos_info), DSCP map, DCB support, the switch's DCBX view, DCQCN parameters, rdma_cm default ToS (the recording rule roce_lossless_discards:rate uses roce_pfc_enabled, the fleet rules roce_qos_info)",
+            Group::Qos => "PFC enable per priority, ECN enable (roce_ecn_info), the QoS configuration (trust, PFC set, DSCP map, ETS, buffers, DCBX mode: roce_qos_info), the switch's DCBX view, DCQCN parameters, rdma_cm default ToS (the recording rule roce_lossless_discards:rate uses roce_pfc_enabled, the fleet rules roce_qos_info and roce_ecn_info)",
             Group::Phys => "FEC, pluggable modules, carrier changes, PCIe AER, devlink health",
             Group::Topology => "GPUs, GPU-NIC paths, PCIe links, ACS, GPUDirect RDMA",
             Group::PcieHops => "PCIe link speed and width of every bridge between a GPU or NIC and its root port, not only of the GPUs and NICs (roce_pcie_link_downtrained covers every hop either way)",
@@ -136,6 +142,7 @@ impl Group {
             Group::PcieAerKinds => "PCIe AER errors of every kind the kernel names (roce_pcie_aer_error_kinds_total), zeros included, and the kinds of the bridge ports on the NICs' and GPUs' paths; without it a NIC's or GPU's kind and a bridge port's total of a severity appear with their first count, a bridge port's kinds not at all, and the NICs' and GPUs' totals by severity (roce_pcie_aer_errors_total) are always there",
             Group::Lanes => "per-lane detail: each module lane's Tx bias and Tx power (roce_module_tx_bias_amperes, roce_module_tx_power_watts), and the per-lane series of the FEC and PHY error counters; the totals (lane=\"\") and each lane's Rx power, which the rules and dashboards judge, are always there",
             Group::DcqcnParameters => "each DCQCN parameter as its own gauge (roce_dcqcn_parameter); without it the parameters are there as one list per port (roce_dcqcn_parameters_info), which the fleet rules compare",
+            Group::SysPaths => "the GPU-NIC pairs whose path crosses the CPU interconnect (SYS) in roce_gpu_nic_path_info; without it a pair not listed there is SYS (GPUDirect RDMA across it is slow and NCCL does not use it by default), and every GPU's nearest NIC is in roce_gpu_nearest_nic_info either way",
             Group::ModuleThresholds => "the module's own alarm and warning thresholds of temperature, supply voltage, Tx bias and Tx power (roce_module_threshold); the Rx power thresholds, which the dashboards draw beside each lane's Rx power, are always there",
         }
     }
@@ -153,10 +160,8 @@ impl Group {
             Group::Gids => vec![&rdma::GID_INFO.family],
             Group::Qos => vec![
                 &netdev::PFC_ENABLED.family,
-                &netdev::ECN_ENABLED.family,
+                &netdev::ECN_INFO.family,
                 &netdev::QOS_INFO.family,
-                &netdev::DSCP_PRIORITY.family,
-                &netdev::DCB_SUPPORTED.family,
                 &netdev::QOS_BUFFER_TOTAL.family,
                 &netdev::QOS_PEER.family,
                 &netdev::QOS_PEER_DSCP_PRIORITY.family,
@@ -172,7 +177,8 @@ impl Group {
             Group::PcieHops
             | Group::IdlePriorities
             | Group::PcieAerKinds
-            | Group::ModuleThresholds => Vec::new(),
+            | Group::ModuleThresholds
+            | Group::SysPaths => Vec::new(),
         }
     }
 
@@ -235,6 +241,7 @@ const NAMES: [&str; Group::ALL.len()] = [
     "lanes",
     "module_thresholds",
     "dcqcn_parameters",
+    "sys_paths",
 ];
 
 /// `metrics:` in the configuration: group name to on/off; unknown names
@@ -316,13 +323,18 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "qos",
-        default: 115,
-        all: 256,
+        default: 65,
+        all: 112,
     },
     BudgetRow {
         row: "dcqcn_parameters",
         default: 0,
         all: 72,
+    },
+    BudgetRow {
+        row: "sys_paths",
+        default: 0,
+        all: 0,
     },
     BudgetRow {
         row: "phys",
@@ -336,13 +348,13 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "topology",
-        default: 227,
+        default: 195,
         all: 323,
     },
     BudgetRow {
         row: "lldp",
-        default: 88,
-        all: 88,
+        default: 56,
+        all: 56,
     },
     BudgetRow {
         row: "probes",

@@ -4,13 +4,12 @@
 //!
 //! Label values from the wire are already sanitized by `roce-lldp`
 //! (control characters replaced, 255 bytes at most); here they are cut to
-//! [`MAX_LABEL`] bytes. Per port: one info series, the APP table (at most
-//! 64 entries; switches advertise a few), one ETS series, and a handful of
-//! gauges and counters.
+//! [`MAX_LABEL`] bytes. Per port: one neighbour info series, one series of
+//! the switch's DCBX view, and a handful of gauges and counters.
 
 use roce_netdev::dcb::tsa_name;
 
-use super::netdev::joined;
+use super::netdev::{joined, pfc_label};
 
 use super::{Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
@@ -79,36 +78,22 @@ pub const FRAMES_REJECTED: Labeled<3> = Labeled::new(Family {
     help: "LLDP frames captured on the netdev and rejected as malformed (truncated or lying TLV lengths, mandatory TLVs missing or out of order) since the exporter started.",
     source: SOURCE,
 });
-pub const SWITCH_PFC: Labeled<3> = Labeled::new(Family {
-    base: "roce_lldp_switch_pfc_enabled_bitmap",
+pub const SWITCH_QOS: Labeled<9> = Labeled::new(Family {
+    base: "roce_lldp_switch_qos_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: PORT,
-    help: "The switch port's PFC enable bitmap from its PFC configuration TLV: bit n set = PFC on priority n (16 = priority 4 only). Absent: the switch sends no PFC TLV.",
-    source: DCBX,
-});
-pub const SWITCH_PFC_WILLING: Labeled<3> = Labeled::new(Family {
-    base: "roce_lldp_switch_pfc_willing",
-    kind: MetricKind::Gauge,
-    unit: None,
-    labels: PORT,
-    help: "1 when the switch port's PFC configuration TLV sets the willing bit (it would take the NIC's PFC settings), 0 when not.",
-    source: DCBX,
-});
-pub const SWITCH_APP: Labeled<5> = Labeled::new(Family {
-    base: "roce_lldp_switch_app_priority",
-    kind: MetricKind::Gauge,
-    unit: None,
-    labels: &["device", "port", "netdev", "selector", "protocol"],
-    help: "The priority the switch port's APP priority TLV maps a protocol to: selector dscp (protocol = DSCP), ethertype, tcp_sctp, udp_dccp, tcp_udp, or the number; at most 64 entries per port.",
-    source: DCBX,
-});
-pub const SWITCH_ETS: Labeled<6> = Labeled::new(Family {
-    base: "roce_lldp_switch_ets_info",
-    kind: MetricKind::Gauge,
-    unit: None,
-    labels: &["device", "port", "netdev", "prio_tc", "tc_tsa", "tc_bw"],
-    help: "The switch port's ETS configuration TLV (value 1), in the form of roce_qos_info's ETS labels so that the two compare as text: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their bandwidth share in percent, each comma separated.",
+    labels: &[
+        "device",
+        "port",
+        "netdev",
+        "pfc",
+        "pfc_willing",
+        "dscp_priority",
+        "prio_tc",
+        "tc_tsa",
+        "tc_bw",
+    ],
+    help: "The switch port's DCBX view (value 1), one series per port whose neighbour sends a PFC, APP or ETS TLV, in the form of roce_qos_info's labels so that the two compare as text; a part whose TLV the switch does not send is empty. pfc: the priorities with PFC on (PFC configuration TLV), comma separated, or none; pfc_willing: 1 when that TLV sets the willing bit (the switch would take the NIC's settings), else 0; dscp_priority: the APP priority TLV's DSCP entries as dscp=priority pairs in DSCP order (26=4), or none; prio_tc, tc_tsa, tc_bw: the ETS configuration TLV, the traffic class of priorities 0-7, the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor) and their bandwidth share in percent, each comma separated.",
     source: DCBX,
 });
 
@@ -119,10 +104,7 @@ pub const FAMILIES: &[Family] = &[
     NEIGHBOR_TTL.family,
     FRAMES.family,
     FRAMES_REJECTED.family,
-    SWITCH_PFC.family,
-    SWITCH_PFC_WILLING.family,
-    SWITCH_APP.family,
-    SWITCH_ETS.family,
+    SWITCH_QOS.family,
 ];
 
 /// A label value cut to [`MAX_LABEL`] bytes on a character boundary.
@@ -137,19 +119,6 @@ fn bounded(s: &str) -> &str {
     &s[..cut]
 }
 
-/// The APP selector's label value.
-pub fn selector_name(selector: u8) -> String {
-    use roce_lldp::tlv::app_selector::*;
-    match selector {
-        ETHERTYPE => "ethertype".into(),
-        STREAM => "tcp_sctp".into(),
-        DGRAM => "udp_dccp".into(),
-        ANY => "tcp_udp".into(),
-        DSCP => "dscp".into(),
-        n => n.to_string(),
-    }
-}
-
 pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let Some(lldp) = &snapshot.lldp else { return };
     let mut info = Samples::new(&NEIGHBOR_INFO);
@@ -158,10 +127,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut ttl = Samples::new(&NEIGHBOR_TTL);
     let mut frames = Samples::new(&FRAMES);
     let mut rejected = Samples::new(&FRAMES_REJECTED);
-    let mut pfc = Samples::new(&SWITCH_PFC);
-    let mut willing = Samples::new(&SWITCH_PFC_WILLING);
-    let mut app = Samples::new(&SWITCH_APP);
-    let mut ets_info = Samples::new(&SWITCH_ETS);
+    let mut qos = Samples::new(&SWITCH_QOS);
     for p in &lldp.ports {
         let (device, port) = match &p.rdma {
             Some((d, n)) => (d.as_str(), n.to_string()),
@@ -194,30 +160,54 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             1u64,
         );
         ttl.push(l, u64::from(n.ttl));
-        if let Some(f) = &n.pfc {
-            pfc.push(l, u64::from(f.enable));
-            willing.push(l, f.willing);
+        if n.pfc.is_none() && n.app.is_none() && n.ets_configuration.is_none() {
+            continue;
         }
-        for e in n.app.iter().flatten() {
-            app.push(
-                [
-                    device,
-                    &port,
-                    &p.netdev,
-                    &selector_name(e.selector),
-                    &e.protocol.to_string(),
-                ],
-                u64::from(e.priority),
-            );
-        }
-        if let Some(ets) = &n.ets_configuration {
-            let tsa: Vec<&str> = ets.tsa.iter().map(|t| tsa_name(*t)).collect();
-            let (prio_tc, tc_bw) = (joined(&ets.prio_tc), joined(&ets.tc_bw));
-            ets_info.push(
-                [device, &port, &p.netdev, &prio_tc, &tsa.join(","), &tc_bw],
-                1u64,
-            );
-        }
+        let (pfc, pfc_willing) = match &n.pfc {
+            Some(f) => (pfc_label(f.enable), u8::from(f.willing).to_string()),
+            None => Default::default(),
+        };
+        let dscp_priority = match &n.app {
+            Some(entries) => {
+                let mut dscp: Vec<(u16, u8)> = entries
+                    .iter()
+                    .filter(|e| e.selector == roce_lldp::tlv::app_selector::DSCP)
+                    .map(|e| (e.protocol, e.priority))
+                    .collect();
+                dscp.sort_unstable();
+                dscp.dedup();
+                if dscp.is_empty() {
+                    "none".to_string()
+                } else {
+                    dscp.iter()
+                        .map(|(d, p)| format!("{d}={p}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }
+            }
+            None => String::new(),
+        };
+        let (prio_tc, tc_tsa, tc_bw) = match &n.ets_configuration {
+            Some(ets) => {
+                let tsa: Vec<&str> = ets.tsa.iter().map(|t| tsa_name(*t)).collect();
+                (joined(&ets.prio_tc), tsa.join(","), joined(&ets.tc_bw))
+            }
+            None => Default::default(),
+        };
+        qos.push(
+            [
+                device,
+                &port,
+                &p.netdev,
+                &pfc,
+                &pfc_willing,
+                &dscp_priority,
+                &prio_tc,
+                &tc_tsa,
+                &tc_bw,
+            ],
+            1u64,
+        );
     }
     out.extend([
         info.into(),
@@ -226,10 +216,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         ttl.into(),
         frames.into(),
         rejected.into(),
-        pfc.into(),
-        willing.into(),
-        app.into(),
-        ets_info.into(),
+        qos.into(),
     ]);
 }
 

@@ -143,13 +143,13 @@ pub const SPEED: Labeled<3> = Labeled::new(Family {
     help: "Netdev link speed in bytes per second (absent when the kernel does not know it).",
     source: "/sys/class/net/<netdev>/speed (Mb/s)",
 });
-pub const INFO: Labeled<5> = Labeled::new(Family {
+pub const INFO: Labeled<6> = Labeled::new(Family {
     base: "roce_netdev_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "driver", "operstate"],
-    help: "Netdev behind an RDMA port (value 1) with its driver and operational state.",
-    source: "/sys/class/net/<netdev>/{operstate,device/driver}",
+    labels: &["netdev", "device", "port", "driver", "operstate", "dcb"],
+    help: "Netdev behind an RDMA port (value 1) with its driver and operational state; dcb: supported when the netdev answers DCB queries, unsupported when it has no DCB support (not an error), empty when DCB was not read (the qos collector off, or the query failed).",
+    source: "/sys/class/net/<netdev>/{operstate,device/driver}; rtnetlink RTM_GETDCB (EOPNOTSUPP = unsupported)",
 });
 pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
     base: "roce_pfc_enabled",
@@ -159,15 +159,15 @@ pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
     help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0; only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on (the pfc label of roce_qos_info lists the whole set).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_PFC",
 });
-pub const ECN_ENABLED: Labeled<5> = Labeled::new(Family {
-    base: "roce_ecn_enabled",
+pub const ECN_INFO: Labeled<5> = Labeled::new(Family {
+    base: "roce_ecn_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "priority", "role"],
-    help: "1 when RoCE ECN (DCQCN) is enabled on the priority for the notification point (role=np) or reaction point (role=rp); only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on, or the DCB configuration is unknown. mlx5 only.",
+    labels: &["netdev", "device", "port", "np", "rp"],
+    help: "RoCE ECN (DCQCN) enable of the port (value 1), one series per netdev that has the files: np the priorities on which the notification point is enabled (it marks CNPs back to the sender), rp those on which the reaction point is (it slows down on CNPs), each comma separated, none when no priority has it, empty when the role's files are missing. mlx5 only. The fleet rules compare both across nodes.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/enable/<priority>",
 });
-pub const QOS_INFO: Labeled<11> = Labeled::new(Family {
+pub const QOS_INFO: Labeled<12> = Labeled::new(Family {
     base: "roce_qos_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -177,6 +177,7 @@ pub const QOS_INFO: Labeled<11> = Labeled::new(Family {
         "port",
         "trust",
         "pfc",
+        "dscp_priority",
         "prio_tc",
         "tc_tsa",
         "tc_bw",
@@ -184,24 +185,8 @@ pub const QOS_INFO: Labeled<11> = Labeled::new(Family {
         "buffer_size",
         "dcbx",
     ],
-    help: "The port's QoS configuration (value 1), one series per netdev whose DCB configuration is known; a part the driver does not report is empty. trust: the packet field the port classifies priority by (from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp). pfc: the priorities with PFC enabled, comma separated, or none. ETS as `dcb ets show` lists it: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent. Receive buffers as `dcb buffer show` lists them (mlx5): prio_buffer the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes. dcbx: the DCBX mode, off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host); without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings. The fleet rules compare each part across nodes.",
+    help: "The port's QoS configuration (value 1), one series per netdev whose DCB configuration is known; a part the driver does not report is empty. trust: the packet field the port classifies priority by (from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp). pfc: the priorities with PFC enabled, comma separated, or none. dscp_priority: the DCB APP table's DSCP entries as dscp=priority pairs in DSCP order (26=3,48=6), or none. ETS as `dcb ets show` lists it: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent. Receive buffers as `dcb buffer show` lists them (mlx5): prio_buffer the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes. dcbx: the DCBX mode, off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host); without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings. The fleet rules compare each part across nodes.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET: DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE, DCB_ATTR_IEEE_PFC, DCB_ATTR_IEEE_ETS, DCB_ATTR_DCB_BUFFER, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
-});
-pub const DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
-    base: "roce_qos_dscp_priority",
-    kind: MetricKind::Gauge,
-    unit: None,
-    labels: &["netdev", "device", "port", "dscp"],
-    help: "Priority a DSCP value maps to (DCB APP table, selector DSCP).",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_APP_TABLE",
-});
-pub const DCB_SUPPORTED: Labeled<3> = Labeled::new(Family {
-    base: "roce_netdev_dcb_supported",
-    kind: MetricKind::Gauge,
-    unit: None,
-    labels: &["netdev", "device", "port"],
-    help: "1 when the netdev answers DCB queries, 0 when it has no DCB support (not an error).",
-    source: "rtnetlink RTM_GETDCB (EOPNOTSUPP = unsupported)",
 });
 
 pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::new(Family {
@@ -225,7 +210,7 @@ pub const QOS_PEER_DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
     kind: MetricKind::Gauge,
     unit: None,
     labels: &["netdev", "device", "port", "dscp"],
-    help: "Priority a DSCP value maps to on the switch port, from the APP table it advertised through DCBX (selector DSCP). Compare with roce_qos_dscp_priority.",
+    help: "Priority a DSCP value maps to on the switch port, from the APP table it advertised through DCBX (selector DSCP). Compare with the dscp_priority label of roce_qos_info.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET DCB_ATTR_IEEE_PEER_APP; DCB_CMD_CEE_GET DCB_ATTR_CEE_PEER_APP_TABLE",
 });
 pub const DCQCN_PARAMETER: Labeled<6> = Labeled::new(Family {
@@ -280,10 +265,8 @@ pub const FAMILIES: &[Family] = &[
     SPEED.family,
     INFO.family,
     PFC_ENABLED.family,
-    ECN_ENABLED.family,
+    ECN_INFO.family,
     QOS_INFO.family,
-    DSCP_PRIORITY.family,
-    DCB_SUPPORTED.family,
     QOS_BUFFER_TOTAL.family,
     QOS_PEER.family,
     QOS_PEER_DSCP_PRIORITY.family,
@@ -338,7 +321,7 @@ pub fn reference_markdown() -> String {
          counters with the same family and labels on one netdev are summed, e.g. XON + XOFF). \
          Names not listed are not exported unless `netdevs.export_raw_ethtool` names them. \
          A per-priority counter at zero on a priority with PFC off and no DSCP mapped to it is left out \
-         (it appears with its first count), and so is `roce_ecn_enabled` of such a priority, unless the `idle_priorities` group is on, or the DCB configuration is unknown.\n\n\
+         (it appears with its first count), and so is `roce_pfc_enabled` of such a priority, unless the `idle_priorities` group is on, or the DCB configuration is unknown.\n\n\
          | driver | ethtool counter | family | labels | unit |\n|---|---|---|---|---|\n",
     );
     for rule in RULES {
@@ -578,17 +561,26 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
     }
     let driver = netdev.driver.as_deref().unwrap_or("");
     let oper = netdev.operstate.as_deref().unwrap_or("");
-    push_into(out, &INFO, [n, device, &port, driver, oper], 1u64);
+    let dcb = match &netdev.dcb {
+        DcbOutcome::Ok(_) => "supported",
+        DcbOutcome::Unsupported => "unsupported",
+        DcbOutcome::Disabled | DcbOutcome::Failed(_) => "",
+    };
+    push_into(out, &INFO, [n, device, &port, driver, oper, dcb], 1u64);
     if let Some(ecn) = &netdev.ecn {
-        for (role, list) in [("np", &ecn.np), ("rp", &ecn.rp)] {
-            for (priority, on) in list {
-                if !exported(in_use, *priority) {
-                    continue;
-                }
-                let pr = priority.to_string();
-                push_into(out, &ECN_ENABLED, [n, device, &port, &pr, role], *on);
+        let enabled = |list: &[(u8, bool)]| {
+            if list.is_empty() {
+                return String::new();
             }
-        }
+            let on: Vec<u8> = list.iter().filter(|(_, on)| *on).map(|(p, _)| *p).collect();
+            if on.is_empty() {
+                "none".to_string()
+            } else {
+                joined(&on)
+            }
+        };
+        let (np, rp) = (enabled(&ecn.np), enabled(&ecn.rp));
+        push_into(out, &ECN_INFO, [n, device, &port, &np, &rp], 1u64);
     }
     if groups.is_on(Group::DcqcnParameters) {
         for p in &netdev.dcqcn {
@@ -612,7 +604,6 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
     }
     match &netdev.dcb {
         DcbOutcome::Ok(config) => {
-            push_into(out, &DCB_SUPPORTED, base, 1u64);
             if let Some(bits) = config.pfc_enabled {
                 for priority in (0u8..8).filter(|p| exported(in_use, *p)) {
                     let pr = priority.to_string();
@@ -620,15 +611,18 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                     push_into(out, &PFC_ENABLED, [n, device, &port, &pr], on);
                 }
             }
-            for (dscp, priority) in config.dscp_map() {
-                let ds = dscp.to_string();
-                push_into(
-                    out,
-                    &DSCP_PRIORITY,
-                    [n, device, &port, &ds],
-                    u64::from(priority),
-                );
-            }
+            let dscp_map = config.dscp_map();
+            let dscp_priority = if dscp_map.is_empty() {
+                "none".to_string()
+            } else {
+                let mut pairs = dscp_map;
+                pairs.sort_unstable();
+                pairs
+                    .iter()
+                    .map(|(d, p)| format!("{d}={p}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
             let pfc = config.pfc_enabled.map(pfc_label).unwrap_or_default();
             let (prio_tc, tc_tsa, tc_bw) = match &config.ets {
                 Some(ets) => {
@@ -651,6 +645,7 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                 &port,
                 config.trust().as_str(),
                 &pfc,
+                &dscp_priority,
                 &prio_tc,
                 &tc_tsa,
                 &tc_bw,
@@ -673,8 +668,7 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                 }
             }
         }
-        DcbOutcome::Unsupported => push_into(out, &DCB_SUPPORTED, base, 0u64),
-        DcbOutcome::Disabled | DcbOutcome::Failed(_) => {}
+        DcbOutcome::Unsupported | DcbOutcome::Disabled | DcbOutcome::Failed(_) => {}
     }
 }
 

@@ -23,7 +23,7 @@ pub const GPU_NIC_PATH: Labeled<3> = Labeled::new(Family {
     kind: MetricKind::Gauge,
     unit: None,
     labels: &["gpu", "device", "path"],
-    help: "PCIe path between a GPU and an RDMA device (value 1), as nvidia-smi topo -m names it: PIX (one switch at most), PXB (several bridges), PHB (through a host bridge), NODE (across host bridges of one NUMA node), SYS (across NUMA nodes).",
+    help: "PCIe path between a GPU and an RDMA device (value 1), as nvidia-smi topo -m names it: PIX (one switch at most), PXB (several bridges), PHB (through a host bridge), NODE (across host bridges of one NUMA node), SYS (across NUMA nodes). SYS pairs only with the sys_paths group: without it a pair not listed is SYS.",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
 pub const GPU_NEAREST_NIC: Labeled<3> = Labeled::new(Family {
@@ -128,14 +128,24 @@ pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples
     let Some(topo) = &snapshot.topology else {
         return;
     };
-    collect_topology(topo, groups.is_on(Group::PcieHops), out);
+    collect_topology(
+        topo,
+        groups.is_on(Group::PcieHops),
+        groups.is_on(Group::SysPaths),
+        out,
+    );
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
-fn collect_topology(topo: &TopologySnapshot, hops: bool, out: &mut Vec<FamilySamples>) {
+fn collect_topology(
+    topo: &TopologySnapshot,
+    hops: bool,
+    sys_paths: bool,
+    out: &mut Vec<FamilySamples>,
+) {
     let mut gpu_info = Samples::new(&GPU_INFO);
     for g in &topo.gpus {
         gpu_info.push(
@@ -153,7 +163,12 @@ fn collect_topology(topo: &TopologySnapshot, hops: bool, out: &mut Vec<FamilySam
     out.push(gpu_info.into());
 
     let mut paths = Samples::new(&GPU_NIC_PATH);
+    // A SYS pair is one GPUDirect RDMA does not use: on a two-socket node
+    // half the matrix, listed with the sys_paths group only.
     for p in &topo.paths {
+        if p.class == roce_topology::PathClass::Sys && !sys_paths {
+            continue;
+        }
         paths.push([&p.gpu.to_string(), &p.nic, p.class.as_str()], 1u64);
     }
     out.push(paths.into());

@@ -447,7 +447,7 @@ fn switch_pfc_against_expected(
             on.first().map_or_else(|| "another".to_string(), u8::to_string)
         ),
         verify: format!(
-            "roce_lldp_switch_pfc_enabled_bitmap{{netdev=\"{name}\"}} (the switch port's PFC as it advertises it); the switch port's PFC configuration (e.g. show interfaces ... priority-flow-control)"
+            "roce_lldp_switch_qos_info{{netdev=\"{name}\"}} (the switch port's PFC as it advertises it, label pfc); the switch port's PFC configuration (e.g. show interfaces ... priority-flow-control)"
         ),
         subject,
     })

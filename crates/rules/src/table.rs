@@ -47,9 +47,9 @@ pub const DRIFT: &[Drift] = &[
     },
     Drift {
         config: "dscp_map",
-        family: "roce_qos_dscp_priority",
-        per: &["dscp"],
-        values: &[],
+        family: "roce_qos_info",
+        per: &[],
+        values: &["dscp_priority"],
         rule: RuleId::SwitchDscpMismatch,
     },
     Drift {
@@ -75,9 +75,9 @@ pub const DRIFT: &[Drift] = &[
     },
     Drift {
         config: "dcqcn_enable",
-        family: "roce_ecn_enabled",
-        per: &["priority", "role"],
-        values: &[],
+        family: "roce_ecn_info",
+        per: &[],
+        values: &["np", "rp"],
         rule: RuleId::PfcWithoutEcn,
     },
     Drift {

@@ -8,7 +8,7 @@
 #     equals rx/tx_flow_control_xon + _xoff of `ethtool -S` (e1000 has no
 #     standard pause statistics, so the driver's names are the source);
 #   - e1000 discards (rx_no_buffer_count, rx_missed_errors) are mapped;
-#   - DCB is reported as unsupported (roce_netdev_dcb_supported 0), not as a
+#   - DCB is reported as unsupported (roce_netdev_info dcb="unsupported"), not as a
 #     failure: roce_collector_success{collector="netdev"} is 1.
 # Usage: run.sh --nic-model e1000 -a BIN:/guest/roce_exporter BUILD_DIR tests/vm/guest/e2e-netdev.sh
 # Exit status: number of failed checks (0 = all good). Output files go to
@@ -56,8 +56,8 @@ for r in rx_no_buffer:rx_no_buffer_count rx_missed:rx_missed_errors; do
   if [[ -n $v ]] && ((v <= want)); then ok "discards $reason $v"; else bad "discards $reason = '$v', ethtool -S $name $want"; fi
 done
 
-v=$(val "roce_netdev_dcb_supported{$L}")
-[[ $v == 0 ]] && ok "DCB unsupported" || bad "roce_netdev_dcb_supported{$L} = '$v', want 0"
+dcb=$(grep -o "^roce_netdev_info{$L,[^}]*}" "$O/netdev-once.txt" | grep -o 'dcb="[^"]*"')
+[[ $dcb == 'dcb="unsupported"' ]] && ok "DCB unsupported" || bad "roce_netdev_info{$L} has '$dcb', want dcb=\"unsupported\""
 v=$(val 'roce_collector_success{collector="netdev"}')
 [[ $v == 1 ]] && ok "netdev collector success" || bad "roce_collector_success{collector=\"netdev\"} = '$v'"
 grep -q "roce_pfc_enabled{$L" "$O/netdev-once.txt" && bad "PFC series for a netdev without DCB" || ok "no PFC series without DCB"
