@@ -480,8 +480,9 @@ def topology(c, params):
                    f"dcgm_exporter_gpu:roce_gpu:info{{{c.n}}}",
                    "{{instance}} GPU {{gpu}} " + way.lower(), ref=f"{way}{host}")
             for way in ("RX", "TX") for host in ("Hostname", "hostname")], w=24),
-        ts("PCIe link speed", "Per-lane speed of the GPUs and NICs (current and max); of every "
-           "bridge on the way to the root port too with --collector.pcie_hops.", "si:T/s",
+        ts("PCIe link speed", "Per-lane speed of the GPUs and NICs (current, and max where "
+           "it differs); of every bridge on the way to the root port too, and max always, with "
+           "--collector.pcie_hops.", "si:T/s",
            [target(f"roce_pcie_link_speed_transfers_per_second{{{c.n}}}",
                    "{{instance}} {{pci_address}} {{device}} {{bound}}")]),
         ts("PCIe link width", "Lanes of the GPUs and NICs (every bridge too with "

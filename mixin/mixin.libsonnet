@@ -5099,7 +5099,7 @@ local byInterval(c) = {
           {
             "type": "timeseries",
             "title": "PCIe link speed",
-            "description": "Per-lane speed of the GPUs and NICs (current and max); of every bridge on the way to the root port too with --collector.pcie_hops.",
+            "description": "Per-lane speed of the GPUs and NICs (current, and max where it differs); of every bridge on the way to the root port too, and max always, with --collector.pcie_hops.",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -13964,7 +13964,7 @@ local byInterval(c) = {
           {
             "type": "timeseries",
             "title": "PCIe link speed",
-            "description": "Per-lane speed of the GPUs and NICs (current and max); of every bridge on the way to the root port too with --collector.pcie_hops.",
+            "description": "Per-lane speed of the GPUs and NICs (current, and max where it differs); of every bridge on the way to the root port too, and max always, with --collector.pcie_hops.",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"
@@ -22829,7 +22829,7 @@ local byInterval(c) = {
           {
             "type": "timeseries",
             "title": "PCIe link speed",
-            "description": "Per-lane speed of the GPUs and NICs (current and max); of every bridge on the way to the root port too with --collector.pcie_hops.",
+            "description": "Per-lane speed of the GPUs and NICs (current, and max where it differs); of every bridge on the way to the root port too, and max always, with --collector.pcie_hops.",
             "datasource": {
               "type": "prometheus",
               "uid": "${datasource}"

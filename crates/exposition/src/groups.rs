@@ -137,7 +137,7 @@ impl Group {
             Group::Qos => "PFC enable per priority, ECN enable (roce_ecn_info), the QoS configuration (trust, PFC set, DSCP map, ETS, buffers, DCBX mode: roce_qos_info), the switch's DCBX view, DCQCN parameters, rdma_cm default ToS (the recording rule roce_lossless_discards:rate uses roce_pfc_enabled, the fleet rules roce_qos_info and roce_ecn_info)",
             Group::Phys => "FEC, pluggable modules, carrier changes, PCIe AER, devlink health",
             Group::Topology => "GPUs, GPU-NIC paths, PCIe links, ACS, GPUDirect RDMA",
-            Group::PcieHops => "PCIe link speed and width of every bridge between a GPU or NIC and its root port, not only of the GPUs and NICs (roce_pcie_link_downtrained covers every hop either way)",
+            Group::PcieHops => "PCIe link speed and width of every bridge between a GPU or NIC and its root port, not only of the GPUs and NICs, and the max bound of every function (without it, only where the link trained below it); roce_pcie_link_downtrained covers every hop either way",
             Group::IdlePriorities => "per-priority counters (PFC pauses, discards, ECN marks) still at zero, and ECN enable, of priorities with PFC off and no DSCP mapped to them; without it such a counter appears with its first count (every priority is exported where the DCB configuration is unknown)",
             Group::PcieAerKinds => "PCIe AER errors of every kind the kernel names (roce_pcie_aer_error_kinds_total), zeros included, and the kinds of the bridge ports on the NICs' and GPUs' paths; without it a NIC's or GPU's kind and a bridge port's total of a severity appear with their first count, a bridge port's kinds not at all, and the NICs' and GPUs' totals by severity (roce_pcie_aer_errors_total) are always there",
             Group::Lanes => "per-lane detail: each module lane's Tx bias and Tx power (roce_module_tx_bias_amperes, roce_module_tx_power_watts), and the per-lane series of the FEC and PHY error counters; the totals (lane=\"\") and each lane's Rx power, which the rules and dashboards judge, are always there",
@@ -348,7 +348,7 @@ pub const BUDGET: &[BudgetRow] = &[
     },
     BudgetRow {
         row: "topology",
-        default: 195,
+        default: 163,
         all: 323,
     },
     BudgetRow {

@@ -48,7 +48,7 @@ pub const LINK_SPEED: Labeled<3> = Labeled::new(Family {
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::TransfersPerSecond),
     labels: LINK,
-    help: "PCIe link speed per lane of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports). device names the RDMA device of a NIC function, empty otherwise.",
+    help: "PCIe link speed per lane of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports, listed where it differs from the current speed unless pcie_hops is on). device names the RDMA device of a NIC function, empty otherwise.",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_speed",
 });
 pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
@@ -56,7 +56,7 @@ pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Lanes),
     labels: LINK,
-    help: "PCIe link width of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports).",
+    help: "PCIe link width of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports, listed where it differs from the current width unless pcie_hops is on).",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_width",
 });
 pub const LINK_DOWNTRAINED: Labeled<4> = Labeled::new(Family {
@@ -208,9 +208,18 @@ fn collect_topology(
     {
         let addr = f.address.to_string();
         let device = rdma_name(f);
+        // The max bound is what the function supports, fixed for its life:
+        // where the link trained to it, the current series says it all.
+        let (max_speed, max_width) = match hops {
+            true => (f.max_speed, f.max_width),
+            false => (
+                f.max_speed.filter(|m| Some(*m) != f.current_speed),
+                f.max_width.filter(|m| Some(*m) != f.current_width),
+            ),
+        };
         for (bound, s, w) in [
             ("current", f.current_speed, f.current_width),
-            ("max", f.max_speed, f.max_width),
+            ("max", max_speed, max_width),
         ] {
             if let Some(s) = s {
                 // Whole transfers per second: every PCIe rate is a whole
