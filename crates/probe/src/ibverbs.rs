@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::{BasicCompletionQueue, PollCompletionQueueError};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
-use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortAttr, PortState};
+use sideway::ibverbs::device_context::{
+    DeviceContext, LinkLayer as VerbsLinkLayer, Mtu, PortAttr, PortState,
+};
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{
@@ -319,7 +321,7 @@ impl IbSession {
             access,
             gid,
             sgid_index,
-            roce: matches!(port_attr.link_layer(), LinkLayer::Ethernet),
+            roce: matches!(port_attr.link_layer(), VerbsLinkLayer::Ethernet),
             lid: port_attr.lid(),
             mtu: path_mtu(path.mtu),
             traffic_class: path.traffic_class,
