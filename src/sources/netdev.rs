@@ -8,7 +8,7 @@
 use roce_netdev::ethtool::{Ioctl, Replay};
 use roce_netdev::live::{EthtoolPause, NetlinkDcb};
 use roce_netdev::reader::{DcbReplay, ReaderOptions};
-use roce_netdev::{NetdevReader, RdmaPortRef, Target};
+use roce_netdev::{NetdevReader, NetdevToRead, RdmaPortRef};
 
 use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
@@ -84,8 +84,8 @@ fn live_dcb(config: &Config) -> Option<Box<dyn roce_netdev::reader::DcbRead>> {
 
 /// The netdevs to read: one per netdev behind an RDMA port (the first port
 /// names it), then the extra ones not already listed.
-pub fn targets(rdma: Option<&roce_rdma::RdmaSnapshot>, extra: &[String]) -> Vec<Target> {
-    let mut out: Vec<Target> = Vec::new();
+pub fn targets(rdma: Option<&roce_rdma::RdmaSnapshot>, extra: &[String]) -> Vec<NetdevToRead> {
+    let mut out: Vec<NetdevToRead> = Vec::new();
     if let Some(rdma) = rdma {
         for device in &rdma.devices {
             for port in &device.ports {
@@ -93,7 +93,7 @@ pub fn targets(rdma: Option<&roce_rdma::RdmaSnapshot>, extra: &[String]) -> Vec<
                 if out.iter().any(|t| &t.name == netdev) {
                     continue;
                 }
-                out.push(Target {
+                out.push(NetdevToRead {
                     name: netdev.clone(),
                     rdma: Some(RdmaPortRef {
                         device: device.name.clone(),
@@ -105,7 +105,7 @@ pub fn targets(rdma: Option<&roce_rdma::RdmaSnapshot>, extra: &[String]) -> Vec<
     }
     for name in extra {
         if !out.iter().any(|t| &t.name == name) {
-            out.push(Target {
+            out.push(NetdevToRead {
                 name: name.clone(),
                 rdma: None,
             });

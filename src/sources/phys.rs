@@ -21,7 +21,7 @@ use roce_netdev::module::{EepromReplay, EthtoolEeprom};
 use std::time::Duration;
 
 use roce_netdev::phys::{PhysOptions, PhysReader, PhysSnapshot};
-use roce_netdev::Target;
+use roce_netdev::NetdevToRead;
 
 use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
@@ -55,7 +55,7 @@ struct Last {
 /// What makes a served reading out of date at once.
 #[derive(PartialEq)]
 struct Key {
-    targets: Vec<Target>,
+    targets: Vec<NetdevToRead>,
     gpus: Vec<String>,
     /// Carrier transitions of each target in the previous sample.
     carrier: Vec<Option<u64>>,

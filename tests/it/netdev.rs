@@ -262,7 +262,7 @@ fn no_netdev_behind_rdma_is_unavailable() {
 #[test]
 fn standard_pause_statistics_win_over_driver_counters() {
     use roce_netdev::{
-        Direction, MappedStat, Meaning, Netdev, NetdevSnapshot, PauseStats, StatValue,
+        FrameDirection, MappedStat, Meaning, Netdev, NetdevSnapshot, PauseStats, StatValue,
     };
     let link = |direction, v| MappedStat {
         meaning: Meaning::LinkPauseFrames { direction },
@@ -270,7 +270,7 @@ fn standard_pause_statistics_win_over_driver_counters() {
     };
     let netdev = |pause| Netdev {
         name: "eth0".into(),
-        stats: vec![link(Direction::Rx, 5), link(Direction::Tx, 6)],
+        stats: vec![link(FrameDirection::Rx, 5), link(FrameDirection::Tx, 6)],
         pause,
         ..Default::default()
     };

@@ -513,7 +513,7 @@ fn rdma_device_missing_only_when_the_source_ran_empty() {
 mod netdev_rules {
     use super::*;
     use roce_netdev::{
-        DcbConfig, DcbOutcome, Direction, EcnConfig, MappedStat, Meaning, Netdev, StatValue,
+        DcbConfig, DcbOutcome, EcnConfig, FrameDirection, MappedStat, Meaning, Netdev, StatValue,
     };
 
     /// mlx5 RoCE netdev: MTU 9000, PFC on 3, ECN on for 3 in both roles.
@@ -732,7 +732,7 @@ mod netdev_rules {
             healthy(),
             Meaning::PfcPauseFrames {
                 priority,
-                direction: Direction::Rx,
+                direction: FrameDirection::Rx,
             },
             StatValue::Count(v),
         )
@@ -847,7 +847,7 @@ mod netdev_rules {
             healthy(),
             Meaning::PfcPauseDuration {
                 priority: 3,
-                direction: Direction::Rx,
+                direction: FrameDirection::Rx,
             },
             StatValue::Seconds(seconds),
         )

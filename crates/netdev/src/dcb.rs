@@ -20,6 +20,13 @@
 //! `NLMSG_ERROR`). Errors as `net/dcb/dcbnl.c` `dcb_doit` returns them:
 //! EOPNOTSUPP for a netdev without `dcbnl_ops`, ENODEV for no such netdev.
 
+use std::path::PathBuf;
+
+use roce_host::{ErrorKind, ReadError};
+use roce_netlink::NlError;
+
+use crate::genl::ReplayError;
+
 pub const RTM_GETDCB: u16 = 78;
 pub const DCB_CMD_IEEE_GET: u8 = 21;
 pub const DCB_CMD_CEE_GET: u8 = 26;
@@ -90,12 +97,95 @@ pub enum DcbError {
     NoDevice,
     #[error("kernel error: {}", std::io::Error::from_raw_os_error(*errno))]
     Errno { errno: i32 },
-    #[error("truncated reply: {what}")]
-    Truncated { what: &'static str },
-    #[error("malformed reply: {what}")]
-    Malformed { what: &'static str },
+    #[error("truncated reply: {0}")]
+    Truncated(DcbPart),
+    #[error("malformed reply: {0}")]
+    Malformed(DcbFault),
+    /// The request or its reply, below DCB.
     #[error("netlink: {0}")]
-    Transport(String),
+    Netlink(NlError),
+    /// A replay file that exists and could not be read.
+    #[error(transparent)]
+    File(ReadError),
+    /// A replay file whose text does not parse.
+    #[error("{}: {source}", path.display())]
+    Replay { path: PathBuf, source: ReplayError },
+}
+
+impl DcbError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            DcbError::Unsupported => ErrorKind::Failed,
+            DcbError::NoDevice => ErrorKind::Absent,
+            DcbError::Errno { errno } => ErrorKind::of_errno(*errno),
+            DcbError::Truncated(_) | DcbError::Malformed(_) | DcbError::Replay { .. } => {
+                ErrorKind::Malformed
+            }
+            DcbError::Netlink(e) => crate::error::netlink_kind(e),
+            DcbError::File(e) => e.error_kind(),
+        }
+    }
+}
+
+/// The part of a DCB reply that was cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DcbPart {
+    #[error("netlink header")]
+    NetlinkHeader,
+    #[error("netlink message")]
+    NetlinkMessage,
+    #[error("netlink error code")]
+    NetlinkErrorCode,
+    #[error("attribute header")]
+    AttributeHeader,
+    #[error("attribute payload")]
+    AttributePayload,
+    #[error("dcbmsg")]
+    Dcbmsg,
+    #[error("ieee_pfc")]
+    IeeePfc,
+    #[error("peer ieee_pfc")]
+    PeerIeeePfc,
+    #[error("trust selector")]
+    TrustSelector,
+    #[error("dcb_app")]
+    DcbApp,
+    #[error("ieee_ets")]
+    IeeeEts,
+    #[error("dcbnl_buffer")]
+    DcbnlBuffer,
+    #[error("DCB_ATTR_DCBX")]
+    DcbxMode,
+    #[error("cee_pg")]
+    CeePg,
+    #[error("cee_pfc")]
+    CeePfc,
+}
+
+/// What in a DCB reply does not fit its layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DcbFault {
+    #[error("no RTM_GETDCB reply")]
+    NoReply,
+    #[error("attribute length below its header")]
+    AttributeLength,
+    #[error("netlink length below its header")]
+    NetlinkLength,
+    #[error("acknowledgement instead of a DCB reply")]
+    Acknowledgement,
+    #[error("unexpected message type")]
+    MessageType,
+    #[error("reply to another DCB command")]
+    OtherCommand,
+    #[error("no DCB_ATTR_IEEE")]
+    NoIeee,
+    #[error("ieee_ets prio_tc above 7")]
+    PrioTcAbove7,
+    #[error("dcbnl_buffer prio2buffer above 7")]
+    Prio2BufferAbove7,
+    #[error("cee_pg prio_pg above 7")]
+    PrioPgAbove7,
 }
 
 impl DcbError {
@@ -393,20 +483,14 @@ fn attrs(buf: &[u8]) -> Result<Vec<(u16, &[u8])>, DcbError> {
     let mut at = 0;
     while at < buf.len() {
         let (Some(len), Some(kind)) = (u16_at(buf, at), u16_at(buf, at + 2)) else {
-            return Err(DcbError::Truncated {
-                what: "attribute header",
-            });
+            return Err(DcbError::Truncated(DcbPart::AttributeHeader));
         };
         let len = len as usize;
         if len < NLA_HDRLEN {
-            return Err(DcbError::Malformed {
-                what: "attribute length below its header",
-            });
+            return Err(DcbError::Malformed(DcbFault::AttributeLength));
         }
         let Some(payload) = buf.get(at + NLA_HDRLEN..at + len) else {
-            return Err(DcbError::Truncated {
-                what: "attribute payload",
-            });
+            return Err(DcbError::Truncated(DcbPart::AttributePayload));
         };
         out.push((kind & NLA_TYPE_MASK, payload));
         at += len.div_ceil(4) * 4;
@@ -417,42 +501,30 @@ fn attrs(buf: &[u8]) -> Result<Vec<(u16, &[u8])>, DcbError> {
 /// Decodes one reply datagram (a `RTM_GETDCB` message, or `NLMSG_ERROR`).
 pub fn decode_reply(datagram: &[u8]) -> Result<DcbConfig, DcbError> {
     let (Some(len), Some(kind)) = (u32_at(datagram, 0), u16_at(datagram, 4)) else {
-        return Err(DcbError::Truncated {
-            what: "netlink header",
-        });
+        return Err(DcbError::Truncated(DcbPart::NetlinkHeader));
     };
     let len = len as usize;
     if len < NLMSG_HDRLEN {
-        return Err(DcbError::Malformed {
-            what: "netlink length below its header",
-        });
+        return Err(DcbError::Malformed(DcbFault::NetlinkLength));
     }
     let Some(body) = datagram.get(NLMSG_HDRLEN..len) else {
-        return Err(DcbError::Truncated {
-            what: "netlink message",
-        });
+        return Err(DcbError::Truncated(DcbPart::NetlinkMessage));
     };
     match kind {
         NLMSG_ERROR => {
             // struct nlmsgerr { int error; struct nlmsghdr msg; }
             let Some(code) = u32_at(body, 0) else {
-                return Err(DcbError::Truncated {
-                    what: "netlink error code",
-                });
+                return Err(DcbError::Truncated(DcbPart::NetlinkErrorCode));
             };
             let code = code as i32;
             if code == 0 {
-                Err(DcbError::Malformed {
-                    what: "acknowledgement instead of a DCB reply",
-                })
+                Err(DcbError::Malformed(DcbFault::Acknowledgement))
             } else {
                 Err(DcbError::from_errno(code.saturating_neg()))
             }
         }
         RTM_GETDCB => decode_payload(body),
-        _ => Err(DcbError::Malformed {
-            what: "unexpected message type",
-        }),
+        _ => Err(DcbError::Malformed(DcbFault::MessageType)),
     }
 }
 
@@ -460,18 +532,14 @@ pub fn decode_reply(datagram: &[u8]) -> Result<DcbConfig, DcbError> {
 /// top-level attributes.
 pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
     let Some(dcbmsg) = body.get(..DCBMSG_LEN) else {
-        return Err(DcbError::Truncated { what: "dcbmsg" });
+        return Err(DcbError::Truncated(DcbPart::Dcbmsg));
     };
     if dcbmsg[1] != DCB_CMD_IEEE_GET {
-        return Err(DcbError::Malformed {
-            what: "reply to another DCB command",
-        });
+        return Err(DcbError::Malformed(DcbFault::OtherCommand));
     }
     let top = attrs(&body[DCBMSG_LEN..])?;
     let Some((_, ieee)) = top.iter().find(|(k, _)| *k == DCB_ATTR_IEEE) else {
-        return Err(DcbError::Malformed {
-            what: "no DCB_ATTR_IEEE",
-        });
+        return Err(DcbError::Malformed(DcbFault::NoIeee));
     };
     let mut config = DcbConfig {
         dcbx: dcbx_attr(&top)?,
@@ -487,9 +555,7 @@ pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
             DCB_ATTR_DCB_BUFFER => config.buffers = Some(decode_buffer(payload)?),
             DCB_ATTR_IEEE_PEER_PFC => {
                 let Some(&en) = payload.get(1) else {
-                    return Err(DcbError::Truncated {
-                        what: "peer ieee_pfc",
-                    });
+                    return Err(DcbError::Truncated(DcbPart::PeerIeeePfc));
                 };
                 config.peer.standard = Some(PeerStandard::Ieee);
                 config.peer.pfc_enabled = Some(en);
@@ -502,7 +568,7 @@ pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
                 // struct ieee_pfc { u8 pfc_cap; u8 pfc_en; ... }: only the
                 // first two bytes are used; the kernel sends all 136.
                 let (Some(&cap), Some(&en)) = (payload.first(), payload.get(1)) else {
-                    return Err(DcbError::Truncated { what: "ieee_pfc" });
+                    return Err(DcbError::Truncated(DcbPart::IeeePfc));
                 };
                 config.pfc_cap = Some(cap);
                 config.pfc_enabled = Some(en);
@@ -519,9 +585,7 @@ pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
                         continue;
                     }
                     let Some(&selector) = sel.first() else {
-                        return Err(DcbError::Truncated {
-                            what: "trust selector",
-                        });
+                        return Err(DcbError::Truncated(DcbPart::TrustSelector));
                     };
                     order.push(selector);
                 }
@@ -542,7 +606,7 @@ fn app_list(payload: &[u8], kinds: &[u16]) -> Result<Vec<DcbApp>, DcbError> {
             continue;
         }
         if app.len() < DCB_APP_LEN {
-            return Err(DcbError::Truncated { what: "dcb_app" });
+            return Err(DcbError::Truncated(DcbPart::DcbApp));
         }
         out.push(DcbApp {
             selector: app[0],
@@ -565,7 +629,7 @@ fn array8(b: &[u8], at: usize) -> [u8; 8] {
 /// what is read).
 fn decode_ets(payload: &[u8]) -> Result<Ets, DcbError> {
     if payload.len() < ETS_MIN_LEN {
-        return Err(DcbError::Truncated { what: "ieee_ets" });
+        return Err(DcbError::Truncated(DcbPart::IeeeEts));
     }
     let ets = Ets {
         willing: payload[0] != 0,
@@ -575,9 +639,7 @@ fn decode_ets(payload: &[u8]) -> Result<Ets, DcbError> {
         prio_tc: array8(payload, ETS_PRIO_TC),
     };
     if ets.prio_tc.iter().any(|&tc| tc > 7) {
-        return Err(DcbError::Malformed {
-            what: "ieee_ets prio_tc above 7",
-        });
+        return Err(DcbError::Malformed(DcbFault::PrioTcAbove7));
     }
     Ok(ets)
 }
@@ -585,18 +647,14 @@ fn decode_ets(payload: &[u8]) -> Result<Ets, DcbError> {
 /// `struct dcbnl_buffer`.
 fn decode_buffer(payload: &[u8]) -> Result<Buffers, DcbError> {
     if payload.len() < BUFFER_LEN {
-        return Err(DcbError::Truncated {
-            what: "dcbnl_buffer",
-        });
+        return Err(DcbError::Truncated(DcbPart::DcbnlBuffer));
     }
     let mut b = Buffers {
         prio2buffer: array8(payload, 0),
         ..Buffers::default()
     };
     if b.prio2buffer.iter().any(|&x| x > 7) {
-        return Err(DcbError::Malformed {
-            what: "dcbnl_buffer prio2buffer above 7",
-        });
+        return Err(DcbError::Malformed(DcbFault::Prio2BufferAbove7));
     }
     for (i, size) in b.buffer_size.iter_mut().enumerate() {
         *size = u32_at(payload, 8 + 4 * i).unwrap_or(0);
@@ -611,9 +669,7 @@ fn dcbx_attr(top: &[(u16, &[u8])]) -> Result<Option<u8>, DcbError> {
         None => Ok(None),
         Some((_, p)) => match p.first() {
             Some(&v) => Ok(Some(v)),
-            None => Err(DcbError::Truncated {
-                what: "DCB_ATTR_DCBX",
-            }),
+            None => Err(DcbError::Truncated(DcbPart::DcbxMode)),
         },
     }
 }
@@ -630,12 +686,10 @@ pub struct CeeReply {
 /// Decodes the payload of a `RTM_GETDCB` `DCB_CMD_CEE_GET` reply.
 pub fn decode_cee_payload(body: &[u8]) -> Result<CeeReply, DcbError> {
     let Some(dcbmsg) = body.get(..DCBMSG_LEN) else {
-        return Err(DcbError::Truncated { what: "dcbmsg" });
+        return Err(DcbError::Truncated(DcbPart::Dcbmsg));
     };
     if dcbmsg[1] != DCB_CMD_CEE_GET {
-        return Err(DcbError::Malformed {
-            what: "reply to another DCB command",
-        });
+        return Err(DcbError::Malformed(DcbFault::OtherCommand));
     }
     let top = attrs(&body[DCBMSG_LEN..])?;
     let mut out = CeeReply {
@@ -649,21 +703,19 @@ pub fn decode_cee_payload(body: &[u8]) -> Result<CeeReply, DcbError> {
         match kind {
             DCB_ATTR_CEE_PEER_PG => {
                 if payload.len() < CEE_PG_LEN {
-                    return Err(DcbError::Truncated { what: "cee_pg" });
+                    return Err(DcbError::Truncated(DcbPart::CeePg));
                 }
                 let prio_pg = array8(payload, 12);
                 // 15 is CEE's "no bandwidth limit" group; anything else
                 // above 7 is not a group.
                 if prio_pg.iter().any(|&g| g > 7 && g != 15) {
-                    return Err(DcbError::Malformed {
-                        what: "cee_pg prio_pg above 7",
-                    });
+                    return Err(DcbError::Malformed(DcbFault::PrioPgAbove7));
                 }
                 out.peer.prio_tc = Some(prio_pg);
             }
             DCB_ATTR_CEE_PEER_PFC => {
                 if payload.len() < CEE_PFC_LEN {
-                    return Err(DcbError::Truncated { what: "cee_pfc" });
+                    return Err(DcbError::Truncated(DcbPart::CeePfc));
                 }
                 out.peer.pfc_enabled = Some(payload[2]);
             }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use roce_netlink::{attrs, MessageBuilder, NlError, Protocol, Socket};
 
-use crate::dcb::{DcbConfig, DcbError, RTM_GETDCB};
+use crate::dcb::{DcbConfig, DcbError, DcbFault, RTM_GETDCB};
 use crate::error::NetdevError;
 use crate::reader::{DcbRead, PauseRead};
 use crate::PauseStats;
@@ -66,7 +66,7 @@ impl NetlinkDcb {
 fn dcb_error(e: NlError) -> DcbError {
     match e {
         NlError::Kernel { errno, .. } => DcbError::from_errno(errno),
-        other => DcbError::Transport(other.to_string()),
+        other => DcbError::Netlink(other),
     }
 }
 
@@ -79,9 +79,7 @@ impl DcbRead for NetlinkDcb {
         let reply = replies
             .iter()
             .find(|m| m.kind == RTM_GETDCB)
-            .ok_or(DcbError::Malformed {
-                what: "no RTM_GETDCB reply",
-            })?;
+            .ok_or(DcbError::Malformed(DcbFault::NoReply))?;
         let mut config = crate::dcb::decode_payload(&reply.payload)?;
         // A CEE DCBX engine keeps the peer's view in the CEE attributes:
         // ask for them only when CEE is the version in operation (one more

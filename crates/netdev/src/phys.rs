@@ -31,7 +31,7 @@ use crate::aer::{AerFiles, PciAer};
 use crate::devlink::{HealthRead, HealthReporter};
 use crate::fec::{FecInfo, FecRead};
 use crate::module::{read_module, EepromRead, ModuleInfo};
-use crate::reader::Target;
+use crate::reader::NetdevToRead;
 use crate::RdmaPortRef;
 use roce_host::{HostError, Io, ReadBuf, StdFs};
 
@@ -272,7 +272,7 @@ impl PhysReader {
     fn read_bridges(
         layouts: (&HashMap<String, NetdevLayout>, &HashMap<String, GpuLayout>),
         bridge_layouts: &mut HashMap<String, BridgeLayout>,
-        targets: &[Target],
+        targets: &[NetdevToRead],
         gpus: &[String],
         now: Duration,
         io: &mut Io<'_>,
@@ -338,7 +338,7 @@ impl PhysReader {
     /// `module_interval` has passed since its last read.
     pub fn read(
         &mut self,
-        targets: &[Target],
+        targets: &[NetdevToRead],
         gpus: &[String],
         now: Duration,
         errors: &mut Vec<HostError>,

@@ -12,12 +12,12 @@ use roce_host::HostError;
 use crate::dcb::{DcbApp, DcbConfig, DcbError};
 use crate::error::NetdevError;
 use crate::ethtool::{EthtoolError, EthtoolIo, StatsCache};
-use crate::genl::ReplayError;
-use crate::{DcbOutcome, Netdev, NetdevSnapshot, Outcome, PauseStats, RdmaPortRef};
+use crate::genl::{ReplayError, ReplayFault};
+use crate::{DcbOutcome, Netdev, NetdevSnapshot, PauseStats, RdmaPortRef, ReadOutcome};
 
 /// A netdev to read, and the RDMA port it backs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub struct NetdevToRead {
     pub name: String,
     pub rdma: Option<RdmaPortRef>,
 }
@@ -86,18 +86,18 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
         if line.is_empty() {
             continue;
         }
-        let bad = |what: &str| ReplayError::new(n + 1, format!("{what}: {line:?}"));
+        let bad = |fault| ReplayError::new(n + 1, fault, line);
         let (key, value) = line
             .split_once(':')
-            .ok_or_else(|| bad("expected key: value"))?;
+            .ok_or_else(|| bad(ReplayFault::KeyValue))?;
         let value = value.trim();
         match key.trim() {
             "pfc" => {
                 let mut bits = 0u8;
                 for p in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                    let p: u8 = p.parse().map_err(|_| bad("bad priority"))?;
+                    let p: u8 = p.parse().map_err(|_| bad(ReplayFault::Priority))?;
                     if p > 7 {
-                        return Err(bad("priority above 7"));
+                        return Err(bad(ReplayFault::PriorityAbove7));
                     }
                     bits |= 1 << p;
                 }
@@ -112,7 +112,7 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
                     .map(|s| match s {
                         "dscp" => Ok(crate::dcb::IEEE_8021QAZ_APP_SEL_DSCP),
                         "pcp" => Ok(crate::dcb::DCB_APP_SEL_PCP),
-                        _ => Err(bad("trust is pcp or dscp")),
+                        _ => Err(bad(ReplayFault::Trust)),
                     })
                     .collect::<Result<Vec<u8>, ReplayError>>()?;
                 config.trust_order = Some(order);
@@ -120,15 +120,15 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
             "app" => {
                 let parts: Vec<&str> = value.split_whitespace().collect();
                 let [sel, dscp, prio] = parts.as_slice() else {
-                    return Err(bad("expected: app: dscp <value> <priority>"));
+                    return Err(bad(ReplayFault::App));
                 };
                 if *sel != "dscp" {
-                    return Err(bad("only dscp APP entries are replayed"));
+                    return Err(bad(ReplayFault::AppSelector));
                 }
-                let dscp: u16 = dscp.parse().map_err(|_| bad("bad dscp"))?;
-                let priority: u8 = prio.parse().map_err(|_| bad("bad priority"))?;
+                let dscp: u16 = dscp.parse().map_err(|_| bad(ReplayFault::Dscp))?;
+                let priority: u8 = prio.parse().map_err(|_| bad(ReplayFault::Priority))?;
                 if dscp > 63 || priority > 7 {
-                    return Err(bad("dscp above 63 or priority above 7"));
+                    return Err(bad(ReplayFault::AppRange));
                 }
                 config.apps.push(DcbApp {
                     selector: crate::dcb::IEEE_8021QAZ_APP_SEL_DSCP,
@@ -138,17 +138,17 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
             }
             "prio_tc" => {
                 ets(&mut config).prio_tc =
-                    eight(value, 7).ok_or_else(|| bad("expected 8 numbers 0..7"))?
+                    eight(value, 7).ok_or_else(|| bad(ReplayFault::EightPriorities))?
             }
             "tc_bw" => {
                 ets(&mut config).tc_tx_bw =
-                    eight(value, 100).ok_or_else(|| bad("expected 8 percentages"))?
+                    eight(value, 100).ok_or_else(|| bad(ReplayFault::EightPercentages))?
             }
             "tc_tsa" => {
                 let mut tsa = [0u8; 8];
                 let words: Vec<&str> = value.split_whitespace().collect();
                 if words.len() != 8 {
-                    return Err(bad("expected 8 algorithms"));
+                    return Err(bad(ReplayFault::EightAlgorithms));
                 }
                 for (slot, w) in tsa.iter_mut().zip(words) {
                     *slot = match w {
@@ -156,26 +156,27 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
                         "cbs" => crate::dcb::TSA_CB_SHAPER,
                         "ets" => crate::dcb::TSA_ETS,
                         "vendor" => crate::dcb::TSA_VENDOR,
-                        _ => return Err(bad("algorithm is strict, ets, cbs or vendor")),
+                        _ => return Err(bad(ReplayFault::Algorithm)),
                     };
                 }
                 ets(&mut config).tc_tsa = tsa;
             }
             "prio2buffer" => {
                 buffers(&mut config).prio2buffer =
-                    eight(value, 7).ok_or_else(|| bad("expected 8 numbers 0..7"))?
+                    eight(value, 7).ok_or_else(|| bad(ReplayFault::EightPriorities))?
             }
             "buffer_size" => {
                 let sizes: Vec<u32> = value
                     .split_whitespace()
                     .map(str::parse)
                     .collect::<Result<_, _>>()
-                    .map_err(|_| bad("bad size"))?;
+                    .map_err(|_| bad(ReplayFault::Size))?;
                 buffers(&mut config).buffer_size =
-                    sizes.try_into().map_err(|_| bad("expected 8 sizes"))?;
+                    sizes.try_into().map_err(|_| bad(ReplayFault::EightSizes))?;
             }
             "buffer_total" => {
-                buffers(&mut config).total_size = value.parse().map_err(|_| bad("bad size"))?
+                buffers(&mut config).total_size =
+                    value.parse().map_err(|_| bad(ReplayFault::Size))?
             }
             "dcbx" => {
                 use crate::dcb::*;
@@ -188,29 +189,29 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
                     "host_cee" => DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_CEE,
                     "firmware_ieee" => DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_IEEE,
                     "firmware_cee" => DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_CEE,
-                    _ => return Err(bad("unknown dcbx mode")),
+                    _ => return Err(bad(ReplayFault::DcbxMode)),
                 });
             }
             "peer" => {
                 config.peer.standard = Some(match value {
                     "ieee" => crate::dcb::PeerStandard::Ieee,
                     "cee" => crate::dcb::PeerStandard::Cee,
-                    _ => return Err(bad("peer is ieee or cee")),
+                    _ => return Err(bad(ReplayFault::PeerStandard)),
                 });
             }
             "peer_pfc" => {
-                config.peer.pfc_enabled = Some(pfc_bits(value).ok_or_else(|| bad("bad priority"))?)
+                config.peer.pfc_enabled =
+                    Some(pfc_bits(value).ok_or_else(|| bad(ReplayFault::Priority))?)
             }
             "peer_app" => {
-                let app = dscp_app(value)
-                    .ok_or_else(|| bad("expected: peer_app: dscp <value> <priority>"))?;
+                let app = dscp_app(value).ok_or_else(|| bad(ReplayFault::PeerApp))?;
                 config.peer.apps.get_or_insert_with(Vec::new).push(app);
             }
             "peer_prio_tc" => {
                 config.peer.prio_tc =
-                    Some(eight(value, 7).ok_or_else(|| bad("expected 8 numbers 0..7"))?)
+                    Some(eight(value, 7).ok_or_else(|| bad(ReplayFault::EightPriorities))?)
             }
-            _ => return Err(bad("unknown key")),
+            _ => return Err(bad(ReplayFault::UnknownKey)),
         }
     }
     if !config.peer.is_empty() && config.peer.standard.is_none() {
@@ -271,10 +272,9 @@ impl DcbRead for DcbReplay {
         }
         let path = self.dir.join(format!("{netdev}.dcb"));
         match std::fs::read_to_string(&path) {
-            Ok(text) => parse_dcb_replay(&text)
-                .map_err(|e| DcbError::Transport(format!("{}: {e}", path.display()))),
+            Ok(text) => parse_dcb_replay(&text).map_err(|source| DcbError::Replay { path, source }),
             Err(e) if roce_host::errno::is_absent(&e) => Err(DcbError::Unsupported),
-            Err(e) => Err(DcbError::Transport(format!("{}: {e}", path.display()))),
+            Err(e) => Err(DcbError::File(crate::io_error(&path, &e))),
         }
     }
 }
@@ -407,7 +407,11 @@ impl NetdevReader {
 
     /// Reads every target. Per-netdev problems are appended to `errors`
     /// and recorded in the netdev's outcome.
-    pub fn read(&mut self, targets: &[Target], errors: &mut Vec<HostError>) -> NetdevSnapshot {
+    pub fn read(
+        &mut self,
+        targets: &[NetdevToRead],
+        errors: &mut Vec<HostError>,
+    ) -> NetdevSnapshot {
         let now = self.started.elapsed();
         self.read_at(targets, now, errors)
     }
@@ -417,7 +421,7 @@ impl NetdevReader {
     /// [`ReaderOptions::qos_interval`] has passed since its last read.
     pub fn read_at(
         &mut self,
-        targets: &[Target],
+        targets: &[NetdevToRead],
         now: Duration,
         errors: &mut Vec<HostError>,
     ) -> NetdevSnapshot {
@@ -434,7 +438,12 @@ impl NetdevReader {
         snapshot
     }
 
-    fn read_one(&mut self, target: &Target, now: Duration, errors: &mut Vec<HostError>) -> Netdev {
+    fn read_one(
+        &mut self,
+        target: &NetdevToRead,
+        now: Duration,
+        errors: &mut Vec<HostError>,
+    ) -> Netdev {
         let mut sys_errors = Vec::new();
         // The name of a netdev behind an RDMA port was read from the kernel
         // in this sample (GID attributes, the device's `net/` folder).
@@ -497,12 +506,12 @@ impl NetdevReader {
                 Ok((stats, raw)) => {
                     netdev.stats = stats;
                     netdev.raw = raw;
-                    Outcome::Ok(())
+                    ReadOutcome::Ok(())
                 }
-                Err(EthtoolError::Unsupported { .. }) => Outcome::Unsupported,
+                Err(EthtoolError::Unsupported { .. }) => ReadOutcome::Unsupported,
                 Err(e) => {
                     errors.push(HostError::request("ethtool", &e));
-                    Outcome::Failed(e.to_string())
+                    ReadOutcome::Failed(e.to_string())
                 }
             };
         }
@@ -523,7 +532,7 @@ impl NetdevReader {
     /// went without errors.
     fn read_qos(
         &mut self,
-        target: &Target,
+        target: &NetdevToRead,
         exists: bool,
         netdev: &mut Netdev,
         errors: &mut Vec<HostError>,

@@ -17,8 +17,10 @@ use roce_netdev::ethtool::{
     parse_ethtool_s, set_u32, u32_at, ReplyBuf, StatsCache, ETHTOOL_GSSET_INFO, ETHTOOL_GSTATS,
     ETHTOOL_GSTRINGS, ETH_GSTRING_LEN, ETH_SS_STATS,
 };
-use roce_netdev::reader::{ReaderOptions, Target};
-use roce_netdev::{EthtoolError, EthtoolIo, HostError, NetdevReader, Outcome, RdmaPortRef};
+use roce_netdev::reader::{NetdevToRead, ReaderOptions};
+use roce_netdev::{
+    EthtoolError, EthtoolIo, EthtoolStep, HostError, NetdevReader, RdmaPortRef, ReadOutcome,
+};
 
 /// This crate's folder (its fixtures are under tests/fixtures).
 fn here() -> PathBuf {
@@ -106,10 +108,10 @@ impl Fake {
     }
 }
 
-fn efault(netdev: &str, step: &'static str) -> EthtoolError {
+fn efault(netdev: &str, cmd: u32) -> EthtoolError {
     EthtoolError::Ioctl {
         netdev: netdev.into(),
-        step,
+        step: EthtoolStep::of_command(cmd),
         errno: libc::EFAULT,
     }
 }
@@ -149,7 +151,7 @@ impl EthtoolIo for Fake {
                 for (i, (name, _)) in listing.iter().enumerate() {
                     if i >= room {
                         self.cut.lock().unwrap().push((step, n, room));
-                        return Err(efault(netdev, step));
+                        return Err(efault(netdev, cmd));
                     }
                     let mut slot = [0u8; 32];
                     slot[..name.len().min(31)]
@@ -173,7 +175,7 @@ impl EthtoolIo for Fake {
                         Some(w) => *w = *v,
                         None => {
                             self.cut.lock().unwrap().push((step, n, room));
-                            return Err(efault(netdev, step));
+                            return Err(efault(netdev, cmd));
                         }
                     }
                 }
@@ -183,8 +185,8 @@ impl EthtoolIo for Fake {
     }
 }
 
-fn target(name: &str, device: &str) -> Target {
-    Target {
+fn target(name: &str, device: &str) -> NetdevToRead {
+    NetdevToRead {
         name: name.into(),
         rdma: Some(RdmaPortRef {
             device: device.into(),
@@ -232,7 +234,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
         let snap = reader.read(&targets, &mut errors);
         assert_eq!(errors, Vec::<HostError>::new());
         let n = &snap.netdevs[0];
-        assert_eq!(n.ethtool, Outcome::Ok(()));
+        assert_eq!(n.ethtool, ReadOutcome::Ok(()));
         assert_eq!(
             n.stats, want,
             "sample {sample}: the extra channels add no meaning"
@@ -241,7 +243,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
         let far = n.raw.iter().find(|r| r.name == deep.0).map(|r| r.value);
         assert_eq!(far, Some(deep.1), "a raw counter at index 9,990");
         assert_eq!(n.mtu, Some(9000), "sysfs part unaffected");
-        assert_eq!(snap.netdevs[1].ethtool, Outcome::Ok(()));
+        assert_eq!(snap.netdevs[1].ethtool, ReadOutcome::Ok(()));
         assert_eq!(snap.netdevs[1].stats, want);
         // Names once (count, strings, values), then the count and the
         // values per netdev per sample, 10,000 statistics or not.
@@ -339,7 +341,7 @@ fn a_set_grown_after_start_is_sized_from_the_count_asked_before_the_read() {
     let mut errors = Vec::new();
     let snap = reader.read(&targets, &mut errors);
     assert_eq!(errors, Vec::<HostError>::new());
-    assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok(()));
+    assert_eq!(snap.netdevs[0].ethtool, ReadOutcome::Ok(()));
     let raw: Vec<(String, u64)> = snap.netdevs[0]
         .raw
         .iter()
@@ -378,7 +380,7 @@ fn a_set_grown_between_the_count_and_the_values_is_cut_at_the_buffer_end_and_rea
     *grow.lock().unwrap() = Some(("ens1f0np0".to_string(), big));
     let snap = reader.read(&targets, &mut errors);
     assert_eq!(errors, Vec::<HostError>::new());
-    assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok(()));
+    assert_eq!(snap.netdevs[0].ethtool, ReadOutcome::Ok(()));
     let raw: Vec<(String, u64)> = snap.netdevs[0]
         .raw
         .iter()
@@ -403,5 +405,9 @@ fn a_set_grown_between_the_count_and_the_values_is_cut_at_the_buffer_end_and_rea
         held > cx7().len() && held < n,
         "sized from the 16-channel count: {held}"
     );
-    assert_eq!(snap.netdevs[1].ethtool, Outcome::Ok(()), "eth9 unaffected");
+    assert_eq!(
+        snap.netdevs[1].ethtool,
+        ReadOutcome::Ok(()),
+        "eth9 unaffected"
+    );
 }

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use roce_netdev::ethtool::{Replay, StatsCache};
-use roce_netdev::Direction::{Rx, Tx};
+use roce_netdev::FrameDirection::{Rx, Tx};
 use roce_netdev::{MappedStat, Meaning, RawStat, StatValue};
 
 fn fixtures() -> PathBuf {

@@ -8,7 +8,7 @@ use roce_netdev::ethtool::{
     decode_gstrings, parse_ethtool_s, read_listing, set_u32, Ioctl, ReplyBuf, StatsCache,
     ETHTOOL_GSTRINGS, ETH_SS_STATS,
 };
-use roce_netdev::{EthtoolError, EthtoolIo};
+use roce_netdev::{EthtoolError, EthtoolIo, EthtoolStep};
 use roce_testkit::netns::{in_netns, is_root, join, run, skip_unless_ci, Netns};
 
 /// Reads `netdev` through the ioctl from inside `ns` (a thread that joins
@@ -213,7 +213,7 @@ fn a_set_grown_by_ethtool_l_is_read_whole_and_the_kernel_stops_at_the_guard_page
         overrun,
         Err(EthtoolError::Ioctl {
             netdev: "vethG".into(),
-            step: "ETHTOOL_GSTRINGS",
+            step: EthtoolStep::Strings,
             errno: libc::EFAULT
         })
     );

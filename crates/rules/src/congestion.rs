@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use roce_netdev::{DcbOutcome, Direction, Meaning, Netdev};
+use roce_netdev::{DcbOutcome, FrameDirection, Meaning, Netdev};
 
 use super::fabric::{all_netdevs, list, pfc_priorities};
 use super::history::FollowedCounter;
@@ -70,10 +70,10 @@ fn netdev_increase(
         .increase(FollowedCounter::Stat(meaning), window)
 }
 
-fn direction_words(direction: Direction) -> &'static str {
+fn direction_words(direction: FrameDirection) -> &'static str {
     match direction {
-        Direction::Rx => "rx, paused by the link partner",
-        Direction::Tx => "tx, this NIC pausing the link partner",
+        FrameDirection::Rx => "rx, paused by the link partner",
+        FrameDirection::Tx => "tx, this NIC pausing the link partner",
     }
 }
 
@@ -96,7 +96,7 @@ fn storm_kinds(n: &Netdev) -> Vec<&'static str> {
 #[derive(Debug, Clone, Copy)]
 struct Paused {
     priority: u8,
-    direction: Direction,
+    direction: FrameDirection,
     /// Seconds paused.
     paused: f64,
     /// Seconds of the window covered.
@@ -124,7 +124,7 @@ impl Paused {
 fn worst_paused(
     ctx: &Context,
     n: &Netdev,
-    direction: Direction,
+    direction: FrameDirection,
     window: std::time::Duration,
 ) -> Option<Paused> {
     let mut worst: Option<Paused> = None;
@@ -231,17 +231,17 @@ const STORM_ERROR: &str = "error";
 /// `continuous_roce_pause_events` are receive-side statistics
 /// (`bnxt_port_stats_ext_arr`, `BNXT_RX_STATS_EXT_ENTRY`): pauses arriving
 /// without a break.
-fn storm_direction(kind: &str) -> Option<Direction> {
+fn storm_direction(kind: &str) -> Option<FrameDirection> {
     match kind {
-        "warning" => Some(Direction::Tx),
-        k if k.starts_with("continuous") => Some(Direction::Rx),
+        "warning" => Some(FrameDirection::Tx),
+        k if k.starts_with("continuous") => Some(FrameDirection::Rx),
         _ => None,
     }
 }
 
 /// A storm on `n` in `direction`: paused over the storm ratio for the
 /// storm window (the pause rules leave such a priority to `pfc_storm`).
-fn storming(ctx: &Context, n: &Netdev, direction: Direction) -> bool {
+fn storming(ctx: &Context, n: &Netdev, direction: FrameDirection) -> bool {
     let cfg = &ctx.rules.pfc_storm;
     worst_paused(ctx, n, direction, cfg.window).is_some_and(|w| w.ratio() > cfg.pause_ratio)
 }
@@ -251,7 +251,7 @@ fn pfc_storm(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.pfc_storm;
     let mut out = Vec::new();
     for (n, subject) in all_netdevs(s) {
-        let over = [Direction::Rx, Direction::Tx]
+        let over = [FrameDirection::Rx, FrameDirection::Tx]
             .into_iter()
             .filter_map(|d| worst_paused(ctx, n, d, cfg.window))
             .filter(|w| w.ratio() > cfg.pause_ratio)
@@ -304,7 +304,7 @@ fn pause_finding(
     ctx: &Context,
     n: &Netdev,
     subject: Subject,
-    direction: Direction,
+    direction: FrameDirection,
     cfg: &PfcStormRule,
     rule: RuleId,
 ) -> Option<Finding> {
@@ -317,39 +317,39 @@ fn pause_finding(
     let seen = PauseSeen::of(over, storms)?;
     let name = &n.name;
     let finding = match (seen.over, direction) {
-        (Some(w), Direction::Rx) => format!(
+        (Some(w), FrameDirection::Rx) => format!(
             "{}: the link partner paused priority {} for {}% of the last {}: congestion downstream of this port",
             subject.describe(),
             w.priority,
             fmt_num((w.ratio() * 100.0).round()),
             span(w.seconds)
         ),
-        (Some(w), Direction::Tx) => format!(
+        (Some(w), FrameDirection::Tx) => format!(
             "{}: this NIC paused priority {} of its link partner for {}% of the last {}: its receive buffer keeps filling",
             subject.describe(),
             w.priority,
             fmt_num((w.ratio() * 100.0).round()),
             span(w.seconds)
         ),
-        (None, Direction::Tx) => format!(
+        (None, FrameDirection::Tx) => format!(
             "{}: the NIC's pause storm detector saw it sending pause frames for a long time ({})",
             subject.describe(),
             storm_text(&seen.storms)
         ),
-        (None, Direction::Rx) => format!(
+        (None, FrameDirection::Rx) => format!(
             "{}: the NIC saw pause frames arrive without a break ({})",
             subject.describe(),
             storm_text(&seen.storms)
         ),
     };
     let fix = match direction {
-        Direction::Rx => format!(
+        FrameDirection::Rx => format!(
             "The switch pauses this NIC because its own egress queue toward the receivers is full: incast, an oversubscribed \
              uplink, or pauses spreading from another port. Check the switch's queue and PFC counters on the path; make sure \
              the switch marks ECN below its PFC threshold and DCQCN is on at the senders (ecn/roce_rp, roce_np under \
              /sys/class/net/{name}), so that senders slow down before PFC has to pause"
         ),
-        Direction::Tx => format!(
+        FrameDirection::Tx => format!(
             "This host does not drain the priority as fast as it arrives: check the receivers' out_of_buffer, PCIe (lspci -vvv: \
              link width and speed, errors) and memory load; check the NIC's buffer and headroom for the priority (dcb buffer \
              show dev {name}, mlnx_qos -i {name}); keep storm prevention on (ethtool --get-tunable {name} pfc-prevention-tout)"
@@ -382,7 +382,7 @@ fn pfc_pause_received(ctx: &Context) -> Vec<Finding> {
                 ctx,
                 n,
                 subject,
-                Direction::Rx,
+                FrameDirection::Rx,
                 &ctx.rules.pfc_pause_received,
                 RuleId::PfcPauseReceived,
             )
@@ -399,7 +399,7 @@ fn pfc_pause_sent(ctx: &Context) -> Vec<Finding> {
                 ctx,
                 n,
                 subject,
-                Direction::Tx,
+                FrameDirection::Tx,
                 &ctx.rules.pfc_pause_sent,
                 RuleId::PfcPauseSent,
             )

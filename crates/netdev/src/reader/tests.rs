@@ -22,7 +22,7 @@ fn upstream_debugfs_gives_dcqcn_parameters_and_the_cnp_dscp() {
         qos_interval: std::time::Duration::ZERO,
     });
     let mut errors = Vec::new();
-    let target = Target {
+    let target = NetdevToRead {
         name: "ens1np0".into(),
         rdma: None,
     };
@@ -106,7 +106,7 @@ fn qos_configuration_is_read_on_its_own_cadence_and_at_once_on_link_change() {
         qos_interval: Duration::from_secs(300),
     })
     .with_dcb(Box::new(CountedDcb(dcb_calls.clone())));
-    let targets = [Target {
+    let targets = [NetdevToRead {
         name: "ens1np0".into(),
         rdma: None,
     }];
