@@ -537,9 +537,3 @@ impl Config {
         Ok(())
     }
 }
-
-#[cfg(test)]
-mod tests;
-
-#[cfg(test)]
-mod example_file;
