@@ -1014,29 +1014,12 @@ mod netdev_rules {
 
 mod topology_rules {
     use super::*;
+    use crate::support::{gpudirect_ready as ready, pci as addr};
     use roce_topology::gpudirect::{Libibverbs, NvidiaModule};
     use roce_topology::{
         AcsState, BridgeAcs, FunctionRole, Gpu, GpuDirect, GpuNicPath, GpuVendor, Link, LinkSpeed,
-        Nic, NvmlState, PathClass, PciAddress, PciFunction, TopologySnapshot,
+        Nic, NvmlState, PathClass, PciFunction, TopologySnapshot,
     };
-
-    fn addr(s: &str) -> PciAddress {
-        PciAddress::parse(s).unwrap()
-    }
-
-    fn ready() -> GpuDirect {
-        GpuDirect {
-            peermem_loaded: true,
-            kernel: Some((6, 8)),
-            nvidia_module: NvidiaModule::Proprietary,
-            amdgpu_loaded: false,
-            libibverbs: Some(Libibverbs {
-                file: "libibverbs.so.1.14.50.0".into(),
-                abi_minor: 14,
-                rdma_core: Some(50),
-            }),
-        }
-    }
 
     fn function(a: &str, role: FunctionRole, parents: &[&str]) -> PciFunction {
         PciFunction {

@@ -592,28 +592,8 @@ fn ib_tc_is_the_configured_dscp_never_one_picked_from_the_full_map() {
 
 mod gdr {
     use super::*;
-    use roce_topology::gpudirect::{Libibverbs, NvidiaModule};
-    use roce_topology::{
-        Gpu, GpuDirect, GpuNicPath, GpuVendor, Nic, PathClass, PciAddress, TopologySnapshot,
-    };
-
-    fn addr(s: &str) -> PciAddress {
-        PciAddress::parse(s).unwrap()
-    }
-
-    fn ready() -> GpuDirect {
-        GpuDirect {
-            peermem_loaded: true,
-            kernel: Some((6, 8)),
-            nvidia_module: NvidiaModule::Proprietary,
-            amdgpu_loaded: false,
-            libibverbs: Some(Libibverbs {
-                file: "libibverbs.so.1.14.50.0".into(),
-                abi_minor: 14,
-                rdma_core: Some(50),
-            }),
-        }
-    }
+    use crate::support::{gpudirect_ready as ready, pci as addr};
+    use roce_topology::{Gpu, GpuNicPath, GpuVendor, Nic, PathClass, TopologySnapshot};
 
     /// GPU 0 with mlx5_0 at `class`, GPU 1 with mlx5_1 under its switch.
     fn topo(class: PathClass) -> TopologySnapshot {

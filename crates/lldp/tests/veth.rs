@@ -12,7 +12,18 @@ use std::time::{Duration, Instant};
 
 use roce_lldp::capture::{CaptureError, FrameSource, PacketCapture};
 use roce_lldp::parse_frame;
-use roce_testkit::netns::{in_netns, is_root, run, skip_unless_ci, Netns};
+use roce_testkit::netns::{in_netns, is_root, pair, run, skip_unless_ci};
+
+/// `ip` and python3 (which plays the switch), or `None`: the test skipped.
+fn tools() -> Option<()> {
+    if Command::new("ip").arg("-V").output().is_err()
+        || Command::new("python3").arg("-V").output().is_err()
+    {
+        skip_unless_ci("needs ip and python3");
+        return None;
+    }
+    Some(())
+}
 
 fn script() -> String {
     format!("{}/tests/send_lldp.py", env!("CARGO_MANIFEST_DIR"))
@@ -20,17 +31,9 @@ fn script() -> String {
 
 #[test]
 fn capture_hears_the_switch_over_a_veth_pair() {
-    if !is_root() {
-        return skip_unless_ci("needs root for network namespaces");
-    }
-    if Command::new("ip").arg("-V").output().is_err()
-        || Command::new("python3").arg("-V").output().is_err()
-    {
-        return skip_unless_ci("needs ip and python3");
-    }
-    let pid = std::process::id();
-    let sw = Netns::new(format!("lldpsw{pid}"));
-    let host = Netns::new(format!("lldphost{pid}"));
+    let Some((sw, host)) = tools().and_then(|()| pair("lldpsw", "lldphost")) else {
+        return;
+    };
     sw.veth("sw0", &host, "rdma0");
     sw.addr("sw0", "192.0.2.1/24");
     host.addr("rdma0", "192.0.2.2/24");
@@ -103,17 +106,9 @@ fn capture_hears_the_switch_over_a_veth_pair() {
 
 #[test]
 fn a_flooded_port_leaves_the_others_their_share() {
-    if !is_root() {
-        return skip_unless_ci("needs root for network namespaces");
-    }
-    if Command::new("ip").arg("-V").output().is_err()
-        || Command::new("python3").arg("-V").output().is_err()
-    {
-        return skip_unless_ci("needs ip and python3");
-    }
-    let pid = std::process::id();
-    let sw = Netns::new(format!("lldpqsw{pid}"));
-    let host = Netns::new(format!("lldpqhost{pid}"));
+    let Some((sw, host)) = tools().and_then(|()| pair("lldpqsw", "lldpqhost")) else {
+        return;
+    };
     let names: Vec<String> = (0..3).map(|i| format!("rdma{i}")).collect();
     for (i, name) in names.iter().enumerate() {
         sw.veth(&format!("sw{i}"), &host, name);
@@ -236,12 +231,9 @@ fn without_cap_net_raw_the_open_says_so() {
 #[test]
 #[ignore]
 fn capture_cost_figures() {
-    if !is_root() {
-        return skip_unless_ci("needs root for network namespaces");
-    }
-    let pid = std::process::id();
-    let sw = Netns::new(format!("lldpfsw{pid}"));
-    let host = Netns::new(format!("lldpfhost{pid}"));
+    let Some((sw, host)) = pair("lldpfsw", "lldpfhost") else {
+        return;
+    };
     let mut names = Vec::new();
     for i in 0..8 {
         let (a, b) = (format!("sw{i}"), format!("rdma{i}"));

@@ -366,31 +366,27 @@ impl<'a> Attr<'a> {
         Ok(self.fixed::<1>()?[0])
     }
 
+    /// The payload as an integer of `N` bytes, in network byte order where
+    /// the attribute says so (`NLA_F_NET_BYTEORDER`), else the host's.
+    fn int<const N: usize, T>(
+        &self,
+        be: fn([u8; N]) -> T,
+        ne: fn([u8; N]) -> T,
+    ) -> Result<T, NlError> {
+        let b = self.fixed::<N>()?;
+        Ok(if self.net_byteorder { be(b) } else { ne(b) })
+    }
+
     pub fn as_u16(&self) -> Result<u16, NlError> {
-        let b = self.fixed::<2>()?;
-        Ok(if self.net_byteorder {
-            u16::from_be_bytes(b)
-        } else {
-            u16::from_ne_bytes(b)
-        })
+        self.int(u16::from_be_bytes, u16::from_ne_bytes)
     }
 
     pub fn as_u32(&self) -> Result<u32, NlError> {
-        let b = self.fixed::<4>()?;
-        Ok(if self.net_byteorder {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_ne_bytes(b)
-        })
+        self.int(u32::from_be_bytes, u32::from_ne_bytes)
     }
 
     pub fn as_u64(&self) -> Result<u64, NlError> {
-        let b = self.fixed::<8>()?;
-        Ok(if self.net_byteorder {
-            u64::from_be_bytes(b)
-        } else {
-            u64::from_ne_bytes(b)
-        })
+        self.int(u64::from_be_bytes, u64::from_ne_bytes)
     }
 
     /// A string attribute, up to its first NUL (the kernel writes strings

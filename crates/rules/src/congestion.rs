@@ -544,6 +544,29 @@ struct Discarding<'a> {
     seconds: f64,
 }
 
+impl Discarding<'_> {
+    /// The reasons of the counters that grew, comma-separated.
+    fn reasons(&self) -> String {
+        let names: Vec<&str> = self
+            .grew
+            .iter()
+            .map(|g| g.split(' ').next().unwrap_or(""))
+            .collect();
+        names.join(", ")
+    }
+
+    /// What grew over which span, against the limit `setting` sets.
+    fn evidence(&self, per_second: f64, setting: &str) -> String {
+        format!(
+            "{} over {} = {}/s; expected <= {}/s ({setting})",
+            self.grew.join(", "),
+            span(self.seconds),
+            fmt_num(self.rate),
+            fmt_num(per_second)
+        )
+    }
+}
+
 /// The netdevs whose discards of the host's own rings (`host_ring`) or of
 /// every other reason exceed `per_second` over `window`.
 fn discarding<'a>(
@@ -574,24 +597,19 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.discards_growing;
     let mut out = Vec::new();
     for d in discarding(ctx, cfg.window, cfg.per_second, false) {
-        let (n, subject, grew) = (d.netdev, d.subject, d.grew);
-        let (rate, seconds) = (d.rate, d.seconds);
-        let name = &n.name;
+        let name = &d.netdev.name;
         out.push(Finding {
             rule: RuleId::DiscardsGrowing,
             severity: Severity::Info,
             finding: format!(
                 "{}: the NIC discards packets at {}/s ({})",
-                subject.describe(),
-                fmt_num(rate),
-                grew.iter().map(|g| g.split(' ').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
+                d.subject.describe(),
+                fmt_num(d.rate),
+                d.reasons()
             ),
             evidence: format!(
-                "{} over {} = {}/s; expected <= {}/s (rules.discards_growing.per_second); drops on a lossless priority are lossless_discards",
-                grew.join(", "),
-                span(seconds),
-                fmt_num(rate),
-                fmt_num(cfg.per_second)
+                "{}; drops on a lossless priority are lossless_discards",
+                d.evidence(cfg.per_second, "rules.discards_growing.per_second")
             ),
             fix: format!(
                 "On lossy priorities (TCP, storage) some drops under congestion are normal; sustained, look at which priority \
@@ -599,7 +617,7 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
                  NIC's receive buffer overflowed (buffer sizes: dcb buffer show dev {name}); tx_*: egress drops (link down, pauses)"
             ),
             verify: format!("ethtool -S {name} | grep -iE 'discard|drop'  # twice, a few seconds apart"),
-            subject,
+            subject: d.subject,
         });
     }
     out
@@ -609,32 +627,24 @@ fn host_ring_drops(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.host_ring_drops;
     let mut out = Vec::new();
     for d in discarding(ctx, cfg.window, cfg.per_second, true) {
-        let (n, subject, grew) = (d.netdev, d.subject, d.grew);
-        let (rate, seconds) = (d.rate, d.seconds);
-        let name = &n.name;
+        let name = &d.netdev.name;
         out.push(Finding {
             rule: RuleId::HostRingDrops,
             severity: Severity::Info,
             finding: format!(
                 "{}: the host's receive rings drop packets at {}/s ({}): the kernel network stack does not keep up (not the fabric, not RDMA)",
-                subject.describe(),
-                fmt_num(rate),
-                grew.iter().map(|g| g.split(' ').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
+                d.subject.describe(),
+                fmt_num(d.rate),
+                d.reasons()
             ),
-            evidence: format!(
-                "{} over {} = {}/s; expected <= {}/s (rules.host_ring_drops.per_second)",
-                grew.join(", "),
-                span(seconds),
-                fmt_num(rate),
-                fmt_num(cfg.per_second)
-            ),
+            evidence: d.evidence(cfg.per_second, "rules.host_ring_drops.per_second"),
             fix: format!(
                 "The driver had no receive buffers posted when packets of the netdev's own (non-RDMA) traffic arrived: enlarge the \
                  rings (ethtool -g {name}; ethtool -G {name} rx <max>), spread interrupts over more CPUs (ethtool -l {name}, \
                  irqbalance) and check CPU load on the cores that serve them"
             ),
             verify: format!("ethtool -S {name} | grep -E 'rx_out_of_buffer|discard_pkts'  # twice, a few seconds apart"),
-            subject,
+            subject: d.subject,
         });
     }
     out
