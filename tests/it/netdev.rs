@@ -69,6 +69,23 @@ fn run(config: &Config) -> (SourceState, Vec<String>, String) {
     )
 }
 
+/// Each `(family, labels after the netdev's, value)` is a series of the
+/// netdev whose labels are `l`.
+fn has_all(text: &str, l: &str, series: &[(&str, &str, &str)]) {
+    for (family, extra, value) in series {
+        has_series(text, l, family, extra, value);
+    }
+}
+
+fn has_series(text: &str, l: &str, family: &str, extra: &str, value: &str) {
+    let labels = if extra.is_empty() {
+        l.to_string()
+    } else {
+        format!("{l},{extra}")
+    };
+    has(text, &format!("{family}{{{labels}}} {value}"));
+}
+
 fn has(text: &str, line: &str) {
     assert!(
         text.lines().any(|l| l == line),
@@ -88,50 +105,58 @@ fn replayed_mlx5_netdev_exposes_every_family() {
     assert_eq!(state, SourceState::Ok);
     assert!(errors.is_empty(), "{errors:?}");
     let l = r#"netdev="ens1f0np0",device="mlx5_0",port="1""#;
-    has(
+    has_all(
         &text,
-        &format!(r#"roce_pfc_pause_frames_total{{{l},priority="3",direction="rx"}} 1003"#),
-    );
-    has(
-        &text,
-        &format!(r#"roce_pfc_pause_frames_total{{{l},priority="3",direction="tx"}} 2003"#),
-    );
-    has(
-        &text,
-        &format!(r#"roce_pfc_pause_duration_seconds_total{{{l},priority="3",direction="rx"}} 6.0"#),
-    );
-    has(
-        &text,
-        &format!(r#"roce_pfc_pause_transitions_total{{{l},priority="0",direction="rx"}} 300"#),
-    );
-    has(
-        &text,
-        &format!(r#"roce_link_pause_frames_total{{{l},direction="rx"}} 11"#),
-    );
-    has(
-        &text,
-        &format!(r#"roce_pause_storm_events_total{{{l},severity="error"}} 1"#),
-    );
-    has(
-        &text,
-        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_port"}} 77"#),
+        l,
+        &[
+            (
+                "roce_pfc_pause_frames_total",
+                r#"priority="3",direction="rx""#,
+                "1003",
+            ),
+            (
+                "roce_pfc_pause_frames_total",
+                r#"priority="3",direction="tx""#,
+                "2003",
+            ),
+            (
+                "roce_pfc_pause_duration_seconds_total",
+                r#"priority="3",direction="rx""#,
+                "6.0",
+            ),
+            (
+                "roce_pfc_pause_transitions_total",
+                r#"priority="0",direction="rx""#,
+                "300",
+            ),
+            ("roce_link_pause_frames_total", r#"direction="rx""#, "11"),
+            ("roce_pause_storm_events_total", r#"severity="error""#, "1"),
+            ("roce_netdev_discards_total", r#"reason="rx_port""#, "77"),
+        ],
     );
     // The per-priority parts of rx_port (rx_prioN_discards, 90..97 in the
     // replay) are a family of their own: a sum over one family never adds
     // the port-wide total to its parts.
-    has(
+    has_all(
         &text,
-        &format!(r#"roce_netdev_priority_discards_total{{{l},reason="rx_port",priority="3"}} 93"#),
-    );
-    has(
-        &text,
-        &format!(
-            r#"roce_netdev_priority_discards_total{{{l},reason="rx_no_buffer",priority="7"}} 47"#
-        ),
-    );
-    has(
-        &text,
-        &format!(r#"roce_netdev_discards_total{{{l},reason="rx_out_of_buffer"}} 4242"#),
+        l,
+        &[
+            (
+                "roce_netdev_priority_discards_total",
+                r#"reason="rx_port",priority="3""#,
+                "93",
+            ),
+            (
+                "roce_netdev_priority_discards_total",
+                r#"reason="rx_no_buffer",priority="7""#,
+                "47",
+            ),
+            (
+                "roce_netdev_discards_total",
+                r#"reason="rx_out_of_buffer""#,
+                "4242",
+            ),
+        ],
     );
     assert!(
         !text
@@ -140,9 +165,12 @@ fn replayed_mlx5_netdev_exposes_every_family() {
         "port-wide discards carry no priority"
     );
     // The NIC's own marks (mlx5 rx_prioN_marked), not the switches' CE marks.
-    has(
+    has_series(
         &text,
-        &format!(r#"roce_netdev_nic_ecn_marked_packets_total{{{l},priority="2"}} 60002"#),
+        l,
+        "roce_netdev_nic_ecn_marked_packets_total",
+        r#"priority="2""#,
+        "60002",
     );
     assert!(!text.contains("roce_netdev_ecn_marked_packets"));
     // The 64-bit physical counters the rate rules prefer to the PMA's.
@@ -167,36 +195,26 @@ fn replayed_mlx5_netdev_exposes_every_family() {
             r#"roce_netdev_ethtool_stat_total{{{l},stat="rx_vport_rdma_unicast_packets"}} {raw}"#
         ),
     );
-    has(&text, &format!(r#"roce_netdev_mtu_bytes{{{l}}} 9000"#));
-    has(
+    has_all(
         &text,
-        &format!(r#"roce_netdev_speed_bytes_per_second{{{l}}} 50000000000"#),
+        l,
+        &[
+            ("roce_netdev_mtu_bytes", r#""#, "9000"),
+            ("roce_netdev_speed_bytes_per_second", r#""#, "50000000000"),
+            ("roce_netdev_info", r#"driver="",operstate="up""#, "1"),
+            ("roce_pfc_enabled", r#"priority="3""#, "1"),
+            ("roce_pfc_enabled", r#"priority="4""#, "0"),
+            ("roce_ecn_enabled", r#"priority="3",role="np""#, "1"),
+            ("roce_ecn_enabled", r#"priority="5",role="rp""#, "0"),
+            (
+                "roce_qos_info",
+                r#"trust="dscp",pfc="3",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",dcbx="""#,
+                "1",
+            ),
+            ("roce_qos_dscp_priority", r#"dscp="26""#, "3"),
+            ("roce_netdev_dcb_supported", r#""#, "1"),
+        ],
     );
-    has(
-        &text,
-        &format!(r#"roce_netdev_info{{{l},driver="",operstate="up"}} 1"#),
-    );
-    has(&text, &format!(r#"roce_pfc_enabled{{{l},priority="3"}} 1"#));
-    has(&text, &format!(r#"roce_pfc_enabled{{{l},priority="4"}} 0"#));
-    has(
-        &text,
-        &format!(r#"roce_ecn_enabled{{{l},priority="3",role="np"}} 1"#),
-    );
-    has(
-        &text,
-        &format!(r#"roce_ecn_enabled{{{l},priority="5",role="rp"}} 0"#),
-    );
-    has(
-        &text,
-        &format!(
-            r#"roce_qos_info{{{l},trust="dscp",pfc="3",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",dcbx=""}} 1"#
-        ),
-    );
-    has(
-        &text,
-        &format!(r#"roce_qos_dscp_priority{{{l},dscp="26"}} 3"#),
-    );
-    has(&text, &format!(r#"roce_netdev_dcb_supported{{{l}}} 1"#));
     // unknown counters are not exported
     assert!(!text.contains("rx_global_pause"));
     assert!(!text.contains("tx0_packets"));
@@ -290,13 +308,13 @@ fn standard_pause_statistics_win_over_driver_counters() {
         tx_frames: Some(41),
         rx_frames: Some(42),
     })));
-    has(
+    has_all(
         &text,
-        &format!(r#"roce_link_pause_frames_total{{{l},direction="rx"}} 42"#),
-    );
-    has(
-        &text,
-        &format!(r#"roce_link_pause_frames_total{{{l},direction="tx"}} 41"#),
+        l,
+        &[
+            ("roce_link_pause_frames_total", r#"direction="rx""#, "42"),
+            ("roce_link_pause_frames_total", r#"direction="tx""#, "41"),
+        ],
     );
     assert_eq!(
         text.matches("roce_link_pause_frames_total{").count(),
@@ -305,9 +323,12 @@ fn standard_pause_statistics_win_over_driver_counters() {
     );
     // without standard statistics the driver's counters are the source
     let text = text_of(netdev(None));
-    has(
+    has_series(
         &text,
-        &format!(r#"roce_link_pause_frames_total{{{l},direction="rx"}} 5"#),
+        l,
+        "roce_link_pause_frames_total",
+        r#"direction="rx""#,
+        "5",
     );
 }
 

@@ -82,11 +82,7 @@ pub(crate) fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item
         );
         // Nothing wrong found is not the same as checked: without DCB the
         // PFC and DSCP settings are unknown.
-        let status = if status == Status::Ok && !matches!(n.dcb, DcbOutcome::Ok(_)) {
-            Status::Unknown
-        } else {
-            status
-        };
+        let status = status.checked(matches!(n.dcb, DcbOutcome::Ok(_)));
         out.push(item(
             section,
             status,
@@ -204,11 +200,7 @@ pub(crate) fn nic_vs_switch(
             }
             let status = status_of(here().filter(|f| f.rule != RuleId::SwitchViewUnavailable));
             // Without the switch's view the comparison is not made.
-            let status = if status == Status::Ok && peer.is_empty() {
-                Status::Unknown
-            } else {
-                status
-            };
+            let status = status.checked(!peer.is_empty());
             out.push(item(
                 section,
                 status,
@@ -285,11 +277,7 @@ pub(crate) fn cabling(
         None => format!("no LLDP neighbour heard (LLDP via {})", lldp.via),
     };
     let status = status_of(here);
-    let status = if status == Status::Ok && p.neighbour.is_none() {
-        Status::Unknown
-    } else {
-        status
-    };
+    let status = status.checked(p.neighbour.is_some());
     out.push(item(
         section,
         status,

@@ -19,7 +19,8 @@ use roce_netdev::ethtool::{
 };
 use roce_netdev::reader::{NetdevToRead, ReaderOptions};
 use roce_netdev::{
-    EthtoolError, EthtoolIo, EthtoolStep, HostError, NetdevReader, RdmaPortRef, ReadOutcome,
+    EthtoolError, EthtoolIo, EthtoolStep, HostError, NetdevReader, NetdevSnapshot, RdmaPortRef,
+    ReadOutcome,
 };
 
 /// This crate's folder (its fixtures are under tests/fixtures).
@@ -308,6 +309,26 @@ fn reader_with(start: Vec<(String, u64)>, raw: &str) -> (NetdevReader, Listings,
     (reader, listings, calls, cut, grow)
 }
 
+/// One read of `targets` without errors, whose first netdev's ethtool set
+/// was read whole and gave `raw` as its only raw counter.
+fn assert_reads_only(
+    reader: &mut NetdevReader,
+    targets: &[NetdevToRead],
+    errors: &mut Vec<HostError>,
+    raw: (String, u64),
+) -> NetdevSnapshot {
+    let snap = reader.read(targets, errors);
+    assert_eq!(*errors, Vec::<HostError>::new());
+    assert_eq!(snap.netdevs[0].ethtool, ReadOutcome::Ok(()));
+    let got: Vec<(String, u64)> = snap.netdevs[0]
+        .raw
+        .iter()
+        .map(|r| (r.name.clone(), r.value))
+        .collect();
+    assert_eq!(got, vec![raw]);
+    snap
+}
+
 fn steps_of(calls: &Calls, netdev: &str) -> Vec<&'static str> {
     calls
         .lock()
@@ -339,15 +360,7 @@ fn a_set_grown_after_start_is_sized_from_the_count_asked_before_the_read() {
 
     listings.lock().unwrap()[0].1 = big;
     let mut errors = Vec::new();
-    let snap = reader.read(&targets, &mut errors);
-    assert_eq!(errors, Vec::<HostError>::new());
-    assert_eq!(snap.netdevs[0].ethtool, ReadOutcome::Ok(()));
-    let raw: Vec<(String, u64)> = snap.netdevs[0]
-        .raw
-        .iter()
-        .map(|r| (r.name.clone(), r.value))
-        .collect();
-    assert_eq!(raw, vec![deep]);
+    assert_reads_only(&mut reader, &targets, &mut errors, deep);
     assert_eq!(
         steps_of(&calls, "ens1f0np0"),
         ["ETHTOOL_GSSET_INFO", "ETHTOOL_GSTRINGS", "ETHTOOL_GSTATS"]
@@ -378,15 +391,7 @@ fn a_set_grown_between_the_count_and_the_values_is_cut_at_the_buffer_end_and_rea
 
     let n = big.len();
     *grow.lock().unwrap() = Some(("ens1f0np0".to_string(), big));
-    let snap = reader.read(&targets, &mut errors);
-    assert_eq!(errors, Vec::<HostError>::new());
-    assert_eq!(snap.netdevs[0].ethtool, ReadOutcome::Ok(()));
-    let raw: Vec<(String, u64)> = snap.netdevs[0]
-        .raw
-        .iter()
-        .map(|r| (r.name.clone(), r.value))
-        .collect();
-    assert_eq!(raw, vec![deep]);
+    let snap = assert_reads_only(&mut reader, &targets, &mut errors, deep);
     assert_eq!(
         steps_of(&calls, "ens1f0np0"),
         [

@@ -31,7 +31,9 @@ use crate::kernel::{self, link_local_gid, mac, mlx5, ROCE_V1, ROCE_V2};
 use crate::pci::{
     ConfigSpace, Function, Link, CLASS_BRIDGE, DOWNSTREAM, ENDPOINT, ROOT_PORT, UPSTREAM,
 };
-use crate::rdma::{attrs, ib_device, netdev, netdev_attrs, Attrs, GidFiles, PortFiles};
+use crate::rdma::{
+    active_roce_port, attrs, ib_device, netdev, netdev_attrs, Attrs, GidFiles, PortFiles,
+};
 use crate::tree::Tree;
 
 const GID_SLOTS: usize = 256;
@@ -210,20 +212,7 @@ fn rdma_device(t: &mut Tree, fn_: &str, nic: &DemoNic, mac_s: &str) -> io::Resul
         ]),
         true,
     )?;
-    let mut port = PortFiles::new(
-        1,
-        attrs(&[
-            ("state", "4: ACTIVE"),
-            ("phys_state", "5: LinkUp"),
-            ("rate", "400 Gb/sec (4X NDR)"),
-            ("link_layer", "Ethernet"),
-            ("lid", "0x0"),
-            ("sm_lid", "0x0"),
-            ("lid_mask_count", "0"),
-            ("sm_sl", "0"),
-            ("cap_mask", "0x04010000"),
-        ]),
-    );
+    let mut port = PortFiles::new(1, active_roce_port("400 Gb/sec (4X NDR)"));
     port.counters = Some(nic.counters.clone());
     let mut hw = nic.hw.clone();
     hw.push(("lifespan".into(), "10".into()));
