@@ -1014,11 +1014,11 @@ mod netdev_rules {
 
 mod topology_rules {
     use super::*;
-    use crate::support::{gpudirect_ready as ready, pci as addr};
+    use crate::support::{gpudirect_ready as ready, h100, pci as addr};
     use roce_topology::gpudirect::{Libibverbs, NvidiaModule};
     use roce_topology::{
-        AcsState, BridgeAcs, FunctionRole, Gpu, GpuDirect, GpuNicPath, GpuVendor, Link, LinkSpeed,
-        Nic, NvmlState, PathClass, PciFunction, TopologySnapshot,
+        AcsState, BridgeAcs, FunctionRole, GpuDirect, GpuNicPath, Link, LinkSpeed, Nic, NvmlState,
+        PathClass, PciFunction, TopologySnapshot,
     };
 
     fn function(a: &str, role: FunctionRole, parents: &[&str]) -> PciFunction {
@@ -1054,15 +1054,7 @@ mod topology_rules {
     /// (upstream 0000:01:00.0, downstream ports 0000:02:00.0, 0000:02:01.0).
     fn topo(class: PathClass) -> TopologySnapshot {
         TopologySnapshot {
-            gpus: vec![Gpu {
-                index: 0,
-                address: addr("0000:03:00.0"),
-                vendor: GpuVendor::Nvidia,
-                device_id: Some(0x2330),
-                numa_node: Some(0),
-                name: None,
-                uuid: None,
-            }],
+            gpus: vec![h100(0, "0000:03:00.0")],
             nics: vec![Nic {
                 name: "mlx5_0".into(),
                 address: addr("0000:04:00.0"),

@@ -175,3 +175,17 @@ pub fn gpudirect_ready() -> roce_topology::GpuDirect {
         }),
     }
 }
+
+/// GPU `index`, an NVIDIA H100 SXM (device 0x2330) at `address` on NUMA
+/// node 0.
+pub fn h100(index: usize, address: &str) -> roce_topology::Gpu {
+    roce_topology::Gpu {
+        index,
+        address: pci(address),
+        vendor: roce_topology::GpuVendor::Nvidia,
+        device_id: Some(0x2330),
+        numa_node: Some(0),
+        name: None,
+        uuid: None,
+    }
+}

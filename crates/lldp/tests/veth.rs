@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use roce_lldp::capture::{CaptureError, FrameSource, PacketCapture};
 use roce_lldp::parse_frame;
-use roce_testkit::netns::{in_netns, is_root, pair, run, skip_unless_ci};
+use roce_testkit::netns::{in_netns, is_root, pair, run, skip_unless_ci, Netns};
 
 /// `ip` and python3 (which plays the switch), or `None`: the test skipped.
 fn tools() -> Option<()> {
@@ -25,8 +25,15 @@ fn tools() -> Option<()> {
     Some(())
 }
 
-fn script() -> String {
-    format!("{}/tests/send_lldp.py", env!("CARGO_MANIFEST_DIR"))
+/// tests/send_lldp.py in `sw` with `args` (its options and the interface),
+/// as switch leaf-r3-a port swp17 advertising PFC on priority 4 and DSCP
+/// 26 to priority 4.
+fn play_switch(sw: &Netns, args: &[&str]) {
+    let script = format!("{}/tests/send_lldp.py", env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = vec!["ip", "netns", "exec", &sw.0, "python3", &script];
+    cmd.extend_from_slice(args);
+    cmd.extend_from_slice(&["leaf-r3-a", "swp17", "4", "26", "4"]);
+    run(&cmd);
 }
 
 #[test]
@@ -68,24 +75,7 @@ fn capture_hears_the_switch_over_a_veth_pair() {
         .args(["netns", "exec", &sw.0, "python3", "-c"])
         .arg("import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);[s.sendto(b'x'*100,('192.0.2.2',9)) for _ in range(50)]")
         .output();
-    run(&[
-        "ip",
-        "netns",
-        "exec",
-        &sw.0,
-        "python3",
-        &script(),
-        "--count",
-        "3",
-        "--interval",
-        "0.1",
-        "sw0",
-        "leaf-r3-a",
-        "swp17",
-        "4",
-        "26",
-        "4",
-    ]);
+    play_switch(&sw, &["--count", "3", "--interval", "0.1", "sw0"]);
     let frames = done_rx
         .recv_timeout(Duration::from_secs(15))
         .expect("frames");
@@ -141,22 +131,7 @@ fn a_flooded_port_leaves_the_others_their_share() {
     rx.recv_timeout(Duration::from_secs(10))
         .expect("capture opened");
     for (iface, count) in [("sw0", "40"), ("sw1", "1"), ("sw2", "1")] {
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &sw.0,
-            "python3",
-            &script(),
-            "--count",
-            count,
-            iface,
-            "leaf-r3-a",
-            "swp17",
-            "4",
-            "26",
-            "4",
-        ]);
+        play_switch(&sw, &["--count", count, iface]);
     }
     go_tx.send(()).unwrap();
     let per = listener.join().unwrap();

@@ -43,24 +43,10 @@ fn ioctl_matches_ethtool_s_on_a_veth_pair() {
     };
     // No IPv6: router solicitations would change the counters between reads.
     for ns in [&a.0, &b.0] {
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ]);
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.default.disable_ipv6=1",
-        ]);
+        for conf in ["all", "default"] {
+            let key = format!("net.ipv6.conf.{conf}.disable_ipv6=1");
+            run(&["ip", "netns", "exec", ns, "sysctl", "-qw", &key]);
+        }
     }
     a.veth("vethA", &b, "vethB");
     a.addr("vethA", "10.231.0.1/30");

@@ -120,6 +120,20 @@ impl RawMessage<'_> {
     }
 }
 
+/// What is left of `buf` from `pos`: `None`, and `done` from then on, once
+/// nothing is.
+fn unread<'a>(buf: &'a [u8], pos: usize, done: &mut bool) -> Option<&'a [u8]> {
+    if *done {
+        return None;
+    }
+    let rest = buf.get(pos..).unwrap_or(&[]);
+    if rest.is_empty() {
+        *done = true;
+        return None;
+    }
+    Some(rest)
+}
+
 /// Iterates the messages of one datagram.
 pub fn messages(buf: &[u8]) -> Messages<'_> {
     Messages {
@@ -140,14 +154,7 @@ impl<'a> Iterator for Messages<'a> {
     type Item = Result<RawMessage<'a>, NlError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
-        if rest.is_empty() {
-            self.done = true;
-            return None;
-        }
+        let rest = unread(self.buf, self.pos, &mut self.done)?;
         let fail = |this: &mut Self, e| {
             this.done = true;
             Some(Err(e))
@@ -292,14 +299,7 @@ impl<'a> Iterator for Attrs<'a> {
     type Item = Result<Attr<'a>, NlError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
-        if rest.is_empty() {
-            self.done = true;
-            return None;
-        }
+        let rest = unread(self.buf, self.pos, &mut self.done)?;
         self.done = true;
         let (Some(len), Some(raw_kind)) = (read_u16(rest, 0), read_u16(rest, 2)) else {
             return Some(Err(NlError::Truncated {
@@ -562,4 +562,4 @@ impl MessageBuilder {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
