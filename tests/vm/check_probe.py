@@ -5,7 +5,6 @@ Prints one PASS/FAIL line per check, then the benchmark figures, and ends
 with "N passed, M failed"; exit status 1 when anything failed, 2 on usage.
 Stdlib only.
 """
-import argparse
 import math
 import os
 import re
@@ -14,7 +13,7 @@ import subprocess
 import sys
 
 sys.dont_write_bytecode = True
-from checks import all_of, check, counts, get, parse_prom, read  # noqa: E402  (this folder's shared checker parts)
+from checks import all_of, check, counts, get, guest_dir, parse_prom, read  # noqa: E402  (this folder's shared checker parts)
 
 def parse_stat(text):
     """`rdma statistic show link rxe0/1` -> {counter: value}"""
@@ -39,15 +38,9 @@ def parse_res(text):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", required=True)
-    ap.add_argument("--vm-rc", type=int, default=0)
-    a = ap.parse_args()
-    d = a.dir
-    if not os.path.isdir(d):
-        print(f"no such directory {d}")
+    d = guest_dir()
+    if d is None:
         return 2
-    check("guest script finished", a.vm_rc == 0, f"status {a.vm_rc}")
     env = dict(l.split("=", 1) for l in (read(d, "env.txt") or "").splitlines() if "=" in l)
     gid = env.get("SR_GID0", "1")
     dev, port = "rxe0", "1"
