@@ -142,15 +142,35 @@ impl Source for NetdevSource {
     }
 
     fn kernel_requests(&self) -> Option<KernelRequests> {
-        if !self.read_last_sample {
-            return Some(KernelRequests::default());
-        }
-        let calls = self.reader.last_calls();
-        let live = |on: bool, n: u64| if on { n } else { 0 };
-        Some(KernelRequests {
-            file_reads: calls.sysfs_reads,
-            netlink: calls.pause + live(self.live_dcb, calls.dcb),
-            ioctls: live(self.live_ethtool, calls.ethtool),
+        requests(self.read_last_sample, || {
+            let calls = self.reader.last_calls();
+            KernelRequests {
+                file_reads: calls.sysfs_reads,
+                netlink: calls.pause + live(self.live_dcb, calls.dcb),
+                ioctls: live(self.live_ethtool, calls.ethtool),
+            }
         })
+    }
+}
+
+/// What a source asked of the kernel in its last sample: nothing when it
+/// did not read, else what `count` says.
+pub(super) fn requests(
+    read: bool,
+    count: impl FnOnce() -> KernelRequests,
+) -> Option<KernelRequests> {
+    Some(if read {
+        count()
+    } else {
+        KernelRequests::default()
+    })
+}
+
+/// `n` calls when they went to the kernel, none when a replay answered.
+pub(super) fn live(on: bool, n: u64) -> u64 {
+    if on {
+        n
+    } else {
+        0
     }
 }

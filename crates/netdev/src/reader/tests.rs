@@ -38,13 +38,9 @@ fn upstream_debugfs_gives_dcqcn_parameters_and_the_cnp_dscp() {
 
 #[test]
 fn replay_carries_ets_buffers_dcbx_and_peer() {
-    let c = parse_dcb_replay(
-        "pfc: 3\ntrust: dscp\napp: dscp 26 3\n\
-             prio_tc: 0 0 0 3 0 0 6 0\ntc_tsa: ets ets ets ets ets ets strict ets\n\
-             tc_bw: 50 0 0 50 0 0 0 0\nprio2buffer: 0 0 0 1 0 0 0 0\n\
-             buffer_size: 130944 130944 0 0 0 0 0 0\nbuffer_total: 262144\n\
-             dcbx: firmware_ieee\npeer_pfc: 4\npeer_app: dscp 26 4\n",
-    )
+    let c = parse_dcb_replay(include_str!(
+        "../../tests/fixtures/dcb/ets-buffers-peer.dcb"
+    ))
     .unwrap();
     assert_eq!(c.tc_of(3), Some(3));
     let e = c.ets.unwrap();
