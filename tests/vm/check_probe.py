@@ -121,25 +121,26 @@ def main():
 
     # ---- unprivileged (docs/security.md)
     un = parse_prom(read(d, "unpriv-node.prom"))
-    ufails = all_of(un, "roce_probe_failures_total", **lab)
-    ulog = read(d, "unpriv-node.log") or ""
     check("as nobody: RDMA netlink statistics need no privilege (hw counters via netlink, rdma collector ok)",
           get(un, "roce_port_hw_counters_path_info", device=dev, port=port, path="netlink") == 1
           and get(un, "roce_collector_success", collector="rdma") == 1)
     check("as nobody: the netdev source (ethtool ioctl) works", get(un, "roce_collector_success", collector="netdev") == 1)
-    check("as nobody, uverbs node 0600: failures with reason device_open",
-          any(l.get("reason") == "device_open" and v >= 1 for l, v in ufails), f"{[(l.get('reason'), v) for l, v in ufails]}")
-    check("device_open failure names the node and the permission",
-          re.search(r'probe failing.*/dev/infiniband/uverbs\d.*Permission denied.*need read-write access', ulog) is not None,
-          next((l[:300] for l in ulog.splitlines() if "probe failing" in l), "no 'probe failing' line"))
-    um = parse_prom(read(d, "unpriv-memlock.prom"))
-    mfails = all_of(um, "roce_probe_failures_total", **lab)
-    mlog = read(d, "unpriv-memlock.log") or ""
-    check("as nobody, memlock limit 0: failures with reason memlock",
-          any(l.get("reason") == "memlock" and v >= 1 for l, v in mfails), f"{[(l.get('reason'), v) for l, v in mfails]}")
-    check("memlock failure names the limit and its value",
-          re.search(r'probe failing.*RLIMIT_MEMLOCK.*\(it is 0 KiB for this process\)', mlog) is not None,
-          next((l[:300] for l in mlog.splitlines() if "probe failing" in l), "no 'probe failing' line"))
+    def failing(run, reason, why, names, pattern):
+        """The probe of run `run` failed with `reason`, and its log line
+        `names` what (matches `pattern`)."""
+        fails = all_of(parse_prom(read(d, f"{run}.prom")), "roce_probe_failures_total", **lab)
+        log = read(d, f"{run}.log") or ""
+        check(f"as nobody, {why}: failures with reason {reason}",
+              any(l.get("reason") == reason and v >= 1 for l, v in fails),
+              f"{[(l.get('reason'), v) for l, v in fails]}")
+        check(f"{reason} failure names {names}", re.search(pattern, log) is not None,
+              next((l[:300] for l in log.splitlines() if "probe failing" in l),
+                   "no 'probe failing' line"))
+
+    failing("unpriv-node", "device_open", "uverbs node 0600", "the node and the permission",
+            r'probe failing.*/dev/infiniband/uverbs\d.*Permission denied.*need read-write access')
+    failing("unpriv-memlock", "memlock", "memlock limit 0", "the limit and its value",
+            r'probe failing.*RLIMIT_MEMLOCK.*\(it is 0 KiB for this process\)')
 
     # ---- port down
     before = parse_prom(read(d, "portdown-before.prom"))
