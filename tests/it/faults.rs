@@ -85,6 +85,16 @@ fn rdma_over(root: &Path) -> (Box<dyn Source>, FaultFs) {
     (Box::new(source), handle)
 }
 
+/// A sampler of the default configuration over `root`: the RDMA source
+/// over `FaultFs` and the other sources as `roce_exporter` builds them.
+fn sampler_over(root: &Path) -> (Sampler, FaultFs) {
+    let config = Config::default();
+    let (rdma, fs) = rdma_over(root);
+    let mut all = vec![rdma];
+    all.extend(others(&config, root));
+    (Sampler::new(all, &config), fs)
+}
+
 /// The other sources as `roce_exporter` builds them for this tree.
 fn others(config: &Config, root: &Path) -> Vec<Box<dyn Source>> {
     let p = paths(root);
@@ -172,11 +182,7 @@ fn device_paths(root: &Path, dev: &str) -> Vec<PathBuf> {
 #[test]
 fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports() {
     let root = fixture("sys-mlx5-roce");
-    let config = Config::default();
-    let (rdma, fs) = rdma_over(&root);
-    let mut all = vec![rdma];
-    all.extend(others(&config, &root));
-    let mut sampler = Sampler::new(all, &config);
+    let (mut sampler, fs) = sampler_over(&root);
     let first = sampler.sample();
     assert_eq!(device_names(&first), ["mlx5_0", "mlx5_1"]);
     let t = text(&first);
@@ -391,11 +397,7 @@ fn a_driver_reload_resetting_counters_raises_no_rate_finding_and_exports_the_new
 #[test]
 fn a_counter_returning_eio_forever_is_reported_every_sample_and_the_rest_exports() {
     let root = fixture("sys-mlx5-roce");
-    let config = Config::default();
-    let (rdma, fs) = rdma_over(&root);
-    let mut all = vec![rdma];
-    all.extend(others(&config, &root));
-    let mut sampler = Sampler::new(all, &config);
+    let (mut sampler, fs) = sampler_over(&root);
     let failing = root.join("class/infiniband/mlx5_0/ports/1/counters/symbol_error");
     fs.faults.lock().unwrap().insert(failing.clone(), libc::EIO);
     let line = format!("{}: Input/output error (os error 5)", failing.display());

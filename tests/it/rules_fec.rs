@@ -24,48 +24,20 @@ use roce_netdev::{MappedStat, Netdev, NetdevSnapshot, RdmaPortRef, StatValue};
 /// Sample `i` of ens1np0 (mlx5_0 port 1) at `speed_mbps`, running `mode`,
 /// with `corrected_bits` so far.
 fn sample(i: u64, speed_mbps: u64, mode: FecMode, corrected_bits: u64) -> Arc<Snapshot> {
-    let rdma = Some(RdmaPortRef {
-        device: "mlx5_0".into(),
-        port: 1,
-    });
     let counter = |total| {
         Some(FecCounter {
             total,
             lanes: vec![],
         })
     };
-    Arc::new(Snapshot {
-        sequence: i + 1,
-        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + 10 * i)),
-        netdev: Some(NetdevSnapshot {
-            netdevs: vec![Netdev {
-                name: "ens1np0".into(),
-                rdma: rdma.clone(),
-                speed_mbps: Some(speed_mbps),
-                ..Netdev::default()
-            }],
-        }),
-        phys: Some(PhysSnapshot {
-            netdevs: vec![PhysNetdev {
-                name: "ens1np0".into(),
-                rdma,
-                pci: Some("0000:17:00.0".into()),
-                fec: Some(FecInfo {
-                    active: Some(mode),
-                    auto: Some(false),
-                    corrected_blocks: counter(corrected_bits / 3),
-                    uncorrectable_blocks: counter(0),
-                    corrected_bits: counter(corrected_bits),
-                }),
-                module: None,
-                aer: Default::default(),
-            }],
-            gpus: vec![],
-            bridges: vec![],
-            reporters: None,
-        }),
-        ..Snapshot::default()
-    })
+    let fec = FecInfo {
+        active: Some(mode),
+        auto: Some(false),
+        corrected_blocks: counter(corrected_bits / 3),
+        uncorrectable_blocks: counter(0),
+        corrected_bits: counter(corrected_bits),
+    };
+    ens1np0(i, None, speed_mbps, vec![], fec)
 }
 
 /// `fec_ber_high` over three samples 10 s apart, corrected bits growing at
@@ -195,19 +167,30 @@ fn mlx5_phy(lanes: [u64; 4], pcs_symbol_errors: u64) -> Vec<MappedStat> {
 /// ethtool statistics `stats` and ethtool's FEC statistics `fec` (RS-FEC,
 /// totals as mlx5 gives them, unless the caller sets lanes).
 fn one_shot(driver: &str, speed_mbps: u64, stats: Vec<MappedStat>, fec: FecInfo) -> Arc<Snapshot> {
+    ens1np0(0, Some(driver), speed_mbps, stats, fec)
+}
+
+/// Sample `i` (10 s apart) of ens1np0, mlx5_0 port 1 on PCI 0000:17:00.0.
+fn ens1np0(
+    i: u64,
+    driver: Option<&str>,
+    speed_mbps: u64,
+    stats: Vec<MappedStat>,
+    fec: FecInfo,
+) -> Arc<Snapshot> {
     let rdma = Some(RdmaPortRef {
         device: "mlx5_0".into(),
         port: 1,
     });
     Arc::new(Snapshot {
-        sequence: 1,
-        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
+        sequence: i + 1,
+        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + 10 * i)),
         netdev: Some(NetdevSnapshot {
             netdevs: vec![Netdev {
                 name: "ens1np0".into(),
                 rdma: rdma.clone(),
                 speed_mbps: Some(speed_mbps),
-                driver: Some(driver.into()),
+                driver: driver.map(str::to_string),
                 stats,
                 ..Netdev::default()
             }],

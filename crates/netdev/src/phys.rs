@@ -349,13 +349,7 @@ impl PhysReader {
         let net = self.options.sysfs.join("class/net");
         // AER files are few and kept for as long as their netdev or GPU is
         // read: no open-file budget.
-        let mut io = Io {
-            fs: &StdFs,
-            buf: &mut self.buf,
-            open: 0,
-            max_open: usize::MAX,
-            reads: 0,
-        };
+        let mut io = Io::new(&StdFs, &mut self.buf, usize::MAX);
         let due = |learned_at: Duration| now.saturating_sub(learned_at) >= crate::LAYOUT_REFRESH;
         for target in targets {
             if target.name.is_empty() || target.name.contains('/') || target.name.starts_with('.') {
