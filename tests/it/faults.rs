@@ -112,6 +112,11 @@ fn text(snapshot: &Arc<Snapshot>) -> String {
     )
 }
 
+/// The value of `family` of port 1 of `device`, if present.
+fn port_value(text: &str, family: &str, device: &str) -> Option<f64> {
+    value(text, &format!(r#"{family}{{device="{device}",port="1"}}"#))
+}
+
 /// The value of the one sample line `name{labels}` (labels exactly as
 /// exposed, in order), if present.
 fn value(text: &str, series: &str) -> Option<f64> {
@@ -186,10 +191,7 @@ fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports()
     let first = sampler.sample();
     assert_eq!(device_names(&first), ["mlx5_0", "mlx5_1"]);
     let t = text(&first);
-    assert_eq!(
-        value(&t, r#"roce_port_up{device="mlx5_1",port="1"}"#),
-        Some(1.0)
-    );
+    assert_eq!(port_value(&t, "roce_port_up", "mlx5_1"), Some(1.0));
 
     // Hot-unplug while the sample runs: listed, then every file of the
     // device fails (ENODEV on a kept handle, ENOENT on a reopen).
@@ -219,10 +221,7 @@ fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports()
         assert_eq!(netdevs, ["ens1f0np0"], "mlx5_0's netdev is still read");
         assert!(s.sources.iter().all(|st| st.state.success()));
         let t = text(&s);
-        assert_eq!(
-            value(&t, r#"roce_port_up{device="mlx5_0",port="1"}"#),
-            Some(1.0)
-        );
+        assert_eq!(port_value(&t, "roce_port_up", "mlx5_0"), Some(1.0));
         // No stale mlx5_1 series: only the finding that says it is gone.
         let stale: Vec<&str> = t
             .lines()
@@ -422,23 +421,12 @@ fn a_counter_returning_eio_forever_is_reported_every_sample_and_the_rest_exports
             Some(1.0)
         );
         assert_eq!(
-            value(
-                &t,
-                r#"roce_port_symbol_errors_total{device="mlx5_0",port="1"}"#
-            ),
+            port_value(&t, "roce_port_symbol_errors_total", "mlx5_0"),
             None,
             "the failing value is absent, not zero"
         );
-        assert!(value(
-            &t,
-            r#"roce_port_symbol_errors_total{device="mlx5_1",port="1"}"#
-        )
-        .is_some());
-        assert!(value(
-            &t,
-            r#"roce_port_link_downed_total{device="mlx5_0",port="1"}"#
-        )
-        .is_some());
+        assert!(port_value(&t, "roce_port_symbol_errors_total", "mlx5_1").is_some());
+        assert!(port_value(&t, "roce_port_link_downed_total", "mlx5_0").is_some());
         assert_eq!(
             value(
                 &t,
@@ -809,10 +797,7 @@ fn a_counter_read_that_never_returns_times_out_and_sampling_goes_on() {
         Some(1.0)
     );
     assert_eq!(
-        value(
-            &t,
-            r#"roce_port_data_received_bytes_total{device="mlx5_0",port="1"}"#
-        ),
+        port_value(&t, "roce_port_data_received_bytes_total", "mlx5_0"),
         Some(recorded as f64 * 4.0)
     );
 }

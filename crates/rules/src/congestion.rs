@@ -374,36 +374,34 @@ fn pause_finding(
 }
 
 fn pfc_pause_received(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
-    all_netdevs(s)
-        .into_iter()
-        .filter_map(|(n, subject)| {
-            pause_finding(
-                ctx,
-                n,
-                subject,
-                FrameDirection::Rx,
-                &ctx.rules.pfc_pause_received,
-                RuleId::PfcPauseReceived,
-            )
-        })
-        .collect()
+    pause_findings(
+        ctx,
+        FrameDirection::Rx,
+        &ctx.rules.pfc_pause_received,
+        RuleId::PfcPauseReceived,
+    )
 }
 
 fn pfc_pause_sent(ctx: &Context) -> Vec<Finding> {
+    pause_findings(
+        ctx,
+        FrameDirection::Tx,
+        &ctx.rules.pfc_pause_sent,
+        RuleId::PfcPauseSent,
+    )
+}
+
+/// [`pause_finding`] of every netdev of the latest sample.
+fn pause_findings(
+    ctx: &Context,
+    direction: FrameDirection,
+    cfg: &PfcStormRule,
+    rule: RuleId,
+) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     all_netdevs(s)
         .into_iter()
-        .filter_map(|(n, subject)| {
-            pause_finding(
-                ctx,
-                n,
-                subject,
-                FrameDirection::Tx,
-                &ctx.rules.pfc_pause_sent,
-                RuleId::PfcPauseSent,
-            )
-        })
+        .filter_map(|(n, subject)| pause_finding(ctx, n, subject, direction, cfg, rule))
         .collect()
 }
 
