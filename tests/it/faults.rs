@@ -112,6 +112,17 @@ fn text(snapshot: &Arc<Snapshot>) -> String {
     )
 }
 
+/// The value of the RDMA collector's `family` with the labels `extra`
+/// after its own, if present.
+fn rdma_collector(text: &str, family: &str, extra: &str) -> Option<f64> {
+    let labels = if extra.is_empty() {
+        String::new()
+    } else {
+        format!(",{extra}")
+    };
+    value(text, &format!(r#"{family}{{collector="rdma"{labels}}}"#))
+}
+
 /// The value of `family` of port 1 of `device`, if present.
 fn port_value(text: &str, family: &str, device: &str) -> Option<f64> {
     value(text, &format!(r#"{family}{{device="{device}",port="1"}}"#))
@@ -238,15 +249,9 @@ fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports()
                 && l.contains(r#"severity="critical""#)),
             "the device that went away is a critical finding:\n{t}"
         );
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
         assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(
-                &t,
-                r#"roce_collector_errors_total{collector="rdma",kind="absent"}"#
-            ),
+            rdma_collector(&t, "roce_collector_errors_total", r#"kind="absent""#),
             Some(0.0),
             "a device that went away between listing and reading is not a read error"
         );
@@ -409,17 +414,11 @@ fn a_counter_returning_eio_forever_is_reported_every_sample_and_the_rest_exports
         assert!(s.sources.iter().all(|st| st.state.success()));
         let t = text(&s);
         assert_eq!(
-            value(
-                &t,
-                r#"roce_collector_errors_total{collector="rdma",kind="failed"}"#
-            ),
+            rdma_collector(&t, "roce_collector_errors_total", r#"kind="failed""#),
             Some(n as f64),
             "EIO is a failed read"
         );
-        assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(1.0)
-        );
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
         assert_eq!(
             port_value(&t, "roce_port_symbol_errors_total", "mlx5_0"),
             None,
@@ -590,10 +589,7 @@ fn a_hung_rdma_netlink_costs_one_timeout_per_sample_and_sysfs_answers() {
             Some(1.0)
         );
         assert_eq!(
-            value(
-                &t,
-                r#"roce_collector_errors_total{collector="rdma",kind="failed"}"#
-            ),
+            rdma_collector(&t, "roce_collector_errors_total", r#"kind="failed""#),
             Some(n as f64 + 1.0)
         );
         // For the record, not asserted (no timing assertions): the sample
@@ -655,10 +651,7 @@ fn nvml_present_but_failing_is_reported_and_gpus_export_from_sysfs() {
             ),
             Some(n as f64)
         );
-        assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(1.0)
-        );
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
         assert!(lines_starting(&t, "roce_port_up{") >= 8);
     }
 }
@@ -680,10 +673,7 @@ fn an_nvml_that_panics_fails_the_topology_collector_only() {
             value(&t, r#"roce_collector_success{collector="topology"}"#),
             Some(0.0)
         );
-        assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(1.0)
-        );
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
         assert!(lines_starting(&t, "roce_port_up{") >= 8);
     }
 }
@@ -743,20 +733,14 @@ fn a_counter_read_that_never_returns_times_out_and_sampling_goes_on() {
             assert!(st.state.success(), "{other}: {:?}", st.state);
         }
         let t = text(s);
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(0.0));
         assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(0.0)
-        );
-        assert_eq!(
-            value(
-                &t,
-                r#"roce_collector_state_info{collector="rdma",state="failed"}"#
-            ),
+            rdma_collector(&t, "roce_collector_state_info", r#"state="failed""#),
             Some(1.0)
         );
         // The duration is how long the call has been running: at least the
         // deadline it missed.
-        let took = value(&t, r#"roce_collector_duration_seconds{collector="rdma"}"#).unwrap();
+        let took = rdma_collector(&t, "roce_collector_duration_seconds", "").unwrap();
         assert!(took >= deadline.as_secs_f64(), "{took}");
         assert_eq!(value(&t, "roce_samples_total"), Some(n as f64 + 1.0));
     }
@@ -792,10 +776,7 @@ fn a_counter_read_that_never_returns_times_out_and_sampling_goes_on() {
         .expect("the source is called again once its call returned");
     assert!(back.sequence > 4);
     let t = text(&back);
-    assert_eq!(
-        value(&t, r#"roce_collector_success{collector="rdma"}"#),
-        Some(1.0)
-    );
+    assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
     assert_eq!(
         port_value(&t, "roce_port_data_received_bytes_total", "mlx5_0"),
         Some(recorded as f64 * 4.0)
