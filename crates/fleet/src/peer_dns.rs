@@ -342,6 +342,14 @@ pub fn parse_srv(msg: &[u8], id: u16, name: &str) -> Result<Answer, DnsError> {
     })
 }
 
+/// A read or write that gave up at the socket's timeout.
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,12 +548,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// A read or write that gave up at the socket's timeout.
-fn timed_out(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    )
 }
