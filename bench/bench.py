@@ -94,19 +94,13 @@ def thread_cpu_seconds(pid, comm):
     """CPU time of the threads of pid named comm (schedstat, ns resolution),
     and for SAMPLER_THREAD of the source threads as well; None when there is
     no such thread."""
+    import syscalls
     total, found = 0, False
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return None
-    for tid in tids:
+    for tid, name in syscalls.thread_names(pid).items():
+        if name != comm and not (comm == SAMPLER_THREAD and name == SOURCE_THREAD):
+            continue
         try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                name = f.read().strip()
-                ours = name == comm or (comm == SAMPLER_THREAD and name == SOURCE_THREAD)
-                if not ours:
-                    continue
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+            with open("/proc/%d/task/%d/schedstat" % (pid, tid)) as f:
                 total += int(f.read().split()[0])
                 found = True
         except (OSError, ValueError, IndexError):
@@ -845,13 +839,27 @@ def render(results, args, meta):
     return "\n".join(out)
 
 
+def cpu_model(unknown="?"):
+    """The CPU's model name from /proc/cpuinfo, or `unknown`."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")),
+                        unknown)
+    except OSError:
+        return unknown
+
+
+def emit(text, out):
+    """Writes `text` to the file `out`, or prints it when there is none."""
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+    else:
+        print(text)
+
+
 def machine_meta(args, binary):
-    cpu = "unknown"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    cpu = cpu_model("unknown")
     def run(argv):
         try:
             return subprocess.run(argv, capture_output=True, text=True, timeout=10,

@@ -55,6 +55,9 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True
+import bench  # noqa: E402  (the CPU model)
 HOST = "127.0.0.1"
 
 # The server's limits: the timeouts are written into the exporter's config
@@ -799,12 +802,7 @@ def main(argv):
 def render(args, phases, abuse, body_len, rss_start, rss_peak, rss_settled, rss_end,
            fd_start, fd_peak, fd_end, elapsed, failures):
     mib = lambda k: f"{k / 1024.0:.1f}" if k is not None else "?"  # noqa: E731
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
-    except OSError:
-        pass
+    cpu = bench.cpu_model("")
     tree = os.path.relpath(args.tree, ROOT) if args.tree.startswith(ROOT) else args.tree
     binary = os.path.relpath(args.binary, ROOT) if args.binary.startswith(ROOT) else args.binary
     slices = max(1, int(round(args.duration / args.slice)))

@@ -27,12 +27,16 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True
+import bench  # noqa: E402
 
 READ_PER_PASS = 16 << 20
 
@@ -165,11 +169,7 @@ def main():
         out.append(f"| {name} | {r['bytes']:,} | {r['hwm_kb'] / 1024:.1f} MiB | {r['hwm_kb'] / base:.2f}x | "
                    f"{r['rss_kb'] / 1024:.1f} MiB | {r['processes']:.0f} | {r['state']:,.0f} | {per:,.0f} | {r['dropped']:,.0f} |")
     text = "\n".join(out) + "\n"
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    else:
-        print(text)
+    bench.emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -197,11 +197,7 @@ def main():
               "bounded -- --nocapture`: one port, 1,000 peers on its rail, fake fabric, debug "
               "build, 500 rounds without pauses): " + in_process(args), ""]
     text = "\n".join(lines)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    else:
-        print(text)
+    bench.emit(text, args.out)
 
 
 if __name__ == "__main__":

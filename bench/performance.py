@@ -36,6 +36,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True
+import bench  # noqa: E402
 OUT = os.path.join(REPO, "docs", "performance.md")
 
 
@@ -116,12 +119,7 @@ def main(argv):
                          text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
                            capture_output=True, text=True).stdout.strip()
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
-    except OSError:
-        pass
+    cpu = bench.cpu_model("?")
     with open("/proc/loadavg") as f:
         load_avg = " ".join(f.read().split()[:3])
     header = [

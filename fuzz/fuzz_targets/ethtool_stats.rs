@@ -21,8 +21,8 @@ use roce_netdev::ethtool::{
     EthtoolError, ReplyBuf, ETHTOOL_GSSET_INFO, ETHTOOL_GSTATS, ETHTOOL_GSTRINGS, ETH_SS_STATS,
 };
 use roce_netdev::mapping::{self, Resolved};
-use roce_netdev::reader::{DcbRead, PauseRead, ReaderOptions, Target};
-use roce_netdev::{EthtoolIo, NetdevError, NetdevReader, PauseStats};
+use roce_netdev::reader::{DcbRead, PauseRead, ReaderOptions, NetdevToRead};
+use roce_netdev::{EthtoolIo, EthtoolStep, NetdevError, NetdevReader, PauseStats};
 
 const ETH_GSTRING_LEN: usize = 32;
 
@@ -58,7 +58,7 @@ fn error(u: &mut Unstructured<'_>) -> Result<EthtoolError> {
         1 => EthtoolError::NoDevice { netdev },
         _ => EthtoolError::Ioctl {
             netdev,
-            step: "fuzz",
+            step: EthtoolStep::Stats,
             errno: libc::EIO,
         },
     })
@@ -131,7 +131,7 @@ fn copy_reply(reply: &[u64], buf: &mut ReplyBuf) -> std::result::Result<(), Etht
     if n < reply.len() {
         return Err(EthtoolError::Ioctl {
             netdev: "script".into(),
-            step: "fuzz",
+            step: EthtoolStep::Stats,
             errno: libc::EFAULT,
         });
     }
@@ -259,11 +259,11 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         .with_pause(Box::new(Pause(pause)))
         .with_dcb(Box::new(Dcb(dcb)));
     let targets = [
-        Target {
+        NetdevToRead {
             name: "ens1f0np0".into(),
             rdma: None,
         },
-        Target {
+        NetdevToRead {
             name: "eth9".into(),
             rdma: None,
         },

@@ -8,7 +8,7 @@
 use roce_netdev::ethtool::{Ioctl, Replay};
 use roce_netdev::live::{EthtoolPause, NetlinkDcb};
 use roce_netdev::reader::{DcbReplay, ReaderOptions};
-use roce_netdev::{NetdevReader, RdmaPortRef, Target};
+use roce_netdev::{NetdevReader, NetdevToRead, RdmaPortRef};
 
 use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
@@ -84,8 +84,8 @@ fn live_dcb(config: &Config) -> Option<Box<dyn roce_netdev::reader::DcbRead>> {
 
 /// The netdevs to read: one per netdev behind an RDMA port (the first port
 /// names it), then the extra ones not already listed.
-pub fn targets(rdma: Option<&roce_rdma::RdmaSnapshot>, extra: &[String]) -> Vec<Target> {
-    let mut out: Vec<Target> = Vec::new();
+pub fn targets(rdma: Option<&roce_rdma::RdmaSnapshot>, extra: &[String]) -> Vec<NetdevToRead> {
+    let mut out: Vec<NetdevToRead> = Vec::new();
     if let Some(rdma) = rdma {
         for device in &rdma.devices {
             for port in &device.ports {
@@ -93,7 +93,7 @@ pub fn targets(rdma: Option<&roce_rdma::RdmaSnapshot>, extra: &[String]) -> Vec<
                 if out.iter().any(|t| &t.name == netdev) {
                     continue;
                 }
-                out.push(Target {
+                out.push(NetdevToRead {
                     name: netdev.clone(),
                     rdma: Some(RdmaPortRef {
                         device: device.name.clone(),
@@ -105,7 +105,7 @@ pub fn targets(rdma: Option<&roce_rdma::RdmaSnapshot>, extra: &[String]) -> Vec<
     }
     for name in extra {
         if !out.iter().any(|t| &t.name == name) {
-            out.push(Target {
+            out.push(NetdevToRead {
                 name: name.clone(),
                 rdma: None,
             });
@@ -142,15 +142,35 @@ impl Source for NetdevSource {
     }
 
     fn kernel_requests(&self) -> Option<KernelRequests> {
-        if !self.read_last_sample {
-            return Some(KernelRequests::default());
-        }
-        let calls = self.reader.last_calls();
-        let live = |on: bool, n: u64| if on { n } else { 0 };
-        Some(KernelRequests {
-            file_reads: calls.sysfs_reads,
-            netlink: calls.pause + live(self.live_dcb, calls.dcb),
-            ioctls: live(self.live_ethtool, calls.ethtool),
+        requests(self.read_last_sample, || {
+            let calls = self.reader.last_calls();
+            KernelRequests {
+                file_reads: calls.sysfs_reads,
+                netlink: calls.pause + live(self.live_dcb, calls.dcb),
+                ioctls: live(self.live_ethtool, calls.ethtool),
+            }
         })
+    }
+}
+
+/// What a source asked of the kernel in its last sample: nothing when it
+/// did not read, else what `count` says.
+pub(super) fn requests(
+    read: bool,
+    count: impl FnOnce() -> KernelRequests,
+) -> Option<KernelRequests> {
+    Some(if read {
+        count()
+    } else {
+        KernelRequests::default()
+    })
+}
+
+/// `n` calls when they went to the kernel, none when a replay answered.
+pub(super) fn live(on: bool, n: u64) -> u64 {
+    if on {
+        n
+    } else {
+        0
     }
 }

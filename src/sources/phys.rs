@@ -21,8 +21,9 @@ use roce_netdev::module::{EepromReplay, EthtoolEeprom};
 use std::time::Duration;
 
 use roce_netdev::phys::{PhysOptions, PhysReader, PhysSnapshot};
-use roce_netdev::Target;
+use roce_netdev::NetdevToRead;
 
+use super::netdev::{live, requests};
 use super::{HostError, Input, Part, Sampled, Source};
 use crate::config::Config;
 use crate::host::HostPaths;
@@ -55,7 +56,7 @@ struct Last {
 /// What makes a served reading out of date at once.
 #[derive(PartialEq)]
 struct Key {
-    targets: Vec<Target>,
+    targets: Vec<NetdevToRead>,
     gpus: Vec<String>,
     /// Carrier transitions of each target in the previous sample.
     carrier: Vec<Option<u64>>,
@@ -171,17 +172,15 @@ impl Source for PhysSource {
     }
 
     fn kernel_requests(&self) -> Option<KernelRequests> {
-        if !self.read_last_sample {
-            return Some(KernelRequests::default());
-        }
-        let calls = self.reader.last_calls();
-        let live = |on: bool, n: u64| if on { n } else { 0 };
-        Some(KernelRequests {
-            file_reads: calls.aer_files,
-            netlink: live(self.live_fec, calls.fec)
-                + live(self.live_eeprom, calls.eeprom)
-                + live(self.live_devlink, calls.devlink),
-            ioctls: 0,
+        requests(self.read_last_sample, || {
+            let calls = self.reader.last_calls();
+            KernelRequests {
+                file_reads: calls.aer_files,
+                netlink: live(self.live_fec, calls.fec)
+                    + live(self.live_eeprom, calls.eeprom)
+                    + live(self.live_devlink, calls.devlink),
+                ioctls: 0,
+            }
         })
     }
 }

@@ -916,13 +916,9 @@ fn encode_cost() {
 fn qos_configuration_is_one_series_and_absent_parts_stay_empty() {
     use roce_netdev::qos::{CcRole, CcSource, DcqcnParam, RoceQos};
     use roce_netdev::{DcbOutcome, Netdev, NetdevSnapshot, RdmaPortRef};
-    let dcb = roce_netdev::reader::parse_dcb_replay(
-        "pfc: 3\ntrust: dscp\napp: dscp 26 3\n\
-         prio_tc: 0 0 0 3 0 0 6 0\ntc_tsa: ets ets ets ets ets ets strict ets\n\
-         tc_bw: 50 0 0 50 0 0 0 0\nprio2buffer: 0 0 0 1 0 0 0 0\n\
-         buffer_size: 130944 130944 0 0 0 0 0 0\nbuffer_total: 262144\n\
-         dcbx: firmware_ieee\npeer_pfc: 4\npeer_app: dscp 26 4\n",
-    )
+    let dcb = roce_netdev::reader::parse_dcb_replay(include_str!(
+        "../../crates/netdev/tests/fixtures/dcb/ets-buffers-peer.dcb"
+    ))
     .unwrap();
     let netdev = |name: &str, dcb: DcbOutcome, dcqcn: Vec<DcqcnParam>| Netdev {
         name: name.into(),

@@ -85,6 +85,16 @@ fn rdma_over(root: &Path) -> (Box<dyn Source>, FaultFs) {
     (Box::new(source), handle)
 }
 
+/// A sampler of the default configuration over `root`: the RDMA source
+/// over `FaultFs` and the other sources as `roce_exporter` builds them.
+fn sampler_over(root: &Path) -> (Sampler, FaultFs) {
+    let config = Config::default();
+    let (rdma, fs) = rdma_over(root);
+    let mut all = vec![rdma];
+    all.extend(others(&config, root));
+    (Sampler::new(all, &config), fs)
+}
+
 /// The other sources as `roce_exporter` builds them for this tree.
 fn others(config: &Config, root: &Path) -> Vec<Box<dyn Source>> {
     let p = paths(root);
@@ -100,6 +110,22 @@ fn text(snapshot: &Arc<Snapshot>) -> String {
         &BuildInfo::current(Duration::from_secs(5)),
         Format::Text,
     )
+}
+
+/// The value of the RDMA collector's `family` with the labels `extra`
+/// after its own, if present.
+fn rdma_collector(text: &str, family: &str, extra: &str) -> Option<f64> {
+    let labels = if extra.is_empty() {
+        String::new()
+    } else {
+        format!(",{extra}")
+    };
+    value(text, &format!(r#"{family}{{collector="rdma"{labels}}}"#))
+}
+
+/// The value of `family` of port 1 of `device`, if present.
+fn port_value(text: &str, family: &str, device: &str) -> Option<f64> {
+    value(text, &format!(r#"{family}{{device="{device}",port="1"}}"#))
 }
 
 /// The value of the one sample line `name{labels}` (labels exactly as
@@ -172,18 +198,11 @@ fn device_paths(root: &Path, dev: &str) -> Vec<PathBuf> {
 #[test]
 fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports() {
     let root = fixture("sys-mlx5-roce");
-    let config = Config::default();
-    let (rdma, fs) = rdma_over(&root);
-    let mut all = vec![rdma];
-    all.extend(others(&config, &root));
-    let mut sampler = Sampler::new(all, &config);
+    let (mut sampler, fs) = sampler_over(&root);
     let first = sampler.sample();
     assert_eq!(device_names(&first), ["mlx5_0", "mlx5_1"]);
     let t = text(&first);
-    assert_eq!(
-        value(&t, r#"roce_port_up{device="mlx5_1",port="1"}"#),
-        Some(1.0)
-    );
+    assert_eq!(port_value(&t, "roce_port_up", "mlx5_1"), Some(1.0));
 
     // Hot-unplug while the sample runs: listed, then every file of the
     // device fails (ENODEV on a kept handle, ENOENT on a reopen).
@@ -213,10 +232,7 @@ fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports()
         assert_eq!(netdevs, ["ens1f0np0"], "mlx5_0's netdev is still read");
         assert!(s.sources.iter().all(|st| st.state.success()));
         let t = text(&s);
-        assert_eq!(
-            value(&t, r#"roce_port_up{device="mlx5_0",port="1"}"#),
-            Some(1.0)
-        );
+        assert_eq!(port_value(&t, "roce_port_up", "mlx5_0"), Some(1.0));
         // No stale mlx5_1 series: only the finding that says it is gone.
         let stale: Vec<&str> = t
             .lines()
@@ -233,15 +249,9 @@ fn a_device_removed_during_a_sample_leaves_the_exposition_and_the_rest_exports()
                 && l.contains(r#"severity="critical""#)),
             "the device that went away is a critical finding:\n{t}"
         );
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
         assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(
-                &t,
-                r#"roce_collector_errors_total{collector="rdma",kind="absent"}"#
-            ),
+            rdma_collector(&t, "roce_collector_errors_total", r#"kind="absent""#),
             Some(0.0),
             "a device that went away between listing and reading is not a read error"
         );
@@ -337,22 +347,18 @@ fn a_driver_reload_resetting_counters_raises_no_rate_finding_and_exports_the_new
         let t = text(&s);
         // The exported counters are the new values, not carried over.
         let port_series = r#"{device="mlx5_0",port="1"}"#;
-        assert_eq!(
-            value(&t, &format!("roce_port_link_downed_total{port_series}")),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(&t, &format!("roce_port_symbol_errors_total{port_series}")),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(&t, &format!("roce_cnp_sent_total{port_series}")),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(&t, &format!("roce_out_of_buffer_drops_total{port_series}")),
-            Some(1.0)
-        );
+        for family in [
+            "roce_port_link_downed_total",
+            "roce_port_symbol_errors_total",
+            "roce_cnp_sent_total",
+            "roce_out_of_buffer_drops_total",
+        ] {
+            assert_eq!(
+                value(&t, &format!("{family}{port_series}")),
+                Some(1.0),
+                "{family}"
+            );
+        }
         assert_eq!(
             value(
                 &t,
@@ -395,11 +401,7 @@ fn a_driver_reload_resetting_counters_raises_no_rate_finding_and_exports_the_new
 #[test]
 fn a_counter_returning_eio_forever_is_reported_every_sample_and_the_rest_exports() {
     let root = fixture("sys-mlx5-roce");
-    let config = Config::default();
-    let (rdma, fs) = rdma_over(&root);
-    let mut all = vec![rdma];
-    all.extend(others(&config, &root));
-    let mut sampler = Sampler::new(all, &config);
+    let (mut sampler, fs) = sampler_over(&root);
     let failing = root.join("class/infiniband/mlx5_0/ports/1/counters/symbol_error");
     fs.faults.lock().unwrap().insert(failing.clone(), libc::EIO);
     let line = format!("{}: Input/output error (os error 5)", failing.display());
@@ -412,35 +414,18 @@ fn a_counter_returning_eio_forever_is_reported_every_sample_and_the_rest_exports
         assert!(s.sources.iter().all(|st| st.state.success()));
         let t = text(&s);
         assert_eq!(
-            value(
-                &t,
-                r#"roce_collector_errors_total{collector="rdma",kind="failed"}"#
-            ),
+            rdma_collector(&t, "roce_collector_errors_total", r#"kind="failed""#),
             Some(n as f64),
             "EIO is a failed read"
         );
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
         assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(
-                &t,
-                r#"roce_port_symbol_errors_total{device="mlx5_0",port="1"}"#
-            ),
+            port_value(&t, "roce_port_symbol_errors_total", "mlx5_0"),
             None,
             "the failing value is absent, not zero"
         );
-        assert!(value(
-            &t,
-            r#"roce_port_symbol_errors_total{device="mlx5_1",port="1"}"#
-        )
-        .is_some());
-        assert!(value(
-            &t,
-            r#"roce_port_link_downed_total{device="mlx5_0",port="1"}"#
-        )
-        .is_some());
+        assert!(port_value(&t, "roce_port_symbol_errors_total", "mlx5_1").is_some());
+        assert!(port_value(&t, "roce_port_link_downed_total", "mlx5_0").is_some());
         assert_eq!(
             value(
                 &t,
@@ -604,10 +589,7 @@ fn a_hung_rdma_netlink_costs_one_timeout_per_sample_and_sysfs_answers() {
             Some(1.0)
         );
         assert_eq!(
-            value(
-                &t,
-                r#"roce_collector_errors_total{collector="rdma",kind="failed"}"#
-            ),
+            rdma_collector(&t, "roce_collector_errors_total", r#"kind="failed""#),
             Some(n as f64 + 1.0)
         );
         // For the record, not asserted (no timing assertions): the sample
@@ -672,10 +654,7 @@ fn nvml_present_but_failing_is_reported_and_gpus_export_from_sysfs() {
             ),
             Some(n as f64)
         );
-        assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(1.0)
-        );
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
         assert!(lines_starting(&t, "roce_port_up{") >= 8);
     }
 }
@@ -697,10 +676,7 @@ fn an_nvml_that_panics_fails_the_topology_collector_only() {
             value(&t, r#"roce_collector_success{collector="topology"}"#),
             Some(0.0)
         );
-        assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(1.0)
-        );
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
         assert!(lines_starting(&t, "roce_port_up{") >= 8);
     }
 }
@@ -760,20 +736,14 @@ fn a_counter_read_that_never_returns_times_out_and_sampling_goes_on() {
             assert!(st.state.success(), "{other}: {:?}", st.state);
         }
         let t = text(s);
+        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(0.0));
         assert_eq!(
-            value(&t, r#"roce_collector_success{collector="rdma"}"#),
-            Some(0.0)
-        );
-        assert_eq!(
-            value(
-                &t,
-                r#"roce_collector_state_info{collector="rdma",state="failed"}"#
-            ),
+            rdma_collector(&t, "roce_collector_state_info", r#"state="failed""#),
             Some(1.0)
         );
         // The duration is how long the call has been running: at least the
         // deadline it missed.
-        let took = value(&t, r#"roce_collector_duration_seconds{collector="rdma"}"#).unwrap();
+        let took = rdma_collector(&t, "roce_collector_duration_seconds", "").unwrap();
         assert!(took >= deadline.as_secs_f64(), "{took}");
         assert_eq!(value(&t, "roce_samples_total"), Some(n as f64 + 1.0));
     }
@@ -809,15 +779,9 @@ fn a_counter_read_that_never_returns_times_out_and_sampling_goes_on() {
         .expect("the source is called again once its call returned");
     assert!(back.sequence > 4);
     let t = text(&back);
+    assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
     assert_eq!(
-        value(&t, r#"roce_collector_success{collector="rdma"}"#),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(
-            &t,
-            r#"roce_port_data_received_bytes_total{device="mlx5_0",port="1"}"#
-        ),
+        port_value(&t, "roce_port_data_received_bytes_total", "mlx5_0"),
         Some(recorded as f64 * 4.0)
     );
 }

@@ -62,35 +62,50 @@ async fn start_with(limits: WebLimits) -> (SocketAddr, oneshot::Sender<()>) {
     (addr, stop)
 }
 
+/// Reads from `s` through the end of an answer's head: what was read, and
+/// where the head ends (the blank line).
+fn read_head(s: &mut TcpStream, chunk: &mut [u8]) -> Result<(Vec<u8>, usize), String> {
+    let mut buf = Vec::new();
+    loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok((buf, i));
+        }
+        let n = s.read(chunk).map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("closed before answering".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The status code of an answer's head (0 when it has none).
+fn status_of(head: &str) -> u16 {
+    head.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The value of header `name` in an answer's head, in lower case.
+fn header_of(head: &str, name: &str) -> Option<String> {
+    head.split("\r\n").find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_ascii_lowercase())
+    })
+}
+
 /// Sends a keep-alive GET /healthz and reads the answer: status and the
 /// value of its Connection header.
 fn healthz(s: &mut TcpStream) -> (u16, Option<String>) {
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
         .unwrap();
-    let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
-    let end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i;
-        }
-        let n = s.read(&mut chunk).expect("read the answer");
-        assert!(n > 0, "closed before answering");
-        buf.extend_from_slice(&chunk[..n]);
-    };
+    let (buf, end) = read_head(s, &mut chunk).unwrap_or_else(|e| panic!("{e}"));
     let head = String::from_utf8_lossy(&buf[..end]).to_string();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let header = |name: &str| {
-        head.split("\r\n").find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case(name)
-                .then(|| v.trim().to_ascii_lowercase())
-        })
-    };
+    let status = status_of(&head);
+    let header = |name: &str| header_of(&head, name);
     let length: usize = header("content-length")
         .and_then(|v| v.parse().ok())
         .expect("content-length");
@@ -168,32 +183,12 @@ fn flood_limits() -> WebLimits {
 fn scrape(s: &mut TcpStream) -> Result<u16, String> {
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
         .map_err(|e| format!("send: {e}"))?;
-    let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
-    let end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i;
-        }
-        let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
-        if n == 0 {
-            return Err("closed before answering".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
+    let (buf, end) = read_head(s, &mut chunk)?;
     let head = String::from_utf8_lossy(&buf[..end]).to_string();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let length: usize = head
-        .split("\r\n")
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
+    let status = status_of(&head);
+    let length: usize = header_of(&head, "content-length")
+        .and_then(|v| v.parse().ok())
         .ok_or("no content-length")?;
     let mut have = buf.len() - end - 4;
     while have < length {

@@ -16,6 +16,7 @@ mod attack;
 mod check;
 mod check_host;
 mod clock;
+mod config;
 mod exposition;
 mod faults;
 mod http;

@@ -122,6 +122,21 @@ fn findings_with(r: PeerResults, d: PeerDiscovery) -> Vec<Finding> {
     .collect()
 }
 
+/// The text exposition of a snapshot holding only the peer probes.
+fn exposition_of(r: PeerResults, d: Option<PeerDiscovery>) -> String {
+    let s = Snapshot {
+        sequence: 1,
+        peer_probes: Some(r),
+        peer_discovery: d,
+        ..Snapshot::default()
+    };
+    exposition::encode(
+        Arc::new(s),
+        &BuildInfo::current(Duration::from_secs(5)),
+        Format::Text,
+    )
+}
+
 fn rules_of(f: &[Finding]) -> Vec<&'static str> {
     let mut v: Vec<&str> = f.iter().map(|f| f.rule.as_str()).collect();
     v.sort();
@@ -368,16 +383,7 @@ fn families_are_per_port_and_per_peer_bounded() {
     let r = run(20, |_, p| {
         p.dead.insert("peer2".into());
     });
-    let s = Snapshot {
-        sequence: 1,
-        peer_probes: Some(r),
-        ..Snapshot::default()
-    };
-    let text = exposition::encode(
-        Arc::new(s),
-        &BuildInfo::current(Duration::from_secs(5)),
-        Format::Text,
-    );
+    let text = exposition_of(r, None);
     assert!(text.contains("# TYPE roce_peer_probe_rtt_seconds histogram"));
     assert!(
         text.contains("roce_peer_probe_sent_total{device=\"mlx5_0\",port=\"1\",size=\"small\"} 80")
@@ -407,17 +413,7 @@ fn own_endpoints_and_discovery_counts_are_exported() {
     d.refused.insert(Refusal::Gid, 6);
     d.fetch_errors.insert(FetchReason::Redirect, 2);
     d.requests.insert(RequestKind::Document, 12);
-    let s = Snapshot {
-        sequence: 1,
-        peer_probes: Some(r),
-        peer_discovery: Some(d),
-        ..Snapshot::default()
-    };
-    let text = exposition::encode(
-        Arc::new(s),
-        &BuildInfo::current(Duration::from_secs(5)),
-        Format::Text,
-    );
+    let text = exposition_of(r, Some(d));
     for line in [
         "roce_peer_probe_endpoint_info{node=\"me\",device=\"mlx5_1\",port=\"1\",device_index=\"1\",gid=\"::ffff:10.0.1.1\",gid_index=\"3\",qpn=\"101\",mtu=\"4096\",subnet=\"10.0.1.0/24\",rail=\"10.0.1.0/24\",incarnation=\"9\"} 1",
         "roce_peer_probe_responder_refused_total{device=\"mlx5_1\",port=\"1\",reason=\"stray_answer\"} 0",
@@ -479,16 +475,7 @@ fn a_thousand_peers_keep_the_series_bounded() {
         endpoints: vec![local.clone()],
         ports: vec![(local, prober.stats.clone())],
     };
-    let s = Snapshot {
-        sequence: 1,
-        peer_probes: Some(r),
-        ..Snapshot::default()
-    };
-    let text = exposition::encode(
-        Arc::new(s),
-        &BuildInfo::current(Duration::from_secs(5)),
-        Format::Text,
-    );
+    let text = exposition_of(r, None);
     let series = text
         .lines()
         .filter(|l| l.starts_with("roce_peer_probe_"))

@@ -513,7 +513,7 @@ fn rdma_device_missing_only_when_the_source_ran_empty() {
 mod netdev_rules {
     use super::*;
     use roce_netdev::{
-        DcbConfig, DcbOutcome, Direction, EcnConfig, MappedStat, Meaning, Netdev, StatValue,
+        DcbConfig, DcbOutcome, EcnConfig, FrameDirection, MappedStat, Meaning, Netdev, StatValue,
     };
 
     /// mlx5 RoCE netdev: MTU 9000, PFC on 3, ECN on for 3 in both roles.
@@ -732,7 +732,7 @@ mod netdev_rules {
             healthy(),
             Meaning::PfcPauseFrames {
                 priority,
-                direction: Direction::Rx,
+                direction: FrameDirection::Rx,
             },
             StatValue::Count(v),
         )
@@ -847,7 +847,7 @@ mod netdev_rules {
             healthy(),
             Meaning::PfcPauseDuration {
                 priority: 3,
-                direction: Direction::Rx,
+                direction: FrameDirection::Rx,
             },
             StatValue::Seconds(seconds),
         )
@@ -1014,29 +1014,12 @@ mod netdev_rules {
 
 mod topology_rules {
     use super::*;
+    use crate::support::{gpudirect_ready as ready, h100, pci as addr};
     use roce_topology::gpudirect::{Libibverbs, NvidiaModule};
     use roce_topology::{
-        AcsState, BridgeAcs, FunctionRole, Gpu, GpuDirect, GpuNicPath, GpuVendor, Link, LinkSpeed,
-        Nic, NvmlState, PathClass, PciAddress, PciFunction, TopologySnapshot,
+        AcsState, BridgeAcs, FunctionRole, GpuDirect, GpuNicPath, Link, LinkSpeed, Nic, NvmlState,
+        PathClass, PciFunction, TopologySnapshot,
     };
-
-    fn addr(s: &str) -> PciAddress {
-        PciAddress::parse(s).unwrap()
-    }
-
-    fn ready() -> GpuDirect {
-        GpuDirect {
-            peermem_loaded: true,
-            kernel: Some((6, 8)),
-            nvidia_module: NvidiaModule::Proprietary,
-            amdgpu_loaded: false,
-            libibverbs: Some(Libibverbs {
-                file: "libibverbs.so.1.14.50.0".into(),
-                abi_minor: 14,
-                rdma_core: Some(50),
-            }),
-        }
-    }
 
     fn function(a: &str, role: FunctionRole, parents: &[&str]) -> PciFunction {
         PciFunction {
@@ -1071,15 +1054,7 @@ mod topology_rules {
     /// (upstream 0000:01:00.0, downstream ports 0000:02:00.0, 0000:02:01.0).
     fn topo(class: PathClass) -> TopologySnapshot {
         TopologySnapshot {
-            gpus: vec![Gpu {
-                index: 0,
-                address: addr("0000:03:00.0"),
-                vendor: GpuVendor::Nvidia,
-                device_id: Some(0x2330),
-                numa_node: Some(0),
-                name: None,
-                uuid: None,
-            }],
+            gpus: vec![h100(0, "0000:03:00.0")],
             nics: vec![Nic {
                 name: "mlx5_0".into(),
                 address: addr("0000:04:00.0"),

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use roce_exporter::config::{Config, Expectations, RulesConfig};
 use roce_exporter::rules::{self, Finding, Severity};
 use roce_exporter::snapshot::Snapshot;
-use roce_netdev::{Direction, Meaning, Netdev, StatValue};
+use roce_netdev::{FrameDirection, Meaning, Netdev, StatValue};
 use roce_rdma::{Counter, GidType, Port};
 use roce_testkit::snapshot::{
     self as testkit, gid, lossless, roce_port, NetdevBuilder, SnapshotBuilder,
@@ -47,7 +47,7 @@ impl Sample {
         self.stats.push((meaning, StatValue::Count(v)));
         self
     }
-    fn paused(mut self, priority: u8, direction: Direction, seconds: f64) -> Self {
+    fn paused(mut self, priority: u8, direction: FrameDirection, seconds: f64) -> Self {
         self.stats.push((
             Meaning::PfcPauseDuration {
                 priority,
@@ -162,8 +162,8 @@ fn idle_400g_port_is_silent() {
             .hw("rp_cnp_handled", 9_000)
             .hw("rp_cnp_ignored", 0)
             .hw("local_ack_timeout_err", 0)
-            .paused(3, Direction::Rx, 12.0)
-            .paused(3, Direction::Tx, 3.0)
+            .paused(3, FrameDirection::Rx, 12.0)
+            .paused(3, FrameDirection::Tx, 3.0)
     });
     assert_eq!(run(&h), vec![]);
 }
@@ -178,8 +178,8 @@ fn line_rate_400g_traffic_is_silent() {
             .hw("rp_cnp_handled", 9_000)
             .hw("rp_cnp_ignored", 0)
             .hw("local_ack_timeout_err", 0)
-            .paused(3, Direction::Rx, i as f64 * 0.05)
-            .paused(3, Direction::Tx, 0.0)
+            .paused(3, FrameDirection::Rx, i as f64 * 0.05)
+            .paused(3, FrameDirection::Tx, 0.0)
     });
     assert_eq!(alarming(&h), vec![]);
 }
@@ -199,8 +199,8 @@ fn incast_under_normal_dcqcn_is_silent() {
             .hw("rp_cnp_handled", 700_000 + i * 135_000)
             .hw("rp_cnp_ignored", 12)
             .hw("local_ack_timeout_err", 3)
-            .paused(3, Direction::Rx, i as f64 * 0.3)
-            .paused(3, Direction::Tx, i as f64 * 0.2)
+            .paused(3, FrameDirection::Rx, i as f64 * 0.3)
+            .paused(3, FrameDirection::Tx, i as f64 * 0.2)
     });
     assert_eq!(alarming(&h), vec![]);
     assert_eq!(run(&h), vec![], "not even info");
@@ -223,7 +223,7 @@ fn port_shared_with_tcp_is_not_alarming() {
             .stat(prio_discards("rx_port", 0), 40_000 + i * 3_000)
             .stat(prio_discards("rx_port", 3), 0)
             .stat(port_discards("rx_out_of_buffer"), 90_000 + i * 5_000)
-            .paused(3, Direction::Rx, 0.0)
+            .paused(3, FrameDirection::Rx, 0.0)
     });
     assert_eq!(alarming(&h), vec![]);
     let info: Vec<&str> = run(&h).iter().map(|f| f.rule.as_str()).collect();
@@ -536,7 +536,7 @@ fn discards_on_the_lossless_priority_are_critical() {
 fn pauses_received_are_a_congested_neighbour_not_a_storm() {
     // 24 s of 60 s paused by the switch: 40 %.
     let h = series(7, |i| {
-        Sample::default().paused(3, Direction::Rx, i as f64 * 4.0)
+        Sample::default().paused(3, FrameDirection::Rx, i as f64 * 4.0)
     });
     assert_eq!(only(&h, "pfc_storm"), vec![]);
     let f = only(&h, "pfc_pause_received");
@@ -556,7 +556,9 @@ fn pauses_received_are_a_congested_neighbour_not_a_storm() {
 #[test]
 fn pauses_sent_mean_this_nics_buffer_is_full() {
     // 6 s of 60 s pausing the switch: 10 %.
-    let h = series(7, |i| Sample::default().paused(3, Direction::Tx, i as f64));
+    let h = series(7, |i| {
+        Sample::default().paused(3, FrameDirection::Tx, i as f64)
+    });
     let f = only(&h, "pfc_pause_sent");
     assert_eq!(f.len(), 1);
     assert_eq!(
@@ -607,7 +609,7 @@ fn bnxt_continuous_pause_is_pause_received() {
 fn a_storm_is_critical_and_not_reported_twice() {
     // 29 s of 30 s paused by the switch: the priority is blocked.
     let h = series(4, |i| {
-        Sample::default().paused(3, Direction::Rx, i as f64 * 29.0 / 3.0)
+        Sample::default().paused(3, FrameDirection::Rx, i as f64 * 29.0 / 3.0)
     });
     let f = only(&h, "pfc_storm");
     assert_eq!(f.len(), 1);

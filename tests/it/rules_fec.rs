@@ -24,48 +24,20 @@ use roce_netdev::{MappedStat, Netdev, NetdevSnapshot, RdmaPortRef, StatValue};
 /// Sample `i` of ens1np0 (mlx5_0 port 1) at `speed_mbps`, running `mode`,
 /// with `corrected_bits` so far.
 fn sample(i: u64, speed_mbps: u64, mode: FecMode, corrected_bits: u64) -> Arc<Snapshot> {
-    let rdma = Some(RdmaPortRef {
-        device: "mlx5_0".into(),
-        port: 1,
-    });
     let counter = |total| {
         Some(FecCounter {
             total,
             lanes: vec![],
         })
     };
-    Arc::new(Snapshot {
-        sequence: i + 1,
-        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + 10 * i)),
-        netdev: Some(NetdevSnapshot {
-            netdevs: vec![Netdev {
-                name: "ens1np0".into(),
-                rdma: rdma.clone(),
-                speed_mbps: Some(speed_mbps),
-                ..Netdev::default()
-            }],
-        }),
-        phys: Some(PhysSnapshot {
-            netdevs: vec![PhysNetdev {
-                name: "ens1np0".into(),
-                rdma,
-                pci: Some("0000:17:00.0".into()),
-                fec: Some(FecInfo {
-                    active: Some(mode),
-                    auto: Some(false),
-                    corrected_blocks: counter(corrected_bits / 3),
-                    uncorrectable_blocks: counter(0),
-                    corrected_bits: counter(corrected_bits),
-                }),
-                module: None,
-                aer: Default::default(),
-            }],
-            gpus: vec![],
-            bridges: vec![],
-            reporters: None,
-        }),
-        ..Snapshot::default()
-    })
+    let fec = FecInfo {
+        active: Some(mode),
+        auto: Some(false),
+        corrected_blocks: counter(corrected_bits / 3),
+        uncorrectable_blocks: counter(0),
+        corrected_bits: counter(corrected_bits),
+    };
+    ens1np0(i, None, speed_mbps, vec![], fec)
 }
 
 /// `fec_ber_high` over three samples 10 s apart, corrected bits growing at
@@ -81,6 +53,14 @@ fn run(speed_mbps: u64, mode: FecMode, line_rate_bps: f64, ber: f64) -> Vec<Find
         .collect()
 }
 
+/// The one finding of `f`, whose evidence ends with `evidence_end`.
+fn fires_once(mut f: Vec<Finding>, evidence_end: &str) -> Finding {
+    assert_eq!(f.len(), 1, "{f:?}");
+    let f = f.remove(0);
+    assert!(f.evidence.ends_with(evidence_end), "{}", f.evidence);
+    f
+}
+
 const LINE_400G_RS544: f64 = 400e9 * 257.0 / 256.0 * 544.0 / 514.0;
 const LINE_100G_RS528: f64 = 100e9 * 66.0 / 64.0;
 const LINE_25G_BASE_R: f64 = 25e9 * 66.0 / 64.0;
@@ -89,13 +69,9 @@ const LINE_25G_BASE_R: f64 = 25e9 * 66.0 / 64.0;
 fn rs544_on_pam4_lanes_keeps_its_margin_to_2_4e_4() {
     // A healthy 400G DR4 link corrects a few bits per million.
     assert_eq!(run(400_000, FecMode::Rs, LINE_400G_RS544, 5e-6), vec![]);
-    let f = run(400_000, FecMode::Rs, LINE_400G_RS544, 3e-5);
-    assert_eq!(f.len(), 1, "{f:?}");
-    assert!(
-        f[0].evidence
-            .ends_with("= pre-FEC BER 3.00e-5; expected <= 1e-5 for RS(544,514)"),
-        "{}",
-        f[0].evidence
+    fires_once(
+        run(400_000, FecMode::Rs, LINE_400G_RS544, 3e-5),
+        "= pre-FEC BER 3.00e-5; expected <= 1e-5 for RS(544,514)",
     );
 }
 
@@ -103,18 +79,14 @@ fn rs544_on_pam4_lanes_keeps_its_margin_to_2_4e_4() {
 fn rs528_on_nrz_lanes_is_judged_against_its_own_limit() {
     // 5e-6 on a 100G RS(528,514) link is a tenth of the 5e-5 its PMDs are
     // specified to: a failing optic, which the single 1e-5 limit let pass.
-    let f = run(100_000, FecMode::Rs, LINE_100G_RS528, 5e-6);
-    assert_eq!(f.len(), 1, "{f:?}");
-    assert!(
-        f[0].evidence
-            .ends_with("= pre-FEC BER 5.00e-6; expected <= 2e-6 for RS(528,514)"),
-        "{}",
-        f[0].evidence
+    let f = fires_once(
+        run(100_000, FecMode::Rs, LINE_100G_RS528, 5e-6),
+        "= pre-FEC BER 5.00e-6; expected <= 2e-6 for RS(528,514)",
     );
     assert!(
-        f[0].finding.contains("above 2e-6 for RS(528,514)"),
+        f.finding.contains("above 2e-6 for RS(528,514)"),
         "{}",
-        f[0].finding
+        f.finding
     );
     // A healthy 100G SR4 link.
     assert_eq!(run(100_000, FecMode::Rs, LINE_100G_RS528, 1e-8), vec![]);
@@ -122,12 +94,9 @@ fn rs528_on_nrz_lanes_is_judged_against_its_own_limit() {
 
 #[test]
 fn base_r_links_are_specified_without_needing_fec() {
-    let f = run(25_000, FecMode::BaseR, LINE_25G_BASE_R, 1e-7);
-    assert_eq!(f.len(), 1, "{f:?}");
-    assert!(
-        f[0].evidence.ends_with("expected <= 1e-8 for BASE-R"),
-        "{}",
-        f[0].evidence
+    fires_once(
+        run(25_000, FecMode::BaseR, LINE_25G_BASE_R, 1e-7),
+        "expected <= 1e-8 for BASE-R",
     );
     // A healthy 25G DAC with Firecode: a stray corrected bit now and then.
     assert_eq!(run(25_000, FecMode::BaseR, LINE_25G_BASE_R, 1e-10), vec![]);
@@ -198,19 +167,30 @@ fn mlx5_phy(lanes: [u64; 4], pcs_symbol_errors: u64) -> Vec<MappedStat> {
 /// ethtool statistics `stats` and ethtool's FEC statistics `fec` (RS-FEC,
 /// totals as mlx5 gives them, unless the caller sets lanes).
 fn one_shot(driver: &str, speed_mbps: u64, stats: Vec<MappedStat>, fec: FecInfo) -> Arc<Snapshot> {
+    ens1np0(0, Some(driver), speed_mbps, stats, fec)
+}
+
+/// Sample `i` (10 s apart) of ens1np0, mlx5_0 port 1 on PCI 0000:17:00.0.
+fn ens1np0(
+    i: u64,
+    driver: Option<&str>,
+    speed_mbps: u64,
+    stats: Vec<MappedStat>,
+    fec: FecInfo,
+) -> Arc<Snapshot> {
     let rdma = Some(RdmaPortRef {
         device: "mlx5_0".into(),
         port: 1,
     });
     Arc::new(Snapshot {
-        sequence: 1,
-        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
+        sequence: i + 1,
+        taken_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + 10 * i)),
         netdev: Some(NetdevSnapshot {
             netdevs: vec![Netdev {
                 name: "ens1np0".into(),
                 rdma: rdma.clone(),
                 speed_mbps: Some(speed_mbps),
-                driver: Some(driver.into()),
+                driver: driver.map(str::to_string),
                 stats,
                 ..Netdev::default()
             }],

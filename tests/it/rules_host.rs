@@ -592,40 +592,11 @@ fn ib_tc_is_the_configured_dscp_never_one_picked_from_the_full_map() {
 
 mod gdr {
     use super::*;
-    use roce_topology::gpudirect::{Libibverbs, NvidiaModule};
-    use roce_topology::{
-        Gpu, GpuDirect, GpuNicPath, GpuVendor, Nic, PathClass, PciAddress, TopologySnapshot,
-    };
-
-    fn addr(s: &str) -> PciAddress {
-        PciAddress::parse(s).unwrap()
-    }
-
-    fn ready() -> GpuDirect {
-        GpuDirect {
-            peermem_loaded: true,
-            kernel: Some((6, 8)),
-            nvidia_module: NvidiaModule::Proprietary,
-            amdgpu_loaded: false,
-            libibverbs: Some(Libibverbs {
-                file: "libibverbs.so.1.14.50.0".into(),
-                abi_minor: 14,
-                rdma_core: Some(50),
-            }),
-        }
-    }
+    use crate::support::{gpudirect_ready as ready, h100, pci as addr};
+    use roce_topology::{GpuNicPath, Nic, PathClass, TopologySnapshot};
 
     /// GPU 0 with mlx5_0 at `class`, GPU 1 with mlx5_1 under its switch.
     fn topo(class: PathClass) -> TopologySnapshot {
-        let gpu = |index: usize, a: &str| Gpu {
-            index,
-            address: addr(a),
-            vendor: GpuVendor::Nvidia,
-            device_id: Some(0x2330),
-            numa_node: Some(0),
-            name: None,
-            uuid: None,
-        };
         let nic = |name: &str, a: &str| Nic {
             name: name.into(),
             address: addr(a),
@@ -638,7 +609,7 @@ mod gdr {
             bridges: vec![],
         };
         TopologySnapshot {
-            gpus: vec![gpu(0, "0000:03:00.0"), gpu(1, "0000:13:00.0")],
+            gpus: vec![h100(0, "0000:03:00.0"), h100(1, "0000:13:00.0")],
             nics: vec![nic("mlx5_0", "0000:00:05.0"), nic("mlx5_1", "0000:14:00.0")],
             paths: vec![
                 path(0, "mlx5_0", class),

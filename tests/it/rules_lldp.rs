@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::h100;
 use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::exposition::{self, BuildInfo, Format};
 use roce_exporter::rules::{self, Finding, Severity};
@@ -519,17 +520,7 @@ fn the_explicit_map_wins_over_the_pattern() {
 /// Two GPUs, each behind a PCIe switch with one of the two NICs: GPU 0
 /// nearest mlx5_0 (PIX), GPU 1 nearest mlx5_1; across the switches SYS.
 fn two_gpus() -> roce_topology::TopologySnapshot {
-    use roce_topology::{Gpu, GpuNicPath, GpuVendor, PathClass, PciAddress};
-    let addr = |a: &str| PciAddress::parse(a).expect("a PCI address");
-    let gpu = |index, a| Gpu {
-        index,
-        address: addr(a),
-        vendor: GpuVendor::Nvidia,
-        device_id: Some(0x2330),
-        numa_node: Some(0),
-        name: None,
-        uuid: None,
-    };
+    use roce_topology::{GpuNicPath, PathClass};
     let path = |gpu, nic: &str, class| GpuNicPath {
         gpu,
         nic: nic.into(),
@@ -537,7 +528,7 @@ fn two_gpus() -> roce_topology::TopologySnapshot {
         bridges: vec![],
     };
     roce_topology::TopologySnapshot {
-        gpus: vec![gpu(0, "0000:03:00.0"), gpu(1, "0000:13:00.0")],
+        gpus: vec![h100(0, "0000:03:00.0"), h100(1, "0000:13:00.0")],
         paths: vec![
             path(0, "mlx5_0", PathClass::Pix),
             path(0, "mlx5_1", PathClass::Sys),

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::h100;
 use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::rules::{self, Finding, Severity};
 use roce_exporter::snapshot::Snapshot;
@@ -17,8 +18,7 @@ use roce_rdma::{Port, PortState, RdmaSnapshot};
 use roce_testkit::snapshot::{active_port, mlx5, SnapshotBuilder};
 use roce_topology::gpudirect::{GpuDirect, NvidiaModule};
 use roce_topology::path::PathClass;
-use roce_topology::pci::PciAddress;
-use roce_topology::{Gpu, GpuNicPath, GpuVendor, TopologySnapshot};
+use roce_topology::{GpuNicPath, TopologySnapshot};
 
 /// 400 Gb/s RoCE ports: 50e9 bytes per second.
 fn port(state: PortState) -> Port {
@@ -43,15 +43,7 @@ fn rdma(state: PortState) -> RdmaSnapshot {
 /// (nvidia-peermem) or not.
 fn topology(class: PathClass, peermem: bool) -> TopologySnapshot {
     TopologySnapshot {
-        gpus: vec![Gpu {
-            index: 0,
-            address: PciAddress::parse("0000:17:00.0").expect("address"),
-            vendor: GpuVendor::Nvidia,
-            device_id: Some(0x2330),
-            numa_node: Some(0),
-            name: None,
-            uuid: None,
-        }],
+        gpus: vec![h100(0, "0000:17:00.0")],
         paths: vec![GpuNicPath {
             gpu: 0,
             nic: "mlx5_0".into(),

@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use crate::support::h100;
 use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::rules::{self, Finding, Severity};
 use roce_netdev::aer::{AerCounts, PciAer};
@@ -524,17 +525,9 @@ fn copper_cables_get_no_optical_verdict() {
 /// GPU 2 (0000:18:00.0) behind the same PCIe switch as mlx5_0 (PIX), its
 /// nearest NIC.
 fn gpu_2_near_mlx5_0() -> roce_topology::TopologySnapshot {
-    use roce_topology::{Gpu, GpuNicPath, GpuVendor, PathClass, PciAddress};
+    use roce_topology::{GpuNicPath, PathClass};
     roce_topology::TopologySnapshot {
-        gpus: vec![Gpu {
-            index: 2,
-            address: PciAddress::parse("0000:18:00.0").expect("a PCI address"),
-            vendor: GpuVendor::Nvidia,
-            device_id: Some(0x2330),
-            numa_node: Some(0),
-            name: None,
-            uuid: None,
-        }],
+        gpus: vec![h100(2, "0000:18:00.0")],
         paths: vec![GpuNicPath {
             gpu: 2,
             nic: "mlx5_0".into(),

@@ -153,3 +153,39 @@ pub fn check_demo_tree(config: &str, extra: &[&str]) -> Output {
     args.extend_from_slice(extra);
     check(&args)
 }
+
+/// A PCI address the test spells right.
+pub fn pci(s: &str) -> roce_topology::PciAddress {
+    roce_topology::PciAddress::parse(s).unwrap()
+}
+
+/// A host where GPUDirect RDMA works: nvidia-peermem loaded on kernel 6.8
+/// with the proprietary module, and rdma-core 50's libibverbs.
+pub fn gpudirect_ready() -> roce_topology::GpuDirect {
+    use roce_topology::gpudirect::{Libibverbs, NvidiaModule};
+    roce_topology::GpuDirect {
+        peermem_loaded: true,
+        kernel: Some((6, 8)),
+        nvidia_module: NvidiaModule::Proprietary,
+        amdgpu_loaded: false,
+        libibverbs: Some(Libibverbs {
+            file: "libibverbs.so.1.14.50.0".into(),
+            abi_minor: 14,
+            rdma_core: Some(50),
+        }),
+    }
+}
+
+/// GPU `index`, an NVIDIA H100 SXM (device 0x2330) at `address` on NUMA
+/// node 0.
+pub fn h100(index: usize, address: &str) -> roce_topology::Gpu {
+    roce_topology::Gpu {
+        index,
+        address: pci(address),
+        vendor: roce_topology::GpuVendor::Nvidia,
+        device_id: Some(0x2330),
+        numa_node: Some(0),
+        name: None,
+        uuid: None,
+    }
+}

@@ -217,6 +217,11 @@ def write_openmetrics(path, now):
                 if v is not None:
                     f.write(f"{name}{{{labels}}} {v} {t}\n")
 
+    def samples(f, name, labels, value, stamps=times):
+        """`name{labels}` at `value` at each of `stamps`."""
+        for t in stamps:
+            f.write(f"{name}{{{labels}}} {value} {t}\n")
+
     storm = is_storm
     pps = 1e6
     with open(path, "w", encoding="utf-8") as f:
@@ -257,8 +262,7 @@ def write_openmetrics(path, now):
         for (n, d, t), lost in sorted(peer_pairs().items()):
             labels = (port_labels(n, d) + f',peer="{node_name(t)}",'
                       f'peer_device="mlx5_{d}/1",size="small"')
-            for ts in times:
-                f.write(f"roce_peer_probe_peer_lost{{{labels}}} {lost} {ts}\n")
+            samples(f, "roce_peer_probe_peer_lost", labels, lost)
         # every exporter's own responders; the dead node's until it died
         f.write("# TYPE roce_peer_probe_endpoint_info gauge\n")
         for n in range(NODES):
@@ -266,14 +270,13 @@ def write_openmetrics(path, now):
                 labels = (port_labels(n, d) + f',node="{node_name(n)}",device_index="{d}",'
                           f'gid="::ffff:10.{d}.{n // 250}.{n % 250 + 1}",gid_index="3",'
                           f'qpn="{1000 + n}",mtu="4096"')
-                for ts in (times[:2] if n == DEAD else times):
-                    f.write(f"roce_peer_probe_endpoint_info{{{labels}}} 1 {ts}\n")
+                stamps = times[:2] if n == DEAD else times
+                samples(f, "roce_peer_probe_endpoint_info", labels, 1, stamps)
         f.write("# TYPE roce_lldp_neighbor_info gauge\n")
         for n, d in ports:
             labels = (port_labels(n, d) + f',netdev="ens{d}np0",'
                       f'system_name="{cabled_leaf(n, d)}",port_id="{cabled_port(n, d)}"')
-            for ts in times:
-                f.write(f"roce_lldp_neighbor_info{{{labels}}} 1 {ts}\n")
+            samples(f, "roce_lldp_neighbor_info", labels, 1)
         f.write("# TYPE roce_nic_nearest_gpus_info gauge\n")
         for n in range(NODES):
             if n == DEAD:
@@ -281,8 +284,7 @@ def write_openmetrics(path, now):
             for d in range(PORTS):
                 labels = (f'cluster="{CLUSTER}",job="{JOB}",instance="node{n:04d}:9879",'
                           f'device="mlx5_{d}",gpus="{nearest_gpus(d)}"')
-                for ts in times:
-                    f.write(f"roce_nic_nearest_gpus_info{{{labels}}} 1 {ts}\n")
+                samples(f, "roce_nic_nearest_gpus_info", labels, 1)
         counter(f, "roce_fec_uncorrectable_blocks", lambda n, d: 20.0 if storm(n, d) else 0.0,
                 lambda d: f',netdev="ens{d}np0",lane=""')
         gauge(f, "roce_port_rate_bytes_per_second", lambda n, d, i: RATE_BYTES)
@@ -291,15 +293,13 @@ def write_openmetrics(path, now):
         f.write("# TYPE roce_pfc_enabled gauge\n")
         for n, d in ports:
             labels = port_labels(n, d) + netdev(d)
-            for t in times:
-                f.write(f"roce_pfc_enabled{{{labels}}} 1 {t}\n")
+            samples(f, "roce_pfc_enabled", labels, 1)
         f.write("# TYPE roce_finding gauge\n")
         for rule, severity in (("pfc_storm", "critical"), ("receiver_congested", "warning")):
             labels = (f'cluster="{CLUSTER}",job="{JOB}",instance="{STORM["instance"]}",'
                       f'device="{STORM["device"]}",port="1",netdev="ens3np0",'
                       f'rule="{rule}",severity="{severity}"')
-            for t in times:
-                f.write(f"roce_finding{{{labels}}} 1 {t}\n")
+            samples(f, "roce_finding", labels, 1)
         # Per node (a NIC's PCI function, a job): on the storm node only.
         def node_series(name, kind, extra, value, rate=False):
             f.write(f"# TYPE {name} {kind}\n")
@@ -322,8 +322,7 @@ def write_openmetrics(path, now):
                 if n == DEAD and name != "up":
                     continue
                 labels = f'cluster="{CLUSTER}",job="{JOB}",instance="node{n:04d}:9879"'
-                for t in times:
-                    f.write(f"{name}{{{labels}}} {0 if n == DEAD else 1} {t}\n")
+                samples(f, name, labels, 0 if n == DEAD else 1)
         f.write("# EOF\n")
     return len(ports)
 

@@ -29,7 +29,6 @@ exit status 1 when anything failed, 2 on usage. Stdlib only (promtool from
 Debian's prometheus package for the fleet verdicts).
 """
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -41,7 +40,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from checks import all_of, check, counts, get, parse_prom, read  # noqa: E402
+from checks import all_of, check, counts, findings, get, load_json, parse_prom, read  # noqa: E402
 import check_lldp  # noqa: E402
 import roce_wire  # noqa: E402
 
@@ -59,19 +58,6 @@ ECHO_WINDOW = 10.0  # seconds after the injection
 MAX_ECHOES = 2
 PEER_ALERTS = ("RocePeerProbeNodeUnreachable", "RocePeerProbePortLosesPeers",
                "RocePeerProbePairLoss", "RocePeerProbeSwitchLosesPeers")
-
-
-def load_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def findings(share, role, phase):
-    f = load_json(os.path.join(share, role, f"{phase}-findings.json"))
-    return [x for x in f if isinstance(x, dict)] if isinstance(f, list) else []
 
 
 def peer_findings(fs):

@@ -35,14 +35,13 @@ prints one PASS/FAIL line per check and "N passed, M failed"; exit status
 1 when anything failed.
 """
 import argparse
-import json
 import os
 import sys
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from checks import all_of, check, counts, get, parse_prom, read  # noqa: E402
+from checks import all_of, check, counts, findings, get, load_json, parse_prom, read  # noqa: E402
 import lldp_wire  # noqa: E402
 import roce_wire  # noqa: E402
 
@@ -50,19 +49,6 @@ DEV, PORT, NETDEV = "rxe0", "1", "eth0"
 STATES = ("switch", "moved", "rails")
 EXPECTED_PRIORITY = 3  # expect.pfc_priority in guest/e2e-fleet.sh
 PATTERN = "leaf-*-r{rail}"  # expect.rails.switch_pattern there
-
-
-def load_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def findings(share, role, name):
-    f = load_json(os.path.join(share, role, f"{name}-findings.json"))
-    return [x for x in f if isinstance(x, dict)] if isinstance(f, list) else []
 
 
 def of_rule(fs, rule):

@@ -7,13 +7,11 @@ Prints one PASS/FAIL line per check, then the figures, and ends with
 "N passed, M failed"; exit status 1 when anything failed, 2 on usage.
 Stdlib only.
 """
-import argparse
 import json
-import os
 import sys
 
 sys.dont_write_bytecode = True
-from checks import check, counts, read  # noqa: E402
+from checks import check, counts, guest_dir, read  # noqa: E402
 from check_probe import all_of, get, parse_prom  # noqa: E402
 
 LAB = dict(device="rxe0", port="1")
@@ -33,15 +31,9 @@ def port_counts(s):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", required=True)
-    ap.add_argument("--vm-rc", type=int, default=0)
-    a = ap.parse_args()
-    d = a.dir
-    if not os.path.isdir(d):
-        print(f"no such directory {d}")
+    d = guest_dir()
+    if d is None:
         return 2
-    check("guest script finished", a.vm_rc == 0, f"status {a.vm_rc}")
 
     ea, eb, eb2 = (endpoints(d, f) for f in
                    ("A-run.endpoints.json", "B-run.endpoints.json", "B-restarted.endpoints.json"))

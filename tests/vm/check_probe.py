@@ -5,7 +5,6 @@ Prints one PASS/FAIL line per check, then the benchmark figures, and ends
 with "N passed, M failed"; exit status 1 when anything failed, 2 on usage.
 Stdlib only.
 """
-import argparse
 import math
 import os
 import re
@@ -14,7 +13,7 @@ import subprocess
 import sys
 
 sys.dont_write_bytecode = True
-from checks import all_of, check, counts, get, parse_prom, read  # noqa: E402  (this folder's shared checker parts)
+from checks import all_of, check, counts, get, guest_dir, parse_prom, read  # noqa: E402  (this folder's shared checker parts)
 
 def parse_stat(text):
     """`rdma statistic show link rxe0/1` -> {counter: value}"""
@@ -39,15 +38,9 @@ def parse_res(text):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", required=True)
-    ap.add_argument("--vm-rc", type=int, default=0)
-    a = ap.parse_args()
-    d = a.dir
-    if not os.path.isdir(d):
-        print(f"no such directory {d}")
+    d = guest_dir()
+    if d is None:
         return 2
-    check("guest script finished", a.vm_rc == 0, f"status {a.vm_rc}")
     env = dict(l.split("=", 1) for l in (read(d, "env.txt") or "").splitlines() if "=" in l)
     gid = env.get("SR_GID0", "1")
     dev, port = "rxe0", "1"
@@ -128,25 +121,26 @@ def main():
 
     # ---- unprivileged (docs/security.md)
     un = parse_prom(read(d, "unpriv-node.prom"))
-    ufails = all_of(un, "roce_probe_failures_total", **lab)
-    ulog = read(d, "unpriv-node.log") or ""
     check("as nobody: RDMA netlink statistics need no privilege (hw counters via netlink, rdma collector ok)",
           get(un, "roce_port_hw_counters_path_info", device=dev, port=port, path="netlink") == 1
           and get(un, "roce_collector_success", collector="rdma") == 1)
     check("as nobody: the netdev source (ethtool ioctl) works", get(un, "roce_collector_success", collector="netdev") == 1)
-    check("as nobody, uverbs node 0600: failures with reason device_open",
-          any(l.get("reason") == "device_open" and v >= 1 for l, v in ufails), f"{[(l.get('reason'), v) for l, v in ufails]}")
-    check("device_open failure names the node and the permission",
-          re.search(r'probe failing.*/dev/infiniband/uverbs\d.*Permission denied.*need read-write access', ulog) is not None,
-          next((l[:300] for l in ulog.splitlines() if "probe failing" in l), "no 'probe failing' line"))
-    um = parse_prom(read(d, "unpriv-memlock.prom"))
-    mfails = all_of(um, "roce_probe_failures_total", **lab)
-    mlog = read(d, "unpriv-memlock.log") or ""
-    check("as nobody, memlock limit 0: failures with reason memlock",
-          any(l.get("reason") == "memlock" and v >= 1 for l, v in mfails), f"{[(l.get('reason'), v) for l, v in mfails]}")
-    check("memlock failure names the limit and its value",
-          re.search(r'probe failing.*RLIMIT_MEMLOCK.*\(it is 0 KiB for this process\)', mlog) is not None,
-          next((l[:300] for l in mlog.splitlines() if "probe failing" in l), "no 'probe failing' line"))
+    def failing(run, reason, why, names, pattern):
+        """The probe of run `run` failed with `reason`, and its log line
+        `names` what (matches `pattern`)."""
+        fails = all_of(parse_prom(read(d, f"{run}.prom")), "roce_probe_failures_total", **lab)
+        log = read(d, f"{run}.log") or ""
+        check(f"as nobody, {why}: failures with reason {reason}",
+              any(l.get("reason") == reason and v >= 1 for l, v in fails),
+              f"{[(l.get('reason'), v) for l, v in fails]}")
+        check(f"{reason} failure names {names}", re.search(pattern, log) is not None,
+              next((l[:300] for l in log.splitlines() if "probe failing" in l),
+                   "no 'probe failing' line"))
+
+    failing("unpriv-node", "device_open", "uverbs node 0600", "the node and the permission",
+            r'probe failing.*/dev/infiniband/uverbs\d.*Permission denied.*need read-write access')
+    failing("unpriv-memlock", "memlock", "memlock limit 0", "the limit and its value",
+            r'probe failing.*RLIMIT_MEMLOCK.*\(it is 0 KiB for this process\)')
 
     # ---- port down
     before = parse_prom(read(d, "portdown-before.prom"))

@@ -1,7 +1,10 @@
 """What the host-side checkers of the VM tests share (check_probe.py,
-check_soak.py, check_peer.py; stdlib only): the PASS/FAIL lines, the files
-the guest brought back and the samples of a scrape."""
+check_soak.py, check_peer.py, check_fleet.py, ...; stdlib only): the
+PASS/FAIL lines, the guest's folder and exit status, the files and findings
+the guests brought back and the samples of a scrape."""
 
+import argparse
+import json
 import os
 import re
 
@@ -28,6 +31,35 @@ def read(d, name):
             return f.read()
     except OSError:
         return None
+
+
+def guest_dir():
+    """The folder the guest brought back (`--dir`) after checking that the
+    guest script finished (`--vm-rc`); None when there is no such folder."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--vm-rc", type=int, default=0)
+    a = ap.parse_args()
+    if not os.path.isdir(a.dir):
+        print(f"no such directory {a.dir}")
+        return None
+    check("guest script finished", a.vm_rc == 0, f"status {a.vm_rc}")
+    return a.dir
+
+
+def load_json(path):
+    """The JSON document in `path`; None when it cannot be read or parsed."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def findings(share, role, name):
+    """The findings `role` saved as `<name>-findings.json` in the share."""
+    f = load_json(os.path.join(share, role, f"{name}-findings.json"))
+    return [x for x in f if isinstance(x, dict)] if isinstance(f, list) else []
 
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$')

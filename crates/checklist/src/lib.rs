@@ -34,6 +34,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// Nothing wrong found is not the same as checked: `Unknown` in place
+    /// of `Ok` where what the line states could not be read.
+    fn checked(self, readable: bool) -> Status {
+        if self == Status::Ok && !readable {
+            Status::Unknown
+        } else {
+            self
+        }
+    }
+
     fn mark(self) -> &'static str {
         match self {
             Status::Ok => "[ok]  ",

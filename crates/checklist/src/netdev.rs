@@ -4,7 +4,7 @@
 
 use roce_model::snapshot::Snapshot;
 use roce_netdev::DcbOutcome;
-use roce_rules::{self as rules, Area, Finding, RuleId};
+use roce_rules::{self as rules, Area, Finding, RuleId, Subject};
 
 use crate::{in_areas, item, status_of, Item, Status};
 
@@ -82,11 +82,7 @@ pub(crate) fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item
         );
         // Nothing wrong found is not the same as checked: without DCB the
         // PFC and DSCP settings are unknown.
-        let status = if status == Status::Ok && !matches!(n.dcb, DcbOutcome::Ok(_)) {
-            Status::Unknown
-        } else {
-            status
-        };
+        let status = status.checked(matches!(n.dcb, DcbOutcome::Ok(_)));
         out.push(item(
             section,
             status,
@@ -113,19 +109,18 @@ pub(crate) fn nic_vs_switch(
         let Some(bits) = c.pfc_enabled else { continue };
         let pfc = pfc_priorities(bits);
         let here = || {
-            findings.iter().filter(|f| {
-                f.subject.device == subject.device
-                    && f.subject.port == subject.port
-                    && [
-                        RuleId::SwitchPfcMismatch,
-                        RuleId::SwitchDscpMismatch,
-                        RuleId::PfcWithoutEcn,
-                        RuleId::LosslessBufferNoHeadroom,
-                        RuleId::RoceTcShared,
-                        RuleId::RoceTcNoBandwidth,
-                    ]
-                    .contains(&f.rule)
-            })
+            on_port(
+                findings,
+                &subject,
+                &[
+                    RuleId::SwitchPfcMismatch,
+                    RuleId::SwitchDscpMismatch,
+                    RuleId::PfcWithoutEcn,
+                    RuleId::LosslessBufferNoHeadroom,
+                    RuleId::RoceTcShared,
+                    RuleId::RoceTcNoBandwidth,
+                ],
+            )
         };
         if pfc.is_empty() {
             out.push(item(
@@ -204,11 +199,7 @@ pub(crate) fn nic_vs_switch(
             }
             let status = status_of(here().filter(|f| f.rule != RuleId::SwitchViewUnavailable));
             // Without the switch's view the comparison is not made.
-            let status = if status == Status::Ok && peer.is_empty() {
-                Status::Unknown
-            } else {
-                status
-            };
+            let status = status.checked(!peer.is_empty());
             out.push(item(
                 section,
                 status,
@@ -233,16 +224,15 @@ pub(crate) fn cabling(
     let Some(p) = rules::lldp::lldp_port(s, &n.name) else {
         return;
     };
-    let here = findings.iter().filter(|f| {
-        f.subject.device == subject.device
-            && f.subject.port == subject.port
-            && [
-                RuleId::LldpNeighborMissing,
-                RuleId::LldpNeighborChanged,
-                RuleId::LldpRailMismatch,
-            ]
-            .contains(&f.rule)
-    });
+    let here = on_port(
+        findings,
+        subject,
+        &[
+            RuleId::LldpNeighborMissing,
+            RuleId::LldpNeighborChanged,
+            RuleId::LldpRailMismatch,
+        ],
+    );
     let line = match &p.neighbour {
         Some(pdu) => {
             let mut parts = vec![format!(
@@ -285,14 +275,23 @@ pub(crate) fn cabling(
         None => format!("no LLDP neighbour heard (LLDP via {})", lldp.via),
     };
     let status = status_of(here);
-    let status = if status == Status::Ok && p.neighbour.is_none() {
-        Status::Unknown
-    } else {
-        status
-    };
+    let status = status.checked(p.neighbour.is_some());
     out.push(item(
         section,
         status,
         format!("{}: {line}", subject.describe()),
     ));
+}
+
+/// The findings of `rules` on the port of `subject`.
+fn on_port<'a>(
+    findings: &'a [Finding],
+    subject: &'a Subject,
+    rules: &'a [RuleId],
+) -> impl Iterator<Item = &'a Finding> + Clone {
+    findings.iter().filter(move |f| {
+        f.subject.device == subject.device
+            && f.subject.port == subject.port
+            && rules.contains(&f.rule)
+    })
 }

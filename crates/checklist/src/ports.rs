@@ -18,11 +18,7 @@ pub(crate) fn transport(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>)
         );
         out.push(Item {
             section,
-            status: if status == Status::Ok {
-                Status::Unknown
-            } else {
-                status
-            },
+            status: status.checked(false),
             text: "no RDMA device: NCCL will fall back to NET/Socket (TCP)".into(),
         });
         return;

@@ -210,14 +210,7 @@ fn ask(
                 Err(DnsError::Malformed(_)) => continue,
                 other => break other?,
             },
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(timeout())
-            }
+            Err(e) if timed_out(&e) => return Err(timeout()),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(io(e)),
         }
@@ -248,14 +241,7 @@ fn ask(
                 }
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(timeout())
-                }
+                Err(e) if timed_out(&e) => return Err(timeout()),
                 Err(e) => return Err(io(e)),
             }
         }
@@ -354,6 +340,14 @@ pub fn parse_srv(msg: &[u8], id: u16, name: &str) -> Result<Answer, DnsError> {
         truncated,
         rcode,
     })
+}
+
+/// A read or write that gave up at the socket's timeout.
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
 }
 
 #[cfg(test)]

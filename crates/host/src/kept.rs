@@ -111,6 +111,19 @@ pub struct Io<'a> {
     pub reads: usize,
 }
 
+impl<'a> Io<'a> {
+    /// No handle held and no read made yet, keeping at most `max_open`.
+    pub fn new(fs: &'a dyn SysFs, buf: &'a mut ReadBuf, max_open: usize) -> Self {
+        Io {
+            fs,
+            buf,
+            open: 0,
+            max_open,
+            reads: 0,
+        }
+    }
+}
+
 /// One attribute file and, while the budget allows, its open handle.
 pub struct KeptAttr {
     pub path: PathBuf,
@@ -260,13 +273,7 @@ mod tests {
         let path = dir.join("mtu");
         std::fs::write(&path, "1500\n").unwrap();
         let mut buf = ReadBuf::new();
-        let mut io = Io {
-            fs: &StdFs,
-            buf: &mut buf,
-            open: 0,
-            max_open: usize::MAX,
-            reads: 0,
-        };
+        let mut io = Io::new(&StdFs, &mut buf, usize::MAX);
         let mut attr = KeptAttr::new(path.clone());
         let mut stale = false;
         let Reading::Value(n) = attr.read(&mut io, Einval::Error, &mut stale) else {
@@ -318,13 +325,7 @@ mod tests {
         let dir = tmp("optional");
         let fs = CountingFs(Default::default());
         let mut buf = ReadBuf::new();
-        let mut io = Io {
-            fs: &fs,
-            buf: &mut buf,
-            open: 0,
-            max_open: usize::MAX,
-            reads: 0,
-        };
+        let mut io = Io::new(&fs, &mut buf, usize::MAX);
         let opens = || fs.0.load(std::sync::atomic::Ordering::SeqCst);
         let mut stale = false;
         let mut aer = KeptAttr::optional(dir.join("aer_dev_fatal"));
@@ -363,13 +364,7 @@ mod tests {
         let dir = tmp("open");
         std::fs::write(dir.join("current_link_width"), "16\n").unwrap();
         let mut buf = ReadBuf::new();
-        let mut io = Io {
-            fs: &StdFs,
-            buf: &mut buf,
-            open: 0,
-            max_open: usize::MAX,
-            reads: 0,
-        };
+        let mut io = Io::new(&StdFs, &mut buf, usize::MAX);
         let mut there = KeptAttr::new(dir.join("current_link_width"));
         assert_eq!(there.open(&mut io, Einval::Error), Reading::Value(()));
         assert!(there.is_open());
@@ -384,13 +379,7 @@ mod tests {
     fn budget_caps_kept_handles() {
         let dir = tmp("budget");
         let mut buf = ReadBuf::new();
-        let mut io = Io {
-            fs: &StdFs,
-            buf: &mut buf,
-            open: 0,
-            max_open: 1,
-            reads: 0,
-        };
+        let mut io = Io::new(&StdFs, &mut buf, 1);
         let mut attrs: Vec<KeptAttr> = (0..3)
             .map(|i| {
                 let p = dir.join(i.to_string());
@@ -417,13 +406,7 @@ mod tests {
         let text = "x".repeat(SHORT_READ + 10);
         std::fs::write(&path, &text).unwrap();
         let mut buf = ReadBuf::new();
-        let mut io = Io {
-            fs: &StdFs,
-            buf: &mut buf,
-            open: 0,
-            max_open: 0,
-            reads: 0,
-        };
+        let mut io = Io::new(&StdFs, &mut buf, 0);
         let mut attr = KeptAttr::new(path);
         let mut stale = false;
         let Reading::Value(n) = attr.read(&mut io, Einval::Error, &mut stale) else {
@@ -439,13 +422,7 @@ mod tests {
     fn a_directory_is_an_error_with_its_path() {
         let dir = tmp("eisdir");
         let mut buf = ReadBuf::new();
-        let mut io = Io {
-            fs: &StdFs,
-            buf: &mut buf,
-            open: 0,
-            max_open: usize::MAX,
-            reads: 0,
-        };
+        let mut io = Io::new(&StdFs, &mut buf, usize::MAX);
         let mut attr = KeptAttr::new(dir.clone());
         let mut stale = false;
         assert_eq!(

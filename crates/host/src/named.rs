@@ -34,26 +34,22 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// At most `max_bytes`, read within 5 s.
+    const fn within_5s(max_bytes: u64) -> Limits {
+        Limits {
+            max_bytes,
+            deadline: Duration::from_secs(5),
+        }
+    }
+
     /// A configuration file (main or web): 4 MiB, 5 s.
-    pub const CONFIG: Limits = Limits {
-        max_bytes: 4 << 20,
-        deadline: Duration::from_secs(5),
-    };
+    pub const CONFIG: Limits = Limits::within_5s(4 << 20);
     /// A list (peers, `resolv.conf`): 1 MiB, 5 s.
-    pub const LIST: Limits = Limits {
-        max_bytes: 1 << 20,
-        deadline: Duration::from_secs(5),
-    };
+    pub const LIST: Limits = Limits::within_5s(1 << 20);
     /// A certificate, key or CA bundle: 1 MiB, 5 s.
-    pub const PEM: Limits = Limits {
-        max_bytes: 1 << 20,
-        deadline: Duration::from_secs(5),
-    };
+    pub const PEM: Limits = Limits::within_5s(1 << 20);
     /// A secret (password, token): 4 KiB, 5 s.
-    pub const SECRET: Limits = Limits {
-        max_bytes: 4 << 10,
-        deadline: Duration::from_secs(5),
-    };
+    pub const SECRET: Limits = Limits::within_5s(4 << 10);
 }
 
 /// Why a named file was not read: the file and what went wrong.
@@ -308,10 +304,7 @@ mod tests {
                 }
             })
         };
-        let limits = Limits {
-            max_bytes: 1 << 20,
-            deadline: Duration::from_secs(5),
-        };
+        let limits = Limits::within_5s(1 << 20);
         // Read until a read that began with the file already past the cap
         // has returned: that one must refuse; every read before it returns
         // at most the cap. (Bounded by the writer, not by a count of reads,

@@ -12,6 +12,9 @@
 //!   the first neighbour heard kept to spot a recabling.
 //! - [`capture`]: passive, receive-only AF_PACKET capture behind the
 //!   [`capture::FrameSource`] trait (needs `CAP_NET_RAW`).
+//! - [`reader`]: the reader the exporter's LLDP source calls each sample:
+//!   `lldp.mode`, lldpcli (bounded in time and output) or the capture into
+//!   the table, and the part it hands over ([`LldpSnapshot`]).
 //! - [`build`]: frames built byte by byte, for tests and the test harness
 //!   that plays the switch.
 
@@ -20,8 +23,10 @@
 pub mod build;
 pub mod capture;
 pub mod lldpd;
+pub mod reader;
 pub mod table;
 pub mod tlv;
 
+pub use reader::{LldpPort, LldpSnapshot};
 pub use table::{Identity, NeighbourTable, PortNeighbours};
 pub use tlv::{parse_frame, AdvertisedEts, AppEntry, FrameError, Id, Lldpdu, Pfc};

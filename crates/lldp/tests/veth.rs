@@ -12,25 +12,35 @@ use std::time::{Duration, Instant};
 
 use roce_lldp::capture::{CaptureError, FrameSource, PacketCapture};
 use roce_lldp::parse_frame;
-use roce_testkit::netns::{in_netns, is_root, run, skip_unless_ci, Netns};
+use roce_testkit::netns::{in_netns, is_root, pair, run, skip_unless_ci, Netns};
 
-fn script() -> String {
-    format!("{}/tests/send_lldp.py", env!("CARGO_MANIFEST_DIR"))
+/// `ip` and python3 (which plays the switch), or `None`: the test skipped.
+fn tools() -> Option<()> {
+    if Command::new("ip").arg("-V").output().is_err()
+        || Command::new("python3").arg("-V").output().is_err()
+    {
+        skip_unless_ci("needs ip and python3");
+        return None;
+    }
+    Some(())
+}
+
+/// tests/send_lldp.py in `sw` with `args` (its options and the interface),
+/// as switch leaf-r3-a port swp17 advertising PFC on priority 4 and DSCP
+/// 26 to priority 4.
+fn play_switch(sw: &Netns, args: &[&str]) {
+    let script = format!("{}/tests/send_lldp.py", env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = vec!["ip", "netns", "exec", &sw.0, "python3", &script];
+    cmd.extend_from_slice(args);
+    cmd.extend_from_slice(&["leaf-r3-a", "swp17", "4", "26", "4"]);
+    run(&cmd);
 }
 
 #[test]
 fn capture_hears_the_switch_over_a_veth_pair() {
-    if !is_root() {
-        return skip_unless_ci("needs root for network namespaces");
-    }
-    if Command::new("ip").arg("-V").output().is_err()
-        || Command::new("python3").arg("-V").output().is_err()
-    {
-        return skip_unless_ci("needs ip and python3");
-    }
-    let pid = std::process::id();
-    let sw = Netns::new(format!("lldpsw{pid}"));
-    let host = Netns::new(format!("lldphost{pid}"));
+    let Some((sw, host)) = tools().and_then(|()| pair("lldpsw", "lldphost")) else {
+        return;
+    };
     sw.veth("sw0", &host, "rdma0");
     sw.addr("sw0", "192.0.2.1/24");
     host.addr("rdma0", "192.0.2.2/24");
@@ -65,24 +75,7 @@ fn capture_hears_the_switch_over_a_veth_pair() {
         .args(["netns", "exec", &sw.0, "python3", "-c"])
         .arg("import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);[s.sendto(b'x'*100,('192.0.2.2',9)) for _ in range(50)]")
         .output();
-    run(&[
-        "ip",
-        "netns",
-        "exec",
-        &sw.0,
-        "python3",
-        &script(),
-        "--count",
-        "3",
-        "--interval",
-        "0.1",
-        "sw0",
-        "leaf-r3-a",
-        "swp17",
-        "4",
-        "26",
-        "4",
-    ]);
+    play_switch(&sw, &["--count", "3", "--interval", "0.1", "sw0"]);
     let frames = done_rx
         .recv_timeout(Duration::from_secs(15))
         .expect("frames");
@@ -103,17 +96,9 @@ fn capture_hears_the_switch_over_a_veth_pair() {
 
 #[test]
 fn a_flooded_port_leaves_the_others_their_share() {
-    if !is_root() {
-        return skip_unless_ci("needs root for network namespaces");
-    }
-    if Command::new("ip").arg("-V").output().is_err()
-        || Command::new("python3").arg("-V").output().is_err()
-    {
-        return skip_unless_ci("needs ip and python3");
-    }
-    let pid = std::process::id();
-    let sw = Netns::new(format!("lldpqsw{pid}"));
-    let host = Netns::new(format!("lldpqhost{pid}"));
+    let Some((sw, host)) = tools().and_then(|()| pair("lldpqsw", "lldpqhost")) else {
+        return;
+    };
     let names: Vec<String> = (0..3).map(|i| format!("rdma{i}")).collect();
     for (i, name) in names.iter().enumerate() {
         sw.veth(&format!("sw{i}"), &host, name);
@@ -146,22 +131,7 @@ fn a_flooded_port_leaves_the_others_their_share() {
     rx.recv_timeout(Duration::from_secs(10))
         .expect("capture opened");
     for (iface, count) in [("sw0", "40"), ("sw1", "1"), ("sw2", "1")] {
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &sw.0,
-            "python3",
-            &script(),
-            "--count",
-            count,
-            iface,
-            "leaf-r3-a",
-            "swp17",
-            "4",
-            "26",
-            "4",
-        ]);
+        play_switch(&sw, &["--count", count, iface]);
     }
     go_tx.send(()).unwrap();
     let per = listener.join().unwrap();
@@ -236,12 +206,9 @@ fn without_cap_net_raw_the_open_says_so() {
 #[test]
 #[ignore]
 fn capture_cost_figures() {
-    if !is_root() {
-        return skip_unless_ci("needs root for network namespaces");
-    }
-    let pid = std::process::id();
-    let sw = Netns::new(format!("lldpfsw{pid}"));
-    let host = Netns::new(format!("lldpfhost{pid}"));
+    let Some((sw, host)) = pair("lldpfsw", "lldpfhost") else {
+        return;
+    };
     let mut names = Vec::new();
     for i in 0..8 {
         let (a, b) = (format!("sw{i}"), format!("rdma{i}"));

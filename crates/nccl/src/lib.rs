@@ -13,7 +13,8 @@
 //!
 //! [`tail`] reads a directory of such files incrementally with bounded memory
 //! and work per pass; [`aggregate`] folds the parsed lines into a bounded
-//! summary over a time window. The crate is pure: no Prometheus, no host
+//! summary over a time window; [`reader`] is what the exporter's NCCL
+//! source calls each sample, on its own cadence. The crate is pure: no Prometheus, no host
 //! state beyond the files it is pointed at, and every format is taken from
 //! NCCL's source (the tests name the file and version of each).
 
@@ -22,6 +23,8 @@
 pub mod aggregate;
 pub mod inspector;
 pub mod log;
+pub mod reader;
 pub mod tail;
 
 pub use aggregate::{Aggregator, AggregatorConfig, NcclSummary};
+pub use reader::{FilesSkipped, NcclSnapshot};

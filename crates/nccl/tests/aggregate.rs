@@ -26,6 +26,15 @@ gpu-a:100:105 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0
 gpu-a:100:105 [0] NCCL INFO Channel 01/0 : 8[0] -> 0[0] [receive] via NET/IB/1/GDRDMA
 ";
 
+/// The device and transport of each connection row.
+fn devices_and_transports(agg: &mut Aggregator, now: Instant) -> Vec<(String, Transport)> {
+    agg.summary(now)
+        .connections
+        .iter()
+        .map(|r| (r.key.device.clone(), r.key.transport))
+        .collect()
+}
+
 fn key(device: &str, net: &str, transport: Transport, gdr: bool) -> ConnKey {
     ConnKey {
         device: device.into(),
@@ -131,12 +140,7 @@ h:2:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/5
 ",
         now,
     );
-    let keys: Vec<(String, Transport)> = agg
-        .summary(now)
-        .connections
-        .iter()
-        .map(|r| (r.key.device.clone(), r.key.transport))
-        .collect();
+    let keys = devices_and_transports(&mut agg, now);
     assert!(keys.contains(&("mlx5_2".into(), Transport::Ib)));
     assert!(
         keys.contains(&("unknown".into(), Transport::Other)),
@@ -164,12 +168,7 @@ h:1:1 [0] NCCL INFO Channel 01/0 : 8[0] -> 0[0] [receive] via NET/IBext_v8/3/GDR
 ",
         now,
     );
-    let keys: Vec<(String, Transport)> = agg
-        .summary(now)
-        .connections
-        .iter()
-        .map(|r| (r.key.device.clone(), r.key.transport))
-        .collect();
+    let keys = devices_and_transports(&mut agg, now);
     assert!(
         keys.contains(&("mlx5_2".into(), Transport::Roce)),
         "{keys:?}"

@@ -20,6 +20,10 @@
 //! `NLMSG_ERROR`). Errors as `net/dcb/dcbnl.c` `dcb_doit` returns them:
 //! EOPNOTSUPP for a netdev without `dcbnl_ops`, ENODEV for no such netdev.
 
+mod error;
+
+pub use error::{DcbError, DcbFault, DcbPart};
+
 pub const RTM_GETDCB: u16 = 78;
 pub const DCB_CMD_IEEE_GET: u8 = 21;
 pub const DCB_CMD_CEE_GET: u8 = 26;
@@ -79,35 +83,6 @@ const BUFFER_LEN: usize = 44;
 const CEE_PG_LEN: usize = 20;
 /// `struct cee_pfc`: willing, error, pfc_en, tcs_supported.
 const CEE_PFC_LEN: usize = 4;
-
-/// Why DCB could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DcbError {
-    /// The netdev has no DCB support (EOPNOTSUPP): not a failure.
-    #[error("DCB not supported")]
-    Unsupported,
-    #[error("no such netdev")]
-    NoDevice,
-    #[error("kernel error: {}", std::io::Error::from_raw_os_error(*errno))]
-    Errno { errno: i32 },
-    #[error("truncated reply: {what}")]
-    Truncated { what: &'static str },
-    #[error("malformed reply: {what}")]
-    Malformed { what: &'static str },
-    #[error("netlink: {0}")]
-    Transport(String),
-}
-
-impl DcbError {
-    /// Classifies a netlink error code (positive errno).
-    pub fn from_errno(errno: i32) -> DcbError {
-        match errno {
-            libc::EOPNOTSUPP => DcbError::Unsupported,
-            libc::ENODEV => DcbError::NoDevice,
-            errno => DcbError::Errno { errno },
-        }
-    }
-}
 
 /// Which APP selector the port trusts first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -393,20 +368,14 @@ fn attrs(buf: &[u8]) -> Result<Vec<(u16, &[u8])>, DcbError> {
     let mut at = 0;
     while at < buf.len() {
         let (Some(len), Some(kind)) = (u16_at(buf, at), u16_at(buf, at + 2)) else {
-            return Err(DcbError::Truncated {
-                what: "attribute header",
-            });
+            return Err(DcbError::Truncated(DcbPart::AttributeHeader));
         };
         let len = len as usize;
         if len < NLA_HDRLEN {
-            return Err(DcbError::Malformed {
-                what: "attribute length below its header",
-            });
+            return Err(DcbError::Malformed(DcbFault::AttributeLength));
         }
         let Some(payload) = buf.get(at + NLA_HDRLEN..at + len) else {
-            return Err(DcbError::Truncated {
-                what: "attribute payload",
-            });
+            return Err(DcbError::Truncated(DcbPart::AttributePayload));
         };
         out.push((kind & NLA_TYPE_MASK, payload));
         at += len.div_ceil(4) * 4;
@@ -417,42 +386,30 @@ fn attrs(buf: &[u8]) -> Result<Vec<(u16, &[u8])>, DcbError> {
 /// Decodes one reply datagram (a `RTM_GETDCB` message, or `NLMSG_ERROR`).
 pub fn decode_reply(datagram: &[u8]) -> Result<DcbConfig, DcbError> {
     let (Some(len), Some(kind)) = (u32_at(datagram, 0), u16_at(datagram, 4)) else {
-        return Err(DcbError::Truncated {
-            what: "netlink header",
-        });
+        return Err(DcbError::Truncated(DcbPart::NetlinkHeader));
     };
     let len = len as usize;
     if len < NLMSG_HDRLEN {
-        return Err(DcbError::Malformed {
-            what: "netlink length below its header",
-        });
+        return Err(DcbError::Malformed(DcbFault::NetlinkLength));
     }
     let Some(body) = datagram.get(NLMSG_HDRLEN..len) else {
-        return Err(DcbError::Truncated {
-            what: "netlink message",
-        });
+        return Err(DcbError::Truncated(DcbPart::NetlinkMessage));
     };
     match kind {
         NLMSG_ERROR => {
             // struct nlmsgerr { int error; struct nlmsghdr msg; }
             let Some(code) = u32_at(body, 0) else {
-                return Err(DcbError::Truncated {
-                    what: "netlink error code",
-                });
+                return Err(DcbError::Truncated(DcbPart::NetlinkErrorCode));
             };
             let code = code as i32;
             if code == 0 {
-                Err(DcbError::Malformed {
-                    what: "acknowledgement instead of a DCB reply",
-                })
+                Err(DcbError::Malformed(DcbFault::Acknowledgement))
             } else {
                 Err(DcbError::from_errno(code.saturating_neg()))
             }
         }
         RTM_GETDCB => decode_payload(body),
-        _ => Err(DcbError::Malformed {
-            what: "unexpected message type",
-        }),
+        _ => Err(DcbError::Malformed(DcbFault::MessageType)),
     }
 }
 
@@ -460,18 +417,14 @@ pub fn decode_reply(datagram: &[u8]) -> Result<DcbConfig, DcbError> {
 /// top-level attributes.
 pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
     let Some(dcbmsg) = body.get(..DCBMSG_LEN) else {
-        return Err(DcbError::Truncated { what: "dcbmsg" });
+        return Err(DcbError::Truncated(DcbPart::Dcbmsg));
     };
     if dcbmsg[1] != DCB_CMD_IEEE_GET {
-        return Err(DcbError::Malformed {
-            what: "reply to another DCB command",
-        });
+        return Err(DcbError::Malformed(DcbFault::OtherCommand));
     }
     let top = attrs(&body[DCBMSG_LEN..])?;
     let Some((_, ieee)) = top.iter().find(|(k, _)| *k == DCB_ATTR_IEEE) else {
-        return Err(DcbError::Malformed {
-            what: "no DCB_ATTR_IEEE",
-        });
+        return Err(DcbError::Malformed(DcbFault::NoIeee));
     };
     let mut config = DcbConfig {
         dcbx: dcbx_attr(&top)?,
@@ -487,9 +440,7 @@ pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
             DCB_ATTR_DCB_BUFFER => config.buffers = Some(decode_buffer(payload)?),
             DCB_ATTR_IEEE_PEER_PFC => {
                 let Some(&en) = payload.get(1) else {
-                    return Err(DcbError::Truncated {
-                        what: "peer ieee_pfc",
-                    });
+                    return Err(DcbError::Truncated(DcbPart::PeerIeeePfc));
                 };
                 config.peer.standard = Some(PeerStandard::Ieee);
                 config.peer.pfc_enabled = Some(en);
@@ -502,7 +453,7 @@ pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
                 // struct ieee_pfc { u8 pfc_cap; u8 pfc_en; ... }: only the
                 // first two bytes are used; the kernel sends all 136.
                 let (Some(&cap), Some(&en)) = (payload.first(), payload.get(1)) else {
-                    return Err(DcbError::Truncated { what: "ieee_pfc" });
+                    return Err(DcbError::Truncated(DcbPart::IeeePfc));
                 };
                 config.pfc_cap = Some(cap);
                 config.pfc_enabled = Some(en);
@@ -519,9 +470,7 @@ pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
                         continue;
                     }
                     let Some(&selector) = sel.first() else {
-                        return Err(DcbError::Truncated {
-                            what: "trust selector",
-                        });
+                        return Err(DcbError::Truncated(DcbPart::TrustSelector));
                     };
                     order.push(selector);
                 }
@@ -542,7 +491,7 @@ fn app_list(payload: &[u8], kinds: &[u16]) -> Result<Vec<DcbApp>, DcbError> {
             continue;
         }
         if app.len() < DCB_APP_LEN {
-            return Err(DcbError::Truncated { what: "dcb_app" });
+            return Err(DcbError::Truncated(DcbPart::DcbApp));
         }
         out.push(DcbApp {
             selector: app[0],
@@ -565,7 +514,7 @@ fn array8(b: &[u8], at: usize) -> [u8; 8] {
 /// what is read).
 fn decode_ets(payload: &[u8]) -> Result<Ets, DcbError> {
     if payload.len() < ETS_MIN_LEN {
-        return Err(DcbError::Truncated { what: "ieee_ets" });
+        return Err(DcbError::Truncated(DcbPart::IeeeEts));
     }
     let ets = Ets {
         willing: payload[0] != 0,
@@ -575,9 +524,7 @@ fn decode_ets(payload: &[u8]) -> Result<Ets, DcbError> {
         prio_tc: array8(payload, ETS_PRIO_TC),
     };
     if ets.prio_tc.iter().any(|&tc| tc > 7) {
-        return Err(DcbError::Malformed {
-            what: "ieee_ets prio_tc above 7",
-        });
+        return Err(DcbError::Malformed(DcbFault::PrioTcAbove7));
     }
     Ok(ets)
 }
@@ -585,18 +532,14 @@ fn decode_ets(payload: &[u8]) -> Result<Ets, DcbError> {
 /// `struct dcbnl_buffer`.
 fn decode_buffer(payload: &[u8]) -> Result<Buffers, DcbError> {
     if payload.len() < BUFFER_LEN {
-        return Err(DcbError::Truncated {
-            what: "dcbnl_buffer",
-        });
+        return Err(DcbError::Truncated(DcbPart::DcbnlBuffer));
     }
     let mut b = Buffers {
         prio2buffer: array8(payload, 0),
         ..Buffers::default()
     };
     if b.prio2buffer.iter().any(|&x| x > 7) {
-        return Err(DcbError::Malformed {
-            what: "dcbnl_buffer prio2buffer above 7",
-        });
+        return Err(DcbError::Malformed(DcbFault::Prio2BufferAbove7));
     }
     for (i, size) in b.buffer_size.iter_mut().enumerate() {
         *size = u32_at(payload, 8 + 4 * i).unwrap_or(0);
@@ -611,9 +554,7 @@ fn dcbx_attr(top: &[(u16, &[u8])]) -> Result<Option<u8>, DcbError> {
         None => Ok(None),
         Some((_, p)) => match p.first() {
             Some(&v) => Ok(Some(v)),
-            None => Err(DcbError::Truncated {
-                what: "DCB_ATTR_DCBX",
-            }),
+            None => Err(DcbError::Truncated(DcbPart::DcbxMode)),
         },
     }
 }
@@ -630,12 +571,10 @@ pub struct CeeReply {
 /// Decodes the payload of a `RTM_GETDCB` `DCB_CMD_CEE_GET` reply.
 pub fn decode_cee_payload(body: &[u8]) -> Result<CeeReply, DcbError> {
     let Some(dcbmsg) = body.get(..DCBMSG_LEN) else {
-        return Err(DcbError::Truncated { what: "dcbmsg" });
+        return Err(DcbError::Truncated(DcbPart::Dcbmsg));
     };
     if dcbmsg[1] != DCB_CMD_CEE_GET {
-        return Err(DcbError::Malformed {
-            what: "reply to another DCB command",
-        });
+        return Err(DcbError::Malformed(DcbFault::OtherCommand));
     }
     let top = attrs(&body[DCBMSG_LEN..])?;
     let mut out = CeeReply {
@@ -649,21 +588,19 @@ pub fn decode_cee_payload(body: &[u8]) -> Result<CeeReply, DcbError> {
         match kind {
             DCB_ATTR_CEE_PEER_PG => {
                 if payload.len() < CEE_PG_LEN {
-                    return Err(DcbError::Truncated { what: "cee_pg" });
+                    return Err(DcbError::Truncated(DcbPart::CeePg));
                 }
                 let prio_pg = array8(payload, 12);
                 // 15 is CEE's "no bandwidth limit" group; anything else
                 // above 7 is not a group.
                 if prio_pg.iter().any(|&g| g > 7 && g != 15) {
-                    return Err(DcbError::Malformed {
-                        what: "cee_pg prio_pg above 7",
-                    });
+                    return Err(DcbError::Malformed(DcbFault::PrioPgAbove7));
                 }
                 out.peer.prio_tc = Some(prio_pg);
             }
             DCB_ATTR_CEE_PEER_PFC => {
                 if payload.len() < CEE_PFC_LEN {
-                    return Err(DcbError::Truncated { what: "cee_pfc" });
+                    return Err(DcbError::Truncated(DcbPart::CeePfc));
                 }
                 out.peer.pfc_enabled = Some(payload[2]);
             }

@@ -1,7 +1,7 @@
 //! [`NetdevError`], the error of this crate's kernel readers (FEC, pause
 //! statistics, module EEPROM, live and replayed): the netdev or replay file
 //! concerned, the failed request or the content that did not parse, and
-//! [`ErrorKind`], what kind of failure that is. The decoders' own errors
+//! [`ErrorKind`] (roce_host's), what kind of failure that is. The decoders' own errors
 //! ([`NlError`], [`ReplayError`], [`ModuleError`]) are its sources.
 //!
 //! The sources collect these as [`roce_host::HostError::Request`], named by
@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use roce_host::{ReadError, ReadErrorKind};
+use roce_host::{ErrorKind, ReadError};
 use roce_netlink::NlError;
 
 use crate::genl::ReplayError;
@@ -43,43 +43,18 @@ pub enum NetdevError {
     ReplayReply { path: PathBuf, source: NlError },
 }
 
-/// What kind of failure a [`NetdevError`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// The netdev or the file is gone (ENODEV, ENOENT, ENXIO).
-    Absent,
-    /// Not allowed (EPERM, EACCES).
-    Permission,
-    /// Worth asking again: busy, interrupted or timed out.
-    Busy,
-    /// An answer or a file whose content does not parse.
-    Malformed,
-    /// Any other failure.
-    Failed,
-}
-
-impl ErrorKind {
-    fn of_errno(errno: i32) -> ErrorKind {
-        match errno {
-            libc::ENODEV | libc::ENOENT | libc::ENXIO => ErrorKind::Absent,
-            libc::EPERM | libc::EACCES => ErrorKind::Permission,
-            libc::EBUSY | libc::EAGAIN | libc::EINTR | libc::ETIMEDOUT => ErrorKind::Busy,
-            _ => ErrorKind::Failed,
-        }
-    }
-
-    fn of_netlink(e: &NlError) -> ErrorKind {
-        match e {
-            NlError::Io { errno, .. } | NlError::Kernel { errno, .. } => {
-                ErrorKind::of_errno(*errno)
-            }
-            NlError::Timeout | NlError::DumpInterrupted => ErrorKind::Busy,
-            NlError::Truncated { .. }
-            | NlError::Malformed { .. }
-            | NlError::NotUtf8 { .. }
-            | NlError::MissingAttr { .. } => ErrorKind::Malformed,
-            _ => ErrorKind::Failed,
-        }
+/// The kind of a netlink request's failure: by the kernel's errno, a
+/// timeout or an interrupted dump is busy, a reply that does not decode
+/// malformed.
+pub(crate) fn netlink_kind(e: &NlError) -> ErrorKind {
+    match e {
+        NlError::Io { errno, .. } | NlError::Kernel { errno, .. } => ErrorKind::of_errno(*errno),
+        NlError::Timeout | NlError::DumpInterrupted => ErrorKind::Busy,
+        NlError::Truncated { .. }
+        | NlError::Malformed { .. }
+        | NlError::NotUtf8 { .. }
+        | NlError::MissingAttr { .. } => ErrorKind::Malformed,
+        _ => ErrorKind::Failed,
     }
 }
 
@@ -87,13 +62,8 @@ impl NetdevError {
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            NetdevError::Netlink(e) | NetdevError::Eeprom { source: e, .. } => {
-                ErrorKind::of_netlink(e)
-            }
-            NetdevError::File(e) => match e.kind {
-                ReadErrorKind::Io(errno) => ErrorKind::of_errno(errno),
-                ReadErrorKind::Parse(_) => ErrorKind::Malformed,
-            },
+            NetdevError::Netlink(e) | NetdevError::Eeprom { source: e, .. } => netlink_kind(e),
+            NetdevError::File(e) => e.error_kind(),
             NetdevError::Module { .. }
             | NetdevError::Replay { .. }
             | NetdevError::ReplayReply { .. } => ErrorKind::Malformed,
@@ -104,6 +74,7 @@ impl NetdevError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::genl::ReplayFault;
     use std::path::Path;
 
     #[test]
@@ -138,7 +109,7 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Permission);
         let e = NetdevError::Replay {
             path: path.into(),
-            source: ReplayError::new(3, "not a hex byte: \"zz\""),
+            source: ReplayError::new(3, ReplayFault::HexByte, "zz"),
         };
         assert_eq!(
             e.to_string(),

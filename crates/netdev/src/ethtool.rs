@@ -40,7 +40,7 @@
 //! recorded `ethtool -S` text and the model kernel answering from it
 //! ([`Replay`], [`answer`]).
 
-use std::path::PathBuf;
+use roce_host::{ErrorKind, ReadError};
 
 mod ioctl;
 mod layout;
@@ -78,7 +78,7 @@ pub enum EthtoolError {
     #[error("{netdev}: {step} failed: {}", std::io::Error::from_raw_os_error(*errno))]
     Ioctl {
         netdev: String,
-        step: &'static str,
+        step: EthtoolStep,
         errno: i32,
     },
     #[error("{netdev}: invalid interface name")]
@@ -98,8 +98,55 @@ pub enum EthtoolError {
     /// A command other than the three reads, refused before the ioctl.
     #[error("{netdev}: ethtool command {cmd:#x} is not one this reader sends")]
     Command { netdev: String, cmd: u32 },
-    #[error("{path}: {msg}")]
-    Replay { path: PathBuf, msg: String },
+    /// A replay file that exists and could not be read.
+    #[error(transparent)]
+    Replay(ReadError),
+}
+
+impl EthtoolError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            EthtoolError::Unsupported { .. } | EthtoolError::Command { .. } => ErrorKind::Failed,
+            EthtoolError::NoDevice { .. } | EthtoolError::BadName { .. } => ErrorKind::Absent,
+            EthtoolError::Ioctl { errno, .. } => ErrorKind::of_errno(*errno),
+            EthtoolError::TooMany { .. } => ErrorKind::Malformed,
+            EthtoolError::Unstable { .. } => ErrorKind::Busy,
+            EthtoolError::Replay(e) => e.error_kind(),
+        }
+    }
+}
+
+/// The step of an ethtool statistics read that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EthtoolStep {
+    /// `ETHTOOL_GSSET_INFO`: the count.
+    #[error("ETHTOOL_GSSET_INFO")]
+    SsetInfo,
+    /// `ETHTOOL_GSTRINGS`: the names.
+    #[error("ETHTOOL_GSTRINGS")]
+    Strings,
+    /// `ETHTOOL_GSTATS`: the values.
+    #[error("ETHTOOL_GSTATS")]
+    Stats,
+    /// Another `SIOCETHTOOL` command.
+    #[error("SIOCETHTOOL")]
+    Other,
+    /// Mapping the buffer the reply lands in.
+    #[error("reply buffer (mmap)")]
+    ReplyBuffer,
+}
+
+impl EthtoolStep {
+    /// The step of an ethtool command.
+    pub fn of_command(cmd: u32) -> EthtoolStep {
+        match cmd {
+            ETHTOOL_GSSET_INFO => EthtoolStep::SsetInfo,
+            ETHTOOL_GSTRINGS => EthtoolStep::Strings,
+            ETHTOOL_GSTATS => EthtoolStep::Stats,
+            _ => EthtoolStep::Other,
+        }
+    }
 }
 
 /// Most ethtool statistics read from one netdev. mlx5 has ~1,500 with
@@ -122,16 +169,6 @@ pub trait EthtoolIo: Send {
     /// write through the slice and must fail with `EFAULT` where it ends,
     /// as the kernel does.
     fn ethtool(&mut self, netdev: &str, buf: &mut ReplyBuf) -> Result<(), EthtoolError>;
-}
-
-/// The name of an ethtool command for errors.
-pub fn step_name(cmd: u32) -> &'static str {
-    match cmd {
-        ETHTOOL_GSSET_INFO => "ETHTOOL_GSSET_INFO",
-        ETHTOOL_GSTRINGS => "ETHTOOL_GSTRINGS",
-        ETHTOOL_GSTATS => "ETHTOOL_GSTATS",
-        _ => "SIOCETHTOOL",
-    }
 }
 
 #[cfg(test)]

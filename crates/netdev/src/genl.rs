@@ -109,21 +109,72 @@ impl GenlClient {
 }
 
 /// A line of a replay file (recorded replies, a DCB or EEPROM replay) that
-/// did not parse: its number (from 1) and what was wrong with it.
+/// did not parse: its number (from 1), what it lacks, and the text found
+/// there (empty where the whole line is the fault).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {what}")]
+#[error("line {line}: {fault}{}", if found.is_empty() { String::new() } else { format!(": {found:?}") })]
 pub struct ReplayError {
     pub line: usize,
-    pub what: String,
+    pub fault: ReplayFault,
+    pub found: String,
 }
 
 impl ReplayError {
-    pub fn new(line: usize, what: impl Into<String>) -> Self {
+    /// The fault of line `line` (from 1), with the text found there.
+    pub fn new(line: usize, fault: ReplayFault, found: impl Into<String>) -> Self {
         ReplayError {
             line,
-            what: what.into(),
+            fault,
+            found: found.into(),
         }
     }
+}
+
+/// What a line of a replay file lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayFault {
+    #[error("not a hex byte")]
+    HexByte,
+    #[error("expected [i2c 0xNN page 0xNN bank N lower|upper]")]
+    SectionHeader,
+    #[error("bytes before a [section] header")]
+    BytesBeforeSection,
+    #[error("expected key: value")]
+    KeyValue,
+    #[error("unknown key")]
+    UnknownKey,
+    #[error("bad priority")]
+    Priority,
+    #[error("priority above 7")]
+    PriorityAbove7,
+    #[error("trust is pcp or dscp")]
+    Trust,
+    #[error("expected: app: dscp <value> <priority>")]
+    App,
+    #[error("expected: peer_app: dscp <value> <priority>")]
+    PeerApp,
+    #[error("only dscp APP entries are replayed")]
+    AppSelector,
+    #[error("bad dscp")]
+    Dscp,
+    #[error("dscp above 63 or priority above 7")]
+    AppRange,
+    #[error("expected 8 numbers 0..7")]
+    EightPriorities,
+    #[error("expected 8 percentages")]
+    EightPercentages,
+    #[error("expected 8 algorithms")]
+    EightAlgorithms,
+    #[error("algorithm is strict, ets, cbs or vendor")]
+    Algorithm,
+    #[error("bad size")]
+    Size,
+    #[error("expected 8 sizes")]
+    EightSizes,
+    #[error("unknown dcbx mode")]
+    DcbxMode,
+    #[error("peer is ieee or cee")]
+    PeerStandard,
 }
 
 /// Parses the hex text of recorded replies: byte pairs separated by white
@@ -147,7 +198,7 @@ pub fn parse_hex_messages(text: &str) -> Result<Vec<Vec<u8>>, ReplayError> {
             let byte = u8::from_str_radix(word, 16)
                 .ok()
                 .filter(|_| word.len() == 2)
-                .ok_or_else(|| ReplayError::new(n + 1, format!("not a hex byte: {word:?}")))?;
+                .ok_or_else(|| ReplayError::new(n + 1, ReplayFault::HexByte, word))?;
             current.push(byte);
         }
     }

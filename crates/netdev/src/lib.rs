@@ -45,10 +45,10 @@ pub mod reader;
 pub mod sysfs;
 
 pub use dcb::{DcbConfig, DcbError, Trust};
-pub use error::{ErrorKind, NetdevError};
-pub use ethtool::{EthtoolError, EthtoolIo};
-pub use mapping::{Direction, Meaning};
-pub use reader::{NetdevReader, ReaderOptions, Target};
+pub use error::NetdevError;
+pub use ethtool::{EthtoolError, EthtoolIo, EthtoolStep};
+pub use mapping::{FrameDirection, Meaning};
+pub use reader::{NetdevReader, NetdevToRead, ReaderOptions};
 pub use roce_host::HostError;
 
 /// How often what a reader learned of a netdev's layout (its files, which
@@ -101,7 +101,7 @@ pub struct Netdev {
     /// Raw ethtool counters named in `netdevs.export_raw_ethtool`.
     pub raw: Vec<RawStat>,
     /// How reading ethtool statistics went.
-    pub ethtool: Outcome,
+    pub ethtool: ReadOutcome,
     /// Standard pause statistics (ethtool netlink `ETHTOOL_A_PAUSE_STATS`).
     pub pause: Option<PauseStats>,
     /// DCB configuration (PFC, APP, trust).
@@ -140,7 +140,7 @@ impl CarrierCounts {
 /// The result of one kind of read on one netdev: what it gave (`()` when
 /// the values land elsewhere, as the ethtool statistics do), or why not.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Outcome<T = ()> {
+pub enum ReadOutcome<T = ()> {
     /// Read.
     Ok(T),
     /// Not attempted (turned off, or the paths are not the running kernel's).
@@ -154,7 +154,7 @@ pub enum Outcome<T = ()> {
 }
 
 /// DCB read back for one netdev.
-pub type DcbOutcome = Outcome<DcbConfig>;
+pub type DcbOutcome = ReadOutcome<DcbConfig>;
 
 /// One ethtool statistic with a meaning, in base units (seconds for
 /// durations).

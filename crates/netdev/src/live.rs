@@ -5,9 +5,8 @@
 //! `ETHTOOL_FLAG_STATS`). Sockets open lazily and are reopened by
 //! `roce-netlink` after a broken exchange.
 //!
-//! Numbers from `include/uapi/linux/genetlink.h` (`GENL_ID_CTRL`,
-//! `CTRL_CMD_GETFAMILY`, `CTRL_ATTR_FAMILY_{ID,NAME}`) and
-//! `include/uapi/linux/ethtool_netlink.h` (`ETHTOOL_GENL_NAME` "ethtool",
+//! The ethtool family is resolved by [`crate::genl::GenlClient`]. Numbers
+//! from `include/uapi/linux/ethtool_netlink.h` (`ETHTOOL_GENL_NAME` "ethtool",
 //! `ETHTOOL_GENL_VERSION` 1, `ETHTOOL_MSG_PAUSE_GET` 21,
 //! `ETHTOOL_A_PAUSE_HEADER` 1, `ETHTOOL_A_PAUSE_STATS` 5,
 //! `ETHTOOL_A_HEADER_DEV_NAME` 2, `ETHTOOL_A_HEADER_FLAGS` 3,
@@ -17,16 +16,12 @@ use std::time::Duration;
 
 use roce_netlink::{attrs, MessageBuilder, NlError, Protocol, Socket};
 
-use crate::dcb::{DcbConfig, DcbError, RTM_GETDCB};
+use crate::dcb::{DcbConfig, DcbError, DcbFault, RTM_GETDCB};
 use crate::error::NetdevError;
+use crate::genl::{GenlClient, GENL_HDRLEN};
 use crate::reader::{DcbRead, PauseRead};
 use crate::PauseStats;
 
-const GENL_ID_CTRL: u16 = 0x10;
-const CTRL_CMD_GETFAMILY: u8 = 3;
-const CTRL_ATTR_FAMILY_ID: u16 = 1;
-const CTRL_ATTR_FAMILY_NAME: u16 = 2;
-const GENL_HDRLEN: usize = 4;
 const ETHTOOL_GENL_VERSION: u8 = 1;
 const ETHTOOL_MSG_PAUSE_GET: u8 = 21;
 const ETHTOOL_A_PAUSE_HEADER: u16 = 1;
@@ -66,7 +61,7 @@ impl NetlinkDcb {
 fn dcb_error(e: NlError) -> DcbError {
     match e {
         NlError::Kernel { errno, .. } => DcbError::from_errno(errno),
-        other => DcbError::Transport(other.to_string()),
+        other => DcbError::Netlink(other),
     }
 }
 
@@ -79,9 +74,7 @@ impl DcbRead for NetlinkDcb {
         let reply = replies
             .iter()
             .find(|m| m.kind == RTM_GETDCB)
-            .ok_or(DcbError::Malformed {
-                what: "no RTM_GETDCB reply",
-            })?;
+            .ok_or(DcbError::Malformed(DcbFault::NoReply))?;
         let mut config = crate::dcb::decode_payload(&reply.payload)?;
         // A CEE DCBX engine keeps the peer's view in the CEE attributes:
         // ask for them only when CEE is the version in operation (one more
@@ -101,47 +94,17 @@ impl DcbRead for NetlinkDcb {
     }
 }
 
-/// Standard pause statistics over ethtool generic netlink.
+/// Standard pause statistics over ethtool generic netlink (a kernel
+/// before 5.6 has no ethtool family: asked once).
 pub struct EthtoolPause {
-    socket: Option<Socket>,
-    timeout: Duration,
-    /// The ethtool family id; `Some(None)` once the kernel said it has no
-    /// ethtool netlink (before 5.6): asked once.
-    family: Option<Option<u16>>,
+    client: GenlClient,
 }
 
 impl EthtoolPause {
     pub fn new(timeout: Duration) -> Self {
         EthtoolPause {
-            socket: None,
-            timeout,
-            family: None,
+            client: GenlClient::new("ethtool", timeout),
         }
-    }
-
-    fn family(&mut self) -> Result<Option<u16>, NlError> {
-        if let Some(f) = self.family {
-            return Ok(f);
-        }
-        let socket = open(&mut self.socket, Protocol::Generic, self.timeout)?;
-        let mut b = MessageBuilder::new(GENL_ID_CTRL, 0);
-        b.header(&[CTRL_CMD_GETFAMILY, 1, 0, 0])
-            .attr_str(CTRL_ATTR_FAMILY_NAME, "ethtool");
-        let found = match socket.request(b.finish()?) {
-            Ok(replies) => {
-                let mut id = None;
-                for m in &replies {
-                    if let Some(a) = m.attrs(GENL_HDRLEN)?.find(CTRL_ATTR_FAMILY_ID)? {
-                        id = Some(a.as_u16()?);
-                    }
-                }
-                id
-            }
-            Err(NlError::Kernel { errno, .. }) if errno == libc::ENOENT => None,
-            Err(e) => return Err(e),
-        };
-        self.family = Some(found);
-        Ok(found)
     }
 }
 
@@ -173,26 +136,20 @@ pub fn parse_pause_reply(payload: &[u8]) -> Result<Option<PauseStats>, NlError> 
 
 impl PauseRead for EthtoolPause {
     fn read_pause(&mut self, netdev: &str) -> Result<Option<PauseStats>, NetdevError> {
-        let Some(family) = self.family()? else {
-            return Ok(None);
-        };
-        let socket = open(&mut self.socket, Protocol::Generic, self.timeout)?;
-        let mut b = MessageBuilder::new(family, 0);
-        b.header(&[ETHTOOL_MSG_PAUSE_GET, ETHTOOL_GENL_VERSION, 0, 0]);
-        let nest = b.nest_begin(ETHTOOL_A_PAUSE_HEADER);
-        b.attr_str(ETHTOOL_A_HEADER_DEV_NAME, netdev)
-            .attr_u32(ETHTOOL_A_HEADER_FLAGS, ETHTOOL_FLAG_STATS);
-        b.nest_end(nest);
-        let msg = b.finish()?;
-        match socket.request(msg) {
-            Ok(replies) => {
-                for m in &replies {
-                    if m.kind == family {
-                        return Ok(parse_pause_reply(&m.payload)?);
-                    }
-                }
-                Ok(None)
-            }
+        let replies = self.client.request(|family| {
+            let mut b = MessageBuilder::new(family, 0);
+            b.header(&[ETHTOOL_MSG_PAUSE_GET, ETHTOOL_GENL_VERSION, 0, 0]);
+            let nest = b.nest_begin(ETHTOOL_A_PAUSE_HEADER);
+            b.attr_str(ETHTOOL_A_HEADER_DEV_NAME, netdev)
+                .attr_u32(ETHTOOL_A_HEADER_FLAGS, ETHTOOL_FLAG_STATS);
+            b.nest_end(nest);
+            b.finish()
+        });
+        match replies {
+            Ok(replies) => match replies.as_deref().and_then(<[_]>::first) {
+                Some(payload) => Ok(parse_pause_reply(payload)?),
+                None => Ok(None),
+            },
             // A driver without pause support answers EOPNOTSUPP.
             Err(NlError::Kernel { errno, .. }) if errno == libc::EOPNOTSUPP => Ok(None),
             Err(e) => Err(e.into()),

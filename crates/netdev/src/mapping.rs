@@ -36,16 +36,16 @@
 
 /// Direction of a frame relative to this netdev.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Direction {
+pub enum FrameDirection {
     Rx,
     Tx,
 }
 
-impl Direction {
+impl FrameDirection {
     pub fn as_str(self) -> &'static str {
         match self {
-            Direction::Rx => "rx",
-            Direction::Tx => "tx",
+            FrameDirection::Rx => "rx",
+            FrameDirection::Tx => "tx",
         }
     }
 }
@@ -54,13 +54,22 @@ impl Direction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Meaning {
     /// PFC pause frames of one priority (XON and XOFF).
-    PfcPauseFrames { priority: u8, direction: Direction },
+    PfcPauseFrames {
+        priority: u8,
+        direction: FrameDirection,
+    },
     /// Time one priority spent paused (value in seconds).
-    PfcPauseDuration { priority: u8, direction: Direction },
+    PfcPauseDuration {
+        priority: u8,
+        direction: FrameDirection,
+    },
     /// Transitions of one priority between paused and not paused.
-    PfcPauseTransitions { priority: u8, direction: Direction },
+    PfcPauseTransitions {
+        priority: u8,
+        direction: FrameDirection,
+    },
     /// 802.3x global (link-level) pause frames.
-    LinkPauseFrames { direction: Direction },
+    LinkPauseFrames { direction: FrameDirection },
     /// Pause storm detections (the NIC stopped honouring or sending pause).
     PauseStormEvents { severity: &'static str },
     /// Packets dropped by the NIC, by reason (and priority where per-priority).
@@ -101,10 +110,10 @@ pub enum Meaning {
 /// the name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    PfcPauseFrames(Direction),
-    PfcPauseDuration(Direction),
-    PfcPauseTransitions(Direction),
-    LinkPauseFrames(Direction),
+    PfcPauseFrames(FrameDirection),
+    PfcPauseDuration(FrameDirection),
+    PfcPauseTransitions(FrameDirection),
+    LinkPauseFrames(FrameDirection),
     PauseStormEvents(&'static str),
     Discards(&'static str),
     EcnMarked,
@@ -127,19 +136,24 @@ pub enum Scale {
 /// One row of the table. `pattern` is the driver's name with `{p}` where
 /// the driver prints the priority (one digit, 0..=7).
 #[derive(Debug, Clone, Copy)]
-pub struct Rule {
+pub struct CounterPattern {
     pub driver: &'static str,
     pub pattern: &'static str,
     pub kind: Kind,
     pub scale: Scale,
 }
 
-use Direction::{Rx, Tx};
+use FrameDirection::{Rx, Tx};
 use Kind::*;
 use Scale::{Count, Micros};
 
-const fn r(driver: &'static str, pattern: &'static str, kind: Kind, scale: Scale) -> Rule {
-    Rule {
+const fn r(
+    driver: &'static str,
+    pattern: &'static str,
+    kind: Kind,
+    scale: Scale,
+) -> CounterPattern {
+    CounterPattern {
         driver,
         pattern,
         kind,
@@ -148,7 +162,7 @@ const fn r(driver: &'static str, pattern: &'static str, kind: Kind, scale: Scale
 }
 
 /// The mapping table. Order is the order of the metric reference.
-pub const RULES: &[Rule] = &[
+pub const RULES: &[CounterPattern] = &[
     // mlx5 (en_stats.c): per-priority PFC, present for priorities with PFC
     // enabled ("prio%d" in pport_per_prio_pfc_stats_desc). There is no
     // tx_..._pause_transition in the driver.
@@ -548,7 +562,7 @@ mod tests {
         );
         let rx3 = Meaning::PfcPauseFrames {
             priority: 3,
-            direction: Direction::Rx,
+            direction: FrameDirection::Rx,
         };
         let rx: Vec<_> = stats.iter().filter(|s| s.meaning == rx3).collect();
         assert_eq!(rx.len(), 1);

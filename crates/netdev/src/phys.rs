@@ -31,7 +31,7 @@ use crate::aer::{AerFiles, PciAer};
 use crate::devlink::{HealthRead, HealthReporter};
 use crate::fec::{FecInfo, FecRead};
 use crate::module::{read_module, EepromRead, ModuleInfo};
-use crate::reader::Target;
+use crate::reader::NetdevToRead;
 use crate::RdmaPortRef;
 use roce_host::{HostError, Io, ReadBuf, StdFs};
 
@@ -272,7 +272,7 @@ impl PhysReader {
     fn read_bridges(
         layouts: (&HashMap<String, NetdevLayout>, &HashMap<String, GpuLayout>),
         bridge_layouts: &mut HashMap<String, BridgeLayout>,
-        targets: &[Target],
+        targets: &[NetdevToRead],
         gpus: &[String],
         now: Duration,
         io: &mut Io<'_>,
@@ -338,7 +338,7 @@ impl PhysReader {
     /// `module_interval` has passed since its last read.
     pub fn read(
         &mut self,
-        targets: &[Target],
+        targets: &[NetdevToRead],
         gpus: &[String],
         now: Duration,
         errors: &mut Vec<HostError>,
@@ -349,13 +349,7 @@ impl PhysReader {
         let net = self.options.sysfs.join("class/net");
         // AER files are few and kept for as long as their netdev or GPU is
         // read: no open-file budget.
-        let mut io = Io {
-            fs: &StdFs,
-            buf: &mut self.buf,
-            open: 0,
-            max_open: usize::MAX,
-            reads: 0,
-        };
+        let mut io = Io::new(&StdFs, &mut self.buf, usize::MAX);
         let due = |learned_at: Duration| now.saturating_sub(learned_at) >= crate::LAYOUT_REFRESH;
         for target in targets {
             if target.name.is_empty() || target.name.contains('/') || target.name.starts_with('.') {

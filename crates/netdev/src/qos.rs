@@ -226,23 +226,7 @@ fn number_u32(
     reads: &mut u64,
     quiet_denied: bool,
 ) -> Option<u32> {
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if is_absent(&e) => return None,
-        Err(e) if quiet_denied && e.kind() == ErrorKind::PermissionDenied => return None,
-        Err(e) => {
-            errors.push(crate::io_error(path, &e));
-            return None;
-        }
-    };
-    *reads += 1;
-    let mut text = String::new();
-    if let Err(e) = file.by_ref().take(64).read_to_string(&mut text) {
-        // The firmware query behind the file can fail (EOPNOTSUPP on a
-        // function without congestion control): not a value.
-        errors.push(crate::io_error(path, &e));
-        return None;
-    }
+    let text = small_file(path, errors, reads, quiet_denied)?;
     let t = text.trim();
     match t.parse::<i64>() {
         Ok(v) if (0..=i64::from(u32::MAX)).contains(&v) => u32::try_from(v).ok(),
@@ -327,12 +311,21 @@ fn global_tclass(path: &Path, errors: &mut Vec<ReadError>, reads: &mut u64) -> O
     }
 }
 
-/// One small decimal file: `None` when absent, an error when it holds
-/// anything but a number up to `max`.
-fn number(path: &Path, max: u8, errors: &mut Vec<ReadError>, reads: &mut u64) -> Option<u8> {
+/// The first 64 bytes of a small file: `None` when absent, or when
+/// `quiet_denied` and the kernel refuses (debugfs without privileges), or
+/// with an error when it cannot be opened or read (the firmware query
+/// behind a file can fail: EOPNOTSUPP on a function without congestion
+/// control).
+fn small_file(
+    path: &Path,
+    errors: &mut Vec<ReadError>,
+    reads: &mut u64,
+    quiet_denied: bool,
+) -> Option<String> {
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if is_absent(&e) => return None,
+        Err(e) if quiet_denied && e.kind() == ErrorKind::PermissionDenied => return None,
         Err(e) => {
             errors.push(crate::io_error(path, &e));
             return None;
@@ -344,6 +337,13 @@ fn number(path: &Path, max: u8, errors: &mut Vec<ReadError>, reads: &mut u64) ->
         errors.push(crate::io_error(path, &e));
         return None;
     }
+    Some(text)
+}
+
+/// One small decimal file: `None` when absent, an error when it holds
+/// anything but a number up to `max`.
+fn number(path: &Path, max: u8, errors: &mut Vec<ReadError>, reads: &mut u64) -> Option<u8> {
+    let text = small_file(path, errors, reads, false)?;
     let t = text.trim();
     match t.parse::<u8>() {
         Ok(v) if v <= max => Some(v),

@@ -12,12 +12,12 @@ use roce_host::HostError;
 use crate::dcb::{DcbApp, DcbConfig, DcbError};
 use crate::error::NetdevError;
 use crate::ethtool::{EthtoolError, EthtoolIo, StatsCache};
-use crate::genl::ReplayError;
-use crate::{DcbOutcome, Netdev, NetdevSnapshot, Outcome, PauseStats, RdmaPortRef};
+use crate::genl::{ReplayError, ReplayFault};
+use crate::{DcbOutcome, Netdev, NetdevSnapshot, PauseStats, RdmaPortRef, ReadOutcome};
 
 /// A netdev to read, and the RDMA port it backs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub struct NetdevToRead {
     pub name: String,
     pub rdma: Option<RdmaPortRef>,
 }
@@ -86,18 +86,18 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
         if line.is_empty() {
             continue;
         }
-        let bad = |what: &str| ReplayError::new(n + 1, format!("{what}: {line:?}"));
+        let bad = |fault| ReplayError::new(n + 1, fault, line);
         let (key, value) = line
             .split_once(':')
-            .ok_or_else(|| bad("expected key: value"))?;
+            .ok_or_else(|| bad(ReplayFault::KeyValue))?;
         let value = value.trim();
         match key.trim() {
             "pfc" => {
                 let mut bits = 0u8;
                 for p in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                    let p: u8 = p.parse().map_err(|_| bad("bad priority"))?;
+                    let p: u8 = p.parse().map_err(|_| bad(ReplayFault::Priority))?;
                     if p > 7 {
-                        return Err(bad("priority above 7"));
+                        return Err(bad(ReplayFault::PriorityAbove7));
                     }
                     bits |= 1 << p;
                 }
@@ -112,7 +112,7 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
                     .map(|s| match s {
                         "dscp" => Ok(crate::dcb::IEEE_8021QAZ_APP_SEL_DSCP),
                         "pcp" => Ok(crate::dcb::DCB_APP_SEL_PCP),
-                        _ => Err(bad("trust is pcp or dscp")),
+                        _ => Err(bad(ReplayFault::Trust)),
                     })
                     .collect::<Result<Vec<u8>, ReplayError>>()?;
                 config.trust_order = Some(order);
@@ -120,15 +120,15 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
             "app" => {
                 let parts: Vec<&str> = value.split_whitespace().collect();
                 let [sel, dscp, prio] = parts.as_slice() else {
-                    return Err(bad("expected: app: dscp <value> <priority>"));
+                    return Err(bad(ReplayFault::App));
                 };
                 if *sel != "dscp" {
-                    return Err(bad("only dscp APP entries are replayed"));
+                    return Err(bad(ReplayFault::AppSelector));
                 }
-                let dscp: u16 = dscp.parse().map_err(|_| bad("bad dscp"))?;
-                let priority: u8 = prio.parse().map_err(|_| bad("bad priority"))?;
+                let dscp: u16 = dscp.parse().map_err(|_| bad(ReplayFault::Dscp))?;
+                let priority: u8 = prio.parse().map_err(|_| bad(ReplayFault::Priority))?;
                 if dscp > 63 || priority > 7 {
-                    return Err(bad("dscp above 63 or priority above 7"));
+                    return Err(bad(ReplayFault::AppRange));
                 }
                 config.apps.push(DcbApp {
                     selector: crate::dcb::IEEE_8021QAZ_APP_SEL_DSCP,
@@ -138,17 +138,17 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
             }
             "prio_tc" => {
                 ets(&mut config).prio_tc =
-                    eight(value, 7).ok_or_else(|| bad("expected 8 numbers 0..7"))?
+                    eight(value, 7).ok_or_else(|| bad(ReplayFault::EightPriorities))?
             }
             "tc_bw" => {
                 ets(&mut config).tc_tx_bw =
-                    eight(value, 100).ok_or_else(|| bad("expected 8 percentages"))?
+                    eight(value, 100).ok_or_else(|| bad(ReplayFault::EightPercentages))?
             }
             "tc_tsa" => {
                 let mut tsa = [0u8; 8];
                 let words: Vec<&str> = value.split_whitespace().collect();
                 if words.len() != 8 {
-                    return Err(bad("expected 8 algorithms"));
+                    return Err(bad(ReplayFault::EightAlgorithms));
                 }
                 for (slot, w) in tsa.iter_mut().zip(words) {
                     *slot = match w {
@@ -156,26 +156,27 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
                         "cbs" => crate::dcb::TSA_CB_SHAPER,
                         "ets" => crate::dcb::TSA_ETS,
                         "vendor" => crate::dcb::TSA_VENDOR,
-                        _ => return Err(bad("algorithm is strict, ets, cbs or vendor")),
+                        _ => return Err(bad(ReplayFault::Algorithm)),
                     };
                 }
                 ets(&mut config).tc_tsa = tsa;
             }
             "prio2buffer" => {
                 buffers(&mut config).prio2buffer =
-                    eight(value, 7).ok_or_else(|| bad("expected 8 numbers 0..7"))?
+                    eight(value, 7).ok_or_else(|| bad(ReplayFault::EightPriorities))?
             }
             "buffer_size" => {
                 let sizes: Vec<u32> = value
                     .split_whitespace()
                     .map(str::parse)
                     .collect::<Result<_, _>>()
-                    .map_err(|_| bad("bad size"))?;
+                    .map_err(|_| bad(ReplayFault::Size))?;
                 buffers(&mut config).buffer_size =
-                    sizes.try_into().map_err(|_| bad("expected 8 sizes"))?;
+                    sizes.try_into().map_err(|_| bad(ReplayFault::EightSizes))?;
             }
             "buffer_total" => {
-                buffers(&mut config).total_size = value.parse().map_err(|_| bad("bad size"))?
+                buffers(&mut config).total_size =
+                    value.parse().map_err(|_| bad(ReplayFault::Size))?
             }
             "dcbx" => {
                 use crate::dcb::*;
@@ -188,29 +189,29 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
                     "host_cee" => DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_CEE,
                     "firmware_ieee" => DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_IEEE,
                     "firmware_cee" => DCB_CAP_DCBX_LLD_MANAGED | DCB_CAP_DCBX_VER_CEE,
-                    _ => return Err(bad("unknown dcbx mode")),
+                    _ => return Err(bad(ReplayFault::DcbxMode)),
                 });
             }
             "peer" => {
                 config.peer.standard = Some(match value {
                     "ieee" => crate::dcb::PeerStandard::Ieee,
                     "cee" => crate::dcb::PeerStandard::Cee,
-                    _ => return Err(bad("peer is ieee or cee")),
+                    _ => return Err(bad(ReplayFault::PeerStandard)),
                 });
             }
             "peer_pfc" => {
-                config.peer.pfc_enabled = Some(pfc_bits(value).ok_or_else(|| bad("bad priority"))?)
+                config.peer.pfc_enabled =
+                    Some(pfc_bits(value).ok_or_else(|| bad(ReplayFault::Priority))?)
             }
             "peer_app" => {
-                let app = dscp_app(value)
-                    .ok_or_else(|| bad("expected: peer_app: dscp <value> <priority>"))?;
+                let app = dscp_app(value).ok_or_else(|| bad(ReplayFault::PeerApp))?;
                 config.peer.apps.get_or_insert_with(Vec::new).push(app);
             }
             "peer_prio_tc" => {
                 config.peer.prio_tc =
-                    Some(eight(value, 7).ok_or_else(|| bad("expected 8 numbers 0..7"))?)
+                    Some(eight(value, 7).ok_or_else(|| bad(ReplayFault::EightPriorities))?)
             }
-            _ => return Err(bad("unknown key")),
+            _ => return Err(bad(ReplayFault::UnknownKey)),
         }
     }
     if !config.peer.is_empty() && config.peer.standard.is_none() {
@@ -271,10 +272,9 @@ impl DcbRead for DcbReplay {
         }
         let path = self.dir.join(format!("{netdev}.dcb"));
         match std::fs::read_to_string(&path) {
-            Ok(text) => parse_dcb_replay(&text)
-                .map_err(|e| DcbError::Transport(format!("{}: {e}", path.display()))),
+            Ok(text) => parse_dcb_replay(&text).map_err(|source| DcbError::Replay { path, source }),
             Err(e) if roce_host::errno::is_absent(&e) => Err(DcbError::Unsupported),
-            Err(e) => Err(DcbError::Transport(format!("{}: {e}", path.display()))),
+            Err(e) => Err(DcbError::File(crate::io_error(&path, &e))),
         }
     }
 }
@@ -407,7 +407,11 @@ impl NetdevReader {
 
     /// Reads every target. Per-netdev problems are appended to `errors`
     /// and recorded in the netdev's outcome.
-    pub fn read(&mut self, targets: &[Target], errors: &mut Vec<HostError>) -> NetdevSnapshot {
+    pub fn read(
+        &mut self,
+        targets: &[NetdevToRead],
+        errors: &mut Vec<HostError>,
+    ) -> NetdevSnapshot {
         let now = self.started.elapsed();
         self.read_at(targets, now, errors)
     }
@@ -417,7 +421,7 @@ impl NetdevReader {
     /// [`ReaderOptions::qos_interval`] has passed since its last read.
     pub fn read_at(
         &mut self,
-        targets: &[Target],
+        targets: &[NetdevToRead],
         now: Duration,
         errors: &mut Vec<HostError>,
     ) -> NetdevSnapshot {
@@ -434,7 +438,12 @@ impl NetdevReader {
         snapshot
     }
 
-    fn read_one(&mut self, target: &Target, now: Duration, errors: &mut Vec<HostError>) -> Netdev {
+    fn read_one(
+        &mut self,
+        target: &NetdevToRead,
+        now: Duration,
+        errors: &mut Vec<HostError>,
+    ) -> Netdev {
         let mut sys_errors = Vec::new();
         // The name of a netdev behind an RDMA port was read from the kernel
         // in this sample (GID attributes, the device's `net/` folder).
@@ -497,12 +506,12 @@ impl NetdevReader {
                 Ok((stats, raw)) => {
                     netdev.stats = stats;
                     netdev.raw = raw;
-                    Outcome::Ok(())
+                    ReadOutcome::Ok(())
                 }
-                Err(EthtoolError::Unsupported { .. }) => Outcome::Unsupported,
+                Err(EthtoolError::Unsupported { .. }) => ReadOutcome::Unsupported,
                 Err(e) => {
                     errors.push(HostError::request("ethtool", &e));
-                    Outcome::Failed(e.to_string())
+                    ReadOutcome::Failed(e.to_string())
                 }
             };
         }
@@ -523,7 +532,7 @@ impl NetdevReader {
     /// went without errors.
     fn read_qos(
         &mut self,
-        target: &Target,
+        target: &NetdevToRead,
         exists: bool,
         netdev: &mut Netdev,
         errors: &mut Vec<HostError>,
@@ -571,151 +580,4 @@ impl NetdevReader {
 }
 
 #[cfg(test)]
-mod replay_tests {
-    use super::*;
-    use crate::dcb::{PeerStandard, TSA_ETS, TSA_STRICT};
-
-    #[test]
-    fn upstream_debugfs_gives_dcqcn_parameters_and_the_cnp_dscp() {
-        let root = std::env::temp_dir().join(format!("roce-reader-cc-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let pci = root.join("devices/pci0000:00/0000:17:00.0");
-        let dev = pci.join("net/ens1np0");
-        std::fs::create_dir_all(&dev).unwrap();
-        std::fs::write(dev.join("mtu"), "9000\n").unwrap();
-        std::os::unix::fs::symlink("../..", dev.join("device")).unwrap();
-        std::fs::create_dir_all(root.join("class/net")).unwrap();
-        std::os::unix::fs::symlink(&dev, root.join("class/net/ens1np0")).unwrap();
-        let cc = root.join("kernel/debug/mlx5/0000:17:00.0/cc_params");
-        std::fs::create_dir_all(&cc).unwrap();
-        std::fs::write(cc.join("np_cnp_dscp"), "48\n").unwrap();
-        std::fs::write(cc.join("rp_min_rate"), "1\n").unwrap();
-        let mut reader = NetdevReader::new(ReaderOptions {
-            sysfs: root.clone(),
-            raw_ethtool: vec![],
-            qos_interval: std::time::Duration::ZERO,
-        });
-        let mut errors = Vec::new();
-        let target = Target {
-            name: "ens1np0".into(),
-            rdma: None,
-        };
-        let snap = reader.read(&[target], &mut errors);
-        let _ = std::fs::remove_dir_all(&root);
-        assert!(errors.is_empty(), "{errors:?}");
-        let n = &snap.netdevs[0];
-        // No MLNX_OFED cnp_dscp file: upstream's debugfs value stands in.
-        assert_eq!(n.qos.cnp_dscp, Some(48));
-        let names: Vec<&str> = n.dcqcn.iter().map(|p| p.name).collect();
-        assert_eq!(names, ["rp_min_rate", "np_cnp_dscp"]);
-    }
-
-    #[test]
-    fn replay_carries_ets_buffers_dcbx_and_peer() {
-        let c = parse_dcb_replay(
-            "pfc: 3\ntrust: dscp\napp: dscp 26 3\n\
-             prio_tc: 0 0 0 3 0 0 6 0\ntc_tsa: ets ets ets ets ets ets strict ets\n\
-             tc_bw: 50 0 0 50 0 0 0 0\nprio2buffer: 0 0 0 1 0 0 0 0\n\
-             buffer_size: 130944 130944 0 0 0 0 0 0\nbuffer_total: 262144\n\
-             dcbx: firmware_ieee\npeer_pfc: 4\npeer_app: dscp 26 4\n",
-        )
-        .unwrap();
-        assert_eq!(c.tc_of(3), Some(3));
-        let e = c.ets.unwrap();
-        assert_eq!(
-            (e.tc_tsa[3], e.tc_tsa[6], e.tc_tx_bw[3]),
-            (TSA_ETS, TSA_STRICT, 50)
-        );
-        assert_eq!(c.buffers.unwrap().size_for(3), Some(130_944));
-        assert_eq!(c.dcbx, Some(0x0a));
-        assert_eq!(c.peer.standard, Some(PeerStandard::Ieee));
-        assert_eq!(c.peer.pfc_enabled, Some(1 << 4));
-        assert_eq!(c.peer.dscp_map(), Some(vec![(26, 4)]));
-        // Without those keys the parts are absent, not zero.
-        let c = parse_dcb_replay("pfc: 3\n").unwrap();
-        assert!(c.ets.is_none() && c.buffers.is_none() && c.dcbx.is_none() && c.peer.is_empty());
-        for bad in [
-            "prio_tc: 0 0 0 8 0 0 0 0",
-            "prio_tc: 0 0 0",
-            "tc_tsa: ets ets ets ets ets ets wfq ets",
-            "buffer_size: 1 2",
-            "dcbx: maybe",
-            "peer_app: dscp 64 3",
-            "peer_pfc: 9",
-        ] {
-            assert!(parse_dcb_replay(bad).is_err(), "{bad}");
-        }
-    }
-
-    /// Counts the DCB requests; answers a fixed configuration.
-    struct CountedDcb(std::sync::Arc<std::sync::atomic::AtomicU64>);
-
-    impl DcbRead for CountedDcb {
-        fn read_dcb(&mut self, _netdev: &str) -> Result<DcbConfig, DcbError> {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            parse_dcb_replay("pfc: 3\ntrust: dscp\napp: dscp 26 3\n")
-                .map_err(|_| DcbError::Unsupported)
-        }
-    }
-
-    #[test]
-    fn qos_configuration_is_read_on_its_own_cadence_and_at_once_on_link_change() {
-        use std::time::Duration;
-        let root = std::env::temp_dir().join(format!("roce-reader-qosint-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let dev = root.join("class/net/ens1np0");
-        // MLNX_OFED's ecn folder: each parameter file a firmware query.
-        let rp = dev.join("ecn/roce_rp");
-        let np = dev.join("ecn/roce_np");
-        std::fs::create_dir_all(&rp).unwrap();
-        std::fs::create_dir_all(&np).unwrap();
-        std::fs::write(dev.join("mtu"), "9000\n").unwrap();
-        std::fs::write(dev.join("operstate"), "up\n").unwrap();
-        std::fs::write(rp.join("rpg_min_rate"), "1\n").unwrap();
-        std::fs::write(np.join("cnp_dscp"), "48\n").unwrap();
-        std::fs::write(np.join("cnp_802p_prio"), "6\n").unwrap();
-        let dcb_calls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let mut reader = NetdevReader::new(ReaderOptions {
-            sysfs: root.clone(),
-            raw_ethtool: vec![],
-            qos_interval: Duration::from_secs(300),
-        })
-        .with_dcb(Box::new(CountedDcb(dcb_calls.clone())));
-        let targets = [Target {
-            name: "ens1np0".into(),
-            rdma: None,
-        }];
-        let mut errors = Vec::new();
-        let mut sample = |reader: &mut NetdevReader, secs: u64| {
-            let snap = reader.read_at(&targets, Duration::from_secs(secs), &mut errors);
-            (snap, reader.last_calls())
-        };
-        let (first, calls0) = sample(&mut reader, 0);
-        let qos_files = calls0.sysfs_reads;
-        let (second, calls1) = sample(&mut reader, 5);
-        let (_, calls2) = sample(&mut reader, 299);
-        let (_, calls3) = sample(&mut reader, 300);
-        // The link goes down: the DCBX peer is gone, read again at once.
-        std::fs::write(dev.join("operstate"), "down\n").unwrap();
-        let (_, calls4) = sample(&mut reader, 301);
-        let _ = std::fs::remove_dir_all(&root);
-        assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(calls0.dcb, 1);
-        // Between reads the last values are served, without a request.
-        assert_eq!((calls1.dcb, calls2.dcb), (0, 0));
-        assert_eq!(second.netdevs[0].dcb, first.netdevs[0].dcb);
-        assert_eq!(second.netdevs[0].dcqcn, first.netdevs[0].dcqcn);
-        assert_eq!(second.netdevs[0].qos.cnp_dscp, Some(48));
-        assert_eq!(first.netdevs[0].qos_age, Some(Duration::ZERO));
-        assert_eq!(second.netdevs[0].qos_age, Some(Duration::from_secs(5)));
-        // rpg_min_rate, cnp_dscp and cnp_802p_prio as DCQCN parameters,
-        // the last two again as the CNP marking: five firmware queries,
-        // made only on the QoS cadence.
-        assert_eq!(first.netdevs[0].dcqcn.len(), 3);
-        assert_eq!(calls1.sysfs_reads + 5, qos_files);
-        assert_eq!(calls2.sysfs_reads, calls1.sysfs_reads);
-        assert_eq!((calls3.dcb, calls3.sysfs_reads), (1, qos_files));
-        assert_eq!((calls4.dcb, calls4.sysfs_reads), (1, qos_files));
-        assert_eq!(dcb_calls.load(std::sync::atomic::Ordering::SeqCst), 3);
-    }
-}
+mod tests;

@@ -220,13 +220,7 @@ impl SysfsFiles {
             return NetdevSysfs::default();
         }
         // Every file of a netdev is kept (a dozen per netdev): no budget.
-        let mut io = Io {
-            fs: &StdFs,
-            buf: &mut self.buf,
-            open: 0,
-            max_open: usize::MAX,
-            reads: 0,
-        };
+        let mut io = Io::new(&StdFs, &mut self.buf, usize::MAX);
         let files = self
             .netdevs
             .entry(netdev.to_string())

@@ -4,7 +4,7 @@
 //! `DCB_ATTR_DCB_APP_TRUST_TABLE`) and `netlink.h` (`nlmsghdr`, `nlattr`,
 //! `NLMSG_ERROR`), including truncated and malformed replies.
 
-use roce_netdev::dcb::{decode_reply, request, DcbApp, DcbError, Trust};
+use roce_netdev::dcb::{decode_reply, request, DcbApp, DcbError, DcbPart, Trust};
 
 const NLA_F_NESTED: u16 = 0x8000;
 
@@ -181,14 +181,14 @@ fn malformed_attributes() {
     body.extend(attr(13 | NLA_F_NESTED, &attr(2, &[8])));
     assert_eq!(
         decode_reply(&message(78, &body)),
-        Err(DcbError::Truncated { what: "ieee_pfc" })
+        Err(DcbError::Truncated(DcbPart::IeeePfc))
     );
     // dcb_app of three bytes
     let mut body = vec![0u8, 21, 0, 0];
     body.extend(attr(13 | NLA_F_NESTED, &attr(3, &attr(1, &[5, 3, 26]))));
     assert_eq!(
         decode_reply(&message(78, &body)),
-        Err(DcbError::Truncated { what: "dcb_app" })
+        Err(DcbError::Truncated(DcbPart::DcbApp))
     );
     // reply to another command, another message type, no IEEE nest
     assert!(matches!(
@@ -341,7 +341,7 @@ fn short_or_out_of_range_ets_and_buffer_are_errors() {
     let buffer = dcbnl_buffer([0; 8], [0; 8], 0);
     let short = decode_reply(&full_reply(&[0u8; 34], &buffer)).unwrap_err();
     assert!(
-        matches!(short, DcbError::Truncated { what: "ieee_ets" }),
+        matches!(short, DcbError::Truncated(DcbPart::IeeeEts)),
         "{short:?}"
     );
     let ets = ieee_ets([0; 8], [0; 8], [0, 0, 0, 9, 0, 0, 0, 0]);
@@ -352,9 +352,7 @@ fn short_or_out_of_range_ets_and_buffer_are_errors() {
     let ets = ieee_ets([0; 8], [0; 8], [0; 8]);
     assert!(matches!(
         decode_reply(&full_reply(&ets, &buffer[..43])).unwrap_err(),
-        DcbError::Truncated {
-            what: "dcbnl_buffer"
-        }
+        DcbError::Truncated(DcbPart::DcbnlBuffer)
     ));
     let bad = dcbnl_buffer([8, 0, 0, 0, 0, 0, 0, 0], [0; 8], 0);
     assert!(matches!(

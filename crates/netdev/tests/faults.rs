@@ -17,8 +17,11 @@ use roce_netdev::ethtool::{
     parse_ethtool_s, set_u32, u32_at, ReplyBuf, StatsCache, ETHTOOL_GSSET_INFO, ETHTOOL_GSTATS,
     ETHTOOL_GSTRINGS, ETH_GSTRING_LEN, ETH_SS_STATS,
 };
-use roce_netdev::reader::{ReaderOptions, Target};
-use roce_netdev::{EthtoolError, EthtoolIo, HostError, NetdevReader, Outcome, RdmaPortRef};
+use roce_netdev::reader::{NetdevToRead, ReaderOptions};
+use roce_netdev::{
+    EthtoolError, EthtoolIo, EthtoolStep, HostError, NetdevReader, NetdevSnapshot, RdmaPortRef,
+    ReadOutcome,
+};
 
 /// This crate's folder (its fixtures are under tests/fixtures).
 fn here() -> PathBuf {
@@ -106,10 +109,10 @@ impl Fake {
     }
 }
 
-fn efault(netdev: &str, step: &'static str) -> EthtoolError {
+fn efault(netdev: &str, cmd: u32) -> EthtoolError {
     EthtoolError::Ioctl {
         netdev: netdev.into(),
-        step,
+        step: EthtoolStep::of_command(cmd),
         errno: libc::EFAULT,
     }
 }
@@ -149,7 +152,7 @@ impl EthtoolIo for Fake {
                 for (i, (name, _)) in listing.iter().enumerate() {
                     if i >= room {
                         self.cut.lock().unwrap().push((step, n, room));
-                        return Err(efault(netdev, step));
+                        return Err(efault(netdev, cmd));
                     }
                     let mut slot = [0u8; 32];
                     slot[..name.len().min(31)]
@@ -173,7 +176,7 @@ impl EthtoolIo for Fake {
                         Some(w) => *w = *v,
                         None => {
                             self.cut.lock().unwrap().push((step, n, room));
-                            return Err(efault(netdev, step));
+                            return Err(efault(netdev, cmd));
                         }
                     }
                 }
@@ -183,8 +186,8 @@ impl EthtoolIo for Fake {
     }
 }
 
-fn target(name: &str, device: &str) -> Target {
-    Target {
+fn target(name: &str, device: &str) -> NetdevToRead {
+    NetdevToRead {
         name: name.into(),
         rdma: Some(RdmaPortRef {
             device: device.into(),
@@ -232,7 +235,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
         let snap = reader.read(&targets, &mut errors);
         assert_eq!(errors, Vec::<HostError>::new());
         let n = &snap.netdevs[0];
-        assert_eq!(n.ethtool, Outcome::Ok(()));
+        assert_eq!(n.ethtool, ReadOutcome::Ok(()));
         assert_eq!(
             n.stats, want,
             "sample {sample}: the extra channels add no meaning"
@@ -241,7 +244,7 @@ fn ten_thousand_ethtool_counters_are_read_as_cheaply_as_a_hundred() {
         let far = n.raw.iter().find(|r| r.name == deep.0).map(|r| r.value);
         assert_eq!(far, Some(deep.1), "a raw counter at index 9,990");
         assert_eq!(n.mtu, Some(9000), "sysfs part unaffected");
-        assert_eq!(snap.netdevs[1].ethtool, Outcome::Ok(()));
+        assert_eq!(snap.netdevs[1].ethtool, ReadOutcome::Ok(()));
         assert_eq!(snap.netdevs[1].stats, want);
         // Names once (count, strings, values), then the count and the
         // values per netdev per sample, 10,000 statistics or not.
@@ -306,6 +309,26 @@ fn reader_with(start: Vec<(String, u64)>, raw: &str) -> (NetdevReader, Listings,
     (reader, listings, calls, cut, grow)
 }
 
+/// One read of `targets` without errors, whose first netdev's ethtool set
+/// was read whole and gave `raw` as its only raw counter.
+fn assert_reads_only(
+    reader: &mut NetdevReader,
+    targets: &[NetdevToRead],
+    errors: &mut Vec<HostError>,
+    raw: (String, u64),
+) -> NetdevSnapshot {
+    let snap = reader.read(targets, errors);
+    assert_eq!(*errors, Vec::<HostError>::new());
+    assert_eq!(snap.netdevs[0].ethtool, ReadOutcome::Ok(()));
+    let got: Vec<(String, u64)> = snap.netdevs[0]
+        .raw
+        .iter()
+        .map(|r| (r.name.clone(), r.value))
+        .collect();
+    assert_eq!(got, vec![raw]);
+    snap
+}
+
 fn steps_of(calls: &Calls, netdev: &str) -> Vec<&'static str> {
     calls
         .lock()
@@ -337,15 +360,7 @@ fn a_set_grown_after_start_is_sized_from_the_count_asked_before_the_read() {
 
     listings.lock().unwrap()[0].1 = big;
     let mut errors = Vec::new();
-    let snap = reader.read(&targets, &mut errors);
-    assert_eq!(errors, Vec::<HostError>::new());
-    assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok(()));
-    let raw: Vec<(String, u64)> = snap.netdevs[0]
-        .raw
-        .iter()
-        .map(|r| (r.name.clone(), r.value))
-        .collect();
-    assert_eq!(raw, vec![deep]);
+    assert_reads_only(&mut reader, &targets, &mut errors, deep);
     assert_eq!(
         steps_of(&calls, "ens1f0np0"),
         ["ETHTOOL_GSSET_INFO", "ETHTOOL_GSTRINGS", "ETHTOOL_GSTATS"]
@@ -376,15 +391,7 @@ fn a_set_grown_between_the_count_and_the_values_is_cut_at_the_buffer_end_and_rea
 
     let n = big.len();
     *grow.lock().unwrap() = Some(("ens1f0np0".to_string(), big));
-    let snap = reader.read(&targets, &mut errors);
-    assert_eq!(errors, Vec::<HostError>::new());
-    assert_eq!(snap.netdevs[0].ethtool, Outcome::Ok(()));
-    let raw: Vec<(String, u64)> = snap.netdevs[0]
-        .raw
-        .iter()
-        .map(|r| (r.name.clone(), r.value))
-        .collect();
-    assert_eq!(raw, vec![deep]);
+    let snap = assert_reads_only(&mut reader, &targets, &mut errors, deep);
     assert_eq!(
         steps_of(&calls, "ens1f0np0"),
         [
@@ -403,5 +410,9 @@ fn a_set_grown_between_the_count_and_the_values_is_cut_at_the_buffer_end_and_rea
         held > cx7().len() && held < n,
         "sized from the 16-channel count: {held}"
     );
-    assert_eq!(snap.netdevs[1].ethtool, Outcome::Ok(()), "eth9 unaffected");
+    assert_eq!(
+        snap.netdevs[1].ethtool,
+        ReadOutcome::Ok(()),
+        "eth9 unaffected"
+    );
 }

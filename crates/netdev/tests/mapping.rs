@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use roce_netdev::ethtool::{Replay, StatsCache};
-use roce_netdev::Direction::{Rx, Tx};
-use roce_netdev::{MappedStat, Meaning, RawStat, StatValue};
+use roce_netdev::FrameDirection::{Rx, Tx};
+use roce_netdev::{FrameDirection, MappedStat, Meaning, RawStat, StatValue};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ethtool")
@@ -42,64 +42,45 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-12 * b.abs().max(1.0)
 }
 
+/// PFC pause frames of priority `p` in direction `d`.
+fn frames(p: u8, d: FrameDirection) -> Meaning {
+    Meaning::PfcPauseFrames {
+        priority: p,
+        direction: d,
+    }
+}
+
+/// Time priority `p` spent paused in direction `d`.
+fn duration(p: u8, d: FrameDirection) -> Meaning {
+    Meaning::PfcPauseDuration {
+        priority: p,
+        direction: d,
+    }
+}
+
+/// Transitions of priority `p` between paused and not, direction `d`.
+fn transitions(p: u8, d: FrameDirection) -> Meaning {
+    Meaning::PfcPauseTransitions {
+        priority: p,
+        direction: d,
+    }
+}
+
 #[test]
 fn mlx5_connectx7_all_priorities() {
     let (stats, raw) = sample("mlx5-cx7", &[]);
     assert!(raw.is_empty());
     for p in 0..8u8 {
         let pu = u64::from(p);
-        assert_eq!(
-            count(
-                &stats,
-                Meaning::PfcPauseFrames {
-                    priority: p,
-                    direction: Rx
-                }
-            ),
-            1000 + pu
-        );
-        assert_eq!(
-            count(
-                &stats,
-                Meaning::PfcPauseFrames {
-                    priority: p,
-                    direction: Tx
-                }
-            ),
-            2000 + pu
-        );
+        assert_eq!(count(&stats, frames(p, Rx)), 1000 + pu);
+        assert_eq!(count(&stats, frames(p, Tx)), 2000 + pu);
         // rx_prioN_pause_duration = 1_500_000 * (N + 1) µs
-        let rx = seconds(
-            &stats,
-            Meaning::PfcPauseDuration {
-                priority: p,
-                direction: Rx,
-            },
-        );
+        let rx = seconds(&stats, duration(p, Rx));
         assert!(close(rx, 1.5 * f64::from(p + 1)), "{rx}");
-        let tx = seconds(
-            &stats,
-            Meaning::PfcPauseDuration {
-                priority: p,
-                direction: Tx,
-            },
-        );
+        let tx = seconds(&stats, duration(p, Tx));
         assert!(close(tx, 250e-6 * f64::from(p)), "{tx}");
-        assert_eq!(
-            count(
-                &stats,
-                Meaning::PfcPauseTransitions {
-                    priority: p,
-                    direction: Rx
-                }
-            ),
-            300 + pu
-        );
-        assert!(!stats.iter().any(|s| s.meaning
-            == Meaning::PfcPauseTransitions {
-                priority: p,
-                direction: Tx
-            }));
+        assert_eq!(count(&stats, transitions(p, Rx)), 300 + pu);
+        assert!(!stats.iter().any(|s| s.meaning == transitions(p, Tx)));
         let d = |reason| Meaning::Discards {
             reason,
             priority: Some(p),
@@ -177,62 +158,14 @@ fn bnxt_en() {
     let (stats, _) = sample("bnxt_en", &[]);
     for p in 0..8u8 {
         let pu = u64::from(p);
-        assert_eq!(
-            count(
-                &stats,
-                Meaning::PfcPauseFrames {
-                    priority: p,
-                    direction: Rx
-                }
-            ),
-            500 + pu
-        );
-        assert_eq!(
-            count(
-                &stats,
-                Meaning::PfcPauseFrames {
-                    priority: p,
-                    direction: Tx
-                }
-            ),
-            600 + pu
-        );
-        let rx = seconds(
-            &stats,
-            Meaning::PfcPauseDuration {
-                priority: p,
-                direction: Rx,
-            },
-        );
+        assert_eq!(count(&stats, frames(p, Rx)), 500 + pu);
+        assert_eq!(count(&stats, frames(p, Tx)), 600 + pu);
+        let rx = seconds(&stats, duration(p, Rx));
         assert!(close(rx, 1e-3 * f64::from(p + 1)), "{rx}");
-        let tx = seconds(
-            &stats,
-            Meaning::PfcPauseDuration {
-                priority: p,
-                direction: Tx,
-            },
-        );
+        let tx = seconds(&stats, duration(p, Tx));
         assert!(close(tx, 10e-6 * f64::from(p)), "{tx}");
-        assert_eq!(
-            count(
-                &stats,
-                Meaning::PfcPauseTransitions {
-                    priority: p,
-                    direction: Rx
-                }
-            ),
-            70 + pu
-        );
-        assert_eq!(
-            count(
-                &stats,
-                Meaning::PfcPauseTransitions {
-                    priority: p,
-                    direction: Tx
-                }
-            ),
-            80 + pu
-        );
+        assert_eq!(count(&stats, transitions(p, Rx)), 70 + pu);
+        assert_eq!(count(&stats, transitions(p, Tx)), 80 + pu);
     }
     assert_eq!(count(&stats, Meaning::LinkPauseFrames { direction: Rx }), 3);
     assert_eq!(count(&stats, Meaning::LinkPauseFrames { direction: Tx }), 4);
@@ -271,26 +204,8 @@ fn ice_sums_xon_and_xoff() {
     for p in 0..8u8 {
         let pu = u64::from(p);
         // rx_priority_N_xon.nic = 100 + N, rx_priority_N_xoff.nic = 200 + N
-        assert_eq!(
-            count(
-                &stats,
-                Meaning::PfcPauseFrames {
-                    priority: p,
-                    direction: Rx
-                }
-            ),
-            300 + 2 * pu
-        );
-        assert_eq!(
-            count(
-                &stats,
-                Meaning::PfcPauseFrames {
-                    priority: p,
-                    direction: Tx
-                }
-            ),
-            30 * pu
-        );
+        assert_eq!(count(&stats, frames(p, Rx)), 300 + 2 * pu);
+        assert_eq!(count(&stats, frames(p, Tx)), 30 * pu);
     }
     assert_eq!(
         count(&stats, Meaning::LinkPauseFrames { direction: Rx }),

@@ -12,7 +12,7 @@ use roce_netdev::module::{
     decode, eeprom_request, parse_eeprom_replay, read_module, EepromRead, EepromReplay, HalfPage,
     ModuleError, Pages, Standard, I2C_A0,
 };
-use roce_netdev::reader::{ReaderOptions, Target};
+use roce_netdev::reader::{NetdevToRead, ReaderOptions};
 use roce_netdev::{CarrierCounts, NetdevReader};
 use roce_netlink::{attrs, messages};
 
@@ -367,7 +367,7 @@ fn carrier_counters_from_sysfs_and_absent_files() {
         raw_ethtool: vec![],
         qos_interval: std::time::Duration::ZERO,
     });
-    let targets = ["eth0", "eth1", "eth2"].map(|n| Target {
+    let targets = ["eth0", "eth1", "eth2"].map(|n| NetdevToRead {
         name: n.into(),
         rdma: None,
     });
@@ -438,7 +438,7 @@ fn phys_reader(sysfs: PathBuf) -> roce_netdev::phys::PhysReader {
 fn phys_reader_joins_every_part_of_a_netdev() {
     let dir = phys_tree("join");
     let mut reader = phys_reader(dir.clone());
-    let targets = [Target {
+    let targets = [NetdevToRead {
         name: "ens1np0".into(),
         rdma: Some(roce_netdev::RdmaPortRef {
             device: "mlx5_0".into(),
@@ -476,7 +476,7 @@ fn modules_are_read_on_their_own_cadence() {
     use std::time::Duration;
     let dir = phys_tree("cadence");
     let mut reader = phys_reader(dir.clone());
-    let targets = [Target {
+    let targets = [NetdevToRead {
         name: "ens1np0".into(),
         rdma: None,
     }];
@@ -523,7 +523,7 @@ fn virtio_net_aer_is_read_from_the_pci_function_above_it() {
     });
     let mut errors = Vec::new();
     let snap = reader.read(
-        &[Target {
+        &[NetdevToRead {
             name: "eth0".into(),
             rdma: None,
         }],
@@ -843,7 +843,7 @@ fn bridge_ports_on_nic_and_gpu_paths_are_read_once_with_what_they_serve() {
         sysfs: dir.clone(),
         module_interval: std::time::Duration::from_secs(300),
     });
-    let targets = [Target {
+    let targets = [NetdevToRead {
         name: "ens1np0".into(),
         rdma: None,
     }];

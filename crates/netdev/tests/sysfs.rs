@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use roce_host::{HostError, ReadError, ReadErrorKind};
-use roce_netdev::reader::{ReaderOptions, Target};
-use roce_netdev::{EcnConfig, NetdevReader, Outcome, RdmaPortRef};
+use roce_netdev::reader::{NetdevToRead, ReaderOptions};
+use roce_netdev::{EcnConfig, NetdevReader, RdmaPortRef, ReadOutcome};
 
 fn sysfs() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/netdev-mlx5/sys")
@@ -19,14 +19,14 @@ fn ecn_mixed_priorities_mtu_and_state() {
         qos_interval: std::time::Duration::ZERO,
     });
     let targets = [
-        Target {
+        NetdevToRead {
             name: "ens1f0np0".into(),
             rdma: Some(RdmaPortRef {
                 device: "mlx5_0".into(),
                 port: 1,
             }),
         },
-        Target {
+        NetdevToRead {
             name: "eth9".into(),
             rdma: None,
         },
@@ -47,7 +47,7 @@ fn ecn_mixed_priorities_mtu_and_state() {
         })
     );
     // ethtool and DCB were not asked for: disabled, not failed
-    assert_eq!(mlx.ethtool, Outcome::Disabled);
+    assert_eq!(mlx.ethtool, ReadOutcome::Disabled);
 
     let plain = &snap.netdevs[1];
     assert_eq!(plain.mtu, Some(1500));
@@ -71,7 +71,7 @@ fn a_bad_ecn_file_is_reported_and_the_rest_kept() {
     });
     let mut errors = Vec::new();
     let snap = reader.read(
-        &[Target {
+        &[NetdevToRead {
             name: "x0".into(),
             rdma: None,
         }],
@@ -125,8 +125,8 @@ impl Drop for Scratch {
     }
 }
 
-fn target(name: &str) -> Target {
-    Target {
+fn target(name: &str) -> NetdevToRead {
+    NetdevToRead {
         name: name.into(),
         rdma: None,
     }

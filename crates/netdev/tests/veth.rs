@@ -8,8 +8,8 @@ use roce_netdev::ethtool::{
     decode_gstrings, parse_ethtool_s, read_listing, set_u32, Ioctl, ReplyBuf, StatsCache,
     ETHTOOL_GSTRINGS, ETH_SS_STATS,
 };
-use roce_netdev::{EthtoolError, EthtoolIo};
-use roce_testkit::netns::{in_netns, is_root, join, run, skip_unless_ci, Netns};
+use roce_netdev::{EthtoolError, EthtoolIo, EthtoolStep};
+use roce_testkit::netns::{in_netns, join, pair, run};
 
 /// Reads `netdev` through the ioctl from inside `ns` (a thread that joins
 /// the namespace: the socket belongs to the namespace it is opened in).
@@ -38,33 +38,15 @@ fn send_udp_in_netns(ns: &str, to: &str, n: usize) {
 
 #[test]
 fn ioctl_matches_ethtool_s_on_a_veth_pair() {
-    if !is_root() {
-        skip_unless_ci("needs root (CI runs tests as root)");
+    let Some((a, b)) = pair("roce-nd-a-", "roce-nd-b-") else {
         return;
-    }
-    let id = std::process::id();
-    let a = Netns::new(format!("roce-nd-a-{id}"));
-    let b = Netns::new(format!("roce-nd-b-{id}"));
+    };
     // No IPv6: router solicitations would change the counters between reads.
     for ns in [&a.0, &b.0] {
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ]);
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.default.disable_ipv6=1",
-        ]);
+        for conf in ["all", "default"] {
+            let key = format!("net.ipv6.conf.{conf}.disable_ipv6=1");
+            run(&["ip", "netns", "exec", ns, "sysctl", "-qw", &key]);
+        }
     }
     a.veth("vethA", &b, "vethB");
     a.addr("vethA", "10.231.0.1/30");
@@ -118,13 +100,9 @@ fn missing_netdev_is_a_clear_error() {
 /// guard page with EFAULT.
 #[test]
 fn a_set_grown_by_ethtool_l_is_read_whole_and_the_kernel_stops_at_the_guard_page() {
-    if !is_root() {
-        skip_unless_ci("needs root (CI runs tests as root)");
+    let Some((a, b)) = pair("roce-ndg-a-", "roce-ndg-b-") else {
         return;
-    }
-    let id = std::process::id();
-    let a = Netns::new(format!("roce-ndg-a-{id}"));
-    let b = Netns::new(format!("roce-ndg-b-{id}"));
+    };
     run(&[
         "ip",
         "-n",
@@ -213,7 +191,7 @@ fn a_set_grown_by_ethtool_l_is_read_whole_and_the_kernel_stops_at_the_guard_page
         overrun,
         Err(EthtoolError::Ioctl {
             netdev: "vethG".into(),
-            step: "ETHTOOL_GSTRINGS",
+            step: EthtoolStep::Strings,
             errno: libc::EFAULT
         })
     );

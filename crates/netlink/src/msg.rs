@@ -120,6 +120,20 @@ impl RawMessage<'_> {
     }
 }
 
+/// What is left of `buf` from `pos`: `None`, and `done` from then on, once
+/// nothing is.
+fn unread<'a>(buf: &'a [u8], pos: usize, done: &mut bool) -> Option<&'a [u8]> {
+    if *done {
+        return None;
+    }
+    let rest = buf.get(pos..).unwrap_or(&[]);
+    if rest.is_empty() {
+        *done = true;
+        return None;
+    }
+    Some(rest)
+}
+
 /// Iterates the messages of one datagram.
 pub fn messages(buf: &[u8]) -> Messages<'_> {
     Messages {
@@ -140,14 +154,7 @@ impl<'a> Iterator for Messages<'a> {
     type Item = Result<RawMessage<'a>, NlError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
-        if rest.is_empty() {
-            self.done = true;
-            return None;
-        }
+        let rest = unread(self.buf, self.pos, &mut self.done)?;
         let fail = |this: &mut Self, e| {
             this.done = true;
             Some(Err(e))
@@ -292,14 +299,7 @@ impl<'a> Iterator for Attrs<'a> {
     type Item = Result<Attr<'a>, NlError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
-        if rest.is_empty() {
-            self.done = true;
-            return None;
-        }
+        let rest = unread(self.buf, self.pos, &mut self.done)?;
         self.done = true;
         let (Some(len), Some(raw_kind)) = (read_u16(rest, 0), read_u16(rest, 2)) else {
             return Some(Err(NlError::Truncated {
@@ -366,31 +366,27 @@ impl<'a> Attr<'a> {
         Ok(self.fixed::<1>()?[0])
     }
 
+    /// The payload as an integer of `N` bytes, in network byte order where
+    /// the attribute says so (`NLA_F_NET_BYTEORDER`), else the host's.
+    fn int<const N: usize, T>(
+        &self,
+        be: fn([u8; N]) -> T,
+        ne: fn([u8; N]) -> T,
+    ) -> Result<T, NlError> {
+        let b = self.fixed::<N>()?;
+        Ok(if self.net_byteorder { be(b) } else { ne(b) })
+    }
+
     pub fn as_u16(&self) -> Result<u16, NlError> {
-        let b = self.fixed::<2>()?;
-        Ok(if self.net_byteorder {
-            u16::from_be_bytes(b)
-        } else {
-            u16::from_ne_bytes(b)
-        })
+        self.int(u16::from_be_bytes, u16::from_ne_bytes)
     }
 
     pub fn as_u32(&self) -> Result<u32, NlError> {
-        let b = self.fixed::<4>()?;
-        Ok(if self.net_byteorder {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_ne_bytes(b)
-        })
+        self.int(u32::from_be_bytes, u32::from_ne_bytes)
     }
 
     pub fn as_u64(&self) -> Result<u64, NlError> {
-        let b = self.fixed::<8>()?;
-        Ok(if self.net_byteorder {
-            u64::from_be_bytes(b)
-        } else {
-            u64::from_ne_bytes(b)
-        })
+        self.int(u64::from_be_bytes, u64::from_ne_bytes)
     }
 
     /// A string attribute, up to its first NUL (the kernel writes strings
@@ -566,4 +562,4 @@ impl MessageBuilder {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

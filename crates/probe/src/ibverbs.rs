@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::{BasicCompletionQueue, PollCompletionQueueError};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
-use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortAttr, PortState};
+use sideway::ibverbs::device_context::{
+    DeviceContext, LinkLayer as VerbsLinkLayer, Mtu, PortAttr, PortState,
+};
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{
@@ -319,7 +321,7 @@ impl IbSession {
             access,
             gid,
             sgid_index,
-            roce: matches!(port_attr.link_layer(), LinkLayer::Ethernet),
+            roce: matches!(port_attr.link_layer(), VerbsLinkLayer::Ethernet),
             lid: port_attr.lid(),
             mtu: path_mtu(path.mtu),
             traffic_class: path.traffic_class,
@@ -644,73 +646,7 @@ impl Session for IbSession {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errno_survives_sidewayish_transparent_wrapping() {
-        #[derive(Debug)]
-        struct Kind(std::io::Error);
-        impl std::fmt::Display for Kind {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                self.0.fmt(f)
-            }
-        }
-        impl std::error::Error for Kind {}
-        #[derive(Debug)]
-        struct Outer(Kind);
-        impl std::fmt::Display for Outer {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("failed to open device")
-            }
-        }
-        impl std::error::Error for Outer {
-            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-                Some(&self.0)
-            }
-        }
-        let e = Outer(Kind(std::io::Error::from_raw_os_error(libc::EACCES)));
-        assert_eq!(errno_of(&e), Some(libc::EACCES));
-        assert_eq!(
-            os_error_in("Cannot allocate memory (os error 12)"),
-            Some(12)
-        );
-        assert_eq!(os_error_in("failed to open device"), None);
-    }
-}
+mod tests;
 
 #[cfg(test)]
-mod isolated_tests {
-    use super::Isolated;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-
-    /// A resource whose destroy fails as on a removed device.
-    struct Failing(Arc<AtomicUsize>);
-
-    impl Drop for Failing {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            panic!("assertion `left == right` failed: ibv_destroy_qp returned EIO");
-        }
-    }
-
-    #[test]
-    fn resources_whose_destroy_panics_are_all_dropped_without_aborting() {
-        struct Session {
-            _a: Isolated<Failing>,
-            _b: Isolated<Failing>,
-            _c: Isolated<Arc<Failing>>,
-        }
-        let dropped = Arc::new(AtomicUsize::new(0));
-        let session = Session {
-            _a: Isolated::new(Failing(dropped.clone())),
-            _b: Isolated::new(Failing(dropped.clone())),
-            _c: Isolated::new(Arc::new(Failing(dropped.clone()))),
-        };
-        // Without the wrapper the second panic, during the first one's
-        // unwinding, would abort this test binary.
-        drop(session);
-        assert_eq!(dropped.load(Ordering::SeqCst), 3);
-    }
-}
+mod isolated_tests;

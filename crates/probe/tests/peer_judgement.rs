@@ -139,11 +139,7 @@ fn dead_peer(horizon: f64) -> (Option<f64>, Option<f64>) {
         if node == NODES / 2 {
             continue;
         }
-        let peers: Vec<Endpoint> = all
-            .iter()
-            .filter(|e| e.node != ep(node).node)
-            .cloned()
-            .collect();
+        let peers = others(&all, node);
         let port = SimPort {
             dead: Some(dead.node.clone()),
             isolated: false,
@@ -215,6 +211,14 @@ fn black_holed_port(horizon: f64) -> Option<f64> {
     judged_at
 }
 
+/// Every endpoint of `all` but those of `node`.
+fn others(all: &[Endpoint], node: u32) -> Vec<Endpoint> {
+    all.iter()
+        .filter(|e| e.node != ep(node).node)
+        .cloned()
+        .collect()
+}
+
 #[test]
 fn a_dead_peer_among_a_thousand_is_named_within_three_minutes() {
     // Simulated for one minute: the verdicts come well within it, and a
@@ -244,11 +248,7 @@ fn every_prober_meets_the_dead_peer_at_its_own_time() {
     let dead = all[100].key();
     let mut firsts: BTreeMap<u64, usize> = BTreeMap::new();
     for node in 0..40u32 {
-        let peers: Vec<Endpoint> = all
-            .iter()
-            .filter(|e| e.node != ep(node).node)
-            .cloned()
-            .collect();
+        let peers = others(&all, node);
         let port = SimPort {
             dead: Some(all[100].node.clone()),
             isolated: false,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use roce_netdev::{DcbOutcome, Direction, Meaning, Netdev};
+use roce_netdev::{DcbOutcome, FrameDirection, Meaning, Netdev};
 
 use super::fabric::{all_netdevs, list, pfc_priorities};
 use super::history::FollowedCounter;
@@ -70,10 +70,10 @@ fn netdev_increase(
         .increase(FollowedCounter::Stat(meaning), window)
 }
 
-fn direction_words(direction: Direction) -> &'static str {
+fn direction_words(direction: FrameDirection) -> &'static str {
     match direction {
-        Direction::Rx => "rx, paused by the link partner",
-        Direction::Tx => "tx, this NIC pausing the link partner",
+        FrameDirection::Rx => "rx, paused by the link partner",
+        FrameDirection::Tx => "tx, this NIC pausing the link partner",
     }
 }
 
@@ -96,7 +96,7 @@ fn storm_kinds(n: &Netdev) -> Vec<&'static str> {
 #[derive(Debug, Clone, Copy)]
 struct Paused {
     priority: u8,
-    direction: Direction,
+    direction: FrameDirection,
     /// Seconds paused.
     paused: f64,
     /// Seconds of the window covered.
@@ -124,7 +124,7 @@ impl Paused {
 fn worst_paused(
     ctx: &Context,
     n: &Netdev,
-    direction: Direction,
+    direction: FrameDirection,
     window: std::time::Duration,
 ) -> Option<Paused> {
     let mut worst: Option<Paused> = None;
@@ -231,17 +231,17 @@ const STORM_ERROR: &str = "error";
 /// `continuous_roce_pause_events` are receive-side statistics
 /// (`bnxt_port_stats_ext_arr`, `BNXT_RX_STATS_EXT_ENTRY`): pauses arriving
 /// without a break.
-fn storm_direction(kind: &str) -> Option<Direction> {
+fn storm_direction(kind: &str) -> Option<FrameDirection> {
     match kind {
-        "warning" => Some(Direction::Tx),
-        k if k.starts_with("continuous") => Some(Direction::Rx),
+        "warning" => Some(FrameDirection::Tx),
+        k if k.starts_with("continuous") => Some(FrameDirection::Rx),
         _ => None,
     }
 }
 
 /// A storm on `n` in `direction`: paused over the storm ratio for the
 /// storm window (the pause rules leave such a priority to `pfc_storm`).
-fn storming(ctx: &Context, n: &Netdev, direction: Direction) -> bool {
+fn storming(ctx: &Context, n: &Netdev, direction: FrameDirection) -> bool {
     let cfg = &ctx.rules.pfc_storm;
     worst_paused(ctx, n, direction, cfg.window).is_some_and(|w| w.ratio() > cfg.pause_ratio)
 }
@@ -251,7 +251,7 @@ fn pfc_storm(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.pfc_storm;
     let mut out = Vec::new();
     for (n, subject) in all_netdevs(s) {
-        let over = [Direction::Rx, Direction::Tx]
+        let over = [FrameDirection::Rx, FrameDirection::Tx]
             .into_iter()
             .filter_map(|d| worst_paused(ctx, n, d, cfg.window))
             .filter(|w| w.ratio() > cfg.pause_ratio)
@@ -304,7 +304,7 @@ fn pause_finding(
     ctx: &Context,
     n: &Netdev,
     subject: Subject,
-    direction: Direction,
+    direction: FrameDirection,
     cfg: &PfcStormRule,
     rule: RuleId,
 ) -> Option<Finding> {
@@ -317,39 +317,39 @@ fn pause_finding(
     let seen = PauseSeen::of(over, storms)?;
     let name = &n.name;
     let finding = match (seen.over, direction) {
-        (Some(w), Direction::Rx) => format!(
+        (Some(w), FrameDirection::Rx) => format!(
             "{}: the link partner paused priority {} for {}% of the last {}: congestion downstream of this port",
             subject.describe(),
             w.priority,
             fmt_num((w.ratio() * 100.0).round()),
             span(w.seconds)
         ),
-        (Some(w), Direction::Tx) => format!(
+        (Some(w), FrameDirection::Tx) => format!(
             "{}: this NIC paused priority {} of its link partner for {}% of the last {}: its receive buffer keeps filling",
             subject.describe(),
             w.priority,
             fmt_num((w.ratio() * 100.0).round()),
             span(w.seconds)
         ),
-        (None, Direction::Tx) => format!(
+        (None, FrameDirection::Tx) => format!(
             "{}: the NIC's pause storm detector saw it sending pause frames for a long time ({})",
             subject.describe(),
             storm_text(&seen.storms)
         ),
-        (None, Direction::Rx) => format!(
+        (None, FrameDirection::Rx) => format!(
             "{}: the NIC saw pause frames arrive without a break ({})",
             subject.describe(),
             storm_text(&seen.storms)
         ),
     };
     let fix = match direction {
-        Direction::Rx => format!(
+        FrameDirection::Rx => format!(
             "The switch pauses this NIC because its own egress queue toward the receivers is full: incast, an oversubscribed \
              uplink, or pauses spreading from another port. Check the switch's queue and PFC counters on the path; make sure \
              the switch marks ECN below its PFC threshold and DCQCN is on at the senders (ecn/roce_rp, roce_np under \
              /sys/class/net/{name}), so that senders slow down before PFC has to pause"
         ),
-        Direction::Tx => format!(
+        FrameDirection::Tx => format!(
             "This host does not drain the priority as fast as it arrives: check the receivers' out_of_buffer, PCIe (lspci -vvv: \
              link width and speed, errors) and memory load; check the NIC's buffer and headroom for the priority (dcb buffer \
              show dev {name}, mlnx_qos -i {name}); keep storm prevention on (ethtool --get-tunable {name} pfc-prevention-tout)"
@@ -374,36 +374,34 @@ fn pause_finding(
 }
 
 fn pfc_pause_received(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
-    all_netdevs(s)
-        .into_iter()
-        .filter_map(|(n, subject)| {
-            pause_finding(
-                ctx,
-                n,
-                subject,
-                Direction::Rx,
-                &ctx.rules.pfc_pause_received,
-                RuleId::PfcPauseReceived,
-            )
-        })
-        .collect()
+    pause_findings(
+        ctx,
+        FrameDirection::Rx,
+        &ctx.rules.pfc_pause_received,
+        RuleId::PfcPauseReceived,
+    )
 }
 
 fn pfc_pause_sent(ctx: &Context) -> Vec<Finding> {
+    pause_findings(
+        ctx,
+        FrameDirection::Tx,
+        &ctx.rules.pfc_pause_sent,
+        RuleId::PfcPauseSent,
+    )
+}
+
+/// [`pause_finding`] of every netdev of the latest sample.
+fn pause_findings(
+    ctx: &Context,
+    direction: FrameDirection,
+    cfg: &PfcStormRule,
+    rule: RuleId,
+) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     all_netdevs(s)
         .into_iter()
-        .filter_map(|(n, subject)| {
-            pause_finding(
-                ctx,
-                n,
-                subject,
-                Direction::Tx,
-                &ctx.rules.pfc_pause_sent,
-                RuleId::PfcPauseSent,
-            )
-        })
+        .filter_map(|(n, subject)| pause_finding(ctx, n, subject, direction, cfg, rule))
         .collect()
 }
 
@@ -544,6 +542,29 @@ struct Discarding<'a> {
     seconds: f64,
 }
 
+impl Discarding<'_> {
+    /// The reasons of the counters that grew, comma-separated.
+    fn reasons(&self) -> String {
+        let names: Vec<&str> = self
+            .grew
+            .iter()
+            .map(|g| g.split(' ').next().unwrap_or(""))
+            .collect();
+        names.join(", ")
+    }
+
+    /// What grew over which span, against the limit `setting` sets.
+    fn evidence(&self, per_second: f64, setting: &str) -> String {
+        format!(
+            "{} over {} = {}/s; expected <= {}/s ({setting})",
+            self.grew.join(", "),
+            span(self.seconds),
+            fmt_num(self.rate),
+            fmt_num(per_second)
+        )
+    }
+}
+
 /// The netdevs whose discards of the host's own rings (`host_ring`) or of
 /// every other reason exceed `per_second` over `window`.
 fn discarding<'a>(
@@ -574,24 +595,19 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.discards_growing;
     let mut out = Vec::new();
     for d in discarding(ctx, cfg.window, cfg.per_second, false) {
-        let (n, subject, grew) = (d.netdev, d.subject, d.grew);
-        let (rate, seconds) = (d.rate, d.seconds);
-        let name = &n.name;
+        let name = &d.netdev.name;
         out.push(Finding {
             rule: RuleId::DiscardsGrowing,
             severity: Severity::Info,
             finding: format!(
                 "{}: the NIC discards packets at {}/s ({})",
-                subject.describe(),
-                fmt_num(rate),
-                grew.iter().map(|g| g.split(' ').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
+                d.subject.describe(),
+                fmt_num(d.rate),
+                d.reasons()
             ),
             evidence: format!(
-                "{} over {} = {}/s; expected <= {}/s (rules.discards_growing.per_second); drops on a lossless priority are lossless_discards",
-                grew.join(", "),
-                span(seconds),
-                fmt_num(rate),
-                fmt_num(cfg.per_second)
+                "{}; drops on a lossless priority are lossless_discards",
+                d.evidence(cfg.per_second, "rules.discards_growing.per_second")
             ),
             fix: format!(
                 "On lossy priorities (TCP, storage) some drops under congestion are normal; sustained, look at which priority \
@@ -599,7 +615,7 @@ fn discards_growing(ctx: &Context) -> Vec<Finding> {
                  NIC's receive buffer overflowed (buffer sizes: dcb buffer show dev {name}); tx_*: egress drops (link down, pauses)"
             ),
             verify: format!("ethtool -S {name} | grep -iE 'discard|drop'  # twice, a few seconds apart"),
-            subject,
+            subject: d.subject,
         });
     }
     out
@@ -609,32 +625,24 @@ fn host_ring_drops(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.host_ring_drops;
     let mut out = Vec::new();
     for d in discarding(ctx, cfg.window, cfg.per_second, true) {
-        let (n, subject, grew) = (d.netdev, d.subject, d.grew);
-        let (rate, seconds) = (d.rate, d.seconds);
-        let name = &n.name;
+        let name = &d.netdev.name;
         out.push(Finding {
             rule: RuleId::HostRingDrops,
             severity: Severity::Info,
             finding: format!(
                 "{}: the host's receive rings drop packets at {}/s ({}): the kernel network stack does not keep up (not the fabric, not RDMA)",
-                subject.describe(),
-                fmt_num(rate),
-                grew.iter().map(|g| g.split(' ').next().unwrap_or("")).collect::<Vec<_>>().join(", ")
+                d.subject.describe(),
+                fmt_num(d.rate),
+                d.reasons()
             ),
-            evidence: format!(
-                "{} over {} = {}/s; expected <= {}/s (rules.host_ring_drops.per_second)",
-                grew.join(", "),
-                span(seconds),
-                fmt_num(rate),
-                fmt_num(cfg.per_second)
-            ),
+            evidence: d.evidence(cfg.per_second, "rules.host_ring_drops.per_second"),
             fix: format!(
                 "The driver had no receive buffers posted when packets of the netdev's own (non-RDMA) traffic arrived: enlarge the \
                  rings (ethtool -g {name}; ethtool -G {name} rx <max>), spread interrupts over more CPUs (ethtool -l {name}, \
                  irqbalance) and check CPU load on the cores that serve them"
             ),
             verify: format!("ethtool -S {name} | grep -E 'rx_out_of_buffer|discard_pkts'  # twice, a few seconds apart"),
-            subject,
+            subject: d.subject,
         });
     }
     out

@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use roce_netdev::{DcbConfig, DcbOutcome, Direction, Meaning, Netdev, Trust};
+use roce_netdev::{DcbConfig, DcbOutcome, FrameDirection, Meaning, Netdev, Trust};
 use roce_rdma::LinkLayer;
 
 use super::history::{stat_integer, FollowedCounter};

@@ -41,6 +41,20 @@ pub fn is_root() -> bool {
 /// A network namespace, deleted on drop.
 pub struct Netns(pub String);
 
+/// Two network namespaces, `<a><pid>` and `<b><pid>`, for a test that needs
+/// root: `None`, the test skipped (a failure under CI), without it.
+pub fn pair(a: &str, b: &str) -> Option<(Netns, Netns)> {
+    if !is_root() {
+        skip_unless_ci("needs root for network namespaces");
+        return None;
+    }
+    let pid = std::process::id();
+    Some((
+        Netns::new(format!("{a}{pid}")),
+        Netns::new(format!("{b}{pid}")),
+    ))
+}
+
 impl Netns {
     /// Creates namespace `name`, deleting a stale one of that name first.
     pub fn new(name: String) -> Netns {

@@ -11,6 +11,23 @@ use crate::tree::Tree;
 /// `(file, value)` pairs, written as `value\n`.
 pub type Attrs = Vec<(String, String)>;
 
+/// The attributes of an active RoCE port (Ethernet link layer, no LID, the
+/// capability mask mlx5 and bnxt_re report) at `rate`
+/// (`400 Gb/sec (4X NDR)`).
+pub fn active_roce_port(rate: &str) -> Attrs {
+    attrs(&[
+        ("state", "4: ACTIVE"),
+        ("phys_state", "5: LinkUp"),
+        ("rate", rate),
+        ("link_layer", "Ethernet"),
+        ("lid", "0x0"),
+        ("sm_lid", "0x0"),
+        ("lid_mask_count", "0"),
+        ("sm_sl", "0"),
+        ("cap_mask", "0x04010000"),
+    ])
+}
+
 /// Pairs from string slices.
 pub fn attrs(pairs: &[(&str, &str)]) -> Attrs {
     pairs

@@ -54,15 +54,13 @@ def optic(i):
     phys.ascii_field(upper0, 166, 16, "MT2412FT%05d" % (1100 + i), 128)
     page1[159 - 128] = 0x03               # temperature and supply voltage monitors
     page1[160 - 128] = 0x07               # Tx bias, Tx power, Rx power; bias x1
-    for offset, values in [
+    phys.thresholds(page2, 128, [
         (128, [0x4B00, 0xFB00, 0x4600, 0x0000]),     # temperature 75, -5, 70, 0 C
         (136, [34650, 31350, 34000, 32000]),         # Vcc 3.465, 3.135, 3.4, 3.2 V
         (176, [40000, 2000, 32000, 3200]),           # Tx power 4, 0.2, 3.2, 0.32 mW
         (184, [7500, 1000, 6500, 1500]),             # Tx bias 15, 2, 13, 3 mA
         (192, [40000, 1000, 32000, 2000]),           # Rx power 4, 0.1, 3.2, 0.2 mW
-    ]:
-        for n, v in enumerate(values):
-            phys.be16(page2, offset + 2 * n, v, 128)
+    ])
     for lane in range(4):
         phys.be16(page11, 154 + 2 * lane, 15800 + 150 * lane, 128)       # Tx power ~1.6 mW
         phys.be16(page11, 170 + 2 * lane, 3700 + 40 * lane, 128)         # Tx bias ~7.5 mA

@@ -47,6 +47,9 @@ start() { # start CONFIG_NAME: runs the exporter with /tmp/CONFIG_NAME.yml
   "$EXP" --config.file=/tmp/$1.yml --web.listen-address=$ADDR --log.level=debug \
     > "$O/$1.log" 2>&1 &
   EPID=$!
+  answering
+}
+answering() { # until the exporter EPID answers /healthz (TMO s at most)
   local deadline=$((SECONDS + TMO))
   until curl -sS -f --max-time 2 -o /dev/null "http://$ADDR/healthz" 2>/dev/null; do
     ((SECONDS < deadline)) && kill -0 $EPID 2>/dev/null || { echo "exporter did not start"; return 1; }
@@ -145,11 +148,7 @@ start_nobody() { # start_nobody CONFIG_NAME MEMLOCK_KIB: start(), as uid 65534
   su -s /bin/sh nobody -c "ulimit -l $2; exec $EXP --config.file=/tmp/$1.yml --web.listen-address=$ADDR --log.level=debug" \
     > "$O/$1.log" 2>&1 &
   EPID=$!
-  local deadline=$((SECONDS + TMO))
-  until curl -sS -f --max-time 2 -o /dev/null "http://$ADDR/healthz" 2>/dev/null; do
-    ((SECONDS < deadline)) && kill -0 $EPID 2>/dev/null || { echo "exporter did not start"; return 1; }
-    sleep 0.2
-  done
+  answering
 }
 chmod 0600 "$NODE"
 start_nobody unpriv-node 8192 || exit 3

@@ -3,7 +3,7 @@
 //! guard page, the only `unsafe` of this crate.
 
 use super::{
-    step_name, u32_at, EthtoolError, EthtoolIo, ETHTOOL_GSSET_INFO, ETHTOOL_GSTATS,
+    u32_at, EthtoolError, EthtoolIo, EthtoolStep, ETHTOOL_GSSET_INFO, ETHTOOL_GSTATS,
     ETHTOOL_GSTRINGS,
 };
 
@@ -210,7 +210,7 @@ impl EthtoolIo for Ioctl {
             },
             errno => EthtoolError::Ioctl {
                 netdev: netdev.to_string(),
-                step: step_name(cmd),
+                step: EthtoolStep::of_command(cmd),
                 errno,
             },
         })

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    set_u32, step_name, u32_at, EthtoolError, EthtoolIo, ReplyBuf, ETHTOOL_GSSET_INFO,
+    set_u32, u32_at, EthtoolError, EthtoolIo, EthtoolStep, ReplyBuf, ETHTOOL_GSSET_INFO,
     ETHTOOL_GSTATS, ETHTOOL_GSTRINGS, ETH_GSTRING_LEN, ETH_SS_STATS, GSTRINGS_HEADER,
 };
 
@@ -47,7 +47,7 @@ pub fn answer(
     let cmd = u32_at(words, 0);
     let fault = || EthtoolError::Ioctl {
         netdev: netdev.to_string(),
-        step: step_name(cmd),
+        step: EthtoolStep::of_command(cmd),
         errno: libc::EFAULT,
     };
     let n = u32::try_from(listing.len()).unwrap_or(u32::MAX);
@@ -68,7 +68,7 @@ pub fn answer(
             if u32_at(words, 4) != ETH_SS_STATS {
                 return Err(EthtoolError::Ioctl {
                     netdev: netdev.to_string(),
-                    step: step_name(cmd),
+                    step: EthtoolStep::of_command(cmd),
                     errno: libc::EOPNOTSUPP,
                 });
             }
@@ -132,10 +132,7 @@ impl Replay {
             Err(e) if roce_host::errno::is_absent(&e) => Err(EthtoolError::Unsupported {
                 netdev: netdev.to_string(),
             }),
-            Err(e) => Err(EthtoolError::Replay {
-                path,
-                msg: e.to_string(),
-            }),
+            Err(e) => Err(EthtoolError::Replay(crate::io_error(&path, &e))),
         }
     }
 

@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 
 use super::{
-    decode_gstats, decode_gstrings, decode_sset_info, set_u32, EthtoolError, EthtoolIo, ReplyBuf,
-    ATTEMPTS, ETHTOOL_GSSET_INFO, ETHTOOL_GSTATS, ETHTOOL_GSTRINGS, ETH_GSTRING_LEN, ETH_SS_STATS,
-    GSTRINGS_HEADER, MAX_STATS,
+    decode_gstats, decode_gstrings, decode_sset_info, set_u32, EthtoolError, EthtoolIo,
+    EthtoolStep, ReplyBuf, ATTEMPTS, ETHTOOL_GSSET_INFO, ETHTOOL_GSTATS, ETHTOOL_GSTRINGS,
+    ETH_GSTRING_LEN, ETH_SS_STATS, GSTRINGS_HEADER, MAX_STATS,
 };
 use crate::mapping::Resolved;
 
@@ -114,7 +114,7 @@ fn sized<'a>(
 ) -> Result<&'a mut ReplyBuf, EthtoolError> {
     let err = |errno| EthtoolError::Ioctl {
         netdev: netdev.to_string(),
-        step: "reply buffer (mmap)",
+        step: EthtoolStep::ReplyBuffer,
         errno,
     };
     if buf.as_ref().is_none_or(|b| b.len() < words) {

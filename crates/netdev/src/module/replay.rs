@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::{EepromRead, HalfPage, Pages};
 use crate::error::NetdevError;
-use crate::genl::{parse_hex_messages, replay_path, ReplayError};
+use crate::genl::{parse_hex_messages, replay_path, ReplayError, ReplayFault};
 
 /// Replays a recorded module EEPROM from `<dir>/<netdev>.eeprom`: sections
 /// headed `[i2c 0x50 page 0x00 bank 0 lower]` (or `upper`), each followed by
@@ -37,8 +37,7 @@ pub fn parse_eeprom_replay(text: &str) -> Result<Pages, ReplayError> {
         let trimmed = line.split('#').next().unwrap_or("").trim();
         if let Some(header) = trimmed.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
             finish(current.take(), &mut pages)?;
-            let bad =
-                || ReplayError::new(n + 1, "expected [i2c 0xNN page 0xNN bank N lower|upper]");
+            let bad = || ReplayError::new(n + 1, ReplayFault::SectionHeader, "");
             let words: Vec<&str> = header.split_whitespace().collect();
             let ["i2c", i2c, "page", page, "bank", bank, half] = words.as_slice() else {
                 return Err(bad());
@@ -64,7 +63,7 @@ pub fn parse_eeprom_replay(text: &str) -> Result<Pages, ReplayError> {
             hex.push_str(trimmed);
             hex.push('\n');
         } else if !trimmed.is_empty() {
-            return Err(ReplayError::new(n + 1, "bytes before a [section] header"));
+            return Err(ReplayError::new(n + 1, ReplayFault::BytesBeforeSection, ""));
         }
     }
     finish(current.take(), &mut pages)?;

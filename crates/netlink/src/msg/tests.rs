@@ -16,7 +16,7 @@ fn nlmsg(kind: u16, flags: u16, seq: u32, pid: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 /// `struct nlattr` + payload, padded to 4.
-fn nla(kind: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn nla(kind: u16, payload: &[u8]) -> Vec<u8> {
     let mut v = Vec::new();
     v.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
     v.extend_from_slice(&kind.to_ne_bytes());

@@ -2,18 +2,8 @@
 //! and `drivers/infiniband/core/nldev.c`.
 
 use super::*;
+use crate::msg::tests::nla;
 use crate::msg::{messages, NLA_F_NESTED};
-
-fn nla(kind: u16, payload: &[u8]) -> Vec<u8> {
-    let mut v = Vec::new();
-    v.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
-    v.extend_from_slice(&kind.to_ne_bytes());
-    v.extend_from_slice(payload);
-    while v.len() % 4 != 0 {
-        v.push(0);
-    }
-    v
-}
 
 fn entry(name: &str, value: u64, pad: bool) -> Vec<u8> {
     let mut name_z = name.as_bytes().to_vec();

@@ -184,7 +184,7 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                     let mut seconds = 0.0f64;
                     for p in (0..8u8).filter(|p| !pfc.contains(p)) {
                         let mut total = 0u64;
-                        for direction in [Direction::Rx, Direction::Tx] {
+                        for direction in [FrameDirection::Rx, FrameDirection::Tx] {
                             let meaning = Meaning::PfcPauseFrames {
                                 priority: p,
                                 direction,

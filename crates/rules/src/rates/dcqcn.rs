@@ -54,25 +54,29 @@ fn traffic_ratio(
         .collect()
 }
 
+/// [`traffic_ratio`] of a hardware counter's increase against the RoCE
+/// packets counted by `counters.1`.
+fn per_traffic_ratio(
+    ctx: &Context,
+    cfg: &TrafficRatioRule,
+    counters: (HwMeaning, FollowedCounter),
+    write: impl Fn(&Device, &Port, Subject, Share) -> Finding,
+) -> Vec<Finding> {
+    let (events, packets) = counters;
+    let measure = |d: &Device, p: &Port| Share::per_traffic(ctx, d, p, events, packets, cfg);
+    traffic_ratio(ctx, cfg, measure, write)
+}
+
 fn percent(ratio: f64) -> String {
     fmt_num((ratio * 1000.0).round() / 10.0)
 }
 
 pub(super) fn receiver_congested(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.receiver_congested;
-    traffic_ratio(
+    per_traffic_ratio(
         ctx,
         cfg,
-        |d, p| {
-            Share::per_traffic(
-                ctx,
-                d,
-                p,
-                HwMeaning::EcnMarked,
-                FollowedCounter::RcvPackets,
-                cfg,
-            )
-        },
+        (HwMeaning::EcnMarked, FollowedCounter::RcvPackets),
         |d, p, subject, t| {
             Finding {
             rule: RuleId::ReceiverCongested,
@@ -109,19 +113,10 @@ pub(super) fn receiver_congested(ctx: &Context) -> Vec<Finding> {
 
 pub(super) fn sender_throttled(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.sender_throttled;
-    traffic_ratio(
+    per_traffic_ratio(
         ctx,
         cfg,
-        |d, p| {
-            Share::per_traffic(
-                ctx,
-                d,
-                p,
-                HwMeaning::CnpHandled,
-                FollowedCounter::XmitPackets,
-                cfg,
-            )
-        },
+        (HwMeaning::CnpHandled, FollowedCounter::XmitPackets),
         |d, p, subject, t| {
             Finding {
             rule: RuleId::SenderThrottled,

@@ -20,7 +20,7 @@ use std::io;
 use std::path::Path;
 
 use crate::kernel::{self, link_local_gid, mac_text, mlx5, ROCE_V1, ROCE_V2};
-use crate::rdma::{attrs, EmptySlots, GidFiles, PortFiles};
+use crate::rdma::{active_roce_port, attrs, EmptySlots, GidFiles, PortFiles};
 use crate::tree::Tree;
 
 const GID_TABLE_LEN: usize = 255;
@@ -182,18 +182,11 @@ pub fn write(root: &Path, ports: usize, seed: usize) -> io::Result<()> {
 
         let mut port = PortFiles::new(
             1,
-            attrs(&[
-                ("state", "4: ACTIVE"),
-                ("phys_state", "5: LinkUp"),
-                ("rate", "400 Gb/sec (4X NDR)"),
-                ("lid", "0x0"),
-                ("lid_mask_count", "0"),
-                ("sm_lid", "0x0"),
-                ("sm_sl", "0"),
-                ("cap_mask", "0x04010000"),
-                ("link_layer", "Ethernet"),
-                ("pkeys/0", "0xffff"),
-            ]),
+            [
+                active_roce_port("400 Gb/sec (4X NDR)"),
+                attrs(&[("pkeys/0", "0xffff")]),
+            ]
+            .concat(),
         );
         let ll = link_local_gid(mac);
         let v4 = ipv4_mapped_gid(i + 1);

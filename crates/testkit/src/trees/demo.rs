@@ -31,14 +31,16 @@ use crate::kernel::{self, link_local_gid, mac, mlx5, ROCE_V1, ROCE_V2};
 use crate::pci::{
     ConfigSpace, Function, Link, CLASS_BRIDGE, DOWNSTREAM, ENDPOINT, ROOT_PORT, UPSTREAM,
 };
-use crate::rdma::{attrs, ib_device, netdev, netdev_attrs, Attrs, GidFiles, PortFiles};
+use crate::rdma::{
+    active_roce_port, attrs, ib_device, netdev, netdev_attrs, Attrs, GidFiles, PortFiles,
+};
 use crate::tree::Tree;
 
 const GID_SLOTS: usize = 256;
 
 /// One NIC of the demo node as [`nic_tweaks`] may change it before it is
 /// written.
-pub struct Nic {
+pub struct DemoNic {
     /// NIC index: mlx5_<index>, ens<index+1>np0.
     pub index: usize,
     pub ifname: String,
@@ -50,7 +52,7 @@ pub struct Nic {
     pub netdev: Attrs,
 }
 
-impl Nic {
+impl DemoNic {
     /// Replaces the value of `name` in `set`, or adds it.
     pub fn set(set: &mut Attrs, name: &str, value: impl ToString) {
         match set.iter_mut().find(|(n, _)| n == name) {
@@ -61,12 +63,12 @@ impl Nic {
 }
 
 /// The demo's per-NIC deviations from the healthy defaults.
-fn nic_tweaks(nic: &mut Nic) {
+fn nic_tweaks(nic: &mut DemoNic) {
     if nic.index == 5 {
         // A congested receiver: the NIC dropped for lack of receive
         // buffers and timed out acknowledgements.
-        Nic::set(&mut nic.hw, "out_of_buffer", 2_417);
-        Nic::set(&mut nic.hw, "local_ack_timeout_err", 9);
+        DemoNic::set(&mut nic.hw, "out_of_buffer", 2_417);
+        DemoNic::set(&mut nic.hw, "local_ack_timeout_err", 9);
     }
 }
 
@@ -189,7 +191,7 @@ fn aer(t: &Tree, rel: &str, bad_dllp: u64) -> io::Result<()> {
     )
 }
 
-fn rdma_device(t: &mut Tree, fn_: &str, nic: &Nic, mac_s: &str) -> io::Result<()> {
+fn rdma_device(t: &mut Tree, fn_: &str, nic: &DemoNic, mac_s: &str) -> io::Result<()> {
     let i = nic.index;
     let name = format!("mlx5_{i}");
     let hex: String = mac_s.replace(':', "");
@@ -210,20 +212,7 @@ fn rdma_device(t: &mut Tree, fn_: &str, nic: &Nic, mac_s: &str) -> io::Result<()
         ]),
         true,
     )?;
-    let mut port = PortFiles::new(
-        1,
-        attrs(&[
-            ("state", "4: ACTIVE"),
-            ("phys_state", "5: LinkUp"),
-            ("rate", "400 Gb/sec (4X NDR)"),
-            ("link_layer", "Ethernet"),
-            ("lid", "0x0"),
-            ("sm_lid", "0x0"),
-            ("lid_mask_count", "0"),
-            ("sm_sl", "0"),
-            ("cap_mask", "0x04010000"),
-        ]),
-    );
+    let mut port = PortFiles::new(1, active_roce_port("400 Gb/sec (4X NDR)"));
     port.counters = Some(nic.counters.clone());
     let mut hw = nic.hw.clone();
     hw.push(("lifespan".into(), "10".into()));
@@ -245,7 +234,7 @@ fn rdma_device(t: &mut Tree, fn_: &str, nic: &Nic, mac_s: &str) -> io::Result<()
     Ok(())
 }
 
-fn nic_defaults(index: usize, ifname: &str, mac_s: &str) -> Nic {
+fn nic_defaults(index: usize, ifname: &str, mac_s: &str) -> DemoNic {
     let scale = 1 + index as u64;
     let i = index as u64;
     let mut counters: Attrs = kernel::PMA_EXT
@@ -263,7 +252,7 @@ fn nic_defaults(index: usize, ifname: &str, mac_s: &str) -> Nic {
         ("multicast_xmit_packets", 10_000 * scale),
         ("link_downed", 1),
     ] {
-        Nic::set(&mut counters, k, v);
+        DemoNic::set(&mut counters, k, v);
     }
     let mut hw: Attrs = mlx5::roce_hw()
         .iter()
@@ -278,7 +267,7 @@ fn nic_defaults(index: usize, ifname: &str, mac_s: &str) -> Nic {
         ("rp_cnp_handled", 14_800 * i),
         ("np_ecn_marked_roce_packets", 15_200 * i),
     ] {
-        Nic::set(&mut hw, k, v);
+        DemoNic::set(&mut hw, k, v);
     }
     let mut nd = netdev_attrs(mac_s, 9000, 400000);
     // The link came up once after the driver loaded: one down (the initial
@@ -309,7 +298,7 @@ fn nic_defaults(index: usize, ifname: &str, mac_s: &str) -> Nic {
         nd.push((format!("ecn/roce_rp/{name}"), value.to_string()));
     }
     nd.push(("ecn/roce_np/min_time_between_cnps".into(), "4".into()));
-    Nic {
+    DemoNic {
         index,
         ifname: ifname.to_string(),
         counters,

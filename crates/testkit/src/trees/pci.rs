@@ -140,6 +140,22 @@ impl PciTree {
 
     /// A switch upstream port.
     fn up(&self, parent: &str, addr: &str, numa: i32, link: Link) -> io::Result<String> {
+        let opts = Opts {
+            port: Some(UPSTREAM),
+            ..Opts::default()
+        };
+        self.switch_port(parent, addr, numa, link, opts)
+    }
+
+    /// A port of the Broadcom PEX89104 switch.
+    fn switch_port(
+        &self,
+        parent: &str,
+        addr: &str,
+        numa: i32,
+        link: Link,
+        opts: Opts,
+    ) -> io::Result<String> {
         self.func(
             parent,
             addr,
@@ -148,10 +164,7 @@ impl PciTree {
             CLASS_BRIDGE,
             numa,
             Some(link),
-            Opts {
-                port: Some(UPSTREAM),
-                ..Opts::default()
-            },
+            opts,
         )
     }
 
@@ -165,21 +178,13 @@ impl PciTree {
         acs_ctrl: Option<u16>,
         short_config: bool,
     ) -> io::Result<String> {
-        self.func(
-            parent,
-            addr,
-            BROADCOM_PLX,
-            PEX89104,
-            CLASS_BRIDGE,
-            numa,
-            Some(link),
-            Opts {
-                port: Some(DOWNSTREAM),
-                acs_ctrl,
-                short_config,
-                ..Opts::default()
-            },
-        )
+        let opts = Opts {
+            port: Some(DOWNSTREAM),
+            acs_ctrl,
+            short_config,
+            ..Opts::default()
+        };
+        self.switch_port(parent, addr, numa, link, opts)
     }
 
     fn gpu(

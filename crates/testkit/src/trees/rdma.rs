@@ -9,7 +9,9 @@ use std::path::Path;
 
 use crate::kernel::{self, guid_gid, link_local_gid, mac, mlx5, v4_gid, ROCE_V1, ROCE_V2};
 use crate::pci::Function;
-use crate::rdma::{attrs, ib_device, netdev, netdev_attrs, numbered, Attrs, GidFiles, PortFiles};
+use crate::rdma::{
+    active_roce_port, attrs, ib_device, netdev, netdev_attrs, numbered, Attrs, GidFiles, PortFiles,
+};
 use crate::tree::Tree;
 
 /// Writes every tree under `dir` (tests/fixtures of the rdma crate).
@@ -104,20 +106,7 @@ fn mlx5_roce(root: &Path) -> io::Result<()> {
         let ll = link_local_gid(mac(mac_s));
         let v4 = v4_gid(ip);
         let big = |v: u64| (v + cbase).to_string();
-        let mut port = PortFiles::new(
-            1,
-            attrs(&[
-                ("state", "4: ACTIVE"),
-                ("phys_state", "5: LinkUp"),
-                ("rate", "400 Gb/sec (4X NDR)"),
-                ("link_layer", "Ethernet"),
-                ("lid", "0x0"),
-                ("sm_lid", "0x0"),
-                ("lid_mask_count", "0"),
-                ("sm_sl", "0"),
-                ("cap_mask", "0x04010000"),
-            ]),
-        );
+        let mut port = PortFiles::new(1, active_roce_port("400 Gb/sec (4X NDR)"));
         port.counters = Some(pma(
             cbase,
             &[
@@ -357,20 +346,7 @@ fn bnxt_re(root: &Path) -> io::Result<()> {
     )?;
     let ll = link_local_gid(mac("00:0a:f7:c1:22:30"));
     let v4 = v4_gid([10, 0, 3, 21]);
-    let mut port = PortFiles::new(
-        1,
-        attrs(&[
-            ("state", "4: ACTIVE"),
-            ("phys_state", "5: LinkUp"),
-            ("rate", "200 Gb/sec (4X HDR)"),
-            ("link_layer", "Ethernet"),
-            ("lid", "0x0"),
-            ("sm_lid", "0x0"),
-            ("lid_mask_count", "0"),
-            ("sm_sl", "0"),
-            ("cap_mask", "0x04010000"),
-        ]),
-    );
+    let mut port = PortFiles::new(1, active_roce_port("200 Gb/sec (4X HDR)"));
     port.hw = Some(hw(
         kernel::BNXT_RE_HW,
         500,

@@ -158,11 +158,5 @@ fn fresh_parsed<T, E: std::fmt::Display>(
 
 /// The kept link attributes: two per function, all kept (no budget).
 pub(super) fn unbudgeted<'a>(fs: &'a dyn SysFs, buf: &'a mut ReadBuf) -> Io<'a> {
-    Io {
-        fs,
-        buf,
-        open: 0,
-        max_open: usize::MAX,
-        reads: 0,
-    }
+    Io::new(fs, buf, usize::MAX)
 }
