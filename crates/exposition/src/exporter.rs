@@ -7,7 +7,7 @@ use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Labeled, MetricKind, S
 use crate::snapshot::{Snapshot, SourceState};
 use roce_host::ErrorKind;
 
-pub const BUILD_INFO: Labeled<4> = Labeled::new(Family {
+pub const BUILD_INFO: Labeled<4> = Labeled::positional(Family {
     base: "roce_exporter_build_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -15,7 +15,7 @@ pub const BUILD_INFO: Labeled<4> = Labeled::new(Family {
     help: "Build of the running roce_exporter (value 1): version, git revision and branch, rustc version.",
     source: "build",
 });
-pub const COLLECTOR_SUCCESS: Labeled<1> = Labeled::new(Family {
+pub const COLLECTOR_SUCCESS: Labeled<1> = Labeled::positional(Family {
     base: "roce_collector_success",
     kind: MetricKind::Gauge,
     unit: None,
@@ -23,7 +23,7 @@ pub const COLLECTOR_SUCCESS: Labeled<1> = Labeled::new(Family {
     help: "1 when the collector ran in the last sample (also when it found nothing to read on this host), 0 when it failed.",
     source: "sampler",
 });
-pub const COLLECTOR_DURATION: Labeled<1> = Labeled::new(Family {
+pub const COLLECTOR_DURATION: Labeled<1> = Labeled::positional(Family {
     base: "roce_collector_duration",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
@@ -31,7 +31,7 @@ pub const COLLECTOR_DURATION: Labeled<1> = Labeled::new(Family {
     help: "Time the collector took in the last sample.",
     source: "sampler",
 });
-pub const COLLECTOR_ERRORS: Labeled<2> = Labeled::new(Family {
+pub const COLLECTOR_ERRORS: Labeled<2> = Labeled::positional(Family {
     base: "roce_collector_errors",
     kind: MetricKind::Counter,
     unit: None,
@@ -39,7 +39,7 @@ pub const COLLECTOR_ERRORS: Labeled<2> = Labeled::new(Family {
     help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request); the values concerned are absent, the rest is exported. Not exported for a disabled collector.",
     source: "sampler",
 });
-pub const COLLECTOR_KERNEL_REQUESTS: Labeled<2> = Labeled::new(Family {
+pub const COLLECTOR_KERNEL_REQUESTS: Labeled<2> = Labeled::positional(Family {
     base: "roce_collector_kernel_requests",
     kind: MetricKind::Gauge,
     unit: None,
@@ -47,7 +47,7 @@ pub const COLLECTOR_KERNEL_REQUESTS: Labeled<2> = Labeled::new(Family {
     help: "Requests the collector's last sample made to the kernel, by kind: file_read (sysfs pread), netlink, ioctl (SIOCETHTOOL). On mlx5 each counters/ read and each netlink statistics request is a firmware command. Only the rdma and netdev collectors count them.",
     source: "sampler",
 });
-pub const COLLECTOR_STATE: Labeled<2> = Labeled::new(Family {
+pub const COLLECTOR_STATE: Labeled<2> = Labeled::positional(Family {
     base: "roce_collector_state_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -55,7 +55,7 @@ pub const COLLECTOR_STATE: Labeled<2> = Labeled::new(Family {
     help: "State of the collector in the last sample (value 1): ok, unavailable (nothing to read on this host), disabled, failed.",
     source: "sampler",
 });
-pub const SAMPLE_TIMESTAMP: Labeled<0> = Labeled::new(Family {
+pub const SAMPLE_TIMESTAMP: Labeled<0> = Labeled::positional(Family {
     base: "roce_sample_timestamp",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
@@ -63,7 +63,7 @@ pub const SAMPLE_TIMESTAMP: Labeled<0> = Labeled::new(Family {
     help: "Unix time at which the served sample was taken.",
     source: "sampler",
 });
-pub const SAMPLES: Labeled<0> = Labeled::new(Family {
+pub const SAMPLES: Labeled<0> = Labeled::positional(Family {
     base: "roce_samples",
     kind: MetricKind::Counter,
     unit: None,
@@ -71,7 +71,7 @@ pub const SAMPLES: Labeled<0> = Labeled::new(Family {
     help: "Samples taken since start, the one being served included. Below elapsed time / sample_interval when ticks were missed.",
     source: "sampler",
 });
-pub const SAMPLE_TICKS_MISSED: Labeled<0> = Labeled::new(Family {
+pub const SAMPLE_TICKS_MISSED: Labeled<0> = Labeled::positional(Family {
     base: "roce_sample_ticks_missed",
     kind: MetricKind::Counter,
     unit: None,
@@ -79,7 +79,7 @@ pub const SAMPLE_TICKS_MISSED: Labeled<0> = Labeled::new(Family {
     help: "Scheduled sample ticks skipped since start, in whole intervals, because a sample or the host's scheduling of the sampler overran sample_interval (skipped, not run late). Counted after the sample that overran. Nonzero: the sources are too slow for sample_interval, or the host is overloaded.",
     source: "sampler",
 });
-pub const SAMPLE_INTERVAL: Labeled<0> = Labeled::new(Family {
+pub const SAMPLE_INTERVAL: Labeled<0> = Labeled::positional(Family {
     base: "roce_sample_interval",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
@@ -88,7 +88,7 @@ pub const SAMPLE_INTERVAL: Labeled<0> = Labeled::new(Family {
     source: "config",
 });
 
-pub const RULE_PANICS: Labeled<1> = Labeled::new(Family {
+pub const RULE_PANICS: Labeled<1> = Labeled::positional(Family {
     base: "roce_rule_panics",
     kind: MetricKind::Counter,
     unit: None,

@@ -4,7 +4,7 @@
 use super::{Family, FamilySamples, Labeled, MetricKind, Samples};
 use crate::snapshot::Snapshot;
 
-pub const FINDING: Labeled<6> = Labeled::new(Family {
+pub const FINDING: Labeled<6> = Labeled::positional(Family {
     base: "roce_finding",
     kind: MetricKind::Gauge,
     unit: None,
@@ -13,7 +13,7 @@ pub const FINDING: Labeled<6> = Labeled::new(Family {
     source: "rules over the sample history",
 });
 
-pub const FINDINGS_ACTIVE: Labeled<1> = Labeled::new(Family {
+pub const FINDINGS_ACTIVE: Labeled<1> = Labeled::positional(Family {
     base: "roce_findings_active",
     kind: MetricKind::Gauge,
     unit: None,

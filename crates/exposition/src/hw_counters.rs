@@ -21,7 +21,7 @@ const SOURCE: &str =
 
 macro_rules! semantic {
     ($base:literal, $help:literal) => {
-        Labeled::new(Family {
+        Labeled::positional(Family {
             base: $base,
             kind: MetricKind::Counter,
             unit: None,
@@ -136,8 +136,8 @@ pub fn reference_markdown() -> String {
 /// Gathers the hardware counters of every port into semantic families and
 /// `roce_port_hw_stat_total`.
 pub struct Collector {
-    semantic: Vec<Samples<2>>,
-    other: Samples<3>,
+    semantic: Vec<Samples<super::Arity<2>>>,
+    other: Samples<super::Arity<3>>,
 }
 
 impl Default for Collector {

@@ -21,7 +21,7 @@ const PORT: &[&str] = &["device", "port", "netdev"];
 /// The longest label value taken from a frame.
 pub const MAX_LABEL: usize = 128;
 
-pub const NEIGHBOR_INFO: Labeled<8> = Labeled::new(Family {
+pub const NEIGHBOR_INFO: Labeled<8> = Labeled::positional(Family {
     base: "roce_lldp_neighbor_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -38,7 +38,7 @@ pub const NEIGHBOR_INFO: Labeled<8> = Labeled::new(Family {
     help: "1 for the link partner heard most recently on the RDMA netdev and still within its TTL: chassis ID and port ID (MAC as aa:bb:.., names as text), system name, port description and first management address (empty when the frame has none). Absent: no neighbour.",
     source: SOURCE,
 });
-pub const NEIGHBORS: Labeled<3> = Labeled::new(Family {
+pub const NEIGHBORS: Labeled<3> = Labeled::positional(Family {
     base: "roce_lldp_neighbors",
     kind: MetricKind::Gauge,
     unit: None,
@@ -46,7 +46,7 @@ pub const NEIGHBORS: Labeled<3> = Labeled::new(Family {
     help: "Link partners heard on the netdev and still within their TTL (1 on a switch port; 0: none heard, see roce_lldp_last_frame_age_seconds).",
     source: SOURCE,
 });
-pub const LAST_FRAME_AGE: Labeled<3> = Labeled::new(Family {
+pub const LAST_FRAME_AGE: Labeled<3> = Labeled::positional(Family {
     base: "roce_lldp_last_frame_age",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
@@ -54,7 +54,7 @@ pub const LAST_FRAME_AGE: Labeled<3> = Labeled::new(Family {
     help: "Seconds since an LLDP frame was last heard on the netdev (capture), or since lldpd last listed a neighbour on it (lldpd). Absent: nothing heard since the exporter started.",
     source: SOURCE,
 });
-pub const NEIGHBOR_TTL: Labeled<3> = Labeled::new(Family {
+pub const NEIGHBOR_TTL: Labeled<3> = Labeled::positional(Family {
     base: "roce_lldp_neighbor_ttl",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
@@ -62,7 +62,7 @@ pub const NEIGHBOR_TTL: Labeled<3> = Labeled::new(Family {
     help: "The TTL the link partner's last LLDP frame carried: how long its information stays valid (it is aged out that long after it was last heard).",
     source: SOURCE,
 });
-pub const FRAMES: Labeled<3> = Labeled::new(Family {
+pub const FRAMES: Labeled<3> = Labeled::positional(Family {
     base: "roce_lldp_frames",
     kind: MetricKind::Counter,
     unit: None,
@@ -70,7 +70,7 @@ pub const FRAMES: Labeled<3> = Labeled::new(Family {
     help: "LLDP frames accepted on the netdev since the exporter started (capture), or lldpd listings of its neighbour (lldpd).",
     source: SOURCE,
 });
-pub const FRAMES_REJECTED: Labeled<3> = Labeled::new(Family {
+pub const FRAMES_REJECTED: Labeled<3> = Labeled::positional(Family {
     base: "roce_lldp_frames_rejected",
     kind: MetricKind::Counter,
     unit: None,
@@ -78,7 +78,7 @@ pub const FRAMES_REJECTED: Labeled<3> = Labeled::new(Family {
     help: "LLDP frames captured on the netdev and rejected as malformed (truncated or lying TLV lengths, mandatory TLVs missing or out of order) since the exporter started.",
     source: SOURCE,
 });
-pub const SWITCH_QOS: Labeled<9> = Labeled::new(Family {
+pub const SWITCH_QOS: Labeled<9> = Labeled::positional(Family {
     base: "roce_lldp_switch_qos_info",
     kind: MetricKind::Gauge,
     unit: None,

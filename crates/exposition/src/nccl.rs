@@ -17,7 +17,7 @@ const LOGS: &str = "NCCL debug logs in nccl.log_dir (NCCL_DEBUG=INFO, NCCL_DEBUG
 const INSPECTOR: &str = "NCCL Inspector output in nccl.inspector_dir (coll_perf records, or nccl_bus_bandwidth_gbs in its Prometheus mode) of collectives of at least nccl.busbw_min_bytes over 2 or more nodes, in nccl.window";
 const SOURCE: &str = "NCCL source (nccl.log_dir, nccl.inspector_dir)";
 
-pub const CONNECTIONS: Labeled<5> = Labeled::new(Family {
+pub const CONNECTIONS: Labeled<5> = Labeled::positional(Family {
     base: "roce_nccl_connections",
     kind: MetricKind::Gauge,
     unit: None,
@@ -25,7 +25,7 @@ pub const CONNECTIONS: Labeled<5> = Labeled::new(Family {
     help: "NET channel connections NCCL set up in the window, by NIC (device and port; a socket interface with port 0 for NET/Socket; unknown when the device table was not seen), NCCL's net name (IB, Socket, a plugin's), transport (ib, roce, socket, other) and whether the connection used GPUDirect RDMA (gdr=on: via .../GDRDMA).",
     source: LOGS,
 });
-pub const JOB_CONNECTIONS: Labeled<5> = Labeled::new(Family {
+pub const JOB_CONNECTIONS: Labeled<5> = Labeled::positional(Family {
     base: "roce_nccl_job_connections",
     kind: MetricKind::Gauge,
     unit: None,
@@ -33,7 +33,7 @@ pub const JOB_CONNECTIONS: Labeled<5> = Labeled::new(Family {
     help: "As roce_nccl_connections, per NCCL process id; only with nccl.job_labels on (one series set per job).",
     source: LOGS,
 });
-pub const GDR: Labeled<2> = Labeled::new(Family {
+pub const GDR: Labeled<2> = Labeled::positional(Family {
     base: "roce_nccl_gdr_active",
     kind: MetricKind::Gauge,
     unit: None,
@@ -41,7 +41,7 @@ pub const GDR: Labeled<2> = Labeled::new(Family {
     help: "1 when some NET connection NCCL set up on the NIC in the window used GPUDirect RDMA, 0 when connections on it were seen and none did (send-side connections without GDRDMA alone are NCCL's default on GPUs where it does not enable GDR reads).",
     source: LOGS,
 });
-pub const VERSION: Labeled<1> = Labeled::new(Family {
+pub const VERSION: Labeled<1> = Labeled::positional(Family {
     base: "roce_nccl_version_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -49,7 +49,7 @@ pub const VERSION: Labeled<1> = Labeled::new(Family {
     help: "NCCL versions that logged on this host in the window (NCCL version line), value 1.",
     source: LOGS,
 });
-pub const NETWORK: Labeled<1> = Labeled::new(Family {
+pub const NETWORK: Labeled<1> = Labeled::positional(Family {
     base: "roce_nccl_network_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -58,7 +58,7 @@ pub const NETWORK: Labeled<1> = Labeled::new(Family {
         "Networks NCCL chose in the window (Using network IB, Socket or a plugin's name), value 1.",
     source: LOGS,
 });
-pub const GDR_REASON: Labeled<3> = Labeled::new(Family {
+pub const GDR_REASON: Labeled<3> = Labeled::positional(Family {
     base: "roce_nccl_gdr_disabled_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -66,7 +66,7 @@ pub const GDR_REASON: Labeled<3> = Labeled::new(Family {
     help: "Why NCCL did not use GPUDirect RDMA, as it logged it in the window, value 1: reason=hca_unsupported (GPU Direct RDMA Disabled for HCA: no nvidia-peermem or DMA-BUF for that NIC; gpu empty) or path_too_far (Disabled for GPU / HCA (distance d > t): the GPU-NIC path is beyond NCCL_NET_GDR_LEVEL).",
     source: LOGS,
 });
-pub const BUSBW_MEAN: Labeled<1> = Labeled::new(Family {
+pub const BUSBW_MEAN: Labeled<1> = Labeled::positional(Family {
     base: "roce_nccl_busbw_mean",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
@@ -74,7 +74,7 @@ pub const BUSBW_MEAN: Labeled<1> = Labeled::new(Family {
     help: "Mean bus bandwidth (NCCL busbw, GB/s times 1e9) of the large multi-node collectives this host took part in, per collective.",
     source: INSPECTOR,
 });
-pub const BUSBW_MIN: Labeled<1> = Labeled::new(Family {
+pub const BUSBW_MIN: Labeled<1> = Labeled::positional(Family {
     base: "roce_nccl_busbw_min",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
@@ -82,7 +82,7 @@ pub const BUSBW_MIN: Labeled<1> = Labeled::new(Family {
     help: "Lowest bus bandwidth of those collectives, per collective.",
     source: INSPECTOR,
 });
-pub const BUSBW_SAMPLES: Labeled<1> = Labeled::new(Family {
+pub const BUSBW_SAMPLES: Labeled<1> = Labeled::positional(Family {
     base: "roce_nccl_busbw_samples",
     kind: MetricKind::Gauge,
     unit: None,
@@ -90,7 +90,7 @@ pub const BUSBW_SAMPLES: Labeled<1> = Labeled::new(Family {
     help: "Number of those collectives (samples behind the bus bandwidth figures), per collective.",
     source: INSPECTOR,
 });
-pub const FILES: Labeled<1> = Labeled::new(Family {
+pub const FILES: Labeled<1> = Labeled::positional(Family {
     base: "roce_nccl_files",
     kind: MetricKind::Gauge,
     unit: None,
@@ -98,7 +98,7 @@ pub const FILES: Labeled<1> = Labeled::new(Family {
     help: "Files the NCCL source tracks now (dir=logs or inspector): written within nccl.idle_expiry, at most nccl.max_files each.",
     source: SOURCE,
 });
-pub const READ_BYTES: Labeled<0> = Labeled::new(Family {
+pub const READ_BYTES: Labeled<0> = Labeled::positional(Family {
     base: "roce_nccl_read",
     kind: MetricKind::Counter,
     unit: Some(FamilyUnit::Bytes),
@@ -106,7 +106,7 @@ pub const READ_BYTES: Labeled<0> = Labeled::new(Family {
     help: "Bytes the NCCL source read from its directories since the exporter started.",
     source: SOURCE,
 });
-pub const REJECTED: Labeled<0> = Labeled::new(Family {
+pub const REJECTED: Labeled<0> = Labeled::positional(Family {
     base: "roce_nccl_rejected",
     kind: MetricKind::Counter,
     unit: None,
@@ -114,7 +114,7 @@ pub const REJECTED: Labeled<0> = Labeled::new(Family {
     help: "Inspector objects that were not valid records and lines longer than the source keeps, since the exporter started.",
     source: SOURCE,
 });
-pub const LAST_READ: Labeled<0> = Labeled::new(Family {
+pub const LAST_READ: Labeled<0> = Labeled::positional(Family {
     base: "roce_nccl_last_read_timestamp",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
@@ -123,7 +123,7 @@ pub const LAST_READ: Labeled<0> = Labeled::new(Family {
     source: SOURCE,
 });
 
-pub const FILES_SKIPPED: Labeled<2> = Labeled::new(Family {
+pub const FILES_SKIPPED: Labeled<2> = Labeled::positional(Family {
     base: "roce_nccl_files_skipped",
     kind: MetricKind::Counter,
     unit: None,
@@ -131,7 +131,7 @@ pub const FILES_SKIPPED: Labeled<2> = Labeled::new(Family {
     help: "Files the NCCL source passed over since the exporter started, by reason: over_cap (written within nccl.idle_expiry but no free slot under nccl.max_files; counted each time the directory's listing meets one), unreadable (open or read failed; the file and errno are in the source's errors), too_large (a rewritten .prom file over 16 MiB), cut (a rewritten file changed again before it was read to its end).",
     source: SOURCE,
 });
-pub const BUDGET_EXHAUSTED: Labeled<1> = Labeled::new(Family {
+pub const BUDGET_EXHAUSTED: Labeled<1> = Labeled::positional(Family {
     base: "roce_nccl_read_budget_exhausted",
     kind: MetricKind::Counter,
     unit: None,
@@ -139,7 +139,7 @@ pub const BUDGET_EXHAUSTED: Labeled<1> = Labeled::new(Family {
     help: "Reads of a directory that ended on nccl.max_bytes_per_read with more to read; the next read goes on from there. Rising every read: the jobs write faster than the source reads.",
     source: SOURCE,
 });
-pub const PROCESSES: Labeled<0> = Labeled::new(Family {
+pub const PROCESSES: Labeled<0> = Labeled::positional(Family {
     base: "roce_nccl_processes",
     kind: MetricKind::Gauge,
     unit: None,
@@ -147,7 +147,7 @@ pub const PROCESSES: Labeled<0> = Labeled::new(Family {
     help: "NCCL processes whose device tables the source holds (per log file and writer; at most 1,024, dropped with their file or after an hour of silence).",
     source: LOGS,
 });
-pub const STATE_BYTES: Labeled<0> = Labeled::new(Family {
+pub const STATE_BYTES: Labeled<0> = Labeled::positional(Family {
     base: "roce_nccl_state",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
@@ -155,7 +155,7 @@ pub const STATE_BYTES: Labeled<0> = Labeled::new(Family {
     help: "Bytes of device-table state the NCCL source holds (estimated from the sizes of what it stores; bounded by 16,384 entries in all).",
     source: LOGS,
 });
-pub const STATE_DROPPED: Labeled<1> = Labeled::new(Family {
+pub const STATE_DROPPED: Labeled<1> = Labeled::positional(Family {
     base: "roce_nccl_state_dropped",
     kind: MetricKind::Counter,
     unit: None,

@@ -22,7 +22,7 @@ use crate::snapshot::Snapshot;
 
 const ETHTOOL_SOURCE: &str = "ethtool statistics (SIOCETHTOOL ETHTOOL_GSTATS), mapped per driver";
 
-pub const PFC_PAUSE_FRAMES: Labeled<5> = Labeled::new(Family {
+pub const PFC_PAUSE_FRAMES: Labeled<5> = Labeled::positional(Family {
     base: "roce_pfc_pause_frames",
     kind: MetricKind::Counter,
     unit: None,
@@ -30,7 +30,7 @@ pub const PFC_PAUSE_FRAMES: Labeled<5> = Labeled::new(Family {
     help: "PFC pause frames (XOFF and XON) of one priority, received (rx: the peer paused us) or sent (tx: we paused the peer).",
     source: ETHTOOL_SOURCE,
 });
-pub const PFC_PAUSE_DURATION: Labeled<5> = Labeled::new(Family {
+pub const PFC_PAUSE_DURATION: Labeled<5> = Labeled::positional(Family {
     base: "roce_pfc_pause_duration",
     kind: MetricKind::Counter,
     unit: Some(FamilyUnit::Seconds),
@@ -39,7 +39,7 @@ pub const PFC_PAUSE_DURATION: Labeled<5> = Labeled::new(Family {
         "Time one priority spent paused by PFC (drivers count microseconds; converted to seconds).",
     source: ETHTOOL_SOURCE,
 });
-pub const PFC_PAUSE_TRANSITIONS: Labeled<5> = Labeled::new(Family {
+pub const PFC_PAUSE_TRANSITIONS: Labeled<5> = Labeled::positional(Family {
     base: "roce_pfc_pause_transitions",
     kind: MetricKind::Counter,
     unit: None,
@@ -47,7 +47,7 @@ pub const PFC_PAUSE_TRANSITIONS: Labeled<5> = Labeled::new(Family {
     help: "Transitions of one priority between paused and not paused.",
     source: ETHTOOL_SOURCE,
 });
-pub const LINK_PAUSE_FRAMES: Labeled<4> = Labeled::new(Family {
+pub const LINK_PAUSE_FRAMES: Labeled<4> = Labeled::positional(Family {
     base: "roce_link_pause_frames",
     kind: MetricKind::Counter,
     unit: None,
@@ -55,7 +55,7 @@ pub const LINK_PAUSE_FRAMES: Labeled<4> = Labeled::new(Family {
     help: "IEEE 802.3x global pause frames (XOFF and XON). Standard pause statistics (ethtool netlink) where the driver has them, else the driver's ethtool counters.",
     source: "ethtool netlink ETHTOOL_MSG_PAUSE_GET with ETHTOOL_FLAG_STATS; ethtool statistics mapped per driver",
 });
-pub const PAUSE_STORM_EVENTS: Labeled<4> = Labeled::new(Family {
+pub const PAUSE_STORM_EVENTS: Labeled<4> = Labeled::positional(Family {
     base: "roce_pause_storm_events",
     kind: MetricKind::Counter,
     unit: None,
@@ -63,7 +63,7 @@ pub const PAUSE_STORM_EVENTS: Labeled<4> = Labeled::new(Family {
     help: "Pause storm detections: mlx5 warning/error (the NIC stalled sending pause), bnxt_en continuous/continuous_roce pause events.",
     source: ETHTOOL_SOURCE,
 });
-pub const DISCARDS: Labeled<4> = Labeled::new(Family {
+pub const DISCARDS: Labeled<4> = Labeled::positional(Family {
     base: "roce_netdev_discards",
     kind: MetricKind::Counter,
     unit: None,
@@ -71,7 +71,7 @@ pub const DISCARDS: Labeled<4> = Labeled::new(Family {
     help: "Packets the NIC dropped, port-wide counters only, by reason (rx_port, tx_port, rx_out_of_buffer, rx_ring, tx_ring, rx_missed, rx_no_buffer, tx_link_down). The per-priority counters are roce_netdev_priority_discards_total: never add the two.",
     source: ETHTOOL_SOURCE,
 });
-pub const PRIORITY_DISCARDS: Labeled<5> = Labeled::new(Family {
+pub const PRIORITY_DISCARDS: Labeled<5> = Labeled::positional(Family {
     base: "roce_netdev_priority_discards",
     kind: MetricKind::Counter,
     unit: None,
@@ -79,7 +79,7 @@ pub const PRIORITY_DISCARDS: Labeled<5> = Labeled::new(Family {
     help: "Packets the NIC dropped on one priority, by reason (rx_port, rx_no_buffer, rx_congestion). Parts of the port-wide roce_netdev_discards_total where the driver has both (mlx5 rx_prioN_discards and rx_discards_phy).",
     source: ETHTOOL_SOURCE,
 });
-pub const NIC_ECN_MARKED: Labeled<4> = Labeled::new(Family {
+pub const NIC_ECN_MARKED: Labeled<4> = Labeled::positional(Family {
     base: "roce_netdev_nic_ecn_marked_packets",
     kind: MetricKind::Counter,
     unit: None,
@@ -87,7 +87,7 @@ pub const NIC_ECN_MARKED: Labeled<4> = Labeled::new(Family {
     help: "Received packets of one priority that the NIC itself ECN-marked because its per-host receive buffers were congested (mlx5 rx_prioN_marked: \"packets ecn marked by device due to per host congestion\"). Marks set by switches on the path are roce_ecn_marked_packets_total.",
     source: ETHTOOL_SOURCE,
 });
-pub const PHY_SYMBOL_ERRORS: Labeled<3> = Labeled::new(Family {
+pub const PHY_SYMBOL_ERRORS: Labeled<3> = Labeled::positional(Family {
     base: "roce_netdev_phy_symbol_errors",
     kind: MetricKind::Counter,
     unit: None,
@@ -95,7 +95,7 @@ pub const PHY_SYMBOL_ERRORS: Labeled<3> = Labeled::new(Family {
     help: "Received packets dropped for physical coding (symbol) errors on the physical port: a 64-bit counter, unlike the 16-bit PMA symbol_error that sticks at 65535.",
     source: ETHTOOL_SOURCE,
 });
-pub const LINK_DOWN_EVENTS: Labeled<3> = Labeled::new(Family {
+pub const LINK_DOWN_EVENTS: Labeled<3> = Labeled::positional(Family {
     base: "roce_netdev_link_down_events",
     kind: MetricKind::Counter,
     unit: None,
@@ -103,7 +103,7 @@ pub const LINK_DOWN_EVENTS: Labeled<3> = Labeled::new(Family {
     help: "Times the physical link went down: a 64-bit counter, unlike the 8-bit PMA link_downed that sticks at 255.",
     source: ETHTOOL_SOURCE,
 });
-pub const PHY_ERRORS: Labeled<5> = Labeled::new(Family {
+pub const PHY_ERRORS: Labeled<5> = Labeled::positional(Family {
     base: "roce_phy_errors",
     kind: MetricKind::Counter,
     unit: None,
@@ -111,7 +111,7 @@ pub const PHY_ERRORS: Labeled<5> = Labeled::new(Family {
     help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, empty for the total) or pcs_symbol_errors (error bits FEC did not correct). On mlx5 both run since the link last came up (the firmware clears them at link-up). Absent where the driver has no such counter.",
     source: ETHTOOL_SOURCE,
 });
-pub const NIC_PCIE_ERRORS: Labeled<4> = Labeled::new(Family {
+pub const NIC_PCIE_ERRORS: Labeled<4> = Labeled::positional(Family {
     base: "roce_nic_pcie_errors",
     kind: MetricKind::Counter,
     unit: None,
@@ -119,7 +119,7 @@ pub const NIC_PCIE_ERRORS: Labeled<4> = Labeled::new(Family {
     help: "The NIC's own count of trouble on its PCIe link: rx_signal_integrity (link recoveries after framing or CRC errors it received), tx_signal_integrity (recoveries the other end started), outbound_buffer_overflow (packets dropped because the PCIe buffer overflowed). mlx5 only.",
     source: ETHTOOL_SOURCE,
 });
-pub const ETHTOOL_STAT: Labeled<4> = Labeled::new(Family {
+pub const ETHTOOL_STAT: Labeled<4> = Labeled::positional(Family {
     base: "roce_netdev_ethtool_stat",
     kind: MetricKind::Counter,
     unit: None,
@@ -127,7 +127,7 @@ pub const ETHTOOL_STAT: Labeled<4> = Labeled::new(Family {
     help: "An ethtool counter without a mapped meaning, exported under its driver name because netdevs.export_raw_ethtool lists it.",
     source: "ethtool statistics (SIOCETHTOOL ETHTOOL_GSTATS)",
 });
-pub const MTU: Labeled<3> = Labeled::new(Family {
+pub const MTU: Labeled<3> = Labeled::positional(Family {
     base: "roce_netdev_mtu",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
@@ -135,7 +135,7 @@ pub const MTU: Labeled<3> = Labeled::new(Family {
     help: "Netdev MTU.",
     source: "/sys/class/net/<netdev>/mtu",
 });
-pub const SPEED: Labeled<3> = Labeled::new(Family {
+pub const SPEED: Labeled<3> = Labeled::positional(Family {
     base: "roce_netdev_speed",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
@@ -143,7 +143,7 @@ pub const SPEED: Labeled<3> = Labeled::new(Family {
     help: "Netdev link speed in bytes per second (absent when the kernel does not know it).",
     source: "/sys/class/net/<netdev>/speed (Mb/s)",
 });
-pub const INFO: Labeled<6> = Labeled::new(Family {
+pub const INFO: Labeled<6> = Labeled::positional(Family {
     base: "roce_netdev_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -151,7 +151,7 @@ pub const INFO: Labeled<6> = Labeled::new(Family {
     help: "Netdev behind an RDMA port (value 1) with its driver and operational state; dcb: supported when the netdev answers DCB queries, unsupported when it has no DCB support (not an error), empty when DCB was not read (the qos collector off, or the query failed).",
     source: "/sys/class/net/<netdev>/{operstate,device/driver}; rtnetlink RTM_GETDCB (EOPNOTSUPP = unsupported)",
 });
-pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
+pub const PFC_ENABLED: Labeled<4> = Labeled::positional(Family {
     base: "roce_pfc_enabled",
     kind: MetricKind::Gauge,
     unit: None,
@@ -159,7 +159,7 @@ pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
     help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0; only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on (the pfc label of roce_qos_info lists the whole set).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_PFC",
 });
-pub const ECN_INFO: Labeled<5> = Labeled::new(Family {
+pub const ECN_INFO: Labeled<5> = Labeled::positional(Family {
     base: "roce_ecn_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -167,7 +167,7 @@ pub const ECN_INFO: Labeled<5> = Labeled::new(Family {
     help: "RoCE ECN (DCQCN) enable of the port (value 1), one series per netdev that has the files: np the priorities on which the notification point is enabled (it marks CNPs back to the sender), rp those on which the reaction point is (it slows down on CNPs), each comma separated, none when no priority has it, empty when the role's files are missing. mlx5 only. The fleet rules compare both across nodes.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/enable/<priority>",
 });
-pub const QOS_INFO: Labeled<12> = Labeled::new(Family {
+pub const QOS_INFO: Labeled<12> = Labeled::positional(Family {
     base: "roce_qos_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -189,7 +189,7 @@ pub const QOS_INFO: Labeled<12> = Labeled::new(Family {
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET: DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE, DCB_ATTR_IEEE_PFC, DCB_ATTR_IEEE_ETS, DCB_ATTR_DCB_BUFFER, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
 });
 
-pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::new(Family {
+pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::positional(Family {
     base: "roce_qos_buffer_port_size",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
@@ -197,7 +197,7 @@ pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::new(Family {
     help: "Total receive buffer of the port (DCB buffer total_size, mlx5).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
 });
-pub const QOS_PEER: Labeled<6> = Labeled::new(Family {
+pub const QOS_PEER: Labeled<6> = Labeled::positional(Family {
     base: "roce_qos_peer_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -205,7 +205,7 @@ pub const QOS_PEER: Labeled<6> = Labeled::new(Family {
     help: "What the switch port advertised through DCBX (value 1), one series when it advertised anything: standard ieee or cee, pfc its PFC-enabled priorities (comma separated, none, or empty when not advertised), prio_tc its traffic class (IEEE) or priority group (CEE) of priorities 0-7 (empty when not advertised). Compare pfc with roce_pfc_enabled.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET DCB_ATTR_IEEE_PEER_PFC / _PEER_ETS; DCB_CMD_CEE_GET DCB_ATTR_CEE_PEER_PFC / _PEER_PG",
 });
-pub const QOS_PEER_DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
+pub const QOS_PEER_DSCP_PRIORITY: Labeled<4> = Labeled::positional(Family {
     base: "roce_qos_peer_dscp_priority",
     kind: MetricKind::Gauge,
     unit: None,
@@ -213,7 +213,7 @@ pub const QOS_PEER_DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
     help: "Priority a DSCP value maps to on the switch port, from the APP table it advertised through DCBX (selector DSCP). Compare with the dscp_priority label of roce_qos_info.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET DCB_ATTR_IEEE_PEER_APP; DCB_CMD_CEE_GET DCB_ATTR_CEE_PEER_APP_TABLE",
 });
-pub const DCQCN_PARAMETER: Labeled<6> = Labeled::new(Family {
+pub const DCQCN_PARAMETER: Labeled<6> = Labeled::positional(Family {
     base: "roce_dcqcn_parameter",
     kind: MetricKind::Gauge,
     unit: None,
@@ -221,7 +221,7 @@ pub const DCQCN_PARAMETER: Labeled<6> = Labeled::new(Family {
     help: "A DCQCN parameter of the port for the notification point (role=np) or reaction point (role=rp), named and valued as the kernel's file (units as the driver documents them: microseconds, Mb/s, bytes). source=sysfs: MLNX_OFED's ecn/roce_{np,rp}/<name>; source=debugfs: upstream mlx5_ib's cc_params/<name> (root only). Absent where neither is there.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
 });
-pub const DCQCN_PARAMETERS: Labeled<5> = Labeled::new(Family {
+pub const DCQCN_PARAMETERS: Labeled<5> = Labeled::positional(Family {
     base: "roce_dcqcn_parameters_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -229,7 +229,7 @@ pub const DCQCN_PARAMETERS: Labeled<5> = Labeled::new(Family {
     help: "Every DCQCN parameter of the port read from one source (value 1): parameters lists role.name=value sorted by role and name (np.cnp_dscp=48,...,rp.rpg_ai_rate=5,...), the same pairs as roce_dcqcn_parameter (dcqcn_parameters group). One series per port and source, so two nodes configured alike carry the same label.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
 });
-pub const RDMA_CM_TOS: Labeled<3> = Labeled::new(Family {
+pub const RDMA_CM_TOS: Labeled<3> = Labeled::positional(Family {
     base: "roce_qos_rdma_cm_default_tos",
     kind: MetricKind::Gauge,
     unit: None,
@@ -238,7 +238,7 @@ pub const RDMA_CM_TOS: Labeled<3> = Labeled::new(Family {
     source: "/sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
 });
 
-pub const QOS_AGE: Labeled<3> = Labeled::new(Family {
+pub const QOS_AGE: Labeled<3> = Labeled::positional(Family {
     base: "roce_qos_config_age",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),

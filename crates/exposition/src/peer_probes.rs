@@ -14,7 +14,7 @@ const SOURCE: &str = "UD probes between hosts (peer_probes): small and MTU-sized
 const PORT: &[&str] = &["device", "port"];
 const PORT_SIZE: &[&str] = &["device", "port", "size"];
 
-pub const RTT: Labeled<2> = Labeled::new(Family {
+pub const RTT: Labeled<2> = Labeled::positional(Family {
     base: "roce_peer_probe_rtt",
     kind: MetricKind::Histogram,
     unit: Some(FamilyUnit::Seconds),
@@ -22,7 +22,7 @@ pub const RTT: Labeled<2> = Labeled::new(Family {
     help: "Round trip of answered peer probes from this local port (all peers and sizes together: per port, not per peer).",
     source: SOURCE,
 });
-pub const SENT: Labeled<3> = Labeled::new(Family {
+pub const SENT: Labeled<3> = Labeled::positional(Family {
     base: "roce_peer_probe_sent",
     kind: MetricKind::Counter,
     unit: None,
@@ -30,7 +30,7 @@ pub const SENT: Labeled<3> = Labeled::new(Family {
     help: "Peer probes sent from this local port and judged (answered or lost), by size (small: 64-byte payload; large: the port's active MTU). Probes the peer answered \"not admitted\" are counted in roce_peer_probe_pending_total instead.",
     source: SOURCE,
 });
-pub const ANSWERED: Labeled<3> = Labeled::new(Family {
+pub const ANSWERED: Labeled<3> = Labeled::positional(Family {
     base: "roce_peer_probe_answered",
     kind: MetricKind::Counter,
     unit: None,
@@ -38,7 +38,7 @@ pub const ANSWERED: Labeled<3> = Labeled::new(Family {
     help: "Peer probes from this local port answered within the timeout, by size; sent minus answered is the loss.",
     source: SOURCE,
 });
-pub const PEER_LOST: Labeled<5> = Labeled::new(Family {
+pub const PEER_LOST: Labeled<5> = Labeled::positional(Family {
     base: "roce_peer_probe_peer_lost",
     kind: MetricKind::Gauge,
     unit: None,
@@ -46,7 +46,7 @@ pub const PEER_LOST: Labeled<5> = Labeled::new(Family {
     help: "Of the last 16 probes of a size to a peer port, how many were lost; only for the peers sampled now and the top failing others (at most 24 peers per local port), so the series do not grow with the fleet.",
     source: SOURCE,
 });
-pub const PEERS: Labeled<2> = Labeled::new(Family {
+pub const PEERS: Labeled<2> = Labeled::positional(Family {
     base: "roce_peer_probe_peers",
     kind: MetricKind::Gauge,
     unit: None,
@@ -54,7 +54,7 @@ pub const PEERS: Labeled<2> = Labeled::new(Family {
     help: "Peer ports on this local port's rail (or all of them with peer_probes.all_to_all) whose endpoints are known now.",
     source: SOURCE,
 });
-pub const BASELINE: Labeled<2> = Labeled::new(Family {
+pub const BASELINE: Labeled<2> = Labeled::positional(Family {
     base: "roce_peer_probe_baseline_rtt",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
@@ -62,7 +62,7 @@ pub const BASELINE: Labeled<2> = Labeled::new(Family {
     help: "The port's own RTT baseline: the 25th percentile of the median small-probe RTTs of its last 600 rounds.",
     source: SOURCE,
 });
-pub const PEER_PENDING: Labeled<4> = Labeled::new(Family {
+pub const PEER_PENDING: Labeled<4> = Labeled::positional(Family {
     base: "roce_peer_probe_peer_pending",
     kind: MetricKind::Gauge,
     unit: None,
@@ -70,7 +70,7 @@ pub const PEER_PENDING: Labeled<4> = Labeled::new(Family {
     help: "1 when the latest answer of this peer port was \"not admitted\": its exporter does not (yet) list this node's responder, so its probes are pending, not lost. For the same bounded set of peers as roce_peer_probe_peer_lost.",
     source: SOURCE,
 });
-pub const PENDING: Labeled<2> = Labeled::new(Family {
+pub const PENDING: Labeled<2> = Labeled::positional(Family {
     base: "roce_peer_probe_pending",
     kind: MetricKind::Counter,
     unit: None,
@@ -78,7 +78,7 @@ pub const PENDING: Labeled<2> = Labeled::new(Family {
     help: "Probes from this local port that the peer's responder answered \"not admitted\" (it does not list this node yet): neither answered nor lost.",
     source: SOURCE,
 });
-pub const RESPONDER_REFUSED: Labeled<3> = Labeled::new(Family {
+pub const RESPONDER_REFUSED: Labeled<3> = Labeled::positional(Family {
     base: "roce_peer_probe_responder_refused",
     kind: MetricKind::Counter,
     unit: None,
@@ -86,7 +86,7 @@ pub const RESPONDER_REFUSED: Labeled<3> = Labeled::new(Family {
     help: "Datagrams this port's responder left unanswered, by reason: foreign (not a peer-probe message), stray_answer (an echo or \"not admitted\" answering no probe in flight: answers are never answered), rate_limited (an admitted sender above 100 answers/s), unknown_sender (a sender not admitted, above 5 \"not admitted\" replies/s in all), answer_failed (no address handle for the sender, or the post failed).",
     source: SOURCE,
 });
-pub const NOT_ADMITTED: Labeled<2> = Labeled::new(Family {
+pub const NOT_ADMITTED: Labeled<2> = Labeled::positional(Family {
     base: "roce_peer_probe_responder_not_admitted",
     kind: MetricKind::Counter,
     unit: None,
@@ -94,7 +94,7 @@ pub const NOT_ADMITTED: Labeled<2> = Labeled::new(Family {
     help: "Probes from senders this port's responder does not admit (no listed peer's responder) that it answered \"not admitted\" (at most 5 per second in all), so their probers call the pair pending instead of lost.",
     source: SOURCE,
 });
-pub const CLOCK: Labeled<3> = Labeled::new(Family {
+pub const CLOCK: Labeled<3> = Labeled::positional(Family {
     base: "roce_peer_probe_rtt_clock_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -102,7 +102,7 @@ pub const CLOCK: Labeled<3> = Labeled::new(Family {
     help: "The clock this local port's round trips are measured with (value 1): host (the monotonic clock around the post and the answer's receive completion, less the responder's hold time: includes this host's completion handling).",
     source: SOURCE,
 });
-pub const ANSWERED_FOR_PEERS: Labeled<2> = Labeled::new(Family {
+pub const ANSWERED_FOR_PEERS: Labeled<2> = Labeled::positional(Family {
     base: "roce_peer_probe_responder_answered",
     kind: MetricKind::Counter,
     unit: None,
@@ -112,7 +112,7 @@ pub const ANSWERED_FOR_PEERS: Labeled<2> = Labeled::new(Family {
 });
 const DISCOVERY: &str = "The peer-probe coordinator (roce_fleet::runner): the peer list, endpoint documents or the Prometheus query, and their admission (roce_fleet::peer_endpoints)";
 
-pub const FETCH_ERRORS: Labeled<1> = Labeled::new(Family {
+pub const FETCH_ERRORS: Labeled<1> = Labeled::positional(Family {
     base: "roce_peer_probe_endpoint_fetch_errors",
     kind: MetricKind::Counter,
     unit: None,
@@ -120,7 +120,7 @@ pub const FETCH_ERRORS: Labeled<1> = Labeled::new(Family {
     help: "Failed requests for peer endpoints (documents or the Prometheus query), by reason: resolve, connect, timeout (the absolute fetch deadline), tls, status (not 200), redirect (never followed), too_large, parse, unsupported (https without a CA file), plain_http_credentials (credentials never sent over http).",
     source: DISCOVERY,
 });
-pub const REFUSED: Labeled<1> = Labeled::new(Family {
+pub const REFUSED: Labeled<1> = Labeled::positional(Family {
     base: "roce_peer_probe_endpoints_refused",
     kind: MetricKind::Counter,
     unit: None,
@@ -128,7 +128,7 @@ pub const REFUSED: Labeled<1> = Labeled::new(Family {
     help: "Peer endpoints refused before any probe was aimed at them, by reason: node_mismatch (another node than the peer it came from), node_claimed (a node another peer address holds), gid (not a unicast GID: multicast, ::, loopback, link-local, IPv4 loopback, broadcast), qpn (outside 2..0xFFFFFF), qkey, mtu, name (not label-safe), off_rail (outside the rail networks, or a subnet claim its own GID is not in), too_many, malformed (a Prometheus series that is no endpoint).",
     source: DISCOVERY,
 });
-pub const REQUESTS: Labeled<1> = Labeled::new(Family {
+pub const REQUESTS: Labeled<1> = Labeled::positional(Family {
     base: "roce_peer_probe_discovery_requests",
     kind: MetricKind::Counter,
     unit: None,
@@ -136,7 +136,7 @@ pub const REQUESTS: Labeled<1> = Labeled::new(Family {
     help: "Requests this node made to find peer endpoints, by kind: document (a peer's /peer-probe/endpoints), prometheus (one instant query), dns (A/AAAA or SRV lookups of the peer list).",
     source: DISCOVERY,
 });
-pub const CONFIGURED: Labeled<0> = Labeled::new(Family {
+pub const CONFIGURED: Labeled<0> = Labeled::positional(Family {
     base: "roce_peer_probe_peers_configured",
     kind: MetricKind::Gauge,
     unit: None,
@@ -144,7 +144,7 @@ pub const CONFIGURED: Labeled<0> = Labeled::new(Family {
     help: "Peers listed: exporter addresses of the peer list (static, DNS, SRV, file), or instances in the Prometheus answer.",
     source: DISCOVERY,
 });
-pub const KNOWN: Labeled<0> = Labeled::new(Family {
+pub const KNOWN: Labeled<0> = Labeled::positional(Family {
     base: "roce_peer_probe_peers_admitted",
     kind: MetricKind::Gauge,
     unit: None,
@@ -152,7 +152,7 @@ pub const KNOWN: Labeled<0> = Labeled::new(Family {
     help: "Listed peers whose endpoints are held now, after admission (documents are fetched as the walk reaches each peer, so this grows to the listed count over the first walk).",
     source: DISCOVERY,
 });
-pub const ENDPOINT_INFO: Labeled<11> = Labeled::new(Family {
+pub const ENDPOINT_INFO: Labeled<11> = Labeled::positional(Family {
     base: "roce_peer_probe_endpoint_info",
     kind: MetricKind::Gauge,
     unit: None,

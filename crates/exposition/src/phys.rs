@@ -24,7 +24,7 @@ const MODULE_SOURCE: &str = "ethtool netlink ETHTOOL_MSG_MODULE_EEPROM_GET (SFF-
 const AER_SOURCE: &str = "/sys/bus/pci/devices/<pci>/aer_dev_{correctable,nonfatal,fatal}";
 const DEVLINK_SOURCE: &str = "devlink generic netlink DEVLINK_CMD_HEALTH_REPORTER_GET (dump)";
 
-pub const CARRIER_CHANGES: Labeled<3> = Labeled::new(Family {
+pub const CARRIER_CHANGES: Labeled<3> = Labeled::positional(Family {
     base: "roce_netdev_carrier_changes",
     kind: MetricKind::Counter,
     unit: None,
@@ -32,7 +32,7 @@ pub const CARRIER_CHANGES: Labeled<3> = Labeled::new(Family {
     help: "Carrier (link) up and down transitions of the netdev since it was created; only on kernels without carrier_{up,down}_count (before 4.16), whose sum it is (roce_netdev_carrier_transitions_total).",
     source: "/sys/class/net/<netdev>/carrier_changes",
 });
-pub const CARRIER_TRANSITIONS: Labeled<4> = Labeled::new(Family {
+pub const CARRIER_TRANSITIONS: Labeled<4> = Labeled::positional(Family {
     base: "roce_netdev_carrier_transitions",
     kind: MetricKind::Counter,
     unit: None,
@@ -40,7 +40,7 @@ pub const CARRIER_TRANSITIONS: Labeled<4> = Labeled::new(Family {
     help: "Carrier transitions by direction (up, down) since the netdev was created; 32-bit kernel counts, unlike the 8-bit PMA link_downed.",
     source: "/sys/class/net/<netdev>/carrier_{up,down}_count (Linux 4.16+)",
 });
-pub const FEC_MODE: Labeled<4> = Labeled::new(Family {
+pub const FEC_MODE: Labeled<4> = Labeled::positional(Family {
     base: "roce_fec_mode_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -49,7 +49,7 @@ pub const FEC_MODE: Labeled<4> = Labeled::new(Family {
         "The FEC encoding in use (value 1): off, rs (Reed-Solomon), baser (Firecode), llrs, other.",
     source: FEC_SOURCE,
 });
-pub const FEC_CORRECTED_BLOCKS: Labeled<4> = Labeled::new(Family {
+pub const FEC_CORRECTED_BLOCKS: Labeled<4> = Labeled::positional(Family {
     base: "roce_fec_corrected_blocks",
     kind: MetricKind::Counter,
     unit: None,
@@ -57,7 +57,7 @@ pub const FEC_CORRECTED_BLOCKS: Labeled<4> = Labeled::new(Family {
     help: "FEC codewords with errors that FEC corrected; lane empty for the total, set per lane where the driver counts lanes.",
     source: FEC_SOURCE,
 });
-pub const FEC_UNCORRECTABLE_BLOCKS: Labeled<4> = Labeled::new(Family {
+pub const FEC_UNCORRECTABLE_BLOCKS: Labeled<4> = Labeled::positional(Family {
     base: "roce_fec_uncorrectable_blocks",
     kind: MetricKind::Counter,
     unit: None,
@@ -65,7 +65,7 @@ pub const FEC_UNCORRECTABLE_BLOCKS: Labeled<4> = Labeled::new(Family {
     help: "FEC codewords FEC could not correct (frames lost on the link); lane as for roce_fec_corrected_blocks_total. Post-FEC BER is at least rate(this) / link bits per second.",
     source: FEC_SOURCE,
 });
-pub const FEC_CORRECTED_BITS: Labeled<4> = Labeled::new(Family {
+pub const FEC_CORRECTED_BITS: Labeled<4> = Labeled::positional(Family {
     base: "roce_fec_corrected_bits",
     kind: MetricKind::Counter,
     unit: None,
@@ -73,7 +73,7 @@ pub const FEC_CORRECTED_BITS: Labeled<4> = Labeled::new(Family {
     help: "Bits FEC corrected; pre-FEC BER = rate(this) / link bits per second (per lane: / lane bits per second).",
     source: FEC_SOURCE,
 });
-pub const MODULE_INFO: Labeled<9> = Labeled::new(Family {
+pub const MODULE_INFO: Labeled<9> = Labeled::positional(Family {
     base: "roce_module_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -83,7 +83,7 @@ pub const MODULE_INFO: Labeled<9> = Labeled::new(Family {
     help: "The pluggable module (optic or cable) in the netdev's cage (value 1), from its EEPROM.",
     source: MODULE_SOURCE,
 });
-pub const MODULE_TEMPERATURE: Labeled<3> = Labeled::new(Family {
+pub const MODULE_TEMPERATURE: Labeled<3> = Labeled::positional(Family {
     base: "roce_module_temperature",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Celsius),
@@ -91,7 +91,7 @@ pub const MODULE_TEMPERATURE: Labeled<3> = Labeled::new(Family {
     help: "Module case temperature.",
     source: MODULE_SOURCE,
 });
-pub const MODULE_SUPPLY: Labeled<3> = Labeled::new(Family {
+pub const MODULE_SUPPLY: Labeled<3> = Labeled::positional(Family {
     base: "roce_module_supply",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Volts),
@@ -99,7 +99,7 @@ pub const MODULE_SUPPLY: Labeled<3> = Labeled::new(Family {
     help: "Module supply voltage (Vcc).",
     source: MODULE_SOURCE,
 });
-pub const MODULE_TX_BIAS: Labeled<4> = Labeled::new(Family {
+pub const MODULE_TX_BIAS: Labeled<4> = Labeled::positional(Family {
     base: "roce_module_tx_bias",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Amperes),
@@ -107,7 +107,7 @@ pub const MODULE_TX_BIAS: Labeled<4> = Labeled::new(Family {
     help: "Laser bias current of one lane (lane 0 is the module's lane 1).",
     source: MODULE_SOURCE,
 });
-pub const MODULE_TX_POWER: Labeled<4> = Labeled::new(Family {
+pub const MODULE_TX_POWER: Labeled<4> = Labeled::positional(Family {
     base: "roce_module_tx_power",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Watts),
@@ -115,7 +115,7 @@ pub const MODULE_TX_POWER: Labeled<4> = Labeled::new(Family {
     help: "Optical power the module transmits on one lane.",
     source: MODULE_SOURCE,
 });
-pub const MODULE_RX_POWER: Labeled<4> = Labeled::new(Family {
+pub const MODULE_RX_POWER: Labeled<4> = Labeled::positional(Family {
     base: "roce_module_rx_power",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Watts),
@@ -123,7 +123,7 @@ pub const MODULE_RX_POWER: Labeled<4> = Labeled::new(Family {
     help: "Optical power the module receives on one lane (average or OMA, as the module measures).",
     source: MODULE_SOURCE,
 });
-pub const MODULE_THRESHOLD: Labeled<5> = Labeled::new(Family {
+pub const MODULE_THRESHOLD: Labeled<5> = Labeled::positional(Family {
     base: "roce_module_threshold",
     kind: MetricKind::Gauge,
     unit: None,
@@ -131,7 +131,7 @@ pub const MODULE_THRESHOLD: Labeled<5> = Labeled::new(Family {
     help: "The module's own alarm and warning thresholds (level high_alarm, low_alarm, high_warning, low_warning) for each monitor, in the monitor's unit: temperature_celsius, supply_volts, tx_bias_amperes, tx_power_watts, rx_power_watts.",
     source: MODULE_SOURCE,
 });
-pub const PCIE_AER_ERRORS: Labeled<4> = Labeled::new(Family {
+pub const PCIE_AER_ERRORS: Labeled<4> = Labeled::positional(Family {
     base: "roce_pcie_aer_errors",
     kind: MetricKind::Counter,
     unit: None,
@@ -139,7 +139,7 @@ pub const PCIE_AER_ERRORS: Labeled<4> = Labeled::new(Family {
     help: "PCIe AER errors the kernel counted for a NIC (role nic, with its netdev) or GPU (role gpu) function, by severity: correctable (replayed by the link layer, a sign of a marginal link), nonfatal, fatal (TOTAL_ERR_* lines).",
     source: AER_SOURCE,
 });
-pub const PCIE_AER_ERROR_KINDS: Labeled<5> = Labeled::new(Family {
+pub const PCIE_AER_ERROR_KINDS: Labeled<5> = Labeled::positional(Family {
     base: "roce_pcie_aer_error_kinds",
     kind: MetricKind::Counter,
     unit: None,
@@ -147,7 +147,7 @@ pub const PCIE_AER_ERROR_KINDS: Labeled<5> = Labeled::new(Family {
     help: "PCIe AER errors by kind as the kernel names them (RxErr, BadTLP, BadDLLP, Rollover, Timeout, ... for correctable; DLP, TLP, CmpltTO, MalfTLP, ... for uncorrectable), of NICs and GPUs (role nic, gpu) and, with the pcie_aer_kinds group, of the bridge ports on their paths (role bridge).",
     source: AER_SOURCE,
 });
-pub const PCIE_BRIDGE_AER_ERRORS: Labeled<5> = Labeled::new(Family {
+pub const PCIE_BRIDGE_AER_ERRORS: Labeled<5> = Labeled::positional(Family {
     base: "roce_pcie_bridge_aer_errors",
     kind: MetricKind::Counter,
     unit: None,
@@ -155,7 +155,7 @@ pub const PCIE_BRIDGE_AER_ERRORS: Labeled<5> = Labeled::new(Family {
     help: "PCIe AER errors the kernel counted on a bridge port (root port or switch port) of a NIC's or GPU's path, by severity (TOTAL_ERR_* lines). A port counts the errors its receiver saw: those of what the device below it sends (a NIC's DMA writes, GPUDirect RDMA into GPU memory among them) land here, not on the NIC. link: nic or gpu where the port's own link leads to that NIC or GPU (their upstream port), bridge where it leads to another bridge; netdevs and gpus (PCI addresses): the NICs and GPUs below the port, comma-separated. A port shared by several paths is one series. A severity appears with its first count (zeros too, and the kinds as roce_pcie_aer_error_kinds_total{role=\"bridge\"}, with the pcie_aer_kinds group); the rules judge every port either way.",
     source: "/sys/bus/pci/devices/<bridge>/aer_dev_{correctable,nonfatal,fatal} of the bridges above the NICs and GPUs in /sys/devices",
 });
-pub const DEVLINK_HEALTHY: Labeled<4> = Labeled::new(Family {
+pub const DEVLINK_HEALTHY: Labeled<4> = Labeled::positional(Family {
     base: "roce_devlink_reporter_healthy",
     kind: MetricKind::Gauge,
     unit: None,
@@ -163,7 +163,7 @@ pub const DEVLINK_HEALTHY: Labeled<4> = Labeled::new(Family {
     help: "1 when the NIC's devlink health reporter (fw, fw_fatal, tx, rx, ...) is healthy, 0 when it is in error.",
     source: DEVLINK_SOURCE,
 });
-pub const DEVLINK_ERRORS: Labeled<4> = Labeled::new(Family {
+pub const DEVLINK_ERRORS: Labeled<4> = Labeled::positional(Family {
     base: "roce_devlink_reporter_errors",
     kind: MetricKind::Counter,
     unit: None,
@@ -171,7 +171,7 @@ pub const DEVLINK_ERRORS: Labeled<4> = Labeled::new(Family {
     help: "Errors a devlink health reporter saw.",
     source: DEVLINK_SOURCE,
 });
-pub const DEVLINK_RECOVERIES: Labeled<4> = Labeled::new(Family {
+pub const DEVLINK_RECOVERIES: Labeled<4> = Labeled::positional(Family {
     base: "roce_devlink_reporter_recoveries",
     kind: MetricKind::Counter,
     unit: None,

@@ -7,7 +7,7 @@ use crate::snapshot::Snapshot;
 const SOURCE: &str = "ibverbs loopback probe: RDMA WRITE + SEND between two RC QPs of the port at its active MTU and the RoCE DSCP's traffic class, on the probe's own schedule (probes.interval, jittered); loopback never leaves the NIC (not the cable, switch or fabric)";
 const PORT: &[&str] = &["device", "port"];
 
-pub const RTT: Labeled<4> = Labeled::new(Family {
+pub const RTT: Labeled<4> = Labeled::positional(Family {
     base: "roce_probe_rtt",
     kind: MetricKind::Histogram,
     unit: Some(FamilyUnit::Seconds),
@@ -15,7 +15,7 @@ pub const RTT: Labeled<4> = Labeled::new(Family {
     help: "Round trip of a probe (op=write_send: from posting an RDMA WRITE and a SEND to the SEND's completion, acknowledged by the responder QP), successful rounds only.",
     source: SOURCE,
 });
-pub const REQUESTS: Labeled<2> = Labeled::new(Family {
+pub const REQUESTS: Labeled<2> = Labeled::positional(Family {
     base: "roce_probe_requests",
     kind: MetricKind::Counter,
     unit: None,
@@ -23,7 +23,7 @@ pub const REQUESTS: Labeled<2> = Labeled::new(Family {
     help: "Probe rounds attempted on the port since the exporter started (successful or not).",
     source: SOURCE,
 });
-pub const FAILURES: Labeled<3> = Labeled::new(Family {
+pub const FAILURES: Labeled<3> = Labeled::positional(Family {
     base: "roce_probe_failures",
     kind: MetricKind::Counter,
     unit: None,
@@ -31,7 +31,7 @@ pub const FAILURES: Labeled<3> = Labeled::new(Family {
     help: "Failed probe rounds by reason: the step that failed (device_open, port_down, gid_index, alloc_pd, reg_mr, memlock, create_cq, create_qp, qp_init, qp_rtr, qp_rts, post_recv, post_send, poll_cq), a work completion error (wc_<ibv_wc_status>, e.g. wc_retry_exc_err), timeout or payload_mismatch.",
     source: SOURCE,
 });
-pub const SUCCESS: Labeled<2> = Labeled::new(Family {
+pub const SUCCESS: Labeled<2> = Labeled::positional(Family {
     base: "roce_probe_success",
     kind: MetricKind::Gauge,
     unit: None,
@@ -39,7 +39,7 @@ pub const SUCCESS: Labeled<2> = Labeled::new(Family {
     help: "1 when the port's last probe round succeeded, 0 when it failed (the reason is the failure counter that moved).",
     source: SOURCE,
 });
-pub const LAST_SUCCESS: Labeled<2> = Labeled::new(Family {
+pub const LAST_SUCCESS: Labeled<2> = Labeled::positional(Family {
     base: "roce_probe_last_success_timestamp",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),

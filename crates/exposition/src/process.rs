@@ -7,7 +7,7 @@
 
 use super::{Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
 
-pub const START_TIME: Labeled<0> = Labeled::new(Family {
+pub const START_TIME: Labeled<0> = Labeled::positional(Family {
     base: "process_start_time",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
@@ -15,7 +15,7 @@ pub const START_TIME: Labeled<0> = Labeled::new(Family {
     help: "Start time of the exporter process since the Unix epoch.",
     source: "/proc/self/stat starttime, /proc/stat btime",
 });
-pub const CPU: Labeled<0> = Labeled::new(Family {
+pub const CPU: Labeled<0> = Labeled::positional(Family {
     base: "process_cpu",
     kind: MetricKind::Counter,
     unit: Some(FamilyUnit::Seconds),
@@ -23,7 +23,7 @@ pub const CPU: Labeled<0> = Labeled::new(Family {
     help: "User and system CPU time the exporter process spent.",
     source: "/proc/self/stat utime, stime",
 });
-pub const RESIDENT_MEMORY: Labeled<0> = Labeled::new(Family {
+pub const RESIDENT_MEMORY: Labeled<0> = Labeled::positional(Family {
     base: "process_resident_memory",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
@@ -31,7 +31,7 @@ pub const RESIDENT_MEMORY: Labeled<0> = Labeled::new(Family {
     help: "Resident memory of the exporter process.",
     source: "/proc/self/stat rss",
 });
-pub const OPEN_FDS: Labeled<0> = Labeled::new(Family {
+pub const OPEN_FDS: Labeled<0> = Labeled::positional(Family {
     base: "process_open_fds",
     kind: MetricKind::Gauge,
     unit: None,
@@ -39,7 +39,7 @@ pub const OPEN_FDS: Labeled<0> = Labeled::new(Family {
     help: "File descriptors the exporter process has open.",
     source: "/proc/self/fd",
 });
-pub const MAX_FDS: Labeled<0> = Labeled::new(Family {
+pub const MAX_FDS: Labeled<0> = Labeled::positional(Family {
     base: "process_max_fds",
     kind: MetricKind::Gauge,
     unit: None,

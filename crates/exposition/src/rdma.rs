@@ -9,7 +9,7 @@ use crate::snapshot::Snapshot;
 
 const PORT: &[&str] = &["device", "port"];
 
-pub const DEVICE_INFO: Labeled<8> = Labeled::new(Family {
+pub const DEVICE_INFO: Labeled<8> = Labeled::positional(Family {
     base: "roce_device_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -17,7 +17,7 @@ pub const DEVICE_INFO: Labeled<8> = Labeled::new(Family {
     help: "RDMA device (value 1). driver is the kernel driver of the backing PCI function, or rxe/siw for software devices.",
     source: "/sys/class/infiniband/<device>/{fw_ver,board_id,hca_type,node_guid}, device/driver, device/numa_node",
 });
-pub const PORT_INFO: Labeled<5> = Labeled::new(Family {
+pub const PORT_INFO: Labeled<5> = Labeled::positional(Family {
     base: "roce_port_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -25,7 +25,7 @@ pub const PORT_INFO: Labeled<5> = Labeled::new(Family {
     help: "RDMA port (value 1) with its link layer and the netdev behind it.",
     source: "ports/<port>/link_layer, gid_attrs/ndevs, device/net, rxe parent",
 });
-pub const PORT_STATE: Labeled<2> = Labeled::new(Family {
+pub const PORT_STATE: Labeled<2> = Labeled::positional(Family {
     base: "roce_port_state_id",
     kind: MetricKind::Gauge,
     unit: None,
@@ -33,7 +33,7 @@ pub const PORT_STATE: Labeled<2> = Labeled::new(Family {
     help: "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.",
     source: "ports/<port>/state",
 });
-pub const PORT_PHYS_STATE: Labeled<2> = Labeled::new(Family {
+pub const PORT_PHYS_STATE: Labeled<2> = Labeled::positional(Family {
     base: "roce_port_physical_state_id",
     kind: MetricKind::Gauge,
     unit: None,
@@ -41,7 +41,7 @@ pub const PORT_PHYS_STATE: Labeled<2> = Labeled::new(Family {
     help: "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
     source: "ports/<port>/phys_state",
 });
-pub const PORT_UP: Labeled<2> = Labeled::new(Family {
+pub const PORT_UP: Labeled<2> = Labeled::positional(Family {
     base: "roce_port_up",
     kind: MetricKind::Gauge,
     unit: None,
@@ -49,7 +49,7 @@ pub const PORT_UP: Labeled<2> = Labeled::new(Family {
     help: "1 when the port is ACTIVE and LinkUp, else 0.",
     source: "ports/<port>/{state,phys_state}",
 });
-pub const PORT_RATE: Labeled<2> = Labeled::new(Family {
+pub const PORT_RATE: Labeled<2> = Labeled::positional(Family {
     base: "roce_port_rate",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
@@ -57,7 +57,7 @@ pub const PORT_RATE: Labeled<2> = Labeled::new(Family {
     help: "Port data rate as the kernel reports it, in bytes per second (100 Gb/sec (4X EDR) is 12.5e9).",
     source: "ports/<port>/rate",
 });
-pub const PORT_LID: Labeled<2> = Labeled::new(Family {
+pub const PORT_LID: Labeled<2> = Labeled::positional(Family {
     base: "roce_port_lid",
     kind: MetricKind::Gauge,
     unit: None,
@@ -70,7 +70,7 @@ pub const PORT_LID: Labeled<2> = Labeled::new(Family {
 /// IPv4-mapped RoCE v2 GID (what NCCL and most RoCE stacks select) from a
 /// link-local one without a regular expression over the GID text, which the
 /// fleet-wide GID rules need.
-pub const GID_INFO: Labeled<7> = Labeled::new(Family {
+pub const GID_INFO: Labeled<7> = Labeled::positional(Family {
     base: "roce_gid_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -78,7 +78,7 @@ pub const GID_INFO: Labeled<7> = Labeled::new(Family {
     help: "Populated GID table slot (value 1): type is IB/RoCE v1 or RoCE v2 as the kernel prints it; family (derived from gid) is ipv4_mapped, ipv6_link_local or ipv6_global, the distinction NCCL-style GID selection needs.",
     source: "ports/<port>/gids/<index>, gid_attrs/{types,ndevs}/<index>",
 });
-pub const HW_COUNTER_PATH: Labeled<3> = Labeled::new(Family {
+pub const HW_COUNTER_PATH: Labeled<3> = Labeled::positional(Family {
     base: "roce_port_hw_counters_path_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -86,7 +86,7 @@ pub const HW_COUNTER_PATH: Labeled<3> = Labeled::new(Family {
     help: "Where the port's hardware counters were read (value 1): netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter).",
     source: "RDMA reader",
 });
-pub const HW_STAT: Labeled<3> = Labeled::new(Family {
+pub const HW_STAT: Labeled<3> = Labeled::positional(Family {
     base: "roce_port_hw_stat",
     kind: MetricKind::Counter,
     unit: None,
@@ -94,7 +94,7 @@ pub const HW_STAT: Labeled<3> = Labeled::new(Family {
     help: "Hardware counter without a semantic mapping, under its kernel name.",
     source: "RDMA netlink RDMA_NLDEV_CMD_STAT_GET, or ports/<port>/hw_counters/<stat>",
 });
-pub const PORT_STAT: Labeled<3> = Labeled::new(Family {
+pub const PORT_STAT: Labeled<3> = Labeled::positional(Family {
     base: "roce_port_stat",
     kind: MetricKind::Counter,
     unit: None,
@@ -115,7 +115,7 @@ macro_rules! port_counter {
         PortCounter {
             file: $file,
             scale: $scale,
-            family: Labeled::new(Family {
+            family: Labeled::positional(Family {
                 base: $base,
                 kind: MetricKind::Counter,
                 unit: $unit,
@@ -314,7 +314,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut lid = Samples::new(&PORT_LID);
     let mut gids = Samples::new(&GID_INFO);
     let mut hw_path = Samples::new(&HW_COUNTER_PATH);
-    let mut port_counters: Vec<Samples<2>> = PORT_COUNTERS
+    let mut port_counters: Vec<Samples<super::Arity<2>>> = PORT_COUNTERS
         .iter()
         .map(|c| Samples::new(&c.family))
         .collect();
@@ -401,12 +401,12 @@ fn collect_port(
     device: &Device,
     port: &Port,
     labels: [&str; 2],
-    port_info: &mut Samples<5>,
-    state: &mut Samples<2>,
-    phys: &mut Samples<2>,
-    up: &mut Samples<2>,
-    rate: &mut Samples<2>,
-    lid: &mut Samples<2>,
+    port_info: &mut Samples<super::Arity<5>>,
+    state: &mut Samples<super::Arity<2>>,
+    phys: &mut Samples<super::Arity<2>>,
+    up: &mut Samples<super::Arity<2>>,
+    rate: &mut Samples<super::Arity<2>>,
+    lid: &mut Samples<super::Arity<2>>,
 ) {
     let link_layer = port.link_layer.as_ref().map(|l| l.as_str()).unwrap_or("");
     port_info.push(

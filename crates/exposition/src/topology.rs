@@ -10,7 +10,7 @@ use crate::snapshot::Snapshot;
 
 const LINK: &[&str] = &["pci_address", "device", "bound"];
 
-pub const GPU_INFO: Labeled<6> = Labeled::new(Family {
+pub const GPU_INFO: Labeled<6> = Labeled::positional(Family {
     base: "roce_gpu_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -18,7 +18,7 @@ pub const GPU_INFO: Labeled<6> = Labeled::new(Family {
     help: "GPU (value 1): gpu is its index in PCI bus order (as nvidia-smi numbers them); pci_bus_id is pci_address as NVML and dcgm-exporter write it (00000000:1B:00.0), to join with dcgm-exporter's series; name and uuid come from NVML and are empty without it; numa_node is empty when unknown.",
     source: "/sys/bus/pci/devices/* (vendor 0x10de/0x1002, class 0x0300/0x0302), numa_node; NVML",
 });
-pub const GPU_NIC_PATH: Labeled<3> = Labeled::new(Family {
+pub const GPU_NIC_PATH: Labeled<3> = Labeled::positional(Family {
     base: "roce_gpu_nic_path_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -26,7 +26,7 @@ pub const GPU_NIC_PATH: Labeled<3> = Labeled::new(Family {
     help: "PCIe path between a GPU and an RDMA device (value 1), as nvidia-smi topo -m names it: PIX (one switch at most), PXB (several bridges), PHB (through a host bridge), NODE (across host bridges of one NUMA node), SYS (across NUMA nodes). SYS pairs only with the sys_paths group: without it a pair not listed is SYS.",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
-pub const GPU_NEAREST_NIC: Labeled<3> = Labeled::new(Family {
+pub const GPU_NEAREST_NIC: Labeled<3> = Labeled::positional(Family {
     base: "roce_gpu_nearest_nic_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -35,7 +35,7 @@ pub const GPU_NEAREST_NIC: Labeled<3> = Labeled::new(Family {
         "The RDMA device(s) with the best path class from a GPU (value 1; several when they tie).",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
-pub const NIC_NEAREST_GPUS: Labeled<2> = Labeled::new(Family {
+pub const NIC_NEAREST_GPUS: Labeled<2> = Labeled::positional(Family {
     base: "roce_nic_nearest_gpus_info",
     kind: MetricKind::Gauge,
     unit: None,
@@ -43,7 +43,7 @@ pub const NIC_NEAREST_GPUS: Labeled<2> = Labeled::new(Family {
     help: "The GPUs whose nearest RDMA device this is (value 1): their indices in PCI bus order, comma-separated in ascending order (2,3 for two GPUs behind one PCIe switch with one NIC; a GPU whose nearest NICs tie is listed with each). One series per RDMA device nearest to a GPU, none for the others: the GPU(s) beside a NIC for a PromQL join (group_left(gpus)), which roce_gpu_nearest_nic_info cannot give when a NIC serves two GPUs.",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
-pub const LINK_SPEED: Labeled<3> = Labeled::new(Family {
+pub const LINK_SPEED: Labeled<3> = Labeled::positional(Family {
     base: "roce_pcie_link_speed",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::TransfersPerSecond),
@@ -51,7 +51,7 @@ pub const LINK_SPEED: Labeled<3> = Labeled::new(Family {
     help: "PCIe link speed per lane of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports). device names the RDMA device of a NIC function, empty otherwise.",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_speed",
 });
-pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
+pub const LINK_WIDTH: Labeled<3> = Labeled::positional(Family {
     base: "roce_pcie_link_width",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Lanes),
@@ -59,7 +59,7 @@ pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
     help: "PCIe link width of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports).",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_width",
 });
-pub const LINK_DOWNTRAINED: Labeled<4> = Labeled::new(Family {
+pub const LINK_DOWNTRAINED: Labeled<4> = Labeled::positional(Family {
     base: "roce_pcie_link_downtrained",
     kind: MetricKind::Gauge,
     unit: None,
@@ -67,7 +67,7 @@ pub const LINK_DOWNTRAINED: Labeled<4> = Labeled::new(Family {
     help: "1 when the link above pci_address runs below what both ends support (aspect=speed or width: current below min(upstream max, pci_address max)), else 0. upstream is the port above (empty on a root bus).",
     source: "current_link_{speed,width} of the lower end, max_link_{speed,width} of both ends",
 });
-pub const ACS_REDIRECT: Labeled<2> = Labeled::new(Family {
+pub const ACS_REDIRECT: Labeled<2> = Labeled::positional(Family {
     base: "roce_pcie_acs_request_redirect",
     kind: MetricKind::Gauge,
     unit: None,
@@ -75,7 +75,7 @@ pub const ACS_REDIRECT: Labeled<2> = Labeled::new(Family {
     help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, one series with value 1, its state label the current state: enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN).",
     source: "/sys/bus/pci/devices/<pci_address>/config (extended capability 0x000d, control bit 0x0004)",
 });
-pub const GPUDIRECT_READY: Labeled<1> = Labeled::new(Family {
+pub const GPUDIRECT_READY: Labeled<1> = Labeled::positional(Family {
     base: "roce_gpudirect_rdma_ready",
     kind: MetricKind::Gauge,
     unit: None,
@@ -83,7 +83,7 @@ pub const GPUDIRECT_READY: Labeled<1> = Labeled::new(Family {
     help: "1 when GPUDirect RDMA can work through the mechanism: nvidia_peermem (module loaded) or dmabuf (kernel >= 5.12, NVIDIA open kernel module or amdgpu, libibverbs with ibv_reg_dmabuf_mr). Only on hosts with a GPU.",
     source: "/proc/modules, /sys/module, /proc/sys/kernel/osrelease, /proc/driver/nvidia/version, libibverbs.so.1.<abi> file name",
 });
-pub const GPUDIRECT_AVAILABLE: Labeled<0> = Labeled::new(Family {
+pub const GPUDIRECT_AVAILABLE: Labeled<0> = Labeled::positional(Family {
     base: "roce_gpudirect_rdma_available",
     kind: MetricKind::Gauge,
     unit: None,
@@ -92,7 +92,7 @@ pub const GPUDIRECT_AVAILABLE: Labeled<0> = Labeled::new(Family {
         "1 when at least one GPUDirect RDMA mechanism is ready, else 0. Only on hosts with a GPU.",
     source: "roce_gpudirect_rdma_ready",
 });
-pub const GPUDIRECT_PREREQUISITE: Labeled<2> = Labeled::new(Family {
+pub const GPUDIRECT_PREREQUISITE: Labeled<2> = Labeled::positional(Family {
     base: "roce_gpudirect_rdma_prerequisite",
     kind: MetricKind::Gauge,
     unit: None,
@@ -100,7 +100,7 @@ pub const GPUDIRECT_PREREQUISITE: Labeled<2> = Labeled::new(Family {
     help: "1 when a prerequisite of a GPUDirect RDMA mechanism is met: nvidia_peermem/module_loaded, dmabuf/kernel (>= 5.12), dmabuf/gpu_driver (NVIDIA open kernel module or amdgpu), dmabuf/rdma_core (libibverbs ABI >= 1.12).",
     source: "/proc/modules, /proc/sys/kernel/osrelease, /proc/driver/nvidia/version, library directories",
 });
-pub const NVML_STATE: Labeled<0> = Labeled::new(Family {
+pub const NVML_STATE: Labeled<0> = Labeled::positional(Family {
     base: "roce_gpu_nvml_available",
     kind: MetricKind::Gauge,
     unit: None,
