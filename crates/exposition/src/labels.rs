@@ -21,8 +21,9 @@ pub trait LabelSet {
     /// The label names, in field order.
     const NAMES: &'static [&'static str];
     /// The set with values borrowed for `'a`: a family's type names its set
-    /// with any lifetime (`Fam<PortLabels>`), its samples are pushed with
-    /// the lifetime of the data they are read from.
+    /// with any lifetime (elided in a constant's type, `Fam<PortLabels>`;
+    /// `'static` where a field's type must name one), its samples are
+    /// pushed with the lifetime of the data they are read from.
     type Of<'a>: LabelSet;
 
     /// Calls `f` with each value, in the order of [`LabelSet::NAMES`].
