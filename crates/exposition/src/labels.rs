@@ -150,11 +150,6 @@ label_set! {
 }
 
 label_set! {
-    /// A count of a netdev by kind.
-    pub struct NetdevKindLabels { netdev, device, port, kind }
-}
-
-label_set! {
     /// One lane of a netdev's link or module (`lane` empty for the total).
     pub struct NetdevLaneLabels { netdev, device, port, lane }
 }
@@ -172,4 +167,70 @@ label_set! {
 label_set! {
     /// A reason, of a family that counts by reason alone.
     pub struct ReasonLabels { reason }
+}
+
+impl<'a> NetdevLabels<'a> {
+    /// The netdev's set with a priority.
+    pub fn priority(self, priority: &'a str) -> NetdevPriorityLabels<'a> {
+        let NetdevLabels {
+            netdev,
+            device,
+            port,
+        } = self;
+        NetdevPriorityLabels {
+            netdev,
+            device,
+            port,
+            priority,
+        }
+    }
+
+    /// The netdev's set with a direction.
+    pub fn direction(self, direction: &'a str) -> NetdevDirectionLabels<'a> {
+        let NetdevLabels {
+            netdev,
+            device,
+            port,
+        } = self;
+        NetdevDirectionLabels {
+            netdev,
+            device,
+            port,
+            direction,
+        }
+    }
+
+    /// The netdev's set with a lane.
+    pub fn lane(self, lane: &'a str) -> NetdevLaneLabels<'a> {
+        let NetdevLabels {
+            netdev,
+            device,
+            port,
+        } = self;
+        NetdevLaneLabels {
+            netdev,
+            device,
+            port,
+            lane,
+        }
+    }
+}
+
+impl<'a> NetdevPriorityLabels<'a> {
+    /// The priority's set with a direction.
+    pub fn direction(self, direction: &'a str) -> NetdevPriorityDirectionLabels<'a> {
+        let NetdevPriorityLabels {
+            netdev,
+            device,
+            port,
+            priority,
+        } = self;
+        NetdevPriorityDirectionLabels {
+            netdev,
+            device,
+            port,
+            priority,
+            direction,
+        }
+    }
 }
