@@ -17,7 +17,7 @@ use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 
 /// A set of labels: its names, in the order the exposition writes them, and
 /// its values, one `&str` per name.
-pub trait LabelSet {
+pub trait LabelSet: EncodeLabelSet {
     /// The label names, in field order.
     const NAMES: &'static [&'static str];
     /// The set with values borrowed for `'a`: a family's type names its set
@@ -58,7 +58,7 @@ macro_rules! label_set {
         }
     ) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub struct $name<'a> {
             $(pub $field: &'a str,)+
         }
@@ -96,7 +96,7 @@ macro_rules! label_set {
 pub(crate) use label_set;
 
 /// The empty set, of a family with one series.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct NoLabels;
 
 impl LabelSet for NoLabels {
@@ -231,6 +231,81 @@ impl<'a> NetdevPriorityLabels<'a> {
             port,
             priority,
             direction,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::family::Family as ClientFamily;
+    use prometheus_client::registry::Registry;
+
+    use super::*;
+    use crate::{Fam, FamilySamples, MetricKind, Row, Samples};
+
+    static GID: Fam<crate::rdma::GidLabels> = Fam::new(Row {
+        base: "roce_example_gid",
+        kind: MetricKind::Counter,
+        unit: None,
+        help: "Example.",
+        source: "test",
+    });
+
+    fn sample_lines(text: &str) -> Vec<&str> {
+        text.lines().filter(|l| !l.starts_with('#')).collect()
+    }
+
+    /// The struct's own encoding (prometheus-client's families) and the
+    /// encoding of the values as a family's samples store them agree,
+    /// names from the set's constant, a keyword label included.
+    #[test]
+    fn a_set_encodes_alike_typed_and_stored() {
+        let gid = crate::rdma::GidLabels {
+            device: "mlx5_0",
+            port: "1",
+            index: "3",
+            gid: "0000:0000:0000:0000:0000:ffff:0a00:0001",
+            r#type: "RoCE v2",
+            netdev: "ens1np0",
+            family: "ipv4_mapped",
+        };
+        assert_eq!(
+            crate::rdma::GidLabels::NAMES,
+            ["device", "port", "index", "gid", "type", "netdev", "family"]
+        );
+
+        let mut registry = Registry::default();
+        let typed = ClientFamily::<crate::rdma::GidLabels<'static>, Counter>::default();
+        typed.get_or_create(&gid).inc_by(7);
+        registry.register("roce_example_gid", "Example.", typed);
+        let mut direct = String::new();
+        assert!(encode(&mut direct, &registry).is_ok());
+
+        let mut samples = Samples::new(&GID);
+        samples.push(gid, 7u64);
+        let stored: FamilySamples = samples.into();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(One(stored)));
+        let mut ours = String::new();
+        assert!(encode(&mut ours, &registry).is_ok());
+
+        let line = r#"roce_example_gid_total{device="mlx5_0",port="1",index="3",gid="0000:0000:0000:0000:0000:ffff:0a00:0001",type="RoCE v2",netdev="ens1np0",family="ipv4_mapped"} 7"#;
+        assert_eq!(sample_lines(&direct), [line]);
+        assert_eq!(sample_lines(&ours), [line]);
+    }
+
+    #[derive(Debug)]
+    struct One(FamilySamples);
+
+    impl prometheus_client::collector::Collector for One {
+        fn encode(
+            &self,
+            mut encoder: prometheus_client::encoding::DescriptorEncoder,
+        ) -> Result<(), std::fmt::Error> {
+            self.0
+                .encode(&mut encoder, std::time::Duration::from_secs(5))
         }
     }
 }

@@ -2,13 +2,14 @@
 //! [`Snapshot`] into Prometheus text 0.0.4 or OpenMetrics 1.0, through
 //! `prometheus-client`'s collector interface.
 //!
-//! Every family is declared once, as a [`Labeled`] constant whose type
-//! carries its label count, and listed in a per-source table
+//! Every family is declared once, as a [`Fam`] constant whose type names
+//! its label set ([`labels`]), and listed in a per-source table
 //! (`families::all`); the metric reference `docs/metrics.md` is generated
-//! from those rows and a test keeps it in step. A family's label names come
-//! from its row and a sample's label values are an array of the row's
-//! arity ([`Samples::push`]), so a sample cannot carry a label the reference
-//! does not name, nor miss one: a wrong count does not compile.
+//! from those rows and a test keeps it in step. A family's label names are
+//! its set's and a sample's label values are the set's struct, each value
+//! under its label's name ([`Samples::push`]), so a sample cannot carry a
+//! label the reference does not name, miss one, or take its values by
+//! position: none of these compiles.
 
 use std::fmt::Write as _;
 
@@ -335,48 +336,6 @@ impl<L> std::ops::Deref for Fam<L> {
 
     fn deref(&self) -> &Family {
         &self.family
-    }
-}
-
-/// A family whose label values are pushed as an array of its row's arity
-/// (the label names in its row): families not yet declared with a
-/// [`LabelSet`].
-pub type Labeled<const N: usize> = Fam<Arity<N>>;
-
-/// The label set of a [`Labeled`] family: `N` values by position.
-#[derive(Debug, Clone, Copy)]
-pub struct Arity<const N: usize>;
-
-impl<const N: usize> LabelSet for Arity<N> {
-    const NAMES: &'static [&'static str] = &[];
-    type Of<'a> = [&'a str; N];
-
-    fn each_value(&self, _: &mut impl FnMut(&str)) {}
-}
-
-impl<const N: usize> LabelSet for [&str; N] {
-    const NAMES: &'static [&'static str] = &[];
-    type Of<'a> = [&'a str; N];
-
-    fn each_value(&self, f: &mut impl FnMut(&str)) {
-        for value in self {
-            f(value);
-        }
-    }
-}
-
-impl<const N: usize> Fam<Arity<N>> {
-    /// The family, checked to name `N` labels (a `const` item built with a
-    /// different count fails to compile).
-    pub const fn positional(family: Family) -> Self {
-        assert!(
-            family.labels.len() == N,
-            "a family's label count differs from its declared arity"
-        );
-        Fam {
-            family,
-            set: PhantomData,
-        }
     }
 }
 
