@@ -9,7 +9,7 @@
 
 use roce_netdev::dcb::tsa_name;
 
-use super::netdev::{joined, pfc_label};
+use super::netdev::joined;
 
 use super::labels::label_set;
 use super::{Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Samples};
@@ -160,7 +160,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             continue;
         }
         let (pfc, pfc_willing) = match &n.pfc {
-            Some(f) => (pfc_label(f.enable), u8::from(f.willing).to_string()),
+            Some(f) => (f.enable.to_string(), u8::from(f.willing).to_string()),
             None => Default::default(),
         };
         let dscp_priority = match &n.app {

@@ -12,6 +12,7 @@
 //! `device`/`port` of the RDMA port the netdev backs (empty for
 //! `netdevs.extra` ones).
 
+use roce_host::Priorities;
 use roce_netdev::dcb::{dcbx_mode_name, tsa_name};
 use roce_netdev::mapping::{Kind as RuleKind, Scale, RULES};
 use roce_netdev::{DcbOutcome, Meaning, Netdev, StatValue};
@@ -337,16 +338,6 @@ fn dcqcn_lists(params: &[roce_netdev::qos::DcqcnParam]) -> Vec<(&'static str, St
         .collect()
 }
 
-/// A PFC bitmap as its priorities, comma separated; "none" when empty.
-pub fn pfc_label(bits: u8) -> String {
-    let v = crate::rules::fabric::pfc_priorities(bits);
-    if v.is_empty() {
-        "none".into()
-    } else {
-        joined(&v)
-    }
-}
-
 /// Mapping of driver ethtool names to these families, for the metric
 /// reference.
 pub fn reference_markdown() -> String {
@@ -534,27 +525,21 @@ fn priority_of(meaning: &Meaning) -> Option<u8> {
     }
 }
 
-/// Priorities (bit per priority) whose per-priority counters are exported
-/// even at zero: PFC on, or a DSCP mapped to them. `None` when the DCB
-/// configuration is unknown: then every priority is.
-fn priorities_in_use(netdev: &Netdev) -> Option<u8> {
+/// Priorities whose per-priority counters are exported even at zero: PFC
+/// on, or a DSCP mapped to them. `None` when the DCB configuration is
+/// unknown: then every priority is.
+fn priorities_in_use(netdev: &Netdev) -> Option<Priorities> {
     let DcbOutcome::Ok(config) = &netdev.dcb else {
         return None;
     };
-    let mut bits = config.pfc_enabled?;
-    for (_, priority) in config.dscp_map() {
-        bits |= 1u8.checked_shl(u32::from(priority)).unwrap_or(0);
-    }
-    Some(bits)
+    let mapped: Priorities = config.dscp_map().into_iter().map(|(_, p)| p).collect();
+    Some(config.pfc_enabled?.union(mapped))
 }
 
 /// Whether the series of a priority are exported: every priority where the
 /// configuration is unknown (or `idle_priorities` is on), else those in use.
-fn exported(in_use: Option<u8>, priority: u8) -> bool {
-    match in_use {
-        None => true,
-        Some(bits) => bits & 1u8.checked_shl(u32::from(priority)).unwrap_or(0) != 0,
-    }
+fn exported(in_use: Option<Priorities>, priority: u8) -> bool {
+    in_use.is_none_or(|p| p.contains(priority))
 }
 
 fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
@@ -648,12 +633,8 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
             if list.is_empty() {
                 return String::new();
             }
-            let on: Vec<u8> = list.iter().filter(|(_, on)| *on).map(|(p, _)| *p).collect();
-            if on.is_empty() {
-                "none".to_string()
-            } else {
-                joined(&on)
-            }
+            let on: Priorities = list.iter().filter(|(_, on)| *on).map(|(p, _)| *p).collect();
+            on.to_string()
         };
         let (np, rp) = (enabled(&ecn.np), enabled(&ecn.rp));
         let labels = EcnLabels {
@@ -696,10 +677,10 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
     }
     match &netdev.dcb {
         DcbOutcome::Ok(config) => {
-            if let Some(bits) = config.pfc_enabled {
+            if let Some(pfc) = config.pfc_enabled {
                 for priority in (0u8..8).filter(|p| exported(in_use, *p)) {
                     let pr = priority.to_string();
-                    let on = bits & (1 << priority) != 0;
+                    let on = pfc.contains(priority);
                     push_into(out, &PFC_ENABLED, base.priority(&pr), on);
                 }
             }
@@ -715,7 +696,10 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                     .collect::<Vec<_>>()
                     .join(",")
             };
-            let pfc = config.pfc_enabled.map(pfc_label).unwrap_or_default();
+            let pfc = config
+                .pfc_enabled
+                .map(|p| p.to_string())
+                .unwrap_or_default();
             let (prio_tc, tc_tsa, tc_bw) = match &config.ets {
                 Some(ets) => {
                     let tsa: Vec<&str> = ets.tc_tsa.iter().map(|t| tsa_name(*t)).collect();
@@ -749,7 +733,7 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
             let peer = &config.peer;
             if !peer.is_empty() {
                 let standard = peer.standard.map(|s| s.as_str()).unwrap_or("");
-                let pfc = peer.pfc_enabled.map(pfc_label).unwrap_or_default();
+                let pfc = peer.pfc_enabled.map(|p| p.to_string()).unwrap_or_default();
                 let prio_tc = peer.prio_tc.map(|t| joined(&t)).unwrap_or_default();
                 let labels = QosPeerLabels {
                     netdev: n,
