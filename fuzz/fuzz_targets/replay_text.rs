@@ -33,8 +33,8 @@ fuzz_target!(|data: &[u8]| {
         for (dscp, priority) in config.dscp_map() {
             assert!(dscp <= 63 && priority <= 7);
         }
-        if let Some(bits) = config.pfc_enabled {
-            let _ = bits.count_ones();
+        if let Some(pfc) = config.pfc_enabled {
+            assert!(pfc.iter().all(|p| p <= 7));
         }
         for p in 0u8..8 {
             assert!(config.tc_of(p).is_none_or(|tc| tc <= 7));

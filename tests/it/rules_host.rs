@@ -59,7 +59,7 @@ fn mlx5_dscp_map(overrides: &[(u8, u8)]) -> Vec<DcbApp> {
 fn dcb(pfc: &[u8], apps: Vec<DcbApp>, trust_order: Option<Vec<u8>>) -> DcbConfig {
     DcbConfig {
         pfc_cap: Some(8),
-        pfc_enabled: Some(pfc.iter().fold(0u8, |b, p| b | (1 << p))),
+        pfc_enabled: Some(pfc.iter().copied().collect()),
         apps,
         trust_order,
         ..DcbConfig::default()

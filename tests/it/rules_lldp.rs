@@ -194,7 +194,7 @@ fn switch_pausing_the_expected_priority_is_silent_where_the_nic_has_no_dcb() {
         let mut n = neighbour("leaf-p1-r0", "swp1", 4, 26, 3);
         if let Some(p) = &mut n.pfc {
             // 3 alone, or 3 beside a fabric-wide lossless 4.
-            p.enable = (1 << 3) | (1 << pfc);
+            p.enable = roce_host::Priorities::from_iter([3, pfc]);
         }
         let s = sample(no_dcb(), lldp_port(Some(n)));
         let f = rules::evaluate(&[Arc::new(s)], &RulesConfig::default(), &expect_priority(3));
@@ -206,7 +206,7 @@ fn switch_pausing_the_expected_priority_is_silent_where_the_nic_has_no_dcb() {
 fn driver_peer_view_wins_over_lldp() {
     let mut n = netdev();
     if let DcbOutcome::Ok(c) = &mut n.dcb {
-        c.peer.pfc_enabled = Some(1 << 3);
+        c.peer.pfc_enabled = Some(roce_host::Priorities::one(3));
     }
     let s = sample(
         n,
@@ -325,7 +325,7 @@ fn source_over_lldpd_json0() {
     assert_eq!(l.ports.len(), 1);
     let n = l.ports[0].neighbour.as_ref().expect("neighbour");
     assert_eq!(n.system_name.as_deref(), Some("leaf-r3-a"));
-    assert_eq!(n.pfc.unwrap().enable, 1 << 4);
+    assert_eq!(n.pfc.unwrap().enable, roce_host::Priorities::one(4));
     // And the rules see the mismatch the lldpd view shows.
     let mut s = sample(netdev(), l.ports[0].clone());
     s.lldp.as_mut().unwrap().via = "lldpd";

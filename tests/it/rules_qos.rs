@@ -13,6 +13,7 @@ use std::sync::Arc;
 use roce_exporter::config::{Expectations, RulesConfig};
 use roce_exporter::rules::{self, Finding, Severity};
 use roce_exporter::snapshot::Snapshot;
+use roce_host::Priorities;
 use roce_netdev::dcb::{
     Buffers, DcbPeer, Ets, DCB_CAP_DCBX_VER_CEE, DCB_CAP_DCBX_VER_IEEE, TSA_ETS, TSA_STRICT,
 };
@@ -143,7 +144,7 @@ fn roce_priority_in_the_tc_of_lossy_priorities() {
     // Two lossless priorities sharing a TC with each other only: fine.
     let mut n = healthy();
     let c = config(&mut n);
-    c.pfc_enabled = Some((1 << 3) | (1 << 4));
+    c.pfc_enabled = Some(Priorities::from_iter([3, 4]));
     c.ets.as_mut().unwrap().prio_tc = [0, 0, 0, 3, 3, 0, 6, 0];
     assert_eq!(eval(n, "roce_tc_shared"), vec![]);
     // Lossy priorities nothing maps to (no APP entry, not the CNPs', not
@@ -240,7 +241,7 @@ fn switch_pfc_on_other_priorities_than_the_nic() {
     // The switch pauses priority 4, the NIC expects pauses on 3: RoCE on 3
     // is lossy across the switch.
     let mut n = healthy();
-    config(&mut n).peer.pfc_enabled = Some(1 << 4);
+    config(&mut n).peer.pfc_enabled = Some(Priorities::one(4));
     let f = eval(n, "switch_pfc_mismatch");
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].severity, Severity::Critical);
@@ -252,19 +253,19 @@ fn switch_pfc_on_other_priorities_than_the_nic() {
     // The switch has PFC on 3 and 4 (both fabric lossless classes): the
     // NIC's lossless priority is safe and nothing of this host uses 4.
     let mut n = healthy();
-    config(&mut n).peer.pfc_enabled = Some((1 << 3) | (1 << 4));
+    config(&mut n).peer.pfc_enabled = Some(Priorities::from_iter([3, 4]));
     assert_eq!(eval(n, "switch_pfc_mismatch"), vec![]);
     // The switch pauses priority 0, where this host's TCP runs, and the
     // NIC does not honour those pauses: a warning.
     let mut n = healthy();
-    config(&mut n).peer.pfc_enabled = Some((1 << 3) | 1);
+    config(&mut n).peer.pfc_enabled = Some(Priorities::from_iter([0, 3]));
     let f = eval(n, "switch_pfc_mismatch");
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].severity, Severity::Warning);
     assert!(f[0].finding.contains("the switch port pauses priority 0"));
     // The switch lacks the NIC's priority 3 and has an extra one: critical.
     let mut n = healthy();
-    config(&mut n).peer.pfc_enabled = Some((1 << 4) | 1);
+    config(&mut n).peer.pfc_enabled = Some(Priorities::from_iter([0, 4]));
     assert_eq!(
         eval(n, "switch_pfc_mismatch")[0].severity,
         Severity::Critical
@@ -354,7 +355,7 @@ fn host_without_the_switch_view_is_info_only() {
     let mut n = healthy();
     let c = config(&mut n);
     c.peer = DcbPeer::default();
-    c.pfc_enabled = Some(0);
+    c.pfc_enabled = Some(Priorities::NONE);
     assert_eq!(eval(n, "switch_view_unavailable"), vec![]);
 }
 

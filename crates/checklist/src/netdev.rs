@@ -2,6 +2,7 @@
 //! lossless priority compared with the switch port's view (DCBX or LLDP)
 //! with the port's cabling.
 
+use roce_host::Priorities;
 use roce_model::snapshot::Snapshot;
 use roce_netdev::DcbOutcome;
 use roce_rules::{self as rules, Area, Finding, RuleId, Subject};
@@ -11,7 +12,7 @@ use crate::{in_areas, item, status_of, Item, Status};
 /// The lossless-Ethernet configuration of each RoCE netdev: MTU, PFC,
 /// trust and DSCP map, ECN on the PFC priorities.
 pub(crate) fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
-    use rules::fabric::{list, pfc_priorities, roce_mtu, roce_netdevs};
+    use rules::fabric::{list, roce_mtu, roce_netdevs};
     let section = "RoCE netdev configuration";
     let netdevs = roce_netdevs(s);
     if netdevs.is_empty() {
@@ -27,12 +28,12 @@ pub(crate) fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item
         if let Some(mtu) = n.mtu {
             parts.push(format!("MTU {mtu} (RoCE MTU {})", roce_mtu(mtu)));
         }
-        let mut pfc = Vec::new();
+        let mut pfc = Priorities::NONE;
         match &n.dcb {
             DcbOutcome::Ok(c) => {
-                if let Some(bits) = c.pfc_enabled {
-                    pfc = pfc_priorities(bits);
-                    parts.push(format!("PFC on priority {}", list(&pfc)));
+                if let Some(on) = c.pfc_enabled {
+                    pfc = on;
+                    parts.push(format!("PFC on priority {}", list(pfc)));
                 }
                 let map = c.dscp_map();
                 let trust = c.trust().as_str();
@@ -65,8 +66,8 @@ pub(crate) fn roce_config(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item
                         .map(|p| {
                             format!(
                                 "ECN priority {p} np {} rp {}",
-                                role(&e.np, *p),
-                                role(&e.rp, *p)
+                                role(&e.np, p),
+                                role(&e.rp, p)
                             )
                         })
                         .collect::<Vec<_>>()
@@ -101,13 +102,12 @@ pub(crate) fn nic_vs_switch(
     out: &mut Vec<Item>,
 ) {
     use roce_netdev::dcb::{dcbx_mode_name, tsa_name};
-    use rules::fabric::{pfc_priorities, roce_netdevs};
+    use rules::fabric::roce_netdevs;
     let section = "NIC vs switch";
     for (n, subject) in roce_netdevs(s) {
         cabling(s, n, &subject, findings, rails_set, section, out);
         let DcbOutcome::Ok(c) = &n.dcb else { continue };
-        let Some(bits) = c.pfc_enabled else { continue };
-        let pfc = pfc_priorities(bits);
+        let Some(pfc) = c.pfc_enabled else { continue };
         let here = || {
             on_port(
                 findings,
@@ -141,10 +141,10 @@ pub(crate) fn nic_vs_switch(
         };
         let nic_map = c.dscp_map();
         let peer_map = peer.dscp_map();
-        for &p in &pfc {
+        for p in pfc {
             let mut parts = vec!["NIC PFC on".to_string()];
             parts.push(match peer.pfc_enabled {
-                Some(sw) if sw & (1 << p) != 0 => format!("switch PFC on ({peer_source})"),
+                Some(sw) if sw.contains(p) => format!("switch PFC on ({peer_source})"),
                 Some(_) => format!("switch PFC OFF ({peer_source})"),
                 None => format!("switch PFC not visible (DCBX {dcbx})"),
             });
@@ -242,8 +242,7 @@ pub(crate) fn cabling(
                 lldp.via
             )];
             if let Some(f) = &pdu.pfc {
-                let on = rules::fabric::pfc_priorities(f.enable);
-                parts.push(format!("switch PFC on {}", rules::fabric::list(&on)));
+                parts.push(format!("switch PFC on {}", rules::fabric::list(f.enable)));
             }
             if let Some(app) = &pdu.app {
                 let dscp: Vec<String> = app

@@ -3,96 +3,101 @@
 //! samples were taken and how many scheduled ones were missed, and rules
 //! that panicked.
 
-use super::{BuildInfo, Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
+use super::labels::{label_set, CollectorKindLabels, CollectorLabels, NoLabels};
+use super::{BuildInfo, Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Samples};
 use crate::snapshot::{Snapshot, SourceState};
 use roce_host::ErrorKind;
 
-pub const BUILD_INFO: Labeled<4> = Labeled::new(Family {
+label_set! {
+    /// The build of the running exporter.
+    pub struct BuildLabels { version, revision, branch, rustversion }
+}
+
+label_set! {
+    /// A collector and its state.
+    pub struct CollectorStateLabels { collector, state }
+}
+
+label_set! {
+    /// A rule.
+    pub struct RuleLabels { rule }
+}
+
+pub const BUILD_INFO: Fam<BuildLabels> = Fam::new(Row {
     base: "roce_exporter_build_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["version", "revision", "branch", "rustversion"],
     help: "Build of the running roce_exporter (value 1): version, git revision and branch, rustc version.",
     source: "build",
 });
-pub const COLLECTOR_SUCCESS: Labeled<1> = Labeled::new(Family {
+pub const COLLECTOR_SUCCESS: Fam<CollectorLabels> = Fam::new(Row {
     base: "roce_collector_success",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["collector"],
     help: "1 when the collector ran in the last sample (also when it found nothing to read on this host), 0 when it failed.",
     source: "sampler",
 });
-pub const COLLECTOR_DURATION: Labeled<1> = Labeled::new(Family {
+pub const COLLECTOR_DURATION: Fam<CollectorLabels> = Fam::new(Row {
     base: "roce_collector_duration",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
-    labels: &["collector"],
     help: "Time the collector took in the last sample.",
     source: "sampler",
 });
-pub const COLLECTOR_ERRORS: Labeled<2> = Labeled::new(Family {
+pub const COLLECTOR_ERRORS: Fam<CollectorKindLabels> = Fam::new(Row {
     base: "roce_collector_errors",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["collector", "kind"],
     help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request); the values concerned are absent, the rest is exported. Not exported for a disabled collector.",
     source: "sampler",
 });
-pub const COLLECTOR_KERNEL_REQUESTS: Labeled<2> = Labeled::new(Family {
+pub const COLLECTOR_KERNEL_REQUESTS: Fam<CollectorKindLabels> = Fam::new(Row {
     base: "roce_collector_kernel_requests",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["collector", "kind"],
     help: "Requests the collector's last sample made to the kernel, by kind: file_read (sysfs pread), netlink, ioctl (SIOCETHTOOL). On mlx5 each counters/ read and each netlink statistics request is a firmware command. Only the rdma and netdev collectors count them.",
     source: "sampler",
 });
-pub const COLLECTOR_STATE: Labeled<2> = Labeled::new(Family {
+pub const COLLECTOR_STATE: Fam<CollectorStateLabels> = Fam::new(Row {
     base: "roce_collector_state_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["collector", "state"],
     help: "State of the collector in the last sample (value 1): ok, unavailable (nothing to read on this host), disabled, failed.",
     source: "sampler",
 });
-pub const SAMPLE_TIMESTAMP: Labeled<0> = Labeled::new(Family {
+pub const SAMPLE_TIMESTAMP: Fam<NoLabels> = Fam::new(Row {
     base: "roce_sample_timestamp",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
-    labels: &[],
     help: "Unix time at which the served sample was taken.",
     source: "sampler",
 });
-pub const SAMPLES: Labeled<0> = Labeled::new(Family {
+pub const SAMPLES: Fam<NoLabels> = Fam::new(Row {
     base: "roce_samples",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &[],
     help: "Samples taken since start, the one being served included. Below elapsed time / sample_interval when ticks were missed.",
     source: "sampler",
 });
-pub const SAMPLE_TICKS_MISSED: Labeled<0> = Labeled::new(Family {
+pub const SAMPLE_TICKS_MISSED: Fam<NoLabels> = Fam::new(Row {
     base: "roce_sample_ticks_missed",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &[],
     help: "Scheduled sample ticks skipped since start, in whole intervals, because a sample or the host's scheduling of the sampler overran sample_interval (skipped, not run late). Counted after the sample that overran. Nonzero: the sources are too slow for sample_interval, or the host is overloaded.",
     source: "sampler",
 });
-pub const SAMPLE_INTERVAL: Labeled<0> = Labeled::new(Family {
+pub const SAMPLE_INTERVAL: Fam<NoLabels> = Fam::new(Row {
     base: "roce_sample_interval",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
-    labels: &[],
     help: "Configured time between samples.",
     source: "config",
 });
 
-pub const RULE_PANICS: Labeled<1> = Labeled::new(Family {
+pub const RULE_PANICS: Fam<RuleLabels> = Fam::new(Row {
     base: "roce_rule_panics",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["rule"],
     help: "Evaluations of the rule that panicked since start (a bug; the log has the message). That rule's findings are missing for those samples; the other rules and the sampler go on. Present only for rules that panicked.",
     source: "sampler",
 });
@@ -113,15 +118,13 @@ pub static FAMILIES: &[Family] = &[
 
 pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySamples>) {
     let mut build_info = Samples::new(&BUILD_INFO);
-    build_info.push(
-        [
-            build.version,
-            build.revision,
-            build.branch,
-            build.rustversion,
-        ],
-        1u64,
-    );
+    let labels = BuildLabels {
+        version: build.version,
+        revision: build.revision,
+        branch: build.branch,
+        rustversion: build.rustversion,
+    };
+    build_info.push(labels, 1u64);
     out.push(build_info.into());
 
     let mut success = Samples::new(&COLLECTOR_SUCCESS);
@@ -130,19 +133,29 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySampl
     let mut requests = Samples::new(&COLLECTOR_KERNEL_REQUESTS);
     let mut state = Samples::new(&COLLECTOR_STATE);
     for s in &snapshot.sources {
-        success.push([s.name], s.state.success());
-        duration.push([s.name], s.duration.as_secs_f64());
+        let collector = s.name;
+        success.push(CollectorLabels { collector }, s.state.success());
+        duration.push(CollectorLabels { collector }, s.duration.as_secs_f64());
         if !matches!(s.state, SourceState::Disabled(_)) {
             for (kind, n) in ErrorKind::ALL.iter().zip(s.errors_by_kind) {
-                errors.push([s.name, kind.as_str()], n);
+                let kind = kind.as_str();
+                errors.push(CollectorKindLabels { collector, kind }, n);
             }
         }
         if let Some(k) = s.kernel_requests {
-            requests.push([s.name, "file_read"], k.file_reads);
-            requests.push([s.name, "netlink"], k.netlink);
-            requests.push([s.name, "ioctl"], k.ioctls);
+            for (kind, n) in [
+                ("file_read", k.file_reads),
+                ("netlink", k.netlink),
+                ("ioctl", k.ioctls),
+            ] {
+                requests.push(CollectorKindLabels { collector, kind }, n);
+            }
         }
-        state.push([s.name, s.state.label()], 1u64);
+        let labels = CollectorStateLabels {
+            collector,
+            state: s.state.label(),
+        };
+        state.push(labels, 1u64);
     }
     out.extend([
         success.into(),
@@ -154,20 +167,20 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySampl
 
     if snapshot.taken_at.is_some() {
         let mut ts = Samples::new(&SAMPLE_TIMESTAMP);
-        ts.push([], snapshot.timestamp_seconds());
+        ts.push(NoLabels, snapshot.timestamp_seconds());
         out.push(ts.into());
     }
     let mut samples = Samples::new(&SAMPLES);
-    samples.push([], snapshot.sequence);
+    samples.push(NoLabels, snapshot.sequence);
     let mut missed = Samples::new(&SAMPLE_TICKS_MISSED);
-    missed.push([], snapshot.ticks_missed_total);
+    missed.push(NoLabels, snapshot.ticks_missed_total);
     out.extend([samples.into(), missed.into()]);
     let mut interval = Samples::new(&SAMPLE_INTERVAL);
-    interval.push([], build.sample_interval.as_secs_f64());
+    interval.push(NoLabels, build.sample_interval.as_secs_f64());
     out.push(interval.into());
     let mut panics = Samples::new(&RULE_PANICS);
     for (rule, n) in &snapshot.rule_panics_total {
-        panics.push([rule], *n);
+        panics.push(RuleLabels { rule }, *n);
     }
     out.push(panics.into());
 }

@@ -11,21 +11,19 @@
 
 use roce_rdma::{Device, Port};
 
-use super::{Family, FamilySamples, Labeled, MetricKind, Samples};
+use super::labels::{PortLabels, PortStatLabels};
+use super::{Fam, Family, FamilySamples, MetricKind, Row, Samples};
 use crate::meaning::{hw_meaning, HwMeaning, Provider, HW_MAPPINGS};
-
-const PORT: &[&str] = &["device", "port"];
 
 const SOURCE: &str =
     "hardware counters (RDMA netlink or ports/<port>/hw_counters/), kernel names mapped per driver in docs/metrics.md";
 
 macro_rules! semantic {
     ($base:literal, $help:literal) => {
-        Labeled::new(Family {
+        Fam::new(Row {
             base: $base,
             kind: MetricKind::Counter,
             unit: None,
-            labels: PORT,
             help: $help,
             source: SOURCE,
         })
@@ -34,7 +32,7 @@ macro_rules! semantic {
 
 /// The semantic families, in [`HwMeaning`] order (a fixed-size array, so
 /// that indexing it by a meaning cannot go out of bounds).
-pub static FAMILIES: [Labeled<2>; 16] = [
+pub static FAMILIES: [Fam<PortLabels>; 16] = [
     semantic!(
         "roce_cnp_sent",
         "Congestion notification packets (CNPs) sent by this port as notification point, in answer to ECN-marked arrivals."
@@ -136,8 +134,8 @@ pub fn reference_markdown() -> String {
 /// Gathers the hardware counters of every port into semantic families and
 /// `roce_port_hw_stat_total`.
 pub struct Collector {
-    semantic: Vec<Samples<2>>,
-    other: Samples<3>,
+    semantic: Vec<Samples<PortLabels<'static>>>,
+    other: Samples<PortStatLabels<'static>>,
 }
 
 impl Default for Collector {
@@ -154,18 +152,22 @@ impl Collector {
         }
     }
 
-    /// Adds the hardware counters of one port; `port` is the port number as
-    /// text (the `port` label).
-    pub fn add_port(&mut self, device: &Device, port_label: &str, port: &Port) {
+    /// Adds the hardware counters of one port; `labels` name it.
+    pub fn add_port(&mut self, device: &Device, labels: PortLabels<'_>, port: &Port) {
         let provider = Provider::of(device);
         for counter in &port.hw_counters {
             let target =
                 hw_meaning(provider, &counter.name).and_then(|m| self.semantic.get_mut(m.index()));
             match target {
-                Some(samples) => samples.push([&device.name, port_label], counter.value),
-                None => self
-                    .other
-                    .push([&device.name, port_label, &counter.name], counter.value),
+                Some(samples) => samples.push(labels, counter.value),
+                None => {
+                    let labels = PortStatLabels {
+                        device: labels.device,
+                        port: labels.port,
+                        stat: &counter.name,
+                    };
+                    self.other.push(labels, counter.value);
+                }
             }
         }
     }

@@ -2,20 +2,23 @@
 //! [`Snapshot`] into Prometheus text 0.0.4 or OpenMetrics 1.0, through
 //! `prometheus-client`'s collector interface.
 //!
-//! Every family is declared once, as a [`Labeled`] constant whose type
-//! carries its label count, and listed in a per-source table
+//! Every family is declared once, as a [`Fam`] constant whose type names
+//! its label set ([`labels`]), and listed in a per-source table
 //! (`families::all`); the metric reference `docs/metrics.md` is generated
-//! from those rows and a test keeps it in step. A family's label names come
-//! from its row and a sample's label values are an array of the row's
-//! arity ([`Samples::push`]), so a sample cannot carry a label the reference
-//! does not name, nor miss one: a wrong count does not compile.
+//! from those rows and a test keeps it in step. A family's label names are
+//! its set's and a sample's label values are the set's struct, each value
+//! under its label's name ([`Samples::push`]), so a sample cannot carry a
+//! label the reference does not name, miss one, or take its values by
+//! position: none of these compiles.
 
 use std::fmt::Write as _;
 
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
+use std::marker::PhantomData;
 
+use labels::LabelSet;
 use roce_model::{meaning, snapshot};
 use roce_rules as rules;
 use snapshot::Snapshot;
@@ -25,6 +28,7 @@ pub mod families;
 pub mod findings;
 pub mod groups;
 pub mod hw_counters;
+pub mod labels;
 pub mod lldp;
 pub mod nccl;
 pub mod netdev;
@@ -212,57 +216,122 @@ impl Family {
     }
 }
 
-/// A family with its label count in its type: the only way to add samples
-/// to it ([`Samples`], [`push_into`]) takes exactly `N` label values.
-/// [`Labeled::new`] checks at compile time that the row names `N` labels:
-///
-/// ```compile_fail
-/// use roce_exposition::{Family, MetricKind, Labeled};
-/// // two label names, declared as three: does not compile
-/// const WRONG: Labeled<3> = Labeled::new(Family {
-///     base: "roce_example",
-///     kind: MetricKind::Gauge,
-///     unit: None,
-///     labels: &["device", "port"],
-///     help: "",
-///     source: "",
-/// });
-/// let _ = WRONG;
-/// ```
-///
-/// ```
-/// use roce_exposition::{Family, MetricKind, Labeled, Samples};
-/// const RIGHT: Labeled<2> = Labeled::new(Family {
-///     base: "roce_example",
-///     kind: MetricKind::Gauge,
-///     unit: None,
-///     labels: &["device", "port"],
-///     help: "",
-///     source: "",
-/// });
-/// let mut s = Samples::new(&RIGHT);
-/// s.push(["mlx5_0", "1"], 1u64);
-/// // s.push(["mlx5_0"], 1u64); // one value for two labels: does not compile
-/// assert_eq!(s.len(), 1);
-/// ```
+/// A family's row without its labels, which come from its label set
+/// ([`Fam::new`]).
 #[derive(Debug, Clone, Copy)]
-pub struct Labeled<const N: usize> {
-    pub family: Family,
+pub struct Row {
+    /// As [`Family::base`].
+    pub base: &'static str,
+    pub kind: MetricKind,
+    pub unit: Option<FamilyUnit>,
+    pub help: &'static str,
+    pub source: &'static str,
 }
 
-impl<const N: usize> Labeled<N> {
-    /// The family, checked to name `N` labels (a `const` item built with a
-    /// different count fails to compile).
-    pub const fn new(family: Family) -> Self {
-        assert!(
-            family.labels.len() == N,
-            "a family's label count differs from its declared arity"
-        );
-        Labeled { family }
+/// A family with its label set in its type: its row's label names are the
+/// set's ([`LabelSet::NAMES`]), and the only ways to add samples to it
+/// ([`Samples::push`], [`push_into`]) take the set's struct, whose fields
+/// name each value. A positional array, a missing label or another set
+/// does not compile:
+///
+/// ```compile_fail,E0308
+/// use roce_exposition::labels::PortLabels;
+/// use roce_exposition::{Fam, MetricKind, Row, Samples};
+/// static UP: Fam<PortLabels> = Fam::new(Row {
+///     base: "roce_example_up",
+///     kind: MetricKind::Gauge,
+///     unit: None,
+///     help: "",
+///     source: "",
+/// });
+/// let mut s = Samples::new(&UP);
+/// // values by position, as `[device, port]` or swapped: does not compile
+/// s.push(["1", "mlx5_0"], 1u64);
+/// ```
+///
+/// ```compile_fail,E0063
+/// # use roce_exposition::labels::PortLabels;
+/// # use roce_exposition::{Fam, MetricKind, Row, Samples};
+/// # static UP: Fam<PortLabels> = Fam::new(Row {
+/// #     base: "roce_example_up",
+/// #     kind: MetricKind::Gauge,
+/// #     unit: None,
+/// #     help: "",
+/// #     source: "",
+/// # });
+/// let mut s = Samples::new(&UP);
+/// // the port forgotten: does not compile
+/// s.push(PortLabels { device: "mlx5_0" }, 1u64);
+/// ```
+///
+/// ```compile_fail,E0308
+/// # use roce_exposition::labels::{NetdevLabels, PortLabels};
+/// # use roce_exposition::{Fam, MetricKind, Row, Samples};
+/// # static UP: Fam<PortLabels> = Fam::new(Row {
+/// #     base: "roce_example_up",
+/// #     kind: MetricKind::Gauge,
+/// #     unit: None,
+/// #     help: "",
+/// #     source: "",
+/// # });
+/// let mut s = Samples::new(&UP);
+/// // another family's set: does not compile
+/// s.push(NetdevLabels { netdev: "eth0", device: "mlx5_0", port: "1" }, 1u64);
+/// ```
+///
+/// ```
+/// use roce_exposition::labels::{LabelSet, PortLabels};
+/// use roce_exposition::{Fam, MetricKind, Row, Samples};
+/// static UP: Fam<PortLabels> = Fam::new(Row {
+///     base: "roce_example_up",
+///     kind: MetricKind::Gauge,
+///     unit: None,
+///     help: "",
+///     source: "",
+/// });
+/// assert_eq!(UP.labels, PortLabels::NAMES);
+/// let mut s = Samples::new(&UP);
+/// let port = 1.to_string();
+/// s.push(PortLabels { port: &port, device: "mlx5_0" }, 1u64);
+/// assert_eq!(s.len(), 1);
+/// ```
+pub struct Fam<L> {
+    pub family: Family,
+    set: PhantomData<fn() -> L>,
+}
+
+impl<L: LabelSet> Fam<L> {
+    /// The family of `row`, labelled by `L`'s names.
+    pub const fn new(row: Row) -> Self {
+        Fam {
+            family: Family {
+                base: row.base,
+                kind: row.kind,
+                unit: row.unit,
+                labels: L::NAMES,
+                help: row.help,
+                source: row.source,
+            },
+            set: PhantomData,
+        }
     }
 }
 
-impl<const N: usize> std::ops::Deref for Labeled<N> {
+impl<L> Clone for Fam<L> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<L> Copy for Fam<L> {}
+
+impl<L> std::fmt::Debug for Fam<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.family.fmt(f)
+    }
+}
+
+impl<L> std::ops::Deref for Fam<L> {
     type Target = Family;
 
     fn deref(&self) -> &Family {
@@ -310,17 +379,12 @@ struct LabelsRef<'a> {
 impl EncodeLabelSet for LabelsRef<'_> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
         let mut start = self.start;
-        for (name, &end) in self.names.iter().zip(self.ends) {
+        let values = self.ends.iter().map(|&end| {
             let value = self.buf.get(start..end).unwrap_or("");
             start = end;
-            let mut label = encoder.encode_label();
-            let mut key = label.encode_label_key()?;
-            key.write_str(name)?;
-            let mut val = key.encode_label_value()?;
-            val.write_str(value)?;
-            val.finish()?;
-        }
-        Ok(())
+            value
+        });
+        labels::encode_pairs(encoder, self.names.iter().copied().zip(values))
     }
 }
 
@@ -375,14 +439,14 @@ impl FamilySamples {
         self.samples.len()
     }
 
-    /// Appends one sample. Callers pass exactly one value per label of the
-    /// family (the arity of the [`Labeled`] they hold), so sample `i` always
-    /// owns the same slots of `label_ends`.
-    fn push_sample(&mut self, values: &[&str], sample: Sample) {
-        for value in values {
+    /// Appends one sample. Callers pass the label set of the [`Fam`] they
+    /// hold, one value per label of the family, so sample `i` always owns
+    /// the same slots of `label_ends`.
+    fn push_sample<L: LabelSet>(&mut self, labels: &L, sample: Sample) {
+        labels.each_value(&mut |value| {
             self.label_buf.push_str(value);
             self.label_ends.push(self.label_buf.len());
-        }
+        });
         self.samples.push(sample);
     }
 
@@ -449,23 +513,23 @@ impl FamilySamples {
     }
 }
 
-/// The samples of one family under construction, typed by its label count.
+/// The samples of one family under construction, typed by its label set.
 #[derive(Debug)]
-pub struct Samples<const N: usize>(FamilySamples);
+pub struct Samples<L>(FamilySamples, PhantomData<fn() -> L>);
 
-impl<const N: usize> Samples<N> {
-    pub fn new(family: &'static Labeled<N>) -> Self {
-        Samples(FamilySamples::new(&family.family))
+impl<L: LabelSet> Samples<L> {
+    pub fn new(family: &'static Fam<L>) -> Self {
+        Samples(FamilySamples::new(&family.family), PhantomData)
     }
 
-    /// Adds a sample; `values` are the label values in the family's order.
-    pub fn push<V: Into<Value>>(&mut self, values: [&str; N], value: V) {
-        self.0.push_sample(&values, Sample::Value(value.into()));
+    /// Adds a sample.
+    pub fn push<V: Into<Value>>(&mut self, labels: L::Of<'_>, value: V) {
+        self.0.push_sample(&labels, Sample::Value(value.into()));
     }
 
     /// Adds a histogram sample.
-    pub fn push_histogram(&mut self, values: [&str; N], histogram: HistogramValue) {
-        self.0.push_sample(&values, Sample::Histogram(histogram));
+    pub fn push_histogram(&mut self, labels: L::Of<'_>, histogram: HistogramValue) {
+        self.0.push_sample(&labels, Sample::Histogram(histogram));
     }
 
     /// Number of samples.
@@ -478,8 +542,8 @@ impl<const N: usize> Samples<N> {
     }
 }
 
-impl<const N: usize> From<Samples<N>> for FamilySamples {
-    fn from(s: Samples<N>) -> FamilySamples {
+impl<L> From<Samples<L>> for FamilySamples {
+    fn from(s: Samples<L>) -> FamilySamples {
         s.0
     }
 }
@@ -487,14 +551,14 @@ impl<const N: usize> From<Samples<N>> for FamilySamples {
 /// Adds a sample to `family`'s entry of a table of families (one built
 /// with [`FamilySamples::new`] from a source's `FAMILIES`); nothing when
 /// the table lacks the family.
-pub fn push_into<const N: usize, V: Into<Value>>(
+pub fn push_into<L: LabelSet, V: Into<Value>>(
     out: &mut [FamilySamples],
-    family: &Labeled<N>,
-    values: [&str; N],
+    family: &Fam<L>,
+    labels: L::Of<'_>,
     value: V,
 ) {
     if let Some(s) = out.iter_mut().find(|s| s.family.base == family.base) {
-        s.push_sample(&values, Sample::Value(value.into()));
+        s.push_sample(&labels, Sample::Value(value.into()));
     }
 }
 

@@ -12,237 +12,272 @@
 //! `device`/`port` of the RDMA port the netdev backs (empty for
 //! `netdevs.extra` ones).
 
+use roce_host::Priorities;
 use roce_netdev::dcb::{dcbx_mode_name, tsa_name};
 use roce_netdev::mapping::{Kind as RuleKind, Scale, RULES};
 use roce_netdev::{DcbOutcome, Meaning, Netdev, StatValue};
 
 use super::groups::{Group, Groups};
-use super::{push_into, Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Value};
+use super::labels::{
+    label_set, NetdevDirectionLabels, NetdevLabels, NetdevPriorityDirectionLabels,
+    NetdevPriorityLabels,
+};
+use super::{push_into, Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Value};
 use crate::snapshot::Snapshot;
+
+label_set! {
+    /// Pause storms of a netdev of one severity.
+    pub struct StormLabels { netdev, device, port, severity }
+}
+
+label_set! {
+    /// Port-wide discards of a netdev for one reason.
+    pub struct DiscardLabels { netdev, device, port, reason }
+}
+
+label_set! {
+    /// Discards of a netdev on one priority for one reason.
+    pub struct PriorityDiscardLabels { netdev, device, port, reason, priority }
+}
+
+label_set! {
+    /// A netdev's physical layer errors of one kind (`lane` empty for the
+    /// total).
+    pub struct PhyErrorLabels { netdev, device, port, kind, lane }
+}
+
+label_set! {
+    /// A NIC's PCIe trouble of one kind.
+    pub struct PcieErrorLabels { netdev, device, port, kind }
+}
+
+label_set! {
+    /// An ethtool counter of a netdev under its driver name.
+    pub struct EthtoolStatLabels { netdev, device, port, stat }
+}
+
+label_set! {
+    /// A netdev, its driver, operational state and DCB support.
+    pub struct NetdevInfoLabels { netdev, device, port, driver, operstate, dcb }
+}
+
+label_set! {
+    /// A netdev's RoCE ECN enable per role, as priority lists.
+    pub struct EcnLabels { netdev, device, port, np, rp }
+}
+
+label_set! {
+    /// A netdev's QoS configuration, each table as one value.
+    pub struct QosLabels {
+        netdev, device, port, trust, pfc, dscp_priority, prio_tc, tc_tsa, tc_bw, prio_buffer,
+        buffer_size, dcbx,
+    }
+}
+
+label_set! {
+    /// What the switch port advertised through DCBX.
+    pub struct QosPeerLabels { netdev, device, port, standard, pfc, prio_tc }
+}
+
+label_set! {
+    /// A DSCP value on a netdev.
+    pub struct DscpLabels { netdev, device, port, dscp }
+}
+
+label_set! {
+    /// One DCQCN parameter of a netdev from one source.
+    pub struct DcqcnParameterLabels { netdev, device, port, role, parameter, source }
+}
+
+label_set! {
+    /// Every DCQCN parameter of a netdev from one source.
+    pub struct DcqcnParametersLabels { netdev, device, port, source, parameters }
+}
 
 const ETHTOOL_SOURCE: &str = "ethtool statistics (SIOCETHTOOL ETHTOOL_GSTATS), mapped per driver";
 
-pub const PFC_PAUSE_FRAMES: Labeled<5> = Labeled::new(Family {
+pub const PFC_PAUSE_FRAMES: Fam<NetdevPriorityDirectionLabels> = Fam::new(Row {
     base: "roce_pfc_pause_frames",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "priority", "direction"],
     help: "PFC pause frames (XOFF and XON) of one priority, received (rx: the peer paused us) or sent (tx: we paused the peer).",
     source: ETHTOOL_SOURCE,
 });
-pub const PFC_PAUSE_DURATION: Labeled<5> = Labeled::new(Family {
+pub const PFC_PAUSE_DURATION: Fam<NetdevPriorityDirectionLabels> = Fam::new(Row {
     base: "roce_pfc_pause_duration",
     kind: MetricKind::Counter,
     unit: Some(FamilyUnit::Seconds),
-    labels: &["netdev", "device", "port", "priority", "direction"],
     help:
         "Time one priority spent paused by PFC (drivers count microseconds; converted to seconds).",
     source: ETHTOOL_SOURCE,
 });
-pub const PFC_PAUSE_TRANSITIONS: Labeled<5> = Labeled::new(Family {
+pub const PFC_PAUSE_TRANSITIONS: Fam<NetdevPriorityDirectionLabels> = Fam::new(Row {
     base: "roce_pfc_pause_transitions",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "priority", "direction"],
     help: "Transitions of one priority between paused and not paused.",
     source: ETHTOOL_SOURCE,
 });
-pub const LINK_PAUSE_FRAMES: Labeled<4> = Labeled::new(Family {
+pub const LINK_PAUSE_FRAMES: Fam<NetdevDirectionLabels> = Fam::new(Row {
     base: "roce_link_pause_frames",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "direction"],
     help: "IEEE 802.3x global pause frames (XOFF and XON). Standard pause statistics (ethtool netlink) where the driver has them, else the driver's ethtool counters.",
     source: "ethtool netlink ETHTOOL_MSG_PAUSE_GET with ETHTOOL_FLAG_STATS; ethtool statistics mapped per driver",
 });
-pub const PAUSE_STORM_EVENTS: Labeled<4> = Labeled::new(Family {
+pub const PAUSE_STORM_EVENTS: Fam<StormLabels> = Fam::new(Row {
     base: "roce_pause_storm_events",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "severity"],
     help: "Pause storm detections: mlx5 warning/error (the NIC stalled sending pause), bnxt_en continuous/continuous_roce pause events.",
     source: ETHTOOL_SOURCE,
 });
-pub const DISCARDS: Labeled<4> = Labeled::new(Family {
+pub const DISCARDS: Fam<DiscardLabels> = Fam::new(Row {
     base: "roce_netdev_discards",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "reason"],
     help: "Packets the NIC dropped, port-wide counters only, by reason (rx_port, tx_port, rx_out_of_buffer, rx_ring, tx_ring, rx_missed, rx_no_buffer, tx_link_down). The per-priority counters are roce_netdev_priority_discards_total: never add the two.",
     source: ETHTOOL_SOURCE,
 });
-pub const PRIORITY_DISCARDS: Labeled<5> = Labeled::new(Family {
+pub const PRIORITY_DISCARDS: Fam<PriorityDiscardLabels> = Fam::new(Row {
     base: "roce_netdev_priority_discards",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "reason", "priority"],
     help: "Packets the NIC dropped on one priority, by reason (rx_port, rx_no_buffer, rx_congestion). Parts of the port-wide roce_netdev_discards_total where the driver has both (mlx5 rx_prioN_discards and rx_discards_phy).",
     source: ETHTOOL_SOURCE,
 });
-pub const NIC_ECN_MARKED: Labeled<4> = Labeled::new(Family {
+pub const NIC_ECN_MARKED: Fam<NetdevPriorityLabels> = Fam::new(Row {
     base: "roce_netdev_nic_ecn_marked_packets",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "priority"],
     help: "Received packets of one priority that the NIC itself ECN-marked because its per-host receive buffers were congested (mlx5 rx_prioN_marked: \"packets ecn marked by device due to per host congestion\"). Marks set by switches on the path are roce_ecn_marked_packets_total.",
     source: ETHTOOL_SOURCE,
 });
-pub const PHY_SYMBOL_ERRORS: Labeled<3> = Labeled::new(Family {
+pub const PHY_SYMBOL_ERRORS: Fam<NetdevLabels> = Fam::new(Row {
     base: "roce_netdev_phy_symbol_errors",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port"],
     help: "Received packets dropped for physical coding (symbol) errors on the physical port: a 64-bit counter, unlike the 16-bit PMA symbol_error that sticks at 65535.",
     source: ETHTOOL_SOURCE,
 });
-pub const LINK_DOWN_EVENTS: Labeled<3> = Labeled::new(Family {
+pub const LINK_DOWN_EVENTS: Fam<NetdevLabels> = Fam::new(Row {
     base: "roce_netdev_link_down_events",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port"],
     help: "Times the physical link went down: a 64-bit counter, unlike the 8-bit PMA link_downed that sticks at 255.",
     source: ETHTOOL_SOURCE,
 });
-pub const PHY_ERRORS: Labeled<5> = Labeled::new(Family {
+pub const PHY_ERRORS: Fam<PhyErrorLabels> = Fam::new(Row {
     base: "roce_phy_errors",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "kind", "lane"],
     help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, empty for the total) or pcs_symbol_errors (error bits FEC did not correct). On mlx5 both run since the link last came up (the firmware clears them at link-up). Absent where the driver has no such counter.",
     source: ETHTOOL_SOURCE,
 });
-pub const NIC_PCIE_ERRORS: Labeled<4> = Labeled::new(Family {
+pub const NIC_PCIE_ERRORS: Fam<PcieErrorLabels> = Fam::new(Row {
     base: "roce_nic_pcie_errors",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "kind"],
     help: "The NIC's own count of trouble on its PCIe link: rx_signal_integrity (link recoveries after framing or CRC errors it received), tx_signal_integrity (recoveries the other end started), outbound_buffer_overflow (packets dropped because the PCIe buffer overflowed). mlx5 only.",
     source: ETHTOOL_SOURCE,
 });
-pub const ETHTOOL_STAT: Labeled<4> = Labeled::new(Family {
+pub const ETHTOOL_STAT: Fam<EthtoolStatLabels> = Fam::new(Row {
     base: "roce_netdev_ethtool_stat",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["netdev", "device", "port", "stat"],
     help: "An ethtool counter without a mapped meaning, exported under its driver name because netdevs.export_raw_ethtool lists it.",
     source: "ethtool statistics (SIOCETHTOOL ETHTOOL_GSTATS)",
 });
-pub const MTU: Labeled<3> = Labeled::new(Family {
+pub const MTU: Fam<NetdevLabels> = Fam::new(Row {
     base: "roce_netdev_mtu",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
-    labels: &["netdev", "device", "port"],
     help: "Netdev MTU.",
     source: "/sys/class/net/<netdev>/mtu",
 });
-pub const SPEED: Labeled<3> = Labeled::new(Family {
+pub const SPEED: Fam<NetdevLabels> = Fam::new(Row {
     base: "roce_netdev_speed",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
-    labels: &["netdev", "device", "port"],
     help: "Netdev link speed in bytes per second (absent when the kernel does not know it).",
     source: "/sys/class/net/<netdev>/speed (Mb/s)",
 });
-pub const INFO: Labeled<6> = Labeled::new(Family {
+pub const INFO: Fam<NetdevInfoLabels> = Fam::new(Row {
     base: "roce_netdev_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "driver", "operstate", "dcb"],
     help: "Netdev behind an RDMA port (value 1) with its driver and operational state; dcb: supported when the netdev answers DCB queries, unsupported when it has no DCB support (not an error), empty when DCB was not read (the qos collector off, or the query failed).",
     source: "/sys/class/net/<netdev>/{operstate,device/driver}; rtnetlink RTM_GETDCB (EOPNOTSUPP = unsupported)",
 });
-pub const PFC_ENABLED: Labeled<4> = Labeled::new(Family {
+pub const PFC_ENABLED: Fam<NetdevPriorityLabels> = Fam::new(Row {
     base: "roce_pfc_enabled",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "priority"],
     help: "1 when PFC is enabled on the priority (IEEE DCB pfc_en), else 0; only priorities with PFC on or a DSCP mapped to them unless the idle_priorities group is on (the pfc label of roce_qos_info lists the whole set).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_IEEE_PFC",
 });
-pub const ECN_INFO: Labeled<5> = Labeled::new(Family {
+pub const ECN_INFO: Fam<EcnLabels> = Fam::new(Row {
     base: "roce_ecn_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "np", "rp"],
     help: "RoCE ECN (DCQCN) enable of the port (value 1), one series per netdev that has the files: np the priorities on which the notification point is enabled (it marks CNPs back to the sender), rp those on which the reaction point is (it slows down on CNPs), each comma separated, none when no priority has it, empty when the role's files are missing. mlx5 only. The fleet rules compare both across nodes.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/enable/<priority>",
 });
-pub const QOS_INFO: Labeled<12> = Labeled::new(Family {
+pub const QOS_INFO: Fam<QosLabels> = Fam::new(Row {
     base: "roce_qos_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &[
-        "netdev",
-        "device",
-        "port",
-        "trust",
-        "pfc",
-        "dscp_priority",
-        "prio_tc",
-        "tc_tsa",
-        "tc_bw",
-        "prio_buffer",
-        "buffer_size",
-        "dcbx",
-    ],
     help: "The port's QoS configuration (value 1), one series per netdev whose DCB configuration is known; a part the driver does not report is empty. trust: the packet field the port classifies priority by (from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp). pfc: the priorities with PFC enabled, comma separated, or none. dscp_priority: the DCB APP table's DSCP entries as dscp=priority pairs in DSCP order (26=3,48=6), or none. ETS as `dcb ets show` lists it: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent. Receive buffers as `dcb buffer show` lists them (mlx5): prio_buffer the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes. dcbx: the DCBX mode, off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host); without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings. The fleet rules compare each part across nodes.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET: DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE, DCB_ATTR_IEEE_PFC, DCB_ATTR_IEEE_ETS, DCB_ATTR_DCB_BUFFER, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
 });
 
-pub const QOS_BUFFER_TOTAL: Labeled<3> = Labeled::new(Family {
+pub const QOS_BUFFER_TOTAL: Fam<NetdevLabels> = Fam::new(Row {
     base: "roce_qos_buffer_port_size",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Bytes),
-    labels: &["netdev", "device", "port"],
     help: "Total receive buffer of the port (DCB buffer total_size, mlx5).",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
 });
-pub const QOS_PEER: Labeled<6> = Labeled::new(Family {
+pub const QOS_PEER: Fam<QosPeerLabels> = Fam::new(Row {
     base: "roce_qos_peer_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "standard", "pfc", "prio_tc"],
     help: "What the switch port advertised through DCBX (value 1), one series when it advertised anything: standard ieee or cee, pfc its PFC-enabled priorities (comma separated, none, or empty when not advertised), prio_tc its traffic class (IEEE) or priority group (CEE) of priorities 0-7 (empty when not advertised). Compare pfc with roce_pfc_enabled.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET DCB_ATTR_IEEE_PEER_PFC / _PEER_ETS; DCB_CMD_CEE_GET DCB_ATTR_CEE_PEER_PFC / _PEER_PG",
 });
-pub const QOS_PEER_DSCP_PRIORITY: Labeled<4> = Labeled::new(Family {
+pub const QOS_PEER_DSCP_PRIORITY: Fam<DscpLabels> = Fam::new(Row {
     base: "roce_qos_peer_dscp_priority",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "dscp"],
     help: "Priority a DSCP value maps to on the switch port, from the APP table it advertised through DCBX (selector DSCP). Compare with the dscp_priority label of roce_qos_info.",
     source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET DCB_ATTR_IEEE_PEER_APP; DCB_CMD_CEE_GET DCB_ATTR_CEE_PEER_APP_TABLE",
 });
-pub const DCQCN_PARAMETER: Labeled<6> = Labeled::new(Family {
+pub const DCQCN_PARAMETER: Fam<DcqcnParameterLabels> = Fam::new(Row {
     base: "roce_dcqcn_parameter",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "role", "parameter", "source"],
     help: "A DCQCN parameter of the port for the notification point (role=np) or reaction point (role=rp), named and valued as the kernel's file (units as the driver documents them: microseconds, Mb/s, bytes). source=sysfs: MLNX_OFED's ecn/roce_{np,rp}/<name>; source=debugfs: upstream mlx5_ib's cc_params/<name> (root only). Absent where neither is there.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
 });
-pub const DCQCN_PARAMETERS: Labeled<5> = Labeled::new(Family {
+pub const DCQCN_PARAMETERS: Fam<DcqcnParametersLabels> = Fam::new(Row {
     base: "roce_dcqcn_parameters_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port", "source", "parameters"],
     help: "Every DCQCN parameter of the port read from one source (value 1): parameters lists role.name=value sorted by role and name (np.cnp_dscp=48,...,rp.rpg_ai_rate=5,...), the same pairs as roce_dcqcn_parameter (dcqcn_parameters group). One series per port and source, so two nodes configured alike carry the same label.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
 });
-pub const RDMA_CM_TOS: Labeled<3> = Labeled::new(Family {
+pub const RDMA_CM_TOS: Fam<NetdevLabels> = Fam::new(Row {
     base: "roce_qos_rdma_cm_default_tos",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["netdev", "device", "port"],
     help: "rdma_cm's default IP ToS byte (DSCP << 2 | ECN) for connections on the RDMA port that set none of their own; absent until an administrator created the port's configfs folder.",
     source: "/sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
 });
 
-pub const QOS_AGE: Labeled<3> = Labeled::new(Family {
+pub const QOS_AGE: Fam<NetdevLabels> = Fam::new(Row {
     base: "roce_qos_config_age",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
-    labels: &["netdev", "device", "port"],
     help: "Age of the QoS configuration served for the netdev (DCB, DCQCN parameters, CNP marking, rdma_cm ToS): 0 when read in this sample; it is read every netdevs.qos_interval and at once when the netdev appears, its link changes state or its driver changes.",
     source: "the netdev source's QoS reads (rtnetlink RTM_GETDCB, ecn/roce_rp|roce_np, configfs)",
 });
@@ -301,16 +336,6 @@ fn dcqcn_lists(params: &[roce_netdev::qos::DcqcnParam]) -> Vec<(&'static str, St
             (source, pairs.join(","))
         })
         .collect()
-}
-
-/// A PFC bitmap as its priorities, comma separated; "none" when empty.
-pub fn pfc_label(bits: u8) -> String {
-    let v = crate::rules::fabric::pfc_priorities(bits);
-    if v.is_empty() {
-        "none".into()
-    } else {
-        joined(&v)
-    }
 }
 
 /// Mapping of driver ethtool names to these families, for the metric
@@ -374,12 +399,16 @@ pub fn reference_markdown() -> String {
 
 fn push_stat(
     out: &mut [FamilySamples],
-    base: [&str; 3],
+    base: NetdevLabels<'_>,
     meaning: &Meaning,
     value: StatValue,
     groups: &Groups,
 ) {
-    let [n, d, p] = base;
+    let NetdevLabels {
+        netdev,
+        device,
+        port,
+    } = base;
     let value = match value {
         StatValue::Count(v) => Value::U64(v),
         StatValue::Seconds(v) => Value::F64(v),
@@ -390,76 +419,96 @@ fn push_stat(
             direction,
         } => {
             let pr = priority.to_string();
-            push_into(
-                out,
-                &PFC_PAUSE_FRAMES,
-                [n, d, p, &pr, direction.as_str()],
-                value,
-            );
+            let labels = base.priority(&pr).direction(direction.as_str());
+            push_into(out, &PFC_PAUSE_FRAMES, labels, value);
         }
         Meaning::PfcPauseDuration {
             priority,
             direction,
         } => {
             let pr = priority.to_string();
-            push_into(
-                out,
-                &PFC_PAUSE_DURATION,
-                [n, d, p, &pr, direction.as_str()],
-                value,
-            );
+            let labels = base.priority(&pr).direction(direction.as_str());
+            push_into(out, &PFC_PAUSE_DURATION, labels, value);
         }
         Meaning::PfcPauseTransitions {
             priority,
             direction,
         } => {
             let pr = priority.to_string();
-            push_into(
-                out,
-                &PFC_PAUSE_TRANSITIONS,
-                [n, d, p, &pr, direction.as_str()],
-                value,
-            );
+            let labels = base.priority(&pr).direction(direction.as_str());
+            push_into(out, &PFC_PAUSE_TRANSITIONS, labels, value);
         }
         Meaning::LinkPauseFrames { direction } => {
             push_into(
                 out,
                 &LINK_PAUSE_FRAMES,
-                [n, d, p, direction.as_str()],
+                base.direction(direction.as_str()),
                 value,
             );
         }
         Meaning::PauseStormEvents { severity } => {
-            push_into(out, &PAUSE_STORM_EVENTS, [n, d, p, severity], value);
+            let labels = StormLabels {
+                netdev,
+                device,
+                port,
+                severity,
+            };
+            push_into(out, &PAUSE_STORM_EVENTS, labels, value);
         }
         Meaning::Discards {
             reason,
             priority: None,
         } => {
-            push_into(out, &DISCARDS, [n, d, p, reason], value);
+            let labels = DiscardLabels {
+                netdev,
+                device,
+                port,
+                reason,
+            };
+            push_into(out, &DISCARDS, labels, value);
         }
         Meaning::Discards {
             reason,
             priority: Some(priority),
         } => {
             let pr = priority.to_string();
-            push_into(out, &PRIORITY_DISCARDS, [n, d, p, reason, &pr], value);
+            let labels = PriorityDiscardLabels {
+                netdev,
+                device,
+                port,
+                reason,
+                priority: &pr,
+            };
+            push_into(out, &PRIORITY_DISCARDS, labels, value);
         }
         Meaning::EcnMarked { priority } => {
             let pr = priority.to_string();
-            push_into(out, &NIC_ECN_MARKED, [n, d, p, &pr], value);
+            push_into(out, &NIC_ECN_MARKED, base.priority(&pr), value);
         }
-        Meaning::PhySymbolErrors => push_into(out, &PHY_SYMBOL_ERRORS, [n, d, p], value),
-        Meaning::LinkDownEvents => push_into(out, &LINK_DOWN_EVENTS, [n, d, p], value),
+        Meaning::PhySymbolErrors => push_into(out, &PHY_SYMBOL_ERRORS, base, value),
+        Meaning::LinkDownEvents => push_into(out, &LINK_DOWN_EVENTS, base, value),
         Meaning::PhyErrors { kind, lane } => {
             if lane.is_some() && !groups.is_on(Group::Lanes) {
                 return;
             }
             let lane = lane.map(|v| v.to_string()).unwrap_or_default();
-            push_into(out, &PHY_ERRORS, [n, d, p, kind, &lane], value);
+            let labels = PhyErrorLabels {
+                netdev,
+                device,
+                port,
+                kind,
+                lane: &lane,
+            };
+            push_into(out, &PHY_ERRORS, labels, value);
         }
         Meaning::PcieErrors { kind } => {
-            push_into(out, &NIC_PCIE_ERRORS, [n, d, p, kind], value);
+            let labels = PcieErrorLabels {
+                netdev,
+                device,
+                port,
+                kind,
+            };
+            push_into(out, &NIC_PCIE_ERRORS, labels, value);
         }
     }
 }
@@ -476,27 +525,21 @@ fn priority_of(meaning: &Meaning) -> Option<u8> {
     }
 }
 
-/// Priorities (bit per priority) whose per-priority counters are exported
-/// even at zero: PFC on, or a DSCP mapped to them. `None` when the DCB
-/// configuration is unknown: then every priority is.
-fn priorities_in_use(netdev: &Netdev) -> Option<u8> {
+/// Priorities whose per-priority counters are exported even at zero: PFC
+/// on, or a DSCP mapped to them. `None` when the DCB configuration is
+/// unknown: then every priority is.
+fn priorities_in_use(netdev: &Netdev) -> Option<Priorities> {
     let DcbOutcome::Ok(config) = &netdev.dcb else {
         return None;
     };
-    let mut bits = config.pfc_enabled?;
-    for (_, priority) in config.dscp_map() {
-        bits |= 1u8.checked_shl(u32::from(priority)).unwrap_or(0);
-    }
-    Some(bits)
+    let mapped: Priorities = config.dscp_map().into_iter().map(|(_, p)| p).collect();
+    Some(config.pfc_enabled?.union(mapped))
 }
 
 /// Whether the series of a priority are exported: every priority where the
 /// configuration is unknown (or `idle_priorities` is on), else those in use.
-fn exported(in_use: Option<u8>, priority: u8) -> bool {
-    match in_use {
-        None => true,
-        Some(bits) => bits & 1u8.checked_shl(u32::from(priority)).unwrap_or(0) != 0,
-    }
+fn exported(in_use: Option<Priorities>, priority: u8) -> bool {
+    in_use.is_none_or(|p| p.contains(priority))
 }
 
 fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
@@ -511,7 +554,11 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
         .map(|r| r.device.as_str())
         .unwrap_or("");
     let n = netdev.name.as_str();
-    let base = [n, device, port.as_str()];
+    let base = NetdevLabels {
+        netdev: n,
+        device,
+        port: &port,
+    };
 
     // Standard pause statistics win over the driver's own link pause
     // counters: they are the same frames, and one series must not double.
@@ -544,14 +591,20 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
     }
     if let Some(pause) = standard_pause {
         if let Some(v) = pause.rx_frames {
-            push_into(out, &LINK_PAUSE_FRAMES, [n, device, &port, "rx"], v);
+            push_into(out, &LINK_PAUSE_FRAMES, base.direction("rx"), v);
         }
         if let Some(v) = pause.tx_frames {
-            push_into(out, &LINK_PAUSE_FRAMES, [n, device, &port, "tx"], v);
+            push_into(out, &LINK_PAUSE_FRAMES, base.direction("tx"), v);
         }
     }
     for raw in &netdev.raw {
-        push_into(out, &ETHTOOL_STAT, [n, device, &port, &raw.name], raw.value);
+        let labels = EthtoolStatLabels {
+            netdev: n,
+            device,
+            port: &port,
+            stat: &raw.name,
+        };
+        push_into(out, &ETHTOOL_STAT, labels, raw.value);
     }
     if let Some(mtu) = netdev.mtu {
         push_into(out, &MTU, base, mtu);
@@ -566,35 +619,55 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
         DcbOutcome::Unsupported => "unsupported",
         DcbOutcome::Disabled | DcbOutcome::Failed(_) => "",
     };
-    push_into(out, &INFO, [n, device, &port, driver, oper, dcb], 1u64);
+    let labels = NetdevInfoLabels {
+        netdev: n,
+        device,
+        port: &port,
+        driver,
+        operstate: oper,
+        dcb,
+    };
+    push_into(out, &INFO, labels, 1u64);
     if let Some(ecn) = &netdev.ecn {
         let enabled = |list: &[(u8, bool)]| {
             if list.is_empty() {
                 return String::new();
             }
-            let on: Vec<u8> = list.iter().filter(|(_, on)| *on).map(|(p, _)| *p).collect();
-            if on.is_empty() {
-                "none".to_string()
-            } else {
-                joined(&on)
-            }
+            let on: Priorities = list.iter().filter(|(_, on)| *on).map(|(p, _)| *p).collect();
+            on.to_string()
         };
         let (np, rp) = (enabled(&ecn.np), enabled(&ecn.rp));
-        push_into(out, &ECN_INFO, [n, device, &port, &np, &rp], 1u64);
+        let labels = EcnLabels {
+            netdev: n,
+            device,
+            port: &port,
+            np: &np,
+            rp: &rp,
+        };
+        push_into(out, &ECN_INFO, labels, 1u64);
     }
     if groups.is_on(Group::DcqcnParameters) {
         for p in &netdev.dcqcn {
-            let labels = [n, device, &port, p.role.as_str(), p.name, p.source.as_str()];
+            let labels = DcqcnParameterLabels {
+                netdev: n,
+                device,
+                port: &port,
+                role: p.role.as_str(),
+                parameter: p.name,
+                source: p.source.as_str(),
+            };
             push_into(out, &DCQCN_PARAMETER, labels, u64::from(p.value));
         }
     }
     for (source, parameters) in dcqcn_lists(&netdev.dcqcn) {
-        push_into(
-            out,
-            &DCQCN_PARAMETERS,
-            [n, device, &port, source, &parameters],
-            1u64,
-        );
+        let labels = DcqcnParametersLabels {
+            netdev: n,
+            device,
+            port: &port,
+            source,
+            parameters: &parameters,
+        };
+        push_into(out, &DCQCN_PARAMETERS, labels, 1u64);
     }
     if let Some(tos) = netdev.qos.rdma_cm_tos {
         push_into(out, &RDMA_CM_TOS, base, u64::from(tos));
@@ -604,11 +677,11 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
     }
     match &netdev.dcb {
         DcbOutcome::Ok(config) => {
-            if let Some(bits) = config.pfc_enabled {
+            if let Some(pfc) = config.pfc_enabled {
                 for priority in (0u8..8).filter(|p| exported(in_use, *p)) {
                     let pr = priority.to_string();
-                    let on = bits & (1 << priority) != 0;
-                    push_into(out, &PFC_ENABLED, [n, device, &port, &pr], on);
+                    let on = pfc.contains(priority);
+                    push_into(out, &PFC_ENABLED, base.priority(&pr), on);
                 }
             }
             let dscp_map = config.dscp_map();
@@ -623,7 +696,10 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                     .collect::<Vec<_>>()
                     .join(",")
             };
-            let pfc = config.pfc_enabled.map(pfc_label).unwrap_or_default();
+            let pfc = config
+                .pfc_enabled
+                .map(|p| p.to_string())
+                .unwrap_or_default();
             let (prio_tc, tc_tsa, tc_bw) = match &config.ets {
                 Some(ets) => {
                     let tsa: Vec<&str> = ets.tc_tsa.iter().map(|t| tsa_name(*t)).collect();
@@ -639,31 +715,43 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                 None => Default::default(),
             };
             let dcbx = config.dcbx.map(dcbx_mode_name).unwrap_or("");
-            let labels = [
-                n,
+            let labels = QosLabels {
+                netdev: n,
                 device,
-                &port,
-                config.trust().as_str(),
-                &pfc,
-                &dscp_priority,
-                &prio_tc,
-                &tc_tsa,
-                &tc_bw,
-                &prio_buffer,
-                &buffer_size,
+                port: &port,
+                trust: config.trust().as_str(),
+                pfc: &pfc,
+                dscp_priority: &dscp_priority,
+                prio_tc: &prio_tc,
+                tc_tsa: &tc_tsa,
+                tc_bw: &tc_bw,
+                prio_buffer: &prio_buffer,
+                buffer_size: &buffer_size,
                 dcbx,
-            ];
+            };
             push_into(out, &QOS_INFO, labels, 1u64);
             let peer = &config.peer;
             if !peer.is_empty() {
                 let standard = peer.standard.map(|s| s.as_str()).unwrap_or("");
-                let pfc = peer.pfc_enabled.map(pfc_label).unwrap_or_default();
+                let pfc = peer.pfc_enabled.map(|p| p.to_string()).unwrap_or_default();
                 let prio_tc = peer.prio_tc.map(|t| joined(&t)).unwrap_or_default();
-                let labels = [n, device, &port, standard, &pfc, &prio_tc];
+                let labels = QosPeerLabels {
+                    netdev: n,
+                    device,
+                    port: &port,
+                    standard,
+                    pfc: &pfc,
+                    prio_tc: &prio_tc,
+                };
                 push_into(out, &QOS_PEER, labels, 1u64);
                 for (dscp, priority) in peer.dscp_map().into_iter().flatten() {
                     let ds = dscp.to_string();
-                    let labels = [n, device, &port, &ds];
+                    let labels = DscpLabels {
+                        netdev: n,
+                        device,
+                        port: &port,
+                        dscp: &ds,
+                    };
                     push_into(out, &QOS_PEER_DSCP_PRIORITY, labels, u64::from(priority));
                 }
             }

@@ -6,169 +6,170 @@
 //! Prometheus discovery mode of other exporters reads), and the discovery
 //! side: requests made, failed and refused.
 
-use super::{Family, FamilySamples, FamilyUnit, HistogramValue, Labeled, MetricKind, Samples};
+use super::labels::{label_set, NoLabels, PortLabels, PortReasonLabels, ReasonLabels};
+use super::{Fam, Family, FamilySamples, FamilyUnit, HistogramValue, MetricKind, Row, Samples};
 use crate::snapshot::Snapshot;
 use roce_model::peer::{FetchReason, Refusal, RequestKind};
 
-const SOURCE: &str = "UD probes between hosts (peer_probes): small and MTU-sized datagrams from each local port to a rotating, bounded sample of the configured peers' responders on the same rail, echoed by the peer's responder";
-const PORT: &[&str] = &["device", "port"];
-const PORT_SIZE: &[&str] = &["device", "port", "size"];
+label_set! {
+    /// A local port's probes of one size class (small, large).
+    pub struct SizeLabels { device, port, size }
+}
 
-pub const RTT: Labeled<2> = Labeled::new(Family {
+label_set! {
+    /// A local port and a peer's port (`peer_device` is device/port).
+    pub struct PeerLabels { device, port, peer, peer_device }
+}
+
+label_set! {
+    /// A local port and a peer's port, in one size class.
+    pub struct PeerSizeLabels { device, port, peer, peer_device, size }
+}
+
+label_set! {
+    /// A local port and the clock its round trips are timed with.
+    pub struct ClockLabels { device, port, clock }
+}
+
+label_set! {
+    /// A kind of discovery request.
+    pub struct RequestKindLabels { kind }
+}
+
+label_set! {
+    /// This node's responder on one local port, as other nodes address it.
+    pub struct EndpointLabels {
+        node, device, port, device_index, gid, gid_index, qpn, mtu, subnet, rail, incarnation,
+    }
+}
+
+const SOURCE: &str = "UD probes between hosts (peer_probes): small and MTU-sized datagrams from each local port to a rotating, bounded sample of the configured peers' responders on the same rail, echoed by the peer's responder";
+
+pub const RTT: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_rtt",
     kind: MetricKind::Histogram,
     unit: Some(FamilyUnit::Seconds),
-    labels: PORT,
     help: "Round trip of answered peer probes from this local port (all peers and sizes together: per port, not per peer).",
     source: SOURCE,
 });
-pub const SENT: Labeled<3> = Labeled::new(Family {
+pub const SENT: Fam<SizeLabels> = Fam::new(Row {
     base: "roce_peer_probe_sent",
     kind: MetricKind::Counter,
     unit: None,
-    labels: PORT_SIZE,
     help: "Peer probes sent from this local port and judged (answered or lost), by size (small: 64-byte payload; large: the port's active MTU). Probes the peer answered \"not admitted\" are counted in roce_peer_probe_pending_total instead.",
     source: SOURCE,
 });
-pub const ANSWERED: Labeled<3> = Labeled::new(Family {
+pub const ANSWERED: Fam<SizeLabels> = Fam::new(Row {
     base: "roce_peer_probe_answered",
     kind: MetricKind::Counter,
     unit: None,
-    labels: PORT_SIZE,
     help: "Peer probes from this local port answered within the timeout, by size; sent minus answered is the loss.",
     source: SOURCE,
 });
-pub const PEER_LOST: Labeled<5> = Labeled::new(Family {
+pub const PEER_LOST: Fam<PeerSizeLabels> = Fam::new(Row {
     base: "roce_peer_probe_peer_lost",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["device", "port", "peer", "peer_device", "size"],
     help: "Of the last 16 probes of a size to a peer port, how many were lost; only for the peers sampled now and the top failing others (at most 24 peers per local port), so the series do not grow with the fleet.",
     source: SOURCE,
 });
-pub const PEERS: Labeled<2> = Labeled::new(Family {
+pub const PEERS: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_peers",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: PORT,
     help: "Peer ports on this local port's rail (or all of them with peer_probes.all_to_all) whose endpoints are known now.",
     source: SOURCE,
 });
-pub const BASELINE: Labeled<2> = Labeled::new(Family {
+pub const BASELINE: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_baseline_rtt",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
-    labels: PORT,
     help: "The port's own RTT baseline: the 25th percentile of the median small-probe RTTs of its last 600 rounds.",
     source: SOURCE,
 });
-pub const PEER_PENDING: Labeled<4> = Labeled::new(Family {
+pub const PEER_PENDING: Fam<PeerLabels> = Fam::new(Row {
     base: "roce_peer_probe_peer_pending",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["device", "port", "peer", "peer_device"],
     help: "1 when the latest answer of this peer port was \"not admitted\": its exporter does not (yet) list this node's responder, so its probes are pending, not lost. For the same bounded set of peers as roce_peer_probe_peer_lost.",
     source: SOURCE,
 });
-pub const PENDING: Labeled<2> = Labeled::new(Family {
+pub const PENDING: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_pending",
     kind: MetricKind::Counter,
     unit: None,
-    labels: PORT,
     help: "Probes from this local port that the peer's responder answered \"not admitted\" (it does not list this node yet): neither answered nor lost.",
     source: SOURCE,
 });
-pub const RESPONDER_REFUSED: Labeled<3> = Labeled::new(Family {
+pub const RESPONDER_REFUSED: Fam<PortReasonLabels> = Fam::new(Row {
     base: "roce_peer_probe_responder_refused",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["device", "port", "reason"],
     help: "Datagrams this port's responder left unanswered, by reason: foreign (not a peer-probe message), stray_answer (an echo or \"not admitted\" answering no probe in flight: answers are never answered), rate_limited (an admitted sender above 100 answers/s), unknown_sender (a sender not admitted, above 5 \"not admitted\" replies/s in all), answer_failed (no address handle for the sender, or the post failed).",
     source: SOURCE,
 });
-pub const NOT_ADMITTED: Labeled<2> = Labeled::new(Family {
+pub const NOT_ADMITTED: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_responder_not_admitted",
     kind: MetricKind::Counter,
     unit: None,
-    labels: PORT,
     help: "Probes from senders this port's responder does not admit (no listed peer's responder) that it answered \"not admitted\" (at most 5 per second in all), so their probers call the pair pending instead of lost.",
     source: SOURCE,
 });
-pub const CLOCK: Labeled<3> = Labeled::new(Family {
+pub const CLOCK: Fam<ClockLabels> = Fam::new(Row {
     base: "roce_peer_probe_rtt_clock_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["device", "port", "clock"],
     help: "The clock this local port's round trips are measured with (value 1): host (the monotonic clock around the post and the answer's receive completion, less the responder's hold time: includes this host's completion handling).",
     source: SOURCE,
 });
-pub const ANSWERED_FOR_PEERS: Labeled<2> = Labeled::new(Family {
+pub const ANSWERED_FOR_PEERS: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_responder_answered",
     kind: MetricKind::Counter,
     unit: None,
-    labels: PORT,
     help: "Probes from configured peers this port's responder echoed.",
     source: SOURCE,
 });
 const DISCOVERY: &str = "The peer-probe coordinator (roce_fleet::runner): the peer list, endpoint documents or the Prometheus query, and their admission (roce_fleet::peer_endpoints)";
 
-pub const FETCH_ERRORS: Labeled<1> = Labeled::new(Family {
+pub const FETCH_ERRORS: Fam<ReasonLabels> = Fam::new(Row {
     base: "roce_peer_probe_endpoint_fetch_errors",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["reason"],
     help: "Failed requests for peer endpoints (documents or the Prometheus query), by reason: resolve, connect, timeout (the absolute fetch deadline), tls, status (not 200), redirect (never followed), too_large, parse, unsupported (https without a CA file), plain_http_credentials (credentials never sent over http).",
     source: DISCOVERY,
 });
-pub const REFUSED: Labeled<1> = Labeled::new(Family {
+pub const REFUSED: Fam<ReasonLabels> = Fam::new(Row {
     base: "roce_peer_probe_endpoints_refused",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["reason"],
     help: "Peer endpoints refused before any probe was aimed at them, by reason: node_mismatch (another node than the peer it came from), node_claimed (a node another peer address holds), gid (not a unicast GID: multicast, ::, loopback, link-local, IPv4 loopback, broadcast), qpn (outside 2..0xFFFFFF), qkey, mtu, name (not label-safe), off_rail (outside the rail networks, or a subnet claim its own GID is not in), too_many, malformed (a Prometheus series that is no endpoint).",
     source: DISCOVERY,
 });
-pub const REQUESTS: Labeled<1> = Labeled::new(Family {
+pub const REQUESTS: Fam<RequestKindLabels> = Fam::new(Row {
     base: "roce_peer_probe_discovery_requests",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["kind"],
     help: "Requests this node made to find peer endpoints, by kind: document (a peer's /peer-probe/endpoints), prometheus (one instant query), dns (A/AAAA or SRV lookups of the peer list).",
     source: DISCOVERY,
 });
-pub const CONFIGURED: Labeled<0> = Labeled::new(Family {
+pub const CONFIGURED: Fam<NoLabels> = Fam::new(Row {
     base: "roce_peer_probe_peers_configured",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &[],
     help: "Peers listed: exporter addresses of the peer list (static, DNS, SRV, file), or instances in the Prometheus answer.",
     source: DISCOVERY,
 });
-pub const KNOWN: Labeled<0> = Labeled::new(Family {
+pub const KNOWN: Fam<NoLabels> = Fam::new(Row {
     base: "roce_peer_probe_peers_admitted",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &[],
     help: "Listed peers whose endpoints are held now, after admission (documents are fetched as the walk reaches each peer, so this grows to the listed count over the first walk).",
     source: DISCOVERY,
 });
-pub const ENDPOINT_INFO: Labeled<11> = Labeled::new(Family {
+pub const ENDPOINT_INFO: Fam<EndpointLabels> = Fam::new(Row {
     base: "roce_peer_probe_endpoint_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &[
-        "node",
-        "device",
-        "port",
-        "device_index",
-        "gid",
-        "gid_index",
-        "qpn",
-        "mtu",
-        "subnet",
-        "rail",
-        "incarnation",
-    ],
     help: "This node's own peer-probe responder per local port (value 1), the endpoint other exporters probe: what peer_probes.prometheus reads back from the fleet's Prometheus. One series per open RDMA port; present only while peer probes are on.",
     source: SOURCE,
 });
@@ -218,9 +219,13 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut info = Samples::new(&ENDPOINT_INFO);
     for (local, stats) in &r.ports {
         let port = local.port.to_string();
-        let labels = [local.device.as_str(), port.as_str()];
+        let device = local.device.as_str();
+        let port_labels = PortLabels {
+            device,
+            port: &port,
+        };
         rtt.push_histogram(
-            labels,
+            port_labels,
             HistogramValue {
                 sum: stats.rtt.sum_seconds,
                 count: stats.rtt.count,
@@ -228,40 +233,59 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             },
         );
         for (size, s) in [("small", stats.small), ("large", stats.large)] {
-            sent.push([&local.device, &port, size], s.sent);
-            answered.push([&local.device, &port, size], s.answered);
+            let labels = SizeLabels {
+                device,
+                port: &port,
+                size,
+            };
+            sent.push(labels, s.sent);
+            answered.push(labels, s.answered);
         }
         for (key, pair) in &stats.peers {
             let peer_device = format!("{}/{}", key.device, key.port);
             for (size, recent) in [("small", pair.recent_small), ("large", pair.recent_large)] {
                 if !recent.is_empty() {
-                    lost.push(
-                        [&local.device, &port, &key.node, &peer_device, size],
-                        u64::from(recent.lost()),
-                    );
+                    let labels = PeerSizeLabels {
+                        device,
+                        port: &port,
+                        peer: &key.node,
+                        peer_device: &peer_device,
+                        size,
+                    };
+                    lost.push(labels, u64::from(recent.lost()));
                 }
             }
             if pair.pending > 0 {
-                peer_pending.push(
-                    [&local.device, &port, &key.node, &peer_device],
-                    u64::from(pair.last_pending),
-                );
+                let labels = PeerLabels {
+                    device,
+                    port: &port,
+                    peer: &key.node,
+                    peer_device: &peer_device,
+                };
+                peer_pending.push(labels, u64::from(pair.last_pending));
             }
         }
-        peers.push(labels, stats.peers_known as u64);
+        peers.push(port_labels, stats.peers_known as u64);
         if let Some(b) = stats.baseline_seconds {
-            baseline.push(labels, b);
+            baseline.push(port_labels, b);
         }
-        pending.push(labels, stats.pending);
+        pending.push(port_labels, stats.pending);
         for reason in roce_probe::peer::DatagramRefusal::ALL {
-            responder_refused.push(
-                [&local.device, &port, reason.as_str()],
-                stats.served.refused(reason),
-            );
+            let labels = PortReasonLabels {
+                device,
+                port: &port,
+                reason: reason.as_str(),
+            };
+            responder_refused.push(labels, stats.served.refused(reason));
         }
-        not_admitted.push(labels, stats.served.not_admitted);
-        clock.push([&local.device, &port, stats.clock.as_str()], 1u64);
-        served.push(labels, stats.served.answered);
+        not_admitted.push(port_labels, stats.served.not_admitted);
+        let labels = ClockLabels {
+            device,
+            port: &port,
+            clock: stats.clock.as_str(),
+        };
+        clock.push(labels, 1u64);
+        served.push(port_labels, stats.served.answered);
     }
     for e in &r.endpoints {
         let (port, index, gid_index, qpn, mtu, gid, incarnation) = (
@@ -273,43 +297,53 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             e.gid.to_string(),
             e.incarnation.to_string(),
         );
-        info.push(
-            [
-                &e.node,
-                &e.device,
-                &port,
-                &index,
-                &gid,
-                &gid_index,
-                &qpn,
-                &mtu,
-                e.subnet.as_deref().unwrap_or(""),
-                e.rail.as_deref().unwrap_or(""),
-                &incarnation,
-            ],
-            1u64,
-        );
+        let labels = EndpointLabels {
+            node: &e.node,
+            device: &e.device,
+            port: &port,
+            device_index: &index,
+            gid: &gid,
+            gid_index: &gid_index,
+            qpn: &qpn,
+            mtu: &mtu,
+            subnet: e.subnet.as_deref().unwrap_or(""),
+            rail: e.rail.as_deref().unwrap_or(""),
+            incarnation: &incarnation,
+        };
+        info.push(labels, 1u64);
     }
     if let Some(d) = &snapshot.peer_discovery {
         // Every reason from the start (0 until it happens), so that
         // increase() sees the first one.
         for reason in FetchReason::ALL {
+            let n = d.fetch_errors.get(&reason).copied().unwrap_or(0);
             fetch.push(
-                [reason.as_str()],
-                d.fetch_errors.get(&reason).copied().unwrap_or(0),
+                ReasonLabels {
+                    reason: reason.as_str(),
+                },
+                n,
             );
         }
         for reason in Refusal::ALL {
+            let n = d.refused.get(&reason).copied().unwrap_or(0);
             refused.push(
-                [reason.as_str()],
-                d.refused.get(&reason).copied().unwrap_or(0),
+                ReasonLabels {
+                    reason: reason.as_str(),
+                },
+                n,
             );
         }
         for kind in RequestKind::ALL {
-            requests.push([kind.as_str()], d.requests.get(&kind).copied().unwrap_or(0));
+            let n = d.requests.get(&kind).copied().unwrap_or(0);
+            requests.push(
+                RequestKindLabels {
+                    kind: kind.as_str(),
+                },
+                n,
+            );
         }
-        configured.push([], d.peers_configured as u64);
-        known.push([], d.peers_known as u64);
+        configured.push(NoLabels, d.peers_configured as u64);
+        known.push(NoLabels, d.peers_known as u64);
     }
     out.extend([
         rtt.into(),

@@ -4,64 +4,78 @@
 
 use roce_rdma::{Device, Port};
 
-use super::{hw_counters, Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
+use super::labels::{label_set, PortLabels, PortStatLabels};
+use super::{hw_counters, Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Samples};
 use crate::snapshot::Snapshot;
 
-const PORT: &[&str] = &["device", "port"];
+label_set! {
+    /// An RDMA device and what identifies it.
+    pub struct DeviceInfoLabels {
+        device, driver, fw_version, board_id, hca_type, node_guid, pci_address, numa_node,
+    }
+}
 
-pub const DEVICE_INFO: Labeled<8> = Labeled::new(Family {
+label_set! {
+    /// An RDMA port, its link layer and what backs it.
+    pub struct PortInfoLabels { device, port, link_layer, netdev, pci_address }
+}
+
+label_set! {
+    /// A populated GID table slot (`type` as the kernel prints it).
+    pub struct GidLabels { device, port, index, gid, r#type = "type", netdev, family }
+}
+
+label_set! {
+    /// Where a port's hardware counters were read.
+    pub struct CounterPathLabels { device, port, path }
+}
+
+pub const DEVICE_INFO: Fam<DeviceInfoLabels> = Fam::new(Row {
     base: "roce_device_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["device", "driver", "fw_version", "board_id", "hca_type", "node_guid", "pci_address", "numa_node"],
     help: "RDMA device (value 1). driver is the kernel driver of the backing PCI function, or rxe/siw for software devices.",
     source: "/sys/class/infiniband/<device>/{fw_ver,board_id,hca_type,node_guid}, device/driver, device/numa_node",
 });
-pub const PORT_INFO: Labeled<5> = Labeled::new(Family {
+pub const PORT_INFO: Fam<PortInfoLabels> = Fam::new(Row {
     base: "roce_port_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["device", "port", "link_layer", "netdev", "pci_address"],
     help: "RDMA port (value 1) with its link layer and the netdev behind it.",
     source: "ports/<port>/link_layer, gid_attrs/ndevs, device/net, rxe parent",
 });
-pub const PORT_STATE: Labeled<2> = Labeled::new(Family {
+pub const PORT_STATE: Fam<PortLabels> = Fam::new(Row {
     base: "roce_port_state_id",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: PORT,
     help: "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.",
     source: "ports/<port>/state",
 });
-pub const PORT_PHYS_STATE: Labeled<2> = Labeled::new(Family {
+pub const PORT_PHYS_STATE: Fam<PortLabels> = Fam::new(Row {
     base: "roce_port_physical_state_id",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: PORT,
     help: "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
     source: "ports/<port>/phys_state",
 });
-pub const PORT_UP: Labeled<2> = Labeled::new(Family {
+pub const PORT_UP: Fam<PortLabels> = Fam::new(Row {
     base: "roce_port_up",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: PORT,
     help: "1 when the port is ACTIVE and LinkUp, else 0.",
     source: "ports/<port>/{state,phys_state}",
 });
-pub const PORT_RATE: Labeled<2> = Labeled::new(Family {
+pub const PORT_RATE: Fam<PortLabels> = Fam::new(Row {
     base: "roce_port_rate",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::BytesPerSecond),
-    labels: PORT,
     help: "Port data rate as the kernel reports it, in bytes per second (100 Gb/sec (4X EDR) is 12.5e9).",
     source: "ports/<port>/rate",
 });
-pub const PORT_LID: Labeled<2> = Labeled::new(Family {
+pub const PORT_LID: Fam<PortLabels> = Fam::new(Row {
     base: "roce_port_lid",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: PORT,
     help: "Local identifier of an InfiniBand port (absent on Ethernet, where the kernel reports 0 and RoCE addresses by GID).",
     source: "ports/<port>/lid",
 });
@@ -70,35 +84,31 @@ pub const PORT_LID: Labeled<2> = Labeled::new(Family {
 /// IPv4-mapped RoCE v2 GID (what NCCL and most RoCE stacks select) from a
 /// link-local one without a regular expression over the GID text, which the
 /// fleet-wide GID rules need.
-pub const GID_INFO: Labeled<7> = Labeled::new(Family {
+pub const GID_INFO: Fam<GidLabels> = Fam::new(Row {
     base: "roce_gid_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["device", "port", "index", "gid", "type", "netdev", "family"],
     help: "Populated GID table slot (value 1): type is IB/RoCE v1 or RoCE v2 as the kernel prints it; family (derived from gid) is ipv4_mapped, ipv6_link_local or ipv6_global, the distinction NCCL-style GID selection needs.",
     source: "ports/<port>/gids/<index>, gid_attrs/{types,ndevs}/<index>",
 });
-pub const HW_COUNTER_PATH: Labeled<3> = Labeled::new(Family {
+pub const HW_COUNTER_PATH: Fam<CounterPathLabels> = Fam::new(Row {
     base: "roce_port_hw_counters_path_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["device", "port", "path"],
     help: "Where the port's hardware counters were read (value 1): netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter).",
     source: "RDMA reader",
 });
-pub const HW_STAT: Labeled<3> = Labeled::new(Family {
+pub const HW_STAT: Fam<PortStatLabels> = Fam::new(Row {
     base: "roce_port_hw_stat",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["device", "port", "stat"],
     help: "Hardware counter without a semantic mapping, under its kernel name.",
     source: "RDMA netlink RDMA_NLDEV_CMD_STAT_GET, or ports/<port>/hw_counters/<stat>",
 });
-pub const PORT_STAT: Labeled<3> = Labeled::new(Family {
+pub const PORT_STAT: Fam<PortStatLabels> = Fam::new(Row {
     base: "roce_port_stat",
     kind: MetricKind::Counter,
     unit: None,
-    labels: &["device", "port", "stat"],
     help: "counters/ entry without a semantic mapping, under its kernel name.",
     source: "ports/<port>/counters/<stat>",
 });
@@ -106,7 +116,7 @@ pub const PORT_STAT: Labeled<3> = Labeled::new(Family {
 /// `counters/` file → family, with the multiplier to base units.
 pub struct PortCounter {
     pub file: &'static str,
-    pub family: Labeled<2>,
+    pub family: Fam<PortLabels<'static>>,
     pub scale: u64,
 }
 
@@ -115,11 +125,10 @@ macro_rules! port_counter {
         PortCounter {
             file: $file,
             scale: $scale,
-            family: Labeled::new(Family {
+            family: Fam::new(Row {
                 base: $base,
                 kind: MetricKind::Counter,
                 unit: $unit,
-                labels: PORT,
                 help: $help,
                 source: concat!("ports/<port>/counters/", $file),
             }),
@@ -314,7 +323,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut lid = Samples::new(&PORT_LID);
     let mut gids = Samples::new(&GID_INFO);
     let mut hw_path = Samples::new(&HW_COUNTER_PATH);
-    let mut port_counters: Vec<Samples<2>> = PORT_COUNTERS
+    let mut port_counters: Vec<Samples<PortLabels>> = PORT_COUNTERS
         .iter()
         .map(|c| Samples::new(&c.family))
         .collect();
@@ -323,22 +332,23 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
 
     for device in &rdma.devices {
         let numa = device.numa_node.map(|n| n.to_string()).unwrap_or_default();
-        device_info.push(
-            [
-                &device.name,
-                opt(&device.driver),
-                opt(&device.fw_version),
-                opt(&device.board_id),
-                opt(&device.hca_type),
-                opt(&device.node_guid),
-                opt(&device.pci_address),
-                &numa,
-            ],
-            1u64,
-        );
+        let labels = DeviceInfoLabels {
+            device: &device.name,
+            driver: opt(&device.driver),
+            fw_version: opt(&device.fw_version),
+            board_id: opt(&device.board_id),
+            hca_type: opt(&device.hca_type),
+            node_guid: opt(&device.node_guid),
+            pci_address: opt(&device.pci_address),
+            numa_node: &numa,
+        };
+        device_info.push(labels, 1u64);
         for port in &device.ports {
             let p = port.number.to_string();
-            let labels = [device.name.as_str(), p.as_str()];
+            let labels = PortLabels {
+                device: &device.name,
+                port: &p,
+            };
             collect_port(
                 device,
                 port,
@@ -352,18 +362,16 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             );
             for gid in &port.gids {
                 let index = gid.index.to_string();
-                gids.push(
-                    [
-                        &device.name,
-                        &p,
-                        &index,
-                        &gid.kernel_text(),
-                        gid.gid_type.as_str(),
-                        opt(&gid.netdev),
-                        gid.family().as_str(),
-                    ],
-                    1u64,
-                );
+                let labels = GidLabels {
+                    device: &device.name,
+                    port: &p,
+                    index: &index,
+                    gid: &gid.kernel_text(),
+                    r#type: gid.gid_type.as_str(),
+                    netdev: opt(&gid.netdev),
+                    family: gid.family().as_str(),
+                };
+                gids.push(labels, 1u64);
             }
             for counter in &port.counters {
                 match PORT_COUNTERS.iter().position(|c| c.file == &*counter.name) {
@@ -371,13 +379,25 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                         let scale = PORT_COUNTERS[i].scale;
                         port_counters[i].push(labels, counter.value.saturating_mul(scale));
                     }
-                    None => port_stat.push([&device.name, &p, &counter.name], counter.value),
+                    None => {
+                        let labels = PortStatLabels {
+                            device: &device.name,
+                            port: &p,
+                            stat: &counter.name,
+                        };
+                        port_stat.push(labels, counter.value);
+                    }
                 }
             }
             if port.hw_counter_path != roce_rdma::HwCounterPath::None {
-                hw_path.push([&device.name, &p, port.hw_counter_path.as_str()], 1u64);
+                let labels = CounterPathLabels {
+                    device: &device.name,
+                    port: &p,
+                    path: port.hw_counter_path.as_str(),
+                };
+                hw_path.push(labels, 1u64);
             }
-            hw.add_port(device, &p, port);
+            hw.add_port(device, labels, port);
         }
     }
     out.extend([
@@ -400,25 +420,23 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
 fn collect_port(
     device: &Device,
     port: &Port,
-    labels: [&str; 2],
-    port_info: &mut Samples<5>,
-    state: &mut Samples<2>,
-    phys: &mut Samples<2>,
-    up: &mut Samples<2>,
-    rate: &mut Samples<2>,
-    lid: &mut Samples<2>,
+    labels: PortLabels<'_>,
+    port_info: &mut Samples<PortInfoLabels>,
+    state: &mut Samples<PortLabels>,
+    phys: &mut Samples<PortLabels>,
+    up: &mut Samples<PortLabels>,
+    rate: &mut Samples<PortLabels>,
+    lid: &mut Samples<PortLabels>,
 ) {
     let link_layer = port.link_layer.as_ref().map(|l| l.as_str()).unwrap_or("");
-    port_info.push(
-        [
-            labels[0],
-            labels[1],
-            link_layer,
-            opt(&port.netdev),
-            opt(&device.pci_address),
-        ],
-        1u64,
-    );
+    let info = PortInfoLabels {
+        device: labels.device,
+        port: labels.port,
+        link_layer,
+        netdev: opt(&port.netdev),
+        pci_address: opt(&device.pci_address),
+    };
+    port_info.push(info, 1u64);
     if let Some(s) = &port.state {
         state.push(labels, u64::from(s.id()));
     }

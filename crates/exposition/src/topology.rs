@@ -5,106 +5,133 @@
 use roce_topology::{FunctionRole, PciFunction, TopologySnapshot};
 
 use super::groups::{Group, Groups};
-use super::{Family, FamilySamples, FamilyUnit, Labeled, MetricKind, Samples};
+use super::labels::{label_set, NoLabels};
+use super::{Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Samples};
 use crate::snapshot::Snapshot;
 
-const LINK: &[&str] = &["pci_address", "device", "bound"];
+label_set! {
+    /// A GPU: its index, PCI address (also as NVML prints it) and identity.
+    pub struct GpuInfoLabels { gpu, pci_address, pci_bus_id, name, uuid, numa_node }
+}
 
-pub const GPU_INFO: Labeled<6> = Labeled::new(Family {
+label_set! {
+    /// A GPU, an RDMA device and the path class between them.
+    pub struct GpuPathLabels { gpu, device, path }
+}
+
+label_set! {
+    /// An RDMA device and the GPUs it is nearest to.
+    pub struct NicGpusLabels { device, gpus }
+}
+
+label_set! {
+    /// A PCIe function's link, at its current or max bound.
+    pub struct PcieLinkLabels { pci_address, device, bound }
+}
+
+label_set! {
+    /// A PCIe link trained below its bound in one aspect.
+    pub struct DowntrainedLabels { pci_address, device, upstream, aspect }
+}
+
+label_set! {
+    /// A bridge's ACS P2P request redirect state.
+    pub struct AcsLabels { pci_address, state }
+}
+
+label_set! {
+    /// A GPUDirect RDMA mechanism.
+    pub struct MechanismLabels { mechanism }
+}
+
+label_set! {
+    /// A prerequisite of a GPUDirect RDMA mechanism.
+    pub struct PrerequisiteLabels { mechanism, prerequisite }
+}
+
+pub const GPU_INFO: Fam<GpuInfoLabels> = Fam::new(Row {
     base: "roce_gpu_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["gpu", "pci_address", "pci_bus_id", "name", "uuid", "numa_node"],
     help: "GPU (value 1): gpu is its index in PCI bus order (as nvidia-smi numbers them); pci_bus_id is pci_address as NVML and dcgm-exporter write it (00000000:1B:00.0), to join with dcgm-exporter's series; name and uuid come from NVML and are empty without it; numa_node is empty when unknown.",
     source: "/sys/bus/pci/devices/* (vendor 0x10de/0x1002, class 0x0300/0x0302), numa_node; NVML",
 });
-pub const GPU_NIC_PATH: Labeled<3> = Labeled::new(Family {
+pub const GPU_NIC_PATH: Fam<GpuPathLabels> = Fam::new(Row {
     base: "roce_gpu_nic_path_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["gpu", "device", "path"],
     help: "PCIe path between a GPU and an RDMA device (value 1), as nvidia-smi topo -m names it: PIX (one switch at most), PXB (several bridges), PHB (through a host bridge), NODE (across host bridges of one NUMA node), SYS (across NUMA nodes). SYS pairs only with the sys_paths group: without it a pair not listed is SYS.",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
-pub const GPU_NEAREST_NIC: Labeled<3> = Labeled::new(Family {
+pub const GPU_NEAREST_NIC: Fam<GpuPathLabels> = Fam::new(Row {
     base: "roce_gpu_nearest_nic_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["gpu", "device", "path"],
     help:
         "The RDMA device(s) with the best path class from a GPU (value 1; several when they tie).",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
-pub const NIC_NEAREST_GPUS: Labeled<2> = Labeled::new(Family {
+pub const NIC_NEAREST_GPUS: Fam<NicGpusLabels> = Fam::new(Row {
     base: "roce_nic_nearest_gpus_info",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["device", "gpus"],
     help: "The GPUs whose nearest RDMA device this is (value 1): their indices in PCI bus order, comma-separated in ascending order (2,3 for two GPUs behind one PCIe switch with one NIC; a GPU whose nearest NICs tie is listed with each). One series per RDMA device nearest to a GPU, none for the others: the GPU(s) beside a NIC for a PromQL join (group_left(gpus)), which roce_gpu_nearest_nic_info cannot give when a NIC serves two GPUs.",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
-pub const LINK_SPEED: Labeled<3> = Labeled::new(Family {
+pub const LINK_SPEED: Fam<PcieLinkLabels> = Fam::new(Row {
     base: "roce_pcie_link_speed",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::TransfersPerSecond),
-    labels: LINK,
     help: "PCIe link speed per lane of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports, listed where it differs from the current speed unless pcie_hops is on). device names the RDMA device of a NIC function, empty otherwise.",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_speed",
 });
-pub const LINK_WIDTH: Labeled<3> = Labeled::new(Family {
+pub const LINK_WIDTH: Fam<PcieLinkLabels> = Fam::new(Row {
     base: "roce_pcie_link_width",
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Lanes),
-    labels: LINK,
     help: "PCIe link width of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports, listed where it differs from the current width unless pcie_hops is on).",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_width",
 });
-pub const LINK_DOWNTRAINED: Labeled<4> = Labeled::new(Family {
+pub const LINK_DOWNTRAINED: Fam<DowntrainedLabels> = Fam::new(Row {
     base: "roce_pcie_link_downtrained",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["pci_address", "device", "upstream", "aspect"],
     help: "1 when the link above pci_address runs below what both ends support (aspect=speed or width: current below min(upstream max, pci_address max)), else 0. upstream is the port above (empty on a root bus).",
     source: "current_link_{speed,width} of the lower end, max_link_{speed,width} of both ends",
 });
-pub const ACS_REDIRECT: Labeled<2> = Labeled::new(Family {
+pub const ACS_REDIRECT: Fam<AcsLabels> = Fam::new(Row {
     base: "roce_pcie_acs_request_redirect",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["pci_address", "state"],
     help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, one series with value 1, its state label the current state: enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN).",
     source: "/sys/bus/pci/devices/<pci_address>/config (extended capability 0x000d, control bit 0x0004)",
 });
-pub const GPUDIRECT_READY: Labeled<1> = Labeled::new(Family {
+pub const GPUDIRECT_READY: Fam<MechanismLabels> = Fam::new(Row {
     base: "roce_gpudirect_rdma_ready",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["mechanism"],
     help: "1 when GPUDirect RDMA can work through the mechanism: nvidia_peermem (module loaded) or dmabuf (kernel >= 5.12, NVIDIA open kernel module or amdgpu, libibverbs with ibv_reg_dmabuf_mr). Only on hosts with a GPU.",
     source: "/proc/modules, /sys/module, /proc/sys/kernel/osrelease, /proc/driver/nvidia/version, libibverbs.so.1.<abi> file name",
 });
-pub const GPUDIRECT_AVAILABLE: Labeled<0> = Labeled::new(Family {
+pub const GPUDIRECT_AVAILABLE: Fam<NoLabels> = Fam::new(Row {
     base: "roce_gpudirect_rdma_available",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &[],
     help:
         "1 when at least one GPUDirect RDMA mechanism is ready, else 0. Only on hosts with a GPU.",
     source: "roce_gpudirect_rdma_ready",
 });
-pub const GPUDIRECT_PREREQUISITE: Labeled<2> = Labeled::new(Family {
+pub const GPUDIRECT_PREREQUISITE: Fam<PrerequisiteLabels> = Fam::new(Row {
     base: "roce_gpudirect_rdma_prerequisite",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &["mechanism", "prerequisite"],
     help: "1 when a prerequisite of a GPUDirect RDMA mechanism is met: nvidia_peermem/module_loaded, dmabuf/kernel (>= 5.12), dmabuf/gpu_driver (NVIDIA open kernel module or amdgpu), dmabuf/rdma_core (libibverbs ABI >= 1.12).",
     source: "/proc/modules, /proc/sys/kernel/osrelease, /proc/driver/nvidia/version, library directories",
 });
-pub const NVML_STATE: Labeled<0> = Labeled::new(Family {
+pub const NVML_STATE: Fam<NoLabels> = Fam::new(Row {
     base: "roce_gpu_nvml_available",
     kind: MetricKind::Gauge,
     unit: None,
-    labels: &[],
     help: "1 when NVML answered in the last sample (GPU names and UUIDs), 0 when it is absent or failed. Only on hosts with an NVIDIA GPU.",
     source: "NVML (libnvidia-ml.so.1, loaded at run time)",
 });
@@ -148,17 +175,15 @@ fn collect_topology(
 ) {
     let mut gpu_info = Samples::new(&GPU_INFO);
     for g in &topo.gpus {
-        gpu_info.push(
-            [
-                &g.index.to_string(),
-                &g.address.to_string(),
-                &g.address.nvml_bus_id(),
-                g.name.as_deref().unwrap_or(""),
-                g.uuid.as_deref().unwrap_or(""),
-                &opt(g.numa_node),
-            ],
-            1u64,
-        );
+        let labels = GpuInfoLabels {
+            gpu: &g.index.to_string(),
+            pci_address: &g.address.to_string(),
+            pci_bus_id: &g.address.nvml_bus_id(),
+            name: g.name.as_deref().unwrap_or(""),
+            uuid: g.uuid.as_deref().unwrap_or(""),
+            numa_node: &opt(g.numa_node),
+        };
+        gpu_info.push(labels, 1u64);
     }
     out.push(gpu_info.into());
 
@@ -169,7 +194,12 @@ fn collect_topology(
         if p.class == roce_topology::PathClass::Sys && !sys_paths {
             continue;
         }
-        paths.push([&p.gpu.to_string(), &p.nic, p.class.as_str()], 1u64);
+        let labels = GpuPathLabels {
+            gpu: &p.gpu.to_string(),
+            device: &p.nic,
+            path: p.class.as_str(),
+        };
+        paths.push(labels, 1u64);
     }
     out.push(paths.into());
 
@@ -177,7 +207,12 @@ fn collect_topology(
     let mut gpus_of: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
     for g in &topo.gpus {
         for p in topo.nearest_nics(g.index) {
-            nearest.push([&p.gpu.to_string(), &p.nic, p.class.as_str()], 1u64);
+            let labels = GpuPathLabels {
+                gpu: &p.gpu.to_string(),
+                device: &p.nic,
+                path: p.class.as_str(),
+            };
+            nearest.push(labels, 1u64);
             gpus_of.entry(p.nic.as_str()).or_default().push(p.gpu);
         }
     }
@@ -192,7 +227,11 @@ fn collect_topology(
             .map(usize::to_string)
             .collect::<Vec<_>>()
             .join(",");
-        nic_gpus.push([nic, &list], 1u64);
+        let labels = NicGpusLabels {
+            device: nic,
+            gpus: &list,
+        };
+        nic_gpus.push(labels, 1u64);
     }
     out.push(nic_gpus.into());
 
@@ -221,13 +260,18 @@ fn collect_topology(
             ("current", f.current_speed, f.current_width),
             ("max", max_speed, max_width),
         ] {
+            let labels = PcieLinkLabels {
+                pci_address: &addr,
+                device,
+                bound,
+            };
             if let Some(s) = s {
                 // Whole transfers per second: every PCIe rate is a whole
                 // number of MT/s.
-                speed.push([&addr, device, bound], u64::from(s.0) * 1_000_000);
+                speed.push(labels, u64::from(s.0) * 1_000_000);
             }
             if let Some(w) = w {
-                width.push([&addr, device, bound], u64::from(w));
+                width.push(labels, u64::from(w));
             }
         }
     }
@@ -244,7 +288,13 @@ fn collect_topology(
             ("width", l.width_downtrained()),
         ] {
             if let Some(v) = v {
-                down.push([&addr, device, &upstream, aspect], v);
+                let labels = DowntrainedLabels {
+                    pci_address: &addr,
+                    device,
+                    upstream: &upstream,
+                    aspect,
+                };
+                down.push(labels, v);
             }
         }
     }
@@ -252,21 +302,33 @@ fn collect_topology(
 
     let mut acs = Samples::new(&ACS_REDIRECT);
     for b in &topo.acs {
-        acs.push([&b.address.to_string(), b.state.as_str()], 1u64);
+        let labels = AcsLabels {
+            pci_address: &b.address.to_string(),
+            state: b.state.as_str(),
+        };
+        acs.push(labels, 1u64);
     }
     out.push(acs.into());
 
     if let Some(gd) = &topo.gpudirect {
         let mut ready = Samples::new(&GPUDIRECT_READY);
-        ready.push(["nvidia_peermem"], gd.peermem_ready());
-        ready.push(["dmabuf"], gd.dmabuf_ready());
+        for (mechanism, on) in [
+            ("nvidia_peermem", gd.peermem_ready()),
+            ("dmabuf", gd.dmabuf_ready()),
+        ] {
+            ready.push(MechanismLabels { mechanism }, on);
+        }
         out.push(ready.into());
         let mut available = Samples::new(&GPUDIRECT_AVAILABLE);
-        available.push([], gd.ready());
+        available.push(NoLabels, gd.ready());
         out.push(available.into());
         let mut prereq = Samples::new(&GPUDIRECT_PREREQUISITE);
         for (mechanism, what, met) in gd.prerequisites() {
-            prereq.push([mechanism, what], met);
+            let labels = PrerequisiteLabels {
+                mechanism,
+                prerequisite: what,
+            };
+            prereq.push(labels, met);
         }
         out.push(prereq.into());
     }
@@ -279,7 +341,7 @@ fn collect_topology(
     };
     if let Some(v) = nvml {
         let mut s = Samples::new(&NVML_STATE);
-        s.push([], v);
+        s.push(NoLabels, v);
         out.push(s.into());
     }
 }

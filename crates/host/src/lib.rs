@@ -14,7 +14,9 @@
 //! - [`HostError`]: what a source reports that did not stop it (a file, a
 //!   failed request);
 //! - [`named`]: files a user names (configuration, lists, secrets,
-//!   certificates), read without blocking, within a cap and a deadline.
+//!   certificates), read without blocking, within a cap and a deadline;
+//! - [`Priorities`]: a set of the eight IEEE 802.1p priorities, the one
+//!   type in which the readers, the rules and the exposition pass them.
 
 #![deny(unsafe_code)]
 
@@ -24,6 +26,7 @@ pub mod fs;
 pub mod kept;
 pub mod named;
 mod paths;
+pub mod priorities;
 mod reading;
 
 pub use errno::Einval;
@@ -31,4 +34,5 @@ pub use error::{ErrorKind, HostError, ReadError, ReadErrorKind};
 pub use fs::{default_max_open, KeptDir, StdFs, SysFile, SysFs};
 pub use kept::{Io, KeptAttr, ReadBuf};
 pub use paths::HostPaths;
+pub use priorities::Priorities;
 pub use reading::Reading;

@@ -3,6 +3,8 @@
 //! decodes them). For tests and for the harness that plays the switch;
 //! the exporter itself never transmits.
 
+use roce_host::Priorities;
+
 use crate::tlv::{dot1, tlv_type, AdvertisedEts, AppEntry, Pfc, ETH_P_LLDP, OUI_DOT1, OUI_DOT3};
 
 /// An LLDPDU under construction.
@@ -91,7 +93,11 @@ impl FrameBuilder {
 
     pub fn pfc(self, pfc: &Pfc) -> Self {
         let flags = (u8::from(pfc.willing) << 7) | (u8::from(pfc.mbc) << 6) | (pfc.cap & 0x0f);
-        self.org(OUI_DOT1, dot1::PFC_CONFIGURATION, &[flags, pfc.enable])
+        self.org(
+            OUI_DOT1,
+            dot1::PFC_CONFIGURATION,
+            &[flags, pfc.enable.bits()],
+        )
     }
 
     pub fn app(self, entries: &[AppEntry]) -> Self {
@@ -168,7 +174,7 @@ pub fn switch_frame(
             willing: false,
             mbc: false,
             cap: 8,
-            enable: 1 << (pfc_priority & 7),
+            enable: Priorities::one(pfc_priority & 7),
         })
         .app(&[AppEntry {
             selector: crate::tlv::app_selector::DSCP,

@@ -20,6 +20,8 @@
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use roce_host::Priorities;
+
 /// The LLDP ethertype.
 pub const ETH_P_LLDP: u16 = 0x88cc;
 /// The largest frame decoded (a jumbo frame); larger ones are rejected.
@@ -114,8 +116,8 @@ pub struct Pfc {
     pub mbc: bool,
     /// PFC capability: how many traffic classes may have PFC enabled.
     pub cap: u8,
-    /// Enable bitmap: bit n = PFC on priority n.
-    pub enable: u8,
+    /// The priorities with PFC on (the TLV's enable bitmap).
+    pub enable: Priorities,
 }
 
 /// One APP priority entry (802.1Qaz): `protocol` (an ethertype, port or,
@@ -387,7 +389,7 @@ pub fn decode_org(oui: [u8; 3], subtype: u8, info: &[u8], out: &mut Lldpdu) {
                     willing: flags & 0x80 != 0,
                     mbc: flags & 0x40 != 0,
                     cap: flags & 0x0f,
-                    enable: *enable,
+                    enable: Priorities::from_bits(*enable),
                 });
                 true
             }

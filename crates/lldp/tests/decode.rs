@@ -5,6 +5,7 @@
 //! lengths and random corruption never panic and never yield a neighbour
 //! without its mandatory TLVs.
 
+use roce_host::Priorities;
 use roce_lldp::build::{switch_frame, FrameBuilder};
 use roce_lldp::lldpd::parse_json0;
 use roce_lldp::tlv::{app_selector, parse_frame, tlv_type, FrameError, MAX_APP, MAX_TEXT};
@@ -64,7 +65,7 @@ fn python_built_switch_frame() {
     assert_eq!(pdu.pvid, Some(1));
     assert_eq!(pdu.max_frame_size, Some(9216));
     let pfc = pdu.pfc.unwrap();
-    assert_eq!(pfc.enable, 0b0001_0000);
+    assert_eq!(pfc.enable, Priorities::one(4));
     assert_eq!(pfc.cap, 8);
     assert!(!pfc.willing);
     assert_eq!(
@@ -243,16 +244,19 @@ fn lying_dcbx_tlvs_are_dropped_alone() {
             willing: false,
             mbc: false,
             cap: 8,
-            enable: 0x08,
+            enable: Priorities::from_bits(0x08),
         })
         .pfc(&Pfc {
             willing: false,
             mbc: false,
             cap: 8,
-            enable: 0x10,
+            enable: Priorities::from_bits(0x10),
         })
         .frame([2; 6]);
-    assert_eq!(parse_frame(&f).unwrap().pfc.unwrap().enable, 0x08);
+    assert_eq!(
+        parse_frame(&f).unwrap().pfc.unwrap().enable,
+        Priorities::one(3)
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! (iproute2) and python3; the namespaces are deleted by a guard even when
 //! an assertion fails.
 
+use roce_host::Priorities;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -90,7 +91,7 @@ fn capture_hears_the_switch_over_a_veth_pair() {
         let pdu = parse_frame(f).expect("decodes");
         assert_eq!(pdu.system_name.as_deref(), Some("leaf-r3-a"));
         assert_eq!(pdu.port_id.value, "swp17");
-        assert_eq!(pdu.pfc.unwrap().enable, 1 << 4);
+        assert_eq!(pdu.pfc.unwrap().enable, Priorities::one(4));
     }
 }
 

@@ -23,6 +23,7 @@
 mod error;
 
 pub use error::{DcbError, DcbFault, DcbPart};
+use roce_host::Priorities;
 
 pub const RTM_GETDCB: u16 = 78;
 pub const DCB_CMD_IEEE_GET: u8 = 21;
@@ -185,8 +186,8 @@ impl PeerStandard {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DcbPeer {
     pub standard: Option<PeerStandard>,
-    /// Peer PFC enable bitmap (`DCB_ATTR_IEEE_PEER_PFC` / `_CEE_PEER_PFC`).
-    pub pfc_enabled: Option<u8>,
+    /// Peer PFC enable set (`DCB_ATTR_IEEE_PEER_PFC` / `_CEE_PEER_PFC`).
+    pub pfc_enabled: Option<Priorities>,
     /// Peer APP table (`DCB_ATTR_IEEE_PEER_APP` / `_CEE_PEER_APP_TABLE`).
     pub apps: Option<Vec<DcbApp>>,
     /// Peer priority -> traffic class (IEEE peer ETS) or priority group (CEE).
@@ -262,8 +263,8 @@ fn dscp_map(apps: &[DcbApp]) -> Vec<(u8, u8)> {
 pub struct DcbConfig {
     /// `ieee_pfc.pfc_cap`; `None` without a PFC attribute.
     pub pfc_cap: Option<u8>,
-    /// `ieee_pfc.pfc_en`: bit N set = PFC on priority N.
-    pub pfc_enabled: Option<u8>,
+    /// `ieee_pfc.pfc_en`: the priorities with PFC on.
+    pub pfc_enabled: Option<Priorities>,
     /// The APP table, in kernel order.
     pub apps: Vec<DcbApp>,
     /// The trust order (`DCB_ATTR_DCB_APP_TRUST_TABLE`), when the kernel
@@ -443,7 +444,7 @@ pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
                     return Err(DcbError::Truncated(DcbPart::PeerIeeePfc));
                 };
                 config.peer.standard = Some(PeerStandard::Ieee);
-                config.peer.pfc_enabled = Some(en);
+                config.peer.pfc_enabled = Some(Priorities::from_bits(en));
             }
             DCB_ATTR_IEEE_PEER_APP => {
                 config.peer.standard = Some(PeerStandard::Ieee);
@@ -456,7 +457,7 @@ pub fn decode_payload(body: &[u8]) -> Result<DcbConfig, DcbError> {
                     return Err(DcbError::Truncated(DcbPart::IeeePfc));
                 };
                 config.pfc_cap = Some(cap);
-                config.pfc_enabled = Some(en);
+                config.pfc_enabled = Some(Priorities::from_bits(en));
             }
             DCB_ATTR_IEEE_APP_TABLE => {
                 config
@@ -602,7 +603,7 @@ pub fn decode_cee_payload(body: &[u8]) -> Result<CeeReply, DcbError> {
                 if payload.len() < CEE_PFC_LEN {
                     return Err(DcbError::Truncated(DcbPart::CeePfc));
                 }
-                out.peer.pfc_enabled = Some(payload[2]);
+                out.peer.pfc_enabled = Some(Priorities::from_bits(payload[2]));
             }
             DCB_ATTR_CEE_PEER_APP_TABLE => {
                 out.peer.apps = Some(app_list(payload, &[DCB_ATTR_CEE_PEER_APP])?);

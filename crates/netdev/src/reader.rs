@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use roce_host::HostError;
+use roce_host::{HostError, Priorities};
 
 use crate::dcb::{DcbApp, DcbConfig, DcbError};
 use crate::error::NetdevError;
@@ -93,16 +93,16 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
         let value = value.trim();
         match key.trim() {
             "pfc" => {
-                let mut bits = 0u8;
+                let mut on = Priorities::NONE;
                 for p in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                     let p: u8 = p.parse().map_err(|_| bad(ReplayFault::Priority))?;
                     if p > 7 {
                         return Err(bad(ReplayFault::PriorityAbove7));
                     }
-                    bits |= 1 << p;
+                    on = on.with(p);
                 }
                 config.pfc_cap = Some(8);
-                config.pfc_enabled = Some(bits);
+                config.pfc_enabled = Some(on);
             }
             "trust" => {
                 let order = value
@@ -201,7 +201,7 @@ pub fn parse_dcb_replay(text: &str) -> Result<DcbConfig, ReplayError> {
             }
             "peer_pfc" => {
                 config.peer.pfc_enabled =
-                    Some(pfc_bits(value).ok_or_else(|| bad(ReplayFault::Priority))?)
+                    Some(priorities(value).ok_or_else(|| bad(ReplayFault::Priority))?)
             }
             "peer_app" => {
                 let app = dscp_app(value).ok_or_else(|| bad(ReplayFault::PeerApp))?;
@@ -240,14 +240,17 @@ fn eight(value: &str, max: u8) -> Option<[u8; 8]> {
     v.try_into().ok()
 }
 
-/// A comma-separated priority list as a PFC bitmap.
-fn pfc_bits(value: &str) -> Option<u8> {
-    let mut bits = 0u8;
-    for p in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let p: u8 = p.parse().ok().filter(|p| *p <= 7)?;
-        bits |= 1 << p;
-    }
-    Some(bits)
+/// A comma-separated priority list; `None` for a value that is not a
+/// priority.
+fn priorities(value: &str) -> Option<Priorities> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .try_fold(Priorities::NONE, |set, p| {
+            let p = p.parse::<u8>().ok().filter(|p| *p <= 7)?;
+            Some(set.with(p))
+        })
 }
 
 /// `dscp <value> <priority>`.

@@ -4,6 +4,7 @@
 //! `DCB_ATTR_DCB_APP_TRUST_TABLE`) and `netlink.h` (`nlmsghdr`, `nlattr`,
 //! `NLMSG_ERROR`), including truncated and malformed replies.
 
+use roce_host::Priorities;
 use roce_netdev::dcb::{decode_reply, request, DcbApp, DcbError, DcbPart, Trust};
 
 const NLA_F_NESTED: u16 = 0x8000;
@@ -75,7 +76,7 @@ fn reply(trust: Option<&[(u16, u8)]>) -> Vec<u8> {
 fn pfc_bitmap_app_table_and_inferred_dscp_trust() {
     let c = decode_reply(&reply(None)).unwrap();
     assert_eq!(c.pfc_cap, Some(8));
-    assert_eq!(c.pfc_enabled, Some(0b0000_1000));
+    assert_eq!(c.pfc_enabled, Some(Priorities::one(3)));
     assert_eq!(
         c.apps,
         vec![
@@ -121,7 +122,7 @@ fn no_dscp_entries_means_pcp() {
     body.extend(attr(13 | NLA_F_NESTED, &ieee));
     let c = decode_reply(&message(78, &body)).unwrap();
     assert_eq!(c.trust(), Trust::Pcp);
-    assert_eq!(c.pfc_enabled, Some(0));
+    assert_eq!(c.pfc_enabled, Some(Priorities::NONE));
 }
 
 fn error(errno: i32) -> Vec<u8> {
@@ -317,7 +318,7 @@ fn ets_buffer_peer_and_dcbx_decode_at_uapi_offsets() {
     assert_eq!(b.size_for(3), Some(130_944));
     assert_eq!(b.total_size, 262_144);
     assert_eq!(c.peer.standard, Some(PeerStandard::Ieee));
-    assert_eq!(c.peer.pfc_enabled, Some(0b0001_0000));
+    assert_eq!(c.peer.pfc_enabled, Some(Priorities::one(4)));
     assert_eq!(c.peer.dscp_map(), Some(vec![(26, 4), (48, 6)]));
     // The peer's table is not mixed into the local one.
     assert_eq!(c.dscp_map(), vec![(26, 3)]);
@@ -387,7 +388,7 @@ fn cee_peer_attributes_decode() {
     body.extend(attr(14, &[0x05])); // HOST | VER_CEE
     let r = decode_cee_payload(&body).unwrap();
     assert_eq!(r.peer.standard, Some(PeerStandard::Cee));
-    assert_eq!(r.peer.pfc_enabled, Some(0b0000_1000));
+    assert_eq!(r.peer.pfc_enabled, Some(Priorities::one(3)));
     assert_eq!(r.peer.prio_tc, Some([0, 0, 0, 1, 0, 0, 15, 0]));
     assert_eq!(r.peer.dscp_map(), Some(vec![(26, 3)]));
     assert_eq!(r.dcbx, Some(0x05));

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use roce_host::Priorities;
 use roce_netdev::{DcbOutcome, FrameDirection, Meaning, Netdev};
 
-use super::fabric::{all_netdevs, list, pfc_priorities};
+use super::fabric::{all_netdevs, list};
 use super::history::FollowedCounter;
 use super::ports::fmt_num;
 use super::rates::span;
@@ -406,10 +407,10 @@ fn pause_findings(
 }
 
 /// Priorities with PFC on, where DCB was read.
-fn lossless(n: &Netdev) -> Vec<u8> {
+fn lossless(n: &Netdev) -> Priorities {
     match &n.dcb {
-        DcbOutcome::Ok(config) => config.pfc_enabled.map(pfc_priorities).unwrap_or_default(),
-        _ => Vec::new(),
+        DcbOutcome::Ok(config) => config.pfc_enabled.unwrap_or_default(),
+        _ => Priorities::NONE,
     }
 }
 
@@ -423,7 +424,7 @@ fn lossless_discards(ctx: &Context) -> Vec<Finding> {
             continue;
         }
         let mut grew = Vec::new();
-        let mut hit = Vec::new();
+        let mut hit = Priorities::NONE;
         let mut total = 0u64;
         let mut seconds = 0.0f64;
         for stat in &n.stats {
@@ -434,7 +435,7 @@ fn lossless_discards(ctx: &Context) -> Vec<Finding> {
             else {
                 continue;
             };
-            if !priorities.contains(&priority) {
+            if !priorities.contains(priority) {
                 continue;
             }
             let Some(inc) = netdev_increase(ctx, &n.name, cfg.window, stat.meaning) else {
@@ -446,9 +447,7 @@ fn lossless_discards(ctx: &Context) -> Vec<Finding> {
             if inc.amount > 0 {
                 total = total.saturating_add(inc.amount);
                 grew.push(format!("{reason} priority {priority} +{}", inc.amount));
-                if !hit.contains(&priority) {
-                    hit.push(priority);
-                }
+                hit = hit.with(priority);
             }
         }
         if total == 0 || seconds <= 0.0 {
@@ -458,7 +457,6 @@ fn lossless_discards(ctx: &Context) -> Vec<Finding> {
         if rate <= cfg.per_second {
             continue;
         }
-        hit.sort_unstable();
         let name = &n.name;
         out.push(Finding {
             rule: RuleId::LosslessDiscards,
@@ -466,7 +464,7 @@ fn lossless_discards(ctx: &Context) -> Vec<Finding> {
             finding: format!(
                 "{}: the NIC drops packets on lossless priority {} ({}/s): RoCE on it loses packets (retransmissions, ACK timeouts)",
                 subject.describe(),
-                list(&hit),
+                list(hit),
                 fmt_num(rate)
             ),
             evidence: format!(
@@ -474,7 +472,7 @@ fn lossless_discards(ctx: &Context) -> Vec<Finding> {
                 grew.join(", "),
                 span(seconds),
                 fmt_num(rate),
-                list(&priorities),
+                list(priorities),
                 fmt_num(cfg.per_second)
             ),
             fix: format!(
@@ -483,7 +481,7 @@ fn lossless_discards(ctx: &Context) -> Vec<Finding> {
                  into it (trust and DSCP map: dcb app show dev {name}); rx_no_buffer/rx_port on the priority: its receive buffer \
                  or headroom is too small for the cable length (dcb buffer show dev {name}, mlnx_qos -i {name})"
             ),
-            verify: format!("ethtool -S {name} | grep -E 'rx_prio({})_(discards|buf_discard|cong_discard)'  # twice, a few seconds apart", hit.iter().map(u8::to_string).collect::<Vec<_>>().join("|")),
+            verify: format!("ethtool -S {name} | grep -E 'rx_prio({})_(discards|buf_discard|cong_discard)'  # twice, a few seconds apart", hit.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("|")),
             subject,
         });
     }

@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 
+use roce_host::Priorities;
 use roce_netdev::{DcbConfig, DcbOutcome, FrameDirection, Meaning, Netdev, Trust};
 use roce_rdma::LinkLayer;
 
@@ -102,32 +103,24 @@ pub fn stat_value(n: &Netdev, meaning: Meaning) -> Option<u64> {
         .map(|s| stat_integer(s.value))
 }
 
-/// Priorities with PFC on, from a DCB bitmap.
-pub fn pfc_priorities(bits: u8) -> Vec<u8> {
-    (0..8u8).filter(|p| bits & (1 << p) != 0).collect()
-}
-
-/// "3", "3, 4" or "none".
-pub fn list(priorities: &[u8]) -> String {
-    if priorities.is_empty() {
+/// Priorities in the order given as findings print them: "3", "3, 4" or
+/// "none".
+pub fn list(priorities: impl IntoIterator<Item = u8>) -> String {
+    let listed: Vec<String> = priorities.into_iter().map(|p| p.to_string()).collect();
+    if listed.is_empty() {
         "none".into()
     } else {
-        priorities
-            .iter()
-            .map(u8::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
+        listed.join(", ")
     }
 }
 
 /// PFC priorities of a netdev whose DCB was read; `None` without DCB or
 /// without a PFC attribute.
-fn pfc_of(n: &Netdev) -> Option<(u8, Vec<u8>)> {
+fn pfc_of(n: &Netdev) -> Option<Priorities> {
     let DcbOutcome::Ok(dcb) = &n.dcb else {
         return None;
     };
-    let bits = dcb.pfc_enabled?;
-    Some((bits, pfc_priorities(bits)))
+    dcb.pfc_enabled
 }
 
 /// Where the DSCP of a port's RoCE traffic was learnt.
@@ -239,13 +232,14 @@ fn roce_trust_pcp(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
     for (n, subject) in roce_netdevs(s) {
-        let (Some(dcb), Some((_, pfc))) = (dcb_of(n), pfc_of(n)) else {
+        let (Some(dcb), Some(pfc)) = (dcb_of(n), pfc_of(n)) else {
             continue;
         };
         let roce = roce_dscp(n, ctx.expect.nccl_ib_tc);
         // Unmarked traffic (DSCP 0) loses nothing by PCP trust; a port
         // without PFC is not meant to be lossless.
-        if dcb.trust() != Trust::Pcp || !roce.configured() || roce.dscp == 0 || pfc.is_empty() {
+        let Some(first) = pfc.first() else { continue };
+        if dcb.trust() != Trust::Pcp || !roce.configured() || roce.dscp == 0 {
             continue;
         }
         let name = &n.name;
@@ -261,11 +255,11 @@ fn roce_trust_pcp(ctx: &Context) -> Vec<Finding> {
                 "{}: RoCE traffic is DSCP-marked ({}) but the port trusts PCP: untagged RoCE packets are classified to priority 0, not the PFC priority {}",
                 subject.describe(),
                 roce.describe(),
-                list(&pfc)
+                list(pfc)
             ),
             evidence: format!(
                 "{reported}; PFC enabled priorities: {}; expected trust dscp for DSCP-marked RoCE",
-                list(&pfc)
+                list(pfc)
             ),
             fix: if is_mlx5(n) {
                 // mlx5 has no apptrust callback (`mlx5e_dcbnl_ops`): it
@@ -273,7 +267,7 @@ fn roce_trust_pcp(ctx: &Context) -> Vec<Finding> {
                 // added (`mlx5e_dcbnl_ieee_setapp`).
                 format!(
                     "Map the RoCE DSCP to the PFC priority, which makes mlx5 trust DSCP: dcb app add dev {name} dscp-prio {}:{} (or mlnx_qos -i {name} --trust dscp --dscp2prio set,{},{}), as on the switch ports; keep PCP trust only where RoCE runs on a VLAN whose PCP carries the priority",
-                    roce.dscp, pfc[0], roce.dscp, pfc[0]
+                    roce.dscp, first, roce.dscp, first
                 )
             } else {
                 format!(
@@ -295,7 +289,7 @@ fn cnp_priority_best_effort(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
     for (n, subject) in roce_netdevs(s) {
-        let (Some(dcb), Some((_, pfc)), Some(cnp)) = (dcb_of(n), pfc_of(n), n.qos.cnp_dscp) else {
+        let (Some(dcb), Some(pfc), Some(cnp)) = (dcb_of(n), pfc_of(n), n.qos.cnp_dscp) else {
             continue;
         };
         if pfc.is_empty() {
@@ -315,7 +309,7 @@ fn cnp_priority_best_effort(ctx: &Context) -> Vec<Finding> {
             format!("ecn/roce_np/cnp_dscp {cnp}"),
             format!("trust dscp; DSCP {cnp} -> priority {p} ({how})"),
         ];
-        if p == 0 && !pfc.contains(&0) {
+        if p == 0 && !pfc.contains(0) {
             why.push(
                 "they land on priority 0, the best-effort queue: congestion notifications wait behind bulk traffic and DCQCN reacts late"
                     .to_string(),
@@ -346,7 +340,7 @@ fn cnp_priority_best_effort(ctx: &Context) -> Vec<Finding> {
         }
         evidence.push(format!(
             "PFC enabled priorities: {}; expected CNPs on one priority of their own at every hop (commonly DSCP 48, priority 6, strict priority)",
-            list(&pfc)
+            list(pfc)
         ));
         out.push(Finding {
             rule: RuleId::CnpPriorityBestEffort,

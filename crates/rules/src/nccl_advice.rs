@@ -20,11 +20,12 @@
 //! to a lossless or prioritised virtual lane is the subnet manager's QoS
 //! policy (SL2VL tables), which the host's sysfs does not show.
 
+use roce_host::Priorities;
 use roce_rdma::{GidFamily, GidType, LinkLayer};
 use roce_topology::PathClass;
 use serde::Serialize;
 
-use super::fabric::{dscp_priority, list, pfc_priorities, roce_dscp, roce_netdevs};
+use super::fabric::{dscp_priority, list, roce_dscp, roce_netdevs};
 use super::ports::ports;
 use super::settings::Expectations;
 use super::topology::gdr_per_gpu;
@@ -226,21 +227,21 @@ fn ib_tc(s: &Snapshot, expect: &Expectations) -> Option<NcclAdvice> {
             let roce_netdev::DcbOutcome::Ok(dcb) = &n.dcb else {
                 return None;
             };
-            let pfc = pfc_priorities(dcb.pfc_enabled?);
+            let pfc = dcb.pfc_enabled?;
             dscp_priority(dcb, 0)?;
             (!pfc.is_empty()).then_some((n, dcb, pfc))
         })
         .collect();
     let (first, _, _) = judged.first()?;
-    let lands = |dcb: &roce_netdev::DcbConfig, pfc: &[u8], dscp: u8| {
+    let lands = |dcb: &roce_netdev::DcbConfig, pfc: Priorities, dscp: u8| {
         dscp_priority(dcb, dscp)
             .map(|(p, _)| p)
-            .filter(|p| pfc.contains(p))
+            .filter(|p| pfc.contains(*p))
     };
-    let names = |f: &dyn Fn(&roce_netdev::DcbConfig, &[u8]) -> bool| {
+    let names = |f: &dyn Fn(&roce_netdev::DcbConfig, Priorities) -> bool| {
         judged
             .iter()
-            .filter(|(_, d, p)| f(d, p))
+            .filter(|(_, d, p)| f(d, *p))
             .map(|(n, _, _)| n.name.as_str())
             .collect::<Vec<_>>()
     };
@@ -265,11 +266,9 @@ fn ib_tc(s: &Snapshot, expect: &Expectations) -> Option<NcclAdvice> {
     );
     if roce.configured() && same {
         let off = names(&|d, p| lands(d, p, roce.dscp).is_none());
-        let landing: Vec<u8> = judged
+        let landing: Priorities = judged
             .iter()
-            .filter_map(|(_, d, p)| lands(d, p, roce.dscp))
-            .collect::<std::collections::BTreeSet<u8>>()
-            .into_iter()
+            .filter_map(|(_, d, p)| lands(d, *p, roce.dscp))
             .collect();
         if !landing.is_empty() {
             let caveat = if off.is_empty() {
@@ -286,7 +285,7 @@ fn ib_tc(s: &Snapshot, expect: &Expectations) -> Option<NcclAdvice> {
                 why: format!(
                     "{default_why}; this host is configured for {}, which lands on PFC priority {}{caveat}",
                     roce.describe(),
-                    list(&landing)
+                    list(landing)
                 ),
             });
         }
@@ -295,7 +294,7 @@ fn ib_tc(s: &Snapshot, expect: &Expectations) -> Option<NcclAdvice> {
     // switches expect is theirs to say.
     let (_, dcb, pfc) = &judged[0];
     let candidates: Vec<String> = (0..64u8)
-        .filter(|d| lands(dcb, pfc, *d).is_some())
+        .filter(|d| lands(dcb, *pfc, *d).is_some())
         .map(|d| d.to_string())
         .collect();
     Some(NcclAdvice {
@@ -305,7 +304,7 @@ fn ib_tc(s: &Snapshot, expect: &Expectations) -> Option<NcclAdvice> {
             "{default_why}; on {} DSCP {} reach PFC priority {}: set the one the switches map to it (commonly 26, NCCL_IB_TC=106), and give it to the exporter as expect.nccl_ib_tc",
             first.name,
             candidates.join(", "),
-            list(pfc)
+            list(*pfc)
         ),
     })
 }

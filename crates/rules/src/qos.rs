@@ -14,10 +14,11 @@
 //! and once per host for mlx5: its driver has no DCBX peer callbacks in
 //! any mode, upstream or MLNX_OFED, so the peer rules never fire there).
 
+use roce_host::Priorities;
 use roce_netdev::dcb::{dcbx_mode_name, tsa_name, DcbConfig, TSA_ETS, TSA_STRICT};
 use roce_netdev::{DcbOutcome, Netdev, Trust};
 
-use super::fabric::{dscp_priority, is_mlx5, list, pfc_priorities, roce_netdevs};
+use super::fabric::{dscp_priority, is_mlx5, list, roce_netdevs};
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 
 pub const RULES: &[Rule] = &[
@@ -55,11 +56,11 @@ pub const RULES: &[Rule] = &[
 
 /// The DCB configuration and the lossless priorities (non-empty) of a RoCE
 /// netdev.
-fn lossless(n: &Netdev) -> Option<(&DcbConfig, Vec<u8>)> {
+fn lossless(n: &Netdev) -> Option<(&DcbConfig, Priorities)> {
     let DcbOutcome::Ok(dcb) = &n.dcb else {
         return None;
     };
-    let pfc = pfc_priorities(dcb.pfc_enabled?);
+    let pfc = dcb.pfc_enabled?;
     (!pfc.is_empty()).then_some((dcb, pfc))
 }
 
@@ -70,7 +71,7 @@ struct Lossless<'a> {
     subject: Subject,
     dcb: &'a DcbConfig,
     /// The priorities with PFC on, never empty.
-    pfc: Vec<u8>,
+    pfc: Priorities,
 }
 
 /// The RoCE netdevs of the latest sample that have lossless priorities.
@@ -97,20 +98,20 @@ fn lossless_netdevs<'a>(ctx: &'a Context) -> Vec<Lossless<'a>> {
 /// traffic, so sharing its class or its pause setting costs nothing. With
 /// trust pcp the priority is whatever the VLAN tag says, which the port's
 /// configuration does not tell: every priority counts.
-fn used_priorities(n: &Netdev, dcb: &DcbConfig) -> Vec<u8> {
+fn used_priorities(n: &Netdev, dcb: &DcbConfig) -> Priorities {
     if dcb.trust() != Trust::Dscp {
-        return (0..8).collect();
+        return Priorities::ALL;
     }
-    let mut used = vec![0u8];
-    used.extend(dcb.dscp_map().iter().map(|(_, p)| *p));
-    used.extend(n.qos.cnp_prio);
-    if let Some(tos) = n.qos.rdma_cm_tos {
-        used.extend(dscp_priority(dcb, tos >> 2).map(|(p, _)| p));
-    }
-    used.retain(|p| *p < 8);
-    used.sort_unstable();
-    used.dedup();
-    used
+    let cm = n
+        .qos
+        .rdma_cm_tos
+        .and_then(|tos| dscp_priority(dcb, tos >> 2))
+        .map(|(p, _)| p);
+    std::iter::once(0)
+        .chain(dcb.dscp_map().iter().map(|(_, p)| *p))
+        .chain(n.qos.cnp_prio)
+        .chain(cm)
+        .collect()
 }
 
 /// The DSCPs this host marks or classifies on purpose: the NIC's DSCP APP
@@ -145,12 +146,12 @@ fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
         // switch-style maps often group unused priorities with RoCE's.
         let used = used_priorities(n, dcb);
         let mut shared = Vec::new();
-        for &p in &pfc {
+        for p in pfc {
             let tc = ets.prio_tc[usize::from(p)];
-            let lossy: Vec<u8> = (0..8u8)
-                .filter(|q| {
-                    !pfc.contains(q) && used.contains(q) && ets.prio_tc[usize::from(*q)] == tc
-                })
+            let lossy: Priorities = used
+                .difference(pfc)
+                .iter()
+                .filter(|q| ets.prio_tc[usize::from(*q)] == tc)
                 .collect();
             if !lossy.is_empty() {
                 shared.push((p, tc, lossy));
@@ -162,16 +163,16 @@ fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
         let name = &n.name;
         let what = shared
             .iter()
-            .map(|(p, tc, q)| format!("priority {p} shares TC {tc} with priority {}", list(q)))
+            .map(|(p, tc, q)| format!("priority {p} shares TC {tc} with priority {}", list(*q)))
             .collect::<Vec<_>>()
             .join("; ");
         let mut fixed = ets.prio_tc;
-        for &p in &pfc {
+        for p in pfc {
             fixed[usize::from(p)] = p;
         }
         for q in 0..8u8 {
-            if !pfc.contains(&q) && pfc.contains(&fixed[usize::from(q)]) {
-                fixed[usize::from(q)] = if pfc.contains(&0) { 1 } else { 0 };
+            if !pfc.contains(q) && pfc.contains(fixed[usize::from(q)]) {
+                fixed[usize::from(q)] = if pfc.contains(0) { 1 } else { 0 };
             }
         }
         let prio_tc = fixed
@@ -189,9 +190,9 @@ fn roce_tc_shared(ctx: &Context) -> Vec<Finding> {
             ),
             evidence: format!(
                 "PFC enabled priorities: {}; prio_tc {}; priorities this host's traffic uses (priority 0, the DSCP APP table, CNPs, rdma_cm ToS): {}; expected every lossless priority in a traffic class without used lossy priorities",
-                list(&pfc),
+                list(pfc),
                 joined(&ets.prio_tc),
-                list(&used)
+                list(used)
             ),
             fix: format!(
                 "Give the RoCE priority its own traffic class, as on the switch port: dcb ets set dev {name} prio-tc {prio_tc} (or mlnx_qos -i {name} --prio_tc {})",
@@ -212,7 +213,7 @@ fn roce_tc_no_bandwidth(ctx: &Context) -> Vec<Finding> {
         let tc0 = ets.prio_tc[0];
         let mut why = Vec::new();
         let mut tcs = Vec::new();
-        for &p in &pfc {
+        for p in pfc {
             let tc = ets.prio_tc[usize::from(p)];
             if tcs.contains(&tc) {
                 continue;
@@ -226,7 +227,7 @@ fn roce_tc_no_bandwidth(ctx: &Context) -> Vec<Finding> {
                 tcs.push(tc);
             } else if tsa == TSA_ETS
                 && tc0 != tc
-                && !pfc.contains(&0)
+                && !pfc.contains(0)
                 && ets.tc_tsa[usize::from(tc0)] == TSA_STRICT
             {
                 // Strict classes are served before every ETS class; with
@@ -254,7 +255,7 @@ fn roce_tc_no_bandwidth(ctx: &Context) -> Vec<Finding> {
             ),
             evidence: format!(
                 "PFC enabled priorities: {}; prio_tc {}; tc_tsa {}; tc_bw {}; expected the RoCE class ets with a share (commonly 50% or more) and priority 0 not strict",
-                list(&pfc),
+                list(pfc),
                 joined(&ets.prio_tc),
                 tsa.join(","),
                 joined(&ets.tc_tx_bw)
@@ -285,8 +286,8 @@ fn lossless_buffer_no_headroom(ctx: &Context) -> Vec<Finding> {
         // PFC cannot keep it lossless.
         let bad: Vec<(u8, u8)> = pfc
             .iter()
-            .filter(|p| b.size_for(**p) == Some(0))
-            .map(|p| (*p, b.prio2buffer[usize::from(*p)]))
+            .filter(|p| b.size_for(*p) == Some(0))
+            .map(|p| (p, b.prio2buffer[usize::from(p)]))
             .collect();
         if bad.is_empty() {
             continue;
@@ -310,7 +311,7 @@ fn lossless_buffer_no_headroom(ctx: &Context) -> Vec<Finding> {
             ),
             evidence: format!(
                 "PFC enabled priorities: {}; prio2buffer {}; buffer_size {}; total {}; expected every lossless priority on a buffer with a size{sized}",
-                list(&pfc),
+                list(pfc),
                 joined(&b.prio2buffer),
                 b.buffer_size
                     .iter()
@@ -351,13 +352,14 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
         if nic == sw {
             continue;
         }
-        let nic_only = pfc_priorities(nic & !sw);
+        let nic_only = nic.difference(sw);
         // The switch pausing a priority that none of this host's traffic
         // uses (fabric-wide lossless classes, e.g. 3 and 4) is harmless.
         let used = used_priorities(n, dcb);
-        let sw_only: Vec<u8> = pfc_priorities(sw & !nic)
-            .into_iter()
-            .filter(|p| used.contains(p))
+        let sw_only: Priorities = sw
+            .difference(nic)
+            .iter()
+            .filter(|p| used.contains(*p))
             .collect();
         if nic_only.is_empty() && sw_only.is_empty() {
             continue;
@@ -367,7 +369,7 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
                 Severity::Critical,
                 format!(
                     "PFC is on priority {} here but not on the switch port: the switch ignores this port's pauses and drops that traffic when congested, so RoCE is not lossless",
-                    list(&nic_only)
+                    list(nic_only)
                 ),
             )
         } else {
@@ -375,7 +377,7 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
                 Severity::Warning,
                 format!(
                     "the switch port pauses priority {} where PFC is off here: its traffic is lossy on this side while the switch treats it as lossless",
-                    list(&sw_only)
+                    list(sw_only)
                 ),
             )
         };
@@ -386,13 +388,12 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
             finding: format!("{}: NIC and switch disagree on PFC: {what}", subject.describe()),
             evidence: format!(
                 "NIC PFC enabled priorities: {} (pfc_en 0x{nic:02x}); switch port ({via}): {} (0x{sw:02x}); expected the same priorities",
-                list(&pfc_priorities(nic)),
-                list(&pfc_priorities(sw))
+                list(nic),
+                list(sw)
             ),
             fix: format!(
                 "Make both sides use the fabric's RoCE priority: fix the switch port's PFC configuration (the fabric's standard), or this port's: dcb pfc set dev {name} prio-pfc all:off{}",
-                pfc_priorities(sw)
-                    .iter()
+                sw.iter()
                     .map(|p| format!(" {p}:on"))
                     .collect::<String>()
             ),
@@ -420,7 +421,7 @@ fn switch_pfc_against_expected(
     let e = ctx.expect.pfc_priority?;
     let (peer, via) = super::lldp::lldp_peer(s, &n.name)?;
     let sw = peer.pfc_enabled?;
-    if sw & (1 << (e & 7)) != 0 {
+    if sw.contains(e & 7) {
         return None;
     }
     let unknown = match dcb {
@@ -429,7 +430,7 @@ fn switch_pfc_against_expected(
         DcbOutcome::Failed(why) => format!("reading DCB failed: {why}"),
         DcbOutcome::Ok(_) => "the driver reports no PFC configuration".to_string(),
     };
-    let on = pfc_priorities(sw);
+    let on = sw;
     let name = &n.name;
     Some(Finding {
         rule: RuleId::SwitchPfcMismatch,
@@ -440,11 +441,11 @@ fn switch_pfc_against_expected(
         ),
         evidence: format!(
             "switch port ({via}): PFC enabled priorities {} (0x{sw:02x}); expected RoCE priority {e} (expect.pfc_priority); NIC PFC unknown ({unknown})",
-            list(&on)
+            list(on)
         ),
         fix: format!(
             "Enable PFC on priority {e} on the switch port, as the fabric's RoCE priority; or, if the fabric's RoCE priority is {} (as the switch port says), put this host's RoCE traffic and PFC there and set expect.pfc_priority to it",
-            on.first().map_or_else(|| "another".to_string(), u8::to_string)
+            on.first().map_or_else(|| "another".to_string(), |p| p.to_string())
         ),
         verify: format!(
             "roce_lldp_switch_qos_info{{netdev=\"{name}\"}} (the switch port's PFC as it advertises it, label pfc); the switch port's PFC configuration (e.g. show interfaces ... priority-flow-control)"
@@ -491,12 +492,12 @@ fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
             continue;
         }
         let name = &n.name;
-        let pfc = dcb.pfc_enabled.map(pfc_priorities).unwrap_or_default();
+        let pfc = dcb.pfc_enabled.unwrap_or_default();
         // A difference on a lossless priority, either side, loses RoCE
         // traffic; elsewhere it only misplaces it.
         let lossless = diff
             .iter()
-            .any(|(_, sp, np, _)| pfc.contains(sp) || pfc.contains(np));
+            .any(|(_, sp, np, _)| pfc.contains(*sp) || pfc.contains(*np));
         let severity = if lossless {
             Severity::Critical
         } else {
@@ -527,7 +528,7 @@ fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
                     .map(|(d, p)| format!("{d}->{p}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                list(&pfc)
+                list(pfc)
             ),
             fix: format!(
                 "Use the fabric's DSCP map on both sides: on this port dcb app replace dev {name} dscp-prio {adds} (or mlnx_qos -i {name} --dscp2prio set,<dscp>,<prio>), or fix the switch's map if it is the one off"
@@ -545,7 +546,7 @@ fn switch_view_unavailable(ctx: &Context) -> Vec<Finding> {
     // mlx5 ports with lossless priorities and no peer view: one finding for
     // the host, since the driver (upstream and MLNX_OFED) has no DCBX peer
     // callbacks and no setting on the host changes that.
-    let mut mlx5: Vec<(&Netdev, &DcbConfig, Vec<u8>)> = Vec::new();
+    let mut mlx5: Vec<(&Netdev, &DcbConfig, Priorities)> = Vec::new();
     for (n, subject) in roce_netdevs(s) {
         let Some((dcb, pfc)) = lossless(n) else {
             continue;
@@ -572,12 +573,12 @@ fn switch_view_unavailable(ctx: &Context) -> Vec<Finding> {
             finding: format!(
                 "{}: the host cannot see the switch port's PFC and DSCP settings ({why}): a NIC/switch mismatch on the lossless priority {} is invisible here",
                 subject.describe(),
-                list(&pfc)
+                list(pfc)
             ),
             evidence: format!(
                 "DCBX mode {}; no DCB_ATTR_IEEE_PEER_* / CEE peer attributes; PFC enabled priorities: {}",
                 mode.unwrap_or("not reported"),
-                list(&pfc)
+                list(pfc)
             ),
             fix: format!(
                 "To compare from the host, run DCBX: in the NIC firmware (dcb dcbx set dev {name} lld-managed ieee) or with an LLDP agent (lldpad), or let the exporter read the switch's DCBX TLVs (lldp.mode: lldpd with lldpd running, or capture); and enable DCBX on the switch port; otherwise compare with the switch's configuration by hand"
@@ -596,7 +597,7 @@ fn switch_view_unavailable(ctx: &Context) -> Vec<Finding> {
                     "{} DCBX {} PFC {}",
                     n.name,
                     dcb.dcbx.map(dcbx_mode_name).unwrap_or("not reported"),
-                    list(pfc)
+                    list(*pfc)
                 )
             })
             .collect();

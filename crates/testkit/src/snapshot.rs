@@ -22,6 +22,7 @@ use std::net::Ipv6Addr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use roce_host::Priorities;
 use roce_model::lldp::LldpSnapshot;
 use roce_model::nccl::NcclSnapshot;
 use roce_model::snapshot::{Snapshot, SourceState, SourceStatus};
@@ -65,10 +66,9 @@ pub fn source(name: &'static str, state: SourceState) -> SourceStatus {
     }
 }
 
-/// The bitmap of `priorities` (bit N set: priority N), as PFC and the DCB
-/// netlink attributes carry it.
-pub fn priorities(priorities: &[u8]) -> u8 {
-    priorities.iter().fold(0u8, |bits, p| bits | (1 << p))
+/// The set of `priorities`, as PFC enable is read.
+pub fn priorities(priorities: &[u8]) -> Priorities {
+    priorities.iter().copied().collect()
 }
 
 /// A DSCP entry of the DCB APP table: packets with `dscp` go to `priority`.

@@ -51,7 +51,7 @@ fn replay_carries_ets_buffers_dcbx_and_peer() {
     assert_eq!(c.buffers.unwrap().size_for(3), Some(130_944));
     assert_eq!(c.dcbx, Some(0x0a));
     assert_eq!(c.peer.standard, Some(PeerStandard::Ieee));
-    assert_eq!(c.peer.pfc_enabled, Some(1 << 4));
+    assert_eq!(c.peer.pfc_enabled, Some(Priorities::one(4)));
     assert_eq!(c.peer.dscp_map(), Some(vec![(26, 4)]));
     // Without those keys the parts are absent, not zero.
     let c = parse_dcb_replay("pfc: 3\n").unwrap();

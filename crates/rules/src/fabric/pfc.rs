@@ -8,13 +8,13 @@ pub(super) fn pfc_without_ecn(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
     for (n, subject) in roce_netdevs(s) {
-        let (Some((_, pfc)), Some(ecn)) = (pfc_of(n), &n.ecn) else {
+        let (Some(pfc), Some(ecn)) = (pfc_of(n), &n.ecn) else {
             continue;
         };
         let mut gaps = Vec::new();
         let mut evidence = Vec::new();
         let mut bad = Vec::new();
-        for &p in &pfc {
+        for p in pfc {
             let mut missing = Vec::new();
             for (role, entries) in [("np", &ecn.np), ("rp", &ecn.rp)] {
                 // A role without any file says nothing; a role whose folder
@@ -65,7 +65,7 @@ pub(super) fn pfc_without_ecn(ctx: &Context) -> Vec<Finding> {
             ),
             evidence: format!(
                 "PFC on priority {}; {}; expected 1 for roce_np and roce_rp on every PFC priority",
-                list(&pfc),
+                list(pfc),
                 evidence.join(", ")
             ),
             fix: format!(
@@ -82,7 +82,7 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
     let Some(s) = ctx.latest() else { return vec![] };
     let mut out = Vec::new();
     for (n, subject) in roce_netdevs(s) {
-        let Some((bits, pfc)) = pfc_of(n) else {
+        let Some(pfc) = pfc_of(n) else {
             continue;
         };
         let name = &n.name;
@@ -90,7 +90,7 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
         let mapped = dcb_of(n).and_then(|d| dscp_priority(d, roce.dscp));
         let mut dscp_fix = None;
         let (severity, finding, evidence, target) = match ctx.expect.pfc_priority {
-            Some(e) if pfc != [e] => {
+            Some(e) if pfc != Priorities::one(e) => {
                 let (severity, finding) = if pfc.is_empty() {
                     (
                         Severity::Critical,
@@ -99,13 +99,13 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                             subject.describe()
                         ),
                     )
-                } else if !pfc.contains(&e) {
+                } else if !pfc.contains(e) {
                     (
                         Severity::Critical,
                         format!(
                             "{}: PFC is on priority {} but not on the expected RoCE priority {e}: RoCE traffic is not lossless",
                             subject.describe(),
-                            list(&pfc)
+                            list(pfc)
                         ),
                     )
                 } else {
@@ -114,13 +114,13 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                         format!(
                             "{}: PFC is on priorities {}, not only on the expected RoCE priority {e}: other traffic can pause the link too",
                             subject.describe(),
-                            list(&pfc)
+                            list(pfc)
                         ),
                     )
                 };
                 let evidence = format!(
-                    "PFC enabled priorities: {} (pfc_en 0x{bits:02x}); expected {e} only (expect.pfc_priority)",
-                    list(&pfc)
+                    "PFC enabled priorities: {} (pfc_en 0x{pfc:02x}); expected {e} only (expect.pfc_priority)",
+                    list(pfc)
                 );
                 (severity, finding, evidence, e)
             }
@@ -129,8 +129,8 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                 // the host's RoCE traffic carries must land on a PFC
                 // priority (mlx5 lists rx/tx_prioN_pause only for PFC
                 // priorities, so pause counters cannot show this).
-                Some((p, how)) if !pfc.is_empty() && !pfc.contains(&p) => {
-                    let target = expected.unwrap_or(pfc[0]);
+                Some((p, how)) if !pfc.is_empty() && !pfc.contains(p) => {
+                    let target = expected.or(pfc.first()).unwrap_or(p);
                     // An assumed DSCP (NCCL's default, nothing configured
                     // says what the jobs set) is not evidence enough to
                     // page: info, saying it assumed.
@@ -167,8 +167,8 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                             roce.describe()
                         ),
                         format!(
-                            "trust dscp; DSCP {d} -> priority {p} ({how}); PFC enabled priorities: {} (pfc_en 0x{bits:02x}); expected the RoCE DSCP on a PFC priority{}",
-                            list(&pfc),
+                            "trust dscp; DSCP {d} -> priority {p} ({how}); PFC enabled priorities: {} (pfc_en 0x{pfc:02x}); expected the RoCE DSCP on a PFC priority{}",
+                            list(pfc),
                             expected.map(|e| format!(" ({e}, expect.pfc_priority)")).unwrap_or_default()
                         ),
                         target,
@@ -182,7 +182,7 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                     // pause counters for every priority).
                     let mut paused = Vec::new();
                     let mut seconds = 0.0f64;
-                    for p in (0..8u8).filter(|p| !pfc.contains(p)) {
+                    for p in Priorities::ALL.difference(pfc) {
                         let mut total = 0u64;
                         for direction in [FrameDirection::Rx, FrameDirection::Tx] {
                             let meaning = Meaning::PfcPauseFrames {
@@ -215,11 +215,11 @@ pub(super) fn pfc_priority_mismatch(ctx: &Context) -> Vec<Finding> {
                     format!(
                         "{}: pause frames on priority {} where PFC is off here: the link partner uses another PFC priority",
                         subject.describe(),
-                        list(&paused.iter().map(|(p, _)| *p).collect::<Vec<_>>())
+                        list(paused.iter().map(|(p, _)| *p))
                     ),
                     format!(
                         "PFC enabled priorities: {}; pause frames {pauses} over {}; expected pauses only on PFC priorities",
-                        list(&pfc),
+                        list(pfc),
                         crate::rates::span(seconds)
                     ),
                     first,
