@@ -38,17 +38,23 @@ fn mkfifo(path: &Path) {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
 }
 
-/// Runs the exporter with `config` as its configuration file until it
-/// exits on its own (a hang fails: bounded by the signals module's guard).
-fn start_with_config(config: &Path) -> (std::process::ExitStatus, String) {
-    let mut child = Command::new(BIN)
+/// The exporter on an ephemeral port with `config` as its configuration
+/// file, its standard error piped.
+fn spawn_with_config(config: &Path) -> std::process::Child {
+    Command::new(BIN)
         .arg("--web.listen-address=127.0.0.1:0")
         .arg(format!("--config.file={}", config.display()))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs the exporter with `config` as its configuration file until it
+/// exits on its own (a hang fails: bounded by the signals module's guard).
+fn start_with_config(config: &Path) -> (std::process::ExitStatus, String) {
+    let mut child = spawn_with_config(config);
     let mut err = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
@@ -62,14 +68,7 @@ fn start_with_config(config: &Path) -> (std::process::ExitStatus, String) {
 /// Like [`start_with_config`], for a configuration that may be valid when
 /// read: `None` (and the process ended) once it serves.
 fn start_with_config_or_serving(config: &Path) -> (Option<std::process::ExitStatus>, String) {
-    let mut child = Command::new(BIN)
-        .arg("--web.listen-address=127.0.0.1:0")
-        .arg(format!("--config.file={}", config.display()))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_with_config(config);
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut log = String::new();
     loop {
