@@ -9,7 +9,7 @@
 //! then is reported failed (timed out) and the sample goes on without it; the
 //! source is not called again until that call has returned (its late reading
 //! is dropped), so a read stuck in the kernel holds one thread, not one per
-//! sample, and one sample takes at most one deadline per stuck source.
+//! sample, and one sample waits for at most two deadlines.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::mpsc;
@@ -33,8 +33,6 @@ pub enum Control {
         config: Box<Config>,
     },
 }
-
-pub use roce_rules::panic_message;
 
 /// What was last logged of a source: its state and its set of read errors.
 #[derive(Debug, Clone, PartialEq)]

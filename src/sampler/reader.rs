@@ -180,23 +180,17 @@ impl Reader {
     }
 
     /// Hands `job` to the thread, starting one when there is none or the
-    /// last has ended. Gives the job back when no thread can take it.
-    fn hand(&mut self, mut job: Job) -> Result<(), (Job, String)> {
+    /// last has ended; why not when no thread can take it.
+    fn hand(&mut self, mut job: Job) -> Result<(), String> {
         // A thread that ended (its sender errs) is replaced once.
         for _ in 0..2 {
-            let jobs = match &self.jobs {
-                Some(jobs) => jobs,
-                None => {
-                    if let Err(e) = self.restart() {
-                        tracing::error!(error = %e, "cannot start the sources' thread");
-                        return Err((job, format!("its thread could not be started: {e}")));
-                    }
-                    match &self.jobs {
-                        Some(jobs) => jobs,
-                        None => break,
-                    }
-                }
-            };
+            if self.jobs.is_none() {
+                self.restart().map_err(|e| {
+                    tracing::error!(error = %e, "cannot start the sources' thread");
+                    format!("its thread could not be started: {e}")
+                })?;
+            }
+            let Some(jobs) = &self.jobs else { break };
             job.reader = self.id;
             lock(&job.round.state).reader = self.id;
             match jobs.send(job) {
@@ -207,7 +201,7 @@ impl Reader {
                 }
             }
         }
-        Err((job, "its thread has ended".into()))
+        Err("its thread has ended".into())
     }
 
     /// Calls the sources of `slots` in `order` and waits for them, each
@@ -232,16 +226,17 @@ impl Reader {
             }),
             finished: Condvar::new(),
         });
-        let job = |reader| Job {
+        // The reader's number is set when the job is handed over.
+        let job = || Job {
             round: round.clone(),
             slots: slots.clone(),
             order: order.clone(),
             previous: previous.clone(),
             deadline,
-            reader,
+            reader: 0,
         };
         let started = Instant::now();
-        if let Err((_, why)) = self.hand(job(0)) {
+        if let Err(why) = self.hand(job()) {
             give_up(&round, order, &why);
         }
         let mut state = lock(&round.state);
@@ -285,7 +280,7 @@ impl Reader {
                 // past that, the sources not called yet wait for the next.
                 if started.elapsed() >= deadline.saturating_mul(2) {
                     give_up(&round, order, SAMPLE_TIME_USED);
-                } else if let Err((_, why)) = self.hand(job(0)) {
+                } else if let Err(why) = self.hand(job()) {
                     give_up(&round, order, &why);
                 }
                 state = lock(&round.state);
@@ -344,7 +339,7 @@ impl Job {
             let Some(slot) = self.slots.get(i) else {
                 continue;
             };
-            let outcome = match &slot.off {
+            let mut outcome = match &slot.off {
                 Some(why) => Outcome::disabled(why),
                 None => match self.call(i, slot) {
                     Some(outcome) => outcome,
@@ -356,7 +351,6 @@ impl Job {
                 return false;
             }
             state.current = None;
-            let mut outcome = outcome;
             outcome.part = match outcome.part.take() {
                 Some(Part::Rdma(r)) => {
                     state.rdma = Some(Arc::new(r));
