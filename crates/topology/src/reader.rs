@@ -159,14 +159,12 @@ impl TopologyReader {
             let due = cache.nics.as_slice() != nics
                 || now.saturating_duration_since(cache.built) >= self.rescan;
             if !due {
-                if let Some((at, snap)) = &cache.links {
-                    if now.saturating_duration_since(*at) < self.link_interval {
-                        return snap.clone();
-                    }
+                if now.saturating_duration_since(cache.links_read) < self.link_interval {
+                    return cache.snap.clone();
                 }
                 let mut io = unbudgeted(self.files.as_ref(), &mut self.buf);
                 if let Some(snap) = cache.refresh(&mut io) {
-                    cache.links = Some((now, snap.clone()));
+                    cache.links_read = now;
                     return snap;
                 }
             }

@@ -18,9 +18,11 @@ pub(super) struct Cache {
     /// The RDMA devices it was built for.
     pub(super) nics: Vec<NicRef>,
     pub(super) built: Instant,
-    snap: TopologySnapshot,
-    /// The last reading of the link attributes, and when it was taken.
-    pub(super) links: Option<(Instant, TopologySnapshot)>,
+    /// The walk's snapshot with the last reading of the link attributes
+    /// and its errors: what is served until the next reading.
+    pub(super) snap: TopologySnapshot,
+    /// When the link attributes were last read.
+    pub(super) links_read: Instant,
     /// The walk's errors except those of the re-read files: they stay true
     /// until the next walk, so every sample repeats them (as each walk
     /// did before the cache).
@@ -77,7 +79,7 @@ impl TopologyReader {
             nics: nics.to_vec(),
             built: now,
             snap: snap.clone(),
-            links: Some((now, snap.clone())),
+            links_read: now,
             static_errors,
             kept,
             link_functions,
@@ -126,9 +128,8 @@ impl Cache {
                 link.current_width = f.current_width;
             }
         }
-        let mut snap = self.snap.clone();
-        snap.errors = errors;
-        Some(snap)
+        self.snap.errors = errors;
+        Some(self.snap.clone())
     }
 }
 
