@@ -9,7 +9,7 @@
 
 use roce_netdev::dcb::tsa_name;
 
-use super::netdev::joined;
+use super::netdev::{dscp_priority_label, joined};
 
 use super::labels::label_set;
 use super::{Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Samples};
@@ -172,14 +172,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                     .collect();
                 dscp.sort_unstable();
                 dscp.dedup();
-                if dscp.is_empty() {
-                    "none".to_string()
-                } else {
-                    dscp.iter()
-                        .map(|(d, p)| format!("{d}={p}"))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                }
+                dscp_priority_label(&dscp)
             }
             None => String::new(),
         };

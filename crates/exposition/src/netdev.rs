@@ -311,6 +311,19 @@ pub const FAMILIES: &[Family] = &[
     QOS_AGE.family,
 ];
 
+/// A DSCP map as the `dscp_priority` labels carry it: `dscp=priority`
+/// pairs in the order given (DSCP order), comma separated, or `none`.
+pub fn dscp_priority_label<D: std::fmt::Display>(pairs: &[(D, u8)]) -> String {
+    if pairs.is_empty() {
+        return "none".into();
+    }
+    pairs
+        .iter()
+        .map(|(d, p)| format!("{d}={p}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Eight values comma separated, as the `*_info` labels carry them.
 pub fn joined<T: ToString>(values: &[T]) -> String {
     values
@@ -684,18 +697,7 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
                     push_into(out, &PFC_ENABLED, base.priority(&pr), on);
                 }
             }
-            let dscp_map = config.dscp_map();
-            let dscp_priority = if dscp_map.is_empty() {
-                "none".to_string()
-            } else {
-                let mut pairs = dscp_map;
-                pairs.sort_unstable();
-                pairs
-                    .iter()
-                    .map(|(d, p)| format!("{d}={p}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
+            let dscp_priority = dscp_priority_label(&config.dscp_map());
             let pfc = config
                 .pfc_enabled
                 .map(|p| p.to_string())
