@@ -163,13 +163,14 @@ fn run_counts_samples_and_the_ticks_a_slow_sample_skips() {
 /// A source whose calls block until the test lets them go, counting
 /// the calls started.
 struct Gate {
+    name: &'static str,
     calls: Arc<std::sync::atomic::AtomicUsize>,
     release: Arc<std::sync::Mutex<mpsc::Receiver<()>>>,
 }
 
 impl Source for Gate {
     fn name(&self) -> &'static str {
-        "gate"
+        self.name
     }
     fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Sampled {
         self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -187,6 +188,7 @@ fn a_stuck_source_times_out_once_and_is_not_called_on_top_of_itself() {
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (release, gate) = mpsc::channel();
     let gate = Gate {
+        name: "gate",
         calls: calls.clone(),
         release: Arc::new(std::sync::Mutex::new(gate)),
     };
@@ -234,6 +236,7 @@ fn a_reload_while_a_call_is_stuck_does_not_start_another() {
     let gate_rx = Arc::new(std::sync::Mutex::new(gate_rx));
     let gate = |calls: &Arc<std::sync::atomic::AtomicUsize>| -> Box<dyn Source> {
         Box::new(Gate {
+            name: "gate",
             calls: calls.clone(),
             release: gate_rx.clone(),
         })
@@ -315,12 +318,10 @@ fn two_calls_stuck_in_one_sample_leave_the_rest_to_the_next() {
     let (release, gate_rx) = mpsc::channel::<()>();
     let gate_rx = Arc::new(std::sync::Mutex::new(gate_rx));
     let gate = |name: &'static str| -> Box<dyn Source> {
-        Box::new(NamedGate {
+        Box::new(Gate {
             name,
-            inner: Gate {
-                calls: calls.clone(),
-                release: gate_rx.clone(),
-            },
+            calls: calls.clone(),
+            release: gate_rx.clone(),
         })
     };
     let healthy = || -> Box<dyn Source> {
@@ -351,19 +352,4 @@ fn two_calls_stuck_in_one_sample_leave_the_rest_to_the_next() {
     // One call per stuck source, one thread each.
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3);
     drop(release);
-}
-
-/// A [`Gate`] under another name.
-struct NamedGate {
-    name: &'static str,
-    inner: Gate,
-}
-
-impl Source for NamedGate {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn sample(&mut self, i: &Input, e: &mut Vec<HostError>) -> Sampled {
-        self.inner.sample(i, e)
-    }
 }
