@@ -495,3 +495,70 @@ fn reader_reads_nccl_tests_output_in_the_log_dir() {
     assert_eq!(part.summary.versions, vec!["2.28.9"]);
     assert_eq!(part.summary.connections.len(), 2);
 }
+
+/// Attack: a log that floods the job-side state (invented settings, GID
+/// lines of ever new GIDs, nccl-tests headers with thousands of hosts and
+/// runs) stays within each cap, and the judged settings are not pushed
+/// out by invented names.
+#[test]
+fn hostile_job_lines_stay_within_their_caps() {
+    use roce_nccl::aggregate::{JUDGED_SETTINGS, MAX_TESTS_RUNS};
+    use roce_nccl::nccl_tests::{TestsParser, MAX_DEVICES, MAX_HOSTS};
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    let p = "evil:1:1 [0] NCCL INFO ";
+    agg.log_line(
+        "f",
+        &parse_line(&format!("{p}NCCL_IB_HCA set to mlx5_0")),
+        now,
+    );
+    for i in 0..20_000u32 {
+        for l in [
+            format!("{p}NCCL_FAKE_{i} set by environment to {i}."),
+            format!("{p}NET/IB: NCCL Dev 0 IbDev {i} Port 1 qpn 1 mtu 5 GID {i} ({i:X}/{i:X}) fifoRkey=0x1 fifoLkey=0x1"),
+            format!("{p}NET/Plugin: libnccl-net-{i}.so: undefined symbol: x"),
+            format!("{p}ncclCommInitRank comm 0x1 rank 0 nranks {i} cudaDev 0 nvmlDev 0 busId {i:x}000 commId 0x1 - Init START"),
+            format!("{p}NCCL_IB_GID_INDEX set by environment to {}.", "9".repeat(300)),
+        ] {
+            agg.log_line("f", &parse_line(&l), now);
+        }
+    }
+    let mut tests = TestsParser::new("all_reduce_perf.out");
+    for run in 0..200u32 {
+        let mut lines = vec![format!("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 1 agg iters: 1 validation: 1 graph: 0")];
+        for r in 0..500u32 {
+            lines.push(format!(
+                "#  Rank {r} Group 0 Pid 1 on host-{run}-{r} device 0 [0000:{:02x}:00] GPU",
+                r % 256
+            ));
+        }
+        lines.push("           8             2     float     sum      -1    26.51    0.00    0.00      1    25.98    0.00    0.00      0".into());
+        for l in lines {
+            if tests.line(&l) {
+                let r = tests.current();
+                assert!(r.hosts.len() <= MAX_HOSTS && r.devices.len() <= MAX_DEVICES);
+                agg.tests_run("all_reduce_perf.out", tests.finished, r, now);
+            }
+        }
+    }
+    let job = agg.summary(now).job;
+    assert!(
+        job.settings.len() <= JUDGED_SETTINGS.len(),
+        "{:?}",
+        job.settings
+    );
+    assert_eq!(
+        job.setting("NCCL_IB_HCA"),
+        Some("mlx5_0"),
+        "invented names push out nothing"
+    );
+    assert!(job
+        .settings
+        .iter()
+        .all(|s| s.value.len() <= roce_nccl::log::MAX_SETTING_VALUE));
+    assert!(job.gids.len() <= 256);
+    assert!(job.gpus.len() <= 64);
+    assert!(job.net_notes.len() <= 32);
+    assert!(job.tests.len() <= MAX_TESTS_RUNS);
+    assert!(job.tests.iter().all(|t| t.run.hosts.len() <= MAX_HOSTS));
+}
