@@ -307,6 +307,22 @@ gpu-a:300:312 [0] NCCL INFO Using network Socket
         "{}",
         f[0].finding
     );
+    // NCCL 2.28 told to use Socket initializes no IB at all (plugin/net.cc).
+    let log = "\
+gpu-a:300:301 [0] NCCL INFO NCCL version 2.28.9+cuda13.0
+gpu-a:300:312 [0] NCCL INFO NET/Socket : Using [0]ens1np0:10.0.0.11<0>
+gpu-a:300:312 [0] NCCL INFO Initialized NET plugin Socket
+gpu-a:300:312 [0] NCCL INFO Using network Socket
+";
+    let f = findings(
+        snapshot(log, None, PortState::Active, None),
+        "nccl_socket_transport",
+    );
+    assert!(
+        f[0].finding.ends_with("NCCL 2.28.9 did not try its IB transport at all (no device table, no failure): NCCL_NET (or the communicator's netName) names Socket"),
+        "{}",
+        f[0].finding
+    );
     // A net plugin that failed to load (plugin_open.cc).
     let log = format!(
         "gpu-a:200:201 [1] NCCL INFO NET/Plugin: libnccl-net.so: libibverbs.so.1: cannot open shared object file: No such file or directory\n{SOCKET_JOB}"

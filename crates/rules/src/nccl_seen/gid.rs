@@ -87,7 +87,7 @@ impl RoceGid {
     }
 }
 
-fn version_tuple(v: &str) -> Option<(u32, u32)> {
+pub(super) fn version_tuple(v: &str) -> Option<(u32, u32)> {
     let mut it = v.split('.');
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }

@@ -133,6 +133,26 @@ fn reasons(s: &Snapshot, sum: &NcclSummary) -> Vec<Why> {
             fix: "unset NCCL_NET and the application's ncclConfig_t netName".into(),
         });
     }
+    // From 2.27 NCCL initializes only the net the communicator names: a
+    // job on Socket whose log shows no IB attempt at all (no device table,
+    // no "No device found", no failed IB plugin) was told to use Socket.
+    let ib_tried = job.net_notes.iter().any(|n| {
+        matches!(n, NetNote::PluginInitFailed { name } if name == "IB" || name.starts_with("IBext"))
+    });
+    let recent = !sum.versions.is_empty()
+        && sum
+            .versions
+            .iter()
+            .all(|v| super::gid::version_tuple(v).is_some_and(|t| t >= (2, 27)));
+    if out.is_empty() && found.is_empty() && !no_device && !ib_tried && recent {
+        out.push(Why {
+            reason: format!(
+                "NCCL {} did not try its IB transport at all (no device table, no failure): NCCL_NET (or the communicator's netName) names Socket",
+                sum.versions.join(", ")
+            ),
+            fix: "unset NCCL_NET and the application's ncclConfig_t netName".into(),
+        });
+    }
     if no_device {
         out.push(no_device_why(s, sum));
     }
