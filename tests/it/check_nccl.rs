@@ -166,3 +166,54 @@ fn no_traffic_says_no_load_in_the_window() {
         );
     }
 }
+
+/// Two samples 10 s apart of a 400 GbE port (mlx5 counters: octets / 4).
+fn loaded_port(rx_words: u64, tx_words: u64) -> String {
+    use roce_exporter::config::{Expectations, RulesConfig};
+    use roce_testkit::snapshot::SnapshotBuilder;
+    let sample = |i: u64, rx: u64, tx: u64| {
+        SnapshotBuilder::new()
+            .sample(i)
+            .port("mlx5_0", 1)
+            .rate_gbps(400)
+            .counter("port_rcv_data", rx)
+            .counter("port_xmit_data", tx)
+            .counter("symbol_error", 0)
+            .arc()
+    };
+    let history = vec![
+        sample(0, 1_000, 1_000),
+        sample(1, 1_000 + rx_words, 1_000 + tx_words),
+    ];
+    let findings =
+        roce_exporter::rules::evaluate(&history, &RulesConfig::default(), &Expectations::default());
+    let report = roce_exporter::check::build_report(
+        &history,
+        findings,
+        std::time::Duration::from_secs(10),
+        &Expectations::default(),
+    );
+    roce_exporter::check::render_text(&report)
+}
+
+/// With traffic the counter line is a verdict, with the load it stood on;
+/// a trickle (LLDP, ARP: below 0.1% of the line rate) is no load.
+#[test]
+fn load_in_the_window_makes_the_counter_line_a_verdict() {
+    // 250e9 bytes in 10 s each way: 50 GB/s, the line rate of 400 GbE.
+    let text = loaded_port(62_500_000_000, 62_500_000_000);
+    assert!(
+        text.contains(
+            "  [ok]   mlx5_0 port 1 (ens1np0): no finding; load 500.0 GB moved, 50.0 GB/s"
+        ),
+        "{text}"
+    );
+    // 40 kB in 10 s: no load.
+    let text = loaded_port(5_000, 5_000);
+    assert!(
+        text.contains(
+            "  [ -- ] mlx5_0 port 1 (ens1np0): no load in the window (40.0 kB moved, 4.0 kB/s)"
+        ),
+        "{text}"
+    );
+}
