@@ -220,6 +220,16 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceSwitchFrameBelowMtu",
+            "expr": ("roce_finding{%(selector)s, rule=\"switch_frame_below_mtu\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "switch_frame_below_mtu: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding switch_frame_below_mtu for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the switch port's maximum frame size (LLDP 802.3 TLV) carries the RoCE MTU and the netdev MTU of each RoCE netdev). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#switch_frame_below_mtu" % c)
+            }
+          },
+          {
             "alert": "RoceLinkFlap",
             "expr": ("roce_finding{%(selector)s, rule=\"link_flap\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
@@ -415,7 +425,7 @@ local byInterval(c) = {
             "for": "30s",
             "annotations": {
               "summary": "pcie_downtrained: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_downtrained for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that PCIe links of GPUs and NICs run at the speed and width both ends support). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_downtrained for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that PCIe links of GPUs and NICs run at the speed and width both ends support; a NIC's link trained below them is critical where it can no longer carry the NIC's line rate). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#pcie_downtrained" % c)
             }
           },
@@ -595,7 +605,7 @@ local byInterval(c) = {
             "for": "30s",
             "annotations": {
               "summary": "nccl_socket_transport: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_socket_transport for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no NCCL job used NET/Socket in the window while an RDMA port is ACTIVE). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_socket_transport for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no NCCL job used NET/Socket in the window (its connections, its choice of network, NCCL_IB_DISABLE=1 or NCCL_NET=Socket), whatever the state of the host's RDMA ports). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#nccl_socket_transport" % c)
             }
           },
@@ -610,13 +620,43 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceNcclGidNotRocev2",
+            "expr": ("roce_finding{%(selector)s, rule=\"nccl_gid_not_rocev2\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "nccl_gid_not_rocev2: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_gid_not_rocev2 for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the GID NCCL uses on each RoCE NIC (logged, NCCL_IB_GID_INDEX, or NCCL's default for its version) is RoCE v2 with a routable address). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#nccl_gid_not_rocev2" % c)
+            }
+          },
+          {
             "alert": "RoceNcclBusbwBelowLineRate",
             "expr": ("roce_finding{%(selector)s, rule=\"nccl_busbw_below_line_rate\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
             "annotations": {
               "summary": "nccl_busbw_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_busbw_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that bus bandwidth of large multi-node NCCL collectives is at least nccl.min_line_rate_fraction of the line rate of the NICs used). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_busbw_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that bus bandwidth of large multi-node collectives (NCCL Inspector, nccl-tests at its largest size) is at least nccl.min_line_rate_fraction of what the NICs nearest the job's GPUs give). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#nccl_busbw_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceNcclRailsUnused",
+            "expr": ("roce_finding{%(selector)s, rule=\"nccl_rails_unused\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "nccl_rails_unused: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_rails_unused for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that NCCL's device table lists every ACTIVE rail (NIC nearest to one of the job's GPUs) of this node). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#nccl_rails_unused" % c)
+            }
+          },
+          {
+            "alert": "RoceNcclTestsWrong",
+            "expr": ("roce_finding{%(selector)s, rule=\"nccl_tests_wrong\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "nccl_tests_wrong: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_tests_wrong for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that nccl-tests found no wrong element (#wrong 0 in every row, Out of bounds values 0)). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#nccl_tests_wrong" % c)
             }
           },
           {
@@ -9085,6 +9125,16 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceSwitchFrameBelowMtu",
+            "expr": ("roce_finding{%(selector)s, rule=\"switch_frame_below_mtu\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "switch_frame_below_mtu: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding switch_frame_below_mtu for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the switch port's maximum frame size (LLDP 802.3 TLV) carries the RoCE MTU and the netdev MTU of each RoCE netdev). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#switch_frame_below_mtu" % c)
+            }
+          },
+          {
             "alert": "RoceLinkFlap",
             "expr": ("roce_finding{%(selector)s, rule=\"link_flap\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
@@ -9280,7 +9330,7 @@ local byInterval(c) = {
             "for": "1m",
             "annotations": {
               "summary": "pcie_downtrained: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_downtrained for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that PCIe links of GPUs and NICs run at the speed and width both ends support). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_downtrained for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that PCIe links of GPUs and NICs run at the speed and width both ends support; a NIC's link trained below them is critical where it can no longer carry the NIC's line rate). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#pcie_downtrained" % c)
             }
           },
@@ -9460,7 +9510,7 @@ local byInterval(c) = {
             "for": "1m",
             "annotations": {
               "summary": "nccl_socket_transport: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_socket_transport for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no NCCL job used NET/Socket in the window while an RDMA port is ACTIVE). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_socket_transport for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no NCCL job used NET/Socket in the window (its connections, its choice of network, NCCL_IB_DISABLE=1 or NCCL_NET=Socket), whatever the state of the host's RDMA ports). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#nccl_socket_transport" % c)
             }
           },
@@ -9475,13 +9525,43 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceNcclGidNotRocev2",
+            "expr": ("roce_finding{%(selector)s, rule=\"nccl_gid_not_rocev2\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "nccl_gid_not_rocev2: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_gid_not_rocev2 for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the GID NCCL uses on each RoCE NIC (logged, NCCL_IB_GID_INDEX, or NCCL's default for its version) is RoCE v2 with a routable address). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#nccl_gid_not_rocev2" % c)
+            }
+          },
+          {
             "alert": "RoceNcclBusbwBelowLineRate",
             "expr": ("roce_finding{%(selector)s, rule=\"nccl_busbw_below_line_rate\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
             "annotations": {
               "summary": "nccl_busbw_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_busbw_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that bus bandwidth of large multi-node NCCL collectives is at least nccl.min_line_rate_fraction of the line rate of the NICs used). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_busbw_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that bus bandwidth of large multi-node collectives (NCCL Inspector, nccl-tests at its largest size) is at least nccl.min_line_rate_fraction of what the NICs nearest the job's GPUs give). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#nccl_busbw_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceNcclRailsUnused",
+            "expr": ("roce_finding{%(selector)s, rule=\"nccl_rails_unused\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "nccl_rails_unused: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_rails_unused for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that NCCL's device table lists every ACTIVE rail (NIC nearest to one of the job's GPUs) of this node). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#nccl_rails_unused" % c)
+            }
+          },
+          {
+            "alert": "RoceNcclTestsWrong",
+            "expr": ("roce_finding{%(selector)s, rule=\"nccl_tests_wrong\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "nccl_tests_wrong: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_tests_wrong for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that nccl-tests found no wrong element (#wrong 0 in every row, Out of bounds values 0)). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#nccl_tests_wrong" % c)
             }
           },
           {
@@ -17950,6 +18030,16 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceSwitchFrameBelowMtu",
+            "expr": ("roce_finding{%(selector)s, rule=\"switch_frame_below_mtu\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "switch_frame_below_mtu: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding switch_frame_below_mtu for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the switch port's maximum frame size (LLDP 802.3 TLV) carries the RoCE MTU and the netdev MTU of each RoCE netdev). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#switch_frame_below_mtu" % c)
+            }
+          },
+          {
             "alert": "RoceLinkFlap",
             "expr": ("roce_finding{%(selector)s, rule=\"link_flap\", severity=~\"critical|warning\"} == 1" % c),
             "for": "2m",
@@ -18145,7 +18235,7 @@ local byInterval(c) = {
             "for": "2m",
             "annotations": {
               "summary": "pcie_downtrained: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_downtrained for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that PCIe links of GPUs and NICs run at the speed and width both ends support). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding pcie_downtrained for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that PCIe links of GPUs and NICs run at the speed and width both ends support; a NIC's link trained below them is critical where it can no longer carry the NIC's line rate). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#pcie_downtrained" % c)
             }
           },
@@ -18325,7 +18415,7 @@ local byInterval(c) = {
             "for": "2m",
             "annotations": {
               "summary": "nccl_socket_transport: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_socket_transport for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no NCCL job used NET/Socket in the window while an RDMA port is ACTIVE). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_socket_transport for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that no NCCL job used NET/Socket in the window (its connections, its choice of network, NCCL_IB_DISABLE=1 or NCCL_NET=Socket), whatever the state of the host's RDMA ports). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#nccl_socket_transport" % c)
             }
           },
@@ -18340,13 +18430,43 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceNcclGidNotRocev2",
+            "expr": ("roce_finding{%(selector)s, rule=\"nccl_gid_not_rocev2\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "nccl_gid_not_rocev2: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_gid_not_rocev2 for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that the GID NCCL uses on each RoCE NIC (logged, NCCL_IB_GID_INDEX, or NCCL's default for its version) is RoCE v2 with a routable address). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#nccl_gid_not_rocev2" % c)
+            }
+          },
+          {
             "alert": "RoceNcclBusbwBelowLineRate",
             "expr": ("roce_finding{%(selector)s, rule=\"nccl_busbw_below_line_rate\", severity=~\"critical|warning\"} == 1" % c),
             "for": "2m",
             "annotations": {
               "summary": "nccl_busbw_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
-              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_busbw_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that bus bandwidth of large multi-node NCCL collectives is at least nccl.min_line_rate_fraction of the line rate of the NICs used). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_busbw_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that bus bandwidth of large multi-node collectives (NCCL Inspector, nccl-tests at its largest size) is at least nccl.min_line_rate_fraction of what the NICs nearest the job's GPUs give). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#nccl_busbw_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceNcclRailsUnused",
+            "expr": ("roce_finding{%(selector)s, rule=\"nccl_rails_unused\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "nccl_rails_unused: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_rails_unused for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that NCCL's device table lists every ACTIVE rail (NIC nearest to one of the job's GPUs) of this node). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#nccl_rails_unused" % c)
+            }
+          },
+          {
+            "alert": "RoceNcclTestsWrong",
+            "expr": ("roce_finding{%(selector)s, rule=\"nccl_tests_wrong\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "nccl_tests_wrong: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_tests_wrong for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that nccl-tests found no wrong element (#wrong 0 in every row, Out of bounds values 0)). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#nccl_tests_wrong" % c)
             }
           },
           {

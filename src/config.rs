@@ -164,8 +164,8 @@ pub struct NcclConfig {
     /// Collectives smaller than this are not bandwidth samples.
     #[serde(deserialize_with = "at_least_one_u64")]
     pub busbw_min_bytes: u64,
-    /// `nccl_busbw_below_line_rate` fires below this share of the line rate
-    /// of the NICs NCCL used.
+    /// `nccl_busbw_below_line_rate` fires below this share of what the
+    /// node's NICs nearest the job's GPUs should give.
     #[serde(deserialize_with = "share")]
     pub min_line_rate_fraction: f64,
     /// Keep the pid of the NCCL process as a label (one series per job).

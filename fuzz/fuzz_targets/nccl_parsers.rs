@@ -1,8 +1,9 @@
 //! Fuzz target: what NCCL jobs write into the directories the NCCL source
 //! reads (`crates/nccl`): debug-log lines (log.rs `parse_line`), Inspector
 //! JSON through the object splitter (inspector.rs `ObjectSplitter`,
-//! `parse_record`) and Inspector Prometheus lines (`parse_prom_line`), all
-//! folded into the aggregator, whose summary must stay within its caps.
+//! `parse_record`), Inspector Prometheus lines (`parse_prom_line`) and
+//! nccl-tests' output (nccl_tests.rs `TestsParser`), all folded into the
+//! aggregator, whose summary must stay within its caps.
 #![no_main]
 
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use roce_nccl::aggregate::{Aggregator, AggregatorConfig};
 use roce_nccl::inspector::{parse_prom_line, parse_record, ObjectSplitter, Record};
 use roce_nccl::log::parse_line;
+use roce_nccl::nccl_tests::{TestsParser, MAX_DEVICES, MAX_HOSTS};
 
 fuzz_target!(|data: &[u8]| {
     let cfg = AggregatorConfig {
@@ -24,9 +26,16 @@ fuzz_target!(|data: &[u8]| {
     let now = Instant::now();
     // The tailer hands over lines as bytes; the source reads them lossily.
     let text = String::from_utf8_lossy(data);
+    let mut tests = TestsParser::new("all_reduce_perf.out");
     for line in text.lines() {
         let parsed = parse_line(line);
         agg.log_line("fuzz", &parsed, now);
+        if tests.line(line) {
+            let run = tests.current();
+            assert!(run.hosts.len() <= MAX_HOSTS && run.devices.len() <= MAX_DEVICES);
+            assert!(run.largest.len() <= 16);
+            agg.tests_run("fuzz", tests.finished, run, now);
+        }
         if let Some(sample) = parse_prom_line(line) {
             assert!(sample.value.is_finite());
             agg.prom_sample(&sample, now);
@@ -44,6 +53,8 @@ fuzz_target!(|data: &[u8]| {
     let s = agg.summary(now);
     assert!(s.connections.len() <= 8);
     assert!(s.versions.len() <= 16);
+    assert!(s.job.tests.len() <= roce_nccl::aggregate::MAX_TESTS_RUNS);
+    assert!(s.job.settings.len() <= roce_nccl::aggregate::JUDGED_SETTINGS.len());
     assert!(s
         .busbw
         .iter()

@@ -15,6 +15,7 @@ mod rdma_common;
 mod attack;
 mod check;
 mod check_host;
+mod check_nccl;
 mod clock;
 mod config;
 mod exposition;

@@ -162,6 +162,46 @@ fn rocev2_gid_missing_with_only_v1() {
         f[0].evidence,
         "2 populated GIDs: 2 RoCE v1, 0 RoCE v2; expected at least one RoCE v2 GID"
     );
+    // rdma_cm's default RoCE mode adds no GID: the fix does not send the
+    // operator there, and names the device.
+    assert!(f[0].fix.contains("so mlx5_0 does not"), "{}", f[0].fix);
+    assert!(
+        f[0].fix
+            .contains("only chooses among existing GIDs and adds none"),
+        "{}",
+        f[0].fix
+    );
+    assert!(!f[0].fix.contains("<netdev>"), "{}", f[0].fix);
+}
+
+/// Fixes name the port's netdev, or say which netdev they mean where the
+/// port has none: never a `<netdev>` placeholder.
+#[test]
+fn port_fixes_name_the_netdev() {
+    let mut down = roce_port(1);
+    down.state = Some(PortState::Down);
+    down.phys_state = Some(roce_rdma::PhysState::Polling);
+    let f = only(run(&history(vec![down.clone()])), "port_down");
+    assert!(f[0].fix.contains("ip link set ens1np0 up"), "{}", f[0].fix);
+    down.netdev = None;
+    let f = only(run(&history(vec![down])), "port_down");
+    assert!(
+        f[0].fix
+            .contains("ip link set <the netdev of mlx5_0 port 1> up"),
+        "{}",
+        f[0].fix
+    );
+    let mut p = roce_port(1);
+    p.gids.clear();
+    p.netdev = None;
+    let f = only(run(&history(vec![p])), "rocev2_gid_missing");
+    assert!(!f[0].fix.contains("<netdev>"), "{}", f[0].fix);
+    assert!(
+        f[0].fix
+            .starts_with("Find the netdev of mlx5_0 port 1 (rdma link show mlx5_0/1"),
+        "{}",
+        f[0].fix
+    );
 }
 
 #[test]
@@ -1275,6 +1315,53 @@ mod topology_rules {
         t.links[2].current_speed = None;
         t.links[2].current_width = None;
         assert_eq!(eval(t, "pcie_downtrained"), vec![]);
+    }
+
+    /// The NIC's link with the NIC's 400 GbE port: the verdict says whether
+    /// the trained link still carries the line rate.
+    fn eval_with_port(t: TopologySnapshot, gbps: u64) -> Vec<Finding> {
+        let mut port = roce_testkit::snapshot::roce_port(1);
+        port.rate_bytes_per_second = Some(gbps * 1_000_000_000 / 8);
+        let s = roce_testkit::snapshot::SnapshotBuilder::new()
+            .with_port("mlx5_0", port)
+            .topology(t)
+            .build();
+        only(run(&[Arc::new(s)]), "pcie_downtrained")
+    }
+
+    #[test]
+    fn pcie_downtrained_against_the_nics_line_rate() {
+        // Gen5 x8: 252 Gb/s after 128b/130b, about 214 Gb/s of payload:
+        // cannot feed 400 GbE.
+        let mut t = topo(PathClass::Pix);
+        t.links[2] = link("0000:04:00.0", "0000:02:01.0", true, (32000, 8));
+        let f = eval_with_port(t.clone(), 400);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].severity, Severity::Critical);
+        assert_eq!(
+            f[0].finding,
+            "mlx5_0's PCIe link runs at 32.0 GT/s x8, below the 32.0 GT/s x16 both ends support (width); 32.0 GT/s x8 cannot feed mlx5_0's 400 Gb/s line rate: about 214 Gb/s of payload, 54% of it"
+        );
+        assert!(
+            f[0].evidence.ends_with("; 32.0 GT/s x8 carries 252 Gb/s after line encoding, about 214 Gb/s of payload (85% TLP efficiency)"),
+            "{}",
+            f[0].evidence
+        );
+        // The same link under a 200 GbE port still carries it: a warning.
+        let f = eval_with_port(t, 200);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert!(
+            f[0].finding
+                .ends_with("; 32.0 GT/s x8 still carries mlx5_0's 200 Gb/s line rate"),
+            "{}",
+            f[0].finding
+        );
+        // Gen4 x16 (a slot forced to Gen4) under 400 GbE: critical too.
+        let mut t = topo(PathClass::Pix);
+        t.links[2] = link("0000:04:00.0", "0000:02:01.0", true, (16000, 16));
+        assert_eq!(eval_with_port(t, 400)[0].severity, Severity::Critical);
+        // Healthy Gen5 x16 at 400 GbE: nothing.
+        assert_eq!(eval_with_port(topo(PathClass::Pix), 400), vec![]);
     }
 }
 

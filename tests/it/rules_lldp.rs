@@ -105,9 +105,99 @@ fn healthy_switch_over_lldp_fires_none_of_the_switch_rules() {
         "switch_view_unavailable",
         "lldp_neighbor_missing",
         "lldp_neighbor_changed",
+        "switch_frame_below_mtu",
     ] {
         assert_eq!(only(&f, rule), vec![], "{rule}");
     }
+}
+
+/// A RoCE netdev at MTU 9000 behind a switch port advertising `mfs`
+/// (LLDP IEEE 802.3 maximum frame size TLV).
+fn frame_size(mfs: u16, expect: &Expectations) -> Vec<Finding> {
+    let mut pdu = neighbour("leaf-r3-a", "swp17", 3, 26, 3);
+    pdu.max_frame_size = Some(mfs);
+    let mut n = netdev();
+    n.mtu = Some(9000);
+    let s = sample(n, lldp_port(Some(pdu)));
+    rules::evaluate(&[Arc::new(s)], &RulesConfig::default(), expect)
+        .into_iter()
+        .filter(|f| f.rule == "switch_frame_below_mtu")
+        .collect()
+}
+
+#[test]
+fn switch_frame_size_below_what_the_port_sends() {
+    // A switch port left at 1518-byte frames: RoCE at MTU 4096 needs 4192.
+    let f = frame_size(1518, &Expectations::default());
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert_eq!(
+        f[0].finding,
+        "mlx5_0 port 1 (ens1np0): the switch port's maximum frame size 1518 is below what this port sends: RoCE packets at the port's RoCE MTU 4096 need 4192 bytes and are dropped by the switch: RDMA messages larger than its frames never arrive"
+    );
+    assert!(
+        f[0].fix
+            .contains("raise the switch port's MTU (leaf-r3-a port swp17) to at least 9000"),
+        "{}",
+        f[0].fix
+    );
+    assert!(
+        f[0].fix
+            .contains("or lower ens1np0's to what the switch carries"),
+        "{}",
+        f[0].fix
+    );
+    // With expect.mtu 9000 the switch is the side that differs.
+    let e = Expectations {
+        mtu: Some(9000),
+        ..Expectations::default()
+    };
+    let f = frame_size(1518, &e);
+    assert!(f[0].fix.starts_with("Raise the switch port's MTU (leaf-r3-a port swp17) to the fabric's: at least 9000 (expect.mtu)"), "{}", f[0].fix);
+    assert!(!f[0].fix.contains("ip link set"), "{}", f[0].fix);
+    // 8192: RoCE fits, jumbo TCP at 9000 does not.
+    let f = frame_size(8192, &Expectations::default());
+    assert_eq!(f[0].severity, Severity::Warning);
+    // Where the fabric is 8192 by design, the host is the side that differs.
+    let e = Expectations {
+        mtu: Some(8192),
+        ..Expectations::default()
+    };
+    assert!(frame_size(8192, &e)[0]
+        .fix
+        .starts_with("Lower ens1np0's MTU to the expected 8192"));
+    // Healthy: 9216 (a data-center switch's jumbo), and 9000 read either
+    // way (a frame size, or the switch's IP MTU) raises nothing.
+    assert_eq!(frame_size(9216, &Expectations::default()), vec![]);
+    assert_eq!(frame_size(9000, &Expectations::default()), vec![]);
+}
+
+/// With expect.rails, a switch on another rail is not the one to match: the
+/// fix is the cable, never its PFC copied into the NIC.
+#[test]
+fn switch_pfc_fix_on_a_wrong_rail_moves_the_cable_and_copies_nothing() {
+    let s = sample(
+        netdev(),
+        lldp_port(Some(neighbour("leaf-p1-r3", "swp17", 4, 26, 4))),
+    );
+    let e = Expectations {
+        pfc_priority: Some(3),
+        ..rails("leaf-*-r{rail}")
+    };
+    let f = rules::evaluate(&[Arc::new(s)], &RulesConfig::default(), &e);
+    let pfc = only(&f, "switch_pfc_mismatch");
+    assert_eq!(pfc.len(), 1, "{f:#?}");
+    assert!(
+        pfc[0].fix.starts_with(
+            "Move ens1np0's cable to its rail's switch (leaf-*-r0, lldp_rail_mismatch) first"
+        ),
+        "{}",
+        pfc[0].fix
+    );
+    assert!(!pfc[0].fix.contains("dcb pfc set"), "{}", pfc[0].fix);
+    let dscp = only(&f, "switch_dscp_mismatch");
+    assert!(!dscp[0].fix.contains("dcb app replace"), "{}", dscp[0].fix);
+    assert_eq!(only(&f, "lldp_rail_mismatch").len(), 1);
 }
 
 #[test]
@@ -122,7 +212,7 @@ fn switch_pfc_mismatch_from_lldp_on_mlx5() {
     assert_eq!(pfc[0].severity, Severity::Critical);
     assert_eq!(
         pfc[0].evidence,
-        "NIC PFC enabled priorities: 3 (pfc_en 0x08); switch port (LLDP DCBX TLVs of leaf-r3-a port swp17): 4 (0x10); expected the same priorities"
+        "NIC PFC enabled priorities: 3 (pfc_en 0x08); switch port (LLDP DCBX TLVs of leaf-r3-a port swp17): 4 (0x10); no expect.pfc_priority says which side is right"
     );
     let dscp = only(&f, "switch_dscp_mismatch");
     assert_eq!(dscp.len(), 1, "{f:#?}");

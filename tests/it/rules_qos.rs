@@ -247,9 +247,21 @@ fn switch_pfc_on_other_priorities_than_the_nic() {
     assert_eq!(f[0].severity, Severity::Critical);
     assert_eq!(
         f[0].evidence,
-        "NIC PFC enabled priorities: 3 (pfc_en 0x08); switch port (DCBX ieee peer): 4 (0x10); expected the same priorities"
+        "NIC PFC enabled priorities: 3 (pfc_en 0x08); switch port (DCBX ieee peer): 4 (0x10); no expect.pfc_priority says which side is right"
     );
-    assert!(f[0].fix.contains("prio-pfc all:off 4:on"), "{}", f[0].fix);
+    // Nothing says which side is right: both fixes.
+    assert!(
+        f[0].fix
+            .contains("either enable PFC on priority 3 on the switch port (DCBX ieee peer)"),
+        "{}",
+        f[0].fix
+    );
+    assert!(
+        f[0].fix
+            .contains("dcb pfc set dev ens1np0 prio-pfc all:off 4:on"),
+        "{}",
+        f[0].fix
+    );
     // The switch has PFC on 3 and 4 (both fabric lossless classes): the
     // NIC's lossless priority is safe and nothing of this host uses 4.
     let mut n = healthy();
@@ -274,6 +286,124 @@ fn switch_pfc_on_other_priorities_than_the_nic() {
     let mut n = healthy();
     config(&mut n).peer.pfc_enabled = None;
     assert_eq!(eval(n, "switch_pfc_mismatch"), vec![]);
+}
+
+fn eval_expecting(n: Netdev, rule: &str, e: &Expectations) -> Vec<Finding> {
+    let h = vec![Arc::new(sample(n))];
+    rules::evaluate(&h, &RulesConfig::default(), e)
+        .into_iter()
+        .filter(|f| f.rule == rule)
+        .collect()
+}
+
+/// With `expect.pfc_priority`, the fix moves the side that differs from it
+/// and never copies the other side's setting.
+#[test]
+fn switch_pfc_fix_moves_the_side_that_differs_from_the_expected_priority() {
+    let expect = |p: u8| Expectations {
+        pfc_priority: Some(p),
+        ..Expectations::default()
+    };
+    // NIC on 3, switch on 4, the fabric's RoCE priority 3: the switch is off.
+    let mut n = healthy();
+    config(&mut n).peer.pfc_enabled = Some(Priorities::one(4));
+    let f = eval_expecting(n.clone(), "switch_pfc_mismatch", &expect(3));
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].evidence
+            .ends_with("expect.pfc_priority 3: the switch differs"),
+        "{}",
+        f[0].evidence
+    );
+    assert!(
+        f[0].fix.starts_with("The switch port differs from the fabric's RoCE priority 3 (expect.pfc_priority): enable PFC on priority 3 on the switch port"),
+        "{}",
+        f[0].fix
+    );
+    assert!(
+        !f[0].fix.contains("dcb pfc set"),
+        "the NIC is right: {}",
+        f[0].fix
+    );
+    // The same link where the fabric's priority is 4: this port is off.
+    let f = eval_expecting(n, "switch_pfc_mismatch", &expect(4));
+    assert!(
+        f[0].evidence
+            .ends_with("expect.pfc_priority 4: this port differs"),
+        "{}",
+        f[0].evidence
+    );
+    assert!(
+        f[0].fix.contains("dcb pfc set dev ens1np0 prio-pfc all:off 4:on (or mlnx_qos -i ens1np0 --pfc 0,0,0,0,1,0,0,0)"),
+        "{}",
+        f[0].fix
+    );
+    assert!(!f[0].fix.contains("on the switch port"), "{}", f[0].fix);
+    // Neither on the expected 5: both fixed toward it.
+    let mut n = healthy();
+    config(&mut n).peer.pfc_enabled = Some(Priorities::one(4));
+    let f = eval_expecting(n, "switch_pfc_mismatch", &expect(5));
+    assert!(f[0].fix.contains("prio-pfc all:off 5:on"), "{}", f[0].fix);
+    assert!(
+        f[0].fix
+            .contains("enable PFC on priority 5 on the switch port"),
+        "{}",
+        f[0].fix
+    );
+    // Healthy, with the expectation: nothing.
+    assert_eq!(
+        eval_expecting(healthy(), "switch_pfc_mismatch", &expect(3)),
+        vec![]
+    );
+}
+
+#[test]
+fn switch_dscp_fix_moves_the_side_that_maps_the_roce_dscp_off_the_expected_priority() {
+    // DSCP 26 is the RoCE DSCP (NCCL_IB_TC 106); the NIC maps it to 3, the
+    // switch to 4.
+    let e = Expectations {
+        pfc_priority: Some(3),
+        nccl_ib_tc: Some(106),
+        ..Expectations::default()
+    };
+    let mut n = healthy();
+    config(&mut n).peer.apps = Some(vec![dscp(26, 4), dscp(48, 6)]);
+    let f = eval_expecting(n.clone(), "switch_dscp_mismatch", &e);
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].evidence.ends_with("the RoCE DSCP 26 (expect.nccl_ib_tc 106): the switch differs from expect.pfc_priority 3"),
+        "{}",
+        f[0].evidence
+    );
+    assert!(
+        f[0].fix.contains(
+            "map the RoCE DSCP 26 (expect.nccl_ib_tc 106) to priority 3 on the switch port"
+        ),
+        "{}",
+        f[0].fix
+    );
+    assert!(!f[0].fix.contains("dcb app replace"), "{}", f[0].fix);
+    // Where the fabric's RoCE priority is 4, this port is the one off.
+    let e4 = Expectations {
+        pfc_priority: Some(4),
+        ..e.clone()
+    };
+    let f = eval_expecting(n.clone(), "switch_dscp_mismatch", &e4);
+    assert!(
+        f[0].fix
+            .contains("dcb app replace dev ens1np0 dscp-prio 26:4"),
+        "{}",
+        f[0].fix
+    );
+    // Without expectations: both fixes.
+    let f = eval_expecting(n, "switch_dscp_mismatch", &Expectations::default());
+    assert!(
+        f[0].fix.contains(
+            "either on this port dcb app replace dev ens1np0 dscp-prio 26:4, or on the switch port"
+        ),
+        "{}",
+        f[0].fix
+    );
 }
 
 #[test]

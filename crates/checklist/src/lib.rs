@@ -109,7 +109,8 @@ pub fn build_report(
         gpu::gpudirect(s, &findings, &mut checklist);
         netdev::roce_config(s, &findings, &mut checklist);
         netdev::nic_vs_switch(s, &findings, expect.rails.is_some(), &mut checklist);
-        ports::counters(s, &findings, &mut checklist);
+        let window: Vec<&Snapshot> = history.iter().map(|s| s.as_ref()).collect();
+        ports::counters(&window, &findings, &mut checklist);
         gpu::topology(s, &findings, &mut checklist);
         nccl::nccl_seen(s, &findings, &mut checklist);
         collectors::collectors(s, &mut checklist);

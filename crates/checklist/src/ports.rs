@@ -63,10 +63,12 @@ pub(crate) fn transport(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>)
 }
 
 /// The counter rules (link errors, transport, congestion) per port: which
-/// of them found something over the window.
-pub(crate) fn counters(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) {
+/// of them found something over the window, and the load the window had:
+/// without it, "nothing grew" is no verdict on transport and congestion.
+pub(crate) fn counters(history: &[&Snapshot], findings: &[Finding], out: &mut Vec<Item>) {
     const AREAS: [Area; 3] = [Area::LinkErrors, Area::Transport, Area::Congestion];
     let section = "Counter rules over the window";
+    let Some(s) = history.last() else { return };
     let ports: Vec<_> = rules::ports::ports(s).collect();
     if ports.is_empty() {
         out.push(item(
@@ -84,17 +86,60 @@ pub(crate) fn counters(s: &Snapshot, findings: &[Finding], out: &mut Vec<Item>) 
         // Nothing found is not the same as judged: a port without counters
         // gave the rules nothing to read.
         let read = !p.counters.is_empty() || !p.hw_counters.is_empty();
-        let (status, text) = match (found.is_empty(), read) {
-            (true, true) => (Status::Ok, format!("{subject}: no finding")),
-            (true, false) => (
+        let load = rules::ports::load(history, &d.name, p.number);
+        // The window's own length varies with the sampling: the rate says
+        // how busy it was.
+        let moved = load.map(|l| {
+            if l.bytes == 0 {
+                "0 B moved".to_string()
+            } else {
+                format!(
+                    "{} moved, {}/s",
+                    bytes_text(l.bytes as f64),
+                    bytes_text(l.per_second())
+                )
+            }
+        });
+        let (status, text) = match (found.is_empty(), read, load) {
+            (true, false, _) => (
                 Status::Unknown,
                 format!("{subject}: no port counters were read"),
             ),
-            (false, _) => (
+            (true, true, Some(l)) if l.loaded() => (
+                Status::Ok,
+                format!("{subject}: no finding; load {}", moved.unwrap_or_default()),
+            ),
+            (true, true, Some(_)) => (
+                Status::Unknown,
+                format!(
+                    "{subject}: no load in the window ({}): transport and congestion counters had nothing to judge; link errors: no finding",
+                    moved.unwrap_or_default()
+                ),
+            ),
+            (true, true, None) => (
+                Status::Unknown,
+                format!("{subject}: no finding, load not known (no data counters over two samples)"),
+            ),
+            (false, _, _) => (
                 status_of(found.iter().copied()),
-                format!("{subject}: {} (below)", rule_list(found.iter().copied())),
+                format!(
+                    "{subject}: {} (below){}",
+                    rule_list(found.iter().copied()),
+                    moved.map_or(String::new(), |m| format!("; load {m}"))
+                ),
             ),
         };
         out.push(item(section, status, text));
     }
+}
+
+/// `12.3 GB`, `512 B`: decimal units, as link rates are counted.
+fn bytes_text(b: f64) -> String {
+    const UNITS: [(&str, f64); 4] = [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)];
+    for (u, f) in UNITS {
+        if b >= f {
+            return format!("{:.1} {u}", b / f);
+        }
+    }
+    format!("{b:.0} B")
 }

@@ -52,6 +52,7 @@ pub fn render_text(report: &Report) -> String {
         let line = match n.action {
             "export" => format!("export {}={}", n.name, n.value),
             "choose" => format!("{}={} (choose)", n.name, n.value),
+            "unset" => format!("unset {}", n.name),
             _ => format!("{}: {}", n.name, n.value),
         };
         out.push_str(&format!("  {line}    # {}\n", n.reason));

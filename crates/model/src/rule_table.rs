@@ -133,6 +133,7 @@ rule_table! {
     LldpNeighborChanged = "lldp_neighbor_changed", [Warning], None, [], Port;
     LldpRailMismatch = "lldp_rail_mismatch", [Critical], None, ["rails"], Port;
     MtuBelowJumbo = "mtu_below_jumbo", [Critical, Warning], Some("mtu_below_jumbo"), ["mtu"], NetdevConfig;
+    SwitchFrameBelowMtu = "switch_frame_below_mtu", [Critical, Warning], None, ["mtu"], NetdevConfig;
     LinkFlap = "link_flap", [Warning], Some("link_flap"), [], LinkErrors;
     SymbolErrors = "symbol_errors", [Warning], Some("symbol_errors"), [], LinkErrors;
     CounterSaturated = "counter_saturated", [Warning, Info], None, [], LinkErrors;
@@ -154,7 +155,7 @@ rule_table! {
     GpudirectUnavailable = "gpudirect_unavailable", [Critical], None, [], GpuDirect;
     GpudirectNotUsed = "gpudirect_not_used", [Warning], None, [], GpuDirect;
     AcsOnGpuNicPath = "acs_on_gpu_nic_path", [Critical], None, [], Acs;
-    PcieDowntrained = "pcie_downtrained", [Warning], None, [], PcieLink;
+    PcieDowntrained = "pcie_downtrained", [Warning, Critical], None, [], PcieLink;
     ProbeFailures = "probe_failures", [Warning, Critical], Some("probe_failures"), [], Probe;
     ProbeLatencyRegression = "probe_latency_regression", [Warning], Some("probe_latency_regression"), [], Probe;
     PeerProbePortIsolated = "peer_probe_port_isolated", [Critical], None, [], PeerProbe;
@@ -167,8 +168,11 @@ rule_table! {
     RdmaDeviceGone = "rdma_device_gone", [Critical], None, ["devices"], Port;
     RdmaPortGone = "rdma_port_gone", [Critical], None, [], Port;
     NcclSocketTransport = "nccl_socket_transport", [Critical], None, [], Nccl;
-    NcclGdrNotUsed = "nccl_gdr_not_used", [Warning], None, [], Nccl;
+    NcclGdrNotUsed = "nccl_gdr_not_used", [Critical, Warning], None, [], Nccl;
+    NcclGidNotRocev2 = "nccl_gid_not_rocev2", [Critical, Warning], None, [], Nccl;
     NcclBusbwBelowLineRate = "nccl_busbw_below_line_rate", [Warning], None, [], Nccl;
+    NcclRailsUnused = "nccl_rails_unused", [Warning], None, [], Nccl;
+    NcclTestsWrong = "nccl_tests_wrong", [Critical], None, [], Nccl;
     ModuleRxPowerLow = "module_rx_power_low", [Warning, Critical], None, [], LinkErrors;
     ModuleTemperatureHigh = "module_temperature_high", [Warning, Critical], None, [], LinkErrors;
     ModuleLaneImbalance = "module_lane_imbalance", [Warning], Some("module_lane_imbalance"), [], LinkErrors;

@@ -29,9 +29,16 @@ use crate::inspector::{CollRecord, PromSample};
 use crate::log::{Event, IbPort, Line, NcclLinkLayer, NetDevice, Via};
 
 mod bounded;
+mod job;
+mod processes;
 mod resolve;
 
+pub use job::{
+    GidUse, JobSummary, NetNote, SeenIbPort, Setting, TestsSeen, JUDGED_SETTINGS, MAX_TESTS_RUNS,
+};
+
 use bounded::{bump, evict_oldest, insert_capped};
+use processes::Process;
 pub use resolve::label_safe;
 use resolve::{resolve, transport_of};
 
@@ -177,6 +184,9 @@ pub struct NcclSummary {
     pub state_bytes: usize,
     /// What the caps refused since start.
     pub dropped: Dropped,
+    /// What jobs asked NCCL for and what it found (settings, nets without
+    /// devices, plugins, GIDs, GPUs, nccl-tests runs).
+    pub job: JobSummary,
 }
 
 /// Entries refused or evicted by a cap, since start.
@@ -199,50 +209,7 @@ impl NcclSummary {
             || !self.versions.is_empty()
             || !self.busbw.is_empty()
             || !self.networks.is_empty()
-    }
-}
-
-#[derive(Debug)]
-struct Process {
-    /// net name -> device index -> device.
-    nets: HashMap<String, BTreeMap<u32, NetDevice>>,
-    sockets: BTreeMap<u32, String>,
-    last_seen: Instant,
-}
-
-impl Process {
-    fn entries(&self) -> usize {
-        self.nets.values().map(BTreeMap::len).sum::<usize>() + self.sockets.len()
-    }
-
-    fn bytes(&self) -> usize {
-        let device = |d: &NetDevice| {
-            std::mem::size_of::<NetDevice>()
-                + d.members
-                    .iter()
-                    .map(|m| std::mem::size_of_val(m) + m.device.capacity())
-                    .sum::<usize>()
-        };
-        std::mem::size_of::<Process>()
-            + self
-                .nets
-                .iter()
-                .map(|(n, t)| n.capacity() + t.values().map(device).sum::<usize>())
-                .sum::<usize>()
-            + self
-                .sockets
-                .values()
-                .map(|s| std::mem::size_of::<u32>() + std::mem::size_of::<String>() + s.capacity())
-                .sum::<usize>()
-    }
-}
-
-impl Dropped {
-    fn add(&mut self, more: Dropped) {
-        self.processes += more.processes;
-        self.nets += more.nets;
-        self.devices += more.devices;
-        self.sockets += more.sockets;
+            || self.job.has_data()
     }
 }
 
@@ -274,6 +241,7 @@ pub struct Aggregator {
     prom_seen: VecDeque<(String, i64, u64)>,
     lines: VecDeque<(Instant, u64)>,
     records: VecDeque<(Instant, u64)>,
+    job: job::JobState,
 }
 
 /// The collective names NCCL has (`ncclFuncToString`); others are `other`,
@@ -302,6 +270,7 @@ impl Aggregator {
             prom_seen: VecDeque::new(),
             lines: VecDeque::new(),
             records: VecDeque::new(),
+            job: job::JobState::default(),
         }
     }
 
@@ -356,7 +325,7 @@ impl Aggregator {
                 if !p.nets.contains_key(&net) && p.nets.len() >= MAX_NETS_PER_PROCESS {
                     refused.nets += 1;
                 } else {
-                    let table = p.nets.entry(net).or_default();
+                    let table = p.nets.entry(net.clone()).or_default();
                     for d in devices {
                         if !table.contains_key(&d.index) && table.len() >= MAX_DEVICES_PER_NET {
                             refused.devices += 1;
@@ -387,6 +356,11 @@ impl Aggregator {
                 self.dropped.add(refused);
                 self.device_entries += added;
                 self.keep_entries_capped(&proc_key);
+                for d in devices {
+                    for m in d.members.iter().take(MAX_MEMBERS_PER_DEVICE) {
+                        self.job.ib_port(&net, &m.device, m.port, m.link, now);
+                    }
+                }
             }
             Event::SocketDevices { ifaces } => {
                 let Some(p) = self.process(&proc_key, now) else {
@@ -448,6 +422,23 @@ impl Aggregator {
                     insert_capped(&mut self.notes, note, now, 64);
                 }
             }
+            Event::Env { name, value } => self.job.setting(name, value, now),
+            Event::NetNoDevice { net } => self.job.no_device(net, now),
+            Event::NetPlugin(e) => self.job.plugin(e, now),
+            Event::CommInit { nranks, bus_id, .. } => self.job.comm(*nranks, bus_id, now),
+            Event::QueuePair(qp) => {
+                let net = label_safe(&qp.net);
+                let (device, port) = match self.process(&proc_key, now) {
+                    Some(p) => {
+                        let (d, p, _) = resolve(p, &net, qp.ib_dev);
+                        (d, p)
+                    }
+                    None => ("unknown".to_string(), 0),
+                };
+                // The QP line names the port itself.
+                let port = if port == 0 { qp.port } else { port };
+                self.job.queue_pair(&device, port, qp, now);
+            }
             Event::GdrPath {
                 enabled,
                 gpu,
@@ -468,50 +459,16 @@ impl Aggregator {
         }
     }
 
-    fn process(&mut self, key: &ProcessKey, now: Instant) -> Option<&mut Process> {
-        if !self.processes.contains_key(key) {
-            if self.processes.len() >= self.cfg.max_processes {
-                self.evict_least_recent(None);
-            }
-            self.processes.insert(
-                key.clone(),
-                Process {
-                    nets: HashMap::new(),
-                    sockets: BTreeMap::new(),
-                    last_seen: now,
-                },
-            );
-        }
-        let p = self.processes.get_mut(key)?;
-        p.last_seen = now;
-        Some(p)
-    }
-
-    /// Evicts the least recently heard processes (never `keep`) until the
-    /// device entries are within their cap.
-    fn keep_entries_capped(&mut self, keep: &ProcessKey) {
-        while self.device_entries > self.cfg.max_device_entries {
-            if !self.evict_least_recent(Some(keep)) {
-                break;
-            }
-        }
-    }
-
-    fn evict_least_recent(&mut self, keep: Option<&ProcessKey>) -> bool {
-        let oldest = self
-            .processes
-            .iter()
-            .filter(|(k, _)| Some(*k) != keep)
-            .min_by_key(|(_, p)| p.last_seen)
-            .map(|(k, _)| k.clone());
-        match oldest.and_then(|k| self.processes.remove(&k)) {
-            Some(p) => {
-                self.device_entries -= p.entries();
-                self.dropped.processes += 1;
-                true
-            }
-            None => false,
-        }
+    /// The state of an nccl-tests run read from `file` (its `index`th in
+    /// the file), replacing what was held for it.
+    pub fn tests_run(
+        &mut self,
+        file: &str,
+        index: u32,
+        run: &crate::nccl_tests::TestsRun,
+        now: Instant,
+    ) {
+        self.job.tests_run(file, index, run, now);
     }
 
     /// One Inspector JSON record.
@@ -571,15 +528,6 @@ impl Aggregator {
             busbw_gbs,
             nnodes,
         });
-    }
-
-    /// Bytes of device-table state held (an estimate from the sizes of what
-    /// is stored, keys included).
-    pub fn state_bytes(&self) -> usize {
-        self.processes
-            .iter()
-            .map(|(k, p)| k.0.capacity() + k.1.capacity() + p.bytes())
-            .sum()
     }
 
     /// Drops what is older than the window and returns the summary.
@@ -654,6 +602,7 @@ impl Aggregator {
             processes: self.processes.len(),
             state_bytes: self.state_bytes(),
             dropped: self.dropped,
+            job: self.job.summary(fresh),
         }
     }
 }

@@ -23,6 +23,7 @@
 pub mod aggregate;
 pub mod inspector;
 pub mod log;
+pub mod nccl_tests;
 pub mod reader;
 pub mod tail;
 

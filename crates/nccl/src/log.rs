@@ -29,8 +29,17 @@
 //!   (`src/graph/paths.cc`; older releases put `NET/%s : ` in front and
 //!   compared with `>=`/`<`).
 //!
+//! What the job asked for and what NCCL found before it chose a network
+//! (environment settings, net plugins, an IB transport without devices,
+//! each communicator's GPU, each RoCE queue pair's GID) is parsed by
+//! [`job`], whose header names those formats.
+//!
 //! Anything else is [`Event::Other`]: parsing never fails and never
 //! allocates more than the line's own pieces.
+
+mod job;
+
+pub use job::{PluginEvent, QueuePair, MAX_SETTING_VALUE};
 
 /// The longest line considered; NCCL formats into a 1024-byte buffer, so a
 /// longer line is not NCCL's (or was cut by a writer) and is ignored.
@@ -149,6 +158,31 @@ pub enum Event {
         distance: Option<u32>,
         threshold: Option<u32>,
     },
+    /// `NCCL_IB_HCA set to mlx5_0,mlx5_1`, `NCCL_IB_GID_INDEX set by
+    /// environment to 3.`, `Comm config netName reset to NCCL_NET=Socket`:
+    /// a setting the job gave NCCL.
+    Env {
+        name: String,
+        value: String,
+    },
+    /// `NET/IB : No device found.` (and the empty `NET/IB : Using ; OOB`
+    /// table that follows it from 2.2x): the net found no usable port.
+    NetNoDevice {
+        net: String,
+    },
+    /// A net plugin loaded, failed or absent.
+    NetPlugin(PluginEvent),
+    /// `ncclCommInitRank comm ... rank 0 nranks 16 cudaDev 0 nvmlDev 0
+    /// busId 18000 ...`: a communicator's rank and its GPU's PCI address.
+    CommInit {
+        rank: u32,
+        nranks: u32,
+        cuda_dev: i32,
+        /// `0000:18:00.0`.
+        bus_id: String,
+    },
+    /// The GID index and GID of a RoCE queue pair.
+    QueuePair(QueuePair),
     Other,
 }
 
@@ -243,6 +277,9 @@ fn parse_body(body: &str) -> Event {
             name: name.to_string(),
         };
     }
+    if let Some(event) = job::parse(body) {
+        return event;
+    }
     if body.contains("GPU Direct RDMA ") {
         return parse_gdr(body).unwrap_or(Event::Other);
     }
@@ -263,7 +300,19 @@ fn parse_body(body: &str) -> Event {
             }
             let devices = parse_ib_list(list);
             if devices.is_empty() {
-                return Event::Other;
+                // 2.2x prints the table after "No device found" too:
+                // `NET/IB : Using ; OOB eth0:10.0.0.1<0>`.
+                let empty = list
+                    .split("; OOB")
+                    .next()
+                    .is_some_and(|l| list.contains("; OOB") && matches!(l.trim(), "" | "[RO]"));
+                return if empty && net.len() <= 64 {
+                    Event::NetNoDevice {
+                        net: net.to_string(),
+                    }
+                } else {
+                    Event::Other
+                };
             }
             return Event::IbDevices {
                 net: net.to_string(),

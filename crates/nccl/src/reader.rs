@@ -1,7 +1,7 @@
 //! The NCCL reader: what NCCL jobs on this host really did, read from the
 //! files they write into two directories (`nccl.log_dir` for
-//! `NCCL_DEBUG=INFO` logs, `nccl.inspector_dir` for the NCCL Inspector's
-//! output).
+//! `NCCL_DEBUG=INFO` logs and nccl-tests' saved output, which holds NCCL's
+//! lines too; `nccl.inspector_dir` for the NCCL Inspector's output).
 //!
 //! It reads the directories only every `nccl.interval` (its own cadence);
 //! in between it hands on what it has. Each read is bounded in bytes and
@@ -17,6 +17,7 @@ use roce_host::{HostError, ReadError};
 use crate::aggregate::{Aggregator, AggregatorConfig, NcclSummary};
 use crate::inspector::{parse_prom_line, parse_record, ObjectSplitter, Record};
 use crate::log::parse_line;
+use crate::nccl_tests::TestsParser;
 use crate::tail::{PassStats, TailConfig, TailEvent, Tailer};
 
 /// The largest Inspector JSON object assembled (a verbose record with
@@ -59,6 +60,9 @@ pub struct NcclReader {
     logs: Option<Tailer>,
     inspector: Option<Tailer>,
     splitters: HashMap<PathBuf, ObjectSplitter>,
+    /// nccl-tests' table state per log file (one per tracked file at most,
+    /// made at the first line that can be nccl-tests').
+    tests: HashMap<PathBuf, TestsParser>,
     agg: Aggregator,
     last_read: Option<Instant>,
     /// The outcome and errors of the last read, repeated until the next
@@ -113,6 +117,7 @@ impl NcclReader {
             logs,
             inspector,
             splitters: HashMap::new(),
+            tests: HashMap::new(),
             agg,
             last_read: None,
             failed: None,
@@ -151,12 +156,16 @@ impl NcclReader {
         let mut unreadable = 0;
         if let Some(t) = self.logs.as_mut() {
             let agg = &mut self.agg;
+            let tests = &mut self.tests;
             let stats = t.poll(wall, &mut |e| match e {
                 TailEvent::Line { file, line } => {
                     let text = String::from_utf8_lossy(line);
-                    agg.log_line(&file_key(file), &parse_line(&text), now);
+                    let key = file_key(file);
+                    agg.log_line(&key, &parse_line(&text), now);
+                    tests_line(tests, agg, file, &key, &text, now);
                 }
                 TailEvent::Reset { file } | TailEvent::Gone { file } => {
+                    tests.remove(file);
                     agg.forget_source(&file_key(file))
                 }
             });
@@ -264,6 +273,34 @@ fn report(
             1
         }
         None => 0,
+    }
+}
+
+/// One log line through the file's nccl-tests parser; a run that changed
+/// goes to the aggregator. Lines that cannot be nccl-tests' (its header
+/// and footer start with `#`, its rows with a size) make no parser.
+fn tests_line(
+    tests: &mut HashMap<PathBuf, TestsParser>,
+    agg: &mut Aggregator,
+    file: &Path,
+    key: &str,
+    text: &str,
+    now: Instant,
+) {
+    let candidate =
+        text.starts_with('#') || text.trim_start().starts_with(|c: char| c.is_ascii_digit());
+    let parser = match tests.get_mut(file) {
+        Some(p) => p,
+        None if candidate => tests
+            .entry(file.to_path_buf())
+            .or_insert_with(|| TestsParser::new(key)),
+        None => return,
+    };
+    if parser.line(text) {
+        let run = parser.current();
+        if run.rows > 0 || run.complete || run.ranks > 0 {
+            agg.tests_run(key, parser.finished, run, now);
+        }
     }
 }
 

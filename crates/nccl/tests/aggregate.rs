@@ -376,3 +376,189 @@ fn a_files_tables_go_with_it_and_a_silent_process_expires() {
     feed(&mut agg, "new.log", ROCE_JOB, later);
     assert_eq!(agg.summary(later).processes, 1);
 }
+
+/// What the job asked for and what NCCL found: settings (only those judged
+/// are held), the device table, a net without devices, plugins, the GPUs
+/// of the communicators and each RoCE queue pair's GID (NCCL 2.28.9
+/// formats, see log_formats.rs).
+#[test]
+fn job_settings_device_tables_gids_and_gpus() {
+    use roce_nccl::aggregate::{GidUse, NetNote, SeenIbPort, Setting};
+    use roce_nccl::log::NcclLinkLayer;
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    feed(
+        &mut agg,
+        "nccl.gpu-a.7.log",
+        "\
+gpu-a:7:8 [0] NCCL INFO NCCL_IB_HCA set to mlx5_0,mlx5_1
+gpu-a:7:8 [0] NCCL INFO NCCL_GRAPH_FILE set by environment to /tmp/g.xml
+gpu-a:7:8 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 0.
+gpu-a:7:8 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.
+gpu-a:7:8 [0] NCCL INFO NET/Plugin: libnccl-net.so: undefined symbol: ncclNetPlugin_v10
+gpu-a:7:8 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB ens1np0:10.0.0.11<0>
+gpu-a:7:8 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 16 cudaDev 0 nvmlDev 0 busId 3000 commId 0x2 - Init START
+gpu-a:7:9 [0] NCCL INFO NET/IB: NCCL Dev 1 IbDev 1 Port 1 qpn 7 mtu 5 GID 3 (0/B01000AFFFF0000) fifoRkey=0x1 fifoLkey=0x1
+gpu-b:9:9 [0] NCCL INFO NET/IB : No device found.
+",
+        now,
+    );
+    let job = agg.summary(now).job;
+    assert_eq!(
+        job.settings,
+        vec![
+            Setting {
+                name: "NCCL_IB_GID_INDEX".into(),
+                value: "3".into()
+            },
+            Setting {
+                name: "NCCL_IB_HCA".into(),
+                value: "mlx5_0,mlx5_1".into()
+            },
+        ]
+    );
+    assert_eq!(job.setting("NCCL_IB_HCA"), Some("mlx5_0,mlx5_1"));
+    assert_eq!(
+        job.ib_ports,
+        ["mlx5_0", "mlx5_1"]
+            .map(|d| SeenIbPort {
+                net: "IB".into(),
+                device: d.into(),
+                port: 1,
+                link: NcclLinkLayer::Roce
+            })
+            .to_vec()
+    );
+    assert_eq!(
+        job.net_notes,
+        vec![
+            NetNote::NoDevice { net: "IB".into() },
+            NetNote::PluginLoadFailed {
+                detail: "libnccl-net.so: undefined symbol: ncclNetPlugin_v10".into()
+            },
+        ]
+    );
+    assert_eq!(job.gpus, vec!["0000:03:00.0"]);
+    assert_eq!(job.max_ranks, 16);
+    assert_eq!(
+        job.gids,
+        vec![GidUse {
+            device: "mlx5_1".into(),
+            port: 1,
+            gid_index: 3,
+            gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 1, 11],
+            mtu: 5,
+        }]
+    );
+    // the window ends it all
+    let later = now + Duration::from_secs(3600);
+    assert_eq!(agg.summary(later).job, Default::default());
+}
+
+/// nccl-tests' stdout saved into the log directory: the reader hands its
+/// lines to the NCCL line parser and to the nccl-tests parser both.
+#[test]
+fn reader_reads_nccl_tests_output_in_the_log_dir() {
+    use roce_nccl::reader::{NcclReader, NcclReaderConfig};
+    let dir = std::env::temp_dir().join(format!("roce-nccl-tests-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/nccl/demo/ib-hca-subset/all_reduce_perf.gpu-a.out");
+    std::fs::copy(&fixture, dir.join("all_reduce_perf.gpu-a.out")).unwrap();
+    let mut reader = NcclReader::new(&NcclReaderConfig {
+        log_dir: Some(dir.clone()),
+        inspector_dir: None,
+        interval: Duration::from_secs(30),
+        window: Duration::from_secs(900),
+        idle_expiry: Duration::from_secs(3600),
+        max_files: 16,
+        max_bytes_per_read: 1 << 20,
+        busbw_min_bytes: 256 << 20,
+        min_line_rate_fraction: 0.7,
+        job_labels: false,
+    });
+    let mut errors = Vec::new();
+    let (part, failed) = reader.sample(&mut errors);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!((failed, errors.len()), (None, 0));
+    let job = &part.summary.job;
+    assert_eq!(job.setting("NCCL_IB_HCA"), Some("mlx5_0,mlx5_1"));
+    assert_eq!(job.tests.len(), 1);
+    let t = &job.tests[0];
+    assert_eq!(t.file, "all_reduce_perf.gpu-a.out");
+    assert_eq!(t.run.collective, Some("AllReduce"));
+    assert_eq!(t.run.nnodes(), Some(2));
+    assert_eq!(t.run.largest_size(), Some(8 << 30));
+    assert!(t.run.complete);
+    // NCCL's own lines of the same file
+    assert_eq!(part.summary.versions, vec!["2.28.9"]);
+    assert_eq!(part.summary.connections.len(), 2);
+}
+
+/// Attack: a log that floods the job-side state (invented settings, GID
+/// lines of ever new GIDs, nccl-tests headers with thousands of hosts and
+/// runs) stays within each cap, and the judged settings are not pushed
+/// out by invented names.
+#[test]
+fn hostile_job_lines_stay_within_their_caps() {
+    use roce_nccl::aggregate::{JUDGED_SETTINGS, MAX_TESTS_RUNS};
+    use roce_nccl::nccl_tests::{TestsParser, MAX_DEVICES, MAX_HOSTS};
+    let now = Instant::now();
+    let mut agg = Aggregator::new(AggregatorConfig::default());
+    let p = "evil:1:1 [0] NCCL INFO ";
+    agg.log_line(
+        "f",
+        &parse_line(&format!("{p}NCCL_IB_HCA set to mlx5_0")),
+        now,
+    );
+    for i in 0..20_000u32 {
+        for l in [
+            format!("{p}NCCL_FAKE_{i} set by environment to {i}."),
+            format!("{p}NET/IB: NCCL Dev 0 IbDev {i} Port 1 qpn 1 mtu 5 GID {i} ({i:X}/{i:X}) fifoRkey=0x1 fifoLkey=0x1"),
+            format!("{p}NET/Plugin: libnccl-net-{i}.so: undefined symbol: x"),
+            format!("{p}ncclCommInitRank comm 0x1 rank 0 nranks {i} cudaDev 0 nvmlDev 0 busId {i:x}000 commId 0x1 - Init START"),
+            format!("{p}NCCL_IB_GID_INDEX set by environment to {}.", "9".repeat(300)),
+        ] {
+            agg.log_line("f", &parse_line(&l), now);
+        }
+    }
+    let mut tests = TestsParser::new("all_reduce_perf.out");
+    for run in 0..200u32 {
+        let mut lines = vec![format!("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 1 agg iters: 1 validation: 1 graph: 0")];
+        for r in 0..500u32 {
+            lines.push(format!(
+                "#  Rank {r} Group 0 Pid 1 on host-{run}-{r} device 0 [0000:{:02x}:00] GPU",
+                r % 256
+            ));
+        }
+        lines.push("           8             2     float     sum      -1    26.51    0.00    0.00      1    25.98    0.00    0.00      0".into());
+        for l in lines {
+            if tests.line(&l) {
+                let r = tests.current();
+                assert!(r.hosts.len() <= MAX_HOSTS && r.devices.len() <= MAX_DEVICES);
+                agg.tests_run("all_reduce_perf.out", tests.finished, r, now);
+            }
+        }
+    }
+    let job = agg.summary(now).job;
+    assert!(
+        job.settings.len() <= JUDGED_SETTINGS.len(),
+        "{:?}",
+        job.settings
+    );
+    assert_eq!(
+        job.setting("NCCL_IB_HCA"),
+        Some("mlx5_0"),
+        "invented names push out nothing"
+    );
+    assert!(job
+        .settings
+        .iter()
+        .all(|s| s.value.len() <= roce_nccl::log::MAX_SETTING_VALUE));
+    assert!(job.gids.len() <= 256);
+    assert!(job.gpus.len() <= 64);
+    assert!(job.net_notes.len() <= 32);
+    assert!(job.tests.len() <= MAX_TESTS_RUNS);
+    assert!(job.tests.iter().all(|t| t.run.hosts.len() <= MAX_HOSTS));
+}

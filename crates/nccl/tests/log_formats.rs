@@ -319,3 +319,187 @@ fn garbage_and_unknown_lines_are_other() {
         assert_eq!(parsed.event, Event::Other, "{line:?}");
     }
 }
+
+#[test]
+fn environment_settings_as_nccl_reports_them() {
+    use roce_nccl::log::Event::Env;
+    let env = |name: &str, value: &str| Env {
+        name: name.into(),
+        value: value.into(),
+    };
+    // src/misc/param.cc (2.18 to 2.28): "%s set by environment to %lld."
+    assert_eq!(
+        parse_line(&info("NCCL_IB_GID_INDEX set by environment to 3.")).event,
+        env("NCCL_IB_GID_INDEX", "3")
+    );
+    assert_eq!(
+        parse_line(&info("NCCL_IB_DISABLE set by environment to 1.")).event,
+        env("NCCL_IB_DISABLE", "1")
+    );
+    assert_eq!(
+        parse_line(&info("NCCL_DMABUF_ENABLE set by environment to 0.")).event,
+        env("NCCL_DMABUF_ENABLE", "0")
+    );
+    // src/graph/paths.cc ncclGetLevel: "%s set by environment to %s"
+    assert_eq!(
+        parse_line(&info("NCCL_NET_GDR_LEVEL set by environment to LOC")).event,
+        env("NCCL_NET_GDR_LEVEL", "LOC")
+    );
+    // net_ib.cc ncclIbInitDevices: "NCCL_IB_HCA set to %s"
+    assert_eq!(
+        parse_line(&info("NCCL_IB_HCA set to mlx5_0,mlx5_1")).event,
+        env("NCCL_IB_HCA", "mlx5_0,mlx5_1")
+    );
+    assert_eq!(
+        parse_line(&info("NCCL_IB_HCA set to =mlx5_0:1")).event,
+        env("NCCL_IB_HCA", "=mlx5_0:1")
+    );
+    // src/misc/socket.cc: both forms
+    assert_eq!(
+        parse_line(&info("NCCL_SOCKET_IFNAME set by environment to eth0")).event,
+        env("NCCL_SOCKET_IFNAME", "eth0")
+    );
+    // src/init.cc (2.2x): "Comm config netName reset to NCCL_NET=%s"
+    assert_eq!(
+        parse_line(&info("Comm config netName reset to NCCL_NET=Socket")).event,
+        env("NCCL_NET", "Socket")
+    );
+    // not settings
+    assert_eq!(
+        parse_line(&info("nccl_ib_hca set to x")).event,
+        Event::Other
+    );
+}
+
+#[test]
+fn nets_without_device_and_plugins() {
+    use roce_nccl::log::PluginEvent;
+    // net_ib.cc: "NET/IB : No device found."
+    assert_eq!(
+        parse_line(&info("NET/IB : No device found.")).event,
+        Event::NetNoDevice { net: "IB".into() }
+    );
+    // 2.28.9 net_ib.cc prints the table even when empty:
+    // "NET/IB : Using%s %s; OOB %s:%s" with no device
+    assert_eq!(
+        parse_line(&info("NET/IB : Using ; OOB eth0:10.0.0.11<0>")).event,
+        Event::NetNoDevice { net: "IB".into() }
+    );
+    assert_eq!(
+        parse_line(&info("NET/IB : Using [RO]; OOB eth0:10.0.0.11<0>")).event,
+        Event::NetNoDevice { net: "IB".into() }
+    );
+    let plugin = |line: &str| parse_line(&info(line)).event;
+    // src/plugin/net/net_v10.cc (2.28): "NET/Plugin: Loaded net plugin %s (v10)"
+    assert_eq!(
+        plugin("NET/Plugin: Loaded net plugin NCCL RDMA Plugin v10 (v10)"),
+        Event::NetPlugin(PluginEvent::Loaded {
+            name: "NCCL RDMA Plugin v10".into()
+        })
+    );
+    // src/plugin/plugin_open.cc (2.23+): "%s/Plugin: Could not find:%s%s%s"
+    assert_eq!(
+        plugin("NET/Plugin: Could not find: libnccl-net.so"),
+        Event::NetPlugin(PluginEvent::Internal)
+    );
+    // plugin_open.cc: "%s/Plugin: %s: %s" (dlopen's error, the plugin exists)
+    assert_eq!(
+        plugin("NET/Plugin: libnccl-net.so: libibverbs.so.1: cannot open shared object file: No such file or directory"),
+        Event::NetPlugin(PluginEvent::LoadFailed {
+            detail: "libnccl-net.so: libibverbs.so.1: cannot open shared object file: No such file or directory".into()
+        })
+    );
+    // src/net.cc (2.18): "NET/Plugin : Plugin load (%s) returned %d : %s"
+    assert_eq!(
+        plugin("NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open shared object file: No such file or directory"),
+        Event::NetPlugin(PluginEvent::Internal)
+    );
+    assert_eq!(
+        plugin("NET/Plugin : No plugin found, using internal implementation"),
+        Event::NetPlugin(PluginEvent::Internal)
+    );
+    // src/plugin/net.cc (2.27+): "Failed to initialize NET plugin %s"
+    assert_eq!(
+        plugin("Failed to initialize NET plugin IB"),
+        Event::NetPlugin(PluginEvent::InitFailed { name: "IB".into() })
+    );
+    assert_eq!(plugin("Initialized NET plugin Socket"), Event::Other);
+    assert_eq!(
+        plugin("NET/Plugin: Failed to find ncclNetPlugin_v10 symbol."),
+        Event::Other
+    );
+}
+
+#[test]
+fn communicator_gpu_by_bus_id() {
+    // src/init.cc (2.28.9): "%s comm %p rank %d nranks %d cudaDev %d nvmlDev
+    // %d busId %lx commId 0x%llx - Init START"; int64ToBusId decodes busId.
+    let line = info("ncclCommInitRank comm 0x55d1c8e0a0b0 rank 9 nranks 16 cudaDev 1 nvmlDev 1 busId 5000 commId 0x4b1c2e8f9a7d6e53 - Init START");
+    assert_eq!(
+        parse_line(&line).event,
+        Event::CommInit {
+            rank: 9,
+            nranks: 16,
+            cuda_dev: 1,
+            bus_id: "0000:05:00.0".into()
+        }
+    );
+    // 2.18.3: "comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE"
+    let line = info(
+        "comm 0x7f3e rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x9a - Init COMPLETE",
+    );
+    assert_eq!(
+        parse_line(&line).event,
+        Event::CommInit {
+            rank: 0,
+            nranks: 2,
+            cuda_dev: 0,
+            bus_id: "0000:1b:00.0".into()
+        }
+    );
+}
+
+#[test]
+fn roce_queue_pair_gid_of_three_releases() {
+    use roce_nccl::log::QueuePair;
+    // ::ffff:10.0.0.11 (an IPv4-mapped RoCE v2 GID): prefix 8 zero bytes,
+    // interface id 00 00 ff ff 0a 00 00 0b, printed as little-endian %lX.
+    let v4 = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 11];
+    let qp = |ib_dev, gid_index, gid| {
+        Event::QueuePair(QueuePair {
+            net: "IB".into(),
+            ib_dev,
+            port: 1,
+            mtu: 5,
+            gid_index,
+            gid,
+        })
+    };
+    // net_ib.cc 2.18.3: "NET/IB: Dev %d Port %d qpn %d mtu %d GID %ld (%lX/%lX)"
+    assert_eq!(
+        parse_line(&info(
+            "NET/IB: Dev 2 Port 1 qpn 4711 mtu 5 GID 3 (0/B00000AFFFF0000)"
+        ))
+        .event,
+        qp(2, 3, v4)
+    );
+    // 2.19.3: query_ece before GID
+    assert_eq!(
+        parse_line(&info("NET/IB: Dev 2 Port 1 qpn 4711 mtu 5 query_ece={supported=1, vendor_id=0x2c9, options=0x30000002, comp_mask=0x0} GID 3 (0/B00000AFFFF0000)")).event,
+        qp(2, 3, v4)
+    );
+    // 2.28.9: "NET/IB: %s %d IbDev %d Port %d qpn %d mtu %d GID %ld (%lX/%lX) fifoRkey=0x%x fifoLkey=0x%x"
+    // with GID 0: fe80::ba3f:d2ff:fe5a:1c00, the link-local default GID.
+    let ll = [
+        0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0xba, 0x3f, 0xd2, 0xff, 0xfe, 0x5a, 0x1c, 0x00,
+    ];
+    assert_eq!(
+        parse_line(&info("NET/IB: NCCL Dev 0 IbDev 4 Port 1 qpn 905 mtu 5 GID 0 (80FE/1C5AFEFFD23FBA) fifoRkey=0x1d0e fifoLkey=0x1d0e")).event,
+        qp(4, 0, ll)
+    );
+    // IB links print a LID, not a GID: not a RoCE queue pair
+    assert_eq!(
+        parse_line(&info("NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 905 mtu 5 LID 12 subnet-prefix 65152  FLID 0 fifoRkey=0x1 fifoLkey=0x1")).event,
+        Event::Other
+    );
+}

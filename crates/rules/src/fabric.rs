@@ -407,11 +407,13 @@ fn mtu_below_jumbo(ctx: &Context) -> Vec<Finding> {
                 ),
             )
         };
-        let (device, port) = n
-            .rdma
-            .as_ref()
-            .map(|r| (r.device.as_str(), r.port))
-            .unwrap_or(("<device>", 1));
+        let active_mtu = match n.rdma.as_ref() {
+            Some(r) => format!(
+                "; ibv_devinfo -d {} -i {} | grep active_mtu",
+                r.device, r.port
+            ),
+            None => String::new(),
+        };
         let target = ctx.expect.mtu.map(u64::from).unwrap_or(9000);
         let name = &n.name;
         out.push(Finding {
@@ -424,9 +426,7 @@ fn mtu_below_jumbo(ctx: &Context) -> Vec<Finding> {
             fix: format!(
                 "Raise the MTU: ip link set dev {name} mtu {target}, the same on every peer and at least as large on the switch ports; make it persistent in the host's network configuration"
             ),
-            verify: format!(
-                "ip -d link show {name} | grep -o 'mtu [0-9]*'; ibv_devinfo -d {device} -i {port} | grep active_mtu"
-            ),
+            verify: format!("ip -d link show {name} | grep -o 'mtu [0-9]*'{active_mtu}"),
             subject,
         });
     }

@@ -115,18 +115,25 @@ fn rail_matches(
     Some((glob(&pattern, system_name), pattern))
 }
 
-fn lldp_rail_mismatch(ctx: &Context) -> Vec<Finding> {
-    let Some(s) = ctx.latest() else { return vec![] };
-    let Some(rails) = &ctx.expect.rails else {
-        return vec![];
-    };
-    let ports = roce_netdevs(s);
+/// The RDMA devices of the RoCE netdevs in rail order: by name, numbers
+/// compared as numbers; a device's rail index is its position.
+fn rail_order<'a>(ports: &'a [(&'a Netdev, super::Subject)]) -> Vec<&'a str> {
     let mut devices: Vec<&str> = ports
         .iter()
         .filter_map(|(n, _)| n.rdma.as_ref().map(|r| r.device.as_str()))
         .collect();
     devices.sort_by_key(|d| natural_key(d));
     devices.dedup();
+    devices
+}
+
+fn lldp_rail_mismatch(ctx: &Context) -> Vec<Finding> {
+    let Some(s) = ctx.latest() else { return vec![] };
+    let Some(rails) = &ctx.expect.rails else {
+        return vec![];
+    };
+    let ports = roce_netdevs(s);
+    let devices = rail_order(&ports);
     let mut out = Vec::new();
     let mut seen: Vec<(&str, &roce_lldp::Lldpdu, &super::Subject)> = Vec::new();
     for (n, subject) in &ports {
@@ -211,6 +218,25 @@ fn lldp_rail_mismatch(ctx: &Context) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// The switch `netdev` should reach by `expect.rails` when its LLDP
+/// neighbour is another one (what `lldp_rail_mismatch` judges): a fix
+/// must not copy that switch's settings into the NIC.
+pub fn off_rail(ctx: &Context, s: &Snapshot, netdev: &str) -> Option<String> {
+    let rails = ctx.expect.rails.as_ref()?;
+    let ports = roce_netdevs(s);
+    let devices = rail_order(&ports);
+    let r = ports
+        .iter()
+        .find(|(n, _)| n.name == netdev)?
+        .0
+        .rdma
+        .as_ref()?;
+    let pdu = lldp_port(s, netdev)?.neighbour.as_ref()?;
+    let rail = devices.iter().position(|d| *d == r.device)?;
+    let (ok, want) = rail_matches(rails, rail, &r.device, netdev, pdu.system_name.as_deref()?)?;
+    (!ok).then_some(want)
 }
 
 /// ", the NIC of GPU 2" (or "of GPUs 2 and 3"): the GPUs whose nearest NIC

@@ -42,6 +42,9 @@ pub enum NcclValue {
     /// NCCL's default is wrong or doubtful, but the right value is a
     /// choice the host cannot make (the text says which).
     Choose(String),
+    /// NCCL's default is right and jobs override it (their logs show the
+    /// setting): unset it.
+    Unset(String),
 }
 
 /// One NCCL setting with the reason.
@@ -113,6 +116,31 @@ fn ib_hca(s: &Snapshot) -> Option<NcclAdvice> {
         .map(|(e, _)| e.as_str())
         .collect();
     if others.is_empty() {
+        let seen = s
+            .nccl
+            .as_ref()
+            .and_then(|n| n.summary.job.setting("NCCL_IB_HCA"));
+        if let Some(v) = seen {
+            let left_out: Vec<&str> = active
+                .iter()
+                .filter(|(e, _)| {
+                    let (d, p) = e.split_once(':').unwrap_or((e.as_str(), "1"));
+                    !super::nccl_seen::transport::hca_admits(v, d, p.parse().unwrap_or(1))
+                })
+                .map(|(e, _)| e.as_str())
+                .collect();
+            if !left_out.is_empty() {
+                return Some(NcclAdvice {
+                    name: "NCCL_IB_HCA",
+                    value: NcclValue::Unset(v.to_string()),
+                    why: format!(
+                        "jobs set NCCL_IB_HCA={v} (their NCCL logs), which leaves out {} of this node's rails; NCCL's default, every active RDMA port, is right here: each is nearest to a GPU and NCCL matches GPUs and NICs itself ({})",
+                        left_out.join(", "),
+                        pairs.join(", ")
+                    ),
+                });
+            }
+        }
         return Some(NcclAdvice {
             name: "NCCL_IB_HCA",
             value: NcclValue::DefaultIsRight,
@@ -186,6 +214,41 @@ fn gid_index(s: &Snapshot) -> Option<NcclAdvice> {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let job = s.nccl.as_ref().map(|n| &n.summary);
+        let set = job.and_then(|j| j.job.setting("NCCL_IB_GID_INDEX"));
+        let old_nccl: Vec<&String> = job
+            .map(|j| {
+                j.versions
+                    .iter()
+                    .filter(|v| version_below(v, (2, 21)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // What the jobs' logs show overrides the general answer: a set
+        // index that is not the routable one, or a release before 2.21
+        // that takes index 0.
+        if same {
+            let want = indexes[0].to_string();
+            if let Some(v) = set.filter(|v| v.trim() != want) {
+                return Some(NcclAdvice {
+                    name: "NCCL_IB_GID_INDEX",
+                    value: NcclValue::Set(want),
+                    why: format!(
+                        "jobs set NCCL_IB_GID_INDEX={v} (their NCCL logs), not the IPv4 RoCE v2 GID: {at} (nccl_gid_not_rocev2 names what index {v} is)"
+                    ),
+                });
+            }
+            if set.is_none() && !old_nccl.is_empty() {
+                return Some(NcclAdvice {
+                    name: "NCCL_IB_GID_INDEX",
+                    value: NcclValue::Set(want),
+                    why: format!(
+                        "jobs run NCCL {} (their logs), which takes GID index 0 unless told: the IPv4 RoCE v2 GID is {at}; NCCL 2.21 and later find it themselves",
+                        old_nccl.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            }
+        }
         return Some(NcclAdvice {
             name: "NCCL_IB_GID_INDEX",
             value: NcclValue::DefaultIsRight,
@@ -213,6 +276,15 @@ fn gid_index(s: &Snapshot) -> Option<NcclAdvice> {
     // Ports without a routable RoCE v2 GID are findings
     // (rocev2_gid_missing, rocev2_gid_link_local_only): no setting helps.
     None
+}
+
+/// Whether `version` (`2.20.5`) is below `(major, minor)`.
+fn version_below(version: &str, than: (u32, u32)) -> bool {
+    let mut it = version.split('.').map(|p| p.parse::<u32>().ok());
+    match (it.next().flatten(), it.next().flatten()) {
+        (Some(a), Some(b)) => (a, b) < than,
+        _ => false,
+    }
 }
 
 /// `NCCL_IB_TC`: NCCL's default 0 puts RoCE on DSCP 0. It is right only

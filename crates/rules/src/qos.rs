@@ -19,6 +19,7 @@ use roce_netdev::dcb::{dcbx_mode_name, tsa_name, DcbConfig, TSA_ETS, TSA_STRICT}
 use roce_netdev::{DcbOutcome, Netdev, Trust};
 
 use super::fabric::{dscp_priority, is_mlx5, list, roce_netdevs};
+use super::switch_side::{dscp_fix, pfc_fix};
 use super::{Context, Finding, Rule, RuleId, Severity, Subject};
 
 pub const RULES: &[Rule] = &[
@@ -382,21 +383,17 @@ fn switch_pfc_mismatch(ctx: &Context) -> Vec<Finding> {
             )
         };
         let name = &n.name;
+        let (side, fix) = pfc_fix(ctx, s, name, &via, nic, sw);
         out.push(Finding {
             rule: RuleId::SwitchPfcMismatch,
             severity,
             finding: format!("{}: NIC and switch disagree on PFC: {what}", subject.describe()),
             evidence: format!(
-                "NIC PFC enabled priorities: {} (pfc_en 0x{nic:02x}); switch port ({via}): {} (0x{sw:02x}); expected the same priorities",
+                "NIC PFC enabled priorities: {} (pfc_en 0x{nic:02x}); switch port ({via}): {} (0x{sw:02x}); {side}",
                 list(nic),
                 list(sw)
             ),
-            fix: format!(
-                "Make both sides use the fabric's RoCE priority: fix the switch port's PFC configuration (the fabric's standard), or this port's: dcb pfc set dev {name} prio-pfc all:off{}",
-                sw.iter()
-                    .map(|p| format!(" {p}:on"))
-                    .collect::<String>()
-            ),
+            fix,
             verify: format!("dcb pfc show dev {name}; the switch port's PFC configuration (e.g. show interfaces ... priority-flow-control)"),
             subject,
         });
@@ -510,11 +507,7 @@ fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
             })
             .collect::<Vec<_>>()
             .join("; ");
-        let adds = diff
-            .iter()
-            .map(|(d, sp, _, _)| format!("{d}:{sp}"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let (side, fix) = dscp_fix(ctx, s, n, &via, &diff);
         out.push(Finding {
             rule: RuleId::SwitchDscpMismatch,
             severity,
@@ -523,16 +516,14 @@ fn switch_dscp_mismatch(ctx: &Context) -> Vec<Finding> {
                 subject.describe()
             ),
             evidence: format!(
-                "switch APP table ({via}): {}; NIC trust dscp; PFC enabled priorities: {}; expected the same priority for each DSCP the host uses (its APP table, rdma_cm ToS)",
+                "switch APP table ({via}): {}; NIC trust dscp; PFC enabled priorities: {}; {side}",
                 peer.iter()
                     .map(|(d, p)| format!("{d}->{p}"))
                     .collect::<Vec<_>>()
                     .join(", "),
                 list(pfc)
             ),
-            fix: format!(
-                "Use the fabric's DSCP map on both sides: on this port dcb app replace dev {name} dscp-prio {adds} (or mlnx_qos -i {name} --dscp2prio set,<dscp>,<prio>), or fix the switch's map if it is the one off"
-            ),
+            fix,
             verify: format!("dcb app show dev {name} dscp-prio"),
             subject,
         });

@@ -37,6 +37,7 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         ],
         SwitchViewUnavailable => &["roce_qos_info", "roce_qos_peer_info"],
         MtuBelowJumbo => &["roce_netdev_mtu_bytes", "roce_port_info"],
+        SwitchFrameBelowMtu => &["roce_netdev_mtu_bytes", "roce_lldp_neighbor_info"],
         LinkFlap => &[
             "roce_port_link_downed_total",
             "roce_netdev_carrier_transitions_total",
@@ -118,7 +119,19 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         RdmaDeviceMissing | RdmaDeviceGone => &["roce_device_info"],
         RdmaPortGone => &["roce_port_info"],
         NcclSocketTransport => &["roce_nccl_connections"],
-        NcclGdrNotUsed => &["roce_nccl_gdr_active", "roce_nccl_gdr_disabled_info"],
+        NcclGdrNotUsed => &[
+            "roce_nccl_gdr_active",
+            "roce_nccl_gdr_disabled_info",
+            "roce_gpudirect_rdma_ready",
+        ],
+        NcclGidNotRocev2 => &["roce_nccl_connections", "roce_gid_info"],
+        NcclRailsUnused => &[
+            "roce_nccl_connections",
+            "roce_gpu_nearest_nic_info",
+            "roce_port_up",
+        ],
+        // nccl-tests' table is read for the rule, not exposed.
+        NcclTestsWrong => &[],
         NcclBusbwBelowLineRate => &[
             "roce_nccl_busbw_mean_bytes_per_second",
             "roce_nccl_busbw_min_bytes_per_second",

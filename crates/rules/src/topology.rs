@@ -32,7 +32,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: RuleId::PcieDowntrained,
-        checks: "PCIe links of GPUs and NICs run at the speed and width both ends support",
+        checks: "PCIe links of GPUs and NICs run at the speed and width both ends support; a NIC's link trained below them is critical where it can no longer carry the NIC's line rate",
         evaluate: pcie_downtrained,
     },
 ];
@@ -371,6 +371,73 @@ fn link_owner(t: &TopologySnapshot, link: &Link) -> Option<(Subject, String)> {
     }
 }
 
+/// Data bits per second a PCIe link carries after line encoding: 8b/10b
+/// up to 5 GT/s (Gen1, Gen2), 128b/130b at 8 to 32 GT/s (Gen3 to Gen5),
+/// 242/256 FLIT at 64 GT/s (Gen6, PAM4).
+pub fn pcie_data_bits(speed: LinkSpeed, width: u32) -> f64 {
+    let encoding = match speed.0 {
+        0..=5000 => 8.0 / 10.0,
+        5001..=32000 => 128.0 / 130.0,
+        _ => 242.0 / 256.0,
+    };
+    speed.transfers_per_second() * f64::from(width) * encoding
+}
+
+/// What TLP and DLLP overhead leaves of a link's data rate for payload
+/// with the usual 256-byte maximum payload (about 85%).
+pub const PCIE_PAYLOAD_SHARE: f64 = 0.85;
+
+fn pcie_arithmetic(link: &Link) -> String {
+    match (link.current_speed, link.current_width) {
+        (Some(sp), Some(w)) => format!(
+            "{} x{w} carries {:.0} Gb/s after line encoding, about {:.0} Gb/s of payload ({:.0}% TLP efficiency)",
+            gts(sp),
+            pcie_data_bits(sp, w) / 1e9,
+            pcie_data_bits(sp, w) * PCIE_PAYLOAD_SHARE / 1e9,
+            PCIE_PAYLOAD_SHARE * 100.0
+        ),
+        _ => "current speed or width unknown".into(),
+    }
+}
+
+/// Whether the trained link can still carry the line rate of the NIC it
+/// serves (its ports' summed rate), with the words for the finding; `None`
+/// for a GPU's own link or without rates.
+fn feeds_line_rate(ctx: &Context, link: &Link, nic: Option<&str>) -> Option<(bool, String)> {
+    let s = ctx.latest()?;
+    let nic = nic?;
+    let line: u64 = crate::ports::ports(s)
+        .filter(|(d, _)| d.name == nic)
+        .filter_map(|(_, p)| p.rate_bytes_per_second)
+        .sum();
+    if line == 0 {
+        return None;
+    }
+    let (sp, w) = (link.current_speed?, link.current_width?);
+    let line_bits = line as f64 * 8.0;
+    let payload = pcie_data_bits(sp, w) * PCIE_PAYLOAD_SHARE;
+    let gbps = crate::ports::fmt_num(line_bits / 1e9);
+    Some(if payload >= line_bits {
+        (
+            true,
+            format!(
+                "{} x{w} still carries {nic}'s {gbps} Gb/s line rate",
+                gts(sp)
+            ),
+        )
+    } else {
+        (
+            false,
+            format!(
+                "{} x{w} cannot feed {nic}'s {gbps} Gb/s line rate: about {:.0} Gb/s of payload, {:.0}% of it",
+                gts(sp),
+                payload / 1e9,
+                payload / line_bits * 100.0
+            ),
+        )
+    })
+}
+
 fn pcie_downtrained(ctx: &Context) -> Vec<Finding> {
     let Some(t) = topology(ctx) else {
         return vec![];
@@ -408,13 +475,20 @@ fn pcie_downtrained(ctx: &Context) -> Vec<Finding> {
             opt_speed(link.capable_speed),
             opt_width(link.capable_width)
         );
+        let feeds = feeds_line_rate(ctx, link, subject.device.as_deref());
+        let (severity, verdict) = match &feeds {
+            Some((false, text)) => (Severity::Critical, format!("; {text}")),
+            Some((true, text)) => (Severity::Warning, format!("; {text}")),
+            None => (Severity::Warning, String::new()),
+        };
         out.push(Finding {
             rule: RuleId::PcieDowntrained,
-            severity: Severity::Warning,
-            finding: format!("{what} runs at {current}, below the {capable} both ends support ({})", below.join(" and ")),
+            severity,
+            finding: format!("{what} runs at {current}, below the {capable} both ends support ({}){verdict}", below.join(" and ")),
             evidence: format!(
-                "{}: current {current}; capable {capable} (the lower of both ends' max_link_speed/max_link_width)",
-                link.downstream
+                "{}: current {current}; capable {capable} (the lower of both ends' max_link_speed/max_link_width){}",
+                link.downstream,
+                feeds.as_ref().map_or(String::new(), |(_, _)| format!("; {}", pcie_arithmetic(link)))
             ),
             fix: "Reseat the card and check the slot, riser or retimer; check the BIOS PCIe settings (a forced lower generation, bifurcation). \
                   A link that trains down after a reset often has a signal-integrity fault"
