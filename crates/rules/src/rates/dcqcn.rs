@@ -135,11 +135,13 @@ pub(super) fn sender_throttled(ctx: &Context) -> Vec<Finding> {
                 percent(t.ratio),
                 percent(cfg.max_ratio)
             ),
-            fix: "The receivers of this host's traffic are congested: a notification point sends at most one CNP per QP per CNP \
-                  interval, so this many means many congested flows for most of the window. Find the congested receivers or hops \
-                  (receiver_congested on them, switch ECN counters), spread the traffic (NCCL_IB_HCA, adaptive routing), and \
-                  compare the DCQCN parameters (/sys/class/net/<netdev>/ecn/roce_rp/*) with the fabric design"
-                .into(),
+            fix: format!(
+                "The receivers of this host's traffic are congested: a notification point sends at most one CNP per QP per CNP \
+                 interval, so this many means many congested flows for most of the window. Find the congested receivers or hops \
+                 (receiver_congested on them, switch ECN counters), spread the traffic (NCCL_IB_HCA, adaptive routing), and \
+                 compare the DCQCN parameters (/sys/class/net/{}/ecn/roce_rp/*) with the fabric design",
+                netdev_of(d, p)
+            ),
             verify: format!("rdma statistic show link {}/{}  # twice, a few seconds apart", d.name, p.number),
             subject,
         }
@@ -163,7 +165,7 @@ pub(super) fn cnp_not_sent(ctx: &Context) -> Vec<Finding> {
             continue;
         }
         let subject = subject(d, p);
-        let netdev = p.netdev.as_deref().unwrap_or("<netdev>");
+        let netdev = netdev_of(d, p);
         out.push(Finding {
             rule: RuleId::CnpNotSent,
             severity: Severity::Warning,
@@ -220,7 +222,7 @@ pub(super) fn cnp_ignored(ctx: &Context) -> Vec<Finding> {
         })
     };
     traffic_ratio(ctx, cfg, measure, |d, p, subject, t| {
-        let netdev = p.netdev.as_deref().unwrap_or("<netdev>");
+        let netdev = netdev_of(d, p);
         Finding {
             rule: RuleId::CnpIgnored,
             severity: Severity::Warning,
@@ -251,4 +253,12 @@ pub(super) fn cnp_ignored(ctx: &Context) -> Vec<Finding> {
             subject,
         }
     })
+}
+
+/// The port's netdev for a fix, or the shell words that find it where the
+/// snapshot has none.
+fn netdev_of(d: &Device, p: &Port) -> String {
+    p.netdev
+        .clone()
+        .unwrap_or_else(|| format!("$(ls /sys/class/infiniband/{}/device/net)", d.name))
 }
