@@ -120,7 +120,8 @@ def yaml_dump(value, indent=0):
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=None,
-                   help="directory for the rule files (default: rewrite alerts/ and dashboards/)")
+                   help="directory for the rule files (default: alerts/; without flags, "
+                        "alerts/ and dashboards/ at the default _config)")
     p.add_argument("--selector", help="PromQL matchers of the exporter's series")
     p.add_argument("--fleet-by", help="comma separated labels that delimit a fleet")
     p.add_argument("--cluster-label", help="the label that tells clusters apart")
@@ -148,10 +149,9 @@ def main(argv):
     args = vars(p.parse_args(argv))
     out = args.pop("out")
     params = {k: v for k, v in args.items() if v is not None}
-    if out is None:
-        if params:
-            p.error("flags other than --out render elsewhere: give --out")
+    if out is None and not params:
         return mixin.main([])
+    out = out or HERE
     os.makedirs(out, exist_ok=True)
     files = mixin.render(config(params), params.get("for_override"), "alerts")
     for path, text in files.items():

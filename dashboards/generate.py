@@ -20,8 +20,8 @@ import render as mixin  # noqa: E402  (mixin/render.py)
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", default=None, help="directory for the dashboards "
-                   "(default: rewrite alerts/ and dashboards/)")
+    p.add_argument("--out", default=None, help="directory for the dashboards (default: "
+                   "dashboards/; without flags, alerts/ and dashboards/ at the default _config)")
     p.add_argument("--job", help="the job the dashboards' job variable starts on")
     p.add_argument("--selector", help="PromQL matchers of the exporter's series (its job "
                    "matcher is the job variable's default, the others stay in every query)")
@@ -39,13 +39,12 @@ def main(argv):
             "node_exporter_selector": "nodeExporterSelector",
             "dcgm_selector": "dcgmExporterSelector"}
     config = {keys[k]: v for k, v in vars(args).items() if k in keys and v is not None}
-    if args.out is None:
-        if config:
-            p.error("flags other than --out render elsewhere: give --out")
+    if args.out is None and not config:
         return mixin.main([])
-    os.makedirs(args.out, exist_ok=True)
+    out = args.out or HERE
+    os.makedirs(out, exist_ok=True)
     for path, text in mixin.render(config, part="dashboards").items():
-        with open(os.path.join(args.out, os.path.basename(path)), "w", encoding="utf-8") as f:
+        with open(os.path.join(out, os.path.basename(path)), "w", encoding="utf-8") as f:
             f.write(text)
     return 0
 

@@ -279,19 +279,21 @@ def check_dashboard_structure():
     errors = []
     for name, d in dashboards():
         names = {v["name"]: v for v in d["templating"]["list"]}
-        for var in ("datasource", "instance", "device"):
+        for var in ("datasource", "cluster", "job", "instance", "device"):
             if var not in names:
                 errors.append(f"{name}: no `{var}` template variable")
+        if not d["uid"].startswith("roce-") or d["tags"] != ["roce_exporter", "rdma"]:
+            errors.append(f"{name}: uid {d['uid']} or tags {d['tags']} not the mixin's")
+        # $job and $cluster pick the series (a chart's job, one cluster): no
+        # query keeps a fixed job
+        for p in d["panels"]:
+            for tg in p.get("targets", []):
+                e = tg["expr"]
+                if re.search(r'\bjob\s*=\s*"', e) or "$job" not in e or '=~"$cluster"' not in e:
+                    errors.append(f"{name}: panel {p.get('title')!r} does not follow $job "
+                                  "and $cluster")
         inst = names.get("instance", {})
-        if name == "roce-fleet.json":
-            # $job picks the jobs compared: no query keeps a fixed job
-            if "job" not in names:
-                errors.append(f"{name}: no `job` template variable")
-            for p in d["panels"]:
-                for tg in p.get("targets", []):
-                    if re.search(r'\bjob\s*=\s*"', tg["expr"]) or "$job" not in tg["expr"]:
-                        errors.append(f"{name}: panel {p.get('title')!r} does not follow $job")
-        elif inst.get("includeAll") or inst.get("current"):
+        if name != "roce-fleet.json" and (inst.get("includeAll") or inst.get("current")):
             errors.append(f"{name}: `instance` must default to one instance, not All")
         if names.get("datasource", {}).get("type") != "datasource":
             errors.append(f"{name}: `datasource` is not a data source variable")
@@ -367,6 +369,22 @@ def check_runbook_links():
                 if page != base or frag not in anchors:
                     errors.append(f"{r['alert']}: runbook_url {url} is no heading of "
                                   "the published docs/runbook.md")
+    # The dashboards' runbook links: the header link (the whole runbook),
+    # panel links and table cells, each a section the exporter serves (or the
+    # row's rule).
+    for name, d in dashboards():
+        urls = [l["url"] for l in d["links"] if "url" in l]
+        urls += [l["url"] for p in d["panels"] for l in p.get("links", [])]
+        urls += [l["url"] for p in d["panels"] for o in p["fieldConfig"]["overrides"]
+                 for prop in o["properties"] if prop["id"] == "links" for l in prop["value"]]
+        runbook = [u for u in urls if "/runbook" in u]
+        if not runbook:
+            errors.append(f"dashboards/{name}: no runbook link")
+        for u in runbook:
+            m = re.fullmatch(r"http://\$\{(instance|__data\.fields\.instance)\}/runbook/(.*)", u)
+            if not m or m.group(2) not in headings + ["", "${__data.fields.rule}"]:
+                errors.append(f"dashboards/{name}: runbook link {u} is no section the "
+                              "exporter serves")
     for d in ("alerts", "dashboards", "mixin", os.path.join("mixin", "alerts"),
               os.path.join("mixin", "dashboards"), os.path.join("mixin", "lib")):
         folder = os.path.join(ROOT, d)
@@ -1128,11 +1146,16 @@ def mixin_check():
                           "as shipped")
         print(f"jsonnet -S -m: {len(written)} files, as shipped")
 
-        # The library: alerts and records apart, the dashboards shipped.
-        code = ("local m = import 'mixin.libsonnet';"
+        # The library, vendored alone as jsonnet-bundler vendors it (no
+        # import reaches outside mixin/): alerts and records apart, the
+        # dashboards shipped.
+        vendor = os.path.join(tmp, "vendor")
+        shutil.copytree(os.path.join(ROOT, "mixin"), os.path.join(vendor, "roce-exporter-mixin"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        code = ("local m = import 'roce-exporter-mixin/mixin.libsonnet';"
                 "{alerts: m.prometheusAlerts, rules: m.prometheusRules,"
                 " dashboards: std.objectFields(m.grafanaDashboards)}")
-        r = run([jsonnet, "-J", os.path.join(ROOT, "mixin"), "-e", code])
+        r = run([jsonnet, "-J", vendor, "-e", code], cwd=tmp)
         if r.returncode != 0:
             return errors + [f"jsonnet mixin.libsonnet: {r.stdout}"]
         lib = json.loads(r.stdout)
