@@ -27,8 +27,10 @@ function(config={}, forOverride=null, part='all')
     else { [k]: rule[k] for k in std.objectFields(rule) if k != 'for' }
          + (if forOverride == '0s' then {} else { 'for': forOverride });
   local groups = { [g.name]: g for g in mixin.prometheusRules.groups }
-                 + { [g.name]: g { rules: [override(r) for r in g.rules] }
-                     for g in mixin.prometheusAlerts.groups };
+                 + {
+                   [g.name]: g { rules: [override(r) for r in g.rules] }
+                   for g in mixin.prometheusAlerts.groups
+                 };
   // Each rule file: its areas' recording groups, each before the alerts
   // that read it (the operator's PrometheusRule objects and the chart's
   // switches take one file each, so each file holds what its alerts need).
@@ -48,14 +50,14 @@ function(config={}, forOverride=null, part='all')
   local unplaced = [n for n in std.objectFields(groups) if !std.member(placed, n)];
   if std.length(unplaced) > 0 then error 'groups in no rule file: ' + std.join(', ', unplaced)
   else (if which == 'dashboards' then {} else {
-    ['alerts/' + f]: yaml({ groups: [groups[n] for n in files[f]] }, header)
-    for f in std.objectFields(files)
-  } + {
-    'alerts/alertmanager.inhibit.yml': yaml(
-      { inhibit_rules: mixin.alertmanagerInhibitRules },
-      header + '# Alertmanager configuration fragment: merge into alertmanager.yml.\n'
-    ),
-  }) + (if which == 'alerts' then {} else {
-    ['dashboards/' + f]: json(mixin.grafanaDashboards[f])
-    for f in std.objectFields(mixin.grafanaDashboards)
-  })
+          ['alerts/' + f]: yaml({ groups: [groups[n] for n in files[f]] }, header)
+          for f in std.objectFields(files)
+        } + {
+          'alerts/alertmanager.inhibit.yml': yaml(
+            { inhibit_rules: mixin.alertmanagerInhibitRules },
+            header + '# Alertmanager configuration fragment: merge into alertmanager.yml.\n'
+          ),
+        }) + (if which == 'alerts' then {} else {
+                ['dashboards/' + f]: json(mixin.grafanaDashboards[f])
+                for f in std.objectFields(mixin.grafanaDashboards)
+              })

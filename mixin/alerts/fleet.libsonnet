@@ -26,7 +26,8 @@ local promql = import '../lib/promql.libsonnet';
               < on (%(by)s, hca_type) group_left ()
               max by (%(by)s, hca_type) (%(rate)s)
           |||, { rate: rate, by: by }),
-          '15m', warning,
+          '15m',
+          warning,
           'RDMA port {{ $labels.device }} port {{ $labels.port }} runs below its peers '
           + 'on {{ $labels.instance }}',
           '{{ $labels.device }} port {{ $labels.port }} ({{ $labels.hca_type }}) on '
@@ -38,7 +39,8 @@ local promql = import '../lib/promql.libsonnet';
         p.alert(
           'RoceFirmwareDrift',
           x.deviating(x.firmware.record, x.firmware.group),
-          '1h', warning,
+          '1h',
+          warning,
           '{{ $labels.device }} on {{ $labels.instance }} runs firmware '
           + '{{ $labels.fw_version }}, not the most common of its ' + fleet
           + ' peers ({{ $labels.hca_type }})',
@@ -52,7 +54,8 @@ local promql = import '../lib/promql.libsonnet';
         p.alert(
           'RoceMtuInconsistent',
           x.deviating(x.mtu.record, x.mtu.group),
-          '30m', warning,
+          '30m',
+          warning,
           '{{ $labels.netdev }} on {{ $labels.instance }} has MTU {{ $labels.mtu }}, '
           + 'not the most common in ' + fleet,
           'The RoCE netdev {{ $labels.netdev }} ({{ $labels.device }} port '
@@ -65,7 +68,8 @@ local promql = import '../lib/promql.libsonnet';
         p.alert(
           'RocePfcPriorityInconsistent',
           x.deviating(x.pfc.record, x.pfc.group),
-          '30m', warning,
+          '30m',
+          warning,
           'PFC priorities of {{ $labels.netdev }} on {{ $labels.instance }} differ '
           + 'from ' + fleet,
           'PFC is on for priorities {{ $labels.pfc }} on {{ $labels.netdev }} '
@@ -79,7 +83,8 @@ local promql = import '../lib/promql.libsonnet';
         p.alert(
           'RoceQosConfigDrift',
           x.deviating(names.qosDrift, x.qosGroup),
-          '1h', warning,
+          '1h',
+          warning,
           'QoS setting {{ $labels.config }} of {{ $labels.netdev }} on '
           + '{{ $labels.instance }} differs from its peers in ' + fleet,
           'The value of {{ $labels.config }}{{ if $labels.priority }} (priority '
@@ -97,7 +102,8 @@ local promql = import '../lib/promql.libsonnet';
         p.alert(
           'RoceGidTypeInconsistent',
           x.deviating(x.gid.record, x.gid.group),
-          '30m', warning,
+          '30m',
+          warning,
           'GID index {{ $labels.index }} of {{ $labels.device }} port {{ $labels.port }} '
           + 'on {{ $labels.instance }} differs from ' + fleet,
           'GID index {{ $labels.index }} of {{ $labels.device }} port {{ $labels.port }} '

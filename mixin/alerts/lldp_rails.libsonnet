@@ -33,7 +33,8 @@ local promql = import '../lib/promql.libsonnet';
             < on (%(by)s, pod, device) group_left ()
             max by (%(by)s, pod, device) (%(nodes)s%(s)s)
           |||, a),
-          '10m', critical,
+          '10m',
+          critical,
           "{{ $labels.device }} on {{ $labels.instance }} is cabled to another rail's switch",
           '{{ $labels.device }} on {{ $labels.instance }} reaches {{ $labels.system_name }}, '
           + 'where only {{ $value }} node(s) of pod {{ $labels.pod }} have their '
@@ -48,8 +49,9 @@ local promql = import '../lib/promql.libsonnet';
             and on (%(by)s, pod) (count by (%(by)s, pod) (%(pod)s%(s)s) == 1)
             and on (%(by)s) (count by (%(by)s) (%(pod)s%(s)s) >= 4)
           |||, a),
-          '10m', warning,
-          'The first NIC of {{ $labels.instance }} reaches a switch no other node\'s first '
+          '10m',
+          warning,
+          "The first NIC of {{ $labels.instance }} reaches a switch no other node's first "
           + 'NIC reaches',
           'The first RDMA NIC of {{ $labels.instance }} is cabled to {{ $labels.pod }}, '
           + "which no other node's first NIC reaches: that cable is probably on the wrong "
@@ -63,7 +65,8 @@ local promql = import '../lib/promql.libsonnet';
               roce_lldp_neighbor_info%(namedPort)s
             ) > 1
           |||, a),
-          '10m', critical,
+          '10m',
+          critical,
           'Two NICs of {{ $labels.instance }} report the same switch port',
           '{{ $value }} RDMA ports of {{ $labels.instance }} report '
           + '{{ $labels.system_name }} port {{ $labels.port_id }} as their LLDP neighbour: '

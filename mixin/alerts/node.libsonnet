@@ -20,14 +20,15 @@ local subject =
   local on = 'on {{ $labels.instance }}',
 
   local findingAlert(rule) =
-    local where = if std.get(rule, "config") != null
+    local where = if std.get(rule, 'config') != null
     then " Thresholds and windows: the exporter's `" + rule.config.section + '`.'
     else '';
     p.alert(
       p.alertName(rule.id),
       'roce_finding' + s('rule="' + rule.id + '", severity=~"' + std.join('|', p.notify) + '"')
       + ' == 1',
-      p.findingFor, null,
+      p.findingFor,
+      null,
       rule.id + ': ' + subject + 'on {{ $labels.instance }}',
       'roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding '
       + rule.id + ' for ' + subject + '(it checks that ' + rule.checks + ').' + where
@@ -41,12 +42,16 @@ local subject =
       name: 'roce_exporter.node',
       rules: [
         p.alert(
-          'RoceExporterDown', 'up%s == 0' % s(), '5m', { severity: 'critical' },
+          'RoceExporterDown',
+          'up%s == 0' % s(),
+          '5m',
+          { severity: 'critical' },
           'roce_exporter {{ $labels.instance }} is down',
           'Prometheus could not scrape roce_exporter on {{ $labels.instance }} '
           + 'for 5 minutes: no RDMA fabric data from this node (its other alerts are '
           + 'inhibited meanwhile).',
-          'RoceExporterDown', liveInstance=false,
+          'RoceExporterDown',
+          liveInstance=false,
         ),
         p.alert(
           'RoceSampleStale',
@@ -54,7 +59,8 @@ local subject =
             time() - roce_sample_timestamp_seconds%(s)s
               > clamp_min(%(n)s * roce_sample_interval_seconds%(s)s, 30)
           |||, { s: s(), n: p.num(c.staleIntervals) }),
-          '5m', { severity: 'warning' },
+          '5m',
+          { severity: 'warning' },
           'roce_exporter serves a stale sample ' + on,
           'The sample served by {{ $labels.instance }} is {{ $value | humanizeDuration }} old, '
           + 'more than ' + p.num(c.staleIntervals) + ' sample intervals: the sampler is stuck '
@@ -67,7 +73,8 @@ local subject =
             %(r)s%(s)s
               < max_over_time(%(r)s%(s)s[%(w)s])
           |||, { r: names.rdmaDevices, s: s(), w: c.nicCountWindow }),
-          '0s', { severity: 'critical' },
+          '0s',
+          { severity: 'critical' },
           '{{ $labels.instance }} lost RDMA devices',
           'roce_exporter on {{ $labels.instance }} sees {{ $value }} RDMA device(s), fewer than '
           + 'within the last ' + c.nicCountWindow + ': a NIC fell off the bus or its driver '

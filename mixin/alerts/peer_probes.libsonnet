@@ -51,14 +51,16 @@ local promql = import '../lib/promql.libsonnet';
             )
             or on (%(tgt)s) %(named)s
           |||, a),
-          p.findingFor, critical,
+          p.findingFor,
+          critical,
           'Peers lose their probes to node ' + node + exporter,
           'Node ' + node + exporter + ': {{ $value | humanizePercentage }} of the ports '
           + 'probing it (at least ' + a.w + ') fail towards it (' + fails + '): the node is '
           + 'down, its exporter and responder stopped, or its port (NIC, cable, switch '
           + 'port) drops RoCE traffic (then RocePeerProbePortLosesPeers names that port '
           + "too). The other nodes' peer_probe findings about it are this one fault.",
-          'RocePeerProbeNodeUnreachable', liveInstance=false,
+          'RocePeerProbeNodeUnreachable',
+          liveInstance=false,
         ),
         p.alert(
           'RocePeerProbePortLosesPeers',
@@ -69,7 +71,8 @@ local promql = import '../lib/promql.libsonnet';
             )
             or on (%(prt)s) %(isolated)s
           |||, a),
-          p.findingFor, critical,
+          p.findingFor,
+          critical,
           'RDMA port ' + port + ' loses its peers',
           'Probes from ' + port + ' fail towards {{ $value | humanizePercentage }} of the '
           + 'peers it probes (at least ' + a.w + ', ' + fails + ') while the other nodes '
@@ -80,7 +83,9 @@ local promql = import '../lib/promql.libsonnet';
         ),
         p.alert(
           'RocePeerProbePairLoss',
-          names.peerPair + s(), p.findingFor, warning,
+          names.peerPair + s(),
+          p.findingFor,
+          warning,
           'Probes from ' + port + ' to ' + node + ' are lost',
           '{{ $value }} of the last 16 small probes from ' + port + ' to ' + node
           + ' were lost, while neither end loses its other peers nor is lost by them: '
@@ -94,12 +99,14 @@ local promql = import '../lib/promql.libsonnet';
             %(switch)sisolated_ports:ratio%(s)s > 0.5
             and on (%(fleet)s, %(lab)s) %(switch)sports:count%(s)s >= %(w)s
           |||, a),
-          p.findingFor, critical,
+          p.findingFor,
+          critical,
           'The ports cabled to switch ' + switch + ' lose their peers',
           '{{ $value | humanizePercentage }} of the probing ports cabled to ' + switch
           + ' (at least ' + a.w + ') lose most of their peers: the switch or its uplinks '
           + "drop RoCE traffic; its ports' RocePeerProbePortLosesPeers are this one fault.",
-          'RocePeerProbeSwitchLosesPeers', liveInstance=false,
+          'RocePeerProbeSwitchLosesPeers',
+          liveInstance=false,
         ),
       ],
     }],

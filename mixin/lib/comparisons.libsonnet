@@ -30,7 +30,8 @@ function(c) {
     record: names.firmwareSame,
     group: group,
     member: 'max by (%s) (roce_device_info%s)' % [
-      p.fleetBy(group + ['instance', 'device', 'fw_version']), s('fw_version!=""'),
+      p.fleetBy(group + ['instance', 'device', 'fw_version']),
+      s('fw_version!=""'),
     ],
     values: ['fw_version'],
   },
@@ -38,7 +39,8 @@ function(c) {
     record: names.pfcSame,
     group: [],
     member: 'max by (%s) (roce_qos_info%s)' % [
-      p.fleetBy(netdevMember + ['pfc']), s('device!="", pfc!=""'),
+      p.fleetBy(netdevMember + ['pfc']),
+      s('device!="", pfc!=""'),
     ],
     values: ['pfc'],
   },
@@ -46,7 +48,8 @@ function(c) {
     record: names.gidSame,
     group: ['index'],
     member: 'max by (%s) (roce_gid_info%s)' % [
-      p.fleetBy(['instance', 'device', 'port', 'netdev', 'index', 'type', 'family']), s(),
+      p.fleetBy(['instance', 'device', 'port', 'netdev', 'index', 'type', 'family']),
+      s(),
     ],
     values: ['type', 'family'],
   },
@@ -65,8 +68,11 @@ function(c) {
     // roce_device_info is 1: the product keeps the setting's value.
     local series = if std.length(group) == 0 then '(%s)' % raw else
       '(%s\n  * on (%s) group_left (%s)\n  max by (%s) (roce_device_info%s))' % [
-        raw, p.fleetBy(['instance', 'device']), std.join(', ', group),
-        p.fleetBy(['instance', 'device'] + group), s(),
+        raw,
+        p.fleetBy(['instance', 'device']),
+        std.join(', ', group),
+        p.fleetBy(['instance', 'device'] + group),
+        s(),
       ];
     local members = p.fleetBy(netdevMember + d.per + group + d.values);
     {

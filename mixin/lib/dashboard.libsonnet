@@ -63,8 +63,13 @@ local ds = { type: 'prometheus', uid: '${datasource}' };
   // columns named first, in that order (the others follow as Grafana
   // orders them).
   table(title, description, unit, expr, hide=[], w=24, h=8, rename={}, order=[])::
-    self.panel('table', title, description, unit,
-               [self.target(expr, format='table', instant=true)], w, h) {
+    self.panel('table',
+               title,
+               description,
+               unit,
+               [self.target(expr, format='table', instant=true)],
+               w,
+               h) {
       options: { showHeader: true, cellHeight: 'sm' },
       transformations: [{
         id: 'organize',

@@ -11,9 +11,23 @@
 // where it can: its interpreted ones (std.format, std.sort, slices,
 // std.escapeStringJson) made rendering take minutes.
 local order = [
-  'groups', 'inhibit_rules', 'name', 'interval', 'rules', 'alert', 'record', 'expr', 'for',
-  'labels', 'annotations', 'summary', 'description', 'runbook_url',
-  'source_matchers', 'target_matchers', 'equal',
+  'groups',
+  'inhibit_rules',
+  'name',
+  'interval',
+  'rules',
+  'alert',
+  'record',
+  'expr',
+  'for',
+  'labels',
+  'annotations',
+  'summary',
+  'description',
+  'runbook_url',
+  'source_matchers',
+  'target_matchers',
+  'equal',
 ];
 local known = std.set(order);
 // The fields of `o`: those in `order` as it lists them, then the others

@@ -12,7 +12,8 @@ local anchor(section) =
     (cp >= 97 && cp <= 122) || (cp >= 48 && cp <= 57) || ch == '_' || ch == '-' || ch == ' '
     || cp > 127;
   std.strReplace(std.join('', [ch for ch in std.stringChars(std.asciiLower(section)) if keep(ch)]),
-                 ' ', '-');
+                 ' ',
+                 '-');
 
 local camel(id) = 'Roce' + std.join('', [
   if w == '' then '' else std.asciiUpper(w[0]) + w[1:]
@@ -33,7 +34,8 @@ function(c) {
   expr(text, args={})::
     local filled = std.foldl(
       function(t, k) std.strReplace(t, '%(' + k + ')s', std.toString(args[k])),
-      std.objectFields(args), text
+      std.objectFields(args),
+      text
     );
     if std.endsWith(filled, '\n') then std.substr(filled, 0, std.length(filled) - 1) else filled,
   // Whether `hay` holds `needle`.
@@ -75,8 +77,10 @@ function(c) {
     local templ = if p.has(base, '{section}') || p.has(base, '{anchor}') || section == ''
     then base else base + '#{anchor}';
     std.strReplace(std.strReplace(std.strReplace(templ, '{instance}', instance),
-                                  '{section}', section),
-                   '{anchor}', if anchor == null then p.anchor(section) else anchor),
+                                  '{section}',
+                                  section),
+                   '{anchor}',
+                   if anchor == null then p.anchor(section) else anchor),
 
   // An alert's runbook URL: {instance} is the alert's instance when it is a
   // live exporter, else one exporter of the selector that is up.

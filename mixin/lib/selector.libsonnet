@@ -11,7 +11,8 @@ local split(selector) =
     else if ch == '"' || ch == '`' then acc { cur+: ch, quoted: !acc.quoted }
     else if !acc.quoted && ch == ',' then acc { parts+: [acc.cur], cur: '' }
     else acc { cur+: ch };
-  local end = std.foldl(step, std.stringChars(selector),
+  local end = std.foldl(step,
+                        std.stringChars(selector),
                         { parts: [], cur: '', quoted: false, escaped: false });
   [trim(p) for p in end.parts + [end.cur] if trim(p) != ''];
 
@@ -22,8 +23,9 @@ local parse(m) =
     (cp >= 65 && cp <= 90) || (cp >= 97 && cp <= 122) || (cp >= 48 && cp <= 57) || ch == '_';
   local chars = std.stringChars(m);
   local n = std.length(std.foldl(function(acc, ch) if acc.done || !isName(ch) then acc { done: true }
-                                                   else acc { s+: ch },
-                                 chars, { s: '', done: false }).s);
+                                 else acc { s+: ch },
+                                 chars,
+                                 { s: '', done: false }).s);
   local rest = std.lstripChars(m[n:], ' ');
   local op = if std.startsWith(rest, '=~') || std.startsWith(rest, '!~') || std.startsWith(rest, '!=')
   then rest[0:2] else if std.startsWith(rest, '=') then '=' else error 'not a matcher: ' + m;

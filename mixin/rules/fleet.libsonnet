@@ -106,26 +106,40 @@ local promql = import '../lib/promql.libsonnet';
                for x in perRail
              ]
              + [
-               { record: 'instance:roce_ports_down:count',
-                 expr: 'count by (%s) (roce_port_up%s == 0)' % [inst, s()] },
-               { record: 'rail:roce_ports_down:count',
-                 expr: 'count by (%s) (roce_port_up%s == 0)' % [rail, s()] },
+               {
+                 record: 'instance:roce_ports_down:count',
+                 expr: 'count by (%s) (roce_port_up%s == 0)' % [inst, s()],
+               },
+               {
+                 record: 'rail:roce_ports_down:count',
+                 expr: 'count by (%s) (roce_port_up%s == 0)' % [rail, s()],
+               },
                // Per node only: AER and devlink health are per PCI function,
                // not per RDMA port; NCCL per job. AER of the NICs and GPUs
                // and of the bridge ports on their paths (each port once).
-               { record: 'instance:roce_pcie_aer_errors:sum_rate',
+               {
+                 record: 'instance:roce_pcie_aer_errors:sum_rate',
                  expr: 'sum by (%s) (rate(%s[%s]))' % [
                    p.fleetBy(['instance', 'severity']),
-                   s('__name__=~"roce_pcie_aer_errors_total|roce_pcie_bridge_aer_errors_total"'), r,
-                 ] },
-               { record: 'instance:roce_devlink_unhealthy:count',
-                 expr: 'count by (%s) (roce_devlink_reporter_healthy%s == 0)' % [inst, s()] },
-               { record: 'instance:roce_nccl_socket_connections:sum',
-                 expr: 'sum by (%s) (roce_nccl_connections%s)' % [inst, s('transport="socket"')] },
-               { record: 'instance_rule:roce_findings:count',
+                   s('__name__=~"roce_pcie_aer_errors_total|roce_pcie_bridge_aer_errors_total"'),
+                   r,
+                 ],
+               },
+               {
+                 record: 'instance:roce_devlink_unhealthy:count',
+                 expr: 'count by (%s) (roce_devlink_reporter_healthy%s == 0)' % [inst, s()],
+               },
+               {
+                 record: 'instance:roce_nccl_socket_connections:sum',
+                 expr: 'sum by (%s) (roce_nccl_connections%s)' % [inst, s('transport="socket"')],
+               },
+               {
+                 record: 'instance_rule:roce_findings:count',
                  expr: 'count by (%s) (roce_finding%s == 1)' % [
-                   p.fleetBy(['instance', 'rule', 'severity']), s(),
-                 ] },
+                   p.fleetBy(['instance', 'rule', 'severity']),
+                   s(),
+                 ],
+               },
              ],
     }],
   },

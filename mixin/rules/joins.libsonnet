@@ -43,7 +43,8 @@ local relabel(expr, steps, pad) =
   local byAddress = relabel('node_network_info' + ne, [['host', 'instance', hostOfInstance]], '    '),
   local byNodename = relabel(
     'node_network_info%s * on (%s) group_left (nodename) node_uname_info%s' % [ne, target, ne],
-    [['host', 'nodename', '(.+)']], '    '
+    [['host', 'nodename', '(.+)']],
+    '    '
   ),
   local netdev = p.expr(|||
     max by (%(by)s) (
@@ -77,8 +78,16 @@ local relabel(expr, steps, pad) =
     ['Hostname', 'instance', hostOfInstance],
     ['hostname', 'instance', hostOfInstance],
   ], '  '),
-  local keys = p.fleetBy(['instance', 'gpu', 'roce_instance', 'roce_gpu', 'pci_bus_id', 'UUID',
-                          'Hostname', 'hostname']),
+  local keys = p.fleetBy([
+    'instance',
+    'gpu',
+    'roce_instance',
+    'roce_gpu',
+    'pci_bus_id',
+    'UUID',
+    'Hostname',
+    'hostname',
+  ]),
 
   prometheusRules+:: {
     groups+: [{

@@ -42,8 +42,10 @@ local promql = import '../lib/promql.libsonnet';
             * on (%(by)s, instance) group_left (pod) %(pod)s%(s)s
           )
         |||, a) },
-        { record: names.lldpNodes,
-          expr: 'count by (%(by)s, pod, device, system_name) (%(switchPod)s%(s)s)' % a },
+        {
+          record: names.lldpNodes,
+          expr: 'count by (%(by)s, pod, device, system_name) (%(switchPod)s%(s)s)' % a,
+        },
       ],
     }],
   },

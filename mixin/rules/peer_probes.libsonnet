@@ -75,8 +75,10 @@ local promql = import '../lib/promql.libsonnet';
         // labels): the ports that report on it, and the share of them whose
         // pair fails; the suspects among them.
         { record: a.peer + 'probers:count', expr: 'count by (%(tgt)s) (%(lost)s)' % a },
-        { record: a.peer + 'losing_probers:ratio',
-          expr: 'avg by (%(tgt)s) (%(lost)s >= bool %(n)s)' % a },
+        {
+          record: a.peer + 'losing_probers:ratio',
+          expr: 'avg by (%(tgt)s) (%(lost)s >= bool %(n)s)' % a,
+        },
         { record: a.peer + 'suspect:ratio', expr: p.expr(|||
           %(peer)slosing_probers:ratio%(s)s > 0.5
           and on (%(tgt)s) %(peer)sprobers:count%(s)s >= %(w)s

@@ -1145,6 +1145,17 @@ def mixin_check():
             errors.append(f"{path}: `jsonnet -S -m . mixin/render.jsonnet` does not write it "
                           "as shipped")
         print(f"jsonnet -S -m: {len(written)} files, as shipped")
+        # jsonnetfmt's layout (Debian's jsonnet package has it), as mixins
+        # keep: `jsonnetfmt -i` mends a file.
+        fmt = shutil.which("jsonnetfmt")
+        sources = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(ROOT, "mixin"))
+                   for f in fs if f.endswith((".libsonnet", ".jsonnet"))]
+        if fmt is None:
+            errors.append("jsonnetfmt not found (Debian's jsonnet package has it)")
+        for path in sorted(sources) if fmt else []:
+            if run([fmt, "--test", path]).returncode != 0:
+                errors.append(f"{os.path.relpath(path, ROOT)}: not as jsonnetfmt lays it out: "
+                              "run `jsonnetfmt -i` on it")
 
         # The library, vendored alone as jsonnet-bundler vendors it (no
         # import reaches outside mixin/): alerts and records apart, the
