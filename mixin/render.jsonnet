@@ -8,14 +8,18 @@
 // `config`: _config overrides. `forOverride`: a `for:` for every alert
 // ('0s': none), for end-to-end tests that cannot wait. `part`: 'all',
 // 'alerts' (alerts/ only) or 'dashboards'; with '-data' appended, each file
-// as data (its object) instead of text (mixin/render.py reads both).
+// as data (its object) instead of text, with '-both' as {text, data}
+// (mixin/render.py reads them).
 local manifest = import 'lib/manifest.libsonnet';
 
 function(config={}, forOverride=null, part='all')
-  local asData = std.endsWith(part, '-data');
-  local which = if asData then std.substr(part, 0, std.length(part) - 5) else part;
-  local yaml(v, header) = if asData then v else manifest.yaml(v, header);
-  local json(v) = if asData then v else manifest.json(v);
+  local form = if std.endsWith(part, '-data') then 'data'
+  else if std.endsWith(part, '-both') then 'both' else 'text';
+  local which = if form == 'text' then part else std.substr(part, 0, std.length(part) - 5);
+  local as(v, text) = if form == 'data' then v else if form == 'both' then { text: text, data: v }
+  else text;
+  local yaml(v, header) = as(v, manifest.yaml(v, header));
+  local json(v) = as(v, manifest.json(v));
   local mixin = (import 'mixin.libsonnet') + { _config+:: config };
   local header = |||
     # Rendered from mixin/ (jsonnet, mixin/render.jsonnet) at its default _config:

@@ -51,7 +51,9 @@ def run_jsonnet(args):
 
 @functools.lru_cache(maxsize=32)
 def _render(config_json, for_override, part):
-    args = [ENTRY, "--tla-code", f"config={config_json}", "--tla-code", f"part={json.dumps(part)}"]
+    """{path: {"text": ..., "data": ...}}: one jsonnet run for both forms."""
+    args = [ENTRY, "--tla-code", f"config={config_json}",
+            "--tla-code", f"part={json.dumps(part + '-both')}"]
     if for_override is not None:
         args += ["--tla-str", f"forOverride={for_override}"]
     return json.loads(run_jsonnet(args))
@@ -63,20 +65,26 @@ def render(config=None, for_override=None, part="all"):
     rendering the dashboards) or "dashboards". Each text ends in the
     newline `jsonnet -S -m` adds."""
     files = _render(json.dumps(config or {}, sort_keys=True), for_override, part)
-    return {path: text + "\n" for path, text in files.items()}
+    return {path: f["text"] + "\n" for path, f in files.items()}
 
 
 def data(config=None, for_override=None, part="all"):
     """The same files as data: {path: the rule file's or dashboard's object}."""
-    return dict(_render(json.dumps(config or {}, sort_keys=True), for_override, part + "-data"))
+    files = _render(json.dumps(config or {}, sort_keys=True), for_override, part)
+    return {path: f["data"] for path, f in files.items()}
+
+
+@functools.lru_cache(maxsize=8)
+def _effective_config(config_json):
+    code = ("local m = (import 'mixin.libsonnet') + { _config+:: %s };"
+            "{ [k]: m._config[k] for k in std.objectFields(m._config) if k != 'ruleTable' }"
+            % config_json)
+    return json.loads(run_jsonnet(["-e", code]))
 
 
 def effective_config(config=None):
     """The mixin's _config with `config` applied (the rule table left out)."""
-    code = ("local m = (import 'mixin.libsonnet') + { _config+:: %s };"
-            "{ [k]: m._config[k] for k in std.objectFields(m._config) if k != 'ruleTable' }"
-            % json.dumps(config or {}))
-    return json.loads(run_jsonnet(["-e", code]))
+    return dict(_effective_config(json.dumps(config or {}, sort_keys=True)))
 
 
 def sync_rule_table():

@@ -22,6 +22,8 @@ local camel(id) = 'Roce' + std.join('', [
 
 function(c) {
   local p = self,
+  assert c.clusterLabel != '' : 'clusterLabel must name a label (series without it are one cluster)',
+  assert std.length(c.fleetBy) > 0 : 'fleetBy must name at least one label (job)',
 
   // `a, b` of the non-empty matchers, `{...}` around them.
   join(parts):: join(parts),
