@@ -24,6 +24,7 @@ function(c) {
   local p = self,
   assert c.clusterLabel != '' : 'clusterLabel must name a label (series without it are one cluster)',
   assert std.length(c.fleetBy) > 0 : 'fleetBy must name at least one label (job)',
+  assert c.scrapeIntervalSeconds > 0 : 'scrapeIntervalSeconds must be above 0',
 
   // `a, b` of the non-empty matchers, `{...}` around them.
   join(parts):: join(parts),
