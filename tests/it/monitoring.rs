@@ -1,18 +1,24 @@
 //! The alerts and dashboards against the real Prometheus tools, through
-//! `tests/monitoring/run.py` (python3, stdlib only): `static` (generated
-//! files current, `promtool check rules`, `promtool test rules` at 15 s,
-//! 30 s and 60 s scrape intervals, `amtool check-config` with the inhibit
-//! rules, one alert per rule of docs/rules.json taking the finding's
-//! severity, rate ranges at least 4x the scrape interval, dashboard
-//! structure, every dashboard query parses, every metric named exists in
-//! docs/metrics.md, a runbook section per alert and rule) and `e2e` (this
-//! build of the exporter on a copy of the demo tree, Debian's prometheus and
+//! `tests/monitoring/run.py` (python3, stdlib only, and Debian's `jsonnet`,
+//! which renders the monitoring mixin of `mixin/`): `static` (the shipped
+//! files are the mixin's rendering, `promtool check rules`, `promtool test
+//! rules` at 15 s, 20 s, 30 s and 60 s scrape intervals, `amtool
+//! check-config` with the inhibit rules, one alert per rule of
+//! docs/rules.json taking the finding's severity, rate ranges at least 4x the
+//! scrape interval, dashboard structure with job and cluster variables, every
+//! dashboard query parses, every metric named exists in docs/metrics.md, a
+//! runbook section per alert and rule, every runbook link one the exporter
+//! serves) and `mixin` (the jsonnet CLI renders the shipped files byte for
+//! byte; the mixin vendored alone as a library splits alerts from records; a
+//! custom _config with a 20 s scrape interval reaches every rule and
+//! dashboard and passes `promtool check rules`) and `e2e` (this build of the
+//! exporter on a copy of the demo tree, Debian's prometheus and
 //! prometheus-alertmanager with the inhibit rules on loopback, a simulated
 //! PFC storm that must reach a webhook receiver with a runbook_url the
 //! exporter serves, a flap on a down port that must be inhibited; bounded to
 //! 150 s) and `fleet` (a synthetic 1,000-node TSDB with one storming port
 //! and four peer-probe faults built by `promtool tsdb create-blocks-from
-//! openmetrics`, Prometheus with the generated recording rules and fleet
+//! openmetrics`, Prometheus with the rendered recording rules and fleet
 //! alerts, every query of the fleet dashboard must find its culprit and the
 //! peer-probe alerts name exactly the faults; bounded to 150 s). Without
 //! the tools the tests are skipped, except under CI where `.ci/run`
@@ -61,8 +67,9 @@ fn rules_and_dashboards_check_with_promtool() {
     run_py(&["static"]);
 }
 
-/// mixin/mixin.libsonnet renders (Debian's jsonnet) to the shipped alerts
-/// and dashboards, and follows its _config.
+/// The jsonnet mixin renders (Debian's jsonnet) to the shipped alerts and
+/// dashboards, and follows its _config (job, cluster label, 20 s scrape
+/// interval, runbook base, uid prefix).
 #[test]
 fn mixin_renders_the_shipped_alerts_and_dashboards() {
     run_py(&["mixin"]);

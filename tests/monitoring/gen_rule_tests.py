@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the `promtool test rules` cases of alerts/ (python3, stdlib only):
 tests/monitoring/rules.test.yml for the committed rule files (60 s scrape
-interval), and the same cases for the rule files generated at any other
-scrape interval (run.py static runs them at 15 s, 30 s and 60 s).
+interval), and the same cases for the rule files rendered at any other
+scrape interval (run.py static runs them at 15 s, 20 s, 30 s and 60 s).
 
 Input series are sampled every scrape interval from t=0; rules are evaluated
 every EVALUATION seconds, which is not a multiple of any tested scrape
@@ -19,6 +19,7 @@ templates name the right labels.
     python3 tests/monitoring/gen_rule_tests.py      # rewrite rules.test.yml
 """
 
+import json
 import math
 import os
 import re
@@ -28,10 +29,14 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "alerts"))
+sys.path.insert(0, os.path.join(ROOT, "mixin"))
 import generate  # noqa: E402  (alerts/generate.py)
+import render as mixin  # noqa: E402  (mixin/render.py)
 
 EVALUATION = 17  # seconds; prime, so evaluations drift across the samples
-SCRAPE_INTERVALS = (15, 30, 60)
+# 20 s: an interval that does not divide a minute (ranges of 80 s, `for:`
+# of 40 s).
+SCRAPE_INTERVALS = (15, 20, 30, 60)
 COMMITTED_RULE_FILES = ["../../alerts/roce_exporter.rules.yml",
                         "../../alerts/roce_exporter.recording.rules.yml",
                         "../../alerts/roce_exporter.fleet.rules.yml"]
@@ -47,8 +52,27 @@ BASE3 = {"job": "roce_exporter", "instance": "n3:9879"}
 # The exporter that is up in every group (runbook URLs of alerts without a
 # live instance point at it).
 UP_INSTANCE = "n2:9879"
-NODE_EXPORTER_JOIN = generate.NODE_EXPORTER_JOIN
-DCGM_JOIN = generate.DCGM_JOIN
+NODE_EXPORTER_JOIN = "node_exporter_device:roce_netdev_port:info"
+DCGM_JOIN = "dcgm_exporter_gpu:roce_gpu:info"
+NOTIFY = ("critical", "warning")
+
+
+def rule_table():
+    """The exporter's rule table (docs/rules.json)."""
+    with open(os.path.join(ROOT, "docs", "rules.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def notifies(rule):
+    """Whether a rule can report a finding that notifies (warning or
+    critical): those have an alert."""
+    return any(sev in NOTIFY for sev in rule["severities"])
+
+
+def finding_alert(rule_id, rules):
+    """The alert that routes on a rule's finding (roce_finding{rule=...})."""
+    (name,) = [n for n, r in rules.items() if f'rule="{rule_id}"' in r["expr"]]
+    return name
 
 
 def s(name, labels, values):
@@ -118,7 +142,8 @@ def humanize_duration(v):
 
 def groups(scrape):
     t = Timeline(scrape)
-    rules = [r for r in generate.load_rules()["rules"] if generate.notifies(r)]
+    rules = [r for r in rule_table()["rules"] if notifies(r)]
+    alerts = rules_by_name(dict(generate.default_params(), scrape_interval=scrape))
     out = []
 
     # Exporter health. n1 is down from the start; n2 samples every scrape;
@@ -155,7 +180,7 @@ def groups(scrape):
         series.append(s("roce_finding", N1 + ", " + text, t.present(1, 2, 12, 20)))
         info = text.replace(f'severity="{severity}"', 'severity="info"')
         series.append(s("roce_finding", N2 + ", " + info, t.const(1, 20)))
-        name = generate.alert_name(rid)
+        name = finding_alert(rid, alerts)
         tests += [
             ("1m", name, []),
             ("8m", name, [(dict(BASE1, **labels), None)]),
@@ -165,7 +190,7 @@ def groups(scrape):
 
     # n1 loses one of its two devices at minute 10; n3 loses its only one;
     # n2 keeps its device. The drop is remembered for nic_count_window.
-    window = seconds(generate.DEFAULTS["nic_count_window"]) // 60
+    window = seconds(mixin.effective_config()["nicCountWindow"]) // 60
     total = 10 + window + 10
     out.append({
         "name": "rdma device count",
@@ -643,16 +668,11 @@ def lldp_rail_groups(scrape):
 def dashboard_query(scrape, board, title, index=0):
     """A dashboard panel's query as Prometheus runs it (Grafana's
     variables as tests/monitoring/run.py substitutes them)."""
-    import json
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "dashboards_generate", os.path.join(ROOT, "dashboards", "generate.py"))
-    dash = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dash)
-    d = json.loads(dash.render(dict(dash.DEFAULTS, scrape_interval=scrape))[board])
+    d = mixin.data({"scrapeIntervalSeconds": scrape}, part="dashboards")["dashboards/" + board]
     (panel,) = [p for p in d["panels"] if p["title"] == title]
     expr = panel["targets"][index]["expr"]
-    for var, value in (('"$instance"', '".+"'), ('"$device"', '".+"')):
+    for var, value in (('"$instance"', '".+"'), ('"$device"', '".+"'), ('"$job"', '".+"'),
+                       ('"$cluster"', '".*"')):
         expr = expr.replace(var, value)
     return expr
 
@@ -860,6 +880,17 @@ def rules_by_name(params):
     return out
 
 
+def eval_order(params):
+    """Every group, the recording groups first: promtool evaluates groups
+    in this order at each step (unlisted, in map order), so each alert sees
+    the records of the same evaluation, as the mixin's files order them.
+    Prometheus itself runs groups on their own timers: an alert reads records
+    at most one evaluation old there."""
+    gs = [g for _, groups in generate.groups(params) for g in groups]
+    records = [g["name"] for g in gs if all("record" in r for r in g["rules"])]
+    return records + [g["name"] for g in gs if g["name"] not in records]
+
+
 TOKEN = re.compile(r"\{\{(.*?)\}\}")
 
 
@@ -948,6 +979,7 @@ def build(scrape=60, rule_files=None):
     doc = {
         "rule_files": rule_files or COMMITTED_RULE_FILES,
         "evaluation_interval": f"{EVALUATION}s",
+        "group_eval_order": eval_order(params),
         "tests": tests,
     }
     return ("# Generated by tests/monitoring/gen_rule_tests.py: edit the generator.\n"

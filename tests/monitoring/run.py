@@ -3,20 +3,23 @@
 (python3, stdlib only; driven by tests/it/monitoring.rs, or by hand).
 
     python3 tests/monitoring/run.py static
-        generated files up to date; `promtool check rules` on every rule
+        the shipped alerts/ and dashboards/ are the mixin's rendering (mixin/,
+        jsonnet) at its default _config, rules.test.yml is current;
+        `promtool check rules` on every rule
         file; `promtool test rules`; dashboard structure (data source
         variable, instance/device variables, a unit on every panel); every
         PromQL expression of the dashboards parses (as recording rules under
         `promtool check rules`); every metric named by a rule or a dashboard
         exists in docs/metrics.md (or in pending-metrics.txt, with a reason,
         or is node_exporter's or dcgm-exporter's in foreign-metrics.txt);
-        a runbook section per alert and per rule; one alert per rule of
+        a runbook section per alert and per rule, every runbook link one
+        the exporter serves, none under example.invalid; one alert per rule of
         docs/rules.json, routed on its finding with the finding's severity
         (no PromQL re-implements a rule); alert names without a stutter;
         alerts/README.md and dashboards/README.md list every shipped file;
         every rate()/increase() range at
         least 4x the scrape interval; the promtool cases again with rule
-        files generated for 15 s, 30 s and 60 s scrape intervals.
+        files rendered for 15 s, 20 s, 30 s and 60 s scrape intervals.
     python3 tests/monitoring/run.py e2e --exporter target/debug/roce_exporter
         the exporter on a copy of examples/demo-gpu-node (1 s samples, replayed
         ethtool statistics), Debian's prometheus (1 s scrapes and rule
@@ -32,9 +35,12 @@
         stopped and the temporary directory removed, also on failure.
 
     python3 tests/monitoring/run.py mixin
-        mixin/mixin.libsonnet is mixin/generate.py's output, and jsonnet
-        (Debian's jsonnet) renders it to the shipped alerts and dashboards
-        at its default _config, and to the generators' output at another.
+        the mixin as its users take it (Debian's jsonnet): `jsonnet -S -m`
+        of mixin/render.jsonnet writes the shipped files byte for byte;
+        mixin.libsonnet's prometheusAlerts holds alerts only and
+        prometheusRules records only; another _config (job, cluster label,
+        a 20 s scrape interval, runbook base, uid prefix) reaches every rule
+        and dashboard, and `promtool check rules` passes on its rules.
 
     python3 tests/monitoring/run.py fleet
         the fleet dashboard and the fleet alerts on a synthetic TSDB of 1,000
@@ -69,8 +75,10 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "alerts"))
+sys.path.insert(0, os.path.join(ROOT, "mixin"))
 sys.path.insert(0, HERE)
 import generate as alerts_gen  # noqa: E402  (alerts/generate.py)
+import render as mixin  # noqa: E402  (mixin/render.py)
 
 DEADLINE = 150  # seconds for the whole end-to-end run
 ALERTMANAGER = "prometheus-alertmanager"  # Debian's name of the binary
@@ -101,16 +109,33 @@ class MissingTool(Exception):
     pass
 
 
-def load_dashboard_generator():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "dashboards_generate", os.path.join(ROOT, "dashboards", "generate.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+# Every panel's and query's data source: the dashboards' variable.
+DS = {"type": "prometheus", "uid": "${datasource}"}
+NOTIFY = ("critical", "warning")
+INHIBIT = "alerts/" + alerts_gen.INHIBIT_FILE
 
 
-dash_gen = load_dashboard_generator()
+def rule_table():
+    with open(os.path.join(ROOT, "docs", "rules.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def notifies(rule):
+    """Whether a rule can report a warning or critical finding: those
+    notify (and have an alert); info findings are for /findings."""
+    return any(sev in NOTIFY for sev in rule["severities"])
+
+
+def mixin_rules(config=None):
+    """Every rule of the rule files the mixin renders at `config`."""
+    return [r for _, gs in alerts_gen.groups(config or {}) for g in gs for r in g["rules"]]
+
+
+def runbook_sections():
+    """{alert name: its runbook section}: the alerts rendered with the
+    runbook template `{section}`."""
+    return {r["alert"]: r["annotations"]["runbook_url"]
+            for r in mixin_rules({"runbook_url_base": "{section}"}) if "alert" in r}
 
 
 def tool(name):
@@ -223,23 +248,19 @@ def dashboard_queries():
 
 
 def check_generated():
+    """The shipped files are the mixin's rendering at its default _config,
+    from the rule table of docs/rules.json; rules.test.yml is current."""
     errors = []
-    params = alerts_gen.default_params()
-    generated = dict(alerts_gen.render(params))
-    generated[alerts_gen.INHIBIT_FILE] = alerts_gen.render_inhibit(params)
-    for name, text in generated.items():
-        errors += compare(os.path.join(ROOT, "alerts", name), text, "alerts/generate.py")
-    for name, text in dash_gen.render(dict(dash_gen.DEFAULTS)).items():
-        errors += compare(os.path.join(ROOT, "dashboards", name), text, "dashboards/generate.py")
+    with open(mixin.RULES_JSON, encoding="utf-8") as a, \
+            open(mixin.MIXIN_RULES_JSON, encoding="utf-8") as b:
+        if a.read() != b.read():
+            errors.append("mixin/rules.json differs from docs/rules.json: run "
+                          "`python3 mixin/render.py`")
+    for path in mixin.stale(mixin.render()):
+        errors.append(f"{path} is not the mixin's rendering: run `python3 mixin/render.py`")
     import gen_rule_tests
     errors += compare(os.path.join(HERE, "rules.test.yml"), gen_rule_tests.build(),
                       "tests/monitoring/gen_rule_tests.py")
-    committed = {n for n in os.listdir(os.path.join(ROOT, "alerts")) if n.endswith(".yml")}
-    if committed != set(generated):
-        errors.append(f"alerts/: rule files {sorted(committed)} are not the generator's")
-    committed = {n for n, _ in dashboards()}
-    if committed != {n for n, _ in dash_gen.BUILDERS}:
-        errors.append(f"dashboards/: {sorted(committed)} are not the generator's")
     return errors
 
 
@@ -258,19 +279,21 @@ def check_dashboard_structure():
     errors = []
     for name, d in dashboards():
         names = {v["name"]: v for v in d["templating"]["list"]}
-        for var in ("datasource", "instance", "device"):
+        for var in ("datasource", "cluster", "job", "instance", "device"):
             if var not in names:
                 errors.append(f"{name}: no `{var}` template variable")
+        if not d["uid"].startswith("roce-") or d["tags"] != ["roce_exporter", "rdma"]:
+            errors.append(f"{name}: uid {d['uid']} or tags {d['tags']} not the mixin's")
+        # $job and $cluster pick the series (a chart's job, one cluster): no
+        # query keeps a fixed job
+        for p in d["panels"]:
+            for tg in p.get("targets", []):
+                e = tg["expr"]
+                if re.search(r'\bjob\s*=\s*"', e) or "$job" not in e or '=~"$cluster"' not in e:
+                    errors.append(f"{name}: panel {p.get('title')!r} does not follow $job "
+                                  "and $cluster")
         inst = names.get("instance", {})
-        if name == "roce-fleet.json":
-            # $job picks the jobs compared: no query keeps a fixed job
-            if "job" not in names:
-                errors.append(f"{name}: no `job` template variable")
-            for p in d["panels"]:
-                for tg in p.get("targets", []):
-                    if re.search(r'\bjob\s*=\s*"', tg["expr"]) or "$job" not in tg["expr"]:
-                        errors.append(f"{name}: panel {p.get('title')!r} does not follow $job")
-        elif inst.get("includeAll") or inst.get("current"):
+        if name != "roce-fleet.json" and (inst.get("includeAll") or inst.get("current")):
             errors.append(f"{name}: `instance` must default to one instance, not All")
         if names.get("datasource", {}).get("type") != "datasource":
             errors.append(f"{name}: `datasource` is not a data source variable")
@@ -281,12 +304,12 @@ def check_dashboard_structure():
             unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit")
             if not unit:
                 errors.append(f"{title}: no unit")
-            if p.get("datasource") != dash_gen.DS:
+            if p.get("datasource") != DS:
                 errors.append(f"{title}: data source is not ${{datasource}}")
             if not p.get("targets"):
                 errors.append(f"{title}: no query")
             for t in p.get("targets", []):
-                if t.get("datasource") != dash_gen.DS:
+                if t.get("datasource") != DS:
                     errors.append(f"{title}: query {t['refId']} data source is not ${{datasource}}")
                 # rail:, peer: and switch: series aggregate over instances
                 # (the fleet dashboard)
@@ -318,41 +341,67 @@ def promtool_parse(exprs, tmp):
 
 
 def check_runbook_links():
-    """Every runbook_url of the default rule files is the published
-    runbook with the anchor of one of its `##` headings; every runbook_url
-    of the exporter-served form is /runbook/<that heading>."""
+    """Every runbook_url opens a `##` section of docs/runbook.md: at the
+    default _config the section the alert's exporter serves
+    (http://<instance>/runbook/<section>, or one exporter that is up for an
+    alert without a live instance); with a published base, the heading's
+    anchor. No shipped or mixin file links under example.invalid."""
     with open(os.path.join(ROOT, "docs", "runbook.md"), encoding="utf-8") as f:
         headings = re.findall(r"^## (.+?)\s*$", f.read(), re.M)
-    anchors = {alerts_gen.anchor(h) for h in headings}
-    base = alerts_gen.DEFAULTS["runbook_url_base"]
+    anchors = {h.lower() for h in headings}
     errors = []
-    if "{" in base or not base.startswith("https://"):
-        errors.append(f"default runbook base {base!r} is not a published https URL")
-    params = alerts_gen.default_params()
-    served = dict(params, runbook_url_base="http://{instance}/runbook/{section}")
-    for p, form in ((params, "published"), (served, "served")):
-        for _, gs in alerts_gen.groups(p):
-            for g in gs:
-                for r in g["rules"]:
-                    if "alert" not in r:
-                        continue
-                    url = r["annotations"]["runbook_url"]
-                    if form == "published":
-                        page, _, frag = url.partition("#")
-                        if page != base or frag not in anchors:
-                            errors.append(f"{r['alert']}: runbook_url {url} is no heading of "
-                                          "the published docs/runbook.md")
-                    elif url.rsplit("/", 1)[1] not in headings:
-                        errors.append(f"{r['alert']}: runbook_url {url} is no section the "
-                                      "exporter serves")
+    served = re.compile(r"http://(\{\{ \$labels\.instance \}\}|\{\{ with query `up\{"
+                        r'job="roce_exporter"\} == 1` \}\}\{\{ \. \| first \| label "instance" '
+                        r"\}\}\{\{ end \}\})/runbook/(\w+)")
+    base = "https://runbooks.example.org/roce_exporter/runbook.md"
+    for config, form in (({}, "served"), ({"runbook_url_base": base}, "published")):
+        for r in mixin_rules(config):
+            if "alert" not in r:
+                continue
+            url = r["annotations"]["runbook_url"]
+            if form == "served":
+                m = served.fullmatch(url)
+                if not m or m.group(2) not in headings:
+                    errors.append(f"{r['alert']}: runbook_url {url} is no section the "
+                                  "exporter serves")
+            else:
+                page, _, frag = url.partition("#")
+                if page != base or frag not in anchors:
+                    errors.append(f"{r['alert']}: runbook_url {url} is no heading of "
+                                  "the published docs/runbook.md")
+    # The dashboards' runbook links: the header link (the whole runbook),
+    # panel links and table cells, each a section the exporter serves (or the
+    # row's rule).
+    for name, d in dashboards():
+        urls = [l["url"] for l in d["links"] if "url" in l]
+        urls += [l["url"] for p in d["panels"] for l in p.get("links", [])]
+        urls += [l["url"] for p in d["panels"] for o in p["fieldConfig"]["overrides"]
+                 for prop in o["properties"] if prop["id"] == "links" for l in prop["value"]]
+        runbook = [u for u in urls if "/runbook" in u]
+        if not runbook:
+            errors.append(f"dashboards/{name}: no runbook link")
+        for u in runbook:
+            m = re.fullmatch(r"http://\$\{(instance|__data\.fields\.instance)\}/runbook/(.*)", u)
+            if not m or m.group(2) not in headings + ["", "${__data.fields.rule}"]:
+                errors.append(f"dashboards/{name}: runbook link {u} is no section the "
+                              "exporter serves")
+    for d in ("alerts", "dashboards", "mixin", os.path.join("mixin", "alerts"),
+              os.path.join("mixin", "dashboards"), os.path.join("mixin", "lib")):
+        folder = os.path.join(ROOT, d)
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as f:
+                    if "example.invalid" in f.read():
+                        errors.append(f"{d}/{name}: a link under example.invalid")
     return errors
 
 
 def check_consumers():
     """Every recording rule is read by a rule or a dashboard query, and
     every inhibit rule names alerts (and rules with alerts) that exist."""
-    params = alerts_gen.default_params()
-    rules = [r for _, gs in alerts_gen.groups(params) for g in gs for r in g["rules"]]
+    rules = mixin_rules()
+    inhibit = mixin.data(part="alerts")[INHIBIT]["inhibit_rules"]
     queries = [e for _, e in dashboard_queries()]
     errors = []
     for r in rules:
@@ -363,8 +412,8 @@ def check_consumers():
         if not any(pattern.search(e) for e in [x["expr"] for x in rules] + queries):
             errors.append(f"recording rule {name}: no rule or dashboard reads it")
     alerts = {r["alert"] for r in rules if "alert" in r}
-    alerting_rules = {x["id"] for x in params["table"]["rules"] if alerts_gen.notifies(x)}
-    for i, inh in enumerate(alerts_gen.inhibit_rules(params)):
+    alerting_rules = {x["id"] for x in rule_table()["rules"] if notifies(x)}
+    for i, inh in enumerate(inhibit):
         for m in inh["source_matchers"] + inh["target_matchers"]:
             label, op, value = re.match(r'(\w+)(=~|!=|=)"(.*)"$', m).groups()
             if op == "!=":
@@ -407,7 +456,7 @@ def check_alert_names():
     """Alert names are `Roce` + CamelCase words, no word twice in a row
     (RoceTcShared, not RoceRoceTcShared), and unique."""
     errors = []
-    names = alerts_gen.alert_names()
+    names = [r["alert"] for r in mixin_rules() if "alert" in r]
     for name in names:
         words = re.findall(r"[A-Z][a-z0-9]*", name)
         if not re.fullmatch(r"Roce([A-Z][a-z0-9]*)+", name):
@@ -424,8 +473,8 @@ def check_runbook():
     with open(os.path.join(ROOT, "docs", "runbook.md"), encoding="utf-8") as f:
         text = f.read()
     sections = set(re.findall(r"^## (\w+)\s*$", text, re.M))
-    wanted = set(alerts_gen.runbook_sections().values())
-    wanted |= {r["id"] for r in alerts_gen.load_rules()["rules"]}
+    wanted = set(runbook_sections().values())
+    wanted |= {r["id"] for r in rule_table()["rules"]}
     errors = []
     for name in sorted(wanted):
         if name not in sections:
@@ -471,13 +520,10 @@ def check_ranges(scrape):
     fewer, a window can hold one sample and the rate is empty."""
     errors = []
     exprs = []
-    params = dict(alerts_gen.default_params(), scrape_interval=scrape)
-    for _, groups in alerts_gen.groups(params):
-        for g in groups:
-            for r in g["rules"]:
-                exprs.append((f"alerts: {r.get('alert') or r.get('record')}", r["expr"]))
-    for name, text in dash_gen.render(dict(dash_gen.DEFAULTS, scrape_interval=scrape)).items():
-        d = json.loads(text)
+    for r in mixin_rules({"scrape_interval": scrape}):
+        exprs.append((f"alerts: {r.get('alert') or r.get('record')}", r["expr"]))
+    boards = mixin.data({"scrapeIntervalSeconds": scrape}, part="dashboards")
+    for name, d in boards.items():
         for p in d["panels"]:
             for tg in p.get("targets", []):
                 exprs.append((f"{name}/{p['title']}", tg["expr"]))
@@ -493,14 +539,13 @@ def check_rule_table():
     """The alerts follow the exporter's rule table: one alert per rule,
     selecting its finding and taking the finding's severity; no alert
     re-implements a rule in PromQL over the exporter's counters."""
-    params = alerts_gen.default_params()
     errors = []
-    alerts = [r for _, gs in alerts_gen.groups(params) for g in gs for r in g["rules"]
-              if "alert" in r]
-    for rule in alerts_gen.load_rules()["rules"]:
+    alerts = [r for r in mixin_rules() if "alert" in r]
+    sections = runbook_sections()
+    for rule in rule_table()["rules"]:
         rid = rule["id"]
         routed = [a for a in alerts if f'rule="{rid}"' in a["expr"]]
-        if not alerts_gen.notifies(rule):
+        if not notifies(rule):
             # info findings only: for /findings, check and dashboards
             if routed:
                 errors.append(f"rule {rid}: reports info findings only, yet {len(routed)} alerts route on it")
@@ -512,7 +557,7 @@ def check_rule_table():
         if "severity" in a.get("labels", {}):
             errors.append(f"{a['alert']}: sets severity; it must be the finding's "
                           f"({rule['severities']})")
-        if alerts_gen.runbook_sections(params).get(a["alert"]) != rid:
+        if sections.get(a["alert"]) != rid:
             errors.append(f"{a['alert']}: runbook_url does not point at the {rid} section")
     for a in alerts:
         if RANGE_CALL.search(a["expr"]):
@@ -546,8 +591,7 @@ def check_inhibit_config():
     with tempfile.TemporaryDirectory(prefix="roce-monitoring-am-") as tmp:
         path = os.path.join(tmp, "alertmanager.yml")
         with open(path, "w", encoding="utf-8") as f:
-            f.write(alertmanager_config("http://127.0.0.1:9/hook",
-                                        alerts_gen.render_inhibit(alerts_gen.default_params())))
+            f.write(alertmanager_config("http://127.0.0.1:9/hook", mixin.render(part="alerts")[INHIBIT]))
         r = run([amtool, "check-config", path])
         if r.returncode != 0:
             return [f"amtool check-config with alerts/{alerts_gen.INHIBIT_FILE}: {r.stdout}"]
@@ -555,16 +599,15 @@ def check_inhibit_config():
 
 
 def promtool_intervals(promtool, tmp):
-    """The promtool cases at 15, 30 and 60 s scrape intervals, each against
-    rule files generated for that interval."""
+    """The promtool cases at each of gen_rule_tests' scrape intervals, each
+    against rule files rendered for that interval."""
     import gen_rule_tests
     errors = []
     for scrape in gen_rule_tests.SCRAPE_INTERVALS:
         d = os.path.join(tmp, f"scrape-{scrape}s")
         os.makedirs(d)
-        params = dict(alerts_gen.default_params(), scrape_interval=scrape)
         files = []
-        for name, text in alerts_gen.render(params).items():
+        for name, text in alerts_gen.render({"scrape_interval": scrape}).items():
             path = os.path.join(d, name)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
@@ -604,15 +647,8 @@ def static():
         if name in reference:
             errors.append(f"tests/monitoring/pending-metrics.txt: {name} is in docs/metrics.md "
                           "now: remove it from the list")
-    params = alerts_gen.default_params()
-    recorded = set()
-    rules = []
-    for _, groups in alerts_gen.groups(params):
-        for g in groups:
-            for rule in g["rules"]:
-                rules.append(rule)
-                if "record" in rule:
-                    recorded.add(rule["record"])
+    rules = mixin_rules()
+    recorded = {rule["record"] for rule in rules if "record" in rule}
     for rule in rules:
         where = f"alerts: {rule.get('alert') or rule.get('record')}"
         errors += check_names(where, metric_names(rule["expr"]), reference, pending, recorded,
@@ -1029,7 +1065,7 @@ def fleet_proof():
         if r.returncode != 0:
             raise Failure(f"alerts/generate.py failed: {r.stdout}")
         rules = [os.path.join(rules_dir, name) for name in
-                 (alerts_gen.FLEET_RECORDING_FILE, alerts_gen.FLEET_ALERTS_FILE)]
+                 ("roce_exporter.recording.rules.yml", "roce_exporter.fleet.rules.yml")]
         port = free_port()
         prom = f"127.0.0.1:{port}"
         with open(os.path.join(t, "prometheus.yml"), "w") as f:
@@ -1081,74 +1117,158 @@ def fleet_proof():
         stack.close()
 
 
+# A _config as a chart or a kube-prometheus user sets it: their job, their
+# cluster label, a scrape interval that does not divide a minute, their
+# runbook copy, their uid prefix.
+CUSTOM = {"job": "rdma-nodes", "clusterLabel": "k8s_cluster", "scrapeIntervalSeconds": 20,
+          "runbookURLBase": "https://wiki.example.com/roce/{section}",
+          "dashboardUIDPrefix": "gpu-roce-", "dashboardTags": ["gpu", "roce"],
+          "peerLossMin": 3, "nodeExporterSelector": 'job="node-exporter"',
+          "dcgmExporterSelector": 'job="nvidia-dcgm-exporter"'}
+
+
 def mixin_check():
-    """mixin/mixin.libsonnet is mixin/generate.py's output, and jsonnet
-    renders it to what the generators write: at the default _config the
-    shipped alerts/*.yml (whose equality with alerts/generate.py `static`
-    checks) and dashboards/*.json, and at another _config (selector, scrape
-    interval, runbook base, peer-probe thresholds) the generators' output
-    for those parameters."""
-    sys.path.insert(0, os.path.join(ROOT, "mixin"))
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("mixin_gen",
-                                                  os.path.join(ROOT, "mixin", "generate.py"))
-    mixin_gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mixin_gen)
-    errors = compare(mixin_gen.OUT, mixin_gen.render(), "mixin/generate.py")
-    jsonnet = tool("jsonnet")
-    custom = {"selector": 'job="rdma-nodes", cluster="a"', "scrapeIntervalSeconds": 30,
-              "runbookUrlBase": "https://wiki.example.com/roce", "peerLossMin": 3,
-              "peerMinWitnesses": 4, "nicCountWindow": "2h", "staleIntervals": 5,
-              "nodeExporterSelector": 'job="node-exporter"',
-              "dcgmExporterSelector": 'job="nvidia-dcgm-exporter"'}
-    for name, cfg in (("default", {}), ("custom", custom)):
-        code = (f"local m = (import 'mixin.libsonnet') + {{ _config+:: {json.dumps(cfg)} }};\n"
-                "{alerts: m.prometheusAlerts, rules: m.prometheusRules, "
-                "dashboards: m.grafanaDashboards}")
-        r = run([jsonnet, "-J", os.path.join(ROOT, "mixin"), "-e", code])
+    """The mixin as its users take it: the jsonnet CLI renders the shipped
+    files byte for byte; mixin.libsonnet splits alerts from records; a
+    custom _config reaches every rule and dashboard and passes promtool."""
+    jsonnet, promtool = tool("jsonnet"), tool("promtool")
+    errors = []
+    with tempfile.TemporaryDirectory(prefix="roce-mixin-") as tmp:
+        for d in ("alerts", "dashboards"):
+            os.makedirs(os.path.join(tmp, d))
+        r = run([jsonnet, "-S", "-m", tmp, os.path.join(ROOT, "mixin", "render.jsonnet")])
         if r.returncode != 0:
-            errors.append(f"jsonnet ({name} _config) failed: {r.stdout}")
-            continue
-        got = json.loads(r.stdout)
-        params = alerts_gen.default_params()
-        dparams = dict(dash_gen.DEFAULTS)
-        if cfg:
-            params.update(selector=cfg["selector"], scrape_interval=cfg["scrapeIntervalSeconds"],
-                          runbook_url_base=cfg["runbookUrlBase"], peer_loss_min=cfg["peerLossMin"],
-                          peer_min_witnesses=cfg["peerMinWitnesses"],
-                          nic_count_window=cfg["nicCountWindow"],
-                          stale_intervals=cfg["staleIntervals"],
-                          node_exporter_selector=cfg["nodeExporterSelector"])
-            dparams.update(selector=cfg["selector"], scrape_interval=cfg["scrapeIntervalSeconds"],
-                           node_exporter_selector=cfg["nodeExporterSelector"],
-                           dcgm_selector=cfg["dcgmExporterSelector"])
-        alerts, records = [], []
-        for fname, gs in alerts_gen.groups(params):
-            (records if fname == alerts_gen.FLEET_RECORDING_FILE else alerts).extend(gs)
-        want = json.loads(json.dumps({"alerts": {"groups": alerts},
-                                      "rules": {"groups": records}}))
-        for part in ("alerts", "rules"):
-            if got[part] != want[part]:
-                errors.append(f"mixin ({name} _config): {part} differ from alerts/generate.py's")
-        if not cfg:
-            boards = {n: json.loads(text) for n, text in dashboards_text()}
+            return [f"jsonnet -S -m {tmp} mixin/render.jsonnet failed: {r.stdout}"]
+        written = [os.path.relpath(line, tmp) for line in r.stdout.split()]
+        for path in mixin.stale({p: open(os.path.join(tmp, p), encoding="utf-8").read()
+                                 for p in written}):
+            errors.append(f"{path}: `jsonnet -S -m . mixin/render.jsonnet` does not write it "
+                          "as shipped")
+        print(f"jsonnet -S -m: {len(written)} files, as shipped")
+        # jsonnetfmt's layout (Debian's jsonnet package has it), as mixins
+        # keep: `jsonnetfmt -i` mends a file.
+        fmt = shutil.which("jsonnetfmt")
+        sources = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(ROOT, "mixin"))
+                   for f in fs if f.endswith((".libsonnet", ".jsonnet"))]
+        if fmt is None:
+            errors.append("jsonnetfmt not found (Debian's jsonnet package has it)")
+        for path in sorted(sources) if fmt else []:
+            if run([fmt, "--test", path]).returncode != 0:
+                errors.append(f"{os.path.relpath(path, ROOT)}: not as jsonnetfmt lays it out: "
+                              "run `jsonnetfmt -i` on it")
+
+        # The library, vendored alone as jsonnet-bundler vendors it (no
+        # import reaches outside mixin/): alerts and records apart, the
+        # dashboards shipped.
+        vendor = os.path.join(tmp, "vendor")
+        shutil.copytree(os.path.join(ROOT, "mixin"), os.path.join(vendor, "roce-exporter-mixin"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        code = ("local m = import 'roce-exporter-mixin/mixin.libsonnet';"
+                "{alerts: m.prometheusAlerts, rules: m.prometheusRules,"
+                " dashboards: std.objectFields(m.grafanaDashboards)}")
+        r = run([jsonnet, "-J", vendor, "-e", code], cwd=tmp)
+        if r.returncode != 0:
+            return errors + [f"jsonnet mixin.libsonnet: {r.stdout}"]
+        lib = json.loads(r.stdout)
+        for part, key in (("alerts", "alert"), ("rules", "record")):
+            for g in lib[part]["groups"]:
+                for rule in g["rules"]:
+                    if key not in rule:
+                        errors.append(f"mixin {part}: group {g['name']} holds "
+                                      f"{rule.get('alert') or rule.get('record')}")
+        shipped = sorted(n for n, _ in dashboards())
+        if lib["dashboards"] != shipped:
+            errors.append(f"grafanaDashboards {lib['dashboards']} are not dashboards/ {shipped}")
+
+        # A custom _config, rendered as render.py --config does.
+        files = mixin.data(CUSTOM)
+        texts = mixin.render(CUSTOM)
+        rule_files = []
+        for path, text in texts.items():
+            if path.endswith(".rules.yml"):
+                rule_files.append(os.path.join(tmp, "custom-" + os.path.basename(path)))
+                with open(rule_files[-1], "w", encoding="utf-8") as f:
+                    f.write(text)
+            if "example.invalid" in text:
+                errors.append(f"{path} at a custom _config: a placeholder link")
+        for path, doc in files.items():
+            for text in strings(doc):
+                if 'job="roce_exporter"' in text or text == "roce_exporter":
+                    errors.append(f"{path} at a custom _config: the default job remains: {text}")
+        r = run([promtool, "check", "rules", *rule_files])
+        if r.returncode != 0:
+            errors.append(f"promtool check rules at a custom _config (20 s scrape interval): "
+                          f"{r.stdout}")
         else:
-            boards = {n: json.loads(text) for n, text in dash_gen.render(dparams).items()}
-        for n, d in boards.items():
-            if n == mixin_gen.FLEET_DASHBOARD and cfg:
-                continue  # follows its job variable, not the selector
-            if got["dashboards"].get(n) != d:
-                errors.append(f"mixin ({name} _config): dashboard {n} differs")
-        print(f"mixin ({name} _config): {sum(len(g['rules']) for g in alerts + records)} rules, "
-              f"{len(got['dashboards'])} dashboards compared")
+            print("promtool check rules at a custom _config (20 s scrape interval): SUCCESS")
+        errors += check_custom_config(files)
     return errors
 
 
-def dashboards_text():
-    for n in sorted(os.listdir(os.path.join(ROOT, "dashboards"))):
-        if n.endswith(".json"):
-            with open(os.path.join(ROOT, "dashboards", n), encoding="utf-8") as f:
-                yield n, f.read()
+def strings(doc):
+    """Every string of a JSON document."""
+    if isinstance(doc, str):
+        yield doc
+    elif isinstance(doc, dict):
+        for v in doc.values():
+            yield from strings(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from strings(v)
+
+
+def check_custom_config(files):
+    """CUSTOM's job, cluster label, scrape interval, runbook base, uid
+    prefix and tags in every rule and dashboard that CUSTOM renders."""
+    errors = []
+    job = f'job="{CUSTOM["job"]}"'
+    cluster = CUSTOM["clusterLabel"]
+    for path, doc in files.items():
+        if path.endswith(".rules.yml"):
+            for g in doc["groups"]:
+                for r in g["rules"]:
+                    name = r.get("alert") or r.get("record")
+                    if job not in r["expr"]:
+                        errors.append(f"{path}: {name} does not select {job}")
+                    for fn, text, secs in ranges(r["expr"]):
+                        if secs != 80:
+                            errors.append(f"{path}: {name}: {fn}[{text}], not 4 x 20 s")
+                    if "alert" in r:
+                        url = r["annotations"]["runbook_url"]
+                        if not url.startswith("https://wiki.example.com/roce/"):
+                            errors.append(f"{path}: {name}: runbook_url {url}")
+                        if r.get("for") not in (None, "5m", "10m", "15m", "30m", "1h", "40s"):
+                            errors.append(f"{path}: {name}: for {r['for']} at 20 s")
+                    if re.search(r"\b(by|on) \(job, instance", r["expr"]):
+                        errors.append(f"{path}: {name} groups a fleet without {cluster}")
+        elif path.endswith(".json"):
+            names = {v["name"]: v for v in doc["templating"]["list"]}
+            if not doc["uid"].startswith(CUSTOM["dashboardUIDPrefix"]):
+                errors.append(f"{path}: uid {doc['uid']} without the prefix")
+            if doc["tags"] != CUSTOM["dashboardTags"]:
+                errors.append(f"{path}: tags {doc['tags']}")
+            for var in ("datasource", "cluster", "job", "instance"):
+                if var not in names:
+                    errors.append(f"{path}: no {var} variable")
+            if names.get("job", {}).get("current", {}).get("value") != [CUSTOM["job"]]:
+                errors.append(f"{path}: the job variable does not start on {CUSTOM['job']}")
+            if not names.get("cluster", {}).get("definition", "").endswith(f", {cluster})"):
+                errors.append(f"{path}: the cluster variable does not read {cluster}")
+            urls = [l["url"] for l in doc["links"] if "url" in l]
+            urls += [l["url"] for p in doc["panels"] for l in p.get("links", [])]
+            urls += [l["url"] for p in doc["panels"] for o in p["fieldConfig"]["overrides"]
+                     for prop in o["properties"] if prop["id"] == "links" for l in prop["value"]]
+            runbook = [u for u in urls if "runbook" in u or "wiki" in u]
+            if not runbook or any(not u.startswith("https://wiki.example.com/roce/")
+                                  for u in runbook):
+                errors.append(f"{path}: runbook links {runbook}")
+            for p in doc["panels"]:
+                for t in p["targets"]:
+                    if '$job' not in t["expr"] or f'{cluster}=~"$cluster"' not in t["expr"]:
+                        errors.append(f"{path}: {p['title']}: not on $job and $cluster")
+    print(f"custom _config: {len(files)} files follow job, {cluster}, 20 s, runbook base, "
+          "uid prefix and tags")
+    return errors
 
 
 def main(argv):
@@ -1168,7 +1288,7 @@ def main(argv):
             errors = mixin_check()
         else:
             errors = static() if args.cmd == "static" else e2e(args.exporter)
-    except MissingTool as err:
+    except (MissingTool, mixin.JsonnetMissing) as err:
         print(f"SKIP: {err}")
         return 3
     except Failure as err:
