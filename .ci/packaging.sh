@@ -18,9 +18,12 @@
 #             --strict, ServiceMonitor/PrometheusRule against the
 #             prometheus-operator CRD schemas (@kubernetes-models/prometheus-operator)
 #   helm      charts/roce-exporter linted and rendered by Helm's Go SDK
-#             (PyPI helm-python-sdk) with the default and the TLS+auth
-#             values (charts/check.py), the output through kubernetes-validate
-#             --strict, the operator's CRD schemas and promtool check rules
+#             (PyPI helm-python-sdk) with the default values, the defaults
+#             with rules and dashboards, the TLS+auth and the node-exporter
+#             style values (charts/check.py: the custom job in every rule and
+#             dashboard, the schema refusing unknown keys), the output
+#             through kubernetes-validate --strict, the operator's CRD
+#             schemas and promtool check rules
 #   release   packaging/release/release.sh as a dry run on the binary, deb, rpm
 #             and image built above (no second build): a tag other than
 #             Cargo.toml's version refused; tarball, deb, rpm, OCI archive,
@@ -367,12 +370,14 @@ check "ServiceMonitor and PrometheusRule against the operator's CRD schemas" bas
 
 # ---- Helm chart
 mkdir -p "$WORK/helm"
-check "helm chart: lint and render (default, TLS+auth values), rendered objects as the values say" \
+HELM_SETS=(default default-monitoring tls-auth node-exporter-style)
+HELM_YAML=(); for s in "${HELM_SETS[@]}"; do HELM_YAML+=("$WORK/helm/$s.yaml"); done
+check "helm chart: lint and render (${HELM_SETS[*]}), rendered objects as the values say; the schema refuses unknown keys" \
   "$WORK/venv/bin/python" charts/check.py "$WORK/helm"
-check "helm chart: kubernetes-validate --strict (default, TLS+auth)" \
-  "$WORK/venv/bin/kubernetes-validate" --strict --quiet "$WORK/helm/default.yaml" "$WORK/helm/tls-auth.yaml"
+check "helm chart: kubernetes-validate --strict (${HELM_SETS[*]})" \
+  "$WORK/venv/bin/kubernetes-validate" --strict --quiet "${HELM_YAML[@]}"
 check "helm chart: ServiceMonitor, PodMonitor and PrometheusRules against the operator's CRD schemas" \
-  bash -c "cd '$WORK/npm' && node validate-crds.mjs < '$WORK/helm/tls-auth.json'"
+  bash -c "cd '$WORK/npm' && for s in ${HELM_SETS[*]:1}; do node validate-crds.mjs < '$WORK/helm/'\$s.json || exit 1; done"
 check "helm chart: promtool check rules of the rendered PrometheusRules" \
   bash -c "promtool check rules '$WORK'/helm/rules/*.rules.yml"
 
