@@ -235,7 +235,7 @@ fn a_fifo_as_the_peers_file_is_a_collector_error_and_serving_goes_on() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-fn get(port: &str, path: &str) -> String {
+pub(crate) fn get(port: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

@@ -42,3 +42,4 @@ mod rules_qos;
 mod signals;
 mod tls;
 mod topology;
+mod web_flags;
