@@ -195,6 +195,8 @@ sleep 3
 p=$(systemctl show -p MainPID --value roce_exporter)
 {
   systemctl show -p ActiveState -p NRestarts roce_exporter
+  echo "alias: $(systemctl show -p Id --value roce-exporter)"
+  systemctl show -p DeviceAllow roce_exporter
   grep -E '^(Uid|Gid|CapEff|CapBnd|NoNewPrivs|Seccomp):' "/proc/$p/status"
   journalctl -b -u roce_exporter --no-pager
 } > /var/lib/roce-ci/report.tmp 2>&1
@@ -229,6 +231,10 @@ check "hardened unit: active, dynamic user, no capability, seccomp, no_new_privs
   grep -qx ActiveState=active \"\$r\" && grep -qx NRestarts=0 \"\$r\" &&
   awk '/^Uid:/ { exit !(\$2 >= 61184 && \$2 <= 65519) }' \"\$r\" &&
   grep -qE '^CapEff:\s+0+$' \"\$r\" && grep -qE '^NoNewPrivs:\s+1$' \"\$r\" && grep -qE '^Seccomp:\s+2$' \"\$r\""
+check "unit: roce-exporter names it too (Alias=); its device ACL lets NVML open the NVIDIA driver's nodes" bash -c "
+  r='$WORK/root/var/lib/roce-ci/report.txt'
+  grep -qx 'alias: roce_exporter.service' \"\$r\" &&
+  grep -q '^DeviceAllow=.*char-nvidia rw' \"\$r\" && grep -q '^DeviceAllow=.*char-infiniband_verbs rw' \"\$r\""
 check "hardened unit serves /metrics; ethtool ioctl and netlink inside the sandbox" bash -c "
   f='$WORK/out/nspawn.prom'
   grep -qx 'roce_collector_success{collector=\"netdev\"} 1' \"\$f\" &&
