@@ -26,10 +26,14 @@
 #             dashboard, the schema refusing unknown keys), the output
 #             through kubernetes-validate --strict, the operator's CRD
 #             schemas and promtool check rules
-#   release   packaging/release/release.sh as a dry run on the binary, deb, rpm
+#   release   packaging/release/check_shipped.py catching planted placeholder
+#             links and images, and finding none in what the packages ship;
+#             the image named once (chart = kustomize base);
+#             packaging/release/release.sh as a dry run on the binary, deb, rpm
 #             and image built above (no second build): a tag other than
 #             Cargo.toml's version refused; tarball, deb, rpm, OCI archive,
-#             SPDX SBOM and SHA256SUMS written; sha256sum -c; the SBOM valid
+#             SPDX SBOM, the Helm chart (Helm's engine, ROCE_EXPORTER_IMAGE) and
+#             SHA256SUMS written; sha256sum -c; the SBOM valid
 #             SPDX 2.3 (PyPI spdx-tools) listing exactly the crates cargo
 #             tree shows the binary linking; the OCI archive loaded into an
 #             empty storage and run
@@ -403,6 +407,19 @@ check "helm chart: promtool check rules of the rendered PrometheusRules" \
 
 # ---- release (dry run on what the steps above built)
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+mkdir -p "$WORK/planted"
+printf 'runbook_url: https://example.invalid/docs/runbook.md#port_down\n' > "$WORK/planted/rules.yml"
+printf 'spec:\n  containers:\n    - image: registry.example.invalid/roce_exporter:1\n' > "$WORK/planted/ds.yaml"
+check "release check: a runbook link and an image name under example.invalid are caught (2 of 2)" bash -c "
+  ! python3 packaging/release/check_shipped.py '$WORK/planted' > '$WORK/out/planted.txt' &&
+  [[ \$(grep -c '^FAIL' '$WORK/out/planted.txt') == 2 ]] || { cat '$WORK/out/planted.txt'; exit 1; }"
+check "release check: no runbook link or image name under example.invalid in what the packages ship (alerts, dashboards, chart, kustomize, unit, docs)" bash -c "
+  python3 packaging/release/check_shipped.py alerts dashboards charts packaging/kubernetes packaging/systemd \
+    packaging/config packaging/default README.md docs > '$WORK/out/shipped.txt' || { grep -v '^note' '$WORK/out/shipped.txt' | tail -8; exit 1; }"
+check "the image's name is one: the chart's image.registry/repository, the kustomize base's newName" bash -c "
+  chart=\$(awk '/^image:/ { f = 1; next } f && /^[^ #]/ { f = 0 } f && /^  registry:/ { r = \$2 } f && /^  repository:/ { p = \$2 } END { print r \"/\" p }' charts/roce-exporter/values.yaml)
+  base=\$(sed -n 's/^ *newName: //p' packaging/kubernetes/base/kustomization.yaml)
+  echo \"chart \$chart, kustomize \$base\"; [[ -n \$chart && \$chart == \"\$base\" ]]"
 REL=$WORK/release
 next=$(awk -F. '{ printf "v%s.%s.%d", $1, $2, $3 + 1 }' <<< "$VERSION")
 packaging/release/release.sh "$next" "$WORK/refused" > "$WORK/out/release-refused.txt" 2>&1
@@ -413,14 +430,16 @@ check "release: tag $next (Cargo.toml says $VERSION) refused before building" ba
 t0=$(date +%s)
 RELEASE_DRY_RUN=1 RELEASE_BINARY=$WORK/stage/release/roce_exporter RELEASE_DEB=$DEB RELEASE_RPM=$RPM \
   RELEASE_IMAGE=localhost/roce_exporter:ci RELEASE_BUILDAH_OPTS="${S[*]}" \
+  RELEASE_HELM_PYTHON=$WORK/venv/bin/python ROCE_EXPORTER_IMAGE=registry.ci.local/fabric/roce_exporter \
   packaging/release/release.sh "v$VERSION" "$REL" > "$WORK/out/release.txt" 2>&1
 rc=$?
 log "release dry run: $(($(date +%s) - t0)) s"
-check "release dry run v$VERSION: tarball, deb, rpm, OCI archive, SBOM, SHA256SUMS" bash -c "
+check "release dry run v$VERSION: tarball, deb, rpm, OCI archive, SBOM, Helm chart naming ROCE_EXPORTER_IMAGE, SHA256SUMS; no placeholder link or image in them" bash -c "
   cat '$WORK/out/release.txt'; [[ $rc == 0 ]] && cd '$REL' &&
-  [[ \$(ls | sort | tr '\n' ' ') == \"SHA256SUMS roce-exporter-$VERSION-1.x86_64.rpm roce-exporter_$VERSION-1_amd64.deb roce_exporter-$VERSION.linux-amd64.tar.gz roce_exporter-$VERSION.oci.tar roce_exporter-$VERSION.spdx.json \" ]]"
+  [[ \$(ls | sort | tr '\n' ' ') == \"SHA256SUMS roce-exporter-$VERSION-1.x86_64.rpm roce-exporter-$VERSION.tgz roce-exporter_$VERSION-1_amd64.deb roce_exporter-$VERSION.linux-amd64.tar.gz roce_exporter-$VERSION.oci.tar roce_exporter-$VERSION.spdx.json \" ]] &&
+  grep -q 'image registry.ci.local/fabric/roce_exporter:$VERSION' '$WORK/out/release.txt'"
 check "release: sha256sum -c SHA256SUMS (every artifact)" bash -c "
-  cd '$REL' && sha256sum -c SHA256SUMS && [[ \$(wc -l < SHA256SUMS) == 5 ]]"
+  cd '$REL' && sha256sum -c SHA256SUMS && [[ \$(wc -l < SHA256SUMS) == 6 ]]"
 SBOM=$REL/roce_exporter-$VERSION.spdx.json
 check "release: the SBOM is valid SPDX 2.3 (pyspdxtools)" "$WORK/venv/bin/pyspdxtools" -i "$SBOM"
 check "release: the SBOM lists exactly the crates the binary links (cargo tree), with Cargo.lock's checksums" \
