@@ -30,6 +30,9 @@ import tempfile
 # .invalid never resolves (RFC 6761): no registry, no site. Examples under
 # example.com in documentation are examples, not placeholders left behind.
 PLACEHOLDER = re.compile(rb"(?i)\b(?:[a-z0-9-]+\.)+invalid\b")
+# a URL on such a host, and an image reference on one (host/path)
+PLACEHOLDER_URL = re.compile(rb"(?i)\b[a-z][a-z0-9+.-]*://[^/\s\"'<>]*\.invalid\b")
+PLACEHOLDER_REF = re.compile(rb"(?i)\b(?:[a-z0-9-]+\.)+invalid(?::[0-9]+)?/")
 RUNBOOK = re.compile(rb"(?i)runbook")
 IMAGE = re.compile(rb"(?i)(\bimage\s*[:=]|\brepository\s*:|\bregistry\s*:|\bnewName\s*:|org\.opencontainers\.image\.(?:source|url|ref\.name)|\bFROM\b)")
 # Lines that document a placeholder on purpose: examples in comments and in
@@ -57,7 +60,9 @@ def judge(name, data, failures, notes):
         where = f"{name}:{n}: {text}"
         stripped = line.lstrip()
         comment = stripped.startswith((b"#", b"//"))
-        if (RUNBOOK.search(line) or IMAGE.search(line)) and not comment:
+        link = RUNBOOK.search(line) and PLACEHOLDER_URL.search(line)
+        image = IMAGE.search(line) and PLACEHOLDER_REF.search(line)
+        if (link or image) and not comment:
             failures.append(where)
         else:
             notes.append(where)
