@@ -31,6 +31,7 @@ mod peer_probes;
 mod phys;
 mod privileges;
 mod probe;
+mod readme;
 mod rules;
 mod rules_congestion;
 mod rules_fec;

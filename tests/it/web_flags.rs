@@ -33,7 +33,7 @@ fn port_of(listening: &str) -> String {
 fn the_telemetry_path_moves_the_exposition_and_exporter_metrics_can_be_left_out() {
     let (tree, config) = tree_and_config();
     let sysfs = format!("--path.sysfs={}", tree.root.display());
-    let (mut plain, log) = spawn_args(&config, std::slice::from_ref(&sysfs));
+    let (plain, log) = spawn_args(&config, std::slice::from_ref(&sysfs));
     let port = port_of(&wait_for(&log, "msg=listening"));
     let metrics = get(&port, "/metrics");
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
