@@ -377,7 +377,11 @@ mod tests {
         for bad in [
             &["roce_exporter", "--web.telemetry-path=metrics"][..],
             &["roce_exporter", "--web.telemetry-path=/healthz"],
-            &["roce_exporter", "--web.systemd-socket", "--web.listen-address=:1"],
+            &[
+                "roce_exporter",
+                "--web.systemd-socket",
+                "--web.listen-address=:1",
+            ],
         ] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }

@@ -34,8 +34,13 @@ fn first_block(text: &str) -> (usize, Vec<String>) {
 
 /// The code block after the line that starts with `intro`.
 fn block_after(text: &str, intro: &str) -> Vec<String> {
-    let at = text.find(intro).unwrap_or_else(|| panic!("README: {intro:?}"));
-    let block = text[at..].split("```").nth(1).expect("a code block after it");
+    let at = text
+        .find(intro)
+        .unwrap_or_else(|| panic!("README: {intro:?}"));
+    let block = text[at..]
+        .split("```")
+        .nth(1)
+        .expect("a code block after it");
     block.lines().skip(1).map(|l| l.to_string()).collect()
 }
 
@@ -43,9 +48,15 @@ fn block_after(text: &str, intro: &str) -> Vec<String> {
 fn the_readme_starts_with_the_first_command_and_stays_short() {
     let text = readme();
     let count = text.lines().count();
-    assert!(count <= 160, "README.md has {count} lines; keep it about 150");
+    assert!(
+        count <= 160,
+        "README.md has {count} lines; keep it about 150"
+    );
     let (first, block) = first_block(&text);
-    assert!(first <= 40, "the first command is on line {first}, not within 40");
+    assert!(
+        first <= 40,
+        "the first command is on line {first}, not within 40"
+    );
     let clone = block
         .iter()
         .position(|l| l.starts_with("git clone "))
@@ -55,7 +66,12 @@ fn the_readme_starts_with_the_first_command_and_stays_short() {
     let url = words.get(2).expect("git clone URL");
     let dir = match words.get(3) {
         Some(d) if *d != "&&" => d.to_string(),
-        _ => url.rsplit('/').next().unwrap_or_default().trim_end_matches(".git").to_string(),
+        _ => url
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(".git")
+            .to_string(),
     };
     assert!(
         block[clone].ends_with(&format!("&& cd {dir}")),
@@ -63,7 +79,9 @@ fn the_readme_starts_with_the_first_command_and_stays_short() {
         block[clone]
     );
     assert!(
-        block[clone + 1..].iter().any(|l| l.starts_with("cargo build --release")),
+        block[clone + 1..]
+            .iter()
+            .any(|l| l.starts_with("cargo build --release")),
         "the block builds after the clone"
     );
 }
@@ -115,7 +133,11 @@ fn the_readme_sample_is_what_its_command_prints() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("grep");
-    grep.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    grep.stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
     let out = grep.wait_with_output().unwrap();
     let printed: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -37,7 +37,10 @@ fn the_telemetry_path_moves_the_exposition_and_exporter_metrics_can_be_left_out(
     let port = port_of(&wait_for(&log, "msg=listening"));
     let metrics = get(&port, "/metrics");
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
-    assert!(metrics.contains("\nprocess_start_time_seconds "), "{metrics}");
+    assert!(
+        metrics.contains("\nprocess_start_time_seconds "),
+        "{metrics}"
+    );
     drop(plain);
 
     let args = [
@@ -49,7 +52,10 @@ fn the_telemetry_path_moves_the_exposition_and_exporter_metrics_can_be_left_out(
     let port = port_of(&wait_for(&log, "msg=listening"));
     let moved = get(&port, "/prom/metrics");
     assert!(moved.starts_with("HTTP/1.1 200"), "{moved}");
-    assert!(moved.contains("\nroce_port_up{device=\"mlx5_0\",port=\"1\"} 1"), "{moved}");
+    assert!(
+        moved.contains("\nroce_port_up{device=\"mlx5_0\",port=\"1\"} 1"),
+        "{moved}"
+    );
     assert!(moved.contains("\nroce_exporter_build_info{"), "{moved}");
     assert!(moved.contains("\nroce_collector_success{"), "{moved}");
     assert!(!moved.contains("\nprocess_"), "process_* left in: {moved}");
@@ -104,17 +110,26 @@ fn a_socket_systemd_passes_is_served() {
     let (tx, log) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
             if tx.send(line).is_err() {
                 return;
             }
         }
     });
     let listening = wait_for(&log, "msg=listening");
-    assert!(listening.ends_with(&format!("address=127.0.0.1:{port}")), "{listening}");
+    assert!(
+        listening.ends_with(&format!("address=127.0.0.1:{port}")),
+        "{listening}"
+    );
     let metrics = get(&port, "/metrics");
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
-    assert!(metrics.contains("\nroce_port_up{device=\"mlx5_0\",port=\"1\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("\nroce_port_up{device=\"mlx5_0\",port=\"1\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -124,7 +139,10 @@ fn what_systemd_would_not_pass_is_refused() {
 
     // no socket unit at all
     let out = Command::new(BIN)
-        .args(["--web.systemd-socket", &format!("--config.file={}", config.display())])
+        .args([
+            "--web.systemd-socket",
+            &format!("--config.file={}", config.display()),
+        ])
         .env_remove("LISTEN_PID")
         .env_remove("LISTEN_FDS")
         .output()
@@ -133,16 +151,27 @@ fn what_systemd_would_not_pass_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("LISTEN_PID is not set"));
 
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let err = refused(activated(OwnedFd::from(listener), Some("1"), &config, &sysfs));
+    let err = refused(activated(
+        OwnedFd::from(listener),
+        Some("1"),
+        &config,
+        &sysfs,
+    ));
     assert!(err.contains("is not this process"), "{err}");
 
     let file = std::fs::File::open(&config).unwrap();
     let err = refused(activated(OwnedFd::from(file), None, &config, &sysfs));
-    assert!(err.contains("descriptor 3") && err.contains("not a socket"), "{err}");
+    assert!(
+        err.contains("descriptor 3") && err.contains("not a socket"),
+        "{err}"
+    );
 
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     let err = refused(activated(OwnedFd::from(udp), None, &config, &sysfs));
-    assert!(err.contains("descriptor 3") && err.contains("tcp socket"), "{err}");
+    assert!(
+        err.contains("descriptor 3") && err.contains("tcp socket"),
+        "{err}"
+    );
 
     let server = TcpListener::bind("127.0.0.1:0").unwrap();
     let connected = TcpStream::connect(server.local_addr().unwrap()).unwrap();

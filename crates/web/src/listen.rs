@@ -179,8 +179,9 @@ pub const MAX_SYSTEMD_SOCKETS: usize = 16;
 /// listenfd removes the variables as it reads them.
 pub fn systemd_listeners() -> Result<Vec<std::net::TcpListener>, ServerError> {
     let refuse = |why: String| ServerError::Systemd(why);
-    let pid = std::env::var("LISTEN_PID")
-        .map_err(|_| refuse("LISTEN_PID is not set: not started by a systemd socket unit".into()))?;
+    let pid = std::env::var("LISTEN_PID").map_err(|_| {
+        refuse("LISTEN_PID is not set: not started by a systemd socket unit".into())
+    })?;
     if pid.trim() != std::process::id().to_string() {
         return Err(refuse(format!(
             "LISTEN_PID {pid:?} is not this process ({})",
@@ -189,7 +190,9 @@ pub fn systemd_listeners() -> Result<Vec<std::net::TcpListener>, ServerError> {
     }
     if std::env::var_os("LISTEN_FDS_FIRST_FD").is_some() {
         // listenfd's own extension; systemd passes its sockets from 3.
-        return Err(refuse("LISTEN_FDS_FIRST_FD is set; systemd never sets it".into()));
+        return Err(refuse(
+            "LISTEN_FDS_FIRST_FD is set; systemd never sets it".into(),
+        ));
     }
     let count = std::env::var("LISTEN_FDS").unwrap_or_default();
     match count.trim().parse::<usize>() {
@@ -211,7 +214,11 @@ pub fn systemd_listeners() -> Result<Vec<std::net::TcpListener>, ServerError> {
         };
         match socket2::SockRef::from(&listener).is_listener() {
             Ok(true) => {}
-            Ok(false) => return Err(refuse(format!("descriptor {fd} is a TCP socket that does not listen"))),
+            Ok(false) => {
+                return Err(refuse(format!(
+                    "descriptor {fd} is a TCP socket that does not listen"
+                )))
+            }
             Err(e) => return Err(refuse(format!("descriptor {fd}: {e}"))),
         }
         listener

@@ -57,7 +57,8 @@ pub fn valid_telemetry_path(path: &str) -> Result<(), &'static str> {
     if !path.starts_with('/') {
         return Err("must start with /");
     }
-    if path.len() > 256 || !path.bytes().all(|b| b.is_ascii_graphic()) || path.contains(['?', '#']) {
+    if path.len() > 256 || !path.bytes().all(|b| b.is_ascii_graphic()) || path.contains(['?', '#'])
+    {
         return Err("must be at most 256 visible ASCII characters without ? or #");
     }
     let taken = ["/healthz", "/findings", "/peer-probe/endpoints"];
@@ -246,16 +247,27 @@ pub(crate) mod tests {
 
     fn get(telemetry_path: &str, path: &str) -> (StatusCode, Bytes) {
         use http_body_util::BodyExt as _;
-        let r = respond(&Fixed, telemetry_path, &Method::GET, path, &HeaderMap::new(), false);
+        let r = respond(
+            &Fixed,
+            telemetry_path,
+            &Method::GET,
+            path,
+            &HeaderMap::new(),
+            false,
+        );
         let status = r.status();
         let body = futures_body(r.into_body().collect());
         (status, body)
     }
 
     fn futures_body(
-        f: impl std::future::Future<Output = Result<http_body_util::Collected<Bytes>, std::convert::Infallible>>,
+        f: impl std::future::Future<
+            Output = Result<http_body_util::Collected<Bytes>, std::convert::Infallible>,
+        >,
     ) -> Bytes {
-        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
         match rt.block_on(f) {
             Ok(c) => c.to_bytes(),
             Err(e) => match e {},
@@ -264,7 +276,10 @@ pub(crate) mod tests {
 
     #[test]
     fn the_exposition_is_served_at_the_telemetry_path_only() {
-        assert_eq!(get(DEFAULT_TELEMETRY_PATH, "/metrics"), (StatusCode::OK, Bytes::from_static(b"up 1\n")));
+        assert_eq!(
+            get(DEFAULT_TELEMETRY_PATH, "/metrics"),
+            (StatusCode::OK, Bytes::from_static(b"up 1\n"))
+        );
         assert_eq!(get("/prom/metrics", "/prom/metrics").0, StatusCode::OK);
         assert_eq!(get("/prom/metrics", "/metrics").0, StatusCode::NOT_FOUND);
         // `/`, as node_exporter allows: the exposition takes the landing page's place
@@ -278,7 +293,17 @@ pub(crate) mod tests {
             assert_eq!(valid_telemetry_path(ok), Ok(()), "{ok}");
         }
         let long = format!("/{}", "m".repeat(256));
-        for bad in ["metrics", "", "/me trics", "/m?x=1", "/m#a", "/healthz", "/findings", "/runbook/x", &long] {
+        for bad in [
+            "metrics",
+            "",
+            "/me trics",
+            "/m?x=1",
+            "/m#a",
+            "/healthz",
+            "/findings",
+            "/runbook/x",
+            &long,
+        ] {
             assert!(valid_telemetry_path(bad).is_err(), "{bad:?}");
         }
     }
