@@ -40,6 +40,8 @@
 #   RELEASE_BUILDAH_OPTS  buildah's global options (storage driver, root), word-split
 #   RUNTIME_IMAGE         the image's base (default docker.io/library/debian:bookworm-slim)
 #   RELEASE_HELM_PYTHON   a python with PyPI's helm-python-sdk (default python3)
+#   RUNBOOK_URL_BASE      the packaged chart's prometheusRule.runbookUrlBase (default
+#                         empty: each exporter's own /runbook)
 # Needs: cargo, cargo-deb, cargo-generate-rpm, buildah, dpkg-deb, rpm, python3 >= 3.11, git,
 # helm-python-sdk (pip install helm-python-sdk==0.2.2).
 set -euo pipefail
@@ -197,6 +199,11 @@ else
 fi
 sed -i "/^image:/,/^[^ #]/ { s|^  registry: .*|  registry: $registry|; s|^  repository: .*|  repository: $repository| }" \
   "$WORK/chart/values.yaml"
+if [[ -n ${RUNBOOK_URL_BASE:-} ]]; then
+  [[ $RUNBOOK_URL_BASE =~ ^https?://[^[:space:]\"|]+$ && $RUNBOOK_URL_BASE != *.invalid/* ]] ||
+    die "RUNBOOK_URL_BASE '$RUNBOOK_URL_BASE' is not an http(s) URL off .invalid"
+  sed -i "/^prometheusRule:/,/^[^ #]/ s|^  runbookUrlBase: .*|  runbookUrlBase: \"$RUNBOOK_URL_BASE\"|" "$WORK/chart/values.yaml"
+fi
 "$HELM_PY" - "$WORK/chart" "$OUT" "$VERSION" "$IMAGE_NAME" <<'PACKAGE' || die "helm package"
 # lint, package, and render the archive: its DaemonSet runs IMAGE:VERSION
 import sys
