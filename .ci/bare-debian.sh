@@ -67,14 +67,24 @@ if [[ -n ${ROCE_EXPORTER_BIN:-} ]]; then
   block=$(awk '/^```sh$/ { f = 1; next } f && /^```$/ { exit } f' README.md)
   sample=$(awk '/^The last command prints/ { f = 1; next } f && /^```$/ { if (in_block) exit; in_block = 1; next } in_block' README.md)
   [[ -n $block && -n $sample ]] || { echo "README: no first block or no sample"; exit 1; }
+  # Two parts: the setup lines (apt-get needs the mirror) on the host's
+  # network, then, from the line that starts the exporter, the rest in a
+  # network namespace of its own, where the block's fixed port 9879 is the
+  # exporter's whatever else runs on this machine.
   last=$(tail -1 <<< "$block")
+  part=setup
+  : > "$ROOT/root/readme-setup.sh"
   {
     echo 'set -euo pipefail'
     echo 'trap "kill \$(jobs -p) 2>/dev/null || :" EXIT'
     # what the lines before the last print goes to the log, the last's is compared
     echo 'exec 3>&1 1>&2'
-    echo 'cd /root'
-    while IFS= read -r line; do
+    echo 'cd "$(cat /root/readme-cwd)"'
+  } > "$ROOT/root/readme-serve.sh"
+  echo 'set -euo pipefail; cd /root' >> "$ROOT/root/readme-setup.sh"
+  while IFS= read -r line; do
+    [[ $line == target/release/roce_exporter* ]] && part=serve
+    {
       [[ $line == "$last" ]] && echo 'exec 1>&3'
       case $line in
         "curl -sSf https://sh.rustup.rs"*) echo "cargo --version  # README: $line" ;;
@@ -83,16 +93,20 @@ if [[ -n ${ROCE_EXPORTER_BIN:-} ]]; then
           echo "install -D -m 0755 /tmp/roce_exporter target/release/roce_exporter  # README: $line" ;;
         *) printf '%s\n' "$line" ;;
       esac
-    done <<< "$block"
-  } > "$ROOT/root/readme-block.sh"
+    } >> "$ROOT/root/readme-$part.sh"
+  done <<< "$block"
+  echo 'pwd > /root/readme-cwd' >> "$ROOT/root/readme-setup.sh"
+  [[ $part == serve ]] || { echo "README: the first block starts no target/release/roce_exporter"; exit 1; }
   printf '%s\n' "$sample" > "$ROOT/root/readme-sample.txt"
-  sed 's/^/  | /' "$ROOT/root/readme-block.sh"
+  sed 's/^/  | /' "$ROOT/root/readme-setup.sh" "$ROOT/root/readme-serve.sh"
   install -m 0755 "$ROCE_EXPORTER_BIN" "$ROOT/tmp/roce_exporter"
-  # in a network namespace of its own: the block's fixed port 9879 is then
-  # the exporter's, whatever else runs on this machine
+  chroot "$ROOT" /usr/bin/env -i HOME=/root PATH=/root/.cargo/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    bash /root/readme-setup.sh > "$ROOT/root/readme-setup.log" 2>&1 ||
+    { tail -20 "$ROOT/root/readme-setup.log"; echo "the README's setup lines failed"; exit 1; }
   unshare --net sh -c 'ip link set lo up && exec "$@"' sh \
     chroot "$ROOT" /usr/bin/env -i HOME=/root PATH=/root/.cargo/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    bash -c 'bash /root/readme-block.sh > /root/readme-out.txt 2>/root/readme-err.txt'
+    bash -c 'bash /root/readme-serve.sh > /root/readme-out.txt 2>/root/readme-err.txt' ||
+    echo "(the README's run lines exited with an error; their output is judged below)"
   if ! cmp -s "$ROOT/root/readme-out.txt" "$ROOT/root/readme-sample.txt"; then
     echo "the README's block did not print its sample:"
     diff "$ROOT/root/readme-sample.txt" "$ROOT/root/readme-out.txt" | head -20
