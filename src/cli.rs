@@ -37,6 +37,27 @@ pub struct Cli {
     #[arg(long = "web.listen-address", value_name = "ADDR", default_value = DEFAULT_LISTEN_ADDRESS)]
     pub listen_addresses: Vec<String>,
 
+    /// Path under which the exposition is served ("/" replaces the landing
+    /// page).
+    #[arg(
+        long = "web.telemetry-path",
+        value_name = "PATH",
+        default_value = crate::server::DEFAULT_TELEMETRY_PATH,
+        value_parser = parse_telemetry_path
+    )]
+    pub telemetry_path: String,
+
+    /// Leave out the metrics about the exporter's own process (process_*),
+    /// as node_exporter's flag does; roce_exporter_build_info and the
+    /// collector metrics stay.
+    #[arg(long = "web.disable-exporter-metrics")]
+    pub disable_exporter_metrics: bool,
+
+    /// Serve on the listening sockets systemd passes (socket activation:
+    /// LISTEN_PID, LISTEN_FDS) instead of --web.listen-address.
+    #[arg(long = "web.systemd-socket", conflicts_with = "listen_addresses")]
+    pub systemd_socket: bool,
+
     /// Web configuration (exporter-toolkit web-config.yml): TLS, mutual TLS,
     /// basic auth, response headers. Re-read when it or a file it names
     /// changes.
@@ -129,6 +150,12 @@ pub struct DurationError(humantime::DurationError);
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
     humantime::parse_duration(s).map_err(DurationError)
+}
+
+fn parse_telemetry_path(s: &str) -> Result<String, String> {
+    crate::server::valid_telemetry_path(s)
+        .map(|()| s.to_string())
+        .map_err(|why| format!("{s:?} {why}"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -331,6 +358,33 @@ mod tests {
             })
         ));
         assert_eq!(cli.sysfs, PathBuf::from("x"));
+    }
+
+    #[test]
+    fn node_exporter_web_flags_parse() {
+        let cli = Cli::try_parse_from(["roce_exporter"]).unwrap();
+        assert_eq!(cli.telemetry_path, "/metrics");
+        assert!(!cli.disable_exporter_metrics && !cli.systemd_socket);
+        let cli = Cli::try_parse_from([
+            "roce_exporter",
+            "--web.telemetry-path=/prom",
+            "--web.disable-exporter-metrics",
+            "--web.systemd-socket",
+        ])
+        .unwrap();
+        assert_eq!(cli.telemetry_path, "/prom");
+        assert!(cli.disable_exporter_metrics && cli.systemd_socket);
+        for bad in [
+            &["roce_exporter", "--web.telemetry-path=metrics"][..],
+            &["roce_exporter", "--web.telemetry-path=/healthz"],
+            &[
+                "roce_exporter",
+                "--web.systemd-socket",
+                "--web.listen-address=:1",
+            ],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

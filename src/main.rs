@@ -27,6 +27,18 @@ const SAMPLER_STOP_WAIT: Duration = Duration::from_secs(1);
 fn main() -> ExitCode {
     let (cli, matches) = roce_exporter::cli::parse();
     logging::init(cli.effective_log_level(), cli.log_format);
+    // Taken before any thread starts: reading them clears systemd's
+    // variables from the environment.
+    let inherited = match (cli.systemd_socket, &cli.command) {
+        (true, None) => match server::systemd_listeners() {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("roce_exporter: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        _ => None,
+    };
     // The server's signal handlers come first, before the configuration is
     // read: a SIGHUP from `systemctl reload` right after start is a reload
     // request (handled once serving), not the default action that kills,
@@ -61,6 +73,7 @@ fn main() -> ExitCode {
     };
     let mut build = roce_exporter::build_info(config.sample_interval);
     build.groups = roce_exporter::cli::groups(&matches, config.metrics);
+    build.process_metrics = !cli.disable_exporter_metrics;
 
     match cli.command {
         Some(Command::Docs {
@@ -119,7 +132,7 @@ fn main() -> ExitCode {
             }
         }
         None => match server {
-            Some(server) => server.run(&cli, config, paths, build),
+            Some(server) => server.run(&cli, inherited, config, paths, build),
             None => ExitCode::FAILURE,
         },
     }
@@ -161,13 +174,21 @@ impl Server {
         Ok(Server { runtime, hup, stop })
     }
 
-    fn run(self, cli: &Cli, config: Config, paths: HostPaths, build: BuildInfo) -> ExitCode {
+    fn run(
+        self,
+        cli: &Cli,
+        inherited: Option<Vec<std::net::TcpListener>>,
+        config: Config,
+        paths: HostPaths,
+        build: BuildInfo,
+    ) -> ExitCode {
         let Server { runtime, hup, stop } = self;
         if *stop.borrow() {
             tracing::info!("stopped before serving");
             return ExitCode::SUCCESS;
         }
-        let code = run_server(&runtime, hup, stop, cli, config, paths, build);
+        let listen = Listen { cli, inherited };
+        let code = run_server(&runtime, hup, stop, listen, config, paths, build);
         // Blocking tasks still running (a password check) are not waited
         // for beyond this.
         runtime.shutdown_timeout(SAMPLER_STOP_WAIT);
@@ -193,15 +214,23 @@ impl Signals {
     }
 }
 
+/// Where the server listens: the sockets systemd passed
+/// (`--web.systemd-socket`), else `--web.listen-address`.
+struct Listen<'a> {
+    cli: &'a Cli,
+    inherited: Option<Vec<std::net::TcpListener>>,
+}
+
 fn run_server(
     runtime: &tokio::runtime::Runtime,
     hup: Option<tokio::signal::unix::Signal>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-    cli: &Cli,
+    listen: Listen<'_>,
     config: Config,
     paths: HostPaths,
     build: BuildInfo,
 ) -> ExitCode {
+    let Listen { cli, inherited } = listen;
     // Checked before anything listens, so a bad file never serves in the
     // clear by accident.
     let web_config = match &cli.web_config_file {
@@ -218,7 +247,11 @@ fn run_server(
         let stopped = async move {
             let _ = stop.wait_for(|stop| *stop).await;
         };
-        let listeners = match server::bind(&cli.listen_addresses).await {
+        let listeners = match inherited {
+            Some(sockets) => server::adopt(sockets),
+            None => server::bind(&cli.listen_addresses).await,
+        };
+        let listeners = match listeners {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %e, "cannot listen");
@@ -231,7 +264,7 @@ fn run_server(
         let mut sampler = Sampler::new(sources::all(&config, &paths), &config);
         tracing::info!("taking the first sample before serving");
         let first = sampler.sample();
-        let app = Arc::new(App::new(build, first));
+        let app = Arc::new(App::new(build, first).with_telemetry_path(&cli.telemetry_path));
         let (control_tx, control_rx) = mpsc::channel::<Control>();
         let publisher = app.clone();
         let interval = config.sample_interval;
@@ -261,6 +294,7 @@ fn run_server(
         ));
         let mut options = server::ServeOptions::new(config.web.clone());
         options.web_config = web_config;
+        options.telemetry_path = Arc::from(cli.telemetry_path.as_str());
         let result = server::serve_with(listeners, app, options, stopped).await;
         // Dropping the reload task drops the control sender, which stops the
         // sampler after its current sample; a sample held up by a source

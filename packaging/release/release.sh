@@ -11,9 +11,19 @@
 #                                           OCI archive, tagged X.Y.Z
 #   roce_exporter-X.Y.Z.spdx.json           SPDX 2.3 SBOM of the crates the binary links
 #                                           (packaging/release/sbom.py)
+#   roce-exporter-X.Y.Z.tgz                 the Helm chart, packaged by Helm's engine
+#                                           (helm-python-sdk), its image ROCE_EXPORTER_IMAGE
 #   SHA256SUMS                              the SHA-256 of each of them, verified with sha256sum -c
 # and checks that every artifact carries version X.Y.Z (binary --version, deb
-# and rpm headers, the image's org.opencontainers.image.version label, the SBOM).
+# and rpm headers, the image's org.opencontainers.image.version label, the SBOM,
+# the chart and the image it names), and that no artifact holds a runbook link
+# or an image name under example.invalid (packaging/release/check_shipped.py).
+#
+# The image's published name (registry/path, no tag) is one variable:
+#   ROCE_EXPORTER_IMAGE   default: the chart's image.registry/image.repository
+#                         (charts/roce-exporter/values.yaml; the kustomize base
+#                         names the same); the packaged chart names it, with tag
+#                         X.Y.Z, and docs/deploy.md pushes the OCI archive there
 #
 # Refuses, with exit status 2 and before building anything, a tag that is not
 # vX.Y.Z (semver, an optional pre-release) or whose X.Y.Z is not Cargo.toml's
@@ -29,7 +39,11 @@
 #   RELEASE_IMAGE         an image in buildah's storage (default: buildah bud of the Containerfile)
 #   RELEASE_BUILDAH_OPTS  buildah's global options (storage driver, root), word-split
 #   RUNTIME_IMAGE         the image's base (default docker.io/library/debian:bookworm-slim)
-# Needs: cargo, cargo-deb, cargo-generate-rpm, buildah, dpkg-deb, rpm, python3 >= 3.11, git.
+#   RELEASE_HELM_PYTHON   a python with PyPI's helm-python-sdk (default python3)
+#   RUNBOOK_URL_BASE      the packaged chart's prometheusRule.runbookUrlBase (default
+#                         empty: each exporter's own /runbook)
+# Needs: cargo, cargo-deb, cargo-generate-rpm, buildah, dpkg-deb, rpm, python3 >= 3.11, git,
+# helm-python-sdk (pip install helm-python-sdk==0.2.2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -53,6 +67,17 @@ for f in "charts/roce-exporter/Chart.yaml:^version: " "charts/roce-exporter/Char
   named=$(grep -m1 -E "$prefix" "$file" | sed -E "s/$prefix//; s/[\"()]//g; s/-[0-9]+ .*$//; s/ .*$//")
   [[ $named == "$VERSION" ]] || refuse "$file names version '$named', Cargo.toml $VERSION"
 done
+# The image's name: ROCE_EXPORTER_IMAGE, else the chart's default
+chart_image=$(awk '/^image:/ { f = 1; next } f && /^[^ #]/ { f = 0 }
+  f && /^  registry:/ { r = $2 } f && /^  repository:/ { p = $2 }
+  END { print (r != "" && r != "\"\"" ? r "/" : "") p }' charts/roce-exporter/values.yaml)
+IMAGE_NAME=${ROCE_EXPORTER_IMAGE:-$chart_image}
+[[ $IMAGE_NAME =~ ^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)+$ ]] ||
+  refuse "image name '$IMAGE_NAME' (ROCE_EXPORTER_IMAGE) is not registry/path without a tag"
+[[ ${IMAGE_NAME%%/*} != *.invalid ]] || refuse "image name '$IMAGE_NAME' is a placeholder (.invalid)"
+HELM_PY=${RELEASE_HELM_PYTHON:-python3}
+"$HELM_PY" -c 'import helm_python' 2>/dev/null ||
+  refuse "$HELM_PY has no helm_python: pip install helm-python-sdk==0.2.2, or set RELEASE_HELM_PYTHON"
 REVISION=$(git rev-parse HEAD)
 if [[ ${RELEASE_DRY_RUN:-0} != 1 ]]; then
   tagged=$(git rev-parse -q --verify "refs/tags/$TAG^{commit}") || refuse "no tag $TAG in this repository"
@@ -163,8 +188,47 @@ doc = json.load(open(sys.argv[1]))
 assert pkg["name"] == "roce_exporter" and pkg["versionInfo"] == sys.argv[2], pkg
 EOF
 
+# ---- Helm chart: the links to alerts/ and dashboards/ copied as files, the
+# image named IMAGE_NAME, packaged and checked by Helm's engine
+cp -rL charts/roce-exporter "$WORK/chart" || die "copy of the chart"
+first=${IMAGE_NAME%%/*}
+if [[ $first == *.* || $first == *:* || $first == localhost ]]; then
+  registry=$first repository=${IMAGE_NAME#*/}
+else
+  registry='""' repository=$IMAGE_NAME
+fi
+sed -i "/^image:/,/^[^ #]/ { s|^  registry: .*|  registry: $registry|; s|^  repository: .*|  repository: $repository| }" \
+  "$WORK/chart/values.yaml"
+if [[ -n ${RUNBOOK_URL_BASE:-} ]]; then
+  [[ $RUNBOOK_URL_BASE =~ ^https?://[^[:space:]\"|]+$ && $RUNBOOK_URL_BASE != *.invalid/* ]] ||
+    die "RUNBOOK_URL_BASE '$RUNBOOK_URL_BASE' is not an http(s) URL off .invalid"
+  sed -i "/^prometheusRule:/,/^[^ #]/ s|^  runbookUrlBase: .*|  runbookUrlBase: \"$RUNBOOK_URL_BASE\"|" "$WORK/chart/values.yaml"
+fi
+"$HELM_PY" - "$WORK/chart" "$OUT" "$VERSION" "$IMAGE_NAME" <<'PACKAGE' || die "helm package"
+# lint, package, and render the archive: its DaemonSet runs IMAGE:VERSION
+import sys
+import helm_python as helm
+path, out, version, image = sys.argv[1:]
+lint = helm.lint(path)
+bad = [m for m in lint.get("messages", []) if m.get("severity", 0) > 1]
+assert not lint.get("errors") and not bad, lint
+tgz = helm.package(path, destination=out)
+assert tgz.endswith(f"/roce-exporter-{version}.tgz"), tgz
+with helm.Chart.load(tgz) as chart:
+    assert chart.metadata["version"] == version and chart.metadata["appVersion"] == version, chart.metadata
+    ds = chart.render({}, name="roce-exporter", namespace="monitoring")["roce-exporter/templates/daemonset.yaml"]
+want = f'image: "{image}:{version}"'
+assert want in ds, f"{want} not in the rendered DaemonSet"
+print(f"{tgz}: chart {version}, image {image}:{version}")
+PACKAGE
+
+# ---- no runbook link or image name under example.invalid in any artifact
+python3 packaging/release/check_shipped.py "$OUT"/* > "$WORK/shipped.txt" ||
+  { grep -v '^note' "$WORK/shipped.txt" | tail -20; die "placeholder runbook links or image names in the artifacts"; }
+tail -1 "$WORK/shipped.txt"
+
 # ---- checksums
-(cd "$OUT" && sha256sum -- *.tar.gz *.deb *.rpm *.oci.tar *.spdx.json > SHA256SUMS && sha256sum --quiet -c SHA256SUMS) ||
+(cd "$OUT" && sha256sum -- *.tar.gz *.deb *.rpm *.oci.tar *.spdx.json *.tgz > SHA256SUMS && sha256sum --quiet -c SHA256SUMS) ||
   die "SHA256SUMS"
 log "release $TAG ($REVISION) in $OUT:"
 (cd "$OUT" && ls -l --time-style=+ | tail -n +2 | awk '{ print "  " $5 "\t" $NF }')

@@ -597,6 +597,7 @@ fn build() -> BuildInfo {
         rustversion: "1.0",
         sample_interval: Duration::from_secs(5),
         groups: groups::Groups::default(),
+        process_metrics: true,
     }
 }
 

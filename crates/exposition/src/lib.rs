@@ -71,6 +71,10 @@ pub struct BuildInfo {
     pub sample_interval: std::time::Duration,
     /// The groups of series exported (`metrics:`, `--collector.<group>`).
     pub groups: groups::Groups,
+    /// Whether the exporter's own process families (`process_*`) are
+    /// exported; `--web.disable-exporter-metrics` turns them off, as it
+    /// does node_exporter's `process_*` and `go_*`.
+    pub process_metrics: bool,
 }
 
 impl BuildInfo {
@@ -86,6 +90,7 @@ impl BuildInfo {
             rustversion: "unknown",
             sample_interval,
             groups: groups::Groups::default(),
+            process_metrics: true,
         }
     }
 
@@ -582,7 +587,9 @@ impl prometheus_client::collector::Collector for SnapshotCollector {
 pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     let mut out = Vec::new();
     exporter::collect(snapshot, build, &mut out);
-    process::collect(&mut out);
+    if build.process_metrics {
+        process::collect(&mut out);
+    }
     rdma::collect(snapshot, &mut out);
     netdev::collect(snapshot, &build.groups, &mut out);
     phys::collect(snapshot, &build.groups, &mut out);

@@ -180,7 +180,6 @@ fn a_counter_failing_with_eio_forever_is_reported_every_sample_on_one_handle() {
     assert_eq!(opened, 1, "opened once, at the first sample");
 }
 
-#[test]
 fn a_thousand_ports_are_read_whole_within_the_open_file_cap() {
     let tree = TempTree::generated_mlx5(1000, 16);
     // Half of systemd's default soft RLIMIT_NOFILE (1024), what
@@ -210,5 +209,16 @@ fn a_thousand_ports_are_read_whole_within_the_open_file_cap() {
         let second = reader.read(&mut SysfsOnly);
         assert_eq!(second, first, "cap {cap}");
         assert_eq!(reader.open_files(), cap.min(80_000));
+    }
+}
+
+/// The slow tests of this file: run by .ci/run's full suite
+/// (`cargo test --workspace --tests -- --ignored full_suite::`), not by the
+/// quick `cargo test --workspace`.
+mod full_suite {
+    #[test]
+    #[ignore = "full suite (.ci/run): a thousand ports written and read at several caps"]
+    fn a_thousand_ports_are_read_whole_within_the_open_file_cap() {
+        super::a_thousand_ports_are_read_whole_within_the_open_file_cap();
     }
 }

@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify, Semaphore};
 
-use crate::routes::{busy, respond, unauthorized, Content};
+use crate::routes::{busy, respond, unauthorized, Content, DEFAULT_TELEMETRY_PATH};
 use crate::webconfig::{AuthOutcome, WebConfig, WebConfigWatcher};
 use crate::WebLimits;
 /// hyper refuses a read buffer smaller than this (`MINIMUM_MAX_BUFFER_SIZE`
@@ -47,6 +47,9 @@ pub struct ServeOptions {
     pub close_grace: Duration,
     /// `--web.config.file`: TLS, basic auth, headers. `None`: plain HTTP.
     pub web_config: Option<Arc<WebConfigWatcher>>,
+    /// `--web.telemetry-path`: where the exposition is served
+    /// ([`DEFAULT_TELEMETRY_PATH`] unless given).
+    pub telemetry_path: Arc<str>,
 }
 
 impl ServeOptions {
@@ -56,6 +59,7 @@ impl ServeOptions {
             max_connection_age: Duration::from_secs(60),
             close_grace: Duration::from_secs(5),
             web_config: None,
+            telemetry_path: Arc::from(DEFAULT_TELEMETRY_PATH),
         }
     }
 }
@@ -67,6 +71,7 @@ pub(crate) struct Shared {
     timing: ConnectionTiming,
     /// One permit per request being answered (`max_requests`).
     requests: Arc<Semaphore>,
+    telemetry_path: Arc<str>,
 }
 
 impl Shared {
@@ -78,6 +83,7 @@ impl Shared {
             requests: Arc::new(Semaphore::new(
                 options.limits.max_requests.clamp(1, MAX_CONNECTIONS_CAP),
             )),
+            telemetry_path: options.telemetry_path.clone(),
         }
     }
 }
@@ -523,6 +529,7 @@ async fn answer(shared: &Shared, web: &WebConfig, req: Request<Incoming>) -> Res
     };
     respond(
         &*shared.content,
+        &shared.telemetry_path,
         req.method(),
         req.uri().path(),
         req.headers(),

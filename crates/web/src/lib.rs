@@ -55,9 +55,12 @@ mod tls;
 pub mod webconfig;
 
 pub use connection::{serve_stream, ServeOptions};
-pub use listen::{bind, raise_open_file_limit, serve, serve_with, ServerError};
+pub use listen::{
+    adopt, bind, raise_open_file_limit, serve, serve_with, systemd_listeners, ServerError,
+    MAX_SYSTEMD_SOCKETS,
+};
 pub use negotiation::ScrapeFormat;
-pub use routes::Content;
+pub use routes::{valid_telemetry_path, Content, DEFAULT_TELEMETRY_PATH};
 
 /// The server's limits (`web:` in the configuration file).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -39,6 +39,8 @@ pub enum ServerError {
     Resolve(String, std::io::Error),
     #[error("cannot listen on {0}: {1}")]
     Bind(String, std::io::Error),
+    #[error("--web.systemd-socket: {0}")]
+    Systemd(String),
 }
 
 /// One parsed `--web.listen-address`.
@@ -162,6 +164,78 @@ pub async fn bind(addresses: &[String]) -> Result<Vec<TcpListener>, ServerError>
         }
     }
     Ok(listeners)
+}
+
+/// Most sockets taken from systemd: a socket unit of this exporter passes
+/// one per listen address.
+pub const MAX_SYSTEMD_SOCKETS: usize = 16;
+
+/// The listening TCP sockets systemd passes by socket activation
+/// (`sd_listen_fds(3)`, read with the listenfd crate): `LISTEN_PID` must be
+/// this process and `LISTEN_FDS` count them (1 to
+/// [`MAX_SYSTEMD_SOCKETS`]) from descriptor 3; each must be a TCP socket
+/// that listens (a Unix or datagram socket, or one that never called
+/// listen(2), is refused). Call it before the process starts a thread:
+/// listenfd removes the variables as it reads them.
+pub fn systemd_listeners() -> Result<Vec<std::net::TcpListener>, ServerError> {
+    let refuse = |why: String| ServerError::Systemd(why);
+    let pid = std::env::var("LISTEN_PID").map_err(|_| {
+        refuse("LISTEN_PID is not set: not started by a systemd socket unit".into())
+    })?;
+    if pid.trim() != std::process::id().to_string() {
+        return Err(refuse(format!(
+            "LISTEN_PID {pid:?} is not this process ({})",
+            std::process::id()
+        )));
+    }
+    if std::env::var_os("LISTEN_FDS_FIRST_FD").is_some() {
+        // listenfd's own extension; systemd passes its sockets from 3.
+        return Err(refuse(
+            "LISTEN_FDS_FIRST_FD is set; systemd never sets it".into(),
+        ));
+    }
+    let count = std::env::var("LISTEN_FDS").unwrap_or_default();
+    match count.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_SYSTEMD_SOCKETS).contains(&n) => {}
+        _ => {
+            return Err(refuse(format!(
+                "LISTEN_FDS {count:?} is not a number of sockets from 1 to {MAX_SYSTEMD_SOCKETS}"
+            )))
+        }
+    }
+    let mut fds = listenfd::ListenFd::from_env();
+    let mut out = Vec::with_capacity(fds.len());
+    for i in 0..fds.len() {
+        let fd = 3 + i;
+        let listener = match fds.take_tcp_listener(i) {
+            Ok(Some(l)) => l,
+            Ok(None) => return Err(refuse(format!("descriptor {fd} was already taken"))),
+            Err(e) => return Err(refuse(format!("descriptor {fd}: {e}"))),
+        };
+        match socket2::SockRef::from(&listener).is_listener() {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(refuse(format!(
+                    "descriptor {fd} is a TCP socket that does not listen"
+                )))
+            }
+            Err(e) => return Err(refuse(format!("descriptor {fd}: {e}"))),
+        }
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| refuse(format!("descriptor {fd}: {e}")))?;
+        out.push(listener);
+    }
+    Ok(out)
+}
+
+/// Listeners from [`systemd_listeners`] for [`serve_with`] (inside the
+/// server's runtime).
+pub fn adopt(listeners: Vec<std::net::TcpListener>) -> Result<Vec<TcpListener>, ServerError> {
+    listeners
+        .into_iter()
+        .map(|l| TcpListener::from_std(l).map_err(|e| ServerError::Systemd(e.to_string())))
+        .collect()
 }
 
 /// An address family or address this host does not have (IPv6 disabled,

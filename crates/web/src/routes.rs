@@ -46,15 +46,38 @@ enum Route {
     Runbook(&'static str),
 }
 
+/// The path of the exposition unless `--web.telemetry-path` says another.
+pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
+
+/// Whether `path` can be `--web.telemetry-path`: absolute, at most 256
+/// bytes of visible ASCII without a query or fragment, and not a path the
+/// server answers otherwise (`/` is, as in node_exporter: the exposition
+/// then takes the landing page's place).
+pub fn valid_telemetry_path(path: &str) -> Result<(), &'static str> {
+    if !path.starts_with('/') {
+        return Err("must start with /");
+    }
+    if path.len() > 256 || !path.bytes().all(|b| b.is_ascii_graphic()) || path.contains(['?', '#'])
+    {
+        return Err("must be at most 256 visible ASCII characters without ? or #");
+    }
+    let taken = ["/healthz", "/findings", "/peer-probe/endpoints"];
+    if taken.contains(&path) || path.starts_with("/runbook") {
+        return Err("is a path the exporter serves already");
+    }
+    Ok(())
+}
+
 /// The whole routing table. Pure: the request's parts in, a response out.
 pub(crate) fn respond(
     content: &dyn Content,
+    telemetry_path: &str,
     method: &Method,
     path: &str,
     headers: &HeaderMap,
     has_body: bool,
 ) -> Response<Full<Bytes>> {
-    let mut response = route_request(content, method, path, headers, has_body);
+    let mut response = route_request(content, telemetry_path, method, path, headers, has_body);
     if has_body {
         // The body was not read; the connection cannot carry another request.
         response
@@ -66,13 +89,14 @@ pub(crate) fn respond(
 
 fn route_request(
     content: &dyn Content,
+    telemetry_path: &str,
     method: &Method,
     path: &str,
     headers: &HeaderMap,
     has_body: bool,
 ) -> Response<Full<Bytes>> {
     let route = match path {
-        "/metrics" => Route::Metrics,
+        p if p == telemetry_path => Route::Metrics,
         "/healthz" => Route::Health,
         "/" => Route::Landing,
         "/findings" => Route::Findings,
@@ -218,6 +242,69 @@ pub(crate) mod tests {
         }
         fn runbook_page(&self, _: &str) -> Option<&'static str> {
             None
+        }
+    }
+
+    fn get(telemetry_path: &str, path: &str) -> (StatusCode, Bytes) {
+        use http_body_util::BodyExt as _;
+        let r = respond(
+            &Fixed,
+            telemetry_path,
+            &Method::GET,
+            path,
+            &HeaderMap::new(),
+            false,
+        );
+        let status = r.status();
+        let body = futures_body(r.into_body().collect());
+        (status, body)
+    }
+
+    fn futures_body(
+        f: impl std::future::Future<
+            Output = Result<http_body_util::Collected<Bytes>, std::convert::Infallible>,
+        >,
+    ) -> Bytes {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        match rt.block_on(f) {
+            Ok(c) => c.to_bytes(),
+            Err(e) => match e {},
+        }
+    }
+
+    #[test]
+    fn the_exposition_is_served_at_the_telemetry_path_only() {
+        assert_eq!(
+            get(DEFAULT_TELEMETRY_PATH, "/metrics"),
+            (StatusCode::OK, Bytes::from_static(b"up 1\n"))
+        );
+        assert_eq!(get("/prom/metrics", "/prom/metrics").0, StatusCode::OK);
+        assert_eq!(get("/prom/metrics", "/metrics").0, StatusCode::NOT_FOUND);
+        // `/`, as node_exporter allows: the exposition takes the landing page's place
+        assert_eq!(get("/", "/").1, Bytes::from_static(b"up 1\n"));
+        assert_eq!(get("/prom/metrics", "/healthz").0, StatusCode::OK);
+    }
+
+    #[test]
+    fn telemetry_paths_that_cannot_work_are_refused() {
+        for ok in ["/metrics", "/", "/prom/metrics", "/metrics/"] {
+            assert_eq!(valid_telemetry_path(ok), Ok(()), "{ok}");
+        }
+        let long = format!("/{}", "m".repeat(256));
+        for bad in [
+            "metrics",
+            "",
+            "/me trics",
+            "/m?x=1",
+            "/m#a",
+            "/healthz",
+            "/findings",
+            "/runbook/x",
+            &long,
+        ] {
+            assert!(valid_telemetry_path(bad).is_err(), "{bad:?}");
         }
     }
 }

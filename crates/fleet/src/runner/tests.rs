@@ -368,7 +368,6 @@ fn hostile_documents_are_refused_counted_and_never_probed() {
     assert_eq!(d.peers_known, 1);
 }
 
-#[test]
 fn a_peer_started_late_or_restarted_with_a_new_qpn_is_fetched_again_without_a_restart() {
     let fabric = Fabric::default();
     fabric.live_qpn.store(11, Ordering::SeqCst);
@@ -726,7 +725,6 @@ pub(crate) fn simulate(
     (documents, lists)
 }
 
-#[test]
 fn documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh() {
     // 1,000 peers, refresh 60 s, one hour: the walk fetches each peer
     // once (16 at once, then 50/s); every refresh re-fetching all
@@ -772,4 +770,21 @@ fn documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh() {
         Duration::ZERO,
     );
     assert!((12..=20).contains(&docs), "{docs}");
+}
+
+/// The slow tests of this file: run by .ci/run's full suite
+/// (`cargo test --workspace --tests -- --ignored full_suite::`), not by the
+/// quick `cargo test --workspace`.
+mod full_suite {
+    #[test]
+    #[ignore = "full suite (.ci/run): an hour of simulated refreshes over many peers in a debug build"]
+    fn a_peer_started_late_or_restarted_with_a_new_qpn_is_fetched_again_without_a_restart() {
+        super::a_peer_started_late_or_restarted_with_a_new_qpn_is_fetched_again_without_a_restart();
+    }
+
+    #[test]
+    #[ignore = "full suite (.ci/run): an hour of simulated refreshes over many peers in a debug build"]
+    fn documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh() {
+        super::documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh();
+    }
 }
