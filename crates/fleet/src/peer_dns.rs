@@ -584,6 +584,38 @@ mod tests {
         h.join().unwrap();
     }
 
+    /// A truncated answer over UDP, then a TCP answer that comes a byte
+    /// at a time and never ends: the lookup's deadline ends it.
+    #[test]
+    fn a_trickling_tcp_answer_costs_at_most_the_deadline() {
+        let (udp, tcp) = udp_and_tcp();
+        let addr = udp.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (query, from) = query_on(&udp);
+            udp.send_to(&answer(&query, 30, Some(1)), from).unwrap();
+            let Ok((mut s, _)) = tcp.accept() else {
+                return;
+            };
+            // The length of a whole message, then its bytes one by one.
+            if s.write_all(&[0xff, 0xff]).is_err() {
+                return;
+            }
+            for _ in 0..600 {
+                if s.write_all(&[0]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let r = Resolver {
+            servers: vec![addr],
+            deadline: Duration::from_millis(1500),
+        };
+        let e = r.srv(NAME).unwrap_err();
+        assert!(matches!(e, DnsError::Timeout { .. }), "{e:?}");
+        h.join().unwrap();
+    }
+
     /// A datagram from the server with the query's id that is no DNS
     /// message ends the lookup as malformed (hickory's choice: the id and
     /// the source port are the spoofing screen, and they passed); the next

@@ -572,6 +572,30 @@ mod tests {
         server.join().unwrap();
     }
 
+    /// The same in the body: a whole head at once, then a byte a second
+    /// of a 300-byte body. The deadline ends it.
+    #[test]
+    fn a_peer_trickling_its_body_costs_at_most_the_deadline() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 300\r\n\r\n");
+            for _ in 0..300 {
+                if s.write_all(b"x").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        let client = HttpClient::new(Duration::from_secs(2), None, None);
+        let e = client.get(&url, &req(1024)).unwrap_err();
+        assert_eq!(e.reason, FetchReason::Timeout, "{e}");
+        server.join().unwrap();
+    }
+
     /// A name that never resolves costs the deadline too (the lookup runs
     /// on its own thread, given up on at the deadline).
     #[test]
