@@ -616,6 +616,32 @@ mod tests {
         h.join().unwrap();
     }
 
+    /// A server that never answers gets the query at most three times
+    /// in the lookup (hickory sends it again after 333 ms at the soonest,
+    /// twice at most), not once per try of a loop.
+    #[test]
+    fn an_unanswered_query_is_sent_at_most_three_times() {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = udp.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            udp.set_read_timeout(Some(Duration::from_secs(4))).unwrap();
+            let mut buf = [0u8; 4096];
+            let mut got = 0;
+            // Until the sockets of the lookup are long gone.
+            while udp.recv_from(&mut buf).is_ok() {
+                got += 1;
+            }
+            got
+        });
+        let r = Resolver {
+            servers: vec![addr],
+            deadline: Duration::from_secs(2),
+        };
+        assert!(matches!(r.srv(NAME), Err(DnsError::Timeout { .. })));
+        let got = h.join().unwrap();
+        assert!((1..=3).contains(&got), "{got} queries");
+    }
+
     /// A datagram from the server with the query's id that is no DNS
     /// message ends the lookup as malformed (hickory's choice: the id and
     /// the source port are the spoofing screen, and they passed); the next
