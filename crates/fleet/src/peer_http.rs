@@ -734,18 +734,25 @@ mod tests {
         h.join().unwrap();
     }
 
-    /// The certificate must name the host of the URL: a certificate the
-    /// configured CA holds, for another name, is refused as TLS.
-    #[test]
-    fn a_certificate_for_another_name_is_refused() {
+    /// A TLS server on 127.0.0.1 with a certificate for `name`, made here
+    /// and trusted by the client configuration returned; `answer` is
+    /// written once the request is read, then the connection is closed
+    /// without close_notify unless `notify`.
+    fn tls_server(
+        name: &str,
+        answer: &'static [u8],
+        notify: bool,
+    ) -> (Url, Arc<rustls::ClientConfig>, std::thread::JoinHandle<()>) {
         use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
         let key = rcgen::KeyPair::generate().unwrap();
-        let params = rcgen::CertificateParams::new(vec!["peer-b.example".to_string()]).unwrap();
+        let params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
         let cert = params.self_signed(&key).unwrap();
-        let dir = std::env::temp_dir().join(format!("peer-tls-name-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("peer-tls-{name}-{notify}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("ca.pem"), cert.pem()).unwrap();
         let tls = client_config("tls_ca_file", &dir.join("ca.pem")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let server = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -759,20 +766,53 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = Url::parse(&format!("https://{}", listener.local_addr().unwrap())).unwrap();
         let h = std::thread::spawn(move || {
-            let (mut tcp, _) = listener.accept().unwrap();
-            let mut conn = rustls::ServerConnection::new(Arc::new(server)).unwrap();
-            while conn.is_handshaking() {
-                if conn.complete_io(&mut tcp).is_err() {
-                    return;
-                }
+            let (tcp, _) = listener.accept().unwrap();
+            let conn = rustls::ServerConnection::new(Arc::new(server)).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut buf = [0u8; 4096];
+            if !matches!(tls.read(&mut buf), Ok(n) if n > 0) {
+                return;
             }
+            let _ = tls.write_all(answer);
+            if notify {
+                tls.conn.send_close_notify();
+            }
+            let _ = tls.flush();
         });
+        (url, tls, h)
+    }
+
+    /// The certificate must name the host of the URL: a certificate the
+    /// configured CA holds, for another name, is refused as TLS.
+    #[test]
+    fn a_certificate_for_another_name_is_refused() {
+        let (url, tls, h) = tls_server("peer-b.example", b"", true);
         let e = HttpClient::new(Duration::from_secs(20), Some(tls), None)
             .get(&url, &req(1024))
             .unwrap_err();
         assert_eq!(e.reason, FetchReason::Tls, "{e}");
         assert!(e.message.contains("not valid for name"), "{e}");
         h.join().unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Over TLS the end of the connection without close_notify may be a
+    /// cut made by someone else: an answer whole by its length is taken
+    /// (the end is never read), one that ends only with the connection is
+    /// refused as truncated unless close_notify says it is the end.
+    #[test]
+    fn over_tls_an_answer_ended_by_the_connection_needs_close_notify() {
+        let get = |answer: &'static [u8], notify| {
+            let (url, tls, h) = tls_server("127.0.0.1", answer, notify);
+            let got = HttpClient::new(Duration::from_secs(20), Some(tls), None)
+                .get(&url, &req(1024))
+                .map_err(|e| e.reason);
+            h.join().unwrap();
+            got
+        };
+        let by_length = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+        let by_end = b"HTTP/1.1 200 OK\r\n\r\n{}";
+        assert_eq!(get(by_length, false), Ok(b"{}".to_vec()));
+        assert_eq!(get(by_end, true), Ok(b"{}".to_vec()));
+        assert_eq!(get(by_end, false), Err(FetchReason::Parse));
     }
 }
