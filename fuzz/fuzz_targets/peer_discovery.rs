@@ -1,9 +1,12 @@
 //! Fuzz target: what the peer-probe discovery reads from the network
 //! (`src/sources/peer_*.rs`), each as hostile input:
 //! - byte 0 = 0: an HTTP answer (status line, headers, chunked and gzip
-//!   bodies) through the bounded client's decoder (`peer_http`), then the
-//!   body as an endpoints document, admitted (`peer_endpoints`);
-//! - 1: a DNS message as the answer to an SRV query (`peer_dns::parse_srv`);
+//!   bodies) through the client's exchange (`peer_http::parse_answer`:
+//!   hyper's HTTP/1.1 client connection over the answer held in memory and
+//!   the bounds around it), then the body as an endpoints document,
+//!   admitted (`peer_endpoints`);
+//! - 1: a DNS message decoded by hickory as the answer to an SRV query,
+//!   and the records taken from it (`peer_dns::parse_srv`);
 //! - 2: a Prometheus `/api/v1/query` answer (`parse_query_response`), each
 //!   series admitted as the coordinator does;
 //! - 3: an endpoints document (`roce_probe::peer::parse_endpoints`) admitted

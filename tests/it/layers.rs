@@ -6,9 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-/// Each workspace crate and the workspace crates and selected external
-/// crates it depends on (normal dependencies only).
-fn graph() -> BTreeMap<String, BTreeSet<String>> {
+/// `cargo metadata` of the workspace's own packages.
+fn metadata() -> serde_json::Value {
     let out = Command::new(env!("CARGO"))
         .args([
             "metadata",
@@ -25,7 +24,13 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// Each workspace crate and the workspace crates and selected external
+/// crates it depends on (normal dependencies only).
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let meta = metadata();
     let mut g = BTreeMap::new();
     for p in meta["packages"].as_array().expect("packages") {
         let deps = p["dependencies"]
@@ -135,15 +140,49 @@ fn only_the_exposition_names_metrics_and_it_does_not_serve() {
     );
 }
 
+/// The features `krate` enables on its normal dependency `dep`.
+fn features(krate: &str, dep: &str) -> BTreeSet<String> {
+    let meta = metadata();
+    let package = meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .find(|p| p["name"] == krate)
+        .unwrap_or_else(|| panic!("no crate {krate}"));
+    let d = package["dependencies"]
+        .as_array()
+        .expect("dependencies")
+        .iter()
+        .find(|d| d["name"] == dep && d["kind"].is_null())
+        .unwrap_or_else(|| panic!("{krate} does not depend on {dep}"));
+    d["features"]
+        .as_array()
+        .expect("features")
+        .iter()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Peer discovery fetches (hyper's HTTP/1.1 client, the SRV lookups of
+/// hickory-resolver, each on a current-thread tokio runtime of the calling
+/// thread) and serves nothing: no server crate, no server side of hyper,
+/// no runtime of its own threads.
 #[test]
-fn peer_discovery_fills_the_model_and_names_no_metric() {
+fn peer_discovery_fills_the_model_names_no_metric_and_serves_nothing() {
     let g = graph();
     assert_none(
         &g,
         "roce-fleet",
         &["roce-rules", "roce-exposition", "roce_exporter", "roce-web"],
     );
-    assert_none(&g, "roce-fleet", SERVING);
+    assert_none(&g, "roce-fleet", &["prometheus-client"]);
+    let hyper = features("roce-fleet", "hyper");
+    assert!(!hyper.contains("server"), "roce-fleet: hyper {hyper:?}");
+    assert!(hyper.contains("client"), "roce-fleet: hyper {hyper:?}");
+    let tokio = features("roce-fleet", "tokio");
+    for serving in ["rt-multi-thread", "signal", "macros"] {
+        assert!(!tokio.contains(serving), "roce-fleet: tokio {tokio:?}");
+    }
 }
 
 #[test]

@@ -128,14 +128,9 @@ pub enum FleetError {
     QueryWithoutData,
     #[error("query result {result_type:.32?}, expected an instant vector")]
     QueryResultType { result_type: String },
-    /// No `\r\n\r\n` within the bound of a response head.
-    #[error("no end of the head in {max} bytes")]
-    HeadUnterminated { max: usize },
+    /// A response head over its bound (hyper's parser stopped at it).
     #[error("a head longer than {max} bytes")]
     HeadTooLong { max: usize },
-    /// A status line other than `HTTP/1.x NNN ...`.
-    #[error("status line {line:.64?}")]
-    StatusLine { line: String },
     /// A response header whose value is refused (`content-length`,
     /// `transfer-encoding`, `content-encoding`).
     #[error("{header} {value:.32?}")]

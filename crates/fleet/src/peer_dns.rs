@@ -4,24 +4,33 @@
 //! (`_<port>._tcp.<service>.<namespace>.svc.cluster.local`), so one query
 //! per refresh lists the DaemonSet's exporters without asking each of them.
 //!
-//! A minimal stub resolver, bounded in every way: the name servers of
-//! `/etc/resolv.conf` (at most three), one absolute deadline per lookup
-//! over every server tried, an answer over UDP (EDNS0, 4096 bytes) and, when
-//! the server says it is truncated, again over TCP (at most 65,535 bytes,
-//! the DNS limit), answers accepted only from the server asked with the
-//! query's id and question, at most [`MAX_RECORDS`] records kept. Packets
-//! are parsed by `simple-dns` (no panics on malformed input: fuzzed by
-//! `fuzz/fuzz_targets/dns_srv.rs` through [`parse_srv`]).
+//! The lookup is hickory-resolver's, bounded in every way: the name
+//! servers of `/etc/resolv.conf` (at most three, read here as a bounded
+//! file, asked in their order, one at a time), one absolute deadline per
+//! lookup over every server tried, an answer over UDP (EDNS0, 4096 bytes)
+//! and, when the server says it is truncated, again over TCP (at most
+//! 65,535 bytes, the DNS limit), answers accepted only from the server
+//! asked with the query's id and question (hickory's checks), at most
+//! [`MAX_RECORDS`] records kept, and nothing kept between lookups (no
+//! cache: each refresh asks). The records taken from an answer are those
+//! of the question's name or of its aliases in the answer
+//! ([`srv_records`]; fuzzed through [`parse_srv`] by
+//! `fuzz/fuzz_targets/peer_discovery.rs`).
 //!
 //! The name is taken as fully qualified (no search domains): give the
 //! whole name.
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use simple_dns::rdata::{RData, OPT};
-use simple_dns::{Name, Packet, PacketFlag, Question, CLASS, QCLASS, QTYPE, RCODE, TYPE};
+use hickory_resolver::config::{
+    ConnectionConfig, NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts,
+    ServerOrderingStrategy,
+};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::net::{DnsError as Negative, NetError};
+use hickory_resolver::proto::op::{Message, MessageType, ResponseCode};
+use hickory_resolver::proto::rr::{Name, RData, Record};
 
 /// SRV records kept from one answer at most (the peer list's bound).
 pub const MAX_RECORDS: usize = super::peer_list::MAX_PEERS;
@@ -29,6 +38,8 @@ pub const MAX_RECORDS: usize = super::peer_list::MAX_PEERS;
 pub const UDP_PAYLOAD: u16 = 4096;
 /// Name servers tried at most (as glibc).
 pub const MAX_SERVERS: usize = 3;
+/// CNAMEs followed within one answer at most.
+const MAX_ALIASES: usize = 8;
 
 /// One SRV record: where an exporter listens.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -51,16 +62,16 @@ pub enum DnsError {
         deadline: Duration,
         servers: String,
     },
-    #[error("{name}: {server}: {message}")]
+    #[error("{name}: {servers}: {message}")]
     Io {
         name: String,
-        server: SocketAddr,
+        servers: String,
         message: String,
     },
-    #[error("{name}: {server} answered {rcode}")]
+    #[error("{name}: {servers} answered {rcode}")]
     Rcode {
         name: String,
-        server: SocketAddr,
+        servers: String,
         rcode: String,
     },
     #[error("malformed answer: {0}")]
@@ -94,33 +105,105 @@ impl Resolver {
     pub fn srv(&self, name: &str) -> Result<Vec<Srv>, DnsError> {
         let name = name.trim_end_matches('.');
         let until = Instant::now() + self.deadline;
-        let id = query_id();
-        let query = build_query(id, name)?;
-        let mut last = None;
-        for server in &self.servers {
-            if Instant::now() >= until {
-                break;
-            }
-            match ask(*server, &query, id, name, until) {
-                Ok(records) => return Ok(records),
-                // NXDOMAIN is an answer: no other server is asked.
-                Err(e @ DnsError::Rcode { .. }) => return Err(e),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(match last {
-            Some(e @ DnsError::Io { .. } | e @ DnsError::Malformed(_)) => e,
-            _ => DnsError::Timeout {
+        let mut qname = Name::from_ascii(name).map_err(|_| DnsError::Name(name.to_string()))?;
+        qname.set_fqdn(true);
+        let servers = || {
+            self.servers
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let timeout = || DnsError::Timeout {
+            name: name.to_string(),
+            deadline: self.deadline,
+            servers: servers(),
+        };
+        let lookup = async {
+            // Built on this lookup's runtime: its connections and their
+            // tasks end with it.
+            let resolver = hickory_resolver::Resolver::builder_with_config(
+                self.config(),
+                TokioRuntimeProvider::default(),
+            )
+            .with_options(self.options())
+            .build()?;
+            resolver.srv_lookup(qname).await
+        };
+        let answer = crate::peer_http::run_until(until, lookup)
+            .map_err(|e| DnsError::Io {
                 name: name.to_string(),
-                deadline: self.deadline,
-                servers: self
-                    .servers
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            },
-        })
+                servers: servers(),
+                message: e.to_string(),
+            })?
+            .ok_or_else(timeout)?;
+        match answer {
+            Ok(lookup) => Ok(srv_records(name, lookup.answers())),
+            // The name exists without SRV records: no peer.
+            Err(NetError::Dns(Negative::NoRecordsFound(none)))
+                if none.response_code == ResponseCode::NoError =>
+            {
+                Ok(Vec::new())
+            }
+            // NXDOMAIN is an answer: no other server is asked.
+            Err(NetError::Dns(Negative::NoRecordsFound(none))) => Err(DnsError::Rcode {
+                name: name.to_string(),
+                servers: servers(),
+                rcode: format!("{:?}", none.response_code),
+            }),
+            Err(NetError::Dns(Negative::ResponseCode(code))) => Err(DnsError::Rcode {
+                name: name.to_string(),
+                servers: servers(),
+                rcode: format!("{code:?}"),
+            }),
+            Err(NetError::Timeout | NetError::NoConnections) => Err(timeout()),
+            Err(NetError::Proto(e)) => Err(DnsError::Malformed(e.to_string())),
+            Err(e) => Err(DnsError::Io {
+                name: name.to_string(),
+                servers: servers(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// Each server over UDP and TCP on its port, in the order given.
+    fn config(&self) -> ResolverConfig {
+        let servers = self
+            .servers
+            .iter()
+            .map(|s| {
+                let on_port = |mut c: ConnectionConfig| {
+                    c.port = s.port();
+                    c
+                };
+                // An NXDOMAIN of one server is the answer.
+                NameServerConfig::new(
+                    s.ip(),
+                    true,
+                    vec![
+                        on_port(ConnectionConfig::udp()),
+                        on_port(ConnectionConfig::tcp()),
+                    ],
+                )
+            })
+            .collect();
+        ResolverConfig::from_name_servers(servers)
+    }
+
+    /// One query at a time, each server given the whole deadline (the
+    /// lookup's deadline cuts them off), no retry of a server that did
+    /// not answer, no cache, no hosts file.
+    fn options(&self) -> ResolverOpts {
+        let mut o = ResolverOpts::default();
+        o.timeout = self.deadline;
+        o.attempts = 0;
+        o.num_concurrent_reqs = 1;
+        o.server_ordering_strategy = ServerOrderingStrategy::UserProvidedOrder;
+        o.cache_size = 0;
+        o.use_hosts_file = ResolveHosts::Never;
+        o.edns_payload_len = UDP_PAYLOAD;
+        o.ndots = 0;
+        o
     }
 }
 
@@ -141,186 +224,34 @@ pub fn name_servers(text: &str) -> Vec<SocketAddr> {
         .collect()
 }
 
-fn query_id() -> u16 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    (t ^ (t >> 16) ^ std::process::id()) as u16
+/// A name as text, lower case, without the final dot.
+fn plain(n: &Name) -> String {
+    n.to_ascii().trim_end_matches('.').to_ascii_lowercase()
 }
 
-/// A recursive SRV query for `name` with an EDNS0 payload size.
-pub fn build_query(id: u16, name: &str) -> Result<Vec<u8>, DnsError> {
-    let qname = Name::new(name).map_err(|_| DnsError::Name(name.to_string()))?;
-    let mut p = Packet::new_query(id);
-    p.set_flags(PacketFlag::RECURSION_DESIRED);
-    p.questions.push(Question::new(
-        qname,
-        QTYPE::TYPE(TYPE::SRV),
-        QCLASS::CLASS(CLASS::IN),
-        false,
-    ));
-    *p.opt_mut() = Some(OPT {
-        opt_codes: Vec::new(),
-        udp_packet_size: UDP_PAYLOAD,
-        version: 0,
-    });
-    p.build_bytes_vec()
-        .map_err(|e| DnsError::Name(format!("{name}: {e}")))
-}
-
-fn left(until: Instant) -> Option<Duration> {
-    Some(until.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
-}
-
-/// One server: UDP, then TCP when the answer is truncated.
-fn ask(
-    server: SocketAddr,
-    query: &[u8],
-    id: u16,
-    name: &str,
-    until: Instant,
-) -> Result<Vec<Srv>, DnsError> {
-    let io = |e: std::io::Error| DnsError::Io {
-        name: name.to_string(),
-        server,
-        message: e.to_string(),
-    };
-    let timeout = || DnsError::Timeout {
-        name: name.to_string(),
-        deadline: Duration::ZERO,
-        servers: server.to_string(),
-    };
-    let bind: SocketAddr = if server.is_ipv4() {
-        "0.0.0.0:0".parse().map_err(|_| timeout())?
-    } else {
-        "[::]:0".parse().map_err(|_| timeout())?
-    };
-    let socket = UdpSocket::bind(bind).map_err(io)?;
-    socket.connect(server).map_err(io)?;
-    socket.send(query).map_err(io)?;
-    let mut buf = vec![0u8; usize::from(UDP_PAYLOAD)];
-    let answer = loop {
-        let wait = left(until).ok_or_else(timeout)?;
-        socket.set_read_timeout(Some(wait)).map_err(io)?;
-        match socket.recv(&mut buf) {
-            Ok(n) => match parse_srv(&buf[..n], id, name) {
-                // A datagram that is no answer to this query (another id,
-                // another question): ignored, the wait goes on.
-                Err(DnsError::Malformed(_)) => continue,
-                other => break other?,
-            },
-            Err(e) if timed_out(&e) => return Err(timeout()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io(e)),
-        }
-    };
-    if !answer.truncated {
-        return rcode(answer, name, server);
-    }
-    // Truncated: the whole answer over TCP (two-byte length prefix).
-    let wait = left(until).ok_or_else(timeout)?;
-    let mut tcp = TcpStream::connect_timeout(&server, wait).map_err(io)?;
-    let len = u16::try_from(query.len()).map_err(|_| DnsError::Name(name.to_string()))?;
-    let mut framed = len.to_be_bytes().to_vec();
-    framed.extend_from_slice(query);
-    tcp.set_write_timeout(Some(left(until).ok_or_else(timeout)?))
-        .map_err(io)?;
-    tcp.write_all(&framed).map_err(io)?;
-    let mut read_exact = |out: &mut [u8]| -> Result<(), DnsError> {
-        let mut got = 0;
-        while got < out.len() {
-            tcp.set_read_timeout(Some(left(until).ok_or_else(timeout)?))
-                .map_err(io)?;
-            match tcp.read(&mut out[got..]) {
-                Ok(0) => {
-                    return Err(DnsError::Malformed(format!(
-                        "{server}: connection closed after {got} of {} bytes",
-                        out.len()
-                    )))
-                }
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if timed_out(&e) => return Err(timeout()),
-                Err(e) => return Err(io(e)),
-            }
-        }
-        Ok(())
-    };
-    let mut len = [0u8; 2];
-    read_exact(&mut len)?;
-    let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
-    read_exact(&mut msg)?;
-    rcode(parse_srv(&msg, id, name)?, name, server)
-}
-
-fn rcode(answer: Answer, name: &str, server: SocketAddr) -> Result<Vec<Srv>, DnsError> {
-    match answer.rcode {
-        None => Ok(answer.records),
-        Some(rcode) => Err(DnsError::Rcode {
-            name: name.to_string(),
-            server,
-            rcode,
-        }),
-    }
-}
-
-/// What one DNS message said.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    pub records: Vec<Srv>,
-    /// The TC bit: ask again over TCP.
-    pub truncated: bool,
-    /// A response code other than NOERROR (NXDOMAIN, SERVFAIL, ...).
-    pub rcode: Option<String>,
-}
-
-/// The SRV records answering query `id` for `name` in `msg`: `Malformed`
-/// when `msg` is no answer to that query. Records of other names or types
-/// (and targets of `.`, "no service") are skipped; at most
-/// [`MAX_RECORDS`] are kept, sorted and without duplicates.
-pub fn parse_srv(msg: &[u8], id: u16, name: &str) -> Result<Answer, DnsError> {
-    let p = Packet::parse(msg).map_err(|e| DnsError::Malformed(e.to_string()))?;
-    if p.id() != id || !p.has_flags(PacketFlag::RESPONSE) {
-        return Err(DnsError::Malformed("not the answer to this query".into()));
-    }
-    let asked = |n: &Name| {
-        n.to_string()
-            .trim_end_matches('.')
-            .eq_ignore_ascii_case(name)
-    };
-    if p.questions.len() != 1 || !asked(&p.questions[0].qname) {
-        return Err(DnsError::Malformed("another question".into()));
-    }
-    let truncated = p.has_flags(PacketFlag::TRUNCATION);
-    let rc = p.rcode();
-    let rcode = if rc == RCODE::NoError {
-        None
-    } else {
-        Some(format!("{rc:?}"))
-    };
-    // CNAME chains: records of any owner name that is the question or an
-    // alias of it in this answer.
-    let mut owners = vec![name.to_ascii_lowercase()];
-    for rr in &p.answers {
-        if let RData::CNAME(c) = &rr.rdata {
-            let owner = rr.name.to_string();
-            let owner = owner.trim_end_matches('.').to_ascii_lowercase();
-            if owners.contains(&owner) && owners.len() < 8 {
-                owners.push(c.0.to_string().trim_end_matches('.').to_ascii_lowercase());
+/// The SRV records of `name` among `answers`: those whose owner is the
+/// name or an alias of it (a CNAME chain in the answers, at most
+/// [`MAX_ALIASES`] long). Targets of `.` ("no service") and port 0 are
+/// skipped; at most [`MAX_RECORDS`] are kept, sorted and without
+/// duplicates.
+pub fn srv_records(name: &str, answers: &[Record]) -> Vec<Srv> {
+    let mut owners = vec![name.trim_end_matches('.').to_ascii_lowercase()];
+    for rr in answers {
+        if let RData::CNAME(c) = &rr.data {
+            if owners.contains(&plain(&rr.name)) && owners.len() < MAX_ALIASES {
+                owners.push(plain(&c.0));
             }
         }
     }
     let mut records = Vec::new();
-    for rr in &p.answers {
-        let RData::SRV(srv) = &rr.rdata else {
+    for rr in answers {
+        let RData::SRV(srv) = &rr.data else {
             continue;
         };
-        let owner = rr.name.to_string();
-        if !owners.contains(&owner.trim_end_matches('.').to_ascii_lowercase()) {
+        if !owners.contains(&plain(&rr.name)) {
             continue;
         }
-        let target = srv.target.to_string();
+        let target = srv.target.to_ascii();
         let target = target.trim_end_matches('.');
         if target.is_empty() || srv.port == 0 {
             continue;
@@ -335,28 +266,75 @@ pub fn parse_srv(msg: &[u8], id: u16, name: &str) -> Result<Answer, DnsError> {
     }
     records.sort();
     records.dedup();
-    Ok(Answer {
-        records,
-        truncated,
-        rcode,
-    })
+    records
 }
 
-/// A read or write that gave up at the socket's timeout.
-fn timed_out(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    )
+/// What one DNS message said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub records: Vec<Srv>,
+    /// The TC bit: ask again over TCP.
+    pub truncated: bool,
+    /// A response code other than NOERROR (NXDOMAIN, SERVFAIL, ...).
+    pub rcode: Option<String>,
+}
+
+/// The SRV records answering query `id` for `name` in the DNS message
+/// `msg`, decoded by hickory as a lookup decodes it: `Malformed` when
+/// `msg` is no answer to that query (another id, not a response, another
+/// question). For the fuzz target and tests; a lookup's own checks are
+/// hickory's.
+pub fn parse_srv(msg: &[u8], id: u16, name: &str) -> Result<Answer, DnsError> {
+    let m = Message::from_vec(msg).map_err(|e| DnsError::Malformed(e.to_string()))?;
+    if m.metadata.id != id || m.metadata.message_type != MessageType::Response {
+        return Err(DnsError::Malformed("not the answer to this query".into()));
+    }
+    let asked = name.trim_end_matches('.').to_ascii_lowercase();
+    if m.queries.len() != 1 || plain(&m.queries[0].name) != asked {
+        return Err(DnsError::Malformed("another question".into()));
+    }
+    let rc = m.metadata.response_code;
+    Ok(Answer {
+        records: srv_records(name, &m.answers),
+        truncated: m.metadata.truncation,
+        rcode: (rc != ResponseCode::NoError).then(|| format!("{rc:?}")),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use simple_dns::rdata::{A, SRV};
-    use simple_dns::ResourceRecord;
+    // The test name servers' messages: simple-dns, another library than
+    // the one the resolver decodes them with.
+    use simple_dns::rdata::{RData, A, OPT, SRV};
+    use simple_dns::{
+        Name, Packet, PacketFlag, Question, ResourceRecord, CLASS, QCLASS, QTYPE, TYPE,
+    };
+    use std::io::{Read, Write};
+    use std::net::UdpSocket;
 
     const NAME: &str = "_metrics._tcp.roce-exporter.monitoring.svc.cluster.local";
+
+    /// A recursive SRV query for `name` with an EDNS0 payload size, as a
+    /// stub resolver sends it.
+    fn build_query(id: u16, name: &str) -> Result<Vec<u8>, DnsError> {
+        let qname = Name::new(name).map_err(|_| DnsError::Name(name.to_string()))?;
+        let mut p = Packet::new_query(id);
+        p.set_flags(PacketFlag::RECURSION_DESIRED);
+        p.questions.push(Question::new(
+            qname,
+            QTYPE::TYPE(TYPE::SRV),
+            QCLASS::CLASS(CLASS::IN),
+            false,
+        ));
+        *p.opt_mut() = Some(OPT {
+            opt_codes: Vec::new(),
+            udp_packet_size: UDP_PAYLOAD,
+            version: 0,
+        });
+        p.build_bytes_vec()
+            .map_err(|e| DnsError::Name(format!("{name}: {e}")))
+    }
 
     /// A server's answer to `query` with `n` SRV records (and, for a
     /// few, their A records in the additional section, as CoreDNS gives
@@ -415,9 +393,8 @@ mod tests {
     /// answers with the first `udp_records` only, truncated; over TCP the
     /// whole set. Serves until `stop`.
     fn server(records: usize, udp_records: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (udp, tcp) = udp_and_tcp();
         let addr = udp.local_addr().unwrap();
-        let tcp = std::net::TcpListener::bind(addr).unwrap();
         let h = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             let (n, from) = udp.recv_from(&mut buf).unwrap();
@@ -441,6 +418,21 @@ mod tests {
             s.write_all(&framed).unwrap();
         });
         (addr, h)
+    }
+
+    /// A UDP socket and a TCP listener on one port of 127.0.0.1, as a name
+    /// server has them. The port the kernel picks for one may be taken for
+    /// the other (by a connection of another test): another is picked.
+    fn udp_and_tcp() -> (UdpSocket, std::net::TcpListener) {
+        let mut last = None;
+        for _ in 0..100 {
+            let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            match UdpSocket::bind(tcp.local_addr().unwrap()) {
+                Ok(udp) => return (udp, tcp),
+                Err(e) => last = Some(e),
+            }
+        }
+        panic!("no port free for both UDP and TCP: {last:?}");
     }
 
     /// The SRV records of [`NAME`] from [`server`].
@@ -547,5 +539,163 @@ mod tests {
                 "[::1]:53".parse().unwrap()
             ]
         );
+    }
+
+    /// The query a test name server got, and where from.
+    fn query_on(udp: &UdpSocket) -> (Vec<u8>, SocketAddr) {
+        let mut buf = [0u8; 4096];
+        let (n, from) = udp.recv_from(&mut buf).unwrap();
+        (buf[..n].to_vec(), from)
+    }
+
+    /// A flood before the answer: datagrams from the server's port with
+    /// other ids, and with the query's id from another port (an off-path
+    /// spoofer): each dropped, and the answer behind them taken. The
+    /// answer follows each round of 100, so that a datagram the kernel
+    /// drops under the flood does not decide the test.
+    #[test]
+    fn an_answer_flood_of_other_ids_and_other_ports_is_ignored() {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = udp.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (query, from) = query_on(&udp);
+            let good = answer(&query, 2, None);
+            let spoofer = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let forged = answer(&query, 1, None);
+            for round in 0..20u16 {
+                for i in 0..90u16 {
+                    let mut stray = good.clone();
+                    let id = u16::from_be_bytes([stray[0], stray[1]]);
+                    let other = id.wrapping_add(1 + round * 90 + i);
+                    stray[..2].copy_from_slice(&other.to_be_bytes());
+                    let _ = udp.send_to(&stray, from);
+                }
+                for _ in 0..10 {
+                    let _ = spoofer.send_to(&forged, from);
+                }
+                let _ = udp.send_to(&good, from);
+            }
+        });
+        let r = Resolver {
+            servers: vec![addr],
+            deadline: Duration::from_secs(10),
+        };
+        assert_eq!(r.srv(NAME).unwrap().len(), 2);
+        h.join().unwrap();
+    }
+
+    /// A truncated answer over UDP, then a TCP answer that comes a byte
+    /// at a time and never ends: the lookup's deadline ends it.
+    #[test]
+    fn a_trickling_tcp_answer_costs_at_most_the_deadline() {
+        let (udp, tcp) = udp_and_tcp();
+        let addr = udp.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (query, from) = query_on(&udp);
+            udp.send_to(&answer(&query, 30, Some(1)), from).unwrap();
+            let Ok((mut s, _)) = tcp.accept() else {
+                return;
+            };
+            // The length of a whole message, then its bytes one by one.
+            if s.write_all(&[0xff, 0xff]).is_err() {
+                return;
+            }
+            for _ in 0..600 {
+                if s.write_all(&[0]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let r = Resolver {
+            servers: vec![addr],
+            deadline: Duration::from_millis(1500),
+        };
+        let e = r.srv(NAME).unwrap_err();
+        assert!(matches!(e, DnsError::Timeout { .. }), "{e:?}");
+        h.join().unwrap();
+    }
+
+    /// A server that never answers gets the query at most three times
+    /// in the lookup (hickory sends it again after 333 ms at the soonest,
+    /// twice at most), not once per try of a loop.
+    #[test]
+    fn an_unanswered_query_is_sent_at_most_three_times() {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = udp.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            udp.set_read_timeout(Some(Duration::from_secs(4))).unwrap();
+            let mut buf = [0u8; 4096];
+            let mut got = 0;
+            // Until the sockets of the lookup are long gone.
+            while udp.recv_from(&mut buf).is_ok() {
+                got += 1;
+            }
+            got
+        });
+        let r = Resolver {
+            servers: vec![addr],
+            deadline: Duration::from_secs(2),
+        };
+        assert!(matches!(r.srv(NAME), Err(DnsError::Timeout { .. })));
+        let got = h.join().unwrap();
+        assert!((1..=3).contains(&got), "{got} queries");
+    }
+
+    /// A datagram from the server with the query's id that is no DNS
+    /// message ends the lookup as malformed (hickory's choice: the id and
+    /// the source port are the spoofing screen, and they passed); the next
+    /// refresh asks again.
+    #[test]
+    fn a_malformed_datagram_with_the_query_id_ends_the_lookup_as_malformed() {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = udp.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (query, from) = query_on(&udp);
+            let mut garbage = query[..2].to_vec();
+            garbage.extend_from_slice(&[0xff; 9]);
+            udp.send_to(&garbage, from).unwrap();
+            let _ = udp.send_to(&answer(&query, 2, None), from);
+        });
+        let r = Resolver {
+            servers: vec![addr],
+            deadline: Duration::from_secs(10),
+        };
+        let e = r.srv(NAME).unwrap_err();
+        assert!(matches!(e, DnsError::Malformed(_)), "{e:?}");
+        h.join().unwrap();
+    }
+
+    /// NXDOMAIN is the answer (no other server is asked); a name without
+    /// SRV records is no peer, not an error.
+    #[test]
+    fn nxdomain_is_an_answer_and_no_records_are_no_peers() {
+        for (rcode, want) in [
+            (simple_dns::RCODE::NameError, false),
+            (simple_dns::RCODE::NoError, true),
+        ] {
+            let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let addr = udp.local_addr().unwrap();
+            let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let h = std::thread::spawn(move || {
+                let (query, from) = query_on(&udp);
+                let q = Packet::parse(&query).unwrap();
+                let mut p = Packet::new_reply(q.id());
+                p.questions = q.questions.clone();
+                *p.rcode_mut() = rcode;
+                udp.send_to(&p.build_bytes_vec().unwrap(), from).unwrap();
+            });
+            let r = Resolver {
+                servers: vec![addr, silent.local_addr().unwrap()],
+                deadline: Duration::from_secs(10),
+            };
+            let got = r.srv(NAME);
+            h.join().unwrap();
+            if want {
+                assert_eq!(got, Ok(Vec::new()));
+            } else {
+                assert!(matches!(got, Err(DnsError::Rcode { .. })), "{got:?}");
+            }
+        }
     }
 }

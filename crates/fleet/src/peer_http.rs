@@ -1,32 +1,34 @@
 //! The bounded HTTP/1.1 GET client of the peer-probe sources: the peers'
 //! endpoint documents (`/peer-probe/endpoints`) and the Prometheus HTTP
-//! API query (`/api/v1/query`). Every answer is hostile input:
+//! API query (`/api/v1/query`). The protocol is hyper's client connection
+//! (`hyper::client::conn::http1`: framing, `chunked`, the head's parser)
+//! over a connection made here; every answer is hostile input:
 //!
 //! - one absolute deadline covers name resolution, connect, TLS handshake,
 //!   request and the whole answer (a peer sending one byte a second gets
 //!   the deadline, not a read timeout per byte);
-//! - the status line must be `HTTP/1.0 200` or `HTTP/1.1 200`; a redirect
-//!   is refused (never followed), any other status too;
-//! - the head is bounded by [`MAX_HEAD_BYTES`], the body by the caller's
-//!   bound, before and after a `chunked` or `gzip` decoding;
+//! - the status must be `200` of `HTTP/1.0` or `HTTP/1.1`; a redirect is
+//!   refused (never followed), any other status too;
+//! - the head is bounded by [`MAX_HEAD_BYTES`] and [`MAX_HEADERS`], the
+//!   body by the caller's bound, before and after a `gzip` decoding;
 //! - credentials (basic auth, a bearer token) are never sent over plain
 //!   `http://`: such a request is refused before any connection.
 //!
-//! TLS trusts only the CA certificates configured for it (no system store).
+//! TLS (rustls, ring) trusts only the CA certificates configured for it
+//! (no system store) and checks the certificate against the URL's host.
+//! Each fetch runs on a current-thread runtime of its own, on the calling
+//! thread (a fetch-pool worker), dropped with everything it holds when the
+//! fetch ends.
 
 pub use roce_model::peer::FetchReason;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::future::Future;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod response;
-pub use response::parse_answer;
-use response::{complete, decode};
-
-/// Bytes of a response head (status line and headers) at most.
-pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+pub use response::{parse_answer, MAX_HEADERS, MAX_HEAD_BYTES};
 
 /// A failed GET: its reason and a message naming the address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -201,67 +203,58 @@ impl HttpClient {
             ));
         }
         let addr = resolve(authority, until)?;
-        let left = left(until).map_err(|e| io_error(authority, e))?;
-        let stream = TcpStream::connect_timeout(&addr, left).map_err(|e| io_error(authority, e))?;
-        let stream = DeadlineStream { stream, until };
-        let auth = self
-            .authorization
-            .as_deref()
-            .map(|a| format!("Authorization: {a}\r\n"))
-            .unwrap_or_default();
-        let encoding = if request.gzip {
-            "Accept-Encoding: gzip\r\n"
-        } else {
-            ""
+        let target = format!("{}{}", url.prefix, request.path);
+        let exchange = response::Exchange {
+            authority,
+            target: &target,
+            authorization: self.authorization.as_deref(),
+            request,
         };
-        let text = format!(
-            "GET {}{} HTTP/1.1\r\nHost: {authority}\r\nAccept: {}\r\n{encoding}{auth}User-Agent: roce_exporter\r\nConnection: close\r\n\r\n",
-            url.prefix, request.path, request.accept
-        );
-        let limit = raw_limit(request.max_body);
-        let raw = match tls {
-            None => exchange(stream, &text, authority, limit)?,
-            Some(config) => {
-                let host = url.host();
-                let name =
-                    rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
-                        fetch_error(
-                            FetchReason::Tls,
-                            format!("{authority}: server name {host}: {e}"),
-                        )
-                    })?;
-                let conn = rustls::ClientConnection::new(config.clone(), name)
-                    .map_err(|e| fetch_error(FetchReason::Tls, format!("{authority}: {e}")))?;
-                exchange(
-                    rustls::StreamOwned::new(conn, stream),
-                    &text,
-                    authority,
-                    limit,
-                )?
-            }
+        let fetch = async {
+            let tcp = tokio::net::TcpStream::connect(addr)
+                .await
+                .map_err(|e| connect_error(authority, e))?;
+            let Some(config) = tls else {
+                return exchange.run(tcp).await;
+            };
+            let host = url.host();
+            let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
+                fetch_error(
+                    FetchReason::Tls,
+                    format!("{authority}: server name {host}: {e}"),
+                )
+            })?;
+            let stream = tokio_rustls::TlsConnector::from(config.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| connect_error(authority, e))?;
+            exchange.run(stream).await
         };
-        decode(&raw, authority, request)
+        run_until(until, fetch)
+            .map_err(|e| fetch_error(FetchReason::Connect, format!("{authority}: {e}")))?
+            .unwrap_or_else(|| {
+                Err(fetch_error(
+                    FetchReason::Timeout,
+                    format!("{authority}: no whole answer within {:?}", self.deadline),
+                ))
+            })
     }
 }
 
-/// Raw bytes read at most for a body bound: the head, chunk framing.
-fn raw_limit(max_body: usize) -> usize {
-    MAX_HEAD_BYTES
-        .saturating_add(max_body)
-        .saturating_add(max_body / 8)
-        .saturating_add(1024)
-}
-
-fn left(until: Instant) -> std::io::Result<Duration> {
-    let l = until.saturating_duration_since(Instant::now());
-    if l.is_zero() {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "deadline passed",
-        ))
-    } else {
-        Ok(l)
-    }
+/// Runs `work` on a current-thread runtime of its own until it ends or
+/// `until` passes (`None`). Whatever it started (connections, the tasks
+/// that drive them) ends with the runtime, when this returns. Fails only
+/// when the runtime cannot be made (out of file descriptors).
+pub(crate) fn run_until<F: Future>(until: Instant, work: F) -> std::io::Result<Option<F::Output>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    Ok(runtime.block_on(async {
+        tokio::time::timeout_at(tokio::time::Instant::from_std(until), work)
+            .await
+            .ok()
+    }))
 }
 
 /// `host:port` to one address, within the deadline: a literal address
@@ -302,82 +295,16 @@ fn resolve(authority: &str, until: Instant) -> Result<SocketAddr, FetchError> {
     }
 }
 
-/// A TCP stream whose every read and write gets what is left of one
-/// absolute deadline, and fails once it passed.
-struct DeadlineStream {
-    stream: TcpStream,
-    until: Instant,
-}
-
-impl Read for DeadlineStream {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.stream.set_read_timeout(Some(left(self.until)?))?;
-        self.stream.read(buf)
-    }
-}
-
-impl Write for DeadlineStream {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.stream.set_write_timeout(Some(left(self.until)?))?;
-        self.stream.write(buf)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.stream.flush()
-    }
-}
-
-fn io_error(authority: &str, e: std::io::Error) -> FetchError {
-    if matches!(
-        e.kind(),
-        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-    ) {
+/// A failed connect or TLS handshake.
+fn connect_error(authority: &str, e: std::io::Error) -> FetchError {
+    if e.kind() == std::io::ErrorKind::TimedOut {
         return fetch_error(FetchReason::Timeout, format!("{authority}: {e}"));
     }
-    // rustls reports a refused certificate or handshake as InvalidData.
+    // tokio-rustls reports a refused certificate or handshake as InvalidData.
     if e.kind() == std::io::ErrorKind::InvalidData {
         return fetch_error(FetchReason::Tls, format!("{authority}: {e}"));
     }
     fetch_error(FetchReason::Connect, format!("{authority}: {e}"))
-}
-
-/// Writes the request and reads the answer until it is complete (by its
-/// length, its last chunk, or the end of the connection), bounded by
-/// `limit` bytes.
-fn exchange<S: Read + Write>(
-    mut stream: S,
-    request: &str,
-    authority: &str,
-    limit: usize,
-) -> Result<Vec<u8>, FetchError> {
-    stream
-        .write_all(request.as_bytes())
-        .and_then(|()| stream.flush())
-        .map_err(|e| io_error(authority, e))?;
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                raw.extend_from_slice(&buf[..n]);
-                if raw.len() > limit {
-                    return Err(fetch_error(
-                        FetchReason::TooLarge,
-                        format!("{authority}: answer larger than {limit} bytes"),
-                    ));
-                }
-                if complete(&raw) {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            // A TLS peer that closes without close_notify after a complete
-            // answer: the body is checked anyway (length, chunks, JSON).
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => break,
-            Err(e) => return Err(io_error(authority, e)),
-        }
-    }
-    Ok(raw)
 }
 
 /// `Basic base64(user:password)`.
@@ -454,6 +381,18 @@ pub fn query_escape(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+
+    /// The body of `raw` as the client takes it (hyper over the answer
+    /// held in memory).
+    fn decode(raw: &[u8], _authority: &str, request: &Request) -> Result<Vec<u8>, FetchError> {
+        parse_answer(raw, request).1
+    }
+
+    /// Whether `raw` is whole without the end of the connection.
+    fn complete(raw: &[u8]) -> bool {
+        parse_answer(raw, &req(1024)).0
+    }
 
     fn req(max: usize) -> Request<'static> {
         Request {
@@ -519,8 +458,14 @@ mod tests {
         let cut = &chunked[..chunked.len() - 7];
         assert!(!complete(cut));
         assert_eq!(d(cut, 1024), Err(FetchReason::Parse));
+        // A chunk announcing 2^64-1 bytes: hyper hands its data on as it
+        // comes (no size is refused at the size line): over the bound it
+        // is refused as too large, cut short as a truncated body.
         let huge = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nx";
-        assert_eq!(d(huge, 1024), Err(FetchReason::TooLarge));
+        assert_eq!(d(huge, 1024), Err(FetchReason::Parse));
+        let mut huger = huge.to_vec();
+        huger.extend_from_slice(&[b'x'; 2000]);
+        assert_eq!(d(&huger, 1024), Err(FetchReason::TooLarge));
         let bad = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
         assert_eq!(d(bad, 1024), Err(FetchReason::Parse));
 
@@ -627,6 +572,30 @@ mod tests {
         server.join().unwrap();
     }
 
+    /// The same in the body: a whole head at once, then a byte a second
+    /// of a 300-byte body. The deadline ends it.
+    #[test]
+    fn a_peer_trickling_its_body_costs_at_most_the_deadline() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 300\r\n\r\n");
+            for _ in 0..300 {
+                if s.write_all(b"x").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        let client = HttpClient::new(Duration::from_secs(2), None, None);
+        let e = client.get(&url, &req(1024)).unwrap_err();
+        assert_eq!(e.reason, FetchReason::Timeout, "{e}");
+        server.join().unwrap();
+    }
+
     /// A name that never resolves costs the deadline too (the lookup runs
     /// on its own thread, given up on at the deadline).
     #[test]
@@ -663,5 +632,187 @@ mod tests {
         std::fs::write(&ok, "s3cret\r\nsecond line\n").unwrap();
         assert_eq!(read_secret("k", &ok).unwrap(), "s3cret");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A server on 127.0.0.1 that reads the request, writes `answer` (as
+    /// far as the client takes it) and holds the connection open until
+    /// the client closes it: an answer ends by its own framing or not at
+    /// all.
+    fn serve_and_hold(answer: Vec<u8>) -> (Url, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            if s.write_all(&answer).is_ok() {
+                // Returns when the client closes.
+                let _ = s.read(&mut buf);
+            }
+        });
+        (url, h)
+    }
+
+    fn client() -> HttpClient {
+        HttpClient::new(Duration::from_secs(20), None, None)
+    }
+
+    /// A whole answer ends the fetch by its length or its last chunk: a
+    /// peer that keeps the connection open costs nothing more (the
+    /// deadline is far; a wait for the end would be a timeout).
+    #[test]
+    fn an_answer_whole_by_its_framing_ends_without_the_end_of_the_connection() {
+        for answer in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"[..],
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        ] {
+            let (url, h) = serve_and_hold(answer.to_vec());
+            assert_eq!(client().get(&url, &req(1024)), Ok(b"{}".to_vec()));
+            h.join().unwrap();
+        }
+    }
+
+    /// 10 MB of headers: refused at the head's bound, as too large, not
+    /// read on (the connection is closed at the bound).
+    #[test]
+    fn ten_megabytes_of_headers_are_refused_at_the_head_bound() {
+        let mut answer = b"HTTP/1.1 200 OK\r\n".to_vec();
+        let line = format!("X-Pad: {}\r\n", "a".repeat(1000));
+        while answer.len() < 10_000_000 {
+            answer.extend_from_slice(line.as_bytes());
+        }
+        answer.extend_from_slice(b"Content-Length: 2\r\n\r\n{}");
+        let (url, h) = serve_and_hold(answer);
+        let e = client().get(&url, &req(1024)).unwrap_err();
+        assert_eq!(e.reason, FetchReason::TooLarge, "{e}");
+        assert!(e.message.contains("16384"), "{e}");
+        h.join().unwrap();
+        // More header fields than MAX_HEADERS, each small: refused too.
+        let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend_from_slice(format!("X-{i}: 1\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n{}");
+        assert!(many.len() < MAX_HEAD_BYTES);
+        assert_eq!(
+            parse_answer(&many, &req(1024)).1.map_err(|e| e.reason),
+            Err(FetchReason::Parse)
+        );
+        // A trailer section past the head's bound after the last chunk.
+        let mut trailers =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n".to_vec();
+        while trailers.len() < 4 * MAX_HEAD_BYTES {
+            trailers.extend_from_slice(b"X-Trailer: 1\r\n");
+        }
+        trailers.extend_from_slice(b"\r\n");
+        assert_eq!(
+            parse_answer(&trailers, &req(1024)).1.map_err(|e| e.reason),
+            Err(FetchReason::Parse)
+        );
+    }
+
+    /// A gzip bomb (8 MiB of zeros in about 8 KiB) over a socket: inflated
+    /// up to the bound and one byte more, then refused as too large.
+    #[test]
+    fn a_gzip_bomb_is_inflated_only_to_the_bound() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..8 {
+            gz.write_all(&zeros).unwrap();
+        }
+        let gz = gz.finish().unwrap();
+        assert!(gz.len() < 64 * 1024, "{}", gz.len());
+        let mut answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n",
+            gz.len()
+        )
+        .into_bytes();
+        answer.extend_from_slice(&gz);
+        let (url, h) = serve_and_hold(answer);
+        let e = client().get(&url, &req(64 * 1024)).unwrap_err();
+        assert_eq!(e.reason, FetchReason::TooLarge, "{e}");
+        h.join().unwrap();
+    }
+
+    /// A TLS server on 127.0.0.1 with a certificate for `name`, made here
+    /// and trusted by the client configuration returned; `answer` is
+    /// written once the request is read, then the connection is closed
+    /// without close_notify unless `notify`.
+    fn tls_server(
+        name: &str,
+        answer: &'static [u8],
+        notify: bool,
+    ) -> (Url, Arc<rustls::ClientConfig>, std::thread::JoinHandle<()>) {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let dir =
+            std::env::temp_dir().join(format!("peer-tls-{name}-{notify}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ca.pem"), cert.pem()).unwrap();
+        let tls = client_config("tls_ca_file", &dir.join("ca.pem")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(cert.der().to_vec())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = Url::parse(&format!("https://{}", listener.local_addr().unwrap())).unwrap();
+        let h = std::thread::spawn(move || {
+            let (tcp, _) = listener.accept().unwrap();
+            let conn = rustls::ServerConnection::new(Arc::new(server)).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut buf = [0u8; 4096];
+            if !matches!(tls.read(&mut buf), Ok(n) if n > 0) {
+                return;
+            }
+            let _ = tls.write_all(answer);
+            if notify {
+                tls.conn.send_close_notify();
+            }
+            let _ = tls.flush();
+        });
+        (url, tls, h)
+    }
+
+    /// The certificate must name the host of the URL: a certificate the
+    /// configured CA holds, for another name, is refused as TLS.
+    #[test]
+    fn a_certificate_for_another_name_is_refused() {
+        let (url, tls, h) = tls_server("peer-b.example", b"", true);
+        let e = HttpClient::new(Duration::from_secs(20), Some(tls), None)
+            .get(&url, &req(1024))
+            .unwrap_err();
+        assert_eq!(e.reason, FetchReason::Tls, "{e}");
+        assert!(e.message.contains("not valid for name"), "{e}");
+        h.join().unwrap();
+    }
+
+    /// Over TLS the end of the connection without close_notify may be a
+    /// cut made by someone else: an answer whole by its length is taken
+    /// (the end is never read), one that ends only with the connection is
+    /// refused as truncated unless close_notify says it is the end.
+    #[test]
+    fn over_tls_an_answer_ended_by_the_connection_needs_close_notify() {
+        let get = |answer: &'static [u8], notify| {
+            let (url, tls, h) = tls_server("127.0.0.1", answer, notify);
+            let got = HttpClient::new(Duration::from_secs(20), Some(tls), None)
+                .get(&url, &req(1024))
+                .map_err(|e| e.reason);
+            h.join().unwrap();
+            got
+        };
+        let by_length = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+        let by_end = b"HTTP/1.1 200 OK\r\n\r\n{}";
+        assert_eq!(get(by_length, false), Ok(b"{}".to_vec()));
+        assert_eq!(get(by_end, true), Ok(b"{}".to_vec()));
+        assert_eq!(get(by_end, false), Err(FetchReason::Parse));
     }
 }
