@@ -4,9 +4,11 @@
 //! `sources.nvml` allows it (`auto`: when `--path.sysfs` is this host's);
 //! its absence is logged once per change of state, never per sample.
 //! The reader caches the PCI tree and re-reads only the links' training,
-//! every `netdevs.phys_interval` like the other physical-layer reads; NVML
-//! and the GPUDirect evidence are asked again at each rebuild (RDMA device
-//! set changed, a cached path vanished, or every 5 minutes).
+//! every `netdevs.phys_interval` like the other physical-layer reads; the
+//! GPUDirect evidence is asked again at each rebuild (RDMA device set
+//! changed, a cached path vanished, or every 5 minutes). NVML is loaded
+//! only when a rebuild finds NVIDIA GPUs other than those it last named,
+//! and unloaded before the rebuild ends (`roce_topology::nvml::Nvml`).
 
 use std::path::PathBuf;
 

@@ -399,6 +399,85 @@ fn real_nvml_is_absent_without_the_driver() {
     assert!(matches!(nvml.gpus(), Err(NvmlError::Absent(_))));
 }
 
+/// The real NVML path (nvml-wrapper, dlopen, nvmlInit_v2, the queries,
+/// nvmlShutdown, dlclose) over a stand-in library built from
+/// `tests/fixtures/nvml/fake_nvml.c`: the reader loads NVML at the first
+/// walk and again only when the NVIDIA GPUs of the tree change, and the
+/// library is out of the process's mappings between those questions.
+#[test]
+fn nvml_is_loaded_only_to_learn_the_gpus() {
+    let dir = std::env::temp_dir().join(format!("roce-nvml-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("calls");
+    let lib = dir.join("libfake-nvml.so");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvml/fake_nvml.c");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(format!("-DFAKE_NVML_LOG=\"{}\"", log.display()))
+        .arg(&source)
+        .status()
+        .expect("a C compiler (cc) to build the stand-in NVML");
+    assert!(built.success());
+    // A copy of the tree, so that a GPU can leave it.
+    let tree = dir.join("tree");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(fixtures().join("pci-cross-socket"))
+        .arg(&tree)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let sys = tree.join("sys");
+
+    let mapped = |lib: &Path| {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .contains(lib.to_str().unwrap())
+    };
+    let calls = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut reader = TopologyReader::new(
+        sys.clone(),
+        tree.join("proc"),
+        vec![],
+        Box::new(Nvml::with_library(&lib)),
+    )
+    .with_rescan_interval(Duration::ZERO);
+
+    let snap = reader.read(&nics(&sys));
+    assert_eq!(snap.nvml, NvmlState::Present(2));
+    let named: Vec<_> = snap
+        .gpus
+        .iter()
+        .map(|g| (g.address.to_string(), g.uuid.clone()))
+        .collect();
+    assert!(named.contains(&(
+        "0000:83:00.0".into(),
+        Some("GPU-00000000-0000-0000-0000-000000000083".into())
+    )));
+    assert_eq!(calls(), "init\nshutdown\n");
+    assert!(!mapped(&lib), "NVML still mapped after the walk");
+
+    // Walks over the same GPUs name them from the last answer.
+    for _ in 0..3 {
+        let again = reader.read(&nics(&sys));
+        assert_eq!(again.gpus, snap.gpus);
+        assert_eq!(again.nvml, NvmlState::Present(2));
+    }
+    assert!(reader.rebuilds() >= 4);
+    assert_eq!(calls(), "init\nshutdown\n");
+    assert!(!mapped(&lib));
+
+    // A GPU leaves the tree: NVML is asked once more, and let go again.
+    std::fs::remove_file(sys.join("bus/pci/devices/0000:04:00.0")).unwrap();
+    let fewer = reader.read(&nics(&sys));
+    assert_eq!(fewer.gpus.len(), snap.gpus.len() - 1);
+    assert_eq!(calls(), "init\nshutdown\ninit\nshutdown\n");
+    assert!(!mapped(&lib));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The binary on this host (no NVIDIA driver), NVML forced on: it runs,
 /// reports the GPUs from sysfs with empty name and uuid, and says NVML is
 /// unavailable.

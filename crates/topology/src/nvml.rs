@@ -3,9 +3,14 @@
 //! that tests pass a fake; [`Nvml`] is the real one, built on `nvml-wrapper`,
 //! which loads `libnvidia-ml.so.1` at run time: on a host without the NVIDIA
 //! driver, initialisation fails cleanly and the state is
-//! [`NvmlState::Absent`], never an error per sample. NVML's topology calls
-//! are GPU↔GPU only, so placement always comes from sysfs.
+//! [`NvmlState::Absent`], never an error per sample. It is loaded for one
+//! question and unloaded after it (names and UUIDs do not change while a
+//! GPU is there; the reader asks again when the GPU set changes), so the
+//! library's mappings and its driver handles are not held between walks.
+//! NVML's topology calls are GPU↔GPU only, so placement always comes from
+//! sysfs.
 
+use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use crate::pci::PciAddress;
@@ -91,12 +96,17 @@ impl GpuLibrary for FakeNvml {
     }
 }
 
-/// The real NVML, initialised on first use. A failed initialisation is
-/// retried at most every [`Nvml::RETRY`], so that a driver loaded after the
-/// exporter started is picked up without a restart, and a host without one
-/// pays one failed `dlopen` per retry period, not per sample.
+/// The real NVML, loaded only for the length of one question: [`Nvml::gpus`]
+/// loads the library, initialises it, reads every GPU's bus id, name and
+/// UUID, then shuts NVML down and unloads the library before it returns,
+/// so its mappings and the driver state it opens are not held between
+/// questions (the reader asks only when the GPU set in the PCI tree
+/// changed). A failed initialisation is retried at most every
+/// [`Nvml::RETRY`], so that a driver loaded after the exporter started is
+/// picked up without a restart, and a host without one pays one failed
+/// `dlopen` per retry period, not per question.
 pub struct Nvml {
-    nvml: Option<nvml_wrapper::Nvml>,
+    library: OsString,
     last_attempt: Option<Instant>,
     last_error: Option<NvmlError>,
 }
@@ -110,7 +120,7 @@ impl Default for Nvml {
 impl std::fmt::Debug for Nvml {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Nvml")
-            .field("initialised", &self.nvml.is_some())
+            .field("library", &self.library)
             .field("last_error", &self.last_error)
             .finish()
     }
@@ -119,68 +129,79 @@ impl std::fmt::Debug for Nvml {
 impl Nvml {
     pub const RETRY: Duration = Duration::from_secs(300);
 
+    /// The library the NVIDIA driver installs (`libnvidia-ml.so.1`, found
+    /// through the dynamic loader's search path).
+    pub const LIBRARY: &'static str = "libnvidia-ml.so.1";
+
     pub fn new() -> Nvml {
+        Nvml::with_library(Nvml::LIBRARY)
+    }
+
+    /// NVML from another file (a path, or a name for the loader's search).
+    pub fn with_library(library: impl Into<OsString>) -> Nvml {
         Nvml {
-            nvml: None,
+            library: library.into(),
             last_attempt: None,
             last_error: None,
         }
     }
 
-    fn init(&mut self) -> Result<&nvml_wrapper::Nvml, NvmlError> {
-        if self.nvml.is_none() {
-            let due = self.last_attempt.is_none_or(|t| t.elapsed() >= Nvml::RETRY);
-            if !due {
-                return Err(self
-                    .last_error
-                    .clone()
-                    .unwrap_or_else(|| NvmlError::Absent("not initialised".into())));
-            }
-            self.last_attempt = Some(Instant::now());
-            match nvml_wrapper::Nvml::init() {
-                Ok(n) => {
-                    self.nvml = Some(n);
-                    self.last_error = None;
-                }
-                Err(e) => {
-                    let err = NvmlError::Absent(e.to_string());
-                    self.last_error = Some(err.clone());
-                    return Err(err);
-                }
+    /// Loads and initialises NVML, unless the last failure is more recent
+    /// than [`Nvml::RETRY`].
+    fn load(&mut self) -> Result<nvml_wrapper::Nvml, NvmlError> {
+        if let (Some(at), Some(err)) = (self.last_attempt, &self.last_error) {
+            if at.elapsed() < Nvml::RETRY {
+                return Err(err.clone());
             }
         }
-        self.nvml
-            .as_ref()
-            .ok_or_else(|| NvmlError::Absent("not initialised".into()))
+        self.last_attempt = Some(Instant::now());
+        match nvml_wrapper::Nvml::builder().lib_path(&self.library).init() {
+            Ok(nvml) => {
+                self.last_error = None;
+                Ok(nvml)
+            }
+            Err(e) => {
+                let err = NvmlError::Absent(e.to_string());
+                self.last_error = Some(err.clone());
+                Err(err)
+            }
+        }
     }
 }
 
 impl GpuLibrary for Nvml {
     fn gpus(&mut self) -> Result<Vec<NvmlGpu>, NvmlError> {
-        let nvml = self.init()?;
-        let count = nvml
-            .device_count()
-            .map_err(|e| NvmlError::Query(format!("device count: {e}")))?;
-        let mut out = Vec::new();
-        for i in 0..count {
-            // A GPU NVML cannot open (fallen off the bus, no permission) is
-            // skipped: sysfs still reports it, without name and UUID.
-            let Ok(device) = nvml.device_by_index(i) else {
-                continue;
-            };
-            let Some(address) = device
-                .pci_info()
-                .ok()
-                .and_then(|p| PciAddress::parse(&p.bus_id))
-            else {
-                continue;
-            };
-            out.push(NvmlGpu {
-                address,
-                name: device.name().ok(),
-                uuid: device.uuid().ok(),
-            });
-        }
-        Ok(out)
+        let nvml = self.load()?;
+        let gpus = list(&nvml);
+        // nvml-wrapper's drop calls nvmlShutdown, then closes the library.
+        drop(nvml);
+        gpus
     }
+}
+
+fn list(nvml: &nvml_wrapper::Nvml) -> Result<Vec<NvmlGpu>, NvmlError> {
+    let count = nvml
+        .device_count()
+        .map_err(|e| NvmlError::Query(format!("device count: {e}")))?;
+    let mut out = Vec::new();
+    for i in 0..count {
+        // A GPU NVML cannot open (fallen off the bus, no permission) is
+        // skipped: sysfs still reports it, without name and UUID.
+        let Ok(device) = nvml.device_by_index(i) else {
+            continue;
+        };
+        let Some(address) = device
+            .pci_info()
+            .ok()
+            .and_then(|p| PciAddress::parse(&p.bus_id))
+        else {
+            continue;
+        };
+        out.push(NvmlGpu {
+            address,
+            name: device.name().ok(),
+            uuid: device.uuid().ok(),
+        });
+    }
+    Ok(out)
 }

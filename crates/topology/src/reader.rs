@@ -32,7 +32,7 @@ use roce_host::{ReadBuf, StdFs, SysFs};
 
 use crate::acs::PortType;
 use crate::gpudirect::GpuDirect;
-use crate::nvml::GpuLibrary;
+use crate::nvml::{GpuLibrary, NvmlGpu};
 use crate::pci::PciAddress;
 use crate::types::*;
 
@@ -67,12 +67,21 @@ pub const DEFAULT_RESCAN: Duration = Duration::from_secs(300);
 /// between walks unless the reader is told otherwise: every read.
 pub const DEFAULT_LINK_INTERVAL: Duration = Duration::ZERO;
 
+/// What NVML said of a set of GPUs (their PCI addresses, in order).
+struct NvmlAnswer {
+    asked_for: Vec<PciAddress>,
+    gpus: Vec<NvmlGpu>,
+}
+
 /// Reads the topology of one host.
 pub struct TopologyReader {
     sysfs: PathBuf,
     procfs: PathBuf,
     library_dirs: Vec<PathBuf>,
     nvml: Box<dyn GpuLibrary>,
+    /// NVML's last answer and the NVIDIA GPUs of the PCI tree it was for:
+    /// NVML is asked again only when that set changes.
+    named: Option<NvmlAnswer>,
     /// Port type per bridge: fixed for the life of the device, so config
     /// space is read for it once, not per sample.
     port_types: HashMap<PciAddress, Option<PortType>>,
@@ -110,6 +119,7 @@ impl TopologyReader {
             procfs,
             library_dirs,
             nvml,
+            named: None,
             port_types: HashMap::new(),
             files: Box::new(StdFs),
             buf: ReadBuf::new(),

@@ -4,28 +4,47 @@
 //! names and UUIDs of the GPUs.
 
 use super::files::read_text;
-use super::TopologyReader;
+use super::{NvmlAnswer, TopologyReader};
 use crate::gpudirect::Evidence;
 use crate::nvml::{NvmlError, NvmlState};
+use crate::pci::PciAddress;
 use crate::types::*;
 
 impl TopologyReader {
     /// Names the GPUs NVML knows (by PCI address), and says what NVML
-    /// answered.
+    /// answered. NVML is asked only when the NVIDIA GPUs of the tree are
+    /// not the ones of its last answer (the first walk, a GPU added, gone
+    /// or rebound), or when it has not answered yet; otherwise the last
+    /// answer names them again, and the library stays unloaded.
     pub(super) fn name_gpus(&mut self, gpus: &mut [Gpu]) -> NvmlState {
-        match self.nvml.gpus() {
-            Ok(list) => {
-                for g in gpus {
-                    if let Some(n) = list.iter().find(|n| n.address == g.address) {
-                        g.name = n.name.clone();
-                        g.uuid = n.uuid.clone();
-                    }
+        let mut nvidia: Vec<PciAddress> = gpus
+            .iter()
+            .filter(|g| g.vendor == GpuVendor::Nvidia)
+            .map(|g| g.address)
+            .collect();
+        nvidia.sort_unstable();
+        if self.named.as_ref().is_none_or(|a| a.asked_for != nvidia) {
+            match self.nvml.gpus() {
+                Ok(list) => {
+                    self.named = Some(NvmlAnswer {
+                        asked_for: nvidia,
+                        gpus: list,
+                    })
                 }
-                NvmlState::Present(list.len())
+                Err(NvmlError::Absent(why)) => return NvmlState::Absent(why),
+                Err(NvmlError::Query(why)) => return NvmlState::Failed(why),
             }
-            Err(NvmlError::Absent(why)) => NvmlState::Absent(why),
-            Err(NvmlError::Query(why)) => NvmlState::Failed(why),
         }
+        let Some(answer) = &self.named else {
+            return NvmlState::Failed("no answer kept".into());
+        };
+        for g in gpus {
+            if let Some(n) = answer.gpus.iter().find(|n| n.address == g.address) {
+                g.name = n.name.clone();
+                g.uuid = n.uuid.clone();
+            }
+        }
+        NvmlState::Present(answer.gpus.len())
     }
 
     pub(super) fn evidence(&self, errors: &mut Vec<ReadError>) -> Evidence {
