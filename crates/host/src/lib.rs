@@ -30,7 +30,7 @@ pub mod priorities;
 mod reading;
 
 pub use errno::Einval;
-pub use error::{ErrorKind, HostError, ReadError, ReadErrorKind};
+pub use error::{ErrorKind, HostError, NotRegular, ReadError, ReadErrorKind, Stuck};
 pub use fs::{default_max_open, KeptDir, StdFs, SysFile, SysFs};
 pub use kept::{Io, KeptAttr, ReadBuf};
 pub use paths::HostPaths;
