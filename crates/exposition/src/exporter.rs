@@ -48,7 +48,7 @@ pub const COLLECTOR_ERRORS: Fam<CollectorKindLabels> = Fam::new(Row {
     base: "roce_collector_errors",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request); the values concerned are absent, the rest is exported. Not exported for a disabled collector.",
+    help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request), timeout (a read or request that did not return within its per-item deadline: counted once when it sticks, its value absent until it returns), refused (not read because of what it is: not a regular file, a name that is not UTF-8, past a per-port cap); the values concerned are absent, the rest is exported. Not exported for a disabled collector.",
     source: "sampler",
 });
 pub const COLLECTOR_KERNEL_REQUESTS: Fam<CollectorKindLabels> = Fam::new(Row {

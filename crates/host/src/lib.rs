@@ -15,6 +15,8 @@
 //!   failed request);
 //! - [`named`]: files a user names (configuration, lists, secrets,
 //!   certificates), read without blocking, within a cap and a deadline;
+//! - [`stall`]: per-item deadlines for a reader's file calls (which file
+//!   it is in, which are stuck), kept by the file layer it reads through;
 //! - [`Priorities`]: a set of the eight IEEE 802.1p priorities, the one
 //!   type in which the readers, the rules and the exposition pass them.
 
@@ -28,6 +30,7 @@ pub mod named;
 mod paths;
 pub mod priorities;
 mod reading;
+pub mod stall;
 
 pub use errno::Einval;
 pub use error::{ErrorKind, HostError, NotRegular, ReadError, ReadErrorKind, Stuck};
