@@ -29,11 +29,7 @@ use std::time::{Duration, Instant};
 use crate::error::Stuck;
 use crate::fs::{KeptDir, SysFile, SysFs};
 
-/// Distinct paths a watch names; past it a file's calls are still made
-/// and watched, but a stuck one cannot be named or skipped.
-pub const MAX_NAMED: usize = 1 << 16;
-
-/// The item number of a path past [`MAX_NAMED`].
+/// The item number of a call whose path could not be kept.
 const UNNAMED: usize = usize::MAX;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -101,20 +97,23 @@ impl Look {
     }
 }
 
+/// The paths of the items in use: one per open handle and per listing in
+/// flight, numbered from a free list, so that the table is as large as the
+/// handles a reader keeps (a path is not kept for every file ever read).
 #[derive(Debug, Default)]
 struct Names {
-    ids: HashMap<PathBuf, usize>,
-    paths: Vec<PathBuf>,
+    paths: Vec<Option<PathBuf>>,
+    free: Vec<usize>,
 }
 
 /// The per-item deadline state one source shares between its readers: the
-/// reader in use, the names of the files called, and the stuck ones.
+/// reader in use, the names of the files in use, and the stuck ones.
 #[derive(Debug, Default)]
 pub struct StallWatch {
     current: Mutex<Arc<Progress>>,
     names: Mutex<Names>,
-    /// Stuck items and since when they were found stuck.
-    stuck: Mutex<HashMap<usize, Instant>>,
+    /// Stuck files and since when they were found stuck.
+    stuck: Mutex<HashMap<PathBuf, Instant>>,
     /// `stuck.len()`, read on every call without the lock.
     stuck_count: AtomicUsize,
 }
@@ -145,16 +144,12 @@ impl StallWatch {
             return None;
         }
         let current = lock(&self.current).clone();
-        let path = if look.item == UNNAMED {
-            None
-        } else {
-            lock(&self.names).paths.get(look.item).cloned()
-        };
+        let path = self.path_of(look.item);
         // Marked stuck before the reader is marked abandoned, so that the
         // call's return, which clears the mark, cannot come in between.
-        if path.is_some() {
+        if let Some(path) = &path {
             let mut stuck = lock(&self.stuck);
-            stuck.insert(look.item, Instant::now());
+            stuck.insert(path.clone(), Instant::now());
             self.stuck_count.store(stuck.len(), Ordering::Release);
         }
         let swapped = current.seq.compare_exchange(
@@ -165,12 +160,14 @@ impl StallWatch {
         );
         if swapped.is_err() {
             // The call returned since the look: nothing is stuck.
-            let mut stuck = lock(&self.stuck);
-            stuck.remove(&look.item);
-            self.stuck_count.store(stuck.len(), Ordering::Release);
+            if let Some(path) = &path {
+                let mut stuck = lock(&self.stuck);
+                stuck.remove(path);
+                self.stuck_count.store(stuck.len(), Ordering::Release);
+            }
             return None;
         }
-        Some(path.unwrap_or_else(|| PathBuf::from("(a file past the named paths)")))
+        Some(path.unwrap_or_else(|| PathBuf::from("(a file whose name was not kept)")))
     }
 
     /// Files stuck now.
@@ -178,35 +175,53 @@ impl StallWatch {
         self.stuck_count.load(Ordering::Acquire)
     }
 
-    fn id_of(&self, path: &Path) -> usize {
-        let mut names = lock(&self.names);
-        if let Some(&id) = names.ids.get(path) {
-            return id;
-        }
-        if names.paths.len() >= MAX_NAMED {
-            return UNNAMED;
-        }
-        let id = names.paths.len();
-        names.paths.push(path.to_path_buf());
-        names.ids.insert(path.to_path_buf(), id);
-        id
+    fn path_of(&self, item: usize) -> Option<PathBuf> {
+        lock(&self.names).paths.get(item).cloned().flatten()
     }
 
-    fn is_stuck(&self, item: usize) -> bool {
-        self.stuck_now() > 0 && lock(&self.stuck).contains_key(&item)
+    /// Numbers `path` for as long as it is in use.
+    fn name(&self, path: &Path) -> usize {
+        let mut names = lock(&self.names);
+        match names.free.pop() {
+            Some(id) => {
+                if let Some(slot) = names.paths.get_mut(id) {
+                    *slot = Some(path.to_path_buf());
+                    return id;
+                }
+                UNNAMED
+            }
+            None => {
+                names.paths.push(Some(path.to_path_buf()));
+                names.paths.len() - 1
+            }
+        }
+    }
+
+    fn unname(&self, item: usize) {
+        let mut names = lock(&self.names);
+        if let Some(slot) = names.paths.get_mut(item) {
+            *slot = None;
+            names.free.push(item);
+        }
+    }
+
+    fn is_stuck(&self, path: &Path) -> bool {
+        self.stuck_now() > 0 && lock(&self.stuck).contains_key(path)
     }
 
     /// A call of a stuck item returned: it is read again from now on.
     fn returned(&self, item: usize) {
+        let Some(path) = self.path_of(item) else {
+            return;
+        };
         let mut stuck = lock(&self.stuck);
-        let Some(since) = stuck.remove(&item) else {
+        let Some(since) = stuck.remove(&path) else {
             return;
         };
         self.stuck_count.store(stuck.len(), Ordering::Release);
         drop(stuck);
-        let path = lock(&self.names).paths.get(item).cloned();
         tracing::warn!(
-            file = %path.as_deref().unwrap_or(Path::new("?")).display(),
+            file = %path.display(),
             stuck_for = ?since.elapsed(),
             "a stuck read returned; the file is read again from the next sample"
         );
@@ -233,28 +248,27 @@ impl WatchedFs {
         }
     }
 
-    fn call<T>(&self, item: usize, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-        watched(&self.watch, &self.progress, item, f)
-    }
-
+    /// A call on `path` that keeps no handle: named while it runs.
     fn call_path<T>(&self, path: &Path, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-        self.call(self.watch.id_of(path), f)
+        if self.watch.is_stuck(path) {
+            return Err(Stuck::error(false));
+        }
+        let item = self.watch.name(path);
+        let r = watched(&self.progress, &self.watch, item, f);
+        self.watch.unname(item);
+        r
     }
 }
 
+/// One call of `item` on `progress`'s reader: not made once the reader is
+/// abandoned; a stuck call that returns clears its file's mark.
 fn watched<T>(
-    watch: &StallWatch,
     progress: &Progress,
+    watch: &StallWatch,
     item: usize,
     f: impl FnOnce() -> io::Result<T>,
 ) -> io::Result<T> {
-    if progress.abandoned() {
-        return Err(Stuck::error(true));
-    }
-    if watch.is_stuck(item) {
-        return Err(Stuck::error(false));
-    }
-    if !progress.begin(item) {
+    if progress.abandoned() || !progress.begin(item) {
         return Err(Stuck::error(true));
     }
     let r = f();
@@ -264,6 +278,7 @@ fn watched<T>(
     r
 }
 
+/// An open handle, named for as long as it lives.
 struct WatchedFile {
     inner: Box<dyn SysFile>,
     item: usize,
@@ -271,9 +286,23 @@ struct WatchedFile {
     progress: Arc<Progress>,
 }
 
+impl Drop for WatchedFile {
+    fn drop(&mut self) {
+        self.watch.unname(self.item);
+    }
+}
+
 impl SysFile for WatchedFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        watched(&self.watch, &self.progress, self.item, || {
+        if self.watch.stuck_now() > 0
+            && self
+                .watch
+                .path_of(self.item)
+                .is_some_and(|p| self.watch.is_stuck(&p))
+        {
+            return Err(Stuck::error(false));
+        }
+        watched(&self.progress, &self.watch, self.item, || {
             self.inner.read_at(buf, offset)
         })
     }
@@ -281,14 +310,22 @@ impl SysFile for WatchedFile {
 
 impl SysFs for WatchedFs {
     fn open(&self, path: &Path) -> io::Result<Box<dyn SysFile>> {
-        let item = self.watch.id_of(path);
-        let inner = self.call(item, || self.inner.open(path))?;
-        Ok(Box::new(WatchedFile {
-            inner,
-            item,
-            watch: self.watch.clone(),
-            progress: self.progress.clone(),
-        }))
+        if self.watch.is_stuck(path) {
+            return Err(Stuck::error(false));
+        }
+        let item = self.watch.name(path);
+        match watched(&self.progress, &self.watch, item, || self.inner.open(path)) {
+            Ok(inner) => Ok(Box::new(WatchedFile {
+                inner,
+                item,
+                watch: self.watch.clone(),
+                progress: self.progress.clone(),
+            })),
+            Err(e) => {
+                self.watch.unname(item);
+                Err(e)
+            }
+        }
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {
