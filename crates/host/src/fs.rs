@@ -155,6 +155,25 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// At most `cap` bytes of `path`, opened by [`open_regular`] (a FIFO or a
+/// device is refused by its type, never read). For the small files read
+/// whole once in a while (AER counts, config space, recorded replies).
+pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    open_regular(path)?.take(cap).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// [`read_capped`] as UTF-8 text (`InvalidData` when it is not).
+pub fn read_text_capped(path: &Path, cap: u64) -> io::Result<String> {
+    String::from_utf8(read_capped(path, cap)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// The cap on a recorded reply read whole (`netdevs.replay`).
+pub const REPLAY_CAP: u64 = 4 << 20;
+
 impl SysFs for StdFs {
     fn open(&self, path: &Path) -> io::Result<Box<dyn SysFile>> {
         Ok(Box::new(StdFile(open_regular(path)?)))
