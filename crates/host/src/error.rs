@@ -89,6 +89,9 @@ pub enum ReadErrorKind {
     NotRegular(&'static str),
     /// A read that did not return within its per-item deadline.
     Stuck(Duration),
+    /// Not read because of what it is, and why (a name that is not UTF-8,
+    /// entries past a per-object cap).
+    Refused(String),
 }
 
 impl ReadError {
@@ -101,6 +104,14 @@ impl ReadError {
         ReadError {
             path: path.to_path_buf(),
             kind,
+        }
+    }
+
+    /// `path` not read, and why.
+    pub fn refused(path: &Path, why: impl Into<String>) -> Self {
+        ReadError {
+            path: path.to_path_buf(),
+            kind: ReadErrorKind::Refused(why.into()),
         }
     }
 
@@ -136,6 +147,7 @@ impl std::fmt::Display for ReadError {
             ReadErrorKind::NotRegular(t) => {
                 write!(f, "{}: {}", self.path.display(), NotRegular(t))
             }
+            ReadErrorKind::Refused(why) => write!(f, "{}: {why}", self.path.display()),
             ReadErrorKind::Stuck(after) => write!(
                 f,
                 "{}: read did not return within {after:?}: left to it, its value absent until it returns",
@@ -234,7 +246,7 @@ impl ReadError {
         match self.kind {
             ReadErrorKind::Io(errno) => ErrorKind::of_errno(errno),
             ReadErrorKind::Parse(_) => ErrorKind::Malformed,
-            ReadErrorKind::NotRegular(_) => ErrorKind::Refused,
+            ReadErrorKind::NotRegular(_) | ReadErrorKind::Refused(_) => ErrorKind::Refused,
             ReadErrorKind::Stuck(_) => ErrorKind::Timeout,
         }
     }

@@ -45,7 +45,7 @@ use crate::types::{Counter, CounterNames, RdmaSnapshot, ReadError};
 use device::DeviceState;
 use errno::{is_absent, push_io};
 
-pub use gid::GID_EMPTY_PROBES;
+pub use gid::{GID_EMPTY_PROBES, MAX_GID_SLOTS};
 
 /// How often a port's whole GID table is read even when nothing hints at a
 /// change.
