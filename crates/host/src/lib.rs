@@ -39,3 +39,11 @@ pub use kept::{Io, KeptAttr, ReadBuf};
 pub use paths::HostPaths;
 pub use priorities::Priorities;
 pub use reading::Reading;
+
+/// A name from the kernel as it is shown when it is not UTF-8 (the kernel
+/// allows any byte but `/` and NUL in a netdev name): printable ASCII as
+/// itself, `\\`, `\'` and `\"` escaped, every other byte as `\xNN`
+/// (Rust's `escape_ascii`), so that no byte is lost or mistaken.
+pub fn escaped_name(name: &std::ffi::OsStr) -> String {
+    name.as_encoded_bytes().escape_ascii().to_string()
+}

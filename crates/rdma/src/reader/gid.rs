@@ -39,6 +39,7 @@
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use crate::parse;
@@ -277,7 +278,15 @@ pub(super) fn read_gid_slot(
         Got::Absent | Got::Failed => return (Seen::Unusable, None),
     };
     let netdev = match read_attr(&mut slot.ndevs, Einval::Absent, ctx, stale) {
-        Got::Len(n) => parse::text(&ctx.io.buf.text(n)),
+        Got::Len(n) => match std::str::from_utf8(ctx.io.buf.bytes(n)) {
+            Ok(text) => parse::text(text),
+            Err(_) => {
+                let name = std::ffi::OsStr::from_bytes(ctx.io.buf.bytes(n).trim_ascii());
+                let e = super::not_utf8(&slot.ndevs.path, "netdev", name);
+                ctx.errors.push(e);
+                None
+            }
+        },
         Got::Absent | Got::Failed => None,
     };
     let seen = Seen::Entry(gid, gid_type.clone());

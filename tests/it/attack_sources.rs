@@ -1,0 +1,228 @@
+//! The standing attack suite, host side: hostile trees fed to the sources
+//! as `roce_exporter` builds them (`sources::all` over the demo node's tree
+//! and configuration, run by the real `Sampler`), each checked in the
+//! sample it starts in and the next. Listed in the table of
+//! tests/it/attack.rs.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use crate::rdma_common::TempTree;
+use roce_exporter::config::Config;
+use roce_exporter::exposition::{self, BuildInfo, Format};
+use roce_exporter::host::HostPaths;
+use roce_exporter::sampler::Sampler;
+use roce_exporter::snapshot::{Snapshot, SourceState};
+use roce_exporter::sources;
+
+/// The demo node's configuration (examples/demo-gpu-node/demo.yml: the
+/// recorded ethtool and DCB replies, lldpd's JSON) with a 1 s interval.
+fn demo_config() -> Config {
+    let text = std::fs::read_to_string("examples/demo-gpu-node/demo.yml").unwrap();
+    let mut config = Config::parse(&text, "demo.yml").unwrap();
+    config.sample_interval = Duration::from_secs(1);
+    config
+}
+
+/// A sampler over `root` with every source as `roce_exporter` builds it.
+fn sampler_over(root: &Path, config: &Config) -> Sampler {
+    let paths = HostPaths {
+        sysfs: root.to_path_buf(),
+        procfs: root.join("proc"),
+    };
+    Sampler::new(sources::all(config, &paths), config)
+}
+
+/// `n` samples on a helper thread, waited for a bounded time: a hang
+/// fails the test (the bound is far above any sample's).
+fn samples(mut sampler: Sampler, n: usize) -> (Sampler, Vec<Arc<Snapshot>>) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let taken: Vec<Arc<Snapshot>> = (0..n).map(|_| sampler.sample()).collect();
+        let _ = tx.send((sampler, taken));
+    });
+    rx.recv_timeout(Duration::from_secs(240))
+        .expect("the samples end")
+}
+
+fn text(s: &Arc<Snapshot>) -> String {
+    exposition::encode(
+        s.clone(),
+        &BuildInfo::current(Duration::from_secs(1)),
+        Format::Text,
+    )
+}
+
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn errors_of(text: &str, collector: &str, kind: &str) -> f64 {
+    value(
+        text,
+        &format!(r#"roce_collector_errors_total{{collector="{collector}",kind="{kind}"}}"#),
+    )
+    .unwrap_or(f64::NAN)
+}
+
+fn device_count(s: &Snapshot) -> usize {
+    s.rdma.as_ref().map_or(0, |r| r.devices.len())
+}
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+}
+
+/// Every source of the demo that reads: ok in `s`.
+fn every_source_ok(s: &Snapshot) {
+    for name in ["rdma", "netdev", "phys", "topology", "lldp"] {
+        let st = s.source(name).unwrap_or_else(|| panic!("no {name}"));
+        assert_eq!(st.state, SourceState::Ok, "{name}: {:?}", st);
+    }
+}
+
+#[test]
+fn a_fifo_at_one_hw_counters_file_costs_that_value_only_in_that_sample_and_the_next() {
+    let tree = TempTree::demo();
+    let config = demo_config();
+    let sampler = sampler_over(&tree.root, &config);
+    let fifo = tree
+        .root
+        .join("class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer");
+    mkfifo(&fifo);
+    let (_sampler, taken) = samples(sampler, 2);
+    for (n, s) in taken.iter().enumerate() {
+        every_source_ok(s);
+        assert_eq!(device_count(s), 8, "sample {}", n + 1);
+        let t = text(s);
+        assert_eq!(
+            value(
+                &t,
+                r#"roce_out_of_buffer_drops_total{device="mlx5_0",port="1"}"#
+            ),
+            None
+        );
+        for k in 1..8 {
+            let series = format!(r#"roce_out_of_buffer_drops_total{{device="mlx5_{k}",port="1"}}"#);
+            assert!(value(&t, &series).is_some(), "{series}");
+        }
+        // The rest of mlx5_0 is there, and the other sources' series.
+        assert!(value(&t, r#"roce_port_up{device="mlx5_0",port="1"}"#).is_some());
+        assert!(t.contains(r#"roce_netdev_info{netdev="ens1np0""#));
+        assert!(t.contains("roce_lldp_neighbor_info{"));
+        let rdma = s.source("rdma").unwrap();
+        let why: Vec<String> = rdma.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            why,
+            [format!(
+                "{}: not a regular file (a FIFO): refused, never read",
+                fifo.display()
+            )]
+        );
+        assert_eq!(errors_of(&t, "rdma", "refused"), n as f64 + 1.0);
+    }
+}
+
+/// Renames `old` to the name `new` (raw bytes) everywhere the kernel shows
+/// a netdev's name: its folder under the PCI function, the `class/net`
+/// link, and the GID table's `ndevs` files of the port it backs.
+fn rename_netdev(root: &Path, old: &str, new: &[u8]) {
+    let new = OsStr::from_bytes(new);
+    let link = root.join("class/net").join(old);
+    let target = std::fs::read_link(&link).unwrap();
+    let real = link.parent().unwrap().join(&target);
+    std::fs::rename(&real, real.with_file_name(new)).unwrap();
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(target.with_file_name(new), root.join("class/net").join(new))
+        .unwrap();
+    for dev in std::fs::read_dir(root.join("class/infiniband")).unwrap() {
+        let ndevs = dev.unwrap().path().join("ports/1/gid_attrs/ndevs");
+        for slot in std::fs::read_dir(&ndevs).into_iter().flatten() {
+            let slot = slot.unwrap().path();
+            if std::fs::read(&slot).unwrap_or_default().trim_ascii() == old.as_bytes() {
+                let mut bytes = new.as_bytes().to_vec();
+                bytes.push(b'\n');
+                std::fs::write(&slot, bytes).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_netdev_or_device_name_that_is_not_utf8_is_refused_counted_and_never_mangled() {
+    let tree = TempTree::demo();
+    // The kernel takes any byte but '/' and NUL in a netdev name
+    // (dev_valid_name in net/core/dev.c).
+    rename_netdev(&tree.root, "ens1np0", b"ens1\xffnp0");
+    let class = tree.root.join("class/infiniband");
+    std::fs::rename(
+        class.join("mlx5_7"),
+        class.join(OsStr::from_bytes(b"mlx5_\xff7")),
+    )
+    .unwrap();
+    let config = demo_config();
+    let (_sampler, taken) = samples(sampler_over(&tree.root, &config), 2);
+    for (n, s) in taken.iter().enumerate() {
+        let t = text(s);
+        // Nothing exported under a mangled name, and no verdict on a
+        // netdev that was not read: no dcb="unsupported" anywhere.
+        assert!(!t.contains('\u{FFFD}'), "a mangled name in the exposition");
+        assert!(!t.contains(r#"dcb="unsupported""#));
+        assert!(!s
+            .findings
+            .iter()
+            .any(|f| format!("{f:?}").contains('\u{FFFD}')));
+        // The other seven devices and netdevs are there; mlx5_0 too, its
+        // netdev unknown.
+        assert_eq!(device_count(s), 7, "sample {}", n + 1);
+        assert!(value(&t, r#"roce_port_up{device="mlx5_0",port="1"}"#).is_some());
+        assert!(t.contains(r#"roce_netdev_info{netdev="ens2np0""#));
+        // Refused with the bytes escaped, counted, every sample.
+        let rdma = s.source("rdma").unwrap();
+        let why: Vec<String> = rdma.errors.iter().map(ToString::to_string).collect();
+        assert!(
+            why.iter()
+                .any(|e| e.ends_with(r"device name mlx5_\xff7 is not UTF-8 (bytes escaped): not read")),
+            "{why:#?}"
+        );
+        assert!(
+            why.iter()
+                .any(|e| e.ends_with(r"netdev name ens1\xffnp0 is not UTF-8 (bytes escaped): not read")),
+            "{why:#?}"
+        );
+        assert!(errors_of(&t, "rdma", "refused") >= 2.0 * (n as f64 + 1.0));
+    }
+}
+
+#[test]
+fn a_ten_thousand_slot_gid_table_is_read_to_the_cap_and_the_sample_keeps_its_time() {
+    let tree = TempTree::demo();
+    let port: PathBuf = tree.root.join("class/infiniband/mlx5_0/ports/1");
+    for i in 0..10_000u32 {
+        let text = format!("fe80:0000:0000:0000:0000:0000:{:04x}:{:04x}\n", i >> 16, i & 0xffff);
+        std::fs::write(port.join(format!("gids/{i}")), text).unwrap();
+        std::fs::write(port.join(format!("gid_attrs/types/{i}")), "RoCE v2\n").unwrap();
+        std::fs::write(port.join(format!("gid_attrs/ndevs/{i}")), "ens1np0\n").unwrap();
+    }
+    let config = demo_config();
+    let (_sampler, taken) = samples(sampler_over(&tree.root, &config), 2);
+    for s in &taken {
+        every_source_ok(s);
+        assert_eq!(device_count(s), 8);
+        let t = text(s);
+        let gids = t
+            .lines()
+            .filter(|l| l.starts_with(r#"roce_gid_info{device="mlx5_0""#))
+            .count();
+        assert_eq!(gids, roce_rdma::MAX_GID_SLOTS as usize);
+        assert!(errors_of(&t, "rdma", "refused") >= 1.0);
+    }
+}
