@@ -226,3 +226,78 @@ fn a_ten_thousand_slot_gid_table_is_read_to_the_cap_and_the_sample_keeps_its_tim
         assert!(errors_of(&t, "rdma", "refused") >= 1.0);
     }
 }
+
+/// `name{labels}`'s value, 0 when absent.
+fn value_or_zero(text: &str, series: &str) -> f64 {
+    value(text, series).unwrap_or(0.0)
+}
+
+#[test]
+fn a_job_restarted_with_the_same_host_and_pid_lands_on_its_own_nic_not_the_old_one() {
+    use roce_exporter::sources::nccl::NcclSource;
+    use roce_exporter::sources::{Input, Part, Source};
+    let dir = std::env::temp_dir().join(format!("roce-attack-samepid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("nccl.node1.4242.log");
+    // NCCL's lines (bootstrap, src/transport/net_ib.cc "NET/IB : Using",
+    // src/transport.cc "Channel %02d/%d : %d[%d] -> %d[%d] [send] via"),
+    // as tests/fixtures/nccl holds them: the first 64 bytes are the same
+    // in both runs, as in a container restarting a job under the same
+    // hostname and pid.
+    let boot = "node1:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n";
+    let table = |nic: &str| {
+        format!("node1:4242:4242 [0] NCCL INFO NET/IB : Using [0]{nic}:1/RoCE [RO]; OOB eth0:10.0.0.1<0>\n")
+    };
+    let channels = |n: usize| {
+        (0..n)
+            .map(|c| format!("node1:4242:4250 [0] NCCL INFO Channel {c:02}/0 : 0[0] -> 8[0] [send] via NET/IB/0\n"))
+            .collect::<String>()
+    };
+    std::fs::write(&log, format!("{boot}{}{}", table("mlx5_3"), channels(2))).unwrap();
+    let yaml = format!(
+        "nccl:\n  enabled: true\n  log_dir: {}\n  interval: 100ms\n",
+        dir.display()
+    );
+    let config = Config::parse(&yaml, "t").unwrap();
+    let mut source = NcclSource::new(&config);
+    let mut read = |source: &mut NcclSource| {
+        // The source reads the directory once per nccl.interval.
+        std::thread::sleep(Duration::from_millis(150));
+        let r = source.sample(&Input::default(), &mut Vec::new());
+        let Some(Part::Nccl(part)) = r.part else {
+            panic!("no NCCL part: {:?}", r.state)
+        };
+        let s = Arc::new(Snapshot {
+            nccl: Some(*part),
+            ..Snapshot::default()
+        });
+        text(&s)
+    };
+    let before = read(&mut source);
+    let conn = |t: &str, nic: &str| {
+        value_or_zero(
+            t,
+            &format!(r#"roce_nccl_connections{{device="{nic}",port="1",net="IB",transport="roce",gdr="off"}}"#),
+        )
+    };
+    let old = conn(&before, "mlx5_3");
+    assert!(old > 0.0, "{before}");
+    // Truncated in place and rewritten by the restarted job, past the old
+    // offset before the next read, with its own device table.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&log)
+        .unwrap();
+    std::fs::write(&log, format!("{boot}{}{}", table("mlx5_6"), channels(40))).unwrap();
+    let after = read(&mut source);
+    assert!(conn(&after, "mlx5_6") > 0.0, "{after}");
+    assert_eq!(
+        conn(&after, "mlx5_3"),
+        old,
+        "the new job's connections counted on the old job's NIC"
+    );
+    assert_eq!(value(&after, "roce_nccl_processes"), Some(1.0), "ended, not merged");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,12 +4,18 @@
 //! number.
 //!
 //! Per file it keeps the offset read so far, the file's identity (device,
-//! inode) and the first bytes of its content: a new inode under the same
-//! name is a rotation, a size below the offset a truncation, and different
-//! first bytes a truncation in place that grew past the old offset between
-//! two passes (`copytruncate`); each restarts the file from its beginning,
-//! and the consumer is told ([`TailEvent::Reset`]) so it drops what it held
-//! for the old content. Files not modified for [`TailConfig::idle_expiry`]
+//! inode), a hash of its first 4 KiB and the last bytes before the offset: a new
+//! inode under the same name is a rotation, a size below the offset a
+//! truncation, and different first bytes, or different bytes just before
+//! the offset, a file rewritten in place that grew past the old offset
+//! between two passes (`copytruncate`, or a job restarted with the same
+//! name and pid whose log starts alike: the bytes at the old offset are
+//! then another point of another log); each restarts the file from its
+//! beginning as new content, and the consumer is told
+//! ([`TailEvent::Reset`]) so it ends what it held for the old content. The
+//! bytes before the offset are checked in the same read as the new bytes
+//! (the read starts that much earlier), and a file whose size did not
+//! change but whose modification time did is checked too. Files not modified for [`TailConfig::idle_expiry`]
 //! (the jobs that wrote them ended) are forgotten ([`TailEvent::Gone`]) and
 //! not reopened until they change; so are deleted files.
 //!
@@ -19,9 +25,23 @@
 //! among them is always found. Hidden, compressed and non-regular entries
 //! are passed over by name and type before anything else (no `stat`), and
 //! idle files are passed over before the cap on tracked files applies.
-//! Files tracked keep their slot until they go idle or away; new ones take
-//! free slots, the most recently written first, and those left without one
-//! are counted ([`PassStats::over_cap`]) every time the listing meets them.
+//!
+//! Slots: at most [`TailConfig::max_files`] files are tracked (checked
+//! every pass). Slots go to the files written last: a tracked file that
+//! has not grown since its last read gives its slot to a file that grew
+//! since (a parked one written again), or to a file not read yet that was
+//! written after it, the tracked file written longest ago first. The file
+//! that gives its slot is *parked*: its offset, identity and checks are
+//! kept (the consumer's state for it too) and it is looked at again only
+//! when the listing meets it; once it has grown it takes a slot back and
+//! goes on from its offset. So a live log is read in the pass that finds
+//! it, whatever the number of finished logs beside it. A file left without
+//! a slot (older than every tracked one, or grown while every slot holds a
+//! file that grew too) is counted ([`PassStats::over_cap`]) every time the
+//! listing meets it. At most [`MAX_PARKED_PER_SLOT`] times `max_files`
+//! files are parked; past that the one written longest ago is forgotten.
+//! Files that grew are read before the others, the most recently written
+//! first.
 //!
 //! Bounds: at most [`TailConfig::max_files`] files are tracked, at most
 //! `max_bytes_per_pass` bytes are read per pass and `max_bytes_per_file` per
@@ -139,8 +159,29 @@ pub struct PassStats {
     pub dir_error: Option<i32>,
 }
 
-/// How many of a file's first bytes identify its content.
+/// How many bytes just before the offset are checked on the next read.
 const HEAD: usize = 64;
+
+/// How many of a file's first bytes are checked on every read (by a hash of
+/// what was read there): NCCL prints its device tables (`NET/IB : Using`)
+/// at init, within the first few lines, so a job restarted under the same
+/// name with another table is told apart even when the lengths match.
+const HEAD_CHECK: usize = 4096;
+
+/// FNV-1a, 64 bits: a hash that goes on from where it was, so the first
+/// bytes are hashed as they are read, and hashed again whole to check.
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Parked files per slot of [`TailConfig::max_files`] (see the module doc).
+pub const MAX_PARKED_PER_SLOT: usize = 4;
 
 #[derive(Debug)]
 struct FileState {
@@ -153,19 +194,30 @@ struct FileState {
     discarding: bool,
     /// For whole-file mode: (mtime, len) of the content being read.
     signature: Option<(SystemTime, u64)>,
-    /// The file's first bytes when first read (copytruncate check).
-    head: [u8; HEAD],
-    head_len: u8,
+    /// The hash of the file's first `head_len` bytes (up to
+    /// [`HEAD_CHECK`]) as they were read.
+    head_hash: u64,
+    head_len: u16,
+    /// The last bytes before `offset`, checked again on the next read.
+    mark: [u8; HEAD],
+    mark_len: u8,
+    /// The modification time when last read: a file of the same size with
+    /// another one was rewritten.
+    mtime: SystemTime,
+    /// The listing in which a parked file was last met.
+    seen_in: u64,
 }
 
 pub struct Tailer {
     dir: PathBuf,
     cfg: TailConfig,
     files: HashMap<PathBuf, FileState>,
-    /// The listing in progress, resumed on the next pass.
+    /// Files that gave up their slot without having grown (see the module
+    /// doc), their state kept.
+    parked: HashMap<PathBuf, FileState>,
+    /// The listing in progress, resumed on the next pass, and its number.
     listing: Option<fs::ReadDir>,
-    /// Where the next pass starts among the files to read (fairness).
-    cursor: usize,
+    listing_number: u64,
     buf: Vec<u8>,
 }
 
@@ -175,6 +227,8 @@ struct Candidate {
     ino: u64,
     len: u64,
     mtime: SystemTime,
+    /// Grew since it was last read (new files too).
+    grew: bool,
 }
 
 impl Candidate {
@@ -185,7 +239,14 @@ impl Candidate {
             ino: meta.ino(),
             len: meta.len(),
             mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            grew: true,
         }
+    }
+
+    /// Whether the file changed since `st` was last read: grew, or was
+    /// rewritten (another size or time), or is another file.
+    fn changed_since(&self, st: &FileState) -> bool {
+        self.dev != st.dev || self.ino != st.ino || self.len != st.offset || self.mtime != st.mtime
     }
 }
 
@@ -199,8 +260,9 @@ impl Tailer {
             dir: dir.into(),
             cfg,
             files: HashMap::new(),
+            parked: HashMap::new(),
             listing: None,
-            cursor: 0,
+            listing_number: 0,
             buf: Vec::new(),
         }
     }
@@ -218,6 +280,7 @@ impl Tailer {
     pub fn held_bytes(&self) -> usize {
         self.files
             .iter()
+            .chain(self.parked.iter())
             .map(|(p, f)| {
                 f.partial.capacity() + p.as_os_str().len() + std::mem::size_of::<FileState>()
             })
@@ -225,38 +288,93 @@ impl Tailer {
             + self.buf.capacity()
     }
 
+    /// Files parked now (see the module doc).
+    pub fn parked(&self) -> usize {
+        self.parked.len()
+    }
+
     /// One pass over the directory. `now` decides which files are idle.
     pub fn poll(&mut self, now: SystemTime, sink: &mut dyn FnMut(TailEvent<'_>)) -> PassStats {
         let mut stats = PassStats::default();
-        let mut candidates = self.refresh_tracked(now, &mut stats, sink);
-        let mut found = self.discover(now, &mut stats);
-        let free = self.cfg.max_files.saturating_sub(candidates.len());
-        if found.len() > free {
-            // The most recently written are the running jobs.
-            found.sort_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
-            stats.over_cap = found.len() - free;
-            found.truncate(free);
+        let mut tracked = self.refresh_tracked(now, &mut stats, sink);
+        let mut found = self.discover(now, &mut stats, sink);
+        // The most recently written first.
+        let newest_first =
+            |a: &Candidate, b: &Candidate| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path));
+        found.sort_by(newest_first);
+        // Tracked files that did not grow, the one written longest ago
+        // last: their slots go to files written after them.
+        let mut still: Vec<usize> = (0..tracked.len()).filter(|&i| !tracked[i].grew).collect();
+        still.sort_by(|&a, &b| newest_first(&tracked[a], &tracked[b]));
+        let mut free = self.cfg.max_files.saturating_sub(tracked.len());
+        let mut parked_now = Vec::new();
+        // Grown (parked) files first, then the files not read yet.
+        found.sort_by(|a, b| b.grew.cmp(&a.grew));
+        for mut c in found {
+            if free > 0 {
+                free -= 1;
+            } else {
+                let oldest = still.last().map(|&i| tracked[i].mtime);
+                match oldest {
+                    Some(t) if c.grew || c.mtime > t => {
+                        parked_now.extend(still.pop());
+                    }
+                    _ => {
+                        stats.over_cap += 1;
+                        continue;
+                    }
+                }
+            }
+            if let Some(st) = self.parked.remove(&c.path) {
+                self.files.insert(c.path.clone(), st);
+            }
+            // Admitted: it has bytes to read.
+            c.grew = true;
+            tracked.push(c);
         }
-        candidates.append(&mut found);
-        candidates.sort_by(|a, b| a.path.cmp(&b.path));
-        let n = candidates.len();
+        parked_now.sort_unstable();
+        for i in parked_now.into_iter().rev() {
+            let c = tracked.swap_remove(i);
+            if let Some(mut st) = self.files.remove(&c.path) {
+                st.seen_in = self.listing_number;
+                st.partial.shrink_to_fit();
+                self.parked.insert(c.path, st);
+            }
+        }
+        self.bound_parked(sink);
+        // Those that grew first, the most recently written first.
+        tracked.sort_by(|a, b| b.grew.cmp(&a.grew).then_with(|| newest_first(a, b)));
         let mut budget = self.cfg.max_bytes_per_pass;
-        let start = if n == 0 { 0 } else { self.cursor % n };
-        for k in 0..n {
-            let i = (start + k) % n;
+        for c in &tracked {
             if budget == 0 {
                 stats.budget_exhausted = true;
-                self.cursor = i;
                 break;
             }
-            let used = self.read_one(&candidates[i], budget, &mut stats, sink);
+            let used = self.read_one(c, budget, &mut stats, sink);
             budget = budget.saturating_sub(used);
-        }
-        if !stats.budget_exhausted {
-            self.cursor = 0;
         }
         stats.files_tracked = self.files.len();
         stats
+    }
+
+    /// Forgets the parked files written longest ago past
+    /// [`MAX_PARKED_PER_SLOT`] per slot.
+    fn bound_parked(&mut self, sink: &mut dyn FnMut(TailEvent<'_>)) {
+        let cap = self.cfg.max_files.saturating_mul(MAX_PARKED_PER_SLOT);
+        if self.parked.len() <= cap {
+            return;
+        }
+        let mut by_age: Vec<(SystemTime, PathBuf)> = self
+            .parked
+            .iter()
+            .map(|(p, st)| (st.mtime, p.clone()))
+            .collect();
+        by_age.sort();
+        let excess = self.parked.len() - cap;
+        for (_, path) in by_age.into_iter().take(excess) {
+            self.parked.remove(&path);
+            sink(TailEvent::Gone { file: &path });
+        }
     }
 
     /// The tracked files as they are now; the deleted, replaced by
@@ -272,7 +390,10 @@ impl Tailer {
         for path in self.files.keys() {
             match fs::symlink_metadata(path) {
                 Ok(meta) if meta.file_type().is_file() => {
-                    let c = Candidate::new(path.clone(), &meta);
+                    let mut c = Candidate::new(path.clone(), &meta);
+                    if let Some(st) = self.files.get(path) {
+                        c.grew = c.changed_since(st);
+                    }
                     let idle = now.duration_since(c.mtime).unwrap_or_default();
                     if idle > self.cfg.idle_expiry {
                         stats.aged_out += 1;
@@ -298,14 +419,24 @@ impl Tailer {
         out
     }
 
-    /// Files not tracked yet, from the next slice of the listing: regular,
-    /// not hidden, not compressed, written within the idle expiry.
-    fn discover(&mut self, now: SystemTime, stats: &mut PassStats) -> Vec<Candidate> {
+    /// Files not tracked, from the next slice of the listing: regular, not
+    /// hidden, not compressed, written within the idle expiry, and new or
+    /// parked and changed since. Parked files that went idle, and at the end
+    /// of a listing those it did not meet (deleted), are forgotten.
+    fn discover(
+        &mut self,
+        now: SystemTime,
+        stats: &mut PassStats,
+        sink: &mut dyn FnMut(TailEvent<'_>),
+    ) -> Vec<Candidate> {
         let mut out = Vec::new();
         let listing = match self.listing.take() {
             Some(l) => l,
             None => match fs::read_dir(&self.dir) {
-                Ok(l) => l,
+                Ok(l) => {
+                    self.listing_number += 1;
+                    l
+                }
                 Err(e) => {
                     stats.dir_error = Some(errno(&e));
                     return out;
@@ -345,11 +476,40 @@ impl Tailer {
             if !meta.file_type().is_file() {
                 continue;
             }
-            let c = Candidate::new(path, &meta);
-            if now.duration_since(c.mtime).unwrap_or_default() > self.cfg.idle_expiry {
+            let mut c = Candidate::new(path, &meta);
+            // Not read yet: it has not grown since a read.
+            c.grew = false;
+            let idle = now.duration_since(c.mtime).unwrap_or_default() > self.cfg.idle_expiry;
+            if let Some(st) = self.parked.get_mut(&c.path) {
+                st.seen_in = self.listing_number;
+                if idle {
+                    stats.aged_out += 1;
+                    self.parked.remove(&c.path);
+                    sink(TailEvent::Gone { file: &c.path });
+                    continue;
+                }
+                if !c.changed_since(st) {
+                    continue;
+                }
+                c.grew = true;
+            } else if idle {
                 continue;
             }
             out.push(c);
+        }
+        if stats.listing_complete {
+            let listing = self.listing_number;
+            let gone: Vec<PathBuf> = self
+                .parked
+                .iter()
+                .filter(|(_, st)| st.seen_in != listing)
+                .map(|(p, _)| p.clone())
+                .collect();
+            for path in gone {
+                stats.deleted += 1;
+                self.parked.remove(&path);
+                sink(TailEvent::Gone { file: &path });
+            }
         }
         out
     }
@@ -396,8 +556,12 @@ impl Tailer {
                         partial: Vec::new(),
                         discarding,
                         signature: None,
-                        head: [0; HEAD],
+                        head_hash: FNV_START,
                         head_len: 0,
+                        mark: [0; HEAD],
+                        mark_len: 0,
+                        mtime: SystemTime::UNIX_EPOCH,
+                        seen_in: 0,
                     },
                 );
                 if !whole {
@@ -428,7 +592,12 @@ impl Tailer {
                 sink(TailEvent::Reset { file: &c.path });
             }
         }
-        if c.len <= state.offset {
+        // The same size at another time: rewritten to that size, or only
+        // touched; the bytes before the offset tell.
+        let same_size_rewritten =
+            !whole && c.len == state.offset && state.offset > 0 && c.mtime != state.mtime;
+        if c.len <= state.offset && !same_size_rewritten {
+            state.mtime = c.mtime;
             return 0;
         }
         // Not following a link swapped in since the listing, not blocking on
@@ -448,12 +617,17 @@ impl Tailer {
             Ok(m) if m.is_file() && m.dev() == c.dev && m.ino() == c.ino => {}
             _ => return 0,
         }
-        if !whole && !state.same_head(&file) {
-            // Truncated in place and written past the old offset since the
-            // last pass: new content from the start.
+        if !whole && (!state.same_head(&file) || !state.same_mark(&file)) {
+            // Rewritten in place (truncated and written past the old offset,
+            // or a job restarted under the same name) since the last pass:
+            // new content from the start.
             stats.truncations += 1;
             state.restart();
             sink(TailEvent::Reset { file: &c.path });
+        }
+        state.mtime = c.mtime;
+        if c.len <= state.offset {
+            return 0;
         }
         let want = (c.len - state.offset)
             .min(self.cfg.max_bytes_per_file)
@@ -472,7 +646,9 @@ impl Tailer {
         };
         stats.files_read += 1;
         stats.bytes_read += got;
+        state.note_head(&self.buf, state.offset);
         state.offset += got;
+        state.note_mark(&self.buf);
         let max_line = self.cfg.max_line;
         let mut rest: &[u8] = &self.buf;
         while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
@@ -543,18 +719,75 @@ impl FileState {
         self.partial.clear();
         self.discarding = false;
         self.head_len = 0;
+        self.head_hash = FNV_START;
+        self.mark_len = 0;
     }
 
-    /// Whether the file still starts with the bytes it started with when
-    /// first read; records them on the first read. A read that fails here
-    /// is left to the read that follows.
-    fn same_head(&mut self, file: &File) -> bool {
+    /// Hashes what of `read`, read at `at`, falls in the first
+    /// [`HEAD_CHECK`] bytes right after those hashed so far.
+    fn note_head(&mut self, read: &[u8], at: u64) {
+        let len = usize::from(self.head_len);
+        if at != len as u64 || len >= HEAD_CHECK {
+            return;
+        }
+        let take = read.len().min(HEAD_CHECK - len);
+        self.head_hash = fnv1a(self.head_hash, &read[..take]);
+        self.head_len = (len + take) as u16;
+    }
+
+    /// Keeps the last bytes before the new offset, `read` being the bytes
+    /// that just took it there.
+    fn note_mark(&mut self, read: &[u8]) {
+        if read.len() >= HEAD {
+            self.mark.copy_from_slice(&read[read.len() - HEAD..]);
+            self.mark_len = HEAD as u8;
+            return;
+        }
+        let keep = (HEAD - read.len()).min(usize::from(self.mark_len));
+        let mut next = [0u8; HEAD];
+        let from = usize::from(self.mark_len) - keep;
+        next[..keep].copy_from_slice(&self.mark[from..usize::from(self.mark_len)]);
+        next[keep..keep + read.len()].copy_from_slice(read);
+        self.mark = next;
+        self.mark_len = (keep + read.len()) as u8;
+    }
+
+    /// Whether the bytes just before the offset are those read there last
+    /// time. A read that fails here is left to the read that follows.
+    fn same_mark(&self, file: &File) -> bool {
+        let len = usize::from(self.mark_len);
+        if len == 0 || self.offset < len as u64 {
+            return true;
+        }
         let mut now = [0u8; HEAD];
-        let want = if self.head_len == 0 {
-            HEAD
+        let start = self.offset - len as u64;
+        let mut got = 0;
+        while got < len {
+            match file.read_at(&mut now[got..len], start + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+        got == len && now[..len] == self.mark[..len]
+    }
+
+    /// Whether the file still starts with the bytes read there. A read
+    /// that fails here is left to the read that follows.
+    fn same_head(&mut self, file: &File) -> bool {
+        let recording = self.head_len == 0;
+        let want = if recording {
+            // A file first read past its start (a catch-up start): its
+            // first bytes are taken as they are now.
+            usize::try_from(self.offset).map_or(HEAD_CHECK, |o| o.min(HEAD_CHECK))
         } else {
             usize::from(self.head_len)
         };
+        if want == 0 {
+            return true;
+        }
+        let mut now = [0u8; HEAD_CHECK];
         let mut got = 0;
         while got < want {
             match file.read_at(&mut now[got..want], got as u64) {
@@ -564,12 +797,12 @@ impl FileState {
                 Err(_) => return true,
             }
         }
-        if self.head_len == 0 {
-            self.head[..got].copy_from_slice(&now[..got]);
-            self.head_len = got as u8;
+        if recording {
+            self.head_hash = fnv1a(FNV_START, &now[..got]);
+            self.head_len = got as u16;
             return true;
         }
-        got == want && now[..got] == self.head[..got]
+        got == want && fnv1a(FNV_START, &now[..got]) == self.head_hash
     }
 }
 
