@@ -55,8 +55,35 @@ pub struct LldpConfig {
     /// instead of running lldpcli (lldpd in another container, fixtures).
     pub json_file: Option<PathBuf>,
     /// The most frames read per sample in capture mode (the rest wait for
-    /// the next sample, within the socket's bounded buffer).
+    /// the next sample, within the socket's bounded buffer): 1 to
+    /// [`MAX_FRAMES_PER_SAMPLE`].
+    #[serde(deserialize_with = "frames_per_sample")]
     pub max_frames_per_sample: usize,
+}
+
+/// The ceiling of `lldp.max_frames_per_sample`.
+pub const MAX_FRAMES_PER_SAMPLE: usize = 65536;
+/// Why: said in the refusal and in docs/limits.md.
+pub const MAX_FRAMES_PER_SAMPLE_WHY: &str =
+    "frames decoded per sample, all netdevs together; the rest wait in the socket's buffer";
+
+fn frames_per_sample<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Whole(u64),
+        Other(serde::de::IgnoredAny),
+    }
+    let found = match Raw::deserialize(d)? {
+        Raw::Whole(n) if (1..=MAX_FRAMES_PER_SAMPLE as u64).contains(&n) => {
+            return usize::try_from(n).map_err(serde::de::Error::custom)
+        }
+        Raw::Whole(n) => n.to_string(),
+        Raw::Other(_) => "something else".to_string(),
+    };
+    Err(serde::de::Error::custom(format!(
+        "lldp.max_frames_per_sample: expected 1 to {MAX_FRAMES_PER_SAMPLE} ({MAX_FRAMES_PER_SAMPLE_WHY}), found {found}"
+    )))
 }
 
 impl Default for LldpConfig {
