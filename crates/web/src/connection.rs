@@ -458,7 +458,7 @@ async fn drive_connection<I>(
             let state = state.clone();
             async move {
                 state.enter(ANSWERING);
-                let mut response = answer(&shared, &web, req).await;
+                let mut response = answer(&shared, &web, peer.ip(), req).await;
                 let h = response.headers_mut();
                 for (name, value) in web.headers() {
                     h.insert(name.clone(), value.clone());
@@ -505,9 +505,14 @@ async fn drive_connection<I>(
 
 /// One request's answer: authentication (cached, or on the bcrypt
 /// thread), then, within `max_requests`, the route's response.
-async fn answer(shared: &Shared, web: &WebConfig, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(
+    shared: &Shared,
+    web: &WebConfig,
+    peer: std::net::IpAddr,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let has_body = !req.body().is_end_stream();
-    match web.check(req.headers()).await {
+    match web.check(req.headers(), peer).await {
         AuthOutcome::Allowed => {}
         AuthOutcome::Denied => return unauthorized(has_body),
         AuthOutcome::Busy => {
