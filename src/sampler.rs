@@ -184,6 +184,12 @@ impl Sampler {
         }
         // The findings ride on the sample itself.
         snapshot.findings = self.engine.evaluate(&snapshot, &self.rules, &self.expect);
+        snapshot.web_auth = roce_web::webconfig::auth_counts().map(|c| crate::snapshot::WebAuth {
+            allowed: c.allowed,
+            denied: c.denied,
+            refused: c.refused,
+            verifications: c.verifications,
+        });
         snapshot.rule_panics_total = self
             .engine
             .rule_panics()

@@ -345,3 +345,142 @@ fn a_hundred_megabytes_of_distinct_entry_nccl_lines_keep_rss_bounded() {
     stop(&mut running);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// One HTTP/1.1 GET from `from` (a loopback address of the test's
+/// choosing: 127.0.0.0/8 is all loopback) with basic-auth `user:pass`;
+/// the status, or 0 when the connection failed or ended first.
+async fn get_from(from: std::net::IpAddr, to: std::net::SocketAddr, path: &str, auth: &str) -> (u16, String) {
+    use base64::Engine as _;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(socket) = tokio::net::TcpSocket::new_v4() else {
+        return (0, String::new());
+    };
+    if socket.bind(std::net::SocketAddr::new(from, 0)).is_err() {
+        return (0, String::new());
+    }
+    let Ok(mut s) = socket.connect(to).await else {
+        return (0, String::new());
+    };
+    let auth = base64::engine::general_purpose::STANDARD.encode(auth);
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}\r\nConnection: close\r\n\r\n"
+    );
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return (0, String::new());
+    }
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply).await;
+    let text = String::from_utf8_lossy(&reply).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// The bcrypt cost of the flood test's user (htpasswd's default is 5, 10
+/// common): the test binary is a debug build, whose bcrypt at cost 4 takes
+/// as long as a release build's at about 8, which 200 clients keep busy.
+const FLOOD_BCRYPT_COST: u32 = 4;
+
+#[test]
+fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_200_wrong_passwords() {
+    let tree = TempTree::copy_of("sys-mlx5-roce");
+    let config = tree.root.join("roce_exporter.yml");
+    std::fs::write(&config, "sample_interval: 1s\n").unwrap();
+    let web = tree.root.join("web.yml");
+    let hash = bcrypt::hash("the-right-one", FLOOD_BCRYPT_COST).unwrap();
+    std::fs::write(&web, format!("basic_auth_users:\n  prometheus: {hash}\n")).unwrap();
+    let (mut running, log) = spawn_with(
+        &tree.root,
+        &config,
+        &[format!("--web.config.file={}", web.display())],
+    );
+    let listening = wait_for(&log, "msg=listening");
+    let port: u16 = listening.rsplit(':').next().unwrap().trim().parse().unwrap();
+    let server = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let halt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let denied = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // 200 clients, each from its own address with 3 requests in flight,
+    // each request a password never sent before: no cache helps.
+    let flood: Vec<_> = (0..600u32)
+        .map(|k| {
+            let i = k / 3;
+            let (halt, denied) = (halt.clone(), denied.clone());
+            rt.spawn(async move {
+                let from = std::net::IpAddr::from([127, 1, (i / 200) as u8, (i % 200 + 1) as u8]);
+                let mut n = 0u64;
+                let mut statuses = std::collections::BTreeMap::<u16, u64>::new();
+                while !halt.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    let (status, _) =
+                        get_from(from, server, "/metrics", &format!("prometheus:wrong-{k}-{n}")).await;
+                    if status == 401 {
+                        denied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    *statuses.entry(status).or_default() += 1;
+                }
+                statuses
+            })
+        })
+        .collect();
+    // The flood has run long enough to have failed every client about
+    // twice (counted by the clients themselves, no clock).
+    while denied.load(std::sync::atomic::Ordering::Relaxed) < 400 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The scraper, from its own address, its password never checked since
+    // the start: two scrapes, each waited for as Prometheus would (its
+    // default scrape timeout, 10 s, tripled for a loaded CI machine).
+    let scraper = std::net::IpAddr::from([127, 0, 0, 2]);
+    let mut tries = Vec::new();
+    for _ in 0..2 {
+        let scrape = get_from(scraper, server, "/metrics", "prometheus:the-right-one");
+        let (status, _) = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(30), scrape).await })
+            .unwrap_or((0, String::new()));
+        tries.push(status);
+        if status == 200 {
+            break;
+        }
+    }
+    halt.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut by_status = std::collections::BTreeMap::<u16, u64>::new();
+    for f in flood {
+        for (s, n) in rt.block_on(f).unwrap() {
+            *by_status.entry(s).or_default() += n;
+        }
+    }
+    eprintln!("scraper {tries:?}; flood {by_status:?}");
+    assert_eq!(tries.last(), Some(&200), "scraper got {tries:?}");
+    // Never let through; answered 401 or 503.
+    assert!(by_status.keys().all(|s| [0, 401, 503].contains(s)), "{by_status:?}");
+    // The flood is counted (as of the last sample: read until it shows);
+    // the scraper's password is cached now.
+    let until = Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        let (_, text) = rt.block_on(get_from(scraper, server, "/metrics", "prometheus:the-right-one"));
+        let denied = metric(&text, r#"roce_web_auth_checks_total{outcome="denied"}"#).unwrap_or(0.0);
+        if denied >= 400.0 {
+            break text;
+        }
+        assert!(Instant::now() < until, "the flood is not counted: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let refused = metric(&text, r#"roce_web_auth_checks_total{outcome="refused"}"#);
+    let runs = metric(&text, "roce_web_bcrypt_verifications_total");
+    eprintln!("refused {refused:?}, bcrypt runs {runs:?}");
+    assert!(metric(&text, r#"roce_web_auth_checks_total{outcome="allowed"}"#).unwrap_or(0.0) >= 1.0);
+    // Bounded in memory (and in CPU: one bcrypt thread).
+    let peak = status_kb(running.0.id(), "VmHWM:");
+    eprintln!("peak RSS {peak} kB");
+    assert!(peak < NCCL_FLOOD_RSS_KB, "peak RSS {peak} kB");
+    stop(&mut running);
+}

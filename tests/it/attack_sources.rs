@@ -261,7 +261,7 @@ fn a_job_restarted_with_the_same_host_and_pid_lands_on_its_own_nic_not_the_old_o
     );
     let config = Config::parse(&yaml, "t").unwrap();
     let mut source = NcclSource::new(&config);
-    let mut read = |source: &mut NcclSource| {
+    let read = |source: &mut NcclSource| {
         // The source reads the directory once per nccl.interval.
         std::thread::sleep(Duration::from_millis(150));
         let r = source.sample(&Input::default(), &mut Vec::new());

@@ -10,7 +10,9 @@
 //!
 //! - a source has at most [`WAITING_PER_SOURCE`] checks waiting and the
 //!   queue [`MAX_WAITING`] in all; a check beyond is not queued, the request
-//!   is answered 503 at once and counted `refused`;
+//!   is answered 503 at once and counted `refused`, unless the queue is full
+//!   and holds a check of a source with more recent failures: that one is
+//!   dropped (its request answered 503) for the newcomer;
 //! - the next check run is the waiting one whose source has the fewest
 //!   recent failed verifications (halved every [`FAILURE_HALF_LIFE`]), the
 //!   oldest first among equals: a scraper that has not sent a wrong password
@@ -180,6 +182,37 @@ impl QueueState {
         Some((source, job))
     }
 
+    fn standing(&self, source: &SourceKey, now: Instant) -> f64 {
+        self.failures.get(source).map_or(0.0, |f| f.now(now))
+    }
+
+    /// Drops the waiting check of the source with the most recent failures
+    /// (the latest of its checks), when that is more than `than`'s: room
+    /// for a check of `than` in a full queue.
+    fn drop_worse_than(&mut self, than: &SourceKey, now: Instant) -> bool {
+        let mine = self.standing(than, now);
+        let worst = self
+            .waiting
+            .iter()
+            .filter_map(|(s, q)| q.back().map(|(n, _)| (*s, *n, self.standing(s, now))))
+            .max_by(|a, b| a.2.total_cmp(&b.2).then(a.1.cmp(&b.1)));
+        let Some((source, _, standing)) = worst else {
+            return false;
+        };
+        if standing <= mine {
+            return false;
+        }
+        if let Some(queue) = self.waiting.get_mut(&source) {
+            // Dropping the job drops its reply: its request answers 503.
+            queue.pop_back();
+            if queue.is_empty() {
+                self.waiting.remove(&source);
+            }
+            self.total -= 1;
+        }
+        true
+    }
+
     fn failed(&mut self, source: SourceKey, now: Instant) {
         let count = self.failures.get(&source).map_or(0.0, |f| f.now(now)) + 1.0;
         if !self.failures.contains_key(&source) && self.failures.len() >= MAX_SOURCES {
@@ -211,7 +244,10 @@ impl Queue {
     pub(super) fn push(&self, source: SourceKey, job: BcryptJob) -> Result<(), Full> {
         let mut st = lock(&self.state);
         let mine = st.waiting.get(&source).map_or(0, VecDeque::len);
-        if mine >= WAITING_PER_SOURCE || st.total >= MAX_WAITING {
+        if mine >= WAITING_PER_SOURCE {
+            return Err(Full);
+        }
+        if st.total >= MAX_WAITING && !st.drop_worse_than(&source, Instant::now()) {
             return Err(Full);
         }
         st.arrivals += 1;
@@ -390,6 +426,14 @@ mod tests {
             assert!(q.push(SourceKey::V4(i as u32), j).is_ok());
         }
         assert!(q.push(SourceKey::V4(u32::MAX), job().0).is_err(), "full");
+        // A source with failures waiting makes room for one without.
+        let flooder = SourceKey::V4(3);
+        lock(&q.state).failed(flooder, Instant::now());
+        let (scraper_job, mut scraper_rx) = job();
+        assert!(q.push(SourceKey::V4(u32::MAX), scraper_job).is_ok());
+        assert_eq!(lock(&q.state).total, MAX_WAITING);
+        assert!(!lock(&q.state).waiting.contains_key(&flooder));
+        assert!(scraper_rx.try_recv().is_err());
         // An IPv6 host's /64 is one source.
         assert_eq!(
             SourceKey::of("2001:db8::1".parse().unwrap()),
