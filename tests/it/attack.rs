@@ -484,3 +484,56 @@ fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_20
     assert!(peak < NCCL_FLOOD_RSS_KB, "peak RSS {peak} kB");
     stop(&mut running);
 }
+
+/// `VmRSS` of `pid` in kB.
+fn rss_kb(pid: u32) -> u64 {
+    status_kb(pid, "VmRSS:")
+}
+
+#[test]
+fn memory_taken_by_a_connection_flood_is_given_back_when_it_ends() {
+    use std::io::Write;
+    let tree = TempTree::copy_of("sys-mlx5-roce");
+    let config = tree.root.join("roce_exporter.yml");
+    std::fs::write(&config, "sample_interval: 1s\n").unwrap();
+    let (mut running, log) = spawn_with(&tree.root, &config, &[]);
+    let listening = wait_for(&log, "msg=listening");
+    let port = listening.rsplit(':').next().unwrap().trim().to_string();
+    let pid = running.0.id();
+    for _ in 0..5 {
+        assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+    }
+    let before = rss_kb(pid);
+    // 1,000 connections, each holding 12 KiB of an unfinished request (a
+    // read buffer each), then all closed.
+    let header = format!("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n", "a".repeat(12 << 10));
+    let mut conns = Vec::new();
+    for _ in 0..1000 {
+        let Ok(mut s) = std::net::TcpStream::connect(format!("127.0.0.1:{port}")) else {
+            continue;
+        };
+        let _ = s.write_all(header.as_bytes());
+        conns.push(s);
+    }
+    // Every connection's bytes are in: the server answered a request
+    // after them (each connection is read by the time it is served).
+    assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+    let during = rss_kb(pid);
+    drop(conns);
+    // Given back once the burst has closed: waited for, with a bound.
+    let until = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let _ = healthz(&port);
+        let now = rss_kb(pid);
+        if now < before + (during.saturating_sub(before)) / 2 || Instant::now() > until {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("RSS before {before} kB, during the flood {during} kB, after {after} kB");
+    assert!(
+        after < before + during.saturating_sub(before) / 2,
+        "RSS before {before} kB, during {during} kB, after {after} kB"
+    );
+    stop(&mut running);
+}

@@ -148,6 +148,8 @@ struct TableInner {
     conns: HashMap<u64, Arc<ConnState>>,
     /// Connections closed for others since the last log line about it.
     shed: u64,
+    /// Most connections open at once since memory was last given back.
+    peak: usize,
     last_report: Option<Instant>,
 }
 
@@ -166,6 +168,16 @@ impl Drop for Registration {
         open.conns.remove(&self.id);
         if open.conns.is_empty() {
             self.table.empty.notify_waiters();
+        }
+        // The end of a burst: its buffers are free, give them back (outside
+        // the lock).
+        let trim = crate::trim::burst_over(open.peak, open.conns.len());
+        if trim {
+            open.peak = open.conns.len();
+        }
+        drop(open);
+        if trim {
+            crate::trim::release_free_memory();
         }
     }
 }
@@ -240,6 +252,7 @@ impl ConnTable {
         open.next_id += 1;
         let state = Arc::new(ConnState::new(self.epoch));
         open.conns.insert(id, state.clone());
+        open.peak = open.peak.max(open.conns.len());
         Some(Registration {
             table: self.clone(),
             id,
