@@ -129,10 +129,11 @@ pub enum LldpError {
     /// No netdev to watch.
     #[error("no netdev behind an RDMA port")]
     NoNetdev,
-    /// `lldp.json_file` could not be read (the error itself is among the
-    /// sample's errors).
-    #[error("{}: unreadable", path.display())]
-    JsonFile { path: PathBuf },
+    /// `lldp.json_file` could not be read, and why: absent, not a regular
+    /// file (a FIFO, a device), over the size cap, not read in time, a read
+    /// error (the error itself is among the sample's errors too).
+    #[error("lldp.json_file {}: {cause}", path.display())]
+    JsonFile { path: PathBuf, cause: String },
     /// lldpcli, found by `auto`, gave no document.
     #[error("lldp.mode auto: lldpd not answering ({0}); set lldp.mode: capture (needs CAP_NET_RAW) or run lldpd")]
     NotAnswering(LldpcliError),
@@ -351,8 +352,12 @@ impl LldpReader {
             (Some(path), _) => match read_json_file(path) {
                 Ok(d) => d,
                 Err(e) => {
+                    let cause = e.kind.to_string();
                     errors.push(HostError::request("lldp.json_file", e));
-                    return Err(LldpError::JsonFile { path: path.clone() });
+                    return Err(LldpError::JsonFile {
+                        path: path.clone(),
+                        cause,
+                    });
                 }
             },
             (None, Some(cli)) => match run_lldpcli(cli, socket.as_deref()) {
