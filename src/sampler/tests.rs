@@ -1,4 +1,5 @@
 use super::*;
+use crate::snapshot::SourceState;
 use crate::sources::{HostError, Input, Sampled};
 
 struct Fake {

@@ -301,3 +301,84 @@ fn a_job_restarted_with_the_same_host_and_pid_lands_on_its_own_nic_not_the_old_o
     assert_eq!(value(&after, "roce_nccl_processes"), Some(1.0), "ended, not merged");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A source whose one file reads badly in `bad(sample)` samples, with a
+/// content that changes every sample.
+struct Flaky {
+    sample: u64,
+    bad: fn(u64) -> bool,
+}
+
+impl sources::Source for Flaky {
+    fn name(&self) -> &'static str {
+        "rdma"
+    }
+    fn sample(&mut self, _i: &sources::Input, errors: &mut Vec<sources::HostError>) -> sources::Sampled {
+        self.sample += 1;
+        if (self.bad)(self.sample) {
+            let e = roce_host::ReadError::parse(
+                Path::new("/sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error"),
+                format!("not a number: \"{:x}\"", self.sample * 0x9e37_79b9),
+            );
+            errors.push(e.into());
+        }
+        sources::Sampled::bare(SourceState::Ok)
+    }
+}
+
+/// Log lines written through `tracing` by `f` on this thread.
+fn log_lines(f: impl FnOnce()) -> Vec<String> {
+    #[derive(Clone, Default)]
+    struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8_lossy(&lines.0.lock().unwrap()).into_owned();
+    text.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn a_minute_of_a_bad_file_whose_content_varies_or_that_comes_and_goes_logs_a_few_lines() {
+    // A minute of samples at 1 s, taken back to back: the bound is counted
+    // in samples (the sampler's schedule), not on the clock.
+    let config = Config::parse("sample_interval: 1s\n", "t").unwrap();
+    for (what, bad, most) in [
+        // Bad every sample, its content different each time: one line
+        // when it starts.
+        ("varying content", (|_| true) as fn(u64) -> bool, 1),
+        // Bad every other sample: at most one line per 10 s of sampling.
+        ("coming and going", |n| n % 2 == 0, 6),
+        // Bad for 5 samples in the middle: a start and an end.
+        ("once", |n| (20..25).contains(&n), 2),
+    ] {
+        let mut sampler = Sampler::new(vec![Box::new(Flaky { sample: 0, bad })], &config);
+        let lines = log_lines(|| {
+            for _ in 0..60 {
+                sampler.sample();
+            }
+        });
+        let about_errors: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains("collector read errors") || l.contains("with read errors"))
+            .collect();
+        eprintln!("{what}: {} lines", about_errors.len());
+        assert!(
+            !about_errors.is_empty() && about_errors.len() <= most,
+            "{what}: {about_errors:#?}"
+        );
+    }
+}
