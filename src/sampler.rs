@@ -163,7 +163,9 @@ impl Sampler {
             }
             let now = Logged::of(&outcome.state, &outcome.errors, self.sequence);
             let spacing = logging::spacing(self.interval);
-            if let Some(logged) = logging::log_change(name, self.last_logged.get(name), now, spacing) {
+            if let Some(logged) =
+                logging::log_change(name, self.last_logged.get(name), now, spacing)
+            {
                 self.last_logged.insert(name, logged);
             }
             snapshot.sources.push(SourceStatus {

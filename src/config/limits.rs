@@ -245,7 +245,11 @@ fn duration_of(c: &Config, key: &str) -> Option<Duration> {
         "peer_probes.refresh" => p.refresh,
         "peer_probes.fetch_timeout" => p.fetch_timeout,
         "peer_probes.prometheus.timeout" => {
-            return Some(p.prometheus.as_ref().map_or(roce_fleet::config::QUERY_TIMEOUT.min, |q| q.timeout))
+            return Some(
+                p.prometheus
+                    .as_ref()
+                    .map_or(roce_fleet::config::QUERY_TIMEOUT.min, |q| q.timeout),
+            )
         }
         "web.header_read_timeout" => c.web.header_read_timeout,
         "web.write_stall_timeout" => c.web.write_stall_timeout,
@@ -265,7 +269,11 @@ fn count_of(c: &Config, key: &str) -> Option<u64> {
         "peer_probes.sample" => n(p.sample),
         "peer_probes.flow_labels" => u64::from(p.flow_labels),
         "peer_probes.prometheus.max_bytes" => {
-            return Some(p.prometheus.as_ref().map_or(roce_fleet::config::QUERY_BYTES.min, |q| n(q.max_bytes)))
+            return Some(
+                p.prometheus
+                    .as_ref()
+                    .map_or(roce_fleet::config::QUERY_BYTES.min, |q| n(q.max_bytes)),
+            )
         }
         "web.max_requests" => n(c.web.max_requests),
         "web.max_connections" => n(c.web.max_connections),
@@ -300,7 +308,12 @@ pub fn reference() -> String {
          | key | range | why |\n|---|---|---|\n",
     );
     for l in ALL {
-        out.push_str(&format!("| `{}` | {} | {} |\n", l.key(), l.range(), l.why()));
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            l.key(),
+            l.range(),
+            l.why()
+        ));
     }
     out
 }

@@ -172,10 +172,15 @@ mod tests {
         let a = Logged::of(&SourceState::Ok, &[bad("ab")], 1);
         let b = Logged::of(&SourceState::Ok, &[bad("cd")], 2);
         assert!(a.same(&b));
-        let eio: HostError =
-            ReadError::io(Path::new("/sys/x"), &std::io::Error::from_raw_os_error(libc::EIO))
-                .into();
-        assert!(!a.same(&Logged::of(&SourceState::Ok, &[eio], 3)), "another kind");
+        let eio: HostError = ReadError::io(
+            Path::new("/sys/x"),
+            &std::io::Error::from_raw_os_error(libc::EIO),
+        )
+        .into();
+        assert!(
+            !a.same(&Logged::of(&SourceState::Ok, &[eio], 3)),
+            "another kind"
+        );
         let stuck: HostError = ReadError::stuck(Path::new("/sys/y"), Duration::from_secs(1)).into();
         assert!(Logged::of(&SourceState::Ok, &[stuck], 4).errors.is_empty());
     }

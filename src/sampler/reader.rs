@@ -597,7 +597,10 @@ impl Job {
             Ok(source) => source,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => {
-                return Some(Outcome::failed(timeout_reason(self.deadline), Duration::ZERO))
+                return Some(Outcome::failed(
+                    timeout_reason(self.deadline),
+                    Duration::ZERO,
+                ))
             }
         };
         if let Some(newer) = lock(&slot.pending).take() {

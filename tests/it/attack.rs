@@ -352,7 +352,12 @@ fn a_hundred_megabytes_of_distinct_entry_nccl_lines_keep_rss_bounded() {
 /// One HTTP/1.1 GET from `from` (a loopback address of the test's
 /// choosing: 127.0.0.0/8 is all loopback) with basic-auth `user:pass`;
 /// the status, or 0 when the connection failed or ended first.
-async fn get_from(from: std::net::IpAddr, to: std::net::SocketAddr, path: &str, auth: &str) -> (u16, String) {
+async fn get_from(
+    from: std::net::IpAddr,
+    to: std::net::SocketAddr,
+    path: &str,
+    auth: &str,
+) -> (u16, String) {
     use base64::Engine as _;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(socket) = tokio::net::TcpSocket::new_v4() else {
@@ -388,7 +393,8 @@ async fn get_from(from: std::net::IpAddr, to: std::net::SocketAddr, path: &str, 
 const FLOOD_BCRYPT_COST: u32 = 4;
 
 #[test]
-fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_200_wrong_passwords() {
+fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_200_wrong_passwords()
+{
     let tree = TempTree::copy_of("sys-mlx5-roce");
     let config = tree.root.join("roce_exporter.yml");
     std::fs::write(&config, "sample_interval: 1s\n").unwrap();
@@ -401,7 +407,13 @@ fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_20
         &[format!("--web.config.file={}", web.display())],
     );
     let listening = wait_for(&log, "msg=listening");
-    let port: u16 = listening.rsplit(':').next().unwrap().trim().parse().unwrap();
+    let port: u16 = listening
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let server = std::net::SocketAddr::from(([127, 0, 0, 1], port));
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -423,8 +435,13 @@ fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_20
                 let mut statuses = std::collections::BTreeMap::<u16, u64>::new();
                 while !halt.load(std::sync::atomic::Ordering::Relaxed) {
                     n += 1;
-                    let (status, _) =
-                        get_from(from, server, "/metrics", &format!("prometheus:wrong-{k}-{n}")).await;
+                    let (status, _) = get_from(
+                        from,
+                        server,
+                        "/metrics",
+                        &format!("prometheus:wrong-{k}-{n}"),
+                    )
+                    .await;
                     if status == 401 {
                         denied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -464,13 +481,22 @@ fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_20
     eprintln!("scraper {tries:?}; flood {by_status:?}");
     assert_eq!(tries.last(), Some(&200), "scraper got {tries:?}");
     // Never let through; answered 401 or 503.
-    assert!(by_status.keys().all(|s| [0, 401, 503].contains(s)), "{by_status:?}");
+    assert!(
+        by_status.keys().all(|s| [0, 401, 503].contains(s)),
+        "{by_status:?}"
+    );
     // The flood is counted (as of the last sample: read until it shows);
     // the scraper's password is cached now.
     let until = Instant::now() + Duration::from_secs(60);
     let text = loop {
-        let (_, text) = rt.block_on(get_from(scraper, server, "/metrics", "prometheus:the-right-one"));
-        let denied = metric(&text, r#"roce_web_auth_checks_total{outcome="denied"}"#).unwrap_or(0.0);
+        let (_, text) = rt.block_on(get_from(
+            scraper,
+            server,
+            "/metrics",
+            "prometheus:the-right-one",
+        ));
+        let denied =
+            metric(&text, r#"roce_web_auth_checks_total{outcome="denied"}"#).unwrap_or(0.0);
         if denied >= 400.0 {
             break text;
         }
@@ -480,7 +506,9 @@ fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_20
     let refused = metric(&text, r#"roce_web_auth_checks_total{outcome="refused"}"#);
     let runs = metric(&text, "roce_web_bcrypt_verifications_total");
     eprintln!("refused {refused:?}, bcrypt runs {runs:?}");
-    assert!(metric(&text, r#"roce_web_auth_checks_total{outcome="allowed"}"#).unwrap_or(0.0) >= 1.0);
+    assert!(
+        metric(&text, r#"roce_web_auth_checks_total{outcome="allowed"}"#).unwrap_or(0.0) >= 1.0
+    );
     // Bounded in memory (and in CPU: one bcrypt thread).
     let peak = status_kb(running.0.id(), "VmHWM:");
     eprintln!("peak RSS {peak} kB");
@@ -509,7 +537,10 @@ fn memory_taken_by_a_connection_flood_is_given_back_when_it_ends() {
     let before = rss_kb(pid);
     // 1,000 connections, each holding 12 KiB of an unfinished request (a
     // read buffer each), then all closed.
-    let header = format!("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n", "a".repeat(12 << 10));
+    let header = format!(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n",
+        "a".repeat(12 << 10)
+    );
     let mut conns = Vec::new();
     for _ in 0..1000 {
         let Ok(mut s) = std::net::TcpStream::connect(format!("127.0.0.1:{port}")) else {

@@ -190,12 +190,14 @@ fn a_netdev_or_device_name_that_is_not_utf8_is_refused_counted_and_never_mangled
         let why: Vec<String> = rdma.errors.iter().map(ToString::to_string).collect();
         assert!(
             why.iter()
-                .any(|e| e.ends_with(r"device name mlx5_\xff7 is not UTF-8 (bytes escaped): not read")),
+                .any(|e| e
+                    .ends_with(r"device name mlx5_\xff7 is not UTF-8 (bytes escaped): not read")),
             "{why:#?}"
         );
         assert!(
             why.iter()
-                .any(|e| e.ends_with(r"netdev name ens1\xffnp0 is not UTF-8 (bytes escaped): not read")),
+                .any(|e| e
+                    .ends_with(r"netdev name ens1\xffnp0 is not UTF-8 (bytes escaped): not read")),
             "{why:#?}"
         );
         assert!(errors_of(&t, "rdma", "refused") >= 2.0 * (n as f64 + 1.0));
@@ -207,7 +209,11 @@ fn a_ten_thousand_slot_gid_table_is_read_to_the_cap_and_the_sample_keeps_its_tim
     let tree = TempTree::demo();
     let port: PathBuf = tree.root.join("class/infiniband/mlx5_0/ports/1");
     for i in 0..10_000u32 {
-        let text = format!("fe80:0000:0000:0000:0000:0000:{:04x}:{:04x}\n", i >> 16, i & 0xffff);
+        let text = format!(
+            "fe80:0000:0000:0000:0000:0000:{:04x}:{:04x}\n",
+            i >> 16,
+            i & 0xffff
+        );
         std::fs::write(port.join(format!("gids/{i}")), text).unwrap();
         std::fs::write(port.join(format!("gid_attrs/types/{i}")), "RoCE v2\n").unwrap();
         std::fs::write(port.join(format!("gid_attrs/ndevs/{i}")), "ens1np0\n").unwrap();
@@ -278,7 +284,9 @@ fn a_job_restarted_with_the_same_host_and_pid_lands_on_its_own_nic_not_the_old_o
     let conn = |t: &str, nic: &str| {
         value_or_zero(
             t,
-            &format!(r#"roce_nccl_connections{{device="{nic}",port="1",net="IB",transport="roce",gdr="off"}}"#),
+            &format!(
+                r#"roce_nccl_connections{{device="{nic}",port="1",net="IB",transport="roce",gdr="off"}}"#
+            ),
         )
     };
     let old = conn(&before, "mlx5_3");
@@ -298,7 +306,11 @@ fn a_job_restarted_with_the_same_host_and_pid_lands_on_its_own_nic_not_the_old_o
         old,
         "the new job's connections counted on the old job's NIC"
     );
-    assert_eq!(value(&after, "roce_nccl_processes"), Some(1.0), "ended, not merged");
+    assert_eq!(
+        value(&after, "roce_nccl_processes"),
+        Some(1.0),
+        "ended, not merged"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -313,7 +325,11 @@ impl sources::Source for Flaky {
     fn name(&self) -> &'static str {
         "rdma"
     }
-    fn sample(&mut self, _i: &sources::Input, errors: &mut Vec<sources::HostError>) -> sources::Sampled {
+    fn sample(
+        &mut self,
+        _i: &sources::Input,
+        errors: &mut Vec<sources::HostError>,
+    ) -> sources::Sampled {
         self.sample += 1;
         if (self.bad)(self.sample) {
             let e = roce_host::ReadError::parse(

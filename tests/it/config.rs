@@ -139,7 +139,10 @@ fn meaningless_numbers_are_refused_at_their_line_and_column() {
         // A value with a range names its key before it.
         let at = format!("cfg.yml: error: line {line} column {column}: ");
         assert!(
-            e.starts_with(&at) && e[at.len()..].split(": ").any(|p| p.starts_with("expected ")),
+            e.starts_with(&at)
+                && e[at.len()..]
+                    .split(": ")
+                    .any(|p| p.starts_with("expected ")),
             "{yaml:?}: {e}"
         );
     }
@@ -434,8 +437,9 @@ fn every_limit_takes_its_floor_and_ceiling_and_refuses_past_them_naming_the_rang
             Limit::Duration(l) => (
                 humantime::format_duration(l.min).to_string(),
                 humantime::format_duration(l.max).to_string(),
-                (l.min > Duration::from_nanos(1))
-                    .then(|| humantime::format_duration(l.min - Duration::from_nanos(1)).to_string()),
+                (l.min > Duration::from_nanos(1)).then(|| {
+                    humantime::format_duration(l.min - Duration::from_nanos(1)).to_string()
+                }),
                 plus_a_nanosecond(l.max),
             ),
             Limit::Count(l) => (
@@ -461,8 +465,14 @@ fn every_limit_takes_its_floor_and_ceiling_and_refuses_past_them_naming_the_rang
     }
     // What the issue found accepted: each refused, with its range.
     for (yaml, range) in [
-        ("web: {max_request_bytes: 9223372036854775808}\n", "1024 to 1048576 bytes"),
-        ("nccl: {max_bytes_per_read: 4611686018427387904}\n", "65536 to 67108864 bytes"),
+        (
+            "web: {max_request_bytes: 9223372036854775808}\n",
+            "1024 to 1048576 bytes",
+        ),
+        (
+            "nccl: {max_bytes_per_read: 4611686018427387904}\n",
+            "65536 to 67108864 bytes",
+        ),
         ("nccl: {interval: 1ns}\n", "100ms to 1h"),
     ] {
         let e = Config::parse(yaml, "t").expect_err(yaml).to_string();
@@ -481,7 +491,10 @@ fn a_reload_past_a_ceiling_is_refused_as_a_start_is() {
     std::fs::write(&file, "nccl:\n  max_bytes_per_read: 67108865\n").unwrap();
     // Config::load is what the start and every SIGHUP call.
     let e = Config::load(&file).unwrap_err().to_string();
-    assert!(e.contains("nccl.max_bytes_per_read: expected 65536 to 67108864 bytes"), "{e}");
+    assert!(
+        e.contains("nccl.max_bytes_per_read: expected 65536 to 67108864 bytes"),
+        "{e}"
+    );
     assert!(e.contains("line 2 column 23"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

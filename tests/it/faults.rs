@@ -681,7 +681,6 @@ fn an_nvml_that_panics_fails_the_topology_collector_only() {
     }
 }
 
-
 #[test]
 fn a_fifo_in_place_of_a_counter_is_refused_by_its_type_and_the_rest_is_read() {
     let tree = TempTree::copy_of("sys-mlx5-roce");

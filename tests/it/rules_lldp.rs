@@ -628,7 +628,10 @@ fn json_file_that_is_a_fifo_fails_without_hanging() {
         let SourceState::Failed(why) = &r.state else {
             panic!("{:?}", r.state)
         };
-        assert!(why.starts_with(&format!("lldp.json_file {}: ", file.display())), "{why}");
+        assert!(
+            why.starts_with(&format!("lldp.json_file {}: ", file.display())),
+            "{why}"
+        );
         assert!(why.contains(&cause), "{why}");
     }
     std::fs::remove_dir_all(&dir).unwrap();

@@ -220,7 +220,9 @@ fn sighup_before_ready_reloads_web_changes_are_named_and_sigterm_ends_a_stuck_pr
     // named as needing a restart.
     std::fs::write(
         &config,
-        format!("sample_interval: 2s\n{lldp}web:\n  max_connections: 8\n  header_read_timeout: 3s\n"),
+        format!(
+            "sample_interval: 2s\n{lldp}web:\n  max_connections: 8\n  header_read_timeout: 3s\n"
+        ),
     )
     .unwrap();
     signal(child, libc::SIGHUP);

@@ -447,7 +447,9 @@ mod tests {
                     kind: crate::ReadErrorKind::NotRegular(kind),
                 })
             );
-            let Reading::Error(e) = got else { unreachable!() };
+            let Reading::Error(e) = got else {
+                unreachable!()
+            };
             assert_eq!(e.error_kind(), crate::ErrorKind::Refused);
             assert!(
                 e.to_string()

@@ -371,7 +371,10 @@ mod tests {
         release: Arc<(Mutex<bool>, std::sync::Condvar)>,
     }
 
-    struct BlockingFile(Box<dyn SysFile>, Option<Arc<(Mutex<bool>, std::sync::Condvar)>>);
+    struct BlockingFile(
+        Box<dyn SysFile>,
+        Option<Arc<(Mutex<bool>, std::sync::Condvar)>>,
+    );
 
     impl SysFile for BlockingFile {
         fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {

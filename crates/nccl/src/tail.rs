@@ -309,7 +309,7 @@ impl Tailer {
         let mut free = self.cfg.max_files.saturating_sub(tracked.len());
         let mut parked_now = Vec::new();
         // Grown (parked) files first, then the files not read yet.
-        found.sort_by(|a, b| b.grew.cmp(&a.grew));
+        found.sort_by_key(|c| std::cmp::Reverse(c.grew));
         for mut c in found {
             if free > 0 {
                 free -= 1;

@@ -412,8 +412,11 @@ fn a_live_log_beside_1100_recent_finished_logs_is_read_in_the_pass_that_finds_it
     let finished = now - Duration::from_secs(600);
     for i in 0..1_100 {
         let p = d.0.join(format!("nccl.node.{i}.log"));
-        fs::write(&p, format!("node:{i}:{i} [0] NCCL INFO comm 0x1 rank 0 nranks 8 - Init COMPLETE\n"))
-            .expect("write");
+        fs::write(
+            &p,
+            format!("node:{i}:{i} [0] NCCL INFO comm 0x1 rank 0 nranks 8 - Init COMPLETE\n"),
+        )
+        .expect("write");
         set_mtime(&p, finished);
     }
     let mut t = Tailer::new(&d.0, TailConfig::default());
@@ -422,7 +425,10 @@ fn a_live_log_beside_1100_recent_finished_logs_is_read_in_the_pass_that_finds_it
     // Every finished log was written within the idle expiry: none goes
     // idle before an hour. A job starts.
     let live = d.0.join("nccl.node.99999.log");
-    append(&live, "node:99999:99999 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n");
+    append(
+        &live,
+        "node:99999:99999 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n",
+    );
     let (ev, st) = poll(&mut t, now);
     assert!(
         ev.contains(&line(
@@ -434,7 +440,10 @@ fn a_live_log_beside_1100_recent_finished_logs_is_read_in_the_pass_that_finds_it
     assert_eq!(st.files_tracked, 1024);
     assert_eq!(t.parked(), 1, "a finished log gave its slot");
     // It goes on being read as it grows.
-    append(&live, "node:99999:99999 [0] NCCL INFO Connected all rings\n");
+    append(
+        &live,
+        "node:99999:99999 [0] NCCL INFO Connected all rings\n",
+    );
     assert!(poll(&mut t, now).0.contains(&line(
         "nccl.node.99999.log",
         "node:99999:99999 [0] NCCL INFO Connected all rings"
@@ -461,7 +470,8 @@ fn a_job_restarted_under_the_same_name_and_pid_is_read_from_its_start_as_new_con
         .truncate(true)
         .open(&log)
         .expect("truncate");
-    let new_table = "node1:4242:4242 [0] NCCL INFO NET/IB : Using [0]mlx5_6:1/RoCE [RO]; OOB eth0:10.0.0.1<0>";
+    let new_table =
+        "node1:4242:4242 [0] NCCL INFO NET/IB : Using [0]mlx5_6:1/RoCE [RO]; OOB eth0:10.0.0.1<0>";
     let mut new = format!("{boot}{new_table}\n");
     for i in 0..40 {
         new.push_str(&format!("connection {i}\n"));
@@ -469,7 +479,10 @@ fn a_job_restarted_under_the_same_name_and_pid_is_read_from_its_start_as_new_con
     append(&log, &new);
     let (ev, st) = poll(&mut t, now);
     assert_eq!(ev[0], Ev::Reset("nccl.node1.4242.log".into()));
-    assert!(ev.contains(&line("nccl.node1.4242.log", new_table)), "{ev:?}");
+    assert!(
+        ev.contains(&line("nccl.node1.4242.log", new_table)),
+        "{ev:?}"
+    );
     assert!(ev.contains(&line("nccl.node1.4242.log", boot.trim_end())));
     assert_eq!(st.truncations, 1);
     // Rewritten to exactly the old size: told by the time and the bytes.
@@ -481,7 +494,10 @@ fn a_job_restarted_under_the_same_name_and_pid_is_read_from_its_start_as_new_con
     assert_eq!(ev[0], Ev::Reset("nccl.node1.4242.log".into()), "{ev:?}");
     // Appends after that are appends.
     append(&log, "next\n");
-    assert_eq!(poll(&mut t, now).0, vec![line("nccl.node1.4242.log", "next")]);
+    assert_eq!(
+        poll(&mut t, now).0,
+        vec![line("nccl.node1.4242.log", "next")]
+    );
 }
 
 #[test]

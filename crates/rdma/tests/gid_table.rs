@@ -352,7 +352,11 @@ fn a_table_longer_than_any_driver_makes_is_read_up_to_the_cap_and_the_rest_repor
     // the attack suite's demo run has 10,000), each a distinct GID.
     let listed = 1_100u32;
     for i in 0..listed {
-        let text = format!("fe80:0000:0000:0000:0000:0000:{:04x}:{:04x}", i >> 16, i & 0xffff);
+        let text = format!(
+            "fe80:0000:0000:0000:0000:0000:{:04x}:{:04x}",
+            i >> 16,
+            i & 0xffff
+        );
         std::fs::write(port.join(format!("gids/{i}")), format!("{text}\n")).unwrap();
         std::fs::write(port.join(format!("gid_attrs/types/{i}")), "RoCE v2\n").unwrap();
         std::fs::write(port.join(format!("gid_attrs/ndevs/{i}")), "ens1f0np0\n").unwrap();
@@ -365,7 +369,10 @@ fn a_table_longer_than_any_driver_makes_is_read_up_to_the_cap_and_the_rest_repor
         fs.take_reads();
         let dev = snap.devices.iter().find(|d| d.name == "mlx5_0").unwrap();
         assert_eq!(dev.ports[0].gids.len(), roce_rdma::MAX_GID_SLOTS as usize);
-        assert!(dev.ports[0].gids.iter().all(|g| g.index < roce_rdma::MAX_GID_SLOTS));
+        assert!(dev.ports[0]
+            .gids
+            .iter()
+            .all(|g| g.index < roce_rdma::MAX_GID_SLOTS));
         let refused: Vec<String> = snap
             .errors
             .iter()
@@ -380,6 +387,9 @@ fn a_table_longer_than_any_driver_makes_is_read_up_to_the_cap_and_the_rest_repor
             )]
         );
         // The other device is read whole.
-        assert!(snap.devices.iter().any(|d| d.name == "mlx5_1" && !d.ports[0].gids.is_empty()));
+        assert!(snap
+            .devices
+            .iter()
+            .any(|d| d.name == "mlx5_1" && !d.ports[0].gids.is_empty()));
     }
 }

@@ -28,7 +28,10 @@ pub(crate) fn release_free_memory() {
     // own free lists under its locks; it is safe to call from any thread
     // at any time (glibc's malloc/malloc.c, __malloc_trim).
     let released = unsafe { libc::malloc_trim(0) };
-    tracing::debug!(released = released != 0, "free memory returned after a burst of connections");
+    tracing::debug!(
+        released = released != 0,
+        "free memory returned after a burst of connections"
+    );
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]

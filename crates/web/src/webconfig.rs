@@ -35,8 +35,8 @@ use serde::Deserialize;
 
 pub mod auth;
 mod watch;
-use auth::{AuthState, BcryptJob, CredentialKey, SourceKey, COUNTS};
 pub use auth::{auth_counts, AuthCounts};
+use auth::{AuthState, BcryptJob, CredentialKey, SourceKey, COUNTS};
 pub use watch::WebConfigWatcher;
 use watch::{stamp, Stamp};
 

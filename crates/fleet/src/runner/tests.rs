@@ -813,7 +813,12 @@ fn a_peer_whose_endpoints_are_refused_the_same_way_is_logged_once_and_when_that_
     );
     let mut d = PeerDiscovery::default();
     let now = Instant::now();
-    c.apply(Finished::List(vec![peer.clone()], Vec::new()), now, &admission, &mut d);
+    c.apply(
+        Finished::List(vec![peer.clone()], Vec::new()),
+        now,
+        &admission,
+        &mut d,
+    );
     let bad = ep("n7", "ff02::1".parse().unwrap(), 17);
     let good = ep("n7", Ipv4Addr::new(10, 0, 2, 7).to_ipv6_mapped(), 17);
     let lines = logged(|| {
@@ -836,7 +841,10 @@ fn a_peer_whose_endpoints_are_refused_the_same_way_is_logged_once_and_when_that_
             &mut d,
         );
     });
-    let refused = lines.iter().filter(|l| l.contains("peer endpoints refused")).count();
+    let refused = lines
+        .iter()
+        .filter(|l| l.contains("peer endpoints refused"))
+        .count();
     let ended = lines
         .iter()
         .filter(|l| l.contains("peer endpoints no longer refused"))

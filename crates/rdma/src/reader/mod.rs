@@ -244,7 +244,8 @@ impl RdmaReader {
         }
         let class = &self.class;
         for name in self.listed.iter().filter(|n| n.to_str().is_none()) {
-            snap.errors.push(not_utf8(&class.join(name), "device", name));
+            snap.errors
+                .push(not_utf8(&class.join(name), "device", name));
         }
         let mut present: Vec<String> = self
             .listed

@@ -41,7 +41,10 @@ pub type StaleOnce = Arc<Mutex<std::collections::HashSet<PathBuf>>>;
 
 /// Paths whose reads block until the path is taken out of the set (a
 /// read stuck in a driver), and the condition variable that wakes them.
-pub type Stalls = Arc<(Mutex<std::collections::HashSet<PathBuf>>, std::sync::Condvar)>;
+pub type Stalls = Arc<(
+    Mutex<std::collections::HashSet<PathBuf>>,
+    std::sync::Condvar,
+)>;
 
 /// A [`SysFs`] over a real tree. EACCES fails at open (as a permission
 /// check does); every other injected errno fails at read, as a sysfs

@@ -147,8 +147,8 @@ struct Failures {
 
 impl Failures {
     fn now(self, now: Instant) -> f64 {
-        let halves = now.saturating_duration_since(self.at).as_secs_f64()
-            / FAILURE_HALF_LIFE.as_secs_f64();
+        let halves =
+            now.saturating_duration_since(self.at).as_secs_f64() / FAILURE_HALF_LIFE.as_secs_f64();
         self.count * 0.5f64.powf(halves)
     }
 }
@@ -171,7 +171,11 @@ impl QueueState {
             .waiting
             .iter()
             .filter_map(|(s, q)| q.front().map(|(n, _)| (*s, *n)))
-            .min_by(|a, b| standing(&a.0).total_cmp(&standing(&b.0)).then(a.1.cmp(&b.1)))?
+            .min_by(|a, b| {
+                standing(&a.0)
+                    .total_cmp(&standing(&b.0))
+                    .then(a.1.cmp(&b.1))
+            })?
             .0;
         let queue = self.waiting.get_mut(&source)?;
         let (_, job) = queue.pop_front()?;
@@ -389,13 +393,19 @@ mod tests {
             let (j, rx) = job();
             keep.push(rx);
             st.arrivals += 1;
-            st.waiting.entry(*s).or_default().push_back((st.arrivals, j));
+            st.waiting
+                .entry(*s)
+                .or_default()
+                .push_back((st.arrivals, j));
             st.total += 1;
         }
         let scraper = SourceKey::of("127.0.0.2".parse().unwrap());
         let (j, _rx) = job();
         st.arrivals += 1;
-        st.waiting.entry(scraper).or_default().push_back((st.arrivals, j));
+        st.waiting
+            .entry(scraper)
+            .or_default()
+            .push_back((st.arrivals, j));
         st.total += 1;
         // Last in, first out of 201.
         assert_eq!(st.next(now).map(|(s, _)| s), Some(scraper));
@@ -439,10 +449,7 @@ mod tests {
             SourceKey::of("2001:db8::1".parse().unwrap()),
             SourceKey::of("2001:db8::ffff".parse().unwrap())
         );
-        assert_eq!(
-            SourceKey::of("::ffff:10.0.0.1".parse().unwrap()),
-            one
-        );
+        assert_eq!(SourceKey::of("::ffff:10.0.0.1".parse().unwrap()), one);
     }
 
     #[test]
