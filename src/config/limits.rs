@@ -12,8 +12,6 @@
 
 use std::time::Duration;
 
-use serde::Deserializer;
-
 use super::Config;
 use crate::values::{CountLimit, DurationLimit};
 
@@ -318,30 +316,22 @@ pub fn reference() -> String {
     out
 }
 
-macro_rules! parsers {
-    ($($name:ident: $limit:ident as $t:ty),* $(,)?) => {$(
-        pub(super) fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
-            $limit.parse(d)
-        }
-    )*};
-}
-
-parsers! {
-    sample_interval: SAMPLE_INTERVAL as Duration,
-    web_max_requests: WEB_MAX_REQUESTS as usize,
-    web_max_connections: WEB_MAX_CONNECTIONS as usize,
-    web_header_read_timeout: WEB_HEADER_READ_TIMEOUT as Duration,
-    web_max_request_bytes: WEB_MAX_REQUEST_BYTES as usize,
-    web_write_stall_timeout: WEB_WRITE_STALL_TIMEOUT as Duration,
-    nccl_interval: NCCL_INTERVAL as Duration,
-    nccl_window: NCCL_WINDOW as Duration,
-    nccl_idle_expiry: NCCL_IDLE_EXPIRY as Duration,
-    nccl_max_files: NCCL_MAX_FILES as usize,
-    nccl_max_bytes_per_read: NCCL_MAX_BYTES_PER_READ as u64,
-    nccl_busbw_min_bytes: NCCL_BUSBW_MIN_BYTES as u64,
-    netdevs_module_interval: NETDEVS_MODULE_INTERVAL as Duration,
-    netdevs_qos_interval: NETDEVS_QOS_INTERVAL as Duration,
-    netdevs_phys_interval: NETDEVS_PHYS_INTERVAL as Duration,
-    netlink_timeout: NETLINK_TIMEOUT as Duration,
-    probes_interval: PROBES_INTERVAL as Duration,
+roce_model::limit_parsers! {
+    pub(super) sample_interval: SAMPLE_INTERVAL as Duration,
+    pub(super) web_max_requests: WEB_MAX_REQUESTS as usize,
+    pub(super) web_max_connections: WEB_MAX_CONNECTIONS as usize,
+    pub(super) web_header_read_timeout: WEB_HEADER_READ_TIMEOUT as Duration,
+    pub(super) web_max_request_bytes: WEB_MAX_REQUEST_BYTES as usize,
+    pub(super) web_write_stall_timeout: WEB_WRITE_STALL_TIMEOUT as Duration,
+    pub(super) nccl_interval: NCCL_INTERVAL as Duration,
+    pub(super) nccl_window: NCCL_WINDOW as Duration,
+    pub(super) nccl_idle_expiry: NCCL_IDLE_EXPIRY as Duration,
+    pub(super) nccl_max_files: NCCL_MAX_FILES as usize,
+    pub(super) nccl_max_bytes_per_read: NCCL_MAX_BYTES_PER_READ as u64,
+    pub(super) nccl_busbw_min_bytes: NCCL_BUSBW_MIN_BYTES as u64,
+    pub(super) netdevs_module_interval: NETDEVS_MODULE_INTERVAL as Duration,
+    pub(super) netdevs_qos_interval: NETDEVS_QOS_INTERVAL as Duration,
+    pub(super) netdevs_phys_interval: NETDEVS_PHYS_INTERVAL as Duration,
+    pub(super) netlink_timeout: NETLINK_TIMEOUT as Duration,
+    pub(super) probes_interval: PROBES_INTERVAL as Duration,
 }

@@ -163,14 +163,24 @@ fn a_config_file_that_is_a_fifo_a_device_or_growing_is_refused_at_start() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-#[test]
-fn a_fifo_or_device_swapped_in_for_the_config_is_refused_on_sighup_and_serving_goes_on() {
+/// The exporter on a copy of the `sys-mlx5-roce` fixture, sampling every
+/// second, with `args`; serving: its tree, process, log and port.
+fn serving_fixture(
+    args: &[String],
+) -> (TempTree, Running, std::sync::mpsc::Receiver<String>, String) {
     let tree = TempTree::copy_of("sys-mlx5-roce");
     let config = tree.root.join("roce_exporter.yml");
     std::fs::write(&config, "sample_interval: 1s\n").unwrap();
-    let (mut running, log) = spawn_with(&tree.root, &config, &[]);
+    let (running, log) = spawn_with(&tree.root, &config, args);
     let listening = wait_for(&log, "msg=listening");
     let port = listening.rsplit(':').next().unwrap().trim().to_string();
+    (tree, running, log, port)
+}
+
+#[test]
+fn a_fifo_or_device_swapped_in_for_the_config_is_refused_on_sighup_and_serving_goes_on() {
+    let (tree, mut running, log, port) = serving_fixture(&[]);
+    let config = tree.root.join("roce_exporter.yml");
 
     mkfifo(&config);
     signal(&running.0, libc::SIGHUP);
@@ -395,25 +405,13 @@ const FLOOD_BCRYPT_COST: u32 = 4;
 #[test]
 fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_200_wrong_passwords()
 {
-    let tree = TempTree::copy_of("sys-mlx5-roce");
-    let config = tree.root.join("roce_exporter.yml");
-    std::fs::write(&config, "sample_interval: 1s\n").unwrap();
-    let web = tree.root.join("web.yml");
+    let dir = scratch("auth-flood");
+    let web = dir.join("web.yml");
     let hash = bcrypt::hash("the-right-one", FLOOD_BCRYPT_COST).unwrap();
     std::fs::write(&web, format!("basic_auth_users:\n  prometheus: {hash}\n")).unwrap();
-    let (mut running, log) = spawn_with(
-        &tree.root,
-        &config,
-        &[format!("--web.config.file={}", web.display())],
-    );
-    let listening = wait_for(&log, "msg=listening");
-    let port: u16 = listening
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (_tree, mut running, _log, port) =
+        serving_fixture(&[format!("--web.config.file={}", web.display())]);
+    let port: u16 = port.parse().unwrap();
     let server = std::net::SocketAddr::from(([127, 0, 0, 1], port));
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -524,12 +522,7 @@ fn rss_kb(pid: u32) -> u64 {
 #[test]
 fn memory_taken_by_a_connection_flood_is_given_back_when_it_ends() {
     use std::io::Write;
-    let tree = TempTree::copy_of("sys-mlx5-roce");
-    let config = tree.root.join("roce_exporter.yml");
-    std::fs::write(&config, "sample_interval: 1s\n").unwrap();
-    let (mut running, log) = spawn_with(&tree.root, &config, &[]);
-    let listening = wait_for(&log, "msg=listening");
-    let port = listening.rsplit(':').next().unwrap().trim().to_string();
+    let (_tree, mut running, _log, port) = serving_fixture(&[]);
     let pid = running.0.id();
     for _ in 0..5 {
         assert!(healthz(&port).starts_with("HTTP/1.1 200"));

@@ -168,32 +168,15 @@ pub const QUERY_BYTES: CountLimit = CountLimit {
     why: "the largest answer taken, after decompression",
 };
 
-fn packets_per_second<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    PACKETS_PER_SECOND.parse(d)
-}
-
-fn sample<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    SAMPLE.parse(d)
-}
-
-fn flow_labels<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    FLOW_LABELS.parse(d)
-}
-
-fn timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    TIMEOUT.parse(d)
-}
-
-fn refresh<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    REFRESH.parse(d)
-}
-
-fn fetch_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    FETCH_TIMEOUT.parse(d)
-}
-
-fn query_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    QUERY_TIMEOUT.parse(d)
+roce_model::limit_parsers! {
+    packets_per_second: PACKETS_PER_SECOND as u32,
+    sample: SAMPLE as usize,
+    flow_labels: FLOW_LABELS as u32,
+    timeout: TIMEOUT as Duration,
+    refresh: REFRESH as Duration,
+    fetch_timeout: FETCH_TIMEOUT as Duration,
+    query_timeout: QUERY_TIMEOUT as Duration,
+    query_bytes: QUERY_BYTES as usize,
 }
 
 /// Names of SRV records: at most 16, each a DNS name of at most 253 bytes.
@@ -260,10 +243,6 @@ fn default_query_timeout() -> Duration {
 /// 64 MiB: 10,000 nodes of 8 ports at ≈400 bytes per series.
 fn default_query_bytes() -> usize {
     64 << 20
-}
-
-fn query_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    QUERY_BYTES.parse(d)
 }
 
 /// `peer_probes.rails`: which local port probes which peer port. A rail

@@ -272,3 +272,16 @@ impl CountLimit {
         (self.min..=self.max).contains(&v)
     }
 }
+
+/// Declares the `deserialize_with` functions of limits:
+/// `limit_parsers! { pub(super) nccl_interval: NCCL_INTERVAL as Duration, }`
+/// makes `fn nccl_interval(d) -> Result<Duration, _>` parsing with
+/// `NCCL_INTERVAL` (a [`DurationLimit`] or [`CountLimit`]).
+#[macro_export]
+macro_rules! limit_parsers {
+    ($($vis:vis $name:ident: $limit:path as $t:ty),* $(,)?) => {$(
+        $vis fn $name<'de, D: ::serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+            $limit.parse(d)
+        }
+    )*};
+}
