@@ -181,6 +181,11 @@ impl Slot {
         *lock(&self.pending) = Some(source);
     }
 
+    /// The stuck files found since the source's last outcome, for the next.
+    fn take_found(&self) -> Vec<HostError> {
+        std::mem::take(&mut *lock(&self.found))
+    }
+
     fn watch(&self) -> Option<Arc<StallWatch>> {
         lock(&self.stall).as_ref().map(|s| s.watch.clone())
     }
@@ -368,7 +373,9 @@ impl Reader {
                 Some((i, since)) => {
                     let ran = now.saturating_duration_since(since);
                     if ran >= deadline {
-                        state.outcomes[i] = Some(Outcome::failed(timeout_reason(deadline), ran));
+                        let mut timed_out = Outcome::failed(timeout_reason(deadline), ran);
+                        timed_out.errors = slots[i].take_found();
+                        state.outcomes[i] = Some(timed_out);
                         None
                     } else {
                         match look_at(&mut looked, &slots[i], i, since, now, item) {
@@ -589,7 +596,9 @@ impl Job {
             let ran = since.map_or(Duration::ZERO, |s| s.elapsed());
             let seen = slot.watch().map(|w| w.look()).filter(|l| l.in_call());
             if !seen.is_some_and(|seen| slot.respawn(seen, ran)) {
-                return Some(Outcome::failed(timeout_reason(self.deadline), ran));
+                let mut timed_out = Outcome::failed(timeout_reason(self.deadline), ran);
+                timed_out.errors = slot.take_found();
+                return Some(timed_out);
             }
             inst = slot.instance();
         }
@@ -655,7 +664,7 @@ impl Job {
             );
             return None;
         }
-        let mut found = std::mem::take(&mut *lock(&slot.found));
+        let mut found = slot.take_found();
         if !found.is_empty() {
             found.append(&mut errors);
             errors = found;
