@@ -398,3 +398,51 @@ fn a_minute_of_a_bad_file_whose_content_varies_or_that_comes_and_goes_logs_a_few
         );
     }
 }
+
+#[test]
+fn a_live_nccl_log_beside_1100_recent_finished_ones_is_read_within_two_intervals() {
+    use roce_exporter::sources::nccl::NcclSource;
+    use roce_exporter::sources::{Input, Part, Source};
+    let dir = std::env::temp_dir().join(format!("roce-attack-1100-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // 1,100 jobs that finished ten minutes ago, within nccl.idle_expiry.
+    let finished = std::time::SystemTime::now() - Duration::from_secs(600);
+    for i in 0..1_100 {
+        let p = dir.join(format!("nccl.node.{i}.log"));
+        std::fs::write(
+            &p,
+            format!("node:{i}:{i} [0] NCCL INFO NCCL version 2.20.5+cuda12.4\n"),
+        )
+        .unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .and_then(|f| f.set_modified(finished))
+            .unwrap();
+    }
+    let yaml = format!(
+        "nccl:\n  enabled: true\n  log_dir: {}\n  interval: 100ms\n",
+        dir.display()
+    );
+    let mut source = NcclSource::new(&Config::parse(&yaml, "t").unwrap());
+    let read = |source: &mut NcclSource| {
+        // One read per nccl.interval.
+        std::thread::sleep(Duration::from_millis(150));
+        let r = source.sample(&Input::default(), &mut Vec::new());
+        let Some(Part::Nccl(part)) = r.part else {
+            panic!("no NCCL part: {:?}", r.state)
+        };
+        part.summary.versions.clone()
+    };
+    assert_eq!(read(&mut source), ["2.20.5"]);
+    // A job starts beside them.
+    std::fs::write(
+        dir.join("nccl.node.99999.log"),
+        "node:99999:99999 [0] NCCL INFO NCCL version 2.27.3+cuda12.9\n",
+    )
+    .unwrap();
+    let seen = (0..2).any(|_| read(&mut source).iter().any(|v| v == "2.27.3"));
+    assert!(seen, "the live log was not read within two intervals");
+    let _ = std::fs::remove_dir_all(&dir);
+}
