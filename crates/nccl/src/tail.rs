@@ -55,9 +55,15 @@
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+mod listing;
+mod state;
+
+use listing::Candidate;
+use state::{FileState, FNV_START, HEAD};
 
 #[derive(Debug, Clone)]
 pub struct TailConfig {
@@ -159,54 +165,8 @@ pub struct PassStats {
     pub dir_error: Option<i32>,
 }
 
-/// How many bytes just before the offset are checked on the next read.
-const HEAD: usize = 64;
-
-/// How many of a file's first bytes are checked on every read (by a hash of
-/// what was read there): NCCL prints its device tables (`NET/IB : Using`)
-/// at init, within the first few lines, so a job restarted under the same
-/// name with another table is told apart even when the lengths match.
-const HEAD_CHECK: usize = 4096;
-
-/// FNV-1a, 64 bits: a hash that goes on from where it was, so the first
-/// bytes are hashed as they are read, and hashed again whole to check.
-fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
-
 /// Parked files per slot of [`TailConfig::max_files`] (see the module doc).
 pub const MAX_PARKED_PER_SLOT: usize = 4;
-
-#[derive(Debug)]
-struct FileState {
-    dev: u64,
-    ino: u64,
-    offset: u64,
-    partial: Vec<u8>,
-    /// Inside a line that is too long, or before the first line boundary
-    /// after a catch-up start: drop bytes up to the next newline.
-    discarding: bool,
-    /// For whole-file mode: (mtime, len) of the content being read.
-    signature: Option<(SystemTime, u64)>,
-    /// The hash of the file's first `head_len` bytes (up to
-    /// [`HEAD_CHECK`]) as they were read.
-    head_hash: u64,
-    head_len: u16,
-    /// The last bytes before `offset`, checked again on the next read.
-    mark: [u8; HEAD],
-    mark_len: u8,
-    /// The modification time when last read: a file of the same size with
-    /// another one was rewritten.
-    mtime: SystemTime,
-    /// The listing in which a parked file was last met.
-    seen_in: u64,
-}
 
 pub struct Tailer {
     dir: PathBuf,
@@ -219,35 +179,6 @@ pub struct Tailer {
     listing: Option<fs::ReadDir>,
     listing_number: u64,
     buf: Vec<u8>,
-}
-
-struct Candidate {
-    path: PathBuf,
-    dev: u64,
-    ino: u64,
-    len: u64,
-    mtime: SystemTime,
-    /// Grew since it was last read (new files too).
-    grew: bool,
-}
-
-impl Candidate {
-    fn new(path: PathBuf, meta: &fs::Metadata) -> Self {
-        Candidate {
-            path,
-            dev: meta.dev(),
-            ino: meta.ino(),
-            len: meta.len(),
-            mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            grew: true,
-        }
-    }
-
-    /// Whether the file changed since `st` was last read: grew, or was
-    /// rewritten (another size or time), or is another file.
-    fn changed_since(&self, st: &FileState) -> bool {
-        self.dev != st.dev || self.ino != st.ino || self.len != st.offset || self.mtime != st.mtime
-    }
 }
 
 fn errno(e: &io::Error) -> i32 {
@@ -355,163 +286,6 @@ impl Tailer {
         }
         stats.files_tracked = self.files.len();
         stats
-    }
-
-    /// Forgets the parked files written longest ago past
-    /// [`MAX_PARKED_PER_SLOT`] per slot.
-    fn bound_parked(&mut self, sink: &mut dyn FnMut(TailEvent<'_>)) {
-        let cap = self.cfg.max_files.saturating_mul(MAX_PARKED_PER_SLOT);
-        if self.parked.len() <= cap {
-            return;
-        }
-        let mut by_age: Vec<(SystemTime, PathBuf)> = self
-            .parked
-            .iter()
-            .map(|(p, st)| (st.mtime, p.clone()))
-            .collect();
-        by_age.sort();
-        let excess = self.parked.len() - cap;
-        for (_, path) in by_age.into_iter().take(excess) {
-            self.parked.remove(&path);
-            sink(TailEvent::Gone { file: &path });
-        }
-    }
-
-    /// The tracked files as they are now; the deleted, replaced by
-    /// something else, and idle ones are forgotten.
-    fn refresh_tracked(
-        &mut self,
-        now: SystemTime,
-        stats: &mut PassStats,
-        sink: &mut dyn FnMut(TailEvent<'_>),
-    ) -> Vec<Candidate> {
-        let mut out = Vec::with_capacity(self.files.len());
-        let mut drop = Vec::new();
-        for path in self.files.keys() {
-            match fs::symlink_metadata(path) {
-                Ok(meta) if meta.file_type().is_file() => {
-                    let mut c = Candidate::new(path.clone(), &meta);
-                    if let Some(st) = self.files.get(path) {
-                        c.grew = c.changed_since(st);
-                    }
-                    let idle = now.duration_since(c.mtime).unwrap_or_default();
-                    if idle > self.cfg.idle_expiry {
-                        stats.aged_out += 1;
-                        drop.push(path.clone());
-                    } else {
-                        out.push(c);
-                    }
-                }
-                Ok(_) => drop.push(path.clone()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    stats.deleted += 1;
-                    drop.push(path.clone());
-                }
-                Err(e) => {
-                    note_unreadable(stats, path, errno(&e));
-                }
-            }
-        }
-        for path in drop {
-            self.files.remove(&path);
-            sink(TailEvent::Gone { file: &path });
-        }
-        out
-    }
-
-    /// Files not tracked, from the next slice of the listing: regular, not
-    /// hidden, not compressed, written within the idle expiry, and new or
-    /// parked and changed since. Parked files that went idle, and at the end
-    /// of a listing those it did not meet (deleted), are forgotten.
-    fn discover(
-        &mut self,
-        now: SystemTime,
-        stats: &mut PassStats,
-        sink: &mut dyn FnMut(TailEvent<'_>),
-    ) -> Vec<Candidate> {
-        let mut out = Vec::new();
-        let listing = match self.listing.take() {
-            Some(l) => l,
-            None => match fs::read_dir(&self.dir) {
-                Ok(l) => {
-                    self.listing_number += 1;
-                    l
-                }
-                Err(e) => {
-                    stats.dir_error = Some(errno(&e));
-                    return out;
-                }
-            },
-        };
-        let mut listing = listing;
-        loop {
-            if stats.entries_seen >= self.cfg.max_dir_entries {
-                self.listing = Some(listing);
-                break;
-            }
-            let Some(entry) = listing.next() else {
-                stats.listing_complete = true;
-                break;
-            };
-            stats.entries_seen += 1;
-            let Ok(entry) = entry else { continue };
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name.starts_with('.') || name.ends_with(".gz") {
-                continue;
-            }
-            // The type from the listing itself; links are not followed:
-            // only what the jobs wrote here.
-            match entry.file_type() {
-                Ok(t) if t.is_file() => {}
-                _ => continue,
-            }
-            let path = entry.path();
-            if self.files.contains_key(&path) {
-                continue;
-            }
-            let Ok(meta) = fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if !meta.file_type().is_file() {
-                continue;
-            }
-            let mut c = Candidate::new(path, &meta);
-            // Not read yet: it has not grown since a read.
-            c.grew = false;
-            let idle = now.duration_since(c.mtime).unwrap_or_default() > self.cfg.idle_expiry;
-            if let Some(st) = self.parked.get_mut(&c.path) {
-                st.seen_in = self.listing_number;
-                if idle {
-                    stats.aged_out += 1;
-                    self.parked.remove(&c.path);
-                    sink(TailEvent::Gone { file: &c.path });
-                    continue;
-                }
-                if !c.changed_since(st) {
-                    continue;
-                }
-                c.grew = true;
-            } else if idle {
-                continue;
-            }
-            out.push(c);
-        }
-        if stats.listing_complete {
-            let listing = self.listing_number;
-            let gone: Vec<PathBuf> = self
-                .parked
-                .iter()
-                .filter(|(_, st)| st.seen_in != listing)
-                .map(|(p, _)| p.clone())
-                .collect();
-            for path in gone {
-                stats.deleted += 1;
-                self.parked.remove(&path);
-                sink(TailEvent::Gone { file: &path });
-            }
-        }
-        out
     }
 
     fn is_whole(&self, path: &Path) -> bool {
@@ -709,100 +483,6 @@ impl Tailer {
             self.buf = Vec::new();
         }
         got
-    }
-}
-
-impl FileState {
-    /// Back to the beginning of the file, nothing held.
-    fn restart(&mut self) {
-        self.offset = 0;
-        self.partial.clear();
-        self.discarding = false;
-        self.head_len = 0;
-        self.head_hash = FNV_START;
-        self.mark_len = 0;
-    }
-
-    /// Hashes what of `read`, read at `at`, falls in the first
-    /// [`HEAD_CHECK`] bytes right after those hashed so far.
-    fn note_head(&mut self, read: &[u8], at: u64) {
-        let len = usize::from(self.head_len);
-        if at != len as u64 || len >= HEAD_CHECK {
-            return;
-        }
-        let take = read.len().min(HEAD_CHECK - len);
-        self.head_hash = fnv1a(self.head_hash, &read[..take]);
-        self.head_len = (len + take) as u16;
-    }
-
-    /// Keeps the last bytes before the new offset, `read` being the bytes
-    /// that just took it there.
-    fn note_mark(&mut self, read: &[u8]) {
-        if read.len() >= HEAD {
-            self.mark.copy_from_slice(&read[read.len() - HEAD..]);
-            self.mark_len = HEAD as u8;
-            return;
-        }
-        let keep = (HEAD - read.len()).min(usize::from(self.mark_len));
-        let mut next = [0u8; HEAD];
-        let from = usize::from(self.mark_len) - keep;
-        next[..keep].copy_from_slice(&self.mark[from..usize::from(self.mark_len)]);
-        next[keep..keep + read.len()].copy_from_slice(read);
-        self.mark = next;
-        self.mark_len = (keep + read.len()) as u8;
-    }
-
-    /// Whether the bytes just before the offset are those read there last
-    /// time. A read that fails here is left to the read that follows.
-    fn same_mark(&self, file: &File) -> bool {
-        let len = usize::from(self.mark_len);
-        if len == 0 || self.offset < len as u64 {
-            return true;
-        }
-        let mut now = [0u8; HEAD];
-        let start = self.offset - len as u64;
-        let mut got = 0;
-        while got < len {
-            match file.read_at(&mut now[got..len], start + got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return true,
-            }
-        }
-        got == len && now[..len] == self.mark[..len]
-    }
-
-    /// Whether the file still starts with the bytes read there. A read
-    /// that fails here is left to the read that follows.
-    fn same_head(&mut self, file: &File) -> bool {
-        let recording = self.head_len == 0;
-        let want = if recording {
-            // A file first read past its start (a catch-up start): its
-            // first bytes are taken as they are now.
-            usize::try_from(self.offset).map_or(HEAD_CHECK, |o| o.min(HEAD_CHECK))
-        } else {
-            usize::from(self.head_len)
-        };
-        if want == 0 {
-            return true;
-        }
-        let mut now = [0u8; HEAD_CHECK];
-        let mut got = 0;
-        while got < want {
-            match file.read_at(&mut now[got..want], got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return true,
-            }
-        }
-        if recording {
-            self.head_hash = fnv1a(FNV_START, &now[..got]);
-            self.head_len = got as u16;
-            return true;
-        }
-        got == want && fnv1a(FNV_START, &now[..got]) == self.head_hash
     }
 }
 
