@@ -342,31 +342,6 @@ impl sources::Source for Flaky {
     }
 }
 
-/// Log lines written through `tracing` by `f` on this thread.
-fn log_lines(f: impl FnOnce()) -> Vec<String> {
-    #[derive(Clone, Default)]
-    struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8_lossy(&lines.0.lock().unwrap()).into_owned();
-    text.lines().map(str::to_string).collect()
-}
-
 #[test]
 fn a_minute_of_a_bad_file_whose_content_varies_or_that_comes_and_goes_logs_a_few_lines() {
     // A minute of samples at 1 s, taken back to back: the bound is counted
@@ -382,11 +357,13 @@ fn a_minute_of_a_bad_file_whose_content_varies_or_that_comes_and_goes_logs_a_few
         ("once", |n| (20..25).contains(&n), 2),
     ] {
         let mut sampler = Sampler::new(vec![Box::new(Flaky { sample: 0, bad })], &config);
-        let lines = log_lines(|| {
+        let log = crate::faults::Captured::default();
+        log.capture(|| {
             for _ in 0..60 {
                 sampler.sample();
             }
         });
+        let lines = log.lines();
         let about_errors: Vec<&String> = lines
             .iter()
             .filter(|l| l.contains("collector read errors") || l.contains("with read errors"))

@@ -832,7 +832,7 @@ fn a_read_stuck_in_the_driver_costs_its_own_value_in_that_sample_and_the_next() 
 /// Log lines written through `tracing` on this thread, formatted as the
 /// `fmt` subscriber writes them (no colours).
 #[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+pub(crate) struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -845,14 +845,14 @@ impl std::io::Write for Captured {
 }
 
 impl Captured {
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         String::from_utf8_lossy(&self.0.lock().unwrap())
             .lines()
             .map(str::to_string)
             .collect()
     }
 
-    fn capture<T>(&self, f: impl FnOnce() -> T) -> T {
+    pub(crate) fn capture<T>(&self, f: impl FnOnce() -> T) -> T {
         let me = self.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
