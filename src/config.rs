@@ -35,7 +35,9 @@ pub use crate::rules::phys::LaneRule;
 pub use crate::rules::probes::{ProbeFailureRule, ProbeLatencyRule};
 pub use crate::rules::rates::{RateRule, TrafficRatioRule};
 pub use crate::rules::settings::{BerRule, Expectations, ExpectedDevices, RulesConfig, WindowRule};
-use crate::values::{at_least_one, at_least_one_u64, duration, number, share};
+use crate::values::share;
+
+pub mod limits;
 pub use crate::values::{ETH_MTU, MAX_DURATION};
 pub use roce_web::WebLimits;
 
@@ -43,8 +45,8 @@ pub use roce_web::WebLimits;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Time between samples (`5s`), at least [`MIN_SAMPLE_INTERVAL`].
-    #[serde(deserialize_with = "sample_interval")]
+    /// Time between samples (`5s`), [`limits::SAMPLE_INTERVAL`].
+    #[serde(deserialize_with = "limits::sample_interval")]
     pub sample_interval: Duration,
     /// Which RDMA devices to read; an excluded device is never opened.
     pub devices: DeviceSelection,
@@ -146,23 +148,23 @@ pub struct NcclConfig {
     pub inspector_dir: Option<std::path::PathBuf>,
     /// Time between reads of the directories (the source's own cadence;
     /// between reads it hands on what it has).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::nccl_interval")]
     pub interval: Duration,
     /// How long a transport, version or bandwidth sample stays reported.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::nccl_window")]
     pub window: Duration,
     /// A file not written for this long belongs to a finished job and is
     /// forgotten.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::nccl_idle_expiry")]
     pub idle_expiry: Duration,
     /// Files tracked per directory (the most recently written).
-    #[serde(deserialize_with = "at_least_one")]
+    #[serde(deserialize_with = "limits::nccl_max_files")]
     pub max_files: usize,
     /// Bytes read per directory per read.
-    #[serde(deserialize_with = "at_least_one_u64")]
+    #[serde(deserialize_with = "limits::nccl_max_bytes_per_read")]
     pub max_bytes_per_read: u64,
     /// Collectives smaller than this are not bandwidth samples.
-    #[serde(deserialize_with = "at_least_one_u64")]
+    #[serde(deserialize_with = "limits::nccl_busbw_min_bytes")]
     pub busbw_min_bytes: u64,
     /// `nccl_busbw_below_line_rate` fires below this share of what the
     /// node's NICs nearest the job's GPUs should give.
@@ -215,14 +217,14 @@ pub struct NetdevSelection {
     /// How often each netdev's pluggable module EEPROM is read: modules are
     /// slow I2C devices (128 bytes a request at 100-400 kHz, some stretch
     /// the clock), and their readings change slowly.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::netdevs_module_interval")]
     pub module_interval: Duration,
     /// How often each netdev's QoS configuration (DCB: PFC, APP, ETS,
     /// buffers, the switch's DCBX view; DCQCN parameters; CNP marking) is
     /// read again: on mlx5 each read is a firmware command and the
     /// configuration changes rarely. It is read at once when a netdev
     /// appears, its link changes state or its driver changes.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::netdevs_qos_interval")]
     pub qos_interval: Duration,
     /// How often the physical-layer source reads FEC, PCIe AER and devlink
     /// health (and looks whether a module is due): error counters judged
@@ -231,7 +233,7 @@ pub struct NetdevSelection {
     /// or a link changes state; the last reading is served in between.
     /// The topology source reads the PCIe links' training (current speed
     /// and width) at the same cadence.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::netdevs_phys_interval")]
     pub phys_interval: Duration,
 }
 
@@ -308,7 +310,7 @@ pub struct SourceToggles {
     /// time); GPUs and their placement come from sysfs either way.
     pub nvml: Toggle,
     /// Limit for one netlink request.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::netlink_timeout")]
     pub netlink_timeout: Duration,
 }
 
@@ -331,7 +333,7 @@ impl Default for SourceToggles {
 #[serde(default, deny_unknown_fields)]
 pub struct ProbeConfig {
     pub enabled: Toggle,
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::probes_interval")]
     pub interval: Duration,
     /// `auto` or a GID index.
     pub gid_index: GidIndex,
@@ -386,46 +388,16 @@ impl<'de> Deserialize<'de> for GidIndex {
     deny_unknown_fields
 )]
 struct WebLimitsDef {
-    #[serde(deserialize_with = "at_least_one")]
+    #[serde(deserialize_with = "limits::web_max_requests")]
     max_requests: usize,
-    #[serde(deserialize_with = "at_least_one")]
+    #[serde(deserialize_with = "limits::web_max_connections")]
     max_connections: usize,
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::web_header_read_timeout")]
     header_read_timeout: Duration,
-    /// At least [`MIN_REQUEST_BYTES`].
-    #[serde(deserialize_with = "request_bytes")]
+    #[serde(deserialize_with = "limits::web_max_request_bytes")]
     max_request_bytes: usize,
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "limits::web_write_stall_timeout")]
     write_stall_timeout: Duration,
-}
-
-/// Shortest `sample_interval`: below it the exporter would load the NIC
-/// firmware (each hardware counter read is a firmware command on mlx5) for
-/// nothing a scrape can see.
-pub const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
-
-/// Smallest `web.max_request_bytes`. A scrape request (request line, Host,
-/// User-Agent, Accept with Prometheus' list of formats, Accept-Encoding,
-/// X-Prometheus-Scrape-Timeout-Seconds, Authorization) takes a few hundred
-/// bytes; with less every request gets 431.
-pub const MIN_REQUEST_BYTES: usize = 1024;
-
-fn sample_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let v = duration(d)?;
-    if v < MIN_SAMPLE_INTERVAL {
-        return Err(serde::de::Error::custom(
-            "sample_interval below 100ms would load the NIC firmware for nothing",
-        ));
-    }
-    Ok(v)
-}
-
-fn request_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    number(
-        d,
-        |v: &usize| *v >= MIN_REQUEST_BYTES,
-        "at least 1024 bytes (a scrape request takes a few hundred; below that every request gets 431)",
-    )
 }
 
 /// A configuration that could not be used.

@@ -11,18 +11,20 @@
 //! is dropped), so a read stuck in the kernel holds one thread, not one per
 //! sample, and one sample waits for at most two deadlines.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::{Config, Expectations, RulesConfig};
 use crate::rules;
-use crate::snapshot::{monotonic_now, Snapshot, SourceState, SourceStatus};
+use crate::snapshot::{monotonic_now, Snapshot, SourceStatus};
 use crate::sources::{Part, Source};
 use roce_host::ErrorKind;
 
+mod logging;
 mod reader;
+use logging::Logged;
 use reader::{Reader, Slot};
 
 /// A message to a running sampler. Dropping the sender stops it.
@@ -32,13 +34,6 @@ pub enum Control {
         sources: Vec<Box<dyn Source>>,
         config: Box<Config>,
     },
-}
-
-/// What was last logged of a source: its state and its set of read errors.
-#[derive(Debug, Clone, PartialEq)]
-struct Logged {
-    state: SourceState,
-    errors: BTreeSet<String>,
 }
 
 /// Runs the sources and the rules.
@@ -59,7 +54,7 @@ pub struct Sampler {
     /// order.
     errors_total: HashMap<&'static str, [u64; ErrorKind::ALL.len()]>,
     /// What was last logged per source, to log a change once instead of
-    /// every sample.
+    /// every sample, and at most once per [`logging::LOG_SPACING`].
     last_logged: HashMap<&'static str, Logged>,
     /// The RDMA part handed to the sources that read it when the RDMA
     /// source returned none this sample (failed, timed out): the last one
@@ -166,12 +161,13 @@ impl Sampler {
                     by_kind[i] += 1;
                 }
             }
-            let logged = Logged {
-                state: outcome.state.clone(),
-                errors: outcome.errors.iter().map(ToString::to_string).collect(),
-            };
-            log_change(name, self.last_logged.get(name), &logged);
-            self.last_logged.insert(name, logged);
+            let now = Logged::of(&outcome.state, &outcome.errors, self.sequence);
+            let spacing = logging::spacing(self.interval);
+            if let Some(logged) =
+                logging::log_change(name, self.last_logged.get(name), now, spacing)
+            {
+                self.last_logged.insert(name, logged);
+            }
             snapshot.sources.push(SourceStatus {
                 name,
                 state: outcome.state,
@@ -184,6 +180,12 @@ impl Sampler {
         }
         // The findings ride on the sample itself.
         snapshot.findings = self.engine.evaluate(&snapshot, &self.rules, &self.expect);
+        snapshot.web_auth = roce_web::webconfig::auth_counts().map(|c| crate::snapshot::WebAuth {
+            allowed: c.allowed,
+            denied: c.denied,
+            refused: c.refused,
+            verifications: c.verifications,
+        });
         snapshot.rule_panics_total = self
             .engine
             .rule_panics()
@@ -314,64 +316,6 @@ fn retention(config: &Config) -> Duration {
         .rules
         .longest_window()
         .saturating_add(config.sample_interval)
-}
-
-/// Logs a source's state when it changes, and its set of read errors when
-/// that changes (new errors at warn, naming each file and errno; their end
-/// at warn too, so the pair is seen at the level the first was): once per
-/// change, not every sample.
-fn log_change(name: &str, previous: Option<&Logged>, now: &Logged) {
-    const SHOWN: usize = 5;
-    let list = |errors: &mut dyn Iterator<Item = &String>| {
-        let all: Vec<&String> = errors.collect();
-        let mut text = all
-            .iter()
-            .take(SHOWN)
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join("; ");
-        if all.len() > SHOWN {
-            text.push_str(&format!("; and {} more", all.len() - SHOWN));
-        }
-        text
-    };
-    let state_changed = previous.is_none_or(|p| p.state != now.state);
-    if !state_changed {
-        let before = previous.map(|p| &p.errors);
-        if before == Some(&now.errors) {
-            if let Some(first) = now.errors.iter().next() {
-                tracing::debug!(collector = name, errors = now.errors.len(), first = %first, "read errors");
-            }
-            return;
-        }
-        let before = before.cloned().unwrap_or_default();
-        if now.errors.is_empty() {
-            tracing::warn!(collector = name, cleared = %list(&mut before.iter()), "collector read errors cleared");
-        } else {
-            let new = list(&mut now.errors.difference(&before));
-            let gone = list(&mut before.difference(&now.errors));
-            tracing::warn!(collector = name, errors = now.errors.len(), new = %new, cleared = %gone, "collector read errors changed");
-        }
-        return;
-    }
-    match &now.state {
-        SourceState::Ok => {
-            if now.errors.is_empty() {
-                tracing::info!(collector = name, "collector ok");
-            } else {
-                tracing::warn!(collector = name, errors = now.errors.len(), new = %list(&mut now.errors.iter()), "collector ok with read errors");
-            }
-        }
-        SourceState::Unavailable(why) => {
-            tracing::info!(collector = name, reason = %why, "collector has nothing to read")
-        }
-        SourceState::Disabled(why) => {
-            tracing::info!(collector = name, reason = %why, "collector disabled")
-        }
-        SourceState::Failed(why) => {
-            tracing::error!(collector = name, error = %why, "collector failed")
-        }
-    }
 }
 
 #[cfg(test)]

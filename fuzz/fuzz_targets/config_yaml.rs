@@ -70,6 +70,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(config) = Config::parse(text, "fuzz.yml") else {
         return;
     };
+    // An accepted configuration holds every limit (docs/limits.md).
+    assert_eq!(roce_exporter::config::limits::check(&config), Ok(()));
 
     // The sampler as main builds it, run for one tick: the control channel
     // is already closed, so it samples, schedules the next tick and returns.

@@ -247,6 +247,13 @@ def configs():
     s.add("sources", "sample_interval: 1m30s\nsources:\n  rdma_netlink: auto\n  ethtool: true\n  dcb: false\n"
                      "devices:\n  include: ['mlx5_*']\n  exclude: [mlx5_1?]\n")
     s.add("expect", "expect: {mtu: 9000, pfc_priority: 3, link_rate_gbps: 400}\n")
+    # Every limit at its ceiling (docs/limits.md): the fuzzer steps past it.
+    s.add("ceilings", "sample_interval: 1h\nnetdevs: {module_interval: 1day, qos_interval: 1day, phys_interval: 1day}\n"
+                      "sources: {netlink_timeout: 30s}\nprobes: {interval: 1h}\n"
+                      "peer_probes: {packets_per_second: 50, sample: 16, flow_labels: 256, timeout: 10s, refresh: 1day, fetch_timeout: 1m}\n"
+                      "web: {max_requests: 4096, max_connections: 65536, header_read_timeout: 5m, max_request_bytes: 1048576, write_stall_timeout: 5m}\n"
+                      "nccl: {interval: 1h, window: 1day, idle_expiry: 7days, max_files: 65536, max_bytes_per_read: 67108864, busbw_min_bytes: 1099511627776}\n"
+                      "lldp: {max_frames_per_sample: 65536}\n")
     w = Seeds("web_config")
     hash04 = "$2y$04$N9Rv4oZ8QhVJ0xq3s0dKxeqE6A6bCUVo2yD6gG0rX8eO6gO1Hc1bC"
     w.add("tls", "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n")

@@ -12,14 +12,39 @@
 //! holds one thread, never one per sample. A sample waits for at most two
 //! deadlines: when a second call sticks in the same sample, the sources
 //! after it are reported not called and run in the next sample.
+//!
+//! Within a source, a source that reads through a watched file layer
+//! ([`Source::stall_watch`]) and can make siblings ([`Source::respawner`])
+//! has a deadline per file call as well
+//! ([`roce_host::stall::item_deadline`], a quarter of the source's): while
+//! its call runs, the sampler looks at the file call in flight once per
+//! item deadline, and the same call in flight at two looks is stuck. The
+//! sampler then marks that file stuck, leaves the reader (and the source's
+//! instance) to it, puts a sibling instance in the slot, and has a new
+//! reader call the source again from scratch: the sibling skips the stuck
+//! file (its value absent, the stuck file reported once as a `timeout`
+//! error of the source), reads everything else, and the sources after it
+//! follow in the same sample. At most [`MAX_RESPAWNS_PER_SAMPLE`] siblings
+//! are started per sample and [`MAX_ABANDONED`] instances may be left to
+//! stuck reads per source; past either, the source's own deadline applies
+//! as above. A later sample calls the sibling and queues behind nothing.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use crate::snapshot::{KernelRequests, Snapshot, SourceState};
-use crate::sources::{Input, Part, Sampled, Source};
-use roce_host::HostError;
+use crate::sources::{Input, Part, Respawn, Sampled, Source};
+use roce_host::stall::{item_deadline, Look, StallWatch};
+use roce_host::{HostError, ReadError};
 use roce_rdma::RdmaSnapshot;
+
+/// Siblings started per sample, all sources together: each stuck file
+/// costs up to two item deadlines of the sample's time.
+pub(super) const MAX_RESPAWNS_PER_SAMPLE: usize = 2;
+/// Instances of one source left to stuck reads at once (each holds a
+/// thread in the kernel until its read returns).
+pub(super) const MAX_ABANDONED: usize = 4;
 
 /// How one source fared in this sample, before it is counted.
 pub(super) struct Outcome {
@@ -71,6 +96,37 @@ fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// One instance of a source and the lock its calls hold.
+struct Instance {
+    source: Mutex<Box<dyn Source>>,
+    /// When the call in flight started.
+    since: Mutex<Option<Instant>>,
+}
+
+impl Instance {
+    fn new(source: Box<dyn Source>) -> Arc<Instance> {
+        Arc::new(Instance {
+            source: Mutex::new(source),
+            since: Mutex::new(None),
+        })
+    }
+}
+
+/// The per-item watch of a source and how to make its siblings.
+struct Stall {
+    watch: Arc<StallWatch>,
+    respawn: Respawn,
+}
+
+impl Stall {
+    fn of(source: &dyn Source) -> Option<Stall> {
+        Some(Stall {
+            watch: source.stall_watch()?,
+            respawn: source.respawner()?,
+        })
+    }
+}
+
 /// One source and the lock its calls hold.
 pub(super) struct Slot {
     pub name: &'static str,
@@ -78,13 +134,20 @@ pub(super) struct Slot {
     /// Why the source is off ([`Source::disabled`]): then it is never
     /// called.
     pub off: Option<String>,
-    source: Mutex<Box<dyn Source>>,
+    /// The instance called; a sibling takes its place when a call sticks
+    /// in a file.
+    instance: Mutex<Arc<Instance>>,
     /// A source from a reloaded configuration, taken in place of the one
     /// behind `source` by the next call: set when a reload comes while a
     /// call is stuck, so that the stuck read is not doubled.
     pending: Mutex<Option<Box<dyn Source>>>,
-    /// When the call in flight started.
-    since: Mutex<Option<Instant>>,
+    /// The per-item watch of the instance in use, when it has one.
+    stall: Mutex<Option<Stall>>,
+    /// Instances left to a stuck read whose call has not returned.
+    abandoned: AtomicUsize,
+    /// Stuck files found by the sampler, handed to the source's next
+    /// outcome: each is reported once.
+    found: Mutex<Vec<HostError>>,
 }
 
 impl Slot {
@@ -93,20 +156,66 @@ impl Slot {
             name: source.name(),
             needs_rdma: source.needs_rdma(),
             off: source.disabled(),
-            source: Mutex::new(source),
+            stall: Mutex::new(Stall::of(source.as_ref())),
+            instance: Mutex::new(Instance::new(source)),
             pending: Mutex::new(None),
-            since: Mutex::new(None),
+            abandoned: AtomicUsize::new(0),
+            found: Mutex::new(Vec::new()),
         })
+    }
+
+    fn instance(&self) -> Arc<Instance> {
+        lock(&self.instance).clone()
     }
 
     /// Whether a call of this source is running (or stuck).
     pub fn in_flight(&self) -> bool {
-        matches!(self.source.try_lock(), Err(TryLockError::WouldBlock))
+        matches!(
+            self.instance().source.try_lock(),
+            Err(TryLockError::WouldBlock)
+        )
     }
 
     /// Hands the slot a source to take at its next call.
     pub fn replace_later(&self, source: Box<dyn Source>) {
         *lock(&self.pending) = Some(source);
+    }
+
+    /// The stuck files found since the source's last outcome, for the next.
+    fn take_found(&self) -> Vec<HostError> {
+        std::mem::take(&mut *lock(&self.found))
+    }
+
+    fn watch(&self) -> Option<Arc<StallWatch>> {
+        lock(&self.stall).as_ref().map(|s| s.watch.clone())
+    }
+
+    /// Leaves the instance in use to the file call `seen` in flight, and
+    /// puts a sibling in its place; false (nothing changed) when the source
+    /// makes no siblings, too many instances are left to stuck reads
+    /// already, or the call has returned since `seen`.
+    fn respawn(&self, seen: Look, deadline: Duration) -> bool {
+        if self.abandoned.load(Ordering::Acquire) >= MAX_ABANDONED {
+            return false;
+        }
+        let stall = lock(&self.stall);
+        let Some(stall) = stall.as_ref() else {
+            return false;
+        };
+        let Some(path) = stall.watch.abandon(seen) else {
+            return false;
+        };
+        let fresh = (stall.respawn)();
+        self.abandoned.fetch_add(1, Ordering::AcqRel);
+        *lock(&self.instance) = Instance::new(fresh);
+        tracing::warn!(
+            collector = self.name,
+            file = %path.display(),
+            deadline = ?deadline,
+            "a read did not return within its deadline; its value is left out until it returns, and the rest of the collector is read again without it"
+        );
+        lock(&self.found).push(HostError::File(ReadError::stuck(&path, deadline)));
+        true
     }
 }
 
@@ -126,6 +235,8 @@ struct RoundState {
     /// Which reader works on the round: a reader left behind finds another
     /// number here when its stuck call returns, and ends.
     reader: u64,
+    /// Siblings started in this round ([`MAX_RESPAWNS_PER_SAMPLE`]).
+    respawned: usize,
     /// This sample's RDMA part, once the RDMA source returned it.
     rdma: Option<Arc<RdmaSnapshot>>,
     /// The last RDMA part, handed to the dependent sources when this sample
@@ -220,6 +331,7 @@ impl Reader {
                 next: 0,
                 current: None,
                 reader: 0,
+                respawned: 0,
                 rdma: None,
                 stale,
                 finished: false,
@@ -244,16 +356,48 @@ impl Reader {
         // two calls: a reader takes microseconds there, so no progress over
         // a whole deadline means its thread is gone.
         let mut idle: Option<(usize, Instant)> = None;
+        // The last look at the file call in flight of a watched source.
+        let mut looked: Option<Looked> = None;
+        let item = item_deadline(deadline);
+        // With a watched source, the waits are at most an item deadline:
+        // the reader does not wake the sampler when a call starts, so a
+        // round that runs that long is looked at on this timer.
+        let longest_wait = if slots.iter().any(|s| s.watch().is_some()) {
+            item
+        } else {
+            Duration::MAX
+        };
         while !state.finished {
             let now = Instant::now();
             let wait = match state.current {
                 Some((i, since)) => {
                     let ran = now.saturating_duration_since(since);
                     if ran >= deadline {
-                        state.outcomes[i] = Some(Outcome::failed(timeout_reason(deadline), ran));
+                        let mut timed_out = Outcome::failed(timeout_reason(deadline), ran);
+                        timed_out.errors = slots[i].take_found();
+                        state.outcomes[i] = Some(timed_out);
                         None
                     } else {
-                        Some(deadline - ran)
+                        match look_at(&mut looked, &slots[i], i, since, now, item) {
+                            Stuck::No(next_look) => Some((deadline - ran).min(next_look)),
+                            Stuck::Yes(seen) => {
+                                if state.respawned < MAX_RESPAWNS_PER_SAMPLE
+                                    && slots[i].respawn(seen, item)
+                                {
+                                    // Called again, a sibling in its place.
+                                    state.respawned += 1;
+                                    state.next =
+                                        order.iter().position(|&j| j == i).unwrap_or(state.next);
+                                    state.outcomes[i] = None;
+                                    None
+                                } else {
+                                    if let Some(l) = looked.as_mut() {
+                                        l.done = true;
+                                    }
+                                    Some(deadline - ran)
+                                }
+                            }
+                        }
                     }
                 }
                 None => match idle {
@@ -273,6 +417,7 @@ impl Reader {
                 state.current = None;
                 state.reader = u64::MAX;
                 idle = None;
+                looked = None;
                 drop(state);
                 self.jobs = None;
                 // A sample takes at most two deadlines, so that the newest
@@ -291,7 +436,7 @@ impl Reader {
             }
             state = round
                 .finished
-                .wait_timeout(state, wait)
+                .wait_timeout(state, wait.min(longest_wait))
                 .map(|(g, _)| g)
                 .unwrap_or_else(|poisoned| poisoned.into_inner().0);
         }
@@ -301,6 +446,67 @@ impl Reader {
             stale: state.stale.take(),
         }
     }
+}
+
+/// The last look at a watched source's file call in flight.
+struct Looked {
+    slot: usize,
+    /// When the source's call started: a new call is a new watch.
+    call: Instant,
+    at: Instant,
+    seen: Look,
+    /// Stuck, and no sibling could take over: the source's own deadline
+    /// applies.
+    done: bool,
+}
+
+enum Stuck {
+    /// Not stuck; look again after this long.
+    No(Duration),
+    /// The call `Look` saw has been in flight for an item deadline.
+    Yes(Look),
+}
+
+/// Looks at slot `i`'s file call in flight, at most once per `item`
+/// deadline: the same call in flight at two looks is stuck.
+fn look_at(
+    looked: &mut Option<Looked>,
+    slot: &Slot,
+    i: usize,
+    call: Instant,
+    now: Instant,
+    item: Duration,
+) -> Stuck {
+    let Some(watch) = slot.watch() else {
+        return Stuck::No(Duration::MAX);
+    };
+    match looked {
+        Some(l) if l.slot == i && l.call == call => {
+            if l.done {
+                return Stuck::No(Duration::MAX);
+            }
+            let due = l.at + item;
+            if now < due {
+                return Stuck::No(due - now);
+            }
+            let seen = watch.look();
+            if seen.in_call() && seen == l.seen {
+                return Stuck::Yes(seen);
+            }
+            l.seen = seen;
+            l.at = now;
+        }
+        _ => {
+            *looked = Some(Looked {
+                slot: i,
+                call,
+                at: now,
+                seen: watch.look(),
+                done: false,
+            });
+        }
+    }
+    Stuck::No(item)
 }
 
 /// Marks the sources not yet called failed and the round finished: no
@@ -382,18 +588,32 @@ impl Job {
     /// One call of a source under its lock; `None` when the reader was left
     /// behind meanwhile (the reading is dropped).
     fn call(&self, i: usize, slot: &Slot) -> Option<Outcome> {
-        let mut source = match slot.source.try_lock() {
+        let mut inst = slot.instance();
+        if matches!(inst.source.try_lock(), Err(TryLockError::WouldBlock)) {
+            // A call of an earlier sample, past its whole deadline: when it
+            // is in a file call now, it is left to it and a sibling called.
+            let since = *lock(&inst.since);
+            let ran = since.map_or(Duration::ZERO, |s| s.elapsed());
+            let seen = slot.watch().map(|w| w.look()).filter(|l| l.in_call());
+            if !seen.is_some_and(|seen| slot.respawn(seen, ran)) {
+                let mut timed_out = Outcome::failed(timeout_reason(self.deadline), ran);
+                timed_out.errors = slot.take_found();
+                return Some(timed_out);
+            }
+            inst = slot.instance();
+        }
+        let mut source = match inst.source.try_lock() {
             Ok(source) => source,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => {
-                let since = *lock(&slot.since);
                 return Some(Outcome::failed(
                     timeout_reason(self.deadline),
-                    since.map_or(Duration::ZERO, |s| s.elapsed()),
-                ));
+                    Duration::ZERO,
+                ))
             }
         };
         if let Some(newer) = lock(&slot.pending).take() {
+            *lock(&slot.stall) = Stall::of(newer.as_ref());
             *source = newer;
         }
         let input = if slot.needs_rdma {
@@ -405,7 +625,7 @@ impl Job {
             Input::default()
         };
         let started = Instant::now();
-        *lock(&slot.since) = Some(started);
+        *lock(&inst.since) = Some(started);
         {
             let mut state = lock(&self.round.state);
             if state.reader != self.reader {
@@ -430,8 +650,12 @@ impl Job {
         let kernel_requests =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.kernel_requests()))
                 .unwrap_or(None);
-        *lock(&slot.since) = None;
+        *lock(&inst.since) = None;
         drop(source);
+        if !Arc::ptr_eq(&inst, &slot.instance()) {
+            // This instance was left to a stuck read, which has returned.
+            slot.abandoned.fetch_sub(1, Ordering::AcqRel);
+        }
         if lock(&self.round.state).reader != self.reader {
             tracing::info!(
                 collector = slot.name,
@@ -439,6 +663,11 @@ impl Job {
                 "collector call returned after its deadline; that reading is dropped"
             );
             return None;
+        }
+        let mut found = slot.take_found();
+        if !found.is_empty() {
+            found.append(&mut errors);
+            errors = found;
         }
         Some(Outcome {
             state: reading.state,

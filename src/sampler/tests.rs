@@ -1,4 +1,5 @@
 use super::*;
+use crate::snapshot::SourceState;
 use crate::sources::{HostError, Input, Sampled};
 
 struct Fake {
@@ -352,4 +353,152 @@ fn two_calls_stuck_in_one_sample_leave_the_rest_to_the_next() {
     // One call per stuck source, one thread each.
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3);
     drop(release);
+}
+
+/// Files every read of which blocks until the test opens the gate (a lock
+/// the driver holds, as rtnl_lock can be: every file of the source sticks
+/// in turn), counting the reads blocked at once.
+#[derive(Clone, Default)]
+struct Walled {
+    open: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    blocked: Arc<std::sync::atomic::AtomicUsize>,
+    most_blocked: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+struct WalledFile(Walled);
+
+impl roce_host::SysFile for WalledFile {
+    fn read_at(&self, buf: &mut [u8], _offset: u64) -> std::io::Result<usize> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let w = &self.0;
+        let now = w.blocked.fetch_add(1, SeqCst) + 1;
+        w.most_blocked.fetch_max(now, SeqCst);
+        let (m, c) = &*w.open;
+        let mut open = m.lock().unwrap();
+        while !*open {
+            open = c.wait(open).unwrap();
+        }
+        w.blocked.fetch_sub(1, SeqCst);
+        buf[0] = b'1';
+        Ok(1)
+    }
+}
+
+impl roce_host::SysFs for Walled {
+    fn open(&self, _p: &std::path::Path) -> std::io::Result<Box<dyn roce_host::SysFile>> {
+        Ok(Box::new(WalledFile(self.clone())))
+    }
+    fn read_dir(&self, _p: &std::path::Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+        Ok(Vec::new())
+    }
+    fn read_link(&self, p: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+        Ok(p.to_path_buf())
+    }
+    fn canonicalize(&self, p: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+        Ok(p.to_path_buf())
+    }
+}
+
+/// A watched source reading eight files through [`Walled`].
+struct Sticky {
+    watch: Arc<roce_host::stall::StallWatch>,
+    walls: Walled,
+    fs: roce_host::stall::WatchedFs,
+}
+
+impl Sticky {
+    fn new(watch: Arc<roce_host::stall::StallWatch>, walls: Walled) -> Sticky {
+        let fs = roce_host::stall::WatchedFs::new(Box::new(walls.clone()), watch.clone());
+        Sticky { watch, walls, fs }
+    }
+}
+
+impl Source for Sticky {
+    fn name(&self) -> &'static str {
+        "rdma"
+    }
+    fn sample(&mut self, _i: &Input, _e: &mut Vec<HostError>) -> Sampled {
+        use roce_host::SysFs;
+        for i in 0..8 {
+            let path = std::path::PathBuf::from(format!("/sys/x/{i}"));
+            if let Ok(f) = self.fs.open(&path) {
+                let _ = f.read_at(&mut [0u8; 8], 0);
+            }
+        }
+        Sampled::bare(SourceState::Ok)
+    }
+    fn stall_watch(&self) -> Option<Arc<roce_host::stall::StallWatch>> {
+        Some(self.watch.clone())
+    }
+    fn respawner(&self) -> Option<crate::sources::Respawn> {
+        let (watch, walls) = (self.watch.clone(), self.walls.clone());
+        Some(Box::new(move || {
+            Box::new(Sticky::new(watch.clone(), walls.clone()))
+        }))
+    }
+}
+
+#[test]
+fn a_source_whose_every_file_sticks_holds_a_bounded_number_of_threads_and_samples_end() {
+    let walls = Walled::default();
+    let sources: Vec<Box<dyn Source>> = vec![
+        Box::new(Sticky::new(
+            roce_host::stall::StallWatch::new(),
+            walls.clone(),
+        )),
+        Box::new(Fake {
+            name: "c",
+            script: vec![Ok(0)],
+            step: 0,
+        }),
+    ];
+    let mut sampler = Sampler::new(sources, &short_interval());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let states: Vec<(SourceState, usize)> = (0..6)
+            .map(|_| {
+                let s = sampler.sample();
+                let rdma = s.source("rdma").unwrap();
+                (rdma.state.clone(), rdma.errors.len())
+            })
+            .collect();
+        let _ = tx.send((sampler, states));
+    });
+    let (mut sampler, states) = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("samples end while every file sticks");
+    // Siblings were started (the stuck files reported) until the cap, then
+    // the source's deadline applies: timed out, not called on top.
+    assert!(
+        states
+            .iter()
+            .any(|(s, _)| matches!(s, SourceState::Failed(m) if m.starts_with("timed out"))),
+        "{states:?}"
+    );
+    let reported: usize = states.iter().map(|(_, n)| n).sum();
+    assert!(
+        (1..=reader::MAX_ABANDONED + 1).contains(&reported),
+        "{states:?}"
+    );
+    let most = walls.most_blocked.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        most <= reader::MAX_ABANDONED + 1,
+        "{most} reads blocked at once"
+    );
+    // The wall comes down: the stuck reads return, and the source reads
+    // again.
+    *walls.open.0.lock().unwrap() = true;
+    walls.open.1.notify_all();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for _ in 0..200 {
+            if sampler.sample().source("rdma").unwrap().state == SourceState::Ok {
+                let _ = tx.send(());
+                return;
+            }
+            std::thread::yield_now();
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("the source reads again once the stuck reads returned");
 }

@@ -82,6 +82,9 @@ impl Sampled {
     }
 }
 
+/// Builds a sibling of a source (see [`Source::respawner`]).
+pub type Respawn = Box<dyn Fn() -> Box<dyn Source> + Send + Sync>;
+
 /// One part of the host, read once per sample, on the sampler's reader
 /// thread under the source's own lock: a call may block (a firmware read
 /// that stalls), the sampler then leaves the thread to it, reports it timed
@@ -105,6 +108,22 @@ pub trait Source: Send {
     /// What the last sample asked of the kernel; `None` for sources that
     /// do not count it.
     fn kernel_requests(&self) -> Option<KernelRequests> {
+        None
+    }
+
+    /// The watch over this source's file calls, when it reads through a
+    /// [`roce_host::stall::WatchedFs`]: the sampler then gives every call a
+    /// per-item deadline ([`roce_host::stall::item_deadline`]).
+    fn stall_watch(&self) -> Option<Arc<roce_host::stall::StallWatch>> {
+        None
+    }
+
+    /// Makes siblings of this source over the same watch, each reading what
+    /// this one reads from scratch: when a file read sticks, the sampler
+    /// leaves this instance to it and goes on with a sibling, which skips
+    /// the stuck file. `None`: the source keeps state a sibling could not
+    /// rebuild, and a stuck call holds it until its deadline.
+    fn respawner(&self) -> Option<Respawn> {
         None
     }
 

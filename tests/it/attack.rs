@@ -13,10 +13,14 @@
 //! | peer-probe datagrams | a forged probe naming a peer, floods from admitted and unknown senders, foreign payloads, stray echoes | one echo, never a loop; 100 answers/s per sender, 5 "not admitted"/s in all | `roce_probe::peer_admit` tests; tests/vm/e2e-fleet.sh (on the wire) |
 //! | LLDP frames (`lldp.mode: capture`) | every truncation, lying TLV lengths, missing, repeated or out-of-order mandatory TLVs, oversized text and tables, 20,000 random corruptions, a neighbour flooding one port | the frame rejected and counted (`roce_lldp_frames_rejected_total`), a malformed DCBX TLV dropped alone; text 255 bytes (128 in a label), 64 APP entries, 4 addresses, 4 neighbours per port, 256 ports; per sample `lldp.max_frames_per_sample` frames shared by the netdevs, a 64 KiB socket buffer | crates/lldp/tests/decode.rs, crates/lldp/tests/veth.rs, `fuzz/fuzz_targets/lldp.rs`; tests/vm/e2e-fleet.sh (on the wire) |
 //! | lldpd's JSON (`lldpcli` output, `lldp.json_file`) | a FIFO as the file, hostile and oversized documents | the named-file rules (regular files only, 4 MiB, a deadline); lldpcli killed after 3 s, its output cut at 4 MiB; a hostile document refused whole or its bad parts left absent | tests/it/rules_lldp.rs, crates/lldp/tests/decode.rs, `fuzz/fuzz_targets/lldp.rs` |
-//! | NCCL log directories | 100 MB of distinct-entry device tables, 60,000 old files beside a live log, 300 fresh files against 100 slots, copytruncate regrown past the offset, a `.prom` file larger than a read, unreadable files, a missing directory; floods of invented settings, GIDs, plugins and communicators, nccl-tests headers with thousands of hosts and runs | peak RSS under 64 MiB and state freed with its files (here; release figures in bench/nccl_memory.py); a live log found within 4 reads; every skip counted by reason; one lasting error per missing directory, the file and errno for an unreadable one; only the judged settings held (invented names push none out), values 256 bytes, 256 GIDs, 64 GPUs, 32 net notes, 32 nccl-tests runs of 64 hosts and 64 devices each | here; crates/nccl/tests/tail.rs, crates/nccl/tests/aggregate.rs (`hostile_job_lines_stay_within_their_caps`), tests/it/nccl_source.rs, `fuzz/fuzz_targets/nccl_parsers.rs` |
-//! | sysfs and procfs trees | every errno a kernel returns, files vanishing mid-read, a read that never returns | absent or a counted error, the rest of the sample kept; a stuck read times out at one interval | tests/it/faults.rs, tests/it/signals.rs, `crates/*/tests/faults.rs` |
+//! | NCCL log directories | 100 MB of distinct-entry device tables, 60,000 old files beside a live log, 300 fresh files against 100 slots, 1,100 recent finished logs beside a live one, copytruncate regrown past the offset, a job restarted under the same hostname and pid (first 64 bytes equal, regrown past the old offset), a `.prom` file larger than a read, unreadable files, a missing directory; floods of invented settings, GIDs, plugins and communicators, nccl-tests headers with thousands of hosts and runs | peak RSS under 64 MiB and state freed with its files (here; release figures in bench/nccl_memory.py); a live log found within 4 reads, and read in the pass that finds it whatever the finished logs beside it; a rewritten file (first 4 KiB or the bytes before the offset changed) read from its start as a new job, the earlier one ended; every skip counted by reason; one lasting error per missing directory, the file and errno for an unreadable one; only the judged settings held (invented names push none out), values 256 bytes, 256 GIDs, 64 GPUs, 32 net notes, 32 nccl-tests runs of 64 hosts and 64 devices each | here; tests/it/attack_sources.rs; crates/nccl/tests/tail.rs, crates/nccl/tests/aggregate.rs (`hostile_job_lines_stay_within_their_caps`), tests/it/nccl_source.rs, `fuzz/fuzz_targets/nccl_parsers.rs` |
+//! | sysfs and procfs trees | every errno a kernel returns, files vanishing mid-read, a read that never returns | absent or a counted error, the rest of the sample kept; a stuck read costs its own value: found within two item deadlines (a quarter of the interval, at most 1 s), reported once (`timeout`), the rest of the source read by a sibling in the same sample, the next sample not queued behind it | tests/it/faults.rs, tests/it/signals.rs, `crates/*/tests/faults.rs`, `roce_host::stall` |
+//! | the same trees, hostile | a FIFO at one `hw_counters/` file of the demo's 8 devices, a 10,000-slot GID table, device and netdev names with a 0xff byte | the FIFO refused by its type at open (`refused`), its value alone absent, every other device and source present in that sample and the next; GID slots read up to 1024 per port (the rest counted `refused`); names that are not UTF-8 refused, counted and logged with their bytes escaped, never exported mangled, never a verdict on a netdev not read | tests/it/attack_sources.rs, crates/rdma/tests/gid_table.rs |
 //! | netlink replies, ethtool replays | truncated, oversized, lying lengths | parsed within bounds, errors counted | `roce_netlink` tests, `crates/netdev/tests/faults.rs`, `fuzz/` |
-//! | HTTP clients | 10x the connection cap, slowloris, oversized and body-carrying requests | no error for well-behaved scrapers, the rest cut | tests/it/http_pressure.rs, tests/it/http.rs, bench/load.py (CI) |
+//! | HTTP clients | 10x the connection cap, slowloris, oversized and body-carrying requests; 1,000 connections holding 12 KiB each | no error for well-behaved scrapers, the rest cut; the memory of a burst given back when it ends | tests/it/http_pressure.rs, tests/it/http.rs, bench/load.py (CI); here |
+//! | basic auth | 200 clients from their own addresses sending passwords never sent before, 3 requests each in flight, against a scraper whose password is not cached | the scraper authenticated within two scrapes (a source without failures goes first in the bcrypt queue); the flood 401 or 503, counted (`roce_web_auth_checks_total`), one bcrypt thread, a bounded queue, RSS bounded | here; `roce_web::webconfig::auth` tests |
+//! | the configuration's limits | each interval, count and size at its floor and ceiling, one past (2^63 request bytes, 2^62 per-read bytes, `nccl.interval: 1ns`) | the floor and ceiling taken, one past refused with the key and range, at start and on reload (docs/limits.md) | tests/it/config.rs, `fuzz/fuzz_targets/config_yaml.rs` |
+//! | the log | a file whose bad content changes every sample, an error that comes and goes, a peer refused the same way every fetch, over a minute | a condition (file or request and kind) logged when it starts, changes kind or ends, at most once per 10 s of sampling; refused peer endpoints when the reasons change | tests/it/attack_sources.rs, `roce_fleet::runner` tests |
 //!
 //! The cases here run the real binary (`cargo test` builds it; the same
 //! code as the release build).
@@ -159,14 +163,24 @@ fn a_config_file_that_is_a_fifo_a_device_or_growing_is_refused_at_start() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-#[test]
-fn a_fifo_or_device_swapped_in_for_the_config_is_refused_on_sighup_and_serving_goes_on() {
+/// The exporter on a copy of the `sys-mlx5-roce` fixture, sampling every
+/// second, with `args`; serving: its tree, process, log and port.
+fn serving_fixture(
+    args: &[String],
+) -> (TempTree, Running, std::sync::mpsc::Receiver<String>, String) {
     let tree = TempTree::copy_of("sys-mlx5-roce");
     let config = tree.root.join("roce_exporter.yml");
     std::fs::write(&config, "sample_interval: 1s\n").unwrap();
-    let (mut running, log) = spawn_with(&tree.root, &config, &[]);
+    let (running, log) = spawn_with(&tree.root, &config, args);
     let listening = wait_for(&log, "msg=listening");
     let port = listening.rsplit(':').next().unwrap().trim().to_string();
+    (tree, running, log, port)
+}
+
+#[test]
+fn a_fifo_or_device_swapped_in_for_the_config_is_refused_on_sighup_and_serving_goes_on() {
+    let (tree, mut running, log, port) = serving_fixture(&[]);
+    let config = tree.root.join("roce_exporter.yml");
 
     mkfifo(&config);
     signal(&running.0, libc::SIGHUP);
@@ -353,4 +367,210 @@ mod full_suite {
     fn a_hundred_megabytes_of_distinct_entry_nccl_lines_keep_rss_bounded() {
         super::a_hundred_megabytes_of_distinct_entry_nccl_lines_keep_rss_bounded();
     }
+}
+
+/// One HTTP/1.1 GET from `from` (a loopback address of the test's
+/// choosing: 127.0.0.0/8 is all loopback) with basic-auth `user:pass`;
+/// the status, or 0 when the connection failed or ended first.
+async fn get_from(
+    from: std::net::IpAddr,
+    to: std::net::SocketAddr,
+    path: &str,
+    auth: &str,
+) -> (u16, String) {
+    use base64::Engine as _;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(socket) = tokio::net::TcpSocket::new_v4() else {
+        return (0, String::new());
+    };
+    if socket.bind(std::net::SocketAddr::new(from, 0)).is_err() {
+        return (0, String::new());
+    }
+    let Ok(mut s) = socket.connect(to).await else {
+        return (0, String::new());
+    };
+    let auth = base64::engine::general_purpose::STANDARD.encode(auth);
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}\r\nConnection: close\r\n\r\n"
+    );
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return (0, String::new());
+    }
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply).await;
+    let text = String::from_utf8_lossy(&reply).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// The bcrypt cost of the flood test's user (htpasswd's default is 5, 10
+/// common): the test binary is a debug build, whose bcrypt at cost 4 takes
+/// as long as a release build's at about 8, which 200 clients keep busy.
+const FLOOD_BCRYPT_COST: u32 = 4;
+
+#[test]
+fn a_scraper_not_yet_cached_authenticates_within_two_scrapes_under_a_flood_of_200_wrong_passwords()
+{
+    let dir = scratch("auth-flood");
+    let web = dir.join("web.yml");
+    let hash = bcrypt::hash("the-right-one", FLOOD_BCRYPT_COST).unwrap();
+    std::fs::write(&web, format!("basic_auth_users:\n  prometheus: {hash}\n")).unwrap();
+    let (_tree, mut running, _log, port) =
+        serving_fixture(&[format!("--web.config.file={}", web.display())]);
+    let port: u16 = port.parse().unwrap();
+    let server = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let halt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let denied = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // 200 clients, each from its own address with 3 requests in flight,
+    // each request a password never sent before: no cache helps.
+    let flood: Vec<_> = (0..600u32)
+        .map(|k| {
+            let i = k / 3;
+            let (halt, denied) = (halt.clone(), denied.clone());
+            rt.spawn(async move {
+                let from = std::net::IpAddr::from([127, 1, (i / 200) as u8, (i % 200 + 1) as u8]);
+                let mut n = 0u64;
+                let mut statuses = std::collections::BTreeMap::<u16, u64>::new();
+                while !halt.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    let (status, _) = get_from(
+                        from,
+                        server,
+                        "/metrics",
+                        &format!("prometheus:wrong-{k}-{n}"),
+                    )
+                    .await;
+                    if status == 401 {
+                        denied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    *statuses.entry(status).or_default() += 1;
+                }
+                statuses
+            })
+        })
+        .collect();
+    // The flood has run long enough to have failed every client about
+    // twice (counted by the clients themselves, no clock).
+    while denied.load(std::sync::atomic::Ordering::Relaxed) < 400 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The scraper, from its own address, its password never checked since
+    // the start: two scrapes, each waited for as Prometheus would (its
+    // default scrape timeout, 10 s, tripled for a loaded CI machine).
+    let scraper = std::net::IpAddr::from([127, 0, 0, 2]);
+    let mut tries = Vec::new();
+    for _ in 0..2 {
+        let scrape = get_from(scraper, server, "/metrics", "prometheus:the-right-one");
+        let (status, _) = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(30), scrape).await })
+            .unwrap_or((0, String::new()));
+        tries.push(status);
+        if status == 200 {
+            break;
+        }
+    }
+    halt.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut by_status = std::collections::BTreeMap::<u16, u64>::new();
+    for f in flood {
+        for (s, n) in rt.block_on(f).unwrap() {
+            *by_status.entry(s).or_default() += n;
+        }
+    }
+    eprintln!("scraper {tries:?}; flood {by_status:?}");
+    assert_eq!(tries.last(), Some(&200), "scraper got {tries:?}");
+    // Never let through; answered 401 or 503.
+    assert!(
+        by_status.keys().all(|s| [0, 401, 503].contains(s)),
+        "{by_status:?}"
+    );
+    // The flood is counted (as of the last sample: read until it shows);
+    // the scraper's password is cached now.
+    let until = Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        let (_, text) = rt.block_on(get_from(
+            scraper,
+            server,
+            "/metrics",
+            "prometheus:the-right-one",
+        ));
+        let denied =
+            metric(&text, r#"roce_web_auth_checks_total{outcome="denied"}"#).unwrap_or(0.0);
+        if denied >= 400.0 {
+            break text;
+        }
+        assert!(Instant::now() < until, "the flood is not counted: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let refused = metric(&text, r#"roce_web_auth_checks_total{outcome="refused"}"#);
+    let runs = metric(&text, "roce_web_bcrypt_verifications_total");
+    eprintln!("refused {refused:?}, bcrypt runs {runs:?}");
+    assert!(
+        metric(&text, r#"roce_web_auth_checks_total{outcome="allowed"}"#).unwrap_or(0.0) >= 1.0
+    );
+    // Bounded in memory (and in CPU: one bcrypt thread).
+    let peak = status_kb(running.0.id(), "VmHWM:");
+    eprintln!("peak RSS {peak} kB");
+    assert!(peak < NCCL_FLOOD_RSS_KB, "peak RSS {peak} kB");
+    stop(&mut running);
+}
+
+/// `VmRSS` of `pid` in kB.
+fn rss_kb(pid: u32) -> u64 {
+    status_kb(pid, "VmRSS:")
+}
+
+#[test]
+fn memory_taken_by_a_connection_flood_is_given_back_when_it_ends() {
+    use std::io::Write;
+    let (_tree, mut running, _log, port) = serving_fixture(&[]);
+    let pid = running.0.id();
+    for _ in 0..5 {
+        assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+    }
+    let before = rss_kb(pid);
+    // 1,000 connections, each holding 12 KiB of an unfinished request (a
+    // read buffer each), then all closed.
+    let header = format!(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n",
+        "a".repeat(12 << 10)
+    );
+    let mut conns = Vec::new();
+    for _ in 0..1000 {
+        let Ok(mut s) = std::net::TcpStream::connect(format!("127.0.0.1:{port}")) else {
+            continue;
+        };
+        let _ = s.write_all(header.as_bytes());
+        conns.push(s);
+    }
+    // Every connection's bytes are in: the server answered a request
+    // after them (each connection is read by the time it is served).
+    assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+    let during = rss_kb(pid);
+    drop(conns);
+    // Given back once the burst has closed: waited for, with a bound.
+    let until = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let _ = healthz(&port);
+        let now = rss_kb(pid);
+        if now < before + (during.saturating_sub(before)) / 2 || Instant::now() > until {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("RSS before {before} kB, during the flood {during} kB, after {after} kB");
+    assert!(
+        after < before + during.saturating_sub(before) / 2,
+        "RSS before {before} kB, during {during} kB, after {after} kB"
+    );
+    stop(&mut running);
 }

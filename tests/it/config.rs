@@ -136,10 +136,13 @@ fn meaningless_numbers_are_refused_at_their_line_and_column() {
         let e = Config::parse(&yaml, "cfg.yml")
             .expect_err(&yaml)
             .to_string();
+        // A value with a range names its key before it.
+        let at = format!("cfg.yml: error: line {line} column {column}: ");
         assert!(
-            e.starts_with(&format!(
-                "cfg.yml: error: line {line} column {column}: expected "
-            )),
+            e.starts_with(&at)
+                && e[at.len()..]
+                    .split(": ")
+                    .any(|p| p.starts_with("expected ")),
             "{yaml:?}: {e}"
         );
     }
@@ -181,6 +184,11 @@ fn durations_too_long_to_add_to_the_clock_are_refused() {
         "probes: {interval: 500000000000y}\n",
         "web: {header_read_timeout: 500000000000y}\n",
         "sources: {netlink_timeout: 500000000000y}\n",
+    ] {
+        let e = Config::parse(crash, "t").expect_err(crash).to_string();
+        assert!(e.contains("expected a duration from"), "{crash:?}: {e}");
+    }
+    for crash in [
         "rules: {hold: 18446744073709551615s}\n",
         "rules: {link_flap: {window: 18446744073709551615s}}\n",
     ] {
@@ -191,8 +199,8 @@ fn durations_too_long_to_add_to_the_clock_are_refused() {
     let year = "365d";
     let c = Config::parse(
             &format!(
-                "sample_interval: {year}\nprobes: {{interval: {year}}}\n\
-                 web: {{header_read_timeout: {year}}}\nrules: {{hold: {year}, link_flap: {{window: {year}}}}}\n"
+                "sample_interval: 1h\nprobes: {{interval: 1h}}\n\
+                 web: {{header_read_timeout: 5m}}\nrules: {{hold: {year}, link_flap: {{window: {year}}}}}\n"
             ),
             "t",
         )
@@ -340,7 +348,7 @@ fn peer_probe_keys_that_cannot_work_together_are_refused() {
     );
     // SRV names and rails are checked where they are parsed.
     assert!(msg("peer_probes: {srv: ['not a name']}\n").contains("not a DNS name"));
-    assert!(msg("peer_probes: {fetch_timeout: 5m}\n").contains("60s"));
+    assert!(msg("peer_probes: {fetch_timeout: 5m}\n").contains("10ms to 1m"));
     let m = msg("peer_probes: {rails: {by: netdev}}\n");
     assert!(m.contains("netdev_pattern"), "{m}");
     let m = msg("peer_probes: {rails: {by: networks, networks: {rail0: 10.0.0.1/16}}}\n");
@@ -394,4 +402,113 @@ fn metrics_in_the_config_switch_groups_and_refuse_unknown_names() {
     assert!(e.to_string().contains("pcie_hop"), "{e}");
     assert!(Config::parse("metrics:\n  gids: 3\n", "test").is_err());
     assert_eq!(Config::default().metrics, Groups::default());
+}
+
+/// The YAML setting `key` (dotted) to `value`, with what the section needs
+/// to parse around it.
+fn setting(key: &str, value: &str) -> String {
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut yaml = String::new();
+    for (depth, part) in parts.iter().enumerate() {
+        let indent = "  ".repeat(depth);
+        if depth + 1 == parts.len() {
+            yaml.push_str(&format!("{indent}{part}: {value}\n"));
+        } else {
+            yaml.push_str(&format!("{indent}{part}:\n"));
+            if *part == "prometheus" {
+                yaml.push_str(&format!("{indent}  url: http://127.0.0.1:9090\n"));
+            }
+        }
+    }
+    yaml
+}
+
+/// A value just past `d` as humantime writes it.
+fn plus_a_nanosecond(d: Duration) -> String {
+    humantime::format_duration(d + Duration::from_nanos(1)).to_string()
+}
+
+#[test]
+fn every_limit_takes_its_floor_and_ceiling_and_refuses_past_them_naming_the_range() {
+    use roce_exporter::config::limits::{self, Limit};
+    for limit in limits::ALL {
+        let key = limit.key();
+        let (floor, ceiling, below, above) = match limit {
+            Limit::Duration(l) => (
+                humantime::format_duration(l.min).to_string(),
+                humantime::format_duration(l.max).to_string(),
+                (l.min > Duration::from_nanos(1)).then(|| {
+                    humantime::format_duration(l.min - Duration::from_nanos(1)).to_string()
+                }),
+                plus_a_nanosecond(l.max),
+            ),
+            Limit::Count(l) => (
+                l.min.to_string(),
+                l.max.to_string(),
+                l.min.checked_sub(1).map(|v| v.to_string()),
+                (u128::from(l.max) + 1).to_string(),
+            ),
+        };
+        for ok in [&floor, &ceiling] {
+            let c = Config::parse(&setting(key, ok), "t")
+                .unwrap_or_else(|e| panic!("{key}: {ok} refused: {e}"));
+            assert!(limit.holds(&c), "{key}: {ok}");
+            assert_eq!(limits::check(&c), Ok(()));
+        }
+        for bad in below.iter().chain([&above]) {
+            let yaml = setting(key, bad);
+            let e = Config::parse(&yaml, "t").expect_err(&yaml).to_string();
+            let want = format!("{key}: expected ");
+            assert!(e.contains(&want), "{yaml}: {e}");
+            assert!(e.contains(&limit.range()), "{yaml}: {e}");
+        }
+    }
+    // What the issue found accepted: each refused, with its range.
+    for (yaml, range) in [
+        (
+            "web: {max_request_bytes: 9223372036854775808}\n",
+            "1024 to 1048576 bytes",
+        ),
+        (
+            "nccl: {max_bytes_per_read: 4611686018427387904}\n",
+            "65536 to 67108864 bytes",
+        ),
+        ("nccl: {interval: 1ns}\n", "100ms to 1h"),
+    ] {
+        let e = Config::parse(yaml, "t").expect_err(yaml).to_string();
+        assert!(e.contains(range), "{yaml}: {e}");
+    }
+    // Every default is inside its range.
+    assert_eq!(limits::check(&Config::default()), Ok(()));
+}
+
+#[test]
+fn a_reload_past_a_ceiling_is_refused_as_a_start_is() {
+    let dir = std::env::temp_dir().join(format!("roce-config-limits-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("roce_exporter.yml");
+    std::fs::write(&file, "nccl:\n  max_bytes_per_read: 67108865\n").unwrap();
+    // Config::load is what the start and every SIGHUP call.
+    let e = Config::load(&file).unwrap_err().to_string();
+    assert!(
+        e.contains("nccl.max_bytes_per_read: expected 65536 to 67108864 bytes"),
+        "{e}"
+    );
+    assert!(e.contains("line 2 column 23"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_limits_reference_is_current() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/limits.md");
+    let want = roce_exporter::config::limits::reference();
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        have == want,
+        "docs/limits.md is stale: UPDATE_GOLDEN=1 cargo test --test it config::the_limits_reference_is_current"
+    );
 }

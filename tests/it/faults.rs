@@ -8,10 +8,11 @@
 //! wrong in its `SourceStatus` and in `roce_collector_*`, and the other
 //! sources and devices keep exporting.
 //!
-//! A read that never returns (a FIFO in place of a counter file: on mlx5 a
-//! counter read is a firmware command and can stall) is the sampler's to
-//! bound: the source misses its deadline and is reported timed out, the
-//! others keep sampling.
+//! A FIFO in place of a counter file is refused by its type at open. A read
+//! that never returns (on mlx5 a counter read is a firmware command and can
+//! stall) is the sampler's to bound: the file misses its per-item deadline,
+//! its value is absent and reported once, and the rest of the source and
+//! the other sources are read in that sample and the next.
 //!
 //! Reader-level cases (the same faults without the pipeline) are in
 //! crates/rdma/tests/faults.rs; the netlink socket's own timeout in
@@ -19,7 +20,6 @@
 
 use crate::rdma_common;
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -681,115 +681,158 @@ fn an_nvml_that_panics_fails_the_topology_collector_only() {
     }
 }
 
-/// How often each path was opened or listed by the reader.
-fn opens(fs: &FaultFs, path: &Path) -> usize {
-    fs.log.lock().unwrap().iter().filter(|p| *p == path).count()
-}
-
 #[test]
-fn a_counter_read_that_never_returns_times_out_and_sampling_goes_on() {
+fn a_fifo_in_place_of_a_counter_is_refused_by_its_type_and_the_rest_is_read() {
     let tree = TempTree::copy_of("sys-mlx5-roce");
     let counter = tree
         .root
         .join("class/infiniband/mlx5_0/ports/1/counters/port_rcv_data");
-    let recorded: u64 = std::fs::read_to_string(&counter)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     std::fs::remove_file(&counter).unwrap();
     let c = std::ffi::CString::new(counter.as_os_str().as_encoded_bytes()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
-    // A second name for the FIFO, to open its writing end once the counter
-    // path holds a plain file again.
-    let writer_end = tree.root.join("port_rcv_data.fifo");
-    std::fs::hard_link(&counter, &writer_end).unwrap();
 
     let config = config("sample_interval: 1s\n");
-    let (rdma, fs) = rdma_over(&tree.root);
+    let (rdma, _fs) = rdma_over(&tree.root);
     let mut all = vec![rdma];
     all.extend(others(&config, &tree.root));
     let mut sampler = Sampler::new(all, &config);
-    let deadline = sampler.deadline();
-
-    // On a helper thread, waited for a bounded time: a hang fails the test.
+    // On a helper thread, waited for a bounded time: a hang fails the test
+    // (a blocking open of a FIFO with no writer never returns).
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let samples: Vec<Arc<Snapshot>> = (0..4).map(|_| sampler.sample()).collect();
+        let samples: Vec<Arc<Snapshot>> = (0..2).map(|_| sampler.sample()).collect();
+        let _ = tx.send(samples);
+    });
+    let samples = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("a FIFO never holds a sample");
+    for (n, s) in samples.iter().enumerate() {
+        let rdma = s.source("rdma").unwrap();
+        assert_eq!(rdma.state, SourceState::Ok, "sample {}", n + 1);
+        let refused: Vec<String> = rdma.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            refused,
+            [format!(
+                "{}: not a regular file (a FIFO): refused, never read",
+                counter.display()
+            )]
+        );
+        let t = text(s);
+        assert_eq!(
+            port_value(&t, "roce_port_data_received_bytes_total", "mlx5_0"),
+            None
+        );
+        assert!(port_value(&t, "roce_port_data_received_bytes_total", "mlx5_1").is_some());
+        assert!(port_value(&t, "roce_port_data_transmitted_bytes_total", "mlx5_0").is_some());
+        assert_eq!(
+            rdma_collector(&t, "roce_collector_errors_total", r#"kind="refused""#),
+            Some(n as f64 + 1.0)
+        );
+        for other in ["netdev", "topology"] {
+            assert!(s.source(other).unwrap().state.success(), "{other}");
+        }
+    }
+}
+
+/// The RDMA source as `roce_exporter` builds it (a watched file layer per
+/// item, siblings made when a read sticks), over `FaultFs` on `root`.
+fn watched_rdma_over(root: &Path, config: &Config) -> (Box<dyn Source>, FaultFs) {
+    let fs = FaultFs::for_tree(root);
+    let handle = fs.share();
+    let maker: sources::rdma::FsMaker = Arc::new(move || Box::new(fs.share()));
+    (
+        Box::new(RdmaSource::over(config, &paths(root), maker)),
+        handle,
+    )
+}
+
+#[test]
+fn a_read_stuck_in_the_driver_costs_its_own_value_in_that_sample_and_the_next() {
+    let tree = TempTree::generated_mlx5(8, 8);
+    let stuck = tree
+        .root
+        .join("class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer");
+    let config = config("sample_interval: 1s\n");
+    let (rdma, fs) = watched_rdma_over(&tree.root, &config);
+    let mut all = vec![rdma];
+    all.extend(others(&config, &tree.root));
+    let mut sampler = Sampler::new(all, &config);
+    let first = sampler.sample();
+    assert_eq!(device_names(&first).len(), 8);
+    fs.stall(&stuck);
+
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let samples: Vec<Arc<Snapshot>> = (0..2).map(|_| sampler.sample()).collect();
         let _ = tx.send((sampler, samples));
     });
     let (mut sampler, samples) = rx
         .recv_timeout(Duration::from_secs(120))
         .expect("samples go on while a read is stuck");
     for (n, s) in samples.iter().enumerate() {
-        assert_eq!(s.sequence, n as u64 + 1);
         let rdma = s.source("rdma").unwrap();
-        assert!(
-            matches!(&rdma.state, SourceState::Failed(m) if m.starts_with("timed out")),
-            "sample {}: {:?}",
-            n + 1,
-            rdma.state
-        );
-        assert!(s.rdma.is_none(), "no RDMA part without a reading");
-        for other in ["netdev", "topology"] {
-            let st = s.source(other).unwrap();
-            assert!(st.state.success(), "{other}: {:?}", st.state);
-        }
+        assert_eq!(rdma.state, SourceState::Ok, "sample {}: {:?}", n + 2, rdma);
+        assert_eq!(device_names(s).len(), 8, "every device, the stuck one too");
         let t = text(s);
-        assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(0.0));
         assert_eq!(
-            rdma_collector(&t, "roce_collector_state_info", r#"state="failed""#),
+            port_value(&t, "roce_out_of_buffer_drops_total", "mlx5_0"),
+            None,
+            "the stuck value is absent"
+        );
+        for k in 1..8 {
+            assert_eq!(
+                port_value(&t, "roce_out_of_buffer_drops_total", &format!("mlx5_{k}")),
+                Some(k as f64)
+            );
+        }
+        assert!(port_value(&t, "roce_port_data_received_bytes_total", "mlx5_0").is_some());
+        // Reported once, in the sample that found it.
+        let errors: Vec<String> = rdma.errors.iter().map(ToString::to_string).collect();
+        if n == 0 {
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(
+                errors[0].starts_with(&format!("{}: read did not return within", stuck.display())),
+                "{errors:?}"
+            );
+        } else {
+            assert!(errors.is_empty(), "{errors:?}");
+        }
+        assert_eq!(
+            rdma_collector(&t, "roce_collector_errors_total", r#"kind="timeout""#),
             Some(1.0)
         );
-        // The duration is how long the call has been running: at least the
-        // deadline it missed.
-        let took = rdma_collector(&t, "roce_collector_duration_seconds", "").unwrap();
-        assert!(took >= deadline.as_secs_f64(), "{took}");
-        assert_eq!(value(&t, "roce_samples_total"), Some(n as f64 + 1.0));
+        for other in ["netdev", "topology"] {
+            assert!(s.source(other).unwrap().state.success(), "{other}");
+        }
+        assert!(
+            lines_starting(&t, "roce_netdev_mtu_bytes{") >= 8,
+            "the netdev source had this sample's RDMA part"
+        );
     }
-    // One call is stuck in the FIFO's open; none was started on top of it.
-    assert_eq!(opens(&fs, &counter), 1);
 
-    // The read comes back: the counter path holds a plain file again, and
-    // the stuck handle reads as gone (what a re-registered device gives).
-    let fresh = tree.root.join("port_rcv_data.new");
-    std::fs::write(&fresh, format!("{recorded}\n")).unwrap();
-    std::fs::rename(&fresh, &counter).unwrap();
-    fs.stale_once.lock().unwrap().insert(counter.clone());
-    let writer = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(&writer_end)
-        .expect("the stuck call holds the FIFO's reading end");
-    drop(writer);
+    // The stuck read returns: the value is read again.
+    fs.release(&stuck);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        // Until the stuck call has returned, the source stays timed out.
-        for _ in 0..1200 {
+        for _ in 0..200 {
             let s = sampler.sample();
-            if s.source("rdma").unwrap().state == SourceState::Ok {
+            if port_value(&text(&s), "roce_out_of_buffer_drops_total", "mlx5_0").is_some() {
                 let _ = tx.send(s);
                 return;
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::yield_now();
         }
     });
     let back = rx
         .recv_timeout(Duration::from_secs(120))
-        .expect("the source is called again once its call returned");
-    assert!(back.sequence > 4);
-    let t = text(&back);
-    assert_eq!(rdma_collector(&t, "roce_collector_success", ""), Some(1.0));
-    assert_eq!(
-        port_value(&t, "roce_port_data_received_bytes_total", "mlx5_0"),
-        Some(recorded as f64 * 4.0)
-    );
+        .expect("the file is read again once its read returned");
+    assert_eq!(back.source("rdma").unwrap().state, SourceState::Ok);
 }
 
 /// Log lines written through `tracing` on this thread, formatted as the
 /// `fmt` subscriber writes them (no colours).
 #[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+pub(crate) struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -802,14 +845,14 @@ impl std::io::Write for Captured {
 }
 
 impl Captured {
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         String::from_utf8_lossy(&self.0.lock().unwrap())
             .lines()
             .map(str::to_string)
             .collect()
     }
 
-    fn capture<T>(&self, f: impl FnOnce() -> T) -> T {
+    pub(crate) fn capture<T>(&self, f: impl FnOnce() -> T) -> T {
         let me = self.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
@@ -878,10 +921,12 @@ fn read_errors_that_start_after_startup_are_logged_once_at_warn_and_once_when_th
         warn[2]
     );
     assert!(warn[2].contains(&eio(&failing)), "{}", warn[2]);
-    // The samples in between say it at debug only.
+    // The samples in between say it at debug only. Changes are logged at
+    // most once per 10 s of sampling (2 samples at 5 s): the errors that
+    // start in sample 2 are logged with sample 3, after the first line.
     let debug = lines
         .iter()
         .filter(|l| l.contains(" DEBUG ") && l.contains("read errors"))
         .count();
-    assert_eq!(debug, 4, "{lines:#?}");
+    assert_eq!(debug, 3, "{lines:#?}");
 }

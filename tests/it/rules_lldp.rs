@@ -695,12 +695,34 @@ fn json_file_that_is_a_fifo_fails_without_hanging() {
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let mut src = LldpSource::with_json_file(fifo);
+    let mut src = LldpSource::with_json_file(fifo.clone());
     let started = std::time::Instant::now();
     let mut errors = vec![];
     let r = src.sample(&input(), &mut errors);
-    std::fs::remove_dir_all(&dir).unwrap();
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(matches!(r.state, SourceState::Failed(_)), "{:?}", r.state);
     assert_eq!(errors.len(), 1, "{errors:?}");
+    // Each cause named: the file type, the size, the device.
+    let big = dir.join("big.json");
+    std::fs::write(&big, vec![b' '; (4 << 20) + 1]).unwrap();
+    for (file, cause) in [
+        (fifo, "not a regular file (a FIFO)".to_string()),
+        (big.clone(), "larger than".to_string()),
+        (
+            std::path::PathBuf::from("/dev/zero"),
+            "not a regular file (a character device)".to_string(),
+        ),
+    ] {
+        let mut src = LldpSource::with_json_file(file.clone());
+        let r = src.sample(&input(), &mut vec![]);
+        let SourceState::Failed(why) = &r.state else {
+            panic!("{:?}", r.state)
+        };
+        assert!(
+            why.starts_with(&format!("lldp.json_file {}: ", file.display())),
+            "{why}"
+        );
+        assert!(why.contains(&cause), "{why}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -23,6 +23,11 @@ label_set! {
     pub struct RuleLabels { rule }
 }
 
+label_set! {
+    /// How a basic-auth check ended.
+    pub struct AuthOutcomeLabels { outcome }
+}
+
 pub const BUILD_INFO: Fam<BuildLabels> = Fam::new(Row {
     base: "roce_exporter_build_info",
     kind: MetricKind::Gauge,
@@ -48,7 +53,7 @@ pub const COLLECTOR_ERRORS: Fam<CollectorKindLabels> = Fam::new(Row {
     base: "roce_collector_errors",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request); the values concerned are absent, the rest is exported. Not exported for a disabled collector.",
+    help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request), timeout (a read or request that did not return within its per-item deadline: counted once when it sticks, its value absent until it returns), refused (not read because of what it is: not a regular file, a name that is not UTF-8, past a per-port cap); the values concerned are absent, the rest is exported. Not exported for a disabled collector.",
     source: "sampler",
 });
 pub const COLLECTOR_KERNEL_REQUESTS: Fam<CollectorKindLabels> = Fam::new(Row {
@@ -102,6 +107,21 @@ pub const RULE_PANICS: Fam<RuleLabels> = Fam::new(Row {
     source: "sampler",
 });
 
+pub const WEB_AUTH_CHECKS: Fam<AuthOutcomeLabels> = Fam::new(Row {
+    base: "roce_web_auth_checks",
+    kind: MetricKind::Counter,
+    unit: None,
+    help: "Basic-auth checks of requests since start, by outcome: allowed (right credentials, cached or verified), denied (wrong or missing: 401), refused (not checked: the client address's share of the bcrypt queue, or the queue, was full: 503). A refused count rising while allowed does not: a flood of wrong passwords, which a scraper that sends none still passes. Present once basic auth checked a request; as of the sample.",
+    source: "server (--web.config.file basic_auth_users)",
+});
+pub const WEB_BCRYPT_VERIFICATIONS: Fam<NoLabels> = Fam::new(Row {
+    base: "roce_web_bcrypt_verifications",
+    kind: MetricKind::Counter,
+    unit: None,
+    help: "bcrypt verifications run since start (credentials not in the cache of outcomes), on the server's one bcrypt thread. Present once basic auth checked a request; as of the sample.",
+    source: "server (--web.config.file basic_auth_users)",
+});
+
 pub static FAMILIES: &[Family] = &[
     BUILD_INFO.family,
     COLLECTOR_SUCCESS.family,
@@ -114,6 +134,8 @@ pub static FAMILIES: &[Family] = &[
     SAMPLE_TICKS_MISSED.family,
     SAMPLE_INTERVAL.family,
     RULE_PANICS.family,
+    WEB_AUTH_CHECKS.family,
+    WEB_BCRYPT_VERIFICATIONS.family,
 ];
 
 pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySamples>) {
@@ -183,6 +205,19 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySampl
         panics.push(RuleLabels { rule }, *n);
     }
     out.push(panics.into());
+    if let Some(a) = snapshot.web_auth {
+        let mut checks = Samples::new(&WEB_AUTH_CHECKS);
+        for (outcome, n) in [
+            ("allowed", a.allowed),
+            ("denied", a.denied),
+            ("refused", a.refused),
+        ] {
+            checks.push(AuthOutcomeLabels { outcome }, n);
+        }
+        let mut runs = Samples::new(&WEB_BCRYPT_VERIFICATIONS);
+        runs.push(NoLabels, a.verifications);
+        out.extend([checks.into(), runs.into()]);
+    }
 }
 
 #[cfg(test)]

@@ -288,8 +288,8 @@ pub const DEMO_PORTS: usize = 8;
 pub const BUDGET: &[BudgetRow] = &[
     BudgetRow {
         row: "exporter",
-        default: 68,
-        all: 68,
+        default: 78,
+        all: 78,
     },
     BudgetRow {
         row: "ports",

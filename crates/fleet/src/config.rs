@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use roce_model::values::{duration, number};
+use roce_model::values::{CountLimit, DurationLimit};
 
 use crate::error::FleetError;
 
@@ -38,22 +38,25 @@ pub struct PeerProbeConfig {
     pub all_to_all: bool,
     /// How the rail of a port is found (the ports that probe each other).
     pub rails: RailConfig,
-    /// Probe packets per second per local port (capped at 50): a ceiling.
-    /// Probes are sent one at a time, so it is reached while answers come
-    /// within the spacing; each lost probe takes `timeout` instead
-    /// (docs/peer-probes.md, "Achieved rate").
+    /// Probe packets per second per local port ([`PACKETS_PER_SECOND`]): a
+    /// ceiling. Probes are sent one at a time, so it is reached while
+    /// answers come within the spacing; each lost probe takes `timeout`
+    /// instead (docs/peer-probes.md, "Achieved rate").
+    #[serde(deserialize_with = "packets_per_second")]
     pub packets_per_second: u32,
-    /// Peers probed per round and port (capped at 16).
+    /// Peers probed per round and port ([`SAMPLE`]).
+    #[serde(deserialize_with = "sample")]
     pub sample: usize,
     /// Distinct flow labels (RoCE v2 UDP source ports, so ECMP paths) each
-    /// pair of ports walks, whatever the number of peers (1 to 256).
+    /// pair of ports walks, whatever the number of peers ([`FLOW_LABELS`]).
+    #[serde(deserialize_with = "flow_labels")]
     pub flow_labels: u32,
     /// How long a probe waits for its echo.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "timeout")]
     pub timeout: Duration,
     /// How often the peer list (DNS, SRV, file) is read again, or the
     /// Prometheus query made again.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "refresh")]
     pub refresh: Duration,
     /// The absolute deadline of one endpoint document fetch (resolution,
     /// connect, TLS, request and the whole answer) and of one DNS lookup.
@@ -93,18 +96,87 @@ impl Default for PeerProbeConfig {
     }
 }
 
-/// Longest `peer_probes.fetch_timeout`: a fetch holds one of the 16
-/// fetch workers this long at most.
-pub const MAX_FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// `peer_probes.packets_per_second`.
+pub const PACKETS_PER_SECOND: CountLimit = CountLimit {
+    key: "peer_probes.packets_per_second",
+    min: 1,
+    max: roce_probe::peer::MAX_PACKETS_PER_SECOND as u64,
+    unit: "",
+    why: "probe packets a local port sends each second",
+};
 
-fn fetch_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let v = duration(d)?;
-    if v > MAX_FETCH_TIMEOUT {
-        return Err(serde::de::Error::custom(
-            "a fetch deadline above 60s would hold a fetch worker for minutes",
-        ));
-    }
-    Ok(v)
+/// `peer_probes.sample`.
+pub const SAMPLE: CountLimit = CountLimit {
+    key: "peer_probes.sample",
+    min: 1,
+    max: 16,
+    unit: "",
+    why: "peers each local port probes per round",
+};
+
+/// `peer_probes.flow_labels`.
+pub const FLOW_LABELS: CountLimit = CountLimit {
+    key: "peer_probes.flow_labels",
+    min: 1,
+    max: roce_probe::peer::MAX_FLOW_LABELS as u64,
+    unit: "",
+    why: "ECMP paths each pair of ports walks",
+};
+
+/// `peer_probes.timeout`.
+pub const TIMEOUT: DurationLimit = DurationLimit {
+    key: "peer_probes.timeout",
+    min: Duration::from_millis(1),
+    max: Duration::from_secs(10),
+    why: "how long a probe waits for its echo",
+};
+
+/// `peer_probes.refresh`.
+pub const REFRESH: DurationLimit = DurationLimit {
+    key: "peer_probes.refresh",
+    min: Duration::from_secs(1),
+    max: Duration::from_secs(24 * 3600),
+    why: "each refresh reads the peer list or queries Prometheus",
+};
+
+/// `peer_probes.fetch_timeout`: a fetch holds one of the 16 fetch workers
+/// this long at most.
+pub const FETCH_TIMEOUT: DurationLimit = DurationLimit {
+    key: "peer_probes.fetch_timeout",
+    min: Duration::from_millis(10),
+    max: Duration::from_secs(60),
+    why: "a fetch holds one of the 16 fetch workers this long at most",
+};
+
+/// Longest `peer_probes.fetch_timeout`.
+pub const MAX_FETCH_TIMEOUT: Duration = FETCH_TIMEOUT.max;
+
+/// `peer_probes.prometheus.timeout`.
+pub const QUERY_TIMEOUT: DurationLimit = DurationLimit {
+    key: "peer_probes.prometheus.timeout",
+    min: Duration::from_millis(10),
+    max: Duration::from_secs(60),
+    why: "a query holds a fetch worker this long at most",
+};
+
+/// `peer_probes.prometheus.max_bytes`.
+pub const QUERY_BYTES: CountLimit = CountLimit {
+    key: "peer_probes.prometheus.max_bytes",
+    min: 1024,
+    max: 1 << 30,
+    unit: "bytes",
+    why: "the largest answer taken, after decompression",
+};
+
+roce_model::limit_parsers! {
+    packets_per_second: PACKETS_PER_SECOND as u32,
+    sample: SAMPLE as usize,
+    flow_labels: FLOW_LABELS as u32,
+    timeout: TIMEOUT as Duration,
+    refresh: REFRESH as Duration,
+    fetch_timeout: FETCH_TIMEOUT as Duration,
+    query_timeout: QUERY_TIMEOUT as Duration,
+    query_bytes: QUERY_BYTES as usize,
 }
 
 /// Names of SRV records: at most 16, each a DNS name of at most 253 bytes.
@@ -153,7 +225,7 @@ pub struct PeerPrometheusConfig {
     pub username: Option<String>,
     pub password_file: Option<std::path::PathBuf>,
     /// The absolute deadline of one query, answer included.
-    #[serde(default = "default_query_timeout", deserialize_with = "fetch_timeout")]
+    #[serde(default = "default_query_timeout", deserialize_with = "query_timeout")]
     pub timeout: Duration,
     /// Largest answer taken, after decompression.
     #[serde(default = "default_query_bytes", deserialize_with = "query_bytes")]
@@ -171,14 +243,6 @@ fn default_query_timeout() -> Duration {
 /// 64 MiB: 10,000 nodes of 8 ports at ≈400 bytes per series.
 fn default_query_bytes() -> usize {
     64 << 20
-}
-
-fn query_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    number(
-        d,
-        |v: &usize| (1024..=(1usize << 30)).contains(v),
-        "between 1024 bytes and 1 GiB",
-    )
 }
 
 /// `peer_probes.rails`: which local port probes which peer port. A rail

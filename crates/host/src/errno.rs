@@ -16,7 +16,10 @@
 //!   the GID attributes of an empty slot (`_show_port_gid_attr` in
 //!   drivers/infiniband/core/sysfs.c), a netdev's `speed` while the link is
 //!   down (`speed_show` in net/core/net-sysfs.c). Elsewhere EINVAL is an
-//!   error.
+//!   error;
+//! - a call the file layer did not make because an earlier read of the
+//!   file is stuck ([`crate::Stuck`]): the stuck read was reported once when
+//!   it passed its deadline, and the value stays absent until it returns.
 
 use std::io;
 
@@ -53,7 +56,8 @@ pub fn is_stale(e: &io::Error) -> bool {
 /// rather than an error.
 pub fn means_absent(e: &io::Error, einval: Einval) -> bool {
     let code = errno(e);
-    is_absent(e)
+    crate::error::Stuck::is(e)
+        || is_absent(e)
         || code == libc::ESTALE
         || code == libc::EOPNOTSUPP
         || (code == libc::EINVAL && einval == Einval::Absent)

@@ -3,9 +3,74 @@
 //! did not parse), and [`HostError`], any problem a source met that did not
 //! stop it: such a file, a failed request to the kernel or a library, or a
 //! configured folder that cannot be listed.
+//!
+//! Two causes carry no errno and are told apart by the payload of the
+//! `io::Error` the file layer returns: [`NotRegular`] (a FIFO, a device, a
+//! socket where an attribute file should be: refused at open, never read)
+//! and [`Stuck`] (a read of this file that has not returned within its
+//! per-item deadline: the file is not touched again until it returns).
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The payload of an open refused because the file is not a regular file;
+/// the type as `named` words it ("a FIFO", "a character device").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotRegular(pub &'static str);
+
+impl std::fmt::Display for NotRegular {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "not a regular file ({}): refused, never read", self.0)
+    }
+}
+
+impl std::error::Error for NotRegular {}
+
+impl NotRegular {
+    /// The error an open returns for a file of this type.
+    pub fn error(file_type: &'static str) -> io::Error {
+        io::Error::other(NotRegular(file_type))
+    }
+
+    /// The type named by `e`, when `e` is such a refusal.
+    pub fn of(e: &io::Error) -> Option<&'static str> {
+        e.get_ref()
+            .and_then(|r| r.downcast_ref::<NotRegular>())
+            .map(|n| n.0)
+    }
+}
+
+/// The payload of a call not made because an earlier read of the same file
+/// is still blocked past its deadline, or because the reader it belongs to
+/// was left to such a read (`abandoned`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stuck {
+    pub abandoned: bool,
+}
+
+impl std::fmt::Display for Stuck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.abandoned {
+            f.write_str("not read: this reader was left to a stuck read")
+        } else {
+            f.write_str("not read: an earlier read of this file has not returned")
+        }
+    }
+}
+
+impl std::error::Error for Stuck {}
+
+impl Stuck {
+    pub fn error(abandoned: bool) -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, Stuck { abandoned })
+    }
+
+    /// Whether `e` is such a call not made.
+    pub fn is(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|r| r.is::<Stuck>())
+    }
+}
 
 /// A file that should have been readable and was not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,14 +85,41 @@ pub enum ReadErrorKind {
     Io(i32),
     /// The file was read but its content did not parse.
     Parse(String),
+    /// Not a regular file (the type, "a FIFO"): refused at open, never read.
+    NotRegular(&'static str),
+    /// A read that did not return within its per-item deadline.
+    Stuck(Duration),
+    /// Not read because of what it is, and why (a name that is not UTF-8,
+    /// entries past a per-object cap).
+    Refused(String),
 }
 
 impl ReadError {
     /// A failed system call on `path`.
     pub fn io(path: &Path, e: &io::Error) -> Self {
+        let kind = match NotRegular::of(e) {
+            Some(t) => ReadErrorKind::NotRegular(t),
+            None => ReadErrorKind::Io(crate::errno::errno(e)),
+        };
         ReadError {
             path: path.to_path_buf(),
-            kind: ReadErrorKind::Io(crate::errno::errno(e)),
+            kind,
+        }
+    }
+
+    /// `path` not read, and why.
+    pub fn refused(path: &Path, why: impl Into<String>) -> Self {
+        ReadError {
+            path: path.to_path_buf(),
+            kind: ReadErrorKind::Refused(why.into()),
+        }
+    }
+
+    /// A read of `path` still blocked `after` its start.
+    pub fn stuck(path: &Path, after: Duration) -> Self {
+        ReadError {
+            path: path.to_path_buf(),
+            kind: ReadErrorKind::Stuck(after),
         }
     }
 
@@ -52,6 +144,15 @@ impl std::fmt::Display for ReadError {
                 )
             }
             ReadErrorKind::Parse(msg) => write!(f, "{}: {}", self.path.display(), msg),
+            ReadErrorKind::NotRegular(t) => {
+                write!(f, "{}: {}", self.path.display(), NotRegular(t))
+            }
+            ReadErrorKind::Refused(why) => write!(f, "{}: {why}", self.path.display()),
+            ReadErrorKind::Stuck(after) => write!(
+                f,
+                "{}: read did not return within {after:?}: left to it, its value absent until it returns",
+                self.path.display()
+            ),
         }
     }
 }
@@ -76,15 +177,23 @@ pub enum ErrorKind {
     /// Anything else: another errno, a request the kernel or a library
     /// refused.
     Failed,
+    /// A read or request that did not return within its per-item deadline:
+    /// counted once when it sticks; its value is absent until it returns.
+    Timeout,
+    /// Not read because of what it is: not a regular file (a FIFO, a
+    /// device), a name that is not UTF-8, an entry past a per-object cap.
+    Refused,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 5] = [
+    pub const ALL: [ErrorKind; 7] = [
         ErrorKind::Absent,
         ErrorKind::Permission,
         ErrorKind::Malformed,
         ErrorKind::Busy,
         ErrorKind::Failed,
+        ErrorKind::Timeout,
+        ErrorKind::Refused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -94,6 +203,8 @@ impl ErrorKind {
             ErrorKind::Malformed => "malformed",
             ErrorKind::Busy => "busy",
             ErrorKind::Failed => "failed",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Refused => "refused",
         }
     }
 
@@ -101,6 +212,12 @@ impl ErrorKind {
     /// by its class (a timeout is busy, a bad input malformed).
     pub fn of_io(e: &std::io::Error) -> ErrorKind {
         use std::io::ErrorKind as K;
+        if NotRegular::of(e).is_some() {
+            return ErrorKind::Refused;
+        }
+        if Stuck::is(e) {
+            return ErrorKind::Timeout;
+        }
         if let Some(errno) = e.raw_os_error() {
             return ErrorKind::of_errno(errno);
         }
@@ -129,6 +246,8 @@ impl ReadError {
         match self.kind {
             ReadErrorKind::Io(errno) => ErrorKind::of_errno(errno),
             ReadErrorKind::Parse(_) => ErrorKind::Malformed,
+            ReadErrorKind::NotRegular(_) | ReadErrorKind::Refused(_) => ErrorKind::Refused,
+            ReadErrorKind::Stuck(_) => ErrorKind::Timeout,
         }
     }
 }

@@ -136,9 +136,47 @@ impl SysFile for StdFile {
     }
 }
 
+/// Opens `path` for reading without blocking on it: `O_NONBLOCK`, so that
+/// a FIFO with no writer does not hold the open, then refused unless
+/// `fstat` says it is a regular file (sysfs and procfs attributes are): a
+/// FIFO, a device or a socket in their place is never read, and the error
+/// names its type ([`crate::NotRegular`]). `O_NONBLOCK` changes nothing for
+/// a regular file's reads.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let t = file.metadata()?.file_type();
+    if !t.is_file() {
+        return Err(crate::NotRegular::error(crate::named::file_type_name(&t)));
+    }
+    Ok(file)
+}
+
+/// At most `cap` bytes of `path`, opened by [`open_regular`] (a FIFO or a
+/// device is refused by its type, never read). For the small files read
+/// whole once in a while (AER counts, config space, recorded replies).
+pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    open_regular(path)?.take(cap).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// [`read_capped`] as UTF-8 text (`InvalidData` when it is not).
+pub fn read_text_capped(path: &Path, cap: u64) -> io::Result<String> {
+    String::from_utf8(read_capped(path, cap)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// The cap on a recorded reply read whole (`netdevs.replay`).
+pub const REPLAY_CAP: u64 = 4 << 20;
+
 impl SysFs for StdFs {
     fn open(&self, path: &Path) -> io::Result<Box<dyn SysFile>> {
-        Ok(Box::new(StdFile(File::open(path)?)))
+        Ok(Box::new(StdFile(open_regular(path)?)))
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {

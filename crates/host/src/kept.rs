@@ -419,19 +419,46 @@ mod tests {
     }
 
     #[test]
-    fn a_directory_is_an_error_with_its_path() {
+    fn a_directory_a_fifo_or_a_device_is_refused_at_open_with_its_type() {
         let dir = tmp("eisdir");
+        let fifo = dir.join("port_rcv_data");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
         let mut buf = ReadBuf::new();
         let mut io = Io::new(&StdFs, &mut buf, usize::MAX);
-        let mut attr = KeptAttr::new(dir.clone());
         let mut stale = false;
-        assert_eq!(
-            attr.read(&mut io, Einval::Error, &mut stale),
-            Reading::Error(ReadError::io(
-                &dir,
-                &io::Error::from_raw_os_error(libc::EISDIR)
-            ))
-        );
+        // A FIFO with no writer would hold a blocking open for ever: this
+        // returns (the test would hang otherwise), refused by its type.
+        for (path, kind) in [
+            (dir.clone(), "a directory"),
+            (fifo, "a FIFO"),
+            (PathBuf::from("/dev/zero"), "a character device"),
+        ] {
+            let mut attr = KeptAttr::new(path.clone());
+            let got = attr.read(&mut io, Einval::Error, &mut stale);
+            assert_eq!(
+                got,
+                Reading::Error(ReadError {
+                    path: path.clone(),
+                    kind: crate::ReadErrorKind::NotRegular(kind),
+                })
+            );
+            let Reading::Error(e) = got else {
+                unreachable!()
+            };
+            assert_eq!(e.error_kind(), crate::ErrorKind::Refused);
+            assert!(
+                e.to_string()
+                    .ends_with(&format!("not a regular file ({kind}): refused, never read")),
+                "{e}"
+            );
+            assert!(!attr.is_open());
+        }
+        assert_eq!(io.reads, 0, "nothing was read");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

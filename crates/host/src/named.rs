@@ -150,6 +150,25 @@ pub fn read_text(path: &Path, limits: Limits) -> Result<String, NamedFileError> 
     String::from_utf8(bytes).map_err(|_| NamedFileError::new(path, NamedFileErrorKind::NotText))
 }
 
+/// How a file type that is not a regular file is named in errors.
+pub fn file_type_name(t: &std::fs::FileType) -> &'static str {
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
+}
+
 fn read_now(path: &Path, max: u64) -> Result<Vec<u8>, NamedFileError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -161,22 +180,9 @@ fn read_now(path: &Path, max: u64) -> Result<Vec<u8>, NamedFileError> {
         .map_err(|e| NamedFileError::new(path, NamedFileErrorKind::Read(e)))?;
     let t = meta.file_type();
     if !t.is_file() {
-        let kind = if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_char_device() {
-            "a character device"
-        } else if t.is_block_device() {
-            "a block device"
-        } else if t.is_socket() {
-            "a socket"
-        } else if t.is_dir() {
-            "a directory"
-        } else {
-            "not a file"
-        };
         return Err(NamedFileError::new(
             path,
-            NamedFileErrorKind::NotRegular(kind),
+            NamedFileErrorKind::NotRegular(file_type_name(&t)),
         ));
     }
     if meta.len() > max {

@@ -27,6 +27,6 @@ pub mod reader;
 pub mod table;
 pub mod tlv;
 
-pub use reader::{LldpPort, LldpSnapshot};
+pub use reader::{LldpPort, LldpSnapshot, MAX_FRAMES_PER_SAMPLE, MAX_FRAMES_PER_SAMPLE_WHY};
 pub use table::{Identity, NeighbourTable, PortNeighbours};
 pub use tlv::{parse_frame, AdvertisedEts, AppEntry, FrameError, Id, Lldpdu, Pfc};

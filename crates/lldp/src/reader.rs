@@ -55,8 +55,35 @@ pub struct LldpConfig {
     /// instead of running lldpcli (lldpd in another container, fixtures).
     pub json_file: Option<PathBuf>,
     /// The most frames read per sample in capture mode (the rest wait for
-    /// the next sample, within the socket's bounded buffer).
+    /// the next sample, within the socket's bounded buffer): 1 to
+    /// [`MAX_FRAMES_PER_SAMPLE`].
+    #[serde(deserialize_with = "frames_per_sample")]
     pub max_frames_per_sample: usize,
+}
+
+/// The ceiling of `lldp.max_frames_per_sample`.
+pub const MAX_FRAMES_PER_SAMPLE: usize = 65536;
+/// Why: said in the refusal and in docs/limits.md.
+pub const MAX_FRAMES_PER_SAMPLE_WHY: &str =
+    "frames decoded per sample, all netdevs together; the rest wait in the socket's buffer";
+
+fn frames_per_sample<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Whole(u64),
+        Other(serde::de::IgnoredAny),
+    }
+    let found = match Raw::deserialize(d)? {
+        Raw::Whole(n) if (1..=MAX_FRAMES_PER_SAMPLE as u64).contains(&n) => {
+            return usize::try_from(n).map_err(serde::de::Error::custom)
+        }
+        Raw::Whole(n) => n.to_string(),
+        Raw::Other(_) => "something else".to_string(),
+    };
+    Err(serde::de::Error::custom(format!(
+        "lldp.max_frames_per_sample: expected 1 to {MAX_FRAMES_PER_SAMPLE} ({MAX_FRAMES_PER_SAMPLE_WHY}), found {found}"
+    )))
 }
 
 impl Default for LldpConfig {
@@ -102,10 +129,11 @@ pub enum LldpError {
     /// No netdev to watch.
     #[error("no netdev behind an RDMA port")]
     NoNetdev,
-    /// `lldp.json_file` could not be read (the error itself is among the
-    /// sample's errors).
-    #[error("{}: unreadable", path.display())]
-    JsonFile { path: PathBuf },
+    /// `lldp.json_file` could not be read, and why: absent, not a regular
+    /// file (a FIFO, a device), over the size cap, not read in time, a read
+    /// error (the error itself is among the sample's errors too).
+    #[error("lldp.json_file {}: {cause}", path.display())]
+    JsonFile { path: PathBuf, cause: String },
     /// lldpcli, found by `auto`, gave no document.
     #[error("lldp.mode auto: lldpd not answering ({0}); set lldp.mode: capture (needs CAP_NET_RAW) or run lldpd")]
     NotAnswering(LldpcliError),
@@ -324,8 +352,12 @@ impl LldpReader {
             (Some(path), _) => match read_json_file(path) {
                 Ok(d) => d,
                 Err(e) => {
+                    let cause = e.kind.to_string();
                     errors.push(HostError::request("lldp.json_file", e));
-                    return Err(LldpError::JsonFile { path: path.clone() });
+                    return Err(LldpError::JsonFile {
+                        path: path.clone(),
+                        cause,
+                    });
                 }
             },
             (None, Some(cli)) => match run_lldpcli(cli, socket.as_deref()) {

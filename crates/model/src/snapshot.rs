@@ -55,6 +55,23 @@ pub struct Snapshot {
     /// Rules that panicked since start, with how many times (a rule that
     /// panics loses its findings for that sample only).
     pub rule_panics_total: Vec<(&'static str, u64)>,
+    /// The server's basic-auth checks since start, as of this sample;
+    /// `None` until basic auth checked a request.
+    pub web_auth: Option<WebAuth>,
+}
+
+/// Basic-auth checks since start, by outcome, and the bcrypt verifications
+/// they took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WebAuth {
+    /// Right credentials (cached or verified).
+    pub allowed: u64,
+    /// Wrong or missing credentials: 401.
+    pub denied: u64,
+    /// Not checked: the source's share of the bcrypt queue, or the queue,
+    /// was full (503).
+    pub refused: u64,
+    pub verifications: u64,
 }
 
 impl Snapshot {

@@ -155,3 +155,133 @@ pub fn share<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         "a share above 0 and at most 1 (e.g. 0.7)",
     )
 }
+
+/// A duration setting's allowed range, checked where it is parsed and named
+/// in the error and in docs/limits.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationLimit {
+    /// The setting's key as written in the file (`nccl.interval`).
+    pub key: &'static str,
+    pub min: Duration,
+    pub max: Duration,
+    /// Why the bounds are where they are.
+    pub why: &'static str,
+}
+
+impl DurationLimit {
+    /// `100ms to 1h`.
+    pub fn range(&self) -> String {
+        format!(
+            "{} to {}",
+            humantime::format_duration(self.min),
+            humantime::format_duration(self.max)
+        )
+    }
+
+    /// The value, refused outside the range with the range in the error.
+    pub fn parse<'de, D: Deserializer<'de>>(&self, d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        let parsed = humantime::parse_duration(s.trim()).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "{}: invalid duration {s:?} ({e}); write e.g. 5s, 500ms, 1m",
+                self.key
+            ))
+        })?;
+        self.check(parsed)
+            .map_err(|found| serde::de::Error::custom(self.refusal(&found)))
+    }
+
+    /// The value when inside the range; else how it was found, for the
+    /// error.
+    pub fn check(&self, v: Duration) -> Result<Duration, String> {
+        if v < self.min || v > self.max {
+            return Err(humantime::format_duration(v).to_string());
+        }
+        Ok(v)
+    }
+
+    fn refusal(&self, found: &str) -> String {
+        format!(
+            "{}: expected a duration from {} ({}), found {found}",
+            self.key,
+            self.range(),
+            self.why
+        )
+    }
+}
+
+/// A count or size setting's allowed range (see [`DurationLimit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountLimit {
+    pub key: &'static str,
+    pub min: u64,
+    pub max: u64,
+    /// `bytes`, or `` for a plain count.
+    pub unit: &'static str,
+    pub why: &'static str,
+}
+
+impl CountLimit {
+    /// `1 to 65536`, `1024 to 1048576 bytes`.
+    pub fn range(&self) -> String {
+        let unit = if self.unit.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", self.unit)
+        };
+        format!("{} to {}{unit}", self.min, self.max)
+    }
+
+    /// The value, refused outside the range (or not a whole number) with
+    /// the range in the error.
+    pub fn parse<'de, D, T>(&self, d: D) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: TryFrom<u64>,
+    {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Whole(u64),
+            Negative(i64),
+            Fraction(f64),
+            Text(String),
+        }
+        let found = match Raw::deserialize(d)? {
+            Raw::Whole(n) if self.holds(n) => {
+                if let Ok(v) = T::try_from(n) {
+                    return Ok(v);
+                }
+                n.to_string()
+            }
+            Raw::Whole(n) => n.to_string(),
+            Raw::Negative(n) => n.to_string(),
+            Raw::Fraction(f) => f.to_string(),
+            Raw::Text(t) => format!("{t:?}"),
+        };
+        Err(serde::de::Error::custom(format!(
+            "{}: expected {} ({}), found {found}",
+            self.key,
+            self.range(),
+            self.why
+        )))
+    }
+
+    /// Whether `v` is inside the range.
+    pub fn holds(&self, v: u64) -> bool {
+        (self.min..=self.max).contains(&v)
+    }
+}
+
+/// Declares the `deserialize_with` functions of limits:
+/// `limit_parsers! { pub(super) nccl_interval: NCCL_INTERVAL as Duration, }`
+/// makes `fn nccl_interval(d) -> Result<Duration, _>` parsing with
+/// `NCCL_INTERVAL` (a [`DurationLimit`] or [`CountLimit`]).
+#[macro_export]
+macro_rules! limit_parsers {
+    ($($vis:vis $name:ident: $limit:path as $t:ty),* $(,)?) => {$(
+        $vis fn $name<'de, D: ::serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+            $limit.parse(d)
+        }
+    )*};
+}

@@ -4,12 +4,18 @@
 //! number.
 //!
 //! Per file it keeps the offset read so far, the file's identity (device,
-//! inode) and the first bytes of its content: a new inode under the same
-//! name is a rotation, a size below the offset a truncation, and different
-//! first bytes a truncation in place that grew past the old offset between
-//! two passes (`copytruncate`); each restarts the file from its beginning,
-//! and the consumer is told ([`TailEvent::Reset`]) so it drops what it held
-//! for the old content. Files not modified for [`TailConfig::idle_expiry`]
+//! inode), a hash of its first 4 KiB and the last bytes before the offset: a new
+//! inode under the same name is a rotation, a size below the offset a
+//! truncation, and different first bytes, or different bytes just before
+//! the offset, a file rewritten in place that grew past the old offset
+//! between two passes (`copytruncate`, or a job restarted with the same
+//! name and pid whose log starts alike: the bytes at the old offset are
+//! then another point of another log); each restarts the file from its
+//! beginning as new content, and the consumer is told
+//! ([`TailEvent::Reset`]) so it ends what it held for the old content. The
+//! bytes before the offset are checked in the same read as the new bytes
+//! (the read starts that much earlier), and a file whose size did not
+//! change but whose modification time did is checked too. Files not modified for [`TailConfig::idle_expiry`]
 //! (the jobs that wrote them ended) are forgotten ([`TailEvent::Gone`]) and
 //! not reopened until they change; so are deleted files.
 //!
@@ -19,9 +25,23 @@
 //! among them is always found. Hidden, compressed and non-regular entries
 //! are passed over by name and type before anything else (no `stat`), and
 //! idle files are passed over before the cap on tracked files applies.
-//! Files tracked keep their slot until they go idle or away; new ones take
-//! free slots, the most recently written first, and those left without one
-//! are counted ([`PassStats::over_cap`]) every time the listing meets them.
+//!
+//! Slots: at most [`TailConfig::max_files`] files are tracked (checked
+//! every pass). Slots go to the files written last: a tracked file that
+//! has not grown since its last read gives its slot to a file that grew
+//! since (a parked one written again), or to a file not read yet that was
+//! written after it, the tracked file written longest ago first. The file
+//! that gives its slot is *parked*: its offset, identity and checks are
+//! kept (the consumer's state for it too) and it is looked at again only
+//! when the listing meets it; once it has grown it takes a slot back and
+//! goes on from its offset. So a live log is read in the pass that finds
+//! it, whatever the number of finished logs beside it. A file left without
+//! a slot (older than every tracked one, or grown while every slot holds a
+//! file that grew too) is counted ([`PassStats::over_cap`]) every time the
+//! listing meets it. At most [`MAX_PARKED_PER_SLOT`] times `max_files`
+//! files are parked; past that the one written longest ago is forgotten.
+//! Files that grew are read before the others, the most recently written
+//! first.
 //!
 //! Bounds: at most [`TailConfig::max_files`] files are tracked, at most
 //! `max_bytes_per_pass` bytes are read per pass and `max_bytes_per_file` per
@@ -35,9 +55,15 @@
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+mod listing;
+mod state;
+
+use listing::Candidate;
+use state::{FileState, FNV_START, HEAD};
 
 #[derive(Debug, Clone)]
 pub struct TailConfig {
@@ -139,54 +165,20 @@ pub struct PassStats {
     pub dir_error: Option<i32>,
 }
 
-/// How many of a file's first bytes identify its content.
-const HEAD: usize = 64;
-
-#[derive(Debug)]
-struct FileState {
-    dev: u64,
-    ino: u64,
-    offset: u64,
-    partial: Vec<u8>,
-    /// Inside a line that is too long, or before the first line boundary
-    /// after a catch-up start: drop bytes up to the next newline.
-    discarding: bool,
-    /// For whole-file mode: (mtime, len) of the content being read.
-    signature: Option<(SystemTime, u64)>,
-    /// The file's first bytes when first read (copytruncate check).
-    head: [u8; HEAD],
-    head_len: u8,
-}
+/// Parked files per slot of [`TailConfig::max_files`] (see the module doc).
+pub const MAX_PARKED_PER_SLOT: usize = 4;
 
 pub struct Tailer {
     dir: PathBuf,
     cfg: TailConfig,
     files: HashMap<PathBuf, FileState>,
-    /// The listing in progress, resumed on the next pass.
+    /// Files that gave up their slot without having grown (see the module
+    /// doc), their state kept.
+    parked: HashMap<PathBuf, FileState>,
+    /// The listing in progress, resumed on the next pass, and its number.
     listing: Option<fs::ReadDir>,
-    /// Where the next pass starts among the files to read (fairness).
-    cursor: usize,
+    listing_number: u64,
     buf: Vec<u8>,
-}
-
-struct Candidate {
-    path: PathBuf,
-    dev: u64,
-    ino: u64,
-    len: u64,
-    mtime: SystemTime,
-}
-
-impl Candidate {
-    fn new(path: PathBuf, meta: &fs::Metadata) -> Self {
-        Candidate {
-            path,
-            dev: meta.dev(),
-            ino: meta.ino(),
-            len: meta.len(),
-            mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-        }
-    }
 }
 
 fn errno(e: &io::Error) -> i32 {
@@ -199,8 +191,9 @@ impl Tailer {
             dir: dir.into(),
             cfg,
             files: HashMap::new(),
+            parked: HashMap::new(),
             listing: None,
-            cursor: 0,
+            listing_number: 0,
             buf: Vec::new(),
         }
     }
@@ -218,6 +211,7 @@ impl Tailer {
     pub fn held_bytes(&self) -> usize {
         self.files
             .iter()
+            .chain(self.parked.iter())
             .map(|(p, f)| {
                 f.partial.capacity() + p.as_os_str().len() + std::mem::size_of::<FileState>()
             })
@@ -225,133 +219,73 @@ impl Tailer {
             + self.buf.capacity()
     }
 
+    /// Files parked now (see the module doc).
+    pub fn parked(&self) -> usize {
+        self.parked.len()
+    }
+
     /// One pass over the directory. `now` decides which files are idle.
     pub fn poll(&mut self, now: SystemTime, sink: &mut dyn FnMut(TailEvent<'_>)) -> PassStats {
         let mut stats = PassStats::default();
-        let mut candidates = self.refresh_tracked(now, &mut stats, sink);
-        let mut found = self.discover(now, &mut stats);
-        let free = self.cfg.max_files.saturating_sub(candidates.len());
-        if found.len() > free {
-            // The most recently written are the running jobs.
-            found.sort_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
-            stats.over_cap = found.len() - free;
-            found.truncate(free);
+        let mut tracked = self.refresh_tracked(now, &mut stats, sink);
+        let mut found = self.discover(now, &mut stats, sink);
+        // The most recently written first.
+        let newest_first =
+            |a: &Candidate, b: &Candidate| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path));
+        found.sort_by(newest_first);
+        // Tracked files that did not grow, the one written longest ago
+        // last: their slots go to files written after them.
+        let mut still: Vec<usize> = (0..tracked.len()).filter(|&i| !tracked[i].grew).collect();
+        still.sort_by(|&a, &b| newest_first(&tracked[a], &tracked[b]));
+        let mut free = self.cfg.max_files.saturating_sub(tracked.len());
+        let mut parked_now = Vec::new();
+        // Grown (parked) files first, then the files not read yet.
+        found.sort_by_key(|c| std::cmp::Reverse(c.grew));
+        for mut c in found {
+            if free > 0 {
+                free -= 1;
+            } else {
+                let oldest = still.last().map(|&i| tracked[i].mtime);
+                match oldest {
+                    Some(t) if c.grew || c.mtime > t => {
+                        parked_now.extend(still.pop());
+                    }
+                    _ => {
+                        stats.over_cap += 1;
+                        continue;
+                    }
+                }
+            }
+            if let Some(st) = self.parked.remove(&c.path) {
+                self.files.insert(c.path.clone(), st);
+            }
+            // Admitted: it has bytes to read.
+            c.grew = true;
+            tracked.push(c);
         }
-        candidates.append(&mut found);
-        candidates.sort_by(|a, b| a.path.cmp(&b.path));
-        let n = candidates.len();
+        parked_now.sort_unstable();
+        for i in parked_now.into_iter().rev() {
+            let c = tracked.swap_remove(i);
+            if let Some(mut st) = self.files.remove(&c.path) {
+                st.seen_in = self.listing_number;
+                st.partial.shrink_to_fit();
+                self.parked.insert(c.path, st);
+            }
+        }
+        self.bound_parked(sink);
+        // Those that grew first, the most recently written first.
+        tracked.sort_by(|a, b| b.grew.cmp(&a.grew).then_with(|| newest_first(a, b)));
         let mut budget = self.cfg.max_bytes_per_pass;
-        let start = if n == 0 { 0 } else { self.cursor % n };
-        for k in 0..n {
-            let i = (start + k) % n;
+        for c in &tracked {
             if budget == 0 {
                 stats.budget_exhausted = true;
-                self.cursor = i;
                 break;
             }
-            let used = self.read_one(&candidates[i], budget, &mut stats, sink);
+            let used = self.read_one(c, budget, &mut stats, sink);
             budget = budget.saturating_sub(used);
-        }
-        if !stats.budget_exhausted {
-            self.cursor = 0;
         }
         stats.files_tracked = self.files.len();
         stats
-    }
-
-    /// The tracked files as they are now; the deleted, replaced by
-    /// something else, and idle ones are forgotten.
-    fn refresh_tracked(
-        &mut self,
-        now: SystemTime,
-        stats: &mut PassStats,
-        sink: &mut dyn FnMut(TailEvent<'_>),
-    ) -> Vec<Candidate> {
-        let mut out = Vec::with_capacity(self.files.len());
-        let mut drop = Vec::new();
-        for path in self.files.keys() {
-            match fs::symlink_metadata(path) {
-                Ok(meta) if meta.file_type().is_file() => {
-                    let c = Candidate::new(path.clone(), &meta);
-                    let idle = now.duration_since(c.mtime).unwrap_or_default();
-                    if idle > self.cfg.idle_expiry {
-                        stats.aged_out += 1;
-                        drop.push(path.clone());
-                    } else {
-                        out.push(c);
-                    }
-                }
-                Ok(_) => drop.push(path.clone()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    stats.deleted += 1;
-                    drop.push(path.clone());
-                }
-                Err(e) => {
-                    note_unreadable(stats, path, errno(&e));
-                }
-            }
-        }
-        for path in drop {
-            self.files.remove(&path);
-            sink(TailEvent::Gone { file: &path });
-        }
-        out
-    }
-
-    /// Files not tracked yet, from the next slice of the listing: regular,
-    /// not hidden, not compressed, written within the idle expiry.
-    fn discover(&mut self, now: SystemTime, stats: &mut PassStats) -> Vec<Candidate> {
-        let mut out = Vec::new();
-        let listing = match self.listing.take() {
-            Some(l) => l,
-            None => match fs::read_dir(&self.dir) {
-                Ok(l) => l,
-                Err(e) => {
-                    stats.dir_error = Some(errno(&e));
-                    return out;
-                }
-            },
-        };
-        let mut listing = listing;
-        loop {
-            if stats.entries_seen >= self.cfg.max_dir_entries {
-                self.listing = Some(listing);
-                break;
-            }
-            let Some(entry) = listing.next() else {
-                stats.listing_complete = true;
-                break;
-            };
-            stats.entries_seen += 1;
-            let Ok(entry) = entry else { continue };
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name.starts_with('.') || name.ends_with(".gz") {
-                continue;
-            }
-            // The type from the listing itself; links are not followed:
-            // only what the jobs wrote here.
-            match entry.file_type() {
-                Ok(t) if t.is_file() => {}
-                _ => continue,
-            }
-            let path = entry.path();
-            if self.files.contains_key(&path) {
-                continue;
-            }
-            let Ok(meta) = fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if !meta.file_type().is_file() {
-                continue;
-            }
-            let c = Candidate::new(path, &meta);
-            if now.duration_since(c.mtime).unwrap_or_default() > self.cfg.idle_expiry {
-                continue;
-            }
-            out.push(c);
-        }
-        out
     }
 
     fn is_whole(&self, path: &Path) -> bool {
@@ -396,8 +330,12 @@ impl Tailer {
                         partial: Vec::new(),
                         discarding,
                         signature: None,
-                        head: [0; HEAD],
+                        head_hash: FNV_START,
                         head_len: 0,
+                        mark: [0; HEAD],
+                        mark_len: 0,
+                        mtime: SystemTime::UNIX_EPOCH,
+                        seen_in: 0,
                     },
                 );
                 if !whole {
@@ -428,7 +366,12 @@ impl Tailer {
                 sink(TailEvent::Reset { file: &c.path });
             }
         }
-        if c.len <= state.offset {
+        // The same size at another time: rewritten to that size, or only
+        // touched; the bytes before the offset tell.
+        let same_size_rewritten =
+            !whole && c.len == state.offset && state.offset > 0 && c.mtime != state.mtime;
+        if c.len <= state.offset && !same_size_rewritten {
+            state.mtime = c.mtime;
             return 0;
         }
         // Not following a link swapped in since the listing, not blocking on
@@ -448,12 +391,17 @@ impl Tailer {
             Ok(m) if m.is_file() && m.dev() == c.dev && m.ino() == c.ino => {}
             _ => return 0,
         }
-        if !whole && !state.same_head(&file) {
-            // Truncated in place and written past the old offset since the
-            // last pass: new content from the start.
+        if !whole && (!state.same_head(&file) || !state.same_mark(&file)) {
+            // Rewritten in place (truncated and written past the old offset,
+            // or a job restarted under the same name) since the last pass:
+            // new content from the start.
             stats.truncations += 1;
             state.restart();
             sink(TailEvent::Reset { file: &c.path });
+        }
+        state.mtime = c.mtime;
+        if c.len <= state.offset {
+            return 0;
         }
         let want = (c.len - state.offset)
             .min(self.cfg.max_bytes_per_file)
@@ -472,7 +420,9 @@ impl Tailer {
         };
         stats.files_read += 1;
         stats.bytes_read += got;
+        state.note_head(&self.buf, state.offset);
         state.offset += got;
+        state.note_mark(&self.buf);
         let max_line = self.cfg.max_line;
         let mut rest: &[u8] = &self.buf;
         while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
@@ -533,43 +483,6 @@ impl Tailer {
             self.buf = Vec::new();
         }
         got
-    }
-}
-
-impl FileState {
-    /// Back to the beginning of the file, nothing held.
-    fn restart(&mut self) {
-        self.offset = 0;
-        self.partial.clear();
-        self.discarding = false;
-        self.head_len = 0;
-    }
-
-    /// Whether the file still starts with the bytes it started with when
-    /// first read; records them on the first read. A read that fails here
-    /// is left to the read that follows.
-    fn same_head(&mut self, file: &File) -> bool {
-        let mut now = [0u8; HEAD];
-        let want = if self.head_len == 0 {
-            HEAD
-        } else {
-            usize::from(self.head_len)
-        };
-        let mut got = 0;
-        while got < want {
-            match file.read_at(&mut now[got..want], got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return true,
-            }
-        }
-        if self.head_len == 0 {
-            self.head[..got].copy_from_slice(&now[..got]);
-            self.head_len = got as u8;
-            return true;
-        }
-        got == want && now[..got] == self.head[..got]
     }
 }
 

@@ -346,7 +346,7 @@ fn a_live_log_beside_sixty_thousand_old_files_is_read() {
 }
 
 #[test]
-fn recent_files_without_a_slot_are_counted_and_tracked_files_keep_theirs() {
+fn a_finished_job_gives_its_slot_to_newer_files_and_takes_one_back_when_written() {
     let d = Scratch::new("noise");
     let now = SystemTime::now();
     let job = d.0.join("nccl.job.1.log");
@@ -362,18 +362,27 @@ fn recent_files_without_a_slot_are_counted_and_tracked_files_keep_theirs() {
     assert!(poll(&mut t, now)
         .0
         .contains(&line("nccl.job.1.log", "job line 1")));
-    // 300 fresher files arrive: the job keeps its slot; 201 find none,
-    // counted on every listing that meets them.
+    // 300 fresher files arrive: the 100 written last take the slots, the
+    // job's among them (parked, not forgotten); 200 find none, counted on
+    // every listing that meets them.
     for i in 0..300 {
         fs::write(d.0.join(format!("noise.{i}")), "x\n").expect("write");
     }
-    let (_, st) = poll(&mut t, now);
-    assert_eq!((st.files_tracked, st.over_cap), (100, 201));
+    let (ev, st) = poll(&mut t, now);
+    assert_eq!((st.files_tracked, st.over_cap), (100, 200));
+    assert!(!ev.contains(&Ev::Gone("nccl.job.1.log".into())));
+    assert_eq!(t.parked(), 1);
+    // The job writes again: it takes a slot back and goes on from where
+    // it was (no reset, no line read twice).
     append(&job, "job line 2\n");
     set_mtime(&job, now - Duration::from_secs(590));
     let (ev, st) = poll(&mut t, now);
-    assert!(ev.contains(&line("nccl.job.1.log", "job line 2")), "{ev:?}");
-    assert_eq!(st.over_cap, 201);
+    let job_events: Vec<&Ev> = ev
+        .iter()
+        .filter(|e| matches!(e, Ev::Line(f, _) | Ev::Reset(f) if f == "nccl.job.1.log"))
+        .collect();
+    assert_eq!(job_events, [&line("nccl.job.1.log", "job line 2")]);
+    assert_eq!(st.over_cap, 200);
 
     // A job log older than all the noise, first seen with no free slot:
     // not read, and said.
@@ -394,6 +403,101 @@ fn recent_files_without_a_slot_are_counted_and_tracked_files_keep_theirs() {
     let (ev, st) = poll(&mut t, now);
     assert!(!ev.contains(&line("nccl.job.2.log", "job")));
     assert_eq!(st.over_cap, 201);
+}
+
+#[test]
+fn a_live_log_beside_1100_recent_finished_logs_is_read_in_the_pass_that_finds_it() {
+    let d = Scratch::new("eleven-hundred");
+    let now = SystemTime::now();
+    let finished = now - Duration::from_secs(600);
+    for i in 0..1_100 {
+        let p = d.0.join(format!("nccl.node.{i}.log"));
+        fs::write(
+            &p,
+            format!("node:{i}:{i} [0] NCCL INFO comm 0x1 rank 0 nranks 8 - Init COMPLETE\n"),
+        )
+        .expect("write");
+        set_mtime(&p, finished);
+    }
+    let mut t = Tailer::new(&d.0, TailConfig::default());
+    let (_, st) = poll(&mut t, now);
+    assert_eq!((st.files_tracked, st.over_cap), (1024, 76));
+    // Every finished log was written within the idle expiry: none goes
+    // idle before an hour. A job starts.
+    let live = d.0.join("nccl.node.99999.log");
+    append(
+        &live,
+        "node:99999:99999 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n",
+    );
+    let (ev, st) = poll(&mut t, now);
+    assert!(
+        ev.contains(&line(
+            "nccl.node.99999.log",
+            "node:99999:99999 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"
+        )),
+        "the live log is read in the pass that finds it"
+    );
+    assert_eq!(st.files_tracked, 1024);
+    assert_eq!(t.parked(), 1, "a finished log gave its slot");
+    // It goes on being read as it grows.
+    append(
+        &live,
+        "node:99999:99999 [0] NCCL INFO Connected all rings\n",
+    );
+    assert!(poll(&mut t, now).0.contains(&line(
+        "nccl.node.99999.log",
+        "node:99999:99999 [0] NCCL INFO Connected all rings"
+    )));
+}
+
+#[test]
+fn a_job_restarted_under_the_same_name_and_pid_is_read_from_its_start_as_new_content() {
+    let d = Scratch::new("same-pid");
+    let log = d.0.join("nccl.node1.4242.log");
+    // NCCL's own lines (src/transport/net_ib.cc "NET/IB : Using"; the
+    // bootstrap line first): the same first 64 bytes in both runs, as a
+    // container restarting a job under the same hostname and pid writes.
+    let boot = "node1:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n";
+    let old_table = "node1:4242:4242 [0] NCCL INFO NET/IB : Using [0]mlx5_3:1/RoCE [RO]; OOB eth0:10.0.0.1<0>\n";
+    append(&log, &format!("{boot}{old_table}old connection\n"));
+    let mut t = Tailer::new(&d.0, TailConfig::default());
+    let now = SystemTime::now();
+    poll(&mut t, now);
+    // Truncated in place and rewritten, grown past the old offset before
+    // the next pass.
+    fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&log)
+        .expect("truncate");
+    let new_table =
+        "node1:4242:4242 [0] NCCL INFO NET/IB : Using [0]mlx5_6:1/RoCE [RO]; OOB eth0:10.0.0.1<0>";
+    let mut new = format!("{boot}{new_table}\n");
+    for i in 0..40 {
+        new.push_str(&format!("connection {i}\n"));
+    }
+    append(&log, &new);
+    let (ev, st) = poll(&mut t, now);
+    assert_eq!(ev[0], Ev::Reset("nccl.node1.4242.log".into()));
+    assert!(
+        ev.contains(&line("nccl.node1.4242.log", new_table)),
+        "{ev:?}"
+    );
+    assert!(ev.contains(&line("nccl.node1.4242.log", boot.trim_end())));
+    assert_eq!(st.truncations, 1);
+    // Rewritten to exactly the old size: told by the time and the bytes.
+    let size = fs::metadata(&log).unwrap().len() as usize;
+    let same_size = format!("{boot}{}\n", "x".repeat(size - boot.len() - 1));
+    fs::write(&log, &same_size).expect("write");
+    set_mtime(&log, now + Duration::from_secs(5));
+    let (ev, _) = poll(&mut t, now);
+    assert_eq!(ev[0], Ev::Reset("nccl.node1.4242.log".into()), "{ev:?}");
+    // Appends after that are appends.
+    append(&log, "next\n");
+    assert_eq!(
+        poll(&mut t, now).0,
+        vec![line("nccl.node1.4242.log", "next")]
+    );
 }
 
 #[test]

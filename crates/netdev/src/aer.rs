@@ -80,7 +80,7 @@ pub fn parse_aer(text: &str) -> Result<AerCounts, AerParseError> {
 }
 
 fn read_one(path: &Path, errors: &mut Vec<ReadError>) -> Option<AerCounts> {
-    match std::fs::read_to_string(path) {
+    match roce_host::fs::read_text_capped(path, 4096) {
         Ok(text) => match parse_aer(&text) {
             Ok(c) => Some(c),
             Err(e) => {

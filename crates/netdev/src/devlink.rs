@@ -232,7 +232,7 @@ impl HealthRead for DevlinkReplay {
         errors: &mut Vec<HostError>,
     ) -> Result<Option<Vec<HealthReporter>>, HostError> {
         let path = self.dir.join(REPLAY_FILE);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match roce_host::fs::read_text_capped(&path, roce_host::fs::REPLAY_CAP) {
             Ok(t) => t,
             Err(e) if is_absent(&e) => return Ok(None),
             Err(e) => return Err(crate::io_error(&path, &e).into()),

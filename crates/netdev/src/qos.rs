@@ -282,7 +282,7 @@ pub fn read(
 /// `None` when the file is absent, empty (no global class set) or holds
 /// only per-destination rules.
 fn global_tclass(path: &Path, errors: &mut Vec<ReadError>, reads: &mut u64) -> Option<u8> {
-    let mut file = match std::fs::File::open(path) {
+    let mut file = match roce_host::fs::open_regular(path) {
         Ok(f) => f,
         Err(e) if is_absent(&e) => return None,
         Err(e) => {
@@ -322,7 +322,7 @@ fn small_file(
     reads: &mut u64,
     quiet_denied: bool,
 ) -> Option<String> {
-    let mut file = match std::fs::File::open(path) {
+    let mut file = match roce_host::fs::open_regular(path) {
         Ok(f) => f,
         Err(e) if is_absent(&e) => return None,
         Err(e) if quiet_denied && e.kind() == ErrorKind::PermissionDenied => return None,

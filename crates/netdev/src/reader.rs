@@ -274,7 +274,7 @@ impl DcbRead for DcbReplay {
             return Err(DcbError::NoDevice);
         }
         let path = self.dir.join(format!("{netdev}.dcb"));
-        match std::fs::read_to_string(&path) {
+        match roce_host::fs::read_text_capped(&path, roce_host::fs::REPLAY_CAP) {
             Ok(text) => parse_dcb_replay(&text).map_err(|source| DcbError::Replay { path, source }),
             Err(e) if roce_host::errno::is_absent(&e) => Err(DcbError::Unsupported),
             Err(e) => Err(DcbError::File(crate::io_error(&path, &e))),

@@ -19,6 +19,6 @@ pub mod types;
 pub use fs::{KeptDir, StdFs, SysFile, SysFs};
 pub use reader::{
     DeviceFilter, HwCounterSource, RdmaReader, SysfsOnly, DEFAULT_GID_FULL_SCAN_INTERVAL,
-    DEFAULT_STATIC_REFRESH_INTERVAL, GID_EMPTY_PROBES,
+    DEFAULT_STATIC_REFRESH_INTERVAL, GID_EMPTY_PROBES, MAX_GID_SLOTS,
 };
 pub use types::*;

@@ -343,3 +343,53 @@ fn steady_state_reads_per_port_on_an_8_port_mlx5_host() {
     assert_eq!(after - gids_after, 3 + 21 + 31);
     assert!(gids_after < 60, "{gids_after} GID reads per port");
 }
+
+#[test]
+fn a_table_longer_than_any_driver_makes_is_read_up_to_the_cap_and_the_rest_reported() {
+    let tree = TempTree::copy_of("sys-mlx5-roce");
+    let port = tree.root.join(PORT);
+    // 1,100 slots, every one populated (a hostile tree or a driver bug;
+    // the attack suite's demo run has 10,000), each a distinct GID.
+    let listed = 1_100u32;
+    for i in 0..listed {
+        let text = format!(
+            "fe80:0000:0000:0000:0000:0000:{:04x}:{:04x}",
+            i >> 16,
+            i & 0xffff
+        );
+        std::fs::write(port.join(format!("gids/{i}")), format!("{text}\n")).unwrap();
+        std::fs::write(port.join(format!("gid_attrs/types/{i}")), "RoCE v2\n").unwrap();
+        std::fs::write(port.join(format!("gid_attrs/ndevs/{i}")), "ens1f0np0\n").unwrap();
+    }
+    let (mut reader, fs) = reader_over(&tree);
+    // The fixture's EINVAL of empty slots' attributes: every slot is full.
+    fs.faults.lock().unwrap().clear();
+    for _ in 0..2 {
+        let snap = reader.read(&mut SysfsOnly);
+        fs.take_reads();
+        let dev = snap.devices.iter().find(|d| d.name == "mlx5_0").unwrap();
+        assert_eq!(dev.ports[0].gids.len(), roce_rdma::MAX_GID_SLOTS as usize);
+        assert!(dev.ports[0]
+            .gids
+            .iter()
+            .all(|g| g.index < roce_rdma::MAX_GID_SLOTS));
+        let refused: Vec<String> = snap
+            .errors
+            .iter()
+            .filter(|e| e.error_kind() == roce_host::ErrorKind::Refused)
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            refused,
+            [format!(
+                "{}: 1100 GID slots listed, more than any driver has: the first 1024 are read, 76 are not",
+                port.join("gids").display()
+            )]
+        );
+        // The other device is read whole.
+        assert!(snap
+            .devices
+            .iter()
+            .any(|d| d.name == "mlx5_1" && !d.ports[0].gids.is_empty()));
+    }
+}

@@ -154,6 +154,8 @@ struct TableInner {
     conns: HashMap<u64, Arc<ConnState>>,
     /// Connections closed for others since the last log line about it.
     shed: u64,
+    /// Most connections open at once since memory was last given back.
+    peak: usize,
     last_report: Option<Instant>,
 }
 
@@ -172,6 +174,16 @@ impl Drop for Registration {
         open.conns.remove(&self.id);
         if open.conns.is_empty() {
             self.table.empty.notify_waiters();
+        }
+        // The end of a burst: its buffers are free, give them back (outside
+        // the lock).
+        let trim = crate::trim::burst_over(open.peak, open.conns.len());
+        if trim {
+            open.peak = open.conns.len();
+        }
+        drop(open);
+        if trim {
+            crate::trim::release_free_memory();
         }
     }
 }
@@ -246,6 +258,7 @@ impl ConnTable {
         open.next_id += 1;
         let state = Arc::new(ConnState::new(self.epoch));
         open.conns.insert(id, state.clone());
+        open.peak = open.peak.max(open.conns.len());
         Some(Registration {
             table: self.clone(),
             id,
@@ -464,7 +477,7 @@ async fn drive_connection<I>(
             let state = state.clone();
             async move {
                 state.enter(ANSWERING);
-                let mut response = answer(&shared, &web, req).await;
+                let mut response = answer(&shared, &web, peer.ip(), req).await;
                 let h = response.headers_mut();
                 for (name, value) in web.headers() {
                     h.insert(name.clone(), value.clone());
@@ -511,9 +524,14 @@ async fn drive_connection<I>(
 
 /// One request's answer: authentication (cached, or on the bcrypt
 /// thread), then, within `max_requests`, the route's response.
-async fn answer(shared: &Shared, web: &WebConfig, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(
+    shared: &Shared,
+    web: &WebConfig,
+    peer: std::net::IpAddr,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let has_body = !req.body().is_end_stream();
-    match web.check(req.headers()).await {
+    match web.check(req.headers(), peer).await {
         AuthOutcome::Allowed => {}
         AuthOutcome::Denied => return unauthorized(has_body),
         AuthOutcome::Busy => {

@@ -34,9 +34,13 @@
 //!   close after its current response and is cut [`ServeOptions::close_grace`]
 //!   later, so a client that reads its response very slowly cannot hold it
 //!   forever;
-//! - basic-auth checks run on one bcrypt thread with a bounded queue and
-//!   cached outcomes (see [`webconfig`]); a check that finds the
-//!   queue full is answered `503`;
+//! - basic-auth checks run on one bcrypt thread with cached outcomes and a
+//!   bounded queue served fairly by source, a source without failed
+//!   checks first (see [`webconfig::auth`]); a check that finds its
+//!   source's share of the queue, or the queue, full is answered `503`;
+//! - when a burst of connections (64 or more) has closed down to an eighth
+//!   of its peak, the allocator's free memory is given back to the kernel
+//!   (glibc `malloc_trim`);
 //! - on shutdown, accepting stops, connections finish their current request
 //!   and close, and whatever is still open after `close_grace` is cut.
 //!
@@ -52,6 +56,7 @@ pub mod listen;
 pub mod negotiation;
 pub mod routes;
 mod tls;
+mod trim;
 pub mod webconfig;
 
 pub use connection::{serve_stream, ServeOptions};

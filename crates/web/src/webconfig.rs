@@ -12,21 +12,20 @@
 //! restart. A refused file's named certificate, key and CA files are
 //! watched too, so one that appears later is picked up.
 //!
-//! Basic auth: bcrypt runs on one dedicated thread with a bounded queue,
-//! and every outcome (success and failure) is cached under a SHA-256 of
-//! the presented credentials and the configured hash, as exporter-toolkit
-//! does since CVE-2022-46146, so clients repeating wrong passwords cannot
-//! take more than that one core and a scraper whose password was checked
-//! once is never queued behind them.
+//! Basic auth: bcrypt runs on one dedicated thread whose queue is fair by
+//! source, every outcome cached ([`auth`]): clients repeating wrong
+//! passwords are answered from the cache, a flood of distinct ones takes at
+//! most that one core and its bounded queue, and a scraper that sends no
+//! wrong password goes before the flood, cached or not.
 //!
 //! PEM is parsed with `rustls-pki-types`: `rustls-pemfile` is flagged by
 //! RUSTSEC-2025-0134.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -34,7 +33,10 @@ use base64::Engine as _;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 
+pub mod auth;
 mod watch;
+pub use auth::{auth_counts, AuthCounts};
+use auth::{AuthState, BcryptJob, CredentialKey, SourceKey, COUNTS};
 pub use watch::WebConfigWatcher;
 use watch::{stamp, Stamp};
 
@@ -48,16 +50,6 @@ const RECHECK_EVERY: Duration = Duration::from_secs(1);
 /// The highest bcrypt cost accepted, htpasswd's own maximum (`-C 4..17`):
 /// one verification at 17 takes seconds already.
 const MAX_BCRYPT_COST: u32 = 17;
-/// Verifications waiting for the bcrypt thread; a request beyond them is
-/// answered 503 at once instead of waiting (and holding its connection's
-/// work) behind a queue that takes seconds to drain.
-const BCRYPT_QUEUE: usize = 64;
-/// Outcomes remembered per kind. Successes need a right password, so an
-/// attacker cannot fill their set and push a scraper's entry out; failures
-/// are bounded separately (one entry out, an arbitrary one, per entry in).
-const CACHED_SUCCESSES: usize = 256;
-const CACHED_FAILURES: usize = 4096;
-
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
     /// Absent, not a regular file, over 4 MiB or not read within 5 s
@@ -100,119 +92,15 @@ pub struct WebConfig {
     files: Vec<PathBuf>,
 }
 
-/// A SHA-256 of the presented user and password and the hash they were
-/// checked against: the cache never holds a password.
-type CredentialKey = [u8; 32];
-
-/// Cached outcomes of bcrypt verifications and how many were run.
-#[derive(Default)]
-struct AuthState {
-    cache: Mutex<AuthCache>,
-    verifications: AtomicU64,
-}
-
-#[derive(Default)]
-struct AuthCache {
-    ok: HashSet<CredentialKey>,
-    failed: HashSet<CredentialKey>,
-}
-
-impl AuthState {
-    fn lookup(&self, key: &CredentialKey) -> Option<bool> {
-        let cache = self.cache.lock().ok()?;
-        if cache.ok.contains(key) {
-            Some(true)
-        } else if cache.failed.contains(key) {
-            Some(false)
-        } else {
-            None
-        }
-    }
-
-    fn remember(&self, key: CredentialKey, ok: bool) {
-        let Ok(mut cache) = self.cache.lock() else {
-            return;
-        };
-        let (set, bound) = if ok {
-            (&mut cache.ok, CACHED_SUCCESSES)
-        } else {
-            (&mut cache.failed, CACHED_FAILURES)
-        };
-        if set.len() >= bound {
-            if let Some(old) = set.iter().next().copied() {
-                set.remove(&old);
-            }
-        }
-        set.insert(key);
-    }
-
-    /// The verification itself, counted; `known`: the user exists (an
-    /// unknown one is checked against another user's hash, so that its
-    /// answer takes as long, and always fails).
-    fn verify(&self, password: &[u8], hash: &str, known: bool) -> bool {
-        self.verifications.fetch_add(1, Ordering::Relaxed);
-        // A panic would end the one bcrypt thread: it is a failed check.
-        let verified = std::panic::catch_unwind(|| bcrypt::verify(password, hash));
-        matches!(verified, Ok(Ok(true))) && known
-    }
-}
-
 /// The outcome of [`WebConfig::check`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthOutcome {
     Allowed,
     Denied,
-    /// The credentials were not seen before and the bcrypt queue is full:
-    /// not checked (the server answers 503).
+    /// The credentials were not seen before and their source's share of
+    /// the bcrypt queue, or the queue, is full: not checked (the server
+    /// answers 503).
     Busy,
-}
-
-/// One verification for the bcrypt thread.
-struct BcryptJob {
-    password: Vec<u8>,
-    hash: String,
-    known: bool,
-    key: CredentialKey,
-    state: Arc<AuthState>,
-    reply: tokio::sync::oneshot::Sender<bool>,
-}
-
-/// The one thread that runs bcrypt for every connection and configuration,
-/// started on first use; `None` when the thread cannot be started.
-fn bcrypt_queue() -> Option<&'static SyncSender<BcryptJob>> {
-    static QUEUE: OnceLock<Option<SyncSender<BcryptJob>>> = OnceLock::new();
-    QUEUE
-        .get_or_init(|| {
-            let (tx, rx) = mpsc::sync_channel::<BcryptJob>(BCRYPT_QUEUE);
-            let spawned = std::thread::Builder::new()
-                .name("bcrypt".into())
-                .spawn(move || {
-                    for job in rx {
-                        if job.reply.is_closed() {
-                            continue; // the client went away while queued
-                        }
-                        // Identical credentials queued together are
-                        // verified once.
-                        let ok = match job.state.lookup(&job.key) {
-                            Some(ok) => ok,
-                            None => {
-                                let ok = job.state.verify(&job.password, &job.hash, job.known);
-                                job.state.remember(job.key, ok);
-                                ok
-                            }
-                        };
-                        let _ = job.reply.send(ok);
-                    }
-                });
-            match spawned {
-                Ok(_) => Some(tx),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start the bcrypt thread; basic auth answers 503 for unchecked credentials");
-                    None
-                }
-            }
-        })
-        .as_ref()
 }
 
 /// `None` when the SHA-256 is unavailable: then nothing is cached.
@@ -328,8 +216,25 @@ impl WebConfig {
 
     /// [`WebConfig::authorize`] for the async server: an outcome cached for
     /// these exact credentials answers at once; otherwise the check waits
-    /// for the one bcrypt thread, or is `Busy` when its queue is full.
-    pub async fn check(&self, headers: &HeaderMap) -> AuthOutcome {
+    /// for the one bcrypt thread, which serves sources fairly ([`auth`]),
+    /// or is `Busy` when `peer`'s share of its queue, or the queue, is
+    /// full. Counted ([`auth_counts`]).
+    pub async fn check(&self, headers: &HeaderMap, peer: IpAddr) -> AuthOutcome {
+        if self.users.is_empty() {
+            return AuthOutcome::Allowed;
+        }
+        COUNTS.used.store(true, Ordering::Relaxed);
+        let outcome = self.check_users(headers, peer).await;
+        let counter = match outcome {
+            AuthOutcome::Allowed => &COUNTS.allowed,
+            AuthOutcome::Denied => &COUNTS.denied,
+            AuthOutcome::Busy => &COUNTS.refused,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        outcome
+    }
+
+    async fn check_users(&self, headers: &HeaderMap, peer: IpAddr) -> AuthOutcome {
         let allowed = |ok: bool| {
             if ok {
                 AuthOutcome::Allowed
@@ -337,9 +242,6 @@ impl WebConfig {
                 AuthOutcome::Denied
             }
         };
-        if self.users.is_empty() {
-            return AuthOutcome::Allowed;
-        }
         let Some(p) = self.credentials(headers) else {
             return AuthOutcome::Denied;
         };
@@ -351,7 +253,7 @@ impl WebConfig {
         if let Some(ok) = self.auth.lookup(&key) {
             return allowed(ok);
         }
-        let Some(queue) = bcrypt_queue() else {
+        let Some(queue) = auth::queue() else {
             return AuthOutcome::Busy;
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
@@ -363,9 +265,8 @@ impl WebConfig {
             state: self.auth.clone(),
             reply,
         };
-        match queue.try_send(job) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => return AuthOutcome::Busy,
+        if queue.push(SourceKey::of(peer), job).is_err() {
+            return AuthOutcome::Busy;
         }
         match answer.await {
             Ok(ok) => allowed(ok),

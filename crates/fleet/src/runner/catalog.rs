@@ -26,6 +26,9 @@ pub(super) struct PeerEntry {
     pub(super) refetch_at: Option<Instant>,
     /// Last error text, logged on change.
     pub(super) last_error: Option<String>,
+    /// The reasons its last document's endpoints were refused for (the
+    /// counts aside: a document refused the same way is logged once).
+    pub(super) last_refused: Vec<crate::peer_endpoints::Refusal>,
 }
 
 /// The coordinator's plan: which requests to start and when (no clock
@@ -261,8 +264,15 @@ impl Catalog {
                         if entry.last_error.take().is_some() {
                             tracing::info!(peer = %addr.0, "peer endpoints fetched again");
                         }
-                        if !admitted.refused.is_empty() {
-                            tracing::warn!(peer = %addr.0, refused = ?admitted.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect::<Vec<_>>(), "peer endpoints refused");
+                        // Logged when the reasons change, not every fetch.
+                        let reasons: Vec<_> = admitted.refused.keys().copied().collect();
+                        if reasons != entry.last_refused {
+                            if reasons.is_empty() {
+                                tracing::info!(peer = %addr.0, "peer endpoints no longer refused");
+                            } else {
+                                tracing::warn!(peer = %addr.0, refused = ?admitted.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect::<Vec<_>>(), "peer endpoints refused");
+                            }
+                            entry.last_refused = reasons;
                         }
                         entry.failures = 0;
                         // A document with nothing admissible is asked for

@@ -788,3 +788,83 @@ mod full_suite {
         super::documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh();
     }
 }
+
+/// Log lines of `f`, as the `fmt` subscriber writes them.
+fn logged(f: impl FnOnce()) -> Vec<String> {
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8_lossy(&lock(&lines.0)).into_owned();
+    text.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn a_peer_whose_endpoints_are_refused_the_same_way_is_logged_once_and_when_that_ends() {
+    let admission = Admission {
+        rails: Rails::new(&RailConfig::default()).unwrap(),
+        allow_link_local: false,
+    };
+    let peer = PeerAddress("http://10.0.2.7:9879".into());
+    let mut c = Catalog::new(
+        DiscoveryMode::Documents,
+        Duration::from_secs(60),
+        FETCH_RATE,
+        1,
+    );
+    let mut d = PeerDiscovery::default();
+    let now = Instant::now();
+    c.apply(
+        Finished::List(vec![peer.clone()], Vec::new()),
+        now,
+        &admission,
+        &mut d,
+    );
+    let bad = ep("n7", "ff02::1".parse().unwrap(), 17);
+    let good = ep("n7", Ipv4Addr::new(10, 0, 2, 7).to_ipv6_mapped(), 17);
+    let lines = logged(|| {
+        // A minute of fetches every second, all refused alike, then one
+        // that is admitted, then refused again.
+        for s in 0..60 {
+            let done = Finished::Document(peer.clone(), Ok(vec![bad.clone()]));
+            c.apply(done, now + Duration::from_secs(s), &admission, &mut d);
+        }
+        c.apply(
+            Finished::Document(peer.clone(), Ok(vec![good.clone()])),
+            now + Duration::from_secs(60),
+            &admission,
+            &mut d,
+        );
+        c.apply(
+            Finished::Document(peer.clone(), Ok(vec![bad.clone()])),
+            now + Duration::from_secs(61),
+            &admission,
+            &mut d,
+        );
+    });
+    let refused = lines
+        .iter()
+        .filter(|l| l.contains("peer endpoints refused"))
+        .count();
+    let ended = lines
+        .iter()
+        .filter(|l| l.contains("peer endpoints no longer refused"))
+        .count();
+    assert_eq!((refused, ended), (2, 1), "{lines:#?}");
+    // Counted every time all the same.
+    assert_eq!(d.refused.values().sum::<u64>(), 61);
+}

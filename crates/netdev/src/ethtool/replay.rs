@@ -127,7 +127,7 @@ impl Replay {
             });
         }
         let path = self.dir.join(format!("{netdev}.txt"));
-        match std::fs::read_to_string(&path) {
+        match roce_host::fs::read_text_capped(&path, roce_host::fs::REPLAY_CAP) {
             Ok(text) => Ok(parse_ethtool_s(&text)),
             Err(e) if roce_host::errno::is_absent(&e) => Err(EthtoolError::Unsupported {
                 netdev: netdev.to_string(),

@@ -75,7 +75,7 @@ impl EepromRead for EepromReplay {
         let Some(path) = replay_path(&self.dir, netdev, "eeprom") else {
             return Ok(None);
         };
-        let text = match std::fs::read_to_string(&path) {
+        let text = match roce_host::fs::read_text_capped(&path, roce_host::fs::REPLAY_CAP) {
             Ok(t) => t,
             Err(e) if roce_host::errno::is_absent(&e) => return Ok(None),
             Err(e) => return Err(crate::io_error(&path, &e).into()),

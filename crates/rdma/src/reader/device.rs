@@ -303,6 +303,10 @@ pub(super) fn device_netdev(pl: &mut PortLayout, ctx: &mut Ctx<'_>) -> Option<St
         }
         return None;
     }
+    for name in pl.net_names.iter().filter(|n| n.to_str().is_none()) {
+        ctx.errors
+            .push(super::not_utf8(&net.join(name), "netdev", name));
+    }
     let first = pl
         .net_names
         .iter()

@@ -39,6 +39,7 @@
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use crate::parse;
@@ -57,6 +58,13 @@ use super::Ctx;
 /// type, two on RoCE) or pending deletion (see the module doc).
 pub const GID_EMPTY_PROBES: usize = 4;
 
+/// The most GID slots read per port: rxe's table, the largest a driver
+/// makes (`RXE_PORT_GID_TBL_LEN` in drivers/infiniband/sw/rxe/rxe_param.h);
+/// mlx5 reports at most 256. A longer table (a driver bug, a hostile tree)
+/// is read up to here, and the slots past it are reported every sample
+/// as a `refused` error of the port's `gids` folder.
+pub const MAX_GID_SLOTS: u32 = 1024;
+
 /// A port's GID table. Only the slots a watched pass reads are kept (with
 /// their paths and handles): those not seen empty, and the lowest
 /// [`GID_EMPTY_PROBES`] seen empty. Every other slot is empty as last read
@@ -66,17 +74,23 @@ pub const GID_EMPTY_PROBES: usize = 4;
 pub(super) struct GidTable {
     /// `ports/N`.
     pub(super) dir: PathBuf,
-    /// Number of slots (`gids/` entries).
+    /// Number of slots read (`gids/` entries, at most [`MAX_GID_SLOTS`]).
     pub(super) len: u32,
+    /// Slots listed past [`MAX_GID_SLOTS`], not read.
+    pub(super) over_cap: u32,
     /// The kept slots, by index.
     pub(super) kept: BTreeMap<u32, GidSlot>,
 }
 
 impl GidTable {
-    pub(super) fn new(dir: PathBuf, len: u32) -> Self {
+    /// A table of `listed` slots, of which the first [`MAX_GID_SLOTS`] are
+    /// read.
+    pub(super) fn new(dir: PathBuf, listed: u32) -> Self {
+        let len = listed.min(MAX_GID_SLOTS);
         GidTable {
             dir,
             len,
+            over_cap: listed - len,
             kept: BTreeMap::new(),
         }
     }
@@ -145,6 +159,16 @@ pub(super) fn read_gid_table(
     } else {
         GidPass::Watched
     };
+    if pl.gids.over_cap > 0 {
+        ctx.errors.push(roce_host::ReadError::refused(
+            &pl.gids.dir.join("gids"),
+            format!(
+                "{} GID slots listed, more than any driver has: the first {MAX_GID_SLOTS} are read, {} are not",
+                pl.gids.len + pl.gids.over_cap,
+                pl.gids.over_cap
+            ),
+        ));
+    }
     let mark = ctx.errors.len();
     let gids = loop {
         match read_gids(&mut pl.gids, pass, ctx, stale) {
@@ -254,7 +278,15 @@ pub(super) fn read_gid_slot(
         Got::Absent | Got::Failed => return (Seen::Unusable, None),
     };
     let netdev = match read_attr(&mut slot.ndevs, Einval::Absent, ctx, stale) {
-        Got::Len(n) => parse::text(&ctx.io.buf.text(n)),
+        Got::Len(n) => match std::str::from_utf8(ctx.io.buf.bytes(n)) {
+            Ok(text) => parse::text(text),
+            Err(_) => {
+                let name = std::ffi::OsStr::from_bytes(ctx.io.buf.bytes(n).trim_ascii());
+                let e = super::not_utf8(&slot.ndevs.path, "netdev", name);
+                ctx.errors.push(e);
+                None
+            }
+        },
         Got::Absent | Got::Failed => None,
     };
     let seen = Seen::Entry(gid, gid_type.clone());

@@ -45,7 +45,7 @@ use crate::types::{Counter, CounterNames, RdmaSnapshot, ReadError};
 use device::DeviceState;
 use errno::{is_absent, push_io};
 
-pub use gid::GID_EMPTY_PROBES;
+pub use gid::{GID_EMPTY_PROBES, MAX_GID_SLOTS};
 
 /// How often a port's whole GID table is read even when nothing hints at a
 /// change.
@@ -243,6 +243,10 @@ impl RdmaReader {
             return snap;
         }
         let class = &self.class;
+        for name in self.listed.iter().filter(|n| n.to_str().is_none()) {
+            snap.errors
+                .push(not_utf8(&class.join(name), "device", name));
+        }
         let mut present: Vec<String> = self
             .listed
             .iter()
@@ -303,6 +307,20 @@ impl RdmaReader {
         debug_assert_eq!(self.open, self.open_files(), "open-file count drifted");
         snap
     }
+}
+
+/// A device or netdev name that is not UTF-8, refused: the labels and the
+/// sources that take the name as text could only mangle it (and a mangled
+/// netdev name reads as a netdev without DCB, a false verdict). `at` is the
+/// file or folder that gave it.
+fn not_utf8(at: &Path, what: &str, name: &std::ffi::OsStr) -> ReadError {
+    ReadError::refused(
+        at,
+        format!(
+            "{what} name {} is not UTF-8 (bytes escaped): not read",
+            roce_host::escaped_name(name)
+        ),
+    )
 }
 
 /// What one sample needs besides the device's own state.

@@ -39,6 +39,13 @@ pub type Log = Arc<Mutex<Vec<PathBuf>>>;
 /// when the driver re-registered the device); a reopened handle reads.
 pub type StaleOnce = Arc<Mutex<std::collections::HashSet<PathBuf>>>;
 
+/// Paths whose reads block until the path is taken out of the set (a
+/// read stuck in a driver), and the condition variable that wakes them.
+pub type Stalls = Arc<(
+    Mutex<std::collections::HashSet<PathBuf>>,
+    std::sync::Condvar,
+)>;
+
 /// A [`SysFs`] over a real tree. EACCES fails at open (as a permission
 /// check does); every other injected errno fails at read, as a sysfs
 /// `show` callback does, including on a handle opened before the fault.
@@ -48,6 +55,7 @@ pub struct FaultFs {
     pub stale_once: StaleOnce,
     /// The path of every `read_at` call, in order (kept handles included).
     pub reads: Log,
+    pub stalls: Stalls,
 }
 
 impl FaultFs {
@@ -71,7 +79,19 @@ impl FaultFs {
             log: Arc::new(Mutex::new(Vec::new())),
             stale_once: Arc::new(Mutex::new(Default::default())),
             reads: Arc::new(Mutex::new(Vec::new())),
+            stalls: Default::default(),
         }
+    }
+
+    /// Makes every read of `path` block until [`FaultFs::release`].
+    pub fn stall(&self, path: &Path) {
+        self.stalls.0.lock().unwrap().insert(path.to_path_buf());
+    }
+
+    /// Lets the reads of `path` return.
+    pub fn release(&self, path: &Path) {
+        self.stalls.0.lock().unwrap().remove(path);
+        self.stalls.1.notify_all();
     }
 
     /// Another handle on the same faults and logs (the reader owns the
@@ -82,6 +102,7 @@ impl FaultFs {
             log: self.log.clone(),
             stale_once: self.stale_once.clone(),
             reads: self.reads.clone(),
+            stalls: self.stalls.clone(),
         }
     }
 
@@ -117,11 +138,19 @@ struct FaultFile {
     faults: Faults,
     stale_once: StaleOnce,
     reads: Log,
+    stalls: Stalls,
 }
 
 impl SysFile for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.reads.lock().unwrap().push(self.path.clone());
+        {
+            let (set, wake) = &*self.stalls;
+            let mut set = set.lock().unwrap();
+            while set.contains(&self.path) {
+                set = wake.wait(set).unwrap();
+            }
+        }
         if self.stale_once.lock().unwrap().remove(&self.path) {
             return Err(io::Error::from_raw_os_error(libc::ENODEV));
         }
@@ -150,6 +179,7 @@ impl SysFs for FaultFs {
             faults: self.faults.clone(),
             stale_once: self.stale_once.clone(),
             reads: self.reads.clone(),
+            stalls: self.stalls.clone(),
         }))
     }
 

@@ -12,10 +12,14 @@ pub(super) fn io_error(path: &Path, e: &std::io::Error) -> ReadError {
     ReadError::io(path, e)
 }
 
-/// The file's text; `None` when absent (see [`roce_host::errno`]) or
-/// unreadable (recorded).
+/// The most read of one file: `/proc/modules` of a host with many modules
+/// is tens of KiB; a sysfs attribute is at most a page (64 KiB on arm64).
+const MAX_TEXT: u64 = 1 << 20;
+
+/// The file's text (at most [`MAX_TEXT`]); `None` when absent (see
+/// [`roce_host::errno`]) or unreadable (recorded).
 pub(super) fn read_text(path: &Path, errors: &mut Vec<ReadError>) -> Option<String> {
-    match std::fs::read_to_string(path) {
+    match roce_host::fs::read_text_capped(path, MAX_TEXT) {
         Ok(t) => Some(t),
         Err(e) if is_absent(&e) => None,
         Err(e) => {

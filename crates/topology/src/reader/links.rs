@@ -3,7 +3,6 @@
 //! ACS of the bridges between each GPU and its nearest NICs.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use roce_host::errno::is_absent;
@@ -133,10 +132,8 @@ fn min_opt<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 /// Reads at most 4 KiB of config space. EACCES/EPERM (a locked-down
 /// kernel) is "unknown", like the 64-byte read of an unprivileged reader.
 fn read_acs(path: &Path, errors: &mut Vec<ReadError>) -> AcsState {
-    let mut bytes = Vec::with_capacity(4096);
-    let result = std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut bytes));
-    match result {
-        Ok(_) => acs_state(&bytes),
+    match roce_host::fs::read_capped(path, 4096) {
+        Ok(bytes) => acs_state(&bytes),
         Err(e) if is_absent(&e) || e.kind() == std::io::ErrorKind::PermissionDenied => {
             AcsState::Unknown
         }

@@ -3,7 +3,6 @@
 //! path under `devices/`, with the attributes read on the way.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use roce_host::errno::is_absent;
@@ -281,10 +280,8 @@ pub(super) fn gpu_functions(
 /// short (64 bytes without root) is `None`, and only EACCES/ENOENT are
 /// quiet.
 fn read_port_type(path: &Path, errors: &mut Vec<ReadError>) -> Option<PortType> {
-    let mut bytes = Vec::with_capacity(256);
-    let result = std::fs::File::open(path).and_then(|f| f.take(256).read_to_end(&mut bytes));
-    match result {
-        Ok(_) => port_type(&bytes),
+    match roce_host::fs::read_capped(path, 256) {
+        Ok(bytes) => port_type(&bytes),
         Err(e) if is_absent(&e) || e.kind() == std::io::ErrorKind::PermissionDenied => None,
         Err(e) => {
             errors.push(io_error(path, &e));

@@ -2,6 +2,8 @@
 //! it names changes, and refused when the new one would not validate or
 //! would lower the protection in force.
 
+use std::sync::Mutex;
+
 use super::*;
 
 /// What identifies a file's version (a rewrite or a rename changes it);
