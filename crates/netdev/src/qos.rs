@@ -10,7 +10,9 @@
 //!   that set no ToS of their own.
 //! - `<sysfs>/class/net/<if>/ecn/roce_np/cnp_dscp` and `cnp_802p_prio`:
 //!   the mlx5 driver's ECN folder (NVIDIA's driver; absent upstream and on
-//!   other drivers).
+//!   other drivers), read once with the DCQCN parameters and taken from
+//!   them ([`cnp_marking`]); upstream's debugfs `np_cnp_dscp` where they
+//!   are not there.
 //! - `<sysfs>/class/infiniband/<dev>/tc/<port>/traffic_class`: MLNX_OFED's
 //!   mlx5_ib (`traffic_class_show`) prints `Global tclass=%d` on its first
 //!   line once an administrator set a port-wide traffic class (it then
@@ -33,7 +35,7 @@
 //! value the kernel did not give is not a value.
 
 use std::io::{ErrorKind, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use roce_host::errno::is_absent;
 use roce_host::ReadError;
@@ -187,14 +189,9 @@ pub fn read_dcqcn(
     if !out.is_empty() {
         return out;
     }
-    // The PCI function behind the netdev names its mlx5 debugfs folder.
-    let Some(pci) = std::fs::canonicalize(dev.join("device"))
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-    else {
+    let Some(dir) = debugfs_cc_params(sysfs, netdev) else {
         return out;
     };
-    let dir = sysfs.join("kernel/debug/mlx5").join(pci).join("cc_params");
     // Unprivileged: debugfs itself refuses (0700), one failed stat.
     if !dir.is_dir() {
         return out;
@@ -241,12 +238,11 @@ fn number_u32(
     }
 }
 
-/// Reads the QoS files of `netdev` (whose RDMA port is `rdma`) below
-/// `sysfs`. Problems with a file that exists go to `errors`; `reads`
-/// counts the files read.
+/// Reads the QoS files of the RDMA port `rdma` below `sysfs` (the CNP
+/// marking comes from the DCQCN parameters, [`cnp_marking`]). Problems
+/// with a file that exists go to `errors`; `reads` counts the files read.
 pub fn read(
     sysfs: &Path,
-    netdev: &str,
     rdma: Option<&RdmaPortRef>,
     errors: &mut Vec<ReadError>,
     reads: &mut u64,
@@ -270,12 +266,57 @@ pub fn read(
             out.ofed_tclass = global_tclass(&path, errors, reads);
         }
     }
-    if !netdev.contains('/') && !netdev.starts_with('.') {
-        let np = sysfs.join("class/net").join(netdev).join("ecn/roce_np");
-        out.cnp_dscp = number(&np.join("cnp_dscp"), 63, errors, reads);
-        out.cnp_prio = number(&np.join("cnp_802p_prio"), 7, errors, reads);
-    }
     out
+}
+
+/// Upstream mlx5_ib's DCQCN folder for `netdev`: the PCI function behind
+/// the netdev names it.
+fn debugfs_cc_params(sysfs: &Path, netdev: &str) -> Option<PathBuf> {
+    let dev = sysfs.join("class/net").join(netdev);
+    let pci = std::fs::canonicalize(dev.join("device")).ok()?;
+    let pci = pci.file_name()?.to_string_lossy().into_owned();
+    Some(sysfs.join("kernel/debug/mlx5").join(pci).join("cc_params"))
+}
+
+/// The DSCP and 802.1p priority mlx5 marks its CNPs with, from the DCQCN
+/// parameters [`read_dcqcn`] read (each file read once, as each read is a
+/// firmware query): NVIDIA's `ecn/roce_np/cnp_dscp` and `cnp_802p_prio`,
+/// else upstream's debugfs `np_cnp_dscp`. A value out of its range is an
+/// error on its file and no value.
+pub fn cnp_marking(
+    sysfs: &Path,
+    netdev: &str,
+    dcqcn: &[DcqcnParam],
+    errors: &mut Vec<ReadError>,
+) -> (Option<u8>, Option<u8>) {
+    let np = sysfs.join("class/net").join(netdev).join("ecn/roce_np");
+    let mut marking = |name: &str, max: u8| {
+        let p = dcqcn
+            .iter()
+            .find(|p| p.name == name && p.role == CcRole::Np)?;
+        match u8::try_from(p.value).ok().filter(|v| *v <= max) {
+            Some(v) => Some(v),
+            None => {
+                let file = match p.source {
+                    CcSource::Sysfs => np.join(name),
+                    CcSource::Debugfs => debugfs_cc_params(sysfs, netdev)
+                        .unwrap_or_default()
+                        .join(name),
+                };
+                errors.push(ReadError::parse(
+                    &file,
+                    format!(
+                        "expected a number from 0 to {max}, found \"{}\"",
+                        p.value as i32
+                    ),
+                ));
+                None
+            }
+        }
+    };
+    let dscp = marking("cnp_dscp", 63).or_else(|| marking("np_cnp_dscp", 63));
+    let prio = marking("cnp_802p_prio", 7);
+    (dscp, prio)
 }
 
 /// MLNX_OFED's `traffic_class`: the value of its `Global tclass=<n>` line;
@@ -332,12 +373,23 @@ fn small_file(
         }
     };
     *reads += 1;
-    let mut text = String::new();
-    if let Err(e) = file.by_ref().take(64).read_to_string(&mut text) {
-        errors.push(crate::io_error(path, &e));
-        return None;
+    // One read(): each read() of a debugfs cc_params file is a firmware
+    // query, the one that would only return end of file included.
+    let mut buf = [0u8; 64];
+    let n = match file.read(&mut buf) {
+        Ok(n) => n,
+        Err(e) => {
+            errors.push(crate::io_error(path, &e));
+            return None;
+        }
+    };
+    match std::str::from_utf8(&buf[..n]) {
+        Ok(text) => Some(text.to_string()),
+        Err(_) => {
+            errors.push(ReadError::parse(path, "not UTF-8 text".to_string()));
+            None
+        }
     }
-    Some(text)
 }
 
 /// One small decimal file: `None` when absent, an error when it holds
@@ -382,7 +434,7 @@ mod tests {
         let mut reads = 0;
         // Nothing mounted, no ecn folder: all absent, no error, no read.
         assert_eq!(
-            read(&root, "ens1np0", Some(&port), &mut errors, &mut reads),
+            read(&root, Some(&port), &mut errors, &mut reads),
             RoceQos::default()
         );
         assert!(errors.is_empty() && reads == 0);
@@ -393,20 +445,29 @@ mod tests {
         std::fs::create_dir_all(&np).unwrap();
         std::fs::write(np.join("cnp_dscp"), "48\n").unwrap();
         std::fs::write(np.join("cnp_802p_prio"), "6\n").unwrap();
-        let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
+        let q = read(&root, Some(&port), &mut errors, &mut reads);
         assert_eq!(
             q,
             RoceQos {
                 rdma_cm_tos: Some(106),
-                ofed_tclass: None,
-                cnp_dscp: Some(48),
-                cnp_prio: Some(6)
+                ..RoceQos::default()
             }
         );
+        assert_eq!(reads, 1);
+        // The CNP marking from the DCQCN parameters: each file read once.
+        let params = read_dcqcn(&root, "ens1np0", &mut errors, &mut reads);
         assert_eq!(reads, 3);
+        assert_eq!(
+            cnp_marking(&root, "ens1np0", &params, &mut errors),
+            (Some(48), Some(6))
+        );
+        assert!(errors.is_empty(), "{errors:?}");
         std::fs::write(np.join("cnp_dscp"), "64\n").unwrap();
-        let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
-        assert_eq!(q.cnp_dscp, None);
+        let params = read_dcqcn(&root, "ens1np0", &mut errors, &mut reads);
+        assert_eq!(
+            cnp_marking(&root, "ens1np0", &params, &mut errors),
+            (None, Some(6))
+        );
         assert_eq!(errors.len(), 1, "{errors:?}");
         // The file's path and what it held, as a content error.
         assert_eq!(errors[0].path, np.join("cnp_dscp"));
@@ -439,14 +500,14 @@ mod tests {
         let tc = root.join("class/infiniband/mlx5_0/tc/1");
         std::fs::create_dir_all(&tc).unwrap();
         std::fs::write(tc.join("traffic_class"), "").unwrap();
-        let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
+        let q = read(&root, Some(&port), &mut errors, &mut reads);
         assert_eq!((q.ofed_tclass, reads), (None, 1));
         std::fs::write(tc.join("traffic_class"), "Global tclass=106\n").unwrap();
-        let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
+        let q = read(&root, Some(&port), &mut errors, &mut reads);
         assert_eq!(q.ofed_tclass, Some(106));
         assert!(errors.is_empty(), "{errors:?}");
         std::fs::write(tc.join("traffic_class"), "Global tclass=300\n").unwrap();
-        let q = read(&root, "ens1np0", Some(&port), &mut errors, &mut reads);
+        let q = read(&root, Some(&port), &mut errors, &mut reads);
         assert_eq!(q.ofed_tclass, None);
         assert_eq!(errors.len(), 1, "{errors:?}");
         let _ = std::fs::remove_dir_all(root);

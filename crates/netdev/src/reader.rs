@@ -346,6 +346,7 @@ struct QosCache {
     qos: crate::qos::RoceQos,
     dcqcn: Vec<crate::qos::DcqcnParam>,
     dcb: DcbOutcome,
+    ecn: Option<crate::EcnConfig>,
 }
 
 #[derive(PartialEq, Eq)]
@@ -461,7 +462,6 @@ impl NetdevReader {
             operstate: sys.operstate,
             speed_mbps: sys.speed_mbps,
             driver: sys.driver,
-            ecn: sys.ecn,
             carrier: sys.carrier,
             ..Netdev::default()
         };
@@ -479,10 +479,16 @@ impl NetdevReader {
             netdev.qos = c.qos;
             netdev.dcqcn = c.dcqcn.clone();
             netdev.dcb = c.dcb.clone();
+            netdev.ecn = c.ecn.clone();
             netdev.qos_age = Some(now.saturating_sub(c.read_at));
         } else {
             netdev.qos_age = Some(Duration::ZERO);
-            let clean = self.read_qos(target, sys.exists, &mut netdev, errors);
+            let before = errors.len();
+            let mut ecn_errors = Vec::new();
+            netdev.ecn = self.files.read_ecn(&target.name, &mut ecn_errors);
+            errors.extend(ecn_errors.into_iter().map(HostError::File));
+            let clean =
+                self.read_qos(target, sys.exists, &mut netdev, errors) && errors.len() == before;
             if clean {
                 self.qos_cache.insert(
                     target.name.clone(),
@@ -492,6 +498,7 @@ impl NetdevReader {
                         qos: netdev.qos,
                         dcqcn: netdev.dcqcn.clone(),
                         dcb: netdev.dcb.clone(),
+                        ecn: netdev.ecn.clone(),
                     },
                 );
             } else {
@@ -545,7 +552,6 @@ impl NetdevReader {
             let mut qos_errors = Vec::new();
             netdev.qos = crate::qos::read(
                 &self.options.sysfs,
-                &target.name,
                 target.rdma.as_ref(),
                 &mut qos_errors,
                 &mut self.qos_reads,
@@ -556,15 +562,12 @@ impl NetdevReader {
                 &mut qos_errors,
                 &mut self.qos_reads,
             );
-            // Upstream kernels have no cnp_dscp file; their debugfs
-            // np_cnp_dscp is the same setting.
-            if netdev.qos.cnp_dscp.is_none() {
-                netdev.qos.cnp_dscp = netdev
-                    .dcqcn
-                    .iter()
-                    .find(|p| p.name == "np_cnp_dscp")
-                    .and_then(|p| u8::try_from(p.value).ok().filter(|d| *d <= 63));
-            }
+            (netdev.qos.cnp_dscp, netdev.qos.cnp_prio) = crate::qos::cnp_marking(
+                &self.options.sysfs,
+                &target.name,
+                &netdev.dcqcn,
+                &mut qos_errors,
+            );
             errors.extend(qos_errors.into_iter().map(HostError::File));
         }
         if let Some(dcb) = self.dcb.as_deref_mut() {

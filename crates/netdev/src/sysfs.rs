@@ -40,7 +40,6 @@ pub struct NetdevSysfs {
     pub operstate: Option<String>,
     pub speed_mbps: Option<u64>,
     pub driver: Option<String>,
-    pub ecn: Option<crate::EcnConfig>,
     pub carrier: crate::CarrierCounts,
 }
 
@@ -154,27 +153,38 @@ impl NetdevFiles {
             out.carrier.changes =
                 parse_u64(&self.carrier_changes.path, text).value_or_record(errors);
         }
-        if let Some(files) = &mut self.ecn {
-            let mut config = crate::EcnConfig::default();
-            for (role, priority, file) in files.iter_mut() {
-                let list = match role {
-                    Role::Np => &mut config.np,
-                    Role::Rp => &mut config.rp,
-                };
-                if let Some(t) = read_text(file, io, stale).value_or_record(errors) {
-                    match t.as_str() {
-                        "0" => list.push((*priority, false)),
-                        "1" => list.push((*priority, true)),
-                        _ => errors.push(ReadError::parse(
-                            &file.path,
-                            format!("expected 0 or 1, found {t:?}"),
-                        )),
-                    }
+        out
+    }
+
+    /// The ECN enable files, `None` where the driver has none. They are
+    /// QoS configuration, read with it every `netdevs.qos_interval`, not
+    /// every sample: on the NVIDIA driver each file is a firmware command
+    /// (`mlx5_query_port_cong_status`), 16 a netdev.
+    fn read_ecn(
+        &mut self,
+        io: &mut Io<'_>,
+        errors: &mut Vec<ReadError>,
+    ) -> Option<crate::EcnConfig> {
+        let files = self.ecn.as_mut()?;
+        let mut stale = false;
+        let mut config = crate::EcnConfig::default();
+        for (role, priority, file) in files.iter_mut() {
+            let list = match role {
+                Role::Np => &mut config.np,
+                Role::Rp => &mut config.rp,
+            };
+            if let Some(t) = read_text(file, io, &mut stale).value_or_record(errors) {
+                match t.as_str() {
+                    "0" => list.push((*priority, false)),
+                    "1" => list.push((*priority, true)),
+                    _ => errors.push(ReadError::parse(
+                        &file.path,
+                        format!("expected 0 or 1, found {t:?}"),
+                    )),
                 }
             }
-            out.ecn = Some(config);
         }
-        out
+        Some(config)
     }
 }
 
@@ -248,6 +258,20 @@ impl SysfsFiles {
         self.reads += io.reads;
         self.netdevs.insert(netdev.to_string(), files);
         out
+    }
+
+    /// The ECN enable files of a netdev [`SysfsFiles::read`] read this
+    /// sample (see [`NetdevFiles::read_ecn`]); `None` where it has none.
+    pub fn read_ecn(
+        &mut self,
+        netdev: &str,
+        errors: &mut Vec<ReadError>,
+    ) -> Option<crate::EcnConfig> {
+        let files = self.netdevs.get_mut(netdev)?;
+        let mut io = Io::new(&StdFs, &mut self.buf, usize::MAX);
+        let ecn = files.read_ecn(&mut io, errors);
+        self.reads += io.reads;
+        ecn
     }
 
     /// Closes the files of netdevs not in `names`.

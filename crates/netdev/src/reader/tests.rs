@@ -95,6 +95,14 @@ fn qos_configuration_is_read_on_its_own_cadence_and_at_once_on_link_change() {
     std::fs::write(rp.join("rpg_min_rate"), "1\n").unwrap();
     std::fs::write(np.join("cnp_dscp"), "48\n").unwrap();
     std::fs::write(np.join("cnp_802p_prio"), "6\n").unwrap();
+    // The vendor driver's ECN enable files, one per priority and role.
+    for role in [&np, &rp] {
+        std::fs::create_dir_all(role.join("enable")).unwrap();
+        for p in 0..8 {
+            let on = if p == 3 { "1\n" } else { "0\n" };
+            std::fs::write(role.join("enable").join(p.to_string()), on).unwrap();
+        }
+    }
     let dcb_calls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut reader = NetdevReader::new(ReaderOptions {
         sysfs: root.clone(),
@@ -129,11 +137,16 @@ fn qos_configuration_is_read_on_its_own_cadence_and_at_once_on_link_change() {
     assert_eq!(second.netdevs[0].qos.cnp_dscp, Some(48));
     assert_eq!(first.netdevs[0].qos_age, Some(Duration::ZERO));
     assert_eq!(second.netdevs[0].qos_age, Some(Duration::from_secs(5)));
-    // rpg_min_rate, cnp_dscp and cnp_802p_prio as DCQCN parameters,
-    // the last two again as the CNP marking: five firmware queries,
-    // made only on the QoS cadence.
+    // rpg_min_rate, cnp_dscp and cnp_802p_prio as DCQCN parameters (the
+    // CNP marking taken from the last two) and the 16 ECN enable files:
+    // 19 firmware queries on the vendor driver, each file read once, made
+    // only on the QoS cadence.
     assert_eq!(first.netdevs[0].dcqcn.len(), 3);
-    assert_eq!(calls1.sysfs_reads + 5, qos_files);
+    let ecn = first.netdevs[0].ecn.clone().unwrap();
+    assert_eq!((ecn.np.len(), ecn.rp.len()), (8, 8));
+    assert!(ecn.np.contains(&(3, true)) && ecn.rp.contains(&(0, false)));
+    assert_eq!(second.netdevs[0].ecn, Some(ecn));
+    assert_eq!(calls1.sysfs_reads + 19, qos_files);
     assert_eq!(calls2.sysfs_reads, calls1.sysfs_reads);
     assert_eq!((calls3.dcb, calls3.sysfs_reads), (1, qos_files));
     assert_eq!((calls4.dcb, calls4.sysfs_reads), (1, qos_files));
