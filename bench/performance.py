@@ -140,6 +140,8 @@ def main(argv):
     ]
     body = [
         section(cost, "Sample cost"),
+        # counted from the driver's source, not measured: kept by hand
+        open(os.path.join(HERE, "firmware.md")).read(),
         "## Scrape cost, plain and gzip, against node_exporter\n\nFrom `bench/bench.py --ports "
         "8,128 --encodings identity,gzip` (method: [bench/README.md](../bench/README.md)).\n",
         section(scrape, keep=["Figures", "Ratios", "Targets"]).replace("## ", "### "),

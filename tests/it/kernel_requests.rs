@@ -158,3 +158,18 @@ fn a_collector_switched_off_makes_no_call_and_says_disabled() {
         );
     }
 }
+
+/// docs/performance.md carries the firmware-command count of an mlx5
+/// sample (bench/firmware.md, counted from the driver's source and kept
+/// by hand) as it stands, not a copy that drifted.
+#[test]
+fn the_firmware_count_in_the_performance_doc_is_current() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/performance.md")).unwrap();
+    let count = std::fs::read_to_string(root.join("bench/firmware.md")).unwrap();
+    assert!(
+        doc.contains(&count),
+        "docs/performance.md lacks bench/firmware.md as it stands: copy it in before \
+         \"## Scrape cost\" (bench/performance.py does on its next run)"
+    );
+}
