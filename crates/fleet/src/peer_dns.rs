@@ -415,9 +415,17 @@ mod tests {
     /// answers with the first `udp_records` only, truncated; over TCP the
     /// whole set. Serves until `stop`.
     fn server(records: usize, udp_records: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let addr = udp.local_addr().unwrap();
-        let tcp = std::net::TcpListener::bind(addr).unwrap();
+        // The TCP listener takes a free port first and the UDP socket the
+        // same number: the other way round, a port the kernel gave a UDP
+        // socket may be the local port of another test's TCP connection
+        // (EADDRINUSE for the listener). A UDP port in use is tried again.
+        let (udp, tcp, addr) = (0..100)
+            .find_map(|_| {
+                let tcp = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+                let addr = tcp.local_addr().ok()?;
+                UdpSocket::bind(addr).ok().map(|udp| (udp, tcp, addr))
+            })
+            .unwrap();
         let h = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             let (n, from) = udp.recv_from(&mut buf).unwrap();
