@@ -39,7 +39,7 @@ label_set! {
 label_set! {
     /// This node's responder on one local port, as other nodes address it.
     pub struct EndpointLabels {
-        node, device, port, device_index, gid, gid_index, qpn, mtu, subnet, rail, incarnation,
+        node, device, port, device_index, gid, gid_index, qpn, mtu, subnet, rail, incarnation, wire,
     }
 }
 
@@ -56,7 +56,7 @@ pub const SENT: Fam<SizeLabels> = Fam::new(Row {
     base: "roce_peer_probe_sent",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Peer probes sent from this local port and judged (answered or lost), by size (small: 64-byte payload; large: the port's active MTU). Probes the peer answered \"not admitted\" are counted in roce_peer_probe_pending_total instead.",
+    help: "Peer probes sent from this local port and judged (answered or lost), by size (small: 64-byte payload; large: the port's active MTU; no large probe follows a lost small one). Probes pending on a peer still learning its peers are counted in roce_peer_probe_pending_total instead.",
     source: SOURCE,
 });
 pub const ANSWERED: Fam<SizeLabels> = Fam::new(Row {
@@ -91,42 +91,43 @@ pub const PEER_PENDING: Fam<PeerLabels> = Fam::new(Row {
     base: "roce_peer_probe_peer_pending",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "1 when the latest answer of this peer port was \"not admitted\": its exporter does not (yet) list this node's responder, so its probes are pending, not lost. For the same bounded set of peers as roce_peer_probe_peer_lost.",
+    help: "1 when the latest small probe to this peer port was pending: unanswered while the peer's endpoints document says it has not read every listed peer's endpoints yet (its first walk) and it has not answered this port since it started, so it may not know this node: neither answered nor lost. For the same bounded set of peers as roce_peer_probe_peer_lost.",
     source: SOURCE,
 });
 pub const PENDING: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_pending",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Probes from this local port that the peer's responder answered \"not admitted\" (it does not list this node yet): neither answered nor lost.",
+    help: "Probes from this local port left unanswered by a peer still learning its peers (see roce_peer_probe_peer_pending): neither answered nor lost.",
     source: SOURCE,
 });
 pub const RESPONDER_REFUSED: Fam<PortReasonLabels> = Fam::new(Row {
     base: "roce_peer_probe_responder_refused",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Datagrams this port's responder left unanswered, by reason: foreign (not a peer-probe message), stray_answer (an echo or \"not admitted\" answering no probe in flight: answers are never answered), rate_limited (an admitted sender above 100 answers/s), unknown_sender (a sender not admitted, above 5 \"not admitted\" replies/s in all), answer_failed (no address handle for the sender, or the post failed).",
+    help: "Datagrams this port's responder left unanswered, by reason: foreign (not a peer-probe message), wire_version (a peer-probe message of another wire version: an exporter of another release), stray_answer (an echo or challenge answering no probe in flight: answers are never answered), not_admitted (a probe from a sender that is not one of this port's peers: never answered), unproven (a peer's probe without its valid cookie once the 10 challenges/s of the responder are spent), rate_limited (a proven sender above 100 echoes/s), total_budget (above the responder's 500 echoes/s or 1 MiB/s in all), answer_failed (no address handle for the sender, or the post failed).",
     source: SOURCE,
 });
-pub const NOT_ADMITTED: Fam<PortLabels> = Fam::new(Row {
-    base: "roce_peer_probe_responder_not_admitted",
+pub const CHALLENGED: Fam<PortLabels> = Fam::new(Row {
+    base: "roce_peer_probe_responder_challenged",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Probes from senders this port's responder does not admit (no listed peer's responder) that it answered \"not admitted\" (at most 5 per second in all), so their probers call the pair pending instead of lost.",
+    help: "Probes from this port's peers without a valid cookie that its responder answered with a challenge (the cookie to probe with: the 40-byte header, at most 10 per second in all): a prober's first probe, one after this exporter restarted, or probes forged in a peer's name.",
     source: SOURCE,
 });
 pub const CLOCK: Fam<ClockLabels> = Fam::new(Row {
     base: "roce_peer_probe_rtt_clock_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "The clock this local port's round trips are measured with (value 1): host (the monotonic clock around the post and the answer's receive completion, less the responder's hold time: includes this host's completion handling).",
+    help: "The clock this local port's round trips are measured with (value 1): device (the device's completion timestamps of the probe's send and the echo's receive, where the device keeps a clock: mlx5) or host (the monotonic clock around the post and the answer's receive completion: includes this host's completion handling); both less the responder's hold time.",
     source: SOURCE,
 });
 pub const ANSWERED_FOR_PEERS: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_responder_answered",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Probes from configured peers this port's responder echoed.",
+    help:
+        "Proven probes from this port's peers (with their valid cookie) that its responder echoed.",
     source: SOURCE,
 });
 const DISCOVERY: &str = "The peer-probe coordinator (roce_fleet::runner): the peer list, endpoint documents or the Prometheus query, and their admission (roce_fleet::peer_endpoints)";
@@ -184,7 +185,7 @@ pub const FAMILIES: &[Family] = &[
     PEER_PENDING.family,
     PENDING.family,
     RESPONDER_REFUSED.family,
-    NOT_ADMITTED.family,
+    CHALLENGED.family,
     CLOCK.family,
     ANSWERED_FOR_PEERS.family,
     FETCH_ERRORS.family,
@@ -208,7 +209,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut peer_pending = Samples::new(&PEER_PENDING);
     let mut pending = Samples::new(&PENDING);
     let mut responder_refused = Samples::new(&RESPONDER_REFUSED);
-    let mut not_admitted = Samples::new(&NOT_ADMITTED);
+    let mut challenged = Samples::new(&CHALLENGED);
     let mut clock = Samples::new(&CLOCK);
     let mut served = Samples::new(&ANSWERED_FOR_PEERS);
     let mut fetch = Samples::new(&FETCH_ERRORS);
@@ -278,7 +279,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             };
             responder_refused.push(labels, stats.served.refused(reason));
         }
-        not_admitted.push(port_labels, stats.served.not_admitted);
+        challenged.push(port_labels, stats.served.challenged);
         let labels = ClockLabels {
             device,
             port: &port,
@@ -288,7 +289,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         served.push(port_labels, stats.served.answered);
     }
     for e in &r.endpoints {
-        let (port, index, gid_index, qpn, mtu, gid, incarnation) = (
+        let (port, index, gid_index, qpn, mtu, gid, incarnation, wire) = (
             e.port.to_string(),
             e.device_index.to_string(),
             e.gid_index.to_string(),
@@ -296,6 +297,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             e.mtu.to_string(),
             e.gid.to_string(),
             e.incarnation.to_string(),
+            e.wire.to_string(),
         );
         let labels = EndpointLabels {
             node: &e.node,
@@ -309,6 +311,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             subnet: e.subnet.as_deref().unwrap_or(""),
             rail: e.rail.as_deref().unwrap_or(""),
             incarnation: &incarnation,
+            wire: &wire,
         };
         info.push(labels, 1u64);
     }
@@ -355,7 +358,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         peer_pending.into(),
         pending.into(),
         responder_refused.into(),
-        not_admitted.into(),
+        challenged.into(),
         clock.into(),
         served.into(),
         fetch.into(),

@@ -415,6 +415,14 @@ pub fn endpoint_of_labels(l: &BTreeMap<String, String>) -> Result<Endpoint, Refu
             Some(v) => v.parse().map_err(|_| Refusal::Malformed)?,
             None => 0,
         },
+        // Absent from the series of exporters before wire version 2.
+        wire: match l.get("wire").filter(|v| !v.is_empty()) {
+            Some(v) => v.parse().map_err(|_| Refusal::Malformed)?,
+            None => 1,
+        },
+        // Every node reads the whole fleet from one answer: none is
+        // still learning its peers.
+        learning: false,
     })
 }
 

@@ -270,6 +270,8 @@ mod tests {
             subnet: Some("10.0.1.0/24".into()),
             rail: rail.map(str::to_string),
             incarnation: 0,
+            wire: roce_probe::peer_wire::WIRE_VERSION,
+            learning: false,
         }
     }
 

@@ -63,6 +63,8 @@ pub(super) fn run_port<V: PeerVerbs>(
             subnet: subnet.map(|n| n.to_string()),
             rail: rail.as_ref().map(crate::peer_rails::Rail::name),
             incarnation: id.incarnation,
+            wire: roce_probe::peer_wire::WIRE_VERSION,
+            learning: false,
         };
         let all_to_all = settings.probe.all_to_all;
         let probe_settings = PeerSettings {
@@ -108,22 +110,22 @@ pub(super) fn run_port<V: PeerVerbs>(
                     now.insert(key, (p.gid, p.qpn, p.incarnation));
                 }
                 responders = now;
+                let before = prober.stats.peers_known;
+                prober.set_peers(&mine);
+                if prober.stats.peers_known != before {
+                    // Published before the round (which takes seconds): the
+                    // rules read whether this port has peers at all.
+                    let stats = prober.stats.clone();
+                    publish(&|s| s.stats = stats.clone());
+                }
             }
             prober.settings.traffic_class = class.load(Ordering::SeqCst);
-            let known = prober.matching(&mine).len();
-            if known != prober.stats.peers_known {
-                // Published before the round (which takes seconds): the
-                // rules read whether this port has peers at all.
-                prober.stats.peers_known = known;
-                let stats = prober.stats.clone();
-                publish(&|s| s.stats = stats.clone());
-            }
-            if known == 0 {
-                prober.serve(&mine);
+            if prober.stats.peers_known == 0 {
+                prober.serve();
                 prober.idle(TICK);
             } else {
                 let mut mark = Instant::now();
-                prober.round_with(&mine, &mut || {
+                prober.next_round(&mut || {
                     if halt() {
                         return None;
                     }

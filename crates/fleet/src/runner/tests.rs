@@ -88,6 +88,8 @@ fn ep(node: &str, gid: Ipv6Addr, qpn: u32) -> Endpoint {
         subnet: None,
         rail: None,
         incarnation: 0,
+        wire: roce_probe::peer_wire::WIRE_VERSION,
+        learning: false,
     }
 }
 
