@@ -412,7 +412,7 @@ fn own_endpoints_and_discovery_counts_are_exported() {
     }
     r.endpoints = r.ports.iter().map(|(e, _)| e.clone()).collect();
     let mut d = settled(&r);
-    d.refused.insert(Refusal::Gid, 6);
+    d.refused.insert(Refusal::Broadcast, 6);
     d.fetch_errors.insert(FetchReason::Redirect, 2);
     d.requests.insert(RequestKind::Document, 12);
     let text = exposition_of(r, Some(d));
@@ -423,7 +423,9 @@ fn own_endpoints_and_discovery_counts_are_exported() {
         "roce_peer_probe_responder_challenged_total{device=\"mlx5_1\",port=\"1\"} 0",
         "roce_peer_probe_rtt_clock_info{device=\"mlx5_1\",port=\"1\",clock=\"host\"} 1",
         "roce_peer_probe_pending_total{device=\"mlx5_1\",port=\"1\"} 0",
-        "roce_peer_probe_endpoints_refused_total{reason=\"gid\"} 6",
+        "roce_peer_probe_endpoints_refused_total{reason=\"broadcast\"} 6",
+        "roce_peer_probe_endpoints_refused_total{reason=\"off_fabric\"} 0",
+        "roce_peer_probe_endpoints_refused_total{reason=\"wire_version\"} 0",
         "roce_peer_probe_endpoints_refused_total{reason=\"node_mismatch\"} 0",
         "roce_peer_probe_endpoint_fetch_errors_total{reason=\"redirect\"} 2",
         "roce_peer_probe_endpoint_fetch_errors_total{reason=\"plain_http_credentials\"} 0",

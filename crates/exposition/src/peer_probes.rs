@@ -37,6 +37,12 @@ label_set! {
 }
 
 label_set! {
+    /// A node name two peer addresses claim: the one holding it (probed)
+    /// and the one refused, each with what proves its claim.
+    pub struct ConflictLabels { node, holder, holder_proof, claimant, claimant_proof }
+}
+
+label_set! {
     /// This node's responder on one local port, as other nodes address it.
     pub struct EndpointLabels {
         node, device, port, device_index, gid, gid_index, qpn, mtu, subnet, rail, incarnation, wire,
@@ -143,7 +149,7 @@ pub const REFUSED: Fam<ReasonLabels> = Fam::new(Row {
     base: "roce_peer_probe_endpoints_refused",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Peer endpoints refused before any probe was aimed at them, by reason: node_mismatch (another node than the peer it came from), node_claimed (a node another peer address holds), gid (not a unicast GID: multicast, ::, loopback, link-local, IPv4 loopback, broadcast), qpn (outside 2..0xFFFFFF), qkey, mtu, name (not label-safe), off_rail (outside the rail networks, or a subnet claim its own GID is not in), too_many, malformed (a Prometheus series that is no endpoint).",
+    help: "Peer endpoints refused before any probe was aimed at them, by reason: node_mismatch (another node than the peer it came from), node_claimed (a node another peer address holds, whose claim this one proves nothing more than: see roce_peer_probe_node_conflict_info); the GID not a unicast host of this node's fabric: unspecified, loopback, multicast, broadcast (255.255.255.255 or a port subnet's), network (a port subnet's network address), link_local (without peer_probes.allow_link_local), reserved (0/8, 240/4, ::/8, 100::/64, fec0::/10), documentation (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32, 3fff::/20), off_fabric (in none of the ports' subnets nor peer_probes.fabric_networks or the rail networks); qpn (outside 2..0xFFFFFF), qkey, mtu, name (not label-safe), off_rail (outside the rail networks, or a subnet claim its own GID is not in), wire_version (a responder of another peer-probe wire version: an exporter of another release), too_many (more than 64 endpoints in one document: all refused; past 100,000 in one Prometheus answer), malformed (a Prometheus series that is no endpoint).",
     source: DISCOVERY,
 });
 pub const REQUESTS: Fam<RequestKindLabels> = Fam::new(Row {
@@ -165,6 +171,20 @@ pub const KNOWN: Fam<NoLabels> = Fam::new(Row {
     kind: MetricKind::Gauge,
     unit: None,
     help: "Listed peers whose endpoints are held now, after admission (documents are fetched as the walk reaches each peer, so this grows to the listed count over the first walk).",
+    source: DISCOVERY,
+});
+pub const CONFLICTS: Fam<ConflictLabels> = Fam::new(Row {
+    base: "roce_peer_probe_node_conflict_info",
+    kind: MetricKind::Gauge,
+    unit: None,
+    help: "A node name claimed by two peer addresses (value 1; at most 16 series): holder is the address whose endpoints are probed under that name, claimant the one refused (node_claimed); proofs: name (the peer is addressed by that name: TLS certificate or DNS), target_label (the Prometheus target's own node label), dns (the name resolves to the address), none. A later claim takes a node over only when it proves what the holder's does not.",
+    source: DISCOVERY,
+});
+pub const LEARNING: Fam<NoLabels> = Fam::new(Row {
+    base: "roce_peer_probe_learning",
+    kind: MetricKind::Gauge,
+    unit: None,
+    help: "1 while this node has not yet tried every listed peer's endpoints document once (its first walk, paced at 3 new documents/s while the peers are starting too, 50/s otherwise): its endpoints document says so, and peers it does not know yet call their unanswered probes pending.",
     source: DISCOVERY,
 });
 pub const ENDPOINT_INFO: Fam<EndpointLabels> = Fam::new(Row {
@@ -193,6 +213,8 @@ pub const FAMILIES: &[Family] = &[
     REQUESTS.family,
     CONFIGURED.family,
     KNOWN.family,
+    CONFLICTS.family,
+    LEARNING.family,
     ENDPOINT_INFO.family,
 ];
 
@@ -217,6 +239,8 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut requests = Samples::new(&REQUESTS);
     let mut configured = Samples::new(&CONFIGURED);
     let mut known = Samples::new(&KNOWN);
+    let mut conflicts = Samples::new(&CONFLICTS);
+    let mut learning = Samples::new(&LEARNING);
     let mut info = Samples::new(&ENDPOINT_INFO);
     for (local, stats) in &r.ports {
         let port = local.port.to_string();
@@ -347,6 +371,19 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         }
         configured.push(NoLabels, d.peers_configured as u64);
         known.push(NoLabels, d.peers_known as u64);
+        for c in &d.conflicts {
+            conflicts.push(
+                ConflictLabels {
+                    node: &c.node,
+                    holder: &c.holder,
+                    holder_proof: c.holder_proof,
+                    claimant: &c.claimant,
+                    claimant_proof: c.claimant_proof,
+                },
+                1u64,
+            );
+        }
+        learning.push(NoLabels, u64::from(d.learning));
     }
     out.extend([
         rtt.into(),
@@ -366,6 +403,8 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         requests.into(),
         configured.into(),
         known.into(),
+        conflicts.into(),
+        learning.into(),
         info.into(),
     ]);
 }

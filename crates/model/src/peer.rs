@@ -72,14 +72,35 @@ impl std::fmt::Display for FetchReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Refusal {
     /// The endpoints of one peer name several nodes, or a node other than
-    /// the peer's host name.
+    /// the peer's host name (or its Prometheus target's `node` label).
     NodeMismatch,
-    /// The node is already claimed by another peer address.
+    /// The node is held by another peer address, and this claim proves
+    /// nothing the holder's does not (both are reported).
     NodeClaimed,
-    /// Not a unicast GID this node may aim at: multicast, unspecified,
-    /// loopback, link-local, an IPv4-mapped loopback, broadcast,
-    /// multicast or unspecified address.
-    Gid,
+    /// The GID is the unspecified address (`::`, `0.0.0.0`).
+    Unspecified,
+    /// A loopback GID (`::1`, `127/8`).
+    Loopback,
+    /// A multicast GID (`ff00::/8`, `224/4`).
+    Multicast,
+    /// A broadcast GID: `255.255.255.255`, or the broadcast address of one
+    /// of this node's port subnets.
+    Broadcast,
+    /// The network address of one of this node's port subnets (IPv6: its
+    /// Subnet-Router anycast address).
+    Network,
+    /// A link-local GID (`fe80::/10`, `169.254/16`) without
+    /// `peer_probes.allow_link_local`.
+    LinkLocal,
+    /// A reserved GID (`0/8`, `240/4`, `::/8` outside the IPv4-mapped
+    /// range, `100::/64`, `fec0::/10`).
+    Reserved,
+    /// A documentation GID (`192.0.2/24`, `198.51.100/24`,
+    /// `203.0.113/24`, `2001:db8::/32`, `3fff::/20`).
+    Documentation,
+    /// Inside none of this node's port subnets nor of the configured
+    /// fabric networks.
+    OffFabric,
     /// A QPN outside 2..=0xFFFFFF (0 and 1 are the QP0/QP1 special QPs,
     /// QPNs are 24 bits).
     Qpn,
@@ -93,23 +114,36 @@ pub enum Refusal {
     /// Off every rail this node knows: outside the configured rail
     /// networks, or a `subnet` claim that does not hold its own GID.
     OffRail,
-    /// More endpoints than one peer may have ([`MAX_ENDPOINTS_PER_PEER`]),
-    /// or than one answer ([`MAX_FLEET_ENDPOINTS`]).
+    /// A responder of another peer-probe wire version (an exporter of
+    /// another release: a mixed-version fleet); never probed, as it would
+    /// not answer.
+    WireVersion,
+    /// More endpoints than one peer may have (64), or than one answer
+    /// (100,000): the whole document, or the series past the bound.
     TooMany,
     /// A Prometheus series whose labels do not make an endpoint.
     Malformed,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 10] = [
+    pub const ALL: [Refusal; 19] = [
         Refusal::NodeMismatch,
         Refusal::NodeClaimed,
-        Refusal::Gid,
+        Refusal::Unspecified,
+        Refusal::Loopback,
+        Refusal::Multicast,
+        Refusal::Broadcast,
+        Refusal::Network,
+        Refusal::LinkLocal,
+        Refusal::Reserved,
+        Refusal::Documentation,
+        Refusal::OffFabric,
         Refusal::Qpn,
         Refusal::Qkey,
         Refusal::Mtu,
         Refusal::Name,
         Refusal::OffRail,
+        Refusal::WireVersion,
         Refusal::TooMany,
         Refusal::Malformed,
     ];
@@ -118,16 +152,39 @@ impl Refusal {
         match self {
             Refusal::NodeMismatch => "node_mismatch",
             Refusal::NodeClaimed => "node_claimed",
-            Refusal::Gid => "gid",
+            Refusal::Unspecified => "unspecified",
+            Refusal::Loopback => "loopback",
+            Refusal::Multicast => "multicast",
+            Refusal::Broadcast => "broadcast",
+            Refusal::Network => "network",
+            Refusal::LinkLocal => "link_local",
+            Refusal::Reserved => "reserved",
+            Refusal::Documentation => "documentation",
+            Refusal::OffFabric => "off_fabric",
             Refusal::Qpn => "qpn",
             Refusal::Qkey => "qkey",
             Refusal::Mtu => "mtu",
             Refusal::Name => "name",
             Refusal::OffRail => "off_rail",
+            Refusal::WireVersion => "wire_version",
             Refusal::TooMany => "too_many",
             Refusal::Malformed => "malformed",
         }
     }
+}
+
+/// Two peer addresses that claim one node: the one that holds it (probed)
+/// and the one refused, each with what proves its claim.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeConflict {
+    pub node: String,
+    /// The address holding the node (`host:port` as listed, or the
+    /// Prometheus instance).
+    pub holder: String,
+    pub holder_proof: &'static str,
+    /// The address whose claim was refused.
+    pub claimant: String,
+    pub claimant_proof: &'static str,
 }
 
 /// How endpoints are found: the `mode` label.
@@ -202,4 +259,10 @@ pub struct PeerDiscovery {
     /// be read, a name that does not resolve), each with its kind: the
     /// collector reports them every sample until a refresh without them.
     pub list_errors: Vec<roce_host::HostError>,
+    /// Nodes claimed by two peer addresses now (at most 16 reported).
+    pub conflicts: Vec<NodeConflict>,
+    /// This node has not yet tried every listed peer's endpoints once (its
+    /// first walk): peers probing it may be unknown to it, and its
+    /// endpoints document says so (`learning`).
+    pub learning: bool,
 }

@@ -398,7 +398,7 @@ mod wait;
 
 use cq::{Completion, Cq, DeviceClock};
 
-pub use headers::{ipv4_prefix_len, sender_gid};
+pub use headers::{ip_prefix_len, ipv4_prefix_len, sender_gid};
 
 #[cfg(test)]
 mod tests {
@@ -460,5 +460,8 @@ mod tests {
     fn loopback_has_its_prefix_and_unknown_addresses_none() {
         assert_eq!(ipv4_prefix_len(Ipv4Addr::LOCALHOST), Some(8));
         assert_eq!(ipv4_prefix_len(Ipv4Addr::new(192, 0, 2, 123)), None);
+        // ::1 is /128 where the host has IPv6 on lo (not every container).
+        let v6 = ip_prefix_len(std::net::IpAddr::V6(Ipv6Addr::LOCALHOST));
+        assert!(v6.is_none() || v6 == Some(128), "{v6:?}");
     }
 }

@@ -46,13 +46,13 @@ fn fleet_request_rates() {
         // walks every peer once), then a steady hour (hour 3 of 3: the
         // walk of 10,000 peers takes 67 minutes).
         let (three, two) = (hour * 3, hour * 2);
-        let (docs, lists) = simulate(nodes - 1, refresh, hour, 0, 0, Duration::ZERO);
+        let (docs, lists) = simulate(nodes - 1, refresh, hour, 0, 0, Duration::ZERO, true);
         println!(
             "BENCH documents_first_hour {nodes} {docs} {:.1} {:.1}",
             fleet(docs),
             fleet(baseline)
         );
-        let (steady, _) = simulate(nodes - 1, refresh, three, 0, 0, two);
+        let (steady, _) = simulate(nodes - 1, refresh, three, 0, 0, two, false);
         println!(
             "BENCH documents_steady {nodes} {steady} {:.1} {:.1}",
             fleet(steady),
@@ -73,7 +73,15 @@ fn fleet_request_rates() {
         );
         // 1 % of the peers dead and 1 % whose probes keep failing: the
         // retries and refetches, in a steady hour.
-        let (bad, _) = simulate(nodes - 1, refresh, three, nodes / 100, nodes / 100, two);
+        let (bad, _) = simulate(
+            nodes - 1,
+            refresh,
+            three,
+            nodes / 100,
+            nodes / 100,
+            two,
+            false,
+        );
         println!(
             "BENCH documents_steady_1pct_failing {nodes} {bad} {:.1} {:.1}",
             fleet(bad),

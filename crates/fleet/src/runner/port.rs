@@ -41,7 +41,10 @@ pub(super) fn run_port<V: PeerVerbs>(
             }
         };
         let (gid, qpn, mtu) = roce_probe::peer::PeerPort::local(&port);
-        let subnet = (settings.subnet_of)(&gid);
+        let fabric = (settings.subnet_of)(&gid);
+        let subnet = fabric
+            .and_then(|s| s.v4())
+            .map(|(a, len)| crate::peer_rails::Net::of(a, len));
         let rails = &settings.admission.rails;
         let rail = rails.local(&LocalPort {
             device: &target.device,
@@ -78,6 +81,7 @@ pub(super) fn run_port<V: PeerVerbs>(
         let rail_name = endpoint.rail.clone();
         publish(&|s| {
             s.endpoint = Some(endpoint.clone());
+            s.subnet = fabric;
             s.rail = rail_name.clone();
             s.failure = None;
             s.unavailable = None;
