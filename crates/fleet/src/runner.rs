@@ -85,6 +85,30 @@ pub const FETCH_RATE_START: f64 = 3.0;
 /// (this node joined or restarted in a running fleet): 1,000 peers in 20
 /// s, 10,000 in 200 s.
 pub const FETCH_RATE: f64 = 50.0;
+/// The pace of new documents: at once, and per second while the fleet is
+/// starting and once it runs (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FetchPace {
+    pub burst: f64,
+    pub starting: f64,
+    pub running: f64,
+}
+
+impl Default for FetchPace {
+    fn default() -> Self {
+        FetchPace {
+            burst: FETCH_BURST,
+            starting: FETCH_RATE_START,
+            running: FETCH_RATE,
+        }
+    }
+}
+
+/// A changed set of admitted endpoints is handed to the port threads at
+/// most this often: each hand-over costs them a pass over the peers on
+/// their rail (and the coordinator one over all), which a first walk
+/// would otherwise pay for every few documents.
+pub const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 /// A port that cannot be opened is tried again after this long.
 const REOPEN_AFTER: Duration = Duration::from_secs(10);
 /// Granularity of the threads' stop checks while idle.
@@ -145,7 +169,7 @@ struct PublishedPort {
 struct Shared {
     targets: Mutex<Vec<LocalTarget>>,
     /// Every admitted peer endpoint.
-    peers: Mutex<Arc<Vec<Endpoint>>>,
+    peers: Mutex<Arc<Vec<Arc<Endpoint>>>>,
     ports: Mutex<BTreeMap<(String, u8), PublishedPort>>,
     discovery: Mutex<PeerDiscovery>,
     /// Peer ports whose latest small probe was lost: their endpoints are
@@ -174,6 +198,8 @@ pub struct RunnerSettings {
     pub fetch_timeout: Duration,
     /// How node names are resolved (a DNS proof of one of two claims).
     pub resolve: Resolve,
+    /// The pace of new documents (the default in the exporter).
+    pub pace: FetchPace,
     pub subnet_of: SubnetOf,
     pub admission: Admission,
 }

@@ -21,13 +21,12 @@ use std::collections::HashMap;
 /// One peer address as the coordinator knows it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct PeerEntry {
-    /// Its admitted endpoints, probed (kept when a later fetch fails: a
-    /// stopped peer shows as unreachable, not gone). Empty while another
-    /// address holds the node they name.
-    pub(super) endpoints: Vec<Endpoint>,
-    /// Admitted endpoints of a node another address holds (a refused
-    /// claim, kept should a proof give it the node).
-    pub(super) claim: Vec<Endpoint>,
+    /// Its admitted endpoints (kept when a later fetch fails: a stopped
+    /// peer shows as unreachable, not gone), shared with the publication.
+    pub(super) endpoints: Vec<Arc<Endpoint>>,
+    /// Whether it holds the node they name: its endpoints are probed. A
+    /// refused claim keeps its endpoints should a proof give it the node.
+    pub(super) held: bool,
     /// The node its endpoints name.
     pub(super) node: Option<String>,
     /// What proves that node (before DNS).
@@ -62,6 +61,8 @@ pub(super) struct Catalog {
     /// Where this node's walk starts (random per start: the fleet does
     /// not fetch, nor probe, the same peers first).
     pub(super) offset: u64,
+    /// The pace of new documents ([`FetchPace`]).
+    pub(super) pace: FetchPace,
     pub(super) tokens: f64,
     pub(super) tokens_at: Option<Instant>,
     /// First documents fetched, and how many of them said their node was
@@ -69,8 +70,6 @@ pub(super) struct Catalog {
     first_documents: (u64, u64),
     /// Retries after failed or empty fetches, by time.
     due: BTreeSet<(Instant, PeerAddress)>,
-    /// The address holding each admitted peer port.
-    by_key: HashMap<PeerKey, PeerAddress>,
     /// Who holds each node, and the refused claims.
     pub(super) owners: Owners,
     /// Entries with endpoints.
@@ -81,11 +80,9 @@ pub(super) struct Catalog {
     /// List or query in flight.
     pub(super) pass_in_flight: bool,
     pub(super) in_flight: usize,
-    /// Prometheus mode: the admitted fleet, and the answer it came from
-    /// (admitted again when a DNS proof comes in).
-    pub(super) fleet: Vec<Endpoint>,
+    /// Prometheus mode: the admitted fleet.
+    pub(super) fleet: Vec<Arc<Endpoint>>,
     pub(super) fleet_peers: (usize, usize),
-    fleet_series: Vec<FleetSeries>,
     /// This node's port subnets (`None` until a port is open: documents
     /// wait for them, their endpoints are checked against them).
     pub(super) subnets: Option<Vec<PortSubnet>>,
@@ -102,7 +99,12 @@ pub(super) fn backoff(n: u32, max: Duration) -> Duration {
 }
 
 impl Catalog {
-    pub(super) fn new(mode: DiscoveryMode, refresh: Duration, offset: u64) -> Catalog {
+    pub(super) fn new(
+        mode: DiscoveryMode,
+        refresh: Duration,
+        offset: u64,
+        pace: FetchPace,
+    ) -> Catalog {
         Catalog {
             mode,
             refresh: refresh.max(Duration::from_secs(1)),
@@ -111,11 +113,11 @@ impl Catalog {
             next_new: 0,
             untried: 0,
             offset,
-            tokens: FETCH_BURST,
+            pace,
+            tokens: pace.burst,
             tokens_at: None,
             first_documents: (0, 0),
             due: BTreeSet::new(),
-            by_key: HashMap::new(),
             owners: Owners::default(),
             known: 0,
             list_due: None,
@@ -125,25 +127,25 @@ impl Catalog {
             in_flight: 0,
             fleet: Vec::new(),
             fleet_peers: (0, 0),
-            fleet_series: Vec::new(),
             subnets: None,
             to_prove: BTreeSet::new(),
             changed: false,
         }
     }
 
-    /// New documents per second: [`FETCH_RATE_START`] while the peers
-    /// fetched so far are themselves still learning theirs (the fleet is
-    /// starting: every node fetches, and the fleet's rate is bounded by
-    /// this pace), [`FETCH_RATE`] once most of them know their peers (this
-    /// node joined or restarted in a running fleet: its peers are probing
-    /// it already and it should learn them soon).
+    /// New documents per second: the starting pace ([`FETCH_RATE_START`])
+    /// while the peers fetched so far are themselves still learning theirs
+    /// (the fleet is starting: every node fetches, and the fleet's rate is
+    /// bounded by this pace), the running one ([`FETCH_RATE`]) once most of
+    /// them know their peers (this node joined or restarted in a running
+    /// fleet: its peers are probing it already and it should learn them
+    /// soon).
     pub(super) fn rate(&self) -> f64 {
         let (seen, learning) = self.first_documents;
         if seen >= 8 && 2 * learning < seen {
-            FETCH_RATE
+            self.pace.running
         } else {
-            FETCH_RATE_START
+            self.pace.starting
         }
     }
 
@@ -153,26 +155,21 @@ impl Catalog {
         self.mode == DiscoveryMode::Documents && (self.untried > 0 || self.list_due.is_none())
     }
 
-    fn hold(&mut self, addr: &PeerAddress, endpoints: Vec<Endpoint>) {
+    /// Whether `addr`'s endpoints are probed (held: it holds their node).
+    fn hold(&mut self, addr: &PeerAddress, held: bool) {
         let Some(e) = self.entries.get_mut(addr) else {
             return;
         };
-        let before = e.endpoints.is_empty();
-        for old in &e.endpoints {
-            self.by_key.remove(&old.key());
-        }
-        for new in &endpoints {
-            self.by_key.insert(new.key(), addr.clone());
-        }
-        if e.endpoints != endpoints {
+        let held = held && !e.endpoints.is_empty();
+        if e.held != held {
             self.changed = true;
+            if held {
+                self.known += 1;
+            } else {
+                self.known -= 1;
+            }
         }
-        e.endpoints = endpoints;
-        match (before, e.endpoints.is_empty()) {
-            (true, false) => self.known += 1,
-            (false, true) => self.known -= 1,
-            _ => {}
-        }
+        e.held = held;
     }
 
     fn set_retry(&mut self, addr: &PeerAddress, at: Option<Instant>) {
@@ -201,7 +198,7 @@ impl Catalog {
             .map(|(a, _)| a.clone())
             .collect();
         for a in gone {
-            self.hold(&a, Vec::new());
+            self.hold(&a, false);
             self.set_retry(&a, None);
             if let Some(e) = self.entries.remove(&a) {
                 self.untried -= usize::from(!e.tried);
@@ -242,17 +239,19 @@ impl Catalog {
             Some(_) => {
                 let addrs: Vec<PeerAddress> = self.entries.keys().cloned().collect();
                 for a in &addrs {
-                    self.hold(a, Vec::new());
+                    self.hold(a, false);
                     self.set_retry(a, None);
                     if let Some(e) = self.entries.get_mut(a) {
                         self.untried += usize::from(e.tried);
                         e.tried = false;
-                        e.claim.clear();
+                        e.endpoints.clear();
                         e.node = None;
                     }
                 }
                 self.owners = Owners::default();
                 self.next_new = 0;
+                // The fleet's answer is asked for again.
+                self.query_due = None;
             }
             None => {}
         }
@@ -272,12 +271,15 @@ impl Catalog {
             return jobs;
         }
         match self.mode {
-            DiscoveryMode::Prometheus => {
+            // Admitted against this node's port subnets: not before a
+            // port is open.
+            DiscoveryMode::Prometheus if self.subnets.is_some() => {
                 if !self.pass_in_flight && self.query_due.is_none_or(|t| now >= t) {
                     self.pass_in_flight = true;
                     jobs.push(FetchJob::Query);
                 }
             }
+            DiscoveryMode::Prometheus => {}
             DiscoveryMode::Documents => self.plan_documents(now, free, failing, &mut jobs),
         }
         while jobs.len() < free {
@@ -308,19 +310,25 @@ impl Catalog {
         }
         if let Some(at) = self.tokens_at {
             let add = now.saturating_duration_since(at).as_secs_f64() * self.rate();
-            self.tokens = (self.tokens + add).min(FETCH_BURST);
+            self.tokens = (self.tokens + add).min(self.pace.burst);
         }
         self.tokens_at = Some(now);
         // Peers whose probes fail, then peers to try again, then new ones
         // in this node's order, at the pace of [`Catalog::rate`].
         let mut pick: Vec<PeerAddress> = Vec::new();
         for key in failing {
-            let Some(addr) = self.by_key.get(key) else {
+            let Some(addr) = self
+                .owners
+                .holder(&key.node)
+                .map(|h| PeerAddress(h.to_string()))
+            else {
                 continue;
             };
-            let e = &self.entries[addr];
-            if !e.in_flight && e.refetch_at.is_none_or(|t| now >= t) && !pick.contains(addr) {
-                pick.push(addr.clone());
+            let Some(e) = self.entries.get(&addr) else {
+                continue;
+            };
+            if !e.in_flight && e.refetch_at.is_none_or(|t| now >= t) && !pick.contains(&addr) {
+                pick.push(addr);
             }
         }
         while pick.len() + jobs.len() < free {
@@ -365,19 +373,18 @@ impl Catalog {
         }
     }
 
-    /// Every admitted endpoint now (rebuilt when published).
-    pub(super) fn endpoints(&self) -> Vec<Endpoint> {
+    /// Every admitted endpoint now (rebuilt when published; the endpoints
+    /// themselves are shared, not copied).
+    pub(super) fn endpoints(&self) -> Vec<Arc<Endpoint>> {
         match self.mode {
             DiscoveryMode::Prometheus => self.fleet.clone(),
-            DiscoveryMode::Documents => {
-                let mut out: Vec<Endpoint> = self
-                    .entries
-                    .values()
-                    .flat_map(|e| e.endpoints.iter().cloned())
-                    .collect();
-                out.sort();
-                out
-            }
+            // In no order: each port sorts the ones on its rail.
+            DiscoveryMode::Documents => self
+                .entries
+                .values()
+                .filter(|e| e.held)
+                .flat_map(|e| e.endpoints.iter().cloned())
+                .collect(),
         }
     }
 
@@ -418,8 +425,7 @@ impl Catalog {
                     Ok(series) => {
                         self.query_failures = 0;
                         self.query_due = Some(now + self.refresh);
-                        self.fleet_series = series;
-                        self.admit_fleet(now, admission, Some(&mut d.refused));
+                        self.admit_fleet(series, now, admission, &mut d.refused);
                     }
                     Err(e) => {
                         *d.fetch_errors.entry(e.reason).or_insert(0) += 1;
@@ -436,7 +442,9 @@ impl Catalog {
             Finished::Proved(node, addresses) => {
                 self.owners.proved(&node, addresses, now);
                 match self.mode {
-                    DiscoveryMode::Prometheus => self.admit_fleet(now, admission, None),
+                    // The fleet's answer is asked for again (it is not
+                    // kept: the proof applies to the next one).
+                    DiscoveryMode::Prometheus => self.query_due = None,
                     DiscoveryMode::Documents => {
                         self.settle(&node, now);
                     }
@@ -519,7 +527,15 @@ impl Catalog {
             tracing::warn!(peer = %addr.0, refused = ?admitted.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect::<Vec<_>>(), "peer endpoints refused");
         }
         entry.failures = 0;
-        let same = admitted.endpoints == entry.endpoints || admitted.endpoints == entry.claim;
+        let same = admitted.endpoints.len() == entry.endpoints.len()
+            && admitted
+                .endpoints
+                .iter()
+                .zip(&entry.endpoints)
+                .all(|(a, b)| a == b.as_ref());
+        if !same && entry.held {
+            self.changed = true;
+        }
         if same {
             // The same document while probes fail (a black-holed path,
             // not a restart): asked again less and less often.
@@ -534,10 +550,10 @@ impl Catalog {
         let old_node = entry.node.clone();
         entry.proof = admitted.proof;
         entry.node = admitted.node.clone();
-        entry.claim = admitted.endpoints;
+        entry.endpoints = admitted.endpoints.into_iter().map(Arc::new).collect();
         // A document with nothing admissible is asked for again at the
         // refresh, not sooner.
-        let nothing = entry.claim.is_empty();
+        let nothing = entry.endpoints.is_empty();
         self.set_retry(&addr, nothing.then(|| now + refresh));
         if let Some(old) = old_node.filter(|o| Some(o) != admitted.node.as_ref()) {
             self.release(&old, &addr);
@@ -546,13 +562,13 @@ impl Catalog {
             Some(node) => {
                 self.owners.claim(&node, &addr.0);
                 let holder = self.settle(&node, now);
-                let refused = self.entries.get(&addr).map_or(0, |e| e.claim.len());
+                let refused = self.entries.get(&addr).map_or(0, |e| e.endpoints.len());
                 if holder.as_deref() != Some(addr.0.as_str()) && refused > 0 {
                     *d.refused.entry(Refusal::NodeClaimed).or_insert(0) += refused as u64;
                     tracing::warn!(peer = %addr.0, node = %node, holder = holder.as_deref().unwrap_or(""), "peer endpoints name a node another peer address holds: refused (both claims reported in roce_peer_probe_node_conflict_info)");
                 }
             }
-            None => self.hold(&addr, Vec::new()),
+            None => self.hold(&addr, false),
         }
     }
 
@@ -568,15 +584,10 @@ impl Catalog {
         let holder = self.owners.decide(node, &proofs);
         for (a, proof) in &proofs {
             let addr = PeerAddress(a.clone());
-            let claim = self
-                .entries
-                .get(&addr)
-                .map(|e| e.claim.clone())
-                .unwrap_or_default();
             if Some(a) == holder.as_ref() {
-                self.hold(&addr, claim);
+                self.hold(&addr, true);
             } else {
-                self.hold(&addr, Vec::new());
+                self.hold(&addr, false);
                 if !proof.proven() && host_is_ip(addr.host()) {
                     self.ask_proof(node, now);
                 }
@@ -598,43 +609,41 @@ impl Catalog {
         self.settle(node, Instant::now());
     }
 
-    /// Admits the endpoints of the last Prometheus answer, grouped by the
+    /// Admits the endpoints of a Prometheus answer, grouped by the
     /// instance each was scraped from (the peer), exactly as documents
-    /// are; a node claimed by two instances goes to the proven one, else
-    /// the first in sorted order, both reported. Refusals are counted when
-    /// `refused` is given (a new answer), not when the same answer is
-    /// admitted again for a proof.
+    /// are; a node claimed by two instances goes to the one holding it
+    /// before, else the proven one, else the first in sorted order, both
+    /// reported.
     fn admit_fleet(
         &mut self,
+        series: Vec<FleetSeries>,
         now: Instant,
         admission: &Admission,
-        mut refused: Option<&mut BTreeMap<Refusal, u64>>,
+        refused: &mut BTreeMap<Refusal, u64>,
     ) {
-        let mut by_instance: BTreeMap<&str, (Vec<Endpoint>, Option<&str>)> = BTreeMap::new();
-        for s in &self.fleet_series {
-            let slot = by_instance.entry(s.instance.as_str()).or_default();
+        let mut by_instance: BTreeMap<String, (Vec<Endpoint>, Option<String>)> = BTreeMap::new();
+        for s in series {
+            let slot = by_instance.entry(s.instance).or_default();
             if slot.1.is_none() {
-                slot.1 = s.target_node.as_deref();
+                slot.1 = s.target_node;
             }
-            match &s.endpoint {
-                Ok(e) => slot.0.push(e.clone()),
-                Err(r) => {
-                    if let Some(c) = refused.as_deref_mut() {
-                        *c.entry(*r).or_insert(0) += 1;
-                    }
-                }
+            match s.endpoint {
+                Ok(e) => slot.0.push(e),
+                Err(r) => *refused.entry(r).or_insert(0) += 1,
             }
         }
         let ports = self.subnets.clone().unwrap_or_default();
         let listed = by_instance.len();
         let mut claims: BTreeMap<String, Vec<(String, Proof, Vec<Endpoint>)>> = BTreeMap::new();
-        for (instance, (eps, target_node)) in by_instance {
+        for (instance, (eps, target_node)) in &mut by_instance {
             let host = instance_host(instance);
-            let admitted = admission.admit(Claim { host, target_node }, eps, &ports);
-            if let Some(c) = refused.as_deref_mut() {
-                for (r, n) in &admitted.refused {
-                    *c.entry(*r).or_insert(0) += n;
-                }
+            let claim = Claim {
+                host,
+                target_node: target_node.as_deref(),
+            };
+            let admitted = admission.admit(claim, std::mem::take(eps), &ports);
+            for (r, n) in &admitted.refused {
+                *refused.entry(*r).or_insert(0) += n;
             }
             if let Some(node) = admitted.node.filter(|_| !admitted.endpoints.is_empty()) {
                 let proof = effective_proof(&self.owners, &node, host, admitted.proof, now);
@@ -656,11 +665,9 @@ impl Catalog {
             let holder = owners.decide(&node, &proofs);
             for (instance, proof, eps) in list.drain(..) {
                 if Some(&instance) == holder.as_ref() {
-                    fleet.extend(eps);
+                    fleet.extend(eps.into_iter().map(Arc::new));
                 } else {
-                    if let Some(c) = refused.as_deref_mut() {
-                        *c.entry(Refusal::NodeClaimed).or_insert(0) += eps.len() as u64;
-                    }
+                    *refused.entry(Refusal::NodeClaimed).or_insert(0) += eps.len() as u64;
                     let host = instance_host(&instance);
                     if !proof.proven()
                         && host_is_ip(host)

@@ -44,7 +44,8 @@ pub(super) fn coordinate<V>(
     let dns_queries = lock(&work.list).as_ref().map_or(0, PeerList::dns_queries) as u64;
     let pool = Pool::start(Arc::new(work), FETCH_WORKERS);
     seed = xorshift(seed);
-    let mut catalog = Catalog::new(mode, settings.refresh, seed);
+    let mut catalog = Catalog::new(mode, settings.refresh, seed, settings.pace);
+    let mut published: Option<Instant> = None;
     let mut threads: Vec<PortThread> = Vec::new();
     loop {
         if shared.stop.load(Ordering::SeqCst) {
@@ -127,7 +128,9 @@ pub(super) fn coordinate<V>(
             while let Ok(done) = pool.done.try_recv() {
                 catalog.apply(done, now, &settings.admission, &mut d);
             }
-            if std::mem::take(&mut catalog.changed) {
+            if catalog.changed && published.is_none_or(|t| now >= t + PUBLISH_EVERY) {
+                catalog.changed = false;
+                published = Some(now);
                 *lock(&shared.peers) = Arc::new(catalog.endpoints());
             }
             let failing = std::mem::take(&mut *lock(&shared.failing));

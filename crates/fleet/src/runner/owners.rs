@@ -127,6 +127,11 @@ impl Owners {
         Some(holder)
     }
 
+    /// The address holding `node`.
+    pub(super) fn holder(&self, node: &str) -> Option<&str> {
+        self.nodes.get(node)?.holder.as_deref()
+    }
+
     /// Nodes with a holder.
     pub(super) fn holders(&self) -> usize {
         self.nodes.values().filter(|c| c.holder.is_some()).count()

@@ -87,7 +87,7 @@ pub(super) fn run_port<V: PeerVerbs>(
             s.unavailable = None;
         });
         let pps = prober.settings.packets_per_second;
-        let mut seen: Option<Arc<Vec<Endpoint>>> = None;
+        let mut seen: Option<Arc<Vec<Arc<Endpoint>>>> = None;
         let mut mine: Vec<Endpoint> = Vec::new();
         // The responder (GID, QPN, incarnation) each peer port had: another
         // one is a restarted peer, whose history starts afresh (the probes
@@ -99,7 +99,7 @@ pub(super) fn run_port<V: PeerVerbs>(
                 mine = peers
                     .iter()
                     .filter(|p| all_to_all || rail.as_ref().is_some_and(|r| rails.on_rail(r, p)))
-                    .cloned()
+                    .map(|p| Endpoint::clone(p))
                     .collect();
                 seen = Some(peers);
                 let mut now = BTreeMap::new();

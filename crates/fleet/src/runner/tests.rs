@@ -151,6 +151,7 @@ fn settings(all_to_all: bool, refresh: Duration) -> RunnerSettings {
         refresh,
         fetch_timeout: Duration::from_secs(1),
         resolve: hosts,
+        pace: FetchPace::default(),
         subnet_of: |g| {
             g.to_ipv4_mapped()
                 .map(|a| crate::peer_address::PortSubnet::of(a.into(), 24, true))
@@ -714,7 +715,12 @@ pub(crate) fn simulate(
             ))
         })
         .collect();
-    let mut c = Catalog::new(DiscoveryMode::Documents, refresh, 12345);
+    let mut c = Catalog::new(
+        DiscoveryMode::Documents,
+        refresh,
+        12345,
+        FetchPace::default(),
+    );
     c.set_subnets(vec![
         crate::peer_address::PortSubnet::parse("10.0.0.0/8").unwrap()
     ]);
@@ -878,7 +884,10 @@ impl Fetch for TwoClaims {
 
 fn claims_settled(runner: &PeerRunner) -> bool {
     let (r, d) = runner.results();
-    answered(&r) > 2 && d.conflicts.len() == 1 && d.conflicts[0].holder == "http://10.1.0.2:9879"
+    answered(&r) > 2
+        && d.conflicts.len() == 1
+        && d.conflicts[0].holder == "http://10.1.0.2:9879"
+        && d.conflicts[0].holder_proof == "dns"
 }
 
 #[test]
