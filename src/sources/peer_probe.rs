@@ -123,6 +123,7 @@ fn spawn(c: &PeerProbeConfig) -> Result<PeerRunner, PeerProbeOff> {
             refresh: c.refresh,
             fetch_timeout: c.fetch_timeout,
             resolve: system_resolve,
+            pace: FetchPace::default(),
             subnet_of: host_subnet,
             admission: admission(c)?,
         },
