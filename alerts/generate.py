@@ -204,10 +204,30 @@ def rate_range(p):
     return duration(4 * p["scrape_interval"])
 
 
-def finding_for(p):
+def finding_for(p, rule_id=None):
     """`for:` of the finding alerts: the finding in two consecutive
-    scrapes (the exporter's own windows and hold time do the rest)."""
-    return duration(2 * p["scrape_interval"])
+    scrapes (the exporter's own windows and hold time do the rest), or the
+    scrapes FINDING_FOR_SCRAPES gives the rule."""
+    return duration(FINDING_FOR_SCRAPES.get(rule_id, 2) * p["scrape_interval"])
+
+
+# Findings whose alert fires sooner than after two scrapes, in scrapes.
+# peer_probe_port_isolated: the exporter's verdict already holds (every
+# probe to at least two peers lost, four each, and no answer at all) and
+# a local port's history starts empty at each exporter start, so no
+# restart or single loss makes it; alerting at the first evaluation that
+# sees it puts a black-holed port's alert within a minute of the fault at
+# a 30 s scrape (docs/peer-probes.md, "Time to an alert").
+FINDING_FOR_SCRAPES = {"peer_probe_port_isolated": 0}
+
+
+def peer_verdict_for(p):
+    """`for:` of the fleet's verdicts on a node and on a local port: held
+    over two evaluations one scrape apart, long enough that an exporter
+    restart (its responder gone for seconds, its probers' losses reset
+    once they read its new endpoints) does not page, short enough that a
+    dead node is named within two minutes of the fault at a 30 s scrape."""
+    return duration(p["scrape_interval"])
 
 
 def camel(rule_id):
@@ -299,7 +319,7 @@ def finding_alert(p, rule):
     return alert(
         p, alert_name(rid),
         f'roce_finding{sel(p, "rule=" + json.dumps(rid) + ", severity=~" + json.dumps(NOTIFY))} == 1',
-        finding_for(p), None,
+        finding_for(p, rid), None,
         rid + ": " + SUBJECT + "on {{ $labels.instance }}",
         "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding "
         + rid + " for " + SUBJECT + "(it checks that " + rule["checks"] + ")." + where
@@ -755,6 +775,7 @@ def peer_probe_alerts(p):
     fleet, tgt, prt = peer_labels(p)
     lab = p["switch_label"]
     for_ = finding_for(p)
+    verdict_for = peer_verdict_for(p)
     critical, warning = {"severity": "critical"}, {"severity": "warning"}
     n, w = num(p["peer_loss_min"]), num(p["peer_min_witnesses"])
     node = "{{ $labels.peer }} ({{ $labels.peer_device }})"
@@ -773,7 +794,7 @@ def peer_probe_alerts(p):
               f"    * on ({prt}) group_left ({lab}) {PEER_SWITCH_OF_PORT}{s()}\n"
               f"    or on ({tgt}) {PEER_NODE_PORT}{s()}\n  )\n)\n"
               f"or on ({tgt}) {named}",
-              for_, critical,
+              verdict_for, critical,
               "Peers lose their probes to node " + node + exporter,
               "Node " + node + exporter + ": {{ $value | humanizePercentage }} of the ports "
               "probing it (at least " + w + ") fail towards it (" + fails + "): the node is "
@@ -785,7 +806,7 @@ def peer_probe_alerts(p):
               f"(\n  {PEER_P}isolated:ratio{s()}\n"
               f"  * on ({prt}) group_left ({lab}) {PEER_SWITCH_OF_PORT}{s()}\n)\n"
               f"or on ({prt}) {PEER_P}isolated:ratio{s()}",
-              for_, critical,
+              verdict_for, critical,
               "RDMA port " + port + " loses its peers",
               "Probes from " + port + " fail towards {{ $value | humanizePercentage }} of the "
               "peers it probes (at least " + w + ", " + fails + ") while the other nodes "

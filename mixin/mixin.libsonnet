@@ -542,7 +542,6 @@ local byInterval(c) = {
           {
             "alert": "RocePeerProbePortIsolated",
             "expr": ("roce_finding{%(selector)s, rule=\"peer_probe_port_isolated\", severity=~\"critical|warning\"} == 1" % c),
-            "for": "30s",
             "annotations": {
               "summary": "peer_probe_port_isolated: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
               "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding peer_probe_port_isolated for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that a local port reaches at least one of the peers on its rail). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
@@ -879,7 +878,7 @@ local byInterval(c) = {
           {
             "alert": "RocePeerProbeNodeUnreachable",
             "expr": ("(\n  peer:roce_peer_probe_unreachable:ratio{%(selector)s}\n  * on (job, cluster, peer, peer_device) group_left (instance, device, port, system_name)\n  (\n    peer:roce_peer_probe_port:info{%(selector)s}\n    * on (job, cluster, instance, device, port) group_left (system_name) instance_device_port:roce_peer_probe_switch:info{%(selector)s}\n    or on (job, cluster, peer, peer_device) peer:roce_peer_probe_port:info{%(selector)s}\n  )\n)\nor on (job, cluster, peer, peer_device) peer:roce_peer_probe_unreachable:ratio{%(selector)s}" % c),
-            "for": "30s",
+            "for": "15s",
             "labels": {
               "severity": "critical"
             },
@@ -892,7 +891,7 @@ local byInterval(c) = {
           {
             "alert": "RocePeerProbePortLosesPeers",
             "expr": ("(\n  instance_device_port:roce_peer_probe_isolated:ratio{%(selector)s}\n  * on (job, cluster, instance, device, port) group_left (system_name) instance_device_port:roce_peer_probe_switch:info{%(selector)s}\n)\nor on (job, cluster, instance, device, port) instance_device_port:roce_peer_probe_isolated:ratio{%(selector)s}" % c),
-            "for": "30s",
+            "for": "15s",
             "labels": {
               "severity": "critical"
             },
@@ -9407,7 +9406,6 @@ local byInterval(c) = {
           {
             "alert": "RocePeerProbePortIsolated",
             "expr": ("roce_finding{%(selector)s, rule=\"peer_probe_port_isolated\", severity=~\"critical|warning\"} == 1" % c),
-            "for": "1m",
             "annotations": {
               "summary": "peer_probe_port_isolated: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
               "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding peer_probe_port_isolated for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that a local port reaches at least one of the peers on its rail). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
@@ -9744,7 +9742,7 @@ local byInterval(c) = {
           {
             "alert": "RocePeerProbeNodeUnreachable",
             "expr": ("(\n  peer:roce_peer_probe_unreachable:ratio{%(selector)s}\n  * on (job, cluster, peer, peer_device) group_left (instance, device, port, system_name)\n  (\n    peer:roce_peer_probe_port:info{%(selector)s}\n    * on (job, cluster, instance, device, port) group_left (system_name) instance_device_port:roce_peer_probe_switch:info{%(selector)s}\n    or on (job, cluster, peer, peer_device) peer:roce_peer_probe_port:info{%(selector)s}\n  )\n)\nor on (job, cluster, peer, peer_device) peer:roce_peer_probe_unreachable:ratio{%(selector)s}" % c),
-            "for": "1m",
+            "for": "30s",
             "labels": {
               "severity": "critical"
             },
@@ -9757,7 +9755,7 @@ local byInterval(c) = {
           {
             "alert": "RocePeerProbePortLosesPeers",
             "expr": ("(\n  instance_device_port:roce_peer_probe_isolated:ratio{%(selector)s}\n  * on (job, cluster, instance, device, port) group_left (system_name) instance_device_port:roce_peer_probe_switch:info{%(selector)s}\n)\nor on (job, cluster, instance, device, port) instance_device_port:roce_peer_probe_isolated:ratio{%(selector)s}" % c),
-            "for": "1m",
+            "for": "30s",
             "labels": {
               "severity": "critical"
             },
@@ -18272,7 +18270,6 @@ local byInterval(c) = {
           {
             "alert": "RocePeerProbePortIsolated",
             "expr": ("roce_finding{%(selector)s, rule=\"peer_probe_port_isolated\", severity=~\"critical|warning\"} == 1" % c),
-            "for": "2m",
             "annotations": {
               "summary": "peer_probe_port_isolated: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
               "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding peer_probe_port_isolated for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that a local port reaches at least one of the peers on its rail). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
@@ -18609,7 +18606,7 @@ local byInterval(c) = {
           {
             "alert": "RocePeerProbeNodeUnreachable",
             "expr": ("(\n  peer:roce_peer_probe_unreachable:ratio{%(selector)s}\n  * on (job, cluster, peer, peer_device) group_left (instance, device, port, system_name)\n  (\n    peer:roce_peer_probe_port:info{%(selector)s}\n    * on (job, cluster, instance, device, port) group_left (system_name) instance_device_port:roce_peer_probe_switch:info{%(selector)s}\n    or on (job, cluster, peer, peer_device) peer:roce_peer_probe_port:info{%(selector)s}\n  )\n)\nor on (job, cluster, peer, peer_device) peer:roce_peer_probe_unreachable:ratio{%(selector)s}" % c),
-            "for": "2m",
+            "for": "1m",
             "labels": {
               "severity": "critical"
             },
@@ -18622,7 +18619,7 @@ local byInterval(c) = {
           {
             "alert": "RocePeerProbePortLosesPeers",
             "expr": ("(\n  instance_device_port:roce_peer_probe_isolated:ratio{%(selector)s}\n  * on (job, cluster, instance, device, port) group_left (system_name) instance_device_port:roce_peer_probe_switch:info{%(selector)s}\n)\nor on (job, cluster, instance, device, port) instance_device_port:roce_peer_probe_isolated:ratio{%(selector)s}" % c),
-            "for": "2m",
+            "for": "1m",
             "labels": {
               "severity": "critical"
             },
