@@ -160,6 +160,8 @@ struct PublishedPort {
     rail: Option<String>,
     /// The subnet of its GID on this host (the fabric it admits peers in).
     subnet: Option<PortSubnet>,
+    /// The publication of the peers its responder admits now.
+    applied: u64,
     /// Why the port is not probing (open failed), for the log.
     failure: Option<String>,
     unavailable: Option<String>,
@@ -168,8 +170,8 @@ struct PublishedPort {
 #[derive(Default)]
 struct Shared {
     targets: Mutex<Vec<LocalTarget>>,
-    /// Every admitted peer endpoint.
-    peers: Mutex<Arc<Vec<Arc<Endpoint>>>>,
+    /// Every admitted peer endpoint, with the number of its publication.
+    peers: Mutex<(u64, Arc<Vec<Arc<Endpoint>>>)>,
     ports: Mutex<BTreeMap<(String, u8), PublishedPort>>,
     discovery: Mutex<PeerDiscovery>,
     /// Peer ports whose latest small probe was lost: their endpoints are

@@ -131,7 +131,8 @@ pub(super) fn coordinate<V>(
             if catalog.changed && published.is_none_or(|t| now >= t + PUBLISH_EVERY) {
                 catalog.changed = false;
                 published = Some(now);
-                *lock(&shared.peers) = Arc::new(catalog.endpoints());
+                let mut peers = lock(&shared.peers);
+                *peers = (peers.0 + 1, Arc::new(catalog.endpoints()));
             }
             let failing = std::mem::take(&mut *lock(&shared.failing));
             let jobs = catalog.plan(
@@ -153,9 +154,20 @@ pub(super) fn coordinate<V>(
             let (listed, known) = catalog.peer_counts();
             d.peers_configured = listed;
             d.peers_known = known;
-            d.endpoints = lock(&shared.peers).len();
+            let (generation, endpoints) = {
+                let p = lock(&shared.peers);
+                (p.0, p.1.len())
+            };
+            d.endpoints = endpoints;
             d.in_flight = catalog.in_flight;
-            d.learning = catalog.learning();
+            // Learning until every listed peer was tried once and what it
+            // admitted is admitted by the responders of the open ports:
+            // a peer told otherwise would call its unanswered probes lost.
+            d.learning = catalog.learning()
+                || catalog.changed
+                || lock(&shared.ports)
+                    .values()
+                    .any(|p| p.endpoint.is_some() && p.applied < generation);
             jobs
         };
         for job in jobs {

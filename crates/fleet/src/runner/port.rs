@@ -94,7 +94,7 @@ pub(super) fn run_port<V: PeerVerbs>(
         // lost to its old QPN are no loss on the path).
         let mut responders: BTreeMap<PeerKey, (std::net::Ipv6Addr, u32, u64)> = BTreeMap::new();
         while !halt() {
-            let peers = lock(&shared.peers).clone();
+            let (generation, peers) = lock(&shared.peers).clone();
             if !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &peers)) {
                 mine = peers
                     .iter()
@@ -116,12 +116,17 @@ pub(super) fn run_port<V: PeerVerbs>(
                 responders = now;
                 let before = prober.stats.peers_known;
                 prober.set_peers(&mine);
-                if prober.stats.peers_known != before {
-                    // Published before the round (which takes seconds): the
-                    // rules read whether this port has peers at all.
-                    let stats = prober.stats.clone();
-                    publish(&|s| s.stats = stats.clone());
-                }
+                // Published before the round (which takes seconds): the
+                // rules read whether this port has peers at all, and the
+                // coordinator whether its responder admits the peers yet.
+                let changed = prober.stats.peers_known != before;
+                let stats = changed.then(|| prober.stats.clone());
+                publish(&|s| {
+                    s.applied = generation;
+                    if let Some(st) = &stats {
+                        s.stats = st.clone();
+                    }
+                });
             }
             prober.settings.traffic_class = class.load(Ordering::SeqCst);
             if prober.stats.peers_known == 0 {

@@ -11,9 +11,8 @@
 use super::*;
 use rdma_mummy_sys::{
     ibv_cq_ex, ibv_cq_init_attr_ex, ibv_create_cq_ex, ibv_create_cq_wc_flags, ibv_device_attr_ex,
-    ibv_end_poll, ibv_next_poll, ibv_poll_cq_attr, ibv_query_device_ex, ibv_start_poll,
-    ibv_wc_read_byte_len, ibv_wc_read_completion_ts, ibv_wc_read_src_qp, ibv_wc_read_vendor_err,
-    ibv_wc_read_wc_flags,
+    ibv_end_poll, ibv_poll_cq_attr, ibv_query_device_ex, ibv_start_poll, ibv_wc_read_byte_len,
+    ibv_wc_read_completion_ts, ibv_wc_read_src_qp, ibv_wc_read_vendor_err, ibv_wc_read_wc_flags,
 };
 
 /// One work completion, whatever the CQ.
@@ -163,47 +162,45 @@ impl Cq {
             }
             Cq::Extended { cq, ts } => {
                 let (cq, ts) = (*cq, *ts);
-                // SAFETY: an all-zero poll attribute is valid (comp_mask 0).
-                let mut attr: ibv_poll_cq_attr = unsafe { std::mem::zeroed() };
-                // SAFETY: the CQ is live; start_poll either returns ENOENT
-                // (nothing, no end_poll) or 0 with a completion to read,
-                // and then end_poll ends the batch.
-                let rc = unsafe { ibv_start_poll(cq, &mut attr) };
-                if rc == libc::ENOENT {
-                    return Ok(0);
-                }
-                if rc != 0 {
-                    return Err(rc);
-                }
+                // One completion per batch (start_poll, read, end_poll),
+                // never ibv_next_poll: rxe before rdma-core 55 unlocks and
+                // moves its consumer index when next_poll finds the CQ
+                // empty, and the end_poll every provider requires then
+                // moves it past the producer (providers/rxe/rxe.c
+                // cq_next_poll in v44, Debian 12's; fixed by "rxe: fix
+                // completion queue consumer index overrun", 2024): garbage
+                // read as completions.
                 let mut n = 0;
-                loop {
-                    if let Some(o) = out.get_mut(n) {
-                        // SAFETY: a completion is current; only the fields
-                        // the CQ was created with are read.
-                        unsafe {
-                            let flags = ibv_wc_read_wc_flags(cq);
-                            *o = Completion {
-                                wr_id: (*cq).wr_id,
-                                status: (*cq).status,
-                                vendor_err: ibv_wc_read_vendor_err(cq),
-                                byte_len: ibv_wc_read_byte_len(cq),
-                                src_qp: ibv_wc_read_src_qp(cq),
-                                grh: flags & ibv_wc_flags::IBV_WC_GRH.0 != 0,
-                                ts: ts.then(|| ibv_wc_read_completion_ts(cq)),
-                            };
-                        }
-                        n += 1;
-                    }
-                    if n >= out.len() {
+                while n < out.len() {
+                    // SAFETY: an all-zero poll attribute is valid (comp_mask 0).
+                    let mut attr: ibv_poll_cq_attr = unsafe { std::mem::zeroed() };
+                    // SAFETY: the CQ is live; start_poll either returns
+                    // ENOENT (nothing, no end_poll) or 0 with a completion
+                    // to read, and then end_poll ends the batch.
+                    let rc = unsafe { ibv_start_poll(cq, &mut attr) };
+                    if rc == libc::ENOENT {
                         break;
                     }
-                    // SAFETY: inside a poll batch.
-                    if unsafe { ibv_next_poll(cq) } != 0 {
-                        break;
+                    if rc != 0 {
+                        return Err(rc);
                     }
+                    // SAFETY: a completion is current; only the fields the
+                    // CQ was created with are read; end_poll consumes it.
+                    unsafe {
+                        let flags = ibv_wc_read_wc_flags(cq);
+                        out[n] = Completion {
+                            wr_id: (*cq).wr_id,
+                            status: (*cq).status,
+                            vendor_err: ibv_wc_read_vendor_err(cq),
+                            byte_len: ibv_wc_read_byte_len(cq),
+                            src_qp: ibv_wc_read_src_qp(cq),
+                            grh: flags & ibv_wc_flags::IBV_WC_GRH.0 != 0,
+                            ts: ts.then(|| ibv_wc_read_completion_ts(cq)),
+                        };
+                        ibv_end_poll(cq);
+                    }
+                    n += 1;
                 }
-                // SAFETY: ends the batch start_poll began.
-                unsafe { ibv_end_poll(cq) };
                 Ok(n)
             }
         }
