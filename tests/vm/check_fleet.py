@@ -319,7 +319,9 @@ def check_wire(out, share):
               "endpoint documents were unusable)")
         return
     t0 = forged["time"]
-    injected = [(t, p) for t, p in frames if p.get("src_mac") == forger]
+    # the one forged probe (the floods come from the same forger)
+    injected = [(t, p) for t, p in frames
+                if p.get("src_mac") == forger and marker in p.get("payload", b"")]
     carrying = [(t, p) for t, p in frames
                 if p.get("src_mac") != forger and marker in p.get("payload", b"")]
     drawn = [(t, p) for t, p in carrying if t0 <= t <= t0 + ECHO_WINDOW]
