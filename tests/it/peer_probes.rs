@@ -412,7 +412,10 @@ fn own_endpoints_and_discovery_counts_are_exported() {
     }
     r.endpoints = r.ports.iter().map(|(e, _)| e.clone()).collect();
     let mut d = settled(&r);
-    d.refused.insert(Refusal::Broadcast, 6);
+    d.refused.insert(
+        Refusal::Address(roce_exporter::sources::peer_address::AddressRefusal::Broadcast),
+        6,
+    );
     d.fetch_errors.insert(FetchReason::Redirect, 2);
     d.requests.insert(RequestKind::Document, 12);
     let text = exposition_of(r, Some(d));

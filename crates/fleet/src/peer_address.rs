@@ -139,39 +139,7 @@ pub struct AddressPolicy {
     pub allow_link_local: bool,
 }
 
-/// Why an address is refused (the `reason` label, with the endpoint
-/// refusals of `roce_peer_probe_endpoints_refused_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum AddressRefusal {
-    Unspecified,
-    Loopback,
-    Multicast,
-    /// The limited broadcast, or an interface subnet's broadcast address.
-    Broadcast,
-    /// An interface subnet's network address (IPv6: Subnet-Router anycast).
-    Network,
-    LinkLocal,
-    Reserved,
-    Documentation,
-    /// Inside none of the ports' subnets or the fabric networks.
-    OffFabric,
-}
-
-impl AddressRefusal {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AddressRefusal::Unspecified => "unspecified",
-            AddressRefusal::Loopback => "loopback",
-            AddressRefusal::Multicast => "multicast",
-            AddressRefusal::Broadcast => "broadcast",
-            AddressRefusal::Network => "network",
-            AddressRefusal::LinkLocal => "link_local",
-            AddressRefusal::Reserved => "reserved",
-            AddressRefusal::Documentation => "documentation",
-            AddressRefusal::OffFabric => "off_fabric",
-        }
-    }
-}
+pub use roce_model::peer::AddressRefusal;
 
 /// The address a GID stands for: the IPv4 address of an IPv4-mapped GID
 /// (RoCE v2 over IPv4), the IPv6 address otherwise.

@@ -29,7 +29,7 @@ use roce_probe::peer::{Endpoint, QKEY};
 use roce_probe::peer_wire::WIRE_VERSION;
 use serde::Deserialize;
 
-use super::peer_address::{admit_gid, AddressPolicy, AddressRefusal, PortSubnet};
+use super::peer_address::{admit_gid, AddressPolicy, PortSubnet};
 use super::peer_http::{
     basic_authorization, client_config, query_escape, read_secret, ClientError, FetchError,
     FetchReason, HttpClient, Request, Url,
@@ -65,22 +65,6 @@ pub const HOSTILE_GIDS: [&str; 9] = [
     "2001:db8::1",
     "::ffff:8.8.8.8",
 ];
-
-impl From<AddressRefusal> for Refusal {
-    fn from(r: AddressRefusal) -> Refusal {
-        match r {
-            AddressRefusal::Unspecified => Refusal::Unspecified,
-            AddressRefusal::Loopback => Refusal::Loopback,
-            AddressRefusal::Multicast => Refusal::Multicast,
-            AddressRefusal::Broadcast => Refusal::Broadcast,
-            AddressRefusal::Network => Refusal::Network,
-            AddressRefusal::LinkLocal => Refusal::LinkLocal,
-            AddressRefusal::Reserved => Refusal::Reserved,
-            AddressRefusal::Documentation => Refusal::Documentation,
-            AddressRefusal::OffFabric => Refusal::OffFabric,
-        }
-    }
-}
 
 fn name_ok(n: &str) -> bool {
     !n.is_empty()

@@ -67,40 +67,77 @@ impl std::fmt::Display for FetchReason {
     }
 }
 
+/// Why a peer's address (its GID) is not one a datagram may be aimed at:
+/// not a unicast host address of this node's fabric (decided by
+/// `roce_fleet::peer_address::admit_address`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddressRefusal {
+    /// `::`, `0.0.0.0`.
+    Unspecified,
+    /// `::1`, `127/8`.
+    Loopback,
+    /// `ff00::/8`, `224/4`.
+    Multicast,
+    /// `255.255.255.255`, or the broadcast address of one of this node's
+    /// port subnets.
+    Broadcast,
+    /// The network address of one of this node's port subnets (IPv6: its
+    /// Subnet-Router anycast address).
+    Network,
+    /// `fe80::/10`, `169.254/16`, without `peer_probes.allow_link_local`.
+    LinkLocal,
+    /// `0/8`, `240/4`, `::/8` outside the IPv4-mapped range, `100::/64`,
+    /// `fec0::/10`.
+    Reserved,
+    /// `192.0.2/24`, `198.51.100/24`, `203.0.113/24`, `2001:db8::/32`,
+    /// `3fff::/20`.
+    Documentation,
+    /// Inside none of this node's port subnets nor of the configured
+    /// fabric networks.
+    OffFabric,
+}
+
+impl AddressRefusal {
+    pub const ALL: [AddressRefusal; 9] = [
+        AddressRefusal::Unspecified,
+        AddressRefusal::Loopback,
+        AddressRefusal::Multicast,
+        AddressRefusal::Broadcast,
+        AddressRefusal::Network,
+        AddressRefusal::LinkLocal,
+        AddressRefusal::Reserved,
+        AddressRefusal::Documentation,
+        AddressRefusal::OffFabric,
+    ];
+
+    /// The label value (`reason`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddressRefusal::Unspecified => "unspecified",
+            AddressRefusal::Loopback => "loopback",
+            AddressRefusal::Multicast => "multicast",
+            AddressRefusal::Broadcast => "broadcast",
+            AddressRefusal::Network => "network",
+            AddressRefusal::LinkLocal => "link_local",
+            AddressRefusal::Reserved => "reserved",
+            AddressRefusal::Documentation => "documentation",
+            AddressRefusal::OffFabric => "off_fabric",
+        }
+    }
+}
+
 /// Why an endpoint (or a whole document) was refused: the `reason` label
 /// of `roce_peer_probe_endpoints_refused_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Refusal {
     /// The endpoints of one peer name several nodes, or a node other than
-    /// the peer's host name (or its Prometheus target's `node` label).
+    /// the peer's host name.
     NodeMismatch,
     /// The node is held by another peer address, and this claim proves
     /// nothing the holder's does not (both are reported).
     NodeClaimed,
-    /// The GID is the unspecified address (`::`, `0.0.0.0`).
-    Unspecified,
-    /// A loopback GID (`::1`, `127/8`).
-    Loopback,
-    /// A multicast GID (`ff00::/8`, `224/4`).
-    Multicast,
-    /// A broadcast GID: `255.255.255.255`, or the broadcast address of one
-    /// of this node's port subnets.
-    Broadcast,
-    /// The network address of one of this node's port subnets (IPv6: its
-    /// Subnet-Router anycast address).
-    Network,
-    /// A link-local GID (`fe80::/10`, `169.254/16`) without
-    /// `peer_probes.allow_link_local`.
-    LinkLocal,
-    /// A reserved GID (`0/8`, `240/4`, `::/8` outside the IPv4-mapped
-    /// range, `100::/64`, `fec0::/10`).
-    Reserved,
-    /// A documentation GID (`192.0.2/24`, `198.51.100/24`,
-    /// `203.0.113/24`, `2001:db8::/32`, `3fff::/20`).
-    Documentation,
-    /// Inside none of this node's port subnets nor of the configured
-    /// fabric networks.
-    OffFabric,
+    /// The GID is not a unicast host address of this node's fabric.
+    Address(AddressRefusal),
     /// A QPN outside 2..=0xFFFFFF (0 and 1 are the QP0/QP1 special QPs,
     /// QPNs are 24 bits).
     Qpn,
@@ -125,19 +162,25 @@ pub enum Refusal {
     Malformed,
 }
 
+impl From<AddressRefusal> for Refusal {
+    fn from(r: AddressRefusal) -> Refusal {
+        Refusal::Address(r)
+    }
+}
+
 impl Refusal {
     pub const ALL: [Refusal; 19] = [
         Refusal::NodeMismatch,
         Refusal::NodeClaimed,
-        Refusal::Unspecified,
-        Refusal::Loopback,
-        Refusal::Multicast,
-        Refusal::Broadcast,
-        Refusal::Network,
-        Refusal::LinkLocal,
-        Refusal::Reserved,
-        Refusal::Documentation,
-        Refusal::OffFabric,
+        Refusal::Address(AddressRefusal::Unspecified),
+        Refusal::Address(AddressRefusal::Loopback),
+        Refusal::Address(AddressRefusal::Multicast),
+        Refusal::Address(AddressRefusal::Broadcast),
+        Refusal::Address(AddressRefusal::Network),
+        Refusal::Address(AddressRefusal::LinkLocal),
+        Refusal::Address(AddressRefusal::Reserved),
+        Refusal::Address(AddressRefusal::Documentation),
+        Refusal::Address(AddressRefusal::OffFabric),
         Refusal::Qpn,
         Refusal::Qkey,
         Refusal::Mtu,
@@ -152,15 +195,7 @@ impl Refusal {
         match self {
             Refusal::NodeMismatch => "node_mismatch",
             Refusal::NodeClaimed => "node_claimed",
-            Refusal::Unspecified => "unspecified",
-            Refusal::Loopback => "loopback",
-            Refusal::Multicast => "multicast",
-            Refusal::Broadcast => "broadcast",
-            Refusal::Network => "network",
-            Refusal::LinkLocal => "link_local",
-            Refusal::Reserved => "reserved",
-            Refusal::Documentation => "documentation",
-            Refusal::OffFabric => "off_fabric",
+            Refusal::Address(a) => a.as_str(),
             Refusal::Qpn => "qpn",
             Refusal::Qkey => "qkey",
             Refusal::Mtu => "mtu",

@@ -1,6 +1,6 @@
 use super::*;
 use crate::config::{RailBy, RailConfig};
-use crate::peer_address::{AddressPolicy, PortSubnet};
+use crate::peer_address::{AddressPolicy, AddressRefusal, PortSubnet};
 use std::net::Ipv4Addr;
 
 fn ep(node: &str, gid: Ipv6Addr, qpn: u32) -> Endpoint {
@@ -51,23 +51,56 @@ fn hostile_endpoint_values_are_refused_by_reason() {
     e.rail = Some("rail 0\n".into());
     assert_eq!(check(e), Err(Refusal::Name));
     for (gid, reason) in [
-        ("ff02::1", Refusal::Multicast),
-        ("::", Refusal::Unspecified),
-        ("::1", Refusal::Loopback),
-        ("fe80::1", Refusal::LinkLocal),
-        ("::ffff:127.0.0.1", Refusal::Loopback),
-        ("::ffff:255.255.255.255", Refusal::Broadcast),
-        ("::ffff:240.0.0.1", Refusal::Reserved),
-        ("2001:db8::1", Refusal::Documentation),
-        ("::ffff:8.8.8.8", Refusal::OffFabric),
-        ("::ffff:0.0.0.0", Refusal::Unspecified),
-        ("::ffff:224.0.0.1", Refusal::Multicast),
-        ("::ffff:169.254.0.9", Refusal::LinkLocal),
+        ("ff02::1", Refusal::Address(AddressRefusal::Multicast)),
+        ("::", Refusal::Address(AddressRefusal::Unspecified)),
+        ("::1", Refusal::Address(AddressRefusal::Loopback)),
+        ("fe80::1", Refusal::Address(AddressRefusal::LinkLocal)),
+        (
+            "::ffff:127.0.0.1",
+            Refusal::Address(AddressRefusal::Loopback),
+        ),
+        (
+            "::ffff:255.255.255.255",
+            Refusal::Address(AddressRefusal::Broadcast),
+        ),
+        (
+            "::ffff:240.0.0.1",
+            Refusal::Address(AddressRefusal::Reserved),
+        ),
+        (
+            "2001:db8::1",
+            Refusal::Address(AddressRefusal::Documentation),
+        ),
+        (
+            "::ffff:8.8.8.8",
+            Refusal::Address(AddressRefusal::OffFabric),
+        ),
+        (
+            "::ffff:0.0.0.0",
+            Refusal::Address(AddressRefusal::Unspecified),
+        ),
+        (
+            "::ffff:224.0.0.1",
+            Refusal::Address(AddressRefusal::Multicast),
+        ),
+        (
+            "::ffff:169.254.0.9",
+            Refusal::Address(AddressRefusal::LinkLocal),
+        ),
         // The port subnet's own network and broadcast addresses.
-        ("::ffff:10.0.1.0", Refusal::Network),
-        ("::ffff:10.0.1.255", Refusal::Broadcast),
-        ("::ffff:192.0.2.1", Refusal::Documentation),
-        ("::ffff:10.0.2.16", Refusal::OffFabric),
+        ("::ffff:10.0.1.0", Refusal::Address(AddressRefusal::Network)),
+        (
+            "::ffff:10.0.1.255",
+            Refusal::Address(AddressRefusal::Broadcast),
+        ),
+        (
+            "::ffff:192.0.2.1",
+            Refusal::Address(AddressRefusal::Documentation),
+        ),
+        (
+            "::ffff:10.0.2.16",
+            Refusal::Address(AddressRefusal::OffFabric),
+        ),
     ] {
         let e = ep("b", gid.parse().unwrap(), 17);
         assert_eq!(check(e), Err(reason), "{gid}");
