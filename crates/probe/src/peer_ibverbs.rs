@@ -22,9 +22,10 @@
 //! - the sender of a datagram is its GID (from the GRH, as rdma-core's
 //!   `ibv_init_ah_from_wc` reads it) and its QPN (`src_qp` of the
 //!   completion); what is answered, and how, is [`crate::peer_admit::handle`]:
-//!   a probe from an admitted responder gets an echo of its size, others a
-//!   short "not admitted" at a small global rate, answers are never
-//!   answered, anything else is dropped and counted;
+//!   a proven probe of an admitted responder gets an echo of its size, an
+//!   admitted one without its cookie a challenge within a small total
+//!   budget, anyone else nothing; answers are never answered, anything
+//!   else is dropped and counted;
 //! - an answer leaves with the DSCP its probe arrived with, and carries
 //!   this node's hold time (receive completion to post), which the prober
 //!   subtracts from its round trip;
