@@ -442,9 +442,14 @@ impl Catalog {
             Finished::Proved(node, addresses) => {
                 self.owners.proved(&node, addresses, now);
                 match self.mode {
-                    // The fleet's answer is asked for again (it is not
-                    // kept: the proof applies to the next one).
-                    DiscoveryMode::Prometheus => self.query_due = None,
+                    // The fleet's answer is not kept: it is asked for
+                    // again when the proof gives the node to another
+                    // instance than its holder.
+                    DiscoveryMode::Prometheus => {
+                        if self.proof_moves(&node, now) {
+                            self.query_due = None;
+                        }
+                    }
                     DiscoveryMode::Documents => {
                         self.settle(&node, now);
                     }
@@ -452,6 +457,29 @@ impl Catalog {
             }
         }
         d.conflicts = self.owners.conflicts();
+    }
+
+    /// Whether DNS now proves a claim on `node` other than its holder's,
+    /// and not the holder's (Prometheus mode: the claims are instances).
+    fn proof_moves(&self, node: &str, now: Instant) -> bool {
+        let Some(holder) = self.owners.holder(node) else {
+            return false;
+        };
+        let dns = |instance: &str| {
+            effective_proof(
+                &self.owners,
+                node,
+                instance_host(instance),
+                Proof::None,
+                now,
+            ) == Proof::Dns
+        };
+        !dns(holder)
+            && self
+                .owners
+                .claimants(node)
+                .iter()
+                .any(|c| c != holder && dns(c))
     }
 
     /// The proof of `addr`'s claim now (its own, or DNS).
