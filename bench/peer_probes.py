@@ -11,14 +11,20 @@ that never accepts: each fetch of such a peer waits out its timeouts, the
 worst case for the fetcher). Reports, per run: process CPU over the
 window, RSS and VmHWM at the end, threads, series on /metrics
 (`roce_peer_probe_*` apart), the endpoint documents served; and the
-ratios of the two runs. Then runs the in-process prober figure (one port,
-1,000 peers on its rail, fake fabric: CPU per round and series) from the
-test `peer_probes::a_thousand_peers_keep_the_series_bounded`.
+ratios of the two runs. Then runs the in-process figures: the prober (one
+port, 1,000 peers on its rail, fake fabric: CPU per round and series) from
+the test `peer_probes::a_thousand_peers_keep_the_series_bounded`, and the
+coordinator (`roce-fleet` `runner::bench::coordinator_cost`, release: the
+real runner over 1,000 and 10,000 peers of 8 ports, documents answered at
+once; its thread's CPU once the first walk is done, and the runtime's RSS
+growth, one size per process).
 
-On a host without an RDMA port (the development VM) the exporter run
-measures the coordinator (fetching and holding 1,000 documents, 8,000
-peer ports) and not the UD sends; the in-process figure measures the
-prober's rounds over the same 1,000 peers.
+On a host without an RDMA port (the development VM) no port opens, so the
+exporter run fetches no document (documents are admitted against the open
+ports' subnets) and measures the idle runtime only: the coordinator's
+figures come from the in-process bench, the prober's CPU with every probe
+lost from the VM test (tests/vm/e2e-peer.sh, phase "B stopped":
+tests/vm/check_peer.py prints it).
 
     python3 bench/peer_probes.py                          # target/release, else debug
     python3 bench/peer_probes.py --binary target/debug/roce_exporter --seconds 60
@@ -57,9 +63,9 @@ def document(node_ip):
             "node": "node-%s-%s" % (a, b), "device": "mlx5_%d" % rail, "device_index": rail,
             "port": 1, "gid": "::ffff:10.%d.%s.%s" % (rail, a, b), "gid_index": 3,
             "qpn": 1000 + rail, "qkey": 0x52504D31, "mtu": 4096,
-            "subnet": "10.%d.0.0/16" % rail,
+            "subnet": "10.%d.0.0/16" % rail, "wire": 2,
         })
-    return json.dumps({"version": 1, "endpoints": eps}).encode()
+    return json.dumps({"version": 3, "endpoints": eps}).encode()
 
 
 class Served:
@@ -132,6 +138,21 @@ def in_process(args):
     return m.group(0) if m else "(not found: %s)" % out.stderr[-300:]
 
 
+def coordinator(seconds):
+    """BENCH lines of runner::bench::coordinator_cost, one size per process."""
+    rows = []
+    for nodes in (1000, 10000):
+        env = dict(os.environ, ROCE_BENCH_NODES=str(nodes), ROCE_BENCH_SECONDS=str(int(seconds)))
+        out = subprocess.run(["cargo", "test", "--release", "-q", "-p", "roce-fleet", "--lib",
+                              "runner::bench::coordinator_cost", "--", "--ignored", "--nocapture",
+                              "--exact"], cwd=bench.REPO, capture_output=True, text=True, env=env)
+        for line in out.stdout.splitlines():
+            f = line.split()
+            if len(f) == 7 and f[:2] == ["BENCH", "coordinator"] and f[2].isdigit():
+                rows.append((int(f[2]), int(f[3]), float(f[4]), float(f[5]), int(f[6])))
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser()
     release = os.path.join(bench.REPO, "target/release/roce_exporter")
@@ -196,6 +217,15 @@ def main():
     lines += ["", "In process (`cargo test --test it peer_probes::a_thousand_peers_keep_the_series_"
               "bounded -- --nocapture`: one port, 1,000 peers on its rail, fake fabric, debug "
               "build, 500 rounds without pauses): " + in_process(args), ""]
+    lines += ["Coordinator (`runner::bench::coordinator_cost`, release: the real runner, documents "
+              "answered at once, the list read again every 10 s; CPU of its thread over %.0f s once "
+              "the first walk is done; the runtime's RSS growth):" % args.seconds, "",
+              "| peers | endpoints | first walk (s, at the bench's pace) | coordinator CPU (% of a core) | RSS growth (MiB) |",
+              "|---|---|---|---|---|"]
+    for nodes, eps, walk, cpu, rss in coordinator(args.seconds):
+        lines.append("| %s | %s | %.0f | %.2f | %.1f |" % (f"{nodes:,}", f"{eps:,}", walk, cpu,
+                                                           rss / 1024))
+    lines.append("")
     text = "\n".join(lines)
     bench.emit(text, args.out)
 

@@ -27,7 +27,7 @@ local subject =
       p.alertName(rule.id),
       'roce_finding' + s('rule="' + rule.id + '", severity=~"' + std.join('|', p.notify) + '"')
       + ' == 1',
-      p.findingFor,
+      p.findingForRule(rule.id),
       null,
       rule.id + ': ' + subject + 'on {{ $labels.instance }}',
       'roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding '

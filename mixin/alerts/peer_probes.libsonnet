@@ -51,7 +51,7 @@ local promql = import '../lib/promql.libsonnet';
             )
             or on (%(tgt)s) %(named)s
           |||, a),
-          p.findingFor,
+          p.peerVerdictFor,
           critical,
           'Peers lose their probes to node ' + node + exporter,
           'Node ' + node + exporter + ': {{ $value | humanizePercentage }} of the ports '
@@ -71,7 +71,7 @@ local promql = import '../lib/promql.libsonnet';
             )
             or on (%(prt)s) %(isolated)s
           |||, a),
-          p.findingFor,
+          p.peerVerdictFor,
           critical,
           'RDMA port ' + port + ' loses its peers',
           'Probes from ' + port + ' fail towards {{ $value | humanizePercentage }} of the '

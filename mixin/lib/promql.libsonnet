@@ -56,6 +56,24 @@ function(c) {
   // `for:` of the finding alerts: the finding in two consecutive scrapes
   // (the exporter's own windows and hold time do the rest).
   findingFor:: p.duration(2 * c.scrapeIntervalSeconds),
+  // `for:` of the finding alert of rule `id`: findingFor, or the scrapes
+  // findingForScrapes gives the rule. peer_probe_port_isolated: the
+  // exporter's verdict already holds (every probe to at least two peers
+  // lost, four each, and no answer at all) and a local port's history
+  // starts empty at each exporter start, so no restart or single loss
+  // makes it; alerting at the first evaluation that sees it puts a
+  // black-holed port's alert within a minute of the fault at a 30 s scrape
+  // (docs/peer-probes.md, "Time to an alert").
+  findingForScrapes:: { peer_probe_port_isolated: 0 },
+  findingForRule(id)::
+    p.duration(std.get(p.findingForScrapes, id, 2) * c.scrapeIntervalSeconds),
+  // `for:` of the fleet's peer-probe verdicts on a node and on a local
+  // port: held over two evaluations one scrape apart, long enough that an
+  // exporter restart (its responder gone for seconds, its probers' losses
+  // reset once they read its new endpoints) does not page, short enough
+  // that a dead node is named within two minutes of the fault at a 30 s
+  // scrape.
+  peerVerdictFor:: p.duration(c.scrapeIntervalSeconds),
 
   // fleetBy, then the cluster label, then `extra`, each once.
   fleetLabels(extra=[]):: uniq([l for l in c.fleetBy + [c.clusterLabel] + extra if l != '']),

@@ -22,7 +22,7 @@ pub mod netdev;
 pub mod peer_probe;
 /// Peer discovery and the peer-probe runtime (crates/fleet), under the
 /// names the tests and the fuzz targets use.
-pub use roce_fleet::{peer_dns, peer_endpoints, peer_http, peer_list, peer_rails};
+pub use roce_fleet::{peer_address, peer_dns, peer_endpoints, peer_http, peer_list, peer_rails};
 pub mod phys;
 pub mod probe;
 pub mod rdma;

@@ -22,11 +22,11 @@ use roce_fleet::peer_list::PeerList;
 use roce_fleet::FleetError;
 
 #[cfg(feature = "probes")]
-fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<roce_fleet::peer_rails::Net> {
-    use roce_fleet::peer_rails::Net;
-    let v4 = gid.to_ipv4_mapped()?;
-    let len = roce_probe::peer_ibverbs::ipv4_prefix_len(v4)?;
-    Some(Net::of(v4, len))
+fn host_subnet(gid: &std::net::Ipv6Addr) -> Option<roce_fleet::peer_address::PortSubnet> {
+    use roce_fleet::peer_address::{gid_address, PortSubnet};
+    let addr = gid_address(gid);
+    let len = roce_probe::peer_ibverbs::ip_prefix_len(addr)?;
+    Some(PortSubnet::of(addr, len, true))
 }
 
 /// Why the peer prober is not running.
@@ -87,10 +87,7 @@ pub fn probe_settings(c: &PeerProbeConfig) -> PeerSettings {
 /// The admission rule of `peer_probes:` (rails checked by the
 /// configuration's validation already).
 pub fn admission(c: &PeerProbeConfig) -> Result<Admission, FleetError> {
-    Ok(Admission {
-        rails: super::peer_rails::Rails::new(&c.rails)?,
-        allow_link_local: false,
-    })
+    Admission::from_config(c)
 }
 
 /// Where the endpoints come from, from `peer_probes:`.
@@ -124,6 +121,9 @@ fn spawn(c: &PeerProbeConfig) -> Result<PeerRunner, PeerProbeOff> {
             node: node_name(),
             probe: probe_settings(c),
             refresh: c.refresh,
+            fetch_timeout: c.fetch_timeout,
+            resolve: system_resolve,
+            pace: FetchPace::default(),
             subnet_of: host_subnet,
             admission: admission(c)?,
         },

@@ -1008,6 +1008,8 @@ async fn peer_probe_endpoints_are_json_and_absent_while_peer_probes_are_off() {
         subnet: Some("10.0.2.0/24".into()),
         rail: None,
         incarnation: 1234,
+        wire: roce_probe::peer_wire::WIRE_VERSION,
+        learning: false,
     };
     let snapshot = Snapshot {
         sequence: 2,

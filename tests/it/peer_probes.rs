@@ -35,6 +35,8 @@ fn ep(node: &str, device_index: u32, host: u8) -> Endpoint {
         subnet: Some(format!("10.0.{device_index}.0/24")),
         rail: None,
         incarnation: 9,
+        wire: roce_probe::peer_wire::WIRE_VERSION,
+        learning: false,
     }
 }
 
@@ -410,16 +412,23 @@ fn own_endpoints_and_discovery_counts_are_exported() {
     }
     r.endpoints = r.ports.iter().map(|(e, _)| e.clone()).collect();
     let mut d = settled(&r);
-    d.refused.insert(Refusal::Gid, 6);
+    d.refused.insert(
+        Refusal::Address(roce_exporter::sources::peer_address::AddressRefusal::Broadcast),
+        6,
+    );
     d.fetch_errors.insert(FetchReason::Redirect, 2);
     d.requests.insert(RequestKind::Document, 12);
     let text = exposition_of(r, Some(d));
     for line in [
-        "roce_peer_probe_endpoint_info{node=\"me\",device=\"mlx5_1\",port=\"1\",device_index=\"1\",gid=\"::ffff:10.0.1.1\",gid_index=\"3\",qpn=\"101\",mtu=\"4096\",subnet=\"10.0.1.0/24\",rail=\"10.0.1.0/24\",incarnation=\"9\"} 1",
+        "roce_peer_probe_endpoint_info{node=\"me\",device=\"mlx5_1\",port=\"1\",device_index=\"1\",gid=\"::ffff:10.0.1.1\",gid_index=\"3\",qpn=\"101\",mtu=\"4096\",subnet=\"10.0.1.0/24\",rail=\"10.0.1.0/24\",incarnation=\"9\",wire=\"2\"} 1",
         "roce_peer_probe_responder_refused_total{device=\"mlx5_1\",port=\"1\",reason=\"stray_answer\"} 0",
+        "roce_peer_probe_responder_refused_total{device=\"mlx5_1\",port=\"1\",reason=\"total_budget\"} 0",
+        "roce_peer_probe_responder_challenged_total{device=\"mlx5_1\",port=\"1\"} 0",
         "roce_peer_probe_rtt_clock_info{device=\"mlx5_1\",port=\"1\",clock=\"host\"} 1",
         "roce_peer_probe_pending_total{device=\"mlx5_1\",port=\"1\"} 0",
-        "roce_peer_probe_endpoints_refused_total{reason=\"gid\"} 6",
+        "roce_peer_probe_endpoints_refused_total{reason=\"broadcast\"} 6",
+        "roce_peer_probe_endpoints_refused_total{reason=\"off_fabric\"} 0",
+        "roce_peer_probe_endpoints_refused_total{reason=\"wire_version\"} 0",
         "roce_peer_probe_endpoints_refused_total{reason=\"node_mismatch\"} 0",
         "roce_peer_probe_endpoint_fetch_errors_total{reason=\"redirect\"} 2",
         "roce_peer_probe_endpoint_fetch_errors_total{reason=\"plain_http_credentials\"} 0",

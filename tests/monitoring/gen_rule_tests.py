@@ -377,6 +377,7 @@ def groups(scrape):
     })
     out += fec_groups(scrape)
     out += peer_probe_groups(scrape)
+    out += peer_timing_groups(scrape)
     out += lldp_rail_groups(scrape)
     out += join_groups(scrape)
     return out
@@ -607,6 +608,93 @@ def peer_probe_groups(scrape):
                  if with_lldp else []),
             ],
         })
+    return out
+
+
+# How soon the peer-probe alerts fire after a fault at FAULT s. The
+# exporters' own verdicts are timed on the prober's virtual clock by
+# crates/probe/tests/peer_judgement.rs (1,000 nodes at the default 5
+# probes/s: a dead peer named by the fleet's votes after 6.6 s, a
+# black-holed local port judged isolated after 7.0 s); each reaches the
+# exporter's next sample (sample_interval, 5 s) and the first scrape
+# after that. GOALS: at most this long from the fault to the alert at a
+# 30 s scrape interval (and faster ones): the build fails otherwise.
+FAULT = 300
+VERDICT_SECONDS = {"dead": 6.6, "black_holed": 7.0}
+SAMPLE_SECONDS = 5
+GOALS = {"dead": 120, "black_holed": 60}
+
+
+def first_evaluation(at):
+    """The first rule evaluation at or after `at` seconds."""
+    return math.ceil(at / EVALUATION) * EVALUATION
+
+
+def alert_timing(scrape, fault, for_seconds):
+    """(sample that first shows the verdict, evaluation at which the alert
+    fires), seconds."""
+    seen = math.ceil((FAULT + VERDICT_SECONDS[fault] + SAMPLE_SECONDS) / scrape) * scrape
+    pending = first_evaluation(seen)
+    return seen, (pending if for_seconds == 0 else first_evaluation(pending + for_seconds))
+
+
+def peer_timing_groups(scrape):
+    """A dead node named by the fleet, and a black-holed port's own
+    finding, each alerting at the evaluation alert_timing() gives, not the
+    one before; within GOALS of the fault at scrape intervals of 30 s and
+    less."""
+    t = Timeline(scrape)
+    alerts = rules_by_name(dict(generate.default_params(), scrape_interval=scrape))
+    total = 20
+    out = []
+    timings = {}
+    for fault, alert_name in (("dead", "RocePeerProbeNodeUnreachable"),
+                              ("black_holed", "RocePeerProbePortIsolated")):
+        for_text = alerts[alert_name].get("for", "0s")
+        seen, fires = alert_timing(scrape, fault, seconds(for_text))
+        timings[fault] = (seen, fires)
+        if scrape <= 30 and fires - FAULT > GOALS[fault]:
+            raise SystemExit(f"{fault}: the alert fires {fires - FAULT} s after the fault at a "
+                             f"{scrape} s scrape, past the goal of {GOALS[fault]} s")
+    # node3 dies at FAULT: its own series end, and from the first scrape
+    # after the fleet's verdict both probers lost it (16 of 16).
+    seen, fires = timings["dead"]
+    before = seen // scrape
+    series = []
+    for i in range(1, 4):
+        for j in range(1, 4):
+            if i == j:
+                continue
+            if i == 3:
+                values = f"0x{FAULT // scrape - 1} stale"
+            elif j == 3:
+                values = f"0x{before - 1} 16x{t.n(total) - before}"
+            else:
+                values = t.const(0, total)
+            series += peer_lost(i, j, values)
+    series += [endpoint_info(i, t.const(1, total) if i != 3 else f"1x{FAULT // scrape - 1} stale")
+               for i in range(1, 4)]
+    out.append({
+        "name": "peer probes: how soon a dead node is named",
+        "series": [s("up", N2, t.const(1, total))] + series,
+        "tests": [(f"{fires - 1}s", "RocePeerProbeNodeUnreachable", []),
+                  (f"{fires + 1}s", "RocePeerProbeNodeUnreachable",
+                   [node_alert(3, known=True)])],
+    })
+    # n1's port black-holed at FAULT: its exporter's finding from the
+    # first scrape after its verdict.
+    seen, fires = timings["black_holed"]
+    labels = {"rule": "peer_probe_port_isolated", "severity": "critical", "device": "mlx5_0",
+              "port": "1", "netdev": "ens1np0", "gpu": ""}
+    text = ", ".join(f'{k}="{v}"' for k, v in labels.items())
+    out.append({
+        "name": "peer probes: how soon a black-holed port alerts",
+        "series": [s("up", N2, t.const(1, total)),
+                   s("roce_finding", N1 + ", " + text,
+                     f"_x{seen // scrape} 1x{t.n(total) - seen // scrape - 1}")],
+        "tests": [(f"{fires - 1}s", "RocePeerProbePortIsolated", []),
+                  (f"{fires + 1}s", "RocePeerProbePortIsolated", [(dict(BASE1, **labels), None)])],
+    })
     return out
 
 

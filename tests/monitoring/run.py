@@ -1237,7 +1237,9 @@ def check_custom_config(files):
                         url = r["annotations"]["runbook_url"]
                         if not url.startswith("https://wiki.example.com/roce/"):
                             errors.append(f"{path}: {name}: runbook_url {url}")
-                        if r.get("for") not in (None, "5m", "10m", "15m", "30m", "1h", "40s"):
+                        # fixed durations, two scrapes (findings), one
+                        # scrape (the fleet's peer-probe verdicts)
+                        if r.get("for") not in (None, "5m", "10m", "15m", "30m", "1h", "40s", "20s"):
                             errors.append(f"{path}: {name}: for {r['for']} at 20 s")
                     if re.search(r"\b(by|on) \(job, instance", r["expr"]):
                         errors.append(f"{path}: {name} groups a fleet without {cluster}")

@@ -18,7 +18,17 @@ phase, endpoint documents, step lines), the capture of their segment
                         it); probes and echoes leave with the configured ToS
                         byte (NCCL_IB_TC=106: 0x6a) and in the two sizes (64
                         bytes; the active MTU); the forged probe draws at
-                        most one echo on the wire within 10 s, never a loop;
+                        most one answer on the wire within 10 s, never a
+                        loop;
+  forgers               under 1,000 probes a second forged in B's name, B's
+                        own probes to A answered (95 % at least, within
+                        the 500 ms timeout), no echo to a forged probe,
+                        A's challenges and total echo rate within their
+                        budgets; nothing sent to a third party named by
+                        forged probes, nor to the hostile addresses of a
+                        document (each refused with its reason); an
+                        impostor claiming node-b never stops the real
+                        node-b being probed, both claims reported;
   LLDP                  the host's switch on A's wire and what A's exporter
                         made of it (tests/vm/check_lldp.py: the neighbour,
                         the switch's PFC and APP, switch_pfc_mismatch,
@@ -56,6 +66,19 @@ SMALL = 64
 FAILS = 2
 ECHO_WINDOW = 10.0  # seconds after the injection
 MAX_ECHOES = 2
+MAC = {"a": "52:54:00:00:00:01", "b": "52:54:00:00:01:01", "c": "52:54:00:00:02:01"}
+# The responder's budgets (crates/probe/src/peer_admit.rs)
+TOTAL_ECHOES_PER_SECOND, TOTAL_ECHO_BURST = 500, 50
+TOTAL_ECHO_BYTES_PER_SECOND, TOTAL_ECHO_BYTE_BURST = 1024 * 1024, 128 * 1024
+CHALLENGES_PER_SECOND, CHALLENGE_BURST = 10, 10
+# a probe waits this long for its answer (the guests' peer_probes.timeout)
+TIMEOUT = 0.5
+ANSWERED_UNDER_FLOOD = 0.95
+THIRD_PARTY = "10.0.2.99"
+# the hostile document A reads (guest/e2e-fleet.sh): GID -> reason refused
+HOSTILE = {"10.0.2.255": "broadcast", "10.0.2.0": "network", "192.168.77.7": "off_fabric",
+           "192.0.2.9": "documentation", "224.0.0.9": "multicast", "169.254.9.9": "link_local"}
+IMPOSTOR = ("http://127.0.0.2:9902", "10.0.2.50")
 PEER_ALERTS = ("RocePeerProbeNodeUnreachable", "RocePeerProbePortLosesPeers",
                "RocePeerProbePairLoss", "RocePeerProbeSwitchLosesPeers")
 
@@ -281,15 +304,8 @@ def check_wire(out, share):
     check(f"wire: probes and echoes carry ToS {TOS:#04x} (DSCP {TOS >> 2}, ECT(0))",
           probes and set(tos) == {TOS},
           ", ".join(f"{t:#04x}: {n}" for t, n in sorted(tos.items())))
-    # The message kind (crates/probe/src/peer_wire.rs): byte 5 of an RPRB
-    # payload; probes and echoes are as large as the probe, a "not
-    # admitted" answer (a peer that has not fetched the prober's endpoints
-    # yet) is the 32-byte header.
-    def kind(p):
-        b = p.get("payload", b"")
-        return b[5] if len(b) >= 6 and b[:4] == b"RPRB" else None
     foreign = [p for _, p in probes if kind(p) not in (1, 2, 3)]
-    check("wire: every datagram between the exporters is a peer-probe message (probe, echo, not admitted)",
+    check("wire: every datagram between the exporters is a peer-probe message (probe, echo, challenge)",
           probes and not foreign, f"{len(foreign)} of {len(probes)} not")
     for r in ROLES:
         mtu = active_mtu(share, r)
@@ -303,7 +319,9 @@ def check_wire(out, share):
               "endpoint documents were unusable)")
         return
     t0 = forged["time"]
-    injected = [(t, p) for t, p in frames if p.get("src_mac") == forger]
+    # the one forged probe (the floods come from the same forger)
+    injected = [(t, p) for t, p in frames
+                if p.get("src_mac") == forger and marker in p.get("payload", b"")]
     carrying = [(t, p) for t, p in frames
                 if p.get("src_mac") != forger and marker in p.get("payload", b"")]
     drawn = [(t, p) for t, p in carrying if t0 <= t <= t0 + ECHO_WINDOW]
@@ -313,14 +331,162 @@ def check_wire(out, share):
           len(injected) == 1 and injected[0][1]["icrc_ok"],
           f"{len(injected)} injected; {forged.get('src_ip')} QPN {forged.get('src_qpn')} -> "
           f"{forged.get('dst_ip')} QPN {forged.get('dst_qpn')}")
-    # None is within the bound too: the responder answers a sender it does
-    # not admit at that instant (its endpoints being fetched again) with
-    # "not admitted" only within 5 replies/s in all, and stays silent
-    # beyond (counted as unknown_sender).
+    # The responder challenges B (the forged probe has no cookie): one
+    # datagram, never an echo, never answered by B.
     check(f"forged probe: at most {MAX_ECHOES} datagrams carry its payload within "
-          f"{ECHO_WINDOW:g} s (the echo), never a loop",
+          f"{ECHO_WINDOW:g} s (a challenge), never a loop",
           len(drawn) <= MAX_ECHOES and not later,
           f"{len(drawn)} datagrams ({dict(path)}), {len(later)} more after the window")
+
+
+# The message kind (crates/probe/src/peer_wire.rs): byte 5 of an RPRB
+# payload (1 probe, 2 echo, 3 challenge); probes and echoes are as large
+# as the probe, a challenge is the 40-byte header.
+def kind(p):
+    b = p.get("payload", b"")
+    return b[5] if len(b) >= 6 and b[:4] == b"RPRB" else None
+
+
+def pair_key(p):
+    """Nonce and sequence: what an answer keeps of its probe."""
+    return bytes(p.get("payload", b"")[8:16])
+
+
+def per_second_max(times_sizes):
+    """The most (datagrams, bytes) within any one second of the list."""
+    best, bytes_best, j, total = 0, 0, 0, 0
+    for i, (t, n) in enumerate(times_sizes):
+        total += n
+        while times_sizes[j][0] < t - 1.0:
+            total -= times_sizes[j][1]
+            j += 1
+        best = max(best, i - j + 1)
+        bytes_best = max(bytes_best, total)
+    return best, bytes_best
+
+
+def arp_requests(out, sender_mac):
+    """Target IPs of the ARP requests sender_mac put on the wire."""
+    try:
+        frames = roce_wire.read_pcap(os.path.join(out, "wire.pcap"))
+    except (OSError, ValueError):
+        return Counter()
+    got = Counter()
+    for _, f in frames:
+        if len(f) >= 42 and f[12:14] == b"\x08\x06" and f[20:22] == b"\x00\x01" \
+                and f[22:28].hex(":") == sender_mac:
+            got[".".join(map(str, f[38:42]))] += 1
+    return got
+
+
+def check_flood(out, share, frames):
+    flood = load_json(os.path.join(out, "flood.json")) or {}
+    if not flood.get("nonce"):
+        check("flood: injected", False, "no flood.json (A never asked)")
+        return
+    t0, t1 = flood["time"], flood["end"]
+    nonce = bytes.fromhex(flood["nonce"])
+    forger = flood["forger_mac"]
+    window = [(t, p) for t, p in frames if t0 <= t <= t1 + 1.0]
+    injected = [p for _, p in window if p.get("src_mac") == forger]
+    check("flood: probes forged in b's name on the wire, 1,000 a second",
+          len(injected) >= 0.9 * flood["count"],
+          f"{len(injected)} of {flood['count']} in {t1 - t0:.1f} s")
+    from_a = [(t, p) for t, p in window if p.get("src_mac") == MAC["a"]]
+    forged_echoes = [p for _, p in from_a if kind(p) == 2 and pair_key(p)[:4] == nonce]
+    forged_challenges = [p for _, p in from_a if kind(p) == 3 and pair_key(p)[:4] == nonce]
+    check("flood: a echoes no forged probe", not forged_echoes,
+          f"{len(forged_echoes)} echoes carry the flood's nonce")
+    span = max(t1 - t0, 1.0) + 1.0
+    check(f"flood: a challenges b within its budget ({CHALLENGES_PER_SECOND}/s)",
+          len(forged_challenges) <= CHALLENGES_PER_SECOND * span + CHALLENGE_BURST,
+          f"{len(forged_challenges)} challenges in {span:.1f} s, "
+          f"{len(injected) - len(forged_challenges)} forged probes unanswered")
+    # b's own probes to a and a's echoes within the timeout
+    echoes = {}
+    for t, p in from_a:
+        if kind(p) == 2 and p["dst_ip"] == IPS["b"]:
+            echoes.setdefault(pair_key(p), t)
+    real = [(t, p) for t, p in window if p.get("src_mac") == MAC["b"] and kind(p) == 1
+            and p["src_ip"] == IPS["b"] and p["dst_ip"] == IPS["a"] and t <= t1]
+    answered = sum(1 for t, p in real if 0 <= echoes.get(pair_key(p), -1) - t <= TIMEOUT)
+    ratio = answered / len(real) if real else 0
+    check(f"flood: b's own probes to a answered within {TIMEOUT:g} s "
+          f"({ANSWERED_UNDER_FLOOD:.0%} at least)",
+          real and ratio >= ANSWERED_UNDER_FLOOD,
+          f"{answered} of {len(real)} ({ratio:.1%})")
+    print(f"BENCH flood b_probes={len(real)} answered={answered} ratio={ratio:.3f} "
+          f"forged={len(injected)} challenges={len(forged_challenges)}")
+    # a's echoes to anyone, the whole run: never above the total budget
+    all_echoes = [(t, len(p.get("payload", b""))) for t, p in frames
+                  if p.get("src_mac") == MAC["a"] and kind(p) == 2]
+    n, b = per_second_max(all_echoes) if all_echoes else (0, 0)
+    check(f"a's echoes within its total budget ({TOTAL_ECHOES_PER_SECOND}/s, "
+          f"{TOTAL_ECHO_BYTES_PER_SECOND} B/s) in every second of the run",
+          n <= TOTAL_ECHOES_PER_SECOND + TOTAL_ECHO_BURST
+          and b <= TOTAL_ECHO_BYTES_PER_SECOND + TOTAL_ECHO_BYTE_BURST,
+          f"at most {n} echoes and {b} bytes in one second")
+    s0, s1 = samples(share, "a", "flood-before"), samples(share, "a", "flood")
+
+    def delta(name, **labels):
+        v0, v1 = get(s0, name, **labels), get(s1, name, **labels)
+        return None if v0 is None or v1 is None else v1 - v0
+    unproven = delta("roce_peer_probe_responder_refused_total", device=DEV, port=PORT,
+                     reason="unproven")
+    challenged = delta("roce_peer_probe_responder_challenged_total", device=DEV, port=PORT)
+    check("flood: a counts the forged probes it leaves unanswered (unproven) and challenges",
+          unproven is not None and challenged is not None and unproven + challenged > 0,
+          f"unproven +{unproven}, challenged +{challenged}")
+
+
+def check_third(out, share, frames):
+    third = load_json(os.path.join(out, "third.json")) or {}
+    if not third.get("nonce"):
+        check("third party: probes forged in its name injected", False, "no third.json")
+        return
+    to_third = [p for _, p in frames if p["dst_ip"] == THIRD_PARTY]
+    arps = arp_requests(out, MAC["a"])
+    check(f"third party: no datagram from a to {THIRD_PARTY}, which never asked, nor an "
+          "ARP request for it", not to_third and not arps.get(THIRD_PARTY),
+          f"{len(to_third)} datagrams, {arps.get(THIRD_PARTY, 0)} ARP requests; "
+          f"{third['count']} forged probes named it")
+    s0, s1 = samples(share, "a", "third-before"), samples(share, "a", "third")
+    v0 = get(s0, "roce_peer_probe_responder_refused_total", device=DEV, port=PORT,
+             reason="not_admitted")
+    v1 = get(s1, "roce_peer_probe_responder_refused_total", device=DEV, port=PORT,
+             reason="not_admitted")
+    check("third party: a counts them as not admitted",
+          v0 is not None and v1 is not None and v1 > v0, f"{v0} -> {v1}")
+
+
+def check_hostile(out, share, frames):
+    s = samples(share, "a", "final")
+    arps = arp_requests(out, MAC["a"])
+    for gid, reason in HOSTILE.items():
+        n = get(s, "roce_peer_probe_endpoints_refused_total", reason=reason)
+        sent = [p for _, p in frames if p["dst_ip"] == gid]
+        check(f"hostile document: {gid} refused as {reason}, nothing sent to it",
+              n is not None and n >= 1 and not sent and not arps.get(gid),
+              f"refused {reason}: {n}, {len(sent)} datagrams, {arps.get(gid, 0)} ARP requests")
+
+
+def check_identity(out, share):
+    s = samples(share, "a", "final")
+    conflict = get(s, "roce_peer_probe_node_conflict_info", node=NODE["b"],
+                   holder=f"http://{IPS['b']}:9879", holder_proof="dns",
+                   claimant=IMPOSTOR[0], claimant_proof="none")
+    check("identity: the impostor's claim on node-b refused, both claims reported, DNS proves "
+          "the real one", conflict == 1,
+          f"roce_peer_probe_node_conflict_info {conflict}")
+    # the real node-b probed throughout: a's pair with it passes at the
+    # end of every phase that is not about it (see check_nodes too)
+    bad = []
+    for phase in ("up", "c-back", "a-clean", "flood", "third", "final"):
+        v = lost(samples(share, "a", phase), "b")
+        if v is None or v > 1:
+            bad.append(f"{phase}: {v}")
+    check("identity: a never stops probing the real node-b (its last small probes pass)",
+          not bad, ", ".join(bad) or "every phase")
 
 
 def main(argv):
@@ -340,6 +506,11 @@ def main(argv):
     check_nodes(share)
     check_fleet_rules(share)
     check_wire(args.dir, share)
+    frames = roce_frames(args.dir)
+    check_flood(args.dir, share, frames)
+    check_third(args.dir, share, frames)
+    check_hostile(args.dir, share, frames)
+    check_identity(args.dir, share)
     check_lldp.check_lldp(args.dir)
     passed, failed = counts()
     print(f"{passed} passed, {failed} failed")

@@ -8,11 +8,15 @@
 # pcap of the segment, an injection socket). Each runs its own exporter
 # probing the other two; guest/e2e-fleet.sh walks them through the phases
 # (C's exporter stopped; A's RoCE traffic dropped on A; loss on the A-B path
-# only; a forged probe, which this script injects with tests/vm/forge.py
-# when A asks for it). Then tests/vm/check_fleet.py judges what the three
-# wrote, the capture (ToS byte and sizes of the probes, the datagrams the
-# forged probe drew) and the fleet alerts of alerts/ (promtool) on the
-# scraped series of each phase.
+# only; a forged probe; a flood of probes forged in B's name, 1,000 a second
+# for 10 s; probes forged in the name of a third party that never asked:
+# all injected by this script with tests/vm/forge.py when A asks for them).
+# Then tests/vm/check_fleet.py judges what the three wrote, the capture
+# (ToS byte and sizes of the probes, the datagrams the forged probes drew,
+# B's real probes to A answered under the flood, A's total echo rate, no
+# datagram to the third party nor to the hostile addresses of a document
+# A reads) and the fleet alerts of alerts/ (promtool) on the scraped series
+# of each phase.
 #
 # Beside the phases, the host plays the switch's LLDP on A's port
 # (tests/vm/lldp_switch.py through the hub's SOCKS/own-a: frames built byte
@@ -32,7 +36,7 @@
 #   E2E_OUT=DIR             where the files go (default target/vm-e2e-fleet):
 #                           share/{a,b,c,ctl}/, the consoles {a,b,c}.log, the
 #                           capture wire.pcap, hub-stats.json, forged.json,
-#                           lldp-sent.json
+#                           flood.json, third.json, lldp-sent.json
 # Exit status: 0 when every check passed; 1 when a check failed; 2 on usage or
 # build errors.  The last line printed is "N passed, M failed".
 set -euo pipefail
@@ -95,18 +99,29 @@ vm c 10.0.2.17 52:54:00:00:02
 # name of B's, from the endpoint documents they published
 CTL=$OUT/share/ctl
 running() { local p; for p in "${PID[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
-while running; do
-  if [[ -e $CTL/want-forge && ! -e $CTL/forged ]]; then
-    to=$(ls "$OUT"/share/a/own-endpoints-*.json 2>/dev/null | sort -V | tail -1)
-    as=$(ls "$OUT"/share/b/own-endpoints-*.json 2>/dev/null | sort -V | tail -1)
-    if [[ -n $to && -n $as ]] && python3 "$HERE/forge.py" --inject "$SOCKS/inject" \
-        --to "$to" --to-mac 52:54:00:00:00:01 --as "$as" --out "$OUT/forged.json"; then
-      date +%s > "$CTL/forged"
-    else
-      log "no forged probe: endpoint documents of A and B missing or unusable"
-      echo none > "$CTL/forged"
-    fi
+# forge WANT DONE OUT ARGS...: when A asks (ctl/WANT), forged probes to A's
+# responder (forge.py ARGS), then ctl/DONE
+forge() {
+  local want=$1 done=$2 out=$3; shift 3
+  [[ -e $CTL/$want && ! -e $CTL/$done ]] || return 0
+  local to as
+  to=$(ls "$OUT"/share/a/own-endpoints-*.json 2>/dev/null | sort -V | tail -1)
+  as=$(ls "$OUT"/share/b/own-endpoints-*.json 2>/dev/null | sort -V | tail -1)
+  if [[ -n $to && -n $as ]] && python3 "$HERE/forge.py" --inject "$SOCKS/inject" \
+      --to "$to" --to-mac 52:54:00:00:00:01 --as "$as" --out "$OUT/$out" "$@"; then
+    date +%s > "$CTL/$done"
+  else
+    log "no forged probes ($want): endpoint documents of A and B missing or unusable"
+    echo none > "$CTL/$done"
   fi
+}
+while running; do
+  forge want-forge forged forged.json
+  # 1,000 a second for 10 s in B's name
+  forge want-flood flooded flood.json --count 10000 --rate 1000
+  # 100 a second for 3 s in the name of 10.0.2.99, on the segment's subnet,
+  # never a peer, never probing
+  forge want-third thirded third.json --as-ip 10.0.2.99 --as-qpn 4242 --count 300 --rate 100
   sleep 0.2
 done
 declare -A RC=()

@@ -37,9 +37,15 @@ label_set! {
 }
 
 label_set! {
+    /// A node name two peer addresses claim: the one holding it (probed)
+    /// and the one refused, each with what proves its claim.
+    pub struct ConflictLabels { node, holder, holder_proof, claimant, claimant_proof }
+}
+
+label_set! {
     /// This node's responder on one local port, as other nodes address it.
     pub struct EndpointLabels {
-        node, device, port, device_index, gid, gid_index, qpn, mtu, subnet, rail, incarnation,
+        node, device, port, device_index, gid, gid_index, qpn, mtu, subnet, rail, incarnation, wire,
     }
 }
 
@@ -56,7 +62,7 @@ pub const SENT: Fam<SizeLabels> = Fam::new(Row {
     base: "roce_peer_probe_sent",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Peer probes sent from this local port and judged (answered or lost), by size (small: 64-byte payload; large: the port's active MTU). Probes the peer answered \"not admitted\" are counted in roce_peer_probe_pending_total instead.",
+    help: "Peer probes sent from this local port and judged (answered or lost), by size (small: 64-byte payload; large: the port's active MTU; no large probe follows a lost small one). Probes pending on a peer still learning its peers are counted in roce_peer_probe_pending_total instead.",
     source: SOURCE,
 });
 pub const ANSWERED: Fam<SizeLabels> = Fam::new(Row {
@@ -91,42 +97,43 @@ pub const PEER_PENDING: Fam<PeerLabels> = Fam::new(Row {
     base: "roce_peer_probe_peer_pending",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "1 when the latest answer of this peer port was \"not admitted\": its exporter does not (yet) list this node's responder, so its probes are pending, not lost. For the same bounded set of peers as roce_peer_probe_peer_lost.",
+    help: "1 when the latest small probe to this peer port was pending: unanswered while the peer's endpoints document says it has not read every listed peer's endpoints yet (its first walk) and it has not answered this port since it started, so it may not know this node: neither answered nor lost. For the same bounded set of peers as roce_peer_probe_peer_lost.",
     source: SOURCE,
 });
 pub const PENDING: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_pending",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Probes from this local port that the peer's responder answered \"not admitted\" (it does not list this node yet): neither answered nor lost.",
+    help: "Probes from this local port left unanswered by a peer still learning its peers (see roce_peer_probe_peer_pending): neither answered nor lost.",
     source: SOURCE,
 });
 pub const RESPONDER_REFUSED: Fam<PortReasonLabels> = Fam::new(Row {
     base: "roce_peer_probe_responder_refused",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Datagrams this port's responder left unanswered, by reason: foreign (not a peer-probe message), stray_answer (an echo or \"not admitted\" answering no probe in flight: answers are never answered), rate_limited (an admitted sender above 100 answers/s), unknown_sender (a sender not admitted, above 5 \"not admitted\" replies/s in all), answer_failed (no address handle for the sender, or the post failed).",
+    help: "Datagrams this port's responder left unanswered, by reason: foreign (not a peer-probe message), wire_version (a peer-probe message of another wire version: an exporter of another release), stray_answer (an echo or challenge answering no probe in flight: answers are never answered), not_admitted (a probe from a sender that is not one of this port's peers: never answered), unproven (a peer's probe without its valid cookie once the 10 challenges/s of the responder are spent), rate_limited (a proven sender above 100 echoes/s), total_budget (above the responder's 500 echoes/s or 1 MiB/s in all), answer_failed (no address handle for the sender, or the post failed).",
     source: SOURCE,
 });
-pub const NOT_ADMITTED: Fam<PortLabels> = Fam::new(Row {
-    base: "roce_peer_probe_responder_not_admitted",
+pub const CHALLENGED: Fam<PortLabels> = Fam::new(Row {
+    base: "roce_peer_probe_responder_challenged",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Probes from senders this port's responder does not admit (no listed peer's responder) that it answered \"not admitted\" (at most 5 per second in all), so their probers call the pair pending instead of lost.",
+    help: "Probes from this port's peers without a valid cookie that its responder answered with a challenge (the cookie to probe with: the 40-byte header, at most 10 per second in all): a prober's first probe, one after this exporter restarted, or probes forged in a peer's name.",
     source: SOURCE,
 });
 pub const CLOCK: Fam<ClockLabels> = Fam::new(Row {
     base: "roce_peer_probe_rtt_clock_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "The clock this local port's round trips are measured with (value 1): host (the monotonic clock around the post and the answer's receive completion, less the responder's hold time: includes this host's completion handling).",
+    help: "The clock this local port's round trips are measured with (value 1): device (the device's completion timestamps of the probe's send and the echo's receive, where the device keeps a clock: mlx5) or host (the monotonic clock around the post and the answer's receive completion: includes this host's completion handling); both less the responder's hold time.",
     source: SOURCE,
 });
 pub const ANSWERED_FOR_PEERS: Fam<PortLabels> = Fam::new(Row {
     base: "roce_peer_probe_responder_answered",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Probes from configured peers this port's responder echoed.",
+    help:
+        "Proven probes from this port's peers (with their valid cookie) that its responder echoed.",
     source: SOURCE,
 });
 const DISCOVERY: &str = "The peer-probe coordinator (roce_fleet::runner): the peer list, endpoint documents or the Prometheus query, and their admission (roce_fleet::peer_endpoints)";
@@ -142,7 +149,7 @@ pub const REFUSED: Fam<ReasonLabels> = Fam::new(Row {
     base: "roce_peer_probe_endpoints_refused",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Peer endpoints refused before any probe was aimed at them, by reason: node_mismatch (another node than the peer it came from), node_claimed (a node another peer address holds), gid (not a unicast GID: multicast, ::, loopback, link-local, IPv4 loopback, broadcast), qpn (outside 2..0xFFFFFF), qkey, mtu, name (not label-safe), off_rail (outside the rail networks, or a subnet claim its own GID is not in), too_many, malformed (a Prometheus series that is no endpoint).",
+    help: "Peer endpoints refused before any probe was aimed at them, by reason: node_mismatch (another node than the peer it came from), node_claimed (a node another peer address holds, whose claim this one proves nothing more than: see roce_peer_probe_node_conflict_info); the GID not a unicast host of this node's fabric: unspecified, loopback, multicast, broadcast (255.255.255.255 or a port subnet's), network (a port subnet's network address), link_local (without peer_probes.allow_link_local), reserved (0/8, 240/4, ::/8, 100::/64, fec0::/10), documentation (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32, 3fff::/20), off_fabric (in none of the ports' subnets nor peer_probes.fabric_networks or the rail networks); qpn (outside 2..0xFFFFFF), qkey, mtu, name (not label-safe), off_rail (outside the rail networks, or a subnet claim its own GID is not in), wire_version (a responder of another peer-probe wire version: an exporter of another release), too_many (more than 64 endpoints in one document: all refused; past 100,000 in one Prometheus answer), malformed (a Prometheus series that is no endpoint).",
     source: DISCOVERY,
 });
 pub const REQUESTS: Fam<RequestKindLabels> = Fam::new(Row {
@@ -166,6 +173,20 @@ pub const KNOWN: Fam<NoLabels> = Fam::new(Row {
     help: "Listed peers whose endpoints are held now, after admission (documents are fetched as the walk reaches each peer, so this grows to the listed count over the first walk).",
     source: DISCOVERY,
 });
+pub const CONFLICTS: Fam<ConflictLabels> = Fam::new(Row {
+    base: "roce_peer_probe_node_conflict_info",
+    kind: MetricKind::Gauge,
+    unit: None,
+    help: "A node name claimed by two peer addresses (value 1; at most 16 series): holder is the address whose endpoints are probed under that name, claimant the one refused (node_claimed); proofs: name (the peer is addressed by that name: TLS certificate or DNS), target_label (the Prometheus target's own node label), dns (the name resolves to the address), none. A later claim takes a node over only when it proves what the holder's does not.",
+    source: DISCOVERY,
+});
+pub const LEARNING: Fam<NoLabels> = Fam::new(Row {
+    base: "roce_peer_probe_learning",
+    kind: MetricKind::Gauge,
+    unit: None,
+    help: "1 while this node has not yet tried every listed peer's endpoints document once (its first walk, paced at 3 new documents/s while the peers are starting too, 50/s otherwise): its endpoints document says so, and peers it does not know yet call their unanswered probes pending.",
+    source: DISCOVERY,
+});
 pub const ENDPOINT_INFO: Fam<EndpointLabels> = Fam::new(Row {
     base: "roce_peer_probe_endpoint_info",
     kind: MetricKind::Gauge,
@@ -184,7 +205,7 @@ pub const FAMILIES: &[Family] = &[
     PEER_PENDING.family,
     PENDING.family,
     RESPONDER_REFUSED.family,
-    NOT_ADMITTED.family,
+    CHALLENGED.family,
     CLOCK.family,
     ANSWERED_FOR_PEERS.family,
     FETCH_ERRORS.family,
@@ -192,6 +213,8 @@ pub const FAMILIES: &[Family] = &[
     REQUESTS.family,
     CONFIGURED.family,
     KNOWN.family,
+    CONFLICTS.family,
+    LEARNING.family,
     ENDPOINT_INFO.family,
 ];
 
@@ -208,7 +231,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut peer_pending = Samples::new(&PEER_PENDING);
     let mut pending = Samples::new(&PENDING);
     let mut responder_refused = Samples::new(&RESPONDER_REFUSED);
-    let mut not_admitted = Samples::new(&NOT_ADMITTED);
+    let mut challenged = Samples::new(&CHALLENGED);
     let mut clock = Samples::new(&CLOCK);
     let mut served = Samples::new(&ANSWERED_FOR_PEERS);
     let mut fetch = Samples::new(&FETCH_ERRORS);
@@ -216,6 +239,8 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut requests = Samples::new(&REQUESTS);
     let mut configured = Samples::new(&CONFIGURED);
     let mut known = Samples::new(&KNOWN);
+    let mut conflicts = Samples::new(&CONFLICTS);
+    let mut learning = Samples::new(&LEARNING);
     let mut info = Samples::new(&ENDPOINT_INFO);
     for (local, stats) in &r.ports {
         let port = local.port.to_string();
@@ -278,7 +303,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             };
             responder_refused.push(labels, stats.served.refused(reason));
         }
-        not_admitted.push(port_labels, stats.served.not_admitted);
+        challenged.push(port_labels, stats.served.challenged);
         let labels = ClockLabels {
             device,
             port: &port,
@@ -288,7 +313,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         served.push(port_labels, stats.served.answered);
     }
     for e in &r.endpoints {
-        let (port, index, gid_index, qpn, mtu, gid, incarnation) = (
+        let (port, index, gid_index, qpn, mtu, gid, incarnation, wire) = (
             e.port.to_string(),
             e.device_index.to_string(),
             e.gid_index.to_string(),
@@ -296,6 +321,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             e.mtu.to_string(),
             e.gid.to_string(),
             e.incarnation.to_string(),
+            e.wire.to_string(),
         );
         let labels = EndpointLabels {
             node: &e.node,
@@ -309,6 +335,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             subnet: e.subnet.as_deref().unwrap_or(""),
             rail: e.rail.as_deref().unwrap_or(""),
             incarnation: &incarnation,
+            wire: &wire,
         };
         info.push(labels, 1u64);
     }
@@ -344,6 +371,19 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         }
         configured.push(NoLabels, d.peers_configured as u64);
         known.push(NoLabels, d.peers_known as u64);
+        for c in &d.conflicts {
+            conflicts.push(
+                ConflictLabels {
+                    node: &c.node,
+                    holder: &c.holder,
+                    holder_proof: c.holder_proof,
+                    claimant: &c.claimant,
+                    claimant_proof: c.claimant_proof,
+                },
+                1u64,
+            );
+        }
+        learning.push(NoLabels, u64::from(d.learning));
     }
     out.extend([
         rtt.into(),
@@ -355,7 +395,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         peer_pending.into(),
         pending.into(),
         responder_refused.into(),
-        not_admitted.into(),
+        challenged.into(),
         clock.into(),
         served.into(),
         fetch.into(),
@@ -363,6 +403,8 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         requests.into(),
         configured.into(),
         known.into(),
+        conflicts.into(),
+        learning.into(),
         info.into(),
     ]);
 }

@@ -34,8 +34,20 @@ pub struct PeerProbeConfig {
     /// The fleet's endpoints from the Prometheus HTTP API (one query per
     /// refresh) instead of a peer list and per-peer documents.
     pub prometheus: Option<PeerPrometheusConfig>,
-    /// Probe every peer port, not only those on the same rail.
+    /// Probe every peer port, not only those on the same rail (every peer
+    /// address is still admitted as any other: a unicast host of the
+    /// fabric).
     pub all_to_all: bool,
+    /// Admit peers' link-local GIDs (`fe80::/10`, `169.254/16`): a fabric
+    /// addressed by link-local GIDs only, on one L2 segment. Off by
+    /// default: a link-local GID names a host only on its own link.
+    pub allow_link_local: bool,
+    /// Networks of the fabric beyond the subnets of this node's RDMA ports
+    /// (`10.0.0.0/16`, `fd00:1::/48`; at most 64): where peers may be on a
+    /// routed fabric whose links are /31s. The `rails.networks` count too.
+    /// A peer GID outside both is refused (`off_fabric`).
+    #[serde(deserialize_with = "crate::peer_address::networks")]
+    pub fabric_networks: Vec<crate::peer_address::PortSubnet>,
     /// How the rail of a port is found (the ports that probe each other).
     pub rails: RailConfig,
     /// Probe packets per second per local port ([`PACKETS_PER_SECOND`]): a
@@ -82,6 +94,8 @@ impl Default for PeerProbeConfig {
             file: None,
             prometheus: None,
             all_to_all: false,
+            allow_link_local: false,
+            fabric_networks: Vec::new(),
             rails: RailConfig::default(),
             packets_per_second: 5,
             sample: 8,

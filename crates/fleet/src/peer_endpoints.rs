@@ -10,20 +10,26 @@
 //!   `instance` Prometheus scraped it from.
 //!
 //! Whatever the source, [`Admission::admit`] decides, per peer, which
-//! endpoints may be probed: the node identity must match the peer it came
-//! from (one node per document, named as the peer's host when the peer is
-//! addressed by name, and claimed by one peer address at a time), and
-//! every endpoint must be one this node may aim probes at (a unicast GID,
-//! a possible QPN, our Q_Key, a real MTU, label-safe names, on a
-//! configured rail network). Refusals are counted by [`Refusal`] reason.
+//! endpoints may be probed: one node per document, named as the peer's
+//! host when the peer is addressed by name, and every endpoint one this
+//! node may aim probes at (a unicast host address of its fabric:
+//! [`crate::peer_address::admit_address`], the same check in every
+//! discovery mode, `all_to_all` included; a possible QPN, our Q_Key, our
+//! wire version, a real MTU, label-safe names, on a configured rail
+//! network). It also says what proves the node the endpoints name
+//! ([`Proof`]): who holds a node claimed by two addresses is the
+//! catalog's decision (`roce_fleet::runner`). Refusals are counted by
+//! [`Refusal`] reason.
 
 pub use roce_model::peer::Refusal;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
 
 use roce_probe::peer::{Endpoint, QKEY};
+use roce_probe::peer_wire::WIRE_VERSION;
 use serde::Deserialize;
 
+use super::peer_address::{admit_gid, AddressPolicy, PortSubnet};
 use super::peer_http::{
     basic_authorization, client_config, query_escape, read_secret, ClientError, FetchError,
     FetchReason, HttpClient, Request, Url,
@@ -35,7 +41,8 @@ use crate::error::FleetError;
 
 /// Largest endpoints document read from a peer (64 endpoints fit).
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
-/// Endpoints taken from one peer at most (no node has more ports).
+/// Endpoints taken from one peer at most (no node has more ports): a
+/// document with more is refused whole (`too_many`).
 pub const MAX_ENDPOINTS_PER_PEER: usize = 64;
 /// Endpoints taken from one Prometheus answer at most: 10,000 nodes of 8
 /// ports, with room.
@@ -44,33 +51,20 @@ pub const MAX_FLEET_ENDPOINTS: usize = 100_000;
 pub const MAX_NAME_BYTES: usize = 128;
 
 /// GIDs a probe is never aimed at, one of each kind: multicast,
-/// unspecified, loopback, link-local, IPv4-mapped loopback and broadcast
-/// (the values the tests feed the admission with).
-pub const HOSTILE_GIDS: [&str; 6] = [
+/// unspecified, loopback, link-local, IPv4-mapped loopback, broadcast,
+/// reserved, documentation and off the fabric (the values the tests feed
+/// the admission with).
+pub const HOSTILE_GIDS: [&str; 9] = [
     "ff02::1",
     "::",
     "::1",
     "fe80::1",
     "::ffff:127.0.0.1",
     "::ffff:255.255.255.255",
+    "::ffff:240.0.0.1",
+    "2001:db8::1",
+    "::ffff:8.8.8.8",
 ];
-
-/// Whether a GID may be probed: unicast and routable on a fabric.
-pub fn gid_ok(gid: &Ipv6Addr, allow_link_local: bool) -> bool {
-    if let Some(v4) = gid.to_ipv4_mapped() {
-        return !(v4.is_unspecified()
-            || v4.is_loopback()
-            || v4.is_broadcast()
-            || v4.is_multicast()
-            || v4.octets()[0] == 0);
-    }
-    if gid.is_unspecified() || gid.is_loopback() || gid.is_multicast() {
-        return false;
-    }
-    // fe80::/10
-    let link_local = gid.segments()[0] & 0xffc0 == 0xfe80;
-    !link_local || allow_link_local
-}
 
 fn name_ok(n: &str) -> bool {
     !n.is_empty()
@@ -79,61 +73,77 @@ fn name_ok(n: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
 }
 
-/// One endpoint on its own (the document-level checks are in
-/// [`Admission::admit`]).
-pub fn check_endpoint(e: &Endpoint, rails: &Rails, allow_link_local: bool) -> Result<(), Refusal> {
-    if !name_ok(&e.node)
-        || !name_ok(&e.device)
-        || e.port == 0
-        || e.port == 255
-        || e.rail
-            .as_deref()
-            .is_some_and(|r| !super::peer_rails::rail_name_ok(r))
-    {
-        return Err(Refusal::Name);
-    }
-    if !gid_ok(&e.gid, allow_link_local) {
-        return Err(Refusal::Gid);
-    }
-    if !(2..=0xFF_FFFF).contains(&e.qpn) {
-        return Err(Refusal::Qpn);
-    }
-    if e.qkey != QKEY {
-        return Err(Refusal::Qkey);
-    }
-    if ![256, 512, 1024, 2048, 4096].contains(&e.mtu) {
-        return Err(Refusal::Mtu);
-    }
-    if let Some(claim) = &e.subnet {
-        let holds = super::peer_rails::Net::parse(claim).is_some_and(|n| n.contains_gid(&e.gid));
-        if !holds {
-            return Err(Refusal::OffRail);
-        }
-    }
-    if !rails.admissible(e) {
-        return Err(Refusal::OffRail);
-    }
-    Ok(())
-}
-
-/// Whether `node` may be the node behind `host` (the host of the address
-/// its endpoints came from). A host that is an address (or a Kubernetes
-/// pod name made of one, `10-0-0-5.svc…`) says nothing of the node: only
-/// the one-claim rule binds it. A host that is a name must be the node's
-/// name, compared by first label (`node-b.example.com` is `node-b`).
-pub fn identity_matches(node: &str, host: &str) -> bool {
+/// Whether `host` (the host of a peer's address, or an `instance` label)
+/// is an address rather than a name: an IP address, or a Kubernetes pod
+/// name made of one (`10-0-0-5.svc…`).
+pub fn host_is_address(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if host.parse::<IpAddr>().is_ok() {
         return true;
     }
-    let first = |s: &str| s.split('.').next().unwrap_or("").to_ascii_lowercase();
-    let label = first(host);
-    let dashed_ip = label
+    let label = first_label(host);
+    label
         .replace('-', ".")
         .parse::<std::net::Ipv4Addr>()
         .is_ok()
-        || label.replace('-', ":").parse::<Ipv6Addr>().is_ok();
-    dashed_ip || label == first(node)
+        || label.replace('-', ":").parse::<Ipv6Addr>().is_ok()
+}
+
+fn first_label(s: &str) -> String {
+    s.split('.').next().unwrap_or("").to_ascii_lowercase()
+}
+
+/// Whether `node` may be the node behind `host` (the host of the address
+/// its endpoints came from). A host that is an address says nothing of the
+/// node (only a proof binds it, see [`Proof`]). A host that is a name must
+/// be the node's name, compared by first label (`node-b.example.com` is
+/// `node-b`).
+pub fn identity_matches(node: &str, host: &str) -> bool {
+    host_is_address(host) || first_label(host) == first_label(node)
+}
+
+/// What binds a node name to the peer address its endpoints came from:
+/// what lets one claim take a node over from another.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Proof {
+    /// Nothing: the peer is addressed by an IP address (or a pod name made
+    /// of one) and nothing else vouches for the name.
+    #[default]
+    None,
+    /// The node name resolves (DNS, `/etc/hosts`) to the peer's address.
+    Dns,
+    /// The peer is addressed by that name: its TLS certificate proved the
+    /// name (`https://`), or DNS brought the fetch there (`http://`).
+    Name,
+    /// The Prometheus target's own `node` label (service discovery, not
+    /// the exporter) is that name.
+    TargetLabel,
+}
+
+impl Proof {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proof::None => "none",
+            Proof::Dns => "dns",
+            Proof::Name => "name",
+            Proof::TargetLabel => "target_label",
+        }
+    }
+
+    /// Whether anything vouches for the claim.
+    pub fn proven(self) -> bool {
+        self != Proof::None
+    }
+}
+
+/// Where a peer's endpoints came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    /// The host of the peer's address (or of the series' `instance`).
+    pub host: &'a str,
+    /// The `node` label Prometheus attached to the target (service
+    /// discovery), when the exporter's own was renamed `exported_node`.
+    pub target_node: Option<&'a str>,
 }
 
 /// What the admission of one peer's endpoints gave.
@@ -143,25 +153,83 @@ pub struct Admitted {
     pub refused: BTreeMap<Refusal, u64>,
     /// The node the endpoints name, when they name one.
     pub node: Option<String>,
+    /// What proves that node (before a DNS lookup, which the catalog makes
+    /// when two claims meet).
+    pub proof: Proof,
 }
 
-/// The admission rule (see the module doc).
+/// The admission rule (see the module doc). The subnets of this node's
+/// ports are handed in by the caller (they are known once the ports are
+/// open).
 #[derive(Debug, Clone)]
 pub struct Admission {
     pub rails: Rails,
-    pub allow_link_local: bool,
+    pub policy: AddressPolicy,
+    /// Configured fabric networks (`peer_probes.fabric_networks`,
+    /// `rails.networks`), beyond the ports' own subnets.
+    pub fabric: Vec<PortSubnet>,
 }
 
 impl Admission {
-    /// The endpoints of one peer (`host`: its address's host) that may be
-    /// probed. `claimed_by_other(node)` says whether another peer address
-    /// holds that node name now.
-    pub fn admit(
-        &self,
-        host: &str,
-        endpoints: Vec<Endpoint>,
-        claimed_by_other: &dyn Fn(&str) -> bool,
-    ) -> Admitted {
+    /// The admission of `peer_probes:`: its rails, `allow_link_local`, and
+    /// `fabric_networks` with the rail networks as the fabric beyond the
+    /// ports' own subnets.
+    pub fn from_config(c: &PeerProbeConfig) -> Result<Admission, FleetError> {
+        let rails = Rails::new(&c.rails)?;
+        let mut fabric = c.fabric_networks.clone();
+        fabric.extend(rails.fabric());
+        Ok(Admission {
+            rails,
+            policy: AddressPolicy {
+                allow_link_local: c.allow_link_local,
+            },
+            fabric,
+        })
+    }
+
+    /// One endpoint on its own (the document-level checks are in
+    /// [`Admission::admit`]); `ports`: the subnets of this node's ports.
+    pub fn check(&self, e: &Endpoint, ports: &[PortSubnet]) -> Result<(), Refusal> {
+        if !name_ok(&e.node)
+            || !name_ok(&e.device)
+            || e.port == 0
+            || e.port == 255
+            || e.rail
+                .as_deref()
+                .is_some_and(|r| !super::peer_rails::rail_name_ok(r))
+        {
+            return Err(Refusal::Name);
+        }
+        if e.wire != WIRE_VERSION {
+            return Err(Refusal::WireVersion);
+        }
+        let fabric: Vec<PortSubnet> = ports.iter().chain(&self.fabric).copied().collect();
+        admit_gid(&e.gid, &fabric, &self.policy)?;
+        if !(2..=0xFF_FFFF).contains(&e.qpn) {
+            return Err(Refusal::Qpn);
+        }
+        if e.qkey != QKEY {
+            return Err(Refusal::Qkey);
+        }
+        if ![256, 512, 1024, 2048, 4096].contains(&e.mtu) {
+            return Err(Refusal::Mtu);
+        }
+        if let Some(claim) = &e.subnet {
+            let holds =
+                super::peer_rails::Net::parse(claim).is_some_and(|n| n.contains_gid(&e.gid));
+            if !holds {
+                return Err(Refusal::OffRail);
+            }
+        }
+        if !self.rails.admissible(e) {
+            return Err(Refusal::OffRail);
+        }
+        Ok(())
+    }
+
+    /// The endpoints of one peer that may be probed, and what proves the
+    /// node they name; `ports`: the subnets of this node's ports.
+    pub fn admit(&self, claim: Claim, endpoints: Vec<Endpoint>, ports: &[PortSubnet]) -> Admitted {
         let mut out = Admitted::default();
         if endpoints.is_empty() {
             return out;
@@ -175,16 +243,22 @@ impl Admission {
             return out;
         }
         let node = endpoints[0].node.clone();
-        if endpoints.iter().any(|e| e.node != node) || !identity_matches(&node, host) {
+        if endpoints.iter().any(|e| e.node != node) || !identity_matches(&node, claim.host) {
             refuse_all(Refusal::NodeMismatch);
             return out;
         }
-        if claimed_by_other(&node) {
-            refuse_all(Refusal::NodeClaimed);
-            return out;
-        }
+        out.proof = if claim
+            .target_node
+            .is_some_and(|t| first_label(t) == first_label(&node))
+        {
+            Proof::TargetLabel
+        } else if host_is_address(claim.host) {
+            Proof::None
+        } else {
+            Proof::Name
+        };
         for e in endpoints {
-            match check_endpoint(&e, &self.rails, self.allow_link_local) {
+            match self.check(&e, ports) {
                 Ok(()) => out.endpoints.push(e),
                 Err(r) => *out.refused.entry(r).or_insert(0) += 1,
             }
@@ -263,6 +337,9 @@ impl Fetch for DocumentFetcher {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FleetSeries {
     pub instance: String,
+    /// The target's own `node` label (service discovery), where the
+    /// exporter's was renamed `exported_node`.
+    pub target_node: Option<String>,
     pub endpoint: Result<Endpoint, Refusal>,
 }
 
@@ -378,12 +455,21 @@ pub fn parse_query_response(body: &[u8]) -> Result<Vec<FleetSeries>, FleetError>
         .enumerate()
         .map(|(i, s)| {
             let instance = s.metric.get("instance").cloned().unwrap_or_default();
+            let target_node = s
+                .metric
+                .contains_key("exported_node")
+                .then(|| s.metric.get("node").cloned())
+                .flatten();
             let endpoint = if i >= MAX_FLEET_ENDPOINTS {
                 Err(Refusal::TooMany)
             } else {
                 endpoint_of_labels(&s.metric)
             };
-            FleetSeries { instance, endpoint }
+            FleetSeries {
+                instance,
+                target_node,
+                endpoint,
+            }
         })
         .collect())
 }
@@ -415,6 +501,14 @@ pub fn endpoint_of_labels(l: &BTreeMap<String, String>) -> Result<Endpoint, Refu
             Some(v) => v.parse().map_err(|_| Refusal::Malformed)?,
             None => 0,
         },
+        // Absent from the series of exporters before wire version 2.
+        wire: match l.get("wire").filter(|v| !v.is_empty()) {
+            Some(v) => v.parse().map_err(|_| Refusal::Malformed)?,
+            None => 1,
+        },
+        // Every node reads the whole fleet from one answer: none is
+        // still learning its peers.
+        learning: false,
     })
 }
 

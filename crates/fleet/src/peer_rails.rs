@@ -230,6 +230,15 @@ impl Rails {
             .map(|(name, n)| (name.as_str(), *n))
     }
 
+    /// The configured rail networks, as networks of the fabric (peer
+    /// addresses inside them are on it).
+    pub fn fabric(&self) -> Vec<crate::peer_address::PortSubnet> {
+        self.networks
+            .iter()
+            .map(|(_, n)| crate::peer_address::PortSubnet::of(n.addr.into(), n.len, false))
+            .collect()
+    }
+
     /// Whether a peer port may be probed at all under this rule: with
     /// configured networks its GID must be inside one of them.
     pub fn admissible(&self, peer: &Endpoint) -> bool {
@@ -270,6 +279,8 @@ mod tests {
             subnet: Some("10.0.1.0/24".into()),
             rail: rail.map(str::to_string),
             incarnation: 0,
+            wire: roce_probe::peer_wire::WIRE_VERSION,
+            learning: false,
         }
     }
 

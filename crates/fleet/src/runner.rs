@@ -15,15 +15,19 @@
 //!
 //! Documents are not fetched from every peer every refresh (N² requests
 //! over a fleet, forever): a peer's document is fetched once, when this
-//! node's walk over the list reaches it (in an order of this node's own,
-//! at most [`FETCH_RATE`] new peers a second), kept while probes to it
-//! pass, and fetched again only when probes to it fail (a restarted peer
-//! has new QPNs), with a growing interval while that brings nothing new.
-//! Every listed peer is fetched once rather than only those about to be
-//! probed because the responder answers only the peers whose endpoints it
-//! holds: a node that learnt its peers only as its probe walk reached them
-//! would drop the others' probes for the whole walk (67 minutes over
-//! 10,000 peers), and they would see it lost.
+//! node's walk over the list reaches it (in an order of this node's own),
+//! kept while probes to it pass, and fetched again only when probes to it
+//! fail (a restarted peer has new QPNs), with a growing interval while
+//! that brings nothing new. The walk's pace bounds what a fleet starting
+//! at once asks of itself: [`FETCH_RATE_START`] new documents a second
+//! per node while the peers it reads are themselves still learning
+//! theirs (3,000 requests/s fleet-wide at 1,000 nodes, each exporter
+//! serving 3/s), [`FETCH_RATE`] once most of them are not (a node joining
+//! or restarting in a running fleet learns its peers in seconds). Until a
+//! node has tried every listed peer once its endpoints say `learning`: a
+//! responder answers only the peers whose endpoints it holds, so the
+//! probers it does not know yet call their unanswered probes pending
+//! (`roce_probe::peer::Endpoint::learning`), not lost.
 //!
 //! The sampler hands targets in and copies results out (the ownership of
 //! the loopback probe's runner: shared state behind the runner, no
@@ -44,10 +48,11 @@ use roce_probe::peer::{
 use roce_probe::verbs::OpenError;
 use roce_probe::ProbeState;
 
+use crate::peer_address::PortSubnet;
 use crate::peer_endpoints::{instance_host, Admission, Fetch, FleetSeries, Query, Refusal};
 use crate::peer_http::{FetchError, FetchReason};
 use crate::peer_list::{PeerAddress, PeerList};
-use crate::peer_rails::{LocalPort, Net};
+use crate::peer_rails::LocalPort;
 
 /// Failures of probes to a peer ask for its endpoints again, at the
 /// soonest this long after the last fetch; each fetch that brings the same
@@ -69,11 +74,41 @@ pub const FETCH_WORKERS: usize = 16;
 /// Documents fetched at once when peers are first known (the first
 /// rounds of every port find peers to probe at once).
 pub const FETCH_BURST: f64 = 16.0;
-/// New peers' documents fetched a second at most after the burst: a node
-/// knows 1,000 peers 20 s after its start (10,000 in 200 s), and when a
-/// whole fleet starts at once each exporter serves about this many
-/// document requests a second.
+/// New peers' documents fetched a second while the peers read so far are
+/// themselves still learning theirs (a fleet starting at once): 1,000
+/// nodes make 3,000 requests a second together, each exporter serving
+/// about 3 a second, and a node knows its 999 peers after 5.5 minutes
+/// (the first walk of its probes over them takes ≈6.7 minutes at the
+/// default rate).
+pub const FETCH_RATE_START: f64 = 3.0;
+/// New peers' documents fetched a second once most peers read know theirs
+/// (this node joined or restarted in a running fleet): 1,000 peers in 20
+/// s, 10,000 in 200 s.
 pub const FETCH_RATE: f64 = 50.0;
+/// The pace of new documents: at once, and per second while the fleet is
+/// starting and once it runs (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FetchPace {
+    pub burst: f64,
+    pub starting: f64,
+    pub running: f64,
+}
+
+impl Default for FetchPace {
+    fn default() -> Self {
+        FetchPace {
+            burst: FETCH_BURST,
+            starting: FETCH_RATE_START,
+            running: FETCH_RATE,
+        }
+    }
+}
+
+/// A changed set of admitted endpoints is handed to the port threads at
+/// most this often: each hand-over costs them a pass over the peers on
+/// their rail (and the coordinator one over all), which a first walk
+/// would otherwise pay for every few documents.
+pub const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 /// A port that cannot be opened is tried again after this long.
 const REOPEN_AFTER: Duration = Duration::from_secs(10);
 /// Granularity of the threads' stop checks while idle.
@@ -92,8 +127,18 @@ pub struct LocalTarget {
     pub netdev: Option<String>,
 }
 
-/// The subnet of a GID's IPv4 address on this host (the rail key).
-pub type SubnetOf = fn(&std::net::Ipv6Addr) -> Option<Net>;
+/// The subnet of a GID's address on this host's interface (the rail key
+/// for IPv4, the fabric the admission checks peers against).
+pub type SubnetOf = fn(&std::net::Ipv6Addr) -> Option<PortSubnet>;
+
+/// The addresses a node name resolves to, given up at the deadline (the
+/// system resolver in the exporter, a table in tests).
+pub type Resolve = fn(&str, Duration) -> Vec<std::net::IpAddr>;
+
+/// The system resolver (DNS, `/etc/hosts`), on a thread of its own.
+pub fn system_resolve(node: &str, deadline: Duration) -> Vec<std::net::IpAddr> {
+    owners::resolve(node, deadline)
+}
 
 /// Where the fleet's endpoints come from.
 pub enum EndpointSource {
@@ -113,6 +158,10 @@ struct PublishedPort {
     stats: roce_probe::peer::PortStats,
     /// The rail this port computed (`None`: none could be).
     rail: Option<String>,
+    /// The subnet of its GID on this host (the fabric it admits peers in).
+    subnet: Option<PortSubnet>,
+    /// The publication of the peers its responder admits now.
+    applied: u64,
     /// Why the port is not probing (open failed), for the log.
     failure: Option<String>,
     unavailable: Option<String>,
@@ -121,8 +170,8 @@ struct PublishedPort {
 #[derive(Default)]
 struct Shared {
     targets: Mutex<Vec<LocalTarget>>,
-    /// Every admitted peer endpoint.
-    peers: Mutex<Arc<Vec<Endpoint>>>,
+    /// Every admitted peer endpoint, with the number of its publication.
+    peers: Mutex<(u64, Arc<Vec<Arc<Endpoint>>>)>,
     ports: Mutex<BTreeMap<(String, u8), PublishedPort>>,
     discovery: Mutex<PeerDiscovery>,
     /// Peer ports whose latest small probe was lost: their endpoints are
@@ -147,6 +196,12 @@ pub struct RunnerSettings {
     pub node: String,
     pub probe: PeerSettings,
     pub refresh: Duration,
+    /// The deadline of a DNS lookup proving a node name.
+    pub fetch_timeout: Duration,
+    /// How node names are resolved (a DNS proof of one of two claims).
+    pub resolve: Resolve,
+    /// The pace of new documents (the default in the exporter).
+    pub pace: FetchPace,
     pub subnet_of: SubnetOf,
     pub admission: Admission,
 }
@@ -205,6 +260,10 @@ impl PeerRunner {
             }
         }
         drop(ports);
+        let learning = lock(&self.shared.discovery).learning;
+        for e in &mut out.endpoints {
+            e.learning = learning;
+        }
         out.state = match unavailable {
             Some(u) if out.endpoints.is_empty() => ProbeState::Unavailable(u),
             _ if out.endpoints.is_empty() => ProbeState::Starting,
@@ -269,6 +328,7 @@ impl LocalTarget {
 
 mod catalog;
 mod coordinator;
+mod owners;
 mod pool;
 mod port;
 

@@ -67,6 +67,65 @@ impl std::fmt::Display for FetchReason {
     }
 }
 
+/// Why a peer's address (its GID) is not one a datagram may be aimed at:
+/// not a unicast host address of this node's fabric (decided by
+/// `roce_fleet::peer_address::admit_address`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddressRefusal {
+    /// `::`, `0.0.0.0`.
+    Unspecified,
+    /// `::1`, `127/8`.
+    Loopback,
+    /// `ff00::/8`, `224/4`.
+    Multicast,
+    /// `255.255.255.255`, or the broadcast address of one of this node's
+    /// port subnets.
+    Broadcast,
+    /// The network address of one of this node's port subnets (IPv6: its
+    /// Subnet-Router anycast address).
+    Network,
+    /// `fe80::/10`, `169.254/16`, without `peer_probes.allow_link_local`.
+    LinkLocal,
+    /// `0/8`, `240/4`, `::/8` outside the IPv4-mapped range, `100::/64`,
+    /// `fec0::/10`.
+    Reserved,
+    /// `192.0.2/24`, `198.51.100/24`, `203.0.113/24`, `2001:db8::/32`,
+    /// `3fff::/20`.
+    Documentation,
+    /// Inside none of this node's port subnets nor of the configured
+    /// fabric networks.
+    OffFabric,
+}
+
+impl AddressRefusal {
+    pub const ALL: [AddressRefusal; 9] = [
+        AddressRefusal::Unspecified,
+        AddressRefusal::Loopback,
+        AddressRefusal::Multicast,
+        AddressRefusal::Broadcast,
+        AddressRefusal::Network,
+        AddressRefusal::LinkLocal,
+        AddressRefusal::Reserved,
+        AddressRefusal::Documentation,
+        AddressRefusal::OffFabric,
+    ];
+
+    /// The label value (`reason`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddressRefusal::Unspecified => "unspecified",
+            AddressRefusal::Loopback => "loopback",
+            AddressRefusal::Multicast => "multicast",
+            AddressRefusal::Broadcast => "broadcast",
+            AddressRefusal::Network => "network",
+            AddressRefusal::LinkLocal => "link_local",
+            AddressRefusal::Reserved => "reserved",
+            AddressRefusal::Documentation => "documentation",
+            AddressRefusal::OffFabric => "off_fabric",
+        }
+    }
+}
+
 /// Why an endpoint (or a whole document) was refused: the `reason` label
 /// of `roce_peer_probe_endpoints_refused_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -74,12 +133,11 @@ pub enum Refusal {
     /// The endpoints of one peer name several nodes, or a node other than
     /// the peer's host name.
     NodeMismatch,
-    /// The node is already claimed by another peer address.
+    /// The node is held by another peer address, and this claim proves
+    /// nothing the holder's does not (both are reported).
     NodeClaimed,
-    /// Not a unicast GID this node may aim at: multicast, unspecified,
-    /// loopback, link-local, an IPv4-mapped loopback, broadcast,
-    /// multicast or unspecified address.
-    Gid,
+    /// The GID is not a unicast host address of this node's fabric.
+    Address(AddressRefusal),
     /// A QPN outside 2..=0xFFFFFF (0 and 1 are the QP0/QP1 special QPs,
     /// QPNs are 24 bits).
     Qpn,
@@ -93,23 +151,42 @@ pub enum Refusal {
     /// Off every rail this node knows: outside the configured rail
     /// networks, or a `subnet` claim that does not hold its own GID.
     OffRail,
-    /// More endpoints than one peer may have ([`MAX_ENDPOINTS_PER_PEER`]),
-    /// or than one answer ([`MAX_FLEET_ENDPOINTS`]).
+    /// A responder of another peer-probe wire version (an exporter of
+    /// another release: a mixed-version fleet); never probed, as it would
+    /// not answer.
+    WireVersion,
+    /// More endpoints than one peer may have (64), or than one answer
+    /// (100,000): the whole document, or the series past the bound.
     TooMany,
     /// A Prometheus series whose labels do not make an endpoint.
     Malformed,
 }
 
+impl From<AddressRefusal> for Refusal {
+    fn from(r: AddressRefusal) -> Refusal {
+        Refusal::Address(r)
+    }
+}
+
 impl Refusal {
-    pub const ALL: [Refusal; 10] = [
+    pub const ALL: [Refusal; 19] = [
         Refusal::NodeMismatch,
         Refusal::NodeClaimed,
-        Refusal::Gid,
+        Refusal::Address(AddressRefusal::Unspecified),
+        Refusal::Address(AddressRefusal::Loopback),
+        Refusal::Address(AddressRefusal::Multicast),
+        Refusal::Address(AddressRefusal::Broadcast),
+        Refusal::Address(AddressRefusal::Network),
+        Refusal::Address(AddressRefusal::LinkLocal),
+        Refusal::Address(AddressRefusal::Reserved),
+        Refusal::Address(AddressRefusal::Documentation),
+        Refusal::Address(AddressRefusal::OffFabric),
         Refusal::Qpn,
         Refusal::Qkey,
         Refusal::Mtu,
         Refusal::Name,
         Refusal::OffRail,
+        Refusal::WireVersion,
         Refusal::TooMany,
         Refusal::Malformed,
     ];
@@ -118,16 +195,31 @@ impl Refusal {
         match self {
             Refusal::NodeMismatch => "node_mismatch",
             Refusal::NodeClaimed => "node_claimed",
-            Refusal::Gid => "gid",
+            Refusal::Address(a) => a.as_str(),
             Refusal::Qpn => "qpn",
             Refusal::Qkey => "qkey",
             Refusal::Mtu => "mtu",
             Refusal::Name => "name",
             Refusal::OffRail => "off_rail",
+            Refusal::WireVersion => "wire_version",
             Refusal::TooMany => "too_many",
             Refusal::Malformed => "malformed",
         }
     }
+}
+
+/// Two peer addresses that claim one node: the one that holds it (probed)
+/// and the one refused, each with what proves its claim.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeConflict {
+    pub node: String,
+    /// The address holding the node (`host:port` as listed, or the
+    /// Prometheus instance).
+    pub holder: String,
+    pub holder_proof: &'static str,
+    /// The address whose claim was refused.
+    pub claimant: String,
+    pub claimant_proof: &'static str,
 }
 
 /// How endpoints are found: the `mode` label.
@@ -202,4 +294,10 @@ pub struct PeerDiscovery {
     /// be read, a name that does not resolve), each with its kind: the
     /// collector reports them every sample until a refresh without them.
     pub list_errors: Vec<roce_host::HostError>,
+    /// Nodes claimed by two peer addresses now (at most 16 reported).
+    pub conflicts: Vec<NodeConflict>,
+    /// This node has not yet tried every listed peer's endpoints once (its
+    /// first walk): peers probing it may be unknown to it, and its
+    /// endpoints document says so (`learning`).
+    pub learning: bool,
 }

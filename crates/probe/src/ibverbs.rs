@@ -8,7 +8,10 @@
 //! QPs (requester A, responder B) connected through the port's GID. A
 //! round is a receive on B, then on A an RDMA WRITE of the payload into
 //! B's half and a SEND of the tag; RC ordering makes the WRITE visible
-//! before the SEND's receive completes.
+//! before the SEND's receive completes. The CQ delivers to a completion
+//! channel: a round waits for its completions in `poll(2)` on the
+//! channel's descriptor up to its deadline (`wait`), never by polling in
+//! a loop, so a port whose probes time out costs no CPU meanwhile.
 #![allow(unsafe_code)]
 
 use std::error::Error as _;
@@ -19,7 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
-use sideway::ibverbs::completion::{BasicCompletionQueue, PollCompletionQueueError};
+use sideway::ibverbs::completion::{
+    BasicCompletionQueue, CompletionChannel, PollCompletionQueueError,
+};
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::{
     DeviceContext, LinkLayer as VerbsLinkLayer, Mtu, PortAttr, PortState,
@@ -228,6 +233,8 @@ pub struct IbSession {
     qp_a: Isolated<BasicQueuePair>,
     qp_b: Isolated<BasicQueuePair>,
     cq: Isolated<Arc<BasicCompletionQueue>>,
+    /// The CQ's completion events (after the CQ: it is destroyed first).
+    channel: Isolated<Arc<CompletionChannel>>,
     mr: Arc<MemoryRegion>,
     buf: RegisteredBuffer,
     _pd: Arc<ProtectionDomain>,
@@ -313,7 +320,7 @@ impl IbSession {
         let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
         // The buffer is bound before the MR: an error below drops the MR first.
         let (buf, mr) = register_buffer(&pd, buffer_len, access)?;
-        let (cq, mut qp_a, mut qp_b) = loopback_qps(&ctx, &pd)?;
+        let (channel, cq, mut qp_a, mut qp_b) = loopback_qps(&ctx, &pd)?;
 
         let path = qp_path(target, mtu_bytes(port_attr.active_mtu()));
         let link = Link {
@@ -333,6 +340,7 @@ impl IbSession {
             qp_a,
             qp_b,
             cq,
+            channel,
             mr,
             buf,
             _pd: pd,
@@ -408,20 +416,29 @@ fn register_buffer(
     Ok((buf, mr))
 }
 
-/// The QP pair sharing one CQ.
+/// The QP pair sharing one CQ, and the CQ's completion channel.
 type LoopbackQps = (
+    Isolated<Arc<CompletionChannel>>,
     Isolated<Arc<BasicCompletionQueue>>,
     Isolated<BasicQueuePair>,
     Isolated<BasicQueuePair>,
 );
 
-/// One CQ and two RC QPs (requester, responder) on it, in RESET.
+/// A completion channel (non-blocking), one CQ on it and two RC QPs
+/// (requester, responder) on the CQ, in RESET.
 fn loopback_qps(
     ctx: &Arc<DeviceContext>,
     pd: &Arc<ProtectionDomain>,
 ) -> Result<LoopbackQps, Failure> {
+    let channel = Isolated::new(
+        ctx.create_comp_channel()
+            .map_err(|e| fail(Reason::CreateCq, "ibv_create_comp_channel", &e))?,
+    );
+    channel
+        .set_nonblocking(true)
+        .map_err(|e| fail(Reason::CreateCq, "O_NONBLOCK on the completion channel", &e))?;
     let mut cq_builder = ctx.create_cq_builder();
-    cq_builder.setup_cqe(8);
+    cq_builder.setup_cqe(8).setup_comp_channel(&channel, 0);
     // Wrapped as soon as created: an error below drops them too.
     let cq = Isolated::new(
         cq_builder
@@ -446,7 +463,7 @@ fn loopback_qps(
             .build()
             .map_err(|e| fail(Reason::CreateQp, "ibv_create_qp (responder)", &e))?,
     );
-    Ok((cq, qp_a, qp_b))
+    Ok((channel, cq, qp_a, qp_b))
 }
 
 /// How the two QPs of a session reach each other through the port.
@@ -580,13 +597,13 @@ impl Session for IbSession {
             .map_err(|e| fail(Reason::PostSend, "ibv_post_send", &e))?;
 
         // Three completions: the WRITE and the SEND on A (acknowledged by
-        // B), the receive on B. Spin briefly (a hardware loopback answers in
-        // µs), then sleep in short steps up to the timeout.
+        // B), the receive on B. Arm, drain, then sleep on the channel up to
+        // the deadline.
         let deadline = started + timeout;
         let mut rtt = None;
         let mut pending = 3u32;
-        let mut spins = 0u32;
         while pending > 0 {
+            let armed = wait::arm(&self.cq);
             match self.cq.start_poll() {
                 Ok(poller) => {
                     for wc in poller {
@@ -626,12 +643,7 @@ impl Session for IbSession {
                     ),
                 ));
             }
-            spins += 1;
-            if spins < 2000 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
+            wait::sleep(&self.channel, deadline, armed);
         }
         let tag_bytes = self.buf.read(TAG_DST, TAG_LEN);
         let landed_tag = <[u8; 4]>::try_from(tag_bytes.as_slice())
@@ -644,6 +656,8 @@ impl Session for IbSession {
         })
     }
 }
+
+mod wait;
 
 #[cfg(test)]
 mod tests;

@@ -111,6 +111,20 @@ pub struct Endpoint {
     /// whose history starts afresh. 0 in version 1 documents (unknown).
     #[serde(default)]
     pub incarnation: u64,
+    /// The peer-probe wire version the responder speaks
+    /// ([`crate::peer_wire::WIRE_VERSION`]); absent in the documents of
+    /// exporters before it (version 1, answered by nobody of this one).
+    #[serde(default = "wire_version_1")]
+    pub wire: u8,
+    /// The publishing node has not yet read the endpoints of every peer on
+    /// its list (its first walk over them): it may not know this node yet,
+    /// so its silence is pending, not loss, until it has answered once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub learning: bool,
+}
+
+fn wire_version_1() -> u8 {
+    1
 }
 
 impl Endpoint {
@@ -132,9 +146,14 @@ pub struct Endpoints {
     pub endpoints: Vec<Endpoint>,
 }
 
-/// The version this exporter serves: 2 adds `incarnation`.
-pub const ENDPOINTS_VERSION: u32 = 2;
-/// The oldest version read (its endpoints have incarnation 0, unknown).
+/// The version this exporter serves: 2 adds `incarnation`, 3 `wire` (the
+/// responders speak wire version 2, with cookies) and `learning`.
+/// Exporters before 3 refuse a version 3 document (and say so in their
+/// fetch errors): they would probe in wire version 1, which no responder
+/// of this version answers.
+pub const ENDPOINTS_VERSION: u32 = 3;
+/// The oldest version read (its endpoints have incarnation 0, unknown, and
+/// wire version 1: admission refuses them as `wire_version`).
 pub const ENDPOINTS_MIN_VERSION: u32 = 1;
 
 /// Why an endpoints document was not read.
@@ -146,15 +165,18 @@ pub enum DocumentError {
     Version(u32),
 }
 
-/// Parses a peer's endpoints document, bounded: at most 64 endpoints
-/// (no node has more ports), malformed input an error, never a panic.
+/// Parses a peer's endpoints document; malformed input is an error, never
+/// a panic. Every endpoint is returned (the body is bounded by its
+/// reader), so that admission sees a document with more endpoints than a
+/// node has ports and refuses it whole (`too_many`) instead of taking
+/// its first ones.
 pub fn parse_endpoints(body: &[u8]) -> Result<Vec<Endpoint>, DocumentError> {
     let doc: Endpoints =
         serde_json::from_slice(body).map_err(|e| DocumentError::Malformed(e.to_string()))?;
     if !(ENDPOINTS_MIN_VERSION..=ENDPOINTS_VERSION).contains(&doc.version) {
         return Err(DocumentError::Version(doc.version));
     }
-    Ok(doc.endpoints.into_iter().take(64).collect())
+    Ok(doc.endpoints)
 }
 
 /// A peer port, stable across the peer's restarts.
@@ -218,11 +240,10 @@ pub enum ProbeOutcome {
     /// the round trip less the responder's hold time, and the responder's
     /// incarnation.
     Answered { rtt: Duration, incarnation: u64 },
-    /// No answer within the timeout.
+    /// No answer within the timeout (the prober calls it pending instead
+    /// while the peer says it is still learning its peers and has not
+    /// answered yet: see [`Endpoint::learning`]).
     Lost,
-    /// The responder answered that it does not admit this port (its peer
-    /// list or documents do not name it yet): pending, not lost.
-    NotAdmitted { incarnation: u64 },
     /// No address handle within the timeout (the neighbour did not
     /// resolve): the peer is unreachable from here, counted as lost.
     Unresolved,
@@ -237,12 +258,18 @@ pub enum RttClock {
     /// completion: includes this host's completion handling.
     #[default]
     Host,
+    /// The device's completion timestamps of the probe's send and the
+    /// echo's receive (extended CQs with
+    /// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`, ticks of `hca_core_clock`):
+    /// this host's scheduling is out of it. mlx5 offers them; rxe does not.
+    Device,
 }
 
 impl RttClock {
     pub fn as_str(&self) -> &'static str {
         match self {
             RttClock::Host => "host",
+            RttClock::Device => "device",
         }
     }
 }
@@ -278,9 +305,10 @@ pub trait PeerPort: Send {
     /// Answers pending probes without sending one.
     fn serve(&mut self, responder: &mut Responder, served: &mut Served);
     /// Waits up to `timeout` for datagrams and answers them, returning
-    /// early once some were handled (a port with a completion channel
-    /// sleeps in the kernel meanwhile; this default polls every
-    /// millisecond).
+    /// early once some were handled (the verbs port sleeps in `poll(2)` on
+    /// its completion channel meanwhile; this default, for the fabrics in
+    /// memory of the tests, answers what is there and waits a millisecond
+    /// at most).
     fn idle(&mut self, timeout: Duration, responder: &mut Responder, served: &mut Served) {
         self.serve(responder, served);
         std::thread::sleep(timeout.min(Duration::from_millis(1)));
@@ -321,10 +349,11 @@ pub struct PairStats {
     /// judge (cumulative counters say nothing about now).
     pub recent_small: Recent,
     pub recent_large: Recent,
-    /// Probes the responder answered "not admitted" (pending, not sent
-    /// or lost in the counts above).
+    /// Probes left unanswered while the peer said it was still learning
+    /// its peers and had not answered this port yet (pending: not sent or
+    /// lost in the counts above).
     pub pending: u64,
-    /// Whether the latest answer was "not admitted".
+    /// Whether the latest small probe was pending.
     pub last_pending: bool,
     /// Probes lost because no address handle resolved in time (counted in
     /// `small`/`large` as lost too).
@@ -403,7 +432,7 @@ pub struct PortStats {
     pub peers: BTreeMap<PeerKey, PairStats>,
     /// Matching peers (on the rail) known now.
     pub peers_known: usize,
-    /// Probes answered "not admitted", all pairs.
+    /// Probes pending (see [`PairStats::pending`]), all pairs.
     pub pending: u64,
     /// The clock of the round trips.
     pub clock: RttClock,
@@ -445,18 +474,13 @@ pub fn choose(
         return (Vec::new(), cursor, false);
     }
     let k = sample.min(n);
-    let mut chosen: Vec<Endpoint> = peers
-        .iter()
-        .filter(|p| stats.get(&p.key()).is_some_and(|s| s.suspect_rounds > 0))
-        .take(k.div_ceil(2))
-        .cloned()
-        .collect();
+    let mut chosen = suspects(peers, k.div_ceil(2), stats);
     let mut cursor = cursor % n;
     let mut looked = 0;
     let mut wrapped = false;
     while chosen.len() < k && looked < n {
         if let Some(p) = peers.get(cursor) {
-            if !chosen.iter().any(|c| c.key() == p.key()) {
+            if !chosen.iter().any(|c| same_port(c, p)) {
                 chosen.push(p.clone());
             }
         }
@@ -465,6 +489,35 @@ pub fn choose(
         looked += 1;
     }
     (chosen, cursor, wrapped)
+}
+
+/// At most `n` of `peers` whose pairs are suspects, in the peers' order.
+/// Looks up the (few) suspect keys without building a key per peer: a
+/// round over 10,000 peers allocates nothing here.
+pub fn suspects(
+    peers: &[Endpoint],
+    n: usize,
+    stats: &BTreeMap<PeerKey, PairStats>,
+) -> Vec<Endpoint> {
+    let wanted: std::collections::BTreeSet<(&str, &str, u8)> = stats
+        .iter()
+        .filter(|(_, s)| s.suspect_rounds > 0)
+        .map(|(k, _)| (k.node.as_str(), k.device.as_str(), k.port))
+        .collect();
+    if wanted.is_empty() || n == 0 {
+        return Vec::new();
+    }
+    peers
+        .iter()
+        .filter(|p| wanted.contains(&(p.node.as_str(), p.device.as_str(), p.port)))
+        .take(n)
+        .cloned()
+        .collect()
+}
+
+/// Whether two endpoints are the same peer port ([`Endpoint::key`]).
+fn same_port(a: &Endpoint, b: &Endpoint) -> bool {
+    a.node == b.node && a.device == b.device && a.port == b.port
 }
 
 /// Spacing between probes of one port so that `packets_per_second` (capped

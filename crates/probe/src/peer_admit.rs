@@ -1,58 +1,111 @@
-//! Whom a responder answers, and how often: the admitted senders (the
-//! responders of the configured peers on this port's rail, as their
-//! endpoint documents name them), each answered at most
-//! [`ANSWERS_PER_SECOND`] (token bucket), and anyone else told "not
-//! admitted" at most [`NOT_ADMITTED_PER_SECOND`] in all. Everything not
-//! answered is counted by [`DatagramRefusal`].
+//! Whom a responder answers, and how often, and the cookies that prove a
+//! prober receives where it claims to.
 //!
-//! The bounds make the responder useless as a weapon: a flood naming an
-//! admitted sender gets at most that sender's rate back, a flood naming
-//! anyone else at most the small global rate, each answer no larger than
-//! the datagram that asked for it.
+//! A datagram's sender (its GID from the GRH, its QPN from the completion)
+//! is a claim: anyone on the fabric can write any of them. So a responder
+//! answers in three steps, each counted when it refuses
+//! ([`DatagramRefusal`]):
+//! - **admitted**: the sender must be one of the responders this port
+//!   probes itself (the peers on its rail, as their endpoint documents or
+//!   the fleet's Prometheus name them). Anyone else is never answered, so
+//!   no datagram ever goes to an address outside that set;
+//! - **proven**: the probe must carry the cookie this responder gives that
+//!   (GID, QPN), its keyed hash ([`CookieSecret`], HMAC-SHA256 under a
+//!   random key of this port, as DNS cookies and QUIC's retry token do).
+//!   Only the receiver at that address gets the cookie, so only it can
+//!   send proven probes. An admitted sender without a valid cookie gets a
+//!   challenge carrying it (the 40-byte header, smaller than any probe)
+//!   within [`CHALLENGES_PER_SECOND`] for all senders together, and
+//!   nothing else: it keeps no state here;
+//! - **within budget**: each proven sender at most
+//!   [`ANSWERS_PER_SECOND`], and the responder at most
+//!   [`TOTAL_ECHOES_PER_SECOND`] and [`TOTAL_ECHO_BYTES_PER_SECOND`] for
+//!   all of them together.
+//!
+//! So forged probes in a peer's name reach neither that peer's budget
+//! (only its proven probes spend it) nor its address beyond the small
+//! challenge budget, and no set of senders draws more than the total
+//! budget. The same object keeps the cookies the peers' responders gave
+//! this port's prober (its jar), for the peers it probes.
 
 use std::collections::HashMap;
 use std::net::Ipv6Addr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::peer::MAX_PACKETS_PER_SECOND;
-use crate::peer_wire::{answer_traffic_class, Message, MessageKind};
+use crate::peer_wire::{answer_traffic_class, Foreign, Message, MessageKind};
 
-/// Echoes per second one admitted sender (GID, QPN) gets at most: twice
-/// the most a prober port sends ([`MAX_PACKETS_PER_SECOND`]), so jitter
-/// never refuses an honest prober.
+/// Echoes per second one proven sender (GID, QPN) gets at most: twice the
+/// most a prober port sends ([`MAX_PACKETS_PER_SECOND`]), so jitter never
+/// refuses an honest prober.
 pub const ANSWERS_PER_SECOND: f64 = 2.0 * MAX_PACKETS_PER_SECOND;
-/// Echoes one admitted sender may get back to back.
+/// Echoes one proven sender may get back to back.
 pub const ANSWER_BURST: f64 = 20.0;
-/// "Not admitted" replies per second for all senders together.
-pub const NOT_ADMITTED_PER_SECOND: f64 = 5.0;
-/// Token buckets kept at most (one per admitted sender; the admitted set
-/// is bounded by the peer list).
+/// Echoes per second one responder sends at most, all senders together:
+/// ten times the most one prober port sends. On a rail every port probes
+/// as much as it is probed, so a responder receives the configured rate
+/// on average (5/s by default, 50/s at most).
+pub const TOTAL_ECHOES_PER_SECOND: f64 = 10.0 * MAX_PACKETS_PER_SECOND;
+/// Echoes back to back, all senders together.
+pub const TOTAL_ECHO_BURST: f64 = 50.0;
+/// Payload bytes of echoes per second, all senders together (1 MiB/s:
+/// 256 MTU-sized echoes of 4,096 bytes).
+pub const TOTAL_ECHO_BYTES_PER_SECOND: f64 = 1024.0 * 1024.0;
+/// Echo bytes back to back (32 MTU-sized echoes).
+pub const TOTAL_ECHO_BYTE_BURST: f64 = 128.0 * 1024.0;
+/// Challenges per second for all unproven senders together: the only
+/// datagrams an unproven claim draws, each the 40-byte header.
+pub const CHALLENGES_PER_SECOND: f64 = 10.0;
+/// Challenges back to back.
+pub const CHALLENGE_BURST: f64 = 10.0;
+/// The cookie key is replaced this often; cookies of the key before stay
+/// valid one more period, and every echo carries the current cookie, so
+/// probers move over without a challenge.
+pub const COOKIE_ROTATION: Duration = Duration::from_secs(3600);
+/// Per-sender buckets and jar entries kept at most (both are bounded by
+/// the admitted set, itself bounded by the peer list).
 pub const MAX_BUCKETS: usize = 65_536;
 
 /// Why a received datagram got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DatagramRefusal {
-    /// Not a message of this format (no magic, other version or kind,
-    /// too short, no GRH to read the sender from).
+    /// Not a message of this format (no magic, unknown kind, too short, no
+    /// GRH to read the sender from).
     Foreign,
-    /// An echo or "not admitted" that answers no probe in flight (late,
+    /// A peer-probe message of another wire version (an exporter of
+    /// another release: a mixed-version fleet).
+    WireVersion,
+    /// An echo or challenge that answers no probe in flight (late,
     /// duplicated or forged): answers are never answered.
     StrayAnswer,
-    /// An admitted sender above its answer rate.
+    /// A probe from a sender that is not one of this port's peers: never
+    /// answered.
+    NotAdmitted,
+    /// A probe from an admitted sender without a valid cookie, once the
+    /// challenge budget is spent.
+    Unproven,
+    /// A proven sender above its own answer rate.
     RateLimited,
-    /// A sender that is not admitted, above the "not admitted" rate.
-    Unknown,
+    /// A proven probe above the responder's total echo budget (packets or
+    /// bytes per second).
+    TotalBudget,
     /// The answer could not be sent (no address handle for the sender,
     /// every answer slot busy, a failed post).
     AnswerFailed,
 }
 
 impl DatagramRefusal {
-    pub const ALL: [DatagramRefusal; 5] = [
+    pub const ALL: [DatagramRefusal; 8] = [
         DatagramRefusal::Foreign,
+        DatagramRefusal::WireVersion,
         DatagramRefusal::StrayAnswer,
+        DatagramRefusal::NotAdmitted,
+        DatagramRefusal::Unproven,
         DatagramRefusal::RateLimited,
-        DatagramRefusal::Unknown,
+        DatagramRefusal::TotalBudget,
         DatagramRefusal::AnswerFailed,
     ];
 
@@ -60,9 +113,12 @@ impl DatagramRefusal {
     pub fn as_str(&self) -> &'static str {
         match self {
             DatagramRefusal::Foreign => "foreign",
+            DatagramRefusal::WireVersion => "wire_version",
             DatagramRefusal::StrayAnswer => "stray_answer",
+            DatagramRefusal::NotAdmitted => "not_admitted",
+            DatagramRefusal::Unproven => "unproven",
             DatagramRefusal::RateLimited => "rate_limited",
-            DatagramRefusal::Unknown => "unknown_sender",
+            DatagramRefusal::TotalBudget => "total_budget",
             DatagramRefusal::AnswerFailed => "answer_failed",
         }
     }
@@ -75,11 +131,11 @@ impl DatagramRefusal {
 /// What the responder did since it was last asked.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Served {
-    /// Echoes sent to admitted senders.
+    /// Echoes sent to proven senders.
     pub answered: u64,
-    /// "Not admitted" replies sent.
-    pub not_admitted: u64,
-    refused: [u64; 5],
+    /// Challenges sent to admitted senders without a valid cookie.
+    pub challenged: u64,
+    refused: [u64; 8],
 }
 
 impl Served {
@@ -101,7 +157,7 @@ impl Served {
     /// Adds `other`'s counts to these.
     pub fn add(&mut self, other: &Served) {
         self.answered += other.answered;
-        self.not_admitted += other.not_admitted;
+        self.challenged += other.challenged;
         for (a, b) in self.refused.iter_mut().zip(other.refused) {
             *a += b;
         }
@@ -111,11 +167,18 @@ impl Served {
 /// What to do with a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    Echo,
-    NotAdmitted,
+    /// Echo it, carrying the sender's current cookie.
+    Echo {
+        cookie: u64,
+    },
+    /// Challenge the (admitted, unproven) sender with its cookie.
+    Challenge {
+        cookie: u64,
+    },
     Refuse(DatagramRefusal),
 }
 
+/// A token bucket.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     tokens: f64,
@@ -130,26 +193,116 @@ impl Bucket {
         }
     }
 
-    fn take(&mut self, rate: f64, burst: f64, now: Instant) -> bool {
+    /// Refills to `now`; whether `n` tokens are there.
+    fn ready(&mut self, rate: f64, burst: f64, now: Instant, n: f64) -> bool {
         let dt = now.saturating_duration_since(self.at).as_secs_f64();
         self.tokens = (self.tokens + dt * rate).min(burst);
-        self.at = now;
-        if self.tokens >= 1.0 {
+        self.at = now.max(self.at);
+        self.tokens >= n
+    }
+
+    fn take(&mut self, rate: f64, burst: f64, now: Instant) -> bool {
+        let ok = self.ready(rate, burst, now, 1.0);
+        if ok {
             self.tokens -= 1.0;
-            true
-        } else {
-            false
         }
+        ok
     }
 }
 
-/// One port's responder policy and its own incarnation.
+/// The key this port's cookies are made with: random per port, replaced
+/// every [`COOKIE_ROTATION`], the one before still accepted meanwhile.
+pub struct CookieSecret {
+    current: hmac::Key,
+    previous: Option<hmac::Key>,
+    since: Instant,
+}
+
+impl std::fmt::Debug for CookieSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CookieSecret(..)")
+    }
+}
+
+/// A fresh random HMAC-SHA256 key from the system's random source. Should
+/// the source fail (it does not on Linux ≥ 3.17), a key is made from
+/// std's randomly keyed hasher and the clock: weaker, never a fixed key.
+fn random_key() -> hmac::Key {
+    let mut bytes = [0u8; 32];
+    if SystemRandom::new().fill(&mut bytes).is_err() {
+        use std::hash::{BuildHasher, Hasher};
+        for chunk in bytes.chunks_mut(8) {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0),
+            );
+            chunk.copy_from_slice(&h.finish().to_be_bytes());
+        }
+    }
+    hmac::Key::new(hmac::HMAC_SHA256, &bytes)
+}
+
+fn cookie_with(key: &hmac::Key, gid: &Ipv6Addr, qpn: u32) -> u64 {
+    let mut msg = [0u8; 20];
+    msg[..16].copy_from_slice(&gid.octets());
+    msg[16..].copy_from_slice(&qpn.to_be_bytes());
+    let tag = hmac::sign(key, &msg);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&tag.as_ref()[..8]);
+    // 0 means "no cookie" on the wire.
+    u64::from_be_bytes(first).max(1)
+}
+
+impl CookieSecret {
+    pub fn new(now: Instant) -> CookieSecret {
+        CookieSecret {
+            current: random_key(),
+            previous: None,
+            since: now,
+        }
+    }
+
+    /// Replaces the key once it is [`COOKIE_ROTATION`] old.
+    pub fn rotate(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.since) >= COOKIE_ROTATION {
+            self.previous = Some(std::mem::replace(&mut self.current, random_key()));
+            self.since = now;
+        }
+    }
+
+    /// The current cookie of (`gid`, `qpn`).
+    pub fn cookie(&self, gid: &Ipv6Addr, qpn: u32) -> u64 {
+        cookie_with(&self.current, gid, qpn)
+    }
+
+    /// Whether `cookie` is (`gid`, `qpn`)'s, under this key or the one before.
+    pub fn verify(&self, gid: &Ipv6Addr, qpn: u32, cookie: u64) -> bool {
+        cookie != 0
+            && (cookie == self.cookie(gid, qpn)
+                || self
+                    .previous
+                    .as_ref()
+                    .is_some_and(|k| cookie == cookie_with(k, gid, qpn)))
+    }
+}
+
+/// One port's responder policy, its own incarnation, and the cookies its
+/// prober holds from the peers it probes.
 #[derive(Debug)]
 pub struct Responder {
     incarnation: u64,
     admitted: Vec<(Ipv6Addr, u32)>,
-    buckets: HashMap<(Ipv6Addr, u32), Bucket>,
-    not_admitted: Bucket,
+    secret: CookieSecret,
+    /// Per proven sender (an entry is made by a valid cookie only).
+    proven: HashMap<(Ipv6Addr, u32), Bucket>,
+    total: Bucket,
+    bytes: Bucket,
+    challenges: Bucket,
+    /// Cookies the admitted peers' responders gave this port's prober.
+    jar: HashMap<(Ipv6Addr, u32), u64>,
 }
 
 impl Responder {
@@ -157,8 +310,12 @@ impl Responder {
         Responder {
             incarnation,
             admitted: Vec::new(),
-            buckets: HashMap::new(),
-            not_admitted: Bucket::full(NOT_ADMITTED_PER_SECOND, now),
+            secret: CookieSecret::new(now),
+            proven: HashMap::new(),
+            total: Bucket::full(TOTAL_ECHO_BURST, now),
+            bytes: Bucket::full(TOTAL_ECHO_BYTE_BURST, now),
+            challenges: Bucket::full(CHALLENGE_BURST, now),
+            jar: HashMap::new(),
         }
     }
 
@@ -167,15 +324,16 @@ impl Responder {
         self.incarnation
     }
 
-    /// Replaces the admitted senders; the buckets of those kept stay (a
-    /// refresh of the peer list does not reset anyone's rate).
+    /// Replaces the admitted senders; the budgets and cookies of those kept
+    /// stay (a refresh of the peer list resets no one's rate).
     pub fn set_admitted(&mut self, mut senders: Vec<(Ipv6Addr, u32)>) {
         senders.sort();
         senders.dedup();
         if senders == self.admitted {
             return;
         }
-        self.buckets.retain(|k, _| senders.binary_search(k).is_ok());
+        self.proven.retain(|k, _| senders.binary_search(k).is_ok());
+        self.jar.retain(|k, _| senders.binary_search(k).is_ok());
         self.admitted = senders;
     }
 
@@ -184,28 +342,80 @@ impl Responder {
         self.admitted.binary_search(&(*gid, qpn)).is_ok()
     }
 
-    /// The answer a probe from (`gid`, `qpn`) gets at `now`.
-    pub fn admit(&mut self, gid: &Ipv6Addr, qpn: u32, now: Instant) -> Verdict {
-        if self.is_admitted(gid, qpn) {
-            if self.buckets.len() >= MAX_BUCKETS && !self.buckets.contains_key(&(*gid, qpn)) {
-                return Verdict::Refuse(DatagramRefusal::RateLimited);
-            }
-            let b = self
-                .buckets
-                .entry((*gid, qpn))
-                .or_insert_with(|| Bucket::full(ANSWER_BURST, now));
-            if b.take(ANSWERS_PER_SECOND, ANSWER_BURST, now) {
-                Verdict::Echo
+    /// The answer a probe of `size` bytes from (`gid`, `qpn`) carrying
+    /// `cookie` gets at `now`.
+    pub fn admit(
+        &mut self,
+        gid: &Ipv6Addr,
+        qpn: u32,
+        cookie: u64,
+        size: usize,
+        now: Instant,
+    ) -> Verdict {
+        if !self.is_admitted(gid, qpn) {
+            return Verdict::Refuse(DatagramRefusal::NotAdmitted);
+        }
+        self.secret.rotate(now);
+        if !self.secret.verify(gid, qpn, cookie) {
+            return if self
+                .challenges
+                .take(CHALLENGES_PER_SECOND, CHALLENGE_BURST, now)
+            {
+                Verdict::Challenge {
+                    cookie: self.secret.cookie(gid, qpn),
+                }
             } else {
-                Verdict::Refuse(DatagramRefusal::RateLimited)
-            }
-        } else if self
-            .not_admitted
-            .take(NOT_ADMITTED_PER_SECOND, NOT_ADMITTED_PER_SECOND, now)
+                Verdict::Refuse(DatagramRefusal::Unproven)
+            };
+        }
+        let key = (*gid, qpn);
+        if self.proven.len() >= MAX_BUCKETS && !self.proven.contains_key(&key) {
+            return Verdict::Refuse(DatagramRefusal::RateLimited);
+        }
+        let own = self
+            .proven
+            .entry(key)
+            .or_insert_with(|| Bucket::full(ANSWER_BURST, now));
+        if !own.ready(ANSWERS_PER_SECOND, ANSWER_BURST, now, 1.0) {
+            return Verdict::Refuse(DatagramRefusal::RateLimited);
+        }
+        let size = size as f64;
+        if !self
+            .total
+            .ready(TOTAL_ECHOES_PER_SECOND, TOTAL_ECHO_BURST, now, 1.0)
+            || !self.bytes.ready(
+                TOTAL_ECHO_BYTES_PER_SECOND,
+                TOTAL_ECHO_BYTE_BURST,
+                now,
+                size,
+            )
         {
-            Verdict::NotAdmitted
-        } else {
-            Verdict::Refuse(DatagramRefusal::Unknown)
+            return Verdict::Refuse(DatagramRefusal::TotalBudget);
+        }
+        own.tokens -= 1.0;
+        self.total.tokens -= 1.0;
+        self.bytes.tokens -= size;
+        Verdict::Echo {
+            cookie: self.secret.cookie(gid, qpn),
+        }
+    }
+
+    /// The cookie the responder (`gid`, `qpn`) gave this port's prober (0:
+    /// none yet).
+    pub fn cookie_for(&self, gid: &Ipv6Addr, qpn: u32) -> u64 {
+        self.jar.get(&(*gid, qpn)).copied().unwrap_or(0)
+    }
+
+    /// Keeps the cookie an admitted peer's responder gave in an answer to
+    /// this port's probe in flight (the answer matched the probe's nonce,
+    /// sequence and address, so a forger off the path cannot plant one).
+    pub fn keep_cookie(&mut self, gid: &Ipv6Addr, qpn: u32, cookie: u64) {
+        let key = (*gid, qpn);
+        if cookie == 0 || !self.is_admitted(gid, qpn) {
+            return;
+        }
+        if self.jar.len() < MAX_BUCKETS || self.jar.contains_key(&key) {
+            self.jar.insert(key, cookie);
         }
     }
 }
@@ -222,10 +432,10 @@ pub struct InFlight {
 /// What a received datagram asks of its port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handled {
-    /// Send this answer to the sender (an echo or a "not admitted"), with
-    /// this traffic class; the echo's hold time is filled in at the post.
+    /// Send this answer to the sender (an echo or a challenge), with this
+    /// traffic class; the echo's hold time is filled in at the post.
     Answer(Message, u8),
-    /// The answer to the probe in flight.
+    /// The answer to the probe in flight (an echo or a challenge).
     Reply(Message),
     /// Nothing to send (counted in `served`).
     Dropped,
@@ -243,8 +453,9 @@ pub struct Datagram<'a> {
 }
 
 /// Decides what a port does with datagram `d`: a probe is answered as
-/// `responder` admits it, the answer to `in_flight` ends the wait, and
-/// everything else (foreign datagrams, stray answers, refused probes) is
+/// `responder` admits it, the answer to `in_flight` ends the wait (or
+/// brings the cookie to probe with), and everything else (foreign
+/// datagrams, other wire versions, stray answers, refused probes) is
 /// counted in `served` and dropped. An answer is never answered.
 pub fn handle(
     d: &Datagram,
@@ -256,6 +467,10 @@ pub fn handle(
     let (gid, qpn) = (&d.gid, d.qpn);
     let msg = match Message::decode(d.payload) {
         Ok(m) => m,
+        Err(Foreign::Version(_)) => {
+            served.refuse(DatagramRefusal::WireVersion);
+            return Handled::Dropped;
+        }
         Err(_) => {
             served.refuse(DatagramRefusal::Foreign);
             return Handled::Dropped;
@@ -263,15 +478,15 @@ pub fn handle(
     };
     match msg.kind {
         MessageKind::Probe => {
-            let admitted = match responder.admit(gid, qpn, now) {
-                Verdict::Echo => true,
-                Verdict::NotAdmitted => false,
+            let answer = match responder.admit(gid, qpn, msg.cookie, d.payload.len(), now) {
+                Verdict::Echo { cookie } => msg.echo(responder.incarnation(), 0, cookie),
+                Verdict::Challenge { cookie } => msg.challenge(responder.incarnation(), cookie),
                 Verdict::Refuse(why) => {
                     served.refuse(why);
                     return Handled::Dropped;
                 }
             };
-            match msg.answer(admitted, responder.incarnation(), 0) {
+            match answer {
                 Some(a) => Handled::Answer(a, answer_traffic_class(d.traffic_class)),
                 None => {
                     served.refuse(DatagramRefusal::Foreign);
@@ -279,7 +494,7 @@ pub fn handle(
                 }
             }
         }
-        MessageKind::Echo | MessageKind::NotAdmitted => match in_flight {
+        MessageKind::Echo | MessageKind::Challenge => match in_flight {
             Some(f)
                 if f.nonce == msg.nonce && f.seq == msg.seq && f.gid == *gid && f.qpn == qpn =>
             {
@@ -294,238 +509,4 @@ pub fn handle(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn gid(last: u8) -> Ipv6Addr {
-        std::net::Ipv4Addr::new(10, 0, 1, last).to_ipv6_mapped()
-    }
-
-    #[test]
-    fn an_admitted_sender_is_answered_up_to_its_rate() {
-        let t0 = Instant::now();
-        let mut r = Responder::new(1, t0);
-        r.set_admitted(vec![(gid(2), 17)]);
-        // A flood of 1,000 probes in one instant: the burst is answered.
-        let echoes = (0..1000)
-            .filter(|_| r.admit(&gid(2), 17, t0) == Verdict::Echo)
-            .count();
-        assert_eq!(echoes, ANSWER_BURST as usize);
-        // Over 10 s at 1,000/s: at most the rate (plus the burst).
-        let mut answered = 0;
-        for i in 0..10_000u64 {
-            let now = t0 + Duration::from_millis(i);
-            if r.admit(&gid(2), 17, now) == Verdict::Echo {
-                answered += 1;
-            }
-        }
-        assert!(
-            answered <= (10.0 * ANSWERS_PER_SECOND) as usize + 1,
-            "{answered}"
-        );
-        assert!(
-            answered >= (9.0 * ANSWERS_PER_SECOND) as usize,
-            "{answered}"
-        );
-        // An honest prober at the most a port sends is never refused.
-        let mut r = Responder::new(1, t0);
-        r.set_admitted(vec![(gid(2), 17)]);
-        let step = Duration::from_secs_f64(1.0 / MAX_PACKETS_PER_SECOND);
-        assert!((0..2000u32).all(|i| r.admit(&gid(2), 17, t0 + step * i) == Verdict::Echo));
-    }
-
-    #[test]
-    fn strangers_get_a_few_not_admitted_replies_in_all() {
-        let t0 = Instant::now();
-        let mut r = Responder::new(1, t0);
-        r.set_admitted(vec![(gid(2), 17)]);
-        let mut nacks = 0;
-        for i in 0..10_000u64 {
-            // Each datagram names another sender, as a forger would.
-            let g = gid((i % 250) as u8);
-            if r.admit(&g, 1000 + i as u32, t0 + Duration::from_millis(i)) == Verdict::NotAdmitted {
-                nacks += 1;
-            }
-        }
-        assert!(
-            nacks <= (10.0 * NOT_ADMITTED_PER_SECOND) as usize + 5,
-            "{nacks}"
-        );
-        // The known QPN of a known GID is still answered, another QPN not.
-        assert_eq!(r.admit(&gid(2), 17, t0), Verdict::Echo);
-        assert_ne!(r.admit(&gid(2), 18, t0), Verdict::Echo);
-    }
-
-    #[test]
-    fn a_new_peer_list_keeps_the_rate_of_senders_that_stay() {
-        let t0 = Instant::now();
-        let mut r = Responder::new(1, t0);
-        r.set_admitted(vec![(gid(2), 17), (gid(3), 18)]);
-        while r.admit(&gid(2), 17, t0) == Verdict::Echo {}
-        r.set_admitted(vec![(gid(3), 18), (gid(2), 17)]);
-        assert_eq!(
-            r.admit(&gid(2), 17, t0),
-            Verdict::Refuse(DatagramRefusal::RateLimited)
-        );
-        r.set_admitted(vec![(gid(3), 18)]);
-        assert!(!r.is_admitted(&gid(2), 17));
-    }
-
-    /// Two responders that admit each other, joined by a wire that
-    /// delivers every answer: what a forged probe starts.
-    fn exchange(forged: &[u8], steps: usize) -> (usize, Served, Served) {
-        let t0 = Instant::now();
-        let (ga, gb) = (gid(1), gid(2));
-        let mut a = Responder::new(0xa, t0);
-        let mut b = Responder::new(0xb, t0);
-        a.set_admitted(vec![(gb, 20)]);
-        b.set_admitted(vec![(ga, 10)]);
-        let (mut sa, mut sb) = (Served::default(), Served::default());
-        // (to A?, payload, sender gid, sender qpn)
-        let mut wire: Vec<(bool, Vec<u8>, Ipv6Addr, u32)> = vec![(true, forged.to_vec(), gb, 20)];
-        let mut carried = 0;
-        for step in 0..steps {
-            let Some((to_a, payload, g, q)) = wire.pop() else {
-                break;
-            };
-            carried += 1;
-            let now = t0 + Duration::from_millis(step as u64);
-            let d = Datagram {
-                payload: &payload,
-                gid: g,
-                qpn: q,
-                traffic_class: 106,
-            };
-            let (resp, served, me) = if to_a {
-                (&mut a, &mut sa, (ga, 10))
-            } else {
-                (&mut b, &mut sb, (gb, 20))
-            };
-            if let Handled::Answer(m, _) = handle(&d, None, resp, now, served) {
-                wire.push((!to_a, m.encode(payload.len()), me.0, me.1));
-            }
-        }
-        (carried, sa, sb)
-    }
-
-    #[test]
-    fn a_forged_probe_naming_a_peer_starts_one_echo_never_a_loop() {
-        // A probe "from B" with a nonce neither owns: A echoes it to B,
-        // and B drops the echo (an answer is never answered).
-        let forged = Message::probe(0x5eed_f00d, 1, 0x99).encode(64);
-        let (carried, sa, sb) = exchange(&forged, 100_000);
-        assert_eq!(carried, 2, "the forged probe and one echo");
-        assert_eq!(sa.answered + sa.not_admitted + sa.unanswered(), 0);
-        assert_eq!(sb.refused(DatagramRefusal::StrayAnswer), 1);
-        // A forged echo or "not admitted" gets nothing at all.
-        for kind in [MessageKind::Echo, MessageKind::NotAdmitted] {
-            let mut m = Message::probe(1, 1, 1);
-            m.kind = kind;
-            let (carried, sa, _) = exchange(&m.encode(64), 100);
-            assert_eq!(carried, 1);
-            assert_eq!(sa.refused(DatagramRefusal::StrayAnswer), 1);
-        }
-        // The payload format before the type field (nonce, seq, zeros) is
-        // foreign: never answered.
-        let mut old = vec![0u8; 64];
-        old[..4].copy_from_slice(&0x5eed_f00du32.to_be_bytes());
-        let (carried, sa, _) = exchange(&old, 100);
-        assert_eq!(carried, 1);
-        assert_eq!(sa.refused(DatagramRefusal::Foreign), 1);
-    }
-
-    #[test]
-    fn the_answer_to_the_probe_in_flight_ends_the_wait_and_nothing_else_does() {
-        let t0 = Instant::now();
-        let mut r = Responder::new(1, t0);
-        let mut served = Served::default();
-        let f = InFlight {
-            gid: gid(2),
-            qpn: 20,
-            nonce: 7,
-            seq: 3,
-        };
-        let echo = Message {
-            kind: MessageKind::Echo,
-            nonce: 7,
-            seq: 3,
-            incarnation: 9,
-            hold_ns: 1500,
-        };
-        let d = |payload: &[u8], g: Ipv6Addr, q: u32| {
-            let mut out = Served::default();
-            let mut r = Responder::new(1, t0);
-            let h = handle(
-                &Datagram {
-                    payload,
-                    gid: g,
-                    qpn: q,
-                    traffic_class: 0,
-                },
-                Some(&f),
-                &mut r,
-                t0,
-                &mut out,
-            );
-            (h, out)
-        };
-        assert_eq!(d(&echo.encode(64), gid(2), 20).0, Handled::Reply(echo));
-        // From another QPN, with another sequence: stray.
-        assert_eq!(d(&echo.encode(64), gid(2), 21).0, Handled::Dropped);
-        let mut late = echo;
-        late.seq = 2;
-        assert_eq!(d(&late.encode(64), gid(2), 20).0, Handled::Dropped);
-        // A probe meanwhile is answered, with the DSCP it came with.
-        r.set_admitted(vec![(gid(4), 40)]);
-        let probe = Message::probe(55, 1, 4).encode(64);
-        let h = handle(
-            &Datagram {
-                payload: &probe,
-                gid: gid(4),
-                qpn: 40,
-                traffic_class: 107,
-            },
-            Some(&f),
-            &mut r,
-            t0,
-            &mut served,
-        );
-        match h {
-            Handled::Answer(m, tc) => {
-                assert_eq!(
-                    (m.kind, m.nonce, m.incarnation, tc),
-                    (MessageKind::Echo, 55, 1, 106)
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn served_counts_add_up_by_reason() {
-        let mut a = Served::default();
-        a.refuse(DatagramRefusal::Foreign);
-        a.refuse(DatagramRefusal::StrayAnswer);
-        a.answered = 2;
-        let mut total = Served::default();
-        total.add(&a);
-        total.add(&a);
-        assert_eq!(total.answered, 4);
-        assert_eq!(total.refused(DatagramRefusal::Foreign), 2);
-        assert_eq!(total.unanswered(), 4);
-        assert_eq!(
-            DatagramRefusal::ALL
-                .iter()
-                .map(|r| r.as_str())
-                .collect::<Vec<_>>(),
-            [
-                "foreign",
-                "stray_answer",
-                "rate_limited",
-                "unknown_sender",
-                "answer_failed"
-            ]
-        );
-    }
-}
+mod tests;

@@ -9,10 +9,16 @@
 //! thread creates every handle, the port's thread only asks and polls, and
 //! the handles are kept (at most [`MAX_HANDLES`], least recently used
 //! dropped first, never one in use by a send in flight). A key that failed
-//! to resolve is not asked again for [`RETRY_AFTER`].
+//! to resolve is not asked again for [`RETRY_AFTER`]. The resolver signals
+//! each result on an `eventfd` ([`AhCache::wake_fd`]) that the port's
+//! thread waits on in the same `poll(2)` as its completion channel, so a
+//! send waiting for its handle goes out as soon as it is made, without the
+//! port polling for it.
+#![allow(unsafe_code)]
 
 use std::collections::{HashMap, HashSet};
 use std::net::Ipv6Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -68,6 +74,27 @@ pub struct AhCache<F: AhFactory> {
     results: Receiver<(AhKey, Result<F::Handle, i32>)>,
     thread: Option<JoinHandle<()>>,
     tick: u64,
+    /// Readable once the resolver finished something (see the module doc).
+    wake: std::sync::Arc<OwnedFd>,
+}
+
+/// A non-blocking `eventfd`.
+fn eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: plain system call; the descriptor is owned below.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to an eventfd's counter (it is readable while not zero).
+fn signal(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to an eventfd; a full counter
+    // (EAGAIN) still leaves it readable, which is all a signal means.
+    unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }
 
 impl<F: AhFactory> AhCache<F> {
@@ -77,13 +104,17 @@ impl<F: AhFactory> AhCache<F> {
         let (req_tx, req_rx) = mpsc::sync_channel::<AhKey>(QUEUE);
         let (res_tx, res_rx) = mpsc::channel();
         let f = std::sync::Arc::clone(&factory);
+        let wake = std::sync::Arc::new(eventfd()?);
+        let waker = std::sync::Arc::clone(&wake);
         let thread = std::thread::Builder::new()
             .name("peer-probe-ah".into())
             .spawn(move || {
                 for key in req_rx {
                     let r = f.create(&key);
-                    if let Err(mpsc::SendError((_, Ok(h)))) = res_tx.send((key, r)) {
-                        f.destroy(h);
+                    match res_tx.send((key, r)) {
+                        Ok(()) => signal(&waker),
+                        Err(mpsc::SendError((_, Ok(h)))) => f.destroy(h),
+                        Err(_) => {}
                     }
                 }
             })?;
@@ -96,11 +127,22 @@ impl<F: AhFactory> AhCache<F> {
             results: res_rx,
             thread: Some(thread),
             tick: 0,
+            wake,
         })
+    }
+
+    /// The descriptor that is readable once the resolver has finished a
+    /// handle (made or failed) since the last [`AhCache::pump`].
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
     }
 
     /// Takes in what the resolver finished.
     pub fn pump(&mut self, now: Instant) {
+        let mut counter = 0u64;
+        // SAFETY: reads 8 bytes into a live u64 from the non-blocking
+        // eventfd (EAGAIN when nothing was signalled: nothing to clear).
+        unsafe { libc::read(self.wake.as_raw_fd(), (&mut counter as *mut u64).cast(), 8) };
         while let Ok((key, r)) = self.results.try_recv() {
             self.asked.remove(&key);
             match r {
@@ -261,11 +303,41 @@ mod tests {
         loop {
             match c.get(k, Instant::now()) {
                 Lookup::Waiting if Instant::now() < until => {
-                    std::thread::sleep(Duration::from_millis(1))
+                    readable(c.wake_fd(), 100);
                 }
                 other => return other,
             }
         }
+    }
+
+    /// Whether `fd` is readable within `ms`.
+    fn readable(fd: RawFd, ms: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, ms) == 1 }
+    }
+
+    #[test]
+    fn the_resolver_wakes_the_port_when_a_handle_is_made_and_not_before() {
+        let f = Counting {
+            slow: Duration::from_millis(50),
+            ..Counting::default()
+        };
+        let mut c = AhCache::new(f).unwrap();
+        assert!(!readable(c.wake_fd(), 0));
+        assert_eq!(c.get(&key(0xff, 1), Instant::now()), Lookup::Waiting);
+        // The port sleeps in poll(2) until the resolver has an answer.
+        assert!(readable(c.wake_fd(), 5000));
+        assert_eq!(
+            c.get(&key(0xff, 1), Instant::now()),
+            Lookup::Failed(libc::ETIMEDOUT)
+        );
+        // Taken in: not readable again until the next result.
+        assert!(!readable(c.wake_fd(), 0));
     }
 
     #[test]

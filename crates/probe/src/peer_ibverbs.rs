@@ -22,12 +22,21 @@
 //! - the sender of a datagram is its GID (from the GRH, as rdma-core's
 //!   `ibv_init_ah_from_wc` reads it) and its QPN (`src_qp` of the
 //!   completion); what is answered, and how, is [`crate::peer_admit::handle`]:
-//!   a probe from an admitted responder gets an echo of its size, others a
-//!   short "not admitted" at a small global rate, answers are never
-//!   answered, anything else is dropped and counted;
+//!   a proven probe of an admitted responder gets an echo of its size, an
+//!   admitted one without its cookie a challenge within a small total
+//!   budget, anyone else nothing; answers are never answered, anything
+//!   else is dropped and counted;
 //! - an answer leaves with the DSCP its probe arrived with, and carries
 //!   this node's hold time (receive completion to post), which the prober
-//!   subtracts from its round trip.
+//!   subtracts from its round trip;
+//! - the port's thread waits on events only: both CQs deliver to one
+//!   completion channel (`ibv_req_notify_cq`), whose descriptor sits in one
+//!   `poll(2)` with the address-handle resolver's `eventfd` and the
+//!   deadline of what it waits for (an echo, a handle, the gap before the
+//!   next probe); a lost probe costs a sleep in the kernel, not a core;
+//! - round trips are taken on the device's completion timestamps where the
+//!   device keeps a clock (`cq`), on the host's clock otherwise, and the
+//!   port says which ([`crate::peer::RttClock`]).
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
@@ -48,7 +57,7 @@ use rdma_mummy_sys::{
 };
 
 use crate::peer::{
-    flow_label, Endpoint, PeerPort, PeerVerbs, Probe, ProbeOutcome, Responder, Served,
+    flow_label, Endpoint, PeerPort, PeerVerbs, Probe, ProbeOutcome, Responder, RttClock, Served,
     DEFAULT_FLOW_LABELS, GRH_LEN, QKEY,
 };
 use crate::peer_admit::{handle, Datagram, DatagramRefusal, Handled, InFlight};
@@ -57,9 +66,12 @@ use crate::peer_wire::{grh_traffic_class, Message, MessageKind, HEADER_LEN};
 use crate::verbs::OpenError;
 use crate::{Failure, Reason};
 
-/// Receive buffers kept posted: a burst of this many probes from peers
-/// between two polls is answered; more are dropped by the HCA (no RNR on UD).
-const RECV_SLOTS: usize = 16;
+/// Receive buffers kept posted: a burst of this many datagrams between
+/// two wake-ups of the port's thread is taken in (a flood of forged
+/// probes included, so that peers' probes among them still find a
+/// buffer); more are dropped by the HCA (no RNR on UD). 128 slots of 4 KiB
+/// lock ≈ 530 KiB per port.
+const RECV_SLOTS: usize = 128;
 /// Sends in flight at once (a probe and the answers of one poll).
 const SEND_SLOTS: usize = 4;
 /// Largest payload received: the largest IB MTU (a UD message is one packet).
@@ -173,8 +185,10 @@ impl PeerVerbs for IbPeerVerbs {
             pd: ptr::null_mut(),
             channel: ptr::null_mut(),
             mr: ptr::null_mut(),
-            send_cq: ptr::null_mut(),
-            recv_cq: ptr::null_mut(),
+            send_cq: Cq::Plain(ptr::null_mut()),
+            recv_cq: Cq::Plain(ptr::null_mut()),
+            clock: None,
+            sent_ts: None,
             sends: 0,
             qp: ptr::null_mut(),
             buf: SlotBuffer::new((RECV_SLOTS + SEND_SLOTS) * SLOT),
@@ -296,17 +310,21 @@ impl Drop for SlotBuffer {
 pub struct UdPort {
     ctx: *mut ibv_context,
     pd: *mut ibv_pd,
-    /// Completion events of the CQ: an idle port sleeps in `poll(2)` on
-    /// its descriptor and wakes when a datagram arrives, so a peer's probe
-    /// is answered at once without spinning a core.
+    /// Completion events of both CQs: the port sleeps in `poll(2)` on its
+    /// descriptor and wakes when a datagram arrives or a send completes,
+    /// so a peer's probe is answered at once without spinning a core.
     channel: *mut ibv_comp_channel,
     mr: *mut ibv_mr,
-    /// Send completions (polled, never waited for: they only free a slot).
-    send_cq: *mut ibv_cq,
-    /// Receive completions, with the completion channel: what wakes an
-    /// idle port. Apart from the sends' so that freeing a send slot never
-    /// consumes a received datagram.
-    recv_cq: *mut ibv_cq,
+    /// Send completions: they free a slot, and give the probe's send
+    /// timestamp where the device keeps a clock.
+    send_cq: Cq,
+    /// Receive completions. Apart from the sends' so that freeing a send
+    /// slot never consumes a received datagram.
+    recv_cq: Cq,
+    /// The device's clock, where both CQs carry its timestamps.
+    clock: Option<DeviceClock>,
+    /// The send completion timestamp of the latest probe: (`wr_id`, ticks).
+    sent_ts: Option<(u64, u64)>,
     /// Sends posted so far: part of each send's `wr_id`, so that a
     /// completion names its send, not only its (reused) slot.
     sends: u64,
@@ -345,11 +363,8 @@ impl Drop for UdPort {
             if let Some(mut ahs) = self.ahs.take() {
                 ahs.shutdown();
             }
-            for cq in [self.send_cq, self.recv_cq] {
-                if !cq.is_null() {
-                    ibv_destroy_cq(cq);
-                }
-            }
+            self.send_cq.destroy();
+            self.recv_cq.destroy();
             if !self.channel.is_null() {
                 ibv_destroy_comp_channel(self.channel);
             }
@@ -376,11 +391,15 @@ fn mtu_bytes(mtu: ibv_mtu::Type) -> u32 {
     }
 }
 
+mod cq;
 mod datapath;
 mod headers;
 mod setup;
+mod wait;
 
-pub use headers::{ipv4_prefix_len, sender_gid};
+use cq::{Completion, Cq, DeviceClock};
+
+pub use headers::{ip_prefix_len, ipv4_prefix_len, sender_gid};
 
 #[cfg(test)]
 mod tests {
@@ -442,5 +461,8 @@ mod tests {
     fn loopback_has_its_prefix_and_unknown_addresses_none() {
         assert_eq!(ipv4_prefix_len(Ipv4Addr::LOCALHOST), Some(8));
         assert_eq!(ipv4_prefix_len(Ipv4Addr::new(192, 0, 2, 123)), None);
+        // ::1 is /128 where the host has IPv6 on lo (not every container).
+        let v6 = ip_prefix_len(std::net::IpAddr::V6(Ipv6Addr::LOCALHOST));
+        assert!(v6.is_none() || v6 == Some(128), "{v6:?}");
     }
 }

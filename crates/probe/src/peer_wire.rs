@@ -1,46 +1,57 @@
 //! The payload of the datagrams peer probes exchange, and the rules that
-//! keep a responder from ever being turned into a packet loop.
+//! keep a responder from ever being turned into a packet loop or a weapon.
 //!
-//! Three messages share one 32-byte header (big-endian), padded with zeros
+//! Three messages share one 40-byte header (big-endian), padded with zeros
 //! to the probe's size; nothing else is carried (no host data):
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 0..4 | magic `RPRB` |
-//! | 4 | wire version (1) |
-//! | 5 | kind: 1 probe, 2 echo, 3 not admitted |
+//! | 4 | wire version (2) |
+//! | 5 | kind: 1 probe, 2 echo, 3 challenge |
 //! | 6..8 | zero |
 //! | 8..12 | the prober's nonce (random per prober start) |
 //! | 12..16 | the probe's sequence number |
 //! | 16..24 | the sender's incarnation (random per exporter start) |
 //! | 24..28 | echo only: the responder's hold time in ns (receive completion to the echo's post) |
 //! | 28..32 | zero |
+//! | 32..40 | the cookie: in a probe, the one the probed responder gave this prober (0: none yet); in an echo or a challenge, the responder's current cookie for the prober |
 //!
-//! Only a probe is ever answered. An echo and a "not admitted" reply are
-//! answers and are never answered themselves, so two responders that are
-//! sent a forged probe naming each other exchange at most one message,
-//! whatever nonce it carries. A datagram without the magic, of another
-//! version or kind, or shorter than the header is foreign: dropped and
-//! counted, never answered.
+//! A cookie is the responder's keyed hash of the prober's GID and QPN
+//! ([`crate::peer_admit::CookieSecret`], as DNS cookies and QUIC's retry
+//! token): only the holder of that address receives it, so a probe that
+//! carries it proves its sender receives at the (GID, QPN) it claims. A
+//! responder echoes proven probes only; an admitted sender without a valid
+//! cookie gets a challenge (the header alone, smaller than any probe)
+//! within a small total budget, and the prober sends its probe again with
+//! the cookie.
+//!
+//! Only a probe is ever answered. An echo and a challenge are answers and
+//! are never answered themselves, so two responders that are sent a forged
+//! probe naming each other exchange at most one message, whatever nonce it
+//! carries. A datagram without the magic, of another kind, or shorter than
+//! the header is foreign; one of another wire version is counted apart
+//! (`wire_version`: a fleet of mixed versions says so); both are dropped,
+//! never answered.
 
 /// `RPRB`: a datagram without it is not a peer probe.
 pub const MAGIC: [u8; 4] = *b"RPRB";
-/// The format of this module; another version is foreign (dropped).
-pub const WIRE_VERSION: u8 = 1;
+/// The format of this module; another version is dropped and counted as
+/// such.
+pub const WIRE_VERSION: u8 = 2;
 /// Bytes of the header; the smallest valid message.
-pub const HEADER_LEN: usize = 32;
+pub const HEADER_LEN: usize = 40;
 
 /// What a datagram is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MessageKind {
     /// A prober asks for an echo.
     Probe = 1,
-    /// A responder's answer to a probe it admitted.
+    /// A responder's answer to a proven probe (its cookie valid).
     Echo = 2,
-    /// A responder's answer to a probe from a sender it does not admit
-    /// (yet): its peer list or endpoint documents do not name the sender.
-    /// The prober calls the pair pending, not lost.
-    NotAdmitted = 3,
+    /// A responder's answer to a probe from an admitted sender without a
+    /// valid cookie: the cookie to probe with (the header only).
+    Challenge = 3,
 }
 
 /// The header of one message.
@@ -53,6 +64,8 @@ pub struct Message {
     pub incarnation: u64,
     /// Echo only: how long the responder held the probe, ns.
     pub hold_ns: u32,
+    /// See the module doc (0: none).
+    pub cookie: u64,
 }
 
 /// Why a datagram is not a message of this format.
@@ -62,21 +75,22 @@ pub enum Foreign {
     Short,
     #[error("no RPRB magic")]
     Magic,
-    #[error("wire version {0} (this prober speaks {WIRE_VERSION})")]
+    #[error("wire version {0} (this exporter speaks {WIRE_VERSION})")]
     Version(u8),
     #[error("unknown message kind {0}")]
     Kind(u8),
 }
 
 impl Message {
-    /// A probe with these fields.
-    pub fn probe(nonce: u32, seq: u32, incarnation: u64) -> Message {
+    /// A probe with these fields, carrying `cookie` (0: none yet).
+    pub fn probe(nonce: u32, seq: u32, incarnation: u64, cookie: u64) -> Message {
         Message {
             kind: MessageKind::Probe,
             nonce,
             seq,
             incarnation,
             hold_ns: 0,
+            cookie,
         }
     }
 
@@ -90,6 +104,7 @@ impl Message {
         h[12..16].copy_from_slice(&self.seq.to_be_bytes());
         h[16..24].copy_from_slice(&self.incarnation.to_be_bytes());
         h[24..28].copy_from_slice(&self.hold_ns.to_be_bytes());
+        h[32..40].copy_from_slice(&self.cookie.to_be_bytes());
         h
     }
 
@@ -101,53 +116,75 @@ impl Message {
         v
     }
 
-    /// Reads the header of a received datagram.
+    /// Reads the header of a received datagram. The version is read before
+    /// the length, so that a shorter message of another version is told
+    /// as such.
     pub fn decode(b: &[u8]) -> Result<Message, Foreign> {
+        if b.len() < 6 {
+            return Err(Foreign::Short);
+        }
+        if b[0..4] != MAGIC {
+            return Err(Foreign::Magic);
+        }
+        if b[4] != WIRE_VERSION {
+            return Err(Foreign::Version(b[4]));
+        }
         let h: &[u8; HEADER_LEN] = b
             .get(..HEADER_LEN)
             .and_then(|s| s.try_into().ok())
             .ok_or(Foreign::Short)?;
-        if h[0..4] != MAGIC {
-            return Err(Foreign::Magic);
-        }
-        if h[4] != WIRE_VERSION {
-            return Err(Foreign::Version(h[4]));
-        }
         let kind = match h[5] {
             1 => MessageKind::Probe,
             2 => MessageKind::Echo,
-            3 => MessageKind::NotAdmitted,
+            3 => MessageKind::Challenge,
             k => return Err(Foreign::Kind(k)),
         };
         let word = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-        let mut inc = [0u8; 8];
-        inc.copy_from_slice(&h[16..24]);
+        let long = |i: usize| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&h[i..i + 8]);
+            u64::from_be_bytes(x)
+        };
         Ok(Message {
             kind,
             nonce: word(8),
             seq: word(12),
-            incarnation: u64::from_be_bytes(inc),
+            incarnation: long(16),
             hold_ns: word(24),
+            cookie: long(32),
         })
     }
 
-    /// The answer a responder of `incarnation` sends to this probe: an
-    /// echo (admitted sender) or a "not admitted"; `None` for anything that
-    /// is not a probe (answers are never answered).
-    pub fn answer(&self, admitted: bool, incarnation: u64, hold_ns: u32) -> Option<Message> {
+    /// The echo a responder of `incarnation` sends to this proven probe,
+    /// with the prober's current `cookie`; `None` for anything that is not
+    /// a probe (answers are never answered).
+    pub fn echo(&self, incarnation: u64, hold_ns: u32, cookie: u64) -> Option<Message> {
+        self.answer(MessageKind::Echo, incarnation, hold_ns, cookie)
+    }
+
+    /// The challenge a responder of `incarnation` sends to this unproven
+    /// probe of an admitted sender: the cookie to probe with.
+    pub fn challenge(&self, incarnation: u64, cookie: u64) -> Option<Message> {
+        self.answer(MessageKind::Challenge, incarnation, 0, cookie)
+    }
+
+    fn answer(
+        &self,
+        kind: MessageKind,
+        incarnation: u64,
+        hold_ns: u32,
+        cookie: u64,
+    ) -> Option<Message> {
         if self.kind != MessageKind::Probe {
             return None;
         }
         Some(Message {
-            kind: if admitted {
-                MessageKind::Echo
-            } else {
-                MessageKind::NotAdmitted
-            },
+            kind,
             nonce: self.nonce,
             seq: self.seq,
             incarnation,
-            hold_ns: if admitted { hold_ns } else { 0 },
+            hold_ns,
+            cookie,
         })
     }
 }
@@ -180,10 +217,12 @@ mod tests {
 
     #[test]
     fn a_probe_round_trips_and_carries_nothing_else() {
-        let m = Message::probe(0xdead_beef, 7, 0x0102_0304_0506_0708);
+        let m = Message::probe(0xdead_beef, 7, 0x0102_0304_0506_0708, 0x1122_3344_5566_7788);
         let b = m.encode(64);
         assert_eq!(b.len(), 64);
         assert_eq!(&b[..4], b"RPRB");
+        assert_eq!(b[4], 2);
+        assert_eq!(&b[32..40], &0x1122_3344_5566_7788u64.to_be_bytes());
         assert!(b[HEADER_LEN..].iter().all(|x| *x == 0));
         assert!(b[6..8].iter().chain(&b[28..32]).all(|x| *x == 0));
         assert_eq!(Message::decode(&b), Ok(m));
@@ -192,40 +231,52 @@ mod tests {
     }
 
     #[test]
-    fn foreign_datagrams_are_told_apart() {
-        let mut b = Message::probe(1, 2, 3).encode(64);
-        assert_eq!(Message::decode(&b[..31]), Err(Foreign::Short));
+    fn foreign_datagrams_and_other_versions_are_told_apart() {
+        let mut b = Message::probe(1, 2, 3, 4).encode(64);
+        assert_eq!(Message::decode(&b[..39]), Err(Foreign::Short));
         b[5] = 9;
         assert_eq!(Message::decode(&b), Err(Foreign::Kind(9)));
-        b[4] = 2;
-        assert_eq!(Message::decode(&b), Err(Foreign::Version(2)));
+        b[4] = 3;
+        assert_eq!(Message::decode(&b), Err(Foreign::Version(3)));
         b[0] = b'X';
         assert_eq!(Message::decode(&b), Err(Foreign::Magic));
-        // The payload of the wire format before this one (nonce, seq,
-        // zeros) is foreign too.
+        // A probe of wire version 1 (a 32-byte header, no cookie), as an
+        // exporter of the version before sends it: its version is read
+        // although it is shorter than this version's header.
+        let mut v1 = vec![0u8; 32];
+        v1[..4].copy_from_slice(b"RPRB");
+        v1[4] = 1;
+        v1[5] = 1;
+        assert_eq!(Message::decode(&v1), Err(Foreign::Version(1)));
+        // The payload of the format before the magic (nonce, seq, zeros).
         let mut old = vec![0u8; 64];
         old[..4].copy_from_slice(&0xdead_beefu32.to_be_bytes());
         assert_eq!(Message::decode(&old), Err(Foreign::Magic));
+        assert_eq!(Message::decode(b"RPR"), Err(Foreign::Short));
     }
 
     #[test]
     fn only_a_probe_is_answered() {
-        let p = Message::probe(5, 6, 1);
-        let echo = p.answer(true, 42, 900).unwrap();
+        let p = Message::probe(5, 6, 1, 0);
+        let echo = p.echo(42, 900, 77).unwrap();
         assert_eq!(
             (
                 echo.kind,
                 echo.nonce,
                 echo.seq,
                 echo.incarnation,
-                echo.hold_ns
+                echo.hold_ns,
+                echo.cookie
             ),
-            (MessageKind::Echo, 5, 6, 42, 900)
+            (MessageKind::Echo, 5, 6, 42, 900, 77)
         );
-        let nack = p.answer(false, 42, 900).unwrap();
-        assert_eq!((nack.kind, nack.hold_ns), (MessageKind::NotAdmitted, 0));
-        assert_eq!(echo.answer(true, 1, 0), None);
-        assert_eq!(nack.answer(true, 1, 0), None);
+        let c = p.challenge(42, 78).unwrap();
+        assert_eq!(
+            (c.kind, c.hold_ns, c.cookie),
+            (MessageKind::Challenge, 0, 78)
+        );
+        assert_eq!(echo.echo(1, 0, 1), None);
+        assert_eq!(c.challenge(1, 1), None);
     }
 
     #[test]

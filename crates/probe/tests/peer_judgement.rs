@@ -46,6 +46,8 @@ fn ep(i: u32) -> Endpoint {
         subnet: Some("10.0.0.0/16".into()),
         rail: None,
         incarnation: u64::from(i) + 1,
+        wire: roce_probe::peer_wire::WIRE_VERSION,
+        learning: false,
     }
 }
 

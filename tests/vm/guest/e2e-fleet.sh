@@ -23,6 +23,20 @@
 #   forge       A asks the host (ctl/want-forge) to inject a forged probe to
 #               A's responder in the name of B's responder; all wait 12 s
 #               (the host counts the datagrams carrying it on the wire)
+#   flood       A asks (ctl/want-flood) for 10,000 probes forged in B's
+#               name at 1,000 a second; B goes on probing A meanwhile (the
+#               host's capture tells whether A still answers B, and A's
+#               total echo rate)
+#   third       A asks (ctl/want-third) for 300 probes forged in the name
+#               of 10.0.2.99, an address of the segment that never asked
+#               (A must send it nothing)
+# A also lists two peers of its own making, served on its loopback by
+# busybox httpd: one whose document holds hostile addresses (the subnet's
+# broadcast and network addresses, off the fabric, documentation,
+# multicast, link-local: each refused with its reason, never probed), and
+# an impostor at 127.0.0.2 claiming node-b with a responder of its own;
+# A's /etc/hosts says node-b is 10.0.2.16, so the real node-b keeps the
+# name and is probed throughout, both claims reported.
 # Beside the phases, on A only, the LLDP walk: the host sends a switch
 # port's LLDP on A's wire (tests/vm/lldp_switch.py); A's exporter captures
 # it (lldp.mode capture; root, so CAP_NET_RAW). A waits for each state and
@@ -197,6 +211,29 @@ phase() {
 hostname "node-$ROLE"
 peers=""
 for r in "${OTHERS[@]}"; do peers+="${peers:+, }${IP[$r]}:$PORT"; done
+# endpoint DIR NODE GID QPN: one endpoint of a document (wire version 2)
+endpoint() {
+  printf '{"node":"%s","device":"rxe0","device_index":0,"port":1,"gid":"::ffff:%s","gid_index":1,"qpn":%s,"qkey":1380994353,"mtu":1024,"incarnation":1,"wire":2}' "$1" "$2" "$3"
+}
+if [[ $ROLE == a ]]; then
+  # the hostile document and the impostor, on A's loopback
+  mkdir -p /tmp/hostile/peer-probe /tmp/impostor/peer-probe
+  eps=""
+  qpn=100
+  for gid in 10.0.2.255 10.0.2.0 192.168.77.7 192.0.2.9 224.0.0.9 169.254.9.9; do
+    eps+="${eps:+,}$(endpoint node-x "$gid" "$qpn")"; qpn=$((qpn + 1))
+  done
+  echo "{\"version\":3,\"endpoints\":[$eps]}" > /tmp/hostile/peer-probe/endpoints
+  echo "{\"version\":3,\"endpoints\":[$(endpoint node-b 10.0.2.50 4242)]}" > /tmp/impostor/peer-probe/endpoints
+  busybox httpd -p 127.0.0.1:9901 -h /tmp/hostile
+  busybox httpd -p 127.0.0.2:9902 -h /tmp/impostor
+  cp /tmp/hostile/peer-probe/endpoints "$O/hostile-document.json"
+  cp /tmp/impostor/peer-probe/endpoints "$O/impostor-document.json"
+  # what proves node-b: its name resolves to the real one's address
+  printf '127.0.0.1 localhost\n10.0.2.15 node-a\n10.0.2.16 node-b\n10.0.2.17 node-c\n' > /etc/hosts
+  echo 'hosts: files' > /etc/nsswitch.conf
+  peers+=", 127.0.0.1:9901, 127.0.0.2:9902"
+fi
 cat > /tmp/fleet.yml <<EOF
 sample_interval: 1s
 # the loopback probe is another test's (e2e-probe.sh)
@@ -274,6 +311,22 @@ fi
 until_ok 40 test -e "$C/forged"
 sleep 12
 scrape forge
-barrier forge 60
+barrier forge 60 || finish
+
+# (e) a flood of probes forged in B's name while B probes A
+scrape flood-before
+[[ $ROLE == a ]] && now > "$C/want-flood"
+if until_ok 60 test -e "$C/flooded"; then step "flood injected"; else step "no flood"; fi
+sleep 3
+scrape flood
+barrier flood 60 || finish
+
+# (f) probes forged in the name of a third party
+scrape third-before
+[[ $ROLE == a ]] && now > "$C/want-third"
+if until_ok 40 test -e "$C/thirded"; then step "third-party probes injected"; else step "no third-party probes"; fi
+sleep 3
+scrape third
+barrier third 60
 [[ $ROLE == a ]] && now > "$C/end"
 finish

@@ -8,8 +8,8 @@
 # through the rxe stack (UD send, address handle with GRH, the IPv4/UDP
 # encapsulation of RoCE v2, the receive with its GRH) to the other's QP.
 #   A (:9879) and B (:9880) list each other as peers;
-#   C (:9881) lists A, but A does not list C: A answers C "not admitted"
-#   at most 5/s and counts the rest; C sees its probes pending or lost;
+#   C (:9881) lists A, but A does not list C: A never answers C and
+#   counts its probes as not admitted; C sees them lost;
 #   B is stopped (A loses its probes) and started again with new QPNs: A
 #   must recover without a restart (the re-fetch after failures).
 set -u

@@ -9,7 +9,9 @@
 #            scrape), then says so
 #   loss     B: tc netem loss 30% on eth0; A waits for peer_probe_path_loss;
 #            B removes the qdisc; A waits for the finding to clear
-#   stop     B stops its exporter; A waits for peer_probe_peer_unreachable;
+#   stop     B stops its exporter; A waits for peer_probe_peer_unreachable,
+#            then measures its prober with every probe lost (nothing answers,
+#            nothing probes it: its port thread's CPU over 10 s, lost-cpu.txt);
 #            B starts a new one (new QPN); A, not restarted, waits for
 #            answers again and the finding to clear
 #   mtu      B: eth0 MTU 1000 (rxe MTU 512: A's 1024-byte probes do not fit
@@ -70,6 +72,26 @@ until_ok() {
 # rxe has no active_mtu in sysfs; ibv_devinfo reads it from the port attributes
 active_mtu() { ibv_devinfo -d rxe0 | awk '/active_mtu:/ { print $2; exit }'; }
 at_least() { [[ $(answered "$1") -ge $2 ]]; }
+sent() { curl -sS -f --max-time 5 "$LOCAL/metrics" 2>/dev/null | grep "^roce_peer_probe_sent_total{.*size=\"$1\"" | awk '{ s += $NF } END { print s + 0 }'; }
+# utime + stime (clock ticks) of the exporter's thread named $1, or of the
+# process without $1 (/proc/PID[/task/TID]/stat fields 14 and 15)
+ticks() {
+  local t f=/proc/$EPID/stat
+  if [[ -n ${1:-} ]]; then
+    f=""
+    for t in /proc/$EPID/task/*; do [[ $(cat "$t/comm" 2>/dev/null) == "$1" ]] && f=$t/stat; done
+  fi
+  [[ -n $f ]] && awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$f" || echo "?"
+}
+# the wake-ups of the exporter's thread named $1: its context switches
+# (voluntary: it slept and was woken; a thread polling in a loop has
+# thousands a second)
+switches() {
+  local t
+  for t in /proc/$EPID/task/*; do
+    [[ $(cat "$t/comm" 2>/dev/null) == "$1" ]] && awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status"
+  done
+}
 no_finding() { curl -sS -f --max-time 5 -o /dev/null "$LOCAL/findings" && ! has_finding "$1"; }
 
 EPID=""
@@ -211,6 +233,14 @@ scrape stop-before
 signal go-stop
 await stopped 40
 if until_ok 40 has_finding peer_probe_peer_unreachable; then step "peer_unreachable fired"; else step "peer_unreachable did not fire"; fi
+# every probe lost, nothing probing A: what waiting for lost probes costs
+t0=$(ticks roce-peer-rxe0); p0=$(ticks); s0=$(sent small); w0=$(switches roce-peer-rxe0)
+u0=$(cut -d' ' -f1 /proc/uptime)
+sleep 10
+t1=$(ticks roce-peer-rxe0); p1=$(ticks); s1=$(sent small); w1=$(switches roce-peer-rxe0)
+u1=$(cut -d' ' -f1 /proc/uptime)
+echo "thread=$t0,$t1 process=$p0,$p1 sent_small=$s0,$s1 wakeups=$w0,$w1 uptime=$u0,$u1" > "$O/lost-cpu.txt"
+step "lost probes: $(cat "$O/lost-cpu.txt")"
 scrape stop
 base=$(answered small)
 signal go-start

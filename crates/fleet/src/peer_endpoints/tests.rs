@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::{RailBy, RailConfig};
+use crate::peer_address::{AddressPolicy, AddressRefusal, PortSubnet};
 use std::net::Ipv4Addr;
 
 fn ep(node: &str, gid: Ipv6Addr, qpn: u32) -> Endpoint {
@@ -16,14 +17,22 @@ fn ep(node: &str, gid: Ipv6Addr, qpn: u32) -> Endpoint {
         subnet: None,
         rail: None,
         incarnation: 0,
+        wire: roce_probe::peer_wire::WIRE_VERSION,
+        learning: false,
     }
 }
 
 fn admission() -> Admission {
     Admission {
         rails: Rails::new(&RailConfig::default()).unwrap(),
-        allow_link_local: false,
+        policy: AddressPolicy::default(),
+        fabric: Vec::new(),
     }
+}
+
+/// This node's port subnets in the tests: 10.0.1.0/24.
+fn ports() -> Vec<PortSubnet> {
+    vec![PortSubnet::of("10.0.1.5".parse().unwrap(), 24, true)]
 }
 
 fn v4(a: u8, b: u8, c: u8, d: u8) -> Ipv6Addr {
@@ -32,8 +41,8 @@ fn v4(a: u8, b: u8, c: u8, d: u8) -> Ipv6Addr {
 
 #[test]
 fn hostile_endpoint_values_are_refused_by_reason() {
-    let rails = Rails::new(&RailConfig::default()).unwrap();
-    let check = |e: Endpoint| check_endpoint(&e, &rails, false);
+    let a = admission();
+    let check = |e: Endpoint| a.check(&e, &ports());
     let mut good = ep("b", v4(10, 0, 1, 2), 17);
     good.subnet = Some("10.0.1.0/24".into());
     good.rail = Some("10.0.1.0/24".into());
@@ -41,16 +50,86 @@ fn hostile_endpoint_values_are_refused_by_reason() {
     let mut e = good.clone();
     e.rail = Some("rail 0\n".into());
     assert_eq!(check(e), Err(Refusal::Name));
-    for gid in HOSTILE_GIDS
-        .iter()
-        .chain(&["::ffff:0.0.0.0", "::ffff:224.0.0.1"])
-    {
+    for (gid, reason) in [
+        ("ff02::1", Refusal::Address(AddressRefusal::Multicast)),
+        ("::", Refusal::Address(AddressRefusal::Unspecified)),
+        ("::1", Refusal::Address(AddressRefusal::Loopback)),
+        ("fe80::1", Refusal::Address(AddressRefusal::LinkLocal)),
+        (
+            "::ffff:127.0.0.1",
+            Refusal::Address(AddressRefusal::Loopback),
+        ),
+        (
+            "::ffff:255.255.255.255",
+            Refusal::Address(AddressRefusal::Broadcast),
+        ),
+        (
+            "::ffff:240.0.0.1",
+            Refusal::Address(AddressRefusal::Reserved),
+        ),
+        (
+            "2001:db8::1",
+            Refusal::Address(AddressRefusal::Documentation),
+        ),
+        (
+            "::ffff:8.8.8.8",
+            Refusal::Address(AddressRefusal::OffFabric),
+        ),
+        (
+            "::ffff:0.0.0.0",
+            Refusal::Address(AddressRefusal::Unspecified),
+        ),
+        (
+            "::ffff:224.0.0.1",
+            Refusal::Address(AddressRefusal::Multicast),
+        ),
+        (
+            "::ffff:169.254.0.9",
+            Refusal::Address(AddressRefusal::LinkLocal),
+        ),
+        // The port subnet's own network and broadcast addresses.
+        ("::ffff:10.0.1.0", Refusal::Address(AddressRefusal::Network)),
+        (
+            "::ffff:10.0.1.255",
+            Refusal::Address(AddressRefusal::Broadcast),
+        ),
+        (
+            "::ffff:192.0.2.1",
+            Refusal::Address(AddressRefusal::Documentation),
+        ),
+        (
+            "::ffff:10.0.2.16",
+            Refusal::Address(AddressRefusal::OffFabric),
+        ),
+    ] {
         let e = ep("b", gid.parse().unwrap(), 17);
-        assert_eq!(check(e), Err(Refusal::Gid), "{gid}");
+        assert_eq!(check(e), Err(reason), "{gid}");
     }
+    assert!(HOSTILE_GIDS
+        .iter()
+        .all(|g| check(ep("b", g.parse().unwrap(), 17)).is_err()));
     // Link-local only where configured.
     let ll = ep("b", "fe80::1".parse().unwrap(), 17);
-    assert_eq!(check_endpoint(&ll, &rails, true), Ok(()));
+    let lenient = Admission {
+        policy: AddressPolicy {
+            allow_link_local: true,
+        },
+        ..admission()
+    };
+    assert_eq!(lenient.check(&ll, &ports()), Ok(()));
+    // A routed fabric's network, configured.
+    let routed = Admission {
+        fabric: vec![PortSubnet::parse("10.8.0.0/16").unwrap()],
+        ..admission()
+    };
+    assert_eq!(
+        routed.check(&ep("b", v4(10, 8, 3, 1), 17), &ports()),
+        Ok(())
+    );
+    // A responder of the wire version before (no "wire" in its document).
+    let mut old = good.clone();
+    old.wire = 1;
+    assert_eq!(check(old), Err(Refusal::WireVersion));
     for qpn in [0, 1, u32::MAX, 0x100_0000] {
         assert_eq!(
             check(ep("b", v4(10, 0, 1, 2), qpn)),
@@ -72,55 +151,65 @@ fn hostile_endpoint_values_are_refused_by_reason() {
     let mut e = good.clone();
     e.node = "n".repeat(MAX_NAME_BYTES + 1);
     assert_eq!(check(e), Err(Refusal::Name));
-    // An off-rail address whose document claims the local subnet.
-    let mut e = ep("b", v4(192, 168, 7, 7), 17);
-    e.subnet = Some("10.0.1.0/24".into());
+    // A fabric address whose document claims another subnet than its own.
+    let mut e = ep("b", v4(10, 0, 1, 7), 17);
+    e.subnet = Some("10.0.9.0/24".into());
     assert_eq!(check(e), Err(Refusal::OffRail));
-    // Configured rail networks: a GID outside all of them.
+    // Configured rail networks: a GID outside all of them (but on the
+    // fabric of this node's ports).
     let mut c = RailConfig {
         by: RailBy::Networks,
         ..RailConfig::default()
     };
     c.networks.insert("rail0".into(), "10.0.0.0/16".into());
-    let nets = Rails::new(&c).unwrap();
+    let nets = Admission {
+        rails: Rails::new(&c).unwrap(),
+        ..admission()
+    };
+    let wide = [PortSubnet::of("10.0.0.0".parse().unwrap(), 8, true)];
     assert_eq!(
-        check_endpoint(&ep("b", v4(10, 9, 0, 1), 17), &nets, false),
+        nets.check(&ep("b", v4(10, 9, 0, 1), 17), &wide),
         Err(Refusal::OffRail)
     );
 }
 
+fn claim(host: &str) -> Claim<'_> {
+    Claim {
+        host,
+        target_node: None,
+    }
+}
+
 #[test]
-fn the_node_must_be_the_peer_it_came_from_and_claimed_once() {
+fn the_node_must_be_the_peer_it_came_from_and_says_what_proves_it() {
     let a = admission();
-    let none = |_: &str| false;
     let doc = vec![ep("node-b", v4(10, 0, 1, 2), 17)];
-    assert_eq!(a.admit("node-b", doc.clone(), &none).endpoints.len(), 1);
-    assert_eq!(
-        a.admit("node-b.example.com", doc.clone(), &none)
-            .endpoints
-            .len(),
-        1
+    let admit = |host: &str| a.admit(claim(host), doc.clone(), &ports());
+    for host in ["node-b", "node-b.example.com", "NODE-B.example.com"] {
+        let r = admit(host);
+        assert_eq!((r.endpoints.len(), r.proof), (1, Proof::Name), "{host}");
+    }
+    // Addressed by IP (or a pod name made of one): admitted, nothing
+    // proves the name (a DNS lookup may, should another address claim it).
+    for host in [
+        "10.1.2.3",
+        "fd00::3",
+        "10-1-2-3.roce.monitoring.svc.cluster.local",
+    ] {
+        let r = admit(host);
+        assert_eq!((r.endpoints.len(), r.proof), (1, Proof::None), "{host}");
+    }
+    // The Prometheus target's own node label.
+    let r = a.admit(
+        Claim {
+            host: "10.1.2.3",
+            target_node: Some("node-b"),
+        },
+        doc.clone(),
+        &ports(),
     );
-    assert_eq!(
-        a.admit("NODE-B.example.com", doc.clone(), &none)
-            .endpoints
-            .len(),
-        1
-    );
-    // Addressed by IP (or a pod name made of one): the claim binds.
-    assert_eq!(a.admit("10.1.2.3", doc.clone(), &none).endpoints.len(), 1);
-    assert_eq!(a.admit("fd00::3", doc.clone(), &none).endpoints.len(), 1);
-    assert_eq!(
-        a.admit(
-            "10-1-2-3.roce.monitoring.svc.cluster.local",
-            doc.clone(),
-            &none
-        )
-        .endpoints
-        .len(),
-        1
-    );
-    let r = a.admit("node-c", doc.clone(), &none);
+    assert_eq!(r.proof, Proof::TargetLabel);
+    let r = admit("node-c");
     assert!(r.endpoints.is_empty());
     assert_eq!(r.refused.get(&Refusal::NodeMismatch), Some(&1));
     // One document naming two nodes.
@@ -128,15 +217,14 @@ fn the_node_must_be_the_peer_it_came_from_and_claimed_once() {
         ep("node-b", v4(10, 0, 1, 2), 17),
         ep("node-x", v4(10, 0, 1, 3), 18),
     ];
-    let r = a.admit("10.1.2.3", two, &none);
+    let r = a.admit(claim("10.1.2.3"), two, &ports());
     assert_eq!(r.refused.get(&Refusal::NodeMismatch), Some(&2));
-    let r = a.admit("10.1.2.3", doc, &|n: &str| n == "node-b");
-    assert_eq!(r.refused.get(&Refusal::NodeClaimed), Some(&1));
+    // More endpoints than a node has ports: refused whole, not cut.
     let many = (0..65)
         .map(|i| ep("node-b", v4(10, 0, 1, 2), 17 + i))
         .collect();
     assert_eq!(
-        a.admit("node-b", many, &none)
+        a.admit(claim("node-b"), many, &ports())
             .refused
             .get(&Refusal::TooMany),
         Some(&65)

@@ -1,24 +1,42 @@
 //! The coordinator's plan and state: which peers are known, which
-//! requests to start and when, and what each finished request admits.
+//! requests to start and when, what each finished request admits, and who
+//! holds a node two addresses claim.
+//!
+//! Its cost per tick does not grow with peers that do not change: the
+//! retries and refetches wait in a queue ordered by time, the failing
+//! peer ports are looked up by key, the walk over new peers keeps its
+//! cursor, and the counts are kept as they change. Only a new peer list
+//! (once per refresh, and only when it differs), a change of this node's
+//! port subnets and publishing a changed endpoint set (at most once per
+//! tick) walk every peer.
 
+use super::owners::{effective_proof, Owners, MAX_LOOKUPS};
 use super::pool::{FetchJob, Finished};
 use super::*;
+use crate::peer_address::PortSubnet;
+use crate::peer_endpoints::{Claim, Proof};
 use roce_host::HostError;
+use std::collections::HashMap;
 
 /// One peer address as the coordinator knows it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct PeerEntry {
     /// Its admitted endpoints (kept when a later fetch fails: a stopped
-    /// peer shows as unreachable, not gone).
-    pub(super) endpoints: Vec<Endpoint>,
+    /// peer shows as unreachable, not gone), shared with the publication.
+    pub(super) endpoints: Vec<Arc<Endpoint>>,
+    /// Whether it holds the node they name: its endpoints are probed. A
+    /// refused claim keeps its endpoints should a proof give it the node.
+    pub(super) held: bool,
     /// The node its endpoints name.
     pub(super) node: Option<String>,
+    /// What proves that node (before DNS).
+    pub(super) proof: Proof,
     /// Whether a fetch was started at all.
     pub(super) tried: bool,
     pub(super) in_flight: bool,
     /// Consecutive fetches that failed or found no endpoint.
     pub(super) failures: u32,
-    /// When to try again after such a fetch.
+    /// When to try again after such a fetch (also in the due queue).
     pub(super) retry_at: Option<Instant>,
     /// Fetches for failing probes since the endpoints last changed.
     pub(super) refetches: u32,
@@ -36,17 +54,29 @@ pub(super) struct PeerEntry {
 pub(super) struct Catalog {
     pub(super) mode: DiscoveryMode,
     pub(super) refresh: Duration,
-    pub(super) entries: BTreeMap<PeerAddress, PeerEntry>,
+    pub(super) entries: HashMap<PeerAddress, PeerEntry>,
     /// This node's walk: the listed peers in an order of its own.
     pub(super) order: Vec<PeerAddress>,
+    /// Where the walk over peers not tried yet goes on.
+    next_new: usize,
+    /// Listed peers never tried: this node is still learning its peers.
+    untried: usize,
     /// Where this node's walk starts (random per start: the fleet does
     /// not fetch, nor probe, the same peers first).
     pub(super) offset: u64,
-    /// New documents fetched at most at this pace (tokens per second), up
-    /// to [`FETCH_BURST`] at once.
-    pub(super) rate: f64,
+    /// The pace of new documents ([`FetchPace`]).
+    pub(super) pace: FetchPace,
     pub(super) tokens: f64,
     pub(super) tokens_at: Option<Instant>,
+    /// First documents fetched, and how many of them said their node was
+    /// still learning: the fetch pace (see [`Catalog::rate`]).
+    first_documents: (u64, u64),
+    /// Retries after failed or empty fetches, by time.
+    due: BTreeSet<(Instant, PeerAddress)>,
+    /// Who holds each node, and the refused claims.
+    pub(super) owners: Owners,
+    /// Entries with endpoints.
+    known: usize,
     pub(super) list_due: Option<Instant>,
     pub(super) query_due: Option<Instant>,
     pub(super) query_failures: u32,
@@ -54,8 +84,15 @@ pub(super) struct Catalog {
     pub(super) pass_in_flight: bool,
     pub(super) in_flight: usize,
     /// Prometheus mode: the admitted fleet.
-    pub(super) fleet: Vec<Endpoint>,
+    pub(super) fleet: Vec<Arc<Endpoint>>,
     pub(super) fleet_peers: (usize, usize),
+    /// This node's port subnets (`None` until a port is open: documents
+    /// wait for them, their endpoints are checked against them).
+    pub(super) subnets: Option<Vec<PortSubnet>>,
+    /// Node names to resolve (a DNS proof for two claims).
+    pub(super) to_prove: BTreeSet<String>,
+    /// The admitted endpoints changed since the last publication.
+    pub(super) changed: bool,
 }
 
 /// The interval after `n` unfruitful tries: 5 s, 10 s, 20 s, … up to `max`.
@@ -65,16 +102,27 @@ pub(super) fn backoff(n: u32, max: Duration) -> Duration {
 }
 
 impl Catalog {
-    pub(super) fn new(mode: DiscoveryMode, refresh: Duration, rate: f64, offset: u64) -> Catalog {
+    pub(super) fn new(
+        mode: DiscoveryMode,
+        refresh: Duration,
+        offset: u64,
+        pace: FetchPace,
+    ) -> Catalog {
         Catalog {
             mode,
             refresh: refresh.max(Duration::from_secs(1)),
-            entries: BTreeMap::new(),
+            entries: HashMap::new(),
             order: Vec::new(),
+            next_new: 0,
+            untried: 0,
             offset,
-            rate: rate.max(0.1),
-            tokens: FETCH_BURST,
+            pace,
+            tokens: pace.burst,
             tokens_at: None,
+            first_documents: (0, 0),
+            due: BTreeSet::new(),
+            owners: Owners::default(),
+            known: 0,
             list_due: None,
             query_due: None,
             query_failures: 0,
@@ -82,26 +130,135 @@ impl Catalog {
             in_flight: 0,
             fleet: Vec::new(),
             fleet_peers: (0, 0),
+            subnets: None,
+            to_prove: BTreeSet::new(),
+            changed: false,
         }
     }
 
-    /// A new peer list: entries of peers no longer listed are dropped.
-    pub(super) fn set_list(&mut self, peers: Vec<PeerAddress>) {
+    /// New documents per second: the starting pace ([`FETCH_RATE_START`])
+    /// while the peers fetched so far are themselves still learning theirs
+    /// (the fleet is starting: every node fetches, and the fleet's rate is
+    /// bounded by this pace), the running one ([`FETCH_RATE`]) once most of
+    /// them know their peers (this node joined or restarted in a running
+    /// fleet: its peers are probing it already and it should learn them
+    /// soon).
+    pub(super) fn rate(&self) -> f64 {
+        let (seen, learning) = self.first_documents;
+        if seen >= 8 && 2 * learning < seen {
+            self.pace.running
+        } else {
+            self.pace.starting
+        }
+    }
+
+    /// Whether some listed peer was never tried yet (this node's
+    /// documents say `learning`).
+    pub(super) fn learning(&self) -> bool {
+        self.mode == DiscoveryMode::Documents && (self.untried > 0 || self.list_due.is_none())
+    }
+
+    /// Whether `addr`'s endpoints are probed (held: it holds their node).
+    fn hold(&mut self, addr: &PeerAddress, held: bool) {
+        let Some(e) = self.entries.get_mut(addr) else {
+            return;
+        };
+        let held = held && !e.endpoints.is_empty();
+        if e.held != held {
+            self.changed = true;
+            if held {
+                self.known += 1;
+            } else {
+                self.known -= 1;
+            }
+        }
+        e.held = held;
+    }
+
+    fn set_retry(&mut self, addr: &PeerAddress, at: Option<Instant>) {
+        let Some(e) = self.entries.get_mut(addr) else {
+            return;
+        };
+        if let Some(old) = e.retry_at.take() {
+            self.due.remove(&(old, addr.clone()));
+        }
+        e.retry_at = at;
+        if let Some(t) = at {
+            self.due.insert((t, addr.clone()));
+        }
+    }
+
+    /// A new peer list: entries of peers no longer listed are dropped (and
+    /// the nodes they held freed for the claims waiting on them).
+    pub(super) fn set_list(&mut self, mut peers: Vec<PeerAddress>) {
+        peers.sort();
+        peers.dedup();
         let listed: BTreeSet<&PeerAddress> = peers.iter().collect();
-        self.entries
-            .retain(|a, e| listed.contains(a) || e.in_flight);
+        let gone: Vec<PeerAddress> = self
+            .entries
+            .iter()
+            .filter(|(a, e)| !listed.contains(a) && !e.in_flight)
+            .map(|(a, _)| a.clone())
+            .collect();
+        for a in gone {
+            self.hold(&a, false);
+            self.set_retry(&a, None);
+            if let Some(e) = self.entries.remove(&a) {
+                self.untried -= usize::from(!e.tried);
+                if let Some(node) = e.node {
+                    self.release(&node, &a);
+                }
+            }
+        }
+        let mut added = false;
         for p in &peers {
-            self.entries.entry(p.clone()).or_default();
+            if !self.entries.contains_key(p) {
+                self.entries.insert(p.clone(), PeerEntry::default());
+                self.untried += 1;
+                added = true;
+            }
         }
         let n = peers.len().max(1);
         let start = (self.offset % n as u64) as usize;
-        self.order = peers
+        let order: Vec<PeerAddress> = peers
             .iter()
             .cycle()
             .skip(start)
             .take(peers.len())
             .cloned()
             .collect();
+        if order != self.order || added {
+            self.order = order;
+            self.next_new = 0;
+        }
+    }
+
+    /// This node's port subnets. A change once documents were admitted
+    /// against other ones asks for every document again (a port's address
+    /// changed: what was admitted may not be, and the reverse).
+    pub(super) fn set_subnets(&mut self, subnets: Vec<PortSubnet>) {
+        match &self.subnets {
+            Some(s) if *s == subnets => return,
+            Some(_) => {
+                let addrs: Vec<PeerAddress> = self.entries.keys().cloned().collect();
+                for a in &addrs {
+                    self.hold(a, false);
+                    self.set_retry(a, None);
+                    if let Some(e) = self.entries.get_mut(a) {
+                        self.untried += usize::from(e.tried);
+                        e.tried = false;
+                        e.endpoints.clear();
+                        e.node = None;
+                    }
+                }
+                self.owners = Owners::default();
+                self.next_new = 0;
+                // The fleet's answer is asked for again.
+                self.query_due = None;
+            }
+            None => {}
+        }
+        self.subnets = Some(subnets);
     }
 
     /// The requests to start now, at most `free`, given the peer ports
@@ -117,47 +274,86 @@ impl Catalog {
             return jobs;
         }
         match self.mode {
-            DiscoveryMode::Prometheus => {
+            // Admitted against this node's port subnets: not before a
+            // port is open.
+            DiscoveryMode::Prometheus if self.subnets.is_some() => {
                 if !self.pass_in_flight && self.query_due.is_none_or(|t| now >= t) {
                     self.pass_in_flight = true;
                     jobs.push(FetchJob::Query);
                 }
-                self.in_flight += jobs.len();
-                return jobs;
             }
-            DiscoveryMode::Documents => {}
+            DiscoveryMode::Prometheus => {}
+            DiscoveryMode::Documents => self.plan_documents(now, free, failing, &mut jobs),
         }
+        while jobs.len() < free {
+            let Some(node) = self.to_prove.pop_first() else {
+                break;
+            };
+            jobs.push(FetchJob::Prove(node));
+        }
+        self.in_flight += jobs.len();
+        jobs
+    }
+
+    fn plan_documents(
+        &mut self,
+        now: Instant,
+        free: usize,
+        failing: &BTreeSet<PeerKey>,
+        jobs: &mut Vec<FetchJob>,
+    ) {
         if !self.pass_in_flight && self.list_due.is_none_or(|t| now >= t) {
             self.pass_in_flight = true;
             jobs.push(FetchJob::List);
         }
+        // Documents are checked against this node's port subnets: none
+        // before a port is open.
+        if self.subnets.is_none() {
+            return;
+        }
         if let Some(at) = self.tokens_at {
-            let add = now.saturating_duration_since(at).as_secs_f64() * self.rate;
-            self.tokens = (self.tokens + add).min(FETCH_BURST);
+            let add = now.saturating_duration_since(at).as_secs_f64() * self.rate();
+            self.tokens = (self.tokens + add).min(self.pace.burst);
         }
         self.tokens_at = Some(now);
         // Peers whose probes fail, then peers to try again, then new ones
-        // in this node's order, at most FETCH_RATE a second.
+        // in this node's order, at the pace of [`Catalog::rate`].
         let mut pick: Vec<PeerAddress> = Vec::new();
-        for (addr, e) in &self.entries {
-            let fails = e.endpoints.iter().any(|ep| failing.contains(&ep.key()));
-            if fails && !e.in_flight && e.refetch_at.is_none_or(|t| now >= t) {
-                pick.push(addr.clone());
+        for key in failing {
+            let Some(addr) = self
+                .owners
+                .holder(&key.node)
+                .map(|h| PeerAddress(h.to_string()))
+            else {
+                continue;
+            };
+            let Some(e) = self.entries.get(&addr) else {
+                continue;
+            };
+            if !e.in_flight && e.refetch_at.is_none_or(|t| now >= t) && !pick.contains(&addr) {
+                pick.push(addr);
             }
         }
-        for (addr, e) in &self.entries {
-            if e.tried
-                && !e.in_flight
-                && e.retry_at.is_some_and(|t| now >= t)
-                && !pick.contains(addr)
-            {
-                pick.push(addr.clone());
-            }
-        }
-        for addr in &self.order {
-            if self.tokens < 1.0 {
+        while pick.len() + jobs.len() < free {
+            let Some((t, addr)) = self.due.first().cloned() else {
+                break;
+            };
+            if t > now {
                 break;
             }
+            self.due.pop_first();
+            if let Some(e) = self.entries.get_mut(&addr) {
+                e.retry_at = None;
+                if !e.in_flight && !pick.contains(&addr) {
+                    pick.push(addr);
+                }
+            }
+        }
+        while self.tokens >= 1.0 && pick.len() + jobs.len() < free {
+            let Some(addr) = self.order.get(self.next_new) else {
+                break;
+            };
+            self.next_new += 1;
             if self.entries.get(addr).is_some_and(|e| !e.tried) && !pick.contains(addr) {
                 self.tokens -= 1.0;
                 pick.push(addr.clone());
@@ -170,29 +366,26 @@ impl Catalog {
             let Some(e) = self.entries.get_mut(&addr) else {
                 continue;
             };
-            e.tried = true;
+            if !e.tried {
+                e.tried = true;
+                self.untried -= 1;
+            }
             e.in_flight = true;
-            e.retry_at = None;
+            self.set_retry(&addr, None);
             jobs.push(FetchJob::Document(addr));
         }
-        self.in_flight += jobs.len();
-        jobs
     }
 
-    /// Whether a node is claimed by a listed address other than `addr`.
-    pub(super) fn claimed_by_other(&self, node: &str, addr: &PeerAddress) -> bool {
-        self.entries
-            .iter()
-            .any(|(a, e)| a != addr && e.node.as_deref() == Some(node) && !e.endpoints.is_empty())
-    }
-
-    /// Every admitted endpoint now.
-    pub(super) fn endpoints(&self) -> Vec<Endpoint> {
+    /// Every admitted endpoint now (rebuilt when published; the endpoints
+    /// themselves are shared, not copied).
+    pub(super) fn endpoints(&self) -> Vec<Arc<Endpoint>> {
         match self.mode {
             DiscoveryMode::Prometheus => self.fleet.clone(),
+            // In no order: each port sorts the ones on its rail.
             DiscoveryMode::Documents => self
                 .entries
                 .values()
+                .filter(|e| e.held)
                 .flat_map(|e| e.endpoints.iter().cloned())
                 .collect(),
         }
@@ -202,24 +395,19 @@ impl Catalog {
     pub(super) fn peer_counts(&self) -> (usize, usize) {
         match self.mode {
             DiscoveryMode::Prometheus => self.fleet_peers,
-            DiscoveryMode::Documents => (
-                self.entries.len(),
-                self.entries
-                    .values()
-                    .filter(|e| !e.endpoints.is_empty())
-                    .count(),
-            ),
+            DiscoveryMode::Documents => (self.entries.len(), self.known),
         }
     }
 
-    /// Takes a finished job in; true when the admitted endpoints changed.
+    /// Takes a finished job in (the endpoints to publish are marked
+    /// [`Catalog::changed`]).
     pub(super) fn apply(
         &mut self,
         done: Finished,
         now: Instant,
         admission: &Admission,
         d: &mut PeerDiscovery,
-    ) -> bool {
+    ) {
         self.in_flight = self.in_flight.saturating_sub(1);
         match done {
             Finished::List(peers, errors) => {
@@ -230,86 +418,9 @@ impl Catalog {
                     .iter()
                     .map(|e| HostError::request_of("peer_probes peer list", e, e.kind()))
                     .collect();
-                let before = self.endpoints().len();
                 self.set_list(peers);
-                before != self.endpoints().len()
             }
-            Finished::Document(addr, result) => {
-                let refresh = self.refresh;
-                let claimed = match &result {
-                    Ok(eps) => eps
-                        .first()
-                        .is_some_and(|e| self.claimed_by_other(&e.node, &addr)),
-                    Err(_) => false,
-                };
-                let Some(entry) = self.entries.get_mut(&addr) else {
-                    return false;
-                };
-                entry.in_flight = false;
-                match result {
-                    Ok(eps) if eps.is_empty() => {
-                        // Its responders still opening: asked again soon;
-                        // what it had is kept.
-                        entry.failures += 1;
-                        let next = now + backoff(entry.failures, MAX_RETRY_INTERVAL);
-                        entry.retry_at = Some(next);
-                        entry.refetch_at = Some(next);
-                        false
-                    }
-                    Ok(eps) => {
-                        let admitted = admission.admit(addr.host(), eps, &|_| claimed);
-                        for (r, n) in &admitted.refused {
-                            *d.refused.entry(*r).or_insert(0) += n;
-                        }
-                        if entry.last_error.take().is_some() {
-                            tracing::info!(peer = %addr.0, "peer endpoints fetched again");
-                        }
-                        // Logged when the reasons change, not every fetch.
-                        let reasons: Vec<_> = admitted.refused.keys().copied().collect();
-                        if reasons != entry.last_refused {
-                            if reasons.is_empty() {
-                                tracing::info!(peer = %addr.0, "peer endpoints no longer refused");
-                            } else {
-                                tracing::warn!(peer = %addr.0, refused = ?admitted.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect::<Vec<_>>(), "peer endpoints refused");
-                            }
-                            entry.last_refused = reasons;
-                        }
-                        entry.failures = 0;
-                        // A document with nothing admissible is asked for
-                        // again at the refresh, not sooner.
-                        entry.retry_at = admitted.endpoints.is_empty().then(|| now + refresh);
-                        let changed = admitted.endpoints != entry.endpoints;
-                        if changed {
-                            // New QPNs or a new incarnation: probes resume,
-                            // and failures ask again soon.
-                            entry.refetches = 0;
-                            entry.refetch_at = None;
-                        } else {
-                            // The same document while probes fail (a
-                            // black-holed path, not a restart): asked
-                            // again less and less often.
-                            entry.refetches += 1;
-                            entry.refetch_at =
-                                Some(now + backoff(entry.refetches, MAX_REFETCH_INTERVAL));
-                        }
-                        entry.endpoints = admitted.endpoints;
-                        entry.node = admitted.node;
-                        changed
-                    }
-                    Err(e) => {
-                        *d.fetch_errors.entry(e.reason).or_insert(0) += 1;
-                        if entry.last_error.as_ref() != Some(&e.message) {
-                            tracing::warn!(peer = %addr.0, reason = e.reason.as_str(), "cannot fetch peer endpoints: {}", e.message);
-                            entry.last_error = Some(e.message);
-                        }
-                        entry.failures += 1;
-                        let next = now + backoff(entry.failures, MAX_RETRY_INTERVAL);
-                        entry.retry_at = Some(next);
-                        entry.refetch_at = Some(next);
-                        false
-                    }
-                }
-            }
+            Finished::Document(addr, result) => self.document(addr, result, now, admission, d),
             Finished::Query(result) => {
                 self.pass_in_flight = false;
                 d.passes += 1;
@@ -317,11 +428,7 @@ impl Catalog {
                     Ok(series) => {
                         self.query_failures = 0;
                         self.query_due = Some(now + self.refresh);
-                        let (fleet, peers) = admit_fleet(series, admission, &mut d.refused);
-                        let changed = fleet != self.fleet;
-                        self.fleet = fleet;
-                        self.fleet_peers = peers;
-                        changed
+                        self.admit_fleet(series, now, admission, &mut d.refused);
                     }
                     Err(e) => {
                         *d.fetch_errors.entry(e.reason).or_insert(0) += 1;
@@ -332,50 +439,297 @@ impl Catalog {
                         );
                         self.query_failures += 1;
                         self.query_due = Some(now + backoff(self.query_failures, self.refresh));
-                        false
+                    }
+                }
+            }
+            Finished::Proved(node, addresses) => {
+                self.owners.proved(&node, addresses, now);
+                match self.mode {
+                    // The fleet's answer is not kept: it is asked for
+                    // again when the proof gives the node to another
+                    // instance than its holder.
+                    DiscoveryMode::Prometheus => {
+                        if self.proof_moves(&node, now) {
+                            self.query_due = None;
+                        }
+                    }
+                    DiscoveryMode::Documents => {
+                        self.settle(&node, now);
                     }
                 }
             }
         }
+        d.conflicts = self.owners.conflicts();
+    }
+
+    /// Whether DNS now proves a claim on `node` other than its holder's,
+    /// and not the holder's (Prometheus mode: the claims are instances).
+    fn proof_moves(&self, node: &str, now: Instant) -> bool {
+        let Some(holder) = self.owners.holder(node) else {
+            return false;
+        };
+        let dns = |instance: &str| {
+            effective_proof(
+                &self.owners,
+                node,
+                instance_host(instance),
+                Proof::None,
+                now,
+            ) == Proof::Dns
+        };
+        !dns(holder)
+            && self
+                .owners
+                .claimants(node)
+                .iter()
+                .any(|c| c != holder && dns(c))
+    }
+
+    /// The proof of `addr`'s claim now (its own, or DNS).
+    fn proof_of(&self, addr: &str, now: Instant) -> Proof {
+        let Some(e) = self.entries.get(&PeerAddress(addr.to_string())) else {
+            return Proof::None;
+        };
+        let host = PeerAddress(addr.to_string());
+        match &e.node {
+            Some(node) => effective_proof(&self.owners, node, host.host(), e.proof, now),
+            None => e.proof,
+        }
+    }
+
+    fn document(
+        &mut self,
+        addr: PeerAddress,
+        result: Result<Vec<Endpoint>, FetchError>,
+        now: Instant,
+        admission: &Admission,
+        d: &mut PeerDiscovery,
+    ) {
+        let refresh = self.refresh;
+        let first = self.entries.get(&addr).is_some_and(|e| e.node.is_none());
+        let Some(entry) = self.entries.get_mut(&addr) else {
+            return;
+        };
+        entry.in_flight = false;
+        let eps = match result {
+            Ok(eps) if eps.is_empty() => {
+                // Its responders still opening: asked again soon; what it
+                // had is kept.
+                entry.failures += 1;
+                let next = now + backoff(entry.failures, MAX_RETRY_INTERVAL);
+                entry.refetch_at = Some(next);
+                self.set_retry(&addr, Some(next));
+                return;
+            }
+            Ok(eps) => eps,
+            Err(e) => {
+                *d.fetch_errors.entry(e.reason).or_insert(0) += 1;
+                if entry.last_error.as_ref() != Some(&e.message) {
+                    tracing::warn!(peer = %addr.0, reason = e.reason.as_str(), "cannot fetch peer endpoints: {}", e.message);
+                    entry.last_error = Some(e.message);
+                }
+                entry.failures += 1;
+                let next = now + backoff(entry.failures, MAX_RETRY_INTERVAL);
+                entry.refetch_at = Some(next);
+                self.set_retry(&addr, Some(next));
+                return;
+            }
+        };
+        if first {
+            self.first_documents.0 += 1;
+            self.first_documents.1 += u64::from(eps.iter().any(|e| e.learning));
+        }
+        let ports = self.subnets.clone().unwrap_or_default();
+        let claim = Claim {
+            host: addr.host(),
+            target_node: None,
+        };
+        let admitted = admission.admit(claim, eps, &ports);
+        for (r, n) in &admitted.refused {
+            *d.refused.entry(*r).or_insert(0) += n;
+        }
+        let Some(entry) = self.entries.get_mut(&addr) else {
+            return;
+        };
+        if entry.last_error.take().is_some() {
+            tracing::info!(peer = %addr.0, "peer endpoints fetched again");
+        }
+        // Logged when the reasons change, not every fetch.
+        let reasons: Vec<_> = admitted.refused.keys().copied().collect();
+        if reasons != entry.last_refused {
+            if reasons.is_empty() {
+                tracing::info!(peer = %addr.0, "peer endpoints no longer refused");
+            } else {
+                tracing::warn!(peer = %addr.0, refused = ?admitted.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect::<Vec<_>>(), "peer endpoints refused");
+            }
+            entry.last_refused = reasons;
+        }
+        entry.failures = 0;
+        let same = admitted.endpoints.len() == entry.endpoints.len()
+            && admitted
+                .endpoints
+                .iter()
+                .zip(&entry.endpoints)
+                .all(|(a, b)| a == b.as_ref());
+        if !same && entry.held {
+            self.changed = true;
+        }
+        if same {
+            // The same document while probes fail (a black-holed path,
+            // not a restart): asked again less and less often.
+            entry.refetches += 1;
+            entry.refetch_at = Some(now + backoff(entry.refetches, MAX_REFETCH_INTERVAL));
+        } else {
+            // New QPNs or a new incarnation: probes resume, and failures
+            // ask again soon.
+            entry.refetches = 0;
+            entry.refetch_at = None;
+        }
+        let old_node = entry.node.clone();
+        entry.proof = admitted.proof;
+        entry.node = admitted.node.clone();
+        entry.endpoints = admitted.endpoints.into_iter().map(Arc::new).collect();
+        // A document with nothing admissible is asked for again at the
+        // refresh, not sooner.
+        let nothing = entry.endpoints.is_empty();
+        self.set_retry(&addr, nothing.then(|| now + refresh));
+        if let Some(old) = old_node.filter(|o| Some(o) != admitted.node.as_ref()) {
+            self.release(&old, &addr);
+        }
+        match admitted.node {
+            Some(node) => {
+                self.owners.claim(&node, &addr.0);
+                let holder = self.settle(&node, now);
+                let refused = self.entries.get(&addr).map_or(0, |e| e.endpoints.len());
+                if holder.as_deref() != Some(addr.0.as_str()) && refused > 0 {
+                    *d.refused.entry(Refusal::NodeClaimed).or_insert(0) += refused as u64;
+                    tracing::warn!(peer = %addr.0, node = %node, holder = holder.as_deref().unwrap_or(""), "peer endpoints name a node another peer address holds: refused (both claims reported in roce_peer_probe_node_conflict_info)");
+                }
+            }
+            None => self.hold(&addr, false),
+        }
+    }
+
+    /// Gives `node` to the claim that should hold it and refuses the
+    /// others (counted once per claim refused, as `node_claimed`): the
+    /// holder keeps it unless a claim proves what the holder's does not.
+    fn settle(&mut self, node: &str, now: Instant) -> Option<String> {
+        let claimants = self.owners.claimants(node);
+        let proofs: Vec<(String, Proof)> = claimants
+            .iter()
+            .map(|a| (a.clone(), self.proof_of(a, now)))
+            .collect();
+        let holder = self.owners.decide(node, &proofs);
+        for (a, proof) in &proofs {
+            let addr = PeerAddress(a.clone());
+            if Some(a) == holder.as_ref() {
+                self.hold(&addr, true);
+            } else {
+                self.hold(&addr, false);
+                if !proof.proven() && host_is_ip(addr.host()) {
+                    self.ask_proof(node, now);
+                }
+            }
+        }
+        holder
+    }
+
+    /// Asks DNS for `node` (bounded, not again within the proof interval).
+    fn ask_proof(&mut self, node: &str, now: Instant) {
+        if self.to_prove.len() < MAX_LOOKUPS && self.owners.should_prove(node, now) {
+            self.to_prove.insert(node.to_string());
+        }
+    }
+
+    /// `addr` no longer claims `node`: another claim may take it.
+    fn release(&mut self, node: &str, addr: &PeerAddress) {
+        self.owners.unclaim(node, &addr.0);
+        self.settle(node, Instant::now());
+    }
+
+    /// Admits the endpoints of a Prometheus answer, grouped by the
+    /// instance each was scraped from (the peer), exactly as documents
+    /// are; a node claimed by two instances goes to the one holding it
+    /// before, else the proven one, else the first in sorted order, both
+    /// reported.
+    fn admit_fleet(
+        &mut self,
+        series: Vec<FleetSeries>,
+        now: Instant,
+        admission: &Admission,
+        refused: &mut BTreeMap<Refusal, u64>,
+    ) {
+        let mut by_instance: BTreeMap<String, (Vec<Endpoint>, Option<String>)> = BTreeMap::new();
+        for s in series {
+            let slot = by_instance.entry(s.instance).or_default();
+            if slot.1.is_none() {
+                slot.1 = s.target_node;
+            }
+            match s.endpoint {
+                Ok(e) => slot.0.push(e),
+                Err(r) => *refused.entry(r).or_insert(0) += 1,
+            }
+        }
+        let ports = self.subnets.clone().unwrap_or_default();
+        let listed = by_instance.len();
+        let mut claims: BTreeMap<String, Vec<(String, Proof, Vec<Endpoint>)>> = BTreeMap::new();
+        for (instance, (eps, target_node)) in &mut by_instance {
+            let host = instance_host(instance);
+            let claim = Claim {
+                host,
+                target_node: target_node.as_deref(),
+            };
+            let admitted = admission.admit(claim, std::mem::take(eps), &ports);
+            for (r, n) in &admitted.refused {
+                *refused.entry(*r).or_insert(0) += n;
+            }
+            if let Some(node) = admitted.node.filter(|_| !admitted.endpoints.is_empty()) {
+                let proof = effective_proof(&self.owners, &node, host, admitted.proof, now);
+                claims.entry(node).or_default().push((
+                    instance.to_string(),
+                    proof,
+                    admitted.endpoints,
+                ));
+            }
+        }
+        let mut owners = Owners::for_new_answer(&self.owners);
+        let mut fleet = Vec::new();
+        for (node, mut list) in claims {
+            for (instance, _, _) in &list {
+                owners.claim(&node, instance);
+            }
+            let proofs: Vec<(String, Proof)> =
+                list.iter().map(|(i, p, _)| (i.clone(), *p)).collect();
+            let holder = owners.decide(&node, &proofs);
+            for (instance, proof, eps) in list.drain(..) {
+                if Some(&instance) == holder.as_ref() {
+                    fleet.extend(eps.into_iter().map(Arc::new));
+                } else {
+                    *refused.entry(Refusal::NodeClaimed).or_insert(0) += eps.len() as u64;
+                    let host = instance_host(&instance);
+                    if !proof.proven()
+                        && host_is_ip(host)
+                        && self.to_prove.len() < MAX_LOOKUPS
+                        && owners.should_prove(&node, now)
+                    {
+                        self.to_prove.insert(node.clone());
+                    }
+                }
+            }
+        }
+        fleet.sort();
+        let known = owners.holders();
+        if fleet != self.fleet {
+            self.changed = true;
+        }
+        self.owners = owners;
+        self.fleet = fleet;
+        self.fleet_peers = (listed, known);
     }
 }
 
-/// Admits the endpoints of a Prometheus answer, grouped by the instance
-/// each was scraped from (the peer), exactly as documents are; a node
-/// claimed by two instances keeps the first (in sorted order). Returns
-/// the endpoints and (instances listed, instances with endpoints).
-pub(super) fn admit_fleet(
-    series: Vec<FleetSeries>,
-    admission: &Admission,
-    refused: &mut BTreeMap<Refusal, u64>,
-) -> (Vec<Endpoint>, (usize, usize)) {
-    let mut by_instance: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
-    for s in series {
-        match s.endpoint {
-            Ok(e) => by_instance.entry(s.instance).or_default().push(e),
-            Err(r) => {
-                *refused.entry(r).or_insert(0) += 1;
-                by_instance.entry(s.instance).or_default();
-            }
-        }
-    }
-    let mut owners: BTreeMap<String, String> = BTreeMap::new();
-    let mut fleet = Vec::new();
-    let mut known = 0;
-    let listed = by_instance.len();
-    for (instance, eps) in by_instance {
-        let claimed = eps
-            .first()
-            .is_some_and(|e| owners.get(&e.node).is_some_and(|o| *o != instance));
-        let admitted = admission.admit(instance_host(&instance), eps, &|_| claimed);
-        for (r, n) in admitted.refused {
-            *refused.entry(r).or_insert(0) += n;
-        }
-        if let Some(node) = admitted.node.filter(|_| !admitted.endpoints.is_empty()) {
-            owners.entry(node).or_insert(instance);
-            known += 1;
-            fleet.extend(admitted.endpoints);
-        }
-    }
-    (fleet, (listed, known))
+/// Whether a peer's host is an address (a DNS proof can bind a node name
+/// to it).
+fn host_is_ip(host: &str) -> bool {
+    crate::peer_endpoints::host_is_address(host)
 }

@@ -25,6 +25,8 @@ pub(super) fn coordinate<V>(
                 list: Mutex::new(Some(*list)),
                 fetcher: Some(fetcher),
                 query: None,
+                lookup_deadline: settings.fetch_timeout,
+                resolve: settings.resolve,
             },
             DiscoveryMode::Documents,
         ),
@@ -33,6 +35,8 @@ pub(super) fn coordinate<V>(
                 list: Mutex::new(None),
                 fetcher: None,
                 query: Some(q),
+                lookup_deadline: settings.fetch_timeout,
+                resolve: settings.resolve,
             },
             DiscoveryMode::Prometheus,
         ),
@@ -40,7 +44,8 @@ pub(super) fn coordinate<V>(
     let dns_queries = lock(&work.list).as_ref().map_or(0, PeerList::dns_queries) as u64;
     let pool = Pool::start(Arc::new(work), FETCH_WORKERS);
     seed = xorshift(seed);
-    let mut catalog = Catalog::new(mode, settings.refresh, FETCH_RATE, seed);
+    let mut catalog = Catalog::new(mode, settings.refresh, seed, settings.pace);
+    let mut published: Option<Instant> = None;
     let mut threads: Vec<PortThread> = Vec::new();
     loop {
         if shared.stop.load(Ordering::SeqCst) {
@@ -106,14 +111,28 @@ pub(super) fn coordinate<V>(
         // the next requests planned and counted under the same lock, so a
         // reader never sees a finished pass without what it started.
         let now = Instant::now();
+        // Documents are admitted against the subnets of the open ports.
+        let opened: Vec<Option<crate::peer_address::PortSubnet>> = lock(&shared.ports)
+            .values()
+            .filter(|p| p.endpoint.is_some())
+            .map(|p| p.subnet)
+            .collect();
+        if !opened.is_empty() {
+            let mut subnets: Vec<_> = opened.into_iter().flatten().collect();
+            subnets.sort();
+            subnets.dedup();
+            catalog.set_subnets(subnets);
+        }
         let jobs = {
             let mut d = lock(&shared.discovery);
-            let mut changed = false;
             while let Ok(done) = pool.done.try_recv() {
-                changed |= catalog.apply(done, now, &settings.admission, &mut d);
+                catalog.apply(done, now, &settings.admission, &mut d);
             }
-            if changed {
-                *lock(&shared.peers) = Arc::new(catalog.endpoints());
+            if catalog.changed && published.is_none_or(|t| now >= t + PUBLISH_EVERY) {
+                catalog.changed = false;
+                published = Some(now);
+                let mut peers = lock(&shared.peers);
+                *peers = (peers.0 + 1, Arc::new(catalog.endpoints()));
             }
             let failing = std::mem::take(&mut *lock(&shared.failing));
             let jobs = catalog.plan(
@@ -126,6 +145,7 @@ pub(super) fn coordinate<V>(
                     FetchJob::List => (RequestKind::Dns, dns_queries),
                     FetchJob::Document(_) => (RequestKind::Document, 1),
                     FetchJob::Query => (RequestKind::Prometheus, 1),
+                    FetchJob::Prove(_) => (RequestKind::Dns, 1),
                 };
                 if n > 0 {
                     *d.requests.entry(kind).or_insert(0) += n;
@@ -134,8 +154,20 @@ pub(super) fn coordinate<V>(
             let (listed, known) = catalog.peer_counts();
             d.peers_configured = listed;
             d.peers_known = known;
-            d.endpoints = lock(&shared.peers).len();
+            let (generation, endpoints) = {
+                let p = lock(&shared.peers);
+                (p.0, p.1.len())
+            };
+            d.endpoints = endpoints;
             d.in_flight = catalog.in_flight;
+            // Learning until every listed peer was tried once and what it
+            // admitted is admitted by the responders of the open ports:
+            // a peer told otherwise would call its unanswered probes lost.
+            d.learning = catalog.learning()
+                || catalog.changed
+                || lock(&shared.ports)
+                    .values()
+                    .any(|p| p.endpoint.is_some() && p.applied < generation);
             jobs
         };
         for job in jobs {

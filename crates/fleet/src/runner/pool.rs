@@ -1,6 +1,6 @@
 //! The fetch pool: the threads that carry out the coordinator's requests
-//! (the peer list, documents, the Prometheus query), each answered as soon
-//! as it ends.
+//! (the peer list, documents, the Prometheus query, the DNS lookup of a
+//! node name two addresses claim), each answered as soon as it ends.
 
 use super::*;
 
@@ -10,6 +10,8 @@ pub(super) enum FetchJob {
     List,
     Document(PeerAddress),
     Query,
+    /// Resolve a node name (a DNS proof of one of two claims).
+    Prove(String),
 }
 
 /// A finished job.
@@ -17,6 +19,9 @@ pub(super) enum Finished {
     List(Vec<PeerAddress>, Vec<crate::FleetError>),
     Document(PeerAddress, Result<Vec<Endpoint>, FetchError>),
     Query(Result<Vec<FleetSeries>, FetchError>),
+    /// The addresses the node name resolved to (empty: none, or the
+    /// deadline passed).
+    Proved(String, Vec<std::net::IpAddr>),
 }
 
 /// What the pool's workers run jobs with.
@@ -24,6 +29,9 @@ pub(super) struct Work {
     pub(super) list: Mutex<Option<PeerList>>,
     pub(super) fetcher: Option<Arc<dyn Fetch>>,
     pub(super) query: Option<Arc<dyn Query>>,
+    /// The deadline of a name lookup, and how names are resolved.
+    pub(super) lookup_deadline: Duration,
+    pub(super) resolve: Resolve,
 }
 
 impl Work {
@@ -54,6 +62,10 @@ impl Work {
                 Some(q) => q.query(),
                 None => Err(failed("query")),
             }),
+            FetchJob::Prove(node) => {
+                let addrs = (self.resolve)(&node, self.lookup_deadline);
+                Finished::Proved(node, addrs)
+            }
         }
     }
 }
@@ -95,6 +107,7 @@ impl Pool {
                                     ),
                                     FetchJob::Document(p) => Finished::Document(p, Err(e)),
                                     FetchJob::Query => Finished::Query(Err(e)),
+                                    FetchJob::Prove(n) => Finished::Proved(n, Vec::new()),
                                 }
                             });
                     if tx.send(done).is_err() {

@@ -41,7 +41,10 @@ pub(super) fn run_port<V: PeerVerbs>(
             }
         };
         let (gid, qpn, mtu) = roce_probe::peer::PeerPort::local(&port);
-        let subnet = (settings.subnet_of)(&gid);
+        let fabric = (settings.subnet_of)(&gid);
+        let subnet = fabric
+            .and_then(|s| s.v4())
+            .map(|(a, len)| crate::peer_rails::Net::of(a, len));
         let rails = &settings.admission.rails;
         let rail = rails.local(&LocalPort {
             device: &target.device,
@@ -63,6 +66,8 @@ pub(super) fn run_port<V: PeerVerbs>(
             subnet: subnet.map(|n| n.to_string()),
             rail: rail.as_ref().map(crate::peer_rails::Rail::name),
             incarnation: id.incarnation,
+            wire: roce_probe::peer_wire::WIRE_VERSION,
+            learning: false,
         };
         let all_to_all = settings.probe.all_to_all;
         let probe_settings = PeerSettings {
@@ -76,24 +81,25 @@ pub(super) fn run_port<V: PeerVerbs>(
         let rail_name = endpoint.rail.clone();
         publish(&|s| {
             s.endpoint = Some(endpoint.clone());
+            s.subnet = fabric;
             s.rail = rail_name.clone();
             s.failure = None;
             s.unavailable = None;
         });
         let pps = prober.settings.packets_per_second;
-        let mut seen: Option<Arc<Vec<Endpoint>>> = None;
+        let mut seen: Option<Arc<Vec<Arc<Endpoint>>>> = None;
         let mut mine: Vec<Endpoint> = Vec::new();
         // The responder (GID, QPN, incarnation) each peer port had: another
         // one is a restarted peer, whose history starts afresh (the probes
         // lost to its old QPN are no loss on the path).
         let mut responders: BTreeMap<PeerKey, (std::net::Ipv6Addr, u32, u64)> = BTreeMap::new();
         while !halt() {
-            let peers = lock(&shared.peers).clone();
+            let (generation, peers) = lock(&shared.peers).clone();
             if !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &peers)) {
                 mine = peers
                     .iter()
                     .filter(|p| all_to_all || rail.as_ref().is_some_and(|r| rails.on_rail(r, p)))
-                    .cloned()
+                    .map(|p| Endpoint::clone(p))
                     .collect();
                 seen = Some(peers);
                 let mut now = BTreeMap::new();
@@ -108,22 +114,27 @@ pub(super) fn run_port<V: PeerVerbs>(
                     now.insert(key, (p.gid, p.qpn, p.incarnation));
                 }
                 responders = now;
+                let before = prober.stats.peers_known;
+                prober.set_peers(&mine);
+                // Published before the round (which takes seconds): the
+                // rules read whether this port has peers at all, and the
+                // coordinator whether its responder admits the peers yet.
+                let changed = prober.stats.peers_known != before;
+                let stats = changed.then(|| prober.stats.clone());
+                publish(&|s| {
+                    s.applied = generation;
+                    if let Some(st) = &stats {
+                        s.stats = st.clone();
+                    }
+                });
             }
             prober.settings.traffic_class = class.load(Ordering::SeqCst);
-            let known = prober.matching(&mine).len();
-            if known != prober.stats.peers_known {
-                // Published before the round (which takes seconds): the
-                // rules read whether this port has peers at all.
-                prober.stats.peers_known = known;
-                let stats = prober.stats.clone();
-                publish(&|s| s.stats = stats.clone());
-            }
-            if known == 0 {
-                prober.serve(&mine);
+            if prober.stats.peers_known == 0 {
+                prober.serve();
                 prober.idle(TICK);
             } else {
                 let mut mark = Instant::now();
-                prober.round_with(&mine, &mut || {
+                prober.next_round(&mut || {
                     if halt() {
                         return None;
                     }

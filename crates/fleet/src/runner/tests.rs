@@ -88,6 +88,8 @@ fn ep(node: &str, gid: Ipv6Addr, qpn: u32) -> Endpoint {
         subnet: None,
         rail: None,
         incarnation: 0,
+        wire: roce_probe::peer_wire::WIRE_VERSION,
+        learning: false,
     }
 }
 
@@ -147,11 +149,31 @@ fn settings(all_to_all: bool, refresh: Duration) -> RunnerSettings {
             ..PeerSettings::default()
         },
         refresh,
-        subnet_of: |g| g.to_ipv4_mapped().map(|a| Net::of(a, 24)),
-        admission: Admission {
-            rails: Rails::new(&RailConfig::default()).unwrap(),
-            allow_link_local: false,
+        fetch_timeout: Duration::from_secs(1),
+        resolve: hosts,
+        pace: FetchPace::default(),
+        subnet_of: |g| {
+            g.to_ipv4_mapped()
+                .map(|a| crate::peer_address::PortSubnet::of(a.into(), 24, true))
         },
+        admission: admission(),
+    }
+}
+
+fn admission() -> Admission {
+    Admission {
+        rails: Rails::new(&RailConfig::default()).unwrap(),
+        policy: crate::peer_address::AddressPolicy::default(),
+        fabric: Vec::new(),
+    }
+}
+
+/// The tests' name table (no lookup leaves the process): node-b is
+/// 10.1.0.2.
+fn hosts(node: &str, _: Duration) -> Vec<std::net::IpAddr> {
+    match node {
+        "node-b" => vec!["10.1.0.2".parse().unwrap()],
+        _ => Vec::new(),
     }
 }
 
@@ -247,6 +269,9 @@ fn endpoint_fetches_run_concurrently_so_dead_peers_do_not_serialize_them() {
         settings(false, Duration::from_secs(3600)),
     )
     .unwrap();
+    // Documents are admitted against the open ports' subnets: none is
+    // fetched before a port is open.
+    runner.set_targets(vec![rx0()]);
     wait_for("every live peer's endpoints", || {
         let (_, d) = runner.results();
         d.peers_known == 12 && d.fetch_errors.get(&FetchReason::Timeout) >= Some(&4)
@@ -321,9 +346,14 @@ fn hostile_documents_are_refused_counted_and_never_probed() {
         hostile(&format!("qpn{i}"), &move |e| e.qpn = *qpn);
     }
     hostile("mtu0", &|e| e.mtu = 0);
-    hostile("offrail", &|e| {
-        e.gid = Ipv4Addr::new(10, 9, 9, 9).to_ipv6_mapped();
-        e.subnet = Some("10.0.2.0/24".into());
+    // On the fabric, claiming a subnet its GID is not in.
+    hostile("offrail", &|e| e.subnet = Some("10.0.9.0/24".into()));
+    // The subnet's broadcast and network addresses.
+    hostile("bcast", &|e| {
+        e.gid = Ipv4Addr::new(10, 0, 2, 255).to_ipv6_mapped()
+    });
+    hostile("net", &|e| {
+        e.gid = Ipv4Addr::new(10, 0, 2, 0).to_ipv6_mapped()
     });
     // A peer whose document names another node.
     docs.insert("liar".into(), vec![ep("good", v4(10, 0, 2, 99), 23)]);
@@ -348,9 +378,11 @@ fn hostile_documents_are_refused_counted_and_never_probed() {
     )
     .unwrap();
     runner.set_targets(vec![rx0()]);
-    wait_for("every document fetched and the good peer probed", || {
+    // Every document fetched and admitted (17 endpoints refused: counted
+    // as each ends, not as each is asked for), the good peer probed.
+    wait_for("every document admitted and the good peer probed", || {
         let (r, d) = runner.results();
-        d.requests.get(&RequestKind::Document) >= Some(&13) && answered(&r) > 4
+        d.refused.values().sum::<u64>() >= 17 && d.in_flight == 0 && answered(&r) > 4
     });
     let (_, d) = runner.results();
     let refused: Vec<(&str, u64)> = d.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect();
@@ -358,7 +390,15 @@ fn hostile_documents_are_refused_counted_and_never_probed() {
         refused,
         [
             ("node_mismatch", 1),
-            ("gid", 6),
+            ("unspecified", 1),
+            ("loopback", 2),
+            ("multicast", 1),
+            ("broadcast", 2),
+            ("network", 1),
+            ("link_local", 1),
+            ("reserved", 1),
+            ("documentation", 1),
+            ("off_fabric", 1),
             ("qpn", 3),
             ("mtu", 1),
             ("off_rail", 1)
@@ -594,19 +634,23 @@ fn the_fleet_comes_from_one_prometheus_query_admitted_like_documents() {
             Ok(vec![
                 FleetSeries {
                     instance: "10.1.0.2:9879".into(),
+                    target_node: None,
                     endpoint: Ok(ep("node-b", b_gid(), 11)),
                 },
                 FleetSeries {
                     instance: "node-c:9879".into(),
+                    target_node: None,
                     endpoint: Ok(bad),
                 },
                 FleetSeries {
                     instance: "node-d:9879".into(),
+                    target_node: None,
                     endpoint: Err(Refusal::Malformed),
                 },
                 // Another instance claiming node-b: refused.
                 FleetSeries {
                     instance: "10.1.0.9:9879".into(),
+                    target_node: None,
                     endpoint: Ok(ep(
                         "node-b",
                         Ipv4Addr::new(10, 0, 2, 66).to_ipv6_mapped(),
@@ -659,11 +703,9 @@ pub(crate) fn simulate(
     dead: usize,
     failing_ports: usize,
     count_after: Duration,
+    starting: bool,
 ) -> (u64, u64) {
-    let admission = Admission {
-        rails: Rails::new(&RailConfig::default()).unwrap(),
-        allow_link_local: false,
-    };
+    let admission = admission();
     let addrs: Vec<PeerAddress> = (0..peers)
         .map(|i| {
             PeerAddress(format!(
@@ -674,7 +716,15 @@ pub(crate) fn simulate(
             ))
         })
         .collect();
-    let mut c = Catalog::new(DiscoveryMode::Documents, refresh, FETCH_RATE, 12345);
+    let mut c = Catalog::new(
+        DiscoveryMode::Documents,
+        refresh,
+        12345,
+        FetchPace::default(),
+    );
+    c.set_subnets(vec![
+        crate::peer_address::PortSubnet::parse("10.0.0.0/8").unwrap()
+    ]);
     let mut d = PeerDiscovery::default();
     let t0 = Instant::now();
     let tick = Duration::from_millis(200);
@@ -713,10 +763,12 @@ pub(crate) fn simulate(
                             Ipv4Addr::new(10, 0, (i >> 8) as u8, (i & 255) as u8).to_ipv6_mapped();
                         let mut e = ep(&format!("n{i}"), gid, 17);
                         e.device = "mlx5_0".into();
+                        e.learning = starting;
                         Finished::Document(a, Ok(vec![e]))
                     }
                 }
                 FetchJob::Query => Finished::Query(Ok(Vec::new())),
+                FetchJob::Prove(n) => Finished::Proved(n, Vec::new()),
             };
             c.apply(done, now, &admission, &mut d);
         }
@@ -736,10 +788,12 @@ fn documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh() {
         0,
         0,
         Duration::ZERO,
+        false,
     );
     assert_eq!(docs, 1000);
     assert_eq!(lists, 60);
-    // 10 s in, the walk has reached 16 + 50/s × 10 s of them.
+    // 10 s in, the walk has reached 16 + 50/s × 10 s of them: its peers
+    // know theirs (a fleet running, this node started late).
     let (early, _) = simulate(
         1000,
         Duration::from_secs(60),
@@ -747,8 +801,33 @@ fn documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh() {
         0,
         0,
         Duration::ZERO,
+        false,
     );
     assert!((490..=520).contains(&early), "{early}");
+    // A whole fleet starting at once: the peers read are learning theirs
+    // too, so 16 + 3/s × 10 s (3,000 requests/s over 1,000 nodes).
+    let (starting, _) = simulate(
+        1000,
+        Duration::from_secs(60),
+        Duration::from_secs(10),
+        0,
+        0,
+        Duration::ZERO,
+        true,
+    );
+    assert!((40..=50).contains(&starting), "{starting}");
+    // Every peer still tried once within its first walk: 999 peers in
+    // 16 + 3/s × 330 s.
+    let (walked, _) = simulate(
+        1000,
+        Duration::from_secs(60),
+        Duration::from_secs(340),
+        0,
+        0,
+        Duration::ZERO,
+        true,
+    );
+    assert_eq!(walked, 1000);
     // A dead peer is asked again at 5, 10, 20, 40 s, then every minute.
     let (docs, _) = simulate(
         10,
@@ -757,6 +836,7 @@ fn documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh() {
         1,
         0,
         Duration::ZERO,
+        false,
     );
     assert!((10 + 58..10 + 64).contains(&docs), "{docs}");
     // A live peer whose probes keep failing: asked again at 5, 10, 20,
@@ -768,6 +848,7 @@ fn documents_are_fetched_once_per_peer_at_a_bounded_pace_not_every_refresh() {
         0,
         1,
         Duration::ZERO,
+        false,
     );
     assert!((12..=20).contains(&docs), "{docs}");
 }
@@ -815,17 +896,17 @@ fn logged(f: impl FnOnce()) -> Vec<String> {
 
 #[test]
 fn a_peer_whose_endpoints_are_refused_the_same_way_is_logged_once_and_when_that_ends() {
-    let admission = Admission {
-        rails: Rails::new(&RailConfig::default()).unwrap(),
-        allow_link_local: false,
-    };
+    let admission = admission();
     let peer = PeerAddress("http://10.0.2.7:9879".into());
     let mut c = Catalog::new(
         DiscoveryMode::Documents,
         Duration::from_secs(60),
-        FETCH_RATE,
         1,
+        FetchPace::default(),
     );
+    c.set_subnets(vec![
+        crate::peer_address::PortSubnet::parse("10.0.0.0/8").unwrap()
+    ]);
     let mut d = PeerDiscovery::default();
     let now = Instant::now();
     c.apply(
@@ -867,4 +948,143 @@ fn a_peer_whose_endpoints_are_refused_the_same_way_is_logged_once_and_when_that_
     assert_eq!((refused, ended), (2, 1), "{lines:#?}");
     // Counted every time all the same.
     assert_eq!(d.refused.values().sum::<u64>(), 61);
+}
+
+/// node-b's real exporter at 10.1.0.2 (node-b resolves there, see
+/// [`hosts`]) and an impostor at 10.1.0.9 claiming node-b with a
+/// responder of its own; the real one refuses connections for its first
+/// `.0` fetches (started late).
+struct TwoClaims(AtomicU32);
+
+impl Fetch for TwoClaims {
+    fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {
+        if peer.host() == "10.1.0.9" {
+            return Ok(vec![ep(
+                "node-b",
+                Ipv4Addr::new(10, 0, 2, 66).to_ipv6_mapped(),
+                99,
+            )]);
+        }
+        if self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(FetchError {
+                reason: FetchReason::Connect,
+                message: "connection refused".into(),
+            });
+        }
+        Ok(vec![ep("node-b", b_gid(), 11)])
+    }
+}
+
+fn claims_settled(runner: &PeerRunner) -> bool {
+    let (r, d) = runner.results();
+    answered(&r) > 2
+        && d.conflicts.len() == 1
+        && d.conflicts[0].holder == "http://10.1.0.2:9879"
+        && d.conflicts[0].holder_proof == "dns"
+}
+
+#[test]
+fn a_claim_from_a_second_address_never_stops_the_real_node_being_probed() {
+    for late in [0, 1] {
+        // late 0: the real node-b is fetched first, the impostor's claim
+        // comes second; late 1: the impostor holds node-b first, and the
+        // real one takes it over once DNS proves its claim.
+        let fabric = Fabric::default();
+        fabric.live_qpn.store(11, Ordering::SeqCst);
+        let runner = PeerRunner::spawn(
+            fabric.clone(),
+            documents(
+                &["10.1.0.9:9879", "10.1.0.2:9879"],
+                TwoClaims(AtomicU32::new(late)),
+            ),
+            settings(true, Duration::from_secs(3600)),
+        )
+        .unwrap();
+        runner.set_targets(vec![rx0()]);
+        wait_for("the real node-b probed and both claims reported", || {
+            claims_settled(&runner)
+        });
+        let (_, d) = runner.results();
+        let c = &d.conflicts[0];
+        assert_eq!(
+            (
+                c.node.as_str(),
+                c.claimant.as_str(),
+                c.holder_proof,
+                c.claimant_proof
+            ),
+            ("node-b", "http://10.1.0.9:9879", "dns", "none"),
+            "late {late}"
+        );
+        assert!(
+            d.refused.get(&Refusal::NodeClaimed) >= Some(&1),
+            "late {late}"
+        );
+        // From the moment the real claim came in, only its responder is
+        // probed; the impostor's is never aimed at once the real one is
+        // known.
+        lock(&fabric.aimed).clear();
+        let before = answered(&runner.results().0);
+        wait_for("more answers", || {
+            answered(&runner.results().0) > before + 2
+        });
+        assert_eq!(
+            *lock(&fabric.aimed),
+            BTreeSet::from([(b_gid(), 11)]),
+            "late {late}"
+        );
+        let node_b = runner
+            .results()
+            .0
+            .ports
+            .first()
+            .map(|(_, s)| s.peers_known)
+            .unwrap_or(0);
+        assert_eq!(node_b, 1, "one node-b, not two");
+    }
+}
+
+#[test]
+fn without_a_proof_the_earlier_claim_keeps_the_node_and_both_are_reported() {
+    // Neither claim proves node-c (it resolves nowhere): the first one
+    // admitted holds it, the second never evicts it.
+    struct Unproven;
+    impl Fetch for Unproven {
+        fn fetch(&self, peer: &PeerAddress) -> Result<Vec<Endpoint>, FetchError> {
+            let last = peer.host().rsplit('.').next().unwrap_or("0");
+            let qpn: u32 = last.parse().unwrap_or(0) + 100;
+            Ok(vec![ep("node-c", b_gid(), qpn)])
+        }
+    }
+    let fabric = Fabric::default();
+    fabric.answer_all.store(true, Ordering::SeqCst);
+    let runner = PeerRunner::spawn(
+        fabric.clone(),
+        documents(&["10.1.0.3:9879", "10.1.0.4:9879"], Unproven),
+        settings(true, Duration::from_secs(3600)),
+    )
+    .unwrap();
+    runner.set_targets(vec![rx0()]);
+    wait_for("one holder, one refused claim", || {
+        let (r, d) = runner.results();
+        answered(&r) > 4 && d.conflicts.len() == 1
+    });
+    let (_, d) = runner.results();
+    let c = &d.conflicts[0];
+    assert_eq!((c.holder_proof, c.claimant_proof), ("none", "none"));
+    let held: u32 = if c.holder.ends_with("10.1.0.3:9879") {
+        103
+    } else {
+        104
+    };
+    lock(&fabric.aimed).clear();
+    let before = answered(&runner.results().0);
+    wait_for("more answers", || {
+        answered(&runner.results().0) > before + 4
+    });
+    assert_eq!(*lock(&fabric.aimed), BTreeSet::from([(b_gid(), held)]));
 }

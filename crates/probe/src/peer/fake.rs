@@ -17,8 +17,6 @@ pub struct FakePort {
     pub gid: Option<Ipv6Addr>,
     /// Nodes that answer nothing.
     pub dead: BTreeSet<String>,
-    /// Nodes that answer "not admitted" (their lists lack this node).
-    pub not_admitting: BTreeSet<String>,
     /// Nodes whose address never resolves.
     pub unresolved: BTreeSet<String>,
     /// Nodes whose path drops datagrams larger than this payload.
@@ -29,7 +27,7 @@ pub struct FakePort {
     /// When not empty, the n-th answer (by probe sequence) takes
     /// `rtt_series[n % len]` instead of `rtt` (jitter, outliers).
     pub rtt_series: Vec<Duration>,
-    /// Probes from unknown senders waiting at the responder.
+    /// Probes from senders no peer list names waiting at the responder.
     pub strangers: u64,
     pub sent: Vec<(String, Probe)>,
 }
@@ -53,11 +51,6 @@ impl PeerPort for FakePort {
         self.sent.push((to.node.clone(), *probe));
         if self.dead.contains(&to.node) {
             return ProbeOutcome::Lost;
-        }
-        if self.not_admitting.contains(&to.node) {
-            return ProbeOutcome::NotAdmitted {
-                incarnation: to.incarnation,
-            };
         }
         if self
             .mtu_limit
@@ -84,7 +77,7 @@ impl PeerPort for FakePort {
         // One probe from a stranger per call.
         if self.strangers > 0 {
             self.strangers -= 1;
-            let probe = Message::probe(1, 1, 1).encode(64);
+            let probe = Message::probe(1, 1, 1, 0).encode(64);
             let d = Datagram {
                 payload: &probe,
                 gid: std::net::Ipv4Addr::new(192, 168, 9, 9).to_ipv6_mapped(),
@@ -95,7 +88,7 @@ impl PeerPort for FakePort {
                 Handled::Answer(m, _) if m.kind == crate::peer_wire::MessageKind::Echo => {
                     served.answered += 1
                 }
-                Handled::Answer(..) => served.not_admitted += 1,
+                Handled::Answer(..) => served.challenged += 1,
                 Handled::Reply(_) | Handled::Dropped => {}
             }
         }

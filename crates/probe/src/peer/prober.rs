@@ -14,16 +14,38 @@ pub struct PortProber<P: PeerPort> {
     port: P,
     pub settings: PeerSettings,
     /// Whom the port answers (the matching peers' responders as of the
-    /// last round) and how often.
+    /// last [`PortProber::set_peers`]) and how often, and the cookies the
+    /// peers gave this prober.
     responder: Responder,
     id: ProberId,
     seq: u32,
+    /// The peers on this port's rail, in a stable order.
+    matching: Vec<Endpoint>,
     /// Where the walk over the matching peers goes on next round.
     cursor: usize,
     /// Walks over the whole list so far: with a pair's own visits, picks
     /// its flow label (a pair's state is forgotten between visits).
     laps: u64,
+    /// The last round's small probes were all lost (at least two): the
+    /// next round probes only [`FOCUS_PEERS`] suspects, so that a port
+    /// that reaches nobody is judged in seconds, not after rounds whose
+    /// every probe costs the timeout.
+    focus: bool,
     pub stats: PortStats,
+}
+
+/// Suspects a port whose last round got no answer probes per round.
+pub const FOCUS_PEERS: usize = 2;
+
+/// How a probe was counted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Recorded {
+    /// Answered; the RTT (seconds) of a small probe.
+    Answered(Option<f64>),
+    Lost,
+    Pending,
+    /// Not sent (counted by reason, neither answered nor lost).
+    Failed,
 }
 
 impl<P: PeerPort> PortProber<P> {
@@ -39,10 +61,12 @@ impl<P: PeerPort> PortProber<P> {
             responder: Responder::new(id.incarnation, Instant::now()),
             id,
             seq: 0,
+            matching: Vec::new(),
             // Each node starts its walk at a place of its own: the nonce is
             // random per start.
             cursor: id.nonce as usize,
             laps: 0,
+            focus: false,
             stats,
         }
     }
@@ -60,15 +84,24 @@ impl<P: PeerPort> PortProber<P> {
         m
     }
 
-    /// Admits the responders of the matching peers.
-    fn admit(&mut self, matching: &[Endpoint]) {
+    /// Takes a new peer list: the matching peers are probed from the next
+    /// round on and their responders admitted at once. Called when the
+    /// list changes, not every round (the work grows with the list).
+    pub fn set_peers(&mut self, peers: &[Endpoint]) {
+        self.matching = self.matching(peers);
+        self.stats.peers_known = self.matching.len();
         self.responder
-            .set_admitted(matching.iter().map(|p| (p.gid, p.qpn)).collect());
+            .set_admitted(self.matching.iter().map(|p| (p.gid, p.qpn)).collect());
     }
 
-    /// One round: a small and a large probe to each peer of this round's
-    /// sample. `pause` is called between probes (the runner sleeps there;
-    /// tests pass a no-op).
+    /// The matching peers held now.
+    pub fn peers(&self) -> &[Endpoint] {
+        &self.matching
+    }
+
+    /// One round over `peers`: a small and a large probe to each peer of
+    /// this round's sample. `pause` is called between probes (tests pass
+    /// a no-op).
     pub fn round(&mut self, peers: &[Endpoint], pause: &mut dyn FnMut()) {
         self.round_with(peers, &mut || {
             pause();
@@ -76,17 +109,34 @@ impl<P: PeerPort> PortProber<P> {
         });
     }
 
-    /// One round, answering peers between probes: after each probe `gap`
-    /// says how long to wait (answering probes meanwhile, see
-    /// [`PortProber::idle`]); `None` ends the round at once (the runner
-    /// is stopping).
+    /// One round over `peers` (see [`PortProber::next_round`]).
     pub fn round_with(&mut self, peers: &[Endpoint], gap: &mut dyn FnMut() -> Option<Duration>) {
-        let matching = self.matching(peers);
-        self.stats.peers_known = matching.len();
-        self.admit(&matching);
+        self.set_peers(peers);
+        self.next_round(gap);
+    }
+
+    /// One round over the peers of the last [`PortProber::set_peers`],
+    /// answering peers between probes: after each probe `gap` says how
+    /// long to wait (answering probes meanwhile, see
+    /// [`PortProber::idle`]); `None` ends the round at once (the runner
+    /// is stopping). A peer whose small probe was lost (or pending) gets
+    /// no large one this round (it would tell nothing and cost another
+    /// timeout).
+    pub fn next_round(&mut self, gap: &mut dyn FnMut() -> Option<Duration>) {
         let sample = self.settings.sample.clamp(1, MAX_SAMPLE);
-        let (chosen, cursor, wrapped) = choose(&matching, sample, self.cursor, &self.stats.peers);
-        self.cursor = cursor;
+        let focused = if self.focus {
+            suspects(&self.matching, FOCUS_PEERS, &self.stats.peers)
+        } else {
+            Vec::new()
+        };
+        let (chosen, wrapped) = if focused.is_empty() {
+            let (chosen, cursor, wrapped) =
+                choose(&self.matching, sample, self.cursor, &self.stats.peers);
+            self.cursor = cursor;
+            (chosen, wrapped)
+        } else {
+            (focused, false)
+        };
         // The lap of this round's peers (a wrap ends the lap after them).
         let lap = self.laps;
         self.laps += u64::from(wrapped);
@@ -97,6 +147,7 @@ impl<P: PeerPort> PortProber<P> {
         // Small probes only: a large probe's RTT includes its
         // serialization, so mixing sizes would blur the baseline.
         let mut round_rtts: Vec<f64> = Vec::with_capacity(chosen.len());
+        let (mut small_sent, mut small_lost) = (0usize, 0usize);
         for peer in &chosen {
             let key = peer.key();
             let pair = self.stats.peers.entry(key.clone()).or_default();
@@ -129,7 +180,13 @@ impl<P: PeerPort> PortProber<P> {
                     &mut served,
                 );
                 self.stats.served.add(&served);
-                if let Some(rtt) = self.record(&key, is_large, outcome) {
+                let recorded = self.record(peer, is_large, outcome);
+                let lost = recorded == Recorded::Lost;
+                if !is_large {
+                    small_sent += 1;
+                    small_lost += usize::from(lost);
+                }
+                if let Recorded::Answered(Some(rtt)) = recorded {
                     round_rtts.push(rtt);
                 }
                 match gap() {
@@ -139,8 +196,12 @@ impl<P: PeerPort> PortProber<P> {
                         return;
                     }
                 }
+                if !is_large && matches!(recorded, Recorded::Lost | Recorded::Pending) {
+                    break;
+                }
             }
         }
+        self.focus = small_sent >= FOCUS_PEERS && small_lost == small_sent;
         end_round(&mut self.stats, &mut round_rtts);
         let mut served = Served::default();
         self.port.serve(&mut self.responder, &mut served);
@@ -148,10 +209,14 @@ impl<P: PeerPort> PortProber<P> {
         bound_pairs(&mut self.stats.peers, &chosen);
     }
 
-    /// Counts one probe's outcome; the RTT of an answered small probe.
-    fn record(&mut self, key: &PeerKey, is_large: bool, outcome: ProbeOutcome) -> Option<f64> {
+    /// Counts one probe's outcome (with the RTT of an answered small
+    /// probe). A
+    /// probe lost to a peer that says it is still learning its peers, and
+    /// that has not answered this port in its current incarnation, is
+    /// pending: it may not know this port yet.
+    fn record(&mut self, peer: &Endpoint, is_large: bool, outcome: ProbeOutcome) -> Recorded {
         let stats = &mut self.stats;
-        let pair = stats.peers.entry(key.clone()).or_default();
+        let pair = stats.peers.entry(peer.key()).or_default();
         let (port_sent, pair_sent, last, recent) = if is_large {
             (
                 &mut stats.large,
@@ -174,6 +239,15 @@ impl<P: PeerPort> PortProber<P> {
                 stats.rtt.observe(rtt);
                 Some(rtt)
             }
+            ProbeOutcome::Lost
+                if peer.learning
+                    && (peer.incarnation == 0 || pair.answered_by != Some(peer.incarnation)) =>
+            {
+                pair.pending += 1;
+                pair.last_pending = true;
+                stats.pending += 1;
+                return Recorded::Pending;
+            }
             ProbeOutcome::Lost | ProbeOutcome::Unresolved => {
                 if outcome == ProbeOutcome::Unresolved {
                     pair.unresolved += 1;
@@ -181,16 +255,9 @@ impl<P: PeerPort> PortProber<P> {
                 pair.last_pending = false;
                 None
             }
-            ProbeOutcome::NotAdmitted { incarnation } => {
-                pair.answered_by = Some(incarnation);
-                pair.pending += 1;
-                pair.last_pending = true;
-                stats.pending += 1;
-                return None;
-            }
             ProbeOutcome::Failed(f) => {
                 *pair.errors.entry(f.reason.as_str()).or_insert(0) += 1;
-                return None;
+                return Recorded::Failed;
             }
         };
         port_sent.sent += 1;
@@ -205,9 +272,9 @@ impl<P: PeerPort> PortProber<P> {
             Some(rtt) => {
                 if !is_large {
                     pair.suspect_rounds = 0;
-                    return Some(rtt.as_secs_f64());
+                    return Recorded::Answered(Some(rtt.as_secs_f64()));
                 }
-                None
+                Recorded::Answered(None)
             }
             None => {
                 // A first loss makes the pair a suspect for the next rounds;
@@ -219,7 +286,7 @@ impl<P: PeerPort> PortProber<P> {
                 {
                     pair.suspect_rounds = SUSPECT_PROBES - 1;
                 }
-                None
+                Recorded::Lost
             }
         }
     }
@@ -240,14 +307,16 @@ impl<P: PeerPort> PortProber<P> {
         self.stats.served.add(&served);
     }
 
-    /// Answers pending probes between rounds, admitting `peers`' matching
-    /// responders.
-    pub fn serve(&mut self, peers: &[Endpoint]) {
-        let matching = self.matching(peers);
-        self.admit(&matching);
+    /// Answers pending datagrams between rounds.
+    pub fn serve(&mut self) {
         let mut served = Served::default();
         self.port.serve(&mut self.responder, &mut served);
         self.stats.served.add(&served);
+    }
+
+    /// The verbs port (tests read what it sent).
+    pub fn port(&self) -> &P {
+        &self.port
     }
 }
 

@@ -1,6 +1,6 @@
 //! The port's datapath: posting receives, sending through kept address
-//! handles, polling completions, answering what arrives, and the
-//! [`PeerPort`] the prober drives.
+//! handles, polling completions and answering what arrives (the waiting
+//! and the [`PeerPort`] the prober drives are `wait`'s).
 
 use super::headers::grh_sender;
 use super::*;
@@ -42,9 +42,11 @@ impl UdPort {
         let slot = match self.send_busy.iter().position(Option::is_none) {
             Some(s) => s,
             None => {
-                // Every slot busy: reap send completions for a moment.
+                // Every slot busy: wait (on the channel) for a send
+                // completion, for a moment.
                 let until = Instant::now() + Duration::from_millis(10);
                 loop {
+                    self.send_cq.arm();
                     self.reap_sends(None)?;
                     if let Some(s) = self.send_busy.iter().position(Option::is_none) {
                         break s;
@@ -55,7 +57,7 @@ impl UdPort {
                             "every send slot still in flight".to_string(),
                         ));
                     }
-                    std::thread::sleep(Duration::from_micros(50));
+                    self.sleep(until);
                 }
             }
         };
@@ -108,25 +110,26 @@ impl UdPort {
     /// the cache); returns the failure of the send `expect` names, if it
     /// failed.
     pub(super) fn reap_sends(&mut self, expect: Option<&Expect>) -> Result<Option<Event>, Failure> {
-        // SAFETY: an all-zero work completion is valid.
-        let mut wcs: [ibv_wc; SEND_SLOTS] = unsafe { std::mem::zeroed() };
-        // SAFETY: send_cq is live; wcs has room for SEND_SLOTS completions.
-        let n = unsafe { ibv_poll_cq(self.send_cq, wcs.len() as i32, wcs.as_mut_ptr()) };
-        if n < 0 {
-            return Err(os_fail(Reason::PollCq, "ibv_poll_cq (send)".into(), -n));
-        }
+        let mut wcs = [Completion::default(); SEND_SLOTS];
+        let n = self
+            .send_cq
+            .poll(&mut wcs)
+            .map_err(|e| os_fail(Reason::PollCq, "polling the send CQ".into(), e))?;
         let mut event = None;
-        for wc in wcs.iter().take(n as usize) {
+        for wc in wcs.iter().take(n) {
             let slot = (wc.wr_id.wrapping_sub(SEND_ID) % SEND_SLOTS as u64) as usize;
             if let Some(key) = self.send_busy.get_mut(slot).and_then(Option::take) {
                 if let Some(ahs) = self.ahs.as_mut() {
                     ahs.release(&key);
                 }
             }
-            if wc.status != ibv_wc_status::IBV_WC_SUCCESS
-                && expect.is_some_and(|e| e.wr_id == wc.wr_id)
-            {
+            if expect.is_none_or(|e| e.wr_id != wc.wr_id) {
+                continue;
+            }
+            if wc.status != ibv_wc_status::IBV_WC_SUCCESS {
                 event = Some(Event::SendFailed(wc.status, wc.vendor_err));
+            } else if let Some(ts) = wc.ts {
+                self.sent_ts = Some((wc.wr_id, ts));
             }
         }
         Ok(event)
@@ -144,14 +147,12 @@ impl UdPort {
     ) -> Result<(usize, Option<Event>), Failure> {
         let mut event = self.reap_sends(expect)?;
         self.send_waiting(served);
-        // SAFETY: an all-zero work completion is valid.
-        let mut wcs: [ibv_wc; 8] = unsafe { std::mem::zeroed() };
-        // SAFETY: recv_cq is live; wcs has room for 8 completions.
-        let n = unsafe { ibv_poll_cq(self.recv_cq, wcs.len() as i32, wcs.as_mut_ptr()) };
-        if n < 0 {
-            return Err(os_fail(Reason::PollCq, "ibv_poll_cq (receive)".into(), -n));
-        }
-        for wc in wcs.iter().take(n as usize) {
+        let mut wcs = [Completion::default(); 16];
+        let n = self
+            .recv_cq
+            .poll(&mut wcs)
+            .map_err(|e| os_fail(Reason::PollCq, "polling the receive CQ".into(), e))?;
+        for wc in wcs.iter().take(n) {
             let slot = wc.wr_id as usize;
             if slot >= RECV_SLOTS {
                 continue;
@@ -164,23 +165,22 @@ impl UdPort {
             // A flushed receive (QP in error) fails to post: reported here.
             self.post_recv(slot)?;
         }
-        Ok((n as usize, event))
+        Ok((n, event))
     }
 
     /// Handles one received datagram in receive slot `slot`.
     pub(super) fn received(
         &mut self,
         slot: usize,
-        wc: &ibv_wc,
+        wc: &Completion,
         expect: Option<&Expect>,
         responder: &mut Responder,
         served: &mut Served,
     ) -> Option<Event> {
         let at = Instant::now();
         let len = (wc.byte_len as usize).min(SLOT);
-        let has_grh = wc.wc_flags & ibv_wc_flags::IBV_WC_GRH.0 != 0;
         let grh = self.buf.slice(slot * SLOT, GRH_LEN as usize);
-        let sender = if has_grh { grh_sender(grh) } else { None };
+        let sender = if wc.grh { grh_sender(grh) } else { None };
         let Some((gid, ipv4)) = sender else {
             served.refuse(DatagramRefusal::Foreign);
             return None;
@@ -198,10 +198,10 @@ impl UdPort {
             traffic_class,
         };
         match handle(&d, expect.map(|e| &e.flight), responder, at, served) {
-            Handled::Reply(m) => Some(Event::Reply(at, m)),
+            Handled::Reply(m) => Some(Event::Reply(at, m, wc.ts)),
             Handled::Answer(msg, tc) => {
                 // An echo is as large as its probe (the reverse path
-                // carries the same size); "not admitted" is the header.
+                // carries the same size); a challenge is the header.
                 let size = match msg.kind {
                     MessageKind::Echo => payload.len(),
                     _ => HEADER_LEN,
@@ -247,7 +247,7 @@ impl UdPort {
                     }
                     match self.send(w.key, ah, w.qpn, &msg.encode(w.size)) {
                         Ok(_) if msg.kind == MessageKind::Echo => served.answered += 1,
-                        Ok(_) => served.not_admitted += 1,
+                        Ok(_) => served.challenged += 1,
                         // A failed answer is the peer's loss to see, not
                         // this port's error.
                         Err(_) => served.refuse(DatagramRefusal::AnswerFailed),
@@ -263,158 +263,14 @@ impl UdPort {
 
 /// The probe in flight: whose answer ends a ping.
 pub(super) struct Expect {
-    flight: InFlight,
+    pub(super) flight: InFlight,
     /// The probe's send.
-    wr_id: u64,
+    pub(super) wr_id: u64,
 }
 
 pub(super) enum Event {
-    /// The answer to the probe in flight, received at this instant.
-    Reply(Instant, Message),
+    /// The answer to the probe in flight (an echo or a challenge), received
+    /// at this instant, with its device timestamp where there is one.
+    Reply(Instant, Message, Option<u64>),
     SendFailed(u32, u32),
-}
-
-impl PeerPort for UdPort {
-    fn local(&self) -> (Ipv6Addr, u32, u32) {
-        (self.gid, self.qpn, self.mtu)
-    }
-
-    fn ping(
-        &mut self,
-        to: &Endpoint,
-        probe: &Probe,
-        timeout: Duration,
-        responder: &mut Responder,
-        served: &mut Served,
-    ) -> ProbeOutcome {
-        // Answer what is waiting first, so that its answers do not count
-        // against this probe's round trip.
-        self.serve(responder, served);
-        // The address handle comes before the clock starts; the port goes
-        // on answering while the resolver waits for the neighbour.
-        let key = AhKey {
-            gid: to.gid,
-            traffic_class: probe.traffic_class,
-            flow_label: probe.flow_label,
-        };
-        let give_up = Instant::now() + timeout;
-        let ah = loop {
-            match self.handle_for(&key) {
-                Lookup::Ready(ah) => break ah,
-                Lookup::Failed(_) => return ProbeOutcome::Unresolved,
-                Lookup::Waiting => {}
-            }
-            if Instant::now() >= give_up {
-                return ProbeOutcome::Unresolved;
-            }
-            self.serve(responder, served);
-            std::thread::sleep(Duration::from_micros(100));
-        };
-        let payload =
-            Message::probe(probe.nonce, probe.seq, probe.incarnation).encode(probe.size as usize);
-        let started = Instant::now();
-        let wr_id = match self.send(key, ah, to.qpn, &payload) {
-            Ok(s) => s,
-            Err(f) => return ProbeOutcome::Failed(f),
-        };
-        let expect = Expect {
-            flight: InFlight {
-                gid: to.gid,
-                qpn: to.qpn,
-                nonce: probe.nonce,
-                seq: probe.seq,
-            },
-            wr_id,
-        };
-        let deadline = started + timeout;
-        let mut spins = 0u32;
-        loop {
-            match self
-                .poll_once(Some(&expect), responder, served)
-                .map(|(_, e)| e)
-            {
-                Ok(Some(Event::Reply(at, m))) => {
-                    return match m.kind {
-                        MessageKind::NotAdmitted => ProbeOutcome::NotAdmitted {
-                            incarnation: m.incarnation,
-                        },
-                        _ => ProbeOutcome::Answered {
-                            rtt: (at - started)
-                                .saturating_sub(Duration::from_nanos(u64::from(m.hold_ns))),
-                            incarnation: m.incarnation,
-                        },
-                    }
-                }
-                Ok(Some(Event::SendFailed(status, vendor))) => {
-                    return ProbeOutcome::Failed(Failure::new(
-                        Reason::Completion(status),
-                        format!(
-                            "work completion {} on the probe's send (vendor error {vendor:#x})",
-                            crate::wc_status_name(status)
-                        ),
-                    ))
-                }
-                Ok(None) => {}
-                Err(f) => return ProbeOutcome::Failed(f),
-            }
-            if Instant::now() >= deadline {
-                return ProbeOutcome::Lost;
-            }
-            spins += 1;
-            if spins < 2000 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
-    }
-
-    fn serve(&mut self, responder: &mut Responder, served: &mut Served) {
-        // Bounded: at most the receive ring and the sends, then return.
-        for _ in 0..(RECV_SLOTS + SEND_SLOTS) {
-            match self.poll_once(None, responder, served) {
-                Ok((0, _)) | Err(_) => break,
-                Ok(_) => {}
-            }
-        }
-    }
-
-    fn idle(&mut self, timeout: Duration, responder: &mut Responder, served: &mut Served) {
-        // Arm first, then drain: a completion that lands after the drain
-        // raises an event, one that landed before is handled by the drain.
-        // SAFETY: recv_cq is live.
-        let armed = unsafe { ibv_req_notify_cq(self.recv_cq, 0) } == 0;
-        let before = *served;
-        self.serve(responder, served);
-        // Answers waiting for an address handle are sent from polls: a
-        // port holding some wakes at least every millisecond.
-        if *served != before || !armed || !self.waiting.is_empty() {
-            if !armed || !self.waiting.is_empty() {
-                std::thread::sleep(timeout.min(Duration::from_millis(1)));
-            }
-            return;
-        }
-        // SAFETY: channel is live.
-        let fd = unsafe { (*self.channel).fd };
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = i32::try_from(timeout.as_millis().max(1)).unwrap_or(i32::MAX);
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if ready > 0 {
-            let mut cq = ptr::null_mut();
-            let mut ctx = ptr::null_mut();
-            // SAFETY: the channel is live and non-blocking; an event got is
-            // acknowledged at once (ibv_destroy_cq waits for every ack).
-            unsafe {
-                if ibv_get_cq_event(self.channel, &mut cq, &mut ctx) == 0 {
-                    ibv_ack_cq_events(cq, 1);
-                }
-            }
-            self.serve(responder, served);
-        }
-    }
 }

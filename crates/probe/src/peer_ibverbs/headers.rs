@@ -5,9 +5,10 @@
 use super::*;
 
 /// The prefix length of `addr` on this host's interfaces (`getifaddrs`):
-/// with the GID's IPv4 address, the subnet of the rail rule. `None` when
-/// no interface holds the address.
-pub fn ipv4_prefix_len(addr: Ipv4Addr) -> Option<u8> {
+/// with the GID's address, the subnet of the rail rule (IPv4) and of the
+/// fabric peers are admitted in. `None` when no interface holds the
+/// address.
+pub fn ip_prefix_len(addr: std::net::IpAddr) -> Option<u8> {
     let mut head: *mut libc::ifaddrs = ptr::null_mut();
     // SAFETY: `head` is a valid out-pointer; the list is freed below.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
@@ -23,26 +24,55 @@ pub fn ipv4_prefix_len(addr: Ipv4Addr) -> Option<u8> {
             continue;
         }
         // SAFETY: a non-null ifa_addr points to a sockaddr of its family.
-        if i32::from(unsafe { (*ifa.ifa_addr).sa_family }) != libc::AF_INET {
-            continue;
-        }
-        // SAFETY: AF_INET: both are sockaddr_in.
-        let (a, m) = unsafe {
-            (
-                (*ifa.ifa_addr.cast::<libc::sockaddr_in>()).sin_addr.s_addr,
-                (*ifa.ifa_netmask.cast::<libc::sockaddr_in>())
-                    .sin_addr
-                    .s_addr,
-            )
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        let (a, mask_ones) = match family {
+            libc::AF_INET => {
+                // SAFETY: AF_INET: both are sockaddr_in.
+                let (a, m) = unsafe {
+                    (
+                        (*ifa.ifa_addr.cast::<libc::sockaddr_in>()).sin_addr.s_addr,
+                        (*ifa.ifa_netmask.cast::<libc::sockaddr_in>())
+                            .sin_addr
+                            .s_addr,
+                    )
+                };
+                (
+                    std::net::IpAddr::V4(Ipv4Addr::from(u32::from_be(a))),
+                    u32::from_be(m).leading_ones(),
+                )
+            }
+            libc::AF_INET6 => {
+                // SAFETY: AF_INET6: both are sockaddr_in6.
+                let (a, m) = unsafe {
+                    (
+                        (*ifa.ifa_addr.cast::<libc::sockaddr_in6>())
+                            .sin6_addr
+                            .s6_addr,
+                        (*ifa.ifa_netmask.cast::<libc::sockaddr_in6>())
+                            .sin6_addr
+                            .s6_addr,
+                    )
+                };
+                (
+                    std::net::IpAddr::V6(Ipv6Addr::from(a)),
+                    u128::from_be_bytes(m).leading_ones(),
+                )
+            }
+            _ => continue,
         };
-        if Ipv4Addr::from(u32::from_be(a)) == addr {
-            found = u8::try_from(u32::from_be(m).leading_ones()).ok();
+        if a == addr {
+            found = u8::try_from(mask_ones).ok();
             break;
         }
     }
     // SAFETY: `head` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
     found
+}
+
+/// [`ip_prefix_len`] of an IPv4 address.
+pub fn ipv4_prefix_len(addr: Ipv4Addr) -> Option<u8> {
+    ip_prefix_len(std::net::IpAddr::V4(addr))
 }
 
 /// The sender's GID from the 40 bytes a UD receive starts with, as

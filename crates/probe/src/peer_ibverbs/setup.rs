@@ -1,6 +1,6 @@
-//! Opening a port: the protection domain, memory, completion queue and UD
-//! queue pair created one at a time into the [`UdPort`], taken to RTS with
-//! the receives posted.
+//! Opening a port: the protection domain, memory, completion channel and
+//! queues and the UD queue pair created one at a time into the
+//! [`UdPort`], taken to RTS with the receives posted.
 
 use super::*;
 
@@ -122,44 +122,16 @@ impl UdPort {
                 libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
             }
         }
-        // SAFETY: ctx is live; no channel, no context pointer.
-        self.send_cq = unsafe {
-            ibv_create_cq(
-                self.ctx,
-                SEND_SLOTS as i32,
-                ptr::null_mut(),
-                ptr::null_mut(),
-                0,
-            )
-        };
-        if self.send_cq.is_null() {
-            return Err(os_fail(
-                Reason::CreateCq,
-                "ibv_create_cq".into(),
-                last_errno(),
-            ));
-        }
-        // SAFETY: ctx and the channel are live; no context pointer.
-        self.recv_cq = unsafe {
-            ibv_create_cq(
-                self.ctx,
-                RECV_SLOTS as i32,
-                ptr::null_mut(),
-                self.channel,
-                0,
-            )
-        };
-        if self.recv_cq.is_null() {
-            return Err(os_fail(
-                Reason::CreateCq,
-                "ibv_create_cq".into(),
-                last_errno(),
-            ));
-        }
+        // Both CQs on the one channel; extended ones with the device's
+        // timestamps where it keeps a clock.
+        let clock = DeviceClock::of(self.ctx);
+        self.send_cq = Cq::create(self.ctx, SEND_SLOTS, self.channel, clock.is_some())?;
+        self.recv_cq = Cq::create(self.ctx, RECV_SLOTS, self.channel, clock.is_some())?;
+        self.clock = clock.filter(|_| self.send_cq.timestamps() && self.recv_cq.timestamps());
         // SAFETY: an all-zero init attr is valid (null pointers, zero counts).
         let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        init.send_cq = self.send_cq;
-        init.recv_cq = self.recv_cq;
+        init.send_cq = self.send_cq.raw();
+        init.recv_cq = self.recv_cq.raw();
         init.cap.max_send_wr = SEND_SLOTS as u32;
         init.cap.max_recv_wr = RECV_SLOTS as u32;
         init.cap.max_send_sge = 1;

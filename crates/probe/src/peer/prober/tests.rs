@@ -22,6 +22,8 @@ fn ep(node: &str, dev_index: u32, subnet: &str, qpn: u32) -> Endpoint {
         subnet: Some(subnet.into()),
         rail: None,
         incarnation: 77,
+        wire: crate::peer_wire::WIRE_VERSION,
+        learning: false,
     }
 }
 
@@ -140,12 +142,35 @@ fn endpoints_document_round_trips_and_rejects_garbage() {
     assert_eq!(parse_endpoints(&json).unwrap(), doc.endpoints);
     assert!(parse_endpoints(b"{").is_err());
     assert_eq!(
-        parse_endpoints(br#"{"version":3,"endpoints":[]}"#),
-        Err(DocumentError::Version(3))
+        parse_endpoints(br#"{"version":4,"endpoints":[]}"#),
+        Err(DocumentError::Version(4))
     );
-    // A version 1 document (no incarnation) is read with incarnation 0.
+    // A version 1 document (no incarnation, no wire version) is read with
+    // incarnation 0 and wire version 1 (admission refuses it as such).
     let v1 = br#"{"version":1,"endpoints":[{"node":"a","device":"mlx5_0","device_index":0,"port":1,"gid":"::ffff:10.0.1.2","gid_index":3,"qpn":17,"qkey":1380994353,"mtu":4096}]}"#;
-    assert_eq!(parse_endpoints(v1).unwrap()[0].incarnation, 0);
+    let old = &parse_endpoints(v1).unwrap()[0];
+    assert_eq!((old.incarnation, old.wire, old.learning), (0, 1, false));
+    // This version's document says its wire version, and "learning" only
+    // while it is true.
+    let text = String::from_utf8(json).unwrap();
+    assert!(
+        text.contains(r#""wire":2"#) && !text.contains("learning"),
+        "{text}"
+    );
+    // Every endpoint of a long document comes back: admission judges the
+    // count (too_many), not a truncation.
+    let many = Endpoints {
+        version: ENDPOINTS_VERSION,
+        endpoints: (0..100u32)
+            .map(|i| ep("a", 0, "10.0.1.0/24", 17 + i))
+            .collect(),
+    };
+    assert_eq!(
+        parse_endpoints(&serde_json::to_vec(&many).unwrap())
+            .unwrap()
+            .len(),
+        100
+    );
 }
 
 #[test]
@@ -215,10 +240,15 @@ fn strangers_are_dropped_and_counted_not_answered() {
     };
     let mut p = PortProber::new(local, port, settings(4), ID);
     p.round(&[ep("b", 0, "10.0.1.0/24", 11)], &mut || {});
-    p.serve(&[]);
-    // Told "not admitted" (a few per second in all), never echoed.
-    assert_eq!(p.stats.served.not_admitted, 3);
-    assert_eq!(p.stats.served.answered, 0);
+    p.serve();
+    // Never answered: not one of this port's peers.
+    assert_eq!(
+        p.stats
+            .served
+            .refused(crate::peer_admit::DatagramRefusal::NotAdmitted),
+        3
+    );
+    assert_eq!((p.stats.served.answered, p.stats.served.challenged), (0, 0));
 }
 
 #[test]
@@ -305,30 +335,73 @@ fn each_node_starts_its_walk_at_its_own_place() {
 }
 
 #[test]
-fn a_peer_that_does_not_admit_this_node_yet_is_pending_not_lost() {
+fn a_peer_still_learning_its_peers_is_pending_until_it_answers_then_lost() {
     let local = ep("me", 0, "10.0.1.0/24", 7);
-    let peers = vec![ep("b", 0, "10.0.1.0/24", 11)];
+    let mut b = ep("b", 0, "10.0.1.0/24", 11);
+    b.learning = true;
+    let peers = vec![b.clone()];
     let mut port = FakePort::default();
-    port.not_admitting.insert("b".into());
+    // It does not know this node yet: nothing comes back.
+    port.dead.insert("b".into());
     let mut p = PortProber::new(local, port, settings(4), ID);
     for _ in 0..5 {
         p.round(&peers, &mut || {});
     }
     let pair = &p.stats.peers[&peers[0].key()];
+    // Pending small probes, no large one after a silent small one.
     assert_eq!(
         (pair.pending, pair.small.sent, pair.small.lost()),
-        (10, 0, 0)
+        (5, 0, 0)
     );
     assert!(pair.recent_small.is_empty() && pair.last_pending);
     assert_eq!(pair.suspect_rounds, 0);
-    assert_eq!(p.stats.pending, 10);
-    // Once admitted, it is answered.
-    p.port.not_admitting.clear();
+    assert_eq!(p.stats.pending, 5);
+    // Once it knows this node, it is answered.
+    p.port.dead.clear();
     p.round(&peers, &mut || {});
     let pair = &p.stats.peers[&peers[0].key()];
     assert_eq!(pair.small.answered, 1);
     assert!(!pair.last_pending);
     assert_eq!(pair.answered_by, Some(77));
+    // Silent again while still "learning": it answered this incarnation
+    // once, so its silence is loss now.
+    p.port.dead.insert("b".into());
+    p.round(&peers, &mut || {});
+    let pair = &p.stats.peers[&peers[0].key()];
+    assert_eq!((pair.pending, pair.small.lost()), (5, 1));
+}
+
+#[test]
+fn a_port_that_reaches_nobody_probes_two_suspects_until_they_are_judged() {
+    let local = ep("me", 0, "10.0.1.0/24", 7);
+    let peers: Vec<Endpoint> = (0..1000u32)
+        .map(|i| ep(&format!("n{i:04}"), 0, "10.0.1.0/24", i + 10))
+        .collect();
+    let mut port = FakePort::default();
+    for p in &peers {
+        port.dead.insert(p.node.clone());
+    }
+    let mut p = PortProber::new(local, port, settings(8), ID);
+    p.round(&peers, &mut || {});
+    // 8 small probes, no large one after a lost small one.
+    assert_eq!(p.port.sent.len(), 8);
+    for _ in 1..SUSPECT_PROBES {
+        p.round(&peers, &mut || {});
+    }
+    // Then two suspects a round: judged after 3 more rounds of 2 probes.
+    assert_eq!(p.port.sent.len(), 8 + 2 * 3);
+    let judged: Vec<&PairStats> = p
+        .stats
+        .peers
+        .values()
+        .filter(|s| s.recent_small.last_all_lost(u32::from(SUSPECT_PROBES)))
+        .collect();
+    assert_eq!(judged.len(), 2);
+    // One answer ends the focus: the walk goes on.
+    p.port.dead.clear();
+    p.round(&peers, &mut || {});
+    p.round(&peers, &mut || {});
+    assert!(p.port.sent.len() >= 8 + 6 + 2 + 8, "{}", p.port.sent.len());
 }
 
 #[test]
@@ -340,9 +413,10 @@ fn a_neighbour_that_never_resolves_is_lost_and_said_so() {
     let mut p = PortProber::new(local, port, settings(4), ID);
     p.round(&peers, &mut || {});
     let pair = &p.stats.peers[&peers[0].key()];
+    // The large probe is not sent after the small one found no way.
     assert_eq!(
-        (pair.small.lost(), pair.large.lost(), pair.unresolved),
-        (1, 1, 2)
+        (pair.small.lost(), pair.large.sent, pair.unresolved),
+        (1, 0, 1)
     );
     assert!(pair.errors.is_empty(), "a loss, not a send failure");
 }
