@@ -47,6 +47,7 @@
 
 use std::time::Duration;
 
+pub mod actions;
 pub mod connection;
 pub mod listen;
 pub mod negotiation;
@@ -54,6 +55,7 @@ pub mod routes;
 mod tls;
 pub mod webconfig;
 
+pub use actions::{Action, ActionAnswer, Answer, Caller};
 pub use connection::{serve_stream, ServeOptions};
 pub use listen::{bind, raise_open_file_limit, serve, serve_with, ServerError};
 pub use negotiation::ScrapeFormat;
