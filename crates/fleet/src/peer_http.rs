@@ -182,6 +182,25 @@ impl HttpClient {
 
     /// GETs `url` + `request.path` within the deadline; the body.
     pub fn get(&self, url: &Url, request: &Request) -> Result<Vec<u8>, FetchError> {
+        let raw = self.exchange_raw("GET", url, request)?;
+        decode(&raw, &url.authority, request)
+    }
+
+    /// POSTs to `url` + `request.path` (parameters in the query, no body)
+    /// within the deadline; the status (any but a redirect) and the body,
+    /// bounded and decoded as [`HttpClient::get`]'s.
+    pub fn post(&self, url: &Url, request: &Request) -> Result<(u16, Vec<u8>), FetchError> {
+        let raw = self.exchange_raw("POST", url, request)?;
+        response::decode_status(&raw, &url.authority, request)
+    }
+
+    /// One request and its whole raw answer, within the deadline.
+    fn exchange_raw(
+        &self,
+        method: &str,
+        url: &Url,
+        request: &Request,
+    ) -> Result<Vec<u8>, FetchError> {
         let until = Instant::now() + self.deadline;
         let authority = url.authority.as_str();
         let tls = match (url.tls, &self.tls) {
@@ -214,12 +233,17 @@ impl HttpClient {
         } else {
             ""
         };
+        let length = if method == "GET" {
+            ""
+        } else {
+            "Content-Length: 0\r\n"
+        };
         let text = format!(
-            "GET {}{} HTTP/1.1\r\nHost: {authority}\r\nAccept: {}\r\n{encoding}{auth}User-Agent: roce_exporter\r\nConnection: close\r\n\r\n",
+            "{method} {}{} HTTP/1.1\r\nHost: {authority}\r\nAccept: {}\r\n{encoding}{auth}{length}User-Agent: roce_exporter\r\nConnection: close\r\n\r\n",
             url.prefix, request.path, request.accept
         );
         let limit = raw_limit(request.max_body);
-        let raw = match tls {
+        Ok(match tls {
             None => exchange(stream, &text, authority, limit)?,
             Some(config) => {
                 let host = url.host();
@@ -239,8 +263,7 @@ impl HttpClient {
                     limit,
                 )?
             }
-        };
-        decode(&raw, authority, request)
+        })
     }
 }
 

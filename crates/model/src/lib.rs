@@ -10,6 +10,7 @@
 //! reads the model and names metrics, and only the binary wires them.
 
 pub mod finding;
+pub mod load;
 pub mod lldp;
 pub mod meaning;
 pub mod nccl;

@@ -195,13 +195,29 @@ pub fn parse_answer(raw: &[u8], request: &Request) -> (bool, Result<Vec<u8>, Fet
     (complete(raw), decode(raw, "peer", request))
 }
 
-/// The body of a whole answer, after its status, framing and encoding
-/// were checked.
+/// The body of a whole answer, after its status (200 only), framing and
+/// encoding were checked.
 pub(super) fn decode(
     raw: &[u8],
     authority: &str,
     request: &Request,
 ) -> Result<Vec<u8>, FetchError> {
+    match decode_status(raw, authority, request)? {
+        (200, body) => Ok(body),
+        (status, _) => Err(fetch_error(
+            FetchReason::Status,
+            format!("{authority}: HTTP {status} for {}", request.path),
+        )),
+    }
+}
+
+/// The status and body of a whole answer, after its framing and encoding
+/// were checked; a redirect is an error (never followed).
+pub(super) fn decode_status(
+    raw: &[u8],
+    authority: &str,
+    request: &Request,
+) -> Result<(u16, Vec<u8>), FetchError> {
     let parse = |m: String| fetch_error(FetchReason::Parse, format!("{authority}: {m}"));
     let h = match head(raw) {
         Some(Ok(h)) => h,
@@ -226,12 +242,7 @@ pub(super) fn decode(
             ),
         ));
     }
-    if h.status != 200 {
-        return Err(fetch_error(
-            FetchReason::Status,
-            format!("{authority}: HTTP {} for {}", h.status, request.path),
-        ));
-    }
+    let status = h.status;
     let body = raw.get(h.len..).unwrap_or(&[]);
     let too_large = || {
         fetch_error(
@@ -268,7 +279,7 @@ pub(super) fn decode(
         body.to_vec()
     };
     if !h.gzip {
-        return Ok(body);
+        return Ok((status, body));
     }
     if !request.gzip {
         return Err(parse("a gzip body that was not asked for".into()));
@@ -281,5 +292,5 @@ pub(super) fn decode(
     if out.len() > request.max_body {
         return Err(too_large());
     }
-    Ok(out)
+    Ok((status, out))
 }

@@ -197,3 +197,253 @@ impl Receiver for FakeReceiver {
         Waker::new(move || w.store(true, Ordering::SeqCst))
     }
 }
+
+/// A fabric of fake load ports in one process: a requester's writes land
+/// in the receiver whose queue pair it connected to (one receive
+/// completion each, over a channel, so the receiver's wait is a real
+/// blocking wait), and every open port is counted, so that a test sees
+/// the resources go back to where they were.
+#[derive(Debug, Clone, Default)]
+pub struct FakeLoadFabric {
+    inner: Arc<std::sync::Mutex<FabricState>>,
+}
+
+#[derive(Debug, Default)]
+struct FabricState {
+    next_qpn: u32,
+    /// Receivers' queue pairs: where a write to the QPN goes.
+    inbox: std::collections::HashMap<u32, (std::sync::mpsc::Sender<Inbound>, usize, Arc<AtomicBool>)>,
+    open: usize,
+    opened: u64,
+    /// Every port opened from now on fails with this.
+    fail_open: Option<String>,
+}
+
+#[derive(Debug)]
+enum Inbound {
+    Write(usize, u32),
+    Wake,
+}
+
+impl FakeLoadFabric {
+    pub fn new() -> Self {
+        FakeLoadFabric::default()
+    }
+
+    /// Ports open now (requesters and receivers).
+    pub fn open(&self) -> usize {
+        self.lock().open
+    }
+
+    /// Ports opened since the fabric was made.
+    pub fn opened(&self) -> u64 {
+        self.lock().opened
+    }
+
+    pub fn fail_open(&self, why: Option<&str>) {
+        self.lock().fail_open = why.map(str::to_string);
+    }
+
+    /// The verbs of one node, whose ports have `gid`.
+    pub fn node(&self, gid: std::net::Ipv6Addr) -> FakeLoadVerbs {
+        FakeLoadVerbs {
+            fabric: self.clone(),
+            gid,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FabricState> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One node's [`super::LoadVerbs`] on a [`FakeLoadFabric`].
+#[derive(Debug, Clone)]
+pub struct FakeLoadVerbs {
+    fabric: FakeLoadFabric,
+    gid: std::net::Ipv6Addr,
+}
+
+impl FakeLoadVerbs {
+    fn open(&self, spec: &super::PortSpec, responder: bool) -> Result<FakeLoadPort, crate::verbs::OpenError> {
+        let mut s = self.fabric.lock();
+        if let Some(why) = &s.fail_open {
+            return Err(crate::verbs::OpenError::Failed(Failure::new(
+                crate::Reason::CreateQp,
+                why.clone(),
+            )));
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let halted = Arc::new(AtomicBool::new(false));
+        let mut qpns = Vec::new();
+        for i in 0..spec.qps.max(1) as usize {
+            s.next_qpn += 1;
+            let qpn = s.next_qpn + 16;
+            if responder {
+                s.inbox.insert(qpn, (tx.clone(), i, halted.clone()));
+            }
+            qpns.push(qpn);
+        }
+        s.open += 1;
+        s.opened += 1;
+        Ok(FakeLoadPort {
+            fabric: self.fabric.clone(),
+            gid: self.gid,
+            qpns,
+            responder,
+            rx,
+            tx,
+            remote: Vec::new(),
+            window: None,
+            done: VecDeque::new(),
+            halted,
+            buffer: spec.buffer_bytes,
+        })
+    }
+}
+
+impl super::LoadVerbs for FakeLoadVerbs {
+    type Requester = FakeLoadPort;
+    type Receiver = FakeLoadPort;
+
+    fn requester(&self, spec: &super::PortSpec) -> Result<FakeLoadPort, crate::verbs::OpenError> {
+        self.open(spec, false)
+    }
+
+    fn receiver(&self, spec: &super::PortSpec) -> Result<FakeLoadPort, crate::verbs::OpenError> {
+        self.open(spec, true)
+    }
+}
+
+/// One side of a fake stream.
+#[derive(Debug)]
+pub struct FakeLoadPort {
+    fabric: FakeLoadFabric,
+    gid: std::net::Ipv6Addr,
+    qpns: Vec<u32>,
+    responder: bool,
+    rx: std::sync::mpsc::Receiver<Inbound>,
+    tx: std::sync::mpsc::Sender<Inbound>,
+    remote: Vec<u32>,
+    window: Option<super::Window>,
+    done: VecDeque<Completion>,
+    halted: Arc<AtomicBool>,
+    buffer: u64,
+}
+
+impl Drop for FakeLoadPort {
+    fn drop(&mut self) {
+        let mut s = self.fabric.lock();
+        for q in &self.qpns {
+            s.inbox.remove(q);
+        }
+        s.open = s.open.saturating_sub(1);
+    }
+}
+
+impl super::Connect for FakeLoadPort {
+    fn local(&self) -> super::QpSet {
+        super::QpSet {
+            gid: self.gid,
+            lid: 0,
+            qpns: self.qpns.clone(),
+            psn: 1,
+            mtu: 1024,
+        }
+    }
+
+    fn window(&self) -> Option<super::Window> {
+        self.responder.then_some(super::Window {
+            rkey: 7,
+            addr: 0x1000,
+            len: self.buffer,
+        })
+    }
+
+    fn connect(&mut self, remote: &super::QpSet, window: Option<super::Window>) -> Result<(), Failure> {
+        if remote.qpns.len() != self.qpns.len() {
+            return Err(Failure::new(crate::Reason::QpRtr, "queue pair counts differ"));
+        }
+        self.remote = remote.qpns.clone();
+        self.window = window;
+        Ok(())
+    }
+
+    fn memory(&self) -> super::MemoryUsed {
+        super::MemoryUsed::Host { fallback: None }
+    }
+}
+
+impl Requester for FakeLoadPort {
+    fn qps(&self) -> usize {
+        self.qpns.len()
+    }
+
+    fn post_write(&mut self, qp: usize, len: u32, wr_id: u64) -> Result<(), Failure> {
+        let target = self.remote.get(qp).copied();
+        let delivered = {
+            let s = self.fabric.lock();
+            target.and_then(|q| s.inbox.get(&q)).is_some_and(|(tx, i, halted)| {
+                !halted.load(Ordering::SeqCst) && tx.send(Inbound::Write(*i, len)).is_ok()
+            })
+        };
+        self.done.push_back(Completion {
+            wr_id,
+            // IBV_WC_RETRY_EXC_ERR: nobody acknowledged it.
+            status: if delivered { 0 } else { 12 },
+            bytes: len,
+            qp,
+        });
+        Ok(())
+    }
+
+    fn wait(&mut self, until: Instant, out: &mut Vec<Completion>) -> Result<(), Failure> {
+        if self.done.is_empty() {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        }
+        out.extend(self.done.drain(..));
+        Ok(())
+    }
+}
+
+impl Receiver for FakeLoadPort {
+    fn qps(&self) -> usize {
+        self.qpns.len()
+    }
+
+    fn post_receives(&mut self, _qp: usize, _n: u32) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    fn wait(&mut self, until: Instant, out: &mut Vec<Completion>) -> Result<(), Failure> {
+        let left = until.saturating_duration_since(Instant::now());
+        let first = match self.rx.recv_timeout(left) {
+            Ok(m) => m,
+            Err(_) => return Ok(()),
+        };
+        for m in std::iter::once(first).chain(self.rx.try_iter()) {
+            if let Inbound::Write(qp, bytes) = m {
+                out.push(Completion {
+                    wr_id: qp as u64,
+                    status: 0,
+                    bytes,
+                    qp,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn halt(&mut self) {
+        self.halted.store(true, Ordering::SeqCst);
+    }
+
+    fn waker(&self) -> Waker {
+        let tx = std::sync::Mutex::new(self.tx.clone());
+        Waker::new(move || {
+            if let Ok(tx) = tx.lock() {
+                let _ = tx.send(Inbound::Wake);
+            }
+        })
+    }
+}
