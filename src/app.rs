@@ -44,10 +44,14 @@ impl Published {
     }
 }
 
+/// What the server's `POST` actions go to (the load-test responder).
+pub type Actions = Arc<dyn Fn(&roce_web::Action) -> Option<roce_web::ActionAnswer> + Send + Sync>;
+
 /// Shared by every connection; owned by `main` behind an `Arc`.
 pub struct App {
     current: ArcSwap<Published>,
     build: BuildInfo,
+    actions: Option<Actions>,
 }
 
 impl App {
@@ -55,7 +59,14 @@ impl App {
         App {
             current: ArcSwap::from_pointee(Published::new(first)),
             build,
+            actions: None,
         }
+    }
+
+    /// The same state, handing `POST` actions to `actions`.
+    pub fn with_actions(mut self, actions: Actions) -> Self {
+        self.actions = Some(actions);
+        self
     }
 
     /// Swaps in a new sample; scrapes in flight keep the one they started with.
@@ -293,6 +304,10 @@ impl roce_web::Content for App {
 
     fn runbook_page(&self, path: &str) -> Option<&'static str> {
         crate::runbook::page(path)
+    }
+
+    fn action(&self, action: &roce_web::Action) -> Option<roce_web::ActionAnswer> {
+        self.actions.as_ref().and_then(|a| a(action))
     }
 }
 

@@ -31,6 +31,16 @@ pub fn run(
     window: Duration,
     progress: bool,
 ) -> Result<Report, CheckError> {
+    run_keeping(config, paths, window, progress).map(|(report, _)| report)
+}
+
+/// [`run`], handing back the sampler too (`check --load` samples on).
+pub fn run_keeping(
+    config: &Config,
+    paths: &HostPaths,
+    window: Duration,
+    progress: bool,
+) -> Result<(Report, Sampler), CheckError> {
     let mut sampler = Sampler::new(sources::all(config, paths), config);
     let first = sampler.sample();
     if let Some(failed) = first
@@ -45,7 +55,7 @@ pub fn run(
     let second = sampler.sample();
     let history = vec![first, second.clone()];
     let findings = rules::evaluate(&history, &config.rules, &config.expect);
-    Ok(build_report(&history, findings, window, &config.expect))
+    Ok((build_report(&history, findings, window, &config.expect), sampler))
 }
 
 fn wait(window: Duration, show: bool) {

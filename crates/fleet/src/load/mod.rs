@@ -50,8 +50,8 @@ pub struct LoadTestConfig {
     /// Message sizes of `check --load`, bytes, in order.
     #[serde(deserialize_with = "sizes")]
     pub sizes: Vec<u64>,
-    /// Time per message size of `check --load` (at most `max_per_size`).
-    #[serde(deserialize_with = "duration")]
+    /// Time per message size of `check --load` (at most 10 s).
+    #[serde(deserialize_with = "per_size")]
     pub per_size: Duration,
     /// Queue pairs per port.
     #[serde(deserialize_with = "qps")]
@@ -96,6 +96,16 @@ fn max_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     if v > MAX_SESSION {
         return Err(serde::de::Error::custom(
             "at most 10m: a session holds a port's responder this long",
+        ));
+    }
+    Ok(v)
+}
+
+fn per_size<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let v = duration(d)?;
+    if v > MAX_PER_SIZE {
+        return Err(serde::de::Error::custom(
+            "at most 10s per message size",
         ));
     }
     Ok(v)
@@ -262,6 +272,7 @@ mod tests {
             "sizes: [100]",
             "sizes: [1, 2, 3, 4, 5, 6, 7, 8, 9]",
             "max_busy_share: 2",
+            "per_size: 11s",
         ];
         for b in bad {
             assert!(
