@@ -41,7 +41,13 @@ pub fn run_keeping(
     window: Duration,
     progress: bool,
 ) -> Result<(Report, Sampler), CheckError> {
-    let mut sampler = Sampler::new(sources::all(config, paths), config);
+    // The last load test's results are the server's to export; a check
+    // judges what it samples itself (and `--load` what it measures).
+    let sources = sources::all(config, paths)
+        .into_iter()
+        .filter(|s| s.name() != "load_test")
+        .collect();
+    let mut sampler = Sampler::new(sources, config);
     let first = sampler.sample();
     if let Some(failed) = first
         .source("rdma")

@@ -66,7 +66,7 @@ pub fn add_run(report: &mut Report, run: LoadRun, findings: Vec<Finding>) {
         };
         lines.push(item(section, status, port_line(p)));
     }
-    if run.scope == RunScope::All && run.ports.len() > 1 {
+    if run.scope == RunScope::All {
         let node = findings
             .iter()
             .filter(|f| f.rule == RuleId::LoadTestNodeBelowLineRate);

@@ -94,9 +94,19 @@ pub fn line_rate(port: &Port) -> Option<f64> {
     })
 }
 
-/// Bytes per second as the operator reads it: `48.7 GB/s` (10^9 bytes).
+/// Bytes per second as the operator reads it, in GB/s (10^9 bytes): one
+/// decimal from 10 GB/s, two from 1, three significant digits below
+/// (`48.7 GB/s`, `3.12 GB/s`, `0.00462 GB/s`).
 pub fn gb_per_s(bytes_per_second: f64) -> String {
-    format!("{:.1} GB/s", bytes_per_second / 1e9)
+    let g = bytes_per_second / 1e9;
+    if g >= 10.0 {
+        format!("{g:.1} GB/s")
+    } else if g >= 1.0 || g <= 0.0 {
+        format!("{g:.2} GB/s")
+    } else {
+        let decimals = (2.0 - g.log10().floor()).clamp(2.0, 12.0) as usize;
+        format!("{g:.decimals$} GB/s")
+    }
 }
 
 /// A message size: `64 KiB`, `8 MiB`.
@@ -379,7 +389,7 @@ fn below_line_rate(ctx: &Context) -> Vec<Finding> {
                     size_text(size)
                 ),
                 evidence: format!(
-                    "Measured: {} vs expected {} ({}, {} RDMA WRITE to {}); the data points at: {cause_text}; expected >= {} (rules.load_test.min_fraction)",
+                    "{} vs expected {} ({}, {} RDMA WRITE to {}); the data points at: {cause_text}; expected >= {} (rules.load_test.min_fraction)",
                     gb_per_s(measured),
                     gb_per_s(expected),
                     pct(fraction),
@@ -447,7 +457,7 @@ fn node_below_line_rate(ctx: &Context) -> Vec<Finding> {
                 run.ports.len()
             ),
             evidence: format!(
-                "Measured: {} vs expected {} ({}); per port: {per_port}; expected >= {} (rules.load_test.min_fraction)",
+                "{} vs expected {} ({}); per port: {per_port}; expected >= {} (rules.load_test.min_fraction)",
                 gb_per_s(measured),
                 gb_per_s(expected),
                 pct(fraction),
@@ -497,4 +507,25 @@ fn aborted(ctx: &Context) -> Vec<Finding> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_reads_in_gb_per_second_with_the_digits_it_needs() {
+        assert_eq!(gb_per_s(48.7e9), "48.7 GB/s");
+        assert_eq!(gb_per_s(3.123e9), "3.12 GB/s");
+        assert_eq!(gb_per_s(4.62e6), "0.00462 GB/s");
+        assert_eq!(gb_per_s(0.3125e9), "0.312 GB/s");
+        assert_eq!(gb_per_s(0.0), "0.00 GB/s");
+    }
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(size_text(65536), "64 KiB");
+        assert_eq!(size_text(8 << 20), "8 MiB");
+        assert_eq!(size_text(1000), "1000 B");
+    }
 }

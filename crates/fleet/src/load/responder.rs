@@ -61,6 +61,8 @@ pub struct LoadResponder<V: LoadVerbs + 'static> {
     verbs: Arc<V>,
     node: String,
     state: Arc<Mutex<State>>,
+    /// [`FIRST_MESSAGE`] and [`IDLE`] (shorter in the tests).
+    silence: (Duration, Duration),
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -89,6 +91,7 @@ impl<V: LoadVerbs + 'static> LoadResponder<V> {
         let enabled = config.responder;
         LoadResponder {
             verbs: Arc::new(verbs),
+            silence: (FIRST_MESSAGE, IDLE),
             node,
             state: Arc::new(Mutex::new(State {
                 config,
@@ -100,6 +103,13 @@ impl<V: LoadVerbs + 'static> LoadResponder<V> {
                 },
             })),
         }
+    }
+
+    /// How long a session waits for its first message and between
+    /// messages (tests shorten them).
+    pub fn with_silence(mut self, first_message: Duration, idle: Duration) -> Self {
+        self.silence = (first_message, idle);
+        self
     }
 
     /// The local ports as the latest sample saw them.
@@ -246,6 +256,7 @@ impl<V: LoadVerbs + 'static> LoadResponder<V> {
             key,
             id,
             stop,
+            silence: self.silence,
         };
         drop(s);
         let spawned = std::thread::Builder::new()
@@ -305,6 +316,7 @@ struct Job<V: LoadVerbs> {
     key: (String, u8),
     id: String,
     stop: Arc<AtomicBool>,
+    silence: (Duration, Duration),
 }
 
 impl<V: LoadVerbs> Job<V> {
@@ -324,8 +336,8 @@ impl<V: LoadVerbs> Job<V> {
                 let limits = ServeLimits {
                     deadline: Duration::from_secs(u64::from(grant.seconds)),
                     max_bytes: grant.bytes,
-                    first_message: FIRST_MESSAGE,
-                    idle: IDLE,
+                    first_message: self.silence.0,
+                    idle: self.silence.1,
                 };
                 let report = serve(&mut port, MAX_DEPTH, &limits, &self.stop);
                 drop(port);
@@ -402,3 +414,6 @@ impl<V: LoadVerbs> Job<V> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
