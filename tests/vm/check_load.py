@@ -32,9 +32,9 @@ MIB = 1 << 20
 # for the guest's polling
 IDLE_S = 5
 RELEASE_BOUND_S = IDLE_S + 15
-# a 4 s run that stalls: the stall time, the end request's deadline and
-# the samples around it, far below the 60 s the guest allows
-LINKDOWN_BOUND_S = 45
+# a 6 s run that stalls: the stall time, the end request's deadline and
+# the samples around it, below the 60 s the guest allows
+LINKDOWN_BOUND_S = 50
 
 
 def perftest_mb(text):
@@ -139,7 +139,8 @@ def refusals(req, resp):
 def killed(req, resp):
     base = (read(resp, "load-res-baseline.txt") or "").strip()
     after = (read(resp, "load-res-after-kill.txt") or "").strip().splitlines()
-    at = (read(req, "load-killed-at.txt") or "").strip()
+    # both times on the responder's clock
+    at = (read(resp, "load-kill-seen.txt") or "").strip()
     ok = len(after) == 2 and after[1].strip() == base and base != ""
     dt = None
     try:

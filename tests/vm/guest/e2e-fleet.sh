@@ -194,6 +194,9 @@ phase() {
   barrier "$name" $((sec + 60)) || finish
 }
 
+# the load test's steps (guest/load.sh), run at the end
+. /guest/load.sh
+
 hostname "node-$ROLE"
 peers=""
 for r in "${OTHERS[@]}"; do peers+="${peers:+, }${IP[$r]}:$PORT"; done
@@ -275,5 +278,6 @@ until_ok 40 test -e "$C/forged"
 sleep 12
 scrape forge
 barrier forge 60
+load_fleet
 [[ $ROLE == a ]] && now > "$C/end"
 finish

@@ -25,13 +25,17 @@
 #             off_rail)
 #   kill      `check --load=6s` killed (SIGKILL) once it streams; B records
 #             `rdma resource show` until it is back to its baseline
-#   linkdown  `check --load=4s --format json` while B takes eth0 down for
+#   linkdown  `check --load=6s --format json` while B takes eth0 down for
 #             5 s once the stream arrives: the run must end within its
 #             deadline with a finding
+# In the three-VM run (load_fleet) A and B each get a second rail first: a
+# macvlan on eth0 (mv1, its own MAC, 10.0.3.x/24; the hub learns it like
+# any station) with rxe1 on it (rxe refuses VLAN devices, not macvlans). A runs `check --load=3s` to B over both: every port at
+# once (rxe0 to B's rxe0 and rxe1 to B's rxe1 together), then each alone.
 # Both sides run eth0 at MTU 9000 meanwhile (rxe's active MTU 4096): at
 # 1024, Soft-RoCE between two emulated VMs loses enough bursts that the
 # figures are mostly retransmission timeouts. A stream is seen running in
-# rxe0's own packet counters, not guessed with a sleep. Every wait is
+# eth0's packet counters, not guessed with a sleep. Every wait is
 # bounded; a side that never gets somewhere ends the steps early with the
 # files so far.
 LOAD_CTL=/mnt/host/ctl/load
@@ -64,20 +68,19 @@ load_stat() {
     echo "eth0 tx_bytes $(cat /sys/class/net/eth0/statistics/tx_bytes) rx_bytes $(cat /sys/class/net/eth0/statistics/rx_bytes)"
   } > "$O/load-$1.txt" 2>&1
 }
-# load_pkts COUNTER: rxe0's counter (sent_pkts, rcvd_pkts) now
-load_pkts() { rdma statistic show link rxe0/1 | tr ' ' '\n' | awk -v k="$1" 'p { print; exit } $0 == k { p = 1 }'; }
-# load_moving COUNTER: it grows by 50 or more within 0.3 s: a stream runs
+# load_moving rx|tx: eth0 carries 50 packets or more that way within
+# 0.3 s: a stream runs (sysfs, cheap enough to ask often)
 load_moving() {
-  local a b
-  a=$(load_pkts "$1"); sleep 0.3; b=$(load_pkts "$1")
-  [[ -n $a && -n $b ]] && ((b - a >= 50))
+  local f=/sys/class/net/eth0/statistics/$1_packets a b
+  a=$(cat "$f"); sleep 0.3; b=$(cat "$f")
+  ((b - a >= 50))
 }
 
 # load_serve: once the requester starts, a responder beside the
 # peer-probe exporter until the requester is done
 load_serve() {
   local epid end n
-  load_wait start 300 || return 0
+  [[ -n ${LOAD_RAILS:-} ]] || load_wait start 300 || return 0
   ip link set dev eth0 mtu 9000 2>/dev/null
   {
     echo "# what each port carries is measured between samples; every 5 s keeps"
@@ -95,7 +98,7 @@ load_serve() {
   load_res > "$O/load-res-baseline.txt"
   step "load: responder up, $(cat "$O/load-res-baseline.txt")"
   load_sig "ready-$ROLE"
-  if [[ $ROLE == b ]]; then
+  if [[ $ROLE == b && -z ${LOAD_RAILS:-} ]]; then
     for n in 1 2; do
       load_wait "perftest-$n" 120 || break
       # shellcheck disable=SC2086
@@ -105,13 +108,15 @@ load_serve() {
       wait $!
     done
     if load_wait killed 120; then
+      # times on this side's clock: from the kill's news to the baseline
+      load_now > "$O/load-kill-seen.txt"
       end=$((SECONDS + 30))
       while ((SECONDS < end)) && [[ $(load_res) != "$(cat "$O/load-res-baseline.txt")" ]]; do sleep 0.5; done
       { load_now; load_res; } > "$O/load-res-after-kill.txt"
       load_sig released
     fi
     if load_wait linkdown 90; then
-      until_ok 30 load_moving rcvd_pkts
+      until_ok 30 load_moving rx
       ip link set dev eth0 down; step "load: eth0 down"
       sleep 5
       ip link set dev eth0 up; step "load: eth0 up"
@@ -191,7 +196,7 @@ load_request() {
   load_stat stat-measure-before
   load_check measure 90 --load=8s --load-force "${peers[@]}" &
   p=$!
-  if until_ok 30 load_moving sent_pkts; then
+  if until_ok 30 load_moving tx; then
     load_refuse busy "$q" -u "$auth"
   else
     step "load: the stream never started: no busy request"
@@ -211,7 +216,7 @@ load_request() {
   "$EXP" check --config.file=/tmp/load-client.yml --window=1s --load=6s --load-force "${peers[@]}" \
     > "$O/load-kill.out" 2>&1 &
   p=$!
-  until_ok 30 load_moving sent_pkts || step "load: the stream to kill never started"
+  until_ok 30 load_moving tx || step "load: the stream to kill never started"
   kill -KILL "$p"; wait "$p" 2>/dev/null
   load_now > "$O/load-killed-at.txt"
   load_sig killed
@@ -219,9 +224,69 @@ load_request() {
 
   step "load: linkdown"
   load_sig linkdown
-  load_check linkdown 60 --load=4s --load-force "${peers[@]}" --format json
+  load_check linkdown 60 --load=6s --load-force "${peers[@]}" --format json
   load_wait linkup 30
   load_sig done
   for p in "$@"; do load_wait "done-${LOAD_ROLE[$p]}" 30; done
   step "load: done"
+}
+
+# load_rail1 IP: rxe1 on a macvlan of eth0 at IP/24, ACTIVE with its RoCE
+# v2 IPv4 GID
+load_rail1() {
+  local g i
+  # ARP answered only by the interface holding the address: by default
+  # eth0 answers for mv1's address too, and rxe1's packets would land on
+  # rxe0
+  { echo 1 > /proc/sys/net/ipv4/conf/all/arp_ignore
+    echo 2 > /proc/sys/net/ipv4/conf/all/arp_announce
+    ip link set dev eth0 mtu 9000
+    ip link add link eth0 name mv1 type macvlan mode bridge
+    ip addr add "$1/24" dev mv1
+    ip link set dev mv1 up
+    rdma link add rxe1 type rxe netdev mv1
+  } >> "$O/load-rail1.txt" 2>&1
+  for i in $(seq 50); do
+    for g in /sys/class/infiniband/rxe1/ports/1/gids/*; do
+      case $(cat "$g" 2>/dev/null) in 0000:0000:0000:0000:0000:ffff:*)
+        grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state && { step "load: rxe1 on mv1 $1, GID ${g##*/}"; return 0; } ;;
+      esac
+    done
+    sleep 0.1
+  done
+  step "load: rxe1 did not come up: $(tail -3 "$O/load-rail1.txt" | tr '\n' ' ')"; return 1
+}
+
+# load_fleet: the three-VM run's load steps: A requests over two rails,
+# B serves both, C sits out
+load_fleet() {
+  local p
+  case $ROLE in
+    b) load_wait start 200 || return 0
+       load_rail1 10.0.3.16
+       LOAD_RAILS=1 load_serve ;;
+    a) load_sig start
+       load_rail1 10.0.3.15 || return 0
+       {
+         echo "sample_interval: 5s"
+         echo "probes: {enabled: false}"
+         echo "peer_probes:"
+         echo "  tls_ca_file: $LOAD_CTL/ca.crt"
+         echo "  username: load"
+         echo "  password_file: $LOAD_CTL/password"
+         echo "load_test: {sizes: [$LOAD_SIZE], qps: 1, depth: 4, results_file: $O/load-results.json}"
+         echo "rules: {hold: 1s}"
+       } > /tmp/load-client.yml
+       cp /tmp/load-client.yml "$O/load-client.yml"
+       load_wait ready-b 120 || return 0
+       ip neigh flush dev mv1 2>/dev/null
+       ping -c 2 -W 2 -I mv1 10.0.3.16 > "$O/load-ping-rail1.txt" 2>&1
+       load_curl -o /dev/null "https://10.0.2.16:$LOAD_PORT/metrics"
+       step "load: rails"
+       load_check measure 120 --load=3s --load-force --peer "https://10.0.2.16:$LOAD_PORT"
+       cp "$O/load-results.json" "$O/load-results-measure.json" 2>/dev/null
+       load_sig done
+       load_wait done-b 30
+       step "load: done" ;;
+  esac
 }
