@@ -36,6 +36,7 @@ mod rules_congestion;
 mod rules_fec;
 mod rules_host;
 mod rules_lldp;
+mod rules_load;
 mod rules_nccl;
 mod rules_phys;
 mod rules_qos;

@@ -184,8 +184,8 @@ fn port_line(p: &PortLoad) -> String {
                 .sizes
                 .iter()
                 .map(|s| match s.bytes_per_second {
-                    Some(b) => format!("{} {:.1}", size_text(s.size), b / 1e9),
-                    None => format!("{} -", size_text(s.size)),
+                    Some(b) => format!("{} {}", size_text(s.size), gb_per_s(b)),
+                    None => format!("{} not measured", size_text(s.size)),
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
@@ -198,7 +198,7 @@ fn port_line(p: &PortLoad) -> String {
                 .map(|b| format!(", responder counted {:.2} GB", b as f64 / 1e9))
                 .unwrap_or_default();
             format!(
-                "{head}: {figure}; per size GB/s: {sizes}{stopped}; {:.2} GB written{responder}; {gdr}",
+                "{head}: {figure}; per size: {sizes}{stopped}; {:.2} GB written{responder}; {gdr}",
                 p.bytes as f64 / 1e9
             )
         }

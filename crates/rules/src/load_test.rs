@@ -263,8 +263,9 @@ fn causes(s: &Snapshot, p: &PortLoad) -> Vec<(String, String, String)> {
             if l.speed_downtrained() == Some(true) || l.width_downtrained() == Some(true) {
                 out.push((
                     format!(
-                        "{dev}'s PCIe link trained at {:?} x{}, below the {:?} x{} both ends support",
-                        l.current_speed, l.current_width.unwrap_or(0), l.capable_speed, l.capable_width.unwrap_or(0)
+                        "{dev}'s PCIe link trained at {}, below the {} both ends support",
+                        link_text(l.current_speed, l.current_width),
+                        link_text(l.capable_speed, l.capable_width)
                     ),
                     "Reseat the NIC and check its slot, riser or retimer and the BIOS PCIe settings: a downtrained link cannot feed the port".into(),
                     format!("lspci -vvv -s {} | grep -E 'LnkCap|LnkSta'", l.downstream),
@@ -334,6 +335,15 @@ fn causes(s: &Snapshot, p: &PortLoad) -> Vec<(String, String, String)> {
         }
     }
     out
+}
+
+/// `16 GT/s x8` (what `lspci` calls LnkSta).
+fn link_text(speed: Option<roce_topology::LinkSpeed>, width: Option<u32>) -> String {
+    let speed = speed.map_or("? GT/s".to_string(), |s| {
+        format!("{} GT/s", fmt_num(f64::from(s.0) / 1000.0))
+    });
+    let width = width.map_or("x?".to_string(), |w| format!("x{w}"));
+    format!("{speed} {width}")
 }
 
 /// The severity of a fraction of the line rate, `None` when it is fine.
