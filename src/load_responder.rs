@@ -44,6 +44,12 @@ impl<V: LoadVerbs + 'static> Responder<V> {
         *previous = Some(snapshot.clone());
     }
 
+    /// The ports the responder may load, set directly (what `observe`
+    /// sets from the samples; the tests' fixtures).
+    pub fn set_ports(&self, ports: Vec<roce_fleet::load::LocalLoadPort>) {
+        self.inner.set_ports(ports);
+    }
+
     /// A reloaded configuration: running sessions end.
     pub fn reconfigure(&self, config: &Config) {
         *self.config.lock().unwrap_or_else(|e| e.into_inner()) = config.clone();

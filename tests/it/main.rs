@@ -22,6 +22,7 @@ mod faults;
 mod http;
 mod http_pressure;
 mod kernel_requests;
+mod load_http;
 mod layers;
 mod monitoring;
 mod nccl_source;
