@@ -620,6 +620,36 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceLoadTestBelowLineRate",
+            "expr": ("roce_finding{%(selector)s, rule=\"load_test_below_line_rate\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "load_test_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding load_test_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that a port's RDMA WRITE bandwidth at the largest message size of the load test reaches rules.load_test.min_fraction of its line rate). Thresholds and windows: the exporter's `rules.load_test`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#load_test_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceLoadTestNodeBelowLineRate",
+            "expr": ("roce_finding{%(selector)s, rule=\"load_test_node_below_line_rate\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "load_test_node_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding load_test_node_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that with every port loaded at once, the node's bandwidth reaches rules.load_test.min_fraction of the sum of its ports' line rates). Thresholds and windows: the exporter's `rules.load_test`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#load_test_node_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceLoadTestAborted",
+            "expr": ("roce_finding{%(selector)s, rule=\"load_test_aborted\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "30s",
+            "annotations": {
+              "summary": "load_test_aborted: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding load_test_aborted for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every port's load-test stream ran to its end). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#load_test_aborted" % c)
+            }
+          },
+          {
             "alert": "RoceRdmaDeviceMissing",
             "expr": ("roce_finding{%(selector)s, rule=\"rdma_device_missing\", severity=~\"critical|warning\"} == 1" % c),
             "for": "30s",
@@ -9485,6 +9515,36 @@ local byInterval(c) = {
             }
           },
           {
+            "alert": "RoceLoadTestBelowLineRate",
+            "expr": ("roce_finding{%(selector)s, rule=\"load_test_below_line_rate\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "load_test_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding load_test_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that a port's RDMA WRITE bandwidth at the largest message size of the load test reaches rules.load_test.min_fraction of its line rate). Thresholds and windows: the exporter's `rules.load_test`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#load_test_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceLoadTestNodeBelowLineRate",
+            "expr": ("roce_finding{%(selector)s, rule=\"load_test_node_below_line_rate\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "load_test_node_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding load_test_node_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that with every port loaded at once, the node's bandwidth reaches rules.load_test.min_fraction of the sum of its ports' line rates). Thresholds and windows: the exporter's `rules.load_test`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#load_test_node_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceLoadTestAborted",
+            "expr": ("roce_finding{%(selector)s, rule=\"load_test_aborted\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "1m",
+            "annotations": {
+              "summary": "load_test_aborted: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding load_test_aborted for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every port's load-test stream ran to its end). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#load_test_aborted" % c)
+            }
+          },
+          {
             "alert": "RoceRdmaDeviceMissing",
             "expr": ("roce_finding{%(selector)s, rule=\"rdma_device_missing\", severity=~\"critical|warning\"} == 1" % c),
             "for": "1m",
@@ -18347,6 +18407,36 @@ local byInterval(c) = {
               "summary": "nccl_busbw_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
               "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding nccl_busbw_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that bus bandwidth of large multi-node NCCL collectives is at least nccl.min_line_rate_fraction of the line rate of the NICs used). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
               "runbook_url": ("%(runbookUrlBase)s#nccl_busbw_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceLoadTestBelowLineRate",
+            "expr": ("roce_finding{%(selector)s, rule=\"load_test_below_line_rate\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "load_test_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding load_test_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that a port's RDMA WRITE bandwidth at the largest message size of the load test reaches rules.load_test.min_fraction of its line rate). Thresholds and windows: the exporter's `rules.load_test`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#load_test_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceLoadTestNodeBelowLineRate",
+            "expr": ("roce_finding{%(selector)s, rule=\"load_test_node_below_line_rate\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "load_test_node_below_line_rate: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding load_test_node_below_line_rate for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that with every port loaded at once, the node's bandwidth reaches rules.load_test.min_fraction of the sum of its ports' line rates). Thresholds and windows: the exporter's `rules.load_test`. Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#load_test_node_below_line_rate" % c)
+            }
+          },
+          {
+            "alert": "RoceLoadTestAborted",
+            "expr": ("roce_finding{%(selector)s, rule=\"load_test_aborted\", severity=~\"critical|warning\"} == 1" % c),
+            "for": "2m",
+            "annotations": {
+              "summary": "load_test_aborted: {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}on {{ $labels.instance }}",
+              "description": "roce_exporter on {{ $labels.instance }} reports the {{ $labels.severity }} finding load_test_aborted for {{ if $labels.gpu }}GPU {{ $labels.gpu }} {{ end }}{{ if $labels.device }}{{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }} {{ end }}{{ if $labels.netdev }}({{ $labels.netdev }}) {{ end }}(it checks that every port's load-test stream ran to its end). Evidence, fix and verify command: http://{{ $labels.instance }}/findings, or `roce_exporter check` on the node.",
+              "runbook_url": ("%(runbookUrlBase)s#load_test_aborted" % c)
             }
           },
           {
