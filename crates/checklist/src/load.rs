@@ -59,10 +59,15 @@ pub fn add_run(report: &mut Report, run: LoadRun, findings: Vec<Finding>) {
     };
     for p in &run.ports {
         let found = on(p, &[Area::LoadTest]);
-        let status = match (&p.outcome, found.is_empty()) {
-            (Outcome::Completed, true) if p.at_largest().is_some() && p.expected_bytes_per_second.is_some() => Status::Ok,
-            (Outcome::Completed, true) => Status::Unknown,
-            _ => status_of(found.iter().copied()),
+        // A finding decides; without one only a completed, measured stream
+        // against a known line rate is ok, anything else was not judged.
+        let judged = p.outcome == Outcome::Completed
+            && p.at_largest().is_some()
+            && p.expected_bytes_per_second.is_some();
+        let status = if found.is_empty() {
+            Status::Ok.checked(judged)
+        } else {
+            status_of(found.iter().copied())
         };
         lines.push(item(section, status, port_line(p)));
     }
@@ -212,4 +217,109 @@ pub fn not_run(report: &mut Report, why: &str) {
         Status::Unknown,
         format!("not run: {why}"),
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_model::load::SizeLoad;
+    use roce_rules::{Severity, Subject};
+
+    fn port(device: &str, gb: f64, bytes: u64) -> PortLoad {
+        PortLoad {
+            device: device.into(),
+            port: 1,
+            netdev: Some("ens1np0".into()),
+            peer: Some("node-b:9879".into()),
+            peer_node: Some("node-b".into()),
+            peer_device: Some(device.into()),
+            peer_port: Some(1),
+            expected_bytes_per_second: Some(50e9),
+            sizes: vec![SizeLoad {
+                size: 8 << 20,
+                bytes_per_second: Some(gb * 1e9),
+                sample_seconds: 2.5,
+                bytes,
+            }],
+            bytes,
+            responder_bytes: Some(bytes),
+            counters: Some(RunCounters {
+                seconds: 7.0,
+                tx_bytes: Some(bytes),
+                rx_bytes: Some(1_000_000),
+                ..RunCounters::default()
+            }),
+            outcome: Outcome::Completed,
+            memory: "gpu".into(),
+            memory_note: None,
+        }
+    }
+
+    fn report() -> Report {
+        crate::build_report(
+            &[],
+            vec![],
+            std::time::Duration::from_secs(10),
+            &roce_rules::settings::Expectations::default(),
+        )
+    }
+
+    #[test]
+    fn a_run_prints_the_operators_lines_and_labels_its_counter_findings_under_load() {
+        let mut r = report();
+        let pause = Finding {
+            rule: RuleId::PfcPauseReceived,
+            severity: Severity::Warning,
+            subject: Subject::port("mlx5_1", 1, Some("ens1np0")),
+            finding: "mlx5_1 port 1 (ens1np0) paused 30% of the window".into(),
+            evidence: String::new(),
+            fix: String::new(),
+            verify: String::new(),
+        };
+        let run = LoadRun {
+            scope: RunScope::All,
+            started_at: 0.0,
+            seconds: 7.0,
+            ports: vec![port("mlx5_0", 48.9, 342_000_000_000), port("mlx5_1", 0.0, 0)],
+        };
+        add_run(&mut r, run, vec![pause]);
+        let text = crate::render_text(&r);
+        assert!(text.contains("Load test: every port at once\n  [ok]   mlx5_0 port 1 (ens1np0) -> node-b mlx5_0 port 1: Measured: 48.9 GB/s vs expected 50.0 GB/s (97.8%) at 8 MiB"), "{text}");
+        assert!(text.contains("GDR: exercised (GPU memory through dma-buf)"), "{text}");
+        assert!(text.contains("node (2 ports): Measured: 48.9 GB/s vs expected 100.0 GB/s (48.9%)"), "{text}");
+        assert!(text.contains("Counter rules under load: every port at once\n  [ok]   mlx5_0 port 1 (ens1np0): no finding under load, 342.00 GB written (port counters: 342.00 GB sent, 0.00 GB received)"), "{text}");
+        // A port the run did not load is not judged "ok".
+        assert!(text.contains("[ -- ] mlx5_1 port 1 (ens1np0): no load in the window"), "{text}");
+        assert!(text.contains("under load (every port at once): mlx5_1 port 1 (ens1np0) paused 30%"), "{text}");
+        assert_eq!(r.load.len(), 1);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["load"][0]["run"]["scope"], "all");
+        assert_eq!(json["load"][0]["checklist"].as_array().map(Vec::len), Some(5));
+    }
+
+    #[test]
+    fn a_port_not_run_says_why_and_gdr_only_counts_when_exercised() {
+        let mut r = report();
+        let mut p = port("mlx5_0", 0.0, 0);
+        p.sizes.clear();
+        p.outcome = Outcome::NotRun {
+            message: "node-b:9879: refused (busy): a load test already runs on mlx5_0 port 1".into(),
+        };
+        add_run(
+            &mut r,
+            LoadRun {
+                scope: RunScope::Alone,
+                started_at: 0.0,
+                seconds: 0.0,
+                ports: vec![p],
+            },
+            vec![],
+        );
+        let text = crate::render_text(&r);
+        assert!(text.contains("Load test: each port alone\n  [ -- ] mlx5_0 port 1 (ens1np0) -> node-b mlx5_0 port 1: not run: node-b:9879: refused (busy)"), "{text}");
+        let mut host = port("mlx5_0", 40.0, 1);
+        host.memory = "host".into();
+        host.memory_note = Some("CUDA: cannot load libcuda.so.1".into());
+        assert!(port_line(&host).contains("GDR: not exercised (host memory: CUDA: cannot load libcuda.so.1)"));
+    }
 }
