@@ -61,7 +61,10 @@ pub fn run_keeping(
     let second = sampler.sample();
     let history = vec![first, second.clone()];
     let findings = rules::evaluate(&history, &config.rules, &config.expect);
-    Ok((build_report(&history, findings, window, &config.expect), sampler))
+    Ok((
+        build_report(&history, findings, window, &config.expect),
+        sampler,
+    ))
 }
 
 fn wait(window: Duration, show: bool) {

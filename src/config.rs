@@ -351,10 +351,10 @@ impl Default for ProbeConfig {
     }
 }
 
-pub use roce_fleet::load::LoadTestConfig;
 pub use roce_fleet::config::{
     PeerProbeConfig, PeerPrometheusConfig, RailBy, RailConfig, MAX_FETCH_TIMEOUT,
 };
+pub use roce_fleet::load::LoadTestConfig;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum GidIndex {

@@ -73,12 +73,7 @@ pub fn local_ports(prev: Option<&Snapshot>, cur: &Snapshot, config: &Config) -> 
             GidIndex::Auto => crate::sources::probe::auto_gid(p),
         };
         let Some(gid_index) = gid_index else { continue };
-        let Some(gid) = p
-            .gids
-            .iter()
-            .find(|g| g.index == gid_index)
-            .map(|g| g.gid)
-        else {
+        let Some(gid) = p.gids.iter().find(|g| g.index == gid_index).map(|g| g.gid) else {
             continue;
         };
         let gpu = cur.topology.as_ref().and_then(|t| {
@@ -154,7 +149,9 @@ pub fn run(config: &Config, sampler: &mut Sampler, report: &mut Report, args: &L
             return;
         }
     };
-    run_with(config, sampler, report, args, &verbs, &control, cuda_note, show);
+    run_with(
+        config, sampler, report, args, &verbs, &control, cuda_note, show,
+    );
 }
 
 #[cfg(not(feature = "probes"))]
@@ -205,9 +202,31 @@ pub fn run_with<V: LoadVerbs, C: Control>(
         runs: Vec::new(),
     };
     for (scope, ports) in runs {
-        let names: Vec<String> = ports.iter().map(|p| format!("{}/{}", p.device, p.port)).collect();
-        progress(show, &format!("{} ({}): {} sizes x {:?}", scope.as_str(), names.join(" "), plan.sizes.len(), plan.per_size));
-        let run = one_run(sampler, config, verbs, control, &ports, &peers, &plan, scope, cuda_note.as_deref());
+        let names: Vec<String> = ports
+            .iter()
+            .map(|p| format!("{}/{}", p.device, p.port))
+            .collect();
+        progress(
+            show,
+            &format!(
+                "{} ({}): {} sizes x {:?}",
+                scope.as_str(),
+                names.join(" "),
+                plan.sizes.len(),
+                plan.per_size
+            ),
+        );
+        let run = one_run(
+            sampler,
+            config,
+            verbs,
+            control,
+            &ports,
+            &peers,
+            &plan,
+            scope,
+            cuda_note.as_deref(),
+        );
         let (run, findings) = run;
         results.runs.push(run.clone());
         roce_checklist::load::add_run(report, run, findings);
@@ -258,7 +277,14 @@ fn one_run<V: LoadVerbs, C: Control>(
     let after = sampler.sample();
     let meta: Vec<_> = prepared
         .iter()
-        .map(|p| (p.port.clone(), p.peer.clone(), p.grant.clone(), p.memory.clone()))
+        .map(|p| {
+            (
+                p.port.clone(),
+                p.peer.clone(),
+                p.grant.clone(),
+                p.memory.clone(),
+            )
+        })
         .collect();
     let ends = client::finish(prepared, control);
     let mut loads = Vec::new();
@@ -278,12 +304,19 @@ fn one_run<V: LoadVerbs, C: Control>(
         loads.push(l);
     }
     for n in not {
-        let mut l = port_load(&n.port, &before, &after, StreamReport {
-            sizes: Vec::new(),
-            bytes: 0,
-            failure: None,
-            elapsed: Duration::ZERO,
-        }, None, cuda_note);
+        let mut l = port_load(
+            &n.port,
+            &before,
+            &after,
+            StreamReport {
+                sizes: Vec::new(),
+                bytes: 0,
+                failure: None,
+                elapsed: Duration::ZERO,
+            },
+            None,
+            cuda_note,
+        );
         l.outcome = Outcome::NotRun { message: n.why };
         l.counters = None;
         loads.push(l);

@@ -35,7 +35,11 @@ impl<V: LoadVerbs + 'static> Responder<V> {
     /// A published sample: the ports the responder may load. Nothing is
     /// read while the responder is off.
     pub fn observe(&self, snapshot: &Arc<Snapshot>) {
-        let config = self.config.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let config = self
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
         if config.load_test.responder {
             let ports = crate::load::local_ports(previous.as_deref(), snapshot, &config);
@@ -140,10 +144,14 @@ mod no_verbs {
         type Requester = Never;
         type Receiver = Never;
         fn requester(&self, _: &PortSpec) -> Result<Never, OpenError> {
-            Err(OpenError::Unavailable("built without verbs (feature `probes`)".into()))
+            Err(OpenError::Unavailable(
+                "built without verbs (feature `probes`)".into(),
+            ))
         }
         fn receiver(&self, _: &PortSpec) -> Result<Never, OpenError> {
-            Err(OpenError::Unavailable("built without verbs (feature `probes`)".into()))
+            Err(OpenError::Unavailable(
+                "built without verbs (feature `probes`)".into(),
+            ))
         }
     }
 

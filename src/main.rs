@@ -104,17 +104,19 @@ fn main() -> ExitCode {
             peers,
             load_force,
         }) => {
-            let ran = check::run_keeping(&config, &paths, window, true).map(|(mut report, mut sampler)| {
-                if let Some(per_size) = load {
-                    let args = roce_exporter::load::LoadArgs {
-                        per_size: per_size.unwrap_or(config.load_test.per_size),
-                        peers,
-                        force: load_force,
-                    };
-                    roce_exporter::load::run(&config, &mut sampler, &mut report, &args);
-                }
-                report
-            });
+            let ran = check::run_keeping(&config, &paths, window, true).map(
+                |(mut report, mut sampler)| {
+                    if let Some(per_size) = load {
+                        let args = roce_exporter::load::LoadArgs {
+                            per_size: per_size.unwrap_or(config.load_test.per_size),
+                            peers,
+                            force: load_force,
+                        };
+                        roce_exporter::load::run(&config, &mut sampler, &mut report, &args);
+                    }
+                    report
+                },
+            );
             match ran {
                 Ok(report) => {
                     match format {
@@ -288,8 +290,10 @@ fn run_server(
             config.web.clone(),
             config.metrics,
             cli.switches.clone(),
-            control_tx,
-            responder.clone(),
+            Reloaded {
+                sampler: control_tx,
+                responder: responder.clone(),
+            },
         ));
         let mut options = server::ServeOptions::new(config.web.clone());
         options.web_config = web_config;
@@ -323,6 +327,13 @@ fn run_server(
     })
 }
 
+/// What a reloaded configuration goes to: the sampler (its sources and
+/// settings) and the load-test responder (its running sessions end).
+struct Reloaded {
+    sampler: mpsc::Sender<Control>,
+    responder: Option<Arc<Responder>>,
+}
+
 /// Re-reads the configuration on SIGHUP (also one received before the
 /// server was ready). A configuration that does not parse is refused and the
 /// running one kept. Listen addresses, web limits and `metrics:` are not
@@ -334,9 +345,12 @@ async fn reload_on_sighup(
     running_web: WebLimits,
     running_metrics: roce_exporter::exposition::groups::Groups,
     switches: Vec<(roce_exporter::sources::Switch, bool)>,
-    control: mpsc::Sender<Control>,
-    responder: Option<Arc<Responder>>,
+    to: Reloaded,
 ) {
+    let Reloaded {
+        sampler: control,
+        responder,
+    } = to;
     let Some(mut hup) = hup else {
         tracing::warn!("cannot watch SIGHUP; configuration reload disabled");
         return;
@@ -436,7 +450,10 @@ fn responder_handle(
     config: &Config,
     responder: &Option<Arc<Responder>>,
 ) -> Option<roce_exporter::sources::load_test::ResponderHandle> {
-    let r = responder.as_ref().filter(|_| config.load_test.responder)?.clone();
+    let r = responder
+        .as_ref()
+        .filter(|_| config.load_test.responder)?
+        .clone();
     Some(Arc::new(move || r.view()))
 }
 

@@ -73,7 +73,10 @@ impl LoadTestSource {
 pub fn parse(bytes: &[u8]) -> Result<LoadTestResults, String> {
     let r: LoadTestResults = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     if r.version != RESULTS_VERSION {
-        return Err(format!("results version {} (this exporter reads {RESULTS_VERSION})", r.version));
+        return Err(format!(
+            "results version {} (this exporter reads {RESULTS_VERSION})",
+            r.version
+        ));
     }
     if r.runs.len() > 1024 || r.runs.iter().any(|x| x.ports.len() > 256) {
         return Err("more runs or ports than a node has".into());

@@ -98,7 +98,11 @@ fn plain(addr: SocketAddr, method: &str, path: &str, extra: &str) -> (u16, Strin
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf).to_string();
-    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     (status, text)
 }
 
@@ -125,11 +129,19 @@ fn until(what: &str, f: impl Fn() -> bool) {
 fn a_responder_behind_a_server_that_authenticates_nobody_refuses_every_session() {
     let fabric = FakeLoadFabric::new();
     let s = serve(&fabric, None);
-    let (status, body) = plain(s.addr, "POST", "/load-test/session?gid=::ffff:10.0.2.15", "");
+    let (status, body) = plain(
+        s.addr,
+        "POST",
+        "/load-test/session?gid=::ffff:10.0.2.15",
+        "",
+    );
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("\"refused\":\"unauthenticated\""), "{body}");
     assert_eq!(
-        s.responder.view().refused.get(&LoadRefusal::Unauthenticated),
+        s.responder
+            .view()
+            .refused
+            .get(&LoadRefusal::Unauthenticated),
         Some(&1)
     );
     // Not an action: the routes answer as before.
@@ -157,9 +169,15 @@ fn a_whole_test_over_https_with_the_peer_probes_credentials() {
     })
     .unwrap();
     let requester = fabric.node(Ipv4Addr::new(10, 0, 2, 15).to_ipv6_mapped());
-    let e = client::prepare(&requester, &unauth, &port([10, 0, 2, 15]), &[peer.clone()], &plan())
-        .err()
-        .expect("refused");
+    let e = client::prepare(
+        &requester,
+        &unauth,
+        &port([10, 0, 2, 15]),
+        std::slice::from_ref(&peer),
+        &plan(),
+    )
+    .err()
+    .expect("refused");
     assert!(e.why.contains("HTTP 401"), "{}", e.why);
 
     let control = HttpControl::new(&PeerProbeConfig {
@@ -171,19 +189,22 @@ fn a_whole_test_over_https_with_the_peer_probes_credentials() {
     .unwrap();
     // Plain http with credentials never leaves the host.
     let e = control
-        .start(&format!("http://127.0.0.1:{}", s.addr.port()), &roce_fleet::load::wire::SessionRequest {
-            qps: roce_probe::load::QpSet {
-                gid: Ipv4Addr::new(10, 0, 2, 15).to_ipv6_mapped(),
-                lid: 0,
-                qpns: vec![20],
-                psn: 1,
-                mtu: 4096,
+        .start(
+            &format!("http://127.0.0.1:{}", s.addr.port()),
+            &roce_fleet::load::wire::SessionRequest {
+                qps: roce_probe::load::QpSet {
+                    gid: Ipv4Addr::new(10, 0, 2, 15).to_ipv6_mapped(),
+                    lid: 0,
+                    qpns: vec![20],
+                    psn: 1,
+                    mtu: 4096,
+                },
+                seconds: 10,
+                bytes: 1 << 30,
+                message: 65536,
+                force: false,
             },
-            seconds: 10,
-            bytes: 1 << 30,
-            message: 65536,
-            force: false,
-        })
+        )
         .unwrap_err();
     assert!(e.message.contains("never sent over plain http"), "{e}");
 
@@ -191,7 +212,7 @@ fn a_whole_test_over_https_with_the_peer_probes_credentials() {
         &requester,
         &control,
         &port([10, 0, 2, 15]),
-        &[peer.clone()],
+        std::slice::from_ref(&peer),
         &plan(),
     )
     .expect("granted")];

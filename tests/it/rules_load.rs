@@ -41,7 +41,11 @@ fn port(device: &str, at_8mib: f64) -> PortLoad {
         peer_device: Some(device.into()),
         peer_port: Some(1),
         expected_bytes_per_second: Some(LINE),
-        sizes: vec![size(65536, 44.8), size(1 << 20, 48.1), size(8 << 20, at_8mib)],
+        sizes: vec![
+            size(65536, 44.8),
+            size(1 << 20, 48.1),
+            size(8 << 20, at_8mib),
+        ],
         bytes: 700_000_000_000,
         responder_bytes: Some(700_000_000_000),
         counters: Some(RunCounters {
@@ -73,9 +77,15 @@ fn run(scope: RunScope, ports: Vec<PortLoad>) -> LoadRun {
 }
 
 /// Two 400 GbE ports, their netdevs at MTU 9000, and the runs given.
-fn judge(runs: Vec<LoadRun>, edit: impl FnOnce(SnapshotBuilder) -> SnapshotBuilder) -> Vec<Finding> {
+fn judge(
+    runs: Vec<LoadRun>,
+    edit: impl FnOnce(SnapshotBuilder) -> SnapshotBuilder,
+) -> Vec<Finding> {
     let rdma = RdmaSnapshot {
-        devices: vec![mlx5("mlx5_0", vec![roce_port(1)]), mlx5("mlx5_1", vec![roce_port(1)])],
+        devices: vec![
+            mlx5("mlx5_0", vec![roce_port(1)]),
+            mlx5("mlx5_1", vec![roce_port(1)]),
+        ],
         errors: vec![],
     };
     let b = SnapshotBuilder::new()
@@ -108,7 +118,10 @@ fn only(fs: &[Finding], rule: RuleId) -> Vec<&Finding> {
 fn a_healthy_node_at_ib_write_bw_figures_raises_nothing() {
     let fs = judge(
         vec![
-            run(RunScope::All, vec![port("mlx5_0", 48.7), port("mlx5_1", 48.9)]),
+            run(
+                RunScope::All,
+                vec![port("mlx5_0", 48.7), port("mlx5_1", 48.9)],
+            ),
             run(RunScope::Alone, vec![port("mlx5_0", 49.0)]),
             run(RunScope::Alone, vec![port("mlx5_1", 48.8)]),
         ],
@@ -126,11 +139,30 @@ fn a_port_below_its_line_rate_is_a_warning_and_far_below_critical() {
     let f = only(&fs, RuleId::LoadTestBelowLineRate);
     assert_eq!(f.len(), 1, "{fs:#?}");
     assert_eq!(f[0].severity, Severity::Warning);
-    assert!(f[0].finding.contains("80%") && f[0].finding.contains("8 MiB"), "{}", f[0].finding);
-    assert!(f[0].evidence.starts_with("40.0 GB/s vs expected 50.0 GB/s"), "{}", f[0].evidence);
-    assert!(f[0].evidence.contains("nothing read on this node explains it"), "{}", f[0].evidence);
-    let fs = judge(vec![run(RunScope::Alone, vec![port("mlx5_0", 20.0)])], |b| b);
-    assert_eq!(only(&fs, RuleId::LoadTestBelowLineRate)[0].severity, Severity::Critical);
+    assert!(
+        f[0].finding.contains("80%") && f[0].finding.contains("8 MiB"),
+        "{}",
+        f[0].finding
+    );
+    assert!(
+        f[0].evidence.starts_with("40.0 GB/s vs expected 50.0 GB/s"),
+        "{}",
+        f[0].evidence
+    );
+    assert!(
+        f[0].evidence
+            .contains("nothing read on this node explains it"),
+        "{}",
+        f[0].evidence
+    );
+    let fs = judge(
+        vec![run(RunScope::Alone, vec![port("mlx5_0", 20.0)])],
+        |b| b,
+    );
+    assert_eq!(
+        only(&fs, RuleId::LoadTestBelowLineRate)[0].severity,
+        Severity::Critical
+    );
 }
 
 #[test]
@@ -150,16 +182,28 @@ fn the_cause_is_what_the_data_points_at() {
         capable_speed: Some(LinkSpeed(32000)),
         capable_width: Some(16),
     };
-    let fs = judge(vec![run(RunScope::Alone, vec![port("mlx5_0", 30.0)])], |b| {
-        b.topology(TopologySnapshot {
-            links: vec![link],
-            ..TopologySnapshot::default()
-        })
-    });
+    let fs = judge(
+        vec![run(RunScope::Alone, vec![port("mlx5_0", 30.0)])],
+        |b| {
+            b.topology(TopologySnapshot {
+                links: vec![link],
+                ..TopologySnapshot::default()
+            })
+        },
+    );
     let f = &only(&fs, RuleId::LoadTestBelowLineRate)[0];
-    assert!(f.evidence.contains("PCIe link trained at 32 GT/s x8, below the 32 GT/s x16"), "{}", f.evidence);
+    assert!(
+        f.evidence
+            .contains("PCIe link trained at 32 GT/s x8, below the 32 GT/s x16"),
+        "{}",
+        f.evidence
+    );
     assert!(f.fix.contains("Reseat the NIC"), "{}", f.fix);
-    assert!(f.verify.contains("lspci -vvv -s 0000:17:00.0"), "{}", f.verify);
+    assert!(
+        f.verify.contains("lspci -vvv -s 0000:17:00.0"),
+        "{}",
+        f.verify
+    );
 
     // The switch paused the port a fifth of the run, with ECN marks.
     let mut p = port("mlx5_1", 35.0);
@@ -170,18 +214,30 @@ fn the_cause_is_what_the_data_points_at() {
     }
     let fs = judge(vec![run(RunScope::Alone, vec![p])], |b| b);
     let f = &only(&fs, RuleId::LoadTestBelowLineRate)[0];
-    assert!(f.evidence.contains("the switch paused the port 20% of the run"), "{}", f.evidence);
-    assert!(f.evidence.contains("120000 ECN-marked packets"), "{}", f.evidence);
+    assert!(
+        f.evidence
+            .contains("the switch paused the port 20% of the run"),
+        "{}",
+        f.evidence
+    );
+    assert!(
+        f.evidence.contains("120000 ECN-marked packets"),
+        "{}",
+        f.evidence
+    );
     assert!(f.verify.contains("ethtool -S ens1np0"), "{}", f.verify);
 
     // A netdev MTU that keeps RoCE below 4096.
-    let fs = judge(vec![run(RunScope::Alone, vec![port("mlx5_0", 42.0)])], |b| {
-        b.edit(|s| {
-            if let Some(n) = s.netdev.as_mut().and_then(|n| n.netdevs.first_mut()) {
-                n.mtu = Some(1500);
-            }
-        })
-    });
+    let fs = judge(
+        vec![run(RunScope::Alone, vec![port("mlx5_0", 42.0)])],
+        |b| {
+            b.edit(|s| {
+                if let Some(n) = s.netdev.as_mut().and_then(|n| n.netdevs.first_mut()) {
+                    n.mtu = Some(1500);
+                }
+            })
+        },
+    );
     let f = &only(&fs, RuleId::LoadTestBelowLineRate)[0];
     assert!(f.evidence.contains("MTU is 1500"), "{}", f.evidence);
     assert!(f.fix.contains("ip link set ens0np0 mtu 9000"), "{}", f.fix);
@@ -191,7 +247,10 @@ fn the_cause_is_what_the_data_points_at() {
 fn the_node_short_with_every_port_alone_fine_is_a_shared_limit() {
     let fs = judge(
         vec![
-            run(RunScope::All, vec![port("mlx5_0", 46.5), port("mlx5_1", 30.0)]),
+            run(
+                RunScope::All,
+                vec![port("mlx5_0", 46.5), port("mlx5_1", 30.0)],
+            ),
             run(RunScope::Alone, vec![port("mlx5_0", 48.9)]),
             run(RunScope::Alone, vec![port("mlx5_1", 48.7)]),
         ],
@@ -199,14 +258,30 @@ fn the_node_short_with_every_port_alone_fine_is_a_shared_limit() {
     );
     let node = only(&fs, RuleId::LoadTestNodeBelowLineRate);
     assert_eq!(node.len(), 1, "{fs:#?}");
-    assert!(node[0].evidence.starts_with("76.5 GB/s vs expected 100.0 GB/s"), "{}", node[0].evidence);
-    assert!(node[0].fix.contains("a resource they share"), "{}", node[0].fix);
+    assert!(
+        node[0]
+            .evidence
+            .starts_with("76.5 GB/s vs expected 100.0 GB/s"),
+        "{}",
+        node[0].evidence
+    );
+    assert!(
+        node[0].fix.contains("a resource they share"),
+        "{}",
+        node[0].fix
+    );
     // A healthy node together says nothing of the node.
     let fs = judge(
-        vec![run(RunScope::All, vec![port("mlx5_0", 48.5), port("mlx5_1", 48.6)])],
+        vec![run(
+            RunScope::All,
+            vec![port("mlx5_0", 48.5), port("mlx5_1", 48.6)],
+        )],
         |b| b,
     );
-    assert!(only(&fs, RuleId::LoadTestNodeBelowLineRate).is_empty(), "{fs:#?}");
+    assert!(
+        only(&fs, RuleId::LoadTestNodeBelowLineRate).is_empty(),
+        "{fs:#?}"
+    );
 }
 
 #[test]
@@ -224,7 +299,11 @@ fn a_stream_that_stopped_is_critical_and_one_not_run_a_warning() {
     let fs = judge(vec![run(RunScope::All, vec![stopped, not])], |b| b);
     let a = only(&fs, RuleId::LoadTestAborted);
     assert_eq!(a.len(), 2, "{fs:#?}");
-    let by = |d: &str| a.iter().find(|f| f.subject.device.as_deref() == Some(d)).unwrap();
+    let by = |d: &str| {
+        a.iter()
+            .find(|f| f.subject.device.as_deref() == Some(d))
+            .unwrap()
+    };
     assert_eq!(by("mlx5_0").severity, Severity::Critical);
     assert!(by("mlx5_0").evidence.contains("IBV_WC_RETRY_EXC_ERR"));
     assert_eq!(by("mlx5_1").severity, Severity::Warning);

@@ -93,16 +93,32 @@ pub fn add_run(report: &mut Report, run: LoadRun, findings: Vec<Finding>) {
         let moved = moved(p.counters.as_ref(), p.bytes);
         let loaded = p.bytes > 0;
         let (status, text) = if !loaded {
-            (Status::Unknown, format!("{}: no load in the window ({moved})", port_name(p)))
+            (
+                Status::Unknown,
+                format!("{}: no load in the window ({moved})", port_name(p)),
+            )
         } else if found.is_empty() {
             match &p.counters {
-                Some(_) => (Status::Ok, format!("{}: no finding under load, {moved}", port_name(p))),
-                None => (Status::Unknown, format!("{}: counters not read around the run, {moved}", port_name(p))),
+                Some(_) => (
+                    Status::Ok,
+                    format!("{}: no finding under load, {moved}", port_name(p)),
+                ),
+                None => (
+                    Status::Unknown,
+                    format!(
+                        "{}: counters not read around the run, {moved}",
+                        port_name(p)
+                    ),
+                ),
             }
         } else {
             (
                 status_of(found.iter().copied()),
-                format!("{}: {} under load (below), {moved}", port_name(p), rule_list(found.iter().copied())),
+                format!(
+                    "{}: {} under load (below), {moved}",
+                    port_name(p),
+                    rule_list(found.iter().copied())
+                ),
             )
         };
         lines.push(item(counters_section, status, text));
@@ -155,7 +171,11 @@ fn moved(c: Option<&RunCounters>, written: u64) -> String {
 fn port_line(p: &PortLoad) -> String {
     let peer = match (&p.peer_node, &p.peer_device, p.peer_port) {
         (Some(n), Some(d), Some(port)) => format!(" -> {n} {d} port {port}"),
-        _ => p.peer.as_deref().map(|x| format!(" -> {x}")).unwrap_or_default(),
+        _ => p
+            .peer
+            .as_deref()
+            .map(|x| format!(" -> {x}"))
+            .unwrap_or_default(),
     };
     let head = format!("{}{peer}", port_name(p));
     let gdr = if p.gdr_exercised() {
@@ -280,21 +300,39 @@ mod tests {
             scope: RunScope::All,
             started_at: 0.0,
             seconds: 7.0,
-            ports: vec![port("mlx5_0", 48.9, 342_000_000_000), port("mlx5_1", 0.0, 0)],
+            ports: vec![
+                port("mlx5_0", 48.9, 342_000_000_000),
+                port("mlx5_1", 0.0, 0),
+            ],
         };
         add_run(&mut r, run, vec![pause]);
         let text = crate::render_text(&r);
         assert!(text.contains("Load test: every port at once\n  [ok]   mlx5_0 port 1 (ens1np0) -> node-b mlx5_0 port 1: Measured: 48.9 GB/s vs expected 50.0 GB/s (97.8%) at 8 MiB"), "{text}");
-        assert!(text.contains("GDR: exercised (GPU memory through dma-buf)"), "{text}");
-        assert!(text.contains("node (2 ports): Measured: 48.9 GB/s vs expected 100.0 GB/s (48.9%)"), "{text}");
+        assert!(
+            text.contains("GDR: exercised (GPU memory through dma-buf)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("node (2 ports): Measured: 48.9 GB/s vs expected 100.0 GB/s (48.9%)"),
+            "{text}"
+        );
         assert!(text.contains("Counter rules under load: every port at once\n  [ok]   mlx5_0 port 1 (ens1np0): no finding under load, 342.00 GB written (port counters: 342.00 GB sent, 0.00 GB received)"), "{text}");
         // A port the run did not load is not judged "ok".
-        assert!(text.contains("[ -- ] mlx5_1 port 1 (ens1np0): no load in the window"), "{text}");
-        assert!(text.contains("under load (every port at once): mlx5_1 port 1 (ens1np0) paused 30%"), "{text}");
+        assert!(
+            text.contains("[ -- ] mlx5_1 port 1 (ens1np0): no load in the window"),
+            "{text}"
+        );
+        assert!(
+            text.contains("under load (every port at once): mlx5_1 port 1 (ens1np0) paused 30%"),
+            "{text}"
+        );
         assert_eq!(r.load.len(), 1);
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["load"][0]["run"]["scope"], "all");
-        assert_eq!(json["load"][0]["checklist"].as_array().map(Vec::len), Some(5));
+        assert_eq!(
+            json["load"][0]["checklist"].as_array().map(Vec::len),
+            Some(5)
+        );
     }
 
     #[test]
@@ -303,7 +341,8 @@ mod tests {
         let mut p = port("mlx5_0", 0.0, 0);
         p.sizes.clear();
         p.outcome = Outcome::NotRun {
-            message: "node-b:9879: refused (busy): a load test already runs on mlx5_0 port 1".into(),
+            message: "node-b:9879: refused (busy): a load test already runs on mlx5_0 port 1"
+                .into(),
         };
         add_run(
             &mut r,
@@ -320,6 +359,7 @@ mod tests {
         let mut host = port("mlx5_0", 40.0, 1);
         host.memory = "host".into();
         host.memory_note = Some("CUDA: cannot load libcuda.so.1".into());
-        assert!(port_line(&host).contains("GDR: not exercised (host memory: CUDA: cannot load libcuda.so.1)"));
+        assert!(port_line(&host)
+            .contains("GDR: not exercised (host memory: CUDA: cannot load libcuda.so.1)"));
     }
 }

@@ -30,7 +30,8 @@ label_set! {
 }
 
 const SOURCE: &str = "load test: the results file `roce_exporter check --load` writes (load_test.results_file): RDMA WRITE-with-immediate streams over RC QPs to a peer's responder, bytes completed in perftest's sample window (a quarter of each size's time cut at each end)";
-const RESPONDER: &str = "load-test responder (load_test.responder): sessions other nodes started on this node's ports";
+const RESPONDER: &str =
+    "load-test responder (load_test.responder): sessions other nodes started on this node's ports";
 
 pub const BANDWIDTH: Fam<RunPortSizeLabels> = Fam::new(Row {
     base: "roce_load_test_bandwidth_bytes_per_second",

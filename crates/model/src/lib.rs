@@ -10,8 +10,8 @@
 //! reads the model and names metrics, and only the binary wires them.
 
 pub mod finding;
-pub mod load;
 pub mod lldp;
+pub mod load;
 pub mod meaning;
 pub mod nccl;
 pub mod peer;

@@ -107,7 +107,10 @@ fn the_loader_allocates_exports_and_releases_in_cuda_order() {
     assert_eq!(buf.offset, 0);
     drop(buf);
     let calls = std::fs::read_to_string(&log).unwrap();
-    let names: Vec<&str> = calls.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    let names: Vec<&str> = calls
+        .lines()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
     assert_eq!(
         names,
         [
@@ -127,7 +130,14 @@ fn the_loader_allocates_exports_and_releases_in_cuda_order() {
     );
     assert!(calls.contains("cuDeviceGetAttribute 124 7"), "{calls}");
     assert!(calls.contains("handle type 1 flags 0"), "{calls}");
-    assert!(calls.contains(&format!("cuMemGetHandleForAddressRange {} {}", 0x7f00_0020_1000u64, 1 << 20)), "{calls}");
+    assert!(
+        calls.contains(&format!(
+            "cuMemGetHandleForAddressRange {} {}",
+            0x7f00_0020_1000u64,
+            1 << 20
+        )),
+        "{calls}"
+    );
 
     // A GPU without dma-buf: the reason, and nothing allocated.
     std::fs::remove_file(&log).unwrap();
@@ -143,7 +153,10 @@ fn the_loader_allocates_exports_and_releases_in_cuda_order() {
     // A driver too old to export dma-buf, and no driver at all.
     let old = build(&dir, "libcuda-old", true).expect("builds");
     let e = CudaDriver::load_from(old.to_str().unwrap()).unwrap_err();
-    assert!(e.contains("cuMemGetHandleForAddressRange missing") && e.contains("11.7"), "{e}");
+    assert!(
+        e.contains("cuMemGetHandleForAddressRange missing") && e.contains("11.7"),
+        "{e}"
+    );
     let e = CudaDriver::load_from("/nonexistent/libcuda.so.1").unwrap_err();
     assert!(e.contains("cannot load /nonexistent/libcuda.so.1"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -85,13 +85,15 @@ pub fn line_rate(port: &Port) -> Option<f64> {
     }
     let gbps = r * 8.0 / 1e9;
     let is = |set: &[f64]| set.iter().any(|v| (gbps - v).abs() < 0.01);
-    Some(if is(&[2.5, 5.0, 10.0, 20.0, 30.0, 40.0, 60.0, 80.0, 120.0]) {
-        r * 0.8
-    } else if is(&[14.0, 28.0, 56.0, 112.0, 168.0]) {
-        r * 64.0 / 66.0
-    } else {
-        r
-    })
+    Some(
+        if is(&[2.5, 5.0, 10.0, 20.0, 30.0, 40.0, 60.0, 80.0, 120.0]) {
+            r * 0.8
+        } else if is(&[14.0, 28.0, 56.0, 112.0, 168.0]) {
+            r * 64.0 / 66.0
+        } else {
+            r
+        },
+    )
 }
 
 /// Bytes per second as the operator reads it, in GB/s (10^9 bytes): one
@@ -111,9 +113,9 @@ pub fn gb_per_s(bytes_per_second: f64) -> String {
 
 /// A message size: `64 KiB`, `8 MiB`.
 pub fn size_text(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
-    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
         format!("{} KiB", bytes >> 10)
     } else {
         format!("{bytes} B")
@@ -219,7 +221,12 @@ pub fn run_counters(before: &Snapshot, after: &Snapshot, device: &str, port: u32
 /// What a port carried between two samples, bytes per second, the larger
 /// direction: from its byte counters, or, where it counts only packets
 /// (Soft-RoCE), packets × 4096 (the largest RoCE MTU: an upper bound).
-pub fn carried_bytes_per_second(before: &Snapshot, after: &Snapshot, device: &str, port: u32) -> Option<f64> {
+pub fn carried_bytes_per_second(
+    before: &Snapshot,
+    after: &Snapshot,
+    device: &str,
+    port: u32,
+) -> Option<f64> {
     let c = run_counters(before, after, device, port);
     if c.seconds <= 0.0 {
         return None;
@@ -259,7 +266,11 @@ fn causes(s: &Snapshot, p: &PortLoad) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     let dev = &p.device;
     if let Some(t) = &s.topology {
-        for l in t.links.iter().filter(|l| l.rdma_device.as_deref() == Some(dev)) {
+        for l in t
+            .links
+            .iter()
+            .filter(|l| l.rdma_device.as_deref() == Some(dev))
+        {
             if l.speed_downtrained() == Some(true) || l.width_downtrained() == Some(true) {
                 out.push((
                     format!(
@@ -281,8 +292,13 @@ fn causes(s: &Snapshot, p: &PortLoad) -> Vec<(String, String, String)> {
                 .collect::<Vec<_>>();
             if !far.is_empty() {
                 out.push((
-                    format!("the GPU memory used crosses the CPU interconnect to {dev}: {}", far.join(", ")),
-                    format!("Use a GPU under the same PCIe switch as {dev} (PIX/PXB), or move the NIC"),
+                    format!(
+                        "the GPU memory used crosses the CPU interconnect to {dev}: {}",
+                        far.join(", ")
+                    ),
+                    format!(
+                        "Use a GPU under the same PCIe switch as {dev} (PIX/PXB), or move the NIC"
+                    ),
                     "nvidia-smi topo -m".into(),
                 ));
             }
@@ -298,7 +314,9 @@ fn causes(s: &Snapshot, p: &PortLoad) -> Vec<(String, String, String)> {
     if let (Some(mtu), Some(n)) = (netdev_mtu, &p.netdev) {
         if mtu < crate::fabric::ROCE_4096_MIN_NETDEV_MTU {
             out.push((
-                format!("{n}'s MTU is {mtu}: RoCE runs below its 4096-byte MTU, more headers per byte"),
+                format!(
+                    "{n}'s MTU is {mtu}: RoCE runs below its 4096-byte MTU, more headers per byte"
+                ),
                 format!("ip link set {n} mtu 9000 (and the same on the switch ports)"),
                 format!("ip link show {n}; ibv_devinfo -d {dev} | grep active_mtu"),
             ));
@@ -364,7 +382,9 @@ fn below_line_rate(ctx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
     for run in runs(s) {
         for p in &run.ports {
-            let (Some((size, measured)), Some(expected)) = (p.at_largest(), p.expected_bytes_per_second) else {
+            let (Some((size, measured)), Some(expected)) =
+                (p.at_largest(), p.expected_bytes_per_second)
+            else {
                 continue;
             };
             if expected <= 0.0 {
@@ -425,7 +445,8 @@ fn node_below_line_rate(ctx: &Context) -> Vec<Finding> {
     let cfg = &ctx.rules.load_test;
     let mut out = Vec::new();
     for run in runs(s).filter(|r| r.scope == RunScope::All && r.ports.len() > 1) {
-        let (Some(measured), Some(expected)) = (run.node_bytes_per_second(), run.node_expected()) else {
+        let (Some(measured), Some(expected)) = (run.node_bytes_per_second(), run.node_expected())
+        else {
             continue;
         };
         if expected <= 0.0 {
@@ -439,10 +460,12 @@ fn node_below_line_rate(ctx: &Context) -> Vec<Finding> {
         // share (the CPU's PCIe root complex, memory bandwidth, a switch
         // uplink).
         let alone_ok = runs(s).filter(|r| r.scope == RunScope::Alone).all(|r| {
-            r.ports.iter().all(|p| match (p.at_largest(), p.expected_bytes_per_second) {
-                (Some((_, m)), Some(e)) if e > 0.0 => m / e >= cfg.min_fraction,
-                _ => true,
-            })
+            r.ports
+                .iter()
+                .all(|p| match (p.at_largest(), p.expected_bytes_per_second) {
+                    (Some((_, m)), Some(e)) if e > 0.0 => m / e >= cfg.min_fraction,
+                    _ => true,
+                })
         });
         let per_port = run
             .ports
@@ -452,7 +475,9 @@ fn node_below_line_rate(ctx: &Context) -> Vec<Finding> {
                     "{}/{} {}",
                     p.device,
                     p.port,
-                    p.at_largest().map(|(_, b)| gb_per_s(b)).unwrap_or_else(|| "none".into())
+                    p.at_largest()
+                        .map(|(_, b)| gb_per_s(b))
+                        .unwrap_or_else(|| "none".into())
                 )
             })
             .collect::<Vec<_>>()

@@ -527,7 +527,8 @@ async fn answer(shared: &Shared, web: &WebConfig, req: Request<Incoming>) -> Res
             authenticated: web.authenticates(),
         };
         let (path, query) = (req.uri().path(), req.uri().query().unwrap_or(""));
-        let action = crate::actions::respond_action(&*shared.content, path, query, caller, has_body);
+        let action =
+            crate::actions::respond_action(&*shared.content, path, query, caller, has_body);
         if let Some(response) = action.await {
             return response;
         }

@@ -86,7 +86,11 @@ pub struct HttpControl {
 impl HttpControl {
     pub fn new(config: &crate::config::PeerProbeConfig) -> Result<Self, ClientError> {
         let fetcher = DocumentFetcher::new(config)?;
-        let scheme = if fetcher.default_tls() { "https" } else { "http" };
+        let scheme = if fetcher.default_tls() {
+            "https"
+        } else {
+            "http"
+        };
         Ok(HttpControl {
             client: fetcher.client,
             scheme,
@@ -163,7 +167,7 @@ pub struct Prepared<R> {
 /// A port that could not be prepared, and why (each peer's answer).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NotPrepared {
-    pub port: LocalLoadPort,
+    pub port: Box<LocalLoadPort>,
     pub why: String,
 }
 
@@ -176,7 +180,7 @@ pub fn prepare<V: LoadVerbs, C: Control + ?Sized>(
     plan: &LoadPlan,
 ) -> Result<Prepared<V::Requester>, NotPrepared> {
     let not = |why: String| NotPrepared {
-        port: port.clone(),
+        port: Box::new(port.clone()),
         why,
     };
     let largest = plan.sizes.iter().copied().max().unwrap_or(1 << 20);
@@ -284,7 +288,9 @@ pub fn run<R: roce_probe::load::Requester>(
         handles
             .into_iter()
             .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| failed("the stream thread panicked")),
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| failed("the stream thread panicked")),
                 Err(e) => failed(&format!("cannot start the stream thread: {e}")),
             })
             .collect()

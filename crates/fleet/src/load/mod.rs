@@ -104,9 +104,7 @@ fn max_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 fn per_size<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let v = duration(d)?;
     if v > MAX_PER_SIZE {
-        return Err(serde::de::Error::custom(
-            "at most 10s per message size",
-        ));
+        return Err(serde::de::Error::custom("at most 10s per message size"));
     }
     Ok(v)
 }
@@ -116,7 +114,11 @@ fn max_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
 }
 
 fn qps<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    number(d, |v: &u32| (1..=MAX_QPS).contains(v), "1 to 16 queue pairs")
+    number(
+        d,
+        |v: &u32| (1..=MAX_QPS).contains(v),
+        "1 to 16 queue pairs",
+    )
 }
 
 fn depth<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {

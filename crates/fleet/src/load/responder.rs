@@ -151,7 +151,12 @@ impl<V: LoadVerbs + 'static> LoadResponder<V> {
             reply(why.status(), Refused::json(why, message));
         };
         if !s.config.responder {
-            refuse(&mut s, LoadRefusal::Disabled, "load_test.responder is off".into(), reply);
+            refuse(
+                &mut s,
+                LoadRefusal::Disabled,
+                "load_test.responder is off".into(),
+                reply,
+            );
             return true;
         }
         if !authenticated {
@@ -266,7 +271,10 @@ impl<V: LoadVerbs + 'static> LoadResponder<V> {
             // The reply went with the closure: the server answers 503.
             let mut s = lock(&self.state);
             s.sessions.remove(&(port.device.clone(), port.port));
-            *s.counts.refused.entry(LoadRefusal::SetupFailed).or_insert(0) += 1;
+            *s.counts
+                .refused
+                .entry(LoadRefusal::SetupFailed)
+                .or_insert(0) += 1;
             tracing::warn!(error = %e, "cannot start a load-test session thread");
         }
         true
@@ -345,7 +353,10 @@ impl<V: LoadVerbs> Job<V> {
             }
             Err(e) => {
                 let mut s = lock(&self.state);
-                *s.counts.refused.entry(LoadRefusal::SetupFailed).or_insert(0) += 1;
+                *s.counts
+                    .refused
+                    .entry(LoadRefusal::SetupFailed)
+                    .or_insert(0) += 1;
                 drop(s);
                 tracing::warn!(device = %self.key.0, port = self.key.1, error = %e, "load-test session set-up failed");
                 reply(

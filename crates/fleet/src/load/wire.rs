@@ -265,10 +265,19 @@ mod tests {
             ("gid=x", "IPv6"),
             (&format!("{good}&gid=::1"), "unique"),
             (&format!("{good}&evil=1"), "unknown"),
-            (&good.replace("qpn=17%2C18%2C19%2C20", "qpn=1"), "qpn outside"),
-            (&good.replace("qpn=17%2C18%2C19%2C20", "qpn=99999999999999999999999"), "too long"),
+            (
+                &good.replace("qpn=17%2C18%2C19%2C20", "qpn=1"),
+                "qpn outside",
+            ),
+            (
+                &good.replace("qpn=17%2C18%2C19%2C20", "qpn=99999999999999999999999"),
+                "too long",
+            ),
             (&good.replace("mtu=1024", "mtu=1000"), "IB MTU"),
-            (&good.replace("message=8388608", "message=1"), "message size"),
+            (
+                &good.replace("message=8388608", "message=1"),
+                "message size",
+            ),
             (&good.replace("psn=74565", "psn=16777216"), "24 bits"),
             (&good.replace("force=0", "force=yes"), "force"),
             ("gid=%zz", "unique"),
@@ -286,8 +295,16 @@ mod tests {
     #[test]
     fn an_end_names_one_session_only() {
         let id = "0123456789abcdef0123456789ABCDEF";
-        assert_eq!(parse_end(&format!("session={id}")), Ok(id.to_ascii_lowercase()));
-        for q in ["", "session=1", &format!("session={id}&x=1"), "session=../../etc"] {
+        assert_eq!(
+            parse_end(&format!("session={id}")),
+            Ok(id.to_ascii_lowercase())
+        );
+        for q in [
+            "",
+            "session=1",
+            &format!("session={id}&x=1"),
+            "session=../../etc",
+        ] {
             assert!(parse_end(q).is_err(), "{q}");
         }
     }

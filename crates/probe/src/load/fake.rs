@@ -212,7 +212,8 @@ pub struct FakeLoadFabric {
 struct FabricState {
     next_qpn: u32,
     /// Receivers' queue pairs: where a write to the QPN goes.
-    inbox: std::collections::HashMap<u32, (std::sync::mpsc::Sender<Inbound>, usize, Arc<AtomicBool>)>,
+    inbox:
+        std::collections::HashMap<u32, (std::sync::mpsc::Sender<Inbound>, usize, Arc<AtomicBool>)>,
     open: usize,
     opened: u64,
     /// Every port opened from now on fails with this.
@@ -265,7 +266,11 @@ pub struct FakeLoadVerbs {
 }
 
 impl FakeLoadVerbs {
-    fn open(&self, spec: &super::PortSpec, responder: bool) -> Result<FakeLoadPort, crate::verbs::OpenError> {
+    fn open(
+        &self,
+        spec: &super::PortSpec,
+        responder: bool,
+    ) -> Result<FakeLoadPort, crate::verbs::OpenError> {
         let mut s = self.fabric.lock();
         if let Some(why) = &s.fail_open {
             return Err(crate::verbs::OpenError::Failed(Failure::new(
@@ -360,9 +365,16 @@ impl super::Connect for FakeLoadPort {
         })
     }
 
-    fn connect(&mut self, remote: &super::QpSet, window: Option<super::Window>) -> Result<(), Failure> {
+    fn connect(
+        &mut self,
+        remote: &super::QpSet,
+        window: Option<super::Window>,
+    ) -> Result<(), Failure> {
         if remote.qpns.len() != self.qpns.len() {
-            return Err(Failure::new(crate::Reason::QpRtr, "queue pair counts differ"));
+            return Err(Failure::new(
+                crate::Reason::QpRtr,
+                "queue pair counts differ",
+            ));
         }
         self.remote = remote.qpns.clone();
         self.window = window;
@@ -383,9 +395,11 @@ impl Requester for FakeLoadPort {
         let target = self.remote.get(qp).copied();
         let delivered = {
             let s = self.fabric.lock();
-            target.and_then(|q| s.inbox.get(&q)).is_some_and(|(tx, i, halted)| {
-                !halted.load(Ordering::SeqCst) && tx.send(Inbound::Write(*i, len)).is_ok()
-            })
+            target
+                .and_then(|q| s.inbox.get(&q))
+                .is_some_and(|(tx, i, halted)| {
+                    !halted.load(Ordering::SeqCst) && tx.send(Inbound::Write(*i, len)).is_ok()
+                })
         };
         self.done.push_back(Completion {
             wr_id,

@@ -196,7 +196,8 @@ mod driver {
             // SAFETY (every call below): the arguments are valid pointers
             // to locals or values the driver returned, as cuda.h asks.
             d.check("cuInit", unsafe { (f.init)(0) })?;
-            let bus = CString::new(pci_address).map_err(|_| "PCI address with a NUL".to_string())?;
+            let bus =
+                CString::new(pci_address).map_err(|_| "PCI address with a NUL".to_string())?;
             let mut dev: c_int = 0;
             d.check(&format!("cuDeviceGetByPCIBusId({pci_address})"), unsafe {
                 (f.device_by_pci)(&mut dev, bus.as_ptr())
@@ -287,6 +288,9 @@ mod driver {
     fn host_page() -> usize {
         // SAFETY: sysconf has no memory effects.
         let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        usize::try_from(p).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096)
+        usize::try_from(p)
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096)
     }
 }

@@ -106,7 +106,9 @@ pub enum MemoryWanted {
     Host,
     /// The GPU of this PCI address (`0000:17:00.0`), through dma-buf;
     /// host memory when that cannot be done (the reason is kept).
-    Gpu { pci_address: String },
+    Gpu {
+        pci_address: String,
+    },
 }
 
 /// Where a side's buffer lives, and why.

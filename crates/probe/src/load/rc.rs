@@ -33,8 +33,8 @@ use rdma_mummy_sys::{
 
 use super::gpu::{GpuBuffer, GpuMemory};
 use super::{
-    Completion, Connect, LoadVerbs, MemoryUsed, MemoryWanted, PortSpec, QpSet, Receiver,
-    Requester, Waker, Window,
+    Completion, Connect, LoadVerbs, MemoryUsed, MemoryWanted, PortSpec, QpSet, Receiver, Requester,
+    Waker, Window,
 };
 use crate::peer_ibverbs::open_device;
 use crate::verbs::OpenError;
@@ -83,7 +83,10 @@ impl LoadVerbs for IbLoadVerbs {
 /// Where the registered buffer lives.
 enum Buffer {
     None,
-    Host { ptr: *mut u8, layout: std::alloc::Layout },
+    Host {
+        ptr: *mut u8,
+        layout: std::alloc::Layout,
+    },
     Gpu(GpuBuffer),
 }
 
@@ -275,7 +278,10 @@ impl RcPort {
         self.sgid_index = u8::try_from(spec.gid_index).map_err(|_| {
             Failure::new(
                 Reason::GidIndex,
-                format!("GID index {} does not fit the 8-bit sgid_index", spec.gid_index),
+                format!(
+                    "GID index {} does not fit the 8-bit sgid_index",
+                    spec.gid_index
+                ),
             )
         })?;
         // SAFETY: an all-zero GID is a valid value of the union.
@@ -287,7 +293,10 @@ impl RcPort {
         if rc != 0 || self.gid.is_unspecified() {
             return Err(Failure::new(
                 Reason::GidIndex,
-                format!("GID index {} of {device}/{port} is empty or unreadable", spec.gid_index),
+                format!(
+                    "GID index {} of {device}/{port} is empty or unreadable",
+                    spec.gid_index
+                ),
             ));
         }
         // SAFETY: ctx is open.
@@ -436,7 +445,11 @@ impl RcPort {
         // SAFETY: pd and cq are live; init is valid.
         let qp = unsafe { ibv_create_qp(self.pd, &mut init) };
         if qp.is_null() {
-            return Err(os_fail(Reason::CreateQp, "ibv_create_qp (RC)".into(), errno()));
+            return Err(os_fail(
+                Reason::CreateQp,
+                "ibv_create_qp (RC)".into(),
+                errno(),
+            ));
         }
         Ok(qp)
     }
@@ -681,7 +694,10 @@ impl Requester for RcPort {
 
     fn post_write(&mut self, qp: usize, len: u32, wr_id: u64) -> Result<(), Failure> {
         let Some(w) = self.remote else {
-            return Err(Failure::new(Reason::PostSend, "not connected to a responder"));
+            return Err(Failure::new(
+                Reason::PostSend,
+                "not connected to a responder",
+            ));
         };
         let Some(&q) = self.qps.get(qp) else {
             return Err(Failure::new(Reason::PostSend, format!("no QP {qp}")));

@@ -247,7 +247,10 @@ mod tests {
             assert!(s.sample_bytes <= s.bytes && s.sample_bytes > 0, "{s:?}");
             assert!((s.sample_seconds - 0.1).abs() < 1e-9, "{s:?}");
         }
-        assert_eq!(report.bytes, report.sizes.iter().map(|s| s.bytes).sum::<u64>());
+        assert_eq!(
+            report.bytes,
+            report.sizes.iter().map(|s| s.bytes).sum::<u64>()
+        );
         assert_eq!(r.outstanding(), 0, "every write drained");
         assert!(r.max_outstanding_per_qp() <= 4);
     }

@@ -81,7 +81,11 @@ impl Control for Local<'_> {
     }
 }
 
-fn answer<T: serde::de::DeserializeOwned>(peer: &str, status: u16, body: &str) -> Result<T, ControlError> {
+fn answer<T: serde::de::DeserializeOwned>(
+    peer: &str,
+    status: u16,
+    body: &str,
+) -> Result<T, ControlError> {
     if status == 200 {
         return Ok(serde_json::from_str(body).expect("a 200 answer parses"));
     }
@@ -133,8 +137,14 @@ fn a_whole_test_moves_bytes_both_sides_count_and_every_port_is_released() {
     let fabric = FakeLoadFabric::new();
     let r = responder(&fabric, config());
     let requester = fabric.node(gid(A));
-    let mut prepared = vec![client::prepare(&requester, &Local(&r), &port(A, None), &["b:9879".into()], &plan())
-        .expect("granted")];
+    let mut prepared = vec![client::prepare(
+        &requester,
+        &Local(&r),
+        &port(A, None),
+        &["b:9879".into()],
+        &plan(),
+    )
+    .expect("granted")];
     assert_eq!(prepared[0].grant.node, "node-b");
     assert_eq!(fabric.open(), 2, "a requester and a receiver");
     let reports = client::run(&mut prepared, &plan(), &AtomicBool::new(false));
@@ -159,21 +169,37 @@ fn every_refusal_has_its_reason_status_and_count() {
     let cases: Vec<(String, bool, LoadRefusal)> = vec![
         (q.clone(), false, LoadRefusal::Unauthenticated),
         ("gid=::1".into(), true, LoadRefusal::Malformed),
-        (q.replace("10.0.2.15", "10.0.9.15"), true, LoadRefusal::OffRail),
+        (
+            q.replace("10.0.2.15", "10.0.9.15"),
+            true,
+            LoadRefusal::OffRail,
+        ),
         (q.replace("10.0.2.15", "10.0.2.255"), true, LoadRefusal::Gid),
         (q.replace("10.0.2.15", "10.0.2.16"), true, LoadRefusal::Gid),
-        (session_query(&request(false, 100_000)), true, LoadRefusal::OverCap),
+        (
+            session_query(&request(false, 100_000)),
+            true,
+            LoadRefusal::OverCap,
+        ),
     ];
     for (query, auth, want) in &cases {
         let (status, body) = ask(&r, wire::SESSION_PATH, query, *auth);
         assert_eq!(status, want.status(), "{body}");
         assert!(body.contains(want.as_str()), "{body}");
     }
-    let (status, _) = ask(&r, wire::END_PATH, "session=0123456789abcdef0123456789abcdef", true);
+    let (status, _) = ask(
+        &r,
+        wire::END_PATH,
+        "session=0123456789abcdef0123456789abcdef",
+        true,
+    );
     assert_eq!(status, 404);
     let c = r.counts();
     for (_, _, want) in &cases {
-        assert!(c.refused.get(want).copied().unwrap_or(0) >= 1, "{want:?}: {c:?}");
+        assert!(
+            c.refused.get(want).copied().unwrap_or(0) >= 1,
+            "{want:?}: {c:?}"
+        );
     }
     assert_eq!(c.refused.get(&LoadRefusal::UnknownSession), Some(&1));
     assert_eq!(fabric.opened(), 0, "no refused request opened anything");
@@ -184,7 +210,12 @@ fn every_refusal_has_its_reason_status_and_count() {
 fn a_disabled_responder_refuses_everything() {
     let fabric = FakeLoadFabric::new();
     let r = responder(&fabric, LoadTestConfig::default());
-    let (status, body) = ask(&r, wire::SESSION_PATH, &session_query(&request(false, 20)), true);
+    let (status, body) = ask(
+        &r,
+        wire::SESSION_PATH,
+        &session_query(&request(false, 20)),
+        true,
+    );
     assert_eq!(status, 404, "{body}");
     assert_eq!(r.counts().refused.get(&LoadRefusal::Disabled), Some(&1));
 }
@@ -211,7 +242,12 @@ fn a_second_request_for_a_busy_port_is_refused_and_a_loaded_port_unless_forced()
     let (status, _) = ask(&r, wire::SESSION_PATH, &q, true);
     assert_eq!(status, 409);
     r.set_ports(vec![port(B, Some(15e9))]);
-    let (status, _) = ask(&r, wire::SESSION_PATH, &session_query(&request(true, 20)), true);
+    let (status, _) = ask(
+        &r,
+        wire::SESSION_PATH,
+        &session_query(&request(true, 20)),
+        true,
+    );
     assert_eq!(status, 200, "forced");
     let c = r.counts();
     assert_eq!(c.refused.get(&LoadRefusal::Busy), Some(&1));
@@ -223,15 +259,23 @@ fn a_requester_that_dies_mid_run_leaves_nothing_behind() {
     let fabric = FakeLoadFabric::new();
     let r = responder(&fabric, config());
     let requester = fabric.node(gid(A));
-    let mut prepared = vec![client::prepare(&requester, &Local(&r), &port(A, None), &["b".into()], &plan())
-        .expect("granted")];
+    let mut prepared = vec![client::prepare(
+        &requester,
+        &Local(&r),
+        &port(A, None),
+        &["b".into()],
+        &plan(),
+    )
+    .expect("granted")];
     let mut p = plan();
     p.sizes = vec![65536];
     p.per_size = Duration::from_millis(50);
     client::run(&mut prepared, &p, &AtomicBool::new(false));
     // Killed: its queue pairs vanish, no end request is sent.
     drop(prepared);
-    until("the session ends idle and its port is released", || fabric.open() == 0);
+    until("the session ends idle and its port is released", || {
+        fabric.open() == 0
+    });
     assert_eq!(r.counts().sessions.get("idle"), Some(&1));
 }
 
@@ -239,7 +283,12 @@ fn a_requester_that_dies_mid_run_leaves_nothing_behind() {
 fn a_reload_ends_the_running_sessions() {
     let fabric = FakeLoadFabric::new();
     let r = responder(&fabric, config());
-    let (status, _) = ask(&r, wire::SESSION_PATH, &session_query(&request(false, 20)), true);
+    let (status, _) = ask(
+        &r,
+        wire::SESSION_PATH,
+        &session_query(&request(false, 20)),
+        true,
+    );
     assert_eq!(status, 200);
     assert_eq!(r.counts().active.len(), 1);
     r.reconfigure(LoadTestConfig::default());
@@ -252,7 +301,12 @@ fn a_failed_set_up_is_refused_and_counted() {
     let fabric = FakeLoadFabric::new();
     let r = responder(&fabric, config());
     fabric.fail_open(Some("ibv_create_qp: Cannot allocate memory"));
-    let (status, body) = ask(&r, wire::SESSION_PATH, &session_query(&request(false, 20)), true);
+    let (status, body) = ask(
+        &r,
+        wire::SESSION_PATH,
+        &session_query(&request(false, 20)),
+        true,
+    );
     assert_eq!(status, 500, "{body}");
     assert!(body.contains("Cannot allocate memory"), "{body}");
     assert_eq!(r.counts().refused.get(&LoadRefusal::SetupFailed), Some(&1));
