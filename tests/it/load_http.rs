@@ -245,3 +245,55 @@ fn a_body_and_an_overlong_query_are_refused_by_the_server() {
     assert!(status == 414 || status == 431, "{status}");
     assert_eq!(fabric.opened(), 0);
 }
+
+/// The ports `check --load` and the responder see: active ones only, the
+/// RoCE v2 GID NCCL would pick, the line rate, the RoCE traffic class,
+/// what each carried between two samples, and the GPU beside the NIC
+/// (PIX or PXB) for GPU memory.
+#[test]
+fn local_ports_are_the_active_ones_with_their_gid_rate_load_and_gpu() {
+    use roce_rdma::PortState;
+    use roce_testkit::snapshot::{mlx5, roce_port, SnapshotBuilder};
+    use roce_topology::path::PathClass;
+    use roce_topology::{GpuNicPath, TopologySnapshot};
+
+    let sample = |i: u64, xmit: u64| {
+        let down = roce_rdma::Port {
+            state: Some(PortState::Down),
+            ..roce_port(1)
+        };
+        SnapshotBuilder::new()
+            .sample(i)
+            .device(mlx5("mlx5_0", vec![roce_port(1)]))
+            .counter("port_xmit_data", xmit)
+            .counter("port_rcv_data", 0)
+            .device(mlx5("mlx5_1", vec![down]))
+            .topology(TopologySnapshot {
+                gpus: vec![crate::support::h100(0, "0000:17:00.0")],
+                paths: vec![GpuNicPath {
+                    gpu: 0,
+                    nic: "mlx5_0".into(),
+                    class: PathClass::Pix,
+                    bridges: vec![],
+                }],
+                ..TopologySnapshot::default()
+            })
+            .build()
+    };
+    let config = Config::parse("expect: {nccl_ib_tc: 106}\n", "test").unwrap();
+    let before = sample(0, 0);
+    // 10 s later, 5e9 four-octet units: 2 GB/s, 4% of the line rate.
+    let after = sample(1, 5_000_000_000);
+    let ports = roce_exporter::load::local_ports(Some(&before), &after, &config);
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    let p = &ports[0];
+    assert_eq!((p.device.as_str(), p.port, p.gid_index), ("mlx5_0", 1, 3));
+    assert_eq!(p.gid, Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped());
+    assert_eq!(p.rate_bytes_per_second, Some(50e9));
+    assert_eq!(p.traffic_class, 106);
+    assert_eq!(p.carried_bytes_per_second, Some(2e9));
+    assert_eq!(p.gpu.as_deref(), Some("0000:17:00.0"));
+    // The first sample says nothing of the load: not measured.
+    let first = roce_exporter::load::local_ports(None, &after, &config);
+    assert_eq!(first[0].carried_bytes_per_second, None);
+}
