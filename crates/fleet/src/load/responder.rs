@@ -349,10 +349,13 @@ impl<V: LoadVerbs> Job<V> {
                 };
                 let report = serve(&mut port, MAX_DEPTH, &limits, &self.stop);
                 drop(port);
-                Some(report)
+                report
             }
             Err(e) => {
+                // The port is free again before the requester hears why
+                // (nobody knows the session's id: no end request waits).
                 let mut s = lock(&self.state);
+                s.sessions.remove(&self.key);
                 *s.counts
                     .refused
                     .entry(LoadRefusal::SetupFailed)
@@ -363,7 +366,7 @@ impl<V: LoadVerbs> Job<V> {
                     LoadRefusal::SetupFailed.status(),
                     Refused::json(LoadRefusal::SetupFailed, e),
                 );
-                None
+                return;
             }
         };
         self.finish(report);
@@ -398,28 +401,26 @@ impl<V: LoadVerbs> Job<V> {
         Ok((port, grant))
     }
 
-    fn finish(self, report: Option<ServeReport>) {
+    fn finish(self, r: ServeReport) {
         let mut s = lock(&self.state);
-        let session = s.sessions.remove(&self.key);
-        let enders = session.map(|x| x.enders).unwrap_or_default();
-        let body = match &report {
-            Some(r) => {
-                *s.counts.sessions.entry(r.ended.as_str()).or_insert(0) += 1;
-                s.counts.bytes = s.counts.bytes.saturating_add(r.bytes);
-                tracing::info!(device = %self.key.0, port = self.key.1, bytes = r.bytes, ended = r.ended.as_str(), "load-test session ended");
-                serde_json::to_string(&EndReport {
-                    version: VERSION,
-                    bytes: r.bytes,
-                    messages: r.messages,
-                    ended: r.ended.as_str().into(),
-                    active_seconds: r.active_seconds,
-                })
-                .unwrap_or_default()
-                    + "\n"
-            }
-            None => Refused::json(LoadRefusal::SetupFailed, "the session never started"),
-        };
+        let enders = s
+            .sessions
+            .remove(&self.key)
+            .map(|x| x.enders)
+            .unwrap_or_default();
+        *s.counts.sessions.entry(r.ended.as_str()).or_insert(0) += 1;
+        s.counts.bytes = s.counts.bytes.saturating_add(r.bytes);
         drop(s);
+        tracing::info!(device = %self.key.0, port = self.key.1, bytes = r.bytes, ended = r.ended.as_str(), "load-test session ended");
+        let body = serde_json::to_string(&EndReport {
+            version: VERSION,
+            bytes: r.bytes,
+            messages: r.messages,
+            ended: r.ended.as_str().into(),
+            active_seconds: r.active_seconds,
+        })
+        .unwrap_or_default()
+            + "\n";
         for reply in enders {
             reply(200, body.clone());
         }
