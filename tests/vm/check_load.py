@@ -5,7 +5,8 @@ guest/load.sh wrote (DIR/<requester>/load-*, DIR/<responder>/load-*).
   --dir SHARE --requester a --responder b [--rails 2]
 
 Checks: the exporter's bandwidth within 15 % of ib_write_bw's between the
-same VMs (the mean of the runs before and after it, same size and shape);
+same VMs (the mean of the runs before and after it, same size and shape;
+of two such brackets, the one whose ib_write_bw runs agree best);
 both ends counting the same bytes; the bytes in rxe0's own counters;
 check's per-port and node lines; the refusals (busy, no or wrong
 credentials, over the caps, off the rail) with their statuses and
@@ -69,10 +70,9 @@ def status_of(text):
     return int(m.group(1)) if m else None
 
 
-def measure(req, resp):
-    p1 = perftest_mb(read(req, "load-perftest-1.txt"))
-    p2 = perftest_mb(read(req, "load-perftest-2.txt"))
-    res = load(os.path.join(req, "load-results-measure.json"))
+def figure(req, name):
+    """The exporter's figure and its port in a results file, or (None, None)."""
+    res = load(os.path.join(req, name))
     port = None
     if isinstance(res, dict) and res.get("runs"):
         ports = res["runs"][0].get("ports") or []
@@ -81,14 +81,33 @@ def measure(req, resp):
     if port:
         sizes = [s for s in port.get("sizes", []) if s.get("bytes_per_second")]
         ours = sizes[-1]["bytes_per_second"] if sizes else None
-    ok = None not in (p1, p2, ours) and p1 > 0 and p2 > 0
-    mean = (p1 + p2) / 2 if ok else None
-    ratio = ours / mean if ok else None
+    return ours, port
+
+
+def measure(req, resp):
+    # (exporter's results, ib_write_bw before, after): the first run, and
+    # the second the guest made when ib_write_bw moved by more than the
+    # tolerance around the first; the pair of ib_write_bw runs that agree
+    # best decides (the host's own drift, not the exporter's, is what
+    # makes two runs a minute apart differ)
+    triples = [("load-results-measure.json", 1, 2), ("load-results-measure-2.json", 2, 3)]
+    seen = []
+    for name, a, b in triples:
+        ours, port = figure(req, name)
+        p1 = perftest_mb(read(req, f"load-perftest-{a}.txt"))
+        p2 = perftest_mb(read(req, f"load-perftest-{b}.txt"))
+        if None in (ours, p1, p2) or p1 <= 0 or p2 <= 0:
+            continue
+        mean = (p1 + p2) / 2
+        seen.append((abs(p1 - p2) / mean, ours, p1, p2, mean, ours / mean))
+    ok = bool(seen)
+    best = min(seen) if seen else None
+    detail = "; ".join(
+        f"exporter {o / 1e6:.2f} MB/s, ib_write_bw {a / 1e6:.2f} and {b / 1e6:.2f} MB/s around it "
+        f"(mean {m / 1e6:.2f}, they differ by {sp:.0%}): ratio {r:.3f}" for sp, o, a, b, m, r in seen)
     check("the exporter's bandwidth within 15% of ib_write_bw's (64 KiB, 1 QP x 4, same VMs, same run)",
-          ok and abs(ratio - 1) <= TOLERANCE,
-          f"exporter {ours and ours / 1e6:.2f} MB/s, ib_write_bw {p1 and p1 / 1e6:.2f} and {p2 and p2 / 1e6:.2f} MB/s "
-          f"around it (mean {mean and mean / 1e6:.2f}): ratio {ratio if ratio is None else round(ratio, 3)}" if ok
-          else f"figures missing: exporter {ours}, ib_write_bw {p1}, {p2}")
+          ok and abs(best[5] - 1) <= TOLERANCE, detail or "figures missing")
+    ours, port = figure(req, "load-results-measure.json")
     if not port:
         check("the measured run's results", False, "no results file")
         return
