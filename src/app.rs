@@ -44,6 +44,9 @@ impl Published {
     }
 }
 
+/// What the server's `POST` actions go to (the load-test responder).
+pub type Actions = Arc<dyn Fn(&roce_web::Action) -> Option<roce_web::ActionAnswer> + Send + Sync>;
+
 /// Shared by every connection; owned by `main` behind an `Arc`.
 pub struct App {
     current: ArcSwap<Published>,
@@ -51,6 +54,7 @@ pub struct App {
     /// Where the exposition is served (`--web.telemetry-path`), for the
     /// landing page's link.
     telemetry_path: String,
+    actions: Option<Actions>,
 }
 
 impl App {
@@ -59,12 +63,19 @@ impl App {
             current: ArcSwap::from_pointee(Published::new(first)),
             build,
             telemetry_path: crate::server::DEFAULT_TELEMETRY_PATH.to_string(),
+            actions: None,
         }
     }
 
     /// `self` serving the exposition at `path` (`--web.telemetry-path`).
     pub fn with_telemetry_path(mut self, path: &str) -> Self {
         self.telemetry_path = path.to_string();
+        self
+    }
+
+    /// The same state, handing `POST` actions to `actions`.
+    pub fn with_actions(mut self, actions: Actions) -> Self {
+        self.actions = Some(actions);
         self
     }
 
@@ -304,6 +315,10 @@ impl roce_web::Content for App {
 
     fn runbook_page(&self, path: &str) -> Option<&'static str> {
         crate::runbook::page(path)
+    }
+
+    fn action(&self, action: &roce_web::Action) -> Option<roce_web::ActionAnswer> {
+        self.actions.as_ref().and_then(|a| a(action))
     }
 }
 

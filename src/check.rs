@@ -31,7 +31,23 @@ pub fn run(
     window: Duration,
     progress: bool,
 ) -> Result<Report, CheckError> {
-    let mut sampler = Sampler::new(sources::all(config, paths), config);
+    run_keeping(config, paths, window, progress).map(|(report, _)| report)
+}
+
+/// [`run`], handing back the sampler too (`check --load` samples on).
+pub fn run_keeping(
+    config: &Config,
+    paths: &HostPaths,
+    window: Duration,
+    progress: bool,
+) -> Result<(Report, Sampler), CheckError> {
+    // The last load test's results are the server's to export; a check
+    // judges what it samples itself (and `--load` what it measures).
+    let sources = sources::all(config, paths)
+        .into_iter()
+        .filter(|s| s.name() != "load_test")
+        .collect();
+    let mut sampler = Sampler::new(sources, config);
     let first = sampler.sample();
     if let Some(failed) = first
         .source("rdma")
@@ -45,7 +61,10 @@ pub fn run(
     let second = sampler.sample();
     let history = vec![first, second.clone()];
     let findings = rules::evaluate(&history, &config.rules, &config.expect);
-    Ok(build_report(&history, findings, window, &config.expect))
+    Ok((
+        build_report(&history, findings, window, &config.expect),
+        sampler,
+    ))
 }
 
 fn wait(window: Duration, show: bool) {

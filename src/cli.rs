@@ -119,6 +119,21 @@ pub enum Command {
         /// Output format.
         #[arg(long, default_value = "text")]
         format: CheckFormat,
+        /// Load the fabric after the check: RDMA WRITE streams from every
+        /// active port to a peer's load-test responder on its rail, every
+        /// port at once, then each alone, DURATION per message size
+        /// (load_test.per_size by default, at most 10s); the counters are
+        /// judged over each run.
+        #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true, value_parser = parse_load_duration)]
+        load: Option<Option<std::time::Duration>>,
+        /// A peer exporter to ask for a load-test session (host:port or
+        /// https://host:port), repeatable; without it the peer probes' peers.
+        #[arg(long = "peer", value_name = "HOST[:PORT]", requires = "load")]
+        peers: Vec<String>,
+        /// Load ports that already carry traffic (a responder refuses a
+        /// port busier than load_test.max_busy_share otherwise).
+        #[arg(long = "load-force", requires = "load")]
+        load_force: bool,
     },
     /// Print generated documentation (the metric reference, the man page, the
     /// rule table) to stdout.
@@ -156,6 +171,15 @@ fn parse_telemetry_path(s: &str) -> Result<String, String> {
     crate::server::valid_telemetry_path(s)
         .map(|()| s.to_string())
         .map_err(|why| format!("{s:?} {why}"))
+}
+
+/// `--load=DURATION`: above zero and at most 10 s per message size.
+fn parse_load_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 5s)"))?;
+    if d.is_zero() || d > roce_fleet::load::MAX_PER_SIZE {
+        return Err("the time per message size is above zero and at most 10s".into());
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -81,6 +81,9 @@ pub struct Config {
     /// LLDP neighbours of the RDMA netdevs (`lldp.mode`: auto, off, lldpd,
     /// capture).
     pub lldp: crate::sources::lldp::LldpConfig,
+    /// The load test: this node as a responder, and `check --load`'s
+    /// defaults (`roce_fleet::load`).
+    pub load_test: LoadTestConfig,
 }
 
 impl Default for Config {
@@ -99,6 +102,7 @@ impl Default for Config {
             metrics: crate::exposition::groups::Groups::default(),
             collectors: Collectors::default(),
             lldp: crate::sources::lldp::LldpConfig::default(),
+            load_test: LoadTestConfig::default(),
         }
     }
 }
@@ -352,6 +356,7 @@ impl Default for ProbeConfig {
 pub use roce_fleet::config::{
     PeerProbeConfig, PeerPrometheusConfig, RailBy, RailConfig, MAX_FETCH_TIMEOUT,
 };
+pub use roce_fleet::load::LoadTestConfig;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum GidIndex {

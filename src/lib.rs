@@ -13,6 +13,8 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod host;
+pub mod load;
+pub mod load_responder;
 pub mod logging;
 pub mod manpage;
 pub mod runbook;

@@ -110,8 +110,27 @@ fn main() -> ExitCode {
             print!("{}", exposition::encode(snapshot, &build, format));
             ExitCode::SUCCESS
         }
-        Some(Command::Check { window, format }) => {
-            match check::run(&config, &paths, window, true) {
+        Some(Command::Check {
+            window,
+            format,
+            load,
+            peers,
+            load_force,
+        }) => {
+            let ran = check::run_keeping(&config, &paths, window, true).map(
+                |(mut report, mut sampler)| {
+                    if let Some(per_size) = load {
+                        let args = roce_exporter::load::LoadArgs {
+                            per_size: per_size.unwrap_or(config.load_test.per_size),
+                            peers,
+                            force: load_force,
+                        };
+                        roce_exporter::load::run(&config, &mut sampler, &mut report, &args);
+                    }
+                    report
+                },
+            );
+            match ran {
                 Ok(report) => {
                     match format {
                         CheckFormat::Text => print!("{}", check::render_text(&report)),
@@ -259,20 +278,34 @@ fn run_server(
             }
         };
 
+        let responder = load_responder(&config, web_config.as_deref());
+        let handle = responder_handle(&config, &responder);
         // The first sample is taken before serving, so that the first scrape
         // already has data.
-        let mut sampler = Sampler::new(sources::all(&config, &paths), &config);
+        let mut sampler = Sampler::new(sources::with_responder(&config, &paths, handle), &config);
         tracing::info!("taking the first sample before serving");
         let first = sampler.sample();
-        let app = Arc::new(App::new(build, first).with_telemetry_path(&cli.telemetry_path));
+        let mut app = App::new(build, first.clone()).with_telemetry_path(&cli.telemetry_path);
+        if let Some(r) = &responder {
+            r.observe(&first);
+            let r = r.clone();
+            app = app.with_actions(Arc::new(move |a: &server::Action| r.action(a)));
+        }
+        let app = Arc::new(app);
         let (control_tx, control_rx) = mpsc::channel::<Control>();
         let publisher = app.clone();
+        let observer = responder.clone();
         let interval = config.sample_interval;
         // Dropped when the sampler thread ends: how main learns it did.
         let (ended_tx, ended) = mpsc::channel::<()>();
         let sampler_thread = std::thread::Builder::new().name("roce-sampler".into()).spawn(move || {
             let _ended = ended_tx;
-            sampler.run(interval, control_rx, |_, snapshot| publisher.publish(snapshot));
+            sampler.run(interval, control_rx, |_, snapshot| {
+                if let Some(r) = &observer {
+                    r.observe(&snapshot);
+                }
+                publisher.publish(snapshot)
+            });
         });
         let sampler_thread = match sampler_thread {
             Ok(t) => t,
@@ -290,12 +323,18 @@ fn run_server(
             config.web.clone(),
             config.metrics,
             cli.switches.clone(),
-            control_tx,
+            Reloaded {
+                sampler: control_tx,
+                responder: responder.clone(),
+            },
         ));
         let mut options = server::ServeOptions::new(config.web.clone());
         options.web_config = web_config;
         options.telemetry_path = Arc::from(cli.telemetry_path.as_str());
         let result = server::serve_with(listeners, app, options, stopped).await;
+        if let Some(r) = &responder {
+            r.stop_all();
+        }
         // Dropping the reload task drops the control sender, which stops the
         // sampler after its current sample; a sample held up by a source
         // stuck in the kernel is not waited for.
@@ -322,6 +361,13 @@ fn run_server(
     })
 }
 
+/// What a reloaded configuration goes to: the sampler (its sources and
+/// settings) and the load-test responder (its running sessions end).
+struct Reloaded {
+    sampler: mpsc::Sender<Control>,
+    responder: Option<Arc<Responder>>,
+}
+
 /// Re-reads the configuration on SIGHUP (also one received before the
 /// server was ready). A configuration that does not parse is refused and the
 /// running one kept. Listen addresses, web limits and `metrics:` are not
@@ -333,8 +379,12 @@ async fn reload_on_sighup(
     running_web: WebLimits,
     running_metrics: roce_exporter::exposition::groups::Groups,
     switches: Vec<(roce_exporter::sources::Switch, bool)>,
-    control: mpsc::Sender<Control>,
+    to: Reloaded,
 ) {
+    let Reloaded {
+        sampler: control,
+        responder,
+    } = to;
     let Some(mut hup) = hup else {
         tracing::warn!("cannot watch SIGHUP; configuration reload disabled");
         return;
@@ -365,7 +415,11 @@ async fn reload_on_sighup(
                 if config.metrics != running_metrics {
                     restart.push("metrics");
                 }
-                let sources = sources::all(&config, &paths);
+                if let Some(r) = &responder {
+                    r.reconfigure(&config);
+                }
+                let sources =
+                    sources::with_responder(&config, &paths, responder_handle(&config, &responder));
                 if control
                     .send(Control::Reload {
                         sources,
@@ -389,6 +443,52 @@ async fn reload_on_sighup(
             }
         }
     }
+}
+
+#[cfg(feature = "probes")]
+type Responder = roce_exporter::load_responder::ServerResponder;
+#[cfg(not(feature = "probes"))]
+type Responder = roce_exporter::load_responder::Responder<roce_exporter::load_responder::NoVerbs>;
+
+/// The load-test responder: always there with verbs (off, it refuses and
+/// counts), so that a reload can turn it on. Says once at start when it is
+/// on behind a server that authenticates nobody over TLS.
+#[cfg(feature = "probes")]
+fn load_responder(
+    config: &Config,
+    web: Option<&roce_exporter::webconfig::WebConfigWatcher>,
+) -> Option<Arc<Responder>> {
+    if config.load_test.responder {
+        let web = web.map(|w| w.current());
+        let secure = web.is_some_and(|w| w.tls().is_some() && w.authenticates());
+        if !secure {
+            tracing::warn!("load_test.responder is on, but the web server does not authenticate its clients over TLS (--web.config.file with tls_server_config and basic_auth_users or a required client certificate): every load-test request is refused");
+        }
+    }
+    Some(roce_exporter::load_responder::start(
+        config,
+        roce_exporter::load_responder::node_name(),
+    ))
+}
+
+#[cfg(not(feature = "probes"))]
+fn load_responder(
+    _config: &Config,
+    _web: Option<&roce_exporter::webconfig::WebConfigWatcher>,
+) -> Option<Arc<Responder>> {
+    None
+}
+
+/// The responder's counts for the load-test source, while it is on.
+fn responder_handle(
+    config: &Config,
+    responder: &Option<Arc<Responder>>,
+) -> Option<roce_exporter::sources::load_test::ResponderHandle> {
+    let r = responder
+        .as_ref()
+        .filter(|_| config.load_test.responder)?
+        .clone();
+    Some(Arc::new(move || r.view()))
 }
 
 /// The `web:` keys that differ between the limits in force and a reloaded

@@ -152,6 +152,7 @@ impl Sampler {
                 Some(Part::Nccl(n)) => snapshot.nccl = Some(*n),
                 Some(Part::Phys(p)) => snapshot.phys = Some(p),
                 Some(Part::Lldp(l)) => snapshot.lldp = Some(*l),
+                Some(Part::LoadTest(l)) => snapshot.load_test = Some(*l),
                 None => {}
             }
             let by_kind = self.errors_total.entry(name).or_default();

@@ -8,11 +8,32 @@ function(c)
   local q = x.q;
   local rb = x.withRunbook;
   local port = '{{instance}} {{device}}/{{port}}';
-  // PLACE FOR "Last burn-in": the load test's panels (families
-  // roce_load_test_*), a row of stats of the node's last burn-in (when,
-  // measured against expected bandwidth, verdict), between the stats and
-  // the findings table. Empty until the load test's metrics exist.
-  local burnIn = [];
+  // The node's last burn-in (`roce_exporter check --load`, families
+  // roce_load_test_*): when, the node's bandwidth against the sum of its
+  // ports' line rates, and ports whose streams did not complete; between
+  // the stats and the findings table, whose load-test findings they
+  // explain. Empty (no data) where no load test wrote its results.
+  local burnIn = [
+    g.stat('Last burn-in',
+           'Time since the last `roce_exporter check --load` of the selected exporters ended '
+           + '(no data: no load test ran, or load_test.results_file is not set).',
+           's',
+           q('time() - max(roce_load_test_timestamp_seconds{%(n)s})')),
+    rb(g.stat('Burn-in bandwidth',
+              "The lowest node bandwidth of the last burn-in against the sum of its ports' "
+              + 'line rates after encoding (every port loaded at once, largest message size).',
+              'percentunit',
+              q('min(roce_load_test_node_bandwidth_bytes_per_second{%(n)s} '
+                + '/ roce_load_test_node_expected_bytes_per_second{%(n)s})'),
+              thresholds=[[0.75, 'orange'], [0.9, 'green']],
+              base='red'), ['load_test_node_below_line_rate', 'load_test_below_line_rate']),
+    rb(g.stat('Burn-in ports not completed',
+              'Ports whose stream in the last burn-in stopped early or was never granted a '
+              + 'session by a responder on their rail.',
+              'none',
+              q('count(roce_load_test_outcome_info{%(n)s, outcome!="completed"}) or vector(0)'),
+              thresholds=[[1, 'red']]), ['load_test_aborted']),
+  ];
   x.dashboard('overview',
               'Fabric overview',
               'Ports, rates, throughput and findings of roce_exporter.',
@@ -46,8 +67,6 @@ function(c)
                           's',
                           q('max(time() - roce_sample_timestamp_seconds{%(n)s})'),
                           thresholds=[[30, 'orange'], [120, 'red']]), ['RoceSampleStale']),
-                // Last burn-in: the panels of the load test (roce_load_test_*) go
-                // here, beside the findings they explain.
               ] + burnIn + [
                 // Each finding's rule links to its runbook section on the exporter that
                 // reports it.

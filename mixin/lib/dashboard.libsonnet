@@ -42,12 +42,13 @@ local ds = { type: 'prometheus', uid: '${datasource}' };
       },
     },
 
-  // A single value; `thresholds`: [[value, colour]] above green.
-  stat(title, description, unit, expr, w=4, h=4, thresholds=[])::
+  // A single value; `thresholds`: [[value, colour]] above `base` (green;
+  // red where a low value is the bad one).
+  stat(title, description, unit, expr, w=4, h=4, thresholds=[], base='green')::
     self.panel('stat', title, description, unit, [self.target(expr, instant=true)], w, h) {
       fieldConfig+: { defaults+: { thresholds: {
         mode: 'absolute',
-        steps: [{ color: 'green', value: null }]
+        steps: [{ color: base, value: null }]
                + [{ color: t[1], value: t[0] } for t in thresholds],
       } } },
       options: {

@@ -17,6 +17,7 @@ pub use roce_host::HostError;
 use crate::snapshot::{KernelRequests, SourceState};
 
 pub mod lldp;
+pub mod load_test;
 pub mod nccl;
 pub mod netdev;
 pub mod peer_probe;
@@ -57,6 +58,8 @@ pub enum Part {
     Phys(roce_netdev::phys::PhysSnapshot),
     /// LLDP neighbours of the RDMA netdevs (boxed: per-port TLVs).
     Lldp(Box<lldp::LldpSnapshot>),
+    /// The last load test's results and the responder's counts.
+    LoadTest(Box<roce_model::load::LoadTestSnapshot>),
 }
 
 /// What one call of [`Source::sample`] returns.
@@ -330,6 +333,17 @@ fn switched_off(switch: Switch) -> Box<dyn Source> {
 /// A collector switched off becomes [`Off`]; the QoS switch is listed
 /// (after the netdev source, whose part it is) only when off.
 pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Vec<Box<dyn Source>> {
+    with_responder(config, paths, None)
+}
+
+/// [`all`], with the server's load-test responder counted by the
+/// load-test source (listed only when there are results to read or a
+/// responder to count).
+pub fn with_responder(
+    config: &crate::config::Config,
+    paths: &crate::host::HostPaths,
+    responder: Option<load_test::ResponderHandle>,
+) -> Vec<Box<dyn Source>> {
     let on = |s: Switch| s.is_on(config);
     let pick = |s: Switch, make: &dyn Fn() -> Box<dyn Source>| {
         if on(s) {
@@ -361,5 +375,8 @@ pub fn all(config: &crate::config::Config, paths: &crate::host::HostPaths) -> Ve
         }),
         Box::new(lldp::LldpSource::new(config, paths)),
     ]);
+    if config.load_test.results_file.is_some() || responder.is_some() {
+        out.push(Box::new(load_test::LoadTestSource::new(config, responder)));
+    }
     out
 }

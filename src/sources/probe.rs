@@ -128,7 +128,7 @@ fn spawn(_config: &Config) -> Result<Runner, NotRunning> {
 /// The GID a probe uses when `gid_index` is `auto`: on RoCE, the RoCE v2
 /// GID NCCL would pick (IPv4-mapped first, then global IPv6), the same
 /// choice as `check`'s NCCL_IB_GID_INDEX; on InfiniBand, index 0.
-fn auto_gid(port: &Port) -> Option<u32> {
+pub(crate) fn auto_gid(port: &Port) -> Option<u32> {
     match port.link_layer {
         Some(LinkLayer::Ethernet) => port.routable_roce_v2_gid().map(|g| g.index),
         Some(LinkLayer::InfiniBand) => Some(0),

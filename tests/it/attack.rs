@@ -22,6 +22,8 @@
 //! | basic auth | 200 clients from their own addresses sending passwords never sent before, 3 requests each in flight, against a scraper whose password is not cached | the scraper authenticated within two scrapes (a source without failures goes first in the bcrypt queue); the flood 401 or 503, counted (`roce_web_auth_checks_total`), one bcrypt thread, a bounded queue, RSS bounded | here; `roce_web::webconfig::auth` tests |
 //! | the configuration's limits | each interval, count and size at its floor and ceiling, one past (2^63 request bytes, 2^62 per-read bytes, `nccl.interval: 1ns`) | the floor and ceiling taken, one past refused with the key and range, at start and on reload (docs/limits.md) | tests/it/config.rs, `fuzz/fuzz_targets/config_yaml.rs` |
 //! | the log | a file whose bad content changes every sample, an error that comes and goes, a peer refused the same way every fetch, over a minute | a condition (file or request and kind) logged when it starts, changes kind or ends, at most once per 10 s of sampling; refused peer endpoints when the reasons change | tests/it/attack_sources.rs, `roce_fleet::runner` tests |
+//! | load-test control (`POST /load-test/session`, `/end`) | no TLS or nobody authenticated, no or wrong credentials, duplicated and unknown keys, overlong numbers, QPN 0/1, a bad MTU or message size, multicast, loopback, broadcast, network, own and off-rail GIDs, over the caps, a second session on a busy port, a loaded port, an unknown session id, a body, a query over 4 KiB | refused with its reason and status and counted (`roce_load_test_responder_refused_total`), nothing opened; one session per port; a session ends on its deadline, byte cap, a silent requester (5 s), a reload or shutdown, releasing its QPs, MR and buffer; the server's task never blocks (10 s at most for an answer) | `roce_fleet::load` tests, tests/it/load_http.rs, tests/vm/e2e-peer.sh (on the wire: busy, 401, over_cap, off_rail, a killed requester) |
+//! | `load_test.results_file` | a FIFO, oversized, malformed, another version | the named-file rules; refused, a collector error, scrapes go on | here; `sources::load_test` |
 //!
 //! The cases here run the real binary (`cargo test` builds it; the same
 //! code as the release build).
@@ -245,6 +247,37 @@ fn a_fifo_as_the_peers_file_is_a_collector_error_and_serving_goes_on() {
     let error = wait_for(&log, "a FIFO");
     assert!(error.contains("peer_probes.file"), "{error}");
     assert!(error.contains("collector=peer_probe"), "{error}");
+    assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+    stop(&mut running);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_fifo_or_garbage_as_the_load_test_results_is_a_collector_error_and_serving_goes_on() {
+    let d = scratch("load-results");
+    let results = d.join("results.json");
+    mkfifo(&results);
+    let config = d.join("roce_exporter.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "sample_interval: 1s\nload_test:\n  results_file: {}\n",
+            results.display()
+        ),
+    )
+    .unwrap();
+    let (mut running, log) = spawn_args(&config, &[]);
+    // Said in the first sample, before serving.
+    let error = wait_for(&log, "a FIFO");
+    assert!(error.contains("collector=load_test"), "{error}");
+    let listening = wait_for(&log, "msg=listening");
+    let port = listening.rsplit(':').next().unwrap().trim().to_string();
+    assert!(healthz(&port).starts_with("HTTP/1.1 200"));
+    // Garbage in its place: the parser's error, still serving.
+    std::fs::remove_file(&results).unwrap();
+    std::fs::write(&results, "{\"version\": 1, \"runs\": [{").unwrap();
+    let error = wait_for(&log, "EOF while parsing");
+    assert!(error.contains("results.json"), "{error}");
     assert!(healthz(&port).starts_with("HTTP/1.1 200"));
     stop(&mut running);
     let _ = std::fs::remove_dir_all(&d);

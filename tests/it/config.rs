@@ -376,6 +376,7 @@ fn example_config_parses_and_shows_the_defaults() {
     assert_eq!(c.rules, d.rules);
     assert_eq!(c.metrics, d.metrics);
     assert_eq!(c.lldp, d.lldp);
+    assert_eq!(c.load_test, d.load_test);
     assert_eq!(c.expect.mtu, Some(9000));
     assert_eq!(
         c.nccl,

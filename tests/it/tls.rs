@@ -34,7 +34,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 const EVENTUALLY: Duration = Duration::from_secs(15);
 
 /// A fresh directory for one test's files.
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -51,13 +51,13 @@ fn write_atomic(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-struct Ca {
+pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
-    pem: String,
+    pub(crate) pem: String,
 }
 
 impl Ca {
-    fn new(name: &str) -> Ca {
+    pub(crate) fn new(name: &str) -> Ca {
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         p.distinguished_name.push(DnType::CommonName, name);
@@ -90,7 +90,7 @@ impl Ca {
 }
 
 /// A CA, a server certificate for `localhost` and a web config in `dir`.
-fn tls_files(dir: &Path, ca: &Ca, extra: &str) -> PathBuf {
+pub(crate) fn tls_files(dir: &Path, ca: &Ca, extra: &str) -> PathBuf {
     let (cert, key) = ca.leaf("localhost", false);
     std::fs::write(dir.join("server.crt"), cert).unwrap();
     std::fs::write(dir.join("server.key"), key).unwrap();

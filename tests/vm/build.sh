@@ -166,7 +166,7 @@ printf 'passwd: files\ngroup: files\nhosts: files\n' > "$ST/etc/nsswitch.conf"
 # (Debian's 6.1 kernel has CONFIG_RDMA_SIW unset, so no soft-iWARP)
 MODS=(rdma_rxe ib_uverbs ib_umad rdma_ucm crc32_generic crc32_pclmul
       virtio_pci virtio_net 9p 9pnet_virtio e1000 e1000e veth dummy sch_netem
-      sch_prio cls_u32
+      sch_prio cls_u32 macvlan
       ${EXTRA_MODULES:-})
 MDIR=lib/modules/$KVER
 mkdir -p "$ST/usr/$MDIR"

@@ -51,6 +51,7 @@ timeout_args 600 "$@"
 e2e_prepare vm-e2e-fleet
 
 rm -rf "$OUT"; mkdir -p "$OUT/share/a" "$OUT/share/b" "$OUT/share/c" "$OUT/share/ctl"
+. "$HERE/load.sh"; load_prepare "$OUT/share" || exit 2   # the load test's credentials
 # unix socket paths are limited to 107 bytes: keep them short, outside OUT
 SOCKS=$(mktemp -d "${TMPDIR:-/tmp}/roce-hub.XXXXXX")
 declare -A PID=()
@@ -85,7 +86,7 @@ vm() {
   bash "$HERE/run.sh" -q -t "$TIMEOUT" --smp 2 --mem 384 --share "$OUT/share" \
     -l "$OUT/$role.log" --wire "$SOCKS/$role:$SOCKS/hub-$role" --mac-prefix "$mac" \
     --append "sr.ip0=$ip/24 fleet.role=$role fleet.budget=$((TIMEOUT - 30))" \
-    -a "$BIN:/guest/roce_exporter" "$VM" "$HERE/guest/e2e-fleet.sh" \
+    -a "$BIN:/guest/roce_exporter" $(load_add) "$VM" "$HERE/guest/e2e-fleet.sh" \
     > >(sed -u "s/^/[$role] /") 2>&1 &
   PID[$role]=$!
 }
@@ -135,5 +136,7 @@ log "three VMs done in $((SECONDS - T0)) s"
 for role in a b c; do
   sed "s/^/[$role steps] /" "$OUT/share/$role/steps.txt" 2>/dev/null || true
 done
-python3 "$HERE/check_fleet.py" --dir "$OUT" --rc "a=${RC[a]}" --rc "b=${RC[b]}" --rc "c=${RC[c]}"
-exit $?
+set +e
+python3 "$HERE/check_fleet.py" --dir "$OUT" --rc "a=${RC[a]}" --rc "b=${RC[b]}" --rc "c=${RC[c]}"; rc=$?
+python3 "$HERE/check_load.py" --dir "$OUT/share" --requester a --responder b --rails 2 || rc=1
+exit $rc

@@ -10,7 +10,7 @@
 # tests/vm/check_peer.py judges what both wrote.
 #
 # Options:
-#   -t, --timeout SEC   limit for each VM run (default 200); the guests keep
+#   -t, --timeout SEC   limit for each VM run (default 300); the guests keep
 #                       their own budget 30 s below it
 # Environment:
 #   ROCE_VM_DIR=DIR         image cache (default /tmp/roce-exporter-vm)
@@ -25,12 +25,13 @@ ROOT=$(cd "$HERE/../.." && pwd)
 log() { printf '[e2e-peer] %s\n' "$*" >&2; }
 . "$HERE/host.sh"   # timeout_args, e2e_prepare
 
-timeout_args 200 "$@"
+timeout_args 300 "$@"
 ((TIMEOUT > 60)) || { log "-t must exceed 60"; exit 2; }
 
 e2e_prepare vm-e2e-peer
 
 rm -rf "$OUT"; mkdir -p "$OUT/share/a" "$OUT/share/b" "$OUT/share/ctl"
+. "$HERE/load.sh"; load_prepare "$OUT/share" || exit 2   # the load test's credentials
 # unix socket paths are limited to 107 bytes: keep them short, outside OUT
 SOCKS=$(mktemp -d "${TMPDIR:-/tmp}/roce-wire.XXXXXX")
 declare -A PID=()
@@ -50,7 +51,7 @@ vm() {
   bash "$HERE/run.sh" -q -t "$TIMEOUT" --smp 2 --mem 384 --share "$OUT/share" \
     -l "$OUT/$role.log" --wire "$lsock:$rsock" --mac-prefix "$mac" \
     --append "sr.ip0=$ip/24 peer.role=$role peer.ip=$peer peer.budget=$((TIMEOUT - 30))" \
-    -a "$BIN:/guest/roce_exporter" "$VM" "$HERE/guest/e2e-peer.sh" \
+    -a "$BIN:/guest/roce_exporter" $(load_add) "$VM" "$HERE/guest/e2e-peer.sh" \
     > >(sed -u "s/^/[$role] /") 2>&1 &
   PID[$role]=$!
 }
@@ -68,5 +69,7 @@ for role in a b; do
   # the guests' step lines, in the CI log
   sed "s/^/[$role steps] /" "$OUT/share/$role/steps.txt" 2>/dev/null || true
 done
-python3 "$HERE/check_peer.py" --dir "$OUT/share" --a-rc "${RC[a]}" --b-rc "${RC[b]}"
-exit $?
+set +e
+python3 "$HERE/check_peer.py" --dir "$OUT/share" --a-rc "${RC[a]}" --b-rc "${RC[b]}"; rc=$?
+python3 "$HERE/check_load.py" --dir "$OUT/share" --requester a --responder b || rc=1
+exit $rc

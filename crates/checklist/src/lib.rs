@@ -16,6 +16,7 @@ use serde::Serialize;
 
 mod collectors;
 mod gpu;
+pub mod load;
 mod nccl;
 mod netdev;
 mod ports;
@@ -81,6 +82,9 @@ pub struct Report {
     pub checklist: Vec<Item>,
     pub findings: Vec<Finding>,
     pub nccl: Vec<NcclSetting>,
+    /// `check --load`: each run, its figures and its lines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub load: Vec<load::LoadRunReport>,
 }
 
 impl Report {
@@ -123,6 +127,7 @@ pub fn build_report(
         checklist,
         findings,
         nccl,
+        load: Vec::new(),
     }
 }
 

@@ -276,7 +276,7 @@ fn measured(
             format!(
                 "Measured: no large multi-node collective in the window (bus bandwidth comes from the NCCL Inspector: \
                  NCCL_PROFILER_PLUGIN=<path>/libnccl-profiler-inspector.so NCCL_INSPECTOR_ENABLE=1 NCCL_INSPECTOR_DUMP_DIR={inspector_dir}, \
-                 or from nccl-tests' output saved into nccl.log_dir)"
+                 or from nccl-tests' output saved into nccl.log_dir; the fabric's own RDMA bandwidth per rail: roce_exporter check --load)"
             ),
         ));
         return;

@@ -52,6 +52,10 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
             super::lldp::FAMILIES.iter().collect(),
         ),
         (
+            "Load test (`check --load`, `load_test:`)",
+            super::load_test::FAMILIES.iter().collect(),
+        ),
+        (
             "Findings (rules; details at /findings)",
             super::findings::FAMILIES.iter().collect(),
         ),

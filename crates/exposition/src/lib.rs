@@ -19,7 +19,7 @@ use prometheus_client::registry::{Registry, Unit};
 use std::marker::PhantomData;
 
 use labels::LabelSet;
-use roce_model::{meaning, snapshot};
+use roce_model::{load, meaning, snapshot};
 use roce_rules as rules;
 use snapshot::Snapshot;
 
@@ -30,6 +30,7 @@ pub mod groups;
 pub mod hw_counters;
 pub mod labels;
 pub mod lldp;
+pub mod load_test;
 pub mod nccl;
 pub mod netdev;
 pub mod peer_probes;
@@ -598,6 +599,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     peer_probes::collect(snapshot, &mut out);
     nccl::collect(snapshot, &mut out);
     lldp::collect(snapshot, &mut out);
+    load_test::collect(snapshot, &mut out);
     findings::collect(snapshot, &mut out);
     let switched = groups::Group::ALL
         .into_iter()

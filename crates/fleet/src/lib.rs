@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod error;
+pub mod load;
 pub mod peer_address;
 pub mod peer_dns;
 pub mod peer_endpoints;

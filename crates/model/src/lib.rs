@@ -11,6 +11,7 @@
 
 pub mod finding;
 pub mod lldp;
+pub mod load;
 pub mod meaning;
 pub mod nccl;
 pub mod peer;

@@ -49,6 +49,8 @@ pub enum Area {
     PeerProbe,
     /// What NCCL jobs on the host used (their logs and Inspector output).
     Nccl,
+    /// The load test's bandwidth and streams (`check --load`).
+    LoadTest,
     /// The exporter itself (its collectors).
     Exporter,
 }
@@ -183,6 +185,9 @@ rule_table! {
     PcieAerErrors = "pcie_aer_errors", [Warning, Critical], Some("pcie_aer"), [], PcieLink;
     PcieBridgeAerErrors = "pcie_bridge_aer_errors", [Warning, Critical], Some("pcie_aer"), [], PcieLink;
     DevlinkReporterError = "devlink_reporter_error", [Critical, Warning], Some("devlink_health"), [], Port;
+    LoadTestBelowLineRate = "load_test_below_line_rate", [Warning, Critical], Some("load_test"), [], LoadTest;
+    LoadTestNodeBelowLineRate = "load_test_node_below_line_rate", [Warning, Critical], Some("load_test"), [], LoadTest;
+    LoadTestAborted = "load_test_aborted", [Critical, Warning], None, [], LoadTest;
     CollectorFailing = "collector_failing", [Warning], None, [], Exporter;
 }
 

@@ -49,6 +49,9 @@ pub struct Snapshot {
     /// LLDP neighbours of the RDMA netdevs and their switch ports' DCBX
     /// view (`lldp.mode`).
     pub lldp: Option<crate::lldp::LldpSnapshot>,
+    /// The last load test's results and this node's load-test responder
+    /// (`load_test:`).
+    pub load_test: Option<crate::load::LoadTestSnapshot>,
     /// Active findings after this sample (rules over the history, with the
     /// hold time applied).
     pub findings: Vec<crate::finding::Finding>,

@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime};
 pub mod engine;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
+pub mod load;
 pub mod peer;
 pub mod peer_admit;
 pub mod peer_ah;

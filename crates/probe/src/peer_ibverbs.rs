@@ -207,7 +207,7 @@ impl PeerVerbs for IbPeerVerbs {
 }
 
 /// Opens `device` by name; the device list is freed on every path.
-fn open_device(device: &str) -> Result<*mut ibv_context, OpenError> {
+pub(crate) fn open_device(device: &str) -> Result<*mut ibv_context, OpenError> {
     let mut n = 0i32;
     // SAFETY: `n` is a valid out-pointer; the list is freed below.
     let list = unsafe { ibv_get_device_list(&mut n) };

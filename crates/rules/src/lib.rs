@@ -23,6 +23,7 @@ pub mod fabric;
 pub mod fec;
 pub mod history;
 pub mod lldp;
+pub mod load_test;
 pub mod measured;
 pub mod nccl_advice;
 pub mod nccl_seen;
@@ -92,6 +93,7 @@ pub fn all() -> Vec<&'static Rule> {
     rules.extend(probes::RULES);
     rules.extend(peer_probes::RULES);
     rules.extend(nccl_seen::RULES);
+    rules.extend(load_test::RULES);
     rules.extend(exporter::RULES);
     rules
 }

@@ -167,6 +167,15 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         ],
         LldpNeighborChanged => &["roce_lldp_neighbor_info"],
         LldpRailMismatch => &["roce_lldp_neighbor_info", "roce_nic_nearest_gpus_info"],
+        LoadTestBelowLineRate => &[
+            "roce_load_test_bandwidth_bytes_per_second",
+            "roce_load_test_expected_bytes_per_second",
+        ],
+        LoadTestNodeBelowLineRate => &[
+            "roce_load_test_node_bandwidth_bytes_per_second",
+            "roce_load_test_node_expected_bytes_per_second",
+        ],
+        LoadTestAborted => &["roce_load_test_outcome_info"],
         CollectorFailing => &["roce_collector_success", "roce_collector_errors_total"],
     }
 }

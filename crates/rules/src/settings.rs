@@ -18,6 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::congestion::PfcStormRule;
 use super::fabric::{MtuRule, ROCE_4096_MIN_NETDEV_MTU};
 use super::fec::{LaneSkewRule, PostFecRule};
+use super::load_test::LoadTestRule;
 use super::phys::LaneRule;
 use super::probes::{ProbeFailureRule, ProbeLatencyRule};
 use super::rates::{RateRule, TrafficRatioRule};
@@ -255,6 +256,10 @@ rules_config! {
     /// A module lane whose Rx power is below its siblings' median divided
     /// by `factor` (2 = 3 dB).
     module_lane_imbalance: LaneRule,
+    /// The load test's bandwidth at the largest message size, as a share
+    /// of the line rate: below `min_fraction` a warning, below
+    /// `critical_fraction` critical.
+    load_test: LoadTestRule,
 }
 
 impl<'de> Deserialize<'de> for RulesConfig {
@@ -400,6 +405,7 @@ impl Default for RulesConfig {
                 window: Duration::from_secs(600),
             },
             module_lane_imbalance: LaneRule { factor: 2.0 },
+            load_test: LoadTestRule::default(),
             discards_growing: RateRule {
                 window: minute,
                 per_second: 100.0,

@@ -545,6 +545,18 @@ async fn answer(
     let Ok(_permit) = shared.requests.clone().try_acquire_owned() else {
         return busy(has_body, "too many requests in progress; retry later\n");
     };
+    if req.method() == hyper::Method::POST {
+        let caller = crate::actions::Caller {
+            tls: web.tls().is_some(),
+            authenticated: web.authenticates(),
+        };
+        let (path, query) = (req.uri().path(), req.uri().query().unwrap_or(""));
+        let action =
+            crate::actions::respond_action(&*shared.content, path, query, caller, has_body);
+        if let Some(response) = action.await {
+            return response;
+        }
+    }
     respond(
         &*shared.content,
         &shared.telemetry_path,

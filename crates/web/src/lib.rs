@@ -51,6 +51,7 @@
 
 use std::time::Duration;
 
+pub mod actions;
 pub mod connection;
 pub mod listen;
 pub mod negotiation;
@@ -59,6 +60,7 @@ mod tls;
 mod trim;
 pub mod webconfig;
 
+pub use actions::{Action, ActionAnswer, Answer, Caller};
 pub use connection::{serve_stream, ServeOptions};
 pub use listen::{
     adopt, bind, raise_open_file_limit, serve, serve_with, systemd_listeners, ServerError,

@@ -7,6 +7,7 @@ use http_body_util::Full;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Response, StatusCode};
 
+use crate::actions::{Action, ActionAnswer};
 use crate::negotiation::{accepts_gzip, negotiate_format, ScrapeFormat};
 use crate::webconfig::REALM;
 
@@ -27,6 +28,12 @@ pub trait Content: Send + Sync + 'static {
     /// `/runbook...`: the plain-text section `path` names, `None` (404) for
     /// no section.
     fn runbook_page(&self, path: &str) -> Option<&'static str>;
+    /// A `POST` to `action.path`: `None` when no action has that path (the
+    /// request is then answered as any other method is). Must not block:
+    /// work that takes time answers [`ActionAnswer::Pending`].
+    fn action(&self, _action: &Action) -> Option<ActionAnswer> {
+        None
+    }
 }
 
 const TEXT_PLAIN: &str = "text/plain; charset=utf-8";

@@ -170,6 +170,15 @@ impl WebConfig {
         !self.users.is_empty()
     }
 
+    /// Whether every request is authenticated before it reaches a route:
+    /// basic auth is configured, or TLS requires and verifies a client
+    /// certificate.
+    pub fn authenticates(&self) -> bool {
+        self.requires_auth()
+            || (self.tls.is_some()
+                && self.client_auth == Some(ClientAuth::RequireAndVerifyClientCert))
+    }
+
     /// bcrypt verifications run for this configuration (and those it was
     /// reloaded from) so far; cached outcomes are not counted.
     pub fn bcrypt_verifications(&self) -> u64 {

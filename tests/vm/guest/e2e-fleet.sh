@@ -208,6 +208,9 @@ phase() {
   barrier "$name" $((sec + 60)) || finish
 }
 
+# the load test's steps (guest/load.sh), run at the end
+. /guest/load.sh
+
 hostname "node-$ROLE"
 peers=""
 for r in "${OTHERS[@]}"; do peers+="${peers:+, }${IP[$r]}:$PORT"; done
@@ -328,5 +331,6 @@ if until_ok 40 test -e "$C/thirded"; then step "third-party probes injected"; el
 sleep 3
 scrape third
 barrier third 60
+load_fleet
 [[ $ROLE == a ]] && now > "$C/end"
 finish

@@ -146,6 +146,10 @@ finish() {
   exit 0
 }
 
+# the load test's steps (guest/load.sh), run at the end
+. /guest/load.sh
+declare -A LOAD_ROLE=([10.0.2.16]=b)
+
 hostname "node-$ROLE"
 cat > /tmp/peer.yml <<EOF
 sample_interval: 1s
@@ -207,6 +211,7 @@ if [[ $ROLE == b ]]; then
   # rxe follows the netdev MTU (NETDEV_CHANGEMTU): 1000 less its headers -> 512
   { ip link show eth0; echo "active_mtu=$(active_mtu)"; } >> "$O/mtu.txt" 2>&1
   signal mtu-on
+  load_serve
   await end 90
   finish
 fi
@@ -261,5 +266,6 @@ if until_ok 40 has_finding peer_probe_path_mtu; then step "path_mtu fired"; else
 scrape mtu
 sleep 3
 scrape mtu-later
+load_request 10.0.2.16
 signal end
 finish

@@ -39,13 +39,16 @@ pub(super) struct Exchange<'a> {
     /// The `Authorization` header value.
     pub(super) authorization: Option<&'a str>,
     pub(super) request: &'a Request<'a>,
+    /// POST with an empty body (parameters in the query) in place of GET;
+    /// then any status but a redirect is an answer.
+    pub(super) post: bool,
 }
 
 impl Exchange<'_> {
-    /// Sends the request over `io` and reads the answer: its body, after
-    /// the checks of the module doc. Not bounded in time: the caller's
-    /// deadline is.
-    pub(super) async fn run<IO>(&self, io: IO) -> Result<Vec<u8>, FetchError>
+    /// Sends the request over `io` and reads the answer: its status and
+    /// body, after the checks of the module doc (a GET's status 200 only).
+    /// Not bounded in time: the caller's deadline is.
+    pub(super) async fn run<IO>(&self, io: IO) -> Result<(u16, Vec<u8>), FetchError>
     where
         IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
@@ -104,7 +107,8 @@ impl Exchange<'_> {
                 ),
             ));
         }
-        if head.status != hyper::StatusCode::OK {
+        let status = head.status.as_u16();
+        if !self.post && head.status != hyper::StatusCode::OK {
             return Err(fetch_error(
                 FetchReason::Status,
                 format!("{authority}: HTTP {} for {path}", head.status.as_u16()),
@@ -136,7 +140,7 @@ impl Exchange<'_> {
             }
         }
         if !gzip {
-            return Ok(taken);
+            return Ok((status, taken));
         }
         if !self.request.gzip {
             return Err(fetch_error(
@@ -152,11 +156,11 @@ impl Exchange<'_> {
         if out.len() > max {
             return Err(too_large());
         }
-        Ok(out)
+        Ok((status, out))
     }
 
-    /// The GET request: `Host`, `Accept`, `Accept-Encoding` when a gzip
-    /// body is asked for, the credentials, `Connection: close`.
+    /// The GET (or empty POST) request: `Host`, `Accept`, `Accept-Encoding`
+    /// when a gzip body is asked for, the credentials, `Connection: close`.
     fn http_request(&self) -> Result<hyper::Request<Empty<Bytes>>, FetchError> {
         let authority = self.authority;
         let refused = |what: &str| {
@@ -165,7 +169,12 @@ impl Exchange<'_> {
                 format!("{authority}: {what} cannot be sent"),
             )
         };
-        let mut builder = hyper::Request::get(self.target)
+        let mut builder = if self.post {
+            hyper::Request::post(self.target).header(header::CONTENT_LENGTH, "0")
+        } else {
+            hyper::Request::get(self.target)
+        };
+        builder = builder
             .header(header::HOST, authority)
             .header(header::ACCEPT, self.request.accept)
             .header(header::USER_AGENT, "roce_exporter")
@@ -178,9 +187,10 @@ impl Exchange<'_> {
             value.set_sensitive(true);
             builder = builder.header(header::AUTHORIZATION, value);
         }
-        builder
-            .body(Empty::new())
-            .map_err(|_| refused(&format!("GET {:.64?}", self.target)))
+        builder.body(Empty::new()).map_err(|_| {
+            let method = if self.post { "POST" } else { "GET" };
+            refused(&format!("{method} {:.64?}", self.target))
+        })
     }
 }
 
@@ -344,11 +354,13 @@ pub fn parse_answer(raw: &[u8], request: &Request) -> (bool, Result<Vec<u8>, Fet
         target: request.path,
         authorization: None,
         request,
+        post: false,
     };
     let result = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| fetch_error(FetchReason::Connect, format!("peer: {e}")))
-        .and_then(|runtime| runtime.block_on(exchange.run(io)));
+        .and_then(|runtime| runtime.block_on(exchange.run(io)))
+        .map(|(_, body)| body);
     let whole = !reached_end.load(Ordering::SeqCst);
     (whole, result)
 }
