@@ -18,6 +18,8 @@ use crate::peer_endpoints::{Claim, Proof};
 use roce_host::HostError;
 use std::collections::HashMap;
 
+mod identity;
+
 /// One peer address as the coordinator knows it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct PeerEntry {
@@ -462,41 +464,6 @@ impl Catalog {
         d.conflicts = self.owners.conflicts();
     }
 
-    /// Whether DNS now proves a claim on `node` other than its holder's,
-    /// and not the holder's (Prometheus mode: the claims are instances).
-    fn proof_moves(&self, node: &str, now: Instant) -> bool {
-        let Some(holder) = self.owners.holder(node) else {
-            return false;
-        };
-        let dns = |instance: &str| {
-            effective_proof(
-                &self.owners,
-                node,
-                instance_host(instance),
-                Proof::None,
-                now,
-            ) == Proof::Dns
-        };
-        !dns(holder)
-            && self
-                .owners
-                .claimants(node)
-                .iter()
-                .any(|c| c != holder && dns(c))
-    }
-
-    /// The proof of `addr`'s claim now (its own, or DNS).
-    fn proof_of(&self, addr: &str, now: Instant) -> Proof {
-        let Some(e) = self.entries.get(&PeerAddress(addr.to_string())) else {
-            return Proof::None;
-        };
-        let host = PeerAddress(addr.to_string());
-        match &e.node {
-            Some(node) => effective_proof(&self.owners, node, host.host(), e.proof, now),
-            None => e.proof,
-        }
-    }
-
     fn document(
         &mut self,
         addr: PeerAddress,
@@ -608,43 +575,6 @@ impl Catalog {
             }
             None => self.hold(&addr, false),
         }
-    }
-
-    /// Gives `node` to the claim that should hold it and refuses the
-    /// others (counted once per claim refused, as `node_claimed`): the
-    /// holder keeps it unless a claim proves what the holder's does not.
-    fn settle(&mut self, node: &str, now: Instant) -> Option<String> {
-        let claimants = self.owners.claimants(node);
-        let proofs: Vec<(String, Proof)> = claimants
-            .iter()
-            .map(|a| (a.clone(), self.proof_of(a, now)))
-            .collect();
-        let holder = self.owners.decide(node, &proofs);
-        for (a, proof) in &proofs {
-            let addr = PeerAddress(a.clone());
-            if Some(a) == holder.as_ref() {
-                self.hold(&addr, true);
-            } else {
-                self.hold(&addr, false);
-                if !proof.proven() && host_is_ip(addr.host()) {
-                    self.ask_proof(node, now);
-                }
-            }
-        }
-        holder
-    }
-
-    /// Asks DNS for `node` (bounded, not again within the proof interval).
-    fn ask_proof(&mut self, node: &str, now: Instant) {
-        if self.to_prove.len() < MAX_LOOKUPS && self.owners.should_prove(node, now) {
-            self.to_prove.insert(node.to_string());
-        }
-    }
-
-    /// `addr` no longer claims `node`: another claim may take it.
-    fn release(&mut self, node: &str, addr: &PeerAddress) {
-        self.owners.unclaim(node, &addr.0);
-        self.settle(node, Instant::now());
     }
 
     /// Admits the endpoints of a Prometheus answer, grouped by the
