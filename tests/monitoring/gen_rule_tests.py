@@ -638,6 +638,24 @@ def alert_timing(scrape, fault, for_seconds):
     return seen, (pending if for_seconds == 0 else first_evaluation(pending + for_seconds))
 
 
+def before_firing(fires, scrape):
+    """A time whose evaluation is the last one before `fires` (or the one
+    before that where the last falls on a sample, which promtool cannot
+    order against the sample)."""
+    t = fires - 1
+    while evaluated_at(t) % scrape == 0:
+        t = evaluated_at(t) - 1
+    return t
+
+
+def after_firing(fires, scrape):
+    """A time whose evaluation is `fires` (or the next one off a sample)."""
+    t = fires + 1
+    while evaluated_at(t) % scrape == 0:
+        t = evaluated_at(t) + EVALUATION + 1
+    return t
+
+
 def peer_timing_groups(scrape):
     """A dead node named by the fleet, and a black-holed port's own
     finding, each alerting at the evaluation alert_timing() gives, not the
@@ -677,8 +695,8 @@ def peer_timing_groups(scrape):
     out.append({
         "name": "peer probes: how soon a dead node is named",
         "series": [s("up", N2, t.const(1, total))] + series,
-        "tests": [(f"{fires - 1}s", "RocePeerProbeNodeUnreachable", []),
-                  (f"{fires + 1}s", "RocePeerProbeNodeUnreachable",
+        "tests": [(f"{before_firing(fires, scrape)}s", "RocePeerProbeNodeUnreachable", []),
+                  (f"{after_firing(fires, scrape)}s", "RocePeerProbeNodeUnreachable",
                    [node_alert(3, known=True)])],
     })
     # n1's port black-holed at FAULT: its exporter's finding from the
@@ -692,8 +710,9 @@ def peer_timing_groups(scrape):
         "series": [s("up", N2, t.const(1, total)),
                    s("roce_finding", N1 + ", " + text,
                      f"_x{seen // scrape} 1x{t.n(total) - seen // scrape - 1}")],
-        "tests": [(f"{fires - 1}s", "RocePeerProbePortIsolated", []),
-                  (f"{fires + 1}s", "RocePeerProbePortIsolated", [(dict(BASE1, **labels), None)])],
+        "tests": [(f"{before_firing(fires, scrape)}s", "RocePeerProbePortIsolated", []),
+                  (f"{after_firing(fires, scrape)}s", "RocePeerProbePortIsolated",
+                   [(dict(BASE1, **labels), None)])],
     })
     return out
 
