@@ -52,6 +52,7 @@ const RATE_RULES: &[&str] = &[
     "retransmissions",
     "ack_timeouts",
     "sequence_errors",
+    "completion_errors",
     "out_of_buffer",
     "receiver_congested",
     "sender_throttled",

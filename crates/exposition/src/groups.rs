@@ -155,7 +155,7 @@ impl Group {
             Group::PortCounters => rdma::port_counter_families()
                 .chain([&rdma::PORT_STAT.family])
                 .collect(),
-            Group::HwCounters => hw_counters::FAMILIES.iter().map(|f| &f.family).collect(),
+            Group::HwCounters => hw_counters::families(),
             Group::HwStat => vec![&rdma::HW_STAT.family],
             Group::Gids => vec![&rdma::GID_INFO.family],
             Group::Qos => vec![

@@ -61,6 +61,13 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
             "roce_packet_sequence_errors_total",
             "roce_implied_nak_sequence_errors_total",
         ],
+        CompletionErrors => &[
+            "roce_completion_errors_total",
+            "roce_completion_flush_errors_total",
+            "roce_remote_access_errors_total",
+            "roce_remote_invalid_request_errors_total",
+            "roce_local_length_errors_total",
+        ],
         OutOfBuffer => &["roce_out_of_buffer_drops_total"],
         ReceiverCongested => &[
             "roce_ecn_marked_packets_total",
