@@ -33,10 +33,12 @@ pub enum Group {
     ModuleThresholds,
     DcqcnParameters,
     SysPaths,
+    EthernetPma,
+    CollectorErrorKinds,
 }
 
 impl Group {
-    pub const ALL: [Group; 14] = [
+    pub const ALL: [Group; 16] = [
         Group::PortCounters,
         Group::HwCounters,
         Group::HwStat,
@@ -51,6 +53,8 @@ impl Group {
         Group::ModuleThresholds,
         Group::DcqcnParameters,
         Group::SysPaths,
+        Group::EthernetPma,
+        Group::CollectorErrorKinds,
     ];
 
     /// The name in `metrics:` and in the flags.
@@ -70,6 +74,8 @@ impl Group {
             Group::ModuleThresholds => "module_thresholds",
             Group::DcqcnParameters => "dcqcn_parameters",
             Group::SysPaths => "sys_paths",
+            Group::EthernetPma => "ethernet_pma",
+            Group::CollectorErrorKinds => "collector_error_kinds",
         }
     }
 
@@ -91,6 +97,8 @@ impl Group {
             Group::ModuleThresholds => "collector.module_thresholds",
             Group::DcqcnParameters => "collector.dcqcn_parameters",
             Group::SysPaths => "collector.sys_paths",
+            Group::EthernetPma => "collector.ethernet_pma",
+            Group::CollectorErrorKinds => "collector.collector_error_kinds",
         }
     }
 
@@ -111,6 +119,8 @@ impl Group {
             Group::ModuleThresholds => "no-collector.module_thresholds",
             Group::DcqcnParameters => "no-collector.dcqcn_parameters",
             Group::SysPaths => "no-collector.sys_paths",
+            Group::EthernetPma => "no-collector.ethernet_pma",
+            Group::CollectorErrorKinds => "no-collector.collector_error_kinds",
         }
     }
 
@@ -125,6 +135,8 @@ impl Group {
                 | Group::ModuleThresholds
                 | Group::DcqcnParameters
                 | Group::SysPaths
+                | Group::EthernetPma
+                | Group::CollectorErrorKinds
         )
     }
 
@@ -143,6 +155,8 @@ impl Group {
             Group::Lanes => "per-lane detail: each module lane's Tx bias and Tx power (roce_module_tx_bias_amperes, roce_module_tx_power_watts), and the per-lane series of the FEC and PHY error counters; the totals (lane=\"\") and each lane's Rx power, which the rules and dashboards judge, are always there",
             Group::DcqcnParameters => "each DCQCN parameter as its own gauge (roce_dcqcn_parameter); without it the parameters are there as one list per port (roce_dcqcn_parameters_info), which the fleet rules compare",
             Group::SysPaths => "the GPU-NIC pairs whose path crosses the CPU interconnect (SYS) in roce_gpu_nic_path_info; without it a pair not listed there is SYS (GPUDirect RDMA across it is slow and NCCL does not use it by default), and every GPU's nearest NIC is in roce_gpu_nearest_nic_info either way",
+            Group::EthernetPma => "the PMA counters of counters/ that say nothing of their own on an Ethernet (RoCE) port: the unicast and multicast packet counts (the same traffic as roce_port_packets_*), the InfiniBand link-layer counters (VL15 drops, switch relay, remote physical, constraint, local link integrity, buffer overrun errors, link error recovery), and symbol_error and link_downed where the netdev has the 64-bit counts (roce_netdev_phy_symbol_errors_total, roce_netdev_link_down_events_total; the PMA ones are 16 and 8 bits wide and stick at their maximum); InfiniBand ports export every PMA counter either way, and the rules read them all",
+            Group::CollectorErrorKinds => "every kind of roce_collector_errors_total of every collector, zeros included; without it a kind appears with its first failed read, and roce_collector_success and roce_collector_state_info say how every collector fared",
             Group::ModuleThresholds => "the module's own alarm and warning thresholds of temperature, supply voltage, Tx bias and Tx power (roce_module_threshold); the Rx power thresholds, which the dashboards draw beside each lane's Rx power, are always there",
         }
     }
@@ -178,7 +192,9 @@ impl Group {
             | Group::IdlePriorities
             | Group::PcieAerKinds
             | Group::ModuleThresholds
-            | Group::SysPaths => Vec::new(),
+            | Group::SysPaths
+            | Group::EthernetPma
+            | Group::CollectorErrorKinds => Vec::new(),
         }
     }
 
@@ -242,6 +258,8 @@ const NAMES: [&str; Group::ALL.len()] = [
     "module_thresholds",
     "dcqcn_parameters",
     "sys_paths",
+    "ethernet_pma",
+    "collector_error_kinds",
 ];
 
 /// `metrics:` in the configuration: group name to on/off; unknown names

@@ -2,8 +2,10 @@
 //! the hardware counters without a semantic mapping (those with one are in
 //! [`super::hw_counters`]).
 
-use roce_rdma::{Device, Port};
+use roce_netdev::{Meaning, Netdev};
+use roce_rdma::{Device, LinkLayer, Port};
 
+use super::groups::{Group, Groups};
 use super::labels::{label_set, PortLabels, PortStatLabels};
 use super::{hw_counters, Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Samples};
 use crate::snapshot::Snapshot;
@@ -113,18 +115,34 @@ pub const PORT_STAT: Fam<PortStatLabels> = Fam::new(Row {
     source: "ports/<port>/counters/<stat>",
 });
 
+/// Whether an Ethernet (RoCE) port exports a `counters/` file without the
+/// `ethernet_pma` group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnEthernet {
+    /// Always.
+    Kept,
+    /// Never: an InfiniBand link-layer counter, or a split of traffic
+    /// another family counts whole.
+    Hidden,
+    /// Not where the port's netdev has this wider counter of the same
+    /// events.
+    HiddenBeside(Meaning),
+}
+
 /// `counters/` file → family, with the multiplier to base units.
 pub struct PortCounter {
     pub file: &'static str,
     pub family: Fam<PortLabels<'static>>,
     pub scale: u64,
+    pub on_ethernet: OnEthernet,
 }
 
 macro_rules! port_counter {
-    ($file:literal, $base:literal, $unit:expr, $scale:literal, $help:literal) => {
+    ($file:literal, $base:literal, $unit:expr, $scale:literal, $on_ethernet:expr, $help:literal) => {
         PortCounter {
             file: $file,
             scale: $scale,
+            on_ethernet: $on_ethernet,
             family: Fam::new(Row {
                 base: $base,
                 kind: MetricKind::Counter,
@@ -137,13 +155,22 @@ macro_rules! port_counter {
 }
 
 /// The IB PMA counters of `counters/` (`drivers/infiniband/core/sysfs.c`,
-/// `pma_counter` attributes) under node_exporter-style names.
+/// `pma_counter` attributes) under node_exporter-style names. On an
+/// Ethernet port the InfiniBand link-layer counters (IBTA PortCounters:
+/// VL15 drops, switch relay, remote physical, constraint, local link
+/// integrity and buffer overrun errors, link error recovery) say nothing
+/// of RoCE, the unicast and multicast counts split the traffic
+/// `port_{rcv,xmit}_packets` count whole, and where the netdev has the
+/// 64-bit counts of symbol errors and link-down events the 16- and 8-bit
+/// PMA ones, which stick at their maximum, add nothing: those are exported
+/// with the `ethernet_pma` group only ([`OnEthernet`]).
 pub const PORT_COUNTERS: &[PortCounter] = &[
     port_counter!(
         "port_rcv_data",
         "roce_port_data_received",
         Some(FamilyUnit::Bytes),
         4,
+        OnEthernet::Kept,
         "Data octets received (the kernel counts octets / 4; multiplied back here)."
     ),
     port_counter!(
@@ -151,6 +178,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_data_transmitted",
         Some(FamilyUnit::Bytes),
         4,
+        OnEthernet::Kept,
         "Data octets transmitted (the kernel counts octets / 4; multiplied back here)."
     ),
     port_counter!(
@@ -158,6 +186,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_packets_received",
         None,
         1,
+        OnEthernet::Kept,
         "Packets received."
     ),
     port_counter!(
@@ -165,6 +194,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_packets_transmitted",
         None,
         1,
+        OnEthernet::Kept,
         "Packets transmitted."
     ),
     port_counter!(
@@ -172,6 +202,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_unicast_packets_received",
         None,
         1,
+        OnEthernet::Hidden,
         "Unicast packets received."
     ),
     port_counter!(
@@ -179,6 +210,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_unicast_packets_transmitted",
         None,
         1,
+        OnEthernet::Hidden,
         "Unicast packets transmitted."
     ),
     port_counter!(
@@ -186,6 +218,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_multicast_packets_received",
         None,
         1,
+        OnEthernet::Hidden,
         "Multicast packets received."
     ),
     port_counter!(
@@ -193,6 +226,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_multicast_packets_transmitted",
         None,
         1,
+        OnEthernet::Hidden,
         "Multicast packets transmitted."
     ),
     port_counter!(
@@ -200,6 +234,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_symbol_errors",
         None,
         1,
+        OnEthernet::HiddenBeside(Meaning::PhySymbolErrors),
         "Minor link errors detected on one or more physical lanes."
     ),
     port_counter!(
@@ -207,6 +242,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_link_error_recovery",
         None,
         1,
+        OnEthernet::Hidden,
         "Successful link error recovery processes."
     ),
     port_counter!(
@@ -214,6 +250,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_link_downed",
         None,
         1,
+        OnEthernet::HiddenBeside(Meaning::LinkDownEvents),
         "Times the link failed to recover and went down (link flaps)."
     ),
     port_counter!(
@@ -221,6 +258,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_receive_errors",
         None,
         1,
+        OnEthernet::Kept,
         "Received packets with errors."
     ),
     port_counter!(
@@ -228,6 +266,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_receive_remote_physical_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Received packets marked with the EBP delimiter."
     ),
     port_counter!(
@@ -235,6 +274,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_receive_switch_relay_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Received packets discarded because they could not be forwarded."
     ),
     port_counter!(
@@ -242,6 +282,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_transmit_discards",
         None,
         1,
+        OnEthernet::Kept,
         "Outbound packets discarded because the port was down or congested."
     ),
     port_counter!(
@@ -249,6 +290,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_transmit_constraint_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Packets not transmitted because of outbound raw filtering."
     ),
     port_counter!(
@@ -256,6 +298,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_receive_constraint_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Packets discarded because of inbound raw filtering."
     ),
     port_counter!(
@@ -263,6 +306,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_local_link_integrity_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Times local physical errors exceeded the threshold."
     ),
     port_counter!(
@@ -270,6 +314,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_excessive_buffer_overrun_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Times consecutive flow-control update periods had buffer overrun."
     ),
     port_counter!(
@@ -277,6 +322,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_vl15_dropped",
         None,
         1,
+        OnEthernet::Hidden,
         "Incoming VL15 (subnet management) packets dropped."
     ),
     port_counter!(
@@ -284,6 +330,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_transmit_wait",
         None,
         1,
+        OnEthernet::Kept,
         "Ticks during which the port had data to send but no flow-control credits."
     ),
 ];
@@ -311,8 +358,32 @@ fn opt(s: &Option<String>) -> &str {
     s.as_deref().unwrap_or("")
 }
 
-pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
+/// Whether a port exports a `counters/` file (see [`OnEthernet`]).
+fn exported(
+    on_ethernet: OnEthernet,
+    port: &Port,
+    netdev: Option<&Netdev>,
+    groups: &Groups,
+) -> bool {
+    if groups.is_on(Group::EthernetPma) || port.link_layer != Some(LinkLayer::Ethernet) {
+        return true;
+    }
+    match on_ethernet {
+        OnEthernet::Kept => true,
+        OnEthernet::Hidden => false,
+        OnEthernet::HiddenBeside(wide) => {
+            !netdev.is_some_and(|n| n.stats.iter().any(|s| s.meaning == wide))
+        }
+    }
+}
+
+pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples>) {
     let Some(rdma) = &snapshot.rdma else { return };
+    let netdev_of = |port: &Port| {
+        let name = port.netdev.as_deref()?;
+        let netdevs = snapshot.netdev.as_ref()?;
+        netdevs.netdevs.iter().find(|n| n.name == name)
+    };
 
     let mut device_info = Samples::new(&DEVICE_INFO);
     let mut port_info = Samples::new(&PORT_INFO);
@@ -373,11 +444,14 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                 };
                 gids.push(labels, 1u64);
             }
+            let netdev = netdev_of(port);
             for counter in &port.counters {
                 match PORT_COUNTERS.iter().position(|c| c.file == &*counter.name) {
                     Some(i) => {
-                        let scale = PORT_COUNTERS[i].scale;
-                        port_counters[i].push(labels, counter.value.saturating_mul(scale));
+                        let c = &PORT_COUNTERS[i];
+                        if exported(c.on_ethernet, port, netdev, groups) {
+                            port_counters[i].push(labels, counter.value.saturating_mul(c.scale));
+                        }
                     }
                     None => {
                         let labels = PortStatLabels {
