@@ -18,18 +18,16 @@ label_set! {
 }
 
 label_set! {
-    /// An RDMA port, its link layer and what backs it.
-    pub struct PortInfoLabels { device, port, link_layer, netdev, pci_address }
+    /// An RDMA port, its link layer, what backs it, its states and where
+    /// its hardware counters were read.
+    pub struct PortInfoLabels {
+        device, port, link_layer, netdev, pci_address, state, phys_state, hw_counters,
+    }
 }
 
 label_set! {
     /// A populated GID table slot (`type` as the kernel prints it).
     pub struct GidLabels { device, port, index, gid, r#type = "type", netdev, family }
-}
-
-label_set! {
-    /// Where a port's hardware counters were read.
-    pub struct CounterPathLabels { device, port, path }
 }
 
 pub const DEVICE_INFO: Fam<DeviceInfoLabels> = Fam::new(Row {
@@ -43,22 +41,8 @@ pub const PORT_INFO: Fam<PortInfoLabels> = Fam::new(Row {
     base: "roce_port_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "RDMA port (value 1) with its link layer and the netdev behind it.",
-    source: "ports/<port>/link_layer, gid_attrs/ndevs, device/net, rxe parent",
-});
-pub const PORT_STATE: Fam<PortLabels> = Fam::new(Row {
-    base: "roce_port_state_id",
-    kind: MetricKind::Gauge,
-    unit: None,
-    help: "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.",
-    source: "ports/<port>/state",
-});
-pub const PORT_PHYS_STATE: Fam<PortLabels> = Fam::new(Row {
-    base: "roce_port_physical_state_id",
-    kind: MetricKind::Gauge,
-    unit: None,
-    help: "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
-    source: "ports/<port>/phys_state",
+    help: "RDMA port (value 1) with its link layer and the netdev behind it; state, its logical state as ports/<port>/state names it (DOWN, INIT, ARMED, ACTIVE, ACTIVE_DEFER), phys_state its physical state as phys_state names it (Sleep, Polling, Disabled, PortConfigurationTraining, LinkUp, LinkErrorRecovery, Phy Test), each empty when unread (roce_port_up is 1 when ACTIVE and LinkUp); hw_counters where its hardware counters were read: netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter), empty when it has none.",
+    source: "ports/<port>/{link_layer,state,phys_state}, gid_attrs/ndevs, device/net, rxe parent; the RDMA reader's hardware counter path",
 });
 pub const PORT_UP: Fam<PortLabels> = Fam::new(Row {
     base: "roce_port_up",
@@ -92,13 +76,6 @@ pub const GID_INFO: Fam<GidLabels> = Fam::new(Row {
     unit: None,
     help: "Populated GID table slot (value 1): type is IB/RoCE v1 or RoCE v2 as the kernel prints it; family (derived from gid) is ipv4_mapped, ipv6_link_local or ipv6_global, the distinction NCCL-style GID selection needs.",
     source: "ports/<port>/gids/<index>, gid_attrs/{types,ndevs}/<index>",
-});
-pub const HW_COUNTER_PATH: Fam<CounterPathLabels> = Fam::new(Row {
-    base: "roce_port_hw_counters_path_info",
-    kind: MetricKind::Gauge,
-    unit: None,
-    help: "Where the port's hardware counters were read (value 1): netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter).",
-    source: "RDMA reader",
 });
 pub const HW_STAT: Fam<PortStatLabels> = Fam::new(Row {
     base: "roce_port_hw_stat",
@@ -338,13 +315,10 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
 pub const FAMILIES: &[Family] = &[
     DEVICE_INFO.family,
     PORT_INFO.family,
-    PORT_STATE.family,
-    PORT_PHYS_STATE.family,
     PORT_UP.family,
     PORT_RATE.family,
     PORT_LID.family,
     GID_INFO.family,
-    HW_COUNTER_PATH.family,
     HW_STAT.family,
     PORT_STAT.family,
 ];
@@ -387,13 +361,10 @@ pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples
 
     let mut device_info = Samples::new(&DEVICE_INFO);
     let mut port_info = Samples::new(&PORT_INFO);
-    let mut state = Samples::new(&PORT_STATE);
-    let mut phys = Samples::new(&PORT_PHYS_STATE);
     let mut up = Samples::new(&PORT_UP);
     let mut rate = Samples::new(&PORT_RATE);
     let mut lid = Samples::new(&PORT_LID);
     let mut gids = Samples::new(&GID_INFO);
-    let mut hw_path = Samples::new(&HW_COUNTER_PATH);
     let mut port_counters: Vec<Samples<PortLabels>> = PORT_COUNTERS
         .iter()
         .map(|c| Samples::new(&c.family))
@@ -425,8 +396,6 @@ pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples
                 port,
                 labels,
                 &mut port_info,
-                &mut state,
-                &mut phys,
                 &mut up,
                 &mut rate,
                 &mut lid,
@@ -463,60 +432,49 @@ pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples
                     }
                 }
             }
-            if port.hw_counter_path != roce_rdma::HwCounterPath::None {
-                let labels = CounterPathLabels {
-                    device: &device.name,
-                    port: &p,
-                    path: port.hw_counter_path.as_str(),
-                };
-                hw_path.push(labels, 1u64);
-            }
             hw.add_port(device, labels, port);
         }
     }
     out.extend([
         device_info.into(),
         port_info.into(),
-        state.into(),
-        phys.into(),
         up.into(),
         rate.into(),
         lid.into(),
         gids.into(),
-        hw_path.into(),
     ]);
     out.extend(port_counters.into_iter().map(FamilySamples::from));
     out.push(port_stat.into());
     hw.finish(out);
 }
 
-#[allow(clippy::too_many_arguments)]
 fn collect_port(
     device: &Device,
     port: &Port,
     labels: PortLabels<'_>,
     port_info: &mut Samples<PortInfoLabels>,
-    state: &mut Samples<PortLabels>,
-    phys: &mut Samples<PortLabels>,
     up: &mut Samples<PortLabels>,
     rate: &mut Samples<PortLabels>,
     lid: &mut Samples<PortLabels>,
 ) {
     let link_layer = port.link_layer.as_ref().map(|l| l.as_str()).unwrap_or("");
+    let hw_counters = match port.hw_counter_path {
+        roce_rdma::HwCounterPath::None => "",
+        path => path.as_str(),
+    };
+    // The states as labels: they change with the link only, and
+    // roce_port_up carries the verdict as a value.
     let info = PortInfoLabels {
         device: labels.device,
         port: labels.port,
         link_layer,
         netdev: opt(&port.netdev),
         pci_address: opt(&device.pci_address),
+        state: port.state.as_ref().map(|s| s.name()).unwrap_or(""),
+        phys_state: port.phys_state.as_ref().map(|s| s.name()).unwrap_or(""),
+        hw_counters,
     };
     port_info.push(info, 1u64);
-    if let Some(s) = &port.state {
-        state.push(labels, u64::from(s.id()));
-    }
-    if let Some(s) = &port.phys_state {
-        phys.push(labels, u64::from(s.id()));
-    }
     if port.state.is_some() || port.phys_state.is_some() {
         up.push(labels, port.is_up());
     }

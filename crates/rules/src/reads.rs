@@ -12,11 +12,7 @@ use roce_model::RuleId;
 pub fn reads(rule: RuleId) -> &'static [&'static str] {
     use RuleId::*;
     match rule {
-        PortDown => &[
-            "roce_port_up",
-            "roce_port_state_id",
-            "roce_port_physical_state_id",
-        ],
+        PortDown => &["roce_port_up", "roce_port_info"],
         LinkRateBelowExpected => &["roce_port_rate_bytes_per_second", "roce_port_up"],
         Rocev2GidMissing | Rocev2GidLinkLocalOnly => &["roce_gid_info", "roce_port_up"],
         PfcWithoutEcn => &["roce_pfc_enabled", "roce_ecn_info"],
