@@ -646,10 +646,16 @@ fn nvml_present_but_failing_is_reported_and_gpus_export_from_sysfs() {
         let t = text(&s);
         assert_eq!(value(&t, "roce_gpu_nvml_available"), Some(0.0));
         assert_eq!(lines_starting(&t, "roce_gpu_info{"), 8);
-        // Every pair but those across the CPU interconnect (SYS).
-        let near = topo.paths.iter().filter(|p| p.class.as_str() != "SYS");
+        // Every pair but those across the CPU interconnect (SYS) that are
+        // not a GPU's nearest.
+        let listed = topo.paths.iter().filter(|p| {
+            p.class.as_str() != "SYS" || topo.nearest_nics(p.gpu).iter().any(|n| n.nic == p.nic)
+        });
         assert_eq!(topo.paths.len(), 8 * 8);
-        assert_eq!(lines_starting(&t, "roce_gpu_nic_path_info{"), near.count());
+        assert_eq!(
+            lines_starting(&t, "roce_gpu_nic_path_info{"),
+            listed.count()
+        );
         assert_eq!(
             value(
                 &t,

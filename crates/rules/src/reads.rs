@@ -87,18 +87,14 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         LosslessDiscards => &["roce_netdev_priority_discards_total", "roce_pfc_enabled"],
         DiscardsGrowing => &["roce_netdev_discards_total"],
         HostRingDrops => &["roce_netdev_discards_total"],
-        GpuNicPathFar => &["roce_gpu_nic_path_info", "roce_gpu_nearest_nic_info"],
+        GpuNicPathFar => &["roce_gpu_nic_path_info"],
         GpudirectUnavailable | GpudirectNotUsed => &[
             "roce_gpudirect_rdma_ready",
             "roce_gpudirect_rdma_available",
             "roce_gpudirect_rdma_prerequisite",
         ],
         AcsOnGpuNicPath => &["roce_pcie_acs_request_redirect", "roce_gpu_nic_path_info"],
-        PcieDowntrained => &[
-            "roce_pcie_link_downtrained",
-            "roce_pcie_link_speed_transfers_per_second",
-            "roce_pcie_link_width_lanes",
-        ],
+        PcieDowntrained => &["roce_pcie_link_downtrained", "roce_pcie_link_info"],
         ProbeFailures => &["roce_probe_failures_total", "roce_probe_requests_total"],
         ProbeLatencyRegression => &["roce_probe_rtt_seconds"],
         PeerProbePortIsolated | PeerProbePeerUnreachable => &[
@@ -130,7 +126,7 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         NcclGidNotRocev2 => &["roce_nccl_connections", "roce_gid_info"],
         NcclRailsUnused => &[
             "roce_nccl_connections",
-            "roce_gpu_nearest_nic_info",
+            "roce_gpu_nic_path_info",
             "roce_port_up",
         ],
         // nccl-tests' table is read for the rule, not exposed.
@@ -157,7 +153,7 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         PcieBridgeAerErrors => &[
             "roce_pcie_bridge_aer_errors_total",
             "roce_pcie_aer_error_kinds_total",
-            "roce_gpu_nearest_nic_info",
+            "roce_gpu_nic_path_info",
         ],
         DevlinkReporterError => &[
             "roce_devlink_reporter_healthy",
