@@ -71,7 +71,7 @@ label_set! {
     /// A netdev's QoS configuration, each table as one value.
     pub struct QosLabels {
         netdev, device, port, trust, pfc, dscp_priority, prio_tc, tc_tsa, tc_bw, prio_buffer,
-        buffer_size, dcbx,
+        buffer_size, buffer_total, dcbx, rdma_cm_tos,
     }
 }
 
@@ -228,17 +228,10 @@ pub const QOS_INFO: Fam<QosLabels> = Fam::new(Row {
     base: "roce_qos_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "The port's QoS configuration (value 1), one series per netdev whose DCB configuration is known; a part the driver does not report is empty. trust: the packet field the port classifies priority by (from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp). pfc: the priorities with PFC enabled, comma separated, or none. dscp_priority: the DCB APP table's DSCP entries as dscp=priority pairs in DSCP order (26=3,48=6), or none. ETS as `dcb ets show` lists it: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent. Receive buffers as `dcb buffer show` lists them (mlx5): prio_buffer the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes. dcbx: the DCBX mode, off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host); without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings. The fleet rules compare each part across nodes.",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET: DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE, DCB_ATTR_IEEE_PFC, DCB_ATTR_IEEE_ETS, DCB_ATTR_DCB_BUFFER, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
+    help: "The port's QoS configuration (value 1), one series per netdev whose DCB configuration or rdma_cm default ToS is known; a part the driver does not report, or a DCB part where DCB is unknown, is empty. trust: the packet field the port classifies priority by (from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp). pfc: the priorities with PFC enabled, comma separated, or none. dscp_priority: the DCB APP table's DSCP entries as dscp=priority pairs in DSCP order (26=3,48=6), or none. ETS as `dcb ets show` lists it: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent. Receive buffers as `dcb buffer show` lists them (mlx5): prio_buffer the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes, buffer_total the port's total receive buffer in bytes (DCB buffer total_size). dcbx: the DCBX mode, off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host); without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings. rdma_cm_tos: rdma_cm's default IP ToS byte (DSCP << 2 | ECN) for connections on the RDMA port that set none of their own, empty until an administrator created the port's configfs folder. The fleet rules compare each part across nodes.",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET: DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE, DCB_ATTR_IEEE_PFC, DCB_ATTR_IEEE_ETS, DCB_ATTR_DCB_BUFFER, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits); /sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
 });
 
-pub const QOS_BUFFER_TOTAL: Fam<NetdevLabels> = Fam::new(Row {
-    base: "roce_qos_buffer_port_size",
-    kind: MetricKind::Gauge,
-    unit: Some(FamilyUnit::Bytes),
-    help: "Total receive buffer of the port (DCB buffer total_size, mlx5).",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
-});
 pub const QOS_PEER: Fam<QosPeerLabels> = Fam::new(Row {
     base: "roce_qos_peer_info",
     kind: MetricKind::Gauge,
@@ -266,13 +259,6 @@ pub const DCQCN_PARAMETERS: Fam<DcqcnParametersLabels> = Fam::new(Row {
     unit: None,
     help: "Every DCQCN parameter of the port read from one source (value 1): parameters lists role.name=value sorted by role and name (np.cnp_dscp=48,...,rp.rpg_ai_rate=5,...), the same pairs as roce_dcqcn_parameter (dcqcn_parameters group). One series per port and source, so two nodes configured alike carry the same label.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
-});
-pub const RDMA_CM_TOS: Fam<NetdevLabels> = Fam::new(Row {
-    base: "roce_qos_rdma_cm_default_tos",
-    kind: MetricKind::Gauge,
-    unit: None,
-    help: "rdma_cm's default IP ToS byte (DSCP << 2 | ECN) for connections on the RDMA port that set none of their own; absent until an administrator created the port's configfs folder.",
-    source: "/sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
 });
 
 pub const QOS_AGE: Fam<NetdevLabels> = Fam::new(Row {
@@ -303,12 +289,10 @@ pub const FAMILIES: &[Family] = &[
     PFC_ENABLED.family,
     ECN_INFO.family,
     QOS_INFO.family,
-    QOS_BUFFER_TOTAL.family,
     QOS_PEER.family,
     QOS_PEER_DSCP_PRIORITY.family,
     DCQCN_PARAMETER.family,
     DCQCN_PARAMETERS.family,
-    RDMA_CM_TOS.family,
     QOS_AGE.family,
 ];
 

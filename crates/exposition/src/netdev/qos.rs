@@ -81,9 +81,11 @@ pub(super) fn collect(
         };
         push_into(out, &DCQCN_PARAMETERS, labels, 1u64);
     }
-    if let Some(tos) = netdev.qos.rdma_cm_tos {
-        push_into(out, &RDMA_CM_TOS, base, u64::from(tos));
-    }
+    let rdma_cm_tos = netdev
+        .qos
+        .rdma_cm_tos
+        .map(|t| t.to_string())
+        .unwrap_or_default();
     if let Some(age) = netdev.qos_age {
         push_into(out, &QOS_AGE, base, age.as_secs_f64());
     }
@@ -108,11 +110,12 @@ pub(super) fn collect(
                 }
                 None => Default::default(),
             };
-            let (prio_buffer, buffer_size) = match &config.buffers {
-                Some(b) => {
-                    push_into(out, &QOS_BUFFER_TOTAL, base, u64::from(b.total_size));
-                    (joined(&b.prio2buffer), joined(&b.buffer_size))
-                }
+            let (prio_buffer, buffer_size, buffer_total) = match &config.buffers {
+                Some(b) => (
+                    joined(&b.prio2buffer),
+                    joined(&b.buffer_size),
+                    b.total_size.to_string(),
+                ),
                 None => Default::default(),
             };
             let dcbx = config.dcbx.map(dcbx_mode_name).unwrap_or("");
@@ -128,7 +131,9 @@ pub(super) fn collect(
                 tc_bw: &tc_bw,
                 prio_buffer: &prio_buffer,
                 buffer_size: &buffer_size,
+                buffer_total: &buffer_total,
                 dcbx,
+                rdma_cm_tos: &rdma_cm_tos,
             };
             push_into(out, &QOS_INFO, labels, 1u64);
             let peer = &config.peer;
@@ -157,6 +162,28 @@ pub(super) fn collect(
                 }
             }
         }
-        DcbOutcome::Unsupported | DcbOutcome::Disabled | DcbOutcome::Failed(_) => {}
+        // rdma_cm's ToS is read apart from DCB: the port's one QoS series
+        // carries it, the DCB parts empty.
+        DcbOutcome::Unsupported | DcbOutcome::Disabled | DcbOutcome::Failed(_) => {
+            if !rdma_cm_tos.is_empty() {
+                let labels = QosLabels {
+                    netdev: base.netdev,
+                    device: base.device,
+                    port: base.port,
+                    trust: "",
+                    pfc: "",
+                    dscp_priority: "",
+                    prio_tc: "",
+                    tc_tsa: "",
+                    tc_bw: "",
+                    prio_buffer: "",
+                    buffer_size: "",
+                    buffer_total: "",
+                    dcbx: "",
+                    rdma_cm_tos: &rdma_cm_tos,
+                };
+                push_into(out, &QOS_INFO, labels, 1u64);
+            }
+        }
     }
 }
