@@ -82,7 +82,7 @@ pub const LINK_INFO: Fam<PcieLinkLabels> = Fam::new(Row {
     base: "roce_pcie_link_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "PCIe link of a GPU or NIC function (value 1), and with the pcie_hops group of every bridge on its way to the root port: speed and width as trained, max_speed and max_width what the function supports, as the kernel writes them (speed per lane in GT/s: 2.5 GT/s, 5.0 GT/s, 8.0 GT/s, 16.0 GT/s, 32.0 GT/s, 64.0 GT/s; width in lanes), each empty when unread. device names the RDMA device of a NIC function, empty otherwise. A link trained below what both of its ends support is roce_pcie_link_downtrained.",
+    help: "PCIe link of a GPU or NIC function (value 1), and with the pcie_hops group of every bridge on its way to the root port: speed and width as trained, max_speed and max_width what the function supports, as the kernel writes them (speed per lane in GT/s: 2.5 GT/s, 5.0 GT/s, 8.0 GT/s, 16.0 GT/s, 32.0 GT/s, 64.0 GT/s; width in lanes), each empty when unread; absent when none of the four is readable. device names the RDMA device of a NIC function, empty otherwise. A link trained below what both of its ends support is roce_pcie_link_downtrained.",
     source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_{speed,width}",
 });
 pub const LINK_DOWNTRAINED: Fam<DowntrainedLabels> = Fam::new(Row {
@@ -230,6 +230,15 @@ fn collect_topology(
         .iter()
         .filter(|f| hops || f.role != FunctionRole::Bridge)
     {
+        // Nothing read of the link (a virtual function, a tree without
+        // the files): no series, as no value.
+        if f.current_speed.is_none()
+            && f.current_width.is_none()
+            && f.max_speed.is_none()
+            && f.max_width.is_none()
+        {
+            continue;
+        }
         let labels = PcieLinkLabels {
             pci_address: &f.address.to_string(),
             device: rdma_name(f),
