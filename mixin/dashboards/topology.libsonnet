@@ -23,9 +23,13 @@ function(c)
                            q('roce_gpu_nic_path_info{%(d)s}'),
                            hide=['Value'],
                            w=12), ['gpu_nic_path_far']),
-                g.table('Nearest NIC per GPU', 'The RDMA device(s) with the best path class from each '
-                                               + 'GPU (the pairs of roce_gpu_nic_path_info marked nearest).', 'none',
-                        q('roce_gpu_nic_path_info{%(d)s, nearest="true"}'), hide=['Value', 'nearest'], w=12),
+                g.table('Nearest NIC per GPU',
+                        'The RDMA device(s) with the best path class from each '
+                        + 'GPU (the pairs of roce_gpu_nic_path_info marked nearest).',
+                        'none',
+                        q('roce_gpu_nic_path_info{%(d)s, nearest="true"}'),
+                        hide=['Value', 'nearest'],
+                        w=12),
                 g.table('GPUs',
                         'GPUs in PCI bus order, with NUMA node.',
                         'none',
