@@ -1021,8 +1021,8 @@ fn qos_configuration_is_one_series_and_absent_parts_stay_empty() {
     }
 }
 
-/// Series of the demo tree by budget row, with `flags` added.
-fn demo_series(flags: &[String]) -> BTreeMap<&'static str, usize> {
+/// The demo tree's exposition (`roce_exporter once`), with `flags` added.
+fn demo_text(flags: &[String]) -> String {
     let demo = repo().join("examples/demo-gpu-node");
     let out = Command::new(BIN)
         .current_dir(repo())
@@ -1043,7 +1043,12 @@ fn demo_series(flags: &[String]) -> BTreeMap<&'static str, usize> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).expect("exposition is UTF-8");
+    String::from_utf8(out.stdout).expect("exposition is UTF-8")
+}
+
+/// Series of the demo tree by budget row, with `flags` added.
+fn demo_series(flags: &[String]) -> BTreeMap<&'static str, usize> {
+    let text = demo_text(flags);
     let mut rows = std::collections::BTreeMap::new();
     for line in text
         .lines()
@@ -1123,4 +1128,28 @@ fn demo_tree_stays_within_the_series_budget() {
             g.name()
         );
     }
+}
+
+/// mlx5's rx_corrected_bits_phy is the register FEC_GET reports as
+/// corrected bits (en_stats.c, fec_set_corrected_bits_total reads
+/// phy_corrected_bits of the PPCNT physical layer statistical group): one
+/// series of it by default, the driver's total with the lanes group.
+#[test]
+fn fec_corrected_bits_are_one_series_unless_lanes_is_on() {
+    let l = r#"netdev="ens1np0",device="mlx5_0",port="1""#;
+    let fec_get = format!(r#"roce_fec_corrected_bits_total{{{l},lane=""}} "#);
+    let driver = format!(r#"roce_phy_errors_total{{{l},kind="fec_corrected_bits",lane=""}} "#);
+    let value_of = |text: &str, series: &str| {
+        text.lines()
+            .find_map(|x| x.strip_prefix(series))
+            .map(str::to_string)
+    };
+    // The pre-FEC bit error rate of the dashboards and rules stays fed.
+    let default = demo_text(&[]);
+    let bits = value_of(&default, &fec_get);
+    assert!(bits.is_some(), "{fec_get}\n{default}");
+    assert_eq!(value_of(&default, &driver), None, "{default}");
+    let lanes = demo_text(&["--collector.lanes".to_string()]);
+    assert_eq!(value_of(&lanes, &driver), bits, "{lanes}");
+    assert_eq!(value_of(&lanes, &fec_get), bits, "{lanes}");
 }

@@ -172,7 +172,7 @@ pub const PHY_ERRORS: Fam<PhyErrorLabels> = Fam::new(Row {
     base: "roce_phy_errors",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, empty for the total) or pcs_symbol_errors (error bits FEC did not correct). On mlx5 both run since the link last came up (the firmware clears them at link-up). Absent where the driver has no such counter.",
+    help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, lanes group; empty for the total, which is left out without that group where FEC_GET reports the same register as roce_fec_corrected_bits_total) or pcs_symbol_errors (error bits FEC did not correct). On mlx5 both run since the link last came up (the firmware clears them at link-up). Absent where the driver has no such counter.",
     source: ETHTOOL_SOURCE,
 });
 pub const NIC_PCIE_ERRORS: Fam<PcieErrorLabels> = Fam::new(Row {
@@ -379,7 +379,12 @@ pub fn reference_markdown() -> String {
 
 /// The series of one netdev: its ethtool statistics and link facts
 /// ([`stats`]), then its QoS configuration ([`qos`]).
-fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
+fn collect_netdev(
+    netdev: &Netdev,
+    fec_bits_read: bool,
+    groups: &Groups,
+    out: &mut [FamilySamples],
+) {
     let port = netdev
         .rdma
         .as_ref()
@@ -395,7 +400,7 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
         device,
         port: &port,
     };
-    let in_use = stats::collect(netdev, base, groups, out);
+    let in_use = stats::collect(netdev, base, fec_bits_read, groups, out);
     qos::collect(netdev, base, in_use, groups, out);
 }
 
@@ -403,9 +408,19 @@ pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples
     let Some(netdevs) = &snapshot.netdev else {
         return;
     };
+    // The netdevs whose FEC corrected bits FEC_GET reported (the phys
+    // source's roce_fec_corrected_bits_total).
+    let fec_bits: Vec<&str> = snapshot
+        .phys
+        .iter()
+        .flat_map(|p| &p.netdevs)
+        .filter(|n| n.fec.as_ref().is_some_and(|f| f.corrected_bits.is_some()))
+        .map(|n| n.name.as_str())
+        .collect();
     let mut families: Vec<FamilySamples> = FAMILIES.iter().map(FamilySamples::new).collect();
     for netdev in &netdevs.netdevs {
-        collect_netdev(netdev, groups, &mut families);
+        let fec_bits_read = fec_bits.contains(&netdev.name.as_str());
+        collect_netdev(netdev, fec_bits_read, groups, &mut families);
     }
     out.extend(families);
 }

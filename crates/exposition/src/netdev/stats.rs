@@ -14,9 +14,13 @@ use super::*;
 
 /// Adds the netdev's statistics and link facts; returns the priorities
 /// whose per-priority series are exported (`None`: every priority).
+/// `fec_bits_read`: FEC_GET reported the netdev's corrected bits
+/// (roce_fec_corrected_bits_total), so the driver's own total of them is
+/// left out without the `lanes` group.
 pub(super) fn collect(
     netdev: &Netdev,
     base: NetdevLabels<'_>,
+    fec_bits_read: bool,
     groups: &Groups,
     out: &mut [FamilySamples],
 ) -> Option<Priorities> {
@@ -36,6 +40,22 @@ pub(super) fn collect(
     };
     for stat in &netdev.stats {
         if standard_pause.is_some() && matches!(stat.meaning, Meaning::LinkPauseFrames { .. }) {
+            continue;
+        }
+        // mlx5's rx_corrected_bits_phy and FEC_GET's corrected bits are
+        // one register field (PPCNT physical layer statistical group,
+        // phy_corrected_bits: en_stats.c, fec_set_corrected_bits_total):
+        // one series of it by default, the per-lane split with `lanes`.
+        if fec_bits_read
+            && !groups.is_on(Group::Lanes)
+            && matches!(
+                stat.meaning,
+                Meaning::PhyErrors {
+                    kind: "fec_corrected_bits",
+                    lane: None
+                }
+            )
+        {
             continue;
         }
         if let Some(priority) = priority_of(&stat.meaning) {
