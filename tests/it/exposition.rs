@@ -1112,6 +1112,11 @@ fn demo_tree_stays_within_the_series_budget() {
     }
     // the default is leaner than everything on, and every group can be off
     let total = |rows: &BTreeMap<&str, usize>| rows.values().sum::<usize>();
+    assert!(
+        total(&default) <= groups::DEMO_SERIES_CEILING,
+        "{} series by default\n{report}",
+        total(&default)
+    );
     assert!(total(&default) < total(&every), "{report}");
     let none: Vec<String> = groups::Group::ALL
         .iter()
