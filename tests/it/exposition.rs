@@ -658,7 +658,11 @@ fn exact_values_from_a_snapshot() {
     assert_eq!(
         p.value(
             "roce_port_info",
-            &[("device", "rxe0"), ("state", "DOWN"), ("phys_state", "Polling")]
+            &[
+                ("device", "rxe0"),
+                ("state", "DOWN"),
+                ("phys_state", "Polling")
+            ]
         )
         .as_deref(),
         Some("1")
@@ -957,11 +961,7 @@ fn qos_configuration_is_one_series_and_absent_parts_stay_empty() {
                 vec![],
             ),
             // DCB unanswered: rdma_cm's ToS alone in the QoS series.
-            netdev(
-                "ens3np0",
-                DcbOutcome::Failed("EIO".into()),
-                vec![],
-            ),
+            netdev("ens3np0", DcbOutcome::Failed("EIO".into()), vec![]),
         ],
     });
     let s = Arc::new(s);

@@ -351,10 +351,7 @@ fn a_driver_reload_resetting_counters_raises_no_rate_finding_and_exports_the_new
         // (The PMA's link_downed and symbol_error are not exported on this
         // Ethernet port: the netdev's 64-bit counts stand for them.)
         let port_series = r#"{device="mlx5_0",port="1"}"#;
-        for family in [
-            "roce_cnp_sent_total",
-            "roce_out_of_buffer_drops_total",
-        ] {
+        for family in ["roce_cnp_sent_total", "roce_out_of_buffer_drops_total"] {
             assert_eq!(
                 value(&t, &format!("{family}{port_series}")),
                 Some(1.0),
