@@ -20,19 +20,31 @@ function(c)
               + 'FEC (rate, per lane, past FEC), optics, carrier transitions, PCIe AER '
               + '(NICs, GPUs and the bridge ports of their paths), devlink health.',
               [
-                rb(g.timeseries('Bit error rate', "Symbol errors per bit at the port's rate. Above 1e-12 is "
-                                                  + 'RoceSymbolErrors.', 'sci', [g.target(q(|||
-                  rate(roce_port_symbol_errors_total{%(d)s}[%(r)s])
-                    / (8 * roce_port_rate_bytes_per_second{%(d)s} > 0)
+                rb(g.timeseries('Bit error rate', "Symbol errors per bit at the port's rate: the netdev's 64-bit "
+                                                  + 'count where the driver has one (mlx5 rx_symbol_err_phy), else the PMA '
+                                                  + 'symbol_error, as symbol_errors reads them. Above 1e-12 is RoceSymbolErrors.', 'sci', [g.target(q(|||
+                  (
+                    rate(roce_netdev_phy_symbol_errors_total{%(d)s}[%(r)s])
+                    or ignoring (netdev) rate(roce_port_symbol_errors_total{%(d)s}[%(r)s])
+                  )
+                    / ignoring (netdev) (8 * roce_port_rate_bytes_per_second{%(d)s} > 0)
                 |||), port)]), ['symbol_errors']),
-                rb(portRate('Symbol errors',
-                            'Minor link errors on the physical lanes.',
-                            'roce_port_symbol_errors_total'), ['symbol_errors']),
+                rb(g.timeseries('Symbol errors', "Minor link errors on the physical lanes: the netdev's 64-bit "
+                                                 + 'count where the driver has one, else the PMA symbol_error (16 bits wide, '
+                                                 + 'it sticks at 65535).', 'cps', [g.target(q(|||
+                  rate(roce_netdev_phy_symbol_errors_total{%(d)s}[%(r)s])
+                  or ignoring (netdev) rate(roce_port_symbol_errors_total{%(d)s}[%(r)s])
+                |||), port)]), ['symbol_errors']),
                 rb(g.timeseries('Link flaps',
-                                'Times the link went down (link_downed) and recovered from errors.',
+                                "Times the link went down (the netdev's 64-bit link_down_events_phy where the driver "
+                                + 'has it, else the PMA link_downed) and, on InfiniBand, recovered from errors '
+                                + '(link_error_recovery).',
                                 'short',
                                 [
-                                  g.target(q('increase(roce_port_link_downed_total{%(d)s}[%(r)s])'), port + ' down'),
+                                  g.target(q(|||
+                                    increase(roce_netdev_link_down_events_total{%(d)s}[%(r)s])
+                                    or ignoring (netdev) increase(roce_port_link_downed_total{%(d)s}[%(r)s])
+                                  |||), port + ' down'),
                                   g.target(q('increase(roce_port_link_error_recovery_total{%(d)s}[%(r)s])'), port + ' recovery'),
                                 ]), ['link_flap']),
                 rb(g.timeseries('Retransmissions and ACK timeouts', 'Requester ACK timer expirations (each one '

@@ -7,7 +7,6 @@ function(c)
   local g = x.g;
   local q = x.q;
   local rb = x.withRunbook;
-  local pcie = '{{instance}} {{pci_address}} {{device}} {{bound}}';
   local dcgm(way, host) = g.target(q(|||
     max by (%(cluster)s, %(host)s, pci_bus_id) (DCGM_FI_PROF_PCIE_%(way)s_BYTES{%(dcgm)s})
     * on (%(cluster)s, %(host)s, pci_bus_id) group_right ()
@@ -24,8 +23,13 @@ function(c)
                            q('roce_gpu_nic_path_info{%(d)s}'),
                            hide=['Value'],
                            w=12), ['gpu_nic_path_far']),
-                g.table('Nearest NIC per GPU', 'The RDMA device(s) with the best path class from each '
-                                               + 'GPU.', 'none', q('roce_gpu_nearest_nic_info{%(d)s}'), hide=['Value'], w=12),
+                g.table('Nearest NIC per GPU',
+                        'The RDMA device(s) with the best path class from each '
+                        + 'GPU (the pairs of roce_gpu_nic_path_info marked nearest).',
+                        'none',
+                        q('roce_gpu_nic_path_info{%(d)s, nearest="true"}'),
+                        hide=['Value', 'nearest'],
+                        w=12),
                 g.table('GPUs',
                         'GPUs in PCI bus order, with NUMA node.',
                         'none',
@@ -47,25 +51,24 @@ function(c)
                              'Bps',
                              [dcgm(way, host) for way in ['RX', 'TX'] for host in ['Hostname', 'hostname']],
                              w=24),
-                g.timeseries('PCIe link speed',
-                             'Per-lane speed of the GPUs and NICs (current, and max where '
-                             + 'it differs); of every bridge on the way to the root port too, and max always, with '
-                             + '--collector.pcie_hops.',
-                             'si:T/s',
-                             [g.target(q('roce_pcie_link_speed_transfers_per_second{%(n)s}'), pcie)]),
-                g.timeseries('PCIe link width',
-                             'Lanes of the GPUs and NICs (every bridge too with '
-                             + '--collector.pcie_hops).',
-                             'suffix: lanes',
-                             [g.target(q('roce_pcie_link_width_lanes{%(n)s}'), pcie)]),
+                rb(g.table('PCIe links',
+                           'Speed per lane and width of the GPUs and NICs as trained, and what '
+                           + 'each function supports (max); of every bridge on the way to the root port too '
+                           + 'with --collector.pcie_hops.',
+                           'none',
+                           q('roce_pcie_link_info{%(n)s}'),
+                           hide=['Value'],
+                           order=['instance', 'pci_address', 'device', 'speed', 'max_speed', 'width', 'max_width']), ['pcie_downtrained']),
                 rb(g.table('PCIe downtrained links',
-                           '1 when a link runs below what both ends support.',
+                           'Links that run below what both ends support (the others are listed, '
+                           + 'as 0, with --collector.pcie_hops).',
                            'bool_yes_no',
                            q('roce_pcie_link_downtrained{%(n)s}'),
                            rename={ Value: 'downtrained' }), ['pcie_downtrained']),
                 rb(g.table('ACS request redirect',
                            'ACS P2P Request Redirect on bridges between a GPU and '
-                           + 'its NIC (enabled sends peer-to-peer traffic through the root complex).',
+                           + 'its NIC where it is enabled (it sends peer-to-peer traffic through the root complex) '
+                           + 'or unknown (config space unreadable); every bridge with --collector.pcie_hops.',
                            'none',
                            q('roce_pcie_acs_request_redirect{%(n)s} == 1'),
                            hide=['Value'],

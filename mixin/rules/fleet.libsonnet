@@ -31,9 +31,15 @@ local promql = import '../lib/promql.libsonnet';
       rate(roce_cnp_sent_total%(s)s[%(r)s])
         / (rate(roce_port_packets_received_total%(s)s[%(r)s]) > 0)
     |||, args)],
-    // Symbol errors per bit at the port's rate (symbol_errors' max_ber).
+    // Symbol errors per bit at the port's rate (symbol_errors' max_ber):
+    // the 64-bit ethtool count where the driver has one, else the 16-bit
+    // PMA symbol_error (symbol_errors reads them the same way; on Ethernet
+    // the PMA one is exported with the ethernet_pma group only).
     ['roce_bit_error_rate:ratio_rate', p.expr(|||
-      rate(roce_port_symbol_errors_total%(s)s[%(r)s])
+      (
+        max without (netdev) (rate(roce_netdev_phy_symbol_errors_total%(s)s[%(r)s]))
+        or rate(roce_port_symbol_errors_total%(s)s[%(r)s])
+      )
         / (8 * roce_port_rate_bytes_per_second%(s)s > 0)
     |||, args)],
     // Discards on priorities with PFC on: loss of RoCE traffic.

@@ -653,10 +653,19 @@ fn exact_values_from_a_snapshot() {
     );
     assert_eq!(p.value("roce_port_up", &mlx).as_deref(), Some("1"));
     assert_eq!(p.value("roce_port_up", &rxe).as_deref(), Some("0"));
-    assert_eq!(p.value("roce_port_state_id", &rxe).as_deref(), Some("1"));
+    // The states as the kernel names them (state 1: DOWN, phys_state 2:
+    // Polling), labels of the port's one info series.
     assert_eq!(
-        p.value("roce_port_physical_state_id", &rxe).as_deref(),
-        Some("2")
+        p.value(
+            "roce_port_info",
+            &[
+                ("device", "rxe0"),
+                ("state", "DOWN"),
+                ("phys_state", "Polling")
+            ]
+        )
+        .as_deref(),
+        Some("1")
     );
 
     // Device and port metadata.
@@ -675,6 +684,9 @@ fn exact_values_from_a_snapshot() {
             ("link_layer".into(), "Ethernet".into()),
             ("netdev".into(), "ens1f0np0".into()),
             ("pci_address".into(), "0000:17:00.0".into()),
+            ("state".into(), "ACTIVE".into()),
+            ("phys_state".into(), "LinkUp".into()),
+            ("hw_counters".into(), "netlink".into()),
         ]
     );
 
@@ -744,14 +756,8 @@ fn exact_values_from_a_snapshot() {
     // A mapped counter is not also exported under its kernel name.
     assert_eq!(stat("rxe0", "duplicate_request"), None);
     assert_eq!(stat("mlx5_0", "np_cnp_sent"), None);
-    assert_eq!(
-        p.value(
-            "roce_port_hw_counters_path_info",
-            &[("device", "mlx5_0"), ("path", "netlink")]
-        )
-        .as_deref(),
-        Some("1")
-    );
+    // (Where they were read, netlink, is roce_port_info's hw_counters,
+    // asserted above.)
 
     // Families without samples are left out.
     assert!(!p.types.iter().any(|(n, _)| n == "roce_icrc_errors_total"));
@@ -954,6 +960,8 @@ fn qos_configuration_is_one_series_and_absent_parts_stay_empty() {
                 DcbOutcome::Ok(roce_netdev::reader::parse_dcb_replay("pfc: 3\n").unwrap()),
                 vec![],
             ),
+            // DCB unanswered: rdma_cm's ToS alone in the QoS series.
+            netdev("ens3np0", DcbOutcome::Failed("EIO".into()), vec![]),
         ],
     });
     let s = Arc::new(s);
@@ -961,17 +969,18 @@ fn qos_configuration_is_one_series_and_absent_parts_stay_empty() {
     let l = r#"netdev="ens1np0",device="mlx5_0",port="1""#;
     for line in [
         format!(
-            r#"roce_qos_info{{{l},trust="dscp",pfc="3",dscp_priority="26=3",prio_tc="0,0,0,3,0,0,6,0",tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets",tc_bw="50,0,0,50,0,0,0,0",prio_buffer="0,0,0,1,0,0,0,0",buffer_size="130944,130944,0,0,0,0,0,0",dcbx="firmware_ieee"}} 1"#
+            r#"roce_qos_info{{{l},trust="dscp",pfc="3",dscp_priority="26=3",prio_tc="0,0,0,3,0,0,6,0",tc_tsa="ets,ets,ets,ets,ets,ets,strict,ets",tc_bw="50,0,0,50,0,0,0,0",prio_buffer="0,0,0,1,0,0,0,0",buffer_size="130944,130944,0,0,0,0,0,0",buffer_total="262144",dcbx="firmware_ieee",rdma_cm_tos="106"}} 1"#
         ),
-        format!(r#"roce_qos_buffer_port_size_bytes{{{l}}} 262144"#),
         format!(r#"roce_qos_peer_info{{{l},standard="ieee",pfc="4",prio_tc=""}} 1"#),
         format!(r#"roce_qos_peer_dscp_priority{{{l},dscp="26"}} 4"#),
         format!(
             r#"roce_dcqcn_parameters_info{{{l},source="sysfs",parameters="rp.rpg_time_reset=300"}} 1"#
         ),
-        format!(r#"roce_qos_rdma_cm_default_tos{{{l}}} 106"#),
         // PFC only: the parts the driver did not report are empty
-        r#"roce_qos_info{netdev="ens2np0",device="mlx5_0",port="1",trust="pcp",pfc="3",dscp_priority="none",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",dcbx=""} 1"#
+        r#"roce_qos_info{netdev="ens2np0",device="mlx5_0",port="1",trust="pcp",pfc="3",dscp_priority="none",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",buffer_total="",dcbx="",rdma_cm_tos="106"} 1"#
+            .to_string(),
+        // DCB unknown: every DCB part empty, the fleet comparisons skip them
+        r#"roce_qos_info{netdev="ens3np0",device="mlx5_0",port="1",trust="",pfc="",dscp_priority="",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",buffer_total="",dcbx="",rdma_cm_tos="106"} 1"#
             .to_string(),
         r#"roce_pfc_enabled{netdev="ens2np0",device="mlx5_0",port="1",priority="3"} 1"#.to_string(),
     ] {
@@ -997,11 +1006,7 @@ fn qos_configuration_is_one_series_and_absent_parts_stay_empty() {
     ] {
         assert!(all.contains(&line), "missing {line}\n{all}");
     }
-    for family in [
-        "roce_qos_buffer_port_size_bytes",
-        "roce_qos_peer_info",
-        "roce_dcqcn_parameters_info",
-    ] {
+    for family in ["roce_qos_peer_info", "roce_dcqcn_parameters_info"] {
         assert!(
             !text.contains(&format!("{family}{{netdev=\"ens2np0\"")),
             "{family} for ens2np0\n{text}"
@@ -1016,8 +1021,8 @@ fn qos_configuration_is_one_series_and_absent_parts_stay_empty() {
     }
 }
 
-/// Series of the demo tree by budget row, with `flags` added.
-fn demo_series(flags: &[String]) -> BTreeMap<&'static str, usize> {
+/// The demo tree's exposition (`roce_exporter once`), with `flags` added.
+fn demo_text(flags: &[String]) -> String {
     let demo = repo().join("examples/demo-gpu-node");
     let out = Command::new(BIN)
         .current_dir(repo())
@@ -1038,7 +1043,12 @@ fn demo_series(flags: &[String]) -> BTreeMap<&'static str, usize> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).expect("exposition is UTF-8");
+    String::from_utf8(out.stdout).expect("exposition is UTF-8")
+}
+
+/// Series of the demo tree by budget row, with `flags` added.
+fn demo_series(flags: &[String]) -> BTreeMap<&'static str, usize> {
+    let text = demo_text(flags);
     let mut rows = std::collections::BTreeMap::new();
     for line in text
         .lines()
@@ -1102,6 +1112,11 @@ fn demo_tree_stays_within_the_series_budget() {
     }
     // the default is leaner than everything on, and every group can be off
     let total = |rows: &BTreeMap<&str, usize>| rows.values().sum::<usize>();
+    assert!(
+        total(&default) <= groups::DEMO_SERIES_CEILING,
+        "{} series by default\n{report}",
+        total(&default)
+    );
     assert!(total(&default) < total(&every), "{report}");
     let none: Vec<String> = groups::Group::ALL
         .iter()
@@ -1118,4 +1133,28 @@ fn demo_tree_stays_within_the_series_budget() {
             g.name()
         );
     }
+}
+
+/// mlx5's rx_corrected_bits_phy is the register FEC_GET reports as
+/// corrected bits (en_stats.c, fec_set_corrected_bits_total reads
+/// phy_corrected_bits of the PPCNT physical layer statistical group): one
+/// series of it by default, the driver's total with the lanes group.
+#[test]
+fn fec_corrected_bits_are_one_series_unless_lanes_is_on() {
+    let l = r#"netdev="ens1np0",device="mlx5_0",port="1""#;
+    let fec_get = format!(r#"roce_fec_corrected_bits_total{{{l},lane=""}} "#);
+    let driver = format!(r#"roce_phy_errors_total{{{l},kind="fec_corrected_bits",lane=""}} "#);
+    let value_of = |text: &str, series: &str| {
+        text.lines()
+            .find_map(|x| x.strip_prefix(series))
+            .map(str::to_string)
+    };
+    // The pre-FEC bit error rate of the dashboards and rules stays fed.
+    let default = demo_text(&[]);
+    let bits = value_of(&default, &fec_get);
+    assert!(bits.is_some(), "{fec_get}\n{default}");
+    assert_eq!(value_of(&default, &driver), None, "{default}");
+    let lanes = demo_text(&["--collector.lanes".to_string()]);
+    assert_eq!(value_of(&lanes, &driver), bits, "{lanes}");
+    assert_eq!(value_of(&lanes, &fec_get), bits, "{lanes}");
 }

@@ -36,6 +36,7 @@ mod privileges;
 mod probe;
 mod readme;
 mod rules;
+mod rules_completions;
 mod rules_congestion;
 mod rules_fec;
 mod rules_host;

@@ -160,7 +160,7 @@ fn replayed_mlx5_netdev_exposes_every_family() {
             r#"roce_pfc_enabled{@,priority="3"} 1"#,
             r#"roce_pfc_enabled{@,priority="4"} 0"#,
             r#"roce_ecn_info{@,np="3,5",rp="3"} 1"#,
-            r#"roce_qos_info{@,trust="dscp",pfc="3",dscp_priority="26=3,48=6",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",dcbx=""} 1"#,
+            r#"roce_qos_info{@,trust="dscp",pfc="3",dscp_priority="26=3,48=6",prio_tc="",tc_tsa="",tc_bw="",prio_buffer="",buffer_size="",buffer_total="",dcbx="",rdma_cm_tos=""} 1"#,
         ],
     );
     // unknown counters are not exported

@@ -193,7 +193,7 @@ fn every_source_reads_the_same_unprivileged() {
                 "roce_pfc_pause_frames_total{",
                 "roce_pfc_enabled{",
                 "roce_gpu_nic_path_info{",
-                "roce_pcie_acs_request_redirect{",
+                "roce_pcie_link_info{",
             ] {
                 assert!(
                     text.lines().any(|l| l.starts_with(family)),

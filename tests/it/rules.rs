@@ -387,7 +387,12 @@ fn mlx5_rnr_nak_retry_err_is_the_rnr_naks_received_family() {
         hw_meaning(Some(Provider::Mlx5), "roce_adp_retrans"),
         Some(HwMeaning::Retransmissions)
     );
-    assert_eq!(hw_meaning(Some(Provider::Mlx5), "roce_slow_restart"), None);
+    // Slow restart has its own meaning, not a retransmission.
+    assert_eq!(
+        hw_meaning(Some(Provider::Mlx5), "roce_slow_restart"),
+        Some(HwMeaning::SlowRestarts)
+    );
+    assert_eq!(hw_meaning(Some(Provider::Mlx5), "no_such_counter"), None);
 }
 
 #[test]

@@ -479,7 +479,7 @@ fn source_over_captured_frames_sees_the_recabling_and_rejects_lies() {
         Format::Text,
     );
     for line in [
-        "roce_lldp_neighbor_info{device=\"mlx5_0\",port=\"1\",netdev=\"ens1np0\",chassis_id=\"1c:34:da:5a:01:00\",port_id=\"swp29\",system_name=\"leaf-r3-a\",port_description=\"leaf-r3-a swp29\",management_address=\"10.0.0.11\"} 1",
+        "roce_lldp_neighbor_info{device=\"mlx5_0\",port=\"1\",netdev=\"ens1np0\",chassis_id=\"1c:34:da:5a:01:00\",port_id=\"swp29\",system_name=\"leaf-r3-a\",port_description=\"leaf-r3-a swp29\",management_address=\"10.0.0.11\",ttl_seconds=\"120\"} 1",
         // PFC on 4, not willing; DSCP 26 -> 4; priority 4 alone in class
         // 1, classes 0 and 1 ETS with half each
         "roce_lldp_switch_qos_info{device=\"mlx5_0\",port=\"1\",netdev=\"ens1np0\",pfc=\"4\",pfc_willing=\"0\",dscp_priority=\"26=4\",prio_tc=\"0,0,0,0,1,0,0,0\",tc_tsa=\"ets,ets,strict,strict,strict,strict,strict,strict\",tc_bw=\"50,50,0,0,0,0,0,0\"} 1",

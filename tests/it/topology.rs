@@ -515,8 +515,10 @@ fn binary_reports_gpus_from_sysfs_without_nvml() {
     assert!(stdout.contains(
         "roce_gpu_info{gpu=\"0\",pci_address=\"0000:18:00.0\",pci_bus_id=\"00000000:18:00.0\",name=\"\",uuid=\"\",numa_node=\"0\"} 1"
     ));
-    assert!(stdout.contains("roce_gpu_nic_path_info{gpu=\"0\",device=\"mlx5_0\",path=\"PIX\"} 1"));
-    // A SYS pair only with the sys_paths group.
+    assert!(stdout.contains(
+        "roce_gpu_nic_path_info{gpu=\"0\",device=\"mlx5_0\",path=\"PIX\",nearest=\"true\"} 1"
+    ));
+    // A SYS pair that is not the GPU's nearest only with the sys_paths group.
     assert!(!stdout.contains("roce_gpu_nic_path_info{gpu=\"7\",device=\"mlx5_0\""));
     // Two GPUs and two NICs behind each PCIe switch: each NIC is the
     // nearest (PIX) of both GPUs there, so no single GPU is its own.
@@ -534,8 +536,8 @@ fn binary_reports_gpus_from_sysfs_without_nvml() {
     assert!(stdout.contains("roce_gpudirect_rdma_ready{mechanism=\"nvidia_peermem\"} 0"));
     assert!(stdout.contains("roce_gpudirect_rdma_available 0"));
     assert!(stdout.contains(
-        "roce_pcie_link_speed_transfers_per_second{pci_address=\"0000:19:00.0\",device=\"mlx5_0\",bound=\"current\"} 32000000000\n"
-    ));
+        "roce_pcie_link_info{pci_address=\"0000:19:00.0\",device=\"mlx5_0\",speed=\"32.0 GT/s\",width=\"16\",max_speed=\"32.0 GT/s\",max_width=\"16\"} 1\n"
+    ), "{stdout}");
     assert!(stdout.contains("roce_collector_success{collector=\"topology\"} 1"));
     // Said once, not per sample: one line at most about NVML.
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -833,8 +835,9 @@ fn pci_addresses(text: &str, prefix: &str) -> BTreeSet<String> {
 }
 
 /// PCIe speed and width of the GPUs and NICs by default, of every bridge on
-/// their way to the root port too with `--collector.pcie_hops`; downtraining
-/// of every hop either way.
+/// their way to the root port too with `--collector.pcie_hops`; the links
+/// trained below their bound by default, every hop (0 where it trained to
+/// its bound) with it.
 #[test]
 fn pcie_hops_only_with_their_switch() {
     let snap = read("pci-dgx-h100");
@@ -846,32 +849,44 @@ fn pcie_hops_only_with_their_switch() {
         .collect();
     let lean = once_over("pci-dgx-h100/sys", &[]);
     let full = once_over("pci-dgx-h100/sys", &["--collector.pcie_hops"]);
-    for family in [
-        "roce_pcie_link_speed_transfers_per_second{",
-        "roce_pcie_link_width_lanes{",
-    ] {
-        assert_eq!(pci_addresses(&lean, family), endpoints, "{family}");
-        let all = pci_addresses(&full, family);
-        assert!(
-            all.is_superset(&endpoints) && all.len() > endpoints.len(),
-            "{family}"
-        );
-    }
+    let family = "roce_pcie_link_info{";
+    assert_eq!(pci_addresses(&lean, family), endpoints, "{family}");
+    let all = pci_addresses(&full, family);
+    assert!(
+        all.is_superset(&endpoints) && all.len() > endpoints.len(),
+        "{family}"
+    );
     let down = "roce_pcie_link_downtrained{";
-    assert_eq!(pci_addresses(&lean, down), pci_addresses(&full, down));
-    assert!(pci_addresses(&lean, down).len() > endpoints.len() / 2);
+    assert!(pci_addresses(&lean, down).is_subset(&pci_addresses(&full, down)));
+    assert!(pci_addresses(&full, down).len() > endpoints.len() / 2);
+    assert!(
+        lean.lines()
+            .filter(|l| l.starts_with(down))
+            .all(|l| l.ends_with(" 1")),
+        "only the links trained below their bound by default:\n{lean}"
+    );
 }
 
-/// ACS request redirect: one series per bridge, its state in the label.
+/// ACS request redirect: one series per bridge where redirect is on or
+/// unknown, its state in the label; every bridge with `pcie_hops`.
 #[test]
 fn acs_state_is_one_series_per_bridge() {
-    let text = once_over("pci-acs/sys", &[]);
-    let acs: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("roce_pcie_acs_request_redirect{"))
-        .collect();
+    let acs_of = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("roce_pcie_acs_request_redirect{"))
+            .map(str::to_string)
+            .collect()
+    };
     assert_eq!(
-        acs,
+        acs_of(&once_over("pci-acs/sys", &[])),
+        [
+            r#"roce_pcie_acs_request_redirect{pci_address="0000:02:00.0",state="enabled"} 1"#,
+            r#"roce_pcie_acs_request_redirect{pci_address="0000:02:01.0",state="enabled"} 1"#,
+            r#"roce_pcie_acs_request_redirect{pci_address="0000:06:00.0",state="unknown"} 1"#,
+        ]
+    );
+    assert_eq!(
+        acs_of(&once_over("pci-acs/sys", &["--collector.pcie_hops"])),
         [
             r#"roce_pcie_acs_request_redirect{pci_address="0000:01:00.0",state="absent"} 1"#,
             r#"roce_pcie_acs_request_redirect{pci_address="0000:02:00.0",state="enabled"} 1"#,

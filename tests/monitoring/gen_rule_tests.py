@@ -861,8 +861,10 @@ def join_groups(scrape):
         gpu_info("gpu-a", 1, "0000:43:00.0", "00000000:43:00.0",
                  "NVIDIA H100 80GB HBM3", UUID_A1),
         gpu_info("gpu-b", 0, "0000:1b:00.0", "00000000:1B:00.0"),
-        s("roce_gpu_nearest_nic_info", f'{J}, instance="gpu-a:9879", gpu="0", device="mlx5_0", '
-          'path="PIX"', t.const(1, minutes)),
+        s("roce_gpu_nic_path_info", f'{J}, instance="gpu-a:9879", gpu="0", device="mlx5_0", '
+          'path="PIX", nearest="true"', t.const(1, minutes)),
+        s("roce_gpu_nic_path_info", f'{J}, instance="gpu-a:9879", gpu="0", device="mlx5_2", '
+          'path="PHB", nearest="false"', t.const(1, minutes)),
         dcgm("DCGM_FI_PROF_PCIE_RX_BYTES", "gpu-a", 0, "00000000:1B:00.0", UUID_A0, 5e9),
         dcgm("DCGM_FI_PROF_PCIE_RX_BYTES", "gpu-a", 1, "00000000:43:00.0", UUID_A1, 1e9),
         dcgm("DCGM_FI_PROF_PCIE_RX_BYTES", "gpu-b", 0, "00000000:1B:00.0", uuid_b0, 7e9,
@@ -957,11 +959,11 @@ def join_groups(scrape):
               (dcgm_labels("gpu-a", 1, "00000000:43:00.0", UUID_A1, roce_instance="gpu-a:9879",
                            roce_gpu="1"), 1e9)]),
             # ours with dcgm-exporter's keys: the nearest NIC of each GPU
-            ("10m", "roce_gpu_nearest_nic_info\n"
+            ("10m", 'roce_gpu_nic_path_info{nearest="true"}\n'
                     "* on (job, instance, gpu) group_left (pci_bus_id, UUID)\n" + DCGM_JOIN,
              [({"job": "roce_exporter", "instance": "gpu-a:9879", "gpu": "0",
-                "device": "mlx5_0", "path": "PIX", "pci_bus_id": "00000000:1B:00.0",
-                "UUID": UUID_A0}, 1)]),
+                "device": "mlx5_0", "path": "PIX", "nearest": "true",
+                "pci_bus_id": "00000000:1B:00.0", "UUID": UUID_A0}, 1)]),
             # the topology dashboard's dcgm-exporter panel: received bytes
             # by Hostname, by hostname, and transmitted by Hostname
             ("10m", dashboard_query(scrape, "roce-topology.json",

@@ -102,10 +102,13 @@ def rxe_mapping(reference, source):
 
 
 def hw_value(metrics, mapping, stat):
-    """The exposed value of one kernel hw counter of rxe0/1, or None."""
+    """The exposed value of one kernel hw counter of rxe0/1, or None. A
+    mapping may name one series of a family (`name{side="requester"}`)."""
     family = mapping.get(stat)
     if family:
-        return one_value(metrics, family, device=DEV, port=PORT)
+        name, _, labels = family.partition("{")
+        extra = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        return one_value(metrics, name, device=DEV, port=PORT, **extra)
     return one_value(metrics, "roce_port_hw_stat_total", device=DEV, port=PORT, stat=stat)
 
 
@@ -206,16 +209,16 @@ def main():
                 "roce_device_info pci_address is the parent netdev's PCI function",
                 f"{labels.get('pci_address')!r} vs {pci!r} ({env.get('NETDEV_DEVICE')})")
 
-    r.check(one_value(m, "roce_port_state_id", device=DEV, port=PORT) == 4,
-            f'roce_port_state_id{{device="{DEV}",port="{PORT}"}} 4', sysfs.get("port.state", ""))
-    r.check(one_value(m, "roce_port_physical_state_id", device=DEV, port=PORT) == 5,
-            f'roce_port_physical_state_id{{device="{DEV}",port="{PORT}"}} 5', sysfs.get("port.phys_state", ""))
     r.check(one_value(m, "roce_port_up", device=DEV, port=PORT) == 1,
             f'roce_port_up{{device="{DEV}",port="{PORT}"}} 1')
     pinfo = select(m, "roce_port_info", device=DEV, port=PORT)
     r.check(len(pinfo) == 1 and pinfo[0][0].get("link_layer") == "Ethernet"
             and pinfo[0][0].get("netdev") == "eth0",
             f'roce_port_info{{device="{DEV}",port="{PORT}",link_layer="Ethernet",netdev="eth0"}} 1', str(pinfo))
+    r.check(len(pinfo) == 1 and pinfo[0][0].get("state") == "ACTIVE"
+            and pinfo[0][0].get("phys_state") == "LinkUp",
+            f'roce_port_info{{device="{DEV}",port="{PORT}",state="ACTIVE",phys_state="LinkUp"}} 1',
+            f'{pinfo}; sysfs state {sysfs.get("port.state", "")!r}, phys_state {sysfs.get("port.phys_state", "")!r}')
     want_rate = rate_bytes(sysfs.get("port.rate", ""))
     got_rate = one_value(m, "roce_port_rate_bytes_per_second", device=DEV, port=PORT)
     r.check(want_rate is not None and got_rate == want_rate,
@@ -244,9 +247,9 @@ def main():
                 f"GID {gid_index} (SR_GID0) is the RoCE v2 IPv4-mapped GID of {ip}", str(l))
 
     # ---- hardware counters, read through netlink
-    r.check(one_value(m, "roce_port_hw_counters_path_info", device=DEV, port=PORT, path="netlink") == 1,
-            f'roce_port_hw_counters_path_info{{device="{DEV}",port="{PORT}",path="netlink"}} 1',
-            str(select(m, "roce_port_hw_counters_path_info", device=DEV)))
+    r.check(one_value(m, "roce_port_info", device=DEV, port=PORT, hw_counters="netlink") == 1,
+            f'roce_port_info{{device="{DEV}",port="{PORT}",hw_counters="netlink"}} 1',
+            str(select(m, "roce_port_info", device=DEV)))
     # What a sample asks of the kernel: one RDMA netlink request for the
     # port's hw counters, and no hw_counters/ file. A steady sample reads
     # parent, state, phys_state, rate and the watched GID slots (populated

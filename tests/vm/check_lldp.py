@@ -107,12 +107,12 @@ def check_switch(share, sent):
           and (get(s, "roce_lldp_frames_total", **port) or 0) >= 1
           and get(s, "roce_lldp_frames_rejected_total", **port) == 0
           and get(s, "roce_lldp_neighbors", **port) == 1
-          and get(s, "roce_lldp_neighbor_ttl_seconds", **port) == 120,
+          and len(info) == 1 and info[0][0].get("ttl_seconds") == "120",
           f"success {get(s, 'roce_collector_success', collector='lldp')}, frames "
           f"{get(s, 'roce_lldp_frames_total', **port)}, rejected "
           f"{get(s, 'roce_lldp_frames_rejected_total', **port)}, neighbours "
           f"{get(s, 'roce_lldp_neighbors', **port)}, TTL "
-          f"{get(s, 'roce_lldp_neighbor_ttl_seconds', **port)}")
+          f"{info[0][0].get('ttl_seconds') if len(info) == 1 else info}")
     qos = [l for l, _ in all_of(s, "roce_lldp_switch_qos_info", **port)]
     want = {"pfc": "4", "pfc_willing": "0", "dscp_priority": "26=4",
             "prio_tc": "0,0,0,0,1,0,0,0", "tc_bw": "50,50,0,0,0,0,0,0"}

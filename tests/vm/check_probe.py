@@ -122,7 +122,7 @@ def main():
     # ---- unprivileged (docs/security.md)
     un = parse_prom(read(d, "unpriv-node.prom"))
     check("as nobody: RDMA netlink statistics need no privilege (hw counters via netlink, rdma collector ok)",
-          get(un, "roce_port_hw_counters_path_info", device=dev, port=port, path="netlink") == 1
+          get(un, "roce_port_info", device=dev, port=port, hw_counters="netlink") == 1
           and get(un, "roce_collector_success", collector="rdma") == 1)
     check("as nobody: the netdev source (ethtool ioctl) works", get(un, "roce_collector_success", collector="netdev") == 1)
     def failing(run, reason, why, names, pattern):

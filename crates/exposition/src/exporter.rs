@@ -3,6 +3,7 @@
 //! samples were taken and how many scheduled ones were missed, and rules
 //! that panicked.
 
+use super::groups::Group;
 use super::labels::{label_set, CollectorKindLabels, CollectorLabels, NoLabels};
 use super::{BuildInfo, Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Samples};
 use crate::snapshot::{Snapshot, SourceState};
@@ -53,7 +54,7 @@ pub const COLLECTOR_ERRORS: Fam<CollectorKindLabels> = Fam::new(Row {
     base: "roce_collector_errors",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request), timeout (a read or request that did not return within its per-item deadline: counted once when it sticks, its value absent until it returns), refused (not read because of what it is: not a regular file, a name that is not UTF-8, past a per-port cap); the values concerned are absent, the rest is exported. Not exported for a disabled collector.",
+    help: "Single reads (files, netlink requests, ioctls) that failed since start, by kind: absent (the file or device went away: ENOENT, ENODEV, ENXIO), permission (EACCES, EPERM), malformed (read, but did not parse), busy (EBUSY, EAGAIN, EINTR, ETIMEDOUT), failed (any other errno, a refused request), timeout (a read or request that did not return within its per-item deadline: counted once when it sticks, its value absent until it returns), refused (not read because of what it is: not a regular file, a name that is not UTF-8, past a per-port cap); the values concerned are absent, the rest is exported. A kind appears with its first failed read (every kind, zeros included, with the collector_error_kinds group); not exported for a disabled collector.",
     source: "sampler",
 });
 pub const COLLECTOR_KERNEL_REQUESTS: Fam<CollectorKindLabels> = Fam::new(Row {
@@ -159,7 +160,14 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo, out: &mut Vec<FamilySampl
         success.push(CollectorLabels { collector }, s.state.success());
         duration.push(CollectorLabels { collector }, s.duration.as_secs_f64());
         if !matches!(s.state, SourceState::Disabled(_)) {
+            // A kind at zero says what roce_collector_success already
+            // does: it appears with its first failed read unless the
+            // collector_error_kinds group is on.
+            let zeros = build.groups.is_on(Group::CollectorErrorKinds);
             for (kind, n) in ErrorKind::ALL.iter().zip(s.errors_by_kind) {
+                if n == 0 && !zeros {
+                    continue;
+                }
                 let kind = kind.as_str();
                 errors.push(CollectorKindLabels { collector, kind }, n);
             }

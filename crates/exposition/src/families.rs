@@ -21,10 +21,7 @@ pub fn all() -> Vec<(&'static str, Vec<&'static Family>)> {
         ),
         (
             "RDMA hardware counters with known meaning",
-            super::hw_counters::FAMILIES
-                .iter()
-                .map(|f| &f.family)
-                .collect(),
+            super::hw_counters::families(),
         ),
         (
             "Congestion and lossless Ethernet (netdevs)",

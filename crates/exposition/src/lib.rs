@@ -591,7 +591,7 @@ pub fn collect(snapshot: &Snapshot, build: &BuildInfo) -> Vec<FamilySamples> {
     if build.process_metrics {
         process::collect(&mut out);
     }
-    rdma::collect(snapshot, &mut out);
+    rdma::collect(snapshot, &build.groups, &mut out);
     netdev::collect(snapshot, &build.groups, &mut out);
     phys::collect(snapshot, &build.groups, &mut out);
     topology::collect(snapshot, &build.groups, &mut out);

@@ -27,7 +27,7 @@ label_set! {
     /// A netdev's neighbour as its frames name it.
     pub struct NeighborLabels {
         device, port, netdev, chassis_id, port_id, system_name, port_description,
-        management_address,
+        management_address, ttl_seconds,
     }
 }
 
@@ -45,7 +45,7 @@ pub const NEIGHBOR_INFO: Fam<NeighborLabels> = Fam::new(Row {
     base: "roce_lldp_neighbor_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "1 for the link partner heard most recently on the RDMA netdev and still within its TTL: chassis ID and port ID (MAC as aa:bb:.., names as text), system name, port description and first management address (empty when the frame has none). Absent: no neighbour.",
+    help: "1 for the link partner heard most recently on the RDMA netdev and still within its TTL: chassis ID and port ID (MAC as aa:bb:.., names as text), system name, port description and first management address (empty when the frame has none); ttl_seconds the TTL its last frame carried: how long its information stays valid (it is aged out that long after it was last heard). Absent: no neighbour.",
     source: SOURCE,
 });
 pub const NEIGHBORS: Fam<LldpPortLabels> = Fam::new(Row {
@@ -60,13 +60,6 @@ pub const LAST_FRAME_AGE: Fam<LldpPortLabels> = Fam::new(Row {
     kind: MetricKind::Gauge,
     unit: Some(FamilyUnit::Seconds),
     help: "Seconds since an LLDP frame was last heard on the netdev (capture), or since lldpd last listed a neighbour on it (lldpd). Absent: nothing heard since the exporter started.",
-    source: SOURCE,
-});
-pub const NEIGHBOR_TTL: Fam<LldpPortLabels> = Fam::new(Row {
-    base: "roce_lldp_neighbor_ttl",
-    kind: MetricKind::Gauge,
-    unit: Some(FamilyUnit::Seconds),
-    help: "The TTL the link partner's last LLDP frame carried: how long its information stays valid (it is aged out that long after it was last heard).",
     source: SOURCE,
 });
 pub const FRAMES: Fam<LldpPortLabels> = Fam::new(Row {
@@ -95,7 +88,6 @@ pub const FAMILIES: &[Family] = &[
     NEIGHBOR_INFO.family,
     NEIGHBORS.family,
     LAST_FRAME_AGE.family,
-    NEIGHBOR_TTL.family,
     FRAMES.family,
     FRAMES_REJECTED.family,
     SWITCH_QOS.family,
@@ -118,7 +110,6 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
     let mut info = Samples::new(&NEIGHBOR_INFO);
     let mut count = Samples::new(&NEIGHBORS);
     let mut age = Samples::new(&LAST_FRAME_AGE);
-    let mut ttl = Samples::new(&NEIGHBOR_TTL);
     let mut frames = Samples::new(&FRAMES);
     let mut rejected = Samples::new(&FRAMES_REJECTED);
     let mut qos = Samples::new(&SWITCH_QOS);
@@ -139,6 +130,7 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
             age.push(l, a.as_secs_f64());
         }
         let Some(n) = &p.neighbour else { continue };
+        let ttl = n.ttl.to_string();
         let labels = NeighborLabels {
             device,
             port: &port,
@@ -153,9 +145,9 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                     .map(String::as_str)
                     .unwrap_or(""),
             ),
+            ttl_seconds: &ttl,
         };
         info.push(labels, 1u64);
-        ttl.push(l, u64::from(n.ttl));
         if n.pfc.is_none() && n.app.is_none() && n.ets_configuration.is_none() {
             continue;
         }
@@ -200,7 +192,6 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
         info.into(),
         count.into(),
         age.into(),
-        ttl.into(),
         frames.into(),
         rejected.into(),
         qos.into(),

@@ -12,18 +12,19 @@
 //! `device`/`port` of the RDMA port the netdev backs (empty for
 //! `netdevs.extra` ones).
 
-use roce_host::Priorities;
-use roce_netdev::dcb::{dcbx_mode_name, tsa_name};
 use roce_netdev::mapping::{Kind as RuleKind, Scale, RULES};
-use roce_netdev::{DcbOutcome, Meaning, Netdev, StatValue};
+use roce_netdev::Netdev;
 
-use super::groups::{Group, Groups};
+use super::groups::Groups;
 use super::labels::{
     label_set, NetdevDirectionLabels, NetdevLabels, NetdevPriorityDirectionLabels,
     NetdevPriorityLabels,
 };
-use super::{push_into, Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Value};
+use super::{Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row};
 use crate::snapshot::Snapshot;
+
+mod qos;
+mod stats;
 
 label_set! {
     /// Pause storms of a netdev of one severity.
@@ -70,7 +71,7 @@ label_set! {
     /// A netdev's QoS configuration, each table as one value.
     pub struct QosLabels {
         netdev, device, port, trust, pfc, dscp_priority, prio_tc, tc_tsa, tc_bw, prio_buffer,
-        buffer_size, dcbx,
+        buffer_size, buffer_total, dcbx, rdma_cm_tos,
     }
 }
 
@@ -171,7 +172,7 @@ pub const PHY_ERRORS: Fam<PhyErrorLabels> = Fam::new(Row {
     base: "roce_phy_errors",
     kind: MetricKind::Counter,
     unit: None,
-    help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, empty for the total) or pcs_symbol_errors (error bits FEC did not correct). On mlx5 both run since the link last came up (the firmware clears them at link-up). Absent where the driver has no such counter.",
+    help: "Physical layer errors below the MAC from the driver's counters: kind fec_corrected_bits (bits the FEC corrected; lane set for the per-lane counters, lanes group; empty for the total, which is left out without that group where FEC_GET reports the same register as roce_fec_corrected_bits_total) or pcs_symbol_errors (error bits FEC did not correct). On mlx5 both run since the link last came up (the firmware clears them at link-up). Absent where the driver has no such counter.",
     source: ETHTOOL_SOURCE,
 });
 pub const NIC_PCIE_ERRORS: Fam<PcieErrorLabels> = Fam::new(Row {
@@ -227,17 +228,10 @@ pub const QOS_INFO: Fam<QosLabels> = Fam::new(Row {
     base: "roce_qos_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "The port's QoS configuration (value 1), one series per netdev whose DCB configuration is known; a part the driver does not report is empty. trust: the packet field the port classifies priority by (from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp). pfc: the priorities with PFC enabled, comma separated, or none. dscp_priority: the DCB APP table's DSCP entries as dscp=priority pairs in DSCP order (26=3,48=6), or none. ETS as `dcb ets show` lists it: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent. Receive buffers as `dcb buffer show` lists them (mlx5): prio_buffer the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes. dcbx: the DCBX mode, off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host); without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings. The fleet rules compare each part across nodes.",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET: DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE, DCB_ATTR_IEEE_PFC, DCB_ATTR_IEEE_ETS, DCB_ATTR_DCB_BUFFER, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits)",
+    help: "The port's QoS configuration (value 1), one series per netdev whose DCB configuration or rdma_cm default ToS is known; a part the driver does not report, or a DCB part where DCB is unknown, is empty. trust: the packet field the port classifies priority by (from the DCB APP trust table where the kernel reports it, else dscp when DSCP APP entries exist, else pcp). pfc: the priorities with PFC enabled, comma separated, or none. dscp_priority: the DCB APP table's DSCP entries as dscp=priority pairs in DSCP order (26=3,48=6), or none. ETS as `dcb ets show` lists it: prio_tc the traffic class of priorities 0-7, tc_tsa the transmission selection of traffic classes 0-7 (strict, ets, cbs, vendor), tc_bw their transmit bandwidth share in percent. Receive buffers as `dcb buffer show` lists them (mlx5): prio_buffer the buffer of priorities 0-7, buffer_size the size of buffers 0-7 in bytes, buffer_total the port's total receive buffer in bytes (DCB buffer total_size). dcbx: the DCBX mode, off, static, host_ieee/host_cee (an LLDP agent on the host), firmware_ieee/firmware_cee (the NIC's firmware), firmware or host with both or no version bits (mlx5 reports firmware DCBX as firmware, host mode as host); without a DCBX peer view (never on mlx5) the host cannot see the switch's PFC and APP settings. rdma_cm_tos: rdma_cm's default IP ToS byte (DSCP << 2 | ECN) for connections on the RDMA port that set none of their own, empty until an administrator created the port's configfs folder. The fleet rules compare each part across nodes.",
+    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET: DCB_ATTR_DCB_APP_TRUST_TABLE / DCB_ATTR_IEEE_APP_TABLE, DCB_ATTR_IEEE_PFC, DCB_ATTR_IEEE_ETS, DCB_ATTR_DCB_BUFFER, DCB_ATTR_DCBX (DCB_CAP_DCBX_* bits); /sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
 });
 
-pub const QOS_BUFFER_TOTAL: Fam<NetdevLabels> = Fam::new(Row {
-    base: "roce_qos_buffer_port_size",
-    kind: MetricKind::Gauge,
-    unit: Some(FamilyUnit::Bytes),
-    help: "Total receive buffer of the port (DCB buffer total_size, mlx5).",
-    source: "rtnetlink RTM_GETDCB DCB_CMD_IEEE_GET, DCB_ATTR_DCB_BUFFER",
-});
 pub const QOS_PEER: Fam<QosPeerLabels> = Fam::new(Row {
     base: "roce_qos_peer_info",
     kind: MetricKind::Gauge,
@@ -265,13 +259,6 @@ pub const DCQCN_PARAMETERS: Fam<DcqcnParametersLabels> = Fam::new(Row {
     unit: None,
     help: "Every DCQCN parameter of the port read from one source (value 1): parameters lists role.name=value sorted by role and name (np.cnp_dscp=48,...,rp.rpg_ai_rate=5,...), the same pairs as roce_dcqcn_parameter (dcqcn_parameters group). One series per port and source, so two nodes configured alike carry the same label.",
     source: "/sys/class/net/<netdev>/ecn/roce_{np,rp}/<name>; /sys/kernel/debug/mlx5/<pci>/cc_params/<name>",
-});
-pub const RDMA_CM_TOS: Fam<NetdevLabels> = Fam::new(Row {
-    base: "roce_qos_rdma_cm_default_tos",
-    kind: MetricKind::Gauge,
-    unit: None,
-    help: "rdma_cm's default IP ToS byte (DSCP << 2 | ECN) for connections on the RDMA port that set none of their own; absent until an administrator created the port's configfs folder.",
-    source: "/sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_tos",
 });
 
 pub const QOS_AGE: Fam<NetdevLabels> = Fam::new(Row {
@@ -302,12 +289,10 @@ pub const FAMILIES: &[Family] = &[
     PFC_ENABLED.family,
     ECN_INFO.family,
     QOS_INFO.family,
-    QOS_BUFFER_TOTAL.family,
     QOS_PEER.family,
     QOS_PEER_DSCP_PRIORITY.family,
     DCQCN_PARAMETER.family,
     DCQCN_PARAMETERS.family,
-    RDMA_CM_TOS.family,
     QOS_AGE.family,
 ];
 
@@ -331,24 +316,6 @@ pub fn joined<T: ToString>(values: &[T]) -> String {
         .map(T::to_string)
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// A port's DCQCN parameters as one label value per source:
-/// `role.name=value` pairs, sorted, comma separated.
-fn dcqcn_lists(params: &[roce_netdev::qos::DcqcnParam]) -> Vec<(&'static str, String)> {
-    let mut by_source: std::collections::BTreeMap<&'static str, Vec<String>> =
-        std::collections::BTreeMap::new();
-    for p in params {
-        let pair = format!("{}.{}={}", p.role.as_str(), p.name, p.value);
-        by_source.entry(p.source.as_str()).or_default().push(pair);
-    }
-    by_source
-        .into_iter()
-        .map(|(source, mut pairs)| {
-            pairs.sort();
-            (source, pairs.join(","))
-        })
-        .collect()
 }
 
 /// Mapping of driver ethtool names to these families, for the metric
@@ -410,152 +377,14 @@ pub fn reference_markdown() -> String {
     out
 }
 
-fn push_stat(
-    out: &mut [FamilySamples],
-    base: NetdevLabels<'_>,
-    meaning: &Meaning,
-    value: StatValue,
+/// The series of one netdev: its ethtool statistics and link facts
+/// ([`stats`]), then its QoS configuration ([`qos`]).
+fn collect_netdev(
+    netdev: &Netdev,
+    fec_bits_read: bool,
     groups: &Groups,
+    out: &mut [FamilySamples],
 ) {
-    let NetdevLabels {
-        netdev,
-        device,
-        port,
-    } = base;
-    let value = match value {
-        StatValue::Count(v) => Value::U64(v),
-        StatValue::Seconds(v) => Value::F64(v),
-    };
-    match *meaning {
-        Meaning::PfcPauseFrames {
-            priority,
-            direction,
-        } => {
-            let pr = priority.to_string();
-            let labels = base.priority(&pr).direction(direction.as_str());
-            push_into(out, &PFC_PAUSE_FRAMES, labels, value);
-        }
-        Meaning::PfcPauseDuration {
-            priority,
-            direction,
-        } => {
-            let pr = priority.to_string();
-            let labels = base.priority(&pr).direction(direction.as_str());
-            push_into(out, &PFC_PAUSE_DURATION, labels, value);
-        }
-        Meaning::PfcPauseTransitions {
-            priority,
-            direction,
-        } => {
-            let pr = priority.to_string();
-            let labels = base.priority(&pr).direction(direction.as_str());
-            push_into(out, &PFC_PAUSE_TRANSITIONS, labels, value);
-        }
-        Meaning::LinkPauseFrames { direction } => {
-            push_into(
-                out,
-                &LINK_PAUSE_FRAMES,
-                base.direction(direction.as_str()),
-                value,
-            );
-        }
-        Meaning::PauseStormEvents { severity } => {
-            let labels = StormLabels {
-                netdev,
-                device,
-                port,
-                severity,
-            };
-            push_into(out, &PAUSE_STORM_EVENTS, labels, value);
-        }
-        Meaning::Discards {
-            reason,
-            priority: None,
-        } => {
-            let labels = DiscardLabels {
-                netdev,
-                device,
-                port,
-                reason,
-            };
-            push_into(out, &DISCARDS, labels, value);
-        }
-        Meaning::Discards {
-            reason,
-            priority: Some(priority),
-        } => {
-            let pr = priority.to_string();
-            let labels = PriorityDiscardLabels {
-                netdev,
-                device,
-                port,
-                reason,
-                priority: &pr,
-            };
-            push_into(out, &PRIORITY_DISCARDS, labels, value);
-        }
-        Meaning::EcnMarked { priority } => {
-            let pr = priority.to_string();
-            push_into(out, &NIC_ECN_MARKED, base.priority(&pr), value);
-        }
-        Meaning::PhySymbolErrors => push_into(out, &PHY_SYMBOL_ERRORS, base, value),
-        Meaning::LinkDownEvents => push_into(out, &LINK_DOWN_EVENTS, base, value),
-        Meaning::PhyErrors { kind, lane } => {
-            if lane.is_some() && !groups.is_on(Group::Lanes) {
-                return;
-            }
-            let lane = lane.map(|v| v.to_string()).unwrap_or_default();
-            let labels = PhyErrorLabels {
-                netdev,
-                device,
-                port,
-                kind,
-                lane: &lane,
-            };
-            push_into(out, &PHY_ERRORS, labels, value);
-        }
-        Meaning::PcieErrors { kind } => {
-            let labels = PcieErrorLabels {
-                netdev,
-                device,
-                port,
-                kind,
-            };
-            push_into(out, &NIC_PCIE_ERRORS, labels, value);
-        }
-    }
-}
-
-/// The priority a per-priority counter belongs to.
-fn priority_of(meaning: &Meaning) -> Option<u8> {
-    match *meaning {
-        Meaning::PfcPauseFrames { priority, .. }
-        | Meaning::PfcPauseDuration { priority, .. }
-        | Meaning::PfcPauseTransitions { priority, .. }
-        | Meaning::EcnMarked { priority } => Some(priority),
-        Meaning::Discards { priority, .. } => priority,
-        _ => None,
-    }
-}
-
-/// Priorities whose per-priority counters are exported even at zero: PFC
-/// on, or a DSCP mapped to them. `None` when the DCB configuration is
-/// unknown: then every priority is.
-fn priorities_in_use(netdev: &Netdev) -> Option<Priorities> {
-    let DcbOutcome::Ok(config) = &netdev.dcb else {
-        return None;
-    };
-    let mapped: Priorities = config.dscp_map().into_iter().map(|(_, p)| p).collect();
-    Some(config.pfc_enabled?.union(mapped))
-}
-
-/// Whether the series of a priority are exported: every priority where the
-/// configuration is unknown (or `idle_priorities` is on), else those in use.
-fn exported(in_use: Option<Priorities>, priority: u8) -> bool {
-    in_use.is_none_or(|p| p.contains(priority))
-}
-
-fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
     let port = netdev
         .rdma
         .as_ref()
@@ -566,209 +395,32 @@ fn collect_netdev(netdev: &Netdev, groups: &Groups, out: &mut [FamilySamples]) {
         .as_ref()
         .map(|r| r.device.as_str())
         .unwrap_or("");
-    let n = netdev.name.as_str();
     let base = NetdevLabels {
-        netdev: n,
+        netdev: netdev.name.as_str(),
         device,
         port: &port,
     };
-
-    // Standard pause statistics win over the driver's own link pause
-    // counters: they are the same frames, and one series must not double.
-    let standard_pause = netdev
-        .pause
-        .filter(|p| p.rx_frames.is_some() || p.tx_frames.is_some());
-    // A zero counter of a priority that carries no configured traffic says
-    // nothing until it counts, and its PFC and ECN enable nothing at all:
-    // left out unless `idle_priorities` is on (8 priorities times every
-    // per-priority family is most of a netdev's series otherwise). The
-    // whole PFC set stays in one series, which the fleet rules compare.
-    let in_use = match groups.is_on(Group::IdlePriorities) {
-        true => None,
-        false => priorities_in_use(netdev),
-    };
-    for stat in &netdev.stats {
-        if standard_pause.is_some() && matches!(stat.meaning, Meaning::LinkPauseFrames { .. }) {
-            continue;
-        }
-        if let Some(priority) = priority_of(&stat.meaning) {
-            let zero = match stat.value {
-                StatValue::Count(v) => v == 0,
-                StatValue::Seconds(v) => v == 0.0,
-            };
-            if zero && !exported(in_use, priority) {
-                continue;
-            }
-        }
-        push_stat(out, base, &stat.meaning, stat.value, groups);
-    }
-    if let Some(pause) = standard_pause {
-        if let Some(v) = pause.rx_frames {
-            push_into(out, &LINK_PAUSE_FRAMES, base.direction("rx"), v);
-        }
-        if let Some(v) = pause.tx_frames {
-            push_into(out, &LINK_PAUSE_FRAMES, base.direction("tx"), v);
-        }
-    }
-    for raw in &netdev.raw {
-        let labels = EthtoolStatLabels {
-            netdev: n,
-            device,
-            port: &port,
-            stat: &raw.name,
-        };
-        push_into(out, &ETHTOOL_STAT, labels, raw.value);
-    }
-    if let Some(mtu) = netdev.mtu {
-        push_into(out, &MTU, base, mtu);
-    }
-    if let Some(speed) = netdev.speed_mbps {
-        push_into(out, &SPEED, base, speed.saturating_mul(125_000));
-    }
-    let driver = netdev.driver.as_deref().unwrap_or("");
-    let oper = netdev.operstate.as_deref().unwrap_or("");
-    let dcb = match &netdev.dcb {
-        DcbOutcome::Ok(_) => "supported",
-        DcbOutcome::Unsupported => "unsupported",
-        DcbOutcome::Disabled | DcbOutcome::Failed(_) => "",
-    };
-    let labels = NetdevInfoLabels {
-        netdev: n,
-        device,
-        port: &port,
-        driver,
-        operstate: oper,
-        dcb,
-    };
-    push_into(out, &INFO, labels, 1u64);
-    if let Some(ecn) = &netdev.ecn {
-        let enabled = |list: &[(u8, bool)]| {
-            if list.is_empty() {
-                return String::new();
-            }
-            let on: Priorities = list.iter().filter(|(_, on)| *on).map(|(p, _)| *p).collect();
-            on.to_string()
-        };
-        let (np, rp) = (enabled(&ecn.np), enabled(&ecn.rp));
-        let labels = EcnLabels {
-            netdev: n,
-            device,
-            port: &port,
-            np: &np,
-            rp: &rp,
-        };
-        push_into(out, &ECN_INFO, labels, 1u64);
-    }
-    if groups.is_on(Group::DcqcnParameters) {
-        for p in &netdev.dcqcn {
-            let labels = DcqcnParameterLabels {
-                netdev: n,
-                device,
-                port: &port,
-                role: p.role.as_str(),
-                parameter: p.name,
-                source: p.source.as_str(),
-            };
-            push_into(out, &DCQCN_PARAMETER, labels, u64::from(p.value));
-        }
-    }
-    for (source, parameters) in dcqcn_lists(&netdev.dcqcn) {
-        let labels = DcqcnParametersLabels {
-            netdev: n,
-            device,
-            port: &port,
-            source,
-            parameters: &parameters,
-        };
-        push_into(out, &DCQCN_PARAMETERS, labels, 1u64);
-    }
-    if let Some(tos) = netdev.qos.rdma_cm_tos {
-        push_into(out, &RDMA_CM_TOS, base, u64::from(tos));
-    }
-    if let Some(age) = netdev.qos_age {
-        push_into(out, &QOS_AGE, base, age.as_secs_f64());
-    }
-    match &netdev.dcb {
-        DcbOutcome::Ok(config) => {
-            if let Some(pfc) = config.pfc_enabled {
-                for priority in (0u8..8).filter(|p| exported(in_use, *p)) {
-                    let pr = priority.to_string();
-                    let on = pfc.contains(priority);
-                    push_into(out, &PFC_ENABLED, base.priority(&pr), on);
-                }
-            }
-            let dscp_priority = dscp_priority_label(&config.dscp_map());
-            let pfc = config
-                .pfc_enabled
-                .map(|p| p.to_string())
-                .unwrap_or_default();
-            let (prio_tc, tc_tsa, tc_bw) = match &config.ets {
-                Some(ets) => {
-                    let tsa: Vec<&str> = ets.tc_tsa.iter().map(|t| tsa_name(*t)).collect();
-                    (joined(&ets.prio_tc), tsa.join(","), joined(&ets.tc_tx_bw))
-                }
-                None => Default::default(),
-            };
-            let (prio_buffer, buffer_size) = match &config.buffers {
-                Some(b) => {
-                    push_into(out, &QOS_BUFFER_TOTAL, base, u64::from(b.total_size));
-                    (joined(&b.prio2buffer), joined(&b.buffer_size))
-                }
-                None => Default::default(),
-            };
-            let dcbx = config.dcbx.map(dcbx_mode_name).unwrap_or("");
-            let labels = QosLabels {
-                netdev: n,
-                device,
-                port: &port,
-                trust: config.trust().as_str(),
-                pfc: &pfc,
-                dscp_priority: &dscp_priority,
-                prio_tc: &prio_tc,
-                tc_tsa: &tc_tsa,
-                tc_bw: &tc_bw,
-                prio_buffer: &prio_buffer,
-                buffer_size: &buffer_size,
-                dcbx,
-            };
-            push_into(out, &QOS_INFO, labels, 1u64);
-            let peer = &config.peer;
-            if !peer.is_empty() {
-                let standard = peer.standard.map(|s| s.as_str()).unwrap_or("");
-                let pfc = peer.pfc_enabled.map(|p| p.to_string()).unwrap_or_default();
-                let prio_tc = peer.prio_tc.map(|t| joined(&t)).unwrap_or_default();
-                let labels = QosPeerLabels {
-                    netdev: n,
-                    device,
-                    port: &port,
-                    standard,
-                    pfc: &pfc,
-                    prio_tc: &prio_tc,
-                };
-                push_into(out, &QOS_PEER, labels, 1u64);
-                for (dscp, priority) in peer.dscp_map().into_iter().flatten() {
-                    let ds = dscp.to_string();
-                    let labels = DscpLabels {
-                        netdev: n,
-                        device,
-                        port: &port,
-                        dscp: &ds,
-                    };
-                    push_into(out, &QOS_PEER_DSCP_PRIORITY, labels, u64::from(priority));
-                }
-            }
-        }
-        DcbOutcome::Unsupported | DcbOutcome::Disabled | DcbOutcome::Failed(_) => {}
-    }
+    let in_use = stats::collect(netdev, base, fec_bits_read, groups, out);
+    qos::collect(netdev, base, in_use, groups, out);
 }
 
 pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples>) {
     let Some(netdevs) = &snapshot.netdev else {
         return;
     };
+    // The netdevs whose FEC corrected bits FEC_GET reported (the phys
+    // source's roce_fec_corrected_bits_total).
+    let fec_bits: Vec<&str> = snapshot
+        .phys
+        .iter()
+        .flat_map(|p| &p.netdevs)
+        .filter(|n| n.fec.as_ref().is_some_and(|f| f.corrected_bits.is_some()))
+        .map(|n| n.name.as_str())
+        .collect();
     let mut families: Vec<FamilySamples> = FAMILIES.iter().map(FamilySamples::new).collect();
     for netdev in &netdevs.netdevs {
-        collect_netdev(netdev, groups, &mut families);
+        let fec_bits_read = fec_bits.contains(&netdev.name.as_str());
+        collect_netdev(netdev, fec_bits_read, groups, &mut families);
     }
     out.extend(families);
 }

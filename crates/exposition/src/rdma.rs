@@ -2,8 +2,10 @@
 //! the hardware counters without a semantic mapping (those with one are in
 //! [`super::hw_counters`]).
 
-use roce_rdma::{Device, Port};
+use roce_netdev::{Meaning, Netdev};
+use roce_rdma::{Device, LinkLayer, Port};
 
+use super::groups::{Group, Groups};
 use super::labels::{label_set, PortLabels, PortStatLabels};
 use super::{hw_counters, Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Samples};
 use crate::snapshot::Snapshot;
@@ -16,18 +18,16 @@ label_set! {
 }
 
 label_set! {
-    /// An RDMA port, its link layer and what backs it.
-    pub struct PortInfoLabels { device, port, link_layer, netdev, pci_address }
+    /// An RDMA port, its link layer, what backs it, its states and where
+    /// its hardware counters were read.
+    pub struct PortInfoLabels {
+        device, port, link_layer, netdev, pci_address, state, phys_state, hw_counters,
+    }
 }
 
 label_set! {
     /// A populated GID table slot (`type` as the kernel prints it).
     pub struct GidLabels { device, port, index, gid, r#type = "type", netdev, family }
-}
-
-label_set! {
-    /// Where a port's hardware counters were read.
-    pub struct CounterPathLabels { device, port, path }
 }
 
 pub const DEVICE_INFO: Fam<DeviceInfoLabels> = Fam::new(Row {
@@ -41,22 +41,8 @@ pub const PORT_INFO: Fam<PortInfoLabels> = Fam::new(Row {
     base: "roce_port_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "RDMA port (value 1) with its link layer and the netdev behind it.",
-    source: "ports/<port>/link_layer, gid_attrs/ndevs, device/net, rxe parent",
-});
-pub const PORT_STATE: Fam<PortLabels> = Fam::new(Row {
-    base: "roce_port_state_id",
-    kind: MetricKind::Gauge,
-    unit: None,
-    help: "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.",
-    source: "ports/<port>/state",
-});
-pub const PORT_PHYS_STATE: Fam<PortLabels> = Fam::new(Row {
-    base: "roce_port_physical_state_id",
-    kind: MetricKind::Gauge,
-    unit: None,
-    help: "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
-    source: "ports/<port>/phys_state",
+    help: "RDMA port (value 1) with its link layer and the netdev behind it; state, its logical state as ports/<port>/state names it (DOWN, INIT, ARMED, ACTIVE, ACTIVE_DEFER), phys_state its physical state as phys_state names it (Sleep, Polling, Disabled, PortConfigurationTraining, LinkUp, LinkErrorRecovery, Phy Test), each empty when unread (roce_port_up is 1 when ACTIVE and LinkUp); hw_counters where its hardware counters were read: netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter), empty when it has none.",
+    source: "ports/<port>/{link_layer,state,phys_state}, gid_attrs/ndevs, device/net, rxe parent; the RDMA reader's hardware counter path",
 });
 pub const PORT_UP: Fam<PortLabels> = Fam::new(Row {
     base: "roce_port_up",
@@ -91,13 +77,6 @@ pub const GID_INFO: Fam<GidLabels> = Fam::new(Row {
     help: "Populated GID table slot (value 1): type is IB/RoCE v1 or RoCE v2 as the kernel prints it; family (derived from gid) is ipv4_mapped, ipv6_link_local or ipv6_global, the distinction NCCL-style GID selection needs.",
     source: "ports/<port>/gids/<index>, gid_attrs/{types,ndevs}/<index>",
 });
-pub const HW_COUNTER_PATH: Fam<CounterPathLabels> = Fam::new(Row {
-    base: "roce_port_hw_counters_path_info",
-    kind: MetricKind::Gauge,
-    unit: None,
-    help: "Where the port's hardware counters were read (value 1): netlink (one RDMA_NLDEV_CMD_STAT_GET per port) or sysfs (one file per counter).",
-    source: "RDMA reader",
-});
 pub const HW_STAT: Fam<PortStatLabels> = Fam::new(Row {
     base: "roce_port_hw_stat",
     kind: MetricKind::Counter,
@@ -113,18 +92,34 @@ pub const PORT_STAT: Fam<PortStatLabels> = Fam::new(Row {
     source: "ports/<port>/counters/<stat>",
 });
 
+/// Whether an Ethernet (RoCE) port exports a `counters/` file without the
+/// `ethernet_pma` group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnEthernet {
+    /// Always.
+    Kept,
+    /// Never: an InfiniBand link-layer counter, or a split of traffic
+    /// another family counts whole.
+    Hidden,
+    /// Not where the port's netdev has this wider counter of the same
+    /// events.
+    HiddenBeside(Meaning),
+}
+
 /// `counters/` file → family, with the multiplier to base units.
 pub struct PortCounter {
     pub file: &'static str,
     pub family: Fam<PortLabels<'static>>,
     pub scale: u64,
+    pub on_ethernet: OnEthernet,
 }
 
 macro_rules! port_counter {
-    ($file:literal, $base:literal, $unit:expr, $scale:literal, $help:literal) => {
+    ($file:literal, $base:literal, $unit:expr, $scale:literal, $on_ethernet:expr, $help:literal) => {
         PortCounter {
             file: $file,
             scale: $scale,
+            on_ethernet: $on_ethernet,
             family: Fam::new(Row {
                 base: $base,
                 kind: MetricKind::Counter,
@@ -137,13 +132,22 @@ macro_rules! port_counter {
 }
 
 /// The IB PMA counters of `counters/` (`drivers/infiniband/core/sysfs.c`,
-/// `pma_counter` attributes) under node_exporter-style names.
+/// `pma_counter` attributes) under node_exporter-style names. On an
+/// Ethernet port the InfiniBand link-layer counters (IBTA PortCounters:
+/// VL15 drops, switch relay, remote physical, constraint, local link
+/// integrity and buffer overrun errors, link error recovery) say nothing
+/// of RoCE, the unicast and multicast counts split the traffic
+/// `port_{rcv,xmit}_packets` count whole, and where the netdev has the
+/// 64-bit counts of symbol errors and link-down events the 16- and 8-bit
+/// PMA ones, which stick at their maximum, add nothing: those are exported
+/// with the `ethernet_pma` group only ([`OnEthernet`]).
 pub const PORT_COUNTERS: &[PortCounter] = &[
     port_counter!(
         "port_rcv_data",
         "roce_port_data_received",
         Some(FamilyUnit::Bytes),
         4,
+        OnEthernet::Kept,
         "Data octets received (the kernel counts octets / 4; multiplied back here)."
     ),
     port_counter!(
@@ -151,6 +155,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_data_transmitted",
         Some(FamilyUnit::Bytes),
         4,
+        OnEthernet::Kept,
         "Data octets transmitted (the kernel counts octets / 4; multiplied back here)."
     ),
     port_counter!(
@@ -158,6 +163,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_packets_received",
         None,
         1,
+        OnEthernet::Kept,
         "Packets received."
     ),
     port_counter!(
@@ -165,6 +171,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_packets_transmitted",
         None,
         1,
+        OnEthernet::Kept,
         "Packets transmitted."
     ),
     port_counter!(
@@ -172,6 +179,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_unicast_packets_received",
         None,
         1,
+        OnEthernet::Hidden,
         "Unicast packets received."
     ),
     port_counter!(
@@ -179,6 +187,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_unicast_packets_transmitted",
         None,
         1,
+        OnEthernet::Hidden,
         "Unicast packets transmitted."
     ),
     port_counter!(
@@ -186,6 +195,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_multicast_packets_received",
         None,
         1,
+        OnEthernet::Hidden,
         "Multicast packets received."
     ),
     port_counter!(
@@ -193,6 +203,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_multicast_packets_transmitted",
         None,
         1,
+        OnEthernet::Hidden,
         "Multicast packets transmitted."
     ),
     port_counter!(
@@ -200,6 +211,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_symbol_errors",
         None,
         1,
+        OnEthernet::HiddenBeside(Meaning::PhySymbolErrors),
         "Minor link errors detected on one or more physical lanes."
     ),
     port_counter!(
@@ -207,6 +219,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_link_error_recovery",
         None,
         1,
+        OnEthernet::Hidden,
         "Successful link error recovery processes."
     ),
     port_counter!(
@@ -214,6 +227,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_link_downed",
         None,
         1,
+        OnEthernet::HiddenBeside(Meaning::LinkDownEvents),
         "Times the link failed to recover and went down (link flaps)."
     ),
     port_counter!(
@@ -221,6 +235,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_receive_errors",
         None,
         1,
+        OnEthernet::Kept,
         "Received packets with errors."
     ),
     port_counter!(
@@ -228,6 +243,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_receive_remote_physical_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Received packets marked with the EBP delimiter."
     ),
     port_counter!(
@@ -235,6 +251,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_receive_switch_relay_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Received packets discarded because they could not be forwarded."
     ),
     port_counter!(
@@ -242,6 +259,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_transmit_discards",
         None,
         1,
+        OnEthernet::Kept,
         "Outbound packets discarded because the port was down or congested."
     ),
     port_counter!(
@@ -249,6 +267,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_transmit_constraint_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Packets not transmitted because of outbound raw filtering."
     ),
     port_counter!(
@@ -256,6 +275,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_receive_constraint_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Packets discarded because of inbound raw filtering."
     ),
     port_counter!(
@@ -263,6 +283,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_local_link_integrity_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Times local physical errors exceeded the threshold."
     ),
     port_counter!(
@@ -270,6 +291,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_excessive_buffer_overrun_errors",
         None,
         1,
+        OnEthernet::Hidden,
         "Times consecutive flow-control update periods had buffer overrun."
     ),
     port_counter!(
@@ -277,6 +299,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_vl15_dropped",
         None,
         1,
+        OnEthernet::Hidden,
         "Incoming VL15 (subnet management) packets dropped."
     ),
     port_counter!(
@@ -284,6 +307,7 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
         "roce_port_transmit_wait",
         None,
         1,
+        OnEthernet::Kept,
         "Ticks during which the port had data to send but no flow-control credits."
     ),
 ];
@@ -291,13 +315,10 @@ pub const PORT_COUNTERS: &[PortCounter] = &[
 pub const FAMILIES: &[Family] = &[
     DEVICE_INFO.family,
     PORT_INFO.family,
-    PORT_STATE.family,
-    PORT_PHYS_STATE.family,
     PORT_UP.family,
     PORT_RATE.family,
     PORT_LID.family,
     GID_INFO.family,
-    HW_COUNTER_PATH.family,
     HW_STAT.family,
     PORT_STAT.family,
 ];
@@ -311,18 +332,39 @@ fn opt(s: &Option<String>) -> &str {
     s.as_deref().unwrap_or("")
 }
 
-pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
+/// Whether a port exports a `counters/` file (see [`OnEthernet`]).
+fn exported(
+    on_ethernet: OnEthernet,
+    port: &Port,
+    netdev: Option<&Netdev>,
+    groups: &Groups,
+) -> bool {
+    if groups.is_on(Group::EthernetPma) || port.link_layer != Some(LinkLayer::Ethernet) {
+        return true;
+    }
+    match on_ethernet {
+        OnEthernet::Kept => true,
+        OnEthernet::Hidden => false,
+        OnEthernet::HiddenBeside(wide) => {
+            !netdev.is_some_and(|n| n.stats.iter().any(|s| s.meaning == wide))
+        }
+    }
+}
+
+pub fn collect(snapshot: &Snapshot, groups: &Groups, out: &mut Vec<FamilySamples>) {
     let Some(rdma) = &snapshot.rdma else { return };
+    let netdev_of = |port: &Port| {
+        let name = port.netdev.as_deref()?;
+        let netdevs = snapshot.netdev.as_ref()?;
+        netdevs.netdevs.iter().find(|n| n.name == name)
+    };
 
     let mut device_info = Samples::new(&DEVICE_INFO);
     let mut port_info = Samples::new(&PORT_INFO);
-    let mut state = Samples::new(&PORT_STATE);
-    let mut phys = Samples::new(&PORT_PHYS_STATE);
     let mut up = Samples::new(&PORT_UP);
     let mut rate = Samples::new(&PORT_RATE);
     let mut lid = Samples::new(&PORT_LID);
     let mut gids = Samples::new(&GID_INFO);
-    let mut hw_path = Samples::new(&HW_COUNTER_PATH);
     let mut port_counters: Vec<Samples<PortLabels>> = PORT_COUNTERS
         .iter()
         .map(|c| Samples::new(&c.family))
@@ -354,8 +396,6 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                 port,
                 labels,
                 &mut port_info,
-                &mut state,
-                &mut phys,
                 &mut up,
                 &mut rate,
                 &mut lid,
@@ -373,11 +413,14 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                 };
                 gids.push(labels, 1u64);
             }
+            let netdev = netdev_of(port);
             for counter in &port.counters {
                 match PORT_COUNTERS.iter().position(|c| c.file == &*counter.name) {
                     Some(i) => {
-                        let scale = PORT_COUNTERS[i].scale;
-                        port_counters[i].push(labels, counter.value.saturating_mul(scale));
+                        let c = &PORT_COUNTERS[i];
+                        if exported(c.on_ethernet, port, netdev, groups) {
+                            port_counters[i].push(labels, counter.value.saturating_mul(c.scale));
+                        }
                     }
                     None => {
                         let labels = PortStatLabels {
@@ -389,60 +432,49 @@ pub fn collect(snapshot: &Snapshot, out: &mut Vec<FamilySamples>) {
                     }
                 }
             }
-            if port.hw_counter_path != roce_rdma::HwCounterPath::None {
-                let labels = CounterPathLabels {
-                    device: &device.name,
-                    port: &p,
-                    path: port.hw_counter_path.as_str(),
-                };
-                hw_path.push(labels, 1u64);
-            }
             hw.add_port(device, labels, port);
         }
     }
     out.extend([
         device_info.into(),
         port_info.into(),
-        state.into(),
-        phys.into(),
         up.into(),
         rate.into(),
         lid.into(),
         gids.into(),
-        hw_path.into(),
     ]);
     out.extend(port_counters.into_iter().map(FamilySamples::from));
     out.push(port_stat.into());
     hw.finish(out);
 }
 
-#[allow(clippy::too_many_arguments)]
 fn collect_port(
     device: &Device,
     port: &Port,
     labels: PortLabels<'_>,
     port_info: &mut Samples<PortInfoLabels>,
-    state: &mut Samples<PortLabels>,
-    phys: &mut Samples<PortLabels>,
     up: &mut Samples<PortLabels>,
     rate: &mut Samples<PortLabels>,
     lid: &mut Samples<PortLabels>,
 ) {
     let link_layer = port.link_layer.as_ref().map(|l| l.as_str()).unwrap_or("");
+    let hw_counters = match port.hw_counter_path {
+        roce_rdma::HwCounterPath::None => "",
+        path => path.as_str(),
+    };
+    // The states as labels: they change with the link only, and
+    // roce_port_up carries the verdict as a value.
     let info = PortInfoLabels {
         device: labels.device,
         port: labels.port,
         link_layer,
         netdev: opt(&port.netdev),
         pci_address: opt(&device.pci_address),
+        state: port.state.as_ref().map(|s| s.name()).unwrap_or(""),
+        phys_state: port.phys_state.as_ref().map(|s| s.name()).unwrap_or(""),
+        hw_counters,
     };
     port_info.push(info, 1u64);
-    if let Some(s) = &port.state {
-        state.push(labels, u64::from(s.id()));
-    }
-    if let Some(s) = &port.phys_state {
-        phys.push(labels, u64::from(s.id()));
-    }
     if port.state.is_some() || port.phys_state.is_some() {
         up.push(labels, port.is_up());
     }

@@ -1,12 +1,18 @@
-//! Families of the topology source: GPUs, GPU-NIC path classes, PCIe link
-//! speed and width (current and maximum) with downtraining, ACS P2P request
-//! redirect, GPUDirect RDMA readiness and NVML's availability.
+//! Families of the topology source: GPUs, GPU-NIC path classes (each GPU's
+//! nearest NICs marked), PCIe link speed and width (current and maximum,
+//! as labels of one info series per function) with the links trained
+//! below their bound, ACS P2P request redirect where it is on, GPUDirect
+//! RDMA readiness and NVML's availability. What is healthy and fixed for
+//! the hardware's life (a link at its bound, a bridge without redirect, a
+//! bridge's own link) is listed with the pcie_hops group only: the
+//! topology collector's success says it was read.
 
+use roce_topology::acs::AcsState;
 use roce_topology::{FunctionRole, PciFunction, TopologySnapshot};
 
 use super::groups::{Group, Groups};
 use super::labels::{label_set, NoLabels};
-use super::{Fam, Family, FamilySamples, FamilyUnit, MetricKind, Row, Samples};
+use super::{Fam, Family, FamilySamples, MetricKind, Row, Samples};
 use crate::snapshot::Snapshot;
 
 label_set! {
@@ -15,8 +21,9 @@ label_set! {
 }
 
 label_set! {
-    /// A GPU, an RDMA device and the path class between them.
-    pub struct GpuPathLabels { gpu, device, path }
+    /// A GPU, an RDMA device, the path class between them and whether the
+    /// device is (one of) the GPU's nearest.
+    pub struct GpuPathLabels { gpu, device, path, nearest }
 }
 
 label_set! {
@@ -25,8 +32,9 @@ label_set! {
 }
 
 label_set! {
-    /// A PCIe function's link, at its current or max bound.
-    pub struct PcieLinkLabels { pci_address, device, bound }
+    /// A PCIe function's link: its trained speed and width and what the
+    /// function supports.
+    pub struct PcieLinkLabels { pci_address, device, speed, width, max_speed, max_width }
 }
 
 label_set! {
@@ -60,50 +68,35 @@ pub const GPU_NIC_PATH: Fam<GpuPathLabels> = Fam::new(Row {
     base: "roce_gpu_nic_path_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "PCIe path between a GPU and an RDMA device (value 1), as nvidia-smi topo -m names it: PIX (one switch at most), PXB (several bridges), PHB (through a host bridge), NODE (across host bridges of one NUMA node), SYS (across NUMA nodes). SYS pairs only with the sys_paths group: without it a pair not listed is SYS.",
-    source: "/sys/devices/pci*/... bridge chains, numa_node",
-});
-pub const GPU_NEAREST_NIC: Fam<GpuPathLabels> = Fam::new(Row {
-    base: "roce_gpu_nearest_nic_info",
-    kind: MetricKind::Gauge,
-    unit: None,
-    help:
-        "The RDMA device(s) with the best path class from a GPU (value 1; several when they tie).",
+    help: "PCIe path between a GPU and an RDMA device (value 1), as nvidia-smi topo -m names it: PIX (one switch at most), PXB (several bridges), PHB (through a host bridge), NODE (across host bridges of one NUMA node), SYS (across NUMA nodes); nearest is true for the device(s) with the best path class from the GPU (several when they tie), else false. A SYS pair is listed when it is the GPU's nearest, or with the sys_paths group: without it a pair not listed is SYS.",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
 pub const NIC_NEAREST_GPUS: Fam<NicGpusLabels> = Fam::new(Row {
     base: "roce_nic_nearest_gpus_info",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "The GPUs whose nearest RDMA device this is (value 1): their indices in PCI bus order, comma-separated in ascending order (2,3 for two GPUs behind one PCIe switch with one NIC; a GPU whose nearest NICs tie is listed with each). One series per RDMA device nearest to a GPU, none for the others: the GPU(s) beside a NIC for a PromQL join (group_left(gpus)), which roce_gpu_nearest_nic_info cannot give when a NIC serves two GPUs.",
+    help: "The GPUs whose nearest RDMA device this is (value 1): their indices in PCI bus order, comma-separated in ascending order (2,3 for two GPUs behind one PCIe switch with one NIC; a GPU whose nearest NICs tie is listed with each). One series per RDMA device nearest to a GPU, none for the others: the GPU(s) beside a NIC for a PromQL join (group_left(gpus)), which roce_gpu_nic_path_info{nearest=\"true\"} cannot give when a NIC serves two GPUs.",
     source: "/sys/devices/pci*/... bridge chains, numa_node",
 });
-pub const LINK_SPEED: Fam<PcieLinkLabels> = Fam::new(Row {
-    base: "roce_pcie_link_speed",
+pub const LINK_INFO: Fam<PcieLinkLabels> = Fam::new(Row {
+    base: "roce_pcie_link_info",
     kind: MetricKind::Gauge,
-    unit: Some(FamilyUnit::TransfersPerSecond),
-    help: "PCIe link speed per lane of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports, listed where it differs from the current speed unless pcie_hops is on). device names the RDMA device of a NIC function, empty otherwise.",
-    source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_speed",
-});
-pub const LINK_WIDTH: Fam<PcieLinkLabels> = Fam::new(Row {
-    base: "roce_pcie_link_width",
-    kind: MetricKind::Gauge,
-    unit: Some(FamilyUnit::Lanes),
-    help: "PCIe link width of a GPU or NIC function, and with the pcie_hops group of every bridge on its way to the root port (bound=current: trained; bound=max: what the function supports, listed where it differs from the current width unless pcie_hops is on).",
-    source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_width",
+    unit: None,
+    help: "PCIe link of a GPU or NIC function (value 1), and with the pcie_hops group of every bridge on its way to the root port: speed and width as trained, max_speed and max_width what the function supports, as the kernel writes them (speed per lane in GT/s: 2.5 GT/s, 5.0 GT/s, 8.0 GT/s, 16.0 GT/s, 32.0 GT/s, 64.0 GT/s; width in lanes), each empty when unread; absent when none of the four is readable. device names the RDMA device of a NIC function, empty otherwise. A link trained below what both of its ends support is roce_pcie_link_downtrained.",
+    source: "/sys/bus/pci/devices/<pci_address>/{current,max}_link_{speed,width}",
 });
 pub const LINK_DOWNTRAINED: Fam<DowntrainedLabels> = Fam::new(Row {
     base: "roce_pcie_link_downtrained",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "1 when the link above pci_address runs below what both ends support (aspect=speed or width: current below min(upstream max, pci_address max)), else 0. upstream is the port above (empty on a root bus).",
+    help: "1 for a link above pci_address that runs below what both ends support (aspect=speed or width: current below min(upstream max, pci_address max)); upstream is the port above (empty on a root bus). Listed only where a link trained below its bound; with the pcie_hops group every link of the GPUs' and NICs' paths is, 0 where it trained to its bound.",
     source: "current_link_{speed,width} of the lower end, max_link_{speed,width} of both ends",
 });
 pub const ACS_REDIRECT: Fam<AcsLabels> = Fam::new(Row {
     base: "roce_pcie_acs_request_redirect",
     kind: MetricKind::Gauge,
     unit: None,
-    help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, one series with value 1, its state label the current state: enabled (peer-to-peer traffic is sent up through the root complex), disabled, absent (no ACS capability), unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN).",
+    help: "ACS P2P Request Redirect of a bridge between a GPU and its nearest RDMA device, one series with value 1 where it is enabled (peer-to-peer traffic is sent up through the root complex) or unknown (config space beyond 64 bytes not readable: needs CAP_SYS_ADMIN), its state label saying which; with the pcie_hops group every such bridge is listed, disabled and absent (no ACS capability) too.",
     source: "/sys/bus/pci/devices/<pci_address>/config (extended capability 0x000d, control bit 0x0004)",
 });
 pub const GPUDIRECT_READY: Fam<MechanismLabels> = Fam::new(Row {
@@ -139,10 +132,8 @@ pub const NVML_STATE: Fam<NoLabels> = Fam::new(Row {
 pub const FAMILIES: &[Family] = &[
     GPU_INFO.family,
     GPU_NIC_PATH.family,
-    GPU_NEAREST_NIC.family,
     NIC_NEAREST_GPUS.family,
-    LINK_SPEED.family,
-    LINK_WIDTH.family,
+    LINK_INFO.family,
     LINK_DOWNTRAINED.family,
     ACS_REDIRECT.family,
     GPUDIRECT_READY.family,
@@ -188,35 +179,30 @@ fn collect_topology(
     out.push(gpu_info.into());
 
     let mut paths = Samples::new(&GPU_NIC_PATH);
-    // A SYS pair is one GPUDirect RDMA does not use: on a two-socket node
-    // half the matrix, listed with the sys_paths group only.
-    for p in &topo.paths {
-        if p.class == roce_topology::PathClass::Sys && !sys_paths {
-            continue;
-        }
-        let labels = GpuPathLabels {
-            gpu: &p.gpu.to_string(),
-            device: &p.nic,
-            path: p.class.as_str(),
-        };
-        paths.push(labels, 1u64);
-    }
-    out.push(paths.into());
-
-    let mut nearest = Samples::new(&GPU_NEAREST_NIC);
     let mut gpus_of: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
     for g in &topo.gpus {
-        for p in topo.nearest_nics(g.index) {
+        let nearest = topo.nearest_nics(g.index);
+        for p in topo.paths.iter().filter(|p| p.gpu == g.index) {
+            let is_nearest = nearest.iter().any(|n| std::ptr::eq(*n, p));
+            if is_nearest {
+                gpus_of.entry(p.nic.as_str()).or_default().push(p.gpu);
+            }
+            // A SYS pair is one GPUDirect RDMA does not use: on a two-socket
+            // node half the matrix, listed with the sys_paths group only,
+            // unless it is the best the GPU has.
+            if p.class == roce_topology::PathClass::Sys && !sys_paths && !is_nearest {
+                continue;
+            }
             let labels = GpuPathLabels {
                 gpu: &p.gpu.to_string(),
                 device: &p.nic,
                 path: p.class.as_str(),
+                nearest: if is_nearest { "true" } else { "false" },
             };
-            nearest.push(labels, 1u64);
-            gpus_of.entry(p.nic.as_str()).or_default().push(p.gpu);
+            paths.push(labels, 1u64);
         }
     }
-    out.push(nearest.into());
+    out.push(paths.into());
 
     let mut nic_gpus = Samples::new(&NIC_NEAREST_GPUS);
     for (nic, mut gpus) in gpus_of {
@@ -235,48 +221,35 @@ fn collect_topology(
     }
     out.push(nic_gpus.into());
 
-    let mut speed = Samples::new(&LINK_SPEED);
-    let mut width = Samples::new(&LINK_WIDTH);
+    let mut links = Samples::new(&LINK_INFO);
     // The bridges' links change only with the hardware, and a downtrained
-    // one shows in roce_pcie_link_downtrained: their speed and width only
-    // with `pcie_hops`.
+    // one shows in roce_pcie_link_downtrained: theirs only with
+    // `pcie_hops`.
     for f in topo
         .functions
         .iter()
         .filter(|f| hops || f.role != FunctionRole::Bridge)
     {
-        let addr = f.address.to_string();
-        let device = rdma_name(f);
-        // The max bound is what the function supports, fixed for its life:
-        // where the link trained to it, the current series says it all.
-        let (max_speed, max_width) = match hops {
-            true => (f.max_speed, f.max_width),
-            false => (
-                f.max_speed.filter(|m| Some(*m) != f.current_speed),
-                f.max_width.filter(|m| Some(*m) != f.current_width),
-            ),
-        };
-        for (bound, s, w) in [
-            ("current", f.current_speed, f.current_width),
-            ("max", max_speed, max_width),
-        ] {
-            let labels = PcieLinkLabels {
-                pci_address: &addr,
-                device,
-                bound,
-            };
-            if let Some(s) = s {
-                // Whole transfers per second: every PCIe rate is a whole
-                // number of MT/s.
-                speed.push(labels, u64::from(s.0) * 1_000_000);
-            }
-            if let Some(w) = w {
-                width.push(labels, u64::from(w));
-            }
+        // Nothing read of the link (a virtual function, a tree without
+        // the files): no series, as no value.
+        if f.current_speed.is_none()
+            && f.current_width.is_none()
+            && f.max_speed.is_none()
+            && f.max_width.is_none()
+        {
+            continue;
         }
+        let labels = PcieLinkLabels {
+            pci_address: &f.address.to_string(),
+            device: rdma_name(f),
+            speed: &speed_text(f.current_speed),
+            width: &opt(f.current_width),
+            max_speed: &speed_text(f.max_speed),
+            max_width: &opt(f.max_width),
+        };
+        links.push(labels, 1u64);
     }
-    out.push(speed.into());
-    out.push(width.into());
+    out.push(links.into());
 
     let mut down = Samples::new(&LINK_DOWNTRAINED);
     for l in &topo.links {
@@ -287,21 +260,27 @@ fn collect_topology(
             ("speed", l.speed_downtrained()),
             ("width", l.width_downtrained()),
         ] {
-            if let Some(v) = v {
-                let labels = DowntrainedLabels {
-                    pci_address: &addr,
-                    device,
-                    upstream: &upstream,
-                    aspect,
-                };
-                down.push(labels, v);
-            }
+            // A link at its bound is listed with `pcie_hops` only.
+            let Some(v) = v.filter(|down| *down || hops) else {
+                continue;
+            };
+            let labels = DowntrainedLabels {
+                pci_address: &addr,
+                device,
+                upstream: &upstream,
+                aspect,
+            };
+            down.push(labels, v);
         }
     }
     out.push(down.into());
 
     let mut acs = Samples::new(&ACS_REDIRECT);
-    for b in &topo.acs {
+    // Redirect off, or no ACS to redirect with, is the healthy state of
+    // every bridge: listed with `pcie_hops` only.
+    let listed =
+        |state: AcsState| hops || matches!(state, AcsState::RedirectEnabled | AcsState::Unknown);
+    for b in topo.acs.iter().filter(|b| listed(b.state)) {
         let labels = AcsLabels {
             pci_address: &b.address.to_string(),
             state: b.state.as_str(),
@@ -344,6 +323,14 @@ fn collect_topology(
         s.push(NoLabels, v);
         out.push(s.into());
     }
+}
+
+/// A PCIe link speed per lane as the kernel writes it (`PCIE_SPEED2STR`:
+/// "32.0 GT/s"), empty when unknown.
+fn speed_text(speed: Option<roce_topology::LinkSpeed>) -> String {
+    speed
+        .map(|s| format!("{:.1} GT/s", f64::from(s.0) / 1000.0))
+        .unwrap_or_default()
 }
 
 fn rdma_name(f: &PciFunction) -> &str {

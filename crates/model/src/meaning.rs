@@ -5,8 +5,10 @@
 use roce_rdma::{Device, Port};
 
 /// A meaning shared by hardware counters of several drivers; one variant per
-/// semantic family of the exposition (`exposition::hw_counters::FAMILIES`,
-/// same order).
+/// series of a port in the exposition (`exposition::hw_counters::target`):
+/// a semantic family, or one of its `side` (requester, responder) or `op`
+/// (read, write, atomic) where the vendor documents the counters as a pair
+/// or a set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HwMeaning {
     CnpSent,
@@ -25,11 +27,27 @@ pub enum HwMeaning {
     RnrRetriesExceeded,
     TransportRetriesExceeded,
     IcrcErrors,
+    CompletionErrorsRequester,
+    CompletionErrorsResponder,
+    FlushErrorsRequester,
+    FlushErrorsResponder,
+    RemoteAccessErrorsRequester,
+    RemoteAccessErrorsResponder,
+    RemoteInvalidRequestErrors,
+    LocalLengthErrors,
+    ReadRequestsReceived,
+    WriteRequestsReceived,
+    AtomicRequestsReceived,
+    DctConnectsReceived,
+    AdaptiveRetransmissionTimeouts,
+    SlowRestarts,
+    SlowRestartCnps,
+    SlowRestartTransitions,
 }
 
 impl HwMeaning {
-    /// Every variant, in the exposition's family order.
-    pub const ALL: [HwMeaning; 16] = [
+    /// Every variant, in the exposition's order.
+    pub const ALL: [HwMeaning; 32] = [
         HwMeaning::CnpSent,
         HwMeaning::CnpReceived,
         HwMeaning::CnpHandled,
@@ -46,9 +64,25 @@ impl HwMeaning {
         HwMeaning::RnrRetriesExceeded,
         HwMeaning::TransportRetriesExceeded,
         HwMeaning::IcrcErrors,
+        HwMeaning::CompletionErrorsRequester,
+        HwMeaning::CompletionErrorsResponder,
+        HwMeaning::FlushErrorsRequester,
+        HwMeaning::FlushErrorsResponder,
+        HwMeaning::RemoteAccessErrorsRequester,
+        HwMeaning::RemoteAccessErrorsResponder,
+        HwMeaning::RemoteInvalidRequestErrors,
+        HwMeaning::LocalLengthErrors,
+        HwMeaning::ReadRequestsReceived,
+        HwMeaning::WriteRequestsReceived,
+        HwMeaning::AtomicRequestsReceived,
+        HwMeaning::DctConnectsReceived,
+        HwMeaning::AdaptiveRetransmissionTimeouts,
+        HwMeaning::SlowRestarts,
+        HwMeaning::SlowRestartCnps,
+        HwMeaning::SlowRestartTransitions,
     ];
 
-    /// Position in [`FAMILIES`] and in [`HwMeaning::ALL`].
+    /// Position in [`HwMeaning::ALL`].
     pub fn index(self) -> usize {
         self as usize
     }
@@ -159,26 +193,46 @@ use Provider::{BnxtRe, Efa, Irdma, Mlx5, Rxe};
 /// - mlx5 (`drivers/infiniband/hw/mlx5/counters.c`): `basic_q_cnts`,
 ///   `out_of_seq_q_cnts`, `retrans_q_cnts`, `extended_err_cnts`, `cong_cnts`,
 ///   `ext_ppcnt_cnts`, `roce_accl_cnts` (present with the `roce_accl`
-///   capability) and the optional `rdmarx_cnp_op_cnts`. `rnr_nak_retry_err`
-///   (`retrans_q_cnts`) counts received RNR NAKs whose QP retry limit was not
-///   exceeded (NVIDIA's counter documentation; exhausted ones are
+///   capability) and the optional `rdmarx_cnp_op_cnts`. Every counter of
+///   these groups has a meaning here; the descriptions are NVIDIA's
+///   ("Understanding mlx5 Linux Counters and Status Parameters",
+///   enterprise-support.nvidia.com/s/article/understanding-mlx5-linux-counters-and-status-parameters)
+///   and the patches that exposed the groups ("IB/mlx5: Expose extended
+///   error counters", "IB/mlx5: Expose RoCE accelerator counters").
+///   `rnr_nak_retry_err` (`retrans_q_cnts`) counts received RNR NAKs whose QP
+///   retry limit was not exceeded (exhausted ones are
 ///   `req_rnr_retries_exceeded`); `roce_adp_retrans` counts the adaptive
-///   retransmissions of RoCE traffic (the patch that exposed
-///   `roce_accl_cnts`, "IB/mlx5: Expose RoCE accelerator counters"), mlx5's
-///   count of retransmitted requests. Left unmapped: `roce_adp_retrans_to`
-///   (timeouts of adaptive retransmission, which `local_ack_timeout_err`
-///   may already count: summing both could double it),
-///   `roce_slow_restart*` (congestion-control state changes, not
-///   transport events), the optional `cc_rx_ce_pkts`/`cc_tx_cnp_pkts` (they
-///   would give a second series of families `np_ecn_marked_roce_packets` and
-///   `np_cnp_sent` already feed), and the `vport_` copies that switchdev
-///   representor ports carry.
+///   retransmissions of RoCE traffic, mlx5's count of retransmitted
+///   requests, and `roce_adp_retrans_to` the times that traffic reached the
+///   timeout of adaptive retransmission: its own family, not summed with
+///   `local_ack_timeout_err`, which may count the same expiry. NVIDIA pairs
+///   the `extended_err_cnts` as requester (`req_`, the side that posted the
+///   work request) and responder (`resp_`, the side that received it): one
+///   family with a `side` label per pair. A flushed completion
+///   (`IB_WC_WR_FLUSH_ERR`: the QP was already in the error state, as at
+///   teardown, when the receive WQEs an application posted and never used
+///   are returned) is a completion in error, so `*_cqe_error` counts the
+///   flushed ones too and `*_cqe_flush_error` says how many of them were.
+///   The `roce_slow_restart*` counters are congestion-control state
+///   changes, each its own family. Left unmapped: the optional
+///   `cc_rx_ce_pkts`/`cc_tx_cnp_pkts` (they would give a second series of
+///   families `np_ecn_marked_roce_packets` and `np_cnp_sent` already feed),
+///   the per-QP `rdma_{tx,rx}_{packets,bytes}` optional counters, and the
+///   `vport_` copies that switchdev representor ports carry.
 /// - rxe (`drivers/infiniband/sw/rxe/rxe_hw_counters.c`; where each is
-///   counted: `rxe_comp.c`, `rxe_resp.c`).
+///   counted: `rxe_comp.c`, `rxe_resp.c`). It counts no completion
+///   errors or received requests by operation.
 /// - bnxt_re (`drivers/infiniband/hw/bnxt_re/hw_counters.c`,
-///   `bnxt_re_stat_descs`).
+///   `bnxt_re_stat_descs`). Its requester counters carry the names of the
+///   work completion statuses (`remote_access_err` is
+///   `IB_WC_REM_ACCESS_ERR`), its responder counters a `res_` prefix and a
+///   finer split (`res_rx_invalid_rkey`, `res_rx_no_perm`, ...) that no
+///   single meaning here covers; the extended statistics count received
+///   requests by operation (`rx_read_req`, ...).
 /// - irdma (`drivers/infiniband/hw/irdma/verbs.c`, `irdma_hw_stat_names`,
-///   gen2 names).
+///   gen2 names). `InRdmaReads`/`InRdmaWrites` are not mapped: the source
+///   does not say whether they count requests or the packets that carry
+///   them.
 /// - efa (`drivers/infiniband/hw/efa/efa_verbs.c`, `EFA_DEFINE_PORT_STATS`).
 /// - ionic: none; its counter names come from the device firmware at run
 ///   time (`ionic_hw_stats.c`), not from the kernel, so none is certain.
@@ -200,6 +254,22 @@ pub static HW_MAPPINGS: &[HwMapping] = &[
     m(Mlx5, "req_rnr_retries_exceeded", RnrRetriesExceeded, "extended_err_cnts"),
     m(Mlx5, "req_transport_retries_exceeded", TransportRetriesExceeded, "extended_err_cnts"),
     m(Mlx5, "rx_icrc_encapsulated", IcrcErrors, "ext_ppcnt_cnts (PPCNT extended group)"),
+    m(Mlx5, "req_cqe_error", CompletionErrorsRequester, "extended_err_cnts: completions in error of work requests this side posted, flushed ones included"),
+    m(Mlx5, "resp_cqe_error", CompletionErrorsResponder, "extended_err_cnts: completions in error of receive work requests, flushed ones included"),
+    m(Mlx5, "req_cqe_flush_error", FlushErrorsRequester, "extended_err_cnts: requester completions flushed (IB_WC_WR_FLUSH_ERR): the QP was already in the error state"),
+    m(Mlx5, "resp_cqe_flush_error", FlushErrorsResponder, "extended_err_cnts: receive work requests flushed (IB_WC_WR_FLUSH_ERR), as at teardown"),
+    m(Mlx5, "req_remote_access_errors", RemoteAccessErrorsRequester, "extended_err_cnts: remote access errors the requester detected (the peer refused its rkey, address range or access)"),
+    m(Mlx5, "resp_remote_access_errors", RemoteAccessErrorsResponder, "extended_err_cnts: RDMA requests received with a wrong rkey, address range or access"),
+    m(Mlx5, "req_remote_invalid_request", RemoteInvalidRequestErrors, "extended_err_cnts: remote invalid request errors the requester detected (a NAK: the peer found the request invalid)"),
+    m(Mlx5, "resp_local_length_error", LocalLengthErrors, "extended_err_cnts: messages received longer than the receive work request posted for them"),
+    m(Mlx5, "rx_read_requests", ReadRequestsReceived, "basic_q_cnts"),
+    m(Mlx5, "rx_write_requests", WriteRequestsReceived, "basic_q_cnts"),
+    m(Mlx5, "rx_atomic_requests", AtomicRequestsReceived, "basic_q_cnts"),
+    m(Mlx5, "rx_dct_connect", DctConnectsReceived, "basic_q_cnts: connection requests received by the port's DC targets"),
+    m(Mlx5, "roce_adp_retrans_to", AdaptiveRetransmissionTimeouts, "roce_accl_cnts: RoCE traffic reached the timeout of adaptive retransmission"),
+    m(Mlx5, "roce_slow_restart", SlowRestarts, "roce_accl_cnts"),
+    m(Mlx5, "roce_slow_restart_cnps", SlowRestartCnps, "roce_accl_cnts"),
+    m(Mlx5, "roce_slow_restart_trans", SlowRestartTransitions, "roce_accl_cnts"),
     // rxe
     m(Rxe, "out_of_seq_request", OutOfSequence, "RXE_CNT_OUT_OF_SEQ_REQ"),
     m(Rxe, "rcvd_seq_err", PacketSeqErr, "RXE_CNT_RCV_SEQ_ERR: NAK with AETH_NAK_PSN_SEQ_ERROR received (rxe_comp.c)"),
@@ -219,6 +289,11 @@ pub static HW_MAPPINGS: &[HwMapping] = &[
     m(BnxtRe, "dup_req", DuplicateRequests, "BNXT_RE_DUP_REQ"),
     m(BnxtRe, "rnr_naks_rcvd", RnrNaksReceived, "BNXT_RE_RNR_NAKS_RCVD"),
     m(BnxtRe, "max_retry_exceeded", TransportRetriesExceeded, "BNXT_RE_MAX_RETRY_EXCEEDED"),
+    m(BnxtRe, "remote_access_err", RemoteAccessErrorsRequester, "BNXT_RE_REMOTE_ACCESS_ERR: requester completions with IB_WC_REM_ACCESS_ERR"),
+    m(BnxtRe, "remote_invalid_req_err", RemoteInvalidRequestErrors, "BNXT_RE_REMOTE_INVALID_REQ_ERR: requester completions with IB_WC_REM_INV_REQ_ERR"),
+    m(BnxtRe, "rx_read_req", ReadRequestsReceived, "BNXT_RE_RX_READ_REQ (extended stats)"),
+    m(BnxtRe, "rx_write_req", WriteRequestsReceived, "BNXT_RE_RX_WRITE_REQ (extended stats)"),
+    m(BnxtRe, "rx_atomic_req", AtomicRequestsReceived, "BNXT_RE_RX_ATOMIC_REQ (extended stats)"),
     // irdma
     m(Irdma, "cnpSent", CnpSent, "IRDMA_HW_STAT_INDEX_TXNPCNPSENT (gen2)"),
     m(Irdma, "cnpHandled", CnpHandled, "IRDMA_HW_STAT_INDEX_RXRPCNPHANDLED (gen2)"),
@@ -273,6 +348,56 @@ mod tests {
         }
     }
 
+    /// The counters of mlx5's per-port groups in
+    /// `drivers/infiniband/hw/mlx5/counters.c` (`basic_q_cnts`,
+    /// `out_of_seq_q_cnts`, `retrans_q_cnts`, `cong_cnts`,
+    /// `extended_err_cnts`, `roce_accl_cnts`, `ext_ppcnt_cnts`) and the
+    /// optional `cc_rx_cnp_pkts`: each has a meaning, so none is left to
+    /// `roce_port_hw_stat_total` alone.
+    #[test]
+    fn every_documented_mlx5_counter_has_a_meaning() {
+        const MLX5: [&str; 32] = [
+            "rx_write_requests",
+            "rx_read_requests",
+            "rx_atomic_requests",
+            "rx_dct_connect",
+            "out_of_buffer",
+            "out_of_sequence",
+            "duplicate_request",
+            "rnr_nak_retry_err",
+            "packet_seq_err",
+            "implied_nak_seq_err",
+            "local_ack_timeout_err",
+            "rp_cnp_ignored",
+            "rp_cnp_handled",
+            "np_ecn_marked_roce_packets",
+            "np_cnp_sent",
+            "resp_local_length_error",
+            "resp_cqe_error",
+            "req_cqe_error",
+            "req_remote_invalid_request",
+            "req_remote_access_errors",
+            "resp_remote_access_errors",
+            "resp_cqe_flush_error",
+            "req_cqe_flush_error",
+            "req_transport_retries_exceeded",
+            "req_rnr_retries_exceeded",
+            "roce_adp_retrans",
+            "roce_adp_retrans_to",
+            "roce_slow_restart",
+            "roce_slow_restart_cnps",
+            "roce_slow_restart_trans",
+            "rx_icrc_encapsulated",
+            "cc_rx_cnp_pkts",
+        ];
+        for name in MLX5 {
+            assert!(
+                hw_meaning(Some(Provider::Mlx5), name).is_some(),
+                "mlx5 {name} has no meaning"
+            );
+        }
+    }
+
     #[test]
     fn provider_from_driver_beats_name() {
         let dev = |name: &str, driver: Option<&str>| Device {
@@ -309,6 +434,13 @@ mod tests {
             hw_meaning(Some(Provider::Mlx5), "rnr_nak_retry_err"),
             Some(RnrNaksReceived)
         );
-        assert_eq!(hw_meaning(Some(Provider::Mlx5), "roce_slow_restart"), None);
+        assert_eq!(
+            hw_meaning(Some(Provider::Mlx5), "roce_slow_restart"),
+            Some(SlowRestarts)
+        );
+        assert_eq!(
+            hw_meaning(Some(Provider::Mlx5), "vport_req_cqe_error"),
+            None
+        );
     }
 }

@@ -142,6 +142,7 @@ rule_table! {
     Retransmissions = "retransmissions", [Warning], Some("retransmissions"), [], Transport;
     AckTimeouts = "ack_timeouts", [Warning, Critical], Some("ack_timeouts"), [], Transport;
     SequenceErrors = "sequence_errors", [Warning], Some("sequence_errors"), [], Transport;
+    CompletionErrors = "completion_errors", [Warning], Some("completion_errors"), [], Transport;
     OutOfBuffer = "out_of_buffer", [Warning], Some("out_of_buffer"), [], Congestion;
     ReceiverCongested = "receiver_congested", [Warning], Some("receiver_congested"), [], Congestion;
     SenderThrottled = "sender_throttled", [Warning], Some("sender_throttled"), [], Congestion;

@@ -386,7 +386,7 @@ impl Series<'_> {
 }
 
 /// The meanings whose hardware counters rate rules follow.
-const FOLLOWED_HW: [HwMeaning; 10] = [
+const FOLLOWED_HW: [HwMeaning; 18] = [
     HwMeaning::Retransmissions,
     HwMeaning::LocalAckTimeout,
     HwMeaning::OutOfSequence,
@@ -397,6 +397,14 @@ const FOLLOWED_HW: [HwMeaning; 10] = [
     HwMeaning::CnpHandled,
     HwMeaning::CnpIgnored,
     HwMeaning::EcnMarked,
+    HwMeaning::CompletionErrorsRequester,
+    HwMeaning::CompletionErrorsResponder,
+    HwMeaning::FlushErrorsRequester,
+    HwMeaning::FlushErrorsResponder,
+    HwMeaning::RemoteAccessErrorsRequester,
+    HwMeaning::RemoteAccessErrorsResponder,
+    HwMeaning::RemoteInvalidRequestErrors,
+    HwMeaning::LocalLengthErrors,
 ];
 
 /// What [`followed`] hands over per subject.

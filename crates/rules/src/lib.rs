@@ -17,6 +17,7 @@ use settings::{Expectations, RulesConfig};
 use snapshot::Snapshot;
 
 pub mod aer;
+pub mod completions;
 pub mod congestion;
 pub mod exporter;
 pub mod fabric;
@@ -85,6 +86,7 @@ pub fn all() -> Vec<&'static Rule> {
     rules.extend(lldp::RULES);
     rules.extend(switch_side::RULES);
     rules.extend(rates::RULES);
+    rules.extend(completions::RULES);
     rules.extend(congestion::RULES);
     rules.extend(topology::RULES);
     rules.extend(phys::RULES);

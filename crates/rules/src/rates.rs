@@ -427,7 +427,7 @@ fn out_of_buffer(ctx: &Context) -> Vec<Finding> {
 /// The provider's counter names for `meaning`, for evidence texts
 /// (`np_cnp_sent`, `rp_cnp_handled + ...`); a plain description when the
 /// table has none.
-fn names(d: &Device, meaning: HwMeaning, plain: &'static str) -> String {
+pub(crate) fn names(d: &Device, meaning: HwMeaning, plain: &'static str) -> String {
     let provider = Provider::of(d);
     let names: Vec<&str> = HW_MAPPINGS
         .iter()

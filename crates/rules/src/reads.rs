@@ -12,11 +12,7 @@ use roce_model::RuleId;
 pub fn reads(rule: RuleId) -> &'static [&'static str] {
     use RuleId::*;
     match rule {
-        PortDown => &[
-            "roce_port_up",
-            "roce_port_state_id",
-            "roce_port_physical_state_id",
-        ],
+        PortDown => &["roce_port_up", "roce_port_info"],
         LinkRateBelowExpected => &["roce_port_rate_bytes_per_second", "roce_port_up"],
         Rocev2GidMissing | Rocev2GidLinkLocalOnly => &["roce_gid_info", "roce_port_up"],
         PfcWithoutEcn => &["roce_pfc_enabled", "roce_ecn_info"],
@@ -61,6 +57,13 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
             "roce_packet_sequence_errors_total",
             "roce_implied_nak_sequence_errors_total",
         ],
+        CompletionErrors => &[
+            "roce_completion_errors_total",
+            "roce_completion_flush_errors_total",
+            "roce_remote_access_errors_total",
+            "roce_remote_invalid_request_errors_total",
+            "roce_local_length_errors_total",
+        ],
         OutOfBuffer => &["roce_out_of_buffer_drops_total"],
         ReceiverCongested => &[
             "roce_ecn_marked_packets_total",
@@ -84,18 +87,14 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         LosslessDiscards => &["roce_netdev_priority_discards_total", "roce_pfc_enabled"],
         DiscardsGrowing => &["roce_netdev_discards_total"],
         HostRingDrops => &["roce_netdev_discards_total"],
-        GpuNicPathFar => &["roce_gpu_nic_path_info", "roce_gpu_nearest_nic_info"],
+        GpuNicPathFar => &["roce_gpu_nic_path_info"],
         GpudirectUnavailable | GpudirectNotUsed => &[
             "roce_gpudirect_rdma_ready",
             "roce_gpudirect_rdma_available",
             "roce_gpudirect_rdma_prerequisite",
         ],
         AcsOnGpuNicPath => &["roce_pcie_acs_request_redirect", "roce_gpu_nic_path_info"],
-        PcieDowntrained => &[
-            "roce_pcie_link_downtrained",
-            "roce_pcie_link_speed_transfers_per_second",
-            "roce_pcie_link_width_lanes",
-        ],
+        PcieDowntrained => &["roce_pcie_link_downtrained", "roce_pcie_link_info"],
         ProbeFailures => &["roce_probe_failures_total", "roce_probe_requests_total"],
         ProbeLatencyRegression => &["roce_probe_rtt_seconds"],
         PeerProbePortIsolated | PeerProbePeerUnreachable => &[
@@ -127,7 +126,7 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         NcclGidNotRocev2 => &["roce_nccl_connections", "roce_gid_info"],
         NcclRailsUnused => &[
             "roce_nccl_connections",
-            "roce_gpu_nearest_nic_info",
+            "roce_gpu_nic_path_info",
             "roce_port_up",
         ],
         // nccl-tests' table is read for the rule, not exposed.
@@ -154,7 +153,7 @@ pub fn reads(rule: RuleId) -> &'static [&'static str] {
         PcieBridgeAerErrors => &[
             "roce_pcie_bridge_aer_errors_total",
             "roce_pcie_aer_error_kinds_total",
-            "roce_gpu_nearest_nic_info",
+            "roce_gpu_nic_path_info",
         ],
         DevlinkReporterError => &[
             "roce_devlink_reporter_healthy",

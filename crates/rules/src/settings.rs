@@ -206,6 +206,9 @@ rules_config! {
     ack_timeouts: RateRule,
     /// Out-of-sequence and sequence-error NAKs per second.
     sequence_errors: RateRule,
+    /// Work requests completed in error (flushes excepted), remote access,
+    /// invalid request and length errors within the window.
+    completion_errors: WindowRule,
     /// Receive drops for lack of buffers or WQEs per second.
     out_of_buffer: RateRule,
     /// Notification point role: ECN-marked RoCE packets per RoCE packet
@@ -328,6 +331,9 @@ impl Default for RulesConfig {
                 window: minute,
                 per_second: 10.0,
             },
+            completion_errors: WindowRule {
+                window: Duration::from_secs(300),
+            },
             out_of_buffer: RateRule {
                 window: minute,
                 per_second: 1.0,
@@ -435,6 +441,7 @@ impl RulesConfig {
             self.retransmissions.window,
             self.ack_timeouts.window,
             self.sequence_errors.window,
+            self.completion_errors.window,
             self.out_of_buffer.window,
             self.receiver_congested.window,
             self.sender_throttled.window,
