@@ -273,8 +273,9 @@ fn a_requester_that_dies_mid_run_leaves_nothing_behind() {
     client::run(&mut prepared, &p, &AtomicBool::new(false));
     // Killed: its queue pairs vanish, no end request is sent.
     drop(prepared);
+    // Its port is released first, then the session's end counted.
     until("the session ends idle and its port is released", || {
-        fabric.open() == 0
+        fabric.open() == 0 && r.counts().sessions.contains_key("idle")
     });
     assert_eq!(r.counts().sessions.get("idle"), Some(&1));
 }
@@ -292,7 +293,9 @@ fn a_reload_ends_the_running_sessions() {
     assert_eq!(status, 200);
     assert_eq!(r.counts().active.len(), 1);
     r.reconfigure(LoadTestConfig::default());
-    until("released", || fabric.open() == 0);
+    until("released and counted", || {
+        fabric.open() == 0 && r.counts().sessions.contains_key("stopped")
+    });
     assert_eq!(r.counts().sessions.get("stopped"), Some(&1));
 }
 
