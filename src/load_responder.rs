@@ -70,11 +70,22 @@ impl<V: LoadVerbs + 'static> Responder<V> {
 
     /// A `POST` from the server; `None` when the path is no load-test path.
     pub fn action(&self, action: &Action) -> Option<ActionAnswer> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let reply = Box::new(move |status: u16, body: String| {
-            let _ = tx.send(Answer { status, body });
-        });
         let authenticated = action.caller.tls && action.caller.authenticated;
+        if let Some(r) = action.refused {
+            // The server answers it; only counted here.
+            return self
+                .inner
+                .refused_by_server(action.path, authenticated, r.message())
+                .then(|| {
+                    ActionAnswer::Ready(Answer {
+                        status: r.status(),
+                        body: String::new(),
+                    })
+                });
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let reply =
+            Box::new(move |status: u16, body: String| tx.send(Answer { status, body }).is_ok());
         self.inner
             .handle(action.path, action.query, authenticated, reply)
             .then_some(ActionAnswer::Pending(rx))

@@ -6,7 +6,10 @@
 //! ([`ActionAnswer::Pending`]), at most [`ACTION_WAIT`].
 //!
 //! Parameters travel in the query string; a request with a body is refused
-//! (`413`) like any other, so nothing unbounded is read.
+//! (`413`) like any other, so nothing unbounded is read, and so is a query
+//! over [`MAX_ACTION_QUERY`] (`414`). The action still sees such a request,
+//! marked [`Action::refused`], so that it counts the refusal; it must start
+//! nothing for it, and its answer is not awaited.
 
 use std::time::Duration;
 
@@ -38,9 +41,38 @@ pub struct Caller {
 pub struct Action<'a> {
     pub path: &'a str,
     /// The raw query string (without `?`), at most [`MAX_ACTION_QUERY`]
-    /// bytes; hostile: parse with bounds.
+    /// bytes (empty when the server refused it as too long); hostile:
+    /// parse with bounds.
     pub query: &'a str,
     pub caller: Caller,
+    /// The server refuses this request whatever the action answers: count
+    /// it, start nothing.
+    pub refused: Option<ServerRefusal>,
+}
+
+/// Why the server refuses an action's request itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerRefusal {
+    /// The request carries a body (`413`): it is not read.
+    Body,
+    /// The query is longer than [`MAX_ACTION_QUERY`] (`414`).
+    QueryTooLong,
+}
+
+impl ServerRefusal {
+    pub fn status(self) -> u16 {
+        match self {
+            ServerRefusal::Body => 413,
+            ServerRefusal::QueryTooLong => 414,
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            ServerRefusal::Body => "requests with a body are not accepted",
+            ServerRefusal::QueryTooLong => "query string too long",
+        }
+    }
 }
 
 /// An action's answer: a status and a JSON body.
@@ -67,26 +99,34 @@ pub(crate) async fn respond_action(
     caller: Caller,
     has_body: bool,
 ) -> Option<Response<Full<Bytes>>> {
-    if query.len() > MAX_ACTION_QUERY {
-        return Some(json(
-            StatusCode::URI_TOO_LONG,
-            "{\"refused\":\"malformed\",\"message\":\"query string too long\"}\n".into(),
-            has_body,
-        ));
-    }
+    let refused = if query.len() > MAX_ACTION_QUERY {
+        Some(ServerRefusal::QueryTooLong)
+    } else if has_body {
+        Some(ServerRefusal::Body)
+    } else {
+        None
+    };
     let action = Action {
         path,
-        query,
+        query: if refused == Some(ServerRefusal::QueryTooLong) {
+            ""
+        } else {
+            query
+        },
         caller,
+        refused,
     };
+    // Asked even when refused: the action counts the refusal (and says
+    // whether it claims the path); it starts nothing for it.
     let answer = content.action(&action)?;
-    if has_body {
-        return Some(json(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "{\"refused\":\"malformed\",\"message\":\"requests with a body are not accepted\"}\n"
-                .into(),
-            true,
-        ));
+    if let Some(r) = refused {
+        drop(answer);
+        let status = StatusCode::from_u16(r.status()).unwrap_or(StatusCode::BAD_REQUEST);
+        let body = format!(
+            "{{\"refused\":\"malformed\",\"message\":\"{}\"}}\n",
+            r.message()
+        );
+        return Some(json(status, body, has_body));
     }
     let answer = match answer {
         ActionAnswer::Ready(a) => a,

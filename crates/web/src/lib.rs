@@ -60,7 +60,7 @@ mod tls;
 mod trim;
 pub mod webconfig;
 
-pub use actions::{Action, ActionAnswer, Answer, Caller};
+pub use actions::{Action, ActionAnswer, Answer, Caller, ServerRefusal};
 pub use connection::{serve_stream, ServeOptions};
 pub use listen::{
     adopt, bind, raise_open_file_limit, serve, serve_with, systemd_listeners, ServerError,

@@ -28,8 +28,9 @@ use super::wire::{
 use super::{admit, LoadRefusal, LoadTestConfig, LocalLoadPort};
 
 /// Sends an action's answer (status, JSON body) back to the HTTP server;
-/// called once, from whichever thread has the answer.
-pub type Reply = Box<dyn FnOnce(u16, String) + Send>;
+/// called once, from whichever thread has the answer. `false`: nobody
+/// waits for it any more (the client went, or the server stopped waiting).
+pub type Reply = Box<dyn FnOnce(u16, String) -> bool + Send>;
 
 /// The first message must come this soon after the grant: the requester
 /// connects its queue pairs and samples its counters first.
@@ -141,6 +142,24 @@ impl<V: LoadVerbs + 'static> LoadResponder<V> {
     /// Answers a `POST` to `path` (`None`: not a load-test path).
     /// `authenticated`: the server authenticated the caller over TLS.
     pub fn handle(&self, path: &str, query: &str, authenticated: bool, reply: Reply) -> bool {
+        self.answer(path, Ok(query), authenticated, reply)
+    }
+
+    /// A `POST` to `path` that the server refuses itself (`why`: a body, an
+    /// overlong query): counted as the responder's own refusals are
+    /// (`malformed` once the responder is on and the caller authenticated),
+    /// nothing started. `None`: not a load-test path.
+    pub fn refused_by_server(&self, path: &str, authenticated: bool, why: &str) -> bool {
+        self.answer(path, Err(why), authenticated, Box::new(|_, _| false))
+    }
+
+    fn answer(
+        &self,
+        path: &str,
+        query: Result<&str, &str>,
+        authenticated: bool,
+        reply: Reply,
+    ) -> bool {
         let is_session = path == SESSION_PATH;
         if !is_session && path != END_PATH {
             return false;
@@ -148,7 +167,7 @@ impl<V: LoadVerbs + 'static> LoadResponder<V> {
         let mut s = lock(&self.state);
         let refuse = |s: &mut State, why: LoadRefusal, message: String, reply: Reply| {
             *s.counts.refused.entry(why).or_insert(0) += 1;
-            reply(why.status(), Refused::json(why, message));
+            let _ = reply(why.status(), Refused::json(why, message));
         };
         if !s.config.responder {
             refuse(
@@ -168,6 +187,13 @@ impl<V: LoadVerbs + 'static> LoadResponder<V> {
             );
             return true;
         }
+        let query = match query {
+            Ok(q) => q,
+            Err(why) => {
+                refuse(&mut s, LoadRefusal::Malformed, why.into(), reply);
+                return true;
+            }
+        };
         if !is_session {
             match parse_end(query) {
                 Err(e) => refuse(&mut s, LoadRefusal::Malformed, e, reply),
@@ -337,10 +363,16 @@ impl<V: LoadVerbs> Job<V> {
                         x.waker = Some(roce_probe::load::Receiver::waker(&port));
                     }
                 }
-                reply(
+                let delivered = reply(
                     200,
                     serde_json::to_string(&grant).unwrap_or_default() + "\n",
                 );
+                if !delivered {
+                    // Nobody holds the grant (the requester closed its
+                    // connection, or the server stopped waiting): nobody
+                    // can use or end the session, so it ends at once.
+                    self.stop.store(true, Ordering::SeqCst);
+                }
                 let limits = ServeLimits {
                     deadline: Duration::from_secs(u64::from(grant.seconds)),
                     max_bytes: grant.bytes,
@@ -362,7 +394,7 @@ impl<V: LoadVerbs> Job<V> {
                     .or_insert(0) += 1;
                 drop(s);
                 tracing::warn!(device = %self.key.0, port = self.key.1, error = %e, "load-test session set-up failed");
-                reply(
+                let _ = reply(
                     LoadRefusal::SetupFailed.status(),
                     Refused::json(LoadRefusal::SetupFailed, e),
                 );
@@ -422,7 +454,7 @@ impl<V: LoadVerbs> Job<V> {
         .unwrap_or_default()
             + "\n";
         for reply in enders {
-            reply(200, body.clone());
+            let _ = reply(200, body.clone());
         }
     }
 }

@@ -58,9 +58,7 @@ fn ask(r: &LoadResponder<FakeLoadVerbs>, path: &str, query: &str, auth: bool) ->
         path,
         query,
         auth,
-        Box::new(move |s, b| {
-            let _ = tx.send((s, b));
-        }),
+        Box::new(move |s, b| tx.send((s, b)).is_ok()),
     );
     assert!(claimed, "{path} not claimed");
     rx.recv_timeout(Duration::from_secs(10)).expect("an answer")
@@ -203,7 +201,7 @@ fn every_refusal_has_its_reason_status_and_count() {
     }
     assert_eq!(c.refused.get(&LoadRefusal::UnknownSession), Some(&1));
     assert_eq!(fabric.opened(), 0, "no refused request opened anything");
-    assert!(!r.handle("/metrics", "", true, Box::new(|_, _| {})));
+    assert!(!r.handle("/metrics", "", true, Box::new(|_, _| false)));
 }
 
 #[test]
@@ -314,4 +312,97 @@ fn a_failed_set_up_is_refused_and_counted() {
     assert!(body.contains("Cannot allocate memory"), "{body}");
     assert_eq!(r.counts().refused.get(&LoadRefusal::SetupFailed), Some(&1));
     assert!(r.counts().active.is_empty());
+}
+
+#[test]
+fn a_request_the_server_refuses_is_counted_and_starts_nothing() {
+    let fabric = FakeLoadFabric::new();
+    let r = responder(&fabric, config());
+    // A body on an otherwise grantable request, and an overlong query.
+    assert!(r.refused_by_server(wire::SESSION_PATH, true, "a body"));
+    assert!(r.refused_by_server(wire::END_PATH, true, "query too long"));
+    assert!(!r.refused_by_server("/metrics", true, "a body"));
+    let c = r.counts();
+    assert_eq!(c.refused.get(&LoadRefusal::Malformed), Some(&2));
+    assert!(c.active.is_empty());
+    assert_eq!(fabric.opened(), 0);
+    // Unauthenticated first, as for any other request.
+    assert!(r.refused_by_server(wire::SESSION_PATH, false, "a body"));
+    assert_eq!(
+        r.counts().refused.get(&LoadRefusal::Unauthenticated),
+        Some(&1)
+    );
+}
+
+#[test]
+fn a_grant_nobody_waits_for_ends_its_session_at_once() {
+    let fabric = FakeLoadFabric::new();
+    let r = responder(&fabric, config()).with_silence(Duration::from_secs(60), IDLE);
+    // The server stopped waiting (the client closed its connection).
+    let claimed = r.handle(
+        wire::SESSION_PATH,
+        &session_query(&request(false, 20)),
+        true,
+        Box::new(|_, _| false),
+    );
+    assert!(claimed);
+    // Well before the 60 s first-message wait.
+    until(
+        "the undelivered session ends and its port is released",
+        || fabric.open() == 0 && r.counts().sessions.contains_key("stopped"),
+    );
+    assert!(r.counts().active.is_empty());
+    // The port is free for the next requester.
+    let (status, body) = ask(
+        &r,
+        wire::SESSION_PATH,
+        &session_query(&request(false, 20)),
+        true,
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn an_end_with_a_guessed_or_spent_id_ends_nothing() {
+    let fabric = FakeLoadFabric::new();
+    let r = responder(&fabric, config()).with_silence(Duration::from_secs(60), IDLE);
+    let (status, body) = ask(
+        &r,
+        wire::SESSION_PATH,
+        &session_query(&request(false, 20)),
+        true,
+    );
+    assert_eq!(status, 200, "{body}");
+    let grant: Grant = serde_json::from_str(&body).unwrap();
+    // Guesses: another id, the id with one digit changed, a prefix.
+    let mut near = grant.session.clone().into_bytes();
+    near[31] = if near[31] == b'0' { b'1' } else { b'0' };
+    let near = String::from_utf8(near).unwrap();
+    for guess in [
+        "0".repeat(32),
+        near,
+        format!("{}0", &grant.session[..31]),
+        grant.session[..16].to_string(),
+    ] {
+        let (status, body) = ask(&r, wire::END_PATH, &format!("session={guess}"), true);
+        assert!(status == 404 || status == 400, "{guess}: {status} {body}");
+    }
+    assert_eq!(r.counts().active.len(), 1, "still running");
+    // Its holder ends it (upper case too); then the id is spent.
+    let (status, body) = ask(
+        &r,
+        wire::END_PATH,
+        &format!("session={}", grant.session.to_ascii_uppercase()),
+        true,
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = ask(
+        &r,
+        wire::END_PATH,
+        &format!("session={}", grant.session),
+        true,
+    );
+    assert_eq!(status, 404);
+    let c = r.counts();
+    assert!(c.refused.get(&LoadRefusal::UnknownSession).copied() >= Some(3));
 }
