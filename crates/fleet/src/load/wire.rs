@@ -131,8 +131,13 @@ fn unescape(s: &str) -> Option<String> {
     while i < b.len() {
         match b[i] {
             b'%' => {
-                let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
+                // Two hex digits exactly (`from_str_radix` alone would take
+                // a sign: `%+1`).
+                let hex = b.get(i + 1..i + 3)?;
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
                 i += 3;
             }
             b'+' => {
@@ -205,6 +210,12 @@ pub fn parse_session(query: &str) -> Result<SessionRequest, String> {
         "1" => true,
         _ => return Err("force is 0 or 1".into()),
     };
+    let seconds: u32 = num(get("seconds")?, "seconds")?;
+    let bytes: u64 = num(get("bytes")?, "bytes")?;
+    if seconds == 0 || bytes == 0 {
+        // Nothing is set up for a session that cannot carry a message.
+        return Err("seconds and bytes are at least 1".into());
+    }
     Ok(SessionRequest {
         qps: QpSet {
             gid,
@@ -213,8 +224,8 @@ pub fn parse_session(query: &str) -> Result<SessionRequest, String> {
             psn,
             mtu,
         },
-        seconds: num(get("seconds")?, "seconds")?,
-        bytes: num(get("bytes")?, "bytes")?,
+        seconds,
+        bytes,
         message,
         force,
     })
@@ -281,6 +292,20 @@ mod tests {
             (&good.replace("psn=74565", "psn=16777216"), "24 bits"),
             (&good.replace("force=0", "force=yes"), "force"),
             ("gid=%zz", "unique"),
+            // A sign is no hex digit; a byte that is no UTF-8.
+            (&good.replace("gid=", "gid=%+3a"), "unique"),
+            (&good.replace("gid=", "gid=%ff"), "unique"),
+            (&good.replace("seconds=20", "seconds=0"), "at least 1"),
+            (
+                &good.replace("bytes=1099511627776", "bytes=0"),
+                "at least 1",
+            ),
+            (&good.replace("seconds=20", "seconds=-1"), "not a number"),
+            (
+                &good.replace("seconds=20", "seconds=4294967296"),
+                "not a number",
+            ),
+            (&good.replace("lid=0", "lid=65536"), "not a number"),
             (&"a=1&".repeat(40), "unique"),
         ];
         for (q, want) in cases {
