@@ -29,7 +29,7 @@ use roce_fleet::load::{LoadRefusal, LocalLoadPort};
 use roce_fleet::peer_rails::Net;
 use roce_probe::load::fake::{FakeLoadFabric, FakeLoadVerbs};
 
-fn port(ip: [u8; 4]) -> LocalLoadPort {
+pub(crate) fn port(ip: [u8; 4]) -> LocalLoadPort {
     let v4 = Ipv4Addr::from(ip);
     LocalLoadPort {
         device: "mlx5_0".into(),
@@ -45,16 +45,16 @@ fn port(ip: [u8; 4]) -> LocalLoadPort {
     }
 }
 
-struct Served {
+pub(crate) struct Served {
     #[allow(dead_code)]
     runtime: tokio::runtime::Runtime,
-    addr: SocketAddr,
-    responder: Arc<Responder<FakeLoadVerbs>>,
+    pub(crate) addr: SocketAddr,
+    pub(crate) responder: Arc<Responder<FakeLoadVerbs>>,
 }
 
 /// The exporter's server with its responder on `fabric`, behind
 /// `web_config` (none: plain HTTP, nobody authenticated).
-fn serve(fabric: &FakeLoadFabric, web_config: Option<&Path>) -> Served {
+pub(crate) fn serve(fabric: &FakeLoadFabric, web_config: Option<&Path>) -> Served {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -91,7 +91,7 @@ fn serve(fabric: &FakeLoadFabric, web_config: Option<&Path>) -> Served {
 }
 
 /// One raw HTTP/1.1 request over plain TCP; the status.
-fn plain(addr: SocketAddr, method: &str, path: &str, extra: &str) -> (u16, String) {
+pub(crate) fn plain(addr: SocketAddr, method: &str, path: &str, extra: &str) -> (u16, String) {
     let mut s = connect(addr, Duration::from_secs(10)).unwrap();
     let r = format!("{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n{extra}\r\n");
     s.write_all(r.as_bytes()).unwrap();

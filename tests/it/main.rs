@@ -13,6 +13,7 @@ mod support;
 mod rdma_common;
 
 mod attack;
+mod attack_load;
 mod attack_sources;
 mod check;
 mod check_host;
