@@ -164,15 +164,39 @@ impl IbPeerVerbs {
     }
 }
 
-fn last_errno() -> i32 {
+pub(crate) fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 /// A failure with the errno libibverbs left (its calls return NULL or a
 /// negative value and set errno, or return the errno itself).
-fn os_fail(reason: Reason, what: String, errno: i32) -> Failure {
+pub(crate) fn os_fail(reason: Reason, what: String, errno: i32) -> Failure {
     let text = std::io::Error::from_raw_os_error(errno);
     Failure::with_errno(reason, Some(errno), format!("{what}: {text}"))
+}
+
+/// A completion channel of the open device `ctx`, its descriptor
+/// non-blocking (`ibv_get_cq_event` never hangs: the caller polls the fd).
+pub(crate) fn nonblocking_channel(ctx: *mut ibv_context) -> Result<*mut ibv_comp_channel, Failure> {
+    // SAFETY: ctx is an open device context.
+    let channel = unsafe { ibv_create_comp_channel(ctx) };
+    if channel.is_null() {
+        return Err(os_fail(
+            Reason::CreateCq,
+            "ibv_create_comp_channel".into(),
+            last_errno(),
+        ));
+    }
+    // SAFETY: the channel is live; its fd is owned by libibverbs and only
+    // its flags change.
+    unsafe {
+        let fd = (*channel).fd;
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+    Ok(channel)
 }
 
 impl PeerVerbs for IbPeerVerbs {
@@ -381,7 +405,8 @@ impl Drop for UdPort {
     }
 }
 
-fn mtu_bytes(mtu: ibv_mtu::Type) -> u32 {
+/// An MTU enum of libibverbs in bytes.
+pub(crate) fn mtu_bytes(mtu: ibv_mtu::Type) -> u32 {
     match mtu {
         ibv_mtu::IBV_MTU_256 => 256,
         ibv_mtu::IBV_MTU_512 => 512,

@@ -23,9 +23,9 @@ use std::time::Instant;
 
 use rdma_mummy_sys::{
     ibv_access_flags, ibv_ack_cq_events, ibv_alloc_pd, ibv_close_device, ibv_comp_channel,
-    ibv_context, ibv_cq, ibv_create_comp_channel, ibv_create_cq, ibv_create_qp, ibv_dealloc_pd,
-    ibv_dereg_mr, ibv_destroy_comp_channel, ibv_destroy_cq, ibv_destroy_qp, ibv_get_cq_event,
-    ibv_gid, ibv_modify_qp, ibv_mr, ibv_mtu, ibv_pd, ibv_poll_cq, ibv_port_attr, ibv_port_state,
+    ibv_context, ibv_cq, ibv_create_cq, ibv_create_qp, ibv_dealloc_pd, ibv_dereg_mr,
+    ibv_destroy_comp_channel, ibv_destroy_cq, ibv_destroy_qp, ibv_get_cq_event, ibv_gid,
+    ibv_modify_qp, ibv_mr, ibv_mtu, ibv_pd, ibv_poll_cq, ibv_port_attr, ibv_port_state,
     ibv_post_recv, ibv_post_send, ibv_qp, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_init_attr,
     ibv_qp_state, ibv_qp_type, ibv_query_gid, ibv_query_port, ibv_recv_wr, ibv_reg_dmabuf_mr,
     ibv_reg_mr, ibv_req_notify_cq, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, ibv_wr_opcode,
@@ -36,7 +36,7 @@ use super::{
     Completion, Connect, LoadVerbs, MemoryUsed, MemoryWanted, PortSpec, QpSet, Receiver, Requester,
     Waker, Window,
 };
-use crate::peer_ibverbs::open_device;
+use crate::peer_ibverbs::{last_errno, mtu_bytes, nonblocking_channel, open_device, os_fail};
 use crate::verbs::OpenError;
 use crate::{Failure, Reason};
 
@@ -173,28 +173,6 @@ impl Drop for RcPort {
     }
 }
 
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-fn os_fail(reason: Reason, what: String, errno: i32) -> Failure {
-    Failure::with_errno(
-        reason,
-        Some(errno),
-        format!("{what}: {}", std::io::Error::from_raw_os_error(errno)),
-    )
-}
-
-fn mtu_bytes(m: ibv_mtu::Type) -> u32 {
-    match m {
-        ibv_mtu::IBV_MTU_256 => 256,
-        ibv_mtu::IBV_MTU_512 => 512,
-        ibv_mtu::IBV_MTU_1024 => 1024,
-        ibv_mtu::IBV_MTU_2048 => 2048,
-        _ => 4096,
-    }
-}
-
 fn mtu_of(bytes: u32) -> ibv_mtu::Type {
     match bytes {
         b if b >= 4096 => ibv_mtu::IBV_MTU_4096,
@@ -302,7 +280,11 @@ impl RcPort {
         // SAFETY: ctx is open.
         self.pd = unsafe { ibv_alloc_pd(self.ctx) };
         if self.pd.is_null() {
-            return Err(os_fail(Reason::AllocPd, "ibv_alloc_pd".into(), errno()));
+            return Err(os_fail(
+                Reason::AllocPd,
+                "ibv_alloc_pd".into(),
+                last_errno(),
+            ));
         }
         self.register(spec, gpu)?;
         self.completion_queue(spec)?;
@@ -316,7 +298,7 @@ impl RcPort {
             // SAFETY: eventfd with flags only.
             let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
             if fd < 0 {
-                return Err(os_fail(Reason::CreateCq, "eventfd".into(), errno()));
+                return Err(os_fail(Reason::CreateCq, "eventfd".into(), last_errno()));
             }
             // SAFETY: a fresh descriptor owned by nothing else.
             self.wake = Some(Arc::new(unsafe { OwnedFd::from_raw_fd(fd) }));
@@ -356,7 +338,7 @@ impl RcPort {
                         if mr.is_null() {
                             format!(
                                 "ibv_reg_dmabuf_mr: {}",
-                                std::io::Error::from_raw_os_error(errno())
+                                std::io::Error::from_raw_os_error(last_errno())
                             )
                         } else {
                             self.mr = mr;
@@ -387,7 +369,7 @@ impl RcPort {
         // SAFETY: the buffer lives until Drop, after the MR is deregistered.
         self.mr = unsafe { ibv_reg_mr(self.pd, ptr.cast(), len, access) };
         if self.mr.is_null() {
-            let e = errno();
+            let e = last_errno();
             let reason = if matches!(e, libc::ENOMEM | libc::EPERM | libc::EAGAIN) {
                 Reason::Memlock
             } else {
@@ -399,29 +381,16 @@ impl RcPort {
     }
 
     fn completion_queue(&mut self, spec: &PortSpec) -> Result<(), Failure> {
-        // SAFETY: ctx is open.
-        self.channel = unsafe { ibv_create_comp_channel(self.ctx) };
-        if self.channel.is_null() {
-            return Err(os_fail(
-                Reason::CreateCq,
-                "ibv_create_comp_channel".into(),
-                errno(),
-            ));
-        }
-        // SAFETY: the channel is live; only its descriptor's flags change
-        // (non-blocking: ibv_get_cq_event never hangs).
-        unsafe {
-            let fd = (*self.channel).fd;
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if flags >= 0 {
-                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-            }
-        }
+        self.channel = nonblocking_channel(self.ctx)?;
         let cqe = i32::try_from(spec.qps.max(1) * spec.depth.max(1) + 1).unwrap_or(i32::MAX);
         // SAFETY: ctx and the channel are live; no context pointer.
         self.cq = unsafe { ibv_create_cq(self.ctx, cqe, ptr::null_mut(), self.channel, 0) };
         if self.cq.is_null() {
-            return Err(os_fail(Reason::CreateCq, "ibv_create_cq".into(), errno()));
+            return Err(os_fail(
+                Reason::CreateCq,
+                "ibv_create_cq".into(),
+                last_errno(),
+            ));
         }
         Ok(())
     }
@@ -448,7 +417,7 @@ impl RcPort {
             return Err(os_fail(
                 Reason::CreateQp,
                 "ibv_create_qp (RC)".into(),
-                errno(),
+                last_errno(),
             ));
         }
         Ok(qp)

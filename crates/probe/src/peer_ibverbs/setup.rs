@@ -104,24 +104,7 @@ impl UdPort {
                 errno,
             ));
         }
-        // SAFETY: ctx is open.
-        self.channel = unsafe { ibv_create_comp_channel(self.ctx) };
-        if self.channel.is_null() {
-            return Err(os_fail(
-                Reason::CreateCq,
-                "ibv_create_comp_channel".into(),
-                last_errno(),
-            ));
-        }
-        // SAFETY: the channel is live; its fd is owned by libibverbs and
-        // only its flags change (non-blocking: ibv_get_cq_event never hangs).
-        unsafe {
-            let fd = (*self.channel).fd;
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if flags >= 0 {
-                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-            }
-        }
+        self.channel = nonblocking_channel(self.ctx)?;
         // Both CQs on the one channel; extended ones with the device's
         // timestamps where it keeps a clock.
         let clock = DeviceClock::of(self.ctx);

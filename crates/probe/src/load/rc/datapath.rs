@@ -57,7 +57,11 @@ impl RcPort {
             if !self.armed {
                 // SAFETY: cq is live.
                 if unsafe { ibv_req_notify_cq(self.cq, 0) } != 0 {
-                    return Err(os_fail(Reason::PollCq, "ibv_req_notify_cq".into(), errno()));
+                    return Err(os_fail(
+                        Reason::PollCq,
+                        "ibv_req_notify_cq".into(),
+                        last_errno(),
+                    ));
                 }
                 self.armed = true;
                 // A completion that landed before the arming raises no event.
@@ -87,8 +91,8 @@ impl RcPort {
             let ms = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
             // SAFETY: two valid pollfds (a negative fd is ignored).
             let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-            if ready < 0 && errno() != libc::EINTR {
-                return Err(os_fail(Reason::PollCq, "poll".into(), errno()));
+            if ready < 0 && last_errno() != libc::EINTR {
+                return Err(os_fail(Reason::PollCq, "poll".into(), last_errno()));
             }
             if fds[0].revents & libc::POLLIN != 0 {
                 let mut cq = ptr::null_mut();
