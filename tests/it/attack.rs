@@ -435,12 +435,7 @@ async fn get_from(
     let mut reply = Vec::new();
     let _ = s.read_to_end(&mut reply).await;
     let text = String::from_utf8_lossy(&reply).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
+    (crate::http_pressure::status_of(&text), text)
 }
 
 /// The bcrypt cost of the flood test's user (htpasswd's default is 5, 10

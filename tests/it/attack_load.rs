@@ -93,12 +93,7 @@ impl Protected {
         let mut buf = Vec::new();
         let _ = tls.read_to_end(&mut buf);
         let text = String::from_utf8_lossy(&buf).to_string();
-        let status = text
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (status, text)
+        (crate::http_pressure::status_of(&text), text)
     }
 
     /// `POST target` as `user` with the right password, over TLS.
@@ -359,11 +354,7 @@ fn post_from(
         let mut buf = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf));
         let _ = read.await;
-        String::from_utf8_lossy(&buf)
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0)
+        crate::http_pressure::status_of(&String::from_utf8_lossy(&buf))
     })
 }
 

@@ -79,7 +79,7 @@ fn read_head(s: &mut TcpStream, chunk: &mut [u8]) -> Result<(Vec<u8>, usize), St
 }
 
 /// The status code of an answer's head (0 when it has none).
-fn status_of(head: &str) -> u16 {
+pub(crate) fn status_of(head: &str) -> u16 {
     head.split(' ')
         .nth(1)
         .and_then(|s| s.parse().ok())

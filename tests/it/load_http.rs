@@ -98,12 +98,7 @@ pub(crate) fn plain(addr: SocketAddr, method: &str, path: &str, extra: &str) -> 
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf).to_string();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
+    (crate::http_pressure::status_of(&text), text)
 }
 
 fn plan() -> LoadPlan {
